@@ -1,0 +1,343 @@
+//===- SchedOps.cpp - sched dialect registration and op verifiers ---------===//
+
+#include "dialects/sched/SchedOps.h"
+#include "dialects/tg/TGShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tailor::sched;
+
+#include "dialects/sched/SchedDialect.cpp.inc"
+#include "dialects/sched/SchedEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/sched/SchedAttrs.cpp.inc"
+
+void SchedDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/sched/SchedAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/sched/SchedOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Resolves `name` to a declaration of kind `DeclOp` in the enclosing
+/// program, or reports what was expected.
+template <typename DeclOp>
+static FailureOr<DeclOp> lookupDeclaration(Operation *user,
+                                           SymbolTableCollection &symbolTable,
+                                           FlatSymbolRefAttr name,
+                                           StringRef role) {
+  auto decl = symbolTable.lookupNearestSymbolFrom<DeclOp>(user, name);
+  if (!decl) {
+    return user->emitOpError()
+           << role << " " << name << " does not name a "
+           << DeclOp::getOperationName() << " in the enclosing program";
+  }
+  return decl;
+}
+
+static int64_t bufferBytes(Value buffer) {
+  return tailor::tg::byteSize(llvm::cast<ShapedType>(buffer.getType()));
+}
+
+static bool isHostArena(ArenaKind kind) {
+  return kind == ArenaKind::Host || kind == ArenaKind::HostPinned;
+}
+
+//===----------------------------------------------------------------------===//
+// The program and its declarations
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verify() {
+  int64_t rank = getRankAttr().getInt();
+  int64_t worldSize = getWorldSizeAttr().getInt();
+  if (worldSize < 1) {
+    return emitOpError() << "world size must be >= 1, got " << worldSize;
+  }
+  if (rank < 0 || rank >= worldSize) {
+    return emitOpError() << "rank " << rank << " is outside [0, " << worldSize
+                         << ")";
+  }
+  return success();
+}
+
+LogicalResult ProgramOp::verifyRegions() {
+  // Work runs in block order, so a wait must follow a record of its event;
+  // otherwise the waiting stream would block forever.
+  llvm::DenseSet<StringAttr> recorded;
+  for (Operation &op : getBody().front()) {
+    if (auto record = llvm::dyn_cast<RecordOp>(op)) {
+      recorded.insert(record.getEventAttr().getAttr());
+    } else if (auto wait = llvm::dyn_cast<WaitOp>(op)) {
+      if (!recorded.contains(wait.getEventAttr().getAttr())) {
+        return wait.emitOpError()
+               << "waits on event " << wait.getEventAttr()
+               << " before any sched.record of it in program order";
+      }
+    }
+  }
+  return success();
+}
+
+LogicalResult ArenaOp::verify() {
+  int64_t size = getSizeAttr().getInt();
+  int64_t alignment = getAlignmentAttr().getInt();
+  if (size < 0) {
+    return emitOpError() << "arena @" << getSymName()
+                         << " has a negative size " << size;
+  }
+  if (alignment <= 0 || !llvm::isPowerOf2_64(alignment)) {
+    return emitOpError() << "alignment of arena @" << getSymName()
+                         << " must be a power of two, got " << alignment;
+  }
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getArityAttr().getInt() < 0) {
+    return emitOpError() << "kernel @" << getSymName()
+                         << " has a negative arity " << getArityAttr().getInt();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+LogicalResult BufferOp::verify() {
+  MemRefType type = getType();
+  if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {
+    return emitOpError() << "expected a static, row-major memref, got "
+                         << type;
+  }
+  int64_t bytes = tailor::tg::byteSize(type);
+  int64_t size = getSizeAttr().getInt();
+  int64_t offset = getOffsetAttr().getInt();
+  if (size < bytes) {
+    return emitOpError() << "buffer of " << size << " bytes cannot hold "
+                         << type << " (" << bytes << " bytes)";
+  }
+  int64_t elementBytes =
+      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (offset < 0 || offset % elementBytes != 0) {
+    return emitOpError() << "offset " << offset
+                         << " must be non-negative and a multiple of the "
+                         << elementBytes << "-byte element size";
+  }
+  return success();
+}
+
+ArenaOp BufferOp::lookupArena(SymbolTableCollection &symbolTable) {
+  return symbolTable.lookupNearestSymbolFrom<ArenaOp>(*this, getArenaAttr());
+}
+
+LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<ArenaOp> arena = lookupDeclaration<ArenaOp>(
+      *this, symbolTable, getArenaAttr(), "arena");
+  if (failed(arena)) {
+    return failure();
+  }
+  int64_t end = getOffsetAttr().getInt() + getSizeAttr().getInt();
+  if (end > arena->getSizeAttr().getInt()) {
+    return emitOpError() << "buffer [" << getOffsetAttr().getInt() << ", "
+                         << end << ") overruns arena @" << arena->getSymName()
+                         << " of " << arena->getSizeAttr().getInt()
+                         << " bytes";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Work
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyLaunchDims(Operation *op, StringRef name,
+                                      std::optional<ArrayRef<int64_t>> dims) {
+  if (!dims) {
+    return success();
+  }
+  if (dims->size() != 3 || llvm::any_of(*dims, [](int64_t d) { return d < 1; })) {
+    return op->emitOpError() << "expected " << name
+                             << " as three positive sizes (x, y, z), got "
+                             << tailor::tg::formatShape(*dims);
+  }
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  if (failed(verifyLaunchDims(*this, "grid", getGrid())) ||
+      failed(verifyLaunchDims(*this, "block", getBlock()))) {
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<KernelOp> kernel = lookupDeclaration<KernelOp>(
+      *this, symbolTable, getKernelAttr(), "kernel");
+  if (failed(kernel) || failed(lookupDeclaration<StreamOp>(
+                            *this, symbolTable, getStreamAttr(), "stream"))) {
+    return failure();
+  }
+  int64_t arity = kernel->getArityAttr().getInt();
+  if (static_cast<int64_t>(getArgs().size()) != arity) {
+    return emitOpError() << "kernel @" << kernel->getSymName() << " takes "
+                         << arity << " buffers, got "
+                         << getArgs().size();
+  }
+  return success();
+}
+
+LogicalResult CopyOp::verify() {
+  int64_t sourceBytes = bufferBytes(getSource());
+  int64_t targetBytes = bufferBytes(getTarget());
+  if (sourceBytes != targetBytes) {
+    return emitOpError() << "copies " << sourceBytes << " bytes into a "
+                         << targetBytes << "-byte target";
+  }
+  return success();
+}
+
+LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(lookupDeclaration<StreamOp>(*this, symbolTable, getStreamAttr(),
+                                         "stream"))) {
+    return failure();
+  }
+  bool sourceOnHost = getKind() == CopyKind::HostToDevice ||
+                      getKind() == CopyKind::HostToHost;
+  bool targetOnHost = getKind() == CopyKind::DeviceToHost ||
+                      getKind() == CopyKind::HostToHost;
+  auto check = [&](Value buffer, bool wantHost,
+                   StringRef role) -> LogicalResult {
+    auto view = buffer.getDefiningOp<BufferOp>();
+    if (!view) {
+      return success();
+    }
+    ArenaOp arena = view.lookupArena(symbolTable);
+    if (!arena || isHostArena(arena.getKind()) == wantHost) {
+      return success();
+    }
+    return emitOpError() << stringifyCopyKind(getKind()) << " copy expects a "
+                         << (wantHost ? "host" : "device") << " " << role
+                         << ", but it is in " << stringifyArenaKind(arena.getKind())
+                         << " arena @" << arena.getSymName();
+  };
+  if (failed(check(getSource(), sourceOnHost, "source")) ||
+      failed(check(getTarget(), targetOnHost, "target"))) {
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult CollectiveOp::verify() {
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  int64_t worldSize = program.getWorldSizeAttr().getInt();
+  int64_t programRank = program.getRankAttr().getInt();
+  ArrayRef<int64_t> group = getGroup();
+  if (group.empty()) {
+    return emitOpError() << "expected a non-empty group of ranks";
+  }
+  llvm::DenseSet<int64_t> seen;
+  for (int64_t rank : group) {
+    if (rank < 0 || rank >= worldSize) {
+      return emitOpError() << "group rank " << rank << " is outside [0, "
+                           << worldSize << ")";
+    }
+    if (!seen.insert(rank).second) {
+      return emitOpError() << "group lists rank " << rank << " twice";
+    }
+  }
+  if (!seen.contains(programRank)) {
+    return emitOpError() << "group " << tailor::tg::formatShape(group)
+                         << " does not contain this program's rank "
+                         << programRank;
+  }
+
+  bool reduces = getKind() == CollectiveKind::AllReduce ||
+                 getKind() == CollectiveKind::ReduceScatter;
+  if (reduces != getReduction().has_value()) {
+    return emitOpError() << stringifyCollectiveKind(getKind())
+                         << (reduces ? " needs" : " takes no")
+                         << " reduction";
+  }
+  bool broadcast = getKind() == CollectiveKind::Broadcast;
+  if (broadcast != getRoot().has_value()) {
+    return emitOpError() << stringifyCollectiveKind(getKind())
+                         << (broadcast ? " needs" : " takes no") << " root";
+  }
+  if (broadcast && !seen.contains(getRootAttr().getInt())) {
+    return emitOpError() << "root " << getRootAttr().getInt()
+                         << " is not in the group";
+  }
+
+  if (getInput().getType().getElementType() !=
+      getOutput().getType().getElementType()) {
+    return emitOpError() << "input and output element types differ: "
+                         << getInput().getType().getElementType() << " vs "
+                         << getOutput().getType().getElementType();
+  }
+  int64_t ranks = group.size();
+  int64_t in = bufferBytes(getInput());
+  int64_t out = bufferBytes(getOutput());
+  int64_t expectedOut = in;
+  if (getKind() == CollectiveKind::ReduceScatter) {
+    if (in % ranks != 0) {
+      return emitOpError() << "reduce_scatter input of " << in
+                           << " bytes does not divide among " << ranks
+                           << " ranks";
+    }
+    expectedOut = in / ranks;
+  } else if (getKind() == CollectiveKind::AllGather) {
+    expectedOut = in * ranks;
+  }
+  if (out != expectedOut) {
+    return emitOpError() << stringifyCollectiveKind(getKind()) << " over "
+                         << ranks << " ranks of " << in
+                         << " input bytes needs an output of " << expectedOut
+                         << " bytes, got " << out;
+  }
+  return success();
+}
+
+LogicalResult
+CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupDeclaration<StreamOp>(*this, symbolTable, getStreamAttr(),
+                                     "stream");
+}
+
+LogicalResult RecordOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(lookupDeclaration<EventOp>(*this, symbolTable, getEventAttr(),
+                                        "event")) ||
+      failed(lookupDeclaration<StreamOp>(*this, symbolTable, getStreamAttr(),
+                                         "stream"))) {
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult WaitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(lookupDeclaration<EventOp>(*this, symbolTable, getEventAttr(),
+                                        "event")) ||
+      failed(lookupDeclaration<StreamOp>(*this, symbolTable, getStreamAttr(),
+                                         "stream"))) {
+    return failure();
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/sched/SchedOps.cpp.inc"

@@ -1,0 +1,232 @@
+//===- SchedOps.td - the sched (schedule) dialect -----------*- tablegen -*-===//
+//
+// One program per rank: arenas, buffers at static offsets in them, streams,
+// events, kernels, and the ordered launches, copies and collectives that make
+// up a training step. It maps one-to-one onto the plan file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_DIALECTS_SCHED_SCHEDOPS_TD
+#define TAILOR_DIALECTS_SCHED_SCHEDOPS_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Sched_Dialect : Dialect {
+  let name = "sched";
+  let cppNamespace = "::tailor::sched";
+  let summary = "tailor's per-rank schedule: arenas, buffers, streams, launches";
+  let description = [{
+    The output of planning. A `sched.program` is what one rank executes, in
+    order: buffers are views at static offsets into arenas whose sizes are the
+    plan's memory figures, and every launch, copy and collective names the
+    stream it runs on, with events ordering streams.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Sched_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Sched_Dialect, mnemonic, traits>;
+
+class Sched_EnumAttr<EnumAttrInfo info, string name>
+    : EnumAttr<Sched_Dialect, info, name> {
+  let assemblyFormat = "$value";
+}
+
+def Sched_ArenaKind : I32EnumAttr<"ArenaKind", "where an arena lives", [
+    I32EnumAttrCase<"Device", 0, "device">,
+    I32EnumAttrCase<"HostPinned", 1, "host_pinned">,
+    I32EnumAttrCase<"Host", 2, "host">
+  ]> {
+  let cppNamespace = "::tailor::sched";
+  let genSpecializedAttr = 0;
+}
+def Sched_ArenaKindAttr : Sched_EnumAttr<Sched_ArenaKind, "arena_kind">;
+
+def Sched_CopyKind : I32EnumAttr<"CopyKind", "direction of a copy", [
+    I32EnumAttrCase<"HostToDevice", 0, "h2d">,
+    I32EnumAttrCase<"DeviceToHost", 1, "d2h">,
+    I32EnumAttrCase<"DeviceToDevice", 2, "d2d">,
+    I32EnumAttrCase<"HostToHost", 3, "h2h">
+  ]> {
+  let cppNamespace = "::tailor::sched";
+  let genSpecializedAttr = 0;
+}
+def Sched_CopyKindAttr : Sched_EnumAttr<Sched_CopyKind, "copy_kind">;
+
+def Sched_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
+    I32EnumAttrCase<"AllReduce", 0, "all_reduce">,
+    I32EnumAttrCase<"ReduceScatter", 1, "reduce_scatter">,
+    I32EnumAttrCase<"AllGather", 2, "all_gather">,
+    I32EnumAttrCase<"Broadcast", 3, "broadcast">
+  ]> {
+  let cppNamespace = "::tailor::sched";
+  let genSpecializedAttr = 0;
+}
+def Sched_CollectiveKindAttr
+    : Sched_EnumAttr<Sched_CollectiveKind, "collective_kind">;
+
+def Sched_Reduction : I32EnumAttr<"Reduction", "how a collective reduces", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Avg", 1, "avg">,
+    I32EnumAttrCase<"Max", 2, "max">,
+    I32EnumAttrCase<"Min", 3, "min">
+  ]> {
+  let cppNamespace = "::tailor::sched";
+  let genSpecializedAttr = 0;
+}
+def Sched_ReductionAttr : Sched_EnumAttr<Sched_Reduction, "reduction">;
+
+def Sched_Buffer : MemRefOf<[AnyType]>;
+
+//===----------------------------------------------------------------------===//
+// The program and its declarations
+//===----------------------------------------------------------------------===//
+
+def Sched_ProgramOp : Sched_Op<"program", [
+    Symbol, SymbolTable, IsolatedFromAbove, NoTerminator, SingleBlock,
+    NoRegionArguments]> {
+  let summary = "what one rank executes, in order";
+  let description = [{
+    Holds the rank's declarations (arenas, streams, events, kernels) and its
+    ordered work. `rank` is this program's rank in a world of `world_size`.
+
+    ```mlir
+    sched.program @rank0 rank 0 of 1 {
+      sched.arena @activations device size 1048576
+      sched.stream @compute
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$rank,
+                       I64Attr:$world_size);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `rank` $rank `of` $world_size attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "a block of memory allocated once, holding buffers at offsets";
+  let arguments = (ins SymbolNameAttr:$sym_name, Sched_ArenaKindAttr:$kind,
+                       I64Attr:$size,
+                       DefaultValuedAttr<I64Attr, "256">:$alignment);
+  let assemblyFormat = [{
+    $sym_name $kind `size` $size (`align` $alignment^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_StreamOp : Sched_Op<"stream", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "an in-order queue of work (a CUDA stream, a CPU worker queue)";
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let assemblyFormat = "$sym_name attr-dict";
+}
+
+def Sched_EventOp : Sched_Op<"event", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "a point in one stream that other streams can wait for";
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let assemblyFormat = "$sym_name attr-dict";
+}
+
+def Sched_KernelOp : Sched_Op<"kernel", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "a kernel the program launches, and how many buffers it takes";
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$arity);
+  let assemblyFormat = "$sym_name `arity` $arity attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers and work
+//===----------------------------------------------------------------------===//
+
+def Sched_BufferOp : Sched_Op<"buffer", [
+    Pure, HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a view of `size` bytes at `offset` in an arena";
+  let description = [{
+    `size` may exceed the bytes of the view's type (padding the planner
+    keeps), never fall short of them; `offset` is aligned to the element
+    size; `[offset, offset + size)` lies inside the arena.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$arena, I64Attr:$offset,
+                       I64Attr:$size);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $arena `[` $offset `,` $size `]` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The arena this buffer lives in, or null if the symbol is unresolved.
+    ArenaOp lookupArena(::mlir::SymbolTableCollection &symbolTable);
+  }];
+}
+
+def Sched_LaunchOp : Sched_Op<"launch", [
+    HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs a kernel on buffers, on a stream";
+  let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Sched_Buffer>:$args,
+                       FlatSymbolRefAttr:$stream,
+                       OptionalAttr<DenseI64ArrayAttr>:$grid,
+                       OptionalAttr<DenseI64ArrayAttr>:$block);
+  let assemblyFormat = [{
+    $kernel `(` $args `)` `on` $stream attr-dict `:` type($args)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_CopyOp : Sched_Op<"copy", [
+    HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "copies bytes between buffers (h2d, d2h, d2d, h2h) on a stream";
+  let arguments = (ins Sched_CopyKindAttr:$kind, Sched_Buffer:$source,
+                       Sched_Buffer:$target, FlatSymbolRefAttr:$stream);
+  let assemblyFormat = [{
+    $kind $source `to` $target `on` $stream attr-dict `:` type($source) `to`
+    type($target)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_CollectiveOp : Sched_Op<"collective", [
+    HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a collective over a group of ranks (NCCL or MPI underneath)";
+  let description = [{
+    With `p` ranks in `group`: all_reduce and broadcast keep the size;
+    reduce_scatter leaves each rank `1/p` of the input; all_gather makes the
+    output `p` times the input. all_reduce and reduce_scatter name a
+    reduction; broadcast names a root rank in the group.
+  }];
+  let arguments = (ins Sched_CollectiveKindAttr:$kind, Sched_Buffer:$input,
+                       Sched_Buffer:$output, DenseI64ArrayAttr:$group,
+                       OptionalAttr<Sched_ReductionAttr>:$reduction,
+                       OptionalAttr<I64Attr>:$root,
+                       FlatSymbolRefAttr:$stream);
+  let assemblyFormat = [{
+    $kind $input `to` $output (`reduce` $reduction^)? `group` $group
+    (`root` $root^)? `on` $stream attr-dict `:` type($input) `to` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_RecordOp : Sched_Op<"record", [
+    HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "marks an event when the stream reaches this point";
+  let arguments = (ins FlatSymbolRefAttr:$event, FlatSymbolRefAttr:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+}
+
+def Sched_WaitOp : Sched_Op<"wait", [
+    HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "holds a stream until an event has been reached";
+  let arguments = (ins FlatSymbolRefAttr:$event, FlatSymbolRefAttr:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+}
+
+#endif // TAILOR_DIALECTS_SCHED_SCHEDOPS_TD

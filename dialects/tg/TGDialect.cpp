@@ -1,0 +1,56 @@
+//===- TGDialect.cpp - tg dialect registration and attributes -------------===//
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tailor::tg;
+
+#include "dialects/tg/TGDialect.cpp.inc"
+#include "dialects/tg/TGEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/tg/TGAttrs.cpp.inc"
+
+void TGDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/tg/TGAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/tg/TGOps.cpp.inc"
+      >();
+}
+
+/// Checks the discardable attributes any op may carry: `tg.layer` (the
+/// transformer layer, a non-negative integer) and `tg.module` (a module path).
+LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attribute) {
+  StringRef name = attribute.getName().getValue();
+  if (name == kLayerAttrName) {
+    auto layer = llvm::dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!layer || !layer.getType().isInteger() || layer.getInt() < 0) {
+      return op->emitError()
+             << "'" << kLayerAttrName
+             << "' must be a non-negative integer layer index, got "
+             << attribute.getValue();
+    }
+    return success();
+  }
+  if (name == kModuleAttrName) {
+    auto path = llvm::dyn_cast<StringAttr>(attribute.getValue());
+    if (!path || path.getValue().empty()) {
+      return op->emitError() << "'" << kModuleAttrName
+                             << "' must be a non-empty module path string, got "
+                             << attribute.getValue();
+    }
+    return success();
+  }
+  return op->emitError() << "unknown tg attribute '" << name
+                         << "' (expected '" << kLayerAttrName << "' or '"
+                         << kModuleAttrName << "')";
+}

@@ -1,0 +1,113 @@
+//===- TGDialect.td - the tg (training graph) dialect -------*- tablegen -*-===//
+//
+// The dialect, its attributes and the base classes its ops derive from.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_DIALECTS_TG_TGDIALECT_TD
+#define TAILOR_DIALECTS_TG_TGDIALECT_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
+
+def TG_Dialect : Dialect {
+  let name = "tg";
+  let cppNamespace = "::tailor::tg";
+  let summary = "tailor's training graph: value-semantics ops on builtin tensors";
+  let description = [{
+    The forward graph of a model, and later its whole training step, at the
+    level kernels want (linear, rms_norm, rope, attention, ...). Weights are
+    `tg.param` symbols that hold shape, dtype and where the bytes live; the IR
+    never carries weight bytes. Any op may carry `tg.layer` (the transformer
+    layer it belongs to, the unit recomputation, sharding and offload reason
+    about) and `tg.module` (the Hugging Face module path of its weight).
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Name of the discardable attribute holding an op's transformer layer.
+    static constexpr ::llvm::StringLiteral kLayerAttrName = "tg.layer";
+    /// Name of the discardable attribute holding an op's HF module path.
+    static constexpr ::llvm::StringLiteral kModuleAttrName = "tg.module";
+  }];
+}
+
+class TG_Op<string mnemonic, list<Trait> traits = []>
+    : Op<TG_Dialect, mnemonic, traits>;
+
+class TG_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<TG_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+//===----------------------------------------------------------------------===//
+// Where a parameter's bytes live
+//===----------------------------------------------------------------------===//
+
+def TG_ExternalDataAttr : TG_Attr<"ExternalData", "external"> {
+  let summary = "parameter bytes in an external data file";
+  let description = [{
+    ONNX external data: `length` bytes at `offset` in `file` (a path relative
+    to the model), laid out like TensorProto.raw_data (little-endian,
+    row-major). Example: `#tg.external<"model.onnx.data", offset = 4096,
+    length = 8192>`.
+  }];
+  let parameters = (ins "::mlir::StringAttr":$file, "uint64_t":$offset,
+                        "uint64_t":$length);
+  let assemblyFormat = "`<` $file `,` `offset` `=` $offset `,` `length` `=` $length `>`";
+}
+
+def TG_InitializerDataAttr : TG_Attr<"InitializerData", "initializer"> {
+  let summary = "parameter bytes stored inside the model file";
+  let description = [{
+    The bytes are the raw_data of the initializer `name` inside the ONNX
+    model `file`. Example: `#tg.initializer<"model.onnx", "lm_head.weight">`.
+  }];
+  let parameters = (ins "::mlir::StringAttr":$file, "::mlir::StringAttr":$name);
+  let assemblyFormat = "`<` $file `,` $name `>`";
+}
+
+def TG_DataLocationAttr : AnyAttrOf<[TG_ExternalDataAttr, TG_InitializerDataAttr]>;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def TG_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how GELU is computed", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Tanh", 1, "tanh">
+    ]> {
+  let cppNamespace = "::tailor::tg";
+  let genSpecializedAttr = 0;
+}
+def TG_GeluApproximationAttr
+    : EnumAttr<TG_Dialect, TG_GeluApproximation, "gelu_approximation">;
+
+def TG_LossReduction : I32EnumAttr<"LossReduction",
+    "how per-token losses are combined", [
+      I32EnumAttrCase<"Mean", 0, "mean">,
+      I32EnumAttrCase<"Sum", 1, "sum">,
+      I32EnumAttrCase<"None", 2, "none">
+    ]> {
+  let cppNamespace = "::tailor::tg";
+  let genSpecializedAttr = 0;
+}
+def TG_LossReductionAttr
+    : EnumAttr<TG_Dialect, TG_LossReduction, "loss_reduction">;
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def TG_FloatElement : AnyTypeOf<[F16, BF16, F32, F64]>;
+def TG_IndexElement : AnyTypeOf<[I32, I64]>;
+
+def TG_FloatTensor : RankedTensorOf<[TG_FloatElement]>;
+def TG_IndexTensor : RankedTensorOf<[TG_IndexElement]>;
+def TG_NumericTensor : RankedTensorOf<[TG_FloatElement, TG_IndexElement]>;
+def TG_BoolTensor : RankedTensorOf<[I1]>;
+def TG_Tensor : RankedTensorOf<[AnyType]>;
+
+#endif // TAILOR_DIALECTS_TG_TGDIALECT_TD

@@ -1,0 +1,23 @@
+//===- TGOps.h - the tg dialect, its attributes and ops ---------*- C++ -*-===//
+
+#ifndef TAILOR_DIALECTS_TG_TGOPS_H
+#define TAILOR_DIALECTS_TG_TGOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/tg/TGDialect.h.inc"
+#include "dialects/tg/TGEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/tg/TGAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/tg/TGOps.h.inc"
+
+#endif // TAILOR_DIALECTS_TG_TGOPS_H

@@ -1,0 +1,355 @@
+//===- TGOps.td - tg dialect operations ---------------------*- tablegen -*-===//
+//
+// Ops of the training graph. Shapes are ranked; axes are non-negative (the
+// importer normalizes ONNX's negative axes). Verifiers check every shape rule
+// and say what was expected; the rules themselves live in TGShapes.cpp so the
+// importer can infer result types with the same code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_DIALECTS_TG_TGOPS_TD
+#define TAILOR_DIALECTS_TG_TGOPS_TD
+
+include "dialects/tg/TGDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+def TG_ParamOp : TG_Op<"param", [Symbol]> {
+  let summary = "a model parameter: name, shape, dtype, trainability, bytes";
+  let description = [{
+    Declares a weight by its ONNX initializer name (which keeps the module
+    path, e.g. `model.layers.0.self_attn.q_proj.weight`). The IR holds no
+    weight bytes: `location` says where they are, and the runtime binds them.
+    A parameter without a location must be produced at run time (LoRA
+    adapters, for instance, are initialized by the runtime).
+
+    ```mlir
+    tg.param @model.embed_tokens.weight : tensor<32000x4096xbf16>
+        at #tg.external<"model.onnx.data", offset = 0, length = 262144000>
+    tg.param @lora_A : tensor<8x4096xf32> trainable
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       UnitAttr:$trainable,
+                       OptionalAttr<TG_DataLocationAttr>:$location);
+  let assemblyFormat = [{
+    $sym_name `:` $type (`trainable` $trainable^)? (`at` $location^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def TG_ParamRefOp : TG_Op<"param_ref",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the value of a parameter inside a function";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def TG_MatmulOp : TG_Op<"matmul", [Pure]> {
+  let summary = "batched matrix product with broadcast batch dims";
+  let description = [{
+    `[..., M, K] x [..., K, N] -> [..., M, N]`; the leading (batch) dims
+    broadcast like NumPy. Both operands have rank >= 2 and one element type.
+  }];
+  let arguments = (ins TG_FloatTensor:$lhs, TG_FloatTensor:$rhs);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_LinearOp : TG_Op<"linear", [Pure]> {
+  let summary = "a linear layer: y = x W^T + b";
+  let description = [{
+    `x: [..., in]`, `weight: [out, in]` (PyTorch's nn.Linear layout),
+    optional `bias: [out]`; result `[..., out]`.
+  }];
+  let arguments = (ins TG_FloatTensor:$input, TG_FloatTensor:$weight,
+                       Optional<TG_FloatTensor>:$bias);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class TG_UnaryFloatOp<string mnemonic, string what, list<Trait> traits = []>
+    : TG_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = "elementwise " # what;
+  let arguments = (ins TG_FloatTensor:$input);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def TG_NegOp : TG_UnaryFloatOp<"neg", "negation"> { let hasFolder = 1; }
+def TG_AbsOp : TG_UnaryFloatOp<"abs", "absolute value">;
+def TG_ExpOp : TG_UnaryFloatOp<"exp", "e^x">;
+def TG_LogOp : TG_UnaryFloatOp<"log", "natural logarithm">;
+def TG_SqrtOp : TG_UnaryFloatOp<"sqrt", "square root">;
+def TG_RsqrtOp : TG_UnaryFloatOp<"rsqrt", "reciprocal square root">;
+def TG_ReciprocalOp : TG_UnaryFloatOp<"reciprocal", "1 / x">;
+def TG_TanhOp : TG_UnaryFloatOp<"tanh", "hyperbolic tangent">;
+def TG_SigmoidOp : TG_UnaryFloatOp<"sigmoid", "logistic sigmoid">;
+def TG_SiluOp : TG_UnaryFloatOp<"silu", "SiLU (x * sigmoid(x))">;
+def TG_ReluOp : TG_UnaryFloatOp<"relu", "max(x, 0)">;
+def TG_ErfOp : TG_UnaryFloatOp<"erf", "error function">;
+def TG_SinOp : TG_UnaryFloatOp<"sin", "sine">;
+def TG_CosOp : TG_UnaryFloatOp<"cos", "cosine">;
+
+def TG_GeluOp : TG_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise GELU, exact (erf) or tanh-approximated";
+  let arguments = (ins TG_FloatTensor:$input,
+      DefaultValuedAttr<TG_GeluApproximationAttr,
+                        "::tailor::tg::GeluApproximation::None">:$approximation);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class TG_BroadcastBinaryOp<string mnemonic, string what, Type operandType,
+                           Type resultType, list<Trait> traits = []>
+    : TG_Op<mnemonic, !listconcat([Pure], traits)> {
+  let summary = "elementwise " # what # " with NumPy broadcasting";
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs resultType:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+class TG_ArithBinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : TG_BroadcastBinaryOp<mnemonic, what, TG_NumericTensor, TG_NumericTensor,
+                           traits>;
+class TG_CompareOp<string mnemonic, string what>
+    : TG_BroadcastBinaryOp<mnemonic, what, TG_NumericTensor, TG_BoolTensor>;
+
+def TG_AddOp : TG_ArithBinaryOp<"add", "addition", [Commutative]>;
+def TG_SubOp : TG_ArithBinaryOp<"sub", "subtraction">;
+def TG_MulOp : TG_ArithBinaryOp<"mul", "multiplication", [Commutative]>;
+def TG_DivOp : TG_ArithBinaryOp<"div", "division">;
+def TG_PowOp : TG_ArithBinaryOp<"pow", "power">;
+def TG_MaxOp : TG_ArithBinaryOp<"max", "maximum", [Commutative]>;
+def TG_MinOp : TG_ArithBinaryOp<"min", "minimum", [Commutative]>;
+def TG_EqOp : TG_CompareOp<"eq", "equality test">;
+def TG_LtOp : TG_CompareOp<"lt", "less-than test">;
+def TG_GtOp : TG_CompareOp<"gt", "greater-than test">;
+
+def TG_SelectOp : TG_Op<"select", [Pure]> {
+  let summary = "elementwise choice with broadcasting (ONNX Where)";
+  let arguments = (ins TG_BoolTensor:$condition, TG_NumericTensor:$on_true,
+                       TG_NumericTensor:$on_false);
+  let results = (outs TG_NumericTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_CastOp : TG_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "elementwise conversion to another element type";
+  let arguments = (ins TG_Tensor:$input);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+class TG_ReduceOp<string mnemonic, string what>
+    : TG_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+  let summary = what # " over the given axes";
+  let arguments = (ins TG_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keep_dims);
+  let results = (outs TG_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `axes` `=` $axes (`keep_dims` $keep_dims^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_ReduceSumOp : TG_ReduceOp<"reduce_sum", "sum">;
+def TG_ReduceMeanOp : TG_ReduceOp<"reduce_mean", "mean">;
+def TG_ReduceMaxOp : TG_ReduceOp<"reduce_max", "maximum">;
+
+def TG_SoftmaxOp : TG_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax along one axis";
+  let arguments = (ins TG_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def TG_RMSNormOp : TG_Op<"rms_norm", [Pure]> {
+  let summary = "RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * weight";
+  let arguments = (ins TG_FloatTensor:$input, TG_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_LayerNormOp : TG_Op<"layer_norm", [Pure]> {
+  let summary = "LayerNorm over the last dim, with weight and optional bias";
+  let arguments = (ins TG_FloatTensor:$input, TG_FloatTensor:$weight,
+                       Optional<TG_FloatTensor>:$bias,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer blocks
+//===----------------------------------------------------------------------===//
+
+def TG_RopeOp : TG_Op<"rope", [Pure]> {
+  let summary = "rotary position embedding (rotate-half, or interleaved pairs)";
+  let description = [{
+    `input: [B, H, T, D]` with even D; `cos`, `sin`: `[T, D]` or `[B, T, D]`.
+    Rotate-half (Llama, Hugging Face): `x * cos + rotate_half(x) * sin` with
+    `rotate_half(x) = cat(-x[D/2:], x[:D/2])`; `interleaved` rotates pairs
+    (2i, 2i+1) instead (GPT-J).
+  }];
+  let arguments = (ins TG_FloatTensor:$input, TG_FloatTensor:$cos,
+                       TG_FloatTensor:$sin, UnitAttr:$interleaved);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_AttentionOp : TG_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention, optionally causal, with GQA";
+  let description = [{
+    `q: [B, Hq, T, D]`, `k: [B, Hkv, S, D]`, `v: [B, Hkv, S, Dv]` with Hq a
+    multiple of Hkv (grouped-query heads: query head h reads kv head
+    h / (Hq / Hkv)); result `[B, Hq, T, Dv]`. `scale` defaults to
+    1 / sqrt(D). `causal` masks key s for query t when s > t + (S - T).
+  }];
+  let arguments = (ins TG_FloatTensor:$query, TG_FloatTensor:$key,
+                       TG_FloatTensor:$value, UnitAttr:$causal,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_EmbeddingOp : TG_Op<"embedding", [Pure]> {
+  let summary = "row lookup: table[ids]";
+  let arguments = (ins TG_FloatTensor:$table, TG_IndexTensor:$ids);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_CrossEntropyOp : TG_Op<"cross_entropy", [Pure]> {
+  let summary = "softmax cross-entropy of logits against integer labels";
+  let description = [{
+    `logits: [N, V]` (float), `labels: [N]` (integer). Labels equal to
+    `ignore_index` count neither in the sum nor in the mean's denominator.
+    The result is f32: a scalar for `mean` and `sum`, `[N]` for `none`.
+  }];
+  let arguments = (ins TG_FloatTensor:$logits, TG_IndexTensor:$labels,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<TG_LossReductionAttr,
+                        "::tailor::tg::LossReduction::Mean">:$reduction);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def TG_ReshapeOp : TG_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "same elements, new shape";
+  let arguments = (ins TG_Tensor:$input);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TG_TransposeOp : TG_Op<"transpose", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "permutes dims: result dim i is input dim permutation[i]";
+  let arguments = (ins TG_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $input `permutation` `=` $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TG_SliceOp : TG_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "strided static slice: [start, end) with a positive step per dim";
+  let arguments = (ins TG_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `ends` `=` $ends `steps` `=` $steps attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TG_ConcatOp : TG_Op<"concat", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "joins tensors along one axis";
+  let arguments = (ins Variadic<TG_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` `=` $axis attr-dict `:` functional-type($inputs, $result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TG_SplitOp : TG_Op<"split", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "cuts a tensor along one axis into pieces of the given sizes";
+  let arguments = (ins TG_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<TG_Tensor>:$results);
+  let assemblyFormat = [{
+    $input `axis` `=` $axis `sizes` `=` $sizes attr-dict `:`
+    functional-type($input, $results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TAILOR_DIALECTS_TG_TGOPS_TD
