@@ -83,7 +83,9 @@ def TG_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let genSpecializedAttr = 0;
 }
 def TG_GeluApproximationAttr
-    : EnumAttr<TG_Dialect, TG_GeluApproximation, "gelu_approximation">;
+    : EnumAttr<TG_Dialect, TG_GeluApproximation, "gelu_approximation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def TG_LossReduction : I32EnumAttr<"LossReduction",
     "how per-token losses are combined", [
@@ -95,7 +97,9 @@ def TG_LossReduction : I32EnumAttr<"LossReduction",
   let genSpecializedAttr = 0;
 }
 def TG_LossReductionAttr
-    : EnumAttr<TG_Dialect, TG_LossReduction, "loss_reduction">;
+    : EnumAttr<TG_Dialect, TG_LossReduction, "loss_reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 //===----------------------------------------------------------------------===//
 // Type constraints

@@ -161,8 +161,8 @@ ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto param =
       symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
   if (!param) {
-    return emitOpError() << "'" << getName()
-                         << "' does not name a tg.param in an enclosing "
+    return emitOpError() << "@" << getName()
+                         << " does not name a tg.param in an enclosing "
                             "symbol table";
   }
   if (param.getType() != getType()) {

@@ -1,0 +1,621 @@
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics
+
+// Tests that a parameter must have a static shape.
+// expected-error @+1 {{parameter @w must have a static shape, got 'tensor<?x4xf32>'}}
+tg.param @w : tensor<?x4xf32>
+
+// -----
+
+// Tests that external data must hold exactly the parameter's bytes.
+// expected-error @+1 {{external data of @w holds 32 bytes, but 'tensor<4x4xf32>' needs 64}}
+tg.param @w : tensor<4x4xf32> at #tg.external<"w.bin", offset = 0, length = 32>
+
+// -----
+
+// Tests that external data must name a file.
+// expected-error @+1 {{external data of @w names no file}}
+tg.param @w : tensor<4xf32> at #tg.external<"", offset = 0, length = 16>
+
+// -----
+
+// Tests that a parameter reference must name a tg.param.
+func.func @f() {
+  // expected-error @+1 {{@missing does not name a tg.param in an enclosing symbol table}}
+  %0 = tg.param_ref @missing : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a parameter reference must have the parameter's type.
+tg.param @w : tensor<4xf32>
+func.func @f() {
+  // expected-error @+1 {{result type 'tensor<8xf32>' does not match parameter @w of type 'tensor<4xf32>'}}
+  %0 = tg.param_ref @w : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul needs operands of rank >= 2.
+func.func @f(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected operands of rank >= 2, got [8] and [8, 4]}}
+  %0 = tg.matmul %a, %b : (tensor<8xf32>, tensor<8x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul's contraction dims must agree.
+func.func @f(%a: tensor<2x8xf32>, %b: tensor<7x4xf32>) {
+  // expected-error @+1 {{contraction dims differ: lhs [2, 8] has K = 8 but rhs [7, 4] has K = 7}}
+  %0 = tg.matmul %a, %b : (tensor<2x8xf32>, tensor<7x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul's batch dims must broadcast.
+func.func @f(%a: tensor<3x2x8xf32>, %b: tensor<5x8x4xf32>) {
+  // expected-error @+1 {{shapes [3] and [5] do not broadcast: dim 3 vs 5}}
+  %0 = tg.matmul %a, %b : (tensor<3x2x8xf32>, tensor<5x8x4xf32>) -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul's operands share an element type.
+func.func @f(%a: tensor<2x8xf32>, %b: tensor<8x4xbf16>) {
+  // expected-error @+1 {{expected rhs to have element type 'f32' (as lhs), got 'bf16'}}
+  %0 = tg.matmul %a, %b : (tensor<2x8xf32>, tensor<8x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul's result has the computed shape.
+func.func @f(%a: tensor<2x8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{result shape [2, 8] does not match the expected [2, 4]}}
+  %0 = tg.matmul %a, %b : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that linear needs an input of rank >= 1.
+func.func @f(%x: tensor<f32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected an input of rank >= 1}}
+  %0 = tg.linear %x, %w : (tensor<f32>, tensor<4x8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that linear needs a 2-D weight.
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<4x8x1xf32>) {
+  // expected-error @+1 {{expected a weight of shape [out, in], got [4, 8, 1]}}
+  %0 = tg.linear %x, %w : (tensor<2x8xf32>, tensor<4x8x1xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that linear's weight is [out, in] (PyTorch layout), not [in, out].
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) {
+  // expected-error @+1 {{input features 8 do not match weight [8, 4] (expected [out, 8])}}
+  %0 = tg.linear %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that linear's bias is [out].
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{expected a bias of shape [4], got [8]}}
+  %0 = tg.linear %x, %w, %b : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that ODS rejects non-float operands of float-only ops.
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4xi32>'}}
+  %0 = tg.exp %x : tensor<4xi32>
+  return
+}
+
+// -----
+
+// Tests that broadcasting binary ops need one element type.
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error @+1 {{expected operands of one element type, got 'f32' and 'f16'}}
+  %0 = tg.add %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that arithmetic keeps the operands' element type.
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{expected result element type 'f32', got 'f16'}}
+  %0 = tg.mul %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+// Tests that binary operands must broadcast.
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{shapes [2, 3] and [4] do not broadcast: dim 3 vs 4}}
+  %0 = tg.sub %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a binary result has the broadcast shape.
+func.func @f(%a: tensor<2x1xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{result shape [2, 1] does not match the expected [2, 3]}}
+  %0 = tg.div %a, %b : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+// Tests that comparisons produce i1.
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error @+1 {{result #0 must be ranked tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
+  %0 = tg.eq %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that select's branches share an element type.
+func.func @f(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xi64>) {
+  // expected-error @+1 {{expected on_false to have element type 'f32' (as on_true), got 'i64'}}
+  %0 = tg.select %c, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that select's condition broadcasts against the branches.
+func.func @f(%c: tensor<3xi1>, %a: tensor<4xf32>) {
+  // expected-error @+1 {{shapes [3] and [4] do not broadcast: dim 3 vs 4}}
+  %0 = tg.select %c, %a, %a : (tensor<3xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that cast keeps the shape.
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error @+1 {{requires the same shape for all operands and results}}
+  %0 = tg.cast %a : tensor<4xf32> -> tensor<8xbf16>
+  return
+}
+
+// -----
+
+// Tests that reduction axes are in range.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 is out of range [0, 2)}}
+  %0 = tg.reduce_sum %x axes = [2] : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction axes are distinct.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 1 is listed twice}}
+  %0 = tg.reduce_mean %x axes = [1, 1] : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that a reduction's result drops (or keeps) exactly the reduced dims.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{result shape [2] does not match the expected [2, 1]}}
+  %0 = tg.reduce_max %x axes = [1] keep_dims : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that a reduction keeps the element type.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{requires the same element type for all operands and results}}
+  %0 = tg.reduce_sum %x axes = [1] : tensor<2x3xf32> -> tensor<2xf16>
+  return
+}
+
+// -----
+
+// Tests that softmax's axis is in range.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 is out of range [0, 2)}}
+  %0 = tg.softmax %x axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that rms_norm's weight matches the last dim.
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{expected weight of shape [8] (the input's last dim), got [4]}}
+  %0 = tg.rms_norm %x, %w : (tensor<2x8xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that normalizations need an input of rank >= 1.
+func.func @f(%x: tensor<f32>, %w: tensor<1xf32>) {
+  // expected-error @+1 {{expected an input of rank >= 1}}
+  %0 = tg.rms_norm %x, %w : (tensor<f32>, tensor<1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that epsilon is non-negative.
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected a non-negative epsilon, got -1.000000e+00}}
+  %0 = tg.rms_norm %x, %w {epsilon = -1.0 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a normalization keeps the input's shape.
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{result shape [1, 8] does not match the expected [2, 8]}}
+  %0 = tg.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm's bias matches the last dim.
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<2xf32>) {
+  // expected-error @+1 {{expected bias of shape [8] (the input's last dim), got [2]}}
+  %0 = tg.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm's parameters share the input's element type.
+func.func @f(%x: tensor<2x8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expected weight to have element type 'bf16' (as input), got 'f32'}}
+  %0 = tg.layer_norm %x, %w : (tensor<2x8xbf16>, tensor<8xf32>) -> tensor<2x8xbf16>
+  return
+}
+
+// -----
+
+// Tests that rope needs a [batch, heads, seq, head_dim] input.
+func.func @f(%x: tensor<8x16x32xf32>, %c: tensor<16x32xf32>) {
+  // expected-error @+1 {{expected input of rank 4 ([batch, heads, seq, head_dim]), got [8, 16, 32]}}
+  %0 = tg.rope %x, %c, %c : (tensor<8x16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that rope needs an even head_dim.
+func.func @f(%x: tensor<1x8x16x33xf32>, %c: tensor<16x33xf32>) {
+  // expected-error @+1 {{expected an even head_dim, got 33}}
+  %0 = tg.rope %x, %c, %c : (tensor<1x8x16x33xf32>, tensor<16x33xf32>, tensor<16x33xf32>) -> tensor<1x8x16x33xf32>
+  return
+}
+
+// -----
+
+// Tests that rope's cos and sin share a shape.
+func.func @f(%x: tensor<1x8x16x32xf32>, %c: tensor<16x32xf32>, %s: tensor<1x16x32xf32>) {
+  // expected-error @+1 {{cos [16, 32] and sin [1, 16, 32] must have one shape}}
+  %0 = tg.rope %x, %c, %s : (tensor<1x8x16x32xf32>, tensor<16x32xf32>, tensor<1x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that rope's tables are [seq, head_dim] or [batch, seq, head_dim].
+func.func @f(%x: tensor<1x8x16x32xf32>, %c: tensor<8x32xf32>) {
+  // expected-error @+1 {{expected cos and sin of shape [16, 32] or [1, 16, 32], got [8, 32]}}
+  %0 = tg.rope %x, %c, %c : (tensor<1x8x16x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention needs rank-4 q, k, v.
+func.func @f(%q: tensor<8x16x32xf32>) {
+  // expected-error @+1 {{expected q, k, v of rank 4 ([batch, heads, seq, head_dim]), got [8, 16, 32], [8, 16, 32], [8, 16, 32]}}
+  %0 = tg.attention %q, %q, %q : (tensor<8x16x32xf32>, tensor<8x16x32xf32>, tensor<8x16x32xf32>) -> tensor<8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention's batch dims agree.
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<2x8x16x32xf32>) {
+  // expected-error @+1 {{batch dims differ: q [1, 8, 16, 32], k [2, 8, 16, 32], v [2, 8, 16, 32]}}
+  %0 = tg.attention %q, %k, %k : (tensor<1x8x16x32xf32>, tensor<2x8x16x32xf32>, tensor<2x8x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that k and v agree in heads and length.
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x8x16x32xf32>, %v: tensor<1x8x12x32xf32>) {
+  // expected-error @+1 {{k [1, 8, 16, 32] and v [1, 8, 12, 32] must agree in kv heads and key length}}
+  %0 = tg.attention %q, %k, %v : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x12x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that q and k share a head dim.
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x8x16x64xf32>) {
+  // expected-error @+1 {{head dims differ: q has 32, k has 64}}
+  %0 = tg.attention %q, %k, %k : (tensor<1x8x16x32xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>) -> tensor<1x8x16x64xf32>
+  return
+}
+
+// -----
+
+// Tests that grouped-query attention needs query heads divisible by kv heads.
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x3x16x32xf32>) {
+  // expected-error @+1 {{grouped-query attention needs query heads (8) to be a multiple of kv heads (3)}}
+  %0 = tg.attention %q, %k, %k {causal} : (tensor<1x8x16x32xf32>, tensor<1x3x16x32xf32>, tensor<1x3x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that the attention scale is positive.
+func.func @f(%q: tensor<1x8x16x32xf32>) {
+  // expected-error @+1 {{expected a positive scale, got 0.000000e+00}}
+  %0 = tg.attention %q, %q, %q {scale = 0.0 : f64} : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention's result is [B, Hq, T, Dv].
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>) {
+  // expected-error @+1 {{result shape [1, 2, 16, 32] does not match the expected [1, 8, 16, 32]}}
+  %0 = tg.attention %q, %k, %k : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x2x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that an embedding table is [vocab, dim].
+func.func @f(%t: tensor<100xf32>, %ids: tensor<4xi64>) {
+  // expected-error @+1 {{expected a table of shape [vocab, dim], got [100]}}
+  %0 = tg.embedding %t, %ids : (tensor<100xf32>, tensor<4xi64>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+// Tests that an embedding's result is ids' shape plus the row.
+func.func @f(%t: tensor<100x32xf32>, %ids: tensor<4xi64>) {
+  // expected-error @+1 {{result shape [4, 100] does not match the expected [4, 32]}}
+  %0 = tg.embedding %t, %ids : (tensor<100x32xf32>, tensor<4xi64>) -> tensor<4x100xf32>
+  return
+}
+
+// -----
+
+// Tests that an embedding keeps the table's element type.
+func.func @f(%t: tensor<100x32xbf16>, %ids: tensor<4xi64>) {
+  // expected-error @+1 {{expected result to have element type 'bf16' (as table), got 'f32'}}
+  %0 = tg.embedding %t, %ids : (tensor<100x32xbf16>, tensor<4xi64>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+// Tests that cross-entropy logits are [tokens, vocab].
+func.func @f(%l: tensor<2x16x100xf32>, %y: tensor<32xi64>) {
+  // expected-error @+1 {{expected logits of shape [tokens, vocab], got [2, 16, 100]}}
+  %0 = tg.cross_entropy %l, %y : (tensor<2x16x100xf32>, tensor<32xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that cross-entropy has one label per row.
+func.func @f(%l: tensor<16x100xf32>, %y: tensor<15xi64>) {
+  // expected-error @+1 {{expected labels of shape [16] (one per row of logits), got [15]}}
+  %0 = tg.cross_entropy %l, %y : (tensor<16x100xf32>, tensor<15xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that reduction=none yields one loss per token.
+func.func @f(%l: tensor<16x100xf32>, %y: tensor<16xi64>) {
+  // expected-error @+1 {{result shape [] does not match the expected [16]}}
+  %0 = tg.cross_entropy %l, %y {reduction = #tg.loss_reduction<none>} : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that reshape keeps the element count.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{cannot reshape [2, 6] (12 elements) to [5, 2] (10 elements)}}
+  %0 = tg.reshape %x : tensor<2x6xf32> -> tensor<5x2xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose's permutation covers every dim.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{expected a permutation of 2 dims, got 3}}
+  %0 = tg.transpose %x permutation = [0, 1, 2] : tensor<2x6xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose's permutation is a permutation.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{permutation [1, 1] is not a permutation of [0, 2)}}
+  %0 = tg.transpose %x permutation = [1, 1] : tensor<2x6xf32> -> tensor<6x6xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose's result is the permuted shape.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{result shape [2, 6] does not match the expected [6, 2]}}
+  %0 = tg.transpose %x permutation = [1, 0] : tensor<2x6xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that a slice gives one start, end and step per dim.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{expected 2 starts, ends and steps (one per dim), got 1, 2 and 2}}
+  %0 = tg.slice %x starts = [0] ends = [2, 6] steps = [1, 1] : tensor<2x6xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that slice steps are positive.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{step 0 of dim 1 must be >= 1}}
+  %0 = tg.slice %x starts = [0, 0] ends = [2, 6] steps = [1, 0] : tensor<2x6xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that a slice stays inside its dim.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{slice [2, 7) of dim 1 is outside [0, 6]}}
+  %0 = tg.slice %x starts = [0, 2] ends = [2, 7] steps = [1, 1] : tensor<2x6xf32> -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that concat needs at least one input.
+func.func @f() {
+  // expected-error @+1 {{expected 1 or more operands, but found 0}}
+  %0 = tg.concat axis = 0 : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that concat's axis is in range.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{axis 2 is out of range [0, 2)}}
+  %0 = tg.concat %x, %x axis = 2 : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that concat's inputs share a rank.
+func.func @f(%x: tensor<2x6xf32>, %y: tensor<6xf32>) {
+  // expected-error @+1 {{input 1 has rank 1, expected 2}}
+  %0 = tg.concat %x, %y axis = 1 : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x12xf32>
+  return
+}
+
+// -----
+
+// Tests that concat's inputs agree off the axis.
+func.func @f(%x: tensor<2x6xf32>, %y: tensor<3x6xf32>) {
+  // expected-error @+1 {{input 1 has shape [3, 6], expected dim 0 = 2 as in input 0}}
+  %0 = tg.concat %x, %y axis = 1 : (tensor<2x6xf32>, tensor<3x6xf32>) -> tensor<2x12xf32>
+  return
+}
+
+// -----
+
+// Tests that split has one result per size.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{expected 2 results (one per size), got 1}}
+  %0 = tg.split %x axis = 1 sizes = [2, 4] : (tensor<2x6xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that split's axis is in range.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{axis 3 is out of range [0, 2)}}
+  %0:2 = tg.split %x axis = 3 sizes = [2, 4] : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that split sizes are non-negative.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{split size -2 is negative}}
+  %0:2 = tg.split %x axis = 1 sizes = [8, -2] : (tensor<2x6xf32>) -> (tensor<2x8xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that split sizes add up to the dim.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{split sizes sum to 5 but dim 1 is 6}}
+  %0:2 = tg.split %x axis = 1 sizes = [2, 3] : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+// Tests that each split result has its piece's shape.
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+1 {{result 1 has shape [2, 2], expected [2, 4]}}
+  %0:2 = tg.split %x axis = 1 sizes = [2, 4] : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that tg.layer is a non-negative integer.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tg.layer' must be a non-negative integer layer index, got -1 : i64}}
+  %0 = tg.exp %x {tg.layer = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that tg.module is a non-empty path.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tg.module' must be a non-empty module path string, got ""}}
+  %0 = tg.exp %x {tg.module = ""} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that unknown tg.* attributes are rejected.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{unknown tg attribute 'tg.layr' (expected 'tg.layer' or 'tg.module')}}
+  %0 = tg.exp %x {tg.layr = 1 : i64} : tensor<4xf32>
+  return
+}

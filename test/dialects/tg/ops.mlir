@@ -1,0 +1,174 @@
+// RUN: tailor-opt %s --split-input-file | tailor-opt --split-input-file | FileCheck %s
+// RUN: tailor-opt %s --split-input-file --mlir-print-op-generic | tailor-opt --split-input-file | FileCheck %s
+
+// Tests that parameters round-trip with shape, trainability and byte location.
+// CHECK-LABEL: tg.param @model.embed_tokens.weight : tensor<128x64xf32> at #tg.external<"model.onnx.data", offset = 0, length = 32768>
+// CHECK: tg.param @lm_head.weight : tensor<128x64xbf16> at #tg.initializer<"model.onnx", "lm_head.weight">
+// CHECK: tg.param @"onnx::MatMul_7" : tensor<64x64xf32> trainable
+// CHECK-LABEL: func.func @param_refs
+// CHECK: %[[W:.+]] = tg.param_ref @model.embed_tokens.weight : tensor<128x64xf32>
+// CHECK: return %[[W]]
+tg.param @model.embed_tokens.weight : tensor<128x64xf32> at #tg.external<"model.onnx.data", offset = 0, length = 32768>
+tg.param @lm_head.weight : tensor<128x64xbf16> at #tg.initializer<"model.onnx", "lm_head.weight">
+tg.param @"onnx::MatMul_7" : tensor<64x64xf32> trainable
+func.func @param_refs() -> tensor<128x64xf32> {
+  %0 = tg.param_ref @model.embed_tokens.weight : tensor<128x64xf32>
+  return %0 : tensor<128x64xf32>
+}
+
+// -----
+
+// Tests that matmul and linear (with and without bias) round-trip.
+// CHECK-LABEL: func.func @linear_algebra
+// CHECK-SAME: (%[[A:.+]]: tensor<2x8x16xf32>, %[[B:.+]]: tensor<16x4xf32>, %[[W:.+]]: tensor<32x16xf32>, %[[BIAS:.+]]: tensor<32xf32>)
+// CHECK: tg.matmul %[[A]], %[[B]] : (tensor<2x8x16xf32>, tensor<16x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: tg.linear %[[A]], %[[W]] : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+// CHECK: tg.linear %[[A]], %[[W]], %[[BIAS]] {tg.layer = 3 : i64, tg.module = "model.layers.3.mlp.up_proj"} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+func.func @linear_algebra(%a: tensor<2x8x16xf32>, %b: tensor<16x4xf32>, %w: tensor<32x16xf32>, %bias: tensor<32xf32>) {
+  %0 = tg.matmul %a, %b : (tensor<2x8x16xf32>, tensor<16x4xf32>) -> tensor<2x8x4xf32>
+  %1 = tg.linear %a, %w : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  %2 = tg.linear %a, %w, %bias {tg.layer = 3 : i64, tg.module = "model.layers.3.mlp.up_proj"} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// Tests that every unary elementwise op round-trips.
+// CHECK-LABEL: func.func @unary
+// CHECK-SAME: (%[[X:.+]]: tensor<4x8xbf16>)
+// CHECK: tg.neg %[[X]] : tensor<4x8xbf16>
+// CHECK: tg.abs %[[X]]
+// CHECK: tg.exp %[[X]]
+// CHECK: tg.log %[[X]]
+// CHECK: tg.sqrt %[[X]]
+// CHECK: tg.rsqrt %[[X]]
+// CHECK: tg.reciprocal %[[X]]
+// CHECK: tg.tanh %[[X]]
+// CHECK: tg.sigmoid %[[X]]
+// CHECK: tg.silu %[[X]]
+// CHECK: tg.relu %[[X]]
+// CHECK: tg.erf %[[X]]
+// CHECK: tg.sin %[[X]]
+// CHECK: tg.cos %[[X]]
+// CHECK: tg.gelu %[[X]] : tensor<4x8xbf16>
+// CHECK: tg.gelu %[[X]] {approximation = #tg.gelu_approximation<tanh>} : tensor<4x8xbf16>
+func.func @unary(%x: tensor<4x8xbf16>) {
+  %0 = tg.neg %x : tensor<4x8xbf16>
+  %1 = tg.abs %x : tensor<4x8xbf16>
+  %2 = tg.exp %x : tensor<4x8xbf16>
+  %3 = tg.log %x : tensor<4x8xbf16>
+  %4 = tg.sqrt %x : tensor<4x8xbf16>
+  %5 = tg.rsqrt %x : tensor<4x8xbf16>
+  %6 = tg.reciprocal %x : tensor<4x8xbf16>
+  %7 = tg.tanh %x : tensor<4x8xbf16>
+  %8 = tg.sigmoid %x : tensor<4x8xbf16>
+  %9 = tg.silu %x : tensor<4x8xbf16>
+  %10 = tg.relu %x : tensor<4x8xbf16>
+  %11 = tg.erf %x : tensor<4x8xbf16>
+  %12 = tg.sin %x : tensor<4x8xbf16>
+  %13 = tg.cos %x : tensor<4x8xbf16>
+  %14 = tg.gelu %x : tensor<4x8xbf16>
+  %15 = tg.gelu %x {approximation = #tg.gelu_approximation<tanh>} : tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+// Tests that broadcasting binary ops, comparisons, select and cast round-trip.
+// CHECK-LABEL: func.func @binary
+// CHECK-SAME: (%[[A:.+]]: tensor<2x1x8xf32>, %[[B:.+]]: tensor<3x1xf32>, %[[I:.+]]: tensor<4xi64>)
+// CHECK: tg.add %[[A]], %[[B]] : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+// CHECK: tg.sub %[[A]], %[[B]]
+// CHECK: tg.mul %[[A]], %[[B]]
+// CHECK: tg.div %[[A]], %[[B]]
+// CHECK: tg.pow %[[A]], %[[B]]
+// CHECK: tg.max %[[A]], %[[B]]
+// CHECK: tg.min %[[A]], %[[B]]
+// CHECK: %[[EQ:.+]] = tg.eq %[[A]], %[[B]] : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xi1>
+// CHECK: tg.lt %[[A]], %[[B]]
+// CHECK: tg.gt %[[I]], %[[I]] : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi1>
+// CHECK: tg.select %[[EQ]], %[[A]], %[[B]] : (tensor<2x3x8xi1>, tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+// CHECK: tg.cast %[[A]] : tensor<2x1x8xf32> -> tensor<2x1x8xbf16>
+func.func @binary(%a: tensor<2x1x8xf32>, %b: tensor<3x1xf32>, %i: tensor<4xi64>) {
+  %0 = tg.add %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %1 = tg.sub %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %2 = tg.mul %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %3 = tg.div %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %4 = tg.pow %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %5 = tg.max %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %6 = tg.min %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %7 = tg.eq %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xi1>
+  %8 = tg.lt %a, %b : (tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xi1>
+  %9 = tg.gt %i, %i : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi1>
+  %10 = tg.select %7, %a, %b : (tensor<2x3x8xi1>, tensor<2x1x8xf32>, tensor<3x1xf32>) -> tensor<2x3x8xf32>
+  %11 = tg.cast %a : tensor<2x1x8xf32> -> tensor<2x1x8xbf16>
+  return
+}
+
+// -----
+
+// Tests that reductions, softmax and the normalizations round-trip.
+// CHECK-LABEL: func.func @reductions
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32>, %[[W:.+]]: tensor<8xf32>)
+// CHECK: tg.reduce_sum %[[X]] axes = [1] : tensor<2x4x8xf32> -> tensor<2x8xf32>
+// CHECK: tg.reduce_mean %[[X]] axes = [2] keep_dims : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+// CHECK: tg.reduce_max %[[X]] axes = [0, 2] : tensor<2x4x8xf32> -> tensor<4xf32>
+// CHECK: tg.softmax %[[X]] axis = 2 : tensor<2x4x8xf32>
+// CHECK: tg.rms_norm %[[X]], %[[W]] {epsilon = 1.000000e-05 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: tg.rms_norm %[[X]], %[[W]] : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: tg.layer_norm %[[X]], %[[W]], %[[W]] : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: tg.layer_norm %[[X]], %[[W]] {epsilon = 3.125000e-02 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+func.func @reductions(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
+  %0 = tg.reduce_sum %x axes = [1] : tensor<2x4x8xf32> -> tensor<2x8xf32>
+  %1 = tg.reduce_mean %x axes = [2] keep_dims : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %2 = tg.reduce_max %x axes = [0, 2] : tensor<2x4x8xf32> -> tensor<4xf32>
+  %3 = tg.softmax %x axis = 2 : tensor<2x4x8xf32>
+  %4 = tg.rms_norm %x, %w {epsilon = 1.0e-5 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %5 = tg.rms_norm %x, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %6 = tg.layer_norm %x, %w, %w : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %7 = tg.layer_norm %x, %w {epsilon = 3.125e-2 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that rope, grouped-query causal attention, embedding and
+// cross-entropy round-trip.
+// CHECK-LABEL: func.func @transformer
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x8x16x32xf32>, %[[K:.+]]: tensor<1x2x16x32xf32>, %[[COS:.+]]: tensor<16x32xf32>, %[[TABLE:.+]]: tensor<100x32xf32>, %[[IDS:.+]]: tensor<1x16xi64>, %[[LOGITS:.+]]: tensor<16x100xf32>, %[[LABELS:.+]]: tensor<16xi64>)
+// CHECK: tg.rope %[[Q]], %[[COS]], %[[COS]] : (tensor<1x8x16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<1x8x16x32xf32>
+// CHECK: tg.rope %[[K]], %[[COS]], %[[COS]] {interleaved}
+// CHECK: tg.attention %[[Q]], %[[K]], %[[K]] {causal} : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
+// CHECK: tg.attention %[[Q]], %[[K]], %[[K]] {scale = 1.250000e-01 : f64}
+// CHECK: tg.embedding %[[TABLE]], %[[IDS]] : (tensor<100x32xf32>, tensor<1x16xi64>) -> tensor<1x16x32xf32>
+// CHECK: tg.cross_entropy %[[LOGITS]], %[[LABELS]] : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<f32>
+// CHECK: tg.cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = 0 : i64, reduction = #tg.loss_reduction<none>} : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<16xf32>
+func.func @transformer(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>, %cos: tensor<16x32xf32>, %table: tensor<100x32xf32>, %ids: tensor<1x16xi64>, %logits: tensor<16x100xf32>, %labels: tensor<16xi64>) {
+  %0 = tg.rope %q, %cos, %cos : (tensor<1x8x16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<1x8x16x32xf32>
+  %1 = tg.rope %k, %cos, %cos {interleaved} : (tensor<1x2x16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<1x2x16x32xf32>
+  %2 = tg.attention %q, %k, %k {causal} : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
+  %3 = tg.attention %q, %k, %k {scale = 0.125 : f64} : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
+  %4 = tg.embedding %table, %ids : (tensor<100x32xf32>, tensor<1x16xi64>) -> tensor<1x16x32xf32>
+  %5 = tg.cross_entropy %logits, %labels : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<f32>
+  %6 = tg.cross_entropy %logits, %labels {ignore_index = 0 : i64, reduction = #tg.loss_reduction<none>} : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+// Tests that the data-movement ops round-trip.
+// CHECK-LABEL: func.func @data_movement
+// CHECK-SAME: (%[[X:.+]]: tensor<2x6x8xf32>)
+// CHECK: tg.reshape %[[X]] : tensor<2x6x8xf32> -> tensor<12x8xf32>
+// CHECK: tg.transpose %[[X]] permutation = [0, 2, 1] : tensor<2x6x8xf32> -> tensor<2x8x6xf32>
+// CHECK: tg.slice %[[X]] starts = [0, 1, 0] ends = [2, 6, 8] steps = [1, 2, 4] : tensor<2x6x8xf32> -> tensor<2x3x2xf32>
+// CHECK: tg.concat %[[X]], %[[X]] axis = 1 : (tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x12x8xf32>
+// CHECK: tg.split %[[X]] axis = 2 sizes = [2, 6] : (tensor<2x6x8xf32>) -> (tensor<2x6x2xf32>, tensor<2x6x6xf32>)
+func.func @data_movement(%x: tensor<2x6x8xf32>) {
+  %0 = tg.reshape %x : tensor<2x6x8xf32> -> tensor<12x8xf32>
+  %1 = tg.transpose %x permutation = [0, 2, 1] : tensor<2x6x8xf32> -> tensor<2x8x6xf32>
+  %2 = tg.slice %x starts = [0, 1, 0] ends = [2, 6, 8] steps = [1, 2, 4] : tensor<2x6x8xf32> -> tensor<2x3x2xf32>
+  %3 = tg.concat %x, %x axis = 1 : (tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x12x8xf32>
+  %4:2 = tg.split %x axis = 2 sizes = [2, 6] : (tensor<2x6x8xf32>) -> (tensor<2x6x2xf32>, tensor<2x6x6xf32>)
+  return
+}
