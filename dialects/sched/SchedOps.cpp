@@ -15,14 +15,7 @@ using namespace tailor::sched;
 #include "dialects/sched/SchedDialect.cpp.inc"
 #include "dialects/sched/SchedEnums.cpp.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "dialects/sched/SchedAttrs.cpp.inc"
-
 void SchedDialect::initialize() {
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "dialects/sched/SchedAttrs.cpp.inc"
-      >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/sched/SchedOps.cpp.inc"

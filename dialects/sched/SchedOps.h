@@ -14,9 +14,6 @@
 #include "dialects/sched/SchedDialect.h.inc"
 #include "dialects/sched/SchedEnums.h.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "dialects/sched/SchedAttrs.h.inc"
-
 #define GET_OP_CLASSES
 #include "dialects/sched/SchedOps.h.inc"
 

@@ -26,16 +26,10 @@ def Sched_Dialect : Dialect {
     plan's memory figures, and every launch, copy and collective names the
     stream it runs on, with events ordering streams.
   }];
-  let useDefaultAttributePrinterParser = 1;
 }
 
 class Sched_Op<string mnemonic, list<Trait> traits = []>
     : Op<Sched_Dialect, mnemonic, traits>;
-
-class Sched_EnumAttr<EnumAttrInfo info, string name>
-    : EnumAttr<Sched_Dialect, info, name> {
-  let assemblyFormat = "$value";
-}
 
 def Sched_ArenaKind : I32EnumAttr<"ArenaKind", "where an arena lives", [
     I32EnumAttrCase<"Device", 0, "device">,
@@ -43,9 +37,7 @@ def Sched_ArenaKind : I32EnumAttr<"ArenaKind", "where an arena lives", [
     I32EnumAttrCase<"Host", 2, "host">
   ]> {
   let cppNamespace = "::tailor::sched";
-  let genSpecializedAttr = 0;
 }
-def Sched_ArenaKindAttr : Sched_EnumAttr<Sched_ArenaKind, "arena_kind">;
 
 def Sched_CopyKind : I32EnumAttr<"CopyKind", "direction of a copy", [
     I32EnumAttrCase<"HostToDevice", 0, "h2d">,
@@ -54,9 +46,7 @@ def Sched_CopyKind : I32EnumAttr<"CopyKind", "direction of a copy", [
     I32EnumAttrCase<"HostToHost", 3, "h2h">
   ]> {
   let cppNamespace = "::tailor::sched";
-  let genSpecializedAttr = 0;
 }
-def Sched_CopyKindAttr : Sched_EnumAttr<Sched_CopyKind, "copy_kind">;
 
 def Sched_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
     I32EnumAttrCase<"AllReduce", 0, "all_reduce">,
@@ -65,10 +55,7 @@ def Sched_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
     I32EnumAttrCase<"Broadcast", 3, "broadcast">
   ]> {
   let cppNamespace = "::tailor::sched";
-  let genSpecializedAttr = 0;
 }
-def Sched_CollectiveKindAttr
-    : Sched_EnumAttr<Sched_CollectiveKind, "collective_kind">;
 
 def Sched_Reduction : I32EnumAttr<"Reduction", "how a collective reduces", [
     I32EnumAttrCase<"Sum", 0, "sum">,
@@ -77,9 +64,7 @@ def Sched_Reduction : I32EnumAttr<"Reduction", "how a collective reduces", [
     I32EnumAttrCase<"Min", 3, "min">
   ]> {
   let cppNamespace = "::tailor::sched";
-  let genSpecializedAttr = 0;
 }
-def Sched_ReductionAttr : Sched_EnumAttr<Sched_Reduction, "reduction">;
 
 def Sched_Buffer : MemRefOf<[AnyType]>;
 
@@ -115,7 +100,7 @@ def Sched_ProgramOp : Sched_Op<"program", [
 
 def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "a block of memory allocated once, holding buffers at offsets";
-  let arguments = (ins SymbolNameAttr:$sym_name, Sched_ArenaKindAttr:$kind,
+  let arguments = (ins SymbolNameAttr:$sym_name, Sched_ArenaKind:$kind,
                        I64Attr:$size,
                        DefaultValuedAttr<I64Attr, "256">:$alignment);
   let assemblyFormat = [{
@@ -177,7 +162,7 @@ def Sched_LaunchOp : Sched_Op<"launch", [
                        OptionalAttr<DenseI64ArrayAttr>:$grid,
                        OptionalAttr<DenseI64ArrayAttr>:$block);
   let assemblyFormat = [{
-    $kernel `(` $args `)` `on` $stream attr-dict `:` type($args)
+    $kernel `(` $args `)` `on` $stream attr-dict (`:` type($args)^)?
   }];
   let hasVerifier = 1;
 }
@@ -185,7 +170,7 @@ def Sched_LaunchOp : Sched_Op<"launch", [
 def Sched_CopyOp : Sched_Op<"copy", [
     HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "copies bytes between buffers (h2d, d2h, d2d, h2h) on a stream";
-  let arguments = (ins Sched_CopyKindAttr:$kind, Sched_Buffer:$source,
+  let arguments = (ins Sched_CopyKind:$kind, Sched_Buffer:$source,
                        Sched_Buffer:$target, FlatSymbolRefAttr:$stream);
   let assemblyFormat = [{
     $kind $source `to` $target `on` $stream attr-dict `:` type($source) `to`
@@ -203,9 +188,9 @@ def Sched_CollectiveOp : Sched_Op<"collective", [
     output `p` times the input. all_reduce and reduce_scatter name a
     reduction; broadcast names a root rank in the group.
   }];
-  let arguments = (ins Sched_CollectiveKindAttr:$kind, Sched_Buffer:$input,
+  let arguments = (ins Sched_CollectiveKind:$kind, Sched_Buffer:$input,
                        Sched_Buffer:$output, DenseI64ArrayAttr:$group,
-                       OptionalAttr<Sched_ReductionAttr>:$reduction,
+                       OptionalAttr<Sched_Reduction>:$reduction,
                        OptionalAttr<I64Attr>:$root,
                        FlatSymbolRefAttr:$stream);
   let assemblyFormat = [{

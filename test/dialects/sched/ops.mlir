@@ -1,0 +1,61 @@
+// RUN: tailor-opt %s --split-input-file | tailor-opt --split-input-file | FileCheck %s
+// RUN: tailor-opt %s --split-input-file --mlir-print-op-generic | tailor-opt --split-input-file | FileCheck %s
+
+// Tests that a one-rank program with arenas, streams, events, kernels,
+// buffers, launches and copies round-trips.
+// CHECK-LABEL: sched.program @rank0 rank 0 of 1 {
+// CHECK: sched.arena @params device size 4096
+// CHECK: sched.arena @staging host_pinned size 4096 align 64
+// CHECK: sched.arena @spill host size 1024
+// CHECK: sched.stream @compute
+// CHECK: sched.stream @copy
+// CHECK: sched.event @weights_ready
+// CHECK: sched.kernel @rms_norm_fwd arity 3
+// CHECK: %[[HOST:.+]] = sched.buffer @staging[0, 1024] : memref<16x16xf32>
+// CHECK: %[[W:.+]] = sched.buffer @params[0, 1024] : memref<16x16xf32>
+// CHECK: %[[X:.+]] = sched.buffer @params[1024, 1024] : memref<16x16xf32>
+// CHECK: %[[NW:.+]] = sched.buffer @params[2048, 64] : memref<16xf32>
+// CHECK: sched.copy h2d %[[HOST]] to %[[W]] on @copy : memref<16x16xf32> to memref<16x16xf32>
+// CHECK: sched.record @weights_ready on @copy
+// CHECK: sched.wait @weights_ready on @compute
+// CHECK: sched.launch @rms_norm_fwd(%[[X]], %[[NW]], %[[W]]) on @compute {block = array<i64: 256, 1, 1>, grid = array<i64: 16, 1, 1>} : memref<16x16xf32>, memref<16xf32>, memref<16x16xf32>
+// CHECK: sched.copy d2h %[[W]] to %[[HOST]] on @copy
+sched.program @rank0 rank 0 of 1 {
+  sched.arena @params device size 4096
+  sched.arena @staging host_pinned size 4096 align 64
+  sched.arena @spill host size 1024
+  sched.stream @compute
+  sched.stream @copy
+  sched.event @weights_ready
+  sched.kernel @rms_norm_fwd arity 3
+  %host = sched.buffer @staging[0, 1024] : memref<16x16xf32>
+  %w = sched.buffer @params[0, 1024] : memref<16x16xf32>
+  %x = sched.buffer @params[1024, 1024] : memref<16x16xf32>
+  %nw = sched.buffer @params[2048, 64] : memref<16xf32>
+  sched.copy h2d %host to %w on @copy : memref<16x16xf32> to memref<16x16xf32>
+  sched.record @weights_ready on @copy
+  sched.wait @weights_ready on @compute
+  sched.launch @rms_norm_fwd(%x, %nw, %w) on @compute {grid = array<i64: 16, 1, 1>, block = array<i64: 256, 1, 1>} : memref<16x16xf32>, memref<16xf32>, memref<16x16xf32>
+  sched.copy d2h %w to %host on @copy : memref<16x16xf32> to memref<16x16xf32>
+}
+
+// -----
+
+// Tests that every collective kind round-trips in a 2-rank program.
+// CHECK-LABEL: sched.program @rank1 rank 1 of 2 {
+// CHECK: %[[G:.+]] = sched.buffer @grads[0, 4096] : memref<1024xf32>
+// CHECK: %[[S:.+]] = sched.buffer @grads[4096, 2048] : memref<512xf32>
+// CHECK: sched.collective all_reduce %[[G]] to %[[G]] reduce avg group [0, 1] on @comm : memref<1024xf32> to memref<1024xf32>
+// CHECK: sched.collective reduce_scatter %[[G]] to %[[S]] reduce sum group [0, 1] on @comm : memref<1024xf32> to memref<512xf32>
+// CHECK: sched.collective all_gather %[[S]] to %[[G]] group [0, 1] on @comm : memref<512xf32> to memref<1024xf32>
+// CHECK: sched.collective broadcast %[[G]] to %[[G]] group [0, 1] root 0 on @comm : memref<1024xf32> to memref<1024xf32>
+sched.program @rank1 rank 1 of 2 {
+  sched.arena @grads device size 8192
+  sched.stream @comm
+  %g = sched.buffer @grads[0, 4096] : memref<1024xf32>
+  %s = sched.buffer @grads[4096, 2048] : memref<512xf32>
+  sched.collective all_reduce %g to %g reduce avg group [0, 1] on @comm : memref<1024xf32> to memref<1024xf32>
+  sched.collective reduce_scatter %g to %s reduce sum group [0, 1] on @comm : memref<1024xf32> to memref<512xf32>
+  sched.collective all_gather %s to %g group [0, 1] on @comm : memref<512xf32> to memref<1024xf32>
+  sched.collective broadcast %g to %g group [0, 1] root 0 on @comm : memref<1024xf32> to memref<1024xf32>
+}
