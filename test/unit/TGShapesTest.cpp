@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 using namespace mlir;
 using namespace tailor::tg;
 
@@ -25,14 +27,15 @@ protected:
           return success();
         }) {}
 
-  InFlightDiagnostic emit() { return emitError(UnknownLoc::get(&context)); }
-  EmitErrorFn emitter() {
-    return [this] { return emit(); };
-  }
+  /// A function_ref must not outlive its callable, so the callable is a member.
+  EmitErrorFn emitter() { return emitFn; }
 
   MLIRContext context;
   ScopedDiagnosticHandler handler;
   std::string lastError;
+  std::function<InFlightDiagnostic()> emitFn = [this] {
+    return emitError(UnknownLoc::get(&context));
+  };
 };
 
 TEST_F(ShapeRules, BroadcastAlignsFromTheRight) {
@@ -97,6 +100,8 @@ TEST_F(ShapeRules, ConcatSumsTheAxis) {
   EXPECT_EQ(*concatShape(inputs, 1, emitter()), (Shape{2, 8}));
   inputs = {{2, 3}, {4, 3}};
   EXPECT_TRUE(failed(concatShape(inputs, 1, emitter())));
+  EXPECT_TRUE(failed(concatShape({}, 0, emitter())));
+  EXPECT_EQ(lastError, "expected at least one input");
 }
 
 TEST_F(ShapeRules, SplitChecksTheSum) {
