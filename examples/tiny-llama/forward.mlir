@@ -1,9 +1,8 @@
-// A two-layer Llama-architecture forward pass in tg (hidden 64, 4 query heads,
-// 2 kv heads, head dim 16, MLP 128, vocab 256; batch 1, sequence 16).
+// A 2-layer Llama-architecture forward pass in tg (hidden 64,
+// 4 query heads, 2 kv heads, head dim 16, MLP 128, vocab 256;
+// batch 1, sequence 16, f32). Written by test/generators/gen_tg_llama.py.
 // Weights are tg.param symbols pointing into an external data file, as the
-// ONNX importer will produce them; the IR carries no weight bytes.
-// `make demo` verifies it, canonicalizes it, prints its parameter inventory
-// and checks that the printed IR parses back to the same text.
+// ONNX importer produces them; the IR carries no weight bytes.
 
 tg.param @model.embed_tokens.weight : tensor<256x64xf32> at #tg.external<"model.onnx.data", offset = 0, length = 65536>
 tg.param @model.layers.0.input_layernorm.weight : tensor<64xf32> at #tg.external<"model.onnx.data", offset = 65536, length = 256>
@@ -36,17 +35,17 @@ func.func @forward(%input_ids: tensor<1x16xi64>, %cos: tensor<16x16xf32>, %sin: 
   %6 = tg.linear %4, %5 {tg.layer = 0 : i64, tg.module = "model.layers.0.self_attn.q_proj"} : (tensor<1x16x64xf32>, tensor<64x64xf32>) -> tensor<1x16x64xf32>
   %7 = tg.reshape %6 {tg.layer = 0 : i64} : tensor<1x16x64xf32> -> tensor<1x16x4x16xf32>
   %8 = tg.transpose %7 permutation = [0, 2, 1, 3] {tg.layer = 0 : i64} : tensor<1x16x4x16xf32> -> tensor<1x4x16x16xf32>
-  %9 = tg.param_ref @model.layers.0.self_attn.k_proj.weight : tensor<32x64xf32>
-  %10 = tg.linear %4, %9 {tg.layer = 0 : i64, tg.module = "model.layers.0.self_attn.k_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
-  %11 = tg.reshape %10 {tg.layer = 0 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
-  %12 = tg.transpose %11 permutation = [0, 2, 1, 3] {tg.layer = 0 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
-  %13 = tg.param_ref @model.layers.0.self_attn.v_proj.weight : tensor<32x64xf32>
-  %14 = tg.linear %4, %13 {tg.layer = 0 : i64, tg.module = "model.layers.0.self_attn.v_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
-  %15 = tg.reshape %14 {tg.layer = 0 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
-  %16 = tg.transpose %15 permutation = [0, 2, 1, 3] {tg.layer = 0 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
-  %17 = tg.rope %8, %cos, %sin {tg.layer = 0 : i64} : (tensor<1x4x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x4x16x16xf32>
-  %18 = tg.rope %12, %cos, %sin {tg.layer = 0 : i64} : (tensor<1x2x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x2x16x16xf32>
-  %19 = tg.attention %17, %18, %16 {causal, scale = 2.500000e-01 : f64, tg.layer = 0 : i64} : (tensor<1x4x16x16xf32>, tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %9 = tg.rope %8, %cos, %sin {tg.layer = 0 : i64} : (tensor<1x4x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x4x16x16xf32>
+  %10 = tg.param_ref @model.layers.0.self_attn.k_proj.weight : tensor<32x64xf32>
+  %11 = tg.linear %4, %10 {tg.layer = 0 : i64, tg.module = "model.layers.0.self_attn.k_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
+  %12 = tg.reshape %11 {tg.layer = 0 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
+  %13 = tg.transpose %12 permutation = [0, 2, 1, 3] {tg.layer = 0 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
+  %14 = tg.rope %13, %cos, %sin {tg.layer = 0 : i64} : (tensor<1x2x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x2x16x16xf32>
+  %15 = tg.param_ref @model.layers.0.self_attn.v_proj.weight : tensor<32x64xf32>
+  %16 = tg.linear %4, %15 {tg.layer = 0 : i64, tg.module = "model.layers.0.self_attn.v_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
+  %17 = tg.reshape %16 {tg.layer = 0 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
+  %18 = tg.transpose %17 permutation = [0, 2, 1, 3] {tg.layer = 0 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
+  %19 = tg.attention %9, %14, %18 {causal, scale = 2.500000e-01 : f64, tg.layer = 0 : i64} : (tensor<1x4x16x16xf32>, tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32>
   %20 = tg.transpose %19 permutation = [0, 2, 1, 3] {tg.layer = 0 : i64} : tensor<1x4x16x16xf32> -> tensor<1x16x4x16xf32>
   %21 = tg.reshape %20 {tg.layer = 0 : i64} : tensor<1x16x4x16xf32> -> tensor<1x16x64xf32>
   %22 = tg.param_ref @model.layers.0.self_attn.o_proj.weight : tensor<64x64xf32>
@@ -69,17 +68,17 @@ func.func @forward(%input_ids: tensor<1x16xi64>, %cos: tensor<16x16xf32>, %sin: 
   %39 = tg.linear %37, %38 {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.q_proj"} : (tensor<1x16x64xf32>, tensor<64x64xf32>) -> tensor<1x16x64xf32>
   %40 = tg.reshape %39 {tg.layer = 1 : i64} : tensor<1x16x64xf32> -> tensor<1x16x4x16xf32>
   %41 = tg.transpose %40 permutation = [0, 2, 1, 3] {tg.layer = 1 : i64} : tensor<1x16x4x16xf32> -> tensor<1x4x16x16xf32>
-  %42 = tg.param_ref @model.layers.1.self_attn.k_proj.weight : tensor<32x64xf32>
-  %43 = tg.linear %37, %42 {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.k_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
-  %44 = tg.reshape %43 {tg.layer = 1 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
-  %45 = tg.transpose %44 permutation = [0, 2, 1, 3] {tg.layer = 1 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
-  %46 = tg.param_ref @model.layers.1.self_attn.v_proj.weight : tensor<32x64xf32>
-  %47 = tg.linear %37, %46 {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.v_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
-  %48 = tg.reshape %47 {tg.layer = 1 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
-  %49 = tg.transpose %48 permutation = [0, 2, 1, 3] {tg.layer = 1 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
-  %50 = tg.rope %41, %cos, %sin {tg.layer = 1 : i64} : (tensor<1x4x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x4x16x16xf32>
-  %51 = tg.rope %45, %cos, %sin {tg.layer = 1 : i64} : (tensor<1x2x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x2x16x16xf32>
-  %52 = tg.attention %50, %51, %49 {causal, scale = 2.500000e-01 : f64, tg.layer = 1 : i64} : (tensor<1x4x16x16xf32>, tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %42 = tg.rope %41, %cos, %sin {tg.layer = 1 : i64} : (tensor<1x4x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x4x16x16xf32>
+  %43 = tg.param_ref @model.layers.1.self_attn.k_proj.weight : tensor<32x64xf32>
+  %44 = tg.linear %37, %43 {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.k_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
+  %45 = tg.reshape %44 {tg.layer = 1 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
+  %46 = tg.transpose %45 permutation = [0, 2, 1, 3] {tg.layer = 1 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
+  %47 = tg.rope %46, %cos, %sin {tg.layer = 1 : i64} : (tensor<1x2x16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<1x2x16x16xf32>
+  %48 = tg.param_ref @model.layers.1.self_attn.v_proj.weight : tensor<32x64xf32>
+  %49 = tg.linear %37, %48 {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.v_proj"} : (tensor<1x16x64xf32>, tensor<32x64xf32>) -> tensor<1x16x32xf32>
+  %50 = tg.reshape %49 {tg.layer = 1 : i64} : tensor<1x16x32xf32> -> tensor<1x16x2x16xf32>
+  %51 = tg.transpose %50 permutation = [0, 2, 1, 3] {tg.layer = 1 : i64} : tensor<1x16x2x16xf32> -> tensor<1x2x16x16xf32>
+  %52 = tg.attention %42, %47, %51 {causal, scale = 2.500000e-01 : f64, tg.layer = 1 : i64} : (tensor<1x4x16x16xf32>, tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32>
   %53 = tg.transpose %52 permutation = [0, 2, 1, 3] {tg.layer = 1 : i64} : tensor<1x4x16x16xf32> -> tensor<1x16x4x16xf32>
   %54 = tg.reshape %53 {tg.layer = 1 : i64} : tensor<1x16x4x16xf32> -> tensor<1x16x64xf32>
   %55 = tg.param_ref @model.layers.1.self_attn.o_proj.weight : tensor<64x64xf32>

@@ -11,6 +11,7 @@
 // CHECK: sched.stream @copy
 // CHECK: sched.event @weights_ready
 // CHECK: sched.kernel @rms_norm_fwd arity 3
+// CHECK: sched.kernel @barrier arity 0
 // CHECK: %[[HOST:.+]] = sched.buffer @staging[0, 1024] : memref<16x16xf32>
 // CHECK: %[[W:.+]] = sched.buffer @params[0, 1024] : memref<16x16xf32>
 // CHECK: %[[X:.+]] = sched.buffer @params[1024, 1024] : memref<16x16xf32>
@@ -20,6 +21,9 @@
 // CHECK: sched.wait @weights_ready on @compute
 // CHECK: sched.launch @rms_norm_fwd(%[[X]], %[[NW]], %[[W]]) on @compute {block = array<i64: 256, 1, 1>, grid = array<i64: 16, 1, 1>} : memref<16x16xf32>, memref<16xf32>, memref<16x16xf32>
 // CHECK: sched.copy d2h %[[W]] to %[[HOST]] on @copy
+// CHECK: sched.launch @barrier() on @compute
+// CHECK-NOT: :
+// CHECK: }
 sched.program @rank0 rank 0 of 1 {
   sched.arena @params device size 4096
   sched.arena @staging host_pinned size 4096 align 64
@@ -28,6 +32,7 @@ sched.program @rank0 rank 0 of 1 {
   sched.stream @copy
   sched.event @weights_ready
   sched.kernel @rms_norm_fwd arity 3
+  sched.kernel @barrier arity 0
   %host = sched.buffer @staging[0, 1024] : memref<16x16xf32>
   %w = sched.buffer @params[0, 1024] : memref<16x16xf32>
   %x = sched.buffer @params[1024, 1024] : memref<16x16xf32>
@@ -37,6 +42,7 @@ sched.program @rank0 rank 0 of 1 {
   sched.wait @weights_ready on @compute
   sched.launch @rms_norm_fwd(%x, %nw, %w) on @compute {grid = array<i64: 16, 1, 1>, block = array<i64: 256, 1, 1>} : memref<16x16xf32>, memref<16xf32>, memref<16x16xf32>
   sched.copy d2h %w to %host on @copy : memref<16x16xf32> to memref<16x16xf32>
+  sched.launch @barrier() on @compute
 }
 
 // -----
