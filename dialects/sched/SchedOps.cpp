@@ -312,24 +312,26 @@ CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                                      "stream");
 }
 
-LogicalResult RecordOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  if (failed(lookupDeclaration<EventOp>(*this, symbolTable, getEventAttr(),
-                                        "event")) ||
-      failed(lookupDeclaration<StreamOp>(*this, symbolTable, getStreamAttr(),
-                                         "stream"))) {
+/// Record and wait both name an event and the stream they act on.
+static LogicalResult verifyEventOnStream(Operation *op,
+                                         SymbolTableCollection &symbolTable,
+                                         FlatSymbolRefAttr event,
+                                         FlatSymbolRefAttr stream) {
+  if (failed(lookupDeclaration<EventOp>(op, symbolTable, event, "event")) ||
+      failed(lookupDeclaration<StreamOp>(op, symbolTable, stream, "stream"))) {
     return failure();
   }
   return success();
 }
 
+LogicalResult RecordOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyEventOnStream(*this, symbolTable, getEventAttr(),
+                             getStreamAttr());
+}
+
 LogicalResult WaitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  if (failed(lookupDeclaration<EventOp>(*this, symbolTable, getEventAttr(),
-                                        "event")) ||
-      failed(lookupDeclaration<StreamOp>(*this, symbolTable, getStreamAttr(),
-                                         "stream"))) {
-    return failure();
-  }
-  return success();
+  return verifyEventOnStream(*this, symbolTable, getEventAttr(),
+                             getStreamAttr());
 }
 
 #define GET_OP_CLASSES
