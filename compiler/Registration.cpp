@@ -1,6 +1,7 @@
 //===- Registration.cpp - what tailor's tools know ------------------------===//
 
 #include "compiler/Registration.h"
+#include "compiler/Pipelines.h"
 
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
@@ -23,6 +24,7 @@ void registerTailorDialects(mlir::DialectRegistry &registry) {
 void registerTailorPasses() {
   mlir::registerTransformsPasses();
   graph::registerGraphPasses();
+  registerTailorPipelines();
 }
 
 } // namespace tailor

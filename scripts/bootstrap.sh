@@ -40,6 +40,8 @@ system_packages=(
   openmpi-bin libopenmpi-dev libopenblas-dev
   # unit tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # libFuzzer targets (`make fuzz`): clang and its sanitizer runtimes
+  clang-22 libclang-rt-22-dev
   # the reference Python stack lives in a venv
   python3 python3-venv
 )

@@ -2,6 +2,7 @@
 
 #include "dialects/tg/TGOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -41,16 +42,24 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kModuleAttrName) {
+  if (name == kModuleAttrName || name == kTiedAttrName) {
     auto path = llvm::dyn_cast<StringAttr>(attribute.getValue());
     if (!path || path.getValue().empty()) {
-      return op->emitError() << "'" << kModuleAttrName
+      return op->emitError() << "'" << name
                              << "' must be a non-empty module path string, got "
                              << attribute.getValue();
     }
     return success();
   }
+  if (name == kSourceAttrName) {
+    if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(attribute.getValue())) {
+      return op->emitError() << "'" << kSourceAttrName
+                             << "' must be a model file path on a builtin module";
+    }
+    return success();
+  }
   return op->emitError() << "unknown tg attribute '" << name
-                         << "' (expected '" << kLayerAttrName << "' or '"
-                         << kModuleAttrName << "')";
+                         << "' (expected '" << kLayerAttrName << "', '"
+                         << kModuleAttrName << "', '" << kTiedAttrName << "' or '"
+                         << kSourceAttrName << "')";
 }

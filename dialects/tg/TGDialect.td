@@ -30,6 +30,12 @@ def TG_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLayerAttrName = "tg.layer";
     /// Name of the discardable attribute holding an op's HF module path.
     static constexpr ::llvm::StringLiteral kModuleAttrName = "tg.module";
+    /// On the builtin module: the model file the graph was imported from
+    /// (external data locations are resolved against its folder).
+    static constexpr ::llvm::StringLiteral kSourceAttrName = "tg.source";
+    /// On a linear layer whose weight is an embedding table: that
+    /// embedding's module path (tied input/output embeddings).
+    static constexpr ::llvm::StringLiteral kTiedAttrName = "tg.tied";
   }];
 }
 

@@ -409,6 +409,31 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+LogicalResult BroadcastOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  if (in.size() > out.size()) {
+    return emitOpError() << "cannot broadcast " << formatShape(in)
+                         << " to the lower-rank " << formatShape(out);
+  }
+  size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != 1 && !dimsCompatible(in[i], out[lead + i])) {
+      return emitOpError() << "cannot broadcast " << formatShape(in) << " to "
+                           << formatShape(out) << ": input dim " << i << " is "
+                           << in[i] << ", expected 1 or " << out[lead + i];
+    }
+  }
+  return success();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType()) {
+    return getInput();
+  }
+  return {};
+}
+
 LogicalResult TransposeOp::verify() {
   FailureOr<Shape> shape =
       transposeShape(shapeOf(getInput()), getPermutation(),

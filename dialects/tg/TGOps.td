@@ -155,6 +155,17 @@ def TG_EqOp : TG_CompareOp<"eq", "equality test">;
 def TG_LtOp : TG_CompareOp<"lt", "less-than test">;
 def TG_GtOp : TG_CompareOp<"gt", "greater-than test">;
 
+def TG_IsNanOp : TG_Op<"is_nan", [Pure, SameOperandsAndResultShape]> {
+  let summary = "elementwise test for NaN";
+  let description = [{
+    Exports of scaled_dot_product_attention zero the probabilities of fully
+    masked rows with `where(is_nan(p), 0, p)`.
+  }];
+  let arguments = (ins TG_FloatTensor:$input);
+  let results = (outs TG_BoolTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 def TG_SelectOp : TG_Op<"select", [Pure]> {
   let summary = "elementwise choice with broadcasting (ONNX Where)";
   let arguments = (ins TG_BoolTensor:$condition, TG_NumericTensor:$on_true,
@@ -299,6 +310,20 @@ def TG_CrossEntropyOp : TG_Op<"cross_entropy", [Pure]> {
 
 def TG_ReshapeOp : TG_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
   let summary = "same elements, new shape";
+  let arguments = (ins TG_Tensor:$input);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TG_BroadcastOp : TG_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "broadcasts to a larger shape with NumPy rules (ONNX Expand)";
+  let description = [{
+    The input's dims align with the result's trailing dims; each is 1 or
+    equal to the result dim. Grouped-query attention exports use it to repeat
+    key/value heads.
+  }];
   let arguments = (ins TG_Tensor:$input);
   let results = (outs TG_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";

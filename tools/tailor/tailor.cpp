@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/include/tailor/runtime.h"
+#include "tools/tailor/Commands.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -25,6 +26,7 @@ USAGE: tailor <command> [options]
        tailor --help | --version
 
 COMMANDS:
+  compile     import an ONNX model and compile it (--compile-to=import|graph)
   devices     list the GPUs the runtime can use (name, SM, memory)
 
 Run 'tailor <command> --help' for a command's options.
@@ -97,6 +99,9 @@ int main(int argc, char **argv) {
   commandArgs.insert(commandArgs.end(), argv + 2, argv + argc);
   int commandArgc = static_cast<int>(commandArgs.size());
 
+  if (command == "compile") {
+    return tailor::runCompile(commandArgc, commandArgs.data());
+  }
   if (command == "devices") {
     return runDevices(commandArgc, commandArgs.data());
   }

@@ -1,0 +1,42 @@
+//===- Pipelines.cpp - tailor's pass pipelines ----------------------------===//
+
+#include "compiler/Pipelines.h"
+
+#include "passes/graph/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace tailor {
+
+void buildGraphPipeline(mlir::OpPassManager &pm) {
+  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
+  // --- Clean the literal import: fold reshape chains and no-op casts, merge
+  // duplicate constants, so the patterns below see one canonical form.
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(mlir::createCSEPass());
+  // --- Raise, innermost patterns first: activations and norms do not depend
+  // on anything; linear layers before rope and attention, whose patterns
+  // start from projections; embeddings last, to pair them with a tied
+  // lm_head.
+  fn.addPass(graph::createRaiseActivationsPass());
+  fn.addPass(graph::createRaiseNormsPass());
+  fn.addPass(graph::createRaiseLinearPass());
+  fn.addPass(graph::createRaiseRopePass());
+  fn.addPass(graph::createRaiseAttentionPass());
+  fn.addPass(graph::createRaiseEmbeddingPass());
+  // --- Drop what the raising left unused (mask constants, rotate-half
+  // slices).
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(mlir::createCSEPass());
+}
+
+void registerTailorPipelines() {
+  mlir::PassPipelineRegistration<>(
+      "tailor-graph-pipeline",
+      "raise an imported ONNX graph to transformer-level tg ops",
+      buildGraphPipeline);
+}
+
+} // namespace tailor

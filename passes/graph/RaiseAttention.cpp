@@ -1,0 +1,248 @@
+//===- RaiseAttention.cpp - softmax(q k^T * s + mask) v -> tg.attention ---===//
+//
+// Matches from the output matmul backwards:
+//   out    = matmul(probs, v)
+//   probs  = softmax(masked, axis = -1)
+//   masked = scores + M | where(C, scores, -inf) | scores
+//   scores = matmul(q, k^T) * s | matmul(q, k^T) / s | matmul(q*a, k^T*b)
+// M and C must be compile-time constants; they decide `causal` (a mask that
+// hides exactly the keys after each query) or no mask at all. Anything else
+// (a padding mask computed from an attention_mask input) is left alone.
+// Key/value heads repeated for grouped-query attention by reshape ->
+// broadcast -> reshape are unrepeated: tg.attention reads them natively.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/graph/Passes.h"
+#include "passes/graph/RaiseUtils.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tailor::graph {
+
+#define GEN_PASS_DEF_RAISEATTENTIONPASS
+#include "passes/graph/Passes.h.inc"
+
+namespace {
+
+enum class MaskKind { None, Causal, Other };
+
+/// Classifies a constant mask over [..., T, S]: an allowed entry is 0 (or
+/// true for a boolean keep-mask), a hidden one very negative (or false).
+MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask) {
+  DenseElementsAttr attr;
+  if (!matchPattern(skipCasts(mask), m_Constant(&attr))) {
+    return MaskKind::Other;
+  }
+  ArrayRef<int64_t> shape = attr.getType().getShape();
+  if (shape.size() < 2) {
+    return MaskKind::Other;
+  }
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if ((rows != t && rows != 1) || (cols != s && cols != 1)) {
+    return MaskKind::Other;
+  }
+  auto allowedAt = [&](int64_t flat) -> std::optional<bool> {
+    if (isKeepMask) {
+      return attr.getValues<bool>()[flat];
+    }
+    double v = attr.getValues<APFloat>()[flat].convertToDouble();
+    if (v == 0.0) return true;
+    if (v <= -1e4) return false;
+    return std::nullopt;
+  };
+  if (attr.isSplat()) {
+    std::optional<bool> allowed = allowedAt(0);
+    return allowed && *allowed ? MaskKind::None : MaskKind::Other;
+  }
+  if (rows != t || cols != s) {
+    return MaskKind::Other;
+  }
+  int64_t matrices = attr.getNumElements() / (rows * cols);
+  bool anyHidden = false;
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        std::optional<bool> allowed = allowedAt((m * rows + i) * cols + j);
+        bool causalAllows = j <= i + (s - t);
+        if (!allowed || *allowed != causalAllows) {
+          return MaskKind::Other;
+        }
+        anyHidden |= !*allowed;
+      }
+    }
+  }
+  return anyHidden ? MaskKind::Causal : MaskKind::None;
+}
+
+/// Undoes repeat_kv: reshape([B,Hkv,S,D] -> [B,Hkv,1,S,D]) -> broadcast to
+/// [B,Hkv,n,S,D] -> reshape to [B,Hkv*n,S,D]. Returns the [B,Hkv,S,D] value.
+Value unrepeatHeads(Value v) {
+  auto outer = v.getDefiningOp<tg::ReshapeOp>();
+  if (!outer) {
+    return v;
+  }
+  auto broadcast = outer.getInput().getDefiningOp<tg::BroadcastOp>();
+  if (!broadcast) {
+    return v;
+  }
+  Value inner = broadcast.getInput();
+  if (auto reshape = inner.getDefiningOp<tg::ReshapeOp>()) {
+    inner = reshape.getInput();
+  }
+  ArrayRef<int64_t> base = shapeOf(inner);
+  ArrayRef<int64_t> wide = shapeOf(broadcast.getResult());
+  ArrayRef<int64_t> result = shapeOf(v);
+  if (base.size() != 4 || wide.size() != 5 || result.size() != 4 ||
+      wide[0] != base[0] || wide[1] != base[1] || wide[3] != base[2] ||
+      wide[4] != base[3] || result[1] != base[1] * wide[2]) {
+    return v;
+  }
+  return inner;
+}
+
+/// Splits off a splat factor: x * c (either order) -> (x, c).
+std::pair<Value, double> splitScale(Value v) {
+  if (auto mul = v.getDefiningOp<tg::MulOp>()) {
+    if (std::optional<double> c = splatValue(mul.getRhs())) {
+      return {mul.getLhs(), *c};
+    }
+    if (std::optional<double> c = splatValue(mul.getLhs())) {
+      return {mul.getRhs(), *c};
+    }
+  }
+  return {v, 1.0};
+}
+
+struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(tg::MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value probs = skipCasts(op.getLhs());
+    // SDPA exports zero fully masked rows: where(is_nan(p), 0, p).
+    if (auto select = probs.getDefiningOp<tg::SelectOp>()) {
+      auto isNan = select.getCondition().getDefiningOp<tg::IsNanOp>();
+      if (isNan && isNan.getInput() == select.getOnFalse() &&
+          isSplat(select.getOnTrue(), 0.0)) {
+        probs = skipCasts(select.getOnFalse());
+      }
+    }
+    auto softmax = probs.getDefiningOp<tg::SoftmaxOp>();
+    if (!softmax || shapeOf(op.getLhs()).size() != 4 ||
+        softmax.getAxis() != 3) {
+      return rewriter.notifyMatchFailure(op, "lhs is not a softmax over keys");
+    }
+    Value scores = skipCasts(softmax.getInput());
+    std::optional<Value> mask;
+    bool keepMask = false;
+    if (auto add = scores.getDefiningOp<tg::AddOp>()) {
+      // The constant side is the mask.
+      DenseElementsAttr attr;
+      if (matchPattern(skipCasts(add.getRhs()), m_Constant(&attr))) {
+        mask = add.getRhs();
+        scores = add.getLhs();
+      } else if (matchPattern(skipCasts(add.getLhs()), m_Constant(&attr))) {
+        mask = add.getLhs();
+        scores = add.getRhs();
+      } else {
+        return rewriter.notifyMatchFailure(op, "mask is computed at run time");
+      }
+    } else if (auto select = scores.getDefiningOp<tg::SelectOp>()) {
+      std::optional<double> fill = splatValue(select.getOnFalse());
+      if (!fill || *fill > -1e4) {
+        return rewriter.notifyMatchFailure(op, "select does not fill -inf");
+      }
+      mask = select.getCondition();
+      keepMask = true;
+      scores = select.getOnTrue();
+    }
+    // Scale on the scores.
+    double scale = 1.0;
+    if (auto div = scores.getDefiningOp<tg::DivOp>()) {
+      std::optional<double> c = splatValue(div.getRhs());
+      if (!c || *c == 0.0) {
+        return rewriter.notifyMatchFailure(op, "scores divided by a non-constant");
+      }
+      scale /= *c;
+      scores = div.getLhs();
+    } else {
+      auto [unscaled, c] = splitScale(scores);
+      scale *= c;
+      scores = unscaled;
+    }
+    auto qk = scores.getDefiningOp<tg::MatmulOp>();
+    if (!qk) {
+      return rewriter.notifyMatchFailure(op, "no q k^T product");
+    }
+    auto [query, qScale] = splitScale(qk.getLhs());
+    auto [keyT, kScale] = splitScale(qk.getRhs());
+    scale *= qScale * kScale;
+    auto transpose = keyT.getDefiningOp<tg::TransposeOp>();
+    if (!transpose || transpose.getPermutation().size() != 4) {
+      return rewriter.notifyMatchFailure(op, "k^T is not a transpose");
+    }
+    // k^T = transpose(X, p); then k = transpose(X, p with its last two
+    // entries swapped). The canonicalizer often merged the head transpose
+    // [0, 2, 1, 3] with the [0, 1, 3, 2] of k^T into one [0, 2, 3, 1].
+    SmallVector<int64_t> keyPerm(transpose.getPermutation());
+    std::swap(keyPerm[2], keyPerm[3]);
+    Value keySource = transpose.getInput();
+    bool keyNeedsTranspose = keyPerm != ArrayRef<int64_t>{0, 1, 2, 3};
+    // Nothing is created until every check passed (a pattern that fails
+    // must leave the IR untouched).
+    Value key = keyNeedsTranspose ? Value() : unrepeatHeads(keySource);
+    SmallVector<int64_t> keyShape;
+    for (int64_t p : keyPerm) {
+      keyShape.push_back(shapeOf(keyNeedsTranspose ? keySource : key)[
+          keyNeedsTranspose ? p : static_cast<int64_t>(keyShape.size())]);
+    }
+    Value value = unrepeatHeads(op.getRhs());
+    ArrayRef<int64_t> q = shapeOf(query), k = keyShape, v = shapeOf(value);
+    if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
+        q[1] % k[1] != 0) {
+      return rewriter.notifyMatchFailure(op, "unexpected head shapes");
+    }
+    MaskKind kind = mask ? classifyMask(*mask, q[2], k[2], keepMask) : MaskKind::None;
+    if (kind == MaskKind::Other) {
+      return rewriter.notifyMatchFailure(op, "mask is neither causal nor empty");
+    }
+    double defaultScale = 1.0 / std::sqrt(static_cast<double>(q[3]));
+    FloatAttr scaleAttr;
+    if (std::fabs(scale - defaultScale) > 1e-6 * defaultScale) {
+      scaleAttr = rewriter.getF64FloatAttr(scale);
+    }
+    if (getElementTypeOrSelf(query.getType()) != getElementTypeOrSelf(op.getType())) {
+      return rewriter.notifyMatchFailure(op, "mixed precision attention");
+    }
+    if (keyNeedsTranspose) {
+      key = tg::TransposeOp::create(
+          rewriter, transpose.getLoc(),
+          RankedTensorType::get(keyShape, getElementTypeOrSelf(keySource.getType())),
+          keySource, rewriter.getDenseI64ArrayAttr(keyPerm));
+    }
+    auto attention = tg::AttentionOp::create(
+        rewriter, op.getLoc(), op.getType(), query, key, value,
+        kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr, scaleAttr);
+    annotate(attention, nearestParentModule(query));
+    rewriter.replaceOp(op, attention.getResult());
+    return success();
+  }
+};
+
+struct RaiseAttentionPass : impl::RaiseAttentionPassBase<RaiseAttentionPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RaiseAttention>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+} // namespace tailor::graph

@@ -1,0 +1,18 @@
+//===- Commands.h - the tailor driver's commands ----------------*- C++ -*-===//
+//
+// One function per `tailor <command>`; each parses its own options (argv[0]
+// is "tailor <command>") and returns the process exit code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_TOOLS_TAILOR_COMMANDS_H
+#define TAILOR_TOOLS_TAILOR_COMMANDS_H
+
+namespace tailor {
+
+/// `tailor compile MODEL.onnx ... -o OUT`.
+int runCompile(int argc, const char **argv);
+
+} // namespace tailor
+
+#endif // TAILOR_TOOLS_TAILOR_COMMANDS_H
