@@ -9,13 +9,20 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "tailor"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir", ".test"]
+config.suffixes = [".mlir", ".test", ".onnxtxt"]
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tailor_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%tailor_src_root", config.tailor_src_root))
+
+# The project's Python (bootstrap's venv: onnx, torch, transformers) for tests
+# that generate models; tests that need it say `REQUIRES: python-onnx`.
+venv_python = os.path.join(config.tailor_src_root, ".venv", "bin", "python")
+if os.path.exists(venv_python):
+    config.substitutions.append(("%python", venv_python))
+    config.available_features.add("python-onnx")
 
 # Captured variables must be redefined per CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"

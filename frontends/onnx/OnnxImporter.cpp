@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -27,6 +28,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 
@@ -597,6 +599,60 @@ Value GraphImporter::materialize(const HostTensor &tensor, Location loc) {
 // Node order and import
 //===----------------------------------------------------------------------===//
 
+/// The dotted PyTorch module path a node was exported from, if the exporter
+/// recorded it: the TorchScript exporter names nodes by scope
+/// ("/model/layers.0/self_attn/q_proj/MatMul"); the dynamo exporter keeps
+/// `pkg.torch.onnx.name_scopes` metadata
+/// ("['', 'model', 'model.layers.0', ..., 'model.layers.0.self_attn.q_proj', 'linear']").
+static std::optional<std::string> moduleScopeOf(const onnx::NodeProto &node) {
+  // NodeProto.metadata_props is field 9 (ONNX 1.16+); Debian's libonnx
+  // predates it, so it arrives as an unknown field.
+  const google::protobuf::UnknownFieldSet &unknown =
+      node.GetReflection()->GetUnknownFields(node);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    if (field.number() != 9 ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      continue;
+    }
+    onnx::StringStringEntryProto entry;
+    if (!entry.ParseFromString(field.length_delimited()) ||
+        entry.key() != "pkg.torch.onnx.name_scopes") {
+      continue;
+    }
+    llvm::SmallVector<llvm::StringRef> scopes;
+    llvm::StringRef rest = entry.value();
+    while (true) {
+      size_t open = rest.find('\'');
+      if (open == llvm::StringRef::npos) {
+        break;
+      }
+      size_t close = rest.find('\'', open + 1);
+      if (close == llvm::StringRef::npos) {
+        break;
+      }
+      scopes.push_back(rest.slice(open + 1, close));
+      rest = rest.drop_front(close + 1);
+    }
+    // The last entry names the op itself; the one before is its module.
+    if (scopes.size() >= 2 && !scopes[scopes.size() - 2].empty()) {
+      return scopes[scopes.size() - 2].str();
+    }
+    return std::nullopt;
+  }
+  llvm::StringRef name = node.name();
+  if (!name.starts_with("/")) {
+    return std::nullopt;
+  }
+  llvm::SmallVector<llvm::StringRef> parts;
+  name.split(parts, '/', -1, /*KeepEmpty=*/false);
+  if (parts.size() < 2) {
+    return std::nullopt;
+  }
+  parts.pop_back();
+  return llvm::join(parts, ".");
+}
+
 FailureOr<SmallVector<int64_t>> GraphImporter::orderNodes() {
   int64_t count = graph.node_size();
   llvm::StringMap<int64_t> producer;
@@ -678,6 +734,11 @@ LogicalResult GraphImporter::importNode(int64_t index) {
                          : node.name();
   Location loc = NameLoc::get(builder.getStringAttr(name),
                               FileLineColLoc::get(&context, path, 0, 0));
+  // The PyTorch module the node came from rides along as the location's
+  // metadata, so raising can name what it recognizes (model.layers.0.mlp).
+  if (std::optional<std::string> scope = moduleScopeOf(node)) {
+    loc = FusedLoc::get(&context, {loc}, builder.getStringAttr(*scope));
+  }
   NodeContext ctx(*this, node, index, opset, loc);
   if (opsetIt == opsets.end()) {
     return ctx.error() << "uses domain '" << displayDomain(domain)

@@ -773,6 +773,65 @@ LogicalResult importGather(NodeContext &ctx) {
   return success();
 }
 
+/// GatherND (compile time only: exports use it for mask indexing).
+LogicalResult importGatherND(NodeContext &ctx) {
+  FailureOr<const HostTensor *> data = ctx.constant(0, "data");
+  FailureOr<const HostTensor *> indices = ctx.constant(1, "indices");
+  if (failed(data) || failed(indices)) {
+    return failure();
+  }
+  ArrayRef<int64_t> dd = (*data)->dims(), id = (*indices)->dims();
+  int64_t b = ctx.attrInt("batch_dims", 0);
+  if (id.empty() || b < 0 || b >= static_cast<int64_t>(id.size()) ||
+      b > static_cast<int64_t>(dd.size())) {
+    return ctx.error() << "invalid batch_dims " << b << " for data "
+                       << tg::formatShape(dd) << " and indices "
+                       << tg::formatShape(id);
+  }
+  int64_t k = id.back();
+  int64_t r = static_cast<int64_t>(dd.size());
+  if (k < 1 || b + k > r) {
+    return ctx.error() << "index tuples of length " << k
+                       << " do not fit data " << tg::formatShape(dd);
+  }
+  for (int64_t i = 0; i < b; ++i) {
+    if (dd[i] != id[i]) {
+      return ctx.error() << "batch dim " << i << " differs between data and indices";
+    }
+  }
+  Dims outDims(id.begin(), id.end() - 1);
+  outDims.append(dd.begin() + b + k, dd.end());
+  HostTensor out((*data)->type(), outDims);
+  int64_t batch = product(dd.take_front(b));
+  int64_t tuples = product(id.drop_back()) / std::max<int64_t>(batch, 1);
+  int64_t slice = product(dd.drop_front(b + k));
+  int64_t batchStride = product(dd.drop_front(b));
+  int64_t to = 0;
+  for (int64_t bi = 0; bi < std::max<int64_t>(batch, 1); ++bi) {
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t offset = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t dim = dd[b + j];
+        int64_t v = (*indices)->getInt((bi * tuples + t) * k + j);
+        if (v < -dim || v >= dim) {
+          return ctx.error() << "index " << v << " is out of range for dim "
+                             << b + j << " of size " << dim;
+        }
+        offset = offset * dim + (v < 0 ? v + dim : v);
+      }
+      int64_t base = bi * batchStride + offset * slice;
+      for (int64_t e = 0; e < slice; ++e, ++to) {
+        if (out.isFloat()) {
+          out.setDouble(to, (*data)->getDouble(base + e));
+        } else {
+          out.setInt(to, (*data)->getInt(base + e));
+        }
+      }
+    }
+  }
+  return ctx.setOutput(0, std::move(out));
+}
+
 } // namespace
 
 void appendTensorImporters(std::vector<OpImporter> &table) {
@@ -805,6 +864,7 @@ void appendTensorImporters(std::vector<OpImporter> &table) {
   add("Split", 13, 17, importSplit);
   add("Split", 18, last, importSplit);
   add("Gather", 1, last, importGather);
+  add("GatherND", 11, last, importGatherND);
 }
 
 } // namespace tailor::onnx_import

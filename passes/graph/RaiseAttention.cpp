@@ -80,16 +80,16 @@ MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask) {
   return anyHidden ? MaskKind::Causal : MaskKind::None;
 }
 
-/// Undoes repeat_kv: reshape([B,Hkv,S,D] -> [B,Hkv,1,S,D]) -> broadcast to
-/// [B,Hkv,n,S,D] -> reshape to [B,Hkv*n,S,D]. Returns the [B,Hkv,S,D] value.
-Value unrepeatHeads(Value v) {
-  auto outer = v.getDefiningOp<tg::ReshapeOp>();
-  if (!outer) {
-    return v;
+/// Undoes repeat_kv. `x`, seen as `shape` = [B, Hkv*n, S, D], is the
+/// expansion reshape([B,Hkv,S,D] -> [B,Hkv,1,S,D]) -> broadcast to
+/// [B,Hkv,n,S,D] (-> reshape). Returns the [B,Hkv,S,D] value, or null.
+Value unrepeatHeads(Value x, ArrayRef<int64_t> shape) {
+  if (auto reshape = x.getDefiningOp<tg::ReshapeOp>()) {
+    x = reshape.getInput();
   }
-  auto broadcast = outer.getInput().getDefiningOp<tg::BroadcastOp>();
-  if (!broadcast) {
-    return v;
+  auto broadcast = x.getDefiningOp<tg::BroadcastOp>();
+  if (!broadcast || shape.size() != 4) {
+    return nullptr;
   }
   Value inner = broadcast.getInput();
   if (auto reshape = inner.getDefiningOp<tg::ReshapeOp>()) {
@@ -97,13 +97,71 @@ Value unrepeatHeads(Value v) {
   }
   ArrayRef<int64_t> base = shapeOf(inner);
   ArrayRef<int64_t> wide = shapeOf(broadcast.getResult());
-  ArrayRef<int64_t> result = shapeOf(v);
-  if (base.size() != 4 || wide.size() != 5 || result.size() != 4 ||
-      wide[0] != base[0] || wide[1] != base[1] || wide[3] != base[2] ||
-      wide[4] != base[3] || result[1] != base[1] * wide[2]) {
-    return v;
+  if (base.size() != 4 || wide.size() != 5 || wide[0] != base[0] ||
+      wide[1] != base[1] || wide[3] != base[2] || wide[4] != base[3] ||
+      shape[0] != base[0] || shape[1] != base[1] * wide[2] ||
+      shape[2] != base[2] || shape[3] != base[3]) {
+    return nullptr;
   }
   return inner;
+}
+
+/// How to get k [B, H, S, D] from the k^T operand of the scores matmul,
+/// decided before anything is created.
+struct KeyPlan {
+  Value source;
+  /// Permutation to apply to `source` (empty: none).
+  SmallVector<int64_t> permutation;
+  /// Shape to reshape `source` to (empty: none).
+  SmallVector<int64_t> reshape;
+  SmallVector<int64_t> shape;
+};
+
+std::optional<KeyPlan> planKey(Value keyT) {
+  ArrayRef<int64_t> kt = shapeOf(keyT);
+  if (kt.size() != 4) {
+    return std::nullopt;
+  }
+  // The dynamo exporter transposes k on flattened heads:
+  // reshape(transpose(reshape(X -> [B*H, S, D]), [0, 2, 1]) -> [B, H, D, S]).
+  if (auto outer = keyT.getDefiningOp<tg::ReshapeOp>()) {
+    auto flat = outer.getInput().getDefiningOp<tg::TransposeOp>();
+    auto inner = flat ? flat.getInput().getDefiningOp<tg::ReshapeOp>() : nullptr;
+    if (inner && flat.getPermutation() == ArrayRef<int64_t>{0, 2, 1} &&
+        shapeOf(inner.getResult()) ==
+            ArrayRef<int64_t>{kt[0] * kt[1], kt[3], kt[2]}) {
+      SmallVector<int64_t> shape{kt[0], kt[1], kt[3], kt[2]};
+      Value x = inner.getInput();
+      if (Value base = unrepeatHeads(x, shape)) {
+        return KeyPlan{base, {}, {}, SmallVector<int64_t>(shapeOf(base))};
+      }
+      if (shapeOf(x) == ArrayRef<int64_t>(shape)) {
+        return KeyPlan{x, {}, {}, shape};
+      }
+      return KeyPlan{x, {}, shape, shape};
+    }
+  }
+  // k^T = transpose(X, p): k = transpose(X, p with its last two entries
+  // swapped). The canonicalizer often merged the head transpose
+  // [0, 2, 1, 3] with k^T's [0, 1, 3, 2] into one [0, 2, 3, 1].
+  auto transpose = keyT.getDefiningOp<tg::TransposeOp>();
+  if (!transpose) {
+    return std::nullopt;
+  }
+  SmallVector<int64_t> perm(transpose.getPermutation());
+  std::swap(perm[2], perm[3]);
+  Value x = transpose.getInput();
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    shape.push_back(shapeOf(x)[p]);
+  }
+  if (perm == ArrayRef<int64_t>{0, 1, 2, 3}) {
+    if (Value base = unrepeatHeads(x, shape)) {
+      return KeyPlan{base, {}, {}, SmallVector<int64_t>(shapeOf(base))};
+    }
+    return KeyPlan{x, {}, {}, shape};
+  }
+  return KeyPlan{x, perm, {}, shape};
 }
 
 /// Splits off a splat factor: x * c (either order) -> (x, c).
@@ -182,26 +240,17 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     auto [query, qScale] = splitScale(qk.getLhs());
     auto [keyT, kScale] = splitScale(qk.getRhs());
     scale *= qScale * kScale;
-    auto transpose = keyT.getDefiningOp<tg::TransposeOp>();
-    if (!transpose || transpose.getPermutation().size() != 4) {
-      return rewriter.notifyMatchFailure(op, "k^T is not a transpose");
-    }
-    // k^T = transpose(X, p); then k = transpose(X, p with its last two
-    // entries swapped). The canonicalizer often merged the head transpose
-    // [0, 2, 1, 3] with the [0, 1, 3, 2] of k^T into one [0, 2, 3, 1].
-    SmallVector<int64_t> keyPerm(transpose.getPermutation());
-    std::swap(keyPerm[2], keyPerm[3]);
-    Value keySource = transpose.getInput();
-    bool keyNeedsTranspose = keyPerm != ArrayRef<int64_t>{0, 1, 2, 3};
     // Nothing is created until every check passed (a pattern that fails
     // must leave the IR untouched).
-    Value key = keyNeedsTranspose ? Value() : unrepeatHeads(keySource);
-    SmallVector<int64_t> keyShape;
-    for (int64_t p : keyPerm) {
-      keyShape.push_back(shapeOf(keyNeedsTranspose ? keySource : key)[
-          keyNeedsTranspose ? p : static_cast<int64_t>(keyShape.size())]);
+    std::optional<KeyPlan> keyPlan = planKey(keyT);
+    if (!keyPlan) {
+      return rewriter.notifyMatchFailure(op, "k^T is not a transposed key");
     }
-    Value value = unrepeatHeads(op.getRhs());
+    SmallVector<int64_t> keyShape = keyPlan->shape;
+    Value value = op.getRhs();
+    if (Value base = unrepeatHeads(value, shapeOf(value))) {
+      value = base;
+    }
     ArrayRef<int64_t> q = shapeOf(query), k = keyShape, v = shapeOf(value);
     if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
         q[1] % k[1] != 0) {
@@ -219,11 +268,15 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     if (getElementTypeOrSelf(query.getType()) != getElementTypeOrSelf(op.getType())) {
       return rewriter.notifyMatchFailure(op, "mixed precision attention");
     }
-    if (keyNeedsTranspose) {
+    Value key = keyPlan->source;
+    Type keyElement = getElementTypeOrSelf(key.getType());
+    if (!keyPlan->permutation.empty()) {
       key = tg::TransposeOp::create(
-          rewriter, transpose.getLoc(),
-          RankedTensorType::get(keyShape, getElementTypeOrSelf(keySource.getType())),
-          keySource, rewriter.getDenseI64ArrayAttr(keyPerm));
+          rewriter, key.getLoc(), RankedTensorType::get(keyShape, keyElement),
+          key, rewriter.getDenseI64ArrayAttr(keyPlan->permutation));
+    } else if (!keyPlan->reshape.empty()) {
+      key = tg::ReshapeOp::create(rewriter, key.getLoc(),
+                                  RankedTensorType::get(keyShape, keyElement), key);
     }
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), op.getType(), query, key, value,

@@ -69,29 +69,26 @@ std::optional<std::string> modulePathFromParamName(llvm::StringRef name) {
 }
 
 std::optional<std::string> modulePathFromLoc(Location loc, unsigned dropLast) {
-  NameLoc name;
+  // The importer attaches the module scope as FusedLoc metadata.
+  StringAttr scope;
   loc->walk([&](Location inner) {
-    if (!name) {
-      name = llvm::dyn_cast<NameLoc>(inner);
+    if (auto fused = llvm::dyn_cast<FusedLoc>(inner)) {
+      scope = llvm::dyn_cast_or_null<StringAttr>(fused.getMetadata());
     }
-    return name ? WalkResult::interrupt() : WalkResult::advance();
+    return scope ? WalkResult::interrupt() : WalkResult::advance();
   });
-  if (!name) {
+  if (!scope || scope.getValue().empty()) {
     return std::nullopt;
   }
-  llvm::StringRef text = name.getName().getValue();
-  // TorchScript exporter scopes: "/model/layers.0/self_attn/q_proj/MatMul".
-  if (!text.starts_with("/")) {
-    return std::nullopt;
+  llvm::StringRef path = scope.getValue();
+  for (unsigned i = 0; i < dropLast; ++i) {
+    size_t dot = path.rfind('.');
+    if (dot == llvm::StringRef::npos) {
+      return std::nullopt;
+    }
+    path = path.take_front(dot);
   }
-  llvm::SmallVector<llvm::StringRef> parts;
-  text.split(parts, '/', -1, /*KeepEmpty=*/false);
-  if (parts.size() <= 1 + dropLast) {
-    return std::nullopt;
-  }
-  parts.pop_back(); // the op's own name
-  parts.truncate(parts.size() - dropLast);
-  return llvm::join(parts, ".");
+  return path.str();
 }
 
 std::optional<int64_t> layerOfPath(llvm::StringRef path) {

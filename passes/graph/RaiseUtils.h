@@ -38,9 +38,9 @@ llvm::ArrayRef<int64_t> shapeOf(mlir::Value value);
 /// -> "model.layers.0.mlp.up_proj". None for names that are not module paths
 /// ("onnx::MatMul_77", "val_3").
 std::optional<std::string> modulePathFromParamName(llvm::StringRef name);
-/// Module path from an ONNX node name kept in a NameLoc:
-/// "/model/layers.0/self_attn/q_proj/MatMul" -> "model.layers.0.self_attn.q_proj".
-/// `dropLast` trailing components are removed besides the op name.
+/// Module path of the PyTorch module an op was exported from (the importer
+/// keeps it as FusedLoc metadata: "model.layers.0.self_attn.q_proj");
+/// `dropLast` trailing components are removed.
 std::optional<std::string> modulePathFromLoc(mlir::Location loc,
                                              unsigned dropLast = 0);
 /// The transformer layer in a module path ("model.layers.3.mlp" -> 3).
