@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 LLVM_PREFIX ?= /usr/lib/llvm-22
 
-.PHONY: all bootstrap build test demo clean
+.PHONY: all bootstrap build test demo fuzz clean
 
 all: build
 
@@ -32,5 +32,12 @@ test: build
 demo: build
 	examples/demo.sh $(BUILD_DIR)
 
+# libFuzzer on the ONNX importer for FUZZ_SECONDS (clang build in its own
+# tree, instrumented with ASan/UBSan). Crashes land in $(FUZZ_DIR)/crashes.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap
+	scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR)

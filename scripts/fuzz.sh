@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# fuzz.sh FUZZ_DIR SECONDS: builds the libFuzzer targets with clang-22
+# (ASan + UBSan) in FUZZ_DIR and runs the ONNX importer fuzzer for SECONDS,
+# starting from the checked-in seed corpus. Exit status: non-zero if the
+# fuzzer found a crash (the input is kept in FUZZ_DIR/crashes/).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${1:-build-fuzz}
+seconds=${2:-60}
+llvm=/usr/lib/llvm-22
+
+if [ ! -f "$dir/build.ninja" ]; then
+  cmake -G Ninja -S "$root" -B "$dir" \
+    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMLIR_DIR=$llvm/lib/cmake/mlir -DLLVM_EXTERNAL_LIT=$llvm/bin/lit \
+    -DTAILOR_FUZZ=ON -DTAILOR_WERROR=OFF -DTAILOR_ENABLE_CUDA=OFF >/dev/null
+fi
+cmake --build "$dir" --target tailor-onnx-fuzzer -j "$(nproc)"
+
+# The corpus grows in the build tree; the seeds stay read-only.
+mkdir -p "$dir/fuzz-corpus" "$dir/crashes"
+echo "fuzz: running the ONNX importer fuzzer for ${seconds}s"
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  "$dir/bin/tailor-onnx-fuzzer" -max_total_time="$seconds" -max_len=65536 \
+  -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 \
+  -artifact_prefix="$dir/crashes/" \
+  "$dir/fuzz-corpus" "$root/test/fuzz/corpus"
