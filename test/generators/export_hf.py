@@ -8,12 +8,21 @@ exactly one input, ``input_ids`` (int64 [batch, seq]), and one output,
   export_hf.py --family llama --exporter torchscript --opset 17 -o /tmp/l.onnx
   export_hf.py --family gpt2 --exporter dynamo --opset 18 --external-data -o g.onnx
 
-Next to OUT.onnx it writes OUT.json (family, exporter, actual opset, config
-essentials, workarounds used) and OUT.ref.npz (a seeded input_ids [2, 8] and
-the PyTorch logits for it), which tests use to check numerics.
+Next to OUT.onnx it writes OUT.json (family, exporter, actual opset read back
+from the saved model, config essentials, workarounds and failed attempts) and
+OUT.ref.npz (a seeded input_ids [2, 8] and the PyTorch logits for it), which
+tests use to check numerics. --external-data puts the weights in OUT.onnx.data.
+
+The library-default attention implementation (sdpa) is tried first, then
+eager. With transformers 5.x every TorchScript export additionally needs two
+custom symbolics (aten::diff, bool aten::cumsum; see _register_ts_symbolics);
+they are only registered after the plain export has failed, and the sidecar
+records that. Parameters whose values are all equal (norm weights = 1,
+biases = 0) get small seeded noise so exporters do not deduplicate them.
 
 Importable: ``export(family, exporter, opset, out_path, external_data=False,
-seed=0)`` returns the sidecar dict.
+seed=0)`` returns the sidecar dict; ``build_model(family, seed)`` returns the
+same logits-only PyTorch model for computing other references.
 """
 
 import argparse
@@ -34,7 +43,8 @@ HIDDEN, LAYERS, HEADS, KV_HEADS, INTER, VOCAB, MAXPOS = 64, 2, 4, 2, 128, 256, 1
 
 
 def _build_model(family, attn_implementation=None):
-    """Returns (model, essentials dict, class name)."""
+    """Returns (model, essentials): the eval-mode HF model and a dict of
+    config essentials plus attn_implementation and model_class."""
     import transformers as tf
 
     kw = {}
@@ -88,8 +98,7 @@ def _build_model(family, attn_implementation=None):
                    intermediate=cfg.intermediate_size, vocab=cfg.vocab_size)
     else:
         raise ValueError(f"unknown family {family!r}")
-    ess["tied"] = bool(getattr(cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg,
-                               "tie_word_embeddings", False))
+    ess["tied"] = bool(getattr(cfg, "tie_word_embeddings", False))
     ess["attn_implementation"] = getattr(cfg, "_attn_implementation", None)
     ess["model_class"] = type(model).__name__
     model.eval()
@@ -328,8 +337,8 @@ def export(family, exporter, opset, out_path, external_data=False, seed=0):
     attempts = []
     sidecar = None
     for attn, ts_sym in strategies:
-        if (attn == "eager" and attempts and not ts_sym
-                and "aten::diff" in attempts[-1]["error"]):
+        if (exporter == "torchscript" and attn == "eager" and attempts
+                and not ts_sym and "aten::diff" in attempts[-1]["error"]):
             # The failing op is in mask code shared by every attention
             # implementation; eager cannot help, go to the custom symbolics.
             attempts.append({"attn_implementation": "eager",
@@ -405,6 +414,9 @@ def export(family, exporter, opset, out_path, external_data=False, seed=0):
             },
         }
         break
+    if sidecar is None:  # only reachable if every strategy was skipped
+        raise RuntimeError(f"export failed for {family}/{exporter}/opset "
+                           f"{opset}: " + json.dumps(attempts, indent=1))
     side_path = (out_path[:-5] if out_path.endswith(".onnx") else out_path) + ".json"
     with open(side_path, "w") as f:
         json.dump(sidecar, f, indent=2)
