@@ -726,7 +726,12 @@ FailureOr<SmallVector<int64_t>> GraphImporter::orderNodes() {
 
 LogicalResult GraphImporter::importNode(int64_t index) {
   const onnx::NodeProto &node = graph.node(index);
-  llvm::StringRef domain = isDefaultDomain(node.domain()) ? "" : node.domain();
+  // (Not a ?: of "" and the std::string: that would make a temporary the
+  // StringRef outlives.)
+  llvm::StringRef domain = node.domain();
+  if (isDefaultDomain(domain)) {
+    domain = "";
+  }
   auto opsetIt = opsets.find(domain);
   int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
   std::string name = node.name().empty()

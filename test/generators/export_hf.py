@@ -15,7 +15,7 @@ tests use to check numerics. --external-data puts the weights in OUT.onnx.data.
 
 The library-default attention implementation (sdpa) is tried first, then
 eager. With transformers 5.x every TorchScript export additionally needs two
-custom symbolics (aten::diff, bool aten::cumsum; see _register_ts_symbolics);
+custom symbolics (aten::diff, bool aten::cumsum; see _ts_symbolics);
 they are only registered after the plain export has failed, and the sidecar
 records that. Parameters whose values are all equal (norm weights = 1,
 biases = 0) get small seeded noise so exporters do not deduplicate them.
@@ -163,10 +163,8 @@ def _perturb_constant_params(model, std=0.02):
     return names
 
 
-_SYMBOLICS_REGISTERED = set()
-
-
-def _register_ts_symbolics(opset):
+@contextlib.contextmanager
+def _ts_symbolics(opset):
     """Fills two gaps in torch's TorchScript exporter that HF models hit.
 
     transformers >= 5 runs masking_utils.find_packed_sequence_indices whenever
@@ -180,12 +178,15 @@ def _register_ts_symbolics(opset):
     * aten::cumsum on a bool tensor is exported as CumSum(bool), which is not
       a valid ONNX type (onnxruntime refuses to load the model). torch
       promotes bool/int cumsum to int64, so cast to int64 first.
+
+    The overrides are registered only for the duration of the ``with`` block
+    (torch keeps them process-wide otherwise, which would make later exports
+    in the same process silently depend on earlier ones).
     """
+    import onnx
     import torch
     from torch.onnx import symbolic_helper as h
 
-    if opset in _SYMBOLICS_REGISTERED:
-        return
     int64_max = torch.iinfo(torch.int64).max
 
     def diff(g, self, n, dim, prepend, append):
@@ -224,11 +225,14 @@ def _register_ts_symbolics(opset):
                 x = self
         return g.op("CumSum", x, dim_t)
 
-    import onnx
     onnx_int64 = onnx.TensorProto.INT64
     torch.onnx.register_custom_op_symbolic("aten::diff", diff, opset)
     torch.onnx.register_custom_op_symbolic("aten::cumsum", cumsum, opset)
-    _SYMBOLICS_REGISTERED.add(opset)
+    try:
+        yield
+    finally:
+        torch.onnx.unregister_custom_op_symbolic("aten::diff", opset)
+        torch.onnx.unregister_custom_op_symbolic("aten::cumsum", opset)
 
 
 def _export_torchscript(wrapped, example, opset, out_path, external_data):
@@ -328,7 +332,7 @@ def export(family, exporter, opset, out_path, external_data=False, seed=0):
     # Strategies, tried in order: library-default attention first (what users
     # export), then eager attention, then (TorchScript only) the same two with
     # custom symbolics for aten::diff and bool aten::cumsum (see
-    # _register_ts_symbolics). A strategy fails if the exporter raises or the
+    # _ts_symbolics). A strategy fails if the exporter raises or the
     # saved model fails onnx.checker (full_check). Every failure is recorded
     # in the sidecar's failed_attempts.
     strategies = [(None, False), ("eager", False)]
@@ -353,9 +357,8 @@ def export(family, exporter, opset, out_path, external_data=False, seed=0):
         with torch.no_grad():
             ref = wrapped(example).detach().float().numpy()
         try:
-            if ts_sym:
-                _register_ts_symbolics(opset)
-            with torch.no_grad():
+            with torch.no_grad(), (_ts_symbolics(opset) if ts_sym
+                                   else contextlib.nullcontext()):
                 if exporter == "torchscript":
                     _export_torchscript(wrapped, example, opset, out_path,
                                         external_data)

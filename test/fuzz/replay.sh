@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# replay.sh TAILOR: runs `tailor compile` on every fuzzer seed and past crash
+# input in test/fuzz/corpus. Each must end in success or a diagnostic (exit 0
+# or 1), never a signal, so a fixed fuzzer finding stays fixed.
+set -uo pipefail
+tailor=$1
+corpus=$(cd "$(dirname "${BASH_SOURCE[0]}")/corpus" && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+status=0
+count=0
+for input in "$corpus"/*; do
+  "$tailor" compile "$input" --compile-to=graph --batch 1 --seq 4 \
+    -o "$out/out.mlir" >/dev/null 2>"$out/err"
+  rc=$?
+  count=$((count + 1))
+  if [ $rc -gt 1 ]; then
+    echo "FAIL: $(basename "$input") exited $rc"
+    tail -5 "$out/err"
+    status=1
+  fi
+done
+echo "replayed $count corpus inputs"
+exit $status
