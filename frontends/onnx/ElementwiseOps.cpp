@@ -14,6 +14,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace tailor::onnx_import {
@@ -231,11 +233,33 @@ LogicalResult importUnary(NodeContext &ctx) {
     }
   }
   if (!result) {
-    return ctx.error() << "is only supported at run time on float tensors "
-                          "(or on compile-time inputs)";
+    return ctx.error() << "has no run-time form in tailor (it folds only when "
+                          "its input is known at compile time)";
   }
   ctx.setOutput(0, result);
   return success();
+}
+
+/// Mod: fmod = 0 takes the divisor's sign (Python), fmod = 1 the dividend's.
+LogicalResult importMod(NodeContext &ctx) {
+  return ctx.attrInt("fmod", 0) ? importBinary<BinaryFn::FMod>(ctx)
+                                : importBinary<BinaryFn::Mod>(ctx);
+}
+
+/// IsInf with detect_positive / detect_negative (compile time only).
+LogicalResult importIsInf(NodeContext &ctx) {
+  FailureOr<const HostTensor *> x = ctx.constant(0, "X");
+  if (failed(x)) {
+    return failure();
+  }
+  bool positive = ctx.attrInt("detect_positive", 1) != 0;
+  bool negative = ctx.attrInt("detect_negative", 1) != 0;
+  HostTensor out(ElementType::Bool, (*x)->dims());
+  for (int64_t i = 0; i < out.size(); ++i) {
+    double v = (*x)->getDouble(i);
+    out.setInt(i, std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative)));
+  }
+  return ctx.setOutput(0, std::move(out));
 }
 
 LogicalResult importWhere(NodeContext &ctx) {
@@ -431,7 +455,7 @@ void appendElementwiseImporters(std::vector<OpImporter> &table) {
   add("Mul", 7, importBinary<BinaryFn::Mul>);
   add("Div", 7, importBinary<BinaryFn::Div>);
   add("Pow", 7, importBinary<BinaryFn::Pow>);
-  add("Mod", 10, importBinary<BinaryFn::Mod>);
+  add("Mod", 10, importMod);
   add("Equal", 7, importBinary<BinaryFn::Equal>);
   add("Less", 7, importBinary<BinaryFn::Less>);
   add("Greater", 7, importBinary<BinaryFn::Greater>);
@@ -461,7 +485,7 @@ void appendElementwiseImporters(std::vector<OpImporter> &table) {
   add("Ceil", 6, importUnary<UnaryFn::Ceil>);
   add("Sign", 9, importUnary<UnaryFn::Sign>);
   add("IsNaN", 9, importUnary<UnaryFn::IsNaN>);
-  add("IsInf", 10, importUnary<UnaryFn::IsInf>);
+  add("IsInf", 10, importIsInf);
   add("Where", 9, importWhere);
   add("Cast", 6, importCast);
   add("CastLike", 15, importCastLike);

@@ -477,7 +477,13 @@ llvm::Expected<HostTensor> foldBinary(BinaryFn fn, const HostTensor &a,
       case BinaryFn::Pow: r = std::pow(x, y); break;
       case BinaryFn::Max: r = std::fmax(x, y); break;
       case BinaryFn::Min: r = std::fmin(x, y); break;
-      case BinaryFn::Mod: r = std::fmod(x, y); break;
+      case BinaryFn::Mod: {
+        // Integer-style Mod takes the divisor's sign; FMod the dividend's.
+        r = std::fmod(x, y);
+        if (r != 0 && ((r < 0) != (y < 0))) r += y;
+        break;
+      }
+      case BinaryFn::FMod: r = std::fmod(x, y); break;
       case BinaryFn::Equal: r = x == y; break;
       case BinaryFn::Less: r = x < y; break;
       case BinaryFn::Greater: r = x > y; break;
@@ -506,6 +512,7 @@ llvm::Expected<HostTensor> foldBinary(BinaryFn fn, const HostTensor &a,
       if (r != 0 && ((r < 0) != (y < 0))) { r += y; }
       break;
     }
+    case BinaryFn::FMod: r = (y == 0 || (x == INT64_MIN && y == -1)) ? 0 : x % y; break;
     case BinaryFn::Pow: r = static_cast<int64_t>(std::pow(static_cast<double>(x), static_cast<double>(y))); break;
     case BinaryFn::Max: r = std::max(x, y); break;
     case BinaryFn::Min: r = std::min(x, y); break;

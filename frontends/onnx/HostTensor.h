@@ -121,7 +121,7 @@ llvm::Expected<Dims> broadcastDims(llvm::ArrayRef<int64_t> a,
                                    llvm::ArrayRef<int64_t> b);
 
 enum class BinaryFn {
-  Add, Sub, Mul, Div, Pow, Max, Min, Mod,
+  Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod,
   Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor,
 };
 enum class UnaryFn {

@@ -142,6 +142,9 @@ llvm::ArrayRef<OpImporter> importTable();
 /// The row for `opType` in `domain` at `opset`, or null.
 const OpImporter *lookupImporter(llvm::StringRef domain, llvm::StringRef opType,
                                  int64_t opset);
+/// How many leading inputs `opType` requires at `opset` (checked before its
+/// builder runs, so builders may use those inputs unguarded).
+int64_t requiredInputs(llvm::StringRef opType, int64_t opset);
 /// Whether any row imports `opType` in `domain` (at some opset).
 bool isKnownOp(llvm::StringRef domain, llvm::StringRef opType);
 

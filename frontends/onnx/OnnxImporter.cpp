@@ -768,6 +768,23 @@ LogicalResult GraphImporter::importNode(int64_t index) {
                             "valid inside a function body";
     }
   }
+  int64_t required = requiredInputs(node.op_type(), opset);
+  for (int64_t i = 0; i < required; ++i) {
+    if (i >= node.input_size() || node.input(i).empty()) {
+      return ctx.error() << "expects at least " << required
+                         << " inputs, but input " << i << " is missing";
+    }
+  }
+  if (node.output_size() == 0) {
+    return ctx.error() << "has no outputs";
+  }
+  // Resolve every named input up front: a builder then never sees an
+  // undefined value.
+  for (const std::string &input : node.input()) {
+    if (!input.empty() && failed(lookup(input, ctx))) {
+      return failure();
+    }
+  }
   builder.setInsertionPointToEnd(builder.getInsertionBlock());
   if (failed(importer->build(ctx))) {
     return failure();

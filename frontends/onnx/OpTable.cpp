@@ -59,6 +59,27 @@ const OpImporter *lookupImporter(llvm::StringRef domain, llvm::StringRef opType,
   return nullptr;
 }
 
+int64_t requiredInputs(llvm::StringRef opType, int64_t opset) {
+  static const llvm::StringMap<int64_t> counts = {
+      {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Mod", 2},
+      {"Equal", 2}, {"Less", 2}, {"Greater", 2}, {"LessOrEqual", 2},
+      {"GreaterOrEqual", 2}, {"And", 2}, {"Or", 2}, {"Xor", 2},
+      {"Where", 3}, {"CastLike", 2}, {"Range", 3}, {"CumSum", 2},
+      {"Expand", 2}, {"Gather", 2}, {"GatherND", 2}, {"MatMul", 2},
+      {"Gemm", 2}, {"Einsum", 1}, {"LayerNormalization", 2},
+      {"RMSNormalization", 2}, {"SimplifiedLayerNormalization", 2},
+      {"Constant", 0},
+  };
+  if (opType == "Reshape") {
+    return opset >= 5 ? 2 : 1;
+  }
+  if (opType == "Slice") {
+    return opset >= 10 ? 3 : 1;
+  }
+  auto it = counts.find(opType);
+  return it == counts.end() ? 1 : it->second;
+}
+
 bool isKnownOp(llvm::StringRef domain, llvm::StringRef opType) {
   return table().byName.count(Table::key(domain, opType)) != 0;
 }

@@ -136,6 +136,9 @@ LogicalResult importRange(NodeContext &ctx) {
   if (failed(start) || failed(limit) || failed(delta)) {
     return failure();
   }
+  if ((*start)->size() != 1 || (*limit)->size() != 1 || (*delta)->size() != 1) {
+    return ctx.error() << "start, limit and delta must be scalars";
+  }
   double s = (*start)->getDouble(0), l = (*limit)->getDouble(0),
          d = (*delta)->getDouble(0);
   if (d == 0) {
@@ -182,7 +185,10 @@ LogicalResult importCumSum(NodeContext &ctx) {
   if (failed(x) || failed(axis)) {
     return failure();
   }
-  FailureOr<int64_t> a = ctx.normalizeAxis(axis->at(0), (*x)->rank(), "axis");
+  if (axis->size() != 1) {
+    return ctx.error() << "axis must hold one value, got " << axis->size();
+  }
+  FailureOr<int64_t> a = ctx.normalizeAxis(axis->front(), (*x)->rank(), "axis");
   if (failed(a)) {
     return failure();
   }
