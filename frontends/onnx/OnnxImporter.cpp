@@ -114,6 +114,10 @@ private:
   llvm::StringMap<tg::ParamOp> params;
   llvm::StringMap<int64_t> boundDims;
   llvm::StringSet<> missingDataFiles;
+  /// Uses left of each value name (node inputs and graph outputs): a
+  /// compile-time tensor is released when its last use is imported, so
+  /// folding a 2048 x 2048 mask per layer does not keep every copy alive.
+  llvm::StringMap<int64_t> remainingUses;
   /// Byte sizes of external data files, by resolved path (-1: missing).
   llvm::StringMap<int64_t> dataFileSizes;
 };
@@ -886,10 +890,27 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (failed(order)) {
     return failure();
   }
+  for (const onnx::NodeProto &node : graph.node()) {
+    for (const std::string &input : node.input()) {
+      ++remainingUses[input];
+    }
+  }
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    ++remainingUses[output.name()];
+  }
   builder.setInsertionPointToEnd(&func.getBody().front());
   for (int64_t index : *order) {
     if (failed(importNode(index))) {
       return failure();
+    }
+    for (const std::string &input : graph.node(index).input()) {
+      auto uses = remainingUses.find(input);
+      if (uses != remainingUses.end() && --uses->second == 0) {
+        auto it = values.find(input);
+        if (it != values.end()) {
+          it->second.host.reset();
+        }
+      }
     }
   }
   builder.setInsertionPointToEnd(&func.getBody().front());

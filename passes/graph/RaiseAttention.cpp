@@ -34,11 +34,26 @@ enum class MaskKind { None, Causal, Other };
 
 /// Classifies a constant mask over [..., T, S]: an allowed entry is 0 (or
 /// true for a boolean keep-mask), a hidden one very negative (or false).
-MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask) {
+MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
+                          bool isKeepMask);
+
+/// Classifies a constant mask; results are cached per (uniqued) attribute,
+/// since every layer of an export adds the same mask.
+MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask,
+                      llvm::DenseMap<Attribute, MaskKind> &cache) {
   DenseElementsAttr attr;
   if (!matchPattern(skipCasts(mask), m_Constant(&attr))) {
     return MaskKind::Other;
   }
+  auto [it, inserted] = cache.try_emplace(attr, MaskKind::Other);
+  if (inserted) {
+    it->second = classifyMaskAttr(attr, t, s, isKeepMask);
+  }
+  return it->second;
+}
+
+MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
+                          bool isKeepMask) {
   ArrayRef<int64_t> shape = attr.getType().getShape();
   if (shape.size() < 2) {
     return MaskKind::Other;
@@ -47,11 +62,18 @@ MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask) {
   if ((rows != t && rows != 1) || (cols != s && cols != 1)) {
     return MaskKind::Other;
   }
+  // Masks are as large as T x S (4M entries at 2048 tokens) and every layer
+  // reads the same one: read f32 and bool masks through their raw data.
+  bool isF32 = attr.getElementType().isF32();
+  // Raw f32 data is contiguous (one element when splat, read only at 0).
+  const float *floats =
+      isF32 ? reinterpret_cast<const float *>(attr.getRawData().data()) : nullptr;
   auto allowedAt = [&](int64_t flat) -> std::optional<bool> {
     if (isKeepMask) {
       return attr.getValues<bool>()[flat];
     }
-    double v = attr.getValues<APFloat>()[flat].convertToDouble();
+    double v = isF32 ? static_cast<double>(floats[flat])
+                     : attr.getValues<APFloat>()[flat].convertToDouble();
     if (v == 0.0) return true;
     if (v <= -1e4) return false;
     return std::nullopt;
@@ -179,6 +201,9 @@ std::pair<Value, double> splitScale(Value v) {
 
 struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
+  /// Mask attribute -> kind (attributes are uniqued, so per-layer copies of
+  /// one mask hit the cache).
+  mutable llvm::DenseMap<Attribute, MaskKind> maskCache;
   LogicalResult matchAndRewrite(tg::MatmulOp op,
                                 PatternRewriter &rewriter) const override {
     Value probs = skipCasts(op.getLhs());
@@ -256,7 +281,8 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         q[1] % k[1] != 0) {
       return rewriter.notifyMatchFailure(op, "unexpected head shapes");
     }
-    MaskKind kind = mask ? classifyMask(*mask, q[2], k[2], keepMask) : MaskKind::None;
+    MaskKind kind =
+        mask ? classifyMask(*mask, q[2], k[2], keepMask, maskCache) : MaskKind::None;
     if (kind == MaskKind::Other) {
       return rewriter.notifyMatchFailure(op, "mask is neither causal nor empty");
     }

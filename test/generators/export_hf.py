@@ -15,7 +15,7 @@ tests use to check numerics. --external-data puts the weights in OUT.onnx.data.
 
 The library-default attention implementation (sdpa) is tried first, then
 eager. With transformers 5.x every TorchScript export additionally needs two
-custom symbolics (aten::diff, bool aten::cumsum; see _ts_symbolics);
+custom symbolics (aten::diff, bool aten::cumsum; see _ts_symbolic_fns);
 they are only registered after the plain export has failed, and the sidecar
 records that. Parameters whose values are all equal (norm weights = 1,
 biases = 0) get small seeded noise so exporters do not deduplicate them.
@@ -163,8 +163,7 @@ def _perturb_constant_params(model, std=0.02):
     return names
 
 
-@contextlib.contextmanager
-def _ts_symbolics(opset):
+def _ts_symbolic_fns():
     """Fills two gaps in torch's TorchScript exporter that HF models hit.
 
     transformers >= 5 runs masking_utils.find_packed_sequence_indices whenever
@@ -179,9 +178,7 @@ def _ts_symbolics(opset):
       a valid ONNX type (onnxruntime refuses to load the model). torch
       promotes bool/int cumsum to int64, so cast to int64 first.
 
-    The overrides are registered only for the duration of the ``with`` block
-    (torch keeps them process-wide otherwise, which would make later exports
-    in the same process silently depend on earlier ones).
+    Returns {aten op name: symbolic function}.
     """
     import onnx
     import torch
@@ -226,13 +223,35 @@ def _ts_symbolics(opset):
         return g.op("CumSum", x, dim_t)
 
     onnx_int64 = onnx.TensorProto.INT64
-    torch.onnx.register_custom_op_symbolic("aten::diff", diff, opset)
-    torch.onnx.register_custom_op_symbolic("aten::cumsum", cumsum, opset)
+    return {"aten::diff": diff, "aten::cumsum": cumsum}
+
+
+@contextlib.contextmanager
+def _ts_symbolics(opset):
+    """Registers the _ts_symbolic_fns() overrides for the duration of the
+    ``with`` block only (torch keeps registrations process-wide, which would
+    make later exports in the same process silently depend on earlier ones).
+    """
+    import torch
+
+    fns = _ts_symbolic_fns()
+    for name, fn in fns.items():
+        torch.onnx.register_custom_op_symbolic(name, fn, opset)
     try:
         yield
     finally:
-        torch.onnx.unregister_custom_op_symbolic("aten::diff", opset)
-        torch.onnx.unregister_custom_op_symbolic("aten::cumsum", opset)
+        for name in fns:
+            torch.onnx.unregister_custom_op_symbolic(name, opset)
+
+
+def _register_diff_symbolic(opset):
+    """Registers the _ts_symbolic_fns() overrides (aten::diff and the bool
+    aten::cumsum fix) process-wide, for scripts that run torch.onnx.export
+    themselves (bench/gen_llama7b_onnx.py)."""
+    import torch
+
+    for name, fn in _ts_symbolic_fns().items():
+        torch.onnx.register_custom_op_symbolic(name, fn, opset)
 
 
 def _export_torchscript(wrapped, example, opset, out_path, external_data):
