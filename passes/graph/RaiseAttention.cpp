@@ -307,7 +307,12 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), op.getType(), query, key, value,
         kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr, scaleAttr);
-    annotate(attention, nearestParentModule(query));
+    // The scores matmul was exported inside the attention module itself.
+    std::optional<std::string> path = modulePathFromLoc(qk.getLoc());
+    if (!path) {
+      path = nearestParentModule(query);
+    }
+    annotate(attention, path);
     rewriter.replaceOp(op, attention.getResult());
     return success();
   }
