@@ -619,3 +619,11 @@ func.func @f(%x: tensor<4xf32>) {
   %0 = tg.exp %x {tg.layr = 1 : i64} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @broadcast_bad_dim(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{cannot broadcast [2, 3] to [2, 4]: input dim 1 is 3, expected 1 or 4}}
+  %0 = tg.broadcast %x : tensor<2x3xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

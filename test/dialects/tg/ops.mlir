@@ -172,3 +172,15 @@ func.func @data_movement(%x: tensor<2x6x8xf32>) {
   %4:2 = tg.split %x axis = 2 sizes = [2, 6] : (tensor<2x6x8xf32>) -> (tensor<2x6x2xf32>, tensor<2x6x6xf32>)
   return
 }
+
+// -----
+
+// Tests that broadcast and is_nan round-trip.
+// CHECK-LABEL: func.func @broadcast_is_nan
+func.func @broadcast_is_nan(%x: tensor<2x1x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x4xi1>) {
+  // CHECK: tg.broadcast %{{.+}} : tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+  %0 = tg.broadcast %x : tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+  // CHECK: tg.is_nan %{{.+}} : tensor<2x1x4xf32> -> tensor<2x1x4xi1>
+  %1 = tg.is_nan %x : tensor<2x1x4xf32> -> tensor<2x1x4xi1>
+  return %0, %1 : tensor<2x3x4xf32>, tensor<2x1x4xi1>
+}
