@@ -125,6 +125,12 @@ private:
   mlir::Location location;
 };
 
+/// Decodes a TensorProto's values; `rawData` stands in for its raw_data
+/// (the bytes read from external data, or the proto's own raw_data).
+llvm::Expected<HostTensor> decodeTensorProto(const onnx::TensorProto &tensor,
+                                             llvm::StringRef rawData,
+                                             llvm::StringRef what);
+
 using OpBuilderFn = mlir::LogicalResult (*)(NodeContext &);
 
 /// One row of the import table: ops of `opType` in `domain` whose model

@@ -27,12 +27,10 @@
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 
-#include <deque>
 
 using namespace mlir;
 
@@ -472,6 +470,19 @@ static bool isInlineConstant(const onnx::TensorProto &tensor) {
   return (!isFloatType(type) && count <= 4096) || count <= 1;
 }
 
+llvm::Expected<HostTensor> decodeTensorProto(const onnx::TensorProto &tensor,
+                                             llvm::StringRef rawData,
+                                             llvm::StringRef what) {
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  return decodeTensorData(
+      tensor.data_type(), dims, rawData,
+      ArrayRef<float>(tensor.float_data().data(), tensor.float_data_size()),
+      ArrayRef<int64_t>(tensor.int64_data().data(), tensor.int64_data_size()),
+      ArrayRef<int32_t>(tensor.int32_data().data(), tensor.int32_data_size()),
+      ArrayRef<double>(tensor.double_data().data(), tensor.double_data_size()),
+      what);
+}
+
 FailureOr<HostTensor>
 GraphImporter::readInitializer(const onnx::TensorProto &tensor,
                                NodeContext &node) {
@@ -500,13 +511,7 @@ GraphImporter::readInitializer(const onnx::TensorProto &tensor,
   }
   llvm::StringRef raw = isExternal(tensor) ? llvm::StringRef(external)
                                            : llvm::StringRef(tensor.raw_data());
-  llvm::Expected<HostTensor> decoded = decodeTensorData(
-      tensor.data_type(), dims, raw,
-      ArrayRef<float>(tensor.float_data().data(), tensor.float_data_size()),
-      ArrayRef<int64_t>(tensor.int64_data().data(), tensor.int64_data_size()),
-      ArrayRef<int32_t>(tensor.int32_data().data(), tensor.int32_data_size()),
-      ArrayRef<double>(tensor.double_data().data(), tensor.double_data_size()),
-      what);
+  llvm::Expected<HostTensor> decoded = decodeTensorProto(tensor, raw, what);
   if (!decoded) {
     return modelError() << llvm::toString(decoded.takeError());
   }

@@ -25,14 +25,8 @@ FailureOr<HostTensor> tensorFromProto(NodeContext &ctx,
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     return ctx.error() << "Constant holds external data, which is not supported";
   }
-  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
-  llvm::Expected<HostTensor> decoded = decodeTensorData(
-      tensor.data_type(), dims, tensor.raw_data(),
-      ArrayRef<float>(tensor.float_data().data(), tensor.float_data_size()),
-      ArrayRef<int64_t>(tensor.int64_data().data(), tensor.int64_data_size()),
-      ArrayRef<int32_t>(tensor.int32_data().data(), tensor.int32_data_size()),
-      ArrayRef<double>(tensor.double_data().data(), tensor.double_data_size()),
-      "tensor value");
+  llvm::Expected<HostTensor> decoded =
+      decodeTensorProto(tensor, tensor.raw_data(), "tensor value");
   if (!decoded) {
     return ctx.error() << llvm::toString(decoded.takeError());
   }

@@ -48,19 +48,8 @@ struct MatmulToLinear : OpRewritePattern<tg::MatmulOp> {
           rhs, rewriter.getDenseI64ArrayAttr({1, 0}));
     }
     // A bias: the matmul's only use adds a [out] parameter.
-    Value bias;
-    Operation *replaced = op;
-    int64_t out = shapeOf(weight)[0];
-    if (op->hasOneUse()) {
-      if (auto add = llvm::dyn_cast<tg::AddOp>(*op->getUsers().begin())) {
-        Value other = add.getLhs() == op.getResult() ? add.getRhs() : add.getLhs();
-        if (paramRefOf(other) && shapeOf(other).size() == 1 &&
-            shapeOf(other)[0] == out && add.getType() == op.getType()) {
-          bias = other;
-          replaced = add;
-        }
-      }
-    }
+    Value bias = biasAddOf(op.getResult(), shapeOf(weight)[0]);
+    Operation *replaced = bias ? *op->getUsers().begin() : op.getOperation();
     std::optional<std::string> path =
         modulePathFromParamName(param.getName());
     if (!path) {

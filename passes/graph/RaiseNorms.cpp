@@ -41,13 +41,9 @@ bool isMeanOfSquare(Value v, Value x) {
   return false;
 }
 
-/// If `v` is sqrt(meanSquare(x) + eps), returns eps.
-std::optional<double> sqrtOfMeanSquarePlusEps(Value v, Value x) {
-  auto sqrt = v.getDefiningOp<tg::SqrtOp>();
-  if (!sqrt) {
-    return std::nullopt;
-  }
-  auto add = sqrt.getInput().getDefiningOp<tg::AddOp>();
+/// If `v` is mean(x^2) + eps (either order), returns eps.
+std::optional<double> meanSquarePlusEps(Value v, Value x) {
+  auto add = v.getDefiningOp<tg::AddOp>();
   if (!add) {
     return std::nullopt;
   }
@@ -59,6 +55,12 @@ std::optional<double> sqrtOfMeanSquarePlusEps(Value v, Value x) {
     }
   }
   return std::nullopt;
+}
+
+/// If `v` is sqrt(mean(x^2) + eps), returns eps.
+std::optional<double> sqrtOfMeanSquarePlusEps(Value v, Value x) {
+  auto sqrt = v.getDefiningOp<tg::SqrtOp>();
+  return sqrt ? meanSquarePlusEps(sqrt.getInput(), x) : std::nullopt;
 }
 
 /// If `v` is rsqrt(mean(x^2) + eps) in some spelling, returns eps.
@@ -73,17 +75,7 @@ std::optional<double> inverseRms(Value v, Value x) {
     }
   }
   if (auto rsqrt = v.getDefiningOp<tg::RsqrtOp>()) {
-    auto add = rsqrt.getInput().getDefiningOp<tg::AddOp>();
-    if (!add) {
-      return std::nullopt;
-    }
-    for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
-                        std::pair(add.getRhs(), add.getLhs())}) {
-      std::optional<double> eps = splatValue(b);
-      if (eps && isMeanOfSquare(a, x)) {
-        return eps;
-      }
-    }
+    return meanSquarePlusEps(rsqrt.getInput(), x);
   }
   return std::nullopt;
 }
@@ -195,18 +187,9 @@ struct RaiseLayerNorm : OpRewritePattern<tg::MulOp> {
       if (!eps || x.getType() != op.getType()) {
         continue;
       }
-      Value bias;
-      Operation *replaced = op;
-      if (op->hasOneUse()) {
-        if (auto add = llvm::dyn_cast<tg::AddOp>(*op->getUsers().begin())) {
-          Value other = add.getLhs() == op.getResult() ? add.getRhs() : add.getLhs();
-          if (paramRefOf(other) && shapeOf(other).size() == 1 &&
-              add.getType() == op.getType()) {
-            bias = other;
-            replaced = add;
-          }
-        }
-      }
+      Value bias = biasAddOf(op.getResult(), shapeOf(w)[0]);
+      Operation *replaced =
+          bias ? *op->getUsers().begin() : op.getOperation();
       rewriter.setInsertionPoint(replaced);
       auto norm = tg::LayerNormOp::create(rewriter, op.getLoc(), op.getType(), x,
                                           w, bias, rewriter.getF64FloatAttr(*eps));

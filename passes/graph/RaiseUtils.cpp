@@ -19,6 +19,21 @@ llvm::ArrayRef<int64_t> shapeOf(Value value) {
   return llvm::cast<RankedTensorType>(value.getType()).getShape();
 }
 
+Value biasAddOf(Value value, int64_t size) {
+  if (!value.hasOneUse()) {
+    return nullptr;
+  }
+  auto add = llvm::dyn_cast<tg::AddOp>(*value.getUsers().begin());
+  if (!add || add.getType() != value.getType()) {
+    return nullptr;
+  }
+  Value other = add.getLhs() == value ? add.getRhs() : add.getLhs();
+  if (!paramRefOf(other) || shapeOf(other) != llvm::ArrayRef<int64_t>{size}) {
+    return nullptr;
+  }
+  return other;
+}
+
 std::optional<double> splatValue(Value value) {
   value = skipCasts(value);
   DenseElementsAttr attr;
@@ -156,7 +171,5 @@ std::optional<std::string> nearestParentModule(Value value) {
   }
   return path.take_front(dot).str();
 }
-
-Location locOf(Operation *op) { return op->getLoc(); }
 
 } // namespace tailor::graph

@@ -31,6 +31,10 @@ tg::ParamRefOp paramRefOf(mlir::Value value);
 /// Strips tg.cast ops that keep the element type family (float -> float).
 mlir::Value skipCasts(mlir::Value value);
 
+/// If `value`'s only use adds a [size] parameter without changing its type
+/// (a bias), returns that parameter value.
+mlir::Value biasAddOf(mlir::Value value, int64_t size);
+
 /// Shape of a ranked tensor value.
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value value);
 
@@ -56,10 +60,6 @@ std::optional<int64_t> nearestLayer(mlir::Value value);
 /// The module path of `op`'s nearest annotated producer, cut back to the
 /// parent ("model.layers.0.self_attn.q_proj" -> "model.layers.0.self_attn").
 std::optional<std::string> nearestParentModule(mlir::Value value);
-
-/// Location that keeps the ONNX node name of `op` (for diagnostics and
-/// for later naming).
-mlir::Location locOf(mlir::Operation *op);
 
 } // namespace tailor::graph
 
