@@ -3,6 +3,7 @@
 #include "compiler/Pipelines.h"
 
 #include "passes/graph/Passes.h"
+#include "passes/memory/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -32,11 +33,26 @@ void buildGraphPipeline(mlir::OpPassManager &pm) {
   fn.addPass(mlir::createCSEPass());
 }
 
+void buildSchedulePipeline(mlir::OpPassManager &pm,
+                           const ScheduleOptions &options) {
+  buildGraphPipeline(pm);
+  // --- Plan one rank: kernel selection, liveness, arena offsets.
+  memory::LowerToSchedPassOptions lower;
+  lower.threads = options.threads;
+  pm.addPass(memory::createLowerToSchedPass(lower));
+}
+
 void registerTailorPipelines() {
   mlir::PassPipelineRegistration<>(
       "tailor-graph-pipeline",
       "raise an imported ONNX graph to transformer-level tg ops",
       buildGraphPipeline);
+  mlir::PassPipelineRegistration<>(
+      "tailor-schedule-pipeline",
+      "raise, then plan one rank into a sched.program",
+      [](mlir::OpPassManager &pm) {
+        buildSchedulePipeline(pm, ScheduleOptions());
+      });
 }
 
 } // namespace tailor

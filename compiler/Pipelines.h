@@ -16,6 +16,17 @@ namespace tailor {
 /// and clean up what the raising leaves dead.
 void buildGraphPipeline(mlir::OpPassManager &pm);
 
+/// Options of the schedule pipeline (`--tailor-schedule-pipeline`).
+struct ScheduleOptions {
+  /// CPU workers the plan sizes per-worker workspaces for.
+  int64_t threads = 8;
+};
+
+/// Import -> schedule: the graph pipeline, then planning one rank
+/// (kernels, order, lifetimes, arena offsets) into a sched.program.
+void buildSchedulePipeline(mlir::OpPassManager &pm,
+                           const ScheduleOptions &options);
+
 /// Registers the pipelines with the global registry (for tailor-opt).
 void registerTailorPipelines();
 

@@ -6,6 +6,7 @@
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "passes/graph/Passes.h"
+#include "passes/memory/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,7 @@ void registerTailorDialects(mlir::DialectRegistry &registry) {
 void registerTailorPasses() {
   mlir::registerTransformsPasses();
   graph::registerGraphPasses();
+  memory::registerMemoryPasses();
   registerTailorPipelines();
 }
 

@@ -100,9 +100,10 @@ LogicalResult ArenaOp::verify() {
 }
 
 LogicalResult KernelOp::verify() {
-  if (getArityAttr().getInt() < 0) {
+  if (getArityAttr().getInt() < -1) {
     return emitOpError() << "kernel @" << getSymName()
-                         << " has a negative arity " << getArityAttr().getInt();
+                         << " has arity " << getArityAttr().getInt()
+                         << " (expected a count, or -1 for variadic)";
   }
   return success();
 }
@@ -111,27 +112,53 @@ LogicalResult KernelOp::verify() {
 // Buffers
 //===----------------------------------------------------------------------===//
 
-LogicalResult BufferOp::verify() {
-  MemRefType type = getType();
+/// A view's type must be a static row-major memref that fits in `size`
+/// bytes at an element-aligned `offset`.
+static LogicalResult verifyView(Operation *op, MemRefType type, int64_t offset,
+                                int64_t size) {
   if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {
-    return emitOpError() << "expected a static, row-major memref, got "
-                         << type;
+    return op->emitOpError() << "expected a static, row-major memref, got "
+                             << type;
   }
   int64_t bytes = tailor::tg::byteSize(type);
-  int64_t size = getSizeAttr().getInt();
-  int64_t offset = getOffsetAttr().getInt();
   if (size < bytes) {
-    return emitOpError() << "buffer of " << size << " bytes cannot hold "
-                         << type << " (" << bytes << " bytes)";
+    return op->emitOpError() << "buffer of " << size << " bytes cannot hold "
+                             << type << " (" << bytes << " bytes)";
   }
   int64_t elementBytes =
       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
   if (offset < 0 || offset % elementBytes != 0) {
-    return emitOpError() << "offset " << offset
-                         << " must be non-negative and a multiple of the "
-                         << elementBytes << "-byte element size";
+    return op->emitOpError()
+           << "offset " << offset
+           << " must be non-negative and a multiple of the " << elementBytes
+           << "-byte element size";
   }
   return success();
+}
+
+/// `[offset, offset + size)` must lie inside the named arena.
+static LogicalResult verifyViewInArena(Operation *op,
+                                       SymbolTableCollection &symbolTable,
+                                       FlatSymbolRefAttr arenaName,
+                                       int64_t offset, int64_t size) {
+  FailureOr<ArenaOp> arena =
+      lookupDeclaration<ArenaOp>(op, symbolTable, arenaName, "arena");
+  if (failed(arena)) {
+    return failure();
+  }
+  int64_t end = offset + size;
+  if (end > arena->getSizeAttr().getInt()) {
+    return op->emitOpError()
+           << "buffer [" << offset << ", " << end << ") overruns arena @"
+           << arena->getSymName() << " of " << arena->getSizeAttr().getInt()
+           << " bytes";
+  }
+  return success();
+}
+
+LogicalResult BufferOp::verify() {
+  return verifyView(*this, getType(), getOffsetAttr().getInt(),
+                    getSizeAttr().getInt());
 }
 
 ArenaOp BufferOp::lookupArena(SymbolTableCollection &symbolTable) {
@@ -139,19 +166,68 @@ ArenaOp BufferOp::lookupArena(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<ArenaOp> arena = lookupDeclaration<ArenaOp>(
-      *this, symbolTable, getArenaAttr(), "arena");
-  if (failed(arena)) {
-    return failure();
+  return verifyViewInArena(*this, symbolTable, getArenaAttr(),
+                           getOffsetAttr().getInt(), getSizeAttr().getInt());
+}
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty()) {
+    return emitOpError() << "expected a parameter name";
   }
-  int64_t end = getOffsetAttr().getInt() + getSizeAttr().getInt();
-  if (end > arena->getSizeAttr().getInt()) {
-    return emitOpError() << "buffer [" << getOffsetAttr().getInt() << ", "
-                         << end << ") overruns arena @" << arena->getSymName()
-                         << " of " << arena->getSizeAttr().getInt()
-                         << " bytes";
+  if (getFile().has_value() !=
+      (getFileOffset().has_value() && getFileLength().has_value())) {
+    return emitOpError() << "parameter '" << getName()
+                         << "' needs a file, an offset and a length together";
   }
-  return success();
+  if (getFile()) {
+    int64_t length = getFileLengthAttr().getInt();
+    if (getFileOffsetAttr().getInt() < 0 || length < 0) {
+      return emitOpError() << "parameter '" << getName()
+                           << "' has a negative file offset or length";
+    }
+    if (length != tailor::tg::byteSize(getType())) {
+      return emitOpError() << "parameter '" << getName() << "' reads "
+                           << length << " bytes from its file but "
+                           << getType() << " holds "
+                           << tailor::tg::byteSize(getType());
+    }
+  }
+  return verifyView(*this, getType(), getOffsetAttr().getInt(),
+                    getSizeAttr().getInt());
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyViewInArena(*this, symbolTable, getArenaAttr(),
+                           getOffsetAttr().getInt(), getSizeAttr().getInt());
+}
+
+LogicalResult ConstantOp::verify() {
+  auto valueType = llvm::cast<ShapedType>(getValue().getType());
+  if (valueType.getShape() != getType().getShape() ||
+      valueType.getElementType() != getType().getElementType()) {
+    return emitOpError() << "value of type " << valueType
+                         << " does not match the buffer " << getType();
+  }
+  return verifyView(*this, getType(), getOffsetAttr().getInt(),
+                    getSizeAttr().getInt());
+}
+
+LogicalResult ConstantOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyViewInArena(*this, symbolTable, getArenaAttr(),
+                           getOffsetAttr().getInt(), getSizeAttr().getInt());
+}
+
+LogicalResult InputOp::verify() {
+  if (getName().empty()) {
+    return emitOpError() << "expected an input name";
+  }
+  return verifyView(*this, getType(), getOffsetAttr().getInt(),
+                    getSizeAttr().getInt());
+}
+
+LogicalResult InputOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyViewInArena(*this, symbolTable, getArenaAttr(),
+                           getOffsetAttr().getInt(), getSizeAttr().getInt());
 }
 
 //===----------------------------------------------------------------------===//
@@ -187,7 +263,7 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return failure();
   }
   int64_t arity = kernel->getArityAttr().getInt();
-  if (static_cast<int64_t>(getArgs().size()) != arity) {
+  if (arity >= 0 && static_cast<int64_t>(getArgs().size()) != arity) {
     return emitOpError() << "kernel @" << kernel->getSymName() << " takes "
                          << arity << " buffers, got "
                          << getArgs().size();

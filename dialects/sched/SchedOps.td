@@ -39,6 +39,18 @@ def Sched_ArenaKind : I32EnumAttr<"ArenaKind", "where an arena lives", [
   let cppNamespace = "::tailor::sched";
 }
 
+def Sched_ArenaCategory : I32EnumAttr<"ArenaCategory",
+    "what an arena holds (the plan's memory report sums arenas by category)", [
+    I32EnumAttrCase<"Parameters", 0, "parameters">,
+    I32EnumAttrCase<"Constants", 1, "constants">,
+    I32EnumAttrCase<"Activations", 2, "activations">,
+    I32EnumAttrCase<"Workspace", 3, "workspace">,
+    I32EnumAttrCase<"OptimizerState", 4, "optimizer_state">,
+    I32EnumAttrCase<"Gradients", 5, "gradients">
+  ]> {
+  let cppNamespace = "::tailor::sched";
+}
+
 def Sched_CopyKind : I32EnumAttr<"CopyKind", "direction of a copy", [
     I32EnumAttrCase<"HostToDevice", 0, "h2d">,
     I32EnumAttrCase<"DeviceToHost", 1, "d2h">,
@@ -82,7 +94,7 @@ def Sched_ProgramOp : Sched_Op<"program", [
 
     ```mlir
     sched.program @rank0 rank 0 of 1 {
-      sched.arena @activations device size 1048576
+      sched.arena @activations device activations size 1048576
       sched.stream @compute
       ...
     }
@@ -101,10 +113,10 @@ def Sched_ProgramOp : Sched_Op<"program", [
 def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "a block of memory allocated once, holding buffers at offsets";
   let arguments = (ins SymbolNameAttr:$sym_name, Sched_ArenaKind:$kind,
-                       I64Attr:$size,
+                       Sched_ArenaCategory:$category, I64Attr:$size,
                        DefaultValuedAttr<I64Attr, "256">:$alignment);
   let assemblyFormat = [{
-    $sym_name $kind `size` $size (`align` $alignment^)? attr-dict
+    $sym_name $kind $category `size` $size (`align` $alignment^)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -123,6 +135,11 @@ def Sched_EventOp : Sched_Op<"event", [Symbol, HasParent<"ProgramOp">]> {
 
 def Sched_KernelOp : Sched_Op<"kernel", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "a kernel the program launches, and how many buffers it takes";
+  let description = [{
+    The symbol is the kernel's name in the backend's kernel table. `arity`
+    is the number of buffers every launch passes, or -1 for a variadic kernel
+    (concat, split, linear with or without a bias).
+  }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$arity);
   let assemblyFormat = "$sym_name `arity` $arity attr-dict";
   let hasVerifier = 1;
@@ -154,15 +171,83 @@ def Sched_BufferOp : Sched_Op<"buffer", [
   }];
 }
 
+def Sched_ParamOp : Sched_Op<"param", [
+    Pure, HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a parameter's buffer, and where the runtime binds it from";
+  let description = [{
+    A view like `sched.buffer` holding parameter `name` (its logical,
+    unsharded name). `from` gives the file, offset and length of its bytes;
+    without it the runtime creates the values (adapters, for instance).
+
+    ```mlir
+    %w = sched.param "model.norm.weight" @parameters [0, 256]
+        from "model.onnx" [1024, 256] : memref<64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena,
+                       I64Attr:$offset, I64Attr:$size,
+                       OptionalAttr<StrAttr>:$file,
+                       OptionalAttr<I64Attr>:$file_offset,
+                       OptionalAttr<I64Attr>:$file_length,
+                       UnitAttr:$trainable);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $name $arena `[` $offset `,` $size `]`
+    (`from` $file^ `[` $file_offset `,` $file_length `]`)?
+    (`trainable` $trainable^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_ConstantOp : Sched_Op<"constant", [
+    Pure, HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a compile-time constant the plan carries, in an arena";
+  let arguments = (ins FlatSymbolRefAttr:$arena, I64Attr:$offset,
+                       I64Attr:$size, ElementsAttr:$value);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $arena `[` $offset `,` $size `]` $value attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_InputOp : Sched_Op<"input", [
+    Pure, HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a buffer the caller fills before each run, by name";
+  let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena,
+                       I64Attr:$offset, I64Attr:$size);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $name $arena `[` $offset `,` $size `]` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_OutputOp : Sched_Op<"output", [HasParent<"ProgramOp">]> {
+  let summary = "names a buffer the caller reads after a run";
+  let arguments = (ins StrAttr:$name, Sched_Buffer:$buffer);
+  let assemblyFormat = "$name $buffer attr-dict `:` type($buffer)";
+}
+
 def Sched_LaunchOp : Sched_Op<"launch", [
     HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "runs a kernel on buffers, on a stream";
+  let description = [{
+    `kernel_attrs` are the kernel's parameters (axes, epsilon, ...), which
+    the plan carries per launch; `origin` names the op it came from.
+  }];
   let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Sched_Buffer>:$args,
                        FlatSymbolRefAttr:$stream,
+                       OptionalAttr<DictionaryAttr>:$kernel_attrs,
+                       OptionalAttr<StrAttr>:$origin,
                        OptionalAttr<DenseI64ArrayAttr>:$grid,
                        OptionalAttr<DenseI64ArrayAttr>:$block);
   let assemblyFormat = [{
-    $kernel `(` $args `)` `on` $stream attr-dict (`:` type($args)^)?
+    $kernel `(` $args `)` `on` $stream (`with` $kernel_attrs^)?
+    attr-dict (`:` type($args)^)?
   }];
   let hasVerifier = 1;
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/RawDataOffsets.h"
 #include "frontends/onnx/ImportContext.h"
 
 #include "dialects/tg/TGOps.h"
@@ -56,9 +57,10 @@ llvm::StringRef displayDomain(llvm::StringRef domain) {
 class GraphImporter {
 public:
   GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
-                llvm::StringRef path, const ImportOptions &options)
+                llvm::StringRef path, const ImportOptions &options,
+                llvm::StringMap<std::pair<uint64_t, uint64_t>> rawData = {})
       : context(context), model(model), graph(model.graph()), path(path.str()),
-        options(options), builder(&context) {}
+        options(options), builder(&context), rawDataOffsets(std::move(rawData)) {}
 
   FailureOr<OwningOpRef<ModuleOp>> run();
 
@@ -103,6 +105,8 @@ private:
   std::string path;
   const ImportOptions &options;
   OpBuilder builder;
+  /// Where each inline initializer's raw_data lies in the model file.
+  llvm::StringMap<std::pair<uint64_t, uint64_t>> rawDataOffsets;
   ModuleOp module;
 
   int64_t defaultOpset = 0;
@@ -442,6 +446,13 @@ FailureOr<tg::ParamOp> GraphImporter::paramFor(const onnx::TensorProto &tensor) 
     }
     location = tg::ExternalDataAttr::get(&context, builder.getStringAttr(file),
                                          offset, length);
+  } else if (auto raw = rawDataOffsets.find(tensor.name());
+             raw != rawDataOffsets.end() &&
+             raw->second.second == tensor.raw_data().size()) {
+    // Inline raw_data: the model file itself holds the bytes, at an offset
+    // plans can reference like external data.
+    location = tg::ExternalDataAttr::get(&context, builder.getStringAttr(path),
+                                         raw->second.first, raw->second.second);
   } else {
     location = tg::InitializerDataAttr::get(&context,
                                             builder.getStringAttr(path),
@@ -1210,7 +1221,11 @@ importOnnxBuffer(MLIRContext &context, llvm::StringRef bytes,
                         "parse: truncated or corrupt file?)";
     }
   }
-  GraphImporter importer(context, model, path, options);
+  llvm::StringMap<std::pair<uint64_t, uint64_t>> rawData;
+  if (!looksLikeText(path, bytes)) {
+    rawData = findRawDataOffsets(bytes);
+  }
+  GraphImporter importer(context, model, path, options, std::move(rawData));
   return importer.run();
 }
 

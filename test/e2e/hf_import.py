@@ -22,8 +22,6 @@ and library versions, so reruns only compile.
 """
 
 import argparse
-import concurrent.futures as futures
-import hashlib
 import json
 import os
 import re
@@ -31,13 +29,7 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EXPORTER = os.path.join(HERE, "..", "generators", "export_hf.py")
-
-CASES = [(f, e, o, False)
-         for f in ("llama", "mistral", "qwen2", "gpt2", "phi")
-         for (e, o) in (("torchscript", 14), ("torchscript", 17), ("dynamo", 18))]
-CASES.append(("llama", "torchscript", 17, True))
+from hf_common import case_name, export_all
 
 # Per family: linear layers per block, norms (kind, count per block, final),
 # ropes per block.
@@ -48,37 +40,6 @@ FAMILY = {
     "gpt2": dict(linear=4, norm="layer_norm", norms=2, rope=0),
     "phi": dict(linear=6, norm="layer_norm", norms=1, rope=2),
 }
-
-
-def case_name(family, exporter, opset, external):
-    tag = "ts" if exporter == "torchscript" else "dynamo"
-    return f"{family}_{tag}{opset}" + ("_ext" if external else "")
-
-
-def cache_key():
-    import importlib.metadata as md
-    h = hashlib.sha256(open(EXPORTER, "rb").read())
-    for pkg in ("torch", "transformers", "onnx", "onnxscript"):
-        h.update(f"{pkg}={md.version(pkg)}".encode())
-    return h.hexdigest()[:16]
-
-
-def export_case(args):
-    family, exporter, opset, external, out_dir = args
-    model = os.path.join(out_dir, "model.onnx")
-    if os.path.exists(os.path.join(out_dir, "done")):
-        return model, None
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.makedirs(out_dir)
-    cmd = [sys.executable, EXPORTER, "--family", family, "--exporter", exporter,
-           "--opset", str(opset), "-o", model]
-    if external:
-        cmd.append("--external-data")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return model, proc.stdout[-2000:] + proc.stderr[-4000:]
-    open(os.path.join(out_dir, "done"), "w").write("ok\n")
-    return model, None
 
 
 def count(ir, op):
@@ -136,11 +97,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
 
-    cache = os.path.join(args.cache, cache_key())
-    jobs = [(f, e, o, x, os.path.join(cache, case_name(f, e, o, x)))
-            for (f, e, o, x) in CASES]
-    with futures.ThreadPoolExecutor(args.jobs) as pool:
-        exported = list(pool.map(export_case, jobs))
+    results = export_all(args.cache, args.jobs)
+    jobs = [job for job, _ in results]
+    exported = [exp for _, exp in results]
 
     failures = 0
     print(f"{'model':<18} {'export':<7} {'import+raise':<13} details")

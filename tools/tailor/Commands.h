@@ -13,6 +13,9 @@ namespace tailor {
 /// `tailor compile MODEL.onnx ... -o OUT`.
 int runCompile(int argc, const char **argv);
 
+/// `tailor inspect PLAN.tplan [--json]`.
+int runInspect(int argc, const char **argv);
+
 } // namespace tailor
 
 #endif // TAILOR_TOOLS_TAILOR_COMMANDS_H

@@ -1,7 +1,8 @@
 //===- CompileCommand.cpp - `tailor compile` -------------------------------===//
 //
-// tailor compile MODEL.onnx [--batch N] [--seq N] [--dim NAME=N]
-//                [--compile-to=import|graph] [--emit=mlir] -o OUT
+// tailor compile MODEL.onnx [--batch N] [--seq N] [--dim NAME=N] [--threads N]
+//                [--compile-to=import|graph|schedule|plan] [--emit=mlir|plan]
+//                -o OUT
 //
 // Imports the model, runs the pipeline up to the requested stage and writes
 // the result. The output file is written only when everything succeeded
@@ -13,6 +14,7 @@
 #include "tools/tailor/Commands.h"
 
 #include "compiler/Pipelines.h"
+#include "compiler/PlanWriter.h"
 #include "compiler/Registration.h"
 #include "frontends/onnx/OnnxImporter.h"
 
@@ -21,6 +23,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -28,8 +31,8 @@ namespace tailor {
 
 namespace {
 
-enum class Stage { Import, Graph };
-enum class Emit { Mlir };
+enum class Stage { Import, Graph, Schedule, Plan };
+enum class Emit { Default, Mlir, Plan };
 
 /// Prints diagnostics as `tailor compile: error: ...`, naming the ONNX node
 /// when the location carries one.
@@ -70,18 +73,47 @@ int runCompile(int argc, const char **argv) {
       "dim", cl::desc("bind the symbolic dim NAME to N (repeatable)"),
       cl::value_desc("NAME=N"), cl::cat(category));
   cl::opt<Stage> compileTo(
-      "compile-to", cl::desc("stop after this stage"), cl::init(Stage::Graph),
+      "compile-to", cl::desc("stop after this stage"), cl::init(Stage::Plan),
       cl::values(clEnumValN(Stage::Import, "import",
                             "the literal ONNX graph in tg, static shapes"),
                  clEnumValN(Stage::Graph, "graph",
-                            "raised: linear, rms_norm, rope, attention, ...")),
+                            "raised: linear, rms_norm, rope, attention, ..."),
+                 clEnumValN(Stage::Schedule, "schedule",
+                            "the per-rank sched.program (arenas, launches)"),
+                 clEnumValN(Stage::Plan, "plan",
+                            "the plan file the runtime runs (the default)")),
       cl::cat(category));
-  cl::opt<Emit> emit("emit", cl::desc("output format"), cl::init(Emit::Mlir),
-                     cl::values(clEnumValN(Emit::Mlir, "mlir", "textual MLIR")),
-                     cl::cat(category));
+  cl::opt<Emit> emit(
+      "emit",
+      cl::desc("output format (default: plan for --compile-to=plan, mlir "
+               "otherwise)"),
+      cl::init(Emit::Default),
+      cl::values(clEnumValN(Emit::Mlir, "mlir", "textual MLIR"),
+                 clEnumValN(Emit::Plan, "plan", "a .tplan file")),
+      cl::cat(category));
+  cl::opt<int64_t> threads(
+      "threads",
+      cl::desc("CPU workers the plan sizes per-worker workspaces for"),
+      cl::value_desc("N"), cl::init(8), cl::cat(category));
   cl::HideUnrelatedOptions(category);
   if (!cl::ParseCommandLineOptions(
           argc, argv, "tailor compile: compile an ONNX model\n", &llvm::errs())) {
+    return 1;
+  }
+
+  if (threads < 1 || threads > 1024) {
+    llvm::errs() << "tailor compile: error: --threads must be in [1, 1024], "
+                    "got "
+                 << threads << "\n";
+    return 1;
+  }
+  Emit format = emit;
+  if (format == Emit::Default) {
+    format = compileTo == Stage::Plan ? Emit::Plan : Emit::Mlir;
+  }
+  if (format == Emit::Plan && compileTo != Stage::Plan) {
+    llvm::errs() << "tailor compile: error: --emit=plan needs "
+                    "--compile-to=plan\n";
     return 1;
   }
 
@@ -127,14 +159,34 @@ int runCompile(int argc, const char **argv) {
   if (failed(module)) {
     return 1;
   }
-  if (compileTo == Stage::Graph) {
+  if (compileTo != Stage::Import) {
     mlir::PassManager pm(&context);
-    buildGraphPipeline(pm);
+    const char *what = "graph";
+    if (compileTo == Stage::Graph) {
+      buildGraphPipeline(pm);
+    } else {
+      ScheduleOptions scheduleOptions;
+      scheduleOptions.threads = threads;
+      buildSchedulePipeline(pm, scheduleOptions);
+      what = "schedule";
+    }
     if (failed(pm.run(**module))) {
-      llvm::errs() << "tailor compile: error: the graph pipeline failed on '"
-                   << input << "'\n";
+      llvm::errs() << "tailor compile: error: the " << what
+                   << " pipeline failed on '" << input << "'\n";
       return 1;
     }
+  }
+
+  std::vector<uint8_t> planBytes;
+  if (format == Emit::Plan) {
+    llvm::SmallString<256> directory(
+        output == "-" ? llvm::StringRef(".")
+                      : llvm::sys::path::parent_path(output));
+    auto bytes = serializePlan(**module, directory);
+    if (failed(bytes)) {
+      return 1;
+    }
+    planBytes = std::move(*bytes);
   }
 
   std::error_code ec;
@@ -144,8 +196,13 @@ int runCompile(int argc, const char **argv) {
                  << "': " << ec.message() << "\n";
     return 1;
   }
-  (*module)->print(out.os());
-  out.os() << "\n";
+  if (format == Emit::Plan) {
+    out.os().write(reinterpret_cast<const char *>(planBytes.data()),
+                   planBytes.size());
+  } else {
+    (*module)->print(out.os());
+    out.os() << "\n";
+  }
   out.os().flush();
   if (out.os().has_error()) {
     llvm::errs() << "tailor compile: error: writing '" << output

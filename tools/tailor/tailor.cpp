@@ -26,7 +26,8 @@ USAGE: tailor <command> [options]
        tailor --help | --version
 
 COMMANDS:
-  compile     import an ONNX model and compile it (--compile-to=import|graph)
+  compile     compile an ONNX model to a plan (.tplan), or to IR with --compile-to
+  inspect     show what a plan holds: memory by category, inputs, kernels
   devices     list the GPUs the runtime can use (name, SM, memory)
 
 Run 'tailor <command> --help' for a command's options.
@@ -101,6 +102,9 @@ int main(int argc, char **argv) {
 
   if (command == "compile") {
     return tailor::runCompile(commandArgc, commandArgs.data());
+  }
+  if (command == "inspect") {
+    return tailor::runInspect(commandArgc, commandArgs.data());
   }
   if (command == "devices") {
     return runDevices(commandArgc, commandArgs.data());

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a declaration below changes incompatibly. */
-#define TAILOR_RUNTIME_API_VERSION 1
+#define TAILOR_RUNTIME_API_VERSION 2
 
 typedef enum tailor_status {
   TAILOR_OK = 0,
@@ -28,6 +28,12 @@ typedef enum tailor_status {
   TAILOR_ERROR_UNAVAILABLE = 2,
   /** A CUDA, NCCL or system call failed; the message names it. */
   TAILOR_ERROR_INTERNAL = 3,
+  /** A plan file is truncated, corrupt, of another version or inconsistent. */
+  TAILOR_ERROR_INVALID_PLAN = 4,
+  /** A file (plan, weights) cannot be opened, mapped or read. */
+  TAILOR_ERROR_IO = 5,
+  /** A kernel failed while running (bad index in the data, for instance). */
+  TAILOR_ERROR_EXECUTION = 6,
 } tailor_status;
 
 /** The runtime's version, e.g. "0.1.0". */
@@ -59,6 +65,121 @@ tailor_status tailor_cuda_device_count(int *count);
 
 /** Describes GPU `ordinal` (0 <= ordinal < tailor_cuda_device_count). */
 tailor_status tailor_cuda_device_info(int ordinal, tailor_device_info *info);
+
+/*===----------------------------------------------------------------------===*
+ * Plans and sessions
+ *
+ * A tailor_plan is a loaded, verified plan file: immutable, shareable between
+ * threads. A tailor_session binds a plan to memory: it allocates exactly the
+ * arenas the plan names, binds the parameters (mapping their files), and runs
+ * the plan's steps. A session is used by one thread at a time.
+ *===----------------------------------------------------------------------===*/
+
+typedef struct tailor_plan tailor_plan;
+typedef struct tailor_session tailor_session;
+
+/** Element types of inputs and outputs (the plan's DType numbering). */
+typedef enum tailor_dtype {
+  TAILOR_F32 = 0,
+  TAILOR_F64 = 1,
+  TAILOR_F16 = 2,
+  TAILOR_BF16 = 3,
+  TAILOR_I64 = 4,
+  TAILOR_I32 = 5,
+  TAILOR_I16 = 6,
+  TAILOR_I8 = 7,
+  TAILOR_U8 = 8,
+  TAILOR_BOOL = 9,
+} tailor_dtype;
+
+/** The largest rank a plan's inputs and outputs may have. */
+#define TAILOR_MAX_RANK 8
+
+/** A plan input or output: name, element type, shape. */
+typedef struct tailor_tensor_info {
+  /** Owned by the plan; valid until tailor_plan_free. */
+  const char *name;
+  tailor_dtype dtype;
+  int rank;
+  int64_t shape[TAILOR_MAX_RANK];
+  /** Bytes of the dense row-major tensor. */
+  uint64_t bytes;
+} tailor_tensor_info;
+
+/** Bytes a plan needs (or a session holds), by what they hold. */
+typedef struct tailor_memory_report {
+  uint64_t parameters;
+  uint64_t constants;
+  uint64_t activations;
+  uint64_t workspace;
+  uint64_t optimizer_state;
+  uint64_t gradients;
+  uint64_t total;
+} tailor_memory_report;
+
+/** Loads and verifies the plan file at `path`. */
+tailor_status tailor_plan_load(const char *path, tailor_plan **plan);
+
+/**
+ * Loads and verifies a plan held in memory (copied). Relative weight paths
+ * resolve against `base_dir` (the current directory when NULL).
+ */
+tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
+                                           const char *base_dir,
+                                           tailor_plan **plan);
+
+/** Frees a plan (NULL is fine). Sessions made from it must be freed first. */
+void tailor_plan_free(tailor_plan *plan);
+
+int tailor_plan_input_count(const tailor_plan *plan);
+int tailor_plan_output_count(const tailor_plan *plan);
+tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
+                                     tailor_tensor_info *info);
+tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
+                                      tailor_tensor_info *info);
+
+/** The memory the plan predicts (the arenas a session will allocate). */
+tailor_status tailor_plan_memory(const tailor_plan *plan,
+                                 tailor_memory_report *report);
+
+typedef struct tailor_session_options {
+  /** CPU worker threads; 0 picks the plan's target threads or the cores. */
+  int num_threads;
+} tailor_session_options;
+
+/**
+ * Allocates the plan's arenas and binds its parameters. `options` may be
+ * NULL. Fails with TAILOR_ERROR_IO when a weights file is missing or short.
+ */
+tailor_status tailor_session_create(const tailor_plan *plan,
+                                    const tailor_session_options *options,
+                                    tailor_session **session);
+
+void tailor_session_free(tailor_session *session);
+
+/**
+ * Copies `bytes` bytes of input `name` into the session. The dtype and shape
+ * must be the plan's (see tailor_plan_input_info).
+ */
+tailor_status tailor_session_set_input(tailor_session *session,
+                                       const char *name, tailor_dtype dtype,
+                                       const int64_t *shape, int rank,
+                                       const void *data, size_t bytes);
+
+/** Runs the plan's steps once (a forward pass, or a training step). */
+tailor_status tailor_session_run(tailor_session *session);
+
+/**
+ * Points `*data` at output `name` inside the session's arenas (valid until
+ * the next run or tailor_session_free) and fills `info` if not NULL.
+ */
+tailor_status tailor_session_output(const tailor_session *session,
+                                    const char *name, const void **data,
+                                    tailor_tensor_info *info);
+
+/** The bytes the session's arenas actually hold, by category. */
+tailor_status tailor_session_memory(const tailor_session *session,
+                                    tailor_memory_report *report);
 
 #ifdef __cplusplus
 } /* extern "C" */

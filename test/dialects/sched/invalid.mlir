@@ -16,14 +16,14 @@ sched.program @p rank 2 of 2 {
 
 // Tests that declarations live inside a program.
 // expected-error @+1 {{expects parent op 'sched.program'}}
-sched.arena @a device size 16
+sched.arena @a device activations size 16
 
 // -----
 
 // Tests that arena sizes are non-negative.
 sched.program @p rank 0 of 1 {
   // expected-error @+1 {{arena @a has a negative size -16}}
-  sched.arena @a device size -16
+  sched.arena @a device activations size -16
 }
 
 // -----
@@ -31,22 +31,22 @@ sched.program @p rank 0 of 1 {
 // Tests that arena alignment is a power of two.
 sched.program @p rank 0 of 1 {
   // expected-error @+1 {{alignment of arena @a must be a power of two, got 48}}
-  sched.arena @a device size 1024 align 48
+  sched.arena @a device activations size 1024 align 48
 }
 
 // -----
 
-// Tests that kernel arity is non-negative.
+// Tests that kernel arity is a count or -1 (variadic).
 sched.program @p rank 0 of 1 {
-  // expected-error @+1 {{kernel @k has a negative arity -1}}
-  sched.kernel @k arity -1
+  // expected-error @+1 {{kernel @k has arity -2 (expected a count, or -1 for variadic)}}
+  sched.kernel @k arity -2
 }
 
 // -----
 
 // Tests that a buffer that overruns its arena is rejected.
 sched.program @p rank 0 of 1 {
-  sched.arena @a device size 1024
+  sched.arena @a device activations size 1024
   // expected-error @+1 {{buffer [512, 1536) overruns arena @a of 1024 bytes}}
   %0 = sched.buffer @a[512, 1024] : memref<256xf32>
 }
@@ -64,7 +64,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a buffer is large enough for its view.
 sched.program @p rank 0 of 1 {
-  sched.arena @a device size 1024
+  sched.arena @a device activations size 1024
   // expected-error @+1 {{buffer of 512 bytes cannot hold 'memref<256xf32>' (1024 bytes)}}
   %0 = sched.buffer @a[0, 512] : memref<256xf32>
 }
@@ -73,7 +73,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a buffer's offset is aligned to its element size.
 sched.program @p rank 0 of 1 {
-  sched.arena @a device size 2048
+  sched.arena @a device activations size 2048
   // expected-error @+1 {{offset 6 must be non-negative and a multiple of the 4-byte element size}}
   %0 = sched.buffer @a[6, 1024] : memref<256xf32>
 }
@@ -82,7 +82,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a buffer's view is static and row-major.
 sched.program @p rank 0 of 1 {
-  sched.arena @a device size 2048
+  sched.arena @a device activations size 2048
   // expected-error @+1 {{expected a static, row-major memref, got 'memref<?xf32>'}}
   %0 = sched.buffer @a[0, 1024] : memref<?xf32>
 }
@@ -109,7 +109,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a launch passes as many buffers as its kernel takes.
 sched.program @p rank 0 of 1 {
-  sched.arena @a device size 1024
+  sched.arena @a device activations size 1024
   sched.stream @s
   sched.kernel @k arity 2
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
@@ -131,7 +131,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a copy moves equal byte counts.
 sched.program @p rank 0 of 1 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   %1 = sched.buffer @a[1024, 2048] : memref<512xf32>
@@ -143,7 +143,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a copy's direction matches where its buffers live.
 sched.program @p rank 0 of 1 {
-  sched.arena @dev device size 4096
+  sched.arena @dev device activations size 4096
   sched.stream @s
   %0 = sched.buffer @dev[0, 1024] : memref<256xf32>
   %1 = sched.buffer @dev[1024, 1024] : memref<256xf32>
@@ -186,7 +186,7 @@ sched.program @p rank 0 of 1 {
 
 // Tests that a collective's group is non-empty.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{expected a non-empty group of ranks}}
@@ -197,7 +197,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that group ranks lie in the world.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{group rank 2 is outside [0, 2)}}
@@ -208,7 +208,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that group ranks are distinct.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{group lists rank 0 twice}}
@@ -219,7 +219,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that a rank only joins collectives of groups it belongs to.
 sched.program @p rank 0 of 4 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{group [2, 3] does not contain this program's rank 0}}
@@ -230,7 +230,7 @@ sched.program @p rank 0 of 4 {
 
 // Tests that all_reduce names its reduction.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{all_reduce needs reduction}}
@@ -241,7 +241,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that all_gather takes no reduction.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   %1 = sched.buffer @a[1024, 2048] : memref<512xf32>
@@ -253,7 +253,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that broadcast names a root.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{broadcast needs root}}
@@ -264,7 +264,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that only broadcast takes a root.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{all_reduce takes no root}}
@@ -275,7 +275,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that a broadcast root belongs to the group.
 sched.program @p rank 0 of 4 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{root 3 is not in the group}}
@@ -286,7 +286,7 @@ sched.program @p rank 0 of 4 {
 
 // Tests that collectives keep the element type.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   %1 = sched.buffer @a[1024, 1024] : memref<512xbf16>
@@ -298,7 +298,7 @@ sched.program @p rank 0 of 2 {
 
 // Tests that reduce_scatter's input divides among the ranks.
 sched.program @p rank 0 of 3 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   %1 = sched.buffer @a[1024, 340] : memref<85xf32>
@@ -310,7 +310,7 @@ sched.program @p rank 0 of 3 {
 
 // Tests that all_gather's output is p times its input.
 sched.program @p rank 0 of 2 {
-  sched.arena @a device size 4096
+  sched.arena @a device activations size 4096
   sched.stream @s
   %0 = sched.buffer @a[0, 1024] : memref<256xf32>
   // expected-error @+1 {{all_gather over 2 ranks of 1024 input bytes needs an output of 2048 bytes, got 1024}}

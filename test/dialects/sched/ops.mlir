@@ -4,9 +4,9 @@
 // Tests that a one-rank program with arenas, streams, events, kernels,
 // buffers, launches and copies round-trips.
 // CHECK-LABEL: sched.program @rank0 rank 0 of 1 {
-// CHECK: sched.arena @params device size 4096
-// CHECK: sched.arena @staging host_pinned size 4096 align 64
-// CHECK: sched.arena @spill host size 1024
+// CHECK: sched.arena @params device parameters size 4096
+// CHECK: sched.arena @staging host_pinned activations size 4096 align 64
+// CHECK: sched.arena @spill host activations size 1024
 // CHECK: sched.stream @compute
 // CHECK: sched.stream @copy
 // CHECK: sched.event @weights_ready
@@ -25,9 +25,9 @@
 // CHECK-NOT: :
 // CHECK: }
 sched.program @rank0 rank 0 of 1 {
-  sched.arena @params device size 4096
-  sched.arena @staging host_pinned size 4096 align 64
-  sched.arena @spill host size 1024
+  sched.arena @params device parameters size 4096
+  sched.arena @staging host_pinned activations size 4096 align 64
+  sched.arena @spill host activations size 1024
   sched.stream @compute
   sched.stream @copy
   sched.event @weights_ready
@@ -56,7 +56,7 @@ sched.program @rank0 rank 0 of 1 {
 // CHECK: sched.collective all_gather %[[S]] to %[[G]] group [0, 1] on @comm : memref<512xf32> to memref<1024xf32>
 // CHECK: sched.collective broadcast %[[G]] to %[[G]] group [0, 1] root 0 on @comm : memref<1024xf32> to memref<1024xf32>
 sched.program @rank1 rank 1 of 2 {
-  sched.arena @grads device size 8192
+  sched.arena @grads device activations size 8192
   sched.stream @comm
   %g = sched.buffer @grads[0, 4096] : memref<1024xf32>
   %s = sched.buffer @grads[4096, 2048] : memref<512xf32>

@@ -1,0 +1,184 @@
+//===- CpuKernels.cpp - tg op -> CPU runtime kernel -----------------------===//
+
+#include "codegen/CpuKernels.h"
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tailor::codegen {
+
+bool isCpuElementType(Type type) {
+  return type.isF32() || type.isF64() || type.isInteger(32) ||
+         type.isInteger(64) || type.isInteger(1);
+}
+
+/// Query rows per attention block; the workspace holds one block of scores
+/// per worker (runtime/cpu/README.md).
+static constexpr int64_t kAttentionBlockRows = 64;
+
+namespace {
+/// Builds a choice with the attributes a kernel reads.
+struct ChoiceBuilder {
+  Operation *op;
+  Builder b;
+  CpuKernelChoice choice;
+
+  ChoiceBuilder(Operation *op, StringRef kernel, int64_t arity)
+      : op(op), b(op->getContext()) {
+    choice.kernel = kernel.str();
+    choice.arity = arity;
+  }
+  ChoiceBuilder &i(StringRef name, int64_t value) {
+    choice.attributes.append(name, b.getI64IntegerAttr(value));
+    return *this;
+  }
+  ChoiceBuilder &f(StringRef name, double value) {
+    choice.attributes.append(name, b.getF64FloatAttr(value));
+    return *this;
+  }
+  ChoiceBuilder &ints(StringRef name, ArrayRef<int64_t> values) {
+    choice.attributes.append(name, b.getDenseI64ArrayAttr(values));
+    return *this;
+  }
+  ChoiceBuilder &s(StringRef name, StringRef value) {
+    choice.attributes.append(name, b.getStringAttr(value));
+    return *this;
+  }
+  CpuKernelChoice done() { return std::move(choice); }
+};
+} // namespace
+
+/// The op's fixed arity: operands then results.
+static int64_t arityOf(Operation *op) {
+  return static_cast<int64_t>(op->getNumOperands() + op->getNumResults());
+}
+
+static int64_t rankOf(Value value) {
+  return llvm::cast<ShapedType>(value.getType()).getRank();
+}
+
+FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
+  for (Type type : llvm::concat<Type>(op->getOperandTypes(),
+                                      op->getResultTypes())) {
+    Type element = getElementTypeOrSelf(type);
+    if (!isCpuElementType(element)) {
+      return op->emitError() << "the CPU backend has no kernel for "
+                             << op->getName() << " on " << element
+                             << " (it computes on f32, f64, i32, i64 and i1)";
+    }
+  }
+  StringRef mnemonic = op->getName().stripDialect();
+  int64_t arity = arityOf(op);
+  auto simple = [&](StringRef kernel) {
+    return ChoiceBuilder(op, kernel, arity).done();
+  };
+
+  return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
+      // Elementwise: the kernel is named like the op.
+      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp,
+            tg::RsqrtOp, tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp,
+            tg::SiluOp, tg::ReluOp, tg::ErfOp, tg::SinOp, tg::CosOp,
+            tg::IsNanOp, tg::AddOp, tg::SubOp, tg::MulOp, tg::DivOp,
+            tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp, tg::LtOp, tg::GtOp,
+            tg::SelectOp, tg::CastOp, tg::MatmulOp, tg::EmbeddingOp,
+            tg::BroadcastOp>([&](Operation *) { return simple(mnemonic); })
+      .Case([&](tg::GeluOp gelu) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "gelu", arity)
+            .s("approximate", gelu.getApproximation() ==
+                                      tg::GeluApproximation::Tanh
+                                  ? "tanh"
+                                  : "none")
+            .done();
+      })
+      .Case<tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp>(
+          [&](Operation *) -> FailureOr<CpuKernelChoice> {
+            auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+            int64_t rank = rankOf(op->getOperand(0));
+            SmallVector<int64_t> normalized;
+            for (int64_t axis : axes.asArrayRef()) {
+              normalized.push_back(axis < 0 ? axis + rank : axis);
+            }
+            llvm::sort(normalized);
+            return ChoiceBuilder(op, mnemonic, arity)
+                .ints("axes", normalized)
+                .i("keep_dims", op->hasAttr("keep_dims") ? 1 : 0)
+                .done();
+          })
+      .Case([&](tg::SoftmaxOp softmax) -> FailureOr<CpuKernelChoice> {
+        int64_t axis = softmax.getAxis();
+        int64_t rank = rankOf(softmax.getInput());
+        return ChoiceBuilder(op, "softmax", arity)
+            .i("axis", axis < 0 ? axis + rank : axis)
+            .done();
+      })
+      .Case([&](tg::LinearOp linear) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "linear", -1).done();
+      })
+      .Case([&](tg::RMSNormOp norm) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "rms_norm", arity)
+            .f("epsilon", norm.getEpsilon().convertToDouble())
+            .done();
+      })
+      .Case([&](tg::LayerNormOp norm) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "layer_norm", -1)
+            .f("epsilon", norm.getEpsilon().convertToDouble())
+            .done();
+      })
+      .Case([&](tg::RopeOp rope) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "rope", arity)
+            .i("interleaved", rope.getInterleaved() ? 1 : 0)
+            .done();
+      })
+      .Case([&](tg::AttentionOp attention) -> FailureOr<CpuKernelChoice> {
+        auto query = llvm::cast<ShapedType>(attention.getQuery().getType());
+        auto key = llvm::cast<ShapedType>(attention.getKey().getType());
+        int64_t headDim = query.getShape().back();
+        int64_t keys = key.getShape()[2];
+        double scale = attention.getScale()
+                           ? attention.getScale()->convertToDouble()
+                           : 1.0 / std::sqrt(static_cast<double>(headDim));
+        ChoiceBuilder choice(op, "attention", arity + 1);
+        choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
+        choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
+                                       kAttentionBlockRows * keys *
+                                       static_cast<int64_t>(sizeof(float));
+        return choice.done();
+      })
+      .Case([&](tg::TransposeOp transpose) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "transpose", arity)
+            .ints("permutation", transpose.getPermutation())
+            .done();
+      })
+      .Case([&](tg::SliceOp slice) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "slice", arity)
+            .ints("starts", slice.getStarts())
+            .ints("steps", slice.getSteps())
+            .done();
+      })
+      .Case([&](tg::ConcatOp concat) -> FailureOr<CpuKernelChoice> {
+        int64_t rank = rankOf(concat.getResult());
+        int64_t axis = concat.getAxis();
+        return ChoiceBuilder(op, "concat", -1)
+            .i("axis", axis < 0 ? axis + rank : axis)
+            .done();
+      })
+      .Case([&](tg::SplitOp split) -> FailureOr<CpuKernelChoice> {
+        int64_t rank = rankOf(split.getInput());
+        int64_t axis = split.getAxis();
+        return ChoiceBuilder(op, "split", -1)
+            .i("axis", axis < 0 ? axis + rank : axis)
+            .done();
+      })
+      .Default([&](Operation *) -> FailureOr<CpuKernelChoice> {
+        return op->emitError() << "the CPU backend has no kernel for "
+                               << op->getName();
+      });
+}
+
+} // namespace tailor::codegen

@@ -1,0 +1,328 @@
+//===- PlanWriter.cpp - sched.program -> .tplan (flatbuffers) -------------===//
+//
+// The sched dialect maps one-to-one onto the plan format: each view op
+// (buffer, param, constant, input) becomes a Buffer, launches become Launch
+// steps with their kernel attributes, and the arena sizes summed by category
+// become the memory report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/PlanWriter.h"
+
+#include "dialects/sched/SchedOps.h"
+#include "dialects/tg/TGOps.h"
+#include "runtime/schema/plan_generated.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+namespace fb = tailor::plan;
+
+namespace tailor {
+
+/// The plan format version this writer produces (major * 100 + minor).
+static constexpr uint32_t kPlanVersion = 100;
+
+static FailureOr<fb::DType> dtypeOf(Operation *op, Type element) {
+  if (element.isF32()) {
+    return fb::DType::F32;
+  }
+  if (element.isF64()) {
+    return fb::DType::F64;
+  }
+  if (element.isF16()) {
+    return fb::DType::F16;
+  }
+  if (element.isBF16()) {
+    return fb::DType::BF16;
+  }
+  if (element.isInteger(1)) {
+    return fb::DType::Bool;
+  }
+  if (element.isInteger(64)) {
+    return fb::DType::I64;
+  }
+  if (element.isInteger(32)) {
+    return fb::DType::I32;
+  }
+  if (element.isInteger(16)) {
+    return fb::DType::I16;
+  }
+  if (element.isUnsignedInteger(8)) {
+    return fb::DType::U8;
+  }
+  if (element.isInteger(8)) {
+    return fb::DType::I8;
+  }
+  return op->emitError() << "the plan format has no element type " << element;
+}
+
+static fb::ArenaKind arenaKindOf(sched::ArenaKind kind) {
+  switch (kind) {
+  case sched::ArenaKind::Device:
+    return fb::ArenaKind::Device;
+  case sched::ArenaKind::HostPinned:
+    return fb::ArenaKind::HostPinned;
+  case sched::ArenaKind::Host:
+    return fb::ArenaKind::Host;
+  }
+  return fb::ArenaKind::Host;
+}
+
+static fb::Category categoryOf(sched::ArenaCategory category) {
+  return static_cast<fb::Category>(static_cast<int>(category));
+}
+
+/// The raw little-endian bytes of a constant, booleans one byte each.
+static std::vector<uint8_t> constantBytes(ElementsAttr value) {
+  auto dense = llvm::cast<DenseElementsAttr>(value);
+  Type element = dense.getElementType();
+  std::vector<uint8_t> bytes;
+  if (element.isInteger(1)) {
+    for (bool b : dense.getValues<bool>()) {
+      bytes.push_back(b ? 1 : 0);
+    }
+    return bytes;
+  }
+  size_t elementBytes = element.getIntOrFloatBitWidth() / 8;
+  size_t count = static_cast<size_t>(dense.getNumElements());
+  ArrayRef<char> raw = dense.getRawData();
+  bytes.resize(count * elementBytes);
+  if (dense.isSplat()) {
+    for (size_t i = 0; i < count; ++i) {
+      std::memcpy(bytes.data() + i * elementBytes, raw.data(), elementBytes);
+    }
+  } else {
+    std::memcpy(bytes.data(), raw.data(), bytes.size());
+  }
+  return bytes;
+}
+
+/// `file` relative to `directory` when it lies below it, absolute otherwise.
+static std::string planRelativePath(StringRef file, StringRef directory) {
+  SmallString<256> absolute(file);
+  llvm::sys::fs::make_absolute(absolute);
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  SmallString<256> base(directory.empty() ? "." : directory);
+  llvm::sys::fs::make_absolute(base);
+  llvm::sys::path::remove_dots(base, /*remove_dot_dot=*/true);
+  StringRef rest = absolute;
+  if (rest.consume_front(base) &&
+      (rest.empty() || llvm::sys::path::is_separator(rest.front()))) {
+    rest = rest.ltrim("/");
+    return rest.str();
+  }
+  return std::string(absolute);
+}
+
+FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
+                                              StringRef planDirectory) {
+  auto programs = module.getOps<sched::ProgramOp>();
+  if (programs.empty()) {
+    return module.emitError() << "no sched.program to write as a plan";
+  }
+  if (std::next(programs.begin()) != programs.end()) {
+    return module.emitError()
+           << "one plan file holds one rank's program; this module has more";
+  }
+  sched::ProgramOp program = *programs.begin();
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  auto text = [&](StringRef s) { return fbb.CreateString(s.data(), s.size()); };
+
+  llvm::StringMap<uint32_t> arenaIndex, kernelIndex, streamIndex, eventIndex;
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas;
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+  std::vector<flatbuffers::Offset<fb::Stream>> streams;
+  std::vector<flatbuffers::Offset<fb::Event>> events;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
+  std::vector<flatbuffers::Offset<fb::Constant>> constants;
+  std::vector<flatbuffers::Offset<fb::Op>> steps;
+  std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
+  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
+  DenseMap<Value, uint32_t> bufferIndex;
+
+  auto addBuffer = [&](Operation *op, StringRef arena, int64_t offset,
+                       int64_t size, MemRefType type) -> FailureOr<uint32_t> {
+    FailureOr<fb::DType> dtype = dtypeOf(op, type.getElementType());
+    if (failed(dtype)) {
+      return failure();
+    }
+    auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
+    buffers.push_back(fb::CreateBuffer(fbb, arenaIndex.lookup(arena),
+                                       static_cast<uint64_t>(offset),
+                                       static_cast<uint64_t>(size), *dtype,
+                                       shape));
+    uint32_t index = static_cast<uint32_t>(buffers.size() - 1);
+    bufferIndex[op->getResult(0)] = index;
+    return index;
+  };
+  auto attributesOf = [&](DictionaryAttr dict)
+      -> FailureOr<flatbuffers::Offset<
+          flatbuffers::Vector<flatbuffers::Offset<fb::Attribute>>>> {
+    std::vector<flatbuffers::Offset<fb::Attribute>> attrs;
+    if (dict) {
+      for (NamedAttribute named : dict) {
+        auto name = text(named.getName().strref());
+        Attribute value = named.getValue();
+        if (auto i = llvm::dyn_cast<IntegerAttr>(value)) {
+          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Int,
+                                              i.getInt()));
+        } else if (auto f = llvm::dyn_cast<FloatAttr>(value)) {
+          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Float,
+                                              0, f.getValueAsDouble()));
+        } else if (auto ints = llvm::dyn_cast<DenseI64ArrayAttr>(value)) {
+          auto vec = fbb.CreateVector(ints.asArrayRef().data(), ints.size());
+          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Ints, 0,
+                                              0, vec));
+        } else if (auto s = llvm::dyn_cast<StringAttr>(value)) {
+          auto str = text(s.strref());
+          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::String,
+                                              0, 0, 0, 0, str));
+        } else {
+          return failure();
+        }
+      }
+    }
+    return fbb.CreateVector(attrs);
+  };
+
+  for (Operation &op : program.getBody().front()) {
+    if (auto arena = llvm::dyn_cast<sched::ArenaOp>(op)) {
+      arenaIndex[arena.getSymName()] = arenas.size();
+      byCategory[static_cast<int>(arena.getCategory())] +=
+          static_cast<uint64_t>(arena.getSize());
+      arenas.push_back(fb::CreateArena(
+          fbb, text(arena.getSymName()),
+          arenaKindOf(arena.getKind()), categoryOf(arena.getCategory()),
+          static_cast<uint64_t>(arena.getSize()),
+          static_cast<uint64_t>(arena.getAlignment())));
+    } else if (auto stream = llvm::dyn_cast<sched::StreamOp>(op)) {
+      streamIndex[stream.getSymName()] = streams.size();
+      streams.push_back(
+          fb::CreateStream(fbb, text(stream.getSymName())));
+    } else if (auto event = llvm::dyn_cast<sched::EventOp>(op)) {
+      eventIndex[event.getSymName()] = events.size();
+      events.push_back(fb::CreateEvent(fbb, text(event.getSymName())));
+    } else if (auto kernel = llvm::dyn_cast<sched::KernelOp>(op)) {
+      kernelIndex[kernel.getSymName()] = kernels.size();
+      kernels.push_back(fb::CreateKernel(
+          fbb, text(kernel.getSymName()),
+          static_cast<int32_t>(kernel.getArity())));
+    } else if (auto buffer = llvm::dyn_cast<sched::BufferOp>(op)) {
+      if (failed(addBuffer(&op, buffer.getArena(), buffer.getOffset(),
+                           buffer.getSize(), buffer.getType()))) {
+        return failure();
+      }
+    } else if (auto param = llvm::dyn_cast<sched::ParamOp>(op)) {
+      FailureOr<uint32_t> index = addBuffer(&op, param.getArena(),
+                                            param.getOffset(), param.getSize(),
+                                            param.getType());
+      if (failed(index)) {
+        return failure();
+      }
+      flatbuffers::Offset<fb::Source> source;
+      if (param.getFile()) {
+        source = fb::CreateSource(
+            fbb, text(planRelativePath(*param.getFile(), planDirectory)),
+            static_cast<uint64_t>(*param.getFileOffset()),
+            static_cast<uint64_t>(*param.getFileLength()),
+            *dtypeOf(&op, param.getType().getElementType()));
+      }
+      parameters.push_back(fb::CreateParameter(
+          fbb, text(param.getName()), *index, source,
+          param.getTrainable()));
+    } else if (auto constant = llvm::dyn_cast<sched::ConstantOp>(op)) {
+      FailureOr<uint32_t> index =
+          addBuffer(&op, constant.getArena(), constant.getOffset(),
+                    constant.getSize(), constant.getType());
+      if (failed(index)) {
+        return failure();
+      }
+      std::vector<uint8_t> bytes = constantBytes(constant.getValue());
+      constants.push_back(
+          fb::CreateConstant(fbb, *index, fbb.CreateVector(bytes)));
+    } else if (auto input = llvm::dyn_cast<sched::InputOp>(op)) {
+      FailureOr<uint32_t> index = addBuffer(&op, input.getArena(),
+                                            input.getOffset(), input.getSize(),
+                                            input.getType());
+      if (failed(index)) {
+        return failure();
+      }
+      inputs.push_back(
+          fb::CreateBinding(fbb, text(input.getName()), *index));
+    } else if (auto output = llvm::dyn_cast<sched::OutputOp>(op)) {
+      outputs.push_back(fb::CreateBinding(fbb, text(output.getName()),
+                                          bufferIndex.lookup(output.getBuffer())));
+    } else if (auto launch = llvm::dyn_cast<sched::LaunchOp>(op)) {
+      std::vector<uint32_t> operands;
+      for (Value arg : launch.getArgs()) {
+        operands.push_back(bufferIndex.lookup(arg));
+      }
+      auto attrs = attributesOf(launch.getKernelAttrsAttr());
+      if (failed(attrs)) {
+        return launch.emitError()
+               << "a kernel attribute has a type the plan cannot carry";
+      }
+      auto operandsVec = fbb.CreateVector(operands);
+      auto origin = text(launch.getOrigin().value_or(""));
+      auto step = fb::CreateLaunch(fbb, kernelIndex.lookup(launch.getKernel()),
+                                   operandsVec, *attrs,
+                                   streamIndex.lookup(launch.getStream()),
+                                   origin);
+      steps.push_back(fb::CreateOp(fbb, fb::Step::Launch, step.Union()));
+    } else if (auto record = llvm::dyn_cast<sched::RecordOp>(op)) {
+      auto step = fb::CreateRecord(fbb, eventIndex.lookup(record.getEvent()),
+                                   streamIndex.lookup(record.getStream()));
+      steps.push_back(fb::CreateOp(fbb, fb::Step::Record, step.Union()));
+    } else if (auto wait = llvm::dyn_cast<sched::WaitOp>(op)) {
+      auto step = fb::CreateWait(fbb, eventIndex.lookup(wait.getEvent()),
+                                 streamIndex.lookup(wait.getStream()));
+      steps.push_back(fb::CreateOp(fbb, fb::Step::Wait, step.Union()));
+    } else {
+      return op.emitError() << "the plan writer cannot express "
+                            << op.getName() << " yet";
+    }
+  }
+
+  uint64_t total = 0;
+  for (uint64_t bytes : byCategory) {
+    total += bytes;
+  }
+  uint64_t liveBytes = 0;
+  if (auto live = program->getAttrOfType<IntegerAttr>(
+          "sched.activations_live_bytes")) {
+    liveBytes = static_cast<uint64_t>(live.getInt());
+  }
+  auto memory = fb::CreateMemory(fbb, byCategory[0], byCategory[1],
+                                 byCategory[2], byCategory[3], byCategory[4],
+                                 byCategory[5], total, liveBytes);
+  int32_t threads = 0;
+  if (auto t = program->getAttrOfType<IntegerAttr>("sched.threads")) {
+    threads = static_cast<int32_t>(t.getInt());
+  }
+  auto target = fb::CreateTarget(fbb, fb::Backend::Cpu, text("cpu"),
+                                 0, threads);
+  std::string model;
+  if (auto source = module->getAttrOfType<StringAttr>("tg.source")) {
+    model = source.str();
+  }
+  auto plan = fb::CreatePlan(
+      fbb, kPlanVersion, text("tailor " TAILOR_VERSION_STRING),
+      text(model), target,
+      static_cast<int32_t>(program.getRank()),
+      static_cast<int32_t>(program.getWorldSize()), fbb.CreateVector(arenas),
+      fbb.CreateVector(buffers), fbb.CreateVector(parameters),
+      fbb.CreateVector(constants), fbb.CreateVector(kernels),
+      fbb.CreateVector(streams), fbb.CreateVector(events),
+      fbb.CreateVector(steps), fbb.CreateVector(inputs),
+      fbb.CreateVector(outputs), memory);
+  fb::FinishPlanBuffer(fbb, plan);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+} // namespace tailor

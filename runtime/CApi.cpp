@@ -1,0 +1,253 @@
+//===- CApi.cpp - the runtime's C API over LoadedPlan and Session ---------===//
+
+#include "runtime/Plan.h"
+#include "runtime/Session.h"
+#include "runtime/Status.h"
+
+#include "runtime/include/tailor/runtime.h"
+
+#include <cstring>
+
+using namespace tailor::runtime;
+namespace fb = tailor::plan;
+
+struct tailor_plan {
+  std::unique_ptr<LoadedPlan> plan;
+};
+
+struct tailor_session {
+  std::unique_ptr<Session> session;
+};
+
+static tailor_status fillInfo(const LoadedPlan &plan,
+                              const fb::Binding &binding,
+                              tailor_tensor_info *info) {
+  if (!info) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "info is null");
+  }
+  info->name = binding.name()->c_str();
+  info->dtype = static_cast<tailor_dtype>(plan.bufferDType(binding.buffer()));
+  std::vector<int64_t> shape = plan.bufferShape(binding.buffer());
+  info->rank = static_cast<int>(shape.size());
+  std::memset(info->shape, 0, sizeof(info->shape));
+  std::copy(shape.begin(), shape.end(), info->shape);
+  info->bytes = plan.bufferBytes(binding.buffer());
+  return ok();
+}
+
+static const fb::Binding *findBinding(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>> *bindings,
+    const char *name) {
+  if (!bindings || !name) {
+    return nullptr;
+  }
+  for (const fb::Binding *binding : *bindings) {
+    if (binding->name()->string_view() == name) {
+      return binding;
+    }
+  }
+  return nullptr;
+}
+
+static tailor_memory_report reportOf(const uint64_t bytes[6]) {
+  tailor_memory_report report;
+  report.parameters = bytes[0];
+  report.constants = bytes[1];
+  report.activations = bytes[2];
+  report.workspace = bytes[3];
+  report.optimizer_state = bytes[4];
+  report.gradients = bytes[5];
+  report.total = bytes[0] + bytes[1] + bytes[2] + bytes[3] + bytes[4] + bytes[5];
+  return report;
+}
+
+extern "C" {
+
+tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
+  if (!path || !plan) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "path and plan must not be null");
+  }
+  *plan = nullptr;
+  std::string error;
+  std::unique_ptr<LoadedPlan> loaded = LoadedPlan::load(path, {}, error);
+  if (!loaded) {
+    bool io = error.rfind("cannot open plan", 0) == 0 ||
+              error.rfind("cannot read plan", 0) == 0;
+    return fail(io ? TAILOR_ERROR_IO : TAILOR_ERROR_INVALID_PLAN, error);
+  }
+  *plan = new tailor_plan{std::move(loaded)};
+  return ok();
+}
+
+tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
+                                           const char *base_dir,
+                                           tailor_plan **plan) {
+  if (!plan || (!data && size)) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "data and plan must not be null");
+  }
+  *plan = nullptr;
+  std::string error;
+  std::unique_ptr<LoadedPlan> loaded = LoadedPlan::loadFromMemory(
+      data, size, base_dir ? base_dir : ".", "<memory>", {}, error);
+  if (!loaded) {
+    return fail(TAILOR_ERROR_INVALID_PLAN, error);
+  }
+  *plan = new tailor_plan{std::move(loaded)};
+  return ok();
+}
+
+void tailor_plan_free(tailor_plan *plan) { delete plan; }
+
+int tailor_plan_input_count(const tailor_plan *plan) {
+  if (!plan || !plan->plan->root().inputs()) {
+    return 0;
+  }
+  return static_cast<int>(plan->plan->root().inputs()->size());
+}
+
+int tailor_plan_output_count(const tailor_plan *plan) {
+  if (!plan || !plan->plan->root().outputs()) {
+    return 0;
+  }
+  return static_cast<int>(plan->plan->root().outputs()->size());
+}
+
+tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
+                                     tailor_tensor_info *info) {
+  if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "no input " + std::to_string(index));
+  }
+  return fillInfo(*plan->plan, *plan->plan->root().inputs()->Get(index), info);
+}
+
+tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
+                                      tailor_tensor_info *info) {
+  if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                "no output " + std::to_string(index));
+  }
+  return fillInfo(*plan->plan, *plan->plan->root().outputs()->Get(index), info);
+}
+
+tailor_status tailor_plan_memory(const tailor_plan *plan,
+                                 tailor_memory_report *report) {
+  if (!plan || !report) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "plan and report must not be null");
+  }
+  uint64_t bytes[6] = {0, 0, 0, 0, 0, 0};
+  for (const fb::Arena *arena : *plan->plan->root().arenas()) {
+    bytes[static_cast<int>(arena->category())] += arena->size();
+  }
+  *report = reportOf(bytes);
+  return ok();
+}
+
+tailor_status tailor_session_create(const tailor_plan *plan,
+                                    const tailor_session_options *options,
+                                    tailor_session **session) {
+  if (!plan || !session) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                "plan and session must not be null");
+  }
+  *session = nullptr;
+  int threads = options ? options->num_threads : 0;
+  if (threads < 0) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                "num_threads must be >= 0, got " + std::to_string(threads));
+  }
+  std::string error;
+  int status = TAILOR_OK;
+  std::unique_ptr<Session> created =
+      Session::create(*plan->plan, threads, error, status);
+  if (!created) {
+    return fail(static_cast<tailor_status>(status), error);
+  }
+  *session = new tailor_session{std::move(created)};
+  return ok();
+}
+
+void tailor_session_free(tailor_session *session) { delete session; }
+
+tailor_status tailor_session_set_input(tailor_session *session,
+                                       const char *name, tailor_dtype dtype,
+                                       const int64_t *shape, int rank,
+                                       const void *data, size_t bytes) {
+  if (!session || !name || (!data && bytes) || (!shape && rank)) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
+  }
+  const LoadedPlan &plan = session->session->plan();
+  const fb::Binding *binding = findBinding(plan.root().inputs(), name);
+  if (!binding) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("the plan has no input '") + name + "'");
+  }
+  tailor_tensor_info info;
+  fillInfo(plan, *binding, &info);
+  if (dtype != info.dtype) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("input '") + name + "' is " +
+                    dtypeName(static_cast<DType>(info.dtype)) + ", got " +
+                    dtypeName(static_cast<DType>(dtype)));
+  }
+  bool sameShape = rank == info.rank;
+  for (int i = 0; sameShape && i < rank; ++i) {
+    sameShape = shape[i] == info.shape[i];
+  }
+  if (!sameShape || bytes != info.bytes) {
+    std::string expected, got;
+    for (int i = 0; i < info.rank; ++i) {
+      expected += (i ? ", " : "") + std::to_string(info.shape[i]);
+    }
+    for (int i = 0; i < rank; ++i) {
+      got += (i ? ", " : "") + std::to_string(shape[i]);
+    }
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("input '") + name + "' has shape [" + expected +
+                    "] (" + std::to_string(info.bytes) + " bytes), got [" +
+                    got + "] (" + std::to_string(bytes) + " bytes)");
+  }
+  std::memcpy(session->session->bufferData(binding->buffer()), data, bytes);
+  return ok();
+}
+
+tailor_status tailor_session_run(tailor_session *session) {
+  if (!session) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session is null");
+  }
+  std::string error = session->session->run();
+  if (!error.empty()) {
+    return fail(TAILOR_ERROR_EXECUTION, error);
+  }
+  return ok();
+}
+
+tailor_status tailor_session_output(const tailor_session *session,
+                                    const char *name, const void **data,
+                                    tailor_tensor_info *info) {
+  if (!session || !name || !data) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
+  }
+  const LoadedPlan &plan = session->session->plan();
+  const fb::Binding *binding = findBinding(plan.root().outputs(), name);
+  if (!binding) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("the plan has no output '") + name + "'");
+  }
+  *data = session->session->bufferData(binding->buffer());
+  if (info) {
+    return fillInfo(plan, *binding, info);
+  }
+  return ok();
+}
+
+tailor_status tailor_session_memory(const tailor_session *session,
+                                    tailor_memory_report *report) {
+  if (!session || !report) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                "session and report must not be null");
+  }
+  *report = reportOf(session->session->allocatedBytes());
+  return ok();
+}
+
+} // extern "C"

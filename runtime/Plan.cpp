@@ -1,0 +1,417 @@
+//===- Plan.cpp - loading and verifying plan files ------------------------===//
+
+#include "runtime/Plan.h"
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace tailor::runtime {
+
+namespace fb = tailor::plan;
+
+/// Streams a message and converts to std::string.
+namespace {
+class Message {
+public:
+  template <typename T> Message &operator<<(const T &value) {
+    stream << value;
+    return *this;
+  }
+  operator std::string() const { return stream.str(); }
+
+private:
+  std::ostringstream stream;
+};
+} // namespace
+
+static bool isPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/// a * b, or false on overflow.
+static bool checkedMul(uint64_t a, uint64_t b, uint64_t &out) {
+  if (a != 0 && b > UINT64_MAX / a) {
+    return false;
+  }
+  out = a * b;
+  return true;
+}
+
+static bool validDType(fb::DType dtype) {
+  auto value = static_cast<int>(dtype);
+  return value >= static_cast<int>(fb::DType::MIN) &&
+         value <= static_cast<int>(fb::DType::MAX);
+}
+
+std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
+                                             const LoadOptions &options,
+                                             std::string &error) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) {
+    error = Message() << "cannot open plan '" << path << "': "
+                      << std::strerror(errno);
+    return nullptr;
+  }
+  std::streamoff size = file.tellg();
+  if (size < 0) {
+    error = Message() << "cannot read plan '" << path << "'";
+    return nullptr;
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  file.seekg(0);
+  if (size > 0 && !file.read(reinterpret_cast<char *>(bytes.data()), size)) {
+    error = Message() << "cannot read plan '" << path << "': "
+                      << std::strerror(errno);
+    return nullptr;
+  }
+  std::string baseDir = ".";
+  if (size_t slash = path.find_last_of('/'); slash != std::string::npos) {
+    baseDir = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return loadFromMemory(bytes.data(), bytes.size(), baseDir, path, options,
+                        error);
+}
+
+std::unique_ptr<LoadedPlan>
+LoadedPlan::loadFromMemory(const void *data, size_t size,
+                           const std::string &baseDir,
+                           const std::string &displayName,
+                           const LoadOptions &options, std::string &error) {
+  std::unique_ptr<LoadedPlan> plan(new LoadedPlan());
+  plan->displayName = displayName;
+  plan->baseDir = baseDir.empty() ? "." : baseDir;
+  if (data == nullptr && size != 0) {
+    error = Message() << displayName << ": no plan bytes";
+    return nullptr;
+  }
+  plan->storage.assign(static_cast<const uint8_t *>(data),
+                       static_cast<const uint8_t *>(data) + size);
+  const uint8_t *bytes = plan->storage.data();
+  if (size < 8 || !fb::PlanBufferHasIdentifier(bytes)) {
+    error = Message() << displayName
+                      << ": not a tailor plan (expected the file identifier "
+                         "'TPLN' at byte 4; the file has "
+                      << size << " bytes)";
+    return nullptr;
+  }
+  // Depth and table limits keep a forged file from making the verifier
+  // itself slow.
+  flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/32,
+                                 /*max_tables=*/16u << 20);
+  if (!fb::VerifyPlanBuffer(verifier)) {
+    error = Message() << displayName
+                      << ": corrupt plan (the flatbuffer does not verify: "
+                         "truncated or damaged file)";
+    return nullptr;
+  }
+  plan->planRoot = fb::GetPlan(bytes);
+  std::string problem = plan->verify(options);
+  if (!problem.empty()) {
+    error = Message() << displayName << ": " << problem;
+    return nullptr;
+  }
+  return plan;
+}
+
+std::string LoadedPlan::resolveSourcePath(const std::string &file) const {
+  if (!file.empty() && file[0] == '/') {
+    return file;
+  }
+  return baseDir + "/" + file;
+}
+
+DType LoadedPlan::bufferDType(uint32_t buffer) const {
+  return static_cast<DType>(planRoot->buffers()->Get(buffer)->dtype());
+}
+
+std::vector<int64_t> LoadedPlan::bufferShape(uint32_t buffer) const {
+  const auto *shape = planRoot->buffers()->Get(buffer)->shape();
+  return std::vector<int64_t>(shape->begin(), shape->end());
+}
+
+uint64_t LoadedPlan::bufferBytes(uint32_t buffer) const {
+  uint64_t count = dtypeSize(bufferDType(buffer));
+  for (int64_t d : bufferShape(buffer)) {
+    count *= static_cast<uint64_t>(d);
+  }
+  return count;
+}
+
+std::string LoadedPlan::verify(const LoadOptions &options) const {
+  const fb::Plan &p = *planRoot;
+  if (p.version() / 100 != kPlanVersion / 100) {
+    return Message() << "plan format version " << p.version() / 100 << "."
+                     << p.version() % 100 << " is not readable by this runtime"
+                     << " (it reads " << kPlanVersion / 100
+                     << ".x); recompile the plan with a matching tailor";
+  }
+  if (p.world_size() < 1 || p.rank() < 0 || p.rank() >= p.world_size()) {
+    return Message() << "rank " << p.rank() << " is outside world size "
+                     << p.world_size();
+  }
+  if (p.world_size() != 1) {
+    return Message() << "the plan is for rank " << p.rank() << " of "
+                     << p.world_size()
+                     << "; this runtime runs single-rank plans only";
+  }
+  if (p.target() && p.target()->backend() != fb::Backend::Cpu) {
+    return Message() << "the plan targets the "
+                     << fb::EnumNameBackend(p.target()->backend())
+                     << " backend; this runtime runs CPU plans only";
+  }
+
+  // Arenas, and the memory report they must add up to.
+  const auto &arenas = *p.arenas();
+  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
+  for (uint32_t i = 0; i < arenas.size(); ++i) {
+    const fb::Arena *arena = arenas.Get(i);
+    auto category = static_cast<int>(arena->category());
+    if (category < 0 || category > 5) {
+      return Message() << "arena " << i << " has an unknown category "
+                       << category;
+    }
+    if (!isPowerOfTwo(arena->alignment()) || arena->alignment() > 4096) {
+      return Message() << "arena '" << arena->name()->str()
+                       << "' has alignment " << arena->alignment()
+                       << " (expected a power of two up to 4096)";
+    }
+    if (arena->size() > (uint64_t(1) << 48)) {
+      return Message() << "arena '" << arena->name()->str() << "' claims "
+                       << arena->size() << " bytes";
+    }
+    byCategory[category] += arena->size();
+  }
+  if (const fb::Memory *memory = p.memory()) {
+    uint64_t reported[6] = {memory->parameters(),      memory->constants(),
+                            memory->activations(),     memory->workspace(),
+                            memory->optimizer_state(), memory->gradients()};
+    uint64_t total = 0;
+    for (int c = 0; c < 6; ++c) {
+      if (reported[c] != byCategory[c]) {
+        return Message() << "the memory report says "
+                         << fb::EnumNamesCategory()[c] << " = " << reported[c]
+                         << " bytes but its arenas hold " << byCategory[c];
+      }
+      total += reported[c];
+    }
+    if (memory->total() != total) {
+      return Message() << "the memory report's total " << memory->total()
+                       << " is not the sum of its categories (" << total << ")";
+    }
+  }
+
+  // Buffers: inside their arenas, shapes that fit.
+  const auto &buffers = *p.buffers();
+  for (uint32_t i = 0; i < buffers.size(); ++i) {
+    const fb::Buffer *buffer = buffers.Get(i);
+    if (buffer->arena() >= arenas.size()) {
+      return Message() << "buffer " << i << " names arena " << buffer->arena()
+                       << " of " << arenas.size();
+    }
+    if (!validDType(buffer->dtype())) {
+      return Message() << "buffer " << i << " has an unknown element type "
+                       << static_cast<int>(buffer->dtype());
+    }
+    const fb::Arena *arena = arenas.Get(buffer->arena());
+    if (buffer->offset() > arena->size() ||
+        buffer->size() > arena->size() - buffer->offset()) {
+      return Message() << "buffer " << i << " [" << buffer->offset() << ", +"
+                       << buffer->size() << ") lies outside arena '"
+                       << arena->name()->str() << "' of " << arena->size()
+                       << " bytes";
+    }
+    if (buffer->shape()->size() > kMaxPlanRank) {
+      return Message() << "buffer " << i << " has rank "
+                       << buffer->shape()->size() << " (at most "
+                       << kMaxPlanRank << ")";
+    }
+    uint64_t bytes = dtypeSize(static_cast<DType>(buffer->dtype()));
+    for (int64_t d : *buffer->shape()) {
+      if (d < 0 || !checkedMul(bytes, static_cast<uint64_t>(d), bytes)) {
+        return Message() << "buffer " << i << " has a bad dim " << d;
+      }
+    }
+    if (bytes > buffer->size()) {
+      return Message() << "buffer " << i << " holds " << bytes
+                       << " bytes of tensor in " << buffer->size()
+                       << " bytes";
+    }
+    size_t element = dtypeSize(static_cast<DType>(buffer->dtype()));
+    if (buffer->offset() % element != 0) {
+      return Message() << "buffer " << i << " offset " << buffer->offset()
+                       << " is not aligned to its " << element
+                       << "-byte elements";
+    }
+  }
+
+  // Parameters and constants.
+  if (const auto *params = p.parameters()) {
+    for (const fb::Parameter *param : *params) {
+      std::string name = param->name()->str();
+      if (param->buffer() >= buffers.size()) {
+        return Message() << "parameter '" << name << "' names buffer "
+                         << param->buffer() << " of " << buffers.size();
+      }
+      const fb::Source *source = param->source();
+      if (!source) {
+        if (!param->trainable()) {
+          return Message() << "parameter '" << name
+                           << "' has no source and is not trainable";
+        }
+        continue;
+      }
+      if (source->dtype() != buffers.Get(param->buffer())->dtype()) {
+        return Message() << "parameter '" << name
+                         << "' is stored as another dtype than its buffer;"
+                            " conversion on load is not supported yet";
+      }
+      if (source->length() != bufferBytes(param->buffer())) {
+        return Message() << "parameter '" << name << "' source length "
+                         << source->length() << " does not match its "
+                         << bufferBytes(param->buffer()) << "-byte buffer";
+      }
+      if (source->offset() > UINT64_MAX - source->length()) {
+        return Message() << "parameter '" << name
+                         << "' source range overflows";
+      }
+      if (options.checkSourceFiles) {
+        std::string path = resolveSourcePath(source->file()->str());
+        struct stat info;
+        if (stat(path.c_str(), &info) != 0) {
+          return Message() << "parameter '" << name << "': cannot open '"
+                           << path << "': " << std::strerror(errno);
+        }
+        uint64_t fileSize = static_cast<uint64_t>(info.st_size);
+        if (source->offset() + source->length() > fileSize) {
+          return Message() << "parameter '" << name << "': bytes ["
+                           << source->offset() << ", "
+                           << source->offset() + source->length()
+                           << ") lie outside '" << path << "' ("
+                           << fileSize << " bytes)";
+        }
+      }
+    }
+  }
+  if (const auto *constants = p.constants()) {
+    for (uint32_t i = 0; i < constants->size(); ++i) {
+      const fb::Constant *constant = constants->Get(i);
+      if (constant->buffer() >= buffers.size()) {
+        return Message() << "constant " << i << " names buffer "
+                         << constant->buffer() << " of " << buffers.size();
+      }
+      if (constant->data()->size() != bufferBytes(constant->buffer())) {
+        return Message() << "constant " << i << " carries "
+                         << constant->data()->size() << " bytes for a "
+                         << bufferBytes(constant->buffer()) << "-byte buffer";
+      }
+    }
+  }
+
+  // Kernels, streams, events, steps.
+  uint32_t kernelCount = p.kernels() ? p.kernels()->size() : 0;
+  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
+  uint32_t eventCount = p.events() ? p.events()->size() : 0;
+  std::vector<int> arities;
+  for (uint32_t i = 0; i < kernelCount; ++i) {
+    const fb::Kernel *kernel = p.kernels()->Get(i);
+    const KernelDef *def = findCpuKernel(kernel->name()->string_view());
+    if (!def) {
+      return Message() << "kernel '" << kernel->name()->str()
+                       << "' is not known to this runtime";
+    }
+    if (kernel->arity() != def->arity) {
+      return Message() << "kernel '" << kernel->name()->str() << "' has arity "
+                       << kernel->arity() << " in the plan but "
+                       << def->arity << " in this runtime";
+    }
+    arities.push_back(kernel->arity());
+  }
+  const auto &ops = *p.ops();
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    const fb::Op *op = ops.Get(i);
+    switch (op->step_type()) {
+    case fb::Step::Launch: {
+      const fb::Launch *launch = op->step_as_Launch();
+      if (launch->kernel() >= kernelCount) {
+        return Message() << "step " << i << " launches kernel "
+                         << launch->kernel() << " of " << kernelCount;
+      }
+      if (launch->stream() >= streamCount) {
+        return Message() << "step " << i << " runs on stream "
+                         << launch->stream() << " of " << streamCount;
+      }
+      int arity = arities[launch->kernel()];
+      if (arity >= 0 && launch->operands()->size() != static_cast<uint32_t>(arity)) {
+        return Message() << "step " << i << " passes "
+                         << launch->operands()->size() << " buffers to '"
+                         << p.kernels()->Get(launch->kernel())->name()->str()
+                         << "', which takes " << arity;
+      }
+      for (uint32_t operand : *launch->operands()) {
+        if (operand >= buffers.size()) {
+          return Message() << "step " << i << " uses buffer " << operand
+                           << " of " << buffers.size();
+        }
+      }
+      if (const auto *attrs = launch->attributes()) {
+        for (const fb::Attribute *attr : *attrs) {
+          auto kind = static_cast<int>(attr->kind());
+          if (kind < 0 || kind > static_cast<int>(fb::AttrKind::MAX)) {
+            return Message() << "step " << i << " attribute '"
+                             << attr->name()->str() << "' has unknown kind";
+          }
+        }
+      }
+      break;
+    }
+    case fb::Step::Record:
+    case fb::Step::Wait: {
+      uint32_t event = op->step_type() == fb::Step::Record
+                           ? op->step_as_Record()->event()
+                           : op->step_as_Wait()->event();
+      uint32_t stream = op->step_type() == fb::Step::Record
+                            ? op->step_as_Record()->stream()
+                            : op->step_as_Wait()->stream();
+      if (event >= eventCount || stream >= streamCount) {
+        return Message() << "step " << i << " names event " << event
+                         << " / stream " << stream << " out of range";
+      }
+      break;
+    }
+    case fb::Step::Copy:
+    case fb::Step::Collective:
+      return Message() << "step " << i << " is a "
+                       << fb::EnumNameStep(op->step_type())
+                       << ", which the CPU runtime does not run yet";
+    default:
+      return Message() << "step " << i << " has an unknown kind "
+                       << static_cast<int>(op->step_type());
+    }
+  }
+
+  // Inputs and outputs: valid buffers, unique names.
+  for (const auto *bindings : {p.inputs(), p.outputs()}) {
+    if (!bindings) {
+      continue;
+    }
+    std::set<std::string> names;
+    for (const fb::Binding *binding : *bindings) {
+      if (binding->buffer() >= buffers.size()) {
+        return Message() << "'" << binding->name()->str() << "' names buffer "
+                         << binding->buffer() << " of " << buffers.size();
+      }
+      if (buffers.Get(binding->buffer())->shape()->size() > kMaxPlanRank) {
+        return Message() << "'" << binding->name()->str()
+                         << "' has too high a rank";
+      }
+      if (!names.insert(binding->name()->str()).second) {
+        return Message() << "two inputs or outputs are called '"
+                         << binding->name()->str() << "'";
+      }
+    }
+  }
+  return "";
+}
+
+} // namespace tailor::runtime

@@ -1,0 +1,75 @@
+//===- Plan.h - a loaded, verified plan file --------------------*- C++ -*-===//
+//
+// Loading reads the whole file (plans hold no weights, so they are small),
+// runs the flatbuffers Verifier, then checks what the format alone cannot
+// promise: every buffer inside its arena, shapes that fit their sizes, known
+// kernels with the right operand counts, parameter sources inside their
+// files, a memory report that matches the arenas. After `load` succeeds,
+// nothing that reads the plan needs to check an index again.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_PLAN_H
+#define TAILOR_RUNTIME_PLAN_H
+
+#include "runtime/cpu/Kernel.h"
+#include "runtime/schema/plan_generated.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tailor::runtime {
+
+/// The plan format version this runtime reads (major * 100 + minor): it
+/// accepts any minor version of its major version.
+constexpr uint32_t kPlanVersion = 100;
+
+/// The largest rank of a buffer in a plan.
+constexpr int64_t kMaxPlanRank = 8;
+
+struct LoadOptions {
+  /// Check that every parameter's source file exists and is long enough.
+  /// `tailor inspect` turns this off so it can show plans whose weights are
+  /// elsewhere.
+  bool checkSourceFiles = true;
+};
+
+class LoadedPlan {
+public:
+  /// Reads and verifies the plan at `path`; on failure returns null and sets
+  /// `error` (which names the file and the first problem).
+  static std::unique_ptr<LoadedPlan> load(const std::string &path,
+                                          const LoadOptions &options,
+                                          std::string &error);
+  /// The same for a plan in memory (copied); relative weight paths resolve
+  /// against `baseDir`.
+  static std::unique_ptr<LoadedPlan>
+  loadFromMemory(const void *data, size_t size, const std::string &baseDir,
+                 const std::string &displayName, const LoadOptions &options,
+                 std::string &error);
+
+  const plan::Plan &root() const { return *planRoot; }
+  const std::string &name() const { return displayName; }
+  /// Where a parameter source file lives: relative paths are taken from the
+  /// plan's directory.
+  std::string resolveSourcePath(const std::string &file) const;
+
+  /// A buffer's element type and shape, as kernels see them.
+  DType bufferDType(uint32_t buffer) const;
+  std::vector<int64_t> bufferShape(uint32_t buffer) const;
+  uint64_t bufferBytes(uint32_t buffer) const;
+
+private:
+  LoadedPlan() = default;
+  std::string verify(const LoadOptions &options) const;
+
+  std::vector<uint8_t> storage;
+  const plan::Plan *planRoot = nullptr;
+  std::string baseDir;
+  std::string displayName;
+};
+
+} // namespace tailor::runtime
+
+#endif // TAILOR_RUNTIME_PLAN_H

@@ -1,0 +1,279 @@
+//===- KernelTable.cpp - the CPU kernel table and shared checks -----------===//
+//
+// The table is built once, on first use, from each kernel file's
+// add*Kernels; lookups happen when a session is created, once per launch, so
+// a linear search over ~60 names is fine.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+
+namespace tailor::runtime {
+
+const std::vector<KernelDef> &cpuKernels() {
+  static const std::vector<KernelDef> table = [] {
+    std::vector<KernelDef> defs;
+    cpu::addElementwiseKernels(defs);
+    cpu::addReductionKernels(defs);
+    cpu::addLinearAlgebraKernels(defs);
+    cpu::addTransformerKernels(defs);
+    cpu::addDataMovementKernels(defs);
+    return defs;
+  }();
+  return table;
+}
+
+const KernelDef *findCpuKernel(std::string_view name) {
+  for (const KernelDef &def : cpuKernels()) {
+    if (name == def.name) {
+      return &def;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace tailor::runtime
+
+namespace tailor::runtime::cpu {
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) {
+      s += ", ";
+    }
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+bool isFloatType(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64;
+}
+
+std::string expectOperandCount(const KernelCall &call, size_t count) {
+  if (call.operands.size() == count) {
+    return "";
+  }
+  return "expected " + std::to_string(count) + " operands, got " +
+         std::to_string(call.operands.size());
+}
+
+std::string expectOperandCount(const KernelCall &call, size_t min,
+                               size_t max) {
+  size_t n = call.operands.size();
+  if (n >= min && n <= max) {
+    return "";
+  }
+  return "expected " + std::to_string(min) + " to " + std::to_string(max) +
+         " operands, got " + std::to_string(n);
+}
+
+std::string expectDType(const KernelCall &call, size_t index, DType dtype) {
+  return expectDTypeIn(call, index, {dtype});
+}
+
+std::string expectDTypeIn(const KernelCall &call, size_t index,
+                          std::initializer_list<DType> dtypes) {
+  DType actual = call.operands[index].dtype;
+  for (DType d : dtypes) {
+    if (d == actual) {
+      return "";
+    }
+  }
+  std::string allowed;
+  size_t i = 0;
+  for (DType d : dtypes) {
+    if (i) {
+      allowed += i + 1 == dtypes.size() ? " or " : ", ";
+    }
+    allowed += dtypeName(d);
+    ++i;
+  }
+  return "operand " + std::to_string(index) + " must be " + allowed +
+         ", got " + dtypeName(actual);
+}
+
+std::string expectSameDType(const KernelCall &call, size_t index,
+                            size_t like) {
+  DType want = call.operands[like].dtype;
+  DType actual = call.operands[index].dtype;
+  if (want == actual) {
+    return "";
+  }
+  return "operand " + std::to_string(index) + " must be " + dtypeName(want) +
+         " like operand " + std::to_string(like) + ", got " +
+         dtypeName(actual);
+}
+
+std::string expectShape(const KernelCall &call, size_t index,
+                        const std::vector<int64_t> &shape) {
+  const std::vector<int64_t> &actual = call.operands[index].shape;
+  if (actual == shape) {
+    return "";
+  }
+  return "operand " + std::to_string(index) + " must have shape " +
+         shapeString(shape) + ", got " + shapeString(actual);
+}
+
+std::string expectRank(const KernelCall &call, size_t index, int64_t rank) {
+  int64_t actual = call.operands[index].rank();
+  if (actual == rank) {
+    return "";
+  }
+  return "operand " + std::to_string(index) + " must have rank " +
+         std::to_string(rank) + ", got " + std::to_string(actual);
+}
+
+std::string expectMinRank(const KernelCall &call, size_t index,
+                          int64_t rank) {
+  int64_t actual = call.operands[index].rank();
+  if (actual >= rank) {
+    return "";
+  }
+  return "operand " + std::to_string(index) + " must have rank >= " +
+         std::to_string(rank) + ", got " + std::to_string(actual);
+}
+
+bool broadcastsTo(const std::vector<int64_t> &from,
+                  const std::vector<int64_t> &to) {
+  if (from.size() > to.size()) {
+    return false;
+  }
+  size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != to[lead + i] && from[i] != 1) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string expectBroadcastsTo(const KernelCall &call, size_t index,
+                               const std::vector<int64_t> &shape) {
+  const std::vector<int64_t> &actual = call.operands[index].shape;
+  if (broadcastsTo(actual, shape)) {
+    return "";
+  }
+  return "operand " + std::to_string(index) + " of shape " +
+         shapeString(actual) + " does not broadcast to " + shapeString(shape);
+}
+
+std::string expectIntAttr(const KernelCall &call, const char *name,
+                          int64_t lo, int64_t hi, bool required,
+                          int64_t fallback, int64_t &value) {
+  const Attribute *attr = call.attributes.find(name);
+  if (!attr) {
+    if (required) {
+      return std::string("missing int attribute '") + name + "'";
+    }
+    value = fallback;
+    return "";
+  }
+  if (attr->kind != Attribute::Kind::Int) {
+    return std::string("attribute '") + name + "' must be an int";
+  }
+  if (attr->i < lo || attr->i > hi) {
+    return std::string("attribute '") + name + "' is " +
+           std::to_string(attr->i) + ", expected a value in [" +
+           std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  }
+  value = attr->i;
+  return "";
+}
+
+std::string expectFloatAttr(const KernelCall &call, const char *name,
+                            bool required, double fallback, double &value) {
+  const Attribute *attr = call.attributes.find(name);
+  if (!attr) {
+    if (required) {
+      return std::string("missing float attribute '") + name + "'";
+    }
+    value = fallback;
+    return "";
+  }
+  if (attr->kind != Attribute::Kind::Float &&
+      attr->kind != Attribute::Kind::Int) {
+    return std::string("attribute '") + name + "' must be a float";
+  }
+  value = call.attributes.getFloat(name, fallback);
+  return "";
+}
+
+std::string expectIntsAttr(const KernelCall &call, const char *name,
+                           size_t size, int64_t lo, int64_t hi,
+                           std::vector<int64_t> &value) {
+  const Attribute *attr = call.attributes.find(name);
+  if (!attr) {
+    return std::string("missing ints attribute '") + name + "'";
+  }
+  if (attr->kind != Attribute::Kind::Ints) {
+    return std::string("attribute '") + name + "' must be a list of ints";
+  }
+  if (attr->ints.size() != size) {
+    return std::string("attribute '") + name + "' has " +
+           std::to_string(attr->ints.size()) + " entries, expected " +
+           std::to_string(size);
+  }
+  for (int64_t v : attr->ints) {
+    if (v < lo || v > hi) {
+      return std::string("attribute '") + name + "' has entry " +
+             std::to_string(v) + ", expected values in [" +
+             std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    }
+  }
+  value = attr->ints;
+  return "";
+}
+
+BroadcastPlan::BroadcastPlan(
+    const std::vector<int64_t> &out,
+    std::initializer_list<const std::vector<int64_t> *> inputs) {
+  // Right-align each input against the output and give broadcast
+  // dimensions stride 0; drop output dimensions of extent 1.
+  const int outRank = static_cast<int>(out.size());
+  std::vector<std::array<int64_t, kMaxInputs>> full(out.size());
+  int input = 0;
+  for (const std::vector<int64_t> *shape : inputs) {
+    const int rank = static_cast<int>(shape->size());
+    int64_t stride = 1;
+    for (int d = outRank - 1; d >= 0; --d) {
+      int id = d - (outRank - rank);
+      int64_t extent = id >= 0 ? (*shape)[id] : 1;
+      full[d][input] = extent == 1 ? 0 : stride;
+      stride *= extent;
+    }
+    ++input;
+  }
+  for (int i = input; i < kMaxInputs; ++i) {
+    for (auto &s : full) {
+      s[i] = 0;
+    }
+  }
+  for (int d = 0; d < outRank; ++d) {
+    if (out[d] == 1) {
+      continue;
+    }
+    // Merge into the previous kept dimension when every input walks the
+    // pair as one contiguous (or one broadcast) dimension.
+    if (!extents.empty()) {
+      bool merge = true;
+      for (int i = 0; i < kMaxInputs; ++i) {
+        merge &= strides.back()[i] == full[d][i] * out[d];
+      }
+      if (merge) {
+        extents.back() *= out[d];
+        strides.back() = full[d];
+        continue;
+      }
+    }
+    extents.push_back(out[d]);
+    strides.push_back(full[d]);
+  }
+  if (extents.empty()) {
+    extents.push_back(1);
+    strides.push_back({0, 0, 0});
+  }
+}
+
+} // namespace tailor::runtime::cpu

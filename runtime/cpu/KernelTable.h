@@ -1,0 +1,205 @@
+//===- KernelTable.h - helpers shared by the CPU kernel files ---*- C++ -*-===//
+//
+// Private to runtime/cpu: each kernel file appends its KernelDefs to the table
+// through one add*Kernels function, and shares the operand checks (which
+// phrase every error the same way) and the broadcast walker used by the
+// elementwise kernels and `broadcast`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_CPU_KERNELTABLE_H
+#define TAILOR_RUNTIME_CPU_KERNELTABLE_H
+
+#include "runtime/cpu/Kernel.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tailor::runtime::cpu {
+
+void addElementwiseKernels(std::vector<KernelDef> &table);
+void addReductionKernels(std::vector<KernelDef> &table);
+void addLinearAlgebraKernels(std::vector<KernelDef> &table);
+void addTransformerKernels(std::vector<KernelDef> &table);
+void addDataMovementKernels(std::vector<KernelDef> &table);
+
+//===----------------------------------------------------------------------===//
+// Checks. Each returns "" or a lowercase message naming the operand or
+// attribute; kernels return the first non-empty one.
+//===----------------------------------------------------------------------===//
+
+/// "[2, 3, 4]".
+std::string shapeString(const std::vector<int64_t> &shape);
+
+bool isFloatType(DType dtype);
+
+/// "expected 3 operands, got 2".
+std::string expectOperandCount(const KernelCall &call, size_t count);
+/// Accepts between `min` and `max` operands.
+std::string expectOperandCount(const KernelCall &call, size_t min, size_t max);
+/// "operand 1 must be f32, got i64".
+std::string expectDType(const KernelCall &call, size_t index, DType dtype);
+/// "operand 1 must be f32 or f64, got i64" for any list of dtypes.
+std::string expectDTypeIn(const KernelCall &call, size_t index,
+                          std::initializer_list<DType> dtypes);
+/// Operand `index` has the dtype of operand `like`.
+std::string expectSameDType(const KernelCall &call, size_t index, size_t like);
+/// "operand 2 must have shape [2, 3], got [3, 2]".
+std::string expectShape(const KernelCall &call, size_t index,
+                        const std::vector<int64_t> &shape);
+/// "operand 0 must have rank 4, got 3".
+std::string expectRank(const KernelCall &call, size_t index, int64_t rank);
+std::string expectMinRank(const KernelCall &call, size_t index, int64_t rank);
+/// Operand `index` broadcasts to `shape` under NumPy rules.
+std::string expectBroadcastsTo(const KernelCall &call, size_t index,
+                               const std::vector<int64_t> &shape);
+/// Whether `from` broadcasts to `to` (right-aligned; each extent equal or 1).
+bool broadcastsTo(const std::vector<int64_t> &from,
+                  const std::vector<int64_t> &to);
+
+/// Int attribute `name` in [lo, hi]; absent reads as `fallback` when
+/// `required` is false. Stores it in `value`.
+std::string expectIntAttr(const KernelCall &call, const char *name,
+                          int64_t lo, int64_t hi, bool required,
+                          int64_t fallback, int64_t &value);
+/// Float (or int) attribute `name`; absent reads as `fallback` when
+/// `required` is false.
+std::string expectFloatAttr(const KernelCall &call, const char *name,
+                            bool required, double fallback, double &value);
+/// Ints attribute `name` with exactly `size` entries each in [lo, hi].
+std::string expectIntsAttr(const KernelCall &call, const char *name,
+                           size_t size, int64_t lo, int64_t hi,
+                           std::vector<int64_t> &value);
+
+//===----------------------------------------------------------------------===//
+// Pieces one kernel file lends another.
+//===----------------------------------------------------------------------===//
+
+/// max(x[0..n)), NaN if any element is NaN (ReductionKernels.cpp).
+float maxRowF32(const float *x, int64_t n);
+/// y[i] = exp(x[i] - shift), returning the sum of y; y may be x.
+float expShiftSumF32(const float *x, float *y, int64_t n, float shift);
+
+/// Sets the BLAS to `threads` threads for the guard's lifetime and restores
+/// the previous count after (LinearAlgebraKernels.cpp). Kernels that call
+/// the BLAS from several pool workers at once hold one with 1 thread, so
+/// the BLAS neither oversubscribes the cores nor serializes the calls on
+/// its own thread pool.
+class ScopedBlasThreads {
+public:
+  explicit ScopedBlasThreads(int threads);
+  ~ScopedBlasThreads();
+  ScopedBlasThreads(const ScopedBlasThreads &) = delete;
+  ScopedBlasThreads &operator=(const ScopedBlasThreads &) = delete;
+
+private:
+  int previous;
+};
+
+//===----------------------------------------------------------------------===//
+// Broadcast walking.
+//===----------------------------------------------------------------------===//
+
+/// The index space of an output with up to three inputs broadcast into it,
+/// after dropping extent-1 dimensions and merging dimensions every operand
+/// walks contiguously: `[8, 1, 4096] + [4096]` becomes one [8, 4096] walk
+/// with strides {4096, 1} and {0, 1}. The innermost stride of each input is
+/// then 0 (broadcast) or 1 (contiguous), which is what the inner loops
+/// specialize on.
+struct BroadcastPlan {
+  static constexpr int kMaxInputs = 3;
+  std::vector<int64_t> extents;
+  /// strides[d][i]: elements input i advances per step of dimension d.
+  std::vector<std::array<int64_t, kMaxInputs>> strides;
+
+  BroadcastPlan(const std::vector<int64_t> &out,
+                std::initializer_list<const std::vector<int64_t> *> inputs);
+
+  int64_t innerStride(int input) const { return strides.back()[input]; }
+
+  /// Calls run(offsets, outOffset, length) for each maximal run of the
+  /// innermost dimension inside output elements [begin, end), where
+  /// offsets[i] is input i's element offset at the run's start.
+  template <typename Fn>
+  void forEachRun(int64_t begin, int64_t end, Fn &&run) const;
+};
+
+template <typename Fn>
+void BroadcastPlan::forEachRun(int64_t begin, int64_t end, Fn &&run) const {
+  const int rank = static_cast<int>(extents.size());
+  // A fixed bound keeps the odometer on the stack; ranks above it take a
+  // heap copy, which only pathological plans reach.
+  constexpr int kStackRank = 16;
+  int64_t stackIndex[kStackRank];
+  std::vector<int64_t> heapIndex;
+  int64_t *index = stackIndex;
+  if (rank > kStackRank) {
+    heapIndex.resize(rank);
+    index = heapIndex.data();
+  }
+  std::array<int64_t, kMaxInputs> offsets{};
+  int64_t rest = begin;
+  for (int d = rank - 1; d >= 0; --d) {
+    index[d] = rest % extents[d];
+    rest /= extents[d];
+    for (int i = 0; i < kMaxInputs; ++i) {
+      offsets[i] += index[d] * strides[d][i];
+    }
+  }
+  const int64_t inner = extents[rank - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t length = std::min(inner - index[rank - 1], end - pos);
+    run(offsets, pos, length);
+    pos += length;
+    if (pos >= end) {
+      break;
+    }
+    // The run ended the innermost dimension: carry into the outer ones.
+    for (int i = 0; i < kMaxInputs; ++i) {
+      offsets[i] -= index[rank - 1] * strides[rank - 1][i];
+    }
+    index[rank - 1] = 0;
+    for (int d = rank - 2; d >= 0; --d) {
+      ++index[d];
+      for (int i = 0; i < kMaxInputs; ++i) {
+        offsets[i] += strides[d][i];
+      }
+      if (index[d] < extents[d]) {
+        break;
+      }
+      for (int i = 0; i < kMaxInputs; ++i) {
+        offsets[i] -= index[d] * strides[d][i];
+      }
+      index[d] = 0;
+    }
+  }
+}
+
+/// Elements per parallelFor chunk for streaming kernels: enough that a
+/// chunk's work (tens of microseconds) dwarfs the pool's hand-off.
+constexpr int64_t kElementwiseGrain = 32768;
+/// The same for kernels with transcendental math per element.
+constexpr int64_t kTranscendentalGrain = 8192;
+
+/// Runs fn(begin, end, worker) over [0, n) on the call's pool, or inline
+/// when it has none.
+template <typename Fn>
+void parallelFor(const KernelCall &call, int64_t n, int64_t grain, Fn &&fn,
+                 int maxWorkers = 0) {
+  if (n <= 0) {
+    return;
+  }
+  if (!call.pool) {
+    fn(int64_t(0), n, 0);
+    return;
+  }
+  call.pool->parallelFor(n, grain, fn, maxWorkers);
+}
+
+} // namespace tailor::runtime::cpu
+
+#endif // TAILOR_RUNTIME_CPU_KERNELTABLE_H

@@ -1,0 +1,252 @@
+//===- LinearAlgebraKernels.cpp - matmul and linear through OpenBLAS ------===//
+//
+// Layout: row-major throughout. `linear` keeps PyTorch's weight layout
+// w [N, K] and asks sgemm for x w^T directly (Trans on the second operand),
+// so weights are never transposed or copied. Precision: the BLAS's f32/f64
+// GEMM (f32 products and sums in f32 with FMA, as PyTorch's CPU addmm).
+//
+// Threading: a large GEMM runs on the BLAS's own threads (setBlasThreads).
+// A batch of small GEMMs (per-head matmuls) instead runs one GEMM per pool
+// worker with the BLAS single-threaded: small GEMMs do not spread well over
+// BLAS threads, and OpenBLAS serializes concurrent multithreaded calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+// Declared by OpenBLAS's cblas.h but not by the reference CBLAS header.
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
+
+namespace tailor::runtime {
+
+void setBlasThreads(int threads) {
+  openblas_set_num_threads(std::max(1, threads));
+}
+
+} // namespace tailor::runtime
+
+namespace tailor::runtime::cpu {
+
+ScopedBlasThreads::ScopedBlasThreads(int threads)
+    : previous(openblas_get_num_threads()) {
+  if (previous != threads) {
+    openblas_set_num_threads(threads);
+  }
+}
+
+ScopedBlasThreads::~ScopedBlasThreads() {
+  if (openblas_get_num_threads() != previous) {
+    openblas_set_num_threads(previous);
+  }
+}
+
+namespace {
+
+/// Below this many multiply-adds per GEMM, a batched matmul spreads its
+/// GEMMs over the pool rather than over BLAS threads.
+constexpr int64_t kSmallGemm = int64_t(1) << 21;
+
+/// C[m, n] = alpha A B (+ beta C), row-major, with optional transposed B.
+/// Empty K still defines C (as beta C), which BLAS argument checks reject.
+template <typename T>
+void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a,
+          int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+  if (m == 0 || n == 0) {
+    return;
+  }
+  if (k == 0) {
+    if (beta == T(0)) {
+      for (int64_t i = 0; i < m; ++i) {
+        std::memset(c + i * ldc, 0, n * sizeof(T));
+      }
+    }
+    return;
+  }
+  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, lda, b, ldb,
+                beta, c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, lda, b, ldb,
+                beta, c, ldc);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+std::vector<int64_t> batchShape(const Tensor &t) {
+  return std::vector<int64_t>(t.shape.begin(), t.shape.end() - 2);
+}
+
+int64_t product(const std::vector<int64_t> &v) {
+  int64_t p = 1;
+  for (int64_t d : v) {
+    p *= d;
+  }
+  return p;
+}
+
+std::string checkMatmul(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::F64}); !e.empty()) {
+    return e;
+  }
+  for (size_t i : {1, 2}) {
+    if (auto e = expectSameDType(call, i, 0); !e.empty()) {
+      return e;
+    }
+    if (auto e = expectMinRank(call, i, 2); !e.empty()) {
+      return e;
+    }
+  }
+  if (auto e = expectMinRank(call, 0, 2); !e.empty()) {
+    return e;
+  }
+  const Tensor &a = call.operands[0], &b = call.operands[1],
+               &y = call.operands[2];
+  int64_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1];
+  int64_t kb = b.shape[b.rank() - 2], n = b.shape[b.rank() - 1];
+  if (k != kb) {
+    return "contraction extents differ: a " + shapeString(a.shape) + ", b " +
+           shapeString(b.shape);
+  }
+  std::vector<int64_t> out = batchShape(y);
+  if (!broadcastsTo(batchShape(a), out) || !broadcastsTo(batchShape(b), out)) {
+    return "batch dimensions of a " + shapeString(a.shape) + " and b " +
+           shapeString(b.shape) + " do not broadcast to y's " +
+           shapeString(out);
+  }
+  out.push_back(m);
+  out.push_back(n);
+  return expectShape(call, 2, out);
+}
+
+template <typename T> void runMatmulTyped(const KernelCall &call) {
+  const Tensor &ta = call.operands[0], &tb = call.operands[1],
+               &ty = call.operands[2];
+  int64_t m = ta.shape[ta.rank() - 2], k = ta.shape[ta.rank() - 1];
+  int64_t n = tb.shape[tb.rank() - 1];
+  std::vector<int64_t> aBatch = batchShape(ta), bBatch = batchShape(tb),
+                       yBatch = batchShape(ty);
+  int64_t batch = product(yBatch);
+  const T *a = ta.as<T>(), *b = tb.as<T>();
+  T *y = ty.as<T>();
+  if (batch == 0) {
+    return;
+  }
+  // A shared b with a's batch laid out like y's is one tall GEMM.
+  if (product(bBatch) == 1 && product(aBatch) == batch) {
+    gemm<T>(false, batch * m, n, k, a, std::max<int64_t>(k, 1), b,
+            std::max<int64_t>(n, 1), T(0), y, std::max<int64_t>(n, 1));
+    return;
+  }
+  BroadcastPlan plan(yBatch, {&aBatch, &bBatch});
+  auto runBatches = [&](int64_t begin, int64_t end, int) {
+    plan.forEachRun(begin, end, [&](const auto &off, int64_t pos,
+                                    int64_t len) {
+      for (int64_t i = 0; i < len; ++i) {
+        const T *ai = a + (off[0] + i * plan.innerStride(0)) * m * k;
+        const T *bi = b + (off[1] + i * plan.innerStride(1)) * k * n;
+        gemm<T>(false, m, n, k, ai, std::max<int64_t>(k, 1), bi,
+                std::max<int64_t>(n, 1), T(0), y + (pos + i) * m * n,
+                std::max<int64_t>(n, 1));
+      }
+    });
+  };
+  if (call.pool && call.pool->size() > 1 && m * n * k < kSmallGemm) {
+    ScopedBlasThreads single(1);
+    parallelFor(call, batch, 1, runBatches);
+  } else {
+    runBatches(0, batch, 0);
+  }
+}
+
+std::string runMatmul(const KernelCall &call) {
+  if (call.operands[0].dtype == DType::F32) {
+    runMatmulTyped<float>(call);
+  } else {
+    runMatmulTyped<double>(call);
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// linear
+//===----------------------------------------------------------------------===//
+
+std::string checkLinear(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3, 4); !e.empty()) {
+    return e;
+  }
+  size_t count = call.operands.size();
+  for (size_t i = 0; i < count; ++i) {
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
+  }
+  if (auto e = expectMinRank(call, 0, 1); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectRank(call, 1, 2); !e.empty()) {
+    return e;
+  }
+  const Tensor &x = call.operands[0], &w = call.operands[1];
+  int64_t k = x.shape.back(), n = w.shape[0];
+  if (w.shape[1] != k) {
+    return "weight " + shapeString(w.shape) + " does not match input " +
+           shapeString(x.shape) + ": expected [N, " + std::to_string(k) + "]";
+  }
+  if (count == 4) {
+    if (auto e = expectShape(call, 2, {n}); !e.empty()) {
+      return e;
+    }
+  }
+  std::vector<int64_t> out = x.shape;
+  out.back() = n;
+  return expectShape(call, count - 1, out);
+}
+
+std::string runLinear(const KernelCall &call) {
+  size_t count = call.operands.size();
+  const Tensor &x = call.operands[0], &w = call.operands[1];
+  const Tensor &y = call.operands[count - 1];
+  int64_t k = x.shape.back(), n = w.shape[0];
+  int64_t m = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  float *out = y.as<float>();
+  float beta = 0;
+  if (count == 4 && n > 0) {
+    // Seed y with the bias and accumulate into it: addmm's beta = 1.
+    const float *bias = call.operands[2].as<float>();
+    parallelFor(call, m, std::max<int64_t>(1, kElementwiseGrain / n),
+                [&](int64_t begin, int64_t end, int) {
+                  for (int64_t i = begin; i < end; ++i) {
+                    std::memcpy(out + i * n, bias, n * sizeof(float));
+                  }
+                });
+    beta = 1;
+  }
+  gemm<float>(true, m, n, k, x.as<float>(), std::max<int64_t>(k, 1),
+              w.as<float>(), std::max<int64_t>(k, 1), beta, out,
+              std::max<int64_t>(n, 1));
+  return "";
+}
+
+} // namespace
+
+void addLinearAlgebraKernels(std::vector<KernelDef> &table) {
+  table.push_back({"matmul", 3, checkMatmul, runMatmul});
+  table.push_back({"linear", -1, checkLinear, runLinear});
+}
+
+} // namespace tailor::runtime::cpu

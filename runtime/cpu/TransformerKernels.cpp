@@ -1,0 +1,343 @@
+//===- TransformerKernels.cpp - rope, attention, embedding ----------------===//
+//
+// The three kernels a decoder layer needs besides GEMMs and norms, all f32
+// on dense row-major tensors in the Hugging Face layouts: heads before
+// tokens ([B, H, T, D]), rotary tables [T, D] or [B, T, D] holding cos and
+// sin for every element (HF repeats each frequency over both halves, or
+// over both members of a pair when interleaved).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tailor::runtime::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// rope
+//===----------------------------------------------------------------------===//
+
+// y = x * cos + rotate(x) * sin, per row of D, the order HF's
+// apply_rotary_pos_emb multiplies in. rotate is rotate_half (cat(-x2, x1))
+// by default and rotates adjacent pairs (GPT-J, Meta's original Llama) when
+// interleaved. Each output pair is computed from both inputs at once, so y
+// may alias x.
+
+TAILOR_VECTOR_CLONES void ropeHalfRow(const float *x, const float *c,
+                                      const float *s, float *y, int64_t d) {
+  int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    float a = x[i], b = x[i + half];
+    y[i] = a * c[i] - b * s[i];
+    y[i + half] = b * c[i + half] + a * s[i + half];
+  }
+}
+
+TAILOR_VECTOR_CLONES void ropePairRow(const float *x, const float *c,
+                                      const float *s, float *y, int64_t d) {
+  for (int64_t i = 0; i < d; i += 2) {
+    float a = x[i], b = x[i + 1];
+    y[i] = a * c[i] - b * s[i];
+    y[i + 1] = b * c[i + 1] + a * s[i + 1];
+  }
+}
+
+std::string checkRope(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 4); !e.empty()) {
+    return e;
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
+  }
+  if (auto e = expectRank(call, 0, 4); !e.empty()) {
+    return e;
+  }
+  const std::vector<int64_t> &x = call.operands[0].shape;
+  int64_t b = x[0], t = x[2], d = x[3];
+  if (d % 2) {
+    return "head dimension " + std::to_string(d) + " must be even";
+  }
+  const std::vector<int64_t> &cs = call.operands[1].shape;
+  if (cs != std::vector<int64_t>{t, d} && cs != std::vector<int64_t>{b, t, d}) {
+    return "operand 1 must have shape " + shapeString({t, d}) + " or " +
+           shapeString({b, t, d}) + ", got " + shapeString(cs);
+  }
+  if (auto e = expectShape(call, 2, cs); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectShape(call, 3, x); !e.empty()) {
+    return e;
+  }
+  int64_t interleaved = 0;
+  return expectIntAttr(call, "interleaved", 0, 1, false, 0, interleaved);
+}
+
+std::string runRope(const KernelCall &call) {
+  const Tensor &tx = call.operands[0];
+  int64_t b = tx.shape[0], h = tx.shape[1], t = tx.shape[2], d = tx.shape[3];
+  if (d == 0) {
+    return "";
+  }
+  const float *x = tx.as<float>();
+  const float *cosT = call.operands[1].as<float>();
+  const float *sinT = call.operands[2].as<float>();
+  float *y = call.operands[3].as<float>();
+  bool perBatch = call.operands[1].rank() == 3;
+  bool interleaved = call.attributes.getInt("interleaved", 0) != 0;
+  parallelFor(call, b * h * t, std::max<int64_t>(1, kElementwiseGrain / d),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t row = begin; row < end; ++row) {
+                  int64_t ti = row % t, bi = row / (h * t);
+                  int64_t table = ((perBatch ? bi * t : 0) + ti) * d;
+                  if (interleaved) {
+                    ropePairRow(x + row * d, cosT + table, sinT + table,
+                                y + row * d, d);
+                  } else {
+                    ropeHalfRow(x + row * d, cosT + table, sinT + table,
+                                y + row * d, d);
+                  }
+                }
+              });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// attention
+//===----------------------------------------------------------------------===//
+
+// Scaled dot-product attention with grouped KV heads, exact (not online)
+// softmax per query row, in blocks of kBlockRows query rows per (batch, head):
+//   scores[r, s] = scale * q[t0 + r] . k[s]    one sgemm (q K^T)
+//   p = exp(scores - rowmax), masked entries 0 one vectorized pass per row
+//   y[t0 + r] = (p V)[r] / rowsum              one sgemm, then a row scale
+// The score block lives in the calling worker's workspace slot (64 x S
+// floats), so memory stays O(S) per worker rather than O(T S) per head.
+// With causal masking, row t sees keys s <= t + (S - T); a block computes
+// only keys up to its last row's limit, so about half the work of the full
+// square is skipped. A row that sees no key (S < T) gets zeros.
+//
+// The dot products go through sgemm rather than a hand loop: a 64-row block
+// against S keys is a real GEMM and OpenBLAS's packed kernels beat anything
+// auto-vectorized. Blocks run in parallel on the pool, each calling sgemm
+// from its own thread, so the BLAS is held at one thread meanwhile (its own
+// threads would oversubscribe the cores, and OpenBLAS serializes concurrent
+// multithreaded GEMMs).
+
+constexpr int64_t kBlockRows = 64;
+
+struct AttentionShape {
+  int64_t b, hq, hkv, t, s, d, dv;
+};
+
+AttentionShape attentionShape(const KernelCall &call) {
+  const auto &q = call.operands[0].shape, &k = call.operands[1].shape,
+             &v = call.operands[2].shape;
+  return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
+}
+
+std::string checkAttention(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 5); !e.empty()) {
+    return e;
+  }
+  for (size_t i = 0; i < 5; ++i) {
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
+    if (auto e = expectRank(call, i, i == 4 ? 1 : 4); !e.empty()) {
+      return e;
+    }
+  }
+  AttentionShape a = attentionShape(call);
+  if (auto e = expectShape(call, 1, {a.b, a.hkv, a.s, a.d}); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectShape(call, 2, {a.b, a.hkv, a.s, a.dv}); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectShape(call, 3, {a.b, a.hq, a.t, a.dv}); !e.empty()) {
+    return e;
+  }
+  if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
+    return "query heads (" + std::to_string(a.hq) +
+           ") must be a multiple of key/value heads (" +
+           std::to_string(a.hkv) + ")";
+  }
+  int64_t w = call.operands[4].shape[0];
+  if (a.s > 0 && w < kBlockRows * a.s) {
+    return "workspace of " + std::to_string(w) +
+           " floats holds no 64 x " + std::to_string(a.s) + " score block";
+  }
+  int64_t causal = 0;
+  if (auto e = expectIntAttr(call, "causal", 0, 1, false, 0, causal);
+      !e.empty()) {
+    return e;
+  }
+  double scale = 0;
+  return expectFloatAttr(call, "scale", false, 0, scale);
+}
+
+TAILOR_VECTOR_CLONES void scaleRowF32(float *y, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] *= factor;
+  }
+}
+
+std::string runAttention(const KernelCall &call) {
+  AttentionShape a = attentionShape(call);
+  const float *q = call.operands[0].as<float>();
+  const float *k = call.operands[1].as<float>();
+  const float *v = call.operands[2].as<float>();
+  float *y = call.operands[3].as<float>();
+  float *workspace = call.operands[4].as<float>();
+  if (call.operands[3].numel() == 0) {
+    return "";
+  }
+  bool causal = call.attributes.getInt("causal", 0) != 0;
+  float scale = static_cast<float>(call.attributes.getFloat(
+      "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
+  int64_t slotSize = kBlockRows * a.s;
+  int64_t slots =
+      a.s > 0 ? call.operands[4].shape[0] / slotSize : int64_t(1) << 30;
+  int64_t group = a.hq / a.hkv;
+  int64_t blocks = (a.t + kBlockRows - 1) / kBlockRows;
+  int64_t tasks = a.b * a.hq * blocks;
+  int maxWorkers = static_cast<int>(std::min<int64_t>(slots, 1 << 30));
+
+  auto runBlocks = [&](int64_t begin, int64_t end, int worker) {
+    float *scores = workspace + worker * slotSize;
+    float inv[kBlockRows];
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t blk = task % blocks, bh = task / blocks;
+      int64_t bi = bh / a.hq, h = bh % a.hq;
+      int64_t t0 = blk * kBlockRows;
+      int64_t rows = std::min(kBlockRows, a.t - t0);
+      const float *qp = q + (bh * a.t + t0) * a.d;
+      int64_t kvHead = bi * a.hkv + h / group;
+      const float *kp = k + kvHead * a.s * a.d;
+      const float *vp = v + kvHead * a.s * a.dv;
+      float *yp = y + (bh * a.t + t0) * a.dv;
+      // Keys row r may see: s < limit(r) = t0 + r + 1 + (S - T).
+      auto visible = [&](int64_t r) {
+        if (!causal) {
+          return a.s;
+        }
+        return std::clamp<int64_t>(t0 + r + 1 + a.s - a.t, 0, a.s);
+      };
+      int64_t keys = visible(rows - 1);
+      if (keys == 0 || a.dv == 0) {
+        std::memset(yp, 0, rows * a.dv * sizeof(float));
+        continue;
+      }
+      if (a.d > 0) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, a.d,
+                    scale, qp, a.d, kp, a.d, 0.0f, scores, keys);
+      } else {
+        std::memset(scores, 0, rows * keys * sizeof(float));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        float *row = scores + r * keys;
+        int64_t n = visible(r);
+        if (n == 0) {
+          std::memset(row, 0, keys * sizeof(float));
+          inv[r] = 0;
+          continue;
+        }
+        float m = maxRowF32(row, n);
+        inv[r] = 1.0f / expShiftSumF32(row, row, n, m);
+        std::memset(row + n, 0, (keys - n) * sizeof(float));
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.dv, keys,
+                  1.0f, scores, keys, vp, a.dv, 0.0f, yp, a.dv);
+      for (int64_t r = 0; r < rows; ++r) {
+        scaleRowF32(yp + r * a.dv, a.dv, inv[r]);
+      }
+    }
+  };
+
+  bool parallel = call.pool && call.pool->size() > 1 && maxWorkers > 1 &&
+                  tasks > 1;
+  if (parallel) {
+    ScopedBlasThreads single(1);
+    call.pool->parallelFor(tasks, 1, runBlocks, maxWorkers);
+  } else {
+    runBlocks(0, tasks, 0);
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// embedding
+//===----------------------------------------------------------------------===//
+
+// A row gather: y[i, :] = table[ids[i], :]. Ids are validated in one pass
+// before any row moves, so a bad id leaves y untouched and the error names
+// the first offender.
+
+std::string checkEmbedding(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDType(call, 0, DType::F32); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDTypeIn(call, 1, {DType::I32, DType::I64}); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDType(call, 2, DType::F32); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectRank(call, 0, 2); !e.empty()) {
+    return e;
+  }
+  std::vector<int64_t> out = call.operands[1].shape;
+  out.push_back(call.operands[0].shape[1]);
+  return expectShape(call, 2, out);
+}
+
+template <typename I> std::string runEmbeddingTyped(const KernelCall &call) {
+  const Tensor &table = call.operands[0];
+  int64_t vocab = table.shape[0], d = table.shape[1];
+  const I *ids = call.operands[1].as<I>();
+  int64_t n = call.operands[1].numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return "token id " + std::to_string(ids[i]) + " is out of range [0, " +
+             std::to_string(vocab) + ")";
+    }
+  }
+  const float *src = table.as<float>();
+  float *y = call.operands[2].as<float>();
+  parallelFor(call, n, std::max<int64_t>(1, kElementwiseGrain / (d + 1)),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t i = begin; i < end; ++i) {
+                  std::memcpy(y + i * d, src + static_cast<int64_t>(ids[i]) * d,
+                              d * sizeof(float));
+                }
+              });
+  return "";
+}
+
+std::string runEmbedding(const KernelCall &call) {
+  if (call.operands[1].dtype == DType::I32) {
+    return runEmbeddingTyped<int32_t>(call);
+  }
+  return runEmbeddingTyped<int64_t>(call);
+}
+
+} // namespace
+
+void addTransformerKernels(std::vector<KernelDef> &table) {
+  table.push_back({"rope", 4, checkRope, runRope});
+  table.push_back({"attention", 5, checkAttention, runAttention});
+  table.push_back({"embedding", 3, checkEmbedding, runEmbedding});
+}
+
+} // namespace tailor::runtime::cpu

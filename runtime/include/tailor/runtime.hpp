@@ -1,0 +1,315 @@
+//===- runtime.hpp - header-only C++17 wrapper over the runtime C API -----===//
+//
+// For applications: RAII handles and std::vector/std::string in place of the
+// C API's out-parameters. Nothing here throws unless asked to: fallible calls
+// return a tailor::Status or a tailor::Expected<T>, and valueOrThrow() /
+// throwIfError() turn a failure into a tailor::RuntimeError for code that
+// prefers exceptions.
+//
+//   auto plan = tailor::Plan::load("m.tplan");
+//   if (!plan.ok()) { std::cerr << plan.error().message() << "\n"; return 1; }
+//   auto session = tailor::Session::create(*plan);
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_HPP
+#define TAILOR_RUNTIME_HPP
+
+#include "tailor/runtime.h"
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tailor {
+
+/// The element type's NumPy-style name ("float32", "int64", "bfloat16").
+inline const char *dtypeName(tailor_dtype dtype) {
+  switch (dtype) {
+  case TAILOR_F32:
+    return "float32";
+  case TAILOR_F64:
+    return "float64";
+  case TAILOR_F16:
+    return "float16";
+  case TAILOR_BF16:
+    return "bfloat16";
+  case TAILOR_I64:
+    return "int64";
+  case TAILOR_I32:
+    return "int32";
+  case TAILOR_I16:
+    return "int16";
+  case TAILOR_I8:
+    return "int8";
+  case TAILOR_U8:
+    return "uint8";
+  case TAILOR_BOOL:
+    return "bool";
+  }
+  return "unknown";
+}
+
+/// Bytes per element (0 for a value outside the enum).
+inline size_t dtypeSize(tailor_dtype dtype) {
+  switch (dtype) {
+  case TAILOR_F64:
+  case TAILOR_I64:
+    return 8;
+  case TAILOR_F32:
+  case TAILOR_I32:
+    return 4;
+  case TAILOR_F16:
+  case TAILOR_BF16:
+  case TAILOR_I16:
+    return 2;
+  case TAILOR_I8:
+  case TAILOR_U8:
+  case TAILOR_BOOL:
+    return 1;
+  }
+  return 0;
+}
+
+/// Thrown by throwIfError() and valueOrThrow(); never by the runtime itself.
+class RuntimeError : public std::runtime_error {
+public:
+  RuntimeError(tailor_status code, const std::string &message)
+      : std::runtime_error(message), code_(code) {}
+  tailor_status code() const { return code_; }
+
+private:
+  tailor_status code_;
+};
+
+/// The outcome of a call: TAILOR_OK, or a failure code and its message.
+class Status {
+public:
+  /// Success.
+  Status() = default;
+  Status(tailor_status code, std::string message)
+      : code_(code), message_(std::move(message)) {}
+  /// `code` with tailor_last_error()'s message when it is a failure.
+  static Status fromCall(tailor_status code) {
+    return code == TAILOR_OK ? Status() : Status(code, tailor_last_error());
+  }
+
+  bool ok() const { return code_ == TAILOR_OK; }
+  explicit operator bool() const { return ok(); }
+  tailor_status code() const { return code_; }
+  const std::string &message() const { return message_; }
+  /// Throws a RuntimeError carrying this failure; does nothing on success.
+#if defined(__cpp_exceptions)
+  void throwIfError() const {
+    if (!ok()) {
+      throw RuntimeError(code_, message_);
+    }
+  }
+#endif
+
+private:
+  tailor_status code_ = TAILOR_OK;
+  std::string message_;
+};
+
+/// A T or the Status saying why there is none (a small std::expected).
+template <typename T> class Expected {
+public:
+  Expected(T value) : value_(std::move(value)) {}
+  Expected(Status error) : error_(std::move(error)) {
+    assert(!error_.ok() && "an Expected without a value needs a failure");
+  }
+
+  bool ok() const { return value_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  /// Why there is no value (a success Status when there is one).
+  const Status &error() const { return error_; }
+
+  /// The value; only when ok().
+  T &value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T &value() const & {
+    assert(ok());
+    return *value_;
+  }
+  T &operator*() & { return value(); }
+  const T &operator*() const & { return value(); }
+  T *operator->() { return &value(); }
+  const T *operator->() const { return &value(); }
+#if defined(__cpp_exceptions)
+  /// Moves the value out, or throws a RuntimeError with the failure.
+  T valueOrThrow() && {
+    error_.throwIfError();
+    return std::move(*value_);
+  }
+#endif
+
+private:
+  std::optional<T> value_;
+  Status error_;
+};
+
+/// A plan input or output.
+struct TensorInfo {
+  std::string name;
+  tailor_dtype dtype = TAILOR_F32;
+  std::vector<int64_t> shape;
+  /// Bytes of the dense row-major tensor.
+  uint64_t bytes = 0;
+
+  static TensorInfo fromC(const tailor_tensor_info &info) {
+    return {info.name ? info.name : "", info.dtype,
+            std::vector<int64_t>(info.shape, info.shape + info.rank),
+            info.bytes};
+  }
+};
+
+/// A loaded, verified plan. Copies share one immutable plan, which may be used
+/// from several threads; it is freed with the last copy and last Session.
+class Plan {
+public:
+  /// Loads and verifies the plan file at `path`.
+  static Expected<Plan> load(const std::string &path) {
+    tailor_plan *plan = nullptr;
+    if (tailor_status s = tailor_plan_load(path.c_str(), &plan);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return Plan(plan);
+  }
+  /// Loads a plan held in memory; relative weight paths resolve against
+  /// `baseDir` (the current directory when empty).
+  static Expected<Plan> loadFromMemory(const void *data, size_t size,
+                                       const std::string &baseDir = "") {
+    tailor_plan *plan = nullptr;
+    if (tailor_status s = tailor_plan_load_from_memory(
+            data, size, baseDir.empty() ? nullptr : baseDir.c_str(), &plan);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return Plan(plan);
+  }
+
+  std::vector<TensorInfo> inputs() const {
+    return collect(tailor_plan_input_count(get()), tailor_plan_input_info);
+  }
+  std::vector<TensorInfo> outputs() const {
+    return collect(tailor_plan_output_count(get()), tailor_plan_output_info);
+  }
+  /// The memory the plan predicts a session will allocate.
+  Expected<tailor_memory_report> memory() const {
+    tailor_memory_report report{};
+    if (tailor_status s = tailor_plan_memory(get(), &report); s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return report;
+  }
+
+  const tailor_plan *get() const { return plan_.get(); }
+  /// The shared owner, for handles that must keep the plan alive.
+  const std::shared_ptr<tailor_plan> &shared() const { return plan_; }
+
+private:
+  explicit Plan(tailor_plan *plan) : plan_(plan, tailor_plan_free) {}
+
+  using InfoFn = tailor_status (*)(const tailor_plan *, int,
+                                   tailor_tensor_info *);
+  std::vector<TensorInfo> collect(int count, InfoFn fn) const {
+    std::vector<TensorInfo> infos;
+    for (int i = 0; i < count; ++i) {
+      tailor_tensor_info info{};
+      if (fn(get(), i, &info) == TAILOR_OK) {
+        infos.push_back(TensorInfo::fromC(info));
+      }
+    }
+    return infos;
+  }
+
+  std::shared_ptr<tailor_plan> plan_;
+};
+
+/// An output inside a session's arenas: valid until the next run() or until
+/// the Session is destroyed.
+struct OutputView {
+  const void *data = nullptr;
+  TensorInfo info;
+};
+
+/// A plan bound to memory. Move-only; used by one thread at a time. It keeps
+/// its plan alive, so a Session may outlive the Plan it was made from.
+class Session {
+public:
+  /// Allocates the plan's arenas and binds its parameters; `numThreads` 0
+  /// picks the plan's target threads or the machine's cores.
+  static Expected<Session> create(const Plan &plan, int numThreads = 0) {
+    tailor_session_options options{};
+    options.num_threads = numThreads;
+    tailor_session *session = nullptr;
+    if (tailor_status s = tailor_session_create(plan.get(), &options, &session);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return Session(plan.shared(), session);
+  }
+
+  /// Copies input `name` (dtype and shape must be the plan's).
+  Status setInput(const std::string &name, tailor_dtype dtype,
+                  const std::vector<int64_t> &shape, const void *data,
+                  size_t bytes) {
+    return Status::fromCall(tailor_session_set_input(
+        session_.get(), name.c_str(), dtype, shape.data(),
+        static_cast<int>(shape.size()), data, bytes));
+  }
+  /// Runs the plan's steps once.
+  Status run() { return Status::fromCall(tailor_session_run(session_.get())); }
+
+  Expected<OutputView> output(const std::string &name) const {
+    OutputView view;
+    tailor_tensor_info info{};
+    if (tailor_status s = tailor_session_output(session_.get(), name.c_str(),
+                                                &view.data, &info);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    view.info = TensorInfo::fromC(info);
+    return view;
+  }
+  /// The bytes the session's arenas actually hold.
+  Expected<tailor_memory_report> memory() const {
+    tailor_memory_report report{};
+    if (tailor_status s = tailor_session_memory(session_.get(), &report);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return report;
+  }
+
+  tailor_session *get() const { return session_.get(); }
+
+private:
+  // Frees the session, then drops its reference to the plan: the C API wants
+  // sessions freed before their plan, also when a Session is move-assigned.
+  struct Deleter {
+    std::shared_ptr<tailor_plan> plan;
+    void operator()(tailor_session *session) const {
+      tailor_session_free(session);
+    }
+  };
+
+  Session(std::shared_ptr<tailor_plan> plan, tailor_session *session)
+      : session_(session, Deleter{std::move(plan)}) {}
+
+  std::unique_ptr<tailor_session, Deleter> session_;
+};
+
+} // namespace tailor
+
+#endif // TAILOR_RUNTIME_HPP

@@ -1,0 +1,115 @@
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-lower-to-sched="threads=2" | FileCheck %s
+
+tg.param @w : tensor<8x4xf32> at #tg.external<"weights.bin", offset = 0, length = 128>
+tg.param @g : tensor<8xf32> at #tg.external<"weights.bin", offset = 128, length = 32>
+
+// Tests that a chain of ops becomes launches with buffers whose lifetimes do
+// not overlap in memory: x is dead once h exists, so y reuses x's bytes; parameters are laid out back to back; the arena sizes are the
+// memory figures.
+// CHECK-LABEL: sched.program @rank0 rank 0 of 1
+// CHECK-SAME: sched.activations_live_bytes = 256
+// CHECK: sched.arena @parameters host parameters size 192 align 64
+// CHECK: sched.arena @constants host constants size 0 align 64
+// CHECK: sched.arena @activations host activations size 256 align 64
+// CHECK: sched.arena @workspace host workspace size 0 align 64
+// CHECK: sched.kernel @linear arity -1
+// CHECK: sched.kernel @rms_norm arity 3
+// CHECK: %[[X:.+]] = sched.input "x" @activations[128, 48] : memref<3x4xf32>
+// CHECK: %[[W:.+]] = sched.param "w" @parameters[0, 128] from "weights.bin"[0, 128] : memref<8x4xf32>
+// CHECK: %[[G:.+]] = sched.param "g" @parameters[128, 32] from "weights.bin"[128, 32] : memref<8xf32>
+// CHECK: %[[H:.+]] = sched.buffer @activations[0, 96] : memref<3x8xf32>
+// CHECK: sched.launch @linear(%[[X]], %[[W]], %[[H]]) on @compute {origin = "tg.linear model.q"}
+// CHECK: %[[Y:.+]] = sched.buffer @activations[128, 96] : memref<3x8xf32>
+// CHECK: sched.launch @rms_norm(%[[H]], %[[G]], %[[Y]]) on @compute with {epsilon = 1.000000e-05 : f64}
+// CHECK: sched.output "y" %[[Y]]
+// CHECK-NOT: func.func
+// CHECK-NOT: tg.param
+func.func @forward(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<3x8xf32> {tg.name = "y"}) {
+  %w = tg.param_ref @w : tensor<8x4xf32>
+  %g = tg.param_ref @g : tensor<8xf32>
+  %h = tg.linear %x, %w {tg.module = "model.q"} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
+  %y = tg.rms_norm %h, %g {epsilon = 1.0e-5 : f64} : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+tg.param @wt : tensor<4x8xf32> at #tg.external<"w.bin", offset = 0, length = 128>
+
+// Tests that a transposed weight feeding only linear layers is read in place
+// (transpose_weight) instead of copied by a launch every step.
+// CHECK-LABEL: sched.program @rank0
+// CHECK-NOT: sched.kernel @transpose
+// CHECK: %[[W:.+]] = sched.param "wt" @parameters[0, 128] from "w.bin"[0, 128] : memref<4x8xf32>
+// CHECK: sched.launch @linear(%{{.+}}, %[[W]], %{{.+}}) on @compute with {transpose_weight = 1 : i64}
+// CHECK-NOT: sched.launch @transpose
+func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+  %wt = tg.param_ref @wt : tensor<4x8xf32>
+  %w = tg.transpose %wt permutation = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %y = tg.linear %x, %w : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that reshapes are views (no launch) that keep their root alive, that
+// an output which is an input gets its own copy, and that constants land in
+// the constants arena.
+// CHECK-LABEL: sched.program @rank0
+// CHECK: sched.arena @constants host constants size 64
+// CHECK: %[[X:.+]] = sched.input "input0" @activations[0, 24] : memref<2x3xf32>
+// CHECK: %[[C:.+]] = sched.constant @constants[0, 12] dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32> : memref<3xf32>
+// CHECK: %[[S:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<2x3xf32>
+// CHECK: sched.launch @add(%[[X]], %[[C]], %[[S]])
+// CHECK-NOT: output copy of output0
+// CHECK: %[[CP:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<2x3xf32>
+// CHECK: sched.launch @copy(%[[X]], %[[CP]]) on @compute {origin = "output copy of output1"}
+// CHECK: %[[V:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<6xf32>
+// CHECK: sched.output "output0" %[[V]]
+// CHECK: sched.output "output1" %[[CP]]
+func.func @forward(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<2x3xf32>) {
+  %c = arith.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %s = tg.add %x, %c : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %v = tg.reshape %s : tensor<2x3xf32> -> tensor<6xf32>
+  return %v, %x : tensor<6xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that attention gets a per-worker workspace: threads (2) x 64 query
+// rows x S (16) keys x 4 bytes.
+// CHECK-LABEL: sched.program @rank0
+// CHECK: sched.arena @workspace host workspace size 8192
+// CHECK: %[[WS:.+]] = sched.buffer @workspace[0, 8192] : memref<2048xf32>
+// CHECK: sched.launch @attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[WS]]) on @compute with {causal = 1 : i64, scale = 2.500000e-01 : f64}
+func.func @forward(%q: tensor<1x4x16x16xf32>, %k: tensor<1x2x16x16xf32>, %v: tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32> {
+  %y = tg.attention %q, %k, %v {causal} : (tensor<1x4x16x16xf32>, tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32>
+  return %y : tensor<1x4x16x16xf32>
+}
+
+// -----
+
+// Tests that an op without a CPU kernel is an error naming it.
+func.func @forward(%x: tensor<4x8xf32>, %l: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{the CPU backend has no kernel for tg.cross_entropy}}
+  %y = tg.cross_entropy %x, %l : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
+// Tests that bf16 compute is rejected with the types the CPU backend has.
+func.func @forward(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{the CPU backend has no kernel for tg.exp on 'bf16' (it computes on f32, f64, i32, i64 and i1)}}
+  %y = tg.exp %x : tensor<4xbf16>
+  return %y : tensor<4xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{no function @forward to plan}}
+module {
+  func.func @other() {
+    return
+  }
+}
