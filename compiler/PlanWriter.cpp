@@ -320,7 +320,7 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       fbb.CreateVector(streams), fbb.CreateVector(events),
       fbb.CreateVector(steps), fbb.CreateVector(inputs),
       fbb.CreateVector(outputs), memory);
-  fb::FinishPlanBuffer(fbb, plan);
+  fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());
 }

@@ -88,24 +88,34 @@ LoadedPlan::loadFromMemory(const void *data, size_t size,
   plan->storage.assign(static_cast<const uint8_t *>(data),
                        static_cast<const uint8_t *>(data) + size);
   const uint8_t *bytes = plan->storage.data();
-  if (size < 8 || !fb::PlanBufferHasIdentifier(bytes)) {
+  // Plans are size-prefixed: [u32 length][root offset]["TPLN"]..., so a
+  // truncated or padded file is caught before anything is read.
+  if (size < 12 || !flatbuffers::BufferHasIdentifier(
+                       bytes, fb::PlanIdentifier(), /*size_prefixed=*/true)) {
     error = Message() << displayName
                       << ": not a tailor plan (expected the file identifier "
-                         "'TPLN' at byte 4; the file has "
+                         "'TPLN' at byte 8; the file has "
                       << size << " bytes)";
+    return nullptr;
+  }
+  uint64_t declared = flatbuffers::ReadScalar<uint32_t>(bytes) + uint64_t(4);
+  if (declared != size) {
+    error = Message() << displayName << ": truncated or damaged plan (its "
+                      << "header says " << declared << " bytes, the file has "
+                      << size << ")";
     return nullptr;
   }
   // Depth and table limits keep a forged file from making the verifier
   // itself slow.
   flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/32,
                                  /*max_tables=*/16u << 20);
-  if (!fb::VerifyPlanBuffer(verifier)) {
+  if (!fb::VerifySizePrefixedPlanBuffer(verifier)) {
     error = Message() << displayName
                       << ": corrupt plan (the flatbuffer does not verify: "
                          "truncated or damaged file)";
     return nullptr;
   }
-  plan->planRoot = fb::GetPlan(bytes);
+  plan->planRoot = fb::GetSizePrefixedPlan(bytes);
   std::string problem = plan->verify(options);
   if (!problem.empty()) {
     error = Message() << displayName << ": " << problem;

@@ -202,10 +202,18 @@ std::string checkLinear(const KernelCall &call) {
     return e;
   }
   const Tensor &x = call.operands[0], &w = call.operands[1];
-  int64_t k = x.shape.back(), n = w.shape[0];
-  if (w.shape[1] != k) {
+  int64_t transposed = call.attributes.getInt("transpose_weight", 0);
+  if (transposed != 0 && transposed != 1) {
+    return "transpose_weight must be 0 or 1, got " + std::to_string(transposed);
+  }
+  // `transpose_weight`: the weight is stored [K, N] (exporters that
+  // pre-transpose nn.Linear weights); the GEMM reads it as stored.
+  int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
+  if (w.shape[transposed ? 0 : 1] != k) {
     return "weight " + shapeString(w.shape) + " does not match input " +
-           shapeString(x.shape) + ": expected [N, " + std::to_string(k) + "]";
+           shapeString(x.shape) + ": expected " +
+           (transposed ? "[" + std::to_string(k) + ", N]"
+                       : "[N, " + std::to_string(k) + "]");
   }
   if (count == 4) {
     if (auto e = expectShape(call, 2, {n}); !e.empty()) {
@@ -221,7 +229,8 @@ std::string runLinear(const KernelCall &call) {
   size_t count = call.operands.size();
   const Tensor &x = call.operands[0], &w = call.operands[1];
   const Tensor &y = call.operands[count - 1];
-  int64_t k = x.shape.back(), n = w.shape[0];
+  bool transposed = call.attributes.getInt("transpose_weight", 0) != 0;
+  int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
   int64_t m = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
   float *out = y.as<float>();
   float beta = 0;
@@ -236,9 +245,9 @@ std::string runLinear(const KernelCall &call) {
                 });
     beta = 1;
   }
-  gemm<float>(true, m, n, k, x.as<float>(), std::max<int64_t>(k, 1),
-              w.as<float>(), std::max<int64_t>(k, 1), beta, out,
-              std::max<int64_t>(n, 1));
+  gemm<float>(!transposed, m, n, k, x.as<float>(), std::max<int64_t>(k, 1),
+              w.as<float>(), std::max<int64_t>(transposed ? n : k, 1), beta,
+              out, std::max<int64_t>(n, 1));
   return "";
 }
 

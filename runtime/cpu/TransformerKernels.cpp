@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/VectorMath.h"
 
 #include <cblas.h>
 

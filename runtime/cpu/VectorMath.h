@@ -44,14 +44,18 @@ inline uint32_t floatToBits(float f) {
 }
 
 /// exp(x) in f32 (Cephes' expf polynomial): x = n ln2 + r with |r| <= ln2/2,
-/// exp(r) by a degree-7 polynomial, 2^n built in the exponent bits in two
-/// halves so n = 128 does not overflow. Results below FLT_MIN flush to 0.
+/// exp(r) by a degree-7 polynomial, 2^n applied as two factors built in the
+/// exponent bits, so n = 128 does not overflow and results below FLT_MIN
+/// underflow gradually into denormals as in libm. Inputs below -104, where
+/// even the denormal result rounds to 0, are replaced before any arithmetic:
+/// masked scores (-inf, or finfo.min in HF masks) then cost no slow
+/// denormal assists.
 inline float expf32(float x) {
-  constexpr float kHi = 88.72283935546875f;  // just below log(FLT_MAX)
-  constexpr float kLo = -87.33654022216797f; // log(FLT_MIN)
-  constexpr float kRound = 12582912.0f;      // 1.5 * 2^23: adds round to int
-  float xc = x < kLo ? kLo : x;
-  xc = xc > kHi ? kHi : xc;
+  constexpr float kHi = 88.72283935546875f; // just above log(FLT_MAX)
+  constexpr float kLo = -104.0f;            // exp(kLo) < FLT_TRUE_MIN / 2
+  constexpr float kRound = 12582912.0f;     // 1.5 * 2^23: adds round to int
+  float xc = x < kLo ? 0.0f : x;
+  xc = xc > kHi ? 0.0f : xc;
   xc = x != x ? 0.0f : xc;
   float t = xc * 1.44269504088896341f + kRound;
   float n = t - kRound;
@@ -65,6 +69,7 @@ inline float expf32(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float e = p * (r * r) + r + 1.0f;
+  // n in [-150, 128]: both halves are normal exponents.
   int32_t n1 = ni / 2;
   int32_t n2 = ni - n1;
   e = e * bitsToFloat(static_cast<uint32_t>(n1 + 127) << 23);

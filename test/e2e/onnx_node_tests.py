@@ -286,9 +286,14 @@ def run_case(case, args, work):
     plan = os.path.join(out_dir, "case.tplan")
     result = dict(name=case["name"], op=case["op"], ops=case["ops"],
                   opset=case["opset"])
-    proc = subprocess.run([args.tailor, "compile",
-                           os.path.join(case["dir"], "model.onnx"), "-o", plan],
-                          capture_output=True, text=True, timeout=args.case_timeout)
+    try:
+        proc = subprocess.run([args.tailor, "compile",
+                               os.path.join(case["dir"], "model.onnx"), "-o", plan],
+                              capture_output=True, text=True,
+                              timeout=args.case_timeout)
+    except subprocess.TimeoutExpired:
+        return dict(result, status="compile-fail",
+                    detail=f"timed out after {args.case_timeout} s")
     if proc.returncode != 0:
         return dict(result, status="compile-fail",
                     detail=first_line(proc.stderr + proc.stdout))

@@ -207,6 +207,7 @@ bool loadInput(const TensorInfo &info, const std::string &file,
                std::vector<uint8_t> &bytes, std::string &error) {
   NpyArray array;
   if (!readNpy(file, array, error)) {
+    error = "input '" + info.name + "': " + error;
     return false;
   }
   std::string where = "input '" + info.name + "' from '" + file + "': ";

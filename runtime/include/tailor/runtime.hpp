@@ -17,9 +17,11 @@
 
 #include "tailor/runtime.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -31,50 +33,19 @@ namespace tailor {
 
 /// The element type's NumPy-style name ("float32", "int64", "bfloat16").
 inline const char *dtypeName(tailor_dtype dtype) {
-  switch (dtype) {
-  case TAILOR_F32:
-    return "float32";
-  case TAILOR_F64:
-    return "float64";
-  case TAILOR_F16:
-    return "float16";
-  case TAILOR_BF16:
-    return "bfloat16";
-  case TAILOR_I64:
-    return "int64";
-  case TAILOR_I32:
-    return "int32";
-  case TAILOR_I16:
-    return "int16";
-  case TAILOR_I8:
-    return "int8";
-  case TAILOR_U8:
-    return "uint8";
-  case TAILOR_BOOL:
-    return "bool";
-  }
-  return "unknown";
+  // Indexed by the enum, whose values are the plan format's and never change.
+  static const char *const kNames[] = {
+      "float32", "float64", "float16", "bfloat16", "int64",
+      "int32",   "int16",   "int8",    "uint8",    "bool"};
+  unsigned index = static_cast<unsigned>(dtype);
+  return index < std::size(kNames) ? kNames[index] : "unknown";
 }
 
 /// Bytes per element (0 for a value outside the enum).
 inline size_t dtypeSize(tailor_dtype dtype) {
-  switch (dtype) {
-  case TAILOR_F64:
-  case TAILOR_I64:
-    return 8;
-  case TAILOR_F32:
-  case TAILOR_I32:
-    return 4;
-  case TAILOR_F16:
-  case TAILOR_BF16:
-  case TAILOR_I16:
-    return 2;
-  case TAILOR_I8:
-  case TAILOR_U8:
-  case TAILOR_BOOL:
-    return 1;
-  }
-  return 0;
+  static const size_t kSizes[] = {4, 8, 2, 2, 8, 4, 2, 1, 1, 1};
+  unsigned index = static_cast<unsigned>(dtype);
+  return index < std::size(kSizes) ? kSizes[index] : 0;
 }
 
 /// Thrown by throwIfError() and valueOrThrow(); never by the runtime itself.
@@ -104,8 +75,8 @@ public:
   explicit operator bool() const { return ok(); }
   tailor_status code() const { return code_; }
   const std::string &message() const { return message_; }
-  /// Throws a RuntimeError carrying this failure; does nothing on success.
 #if defined(__cpp_exceptions)
+  /// Throws a RuntimeError carrying this failure; does nothing on success.
   void throwIfError() const {
     if (!ok()) {
       throw RuntimeError(code_, message_);
@@ -166,9 +137,9 @@ struct TensorInfo {
   uint64_t bytes = 0;
 
   static TensorInfo fromC(const tailor_tensor_info &info) {
+    int rank = info.rank < 0 ? 0 : std::min(info.rank, TAILOR_MAX_RANK);
     return {info.name ? info.name : "", info.dtype,
-            std::vector<int64_t>(info.shape, info.shape + info.rank),
-            info.bytes};
+            std::vector<int64_t>(info.shape, info.shape + rank), info.bytes};
   }
 };
 

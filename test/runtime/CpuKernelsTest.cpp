@@ -1,0 +1,684 @@
+//===- CpuKernelsTest.cpp - CPU kernels against naive references ----------===//
+//
+// Each kernel of runtime/cpu/README.md runs on small random tensors and is
+// compared with a plain double-precision loop written here, at an explicit
+// tolerance: 1e-5 relative (plus a small absolute floor) for f32 elementwise
+// math, 1e-12 for f64, and a K-scaled bound for GEMM-based kernels. Kernels
+// run on a 4-thread pool unless a test says otherwise, so the threading is
+// exercised everywhere; one test checks that 4 threads and 1 give the same
+// bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+using namespace tailor::runtime;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// An owned dense tensor; storage is 8-byte aligned like an arena buffer.
+class Buffer {
+public:
+  Buffer(DType dtype, std::vector<int64_t> shape)
+      : dtype(dtype), shape(std::move(shape)),
+        storage((numel() * dtypeSize(dtype) + 7) / 8 + 1, 0) {}
+
+  int64_t numel() const {
+    return std::accumulate(shape.begin(), shape.end(), int64_t(1),
+                           std::multiplies<int64_t>());
+  }
+  Tensor tensor() const {
+    Tensor t;
+    t.data = const_cast<uint64_t *>(storage.data());
+    t.dtype = dtype;
+    t.shape = shape;
+    return t;
+  }
+  template <typename T> T *data() { return reinterpret_cast<T *>(storage.data()); }
+  /// Element i as a double, whatever the dtype.
+  double at(int64_t i) const {
+    const void *p = storage.data();
+    switch (dtype) {
+    case DType::F32:
+      return static_cast<const float *>(p)[i];
+    case DType::F64:
+      return static_cast<const double *>(p)[i];
+    case DType::I32:
+      return static_cast<const int32_t *>(p)[i];
+    case DType::I64:
+      return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+    default:
+      return static_cast<const uint8_t *>(p)[i];
+    }
+  }
+  void set(int64_t i, double v) {
+    void *p = storage.data();
+    switch (dtype) {
+    case DType::F32:
+      static_cast<float *>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::F64:
+      static_cast<double *>(p)[i] = v;
+      break;
+    case DType::I32:
+      static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::I64:
+      static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v);
+      break;
+    default:
+      static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(v);
+      break;
+    }
+  }
+  bool sameBytes(const Buffer &other) const {
+    return std::memcmp(storage.data(), other.storage.data(),
+                       numel() * dtypeSize(dtype)) == 0;
+  }
+
+  DType dtype;
+  std::vector<int64_t> shape;
+
+private:
+  std::vector<uint64_t> storage;
+};
+
+Buffer randomBuffer(DType dtype, std::vector<int64_t> shape, double lo,
+                    double hi, unsigned seed) {
+  Buffer b(dtype, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  bool integral = dtype == DType::I32 || dtype == DType::I64;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    double v = dist(rng);
+    b.set(i, dtype == DType::Bool ? (v > 0) : integral ? std::round(v) : v);
+  }
+  return b;
+}
+
+Buffer filled(DType dtype, std::vector<int64_t> shape,
+              std::vector<double> values) {
+  Buffer b(dtype, std::move(shape));
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    b.set(i, values[i]);
+  }
+  return b;
+}
+
+Attribute intAttr(const char *name, int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.name = name;
+  a.i = v;
+  return a;
+}
+Attribute floatAttr(const char *name, double v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Float;
+  a.name = name;
+  a.f = v;
+  return a;
+}
+Attribute intsAttr(const char *name, std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Ints;
+  a.name = name;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute stringAttr(const char *name, std::string v) {
+  Attribute a;
+  a.kind = Attribute::Kind::String;
+  a.name = name;
+  a.s = std::move(v);
+  return a;
+}
+
+ThreadPool &pool4() {
+  static ThreadPool pool(4);
+  return pool;
+}
+
+KernelCall makeCall(const std::vector<Buffer *> &operands,
+                    std::vector<Attribute> attrs, ThreadPool *pool) {
+  KernelCall call;
+  for (Buffer *b : operands) {
+    call.operands.push_back(b->tensor());
+  }
+  call.attributes = Attributes(std::move(attrs));
+  call.pool = pool;
+  return call;
+}
+
+/// What check() says about this launch.
+std::string checkKernel(const char *name, const std::vector<Buffer *> &ops,
+                        std::vector<Attribute> attrs = {}) {
+  const KernelDef *def = findCpuKernel(name);
+  if (!def) {
+    return std::string("no kernel ") + name;
+  }
+  return def->check(makeCall(ops, std::move(attrs), nullptr));
+}
+
+/// Checks (which must pass) and runs; returns run()'s message.
+std::string runKernel(const char *name, const std::vector<Buffer *> &ops,
+                      std::vector<Attribute> attrs = {},
+                      ThreadPool *pool = &pool4()) {
+  const KernelDef *def = findCpuKernel(name);
+  if (!def) {
+    ADD_FAILURE() << "no kernel " << name;
+    return "missing";
+  }
+  KernelCall call = makeCall(ops, std::move(attrs), pool);
+  std::string error = def->check(call);
+  EXPECT_EQ(error, "") << name;
+  if (!error.empty()) {
+    return error;
+  }
+  return def->run(call);
+}
+
+/// |got - want| <= atol + rtol |want|; NaN matches NaN, inf matches inf.
+::testing::AssertionResult near(double got, double want, double rtol,
+                                double atol) {
+  if (std::isnan(want) ? std::isnan(got)
+                       : std::isinf(want) ? got == want
+                                          : std::fabs(got - want) <=
+                                                atol + rtol * std::fabs(want)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "got " << got << ", want " << want << " (rtol " << rtol
+         << ", atol " << atol << ")";
+}
+
+void expectAllNear(const Buffer &got, const std::vector<double> &want,
+                   double rtol, double atol, const std::string &what) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
+  int failures = 0;
+  for (int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+    auto r = near(got.at(i), want[i], rtol, atol);
+    if (!r) {
+      ADD_FAILURE() << what << " element " << i << ": " << r.message();
+      ++failures;
+    }
+  }
+}
+
+/// Flat index into `in` (broadcast to `out`) of output element `flat`.
+int64_t broadcastIndex(const std::vector<int64_t> &in,
+                       const std::vector<int64_t> &out, int64_t flat) {
+  int64_t index = 0, stride = 1;
+  for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+    int64_t coord = flat % out[d];
+    flat /= out[d];
+    int64_t id = d - static_cast<int64_t>(out.size() - in.size());
+    if (id >= 0) {
+      if (in[id] != 1) {
+        index += coord * stride;
+      }
+      stride *= in[id];
+    }
+  }
+  return index;
+}
+
+/// Float tolerance per dtype for elementwise math.
+double rtolFor(DType dtype) { return dtype == DType::F32 ? 1e-5 : 1e-12; }
+double atolFor(DType dtype) { return dtype == DType::F32 ? 1e-6 : 1e-14; }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ThreadPool, attributes, table
+//===----------------------------------------------------------------------===//
+
+TEST(ThreadPoolTest, CoversEveryIndexOnceWithContiguousChunks) {
+  ThreadPool pool(4);
+  for (int64_t n : {1, 7, 64, 1000, 100003}) {
+    for (int64_t grain : {1, 16, 5000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::mutex mutex;
+      std::vector<std::pair<int64_t, int64_t>> chunks;
+      pool.parallelFor(n, grain, [&](int64_t begin, int64_t end, int worker) {
+        EXPECT_LT(begin, end);
+        EXPECT_GE(worker, 0);
+        EXPECT_LT(worker, 4);
+        for (int64_t i = begin; i < end; ++i) {
+          hits[i].fetch_add(1);
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        chunks.push_back({begin, end});
+      });
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(hits[i].load(), 1) << "n " << n << " grain " << grain;
+      }
+      for (auto [begin, end] : chunks) {
+        // Chunks hold at least `grain` items unless one chunk covers all.
+        EXPECT_TRUE(end - begin >= grain || chunks.size() == 1);
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, WorkerIndicesAreExclusiveAndBounded) {
+  ThreadPool pool(4);
+  for (int maxWorkers : {0, 1, 2, 3}) {
+    int limit = maxWorkers ? maxWorkers : 4;
+    std::vector<std::atomic<int>> busy(4);
+    std::atomic<bool> ok{true};
+    for (int rep = 0; rep < 200; ++rep) {
+      pool.parallelFor(
+          64, 1,
+          [&](int64_t, int64_t, int worker) {
+            if (worker < 0 || worker >= limit ||
+                busy[worker].fetch_add(1) != 0) {
+              ok = false;
+            }
+            std::this_thread::yield();
+            busy[worker].fetch_sub(1);
+          },
+          maxWorkers);
+    }
+    EXPECT_TRUE(ok.load()) << "maxWorkers " << maxWorkers;
+  }
+}
+
+TEST(ThreadPoolTest, ManyCallsAndNestingAndSingleThread) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  for (int rep = 0; rep < 20000; ++rep) {
+    pool.parallelFor(8, 1, [&](int64_t begin, int64_t end, int) {
+      sum += end - begin;
+    });
+  }
+  EXPECT_EQ(sum.load(), 8 * 20000);
+  // A nested call runs inline on the calling worker instead of deadlocking.
+  std::atomic<int64_t> inner{0};
+  pool.parallelFor(4, 1, [&](int64_t begin, int64_t end, int) {
+    pool.parallelFor(100, 1, [&](int64_t b, int64_t e, int) { inner += e - b; });
+  });
+  EXPECT_EQ(inner.load(), 400);
+  ThreadPool single(1);
+  EXPECT_EQ(single.size(), 1);
+  int calls = 0;
+  single.parallelFor(1000, 1, [&](int64_t begin, int64_t end, int worker) {
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 1000);
+    EXPECT_EQ(worker, 0);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(KernelSupportTest, AttributesAndDTypes) {
+  Attributes attrs({intAttr("n", 3), floatAttr("eps", 1e-6),
+                    intsAttr("axes", {0, 2}), stringAttr("mode", "tanh")});
+  EXPECT_EQ(attrs.getInt("n", 0), 3);
+  EXPECT_EQ(attrs.getInt("eps", 7), 7);
+  EXPECT_DOUBLE_EQ(attrs.getFloat("eps", 0), 1e-6);
+  EXPECT_DOUBLE_EQ(attrs.getFloat("n", 0), 3.0);
+  EXPECT_EQ(attrs.getInts("axes"), (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(attrs.getInts("n").empty());
+  EXPECT_EQ(attrs.getString("mode", "none"), "tanh");
+  EXPECT_EQ(attrs.getString("absent", "none"), "none");
+  EXPECT_EQ(attrs.find("absent"), nullptr);
+  EXPECT_EQ(dtypeSize(DType::F32), 4u);
+  EXPECT_EQ(dtypeSize(DType::BF16), 2u);
+  EXPECT_EQ(dtypeSize(DType::I64), 8u);
+  EXPECT_EQ(dtypeSize(DType::Bool), 1u);
+  EXPECT_STREQ(dtypeName(DType::F64), "f64");
+  EXPECT_STREQ(dtypeName(DType::Bool), "bool");
+  EXPECT_STREQ(dtypeName(DType::I32), "i32");
+}
+
+TEST(KernelTableTest, ListsEveryReadmeKernelOnce) {
+  const char *names[] = {
+      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
+      "sigmoid", "silu", "relu", "erf", "sin", "cos", "gelu", "is_nan", "add",
+      "sub", "mul", "div", "pow", "max", "min", "eq", "lt", "gt", "select",
+      "cast", "reduce_sum", "reduce_mean", "reduce_max", "softmax", "matmul",
+      "linear", "rms_norm", "layer_norm", "rope", "attention", "embedding",
+      "transpose", "slice", "concat", "split", "broadcast", "copy"};
+  std::set<std::string> seen;
+  for (const KernelDef &def : cpuKernels()) {
+    EXPECT_TRUE(seen.insert(def.name).second) << def.name;
+  }
+  for (const char *name : names) {
+    EXPECT_NE(findCpuKernel(name), nullptr) << name;
+  }
+  EXPECT_EQ(seen.size(), std::size(names));
+  EXPECT_EQ(findCpuKernel("no_such_kernel"), nullptr);
+  EXPECT_EQ(findCpuKernel("linear")->arity, -1);
+  EXPECT_EQ(findCpuKernel("attention")->arity, 5);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct UnaryCase {
+  const char *name;
+  double (*ref)(double);
+  double lo, hi; // input range
+};
+
+const UnaryCase kUnaryCases[] = {
+    {"neg", [](double x) { return -x; }, -5, 5},
+    {"abs", [](double x) { return std::fabs(x); }, -5, 5},
+    {"exp", [](double x) { return std::exp(x); }, -80, 80},
+    {"log", [](double x) { return std::log(x); }, 1e-3, 100},
+    {"sqrt", [](double x) { return std::sqrt(x); }, 0, 100},
+    {"rsqrt", [](double x) { return 1 / std::sqrt(x); }, 1e-3, 100},
+    {"reciprocal", [](double x) { return 1 / x; }, 0.01, 100},
+    {"tanh", [](double x) { return std::tanh(x); }, -10, 10},
+    {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, -80, 80},
+    {"silu", [](double x) { return x / (1 + std::exp(-x)); }, -20, 20},
+    {"relu", [](double x) { return x < 0 ? 0.0 : x; }, -5, 5},
+    {"erf", [](double x) { return std::erf(x); }, -5, 5},
+    {"sin", [](double x) { return std::sin(x); }, -6, 6},
+    {"cos", [](double x) { return std::cos(x); }, -6, 6},
+};
+
+/// The reference applied to the input as stored (f32 inputs are rounded).
+std::vector<double> mapped(const Buffer &x, double (*fn)(double)) {
+  std::vector<double> out(x.numel());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    out[i] = fn(x.at(i));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(ElementwiseTest, UnaryOpsMatchLibm) {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    for (const UnaryCase &c : kUnaryCases) {
+      // 40000 elements: several chunks on the pool, with a vector tail.
+      Buffer x = randomBuffer(dtype, {200, 200}, c.lo, c.hi, 1);
+      Buffer y(dtype, {200, 200});
+      ASSERT_EQ(runKernel(c.name, {&x, &y}), "");
+      expectAllNear(y, mapped(x, c.ref), rtolFor(dtype), atolFor(dtype),
+                    std::string(c.name) + " " + dtypeName(dtype));
+    }
+  }
+}
+
+TEST(ElementwiseTest, UnaryOpsHandleSpecialValues) {
+  std::vector<double> specials = {kNaN, kInf, -kInf, 0.0, -0.0, 88.0,
+                                  -88.0, 100.0, -100.0, 1e-30, -1e-30};
+  for (const UnaryCase &c : kUnaryCases) {
+    Buffer x = filled(DType::F32, {11}, specials);
+    Buffer y(DType::F32, {11});
+    ASSERT_EQ(runKernel(c.name, {&x, &y}), "");
+    for (int64_t i = 0; i < 11; ++i) {
+      // Denormal results are exact to a few units of 2^-149.
+      double want = static_cast<float>(c.ref(x.at(i)));
+      EXPECT_TRUE(near(y.at(i), want, 1e-5, 1e-44))
+          << c.name << "(" << x.at(i) << ")";
+    }
+  }
+}
+
+TEST(ElementwiseTest, GeluExactAndTanh) {
+  auto exact = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  auto tanhApprox = [](double x) {
+    double u = std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1 + std::tanh(u));
+  };
+  for (DType dtype : {DType::F32, DType::F64}) {
+    Buffer x = randomBuffer(dtype, {3, 1000}, -8, 8, 2);
+    Buffer y(dtype, {3, 1000});
+    ASSERT_EQ(runKernel("gelu", {&x, &y}, {stringAttr("approximate", "none")}), "");
+    expectAllNear(y, mapped(x, exact), rtolFor(dtype), atolFor(dtype), "gelu");
+    ASSERT_EQ(runKernel("gelu", {&x, &y}, {stringAttr("approximate", "tanh")}), "");
+    expectAllNear(y, mapped(x, tanhApprox), rtolFor(dtype), atolFor(dtype),
+                  "gelu tanh");
+    ASSERT_EQ(runKernel("gelu", {&x, &y}), ""); // absent: exact
+    expectAllNear(y, mapped(x, exact), rtolFor(dtype), atolFor(dtype), "gelu");
+  }
+  Buffer x(DType::F32, {2}), y(DType::F32, {2});
+  EXPECT_NE(checkKernel("gelu", {&x, &y}, {stringAttr("approximate", "fast")}), "");
+}
+
+TEST(ElementwiseTest, IsNan) {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    Buffer x = filled(dtype, {5}, {1.0, kNaN, kInf, -kNaN, 0.0});
+    Buffer y(DType::Bool, {5});
+    ASSERT_EQ(runKernel("is_nan", {&x, &y}), "");
+    expectAllNear(y, {0, 1, 0, 1, 0}, 0, 0, "is_nan");
+  }
+}
+
+namespace {
+
+double binaryRef(const std::string &op, double a, double b, DType dtype) {
+  bool integral = dtype == DType::I32 || dtype == DType::I64;
+  if (op == "add") return a + b;
+  if (op == "sub") return a - b;
+  if (op == "mul") return a * b;
+  if (op == "div") return integral ? std::trunc(a / b) : a / b;
+  if (op == "pow") return std::pow(a, b);
+  if (op == "max") return std::max(a, b);
+  if (op == "min") return std::min(a, b);
+  if (op == "eq") return a == b;
+  if (op == "lt") return a < b;
+  return a > b;
+}
+
+struct Shapes {
+  std::vector<int64_t> a, b, y;
+};
+
+// Same shape, scalar, row, column, both sides, rank difference, size-1 dims
+// everywhere, an empty output.
+const Shapes kBroadcastCases[] = {
+    {{37, 129}, {37, 129}, {37, 129}},
+    {{37, 129}, {1}, {37, 129}},
+    {{}, {300, 7}, {300, 7}},
+    {{37, 129}, {129}, {37, 129}},
+    {{37, 1}, {37, 129}, {37, 129}},
+    {{37, 1}, {1, 129}, {37, 129}},
+    {{3, 1, 5}, {4, 1}, {3, 4, 5}},
+    {{2, 1, 3, 1}, {1, 4, 1, 6}, {2, 4, 3, 6}},
+    {{1, 1, 1}, {1, 1}, {1, 1, 1}},
+    {{2, 0, 3}, {3}, {2, 0, 3}},
+};
+
+} // namespace
+
+TEST(ElementwiseTest, BinaryOpsBroadcast) {
+  for (const char *op : {"add", "sub", "mul", "div", "pow", "max", "min"}) {
+    for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+      for (const Shapes &s : kBroadcastCases) {
+        bool isPow = std::string(op) == "pow";
+        bool isDiv = std::string(op) == "div";
+        bool integral = dtype == DType::I32 || dtype == DType::I64;
+        Buffer a = randomBuffer(dtype, s.a, isPow ? 0.5 : -50, isPow ? 3 : 50, 3);
+        Buffer b = randomBuffer(dtype, s.b, isPow ? 0 : 1, isPow ? 3 : 20, 4);
+        if (!isPow && !isDiv) {
+          b = randomBuffer(dtype, s.b, -50, 50, 4);
+        }
+        Buffer y(dtype, s.y);
+        ASSERT_EQ(runKernel(op, {&a, &b, &y}), "");
+        std::vector<double> want(y.numel());
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          want[i] = binaryRef(op, a.at(broadcastIndex(s.a, s.y, i)),
+                              b.at(broadcastIndex(s.b, s.y, i)), dtype);
+        }
+        expectAllNear(y, want, integral ? 0 : rtolFor(dtype),
+                      integral ? 0 : atolFor(dtype),
+                      std::string(op) + " " + dtypeName(dtype) + " " +
+                          ::testing::PrintToString(s.y));
+      }
+    }
+  }
+}
+
+TEST(ElementwiseTest, BinaryEdgeCases) {
+  // Integer division truncates toward zero; a zero divisor is a run error.
+  Buffer a = filled(DType::I32, {4}, {7, -7, 7, -2147483648.0});
+  Buffer b = filled(DType::I32, {4}, {2, 2, -2, -1});
+  Buffer y(DType::I32, {4});
+  ASSERT_EQ(runKernel("div", {&a, &b, &y}), "");
+  expectAllNear(y, {3, -3, -3, -2147483648.0}, 0, 0, "div");
+  Buffer zero = filled(DType::I32, {4}, {1, 0, 1, 1});
+  EXPECT_EQ(runKernel("div", {&a, &zero, &y}), "integer division by zero");
+  // Integer pow, negative exponents included.
+  Buffer base = filled(DType::I64, {5}, {2, -3, 2, -1, 1});
+  Buffer exps = filled(DType::I64, {5}, {10, 3, -1, -3, -5});
+  Buffer p(DType::I64, {5});
+  ASSERT_EQ(runKernel("pow", {&base, &exps, &p}), "");
+  expectAllNear(p, {1024, -27, 0, -1, 1}, 0, 0, "pow");
+  // max and min propagate NaN from either side.
+  Buffer f = filled(DType::F32, {3}, {kNaN, 1, 2});
+  Buffer g = filled(DType::F32, {3}, {1, kNaN, 3});
+  Buffer m(DType::F32, {3});
+  ASSERT_EQ(runKernel("max", {&f, &g, &m}), "");
+  expectAllNear(m, {kNaN, kNaN, 3}, 0, 0, "max");
+  ASSERT_EQ(runKernel("min", {&f, &g, &m}), "");
+  expectAllNear(m, {kNaN, kNaN, 2}, 0, 0, "min");
+}
+
+TEST(ElementwiseTest, CompareOpsBroadcast) {
+  for (const char *op : {"eq", "lt", "gt"}) {
+    for (DType dtype :
+         {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool}) {
+      for (const Shapes &s : kBroadcastCases) {
+        // Small integers so eq is sometimes true.
+        Buffer a = randomBuffer(dtype, s.a, -3, 3, 5);
+        Buffer b = randomBuffer(dtype, s.b, -3, 3, 6);
+        if (dtype == DType::F32 || dtype == DType::F64) {
+          for (Buffer *t : {&a, &b}) {
+            for (int64_t i = 0; i < t->numel(); ++i) {
+              t->set(i, std::round(t->at(i)));
+            }
+          }
+        }
+        Buffer y(DType::Bool, s.y);
+        ASSERT_EQ(runKernel(op, {&a, &b, &y}), "");
+        std::vector<double> want(y.numel());
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          want[i] = binaryRef(op, a.at(broadcastIndex(s.a, s.y, i)),
+                              b.at(broadcastIndex(s.b, s.y, i)), dtype);
+        }
+        expectAllNear(y, want, 0, 0, std::string(op) + " " + dtypeName(dtype));
+      }
+    }
+  }
+}
+
+TEST(ElementwiseTest, SelectBroadcasts) {
+  struct Case {
+    std::vector<int64_t> c, a, b, y;
+  };
+  const Case cases[] = {
+      {{50, 70}, {50, 70}, {50, 70}, {50, 70}},
+      {{1, 1, 5, 7}, {1}, {2, 3, 5, 7}, {2, 3, 5, 7}}, // masked_fill shape
+      {{5, 1}, {1, 7}, {}, {5, 7}},
+      {{7}, {5, 7}, {5, 1}, {5, 7}},
+  };
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::F64}) {
+    for (const Case &s : cases) {
+      Buffer c = randomBuffer(DType::Bool, s.c, -1, 1, 7);
+      Buffer a = randomBuffer(dtype, s.a, -9, 9, 8);
+      Buffer b = randomBuffer(dtype, s.b, -9, 9, 9);
+      Buffer y(dtype, s.y);
+      ASSERT_EQ(runKernel("select", {&c, &a, &b, &y}), "");
+      std::vector<double> want(y.numel());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        want[i] = c.at(broadcastIndex(s.c, s.y, i))
+                      ? a.at(broadcastIndex(s.a, s.y, i))
+                      : b.at(broadcastIndex(s.b, s.y, i));
+      }
+      expectAllNear(y, want, 0, 0, std::string("select ") + dtypeName(dtype));
+    }
+  }
+}
+
+TEST(ElementwiseTest, CastBetweenAllSupportedTypes) {
+  const std::vector<double> values = {0, 1.75, -1.75, 2.5, -0.0, 100, -3};
+  const DType types[] = {DType::F32, DType::F64, DType::I32, DType::I64,
+                         DType::Bool};
+  for (DType from : types) {
+    for (DType to : types) {
+      Buffer x(from, {7});
+      for (int64_t i = 0; i < 7; ++i) {
+        x.set(i, from == DType::Bool ? values[i] != 0 : values[i]);
+      }
+      Buffer y(to, {7});
+      ASSERT_EQ(runKernel("cast", {&x, &y}), "");
+      std::vector<double> want(7);
+      for (int64_t i = 0; i < 7; ++i) {
+        double v = x.at(i);
+        want[i] = to == DType::Bool                         ? (v != 0)
+                  : (to == DType::I32 || to == DType::I64) ? std::trunc(v)
+                                                            : v;
+      }
+      expectAllNear(y, want, 0, 0,
+                    std::string(dtypeName(from)) + " to " + dtypeName(to));
+    }
+  }
+  // NaN reads 0 and out-of-range values saturate; NaN is true.
+  Buffer x = filled(DType::F32, {4}, {kNaN, 1e20, -1e20, -2147483648.0});
+  Buffer i32(DType::I32, {4}), b(DType::Bool, {4});
+  ASSERT_EQ(runKernel("cast", {&x, &i32}), "");
+  expectAllNear(i32, {0, 2147483647.0, -2147483648.0, -2147483648.0}, 0, 0,
+                "saturating cast");
+  ASSERT_EQ(runKernel("cast", {&x, &b}), "");
+  expectAllNear(b, {1, 1, 1, 1}, 0, 0, "cast to bool");
+}
+
+TEST(ElementwiseTest, FourThreadsMatchOneThreadBitForBit) {
+  ThreadPool one(1);
+  std::vector<int64_t> shape = {3, 257, 129};
+  Buffer x = randomBuffer(DType::F32, shape, -4, 4, 10);
+  Buffer row = randomBuffer(DType::F32, {129}, -4, 4, 11);
+  for (const char *op : {"exp", "tanh", "silu", "gelu", "sigmoid", "erf"}) {
+    Buffer y1(DType::F32, shape), y4(DType::F32, shape);
+    ASSERT_EQ(runKernel(op, {&x, &y1}, {}, &one), "");
+    ASSERT_EQ(runKernel(op, {&x, &y4}, {}, &pool4()), "");
+    EXPECT_TRUE(y1.sameBytes(y4)) << op;
+  }
+  for (const char *op : {"add", "mul", "div", "max"}) {
+    Buffer y1(DType::F32, shape), y4(DType::F32, shape);
+    ASSERT_EQ(runKernel(op, {&x, &row, &y1}, {}, &one), "");
+    ASSERT_EQ(runKernel(op, {&x, &row, &y4}, {}, &pool4()), "");
+    EXPECT_TRUE(y1.sameBytes(y4)) << op;
+  }
+  std::vector<std::pair<const char *, std::vector<Attribute>>> rowOps = {
+      {"softmax", {intAttr("axis", 2)}},
+      {"softmax", {intAttr("axis", 1)}},
+      {"reduce_sum", {intsAttr("axes", {2}), intAttr("keep_dims", 1)}},
+  };
+  for (auto &[op, attrs] : rowOps) {
+    bool reduce = std::string(op) == "reduce_sum";
+    std::vector<int64_t> out = reduce ? std::vector<int64_t>{3, 257, 1} : shape;
+    Buffer y1(DType::F32, out), y4(DType::F32, out);
+    ASSERT_EQ(runKernel(op, {&x, &y1}, attrs, &one), "");
+    ASSERT_EQ(runKernel(op, {&x, &y4}, attrs, &pool4()), "");
+    EXPECT_TRUE(y1.sameBytes(y4)) << op;
+  }
+  Buffer w = randomBuffer(DType::F32, {129}, 0.5, 1.5, 12);
+  Buffer y1(DType::F32, shape), y4(DType::F32, shape);
+  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y1}, {floatAttr("epsilon", 1e-6)}, &one), "");
+  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y4}, {floatAttr("epsilon", 1e-6)}), "");
+  EXPECT_TRUE(y1.sameBytes(y4)) << "rms_norm";
+}

@@ -1,0 +1,280 @@
+//===- PlanLoaderTest.cpp - plan verification, sessions, tampered plans ---===//
+//
+// Builds small plans with the flatbuffers API (no compiler needed, so this
+// also runs in a runtime-only build), runs them, and checks that every kind
+// of damage -- truncation, bit flips, another version, out-of-range indices,
+// a lying memory report, missing weights -- is rejected with a message and
+// never crashes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/include/tailor/runtime.h"
+#include "runtime/schema/plan_generated.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace fb = tailor::plan;
+
+namespace {
+
+/// What a test may change before the plan is finished.
+struct PlanSpec {
+  uint32_t version = 100;
+  std::string weightsFile = "w.bin";
+  uint64_t weightsOffset = 16;
+  uint64_t weightsLength = 16;
+  uint64_t activationArena = 128;
+  uint64_t outputOffset = 64;
+  std::string kernel = "add";
+  std::vector<uint32_t> operands = {0, 1, 2};
+  int64_t outputDim = 4;
+  uint64_t reportedActivations = 128;
+  fb::Backend backend = fb::Backend::Cpu;
+  int worldSize = 1;
+};
+
+/// y = x + w for f32[4]: x is an input, w a parameter read from a file.
+std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas = {
+      fb::CreateArena(b, b.CreateString("parameters"), fb::ArenaKind::Host,
+                      fb::Category::Parameters, 64, 64),
+      fb::CreateArena(b, b.CreateString("activations"), fb::ArenaKind::Host,
+                      fb::Category::Activations, spec.activationArena, 64)};
+  std::vector<int64_t> shape = {4};
+  std::vector<int64_t> outShape = {spec.outputDim};
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {
+      fb::CreateBuffer(b, 1, 0, 16, fb::DType::F32, b.CreateVector(shape)),
+      fb::CreateBuffer(b, 0, 0, 16, fb::DType::F32, b.CreateVector(shape)),
+      fb::CreateBuffer(b, 1, spec.outputOffset, 16, fb::DType::F32,
+                       b.CreateVector(outShape))};
+  auto source = fb::CreateSource(b, b.CreateString(spec.weightsFile),
+                                 spec.weightsOffset, spec.weightsLength,
+                                 fb::DType::F32);
+  std::vector<flatbuffers::Offset<fb::Parameter>> params = {
+      fb::CreateParameter(b, b.CreateString("w"), 1, source)};
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {
+      fb::CreateKernel(b, b.CreateString(spec.kernel), 3)};
+  std::vector<flatbuffers::Offset<fb::Stream>> streams = {
+      fb::CreateStream(b, b.CreateString("compute"))};
+  auto launch = fb::CreateLaunch(b, 0, b.CreateVector(spec.operands), 0, 0,
+                                 b.CreateString("tg.add test"));
+  std::vector<flatbuffers::Offset<fb::Op>> ops = {
+      fb::CreateOp(b, fb::Step::Launch, launch.Union())};
+  std::vector<flatbuffers::Offset<fb::Binding>> inputs = {
+      fb::CreateBinding(b, b.CreateString("x"), 0)};
+  std::vector<flatbuffers::Offset<fb::Binding>> outputs = {
+      fb::CreateBinding(b, b.CreateString("y"), 2)};
+  auto memory = fb::CreateMemory(b, 64, 0, spec.reportedActivations, 0, 0, 0,
+                                 64 + spec.reportedActivations, 96);
+  auto target = fb::CreateTarget(b, spec.backend, b.CreateString("cpu"), 0, 2);
+  auto plan = fb::CreatePlan(
+      b, spec.version, b.CreateString("test"), b.CreateString("none"), target,
+      0, spec.worldSize, b.CreateVector(arenas), b.CreateVector(buffers),
+      b.CreateVector(params), 0, b.CreateVector(kernels),
+      b.CreateVector(streams), 0, b.CreateVector(ops), b.CreateVector(inputs),
+      b.CreateVector(outputs), memory);
+  fb::FinishSizePrefixedPlanBuffer(b, plan);
+  return std::vector<uint8_t>(b.GetBufferPointer(),
+                              b.GetBufferPointer() + b.GetSize());
+}
+
+class PlanLoaderTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tailor-plan-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir = pattern;
+    // 16 bytes of padding, then w = {10, 20, 30, 40}.
+    std::vector<float> data = {0, 0, 0, 0, 10, 20, 30, 40};
+    std::ofstream(dir + "/w.bin", std::ios::binary)
+        .write(reinterpret_cast<const char *>(data.data()), 32);
+  }
+  void TearDown() override {
+    std::remove((dir + "/w.bin").c_str());
+    rmdir(dir.c_str());
+  }
+
+  /// Loads `bytes`; returns the status and leaves the message in `error`.
+  tailor_status load(const std::vector<uint8_t> &bytes, std::string &error) {
+    tailor_plan *plan = nullptr;
+    tailor_status status = tailor_plan_load_from_memory(
+        bytes.data(), bytes.size(), dir.c_str(), &plan);
+    error = tailor_last_error();
+    if (status == TAILOR_OK) {
+      tailor_session *session = nullptr;
+      status = tailor_session_create(plan, nullptr, &session);
+      error = tailor_last_error();
+      tailor_session_free(session);
+    }
+    tailor_plan_free(plan);
+    return status;
+  }
+
+  std::string dir;
+};
+
+TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
+  std::vector<uint8_t> bytes = buildPlan({});
+  tailor_plan *plan = nullptr;
+  ASSERT_EQ(tailor_plan_load_from_memory(bytes.data(), bytes.size(),
+                                         dir.c_str(), &plan),
+            TAILOR_OK)
+      << tailor_last_error();
+  tailor_session *session = nullptr;
+  ASSERT_EQ(tailor_session_create(plan, nullptr, &session), TAILOR_OK)
+      << tailor_last_error();
+
+  tailor_memory_report predicted, allocated;
+  ASSERT_EQ(tailor_plan_memory(plan, &predicted), TAILOR_OK);
+  ASSERT_EQ(tailor_session_memory(session, &allocated), TAILOR_OK);
+  EXPECT_EQ(predicted.total, 192u);
+  EXPECT_EQ(allocated.total, predicted.total);
+  EXPECT_EQ(allocated.parameters, predicted.parameters);
+  EXPECT_EQ(allocated.activations, predicted.activations);
+
+  float x[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  ASSERT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_OK)
+      << tailor_last_error();
+  ASSERT_EQ(tailor_session_run(session), TAILOR_OK) << tailor_last_error();
+  const void *data = nullptr;
+  tailor_tensor_info info;
+  ASSERT_EQ(tailor_session_output(session, "y", &data, &info), TAILOR_OK);
+  const float *y = static_cast<const float *>(data);
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_EQ(info.shape[0], 4);
+  EXPECT_FLOAT_EQ(y[0], 11);
+  EXPECT_FLOAT_EQ(y[3], 44);
+
+  // Wrong input shape and dtype are argument errors naming the input.
+  int64_t badShape[1] = {5};
+  EXPECT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, badShape, 1, x,
+                                     sizeof(x)),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tailor_last_error()).find("input 'x' has shape [4]"),
+            std::string::npos);
+  EXPECT_EQ(tailor_session_set_input(session, "x", TAILOR_I32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(tailor_session_set_input(session, "nope", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  tailor_session_free(session);
+  tailor_plan_free(plan);
+}
+
+/// Expects `spec` to be rejected with a message containing `needle`.
+#define EXPECT_REJECTED(spec, status, needle)                                  \
+  do {                                                                         \
+    std::string error;                                                         \
+    EXPECT_EQ(load(buildPlan(spec), error), status) << error;                  \
+    EXPECT_NE(error.find(needle), std::string::npos) << error;                 \
+  } while (0)
+
+TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
+  PlanSpec spec;
+  spec.version = 200;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "plan format version 2.0 is not readable");
+  spec = {};
+  spec.outputOffset = 120;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "buffer 2 [120, +16) lies outside arena 'activations'");
+  spec = {};
+  spec.kernel = "frobnicate";
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "kernel 'frobnicate' is not known");
+  spec = {};
+  spec.operands = {0, 1, 7};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "step 0 uses buffer 7 of 3");
+  spec = {};
+  spec.operands = {0, 1};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "passes 2 buffers to 'add'");
+  spec = {};
+  spec.outputDim = 5;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "holds 20 bytes of tensor in 16");
+  spec = {};
+  spec.outputDim = 2;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "step 0 (add, tg.add test)");
+  spec = {};
+  spec.reportedActivations = 64;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "the memory report says Activations = 64 bytes but its "
+                  "arenas hold 128");
+  spec = {};
+  spec.weightsFile = "missing.bin";
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "cannot open");
+  spec = {};
+  spec.weightsOffset = 24;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "bytes [24, 40) lie outside");
+  spec = {};
+  spec.weightsLength = 12;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "source length 12 does not match its 16-byte buffer");
+  spec = {};
+  spec.backend = fb::Backend::Cuda;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "targets the Cuda backend");
+  spec = {};
+  spec.worldSize = 2;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "rank 0 of 2");
+}
+
+TEST_F(PlanLoaderTest, RejectsTruncationAtEveryLength) {
+  std::vector<uint8_t> bytes = buildPlan({});
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + length);
+    std::string error;
+    EXPECT_EQ(load(cut, error), TAILOR_ERROR_INVALID_PLAN) << length;
+    EXPECT_FALSE(error.empty());
+  }
+}
+
+TEST_F(PlanLoaderTest, SurvivesBitFlips) {
+  std::vector<uint8_t> bytes = buildPlan({});
+  std::mt19937 rng(1234);
+  int rejected = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    std::vector<uint8_t> damaged = bytes;
+    int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) {
+      damaged[rng() % damaged.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    }
+    std::string error;
+    tailor_status status = load(damaged, error);
+    // A flip may land in padding or a name and still load; anything else
+    // must be a clean rejection with a message.
+    if (status != TAILOR_OK) {
+      ++rejected;
+      EXPECT_FALSE(error.empty());
+    }
+  }
+  EXPECT_GT(rejected, 1000);
+}
+
+TEST_F(PlanLoaderTest, RejectsWrongFileIdentifierAndMissingFile) {
+  std::vector<uint8_t> bytes = buildPlan({});
+  bytes[8] = 'X';
+  std::string error;
+  EXPECT_EQ(load(bytes, error), TAILOR_ERROR_INVALID_PLAN);
+  EXPECT_NE(error.find("not a tailor plan"), std::string::npos) << error;
+
+  tailor_plan *plan = nullptr;
+  EXPECT_EQ(tailor_plan_load((dir + "/absent.tplan").c_str(), &plan),
+            TAILOR_ERROR_IO);
+  EXPECT_NE(std::string(tailor_last_error()).find("cannot open plan"),
+            std::string::npos);
+}
+
+} // namespace
