@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh FUZZ_DIR SECONDS: builds the libFuzzer targets with clang-22
-# (ASan + UBSan) in FUZZ_DIR and runs the ONNX importer fuzzer for SECONDS,
-# starting from the checked-in seed corpus. Exit status: non-zero if the
+# (ASan + UBSan) in FUZZ_DIR and runs each for SECONDS -- the ONNX importer
+# fuzzer, then the plan loader fuzzer -- starting from the checked-in seed
+# corpora. Exit status: non-zero if the
 # fuzzer found a crash (the input is kept in FUZZ_DIR/crashes/).
 set -euo pipefail
 
@@ -17,7 +18,7 @@ if [ ! -f "$dir/build.ninja" ]; then
     -DMLIR_DIR=$llvm/lib/cmake/mlir -DLLVM_EXTERNAL_LIT=$llvm/bin/lit \
     -DTAILOR_FUZZ=ON -DTAILOR_WERROR=OFF -DTAILOR_ENABLE_CUDA=OFF >/dev/null
 fi
-cmake --build "$dir" --target tailor-onnx-fuzzer -j "$(nproc)"
+cmake --build "$dir" --target tailor-onnx-fuzzer tailor-plan-fuzzer -j "$(nproc)"
 
 # The corpus grows in the build tree; the seeds stay read-only.
 mkdir -p "$dir/fuzz-corpus" "$dir/crashes"
@@ -27,3 +28,11 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 \
   -artifact_prefix="$dir/crashes/" \
   "$dir/fuzz-corpus" "$root/test/fuzz/corpus"
+
+mkdir -p "$dir/plan-fuzz-corpus"
+echo "fuzz: running the plan loader fuzzer for ${seconds}s"
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  "$dir/bin/tailor-plan-fuzzer" -max_total_time="$seconds" -max_len=65536 \
+  -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 \
+  -artifact_prefix="$dir/crashes/plan-" \
+  "$dir/plan-fuzz-corpus" "$root/test/fuzz/plan-corpus"

@@ -247,18 +247,23 @@ int runInspect(int argc, const char **argv) {
     if (byCategory[c] == 0 && c > 3) {
       continue;
     }
-    os << llvm::format("  %-16s %14llu B  %s", kCategoryNames[c],
-                       static_cast<unsigned long long>(byCategory[c]),
-                       formatBytes(byCategory[c]).c_str());
+    os << llvm::format("  %-16s %14llu B", kCategoryNames[c],
+                       static_cast<unsigned long long>(byCategory[c]));
+    if (byCategory[c] >= 1024) {
+      os << "  " << formatBytes(byCategory[c]);
+    }
     if (c == 2 && memory) {
       os << "  (live lower bound "
          << formatBytes(memory->activations_live_bytes()) << ")";
     }
     os << "\n";
   }
-  os << llvm::format("  %-16s %14llu B  %s\n", "total",
-                     static_cast<unsigned long long>(total),
-                     formatBytes(total).c_str());
+  os << llvm::format("  %-16s %14llu B", "total",
+                     static_cast<unsigned long long>(total));
+  if (total >= 1024) {
+    os << "  " << formatBytes(total);
+  }
+  os << "\n";
   os << "arenas:\n";
   for (const fb::Arena *arena : *p.arenas()) {
     os << "  " << arena->name()->str() << ": "

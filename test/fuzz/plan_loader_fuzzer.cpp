@@ -1,0 +1,36 @@
+//===- plan_loader_fuzzer.cpp - libFuzzer target for the plan loader ------===//
+//
+// Feeds arbitrary bytes to the runtime's plan loader. Plans that load are
+// also bound (when their arenas are small) and run once on zeroed inputs:
+// whatever the loader accepts, every kernel's check must make safe to run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Plan.h"
+#include "runtime/Session.h"
+
+#include <cstdint>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string error;
+  tailor::runtime::LoadOptions options;
+  auto plan = tailor::runtime::LoadedPlan::loadFromMemory(
+      data, size, "/nonexistent", "<fuzz>", options, error);
+  if (!plan) {
+    return 0;
+  }
+  uint64_t arenaBytes = 0;
+  for (const tailor::plan::Arena *arena : *plan->root().arenas()) {
+    arenaBytes += arena->size();
+  }
+  if (arenaBytes > (64u << 20)) {
+    return 0;
+  }
+  int status = 0;
+  auto session = tailor::runtime::Session::create(*plan, 1, error, status);
+  if (session) {
+    (void)session->run();
+  }
+  return 0;
+}
