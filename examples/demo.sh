@@ -51,3 +51,27 @@ grep -E ' = tg\.(rms_norm|linear|rope|attention|silu) .*tg.layer = 0 ' "$out/gra
 echo
 echo "== tailor-opt --tailor-summarize-params"
 "$bin/tailor-opt" "$out/graph.mlir" --tailor-summarize-params=largest=3 -o /dev/null
+
+echo
+echo "== tailor compile -o tiny-llama.tplan (plan one rank: kernels, lifetimes, arena offsets)"
+"$bin/tailor" compile "$model" --batch 2 --seq 8 -o "$out/tiny-llama.tplan"
+"$bin/tailor" inspect "$out/tiny-llama.tplan" | sed -n '/^memory:/,/^arenas:/p' | sed '$d'
+"$bin/tailor" inspect "$out/tiny-llama.tplan" | sed -n '/^inputs:/,$p'
+
+echo
+echo "== tailor-run: the forward pass on the CPU, against PyTorch's logits"
+"$python" -c "import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])['input_ids'])" \
+  "${model%.onnx}.ref.npz" "$out/input_ids.npy"
+"$bin/tailor-run" "$out/tiny-llama.tplan" --input input_ids="$out/input_ids.npy" \
+  --output logits="$out/logits.npy"
+"$python" -c "
+import numpy as np, sys
+ref = np.load(sys.argv[1])['logits']; got = np.load(sys.argv[2])
+print(f'logits {list(got.shape)}: max |tailor - PyTorch| = {abs(got - ref).max():.2e}')
+print('next tokens (tailor): ', got[:, -1].argmax(-1).tolist())
+print('next tokens (PyTorch):', ref[:, -1].argmax(-1).tolist())
+" "${model%.onnx}.ref.npz" "$out/logits.npy"
+
+echo
+echo "== examples/embed: a C program running the plan through the C API"
+"$build/bin/tailor-embed-example" "$out/tiny-llama.tplan"

@@ -316,3 +316,39 @@ sched.program @p rank 0 of 2 {
   // expected-error @+1 {{all_gather over 2 ranks of 1024 input bytes needs an output of 2048 bytes, got 1024}}
   sched.collective all_gather %0 to %0 group [0, 1] on @s : memref<256xf32> to memref<256xf32>
 }
+
+// -----
+
+// Tests that a parameter's file range must hold exactly its tensor.
+sched.program @p rank 0 of 1 {
+  sched.arena @a host parameters size 1024
+  // expected-error @+1 {{parameter 'w' reads 100 bytes from its file but 'memref<4x8xf32>' holds 128}}
+  %w = sched.param "w" @a[0, 128] from "w.bin"[0, 100] : memref<4x8xf32>
+}
+
+// -----
+
+// Tests that a parameter view must lie inside its arena.
+sched.program @p rank 0 of 1 {
+  sched.arena @a host parameters size 64
+  // expected-error @+1 {{buffer [0, 128) overruns arena @a of 64 bytes}}
+  %w = sched.param "w" @a[0, 128] from "w.bin"[0, 128] : memref<4x8xf32>
+}
+
+// -----
+
+// Tests that a constant's value must have the buffer's type.
+sched.program @p rank 0 of 1 {
+  sched.arena @a host constants size 64
+  // expected-error @+1 {{value of type 'tensor<2xi64>' does not match the buffer 'memref<2xi32>'}}
+  %c = sched.constant @a[0, 8] dense<[1, 2]> : tensor<2xi64> : memref<2xi32>
+}
+
+// -----
+
+// Tests that an input must have a name.
+sched.program @p rank 0 of 1 {
+  sched.arena @a host activations size 64
+  // expected-error @+1 {{expected an input name}}
+  %x = sched.input "" @a[0, 16] : memref<4xf32>
+}

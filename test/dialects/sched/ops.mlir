@@ -65,3 +65,30 @@ sched.program @rank1 rank 1 of 2 {
   sched.collective all_gather %s to %g group [0, 1] on @comm : memref<512xf32> to memref<1024xf32>
   sched.collective broadcast %g to %g group [0, 1] root 0 on @comm : memref<1024xf32> to memref<1024xf32>
 }
+
+// -----
+
+// Tests that the planner's ops round-trip: inputs, parameters bound from a
+// file, constants, kernel attributes, origins and outputs.
+// CHECK-LABEL: sched.program @rank0 rank 0 of 1 {
+// CHECK: %[[X:.+]] = sched.input "input_ids" @act[0, 64] : memref<1x8xi64>
+// CHECK: %[[T:.+]] = sched.param "model.embed_tokens.weight" @params[0, 4096] from "model.onnx.data"[0, 4096] : memref<32x32xf32>
+// CHECK: %[[A:.+]] = sched.param "lora_A" @params[4096, 1024] trainable : memref<8x32xf32>
+// CHECK: %[[C:.+]] = sched.constant @consts[0, 8] dense<[1, 2]> : tensor<2xi32> : memref<2xi32>
+// CHECK: %[[Y:.+]] = sched.buffer @act[64, 1024] : memref<1x8x32xf32>
+// CHECK: sched.launch @embedding(%[[T]], %[[X]], %[[Y]]) on @compute with {scale = 1.000000e+00 : f64} {origin = "tg.embedding model.embed_tokens"}
+// CHECK: sched.output "hidden" %[[Y]] : memref<1x8x32xf32>
+sched.program @rank0 rank 0 of 1 {
+  sched.arena @params host parameters size 8192
+  sched.arena @consts host constants size 64
+  sched.arena @act host activations size 2048
+  sched.stream @compute
+  sched.kernel @embedding arity 3
+  %x = sched.input "input_ids" @act[0, 64] : memref<1x8xi64>
+  %t = sched.param "model.embed_tokens.weight" @params[0, 4096] from "model.onnx.data"[0, 4096] : memref<32x32xf32>
+  %a = sched.param "lora_A" @params[4096, 1024] trainable : memref<8x32xf32>
+  %c = sched.constant @consts[0, 8] dense<[1, 2]> : tensor<2xi32> : memref<2xi32>
+  %y = sched.buffer @act[64, 1024] : memref<1x8x32xf32>
+  sched.launch @embedding(%t, %x, %y) on @compute with {scale = 1.0 : f64} {origin = "tg.embedding model.embed_tokens"} : memref<32x32xf32>, memref<1x8xi64>, memref<1x8x32xf32>
+  sched.output "hidden" %y : memref<1x8x32xf32>
+}
