@@ -314,6 +314,13 @@ void LowerToSchedPass::runOnOperation() {
     roots[rootIndex].last = endStep;
     outputs.emplace_back(outputName, stored);
   }
+  // Inputs stay intact for the whole run, so a caller can set them once and
+  // run the plan again.
+  for (Root &root : roots) {
+    if (root.home == Home::Input) {
+      root.last = endStep;
+    }
+  }
 
   // --- Offsets -----------------------------------------------------------
   uint64_t align = static_cast<uint64_t>(alignment);

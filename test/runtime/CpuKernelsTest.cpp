@@ -787,7 +787,7 @@ TEST(ReductionTest, ReduceMaxPropagatesNaN) {
 
 TEST(ReductionTest, SoftmaxAlongAnyAxis) {
   for (DType dtype : {DType::F32, DType::F64}) {
-    std::vector<int64_t> shape = {3, 70, 300};
+    std::vector<int64_t> shape = {3, 40, 300};
     Buffer x = randomBuffer(dtype, shape, -30, 30, 14);
     x.set(5, -kInf); // a masked entry
     for (int64_t axis = 0; axis < 3; ++axis) {
@@ -923,4 +923,418 @@ TEST(LinearAlgebraTest, LinearWithAndWithoutBias) {
   setBlasThreads(2); // any count gives the same result
   ASSERT_EQ(runKernel("linear", {&x, &w, &bias, &y}), "");
   expectAllNear(y, wantBias, 1e-5, 1e-5, "linear, 2 BLAS threads");
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::vector<double> ropeRef(const Buffer &x, const Buffer &cosT,
+                            const Buffer &sinT, bool interleaved) {
+  int64_t h = x.shape[1], t = x.shape[2], d = x.shape[3];
+  bool perBatch = cosT.shape.size() == 3;
+  std::vector<double> out(x.numel());
+  for (int64_t row = 0; row < x.numel() / d; ++row) {
+    int64_t ti = row % t, bi = row / (h * t);
+    int64_t table = ((perBatch ? bi * t : 0) + ti) * d;
+    for (int64_t i = 0; i < d; ++i) {
+      double rotated;
+      if (interleaved) {
+        rotated = i % 2 ? x.at(row * d + i - 1) : -x.at(row * d + i + 1);
+      } else {
+        rotated = i < d / 2 ? -x.at(row * d + i + d / 2)
+                            : x.at(row * d + i - d / 2);
+      }
+      out[row * d + i] = x.at(row * d + i) * cosT.at(table + i) +
+                         rotated * sinT.at(table + i);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(TransformerTest, RopeBothLayoutsAndTables) {
+  int64_t b = 2, h = 3, t = 5, d = 8;
+  Buffer x = randomBuffer(DType::F32, {b, h, t, d}, -2, 2, 24);
+  for (bool perBatch : {false, true}) {
+    std::vector<int64_t> tableShape =
+        perBatch ? std::vector<int64_t>{b, t, d} : std::vector<int64_t>{t, d};
+    // HF tables: angle pos * inv_freq, repeated over halves (or pairs).
+    for (bool interleaved : {false, true}) {
+      Buffer cosT(DType::F32, tableShape), sinT(DType::F32, tableShape);
+      for (int64_t i = 0; i < cosT.numel(); ++i) {
+        int64_t pos = i / d % t + (perBatch ? 3 * (i / (t * d)) : 0);
+        int64_t f = interleaved ? (i % d) / 2 : (i % d) % (d / 2);
+        double angle = pos * std::pow(10000.0, -2.0 * f / d);
+        cosT.set(i, std::cos(angle));
+        sinT.set(i, std::sin(angle));
+      }
+      Buffer y(DType::F32, {b, h, t, d});
+      ASSERT_EQ(runKernel("rope", {&x, &cosT, &sinT, &y},
+                          {intAttr("interleaved", interleaved)}),
+                "");
+      std::vector<double> want = ropeRef(x, cosT, sinT, interleaved);
+      expectAllNear(y, want, 1e-5, 1e-6, "rope");
+      Buffer inPlace = x;
+      ASSERT_EQ(runKernel("rope", {&inPlace, &cosT, &sinT, &inPlace},
+                          {intAttr("interleaved", interleaved)}),
+                "");
+      expectAllNear(inPlace, want, 1e-5, 1e-6, "rope in place");
+    }
+  }
+}
+
+namespace {
+
+struct AttentionCase {
+  int64_t b, hq, hkv, t, s, d, dv;
+  bool causal;
+  int64_t slots;
+};
+
+std::vector<double> attentionRef(const AttentionCase &c, const Buffer &q,
+                                 const Buffer &k, const Buffer &v,
+                                 double scale) {
+  std::vector<double> out(c.b * c.hq * c.t * c.dv, 0.0);
+  for (int64_t bi = 0; bi < c.b; ++bi) {
+    for (int64_t h = 0; h < c.hq; ++h) {
+      int64_t kvh = h / (c.hq / c.hkv);
+      for (int64_t t = 0; t < c.t; ++t) {
+        std::vector<double> p(c.s, 0.0);
+        double m = -kInf, sum = 0;
+        int64_t last = c.causal ? t + c.s - c.t : c.s - 1;
+        for (int64_t s = 0; s <= std::min(last, c.s - 1); ++s) {
+          double dot = 0;
+          for (int64_t i = 0; i < c.d; ++i) {
+            dot += q.at(((bi * c.hq + h) * c.t + t) * c.d + i) *
+                   k.at(((bi * c.hkv + kvh) * c.s + s) * c.d + i);
+          }
+          p[s] = dot * scale;
+          m = std::max(m, p[s]);
+        }
+        if (last < 0) {
+          continue; // no visible key: zeros
+        }
+        for (int64_t s = 0; s <= std::min(last, c.s - 1); ++s) {
+          p[s] = std::exp(p[s] - m);
+          sum += p[s];
+        }
+        for (int64_t s = 0; s <= std::min(last, c.s - 1); ++s) {
+          for (int64_t j = 0; j < c.dv; ++j) {
+            out[((bi * c.hq + h) * c.t + t) * c.dv + j] +=
+                p[s] / sum * v.at(((bi * c.hkv + kvh) * c.s + s) * c.dv + j);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(TransformerTest, AttentionGqaCausalAndPlain) {
+  const AttentionCase cases[] = {
+      {2, 4, 2, 70, 100, 16, 8, true, 3},   // GQA, S > T, two row blocks
+      {1, 4, 1, 130, 130, 8, 8, true, 1},   // MQA, square, one slot
+      {2, 2, 2, 5, 7, 16, 12, false, 4},    // plain MHA, Dv != D
+      {1, 2, 1, 80, 50, 8, 8, true, 2},     // S < T: the first 30 rows see nothing
+      {3, 6, 3, 1, 33, 16, 16, true, 4},    // decode: one query row
+  };
+  for (const AttentionCase &c : cases) {
+    Buffer q = randomBuffer(DType::F32, {c.b, c.hq, c.t, c.d}, -1, 1, 25);
+    Buffer k = randomBuffer(DType::F32, {c.b, c.hkv, c.s, c.d}, -1, 1, 26);
+    Buffer v = randomBuffer(DType::F32, {c.b, c.hkv, c.s, c.dv}, -1, 1, 27);
+    Buffer ws(DType::F32, {c.slots * 64 * c.s + 5});
+    for (bool explicitScale : {false, true}) {
+      double scale = explicitScale ? 0.7 : 1 / std::sqrt(double(c.d));
+      std::vector<Attribute> attrs = {intAttr("causal", c.causal)};
+      if (explicitScale) {
+        attrs.push_back(floatAttr("scale", scale));
+      }
+      std::vector<double> want = attentionRef(c, q, k, v, scale);
+      for (ThreadPool *pool : {&pool4(), static_cast<ThreadPool *>(nullptr)}) {
+        Buffer y = randomBuffer(DType::F32, {c.b, c.hq, c.t, c.dv}, -9, 9, 28);
+        ASSERT_EQ(runKernel("attention", {&q, &k, &v, &y, &ws}, attrs, pool), "");
+        expectAllNear(y, want, 1e-4, 1e-5,
+                      "attention T " + std::to_string(c.t) + " S " +
+                          std::to_string(c.s));
+      }
+    }
+  }
+}
+
+TEST(TransformerTest, EmbeddingGathersAndRejectsBadIds) {
+  Buffer table = randomBuffer(DType::F32, {10, 6}, -1, 1, 29);
+  for (DType idType : {DType::I32, DType::I64}) {
+    Buffer ids = filled(idType, {2, 3}, {0, 9, 3, 3, 7, 1});
+    Buffer y(DType::F32, {2, 3, 6});
+    ASSERT_EQ(runKernel("embedding", {&table, &ids, &y}), "");
+    std::vector<double> want;
+    for (int64_t i = 0; i < 6; ++i) {
+      for (int64_t j = 0; j < 6; ++j) {
+        want.push_back(table.at(static_cast<int64_t>(ids.at(i)) * 6 + j));
+      }
+    }
+    expectAllNear(y, want, 0, 0, "embedding");
+    Buffer bad = filled(idType, {2, 3}, {0, 1, 10, 2, -1, 3});
+    EXPECT_EQ(runKernel("embedding", {&table, &bad, &y}),
+              "token id 10 is out of range [0, 10)");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST(DataMovementTest, TransposeAnyPermutationAndDType) {
+  struct Case {
+    std::vector<int64_t> shape, perm;
+  };
+  const Case cases[] = {
+      {{70, 45}, {1, 0}},
+      {{2, 33, 4, 40}, {0, 2, 1, 3}}, // [B, T, H, D] -> [B, H, T, D]
+      {{3, 4, 5}, {2, 0, 1}},
+      {{3, 4, 5}, {1, 2, 0}},
+      {{6, 1, 7}, {2, 1, 0}},
+      {{3, 4}, {0, 1}},
+      {{5, 66, 67}, {0, 2, 1}},       // tiled with partial tiles
+  };
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::I32}) {
+    for (const Case &c : cases) {
+      Buffer x = randomBuffer(dtype, c.shape, -100, 100, 30);
+      std::vector<int64_t> out;
+      for (int64_t p : c.perm) {
+        out.push_back(c.shape[p]);
+      }
+      Buffer y(dtype, out);
+      ASSERT_EQ(runKernel("transpose", {&x, &y}, {intsAttr("permutation", c.perm)}), "");
+      std::vector<double> want(y.numel());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        // y index -> coordinates -> x coordinates (x dim perm[j] = y dim j).
+        std::vector<int64_t> xc(c.shape.size());
+        int64_t rest = i;
+        for (int64_t j = static_cast<int64_t>(out.size()) - 1; j >= 0; --j) {
+          xc[c.perm[j]] = rest % out[j];
+          rest /= out[j];
+        }
+        int64_t xi = 0;
+        for (size_t d = 0; d < c.shape.size(); ++d) {
+          xi = xi * c.shape[d] + xc[d];
+        }
+        want[i] = x.at(xi);
+      }
+      expectAllNear(y, want, 0, 0, "transpose " + ::testing::PrintToString(c.perm));
+    }
+  }
+}
+
+TEST(DataMovementTest, SliceWithStartsAndSteps) {
+  Buffer x = randomBuffer(DType::F32, {7, 9, 11}, -1, 1, 31);
+  struct Case {
+    std::vector<int64_t> starts, steps, out;
+  };
+  const Case cases[] = {
+      {{0, 0, 0}, {1, 1, 1}, {7, 9, 11}},
+      {{1, 2, 3}, {1, 1, 1}, {5, 4, 8}},
+      {{0, 1, 0}, {3, 2, 5}, {3, 4, 3}},
+      {{6, 8, 10}, {1, 1, 1}, {1, 1, 1}},
+      {{2, 0, 1}, {2, 4, 1}, {2, 3, 0}},
+  };
+  for (const Case &c : cases) {
+    Buffer y(DType::F32, c.out);
+    ASSERT_EQ(runKernel("slice", {&x, &y},
+                        {intsAttr("starts", c.starts), intsAttr("steps", c.steps)}),
+              "");
+    std::vector<double> want;
+    for (int64_t i = 0; i < c.out[0]; ++i) {
+      for (int64_t j = 0; j < c.out[1]; ++j) {
+        for (int64_t l = 0; l < c.out[2]; ++l) {
+          int64_t a = c.starts[0] + i * c.steps[0];
+          int64_t b = c.starts[1] + j * c.steps[1];
+          int64_t e = c.starts[2] + l * c.steps[2];
+          want.push_back(x.at((a * 9 + b) * 11 + e));
+        }
+      }
+    }
+    expectAllNear(y, want, 0, 0, "slice");
+  }
+}
+
+TEST(DataMovementTest, ConcatAndSplitRoundTrip) {
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    std::vector<int64_t> extents = {3, 0, 5, 1};
+    std::vector<Buffer> pieces;
+    std::vector<int64_t> whole = {4, 6, 7};
+    whole[axis] = 9;
+    for (size_t i = 0; i < extents.size(); ++i) {
+      std::vector<int64_t> shape = whole;
+      shape[axis] = extents[i];
+      pieces.push_back(randomBuffer(DType::I64, shape, -99, 99, 32 + i));
+    }
+    Buffer y(DType::I64, whole);
+    std::vector<Buffer *> ops;
+    for (Buffer &p : pieces) {
+      ops.push_back(&p);
+    }
+    ops.push_back(&y);
+    ASSERT_EQ(runKernel("concat", ops, {intAttr("axis", axis)}), "");
+    std::vector<double> want(y.numel());
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t inner = 1;
+      for (int64_t d = axis + 1; d < 3; ++d) {
+        inner *= whole[d];
+      }
+      int64_t outer = i / (whole[axis] * inner), at = i / inner % whole[axis];
+      size_t p = 0;
+      while (at >= extents[p]) {
+        at -= extents[p++];
+      }
+      want[i] = pieces[p].at((outer * extents[p] + at) * inner + i % inner);
+    }
+    expectAllNear(y, want, 0, 0, "concat axis " + std::to_string(axis));
+    std::vector<Buffer> back;
+    for (Buffer &p : pieces) {
+      back.emplace_back(DType::I64, p.shape);
+    }
+    std::vector<Buffer *> splitOps = {&y};
+    for (Buffer &p : back) {
+      splitOps.push_back(&p);
+    }
+    ASSERT_EQ(runKernel("split", splitOps, {intAttr("axis", axis)}), "");
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      EXPECT_TRUE(back[i].sameBytes(pieces[i])) << "split piece " << i;
+    }
+  }
+  // A large concat along axis 0 splits single pieces across chunks.
+  Buffer a = randomBuffer(DType::F32, {300, 1000}, -1, 1, 40);
+  Buffer b = randomBuffer(DType::F32, {200, 1000}, -1, 1, 41);
+  Buffer y(DType::F32, {500, 1000});
+  ASSERT_EQ(runKernel("concat", {&a, &b, &y}, {intAttr("axis", 0)}), "");
+  Buffer a2(DType::F32, {300, 1000}), b2(DType::F32, {200, 1000});
+  ASSERT_EQ(runKernel("split", {&y, &a2, &b2}, {intAttr("axis", 0)}), "");
+  EXPECT_TRUE(a2.sameBytes(a));
+  EXPECT_TRUE(b2.sameBytes(b));
+}
+
+TEST(DataMovementTest, BroadcastAndCopy) {
+  const Shapes cases[] = {
+      {{5}, {}, {3, 5}},
+      {{3, 1}, {}, {3, 70000}},
+      {{1}, {}, {4, 4}},
+      {{2, 1, 3}, {}, {2, 4, 3}},
+  };
+  for (DType dtype : {DType::F32, DType::F64, DType::Bool}) {
+    for (const Shapes &c : cases) {
+      Buffer x = randomBuffer(dtype, c.a, -5, 5, 42);
+      Buffer y(dtype, c.y);
+      ASSERT_EQ(runKernel("broadcast", {&x, &y}), "");
+      std::vector<double> want(y.numel());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        want[i] = x.at(broadcastIndex(c.a, c.y, i));
+      }
+      expectAllNear(y, want, 0, 0, "broadcast");
+    }
+  }
+  Buffer x = randomBuffer(DType::F32, {600, 1000}, -1, 1, 43);
+  Buffer y(DType::I32, {1000, 600}); // copy moves bytes: dtype may differ
+  ASSERT_EQ(runKernel("copy", {&x, &y}), "");
+  EXPECT_EQ(std::memcmp(x.tensor().data, y.tensor().data, x.numel() * 4), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// check() rejections
+//===----------------------------------------------------------------------===//
+
+TEST(CheckTest, RejectsMalformedLaunches) {
+  Buffer f4(DType::F32, {4}), f4b(DType::F32, {4}), f5(DType::F32, {5});
+  Buffer f23(DType::F32, {2, 3}), f32x(DType::F32, {3, 2}), f3(DType::F32, {3});
+  Buffer d4(DType::F64, {4}), i4(DType::I64, {4}), b4(DType::Bool, {4});
+  Buffer i32x4(DType::I32, {4});
+  Buffer q(DType::F32, {1, 4, 8, 16}), k(DType::F32, {1, 2, 8, 16}),
+      v(DType::F32, {1, 2, 8, 16}), y(DType::F32, {1, 4, 8, 16});
+  Buffer k3(DType::F32, {1, 3, 8, 16}), v3(DType::F32, {1, 3, 8, 16});
+  Buffer ws(DType::F32, {64 * 8}), smallWs(DType::F32, {64 * 8 - 1});
+  Buffer cosT(DType::F32, {8, 16}), badCos(DType::F32, {7, 16});
+  Buffer odd(DType::F32, {1, 1, 8, 15}), cosOdd(DType::F32, {8, 15});
+  Buffer table(DType::F32, {10, 3}), ids(DType::I64, {4}), emb(DType::F32, {4, 3});
+  Buffer fIds(DType::F32, {4}), emb2(DType::F32, {4, 2});
+  struct Case {
+    const char *kernel;
+    std::vector<Buffer *> ops;
+    std::vector<Attribute> attrs;
+    const char *expected; // a substring of the message
+  };
+  const Case cases[] = {
+      // Arity.
+      {"exp", {&f4}, {}, "expected 2 operands, got 1"},
+      {"add", {&f4, &f4b}, {}, "expected 3 operands, got 2"},
+      {"attention", {&q, &k, &v, &y}, {}, "expected 5 operands, got 4"},
+      {"linear", {&f23}, {}, "expected 3 to 4 operands, got 1"},
+      {"concat", {&f4}, {intAttr("axis", 0)}, "at least 2 operands"},
+      // Dtypes.
+      {"exp", {&i4, &i4}, {}, "operand 0 must be f32 or f64, got i64"},
+      {"exp", {&f4, &d4}, {}, "operand 1 must be f32 like operand 0, got f64"},
+      {"add", {&f4, &d4, &f4b}, {}, "operand 1 must be f32 like operand 0"},
+      {"add", {&b4, &b4, &b4}, {}, "got bool"},
+      {"eq", {&f4, &f4b, &f4}, {}, "operand 2 must be bool, got f32"},
+      {"is_nan", {&f4, &f4b}, {}, "operand 1 must be bool"},
+      {"select", {&f4, &f4, &f4, &f4}, {}, "operand 0 must be bool"},
+      {"rms_norm", {&d4, &d4, &d4}, {floatAttr("epsilon", 1e-6)}, "must be f32"},
+      {"embedding", {&table, &fIds, &emb}, {}, "operand 1 must be i32 or i64"},
+      // Shapes and broadcasting.
+      {"exp", {&f4, &f5}, {}, "operand 1 must have shape [4], got [5]"},
+      {"add", {&f4, &f5, &f4b}, {}, "operand 1 of shape [5] does not broadcast to [4]"},
+      {"add", {&f23, &f3, &f32x}, {}, "does not broadcast to [3, 2]"},
+      {"matmul", {&f23, &f23, &f23}, {}, "contraction extents differ"},
+      {"matmul", {&f4, &f4, &f4}, {}, "must have rank >= 2"},
+      {"linear", {&f23, &f32x, &f23}, {}, "does not match input"},
+      {"rms_norm", {&f23, &f4, &f23}, {floatAttr("epsilon", 1e-6)}, "operand 1 must have shape [3]"},
+      {"attention", {&q, &k3, &v3, &y, &ws}, {}, "must be a multiple of key/value heads"},
+      {"attention", {&q, &k, &v, &f23, &ws}, {}, "operand 3 must have rank 4"},
+      {"attention", {&q, &k, &v, &y, &smallWs}, {}, "holds no 64 x 8 score block"},
+      {"rope", {&q, &badCos, &badCos, &q}, {}, "operand 1 must have shape [8, 16] or [1, 8, 16]"},
+      {"rope", {&odd, &cosOdd, &cosOdd, &odd}, {}, "must be even"},
+      {"embedding", {&table, &ids, &emb2}, {}, "operand 2 must have shape [4, 3]"},
+      {"transpose", {&f23, &f23}, {intsAttr("permutation", {1, 0})}, "operand 1 must have shape [3, 2]"},
+      {"slice", {&f23, &f23}, {intsAttr("starts", {1, 0}), intsAttr("steps", {1, 1})}, "reads past its extent 2"},
+      {"concat", {&f23, &f32x, &f23}, {intAttr("axis", 0)}, "does not match"},
+      {"concat", {&f23, &f23, &f23}, {intAttr("axis", 1)}, "pieces add up to 6 along axis 1, expected 3"},
+      {"broadcast", {&f4, &f23}, {}, "does not broadcast"},
+      {"copy", {&f4, &f5}, {}, "copy of 16 bytes into 20"},
+      {"reduce_sum", {&f23, &f23}, {intsAttr("axes", {1})}, "operand 1 must have shape [2]"},
+      // Attributes.
+      {"softmax", {&f23, &f23}, {}, "missing int attribute 'axis'"},
+      {"softmax", {&f23, &f23}, {intAttr("axis", 2)}, "attribute 'axis' is 2, expected a value in [0, 1]"},
+      {"rms_norm", {&f4, &f4, &f4}, {}, "missing float attribute 'epsilon'"},
+      {"reduce_sum", {&f23, &f3}, {}, "missing ints attribute 'axes'"},
+      {"reduce_sum", {&f23, &f3}, {intsAttr("axes", {1, 0})}, "must be sorted distinct axes"},
+      {"reduce_sum", {&f23, &f3}, {intsAttr("axes", {0}), intAttr("keep_dims", 2)}, "attribute 'keep_dims' is 2"},
+      {"transpose", {&f23, &f32x}, {intsAttr("permutation", {0, 0})}, "is not a permutation"},
+      {"transpose", {&f23, &f32x}, {intsAttr("permutation", {1})}, "has 1 entries, expected 2"},
+      {"slice", {&f23, &f23}, {intsAttr("starts", {0, 0}), intsAttr("steps", {1, 0})}, "attribute 'steps' has entry 0"},
+      {"attention", {&q, &k, &v, &y, &ws}, {intAttr("causal", 2)}, "attribute 'causal' is 2"},
+      {"attention", {&q, &k, &v, &y, &ws}, {stringAttr("scale", "x")}, "attribute 'scale' must be a float"},
+      {"rope", {&q, &cosT, &cosT, &q}, {floatAttr("interleaved", 1)}, "attribute 'interleaved' must be an int"},
+      {"concat", {&f23, &f23, &f23}, {}, "missing int attribute 'axis'"},
+  };
+  for (const Case &c : cases) {
+    std::string message = checkKernel(c.kernel, c.ops, c.attrs);
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << c.kernel << ": got '" << message << "', expected '" << c.expected
+        << "'";
+    // House style: lowercase start, no final period.
+    ASSERT_FALSE(message.empty()) << c.kernel;
+    EXPECT_TRUE(std::islower(static_cast<unsigned char>(message[0])))
+        << message;
+    EXPECT_NE(message.back(), '.') << message;
+  }
+  // The same launches, well-formed, pass.
+  EXPECT_EQ(checkKernel("attention", {&q, &k, &v, &y, &ws}, {intAttr("causal", 1)}), "");
+  EXPECT_EQ(checkKernel("rope", {&q, &cosT, &cosT, &q}, {}), "");
+  EXPECT_EQ(checkKernel("add", {&f23, &f3, &f23}), "");
+  EXPECT_EQ(checkKernel("eq", {&i32x4, &i32x4, &b4}), "");
 }
