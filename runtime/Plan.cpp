@@ -38,6 +38,14 @@ static bool checkedMul(uint64_t a, uint64_t b, uint64_t &out) {
   return true;
 }
 
+/// The flatbuffers Verifier checks a vector's length field, not that 8-byte
+/// elements are 8-byte aligned; a forged file could make reads misaligned.
+template <typename T>
+static bool aligned(const flatbuffers::Vector<T> *vector) {
+  return !vector ||
+         reinterpret_cast<uintptr_t>(vector->data()) % alignof(T) == 0;
+}
+
 static bool validDType(fb::DType dtype) {
   auto value = static_cast<int>(dtype);
   return value >= static_cast<int>(fb::DType::MIN) &&
@@ -231,6 +239,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                        << arena->name()->str() << "' of " << arena->size()
                        << " bytes";
     }
+    if (!aligned(buffer->shape())) {
+      return Message() << "buffer " << i << " has a misaligned shape";
+    }
     if (buffer->shape()->size() > kMaxPlanRank) {
       return Message() << "buffer " << i << " has rank "
                        << buffer->shape()->size() << " (at most "
@@ -366,6 +377,10 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
       }
       if (const auto *attrs = launch->attributes()) {
         for (const fb::Attribute *attr : *attrs) {
+          if (!aligned(attr->ints()) || !aligned(attr->floats())) {
+            return Message() << "step " << i << " attribute '"
+                             << attr->name()->str() << "' is misaligned";
+          }
           auto kind = static_cast<int>(attr->kind());
           if (kind < 0 || kind > static_cast<int>(fb::AttrKind::MAX)) {
             return Message() << "step " << i << " attribute '"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # replay.sh TAILOR: runs `tailor compile` on every fuzzer seed and past crash
-# input in test/fuzz/corpus. Each must end in success or a diagnostic (exit 0
+# input in test/fuzz/corpus, and `tailor inspect` on those in
+# test/fuzz/plan-corpus. Each must end in success or a diagnostic (exit 0
 # or 1), never a signal, so a fixed fuzzer finding stays fixed.
 set -uo pipefail
 tailor=$1
@@ -16,6 +17,17 @@ for input in "$corpus"/*; do
   count=$((count + 1))
   if [ $rc -gt 1 ]; then
     echo "FAIL: $(basename "$input") exited $rc"
+    tail -5 "$out/err"
+    status=1
+  fi
+done
+# Plans: every seed and past crash must load or be refused, never crash.
+for input in "$corpus"/../plan-corpus/*; do
+  "$tailor" inspect "$input" >/dev/null 2>"$out/err"
+  rc=$?
+  count=$((count + 1))
+  if [ $rc -gt 1 ]; then
+    echo "FAIL: plan $(basename "$input") exited $rc"
     tail -5 "$out/err"
     status=1
   fi
