@@ -40,9 +40,10 @@ static bool checkedMul(uint64_t a, uint64_t b, uint64_t &out) {
 
 /// The flatbuffers Verifier checks a vector's length field, not that 8-byte
 /// elements are 8-byte aligned; a forged file could make reads misaligned.
+/// (Writers do not align empty vectors, whose data is never read.)
 template <typename T>
 static bool aligned(const flatbuffers::Vector<T> *vector) {
-  return !vector ||
+  return !vector || vector->size() == 0 ||
          reinterpret_cast<uintptr_t>(vector->data()) % alignof(T) == 0;
 }
 

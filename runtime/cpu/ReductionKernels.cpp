@@ -37,8 +37,10 @@ template <typename T>
 using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double,
                                   uint64_t>;
 
+/// max that keeps a NaN once seen. The bitwise `|` (not `||`) keeps it
+/// branch-free, so the lane loops below vectorize.
 template <typename T> inline T maxNan(T acc, T v) {
-  return (v != v || v > acc) ? v : acc;
+  return ((v != v) | (v > acc)) ? v : acc;
 }
 
 template <typename T> constexpr T lowest() {

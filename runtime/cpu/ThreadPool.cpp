@@ -291,15 +291,14 @@ void ThreadPool::parallelFor(
   p.runChunks(0);
 
   p.epoch.fetch_add(1); // closed: no new joiners
+  // Each worker's release decrement heads a release sequence the later
+  // decrements continue, so reading 0 here acquires every worker's writes.
   for (unsigned spins = 1; p.active.load() != 0; ++spins) {
     cpuRelax();
     if (spins % 64 == 0) {
       std::this_thread::yield();
     }
   }
-  // The last worker's writes happen-before its release decrement, which
-  // the seq_cst load above read.
-  std::atomic_thread_fence(std::memory_order_acquire);
 }
 
 } // namespace tailor::runtime

@@ -21,8 +21,11 @@
 
 /// Hot loops compile twice, for x86-64-v3 (AVX2 + FMA) and the baseline, and
 /// the loader picks one: the build has no -march flag. Clang does not accept
-/// target_clones on templates, so it gets the baseline only.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/// target_clones on templates, so it gets the baseline only; neither does
+/// ThreadSanitizer, whose instrumented ifunc resolvers run before its
+/// runtime is up.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&        \
+    !defined(__SANITIZE_THREAD__)
 #define TAILOR_VECTOR_CLONES                                                   \
   __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else

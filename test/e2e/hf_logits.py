@@ -76,7 +76,7 @@ def ort_logits(model_path, feeds):
     return out[names.index("logits")] if "logits" in names else out[0]
 
 
-def tail(text, n=300):
+def first_line(text, n=300):
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return (lines[0] if lines else "(no message)")[:n]
 
@@ -90,7 +90,7 @@ def run_tailor(args, model, work, feeds):
                            "--batch", str(BATCH), "--seq", str(SEQ)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        return None, "compile failed: " + tail(proc.stderr + proc.stdout)
+        return None, "compile failed: " + first_line(proc.stderr + proc.stdout)
     cmd = [args.tailor_run, plan]
     for name, value in feeds.items():
         path = os.path.join(work, f"in.{name}.npy")
@@ -101,7 +101,7 @@ def run_tailor(args, model, work, feeds):
     cmd += ["--output-dir", out_dir]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        return None, f"tailor-run exit {proc.returncode}: " + tail(proc.stderr + proc.stdout)
+        return None, f"tailor-run exit {proc.returncode}: " + first_line(proc.stderr + proc.stdout)
     path = os.path.join(out_dir, "logits.npy")
     if not os.path.exists(path):
         return None, f"no logits.npy in --output-dir (wrote {sorted(os.listdir(out_dir))})"
@@ -141,7 +141,7 @@ def main():
         name = case_name(family, exporter, opset, external)
         if err:
             failures += 1
-            print(f"{name:<18} FAIL   export failed: {tail(err.splitlines()[-1])}")
+            print(f"{name:<18} FAIL   export failed: {first_line(err.splitlines()[-1])}")
             continue
         ref = np.load(os.path.join(out_dir, "model.ref.npz"))
         meta = json.load(open(os.path.join(out_dir, "model.json")))
@@ -159,10 +159,13 @@ def main():
             print(f"{name:<18} FAIL   {'-':>11} {'-':>11} {e_ref:>15.2e}  {problem}")
             continue
         e_pt, e_ort = max_err(got, ref["logits"]), max_err(got, ort_out)
-        ok = e_pt <= args.tol and e_ort <= args.tol
+        same_type = got.dtype == ort_out.dtype
+        ok = e_pt <= args.tol and e_ort <= args.tol and same_type
         failures += not ok
         shape = ("" if got.shape == ref["logits"].shape else
                  f"  shape {list(got.shape)}, expected {list(ref['logits'].shape)}")
+        if not same_type:
+            shape += f"  dtype {got.dtype}, expected {ort_out.dtype}"
         print(f"{name:<18} {'ok' if ok else 'FAIL':<6} {e_pt:>11.2e} {e_ort:>11.2e} "
               f"{e_ref:>15.2e}{shape}")
         if ok and not args.keep:

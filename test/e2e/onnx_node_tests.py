@@ -25,8 +25,8 @@ Results per case: pass, compile-fail, run-fail or mismatch. A table per op
 and `summary: P/N node cases pass (ops: K)` are printed, and --report writes
 them as JSON. The exit status is 1 iff a case listed in the expected file
 (test/e2e/onnx_node_expected.txt, one case name a line, written by
---update-expected from a run) does not pass; newly passing cases are listed
-so they can be added.
+--update-expected from a run) does not pass, or if that file is missing;
+newly passing cases are listed so they can be added.
 
   onnx_node_tests.py --tailor build/bin/tailor --tailor-run build/bin/tailor-run
   onnx_node_tests.py ... --filter 'test_(add|sub)' --report /tmp/node.json
@@ -69,10 +69,13 @@ RUN_DTYPES = {"int64", "int32", "float32", "float64", "bool"}
 # ---------------------------------------------------------------------------
 
 def importer_table():
-    """Returns {op type: [(since, until), ...]} for the default domain, read
-    from the importer's table rows, and the importer's max default opset."""
+    """Returns ({op type: [(since, until), ...]}, min opset, max opset): the
+    importer's default-domain table rows and the opsets it imports."""
     ctx = open(os.path.join(FRONTEND, "ImportContext.h")).read()
     max_opset = int(re.search(r"kMaxDefaultOpset\s*=\s*(\d+)", ctx).group(1))
+    importer = open(os.path.join(FRONTEND, "OnnxImporter.cpp")).read()
+    low = re.search(r"defaultOpset < (\d+)", importer)
+    min_opset = int(low.group(1)) if low else 1
     consts = {"last": max_opset, "kMaxDefaultOpset": max_opset}
     table = collections.defaultdict(list)
     for src in TABLE_SOURCES:
@@ -97,7 +100,7 @@ def importer_table():
             table[m.group(2)].append((since, until))
     if not table:
         raise SystemExit(f"error: no importer rows found in {FRONTEND}")
-    return dict(table), max_opset
+    return dict(table), min_opset, max_opset
 
 
 def supported_at(table, op, opset):
@@ -121,7 +124,6 @@ def node_data_dir(cache):
     node_dir = os.path.join(root, "node")
     if os.path.exists(os.path.join(root, "done")):
         return node_dir
-    import argparse as ap_mod
     import warnings
 
     from onnx.backend.test.case import node as node_cases
@@ -139,7 +141,7 @@ def node_data_dir(cache):
     saved = cmd_tools.model_test.collect_testcases
     cmd_tools.model_test.collect_testcases = lambda: cases
     try:
-        cmd_tools.generate_data(ap_mod.Namespace(output=root))
+        cmd_tools.generate_data(argparse.Namespace(output=root))
     finally:
         cmd_tools.model_test.collect_testcases = saved
     open(os.path.join(root, "done"), "w").write(f"{len(cases)} cases\n")
@@ -155,7 +157,7 @@ def tensor_dtype_name(elem_type):
         return f"onnx-type-{elem_type}"
 
 
-def select(node_dir, table, max_opset, pattern):
+def select(node_dir, table, opsets, pattern):
     """Returns (selected, skipped): selected is a list of case dicts, skipped
     maps a reason to {case name: the op it tests}."""
     import onnx
@@ -183,10 +185,10 @@ def select(node_dir, table, max_opset, pattern):
         if any(op not in table for _, op in ops):
             skip("an op the importer has no row for")
             continue
-        if opset is None or not 7 <= opset <= max_opset or any(
+        if opset is None or not opsets[0] <= opset <= opsets[1] or any(
                 not supported_at(table, op, opset) for _, op in ops):
             skip("model opset outside the importer's rows (tailor imports "
-                 f"opsets 7 to {max_opset})")
+                 f"opsets {opsets[0]} to {opsets[1]})")
             continue
         values = list(model.graph.input) + list(model.graph.output)
         if any(v.type.WhichOneof("value") != "tensor_type" for v in values):
@@ -227,10 +229,12 @@ def read_pb(path):
 
 def first_line(text):
     """The first non-empty line of a tool's message, without the leading
-    'tailor compile: error: PATH/model.onnx: ' (the case is named anyway)."""
+    'tailor compile: error: PATH/model.onnx: ' or the plan's path (the case
+    is named anyway)."""
     for line in text.splitlines():
         if line.strip():
-            line = re.sub(r"^.*?model\.onnx: ", "", line.strip())
+            line = re.sub(r"^tailor compile: error: ", "", line.strip())
+            line = re.sub(r"\S*(model\.onnx|case\.tplan): ", "", line)
             return line[:400]
     return "(no message)"
 
@@ -388,9 +392,9 @@ def main():
     args.tailor = os.path.abspath(args.tailor)
     args.tailor_run = os.path.abspath(args.tailor_run)
 
-    table, max_opset = importer_table()
+    table, min_opset, max_opset = importer_table()
     node_dir = node_data_dir(args.cache)
-    selected, skipped = select(node_dir, table, max_opset, args.filter)
+    selected, skipped = select(node_dir, table, (min_opset, max_opset), args.filter)
     work = os.path.join(args.cache, "work")
     os.makedirs(work, exist_ok=True)
 
@@ -467,6 +471,7 @@ def main():
                 "onnx_version": onnx.__version__,
                 "node_dir": node_dir,
                 "rtol": args.rtol, "atol": args.atol,
+                "importer_opsets": [min_opset, max_opset],
                 "importer_ops": {op: rows for op, rows in sorted(table.items())},
                 "summary": {"passed": len(passing), "cases": len(results),
                             "ops": n_ops},
