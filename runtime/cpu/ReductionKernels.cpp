@@ -14,9 +14,10 @@
 // rms_norm is w * (x * rsqrt(mean(x^2) + eps)), layer_norm uses the two-pass
 // variance.
 //
-// Floating-point sums only vectorize when written with several independent
-// accumulators (the compiler may not reorder a single running sum), hence
-// the kLanes arrays below.
+// Floating-point sums and maxes only vectorize when the compiler may
+// reorder them, which strict IEEE code forbids; TAILOR_SIMD grants that per
+// loop (an OpenMP simd reduction), so the order is fixed by the code and
+// the same for any thread count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,15 +31,12 @@
 namespace tailor::runtime::cpu {
 namespace {
 
-constexpr int kLanes = 16;
-
 /// The accumulator for sums of T: f64 for floats, wrapping u64 for ints.
 template <typename T>
 using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double,
                                   uint64_t>;
 
-/// max that keeps a NaN once seen. The bitwise `|` (not `||`) keeps it
-/// branch-free, so the lane loops below vectorize.
+/// max that keeps a NaN once seen (torch.max semantics).
 template <typename T> inline T maxNan(T acc, T v) {
   return ((v != v) | (v > acc)) ? v : acc;
 }
@@ -53,40 +51,27 @@ template <typename T> constexpr T lowest() {
 
 template <typename Acc, typename T>
 TAILOR_VECTOR_CLONES Acc sumRow(const T *x, int64_t n) {
-  Acc acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      acc[j] += static_cast<Acc>(x[i + j]);
-    }
+  Acc sum = 0;
+  TAILOR_SIMD(reduction(+ : sum))
+  for (int64_t i = 0; i < n; ++i) {
+    sum += static_cast<Acc>(x[i]);
   }
-  for (int j = 0; i < n; ++i, ++j) {
-    acc[j] += static_cast<Acc>(x[i]);
-  }
-  Acc total = 0;
-  for (int j = 0; j < kLanes; ++j) {
-    total += acc[j];
-  }
-  return total;
+  return sum;
 }
 
+/// The running max and a separate NaN flag, since a vector max reduction
+/// does not carry NaN the way maxNan does.
 template <typename T> TAILOR_VECTOR_CLONES T maxRow(const T *x, int64_t n) {
-  T acc[kLanes];
-  for (int j = 0; j < kLanes; ++j) {
-    acc[j] = lowest<T>();
+  T m = lowest<T>();
+  int nan = 0;
+  TAILOR_SIMD(reduction(max : m) reduction(| : nan))
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    m = v > m ? v : m;
+    nan |= v != v;
   }
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      acc[j] = maxNan(acc[j], x[i + j]);
-    }
-  }
-  for (int j = 0; i < n; ++i, ++j) {
-    acc[j] = maxNan(acc[j], x[i]);
-  }
-  T m = acc[0];
-  for (int j = 1; j < kLanes; ++j) {
-    m = maxNan(m, acc[j]);
+  if constexpr (std::is_floating_point_v<T>) {
+    return nan ? std::numeric_limits<T>::quiet_NaN() : m;
   }
   return m;
 }
@@ -94,23 +79,13 @@ template <typename T> TAILOR_VECTOR_CLONES T maxRow(const T *x, int64_t n) {
 /// Sum of (x - shift)^2 in T's precision (the norms' variance).
 template <typename T>
 TAILOR_VECTOR_CLONES T sumSquares(const T *x, int64_t n, T shift) {
-  T acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      T d = x[i + j] - shift;
-      acc[j] += d * d;
-    }
-  }
-  for (int j = 0; i < n; ++i, ++j) {
+  T sum = 0;
+  TAILOR_SIMD(reduction(+ : sum))
+  for (int64_t i = 0; i < n; ++i) {
     T d = x[i] - shift;
-    acc[j] += d * d;
+    sum += d * d;
   }
-  T total = 0;
-  for (int j = 0; j < kLanes; ++j) {
-    total += acc[j];
-  }
-  return total;
+  return sum;
 }
 
 template <typename T>

@@ -32,6 +32,17 @@
 #define TAILOR_VECTOR_CLONES
 #endif
 
+/// Marks a loop whose reduction (a float sum, a max) may be reordered into
+/// SIMD lanes: `TAILOR_SIMD(reduction(+ : sum))`. GCC needs -fopenmp-simd
+/// (no OpenMP runtime is involved). Clang gets nothing: it cannot vectorize
+/// the NaN-aware max and would warn that the request failed.
+#define TAILOR_PRAGMA(x) _Pragma(#x)
+#if defined(__GNUC__) && !defined(__clang__)
+#define TAILOR_SIMD(...) TAILOR_PRAGMA(omp simd __VA_ARGS__)
+#else
+#define TAILOR_SIMD(...)
+#endif
+
 namespace tailor::runtime::vmath {
 
 inline float bitsToFloat(uint32_t bits) {

@@ -42,6 +42,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -372,7 +373,7 @@ def main():
     ap.add_argument("--tailor-run", required=True, help="the tailor-run binary")
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "test", "onnx-node"),
                     help="where node cases are generated and plans are written "
-                         "(default: %(default)s)")
+                         "(work/run-*) (default: %(default)s)")
     ap.add_argument("--jobs", type=int, default=2, help="cases run in parallel")
     ap.add_argument("--filter", help="regex on case names")
     ap.add_argument("--report", help="write a JSON report here")
@@ -395,8 +396,10 @@ def main():
     table, min_opset, max_opset = importer_table()
     node_dir = node_data_dir(args.cache)
     selected, skipped = select(node_dir, table, (min_opset, max_opset), args.filter)
-    work = os.path.join(args.cache, "work")
-    os.makedirs(work, exist_ok=True)
+    # One folder per run, so concurrent runs on one cache do not collide;
+    # failing cases keep their plan and outputs there.
+    os.makedirs(os.path.join(args.cache, "work"), exist_ok=True)
+    work = tempfile.mkdtemp(prefix="run-", dir=os.path.join(args.cache, "work"))
 
     with futures.ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda c: run_case(c, args, work), selected))
@@ -435,6 +438,10 @@ def main():
                  if known else ""))
 
     passing = {r["name"] for r in results if r["status"] == "pass"}
+    if len(passing) == len(results) and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"plans and outputs of failing cases: {work}")
     n_ops = len(per_op)
     print(f"summary: {len(passing)}/{len(results)} node cases pass (ops: {n_ops})")
 
