@@ -11,17 +11,24 @@ seeded input_ids [B, T], times
 
   - PyTorch eager (torch.no_grad, torch.set_num_threads(N), the library's
     default sdpa attention, use_cache=False): --warmup untimed forwards,
-    then --repeat timed ones;
-  - `tailor-run PLAN --threads N --repeat R`: R forwards in one process;
-    the per-forward time is the difference between a --repeat R+W run and a
-    --repeat W run (W = --warmup), so plan loading, weight reading, arena
-    setup and W warm-up forwards are excluded. tailor-run's own figures (mean
-    and min over all R+W runs, first cold run included) are shown too.
+    then --repeat timed ones, each timed;
+  - `tailor-run PLAN --threads N --repeat W+R` (W = --warmup, R = --repeat),
+    which times its forwards itself (plan loading, weight reading and arena
+    setup excluded) and prints their mean and min; it has no warm-up of its
+    own, so its mean includes the first, cold forward.
+
+The headline compares the best (min) forward of each: the statistic least
+disturbed by other load on the machine, and for tailor-run the one that a
+cold first run does not enter. Means are printed too (PyTorch's over the R
+warm forwards; tailor-run's over all W+R). Should tailor-run not print its
+figures, the wall times of a --repeat W+R and a --repeat W process are
+differenced instead. Timings on a loaded machine are noisy, PyTorch's OpenMP
+threads especially; the load average is printed.
 
 Prints ms per forward for both, the ratio tailor/PyTorch and the max abs
 logits difference, ending with one line such as
 
-  forward 134M (B=1,T=256, 2 threads): tailor 123.4 ms, PyTorch 150.2 ms, ratio 0.82
+  forward 134M (B=1,T=256, 2 threads): tailor 123.4 ms, PyTorch 150.2 ms, ratio 0.82 (best of 5)
 
   cpu_forward_100m.py [--batch 1] [--seq 256] [--threads N] [--repeat 5]
 """
@@ -86,17 +93,19 @@ def export(model, path):
 
 
 def time_pytorch(model, ids, args):
+    """Returns (mean ms, min ms, logits) over --repeat forwards."""
     import torch
 
     torch.set_num_threads(args.threads)
+    times = []
     with torch.no_grad():
         for _ in range(args.warmup):
             model(ids)
-        start = time.perf_counter()
         for _ in range(args.repeat):
+            start = time.perf_counter()
             logits = model(ids)
-        ms = (time.perf_counter() - start) * 1e3 / args.repeat
-    return ms, logits.float().numpy()
+            times.append((time.perf_counter() - start) * 1e3)
+    return sum(times) / len(times), min(times), logits.float().numpy()
 
 
 def run_tailor(args, plan, ids_path, out_dir, repeat):
@@ -114,8 +123,7 @@ def run_tailor(args, plan, ids_path, out_dir, repeat):
 
 
 def reported_ms(text):
-    """tailor-run's own figures for --repeat: (mean, min) ms per run, or None.
-    Its mean includes the first, cold run."""
+    """tailor-run's own figures for --repeat: (mean, min) ms per run, or None."""
     m = re.search(r"mean ([0-9.]+) ms/run \(min ([0-9.]+)\)", text)
     return (float(m.group(1)), float(m.group(2))) if m else None
 
@@ -185,31 +193,36 @@ def main():
         sys.exit(f"error: tailor compile failed:\n{proc.stderr}{proc.stdout}")
     print(f"tailor compile: {time.perf_counter() - start:.1f} s")
 
-    pt_ms, pt_logits = time_pytorch(model, ids, args)
+    print(f"load average before timing: {os.getloadavg()[0]:.2f} "
+          f"({os.cpu_count()} cores)")
+    pt_ms, pt_min, pt_logits = time_pytorch(model, ids, args)
     print(f"PyTorch {torch.__version__} eager ({torch.get_num_threads()} threads): "
-          f"{pt_ms:.1f} ms per forward (mean of {args.repeat}, after "
-          f"{args.warmup} warm-up)")
+          f"best {pt_min:.1f} ms per forward (mean {pt_ms:.1f} ms over "
+          f"{args.repeat} after {args.warmup} warm-up)")
 
     out_dir = os.path.join(work, "out")
     os.makedirs(out_dir, exist_ok=True)
-    base_wall, _ = run_tailor(args, plan, ids_path, out_dir, args.warmup)
-    full_wall, text = run_tailor(args, plan, ids_path, out_dir,
-                                 args.warmup + args.repeat)
-    tailor_ms = (full_wall - base_wall) * 1e3 / args.repeat
+    wall, text = run_tailor(args, plan, ids_path, out_dir, args.warmup + args.repeat)
     own = reported_ms(text)
-    print(f"tailor-run ({args.threads} threads): {tailor_ms:.1f} ms per forward "
-          f"(wall of --repeat {args.warmup + args.repeat} minus --repeat "
-          f"{args.warmup}, / {args.repeat})"
-          + (f"; its own mean over all {args.warmup + args.repeat} runs "
-             f"{own[0]:.1f} ms, min {own[1]:.1f} ms" if own else ""))
+    if own:
+        tailor_mean, tailor_best = own
+        how = f"mean {tailor_mean:.1f} ms over all {args.warmup + args.repeat}, cold first included"
+    else:
+        base_wall, _ = run_tailor(args, plan, ids_path, out_dir, args.warmup)
+        tailor_mean = tailor_best = (wall - base_wall) * 1e3 / args.repeat
+        how = (f"no figures printed: process wall times of --repeat "
+               f"{args.warmup + args.repeat} and --repeat {args.warmup}, differenced")
+    print(f"tailor-run ({args.threads} threads): best {tailor_best:.1f} ms per forward "
+          f"({how})")
+    print(f"load average after timing: {os.getloadavg()[0]:.2f}")
 
     got = np.load(os.path.join(out_dir, "logits.npy"))
     diff = (float(np.abs(got.astype(np.float64) - pt_logits).max())
             if got.shape == pt_logits.shape else float("nan"))
     print(f"max abs logits difference tailor vs PyTorch: {diff:.3g}")
     print(f"forward {label} (B={args.batch},T={args.seq}, {args.threads} threads): "
-          f"tailor {tailor_ms:.1f} ms, PyTorch {pt_ms:.1f} ms, "
-          f"ratio {tailor_ms / pt_ms:.2f}")
+          f"tailor {tailor_best:.1f} ms, PyTorch {pt_min:.1f} ms, "
+          f"ratio {tailor_best / pt_min:.2f} (best of {args.repeat})")
     return 0
 
 

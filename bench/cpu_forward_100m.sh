@@ -6,7 +6,7 @@
 # Runs bench/cpu_forward_100m.py (see its --help) from the repository with the
 # bootstrap venv (PYTHON overrides it); the export is cached in
 # build/bench/cpu_forward_100m/ (BUILD_DIR overrides build/). Ends with one
-# line: "forward 134M (B=1,T=256, 2 threads): tailor X ms, PyTorch Y ms, ratio R".
+# line: "forward 134M (B=1,T=256, 2 threads): tailor X ms, PyTorch Y ms, ratio R (best of 5)".
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
