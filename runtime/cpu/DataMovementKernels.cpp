@@ -107,35 +107,34 @@ void gatherStrided(const KernelCall &call, const U *src, U *y,
   int64_t colStride = st[rank - 1], rowStride = yStride[tileDim];
   int64_t outer = total / (rowsA * cols);
   int64_t tilesA = (rowsA + kTile - 1) / kTile;
-  parallelFor(
-      call, outer * tilesA,
-      std::max<int64_t>(1, kElementwiseGrain / (kTile * cols)),
-      [&](int64_t begin, int64_t end, int) {
-        for (int64_t task = begin; task < end; ++task) {
-          int64_t o = task / tilesA, a0 = (task % tilesA) * kTile;
-          int64_t rest = o, sOff = 0, yOff = 0;
-          for (int d = rank - 2; d >= 0; --d) {
-            if (d == tileDim) {
-              continue;
-            }
-            int64_t i = rest % ext[d];
-            rest /= ext[d];
-            sOff += i * st[d];
-            yOff += i * yStride[d];
-          }
-          int64_t a1 = std::min(rowsA, a0 + kTile);
-          for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-            int64_t c1 = std::min(cols, c0 + kTile);
-            for (int64_t a = a0; a < a1; ++a) {
-              const U *s = src + sOff + a;
-              U *out = y + yOff + a * rowStride;
-              for (int64_t c = c0; c < c1; ++c) {
-                out[c] = s[c * colStride];
-              }
-            }
-          }
-        }
-      });
+  parallelFor(call, outer * tilesA,
+              std::max<int64_t>(1, kElementwiseGrain / (kTile * cols)),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t task = begin; task < end; ++task) {
+                  int64_t o = task / tilesA, a0 = (task % tilesA) * kTile;
+                  int64_t rest = o, sOff = 0, yOff = 0;
+                  for (int d = rank - 2; d >= 0; --d) {
+                    if (d == tileDim) {
+                      continue;
+                    }
+                    int64_t i = rest % ext[d];
+                    rest /= ext[d];
+                    sOff += i * st[d];
+                    yOff += i * yStride[d];
+                  }
+                  int64_t a1 = std::min(rowsA, a0 + kTile);
+                  for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                    int64_t c1 = std::min(cols, c0 + kTile);
+                    for (int64_t a = a0; a < a1; ++a) {
+                      const U *s = src + sOff + a;
+                      U *out = y + yOff + a * rowStride;
+                      for (int64_t c = c0; c < c1; ++c) {
+                        out[c] = s[c * colStride];
+                      }
+                    }
+                  }
+                }
+              });
 }
 
 /// Calls fn.template operator()<U>() with U the unsigned type of `dtype`'s
@@ -261,8 +260,8 @@ std::string runSlice(const KernelCall &call) {
 
 /// `whole` is y for concat and x for split; `pieces` are the others, in
 /// order along `axis`.
-std::string checkPieces(const KernelCall &call, size_t whole,
-                        size_t firstPiece, size_t pieceCount) {
+std::string checkPieces(const KernelCall &call, size_t whole, size_t firstPiece,
+                        size_t pieceCount) {
   if (call.operands.size() < 2) {
     return "expected at least 2 operands, got " +
            std::to_string(call.operands.size());
@@ -279,9 +278,8 @@ std::string checkPieces(const KernelCall &call, size_t whole,
       return e;
     }
     std::vector<int64_t> expected = w.shape;
-    expected[axis] = call.operands[i].rank() == w.rank()
-                         ? call.operands[i].shape[axis]
-                         : -1;
+    expected[axis] =
+        call.operands[i].rank() == w.rank() ? call.operands[i].shape[axis] : -1;
     if (expected[axis] < 0 || call.operands[i].shape != expected) {
       return "operand " + std::to_string(i) + " of shape " +
              shapeString(call.operands[i].shape) + " does not match " +
@@ -291,8 +289,7 @@ std::string checkPieces(const KernelCall &call, size_t whole,
   }
   if (sum != w.shape[axis]) {
     return "pieces add up to " + std::to_string(sum) + " along axis " +
-           std::to_string(axis) + ", expected " +
-           std::to_string(w.shape[axis]);
+           std::to_string(axis) + ", expected " + std::to_string(w.shape[axis]);
   }
   return "";
 }
@@ -334,15 +331,16 @@ template <bool Split> std::string runPieces(const KernelCall &call) {
                 int64_t pos = begin * kCopyChunk;
                 int64_t stop = std::min(total, end * kCopyChunk);
                 int64_t row = pos / rowBytes, within = pos % rowBytes;
-                size_t piece = std::upper_bound(offsets.begin(), offsets.end(),
-                                                within) -
-                               offsets.begin() - 1;
+                size_t piece =
+                    std::upper_bound(offsets.begin(), offsets.end(), within) -
+                    offsets.begin() - 1;
                 while (pos < stop) {
                   int64_t pieceBytes = offsets[piece + 1] - offsets[piece];
                   int64_t at = within - offsets[piece];
                   int64_t len = std::min(pieceBytes - at, stop - pos);
-                  char *p = static_cast<char *>(call.operands[first + piece].data) +
-                            row * pieceBytes + at;
+                  char *p =
+                      static_cast<char *>(call.operands[first + piece].data) +
+                      row * pieceBytes + at;
                   if (Split) {
                     std::memcpy(p, wholeData + pos, len);
                   } else {
@@ -384,14 +382,15 @@ std::string runBroadcast(const KernelCall &call) {
     bool contiguous = plan.innerStride(0) == 1;
     parallelFor(call, y.numel(), kElementwiseGrain,
                 [&](int64_t begin, int64_t end, int) {
-                  plan.forEachRun(begin, end, [&](const auto &off, int64_t pos,
-                                                  int64_t len) {
-                    if (contiguous) {
-                      std::memcpy(dst + pos, src + off[0], len * sizeof(U));
-                    } else {
-                      std::fill(dst + pos, dst + pos + len, src[off[0]]);
-                    }
-                  });
+                  plan.forEachRun(
+                      begin, end,
+                      [&](const auto &off, int64_t pos, int64_t len) {
+                        if (contiguous) {
+                          std::memcpy(dst + pos, src + off[0], len * sizeof(U));
+                        } else {
+                          std::fill(dst + pos, dst + pos + len, src[off[0]]);
+                        }
+                      });
                 });
   });
   return "";

@@ -14,7 +14,9 @@ const std::vector<KernelDef> &cpuKernels() {
   static const std::vector<KernelDef> table = [] {
     std::vector<KernelDef> defs;
     cpu::addElementwiseKernels(defs);
+    cpu::addBinaryKernels(defs);
     cpu::addReductionKernels(defs);
+    cpu::addNormalizationKernels(defs);
     cpu::addLinearAlgebraKernels(defs);
     cpu::addTransformerKernels(defs);
     cpu::addDataMovementKernels(defs);
@@ -47,10 +49,6 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-bool isFloatType(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64;
-}
-
 std::string expectOperandCount(const KernelCall &call, size_t count) {
   if (call.operands.size() == count) {
     return "";
@@ -59,8 +57,7 @@ std::string expectOperandCount(const KernelCall &call, size_t count) {
          std::to_string(call.operands.size());
 }
 
-std::string expectOperandCount(const KernelCall &call, size_t min,
-                               size_t max) {
+std::string expectOperandCount(const KernelCall &call, size_t min, size_t max) {
   size_t n = call.operands.size();
   if (n >= min && n <= max) {
     return "";
@@ -90,20 +87,18 @@ std::string expectDTypeIn(const KernelCall &call, size_t index,
     allowed += dtypeName(d);
     ++i;
   }
-  return "operand " + std::to_string(index) + " must be " + allowed +
-         ", got " + dtypeName(actual);
+  return "operand " + std::to_string(index) + " must be " + allowed + ", got " +
+         dtypeName(actual);
 }
 
-std::string expectSameDType(const KernelCall &call, size_t index,
-                            size_t like) {
+std::string expectSameDType(const KernelCall &call, size_t index, size_t like) {
   DType want = call.operands[like].dtype;
   DType actual = call.operands[index].dtype;
   if (want == actual) {
     return "";
   }
   return "operand " + std::to_string(index) + " must be " + dtypeName(want) +
-         " like operand " + std::to_string(like) + ", got " +
-         dtypeName(actual);
+         " like operand " + std::to_string(like) + ", got " + dtypeName(actual);
 }
 
 std::string expectShape(const KernelCall &call, size_t index,
@@ -125,14 +120,14 @@ std::string expectRank(const KernelCall &call, size_t index, int64_t rank) {
          std::to_string(rank) + ", got " + std::to_string(actual);
 }
 
-std::string expectMinRank(const KernelCall &call, size_t index,
-                          int64_t rank) {
+std::string expectMinRank(const KernelCall &call, size_t index, int64_t rank) {
   int64_t actual = call.operands[index].rank();
   if (actual >= rank) {
     return "";
   }
-  return "operand " + std::to_string(index) + " must have rank >= " +
-         std::to_string(rank) + ", got " + std::to_string(actual);
+  return "operand " + std::to_string(index) +
+         " must have rank >= " + std::to_string(rank) + ", got " +
+         std::to_string(actual);
 }
 
 bool broadcastsTo(const std::vector<int64_t> &from,
@@ -159,9 +154,9 @@ std::string expectBroadcastsTo(const KernelCall &call, size_t index,
          shapeString(actual) + " does not broadcast to " + shapeString(shape);
 }
 
-std::string expectIntAttr(const KernelCall &call, const char *name,
-                          int64_t lo, int64_t hi, bool required,
-                          int64_t fallback, int64_t &value) {
+std::string expectIntAttr(const KernelCall &call, const char *name, int64_t lo,
+                          int64_t hi, bool required, int64_t fallback,
+                          int64_t &value) {
   const Attribute *attr = call.attributes.find(name);
   if (!attr) {
     if (required) {
@@ -218,8 +213,8 @@ std::string expectIntsAttr(const KernelCall &call, const char *name,
   for (int64_t v : attr->ints) {
     if (v < lo || v > hi) {
       return std::string("attribute '") + name + "' has entry " +
-             std::to_string(v) + ", expected values in [" +
-             std::to_string(lo) + ", " + std::to_string(hi) + "]";
+             std::to_string(v) + ", expected values in [" + std::to_string(lo) +
+             ", " + std::to_string(hi) + "]";
     }
   }
   value = attr->ints;

@@ -2,8 +2,8 @@
 //
 // Private to runtime/cpu: each kernel file appends its KernelDefs to the table
 // through one add*Kernels function, and shares the operand checks (which
-// phrase every error the same way) and the broadcast walker used by the
-// elementwise kernels and `broadcast`.
+// phrase every error the same way), the broadcast walker (binary kernels,
+// matmul batches, `broadcast`) and the BLAS thread guard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +21,9 @@
 namespace tailor::runtime::cpu {
 
 void addElementwiseKernels(std::vector<KernelDef> &table);
+void addBinaryKernels(std::vector<KernelDef> &table);
 void addReductionKernels(std::vector<KernelDef> &table);
+void addNormalizationKernels(std::vector<KernelDef> &table);
 void addLinearAlgebraKernels(std::vector<KernelDef> &table);
 void addTransformerKernels(std::vector<KernelDef> &table);
 void addDataMovementKernels(std::vector<KernelDef> &table);
@@ -33,8 +35,6 @@ void addDataMovementKernels(std::vector<KernelDef> &table);
 
 /// "[2, 3, 4]".
 std::string shapeString(const std::vector<int64_t> &shape);
-
-bool isFloatType(DType dtype);
 
 /// "expected 3 operands, got 2".
 std::string expectOperandCount(const KernelCall &call, size_t count);
@@ -62,9 +62,9 @@ bool broadcastsTo(const std::vector<int64_t> &from,
 
 /// Int attribute `name` in [lo, hi]; absent reads as `fallback` when
 /// `required` is false. Stores it in `value`.
-std::string expectIntAttr(const KernelCall &call, const char *name,
-                          int64_t lo, int64_t hi, bool required,
-                          int64_t fallback, int64_t &value);
+std::string expectIntAttr(const KernelCall &call, const char *name, int64_t lo,
+                          int64_t hi, bool required, int64_t fallback,
+                          int64_t &value);
 /// Float (or int) attribute `name`; absent reads as `fallback` when
 /// `required` is false.
 std::string expectFloatAttr(const KernelCall &call, const char *name,
@@ -77,11 +77,6 @@ std::string expectIntsAttr(const KernelCall &call, const char *name,
 //===----------------------------------------------------------------------===//
 // Pieces one kernel file lends another.
 //===----------------------------------------------------------------------===//
-
-/// max(x[0..n)), NaN if any element is NaN (ReductionKernels.cpp).
-float maxRowF32(const float *x, int64_t n);
-/// y[i] = exp(x[i] - shift), returning the sum of y; y may be x.
-float expShiftSumF32(const float *x, float *y, int64_t n, float shift);
 
 /// Sets the BLAS to `threads` threads for the guard's lifetime and restores
 /// the previous count after (LinearAlgebraKernels.cpp). Kernels that call

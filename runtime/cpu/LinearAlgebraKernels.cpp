@@ -56,8 +56,8 @@ constexpr int64_t kSmallGemm = int64_t(1) << 21;
 /// C[m, n] = alpha A B (+ beta C), row-major, with optional transposed B.
 /// Empty K still defines C (as beta C), which BLAS argument checks reject.
 template <typename T>
-void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a,
-          int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
+          const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
   if (m == 0 || n == 0) {
     return;
   }
@@ -153,8 +153,7 @@ template <typename T> void runMatmulTyped(const KernelCall &call) {
   }
   BroadcastPlan plan(yBatch, {&aBatch, &bBatch});
   auto runBatches = [&](int64_t begin, int64_t end, int) {
-    plan.forEachRun(begin, end, [&](const auto &off, int64_t pos,
-                                    int64_t len) {
+    plan.forEachRun(begin, end, [&](const auto &off, int64_t pos, int64_t len) {
       for (int64_t i = 0; i < len; ++i) {
         const T *ai = a + (off[0] + i * plan.innerStride(0)) * m * k;
         const T *bi = b + (off[1] + i * plan.innerStride(1)) * k * n;
@@ -202,12 +201,14 @@ std::string checkLinear(const KernelCall &call) {
     return e;
   }
   const Tensor &x = call.operands[0], &w = call.operands[1];
-  int64_t transposed = call.attributes.getInt("transpose_weight", 0);
-  if (transposed != 0 && transposed != 1) {
-    return "transpose_weight must be 0 or 1, got " + std::to_string(transposed);
-  }
   // `transpose_weight`: the weight is stored [K, N] (exporters that
   // pre-transpose nn.Linear weights); the GEMM reads it as stored.
+  int64_t transposed = 0;
+  if (auto e =
+          expectIntAttr(call, "transpose_weight", 0, 1, false, 0, transposed);
+      !e.empty()) {
+    return e;
+  }
   int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
   if (w.shape[transposed ? 0 : 1] != k) {
     return "weight " + shapeString(w.shape) + " does not match input " +

@@ -109,7 +109,7 @@ double Attributes::getFloat(std::string_view name, double fallback) const {
 std::vector<int64_t> Attributes::getInts(std::string_view name) const {
   const Attribute *attr = find(name);
   return attr && attr->kind == Attribute::Kind::Ints ? attr->ints
-                                                      : std::vector<int64_t>();
+                                                     : std::vector<int64_t>();
 }
 
 std::string Attributes::getString(std::string_view name,
@@ -136,7 +136,7 @@ inline void cpuRelax() {
 /// How long an idle worker keeps spinning before it sleeps: longer than the
 /// gap between two kernels of a step, short enough that a pool idling
 /// between steps (or while BLAS runs its own threads) stops burning cores.
-constexpr auto kSpinTime = std::chrono::microseconds(200);
+constexpr auto kSpinTime = std::chrono::microseconds(100);
 
 /// Chunks per runner: a few per thread lets early finishers take work from
 /// uneven loops (causal attention) without shrinking chunks much.
@@ -264,8 +264,8 @@ void ThreadPool::parallelFor(
     return;
   }
   grain = std::max<int64_t>(grain, 1);
-  int workers = maxWorkers > 0 ? std::min(maxWorkers, threadCount)
-                               : threadCount;
+  int workers =
+      maxWorkers > 0 ? std::min(maxWorkers, threadCount) : threadCount;
   // Chunks hold at least `grain` items, so at most n / grain of them.
   int64_t maxChunks = std::max<int64_t>(n / grain, 1);
   int runners = static_cast<int>(std::min<int64_t>(workers, maxChunks));

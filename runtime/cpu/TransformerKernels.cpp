@@ -28,11 +28,12 @@ namespace {
 // apply_rotary_pos_emb multiplies in. rotate is rotate_half (cat(-x2, x1))
 // by default and rotates adjacent pairs (GPT-J, Meta's original Llama) when
 // interleaved. Each output pair is computed from both inputs at once, so y
-// may alias x.
+// may alias x exactly (TAILOR_IVDEP: iterations stay independent then too).
 
 TAILOR_VECTOR_CLONES void ropeHalfRow(const float *x, const float *c,
                                       const float *s, float *y, int64_t d) {
   int64_t half = d / 2;
+  TAILOR_IVDEP
   for (int64_t i = 0; i < half; ++i) {
     float a = x[i], b = x[i + half];
     y[i] = a * c[i] - b * s[i];
@@ -42,6 +43,7 @@ TAILOR_VECTOR_CLONES void ropeHalfRow(const float *x, const float *c,
 
 TAILOR_VECTOR_CLONES void ropePairRow(const float *x, const float *c,
                                       const float *s, float *y, int64_t d) {
+  TAILOR_IVDEP
   for (int64_t i = 0; i < d; i += 2) {
     float a = x[i], b = x[i + 1];
     y[i] = a * c[i] - b * s[i];
@@ -125,6 +127,10 @@ std::string runRope(const KernelCall &call) {
 // only keys up to its last row's limit, so about half the work of the full
 // square is skipped. A row that sees no key (S < T) gets zeros.
 //
+// Precision: all f32, as PyTorch's math SDPA on f32 inputs; masked keys are
+// skipped rather than added as -inf, which gives the same probabilities.
+// scale defaults to 1 / sqrt(D).
+//
 // The dot products go through sgemm rather than a hand loop: a 64-row block
 // against S keys is a real GEMM and OpenBLAS's packed kernels beat anything
 // auto-vectorized. Blocks run in parallel on the pool, each calling sgemm
@@ -168,13 +174,13 @@ std::string checkAttention(const KernelCall &call) {
   }
   if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
     return "query heads (" + std::to_string(a.hq) +
-           ") must be a multiple of key/value heads (" +
-           std::to_string(a.hkv) + ")";
+           ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
+           ")";
   }
   int64_t w = call.operands[4].shape[0];
   if (a.s > 0 && w < kBlockRows * a.s) {
-    return "workspace of " + std::to_string(w) +
-           " floats holds no 64 x " + std::to_string(a.s) + " score block";
+    return "workspace of " + std::to_string(w) + " floats holds no 64 x " +
+           std::to_string(a.s) + " score block";
   }
   int64_t causal = 0;
   if (auto e = expectIntAttr(call, "causal", 0, 1, false, 0, causal);
@@ -185,9 +191,30 @@ std::string checkAttention(const KernelCall &call) {
   return expectFloatAttr(call, "scale", false, 0, scale);
 }
 
-TAILOR_VECTOR_CLONES void scaleRowF32(float *y, int64_t n, float factor) {
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] *= factor;
+/// Turns each row of the [rows, keys] score block into unnormalized
+/// probabilities in place: exp(s - rowmax) over the `visible(r)` keys row r
+/// may see, 0 beyond. inv[r] gets 1 / rowsum, or 0 for a row that sees no
+/// key (its output is then zeros).
+template <typename Visible>
+TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t keys,
+                                    const Visible &visible, float *inv) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = scores + r * keys;
+    int64_t n = visible(r);
+    float sum =
+        n ? vmath::rowExpShiftSum(row, row, n, vmath::rowMax(row, n)) : 0.0f;
+    inv[r] = n ? 1.0f / sum : 0.0f;
+    std::memset(row + n, 0, (keys - n) * sizeof(float));
+  }
+}
+
+/// y[r, :] *= inv[r]: the softmax normalization, applied to P V.
+TAILOR_VECTOR_CLONES void scaleRows(float *y, int64_t rows, int64_t dv,
+                                    const float *inv) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < dv; ++i) {
+      y[r * dv + i] *= inv[r];
+    }
   }
 }
 
@@ -243,28 +270,15 @@ std::string runAttention(const KernelCall &call) {
       } else {
         std::memset(scores, 0, rows * keys * sizeof(float));
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        float *row = scores + r * keys;
-        int64_t n = visible(r);
-        if (n == 0) {
-          std::memset(row, 0, keys * sizeof(float));
-          inv[r] = 0;
-          continue;
-        }
-        float m = maxRowF32(row, n);
-        inv[r] = 1.0f / expShiftSumF32(row, row, n, m);
-        std::memset(row + n, 0, (keys - n) * sizeof(float));
-      }
+      expScores(scores, rows, keys, visible, inv);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.dv, keys,
                   1.0f, scores, keys, vp, a.dv, 0.0f, yp, a.dv);
-      for (int64_t r = 0; r < rows; ++r) {
-        scaleRowF32(yp + r * a.dv, a.dv, inv[r]);
-      }
+      scaleRows(yp, rows, a.dv, inv);
     }
   };
 
-  bool parallel = call.pool && call.pool->size() > 1 && maxWorkers > 1 &&
-                  tasks > 1;
+  bool parallel =
+      call.pool && call.pool->size() > 1 && maxWorkers > 1 && tasks > 1;
   if (parallel) {
     ScopedBlasThreads single(1);
     call.pool->parallelFor(tasks, 1, runBlocks, maxWorkers);

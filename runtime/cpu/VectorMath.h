@@ -1,4 +1,4 @@
-//===- VectorMath.h - branch-free float math the compiler vectorizes -*- C++ -*-===//
+//===- VectorMath.h - f32 math and row sums that vectorize ------*- C++ -*-===//
 //
 // glibc's expf, tanhf and erff are scalar calls, so a loop that uses them
 // never vectorizes (GCC only maps them to libmvec under -ffast-math, which
@@ -7,7 +7,12 @@
 // conversions, so `for (i) y[i] = expf32(x[i])` becomes SIMD code. Each is
 // within a few ulp of the correctly rounded result and handles inf and NaN
 // like the libm function. f64 kernels keep libm: they are the reference
-// path, not the hot one.
+// path, not the hot one. Below them are the row reductions (sum, max, sum
+// of squares, softmax numerators) the kernel files share.
+//
+// The selects only become SIMD blends under -fno-trapping-math, and the
+// reductions need -fopenmp-simd; runtime/CMakeLists.txt sets both for the
+// kernel library. Neither changes any result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,13 +23,14 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 /// Hot loops compile twice, for x86-64-v3 (AVX2 + FMA) and the baseline, and
 /// the loader picks one: the build has no -march flag. Clang does not accept
 /// target_clones on templates, so it gets the baseline only; neither does
 /// ThreadSanitizer, whose instrumented ifunc resolvers run before its
 /// runtime is up.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&        \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&         \
     !defined(__SANITIZE_THREAD__)
 #define TAILOR_VECTOR_CLONES                                                   \
   __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -41,6 +47,17 @@
 #define TAILOR_SIMD(...) TAILOR_PRAGMA(omp simd __VA_ARGS__)
 #else
 #define TAILOR_SIMD(...)
+#endif
+
+/// Marks a loop whose iterations touch disjoint elements even when the
+/// output aliases an input exactly (in-place rope), which the compiler's
+/// runtime alias checks cannot express.
+#if defined(__clang__)
+#define TAILOR_IVDEP TAILOR_PRAGMA(clang loop vectorize(assume_safety))
+#elif defined(__GNUC__)
+#define TAILOR_IVDEP TAILOR_PRAGMA(GCC ivdep)
+#else
+#define TAILOR_IVDEP
 #endif
 
 namespace tailor::runtime::vmath {
@@ -153,6 +170,78 @@ inline double sigmoid(double x) {
   double e = std::exp(-std::fabs(x));
   double s = 1.0 / (1.0 + e);
   return x >= 0.0 ? s : e * s;
+}
+
+//===----------------------------------------------------------------------===//
+// Row reductions. Inline, so they compile for whichever target the cloned
+// kernel calling them was built for.
+//===----------------------------------------------------------------------===//
+
+/// The accumulator for sums of T: f64 for floats (a cascade-free f32 sum
+/// would lose digits on long rows), wrapping u64 for integers.
+template <typename T>
+using SumAcc =
+    std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+
+/// The identity of max: -inf, or the lowest integer.
+template <typename T> constexpr T lowest() {
+  if constexpr (std::is_floating_point_v<T>) {
+    return -std::numeric_limits<T>::infinity();
+  } else {
+    return std::numeric_limits<T>::lowest();
+  }
+}
+
+/// max that keeps a NaN once seen (torch.max semantics).
+template <typename T> inline T maxNan(T acc, T v) {
+  return ((v != v) | (v > acc)) ? v : acc;
+}
+
+template <typename Acc, typename T> inline Acc rowSum(const T *x, int64_t n) {
+  Acc sum = 0;
+  TAILOR_SIMD(reduction(+ : sum))
+  for (int64_t i = 0; i < n; ++i) {
+    sum += static_cast<Acc>(x[i]);
+  }
+  return sum;
+}
+
+/// A running max plus a NaN flag: a SIMD max reduction does not carry NaN
+/// the way maxNan does.
+template <typename T> inline T rowMax(const T *x, int64_t n) {
+  T m = lowest<T>();
+  int nan = 0;
+  TAILOR_SIMD(reduction(max : m) reduction(| : nan))
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    m = v > m ? v : m;
+    nan |= v != v;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    return nan ? std::numeric_limits<T>::quiet_NaN() : m;
+  }
+  return m;
+}
+
+/// Sum of (x - shift)^2 in T's precision (the norms' variance).
+template <typename T> inline T rowSumSquares(const T *x, int64_t n, T shift) {
+  T sum = 0;
+  TAILOR_SIMD(reduction(+ : sum))
+  for (int64_t i = 0; i < n; ++i) {
+    T d = x[i] - shift;
+    sum += d * d;
+  }
+  return sum;
+}
+
+/// y[i] = exp(x[i] - shift), returning the sum of y in T (softmax's
+/// numerators and denominator). y may be x.
+template <typename T>
+inline T rowExpShiftSum(const T *x, T *y, int64_t n, T shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = exp(x[i] - shift);
+  }
+  return rowSum<T>(y, n);
 }
 
 } // namespace tailor::runtime::vmath

@@ -49,7 +49,9 @@ public:
     t.shape = shape;
     return t;
   }
-  template <typename T> T *data() { return reinterpret_cast<T *>(storage.data()); }
+  template <typename T> T *data() {
+    return reinterpret_cast<T *>(storage.data());
+  }
   /// Element i as a double, whatever the dtype.
   double at(int64_t i) const {
     const void *p = storage.data();
@@ -197,14 +199,14 @@ std::string runKernel(const char *name, const std::vector<Buffer *> &ops,
 ::testing::AssertionResult near(double got, double want, double rtol,
                                 double atol) {
   if (std::isnan(want) ? std::isnan(got)
-                       : std::isinf(want) ? got == want
-                                          : std::fabs(got - want) <=
-                                                atol + rtol * std::fabs(want)) {
+      : std::isinf(want)
+          ? got == want
+          : std::fabs(got - want) <= atol + rtol * std::fabs(want)) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure()
-         << "got " << got << ", want " << want << " (rtol " << rtol
-         << ", atol " << atol << ")";
+         << "got " << got << ", want " << want << " (rtol " << rtol << ", atol "
+         << atol << ")";
 }
 
 void expectAllNear(const Buffer &got, const std::vector<double> &want,
@@ -248,7 +250,7 @@ double atolFor(DType dtype) { return dtype == DType::F32 ? 1e-6 : 1e-14; }
 // ThreadPool, attributes, table
 //===----------------------------------------------------------------------===//
 
-TEST(ThreadPoolTest, CoversEveryIndexOnceWithContiguousChunks) {
+TEST(CpuThreadPoolTest, CoversEveryIndexOnceWithContiguousChunks) {
   ThreadPool pool(4);
   for (int64_t n : {1, 7, 64, 1000, 100003}) {
     for (int64_t grain : {1, 16, 5000}) {
@@ -276,7 +278,7 @@ TEST(ThreadPoolTest, CoversEveryIndexOnceWithContiguousChunks) {
   }
 }
 
-TEST(ThreadPoolTest, WorkerIndicesAreExclusiveAndBounded) {
+TEST(CpuThreadPoolTest, WorkerIndicesAreExclusiveAndBounded) {
   ThreadPool pool(4);
   for (int maxWorkers : {0, 1, 2, 3}) {
     int limit = maxWorkers ? maxWorkers : 4;
@@ -299,19 +301,19 @@ TEST(ThreadPoolTest, WorkerIndicesAreExclusiveAndBounded) {
   }
 }
 
-TEST(ThreadPoolTest, ManyCallsAndNestingAndSingleThread) {
+TEST(CpuThreadPoolTest, ManyCallsAndNestingAndSingleThread) {
   ThreadPool pool(4);
   std::atomic<int64_t> sum{0};
   for (int rep = 0; rep < 20000; ++rep) {
-    pool.parallelFor(8, 1, [&](int64_t begin, int64_t end, int) {
-      sum += end - begin;
-    });
+    pool.parallelFor(
+        8, 1, [&](int64_t begin, int64_t end, int) { sum += end - begin; });
   }
   EXPECT_EQ(sum.load(), 8 * 20000);
   // A nested call runs inline on the calling worker instead of deadlocking.
   std::atomic<int64_t> inner{0};
   pool.parallelFor(4, 1, [&](int64_t begin, int64_t end, int) {
-    pool.parallelFor(100, 1, [&](int64_t b, int64_t e, int) { inner += e - b; });
+    pool.parallelFor(100, 1,
+                     [&](int64_t b, int64_t e, int) { inner += e - b; });
   });
   EXPECT_EQ(inner.load(), 400);
   ThreadPool single(1);
@@ -326,7 +328,7 @@ TEST(ThreadPoolTest, ManyCallsAndNestingAndSingleThread) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST(KernelSupportTest, AttributesAndDTypes) {
+TEST(CpuKernelSupportTest, AttributesAndDTypes) {
   Attributes attrs({intAttr("n", 3), floatAttr("eps", 1e-6),
                     intsAttr("axes", {0, 2}), stringAttr("mode", "tanh")});
   EXPECT_EQ(attrs.getInt("n", 0), 3);
@@ -347,14 +349,17 @@ TEST(KernelSupportTest, AttributesAndDTypes) {
   EXPECT_STREQ(dtypeName(DType::I32), "i32");
 }
 
-TEST(KernelTableTest, ListsEveryReadmeKernelOnce) {
+TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
   const char *names[] = {
-      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
-      "sigmoid", "silu", "relu", "erf", "sin", "cos", "gelu", "is_nan", "add",
-      "sub", "mul", "div", "pow", "max", "min", "eq", "lt", "gt", "select",
-      "cast", "reduce_sum", "reduce_mean", "reduce_max", "softmax", "matmul",
-      "linear", "rms_norm", "layer_norm", "rope", "attention", "embedding",
-      "transpose", "slice", "concat", "split", "broadcast", "copy"};
+      "neg",        "abs",        "exp",       "log",        "sqrt",
+      "rsqrt",      "reciprocal", "tanh",      "sigmoid",    "silu",
+      "relu",       "erf",        "sin",       "cos",        "gelu",
+      "is_nan",     "add",        "sub",       "mul",        "div",
+      "pow",        "max",        "min",       "eq",         "lt",
+      "gt",         "select",     "cast",      "reduce_sum", "reduce_mean",
+      "reduce_max", "softmax",    "matmul",    "linear",     "rms_norm",
+      "layer_norm", "rope",       "attention", "embedding",  "transpose",
+      "slice",      "concat",     "split",     "broadcast",  "copy"};
   std::set<std::string> seen;
   for (const KernelDef &def : cpuKernels()) {
     EXPECT_TRUE(seen.insert(def.name).second) << def.name;
@@ -408,7 +413,7 @@ std::vector<double> mapped(const Buffer &x, double (*fn)(double)) {
 
 } // namespace
 
-TEST(ElementwiseTest, UnaryOpsMatchLibm) {
+TEST(CpuElementwiseTest, UnaryOpsMatchLibm) {
   for (DType dtype : {DType::F32, DType::F64}) {
     for (const UnaryCase &c : kUnaryCases) {
       // 40000 elements: several chunks on the pool, with a vector tail.
@@ -421,8 +426,8 @@ TEST(ElementwiseTest, UnaryOpsMatchLibm) {
   }
 }
 
-TEST(ElementwiseTest, UnaryOpsHandleSpecialValues) {
-  std::vector<double> specials = {kNaN, kInf, -kInf, 0.0, -0.0, 88.0,
+TEST(CpuElementwiseTest, UnaryOpsHandleSpecialValues) {
+  std::vector<double> specials = {kNaN,  kInf,  -kInf,  0.0,   -0.0,  88.0,
                                   -88.0, 100.0, -100.0, 1e-30, -1e-30};
   for (const UnaryCase &c : kUnaryCases) {
     Buffer x = filled(DType::F32, {11}, specials);
@@ -438,8 +443,10 @@ TEST(ElementwiseTest, UnaryOpsHandleSpecialValues) {
   }
 }
 
-TEST(ElementwiseTest, GeluExactAndTanh) {
-  auto exact = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+TEST(CpuElementwiseTest, GeluExactAndTanh) {
+  auto exact = [](double x) {
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  };
   auto tanhApprox = [](double x) {
     double u = std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
     return 0.5 * x * (1 + std::tanh(u));
@@ -447,19 +454,22 @@ TEST(ElementwiseTest, GeluExactAndTanh) {
   for (DType dtype : {DType::F32, DType::F64}) {
     Buffer x = randomBuffer(dtype, {3, 1000}, -8, 8, 2);
     Buffer y(dtype, {3, 1000});
-    ASSERT_EQ(runKernel("gelu", {&x, &y}, {stringAttr("approximate", "none")}), "");
+    ASSERT_EQ(runKernel("gelu", {&x, &y}, {stringAttr("approximate", "none")}),
+              "");
     expectAllNear(y, mapped(x, exact), rtolFor(dtype), atolFor(dtype), "gelu");
-    ASSERT_EQ(runKernel("gelu", {&x, &y}, {stringAttr("approximate", "tanh")}), "");
+    ASSERT_EQ(runKernel("gelu", {&x, &y}, {stringAttr("approximate", "tanh")}),
+              "");
     expectAllNear(y, mapped(x, tanhApprox), rtolFor(dtype), atolFor(dtype),
                   "gelu tanh");
     ASSERT_EQ(runKernel("gelu", {&x, &y}), ""); // absent: exact
     expectAllNear(y, mapped(x, exact), rtolFor(dtype), atolFor(dtype), "gelu");
   }
   Buffer x(DType::F32, {2}), y(DType::F32, {2});
-  EXPECT_NE(checkKernel("gelu", {&x, &y}, {stringAttr("approximate", "fast")}), "");
+  EXPECT_NE(checkKernel("gelu", {&x, &y}, {stringAttr("approximate", "fast")}),
+            "");
 }
 
-TEST(ElementwiseTest, IsNan) {
+TEST(CpuElementwiseTest, IsNan) {
   for (DType dtype : {DType::F32, DType::F64}) {
     Buffer x = filled(dtype, {5}, {1.0, kNaN, kInf, -kNaN, 0.0});
     Buffer y(DType::Bool, {5});
@@ -472,16 +482,19 @@ namespace {
 
 double binaryRef(const std::string &op, double a, double b, DType dtype) {
   bool integral = dtype == DType::I32 || dtype == DType::I64;
-  if (op == "add") return a + b;
-  if (op == "sub") return a - b;
-  if (op == "mul") return a * b;
-  if (op == "div") return integral ? std::trunc(a / b) : a / b;
-  if (op == "pow") return std::pow(a, b);
-  if (op == "max") return std::max(a, b);
-  if (op == "min") return std::min(a, b);
-  if (op == "eq") return a == b;
-  if (op == "lt") return a < b;
-  return a > b;
+  const std::pair<const char *, double> results[] = {
+      {"add", a + b},          {"sub", a - b},
+      {"mul", a * b},          {"div", integral ? std::trunc(a / b) : a / b},
+      {"pow", std::pow(a, b)}, {"max", std::max(a, b)},
+      {"min", std::min(a, b)}, {"eq", double(a == b)},
+      {"lt", double(a < b)},   {"gt", double(a > b)}};
+  for (const auto &[name, value] : results) {
+    if (op == name) {
+      return value;
+    }
+  }
+  ADD_FAILURE() << "no reference for " << op;
+  return kNaN;
 }
 
 struct Shapes {
@@ -505,14 +518,15 @@ const Shapes kBroadcastCases[] = {
 
 } // namespace
 
-TEST(ElementwiseTest, BinaryOpsBroadcast) {
+TEST(CpuElementwiseTest, BinaryOpsBroadcast) {
   for (const char *op : {"add", "sub", "mul", "div", "pow", "max", "min"}) {
     for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64}) {
       for (const Shapes &s : kBroadcastCases) {
         bool isPow = std::string(op) == "pow";
         bool isDiv = std::string(op) == "div";
         bool integral = dtype == DType::I32 || dtype == DType::I64;
-        Buffer a = randomBuffer(dtype, s.a, isPow ? 0.5 : -50, isPow ? 3 : 50, 3);
+        Buffer a =
+            randomBuffer(dtype, s.a, isPow ? 0.5 : -50, isPow ? 3 : 50, 3);
         Buffer b = randomBuffer(dtype, s.b, isPow ? 0 : 1, isPow ? 3 : 20, 4);
         if (!isPow && !isDiv) {
           b = randomBuffer(dtype, s.b, -50, 50, 4);
@@ -533,7 +547,7 @@ TEST(ElementwiseTest, BinaryOpsBroadcast) {
   }
 }
 
-TEST(ElementwiseTest, BinaryEdgeCases) {
+TEST(CpuElementwiseTest, BinaryEdgeCases) {
   // Integer division truncates toward zero; a zero divisor is a run error.
   Buffer a = filled(DType::I32, {4}, {7, -7, 7, -2147483648.0});
   Buffer b = filled(DType::I32, {4}, {2, 2, -2, -1});
@@ -558,7 +572,7 @@ TEST(ElementwiseTest, BinaryEdgeCases) {
   expectAllNear(m, {kNaN, kNaN, 2}, 0, 0, "min");
 }
 
-TEST(ElementwiseTest, CompareOpsBroadcast) {
+TEST(CpuElementwiseTest, CompareOpsBroadcast) {
   for (const char *op : {"eq", "lt", "gt"}) {
     for (DType dtype :
          {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool}) {
@@ -586,7 +600,7 @@ TEST(ElementwiseTest, CompareOpsBroadcast) {
   }
 }
 
-TEST(ElementwiseTest, SelectBroadcasts) {
+TEST(CpuElementwiseTest, SelectBroadcasts) {
   struct Case {
     std::vector<int64_t> c, a, b, y;
   };
@@ -614,7 +628,7 @@ TEST(ElementwiseTest, SelectBroadcasts) {
   }
 }
 
-TEST(ElementwiseTest, CastBetweenAllSupportedTypes) {
+TEST(CpuElementwiseTest, CastBetweenAllSupportedTypes) {
   const std::vector<double> values = {0, 1.75, -1.75, 2.5, -0.0, 100, -3};
   const DType types[] = {DType::F32, DType::F64, DType::I32, DType::I64,
                          DType::Bool};
@@ -629,9 +643,9 @@ TEST(ElementwiseTest, CastBetweenAllSupportedTypes) {
       std::vector<double> want(7);
       for (int64_t i = 0; i < 7; ++i) {
         double v = x.at(i);
-        want[i] = to == DType::Bool                         ? (v != 0)
+        want[i] = to == DType::Bool                        ? (v != 0)
                   : (to == DType::I32 || to == DType::I64) ? std::trunc(v)
-                                                            : v;
+                                                           : v;
       }
       expectAllNear(y, want, 0, 0,
                     std::string(dtypeName(from)) + " to " + dtypeName(to));
@@ -647,7 +661,7 @@ TEST(ElementwiseTest, CastBetweenAllSupportedTypes) {
   expectAllNear(b, {1, 1, 1, 1}, 0, 0, "cast to bool");
 }
 
-TEST(ElementwiseTest, FourThreadsMatchOneThreadBitForBit) {
+TEST(CpuElementwiseTest, FourThreadsMatchOneThreadBitForBit) {
   ThreadPool one(1);
   std::vector<int64_t> shape = {3, 257, 129};
   Buffer x = randomBuffer(DType::F32, shape, -4, 4, 10);
@@ -679,8 +693,11 @@ TEST(ElementwiseTest, FourThreadsMatchOneThreadBitForBit) {
   }
   Buffer w = randomBuffer(DType::F32, {129}, 0.5, 1.5, 12);
   Buffer y1(DType::F32, shape), y4(DType::F32, shape);
-  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y1}, {floatAttr("epsilon", 1e-6)}, &one), "");
-  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y4}, {floatAttr("epsilon", 1e-6)}), "");
+  ASSERT_EQ(
+      runKernel("rms_norm", {&x, &w, &y1}, {floatAttr("epsilon", 1e-6)}, &one),
+      "");
+  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y4}, {floatAttr("epsilon", 1e-6)}),
+            "");
   EXPECT_TRUE(y1.sameBytes(y4)) << "rms_norm";
 }
 
@@ -732,22 +749,22 @@ std::vector<double> reduceRef(const Buffer &x, const std::vector<int64_t> &axes,
 
 } // namespace
 
-TEST(ReductionTest, ReduceOverAxisSets) {
+TEST(CpuReductionTest, ReduceOverAxisSets) {
   struct Case {
     std::vector<int64_t> shape, axes;
   };
   const Case cases[] = {
-      {{6, 50, 33}, {2}},          // rows
-      {{6, 50, 33}, {0}},          // columns
-      {{6, 50, 33}, {1}},          // middle
-      {{6, 50, 33}, {1, 2}},       // trailing block
-      {{6, 50, 33}, {0, 1}},       // leading block
-      {{6, 50, 33}, {0, 2}},       // interleaved: generic walk
-      {{6, 50, 33}, {0, 1, 2}},    // everything
-      {{4, 1, 300}, {1}},          // extent 1
-      {{5, 3, 7, 2}, {0, 2}},      // generic, rank 4
-      {{3, 600}, {}},              // no axes: a copy
-      {{200000}, {0}},             // one long row, reduced in blocks
+      {{6, 50, 33}, {2}},       // rows
+      {{6, 50, 33}, {0}},       // columns
+      {{6, 50, 33}, {1}},       // middle
+      {{6, 50, 33}, {1, 2}},    // trailing block
+      {{6, 50, 33}, {0, 1}},    // leading block
+      {{6, 50, 33}, {0, 2}},    // interleaved: generic walk
+      {{6, 50, 33}, {0, 1, 2}}, // everything
+      {{4, 1, 300}, {1}},       // extent 1
+      {{5, 3, 7, 2}, {0, 2}},   // generic, rank 4
+      {{3, 600}, {}},           // no axes: a copy
+      {{200000}, {0}},          // one long row, reduced in blocks
   };
   for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
     std::string kind = std::string(op).substr(7);
@@ -763,12 +780,14 @@ TEST(ReductionTest, ReduceOverAxisSets) {
             }
           }
           Buffer y(dtype, out);
-          ASSERT_EQ(runKernel(op, {&x, &y},
-                              {intsAttr("axes", c.axes), intAttr("keep_dims", keep)}),
-                    "");
+          ASSERT_EQ(
+              runKernel(op, {&x, &y},
+                        {intsAttr("axes", c.axes), intAttr("keep_dims", keep)}),
+              "");
           bool integral = dtype == DType::I32 || dtype == DType::I64;
           // f32 sums accumulate in f64; only the final rounding remains.
-          expectAllNear(y, reduceRef(x, c.axes, kind), integral ? 0 : rtolFor(dtype),
+          expectAllNear(y, reduceRef(x, c.axes, kind),
+                        integral ? 0 : rtolFor(dtype),
                         integral ? 0 : atolFor(dtype),
                         std::string(op) + " " + dtypeName(dtype) + " axes " +
                             ::testing::PrintToString(c.axes));
@@ -778,14 +797,14 @@ TEST(ReductionTest, ReduceOverAxisSets) {
   }
 }
 
-TEST(ReductionTest, ReduceMaxPropagatesNaN) {
+TEST(CpuReductionTest, ReduceMaxPropagatesNaN) {
   Buffer x = filled(DType::F32, {2, 3}, {1, kNaN, 3, 4, 5, 6});
   Buffer y(DType::F32, {2});
   ASSERT_EQ(runKernel("reduce_max", {&x, &y}, {intsAttr("axes", {1})}), "");
   expectAllNear(y, {kNaN, 6}, 0, 0, "reduce_max");
 }
 
-TEST(ReductionTest, SoftmaxAlongAnyAxis) {
+TEST(CpuReductionTest, SoftmaxAlongAnyAxis) {
   for (DType dtype : {DType::F32, DType::F64}) {
     std::vector<int64_t> shape = {3, 40, 300};
     Buffer x = randomBuffer(dtype, shape, -30, 30, 14);
@@ -815,7 +834,7 @@ TEST(ReductionTest, SoftmaxAlongAnyAxis) {
   }
 }
 
-TEST(ReductionTest, RmsNormAndLayerNorm) {
+TEST(CpuReductionTest, RmsNormAndLayerNorm) {
   std::vector<int64_t> shape = {4, 9, 515};
   int64_t d = 515;
   Buffer x = randomBuffer(DType::F32, shape, -3, 3, 15);
@@ -833,7 +852,8 @@ TEST(ReductionTest, RmsNormAndLayerNorm) {
     for (int64_t i = 0; i < d; ++i) {
       var += (x.at(r * d + i) - mean) * (x.at(r * d + i) - mean);
     }
-    double inv = 1 / std::sqrt(ss / d + eps), rstd = 1 / std::sqrt(var / d + eps);
+    double inv = 1 / std::sqrt(ss / d + eps),
+           rstd = 1 / std::sqrt(var / d + eps);
     for (int64_t i = 0; i < d; ++i) {
       rms[r * d + i] = x.at(r * d + i) * inv * w.at(i);
       lnNoBias[r * d + i] = (x.at(r * d + i) - mean) * rstd * w.at(i);
@@ -841,11 +861,15 @@ TEST(ReductionTest, RmsNormAndLayerNorm) {
     }
   }
   Buffer y(DType::F32, shape);
-  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y}, {floatAttr("epsilon", eps)}), "");
+  ASSERT_EQ(runKernel("rms_norm", {&x, &w, &y}, {floatAttr("epsilon", eps)}),
+            "");
   expectAllNear(y, rms, 1e-5, 1e-6, "rms_norm");
-  ASSERT_EQ(runKernel("layer_norm", {&x, &w, &b, &y}, {floatAttr("epsilon", eps)}), "");
+  ASSERT_EQ(
+      runKernel("layer_norm", {&x, &w, &b, &y}, {floatAttr("epsilon", eps)}),
+      "");
   expectAllNear(y, ln, 1e-5, 1e-5, "layer_norm");
-  ASSERT_EQ(runKernel("layer_norm", {&x, &w, &y}, {floatAttr("epsilon", eps)}), "");
+  ASSERT_EQ(runKernel("layer_norm", {&x, &w, &y}, {floatAttr("epsilon", eps)}),
+            "");
   expectAllNear(y, lnNoBias, 1e-5, 1e-5, "layer_norm without bias");
   // In place, as a planner may schedule it.
   Buffer inPlace = x;
@@ -859,17 +883,17 @@ TEST(ReductionTest, RmsNormAndLayerNorm) {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-TEST(LinearAlgebraTest, MatmulWithBatchBroadcast) {
+TEST(CpuLinearAlgebraTest, MatmulWithBatchBroadcast) {
   struct Case {
     std::vector<int64_t> a, b, y;
   };
   const Case cases[] = {
       {{33, 20}, {20, 17}, {33, 17}},
-      {{3, 33, 20}, {20, 17}, {3, 33, 17}},         // shared b: one GEMM
-      {{33, 20}, {4, 20, 17}, {4, 33, 17}},         // shared a
-      {{2, 1, 5, 8}, {3, 8, 6}, {2, 3, 5, 6}},      // both broadcast
-      {{2, 3, 5, 8}, {2, 3, 8, 6}, {2, 3, 5, 6}},   // per-batch
-      {{4, 0}, {0, 3}, {4, 3}},                     // empty contraction
+      {{3, 33, 20}, {20, 17}, {3, 33, 17}},       // shared b: one GEMM
+      {{33, 20}, {4, 20, 17}, {4, 33, 17}},       // shared a
+      {{2, 1, 5, 8}, {3, 8, 6}, {2, 3, 5, 6}},    // both broadcast
+      {{2, 3, 5, 8}, {2, 3, 8, 6}, {2, 3, 5, 6}}, // per-batch
+      {{4, 0}, {0, 3}, {4, 3}},                   // empty contraction
   };
   for (DType dtype : {DType::F32, DType::F64}) {
     for (const Case &c : cases) {
@@ -899,7 +923,7 @@ TEST(LinearAlgebraTest, MatmulWithBatchBroadcast) {
   }
 }
 
-TEST(LinearAlgebraTest, LinearWithAndWithoutBias) {
+TEST(CpuLinearAlgebraTest, LinearWithAndWithoutBias) {
   int64_t k = 48, n = 37;
   Buffer x = randomBuffer(DType::F32, {2, 5, k}, -1, 1, 21);
   Buffer w = randomBuffer(DType::F32, {n, k}, -1, 1, 22);
@@ -923,6 +947,20 @@ TEST(LinearAlgebraTest, LinearWithAndWithoutBias) {
   setBlasThreads(2); // any count gives the same result
   ASSERT_EQ(runKernel("linear", {&x, &w, &bias, &y}), "");
   expectAllNear(y, wantBias, 1e-5, 1e-5, "linear, 2 BLAS threads");
+  // A weight stored [K, N] (pre-transposed by the exporter) is read as is.
+  Buffer wt(DType::F32, {k, n});
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < k; ++i) {
+      wt.set(i * n + j, w.at(j * k + i));
+    }
+  }
+  ASSERT_EQ(runKernel("linear", {&x, &wt, &bias, &y},
+                      {intAttr("transpose_weight", 1)}),
+            "");
+  expectAllNear(y, wantBias, 1e-5, 1e-5, "linear, transposed weight");
+  EXPECT_NE(checkKernel("linear", {&x, &w, &bias, &y},
+                        {intAttr("transpose_weight", 1)}),
+            "");
 }
 
 //===----------------------------------------------------------------------===//
@@ -944,11 +982,11 @@ std::vector<double> ropeRef(const Buffer &x, const Buffer &cosT,
       if (interleaved) {
         rotated = i % 2 ? x.at(row * d + i - 1) : -x.at(row * d + i + 1);
       } else {
-        rotated = i < d / 2 ? -x.at(row * d + i + d / 2)
-                            : x.at(row * d + i - d / 2);
+        rotated =
+            i < d / 2 ? -x.at(row * d + i + d / 2) : x.at(row * d + i - d / 2);
       }
-      out[row * d + i] = x.at(row * d + i) * cosT.at(table + i) +
-                         rotated * sinT.at(table + i);
+      out[row * d + i] =
+          x.at(row * d + i) * cosT.at(table + i) + rotated * sinT.at(table + i);
     }
   }
   return out;
@@ -956,7 +994,7 @@ std::vector<double> ropeRef(const Buffer &x, const Buffer &cosT,
 
 } // namespace
 
-TEST(TransformerTest, RopeBothLayoutsAndTables) {
+TEST(CpuTransformerTest, RopeBothLayoutsAndTables) {
   int64_t b = 2, h = 3, t = 5, d = 8;
   Buffer x = randomBuffer(DType::F32, {b, h, t, d}, -2, 2, 24);
   for (bool perBatch : {false, true}) {
@@ -1036,13 +1074,13 @@ std::vector<double> attentionRef(const AttentionCase &c, const Buffer &q,
 
 } // namespace
 
-TEST(TransformerTest, AttentionGqaCausalAndPlain) {
+TEST(CpuTransformerTest, AttentionGqaCausalAndPlain) {
   const AttentionCase cases[] = {
-      {2, 4, 2, 70, 100, 16, 8, true, 3},   // GQA, S > T, two row blocks
-      {1, 4, 1, 130, 130, 8, 8, true, 1},   // MQA, square, one slot
-      {2, 2, 2, 5, 7, 16, 12, false, 4},    // plain MHA, Dv != D
-      {1, 2, 1, 80, 50, 8, 8, true, 2},     // S < T: the first 30 rows see nothing
-      {3, 6, 3, 1, 33, 16, 16, true, 4},    // decode: one query row
+      {2, 4, 2, 70, 100, 16, 8, true, 3}, // GQA, S > T, two row blocks
+      {1, 4, 1, 130, 130, 8, 8, true, 1}, // MQA, square, one slot
+      {2, 2, 2, 5, 7, 16, 12, false, 4},  // plain MHA, Dv != D
+      {1, 2, 1, 80, 50, 8, 8, true, 2},  // S < T: the first 30 rows see nothing
+      {3, 6, 3, 1, 33, 16, 16, true, 4}, // decode: one query row
   };
   for (const AttentionCase &c : cases) {
     Buffer q = randomBuffer(DType::F32, {c.b, c.hq, c.t, c.d}, -1, 1, 25);
@@ -1058,7 +1096,8 @@ TEST(TransformerTest, AttentionGqaCausalAndPlain) {
       std::vector<double> want = attentionRef(c, q, k, v, scale);
       for (ThreadPool *pool : {&pool4(), static_cast<ThreadPool *>(nullptr)}) {
         Buffer y = randomBuffer(DType::F32, {c.b, c.hq, c.t, c.dv}, -9, 9, 28);
-        ASSERT_EQ(runKernel("attention", {&q, &k, &v, &y, &ws}, attrs, pool), "");
+        ASSERT_EQ(runKernel("attention", {&q, &k, &v, &y, &ws}, attrs, pool),
+                  "");
         expectAllNear(y, want, 1e-4, 1e-5,
                       "attention T " + std::to_string(c.t) + " S " +
                           std::to_string(c.s));
@@ -1067,7 +1106,7 @@ TEST(TransformerTest, AttentionGqaCausalAndPlain) {
   }
 }
 
-TEST(TransformerTest, EmbeddingGathersAndRejectsBadIds) {
+TEST(CpuTransformerTest, EmbeddingGathersAndRejectsBadIds) {
   Buffer table = randomBuffer(DType::F32, {10, 6}, -1, 1, 29);
   for (DType idType : {DType::I32, DType::I64}) {
     Buffer ids = filled(idType, {2, 3}, {0, 9, 3, 3, 7, 1});
@@ -1090,7 +1129,7 @@ TEST(TransformerTest, EmbeddingGathersAndRejectsBadIds) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-TEST(DataMovementTest, TransposeAnyPermutationAndDType) {
+TEST(CpuDataMovementTest, TransposeAnyPermutationAndDType) {
   struct Case {
     std::vector<int64_t> shape, perm;
   };
@@ -1101,7 +1140,7 @@ TEST(DataMovementTest, TransposeAnyPermutationAndDType) {
       {{3, 4, 5}, {1, 2, 0}},
       {{6, 1, 7}, {2, 1, 0}},
       {{3, 4}, {0, 1}},
-      {{5, 66, 67}, {0, 2, 1}},       // tiled with partial tiles
+      {{5, 66, 67}, {0, 2, 1}}, // tiled with partial tiles
   };
   for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::I32}) {
     for (const Case &c : cases) {
@@ -1111,7 +1150,9 @@ TEST(DataMovementTest, TransposeAnyPermutationAndDType) {
         out.push_back(c.shape[p]);
       }
       Buffer y(dtype, out);
-      ASSERT_EQ(runKernel("transpose", {&x, &y}, {intsAttr("permutation", c.perm)}), "");
+      ASSERT_EQ(
+          runKernel("transpose", {&x, &y}, {intsAttr("permutation", c.perm)}),
+          "");
       std::vector<double> want(y.numel());
       for (int64_t i = 0; i < y.numel(); ++i) {
         // y index -> coordinates -> x coordinates (x dim perm[j] = y dim j).
@@ -1127,28 +1168,28 @@ TEST(DataMovementTest, TransposeAnyPermutationAndDType) {
         }
         want[i] = x.at(xi);
       }
-      expectAllNear(y, want, 0, 0, "transpose " + ::testing::PrintToString(c.perm));
+      expectAllNear(y, want, 0, 0,
+                    "transpose " + ::testing::PrintToString(c.perm));
     }
   }
 }
 
-TEST(DataMovementTest, SliceWithStartsAndSteps) {
+TEST(CpuDataMovementTest, SliceWithStartsAndSteps) {
   Buffer x = randomBuffer(DType::F32, {7, 9, 11}, -1, 1, 31);
   struct Case {
     std::vector<int64_t> starts, steps, out;
   };
   const Case cases[] = {
-      {{0, 0, 0}, {1, 1, 1}, {7, 9, 11}},
-      {{1, 2, 3}, {1, 1, 1}, {5, 4, 8}},
-      {{0, 1, 0}, {3, 2, 5}, {3, 4, 3}},
-      {{6, 8, 10}, {1, 1, 1}, {1, 1, 1}},
+      {{0, 0, 0}, {1, 1, 1}, {7, 9, 11}}, {{1, 2, 3}, {1, 1, 1}, {5, 4, 8}},
+      {{0, 1, 0}, {3, 2, 5}, {3, 4, 3}},  {{6, 8, 10}, {1, 1, 1}, {1, 1, 1}},
       {{2, 0, 1}, {2, 4, 1}, {2, 3, 0}},
   };
   for (const Case &c : cases) {
     Buffer y(DType::F32, c.out);
-    ASSERT_EQ(runKernel("slice", {&x, &y},
-                        {intsAttr("starts", c.starts), intsAttr("steps", c.steps)}),
-              "");
+    ASSERT_EQ(
+        runKernel("slice", {&x, &y},
+                  {intsAttr("starts", c.starts), intsAttr("steps", c.steps)}),
+        "");
     std::vector<double> want;
     for (int64_t i = 0; i < c.out[0]; ++i) {
       for (int64_t j = 0; j < c.out[1]; ++j) {
@@ -1164,7 +1205,7 @@ TEST(DataMovementTest, SliceWithStartsAndSteps) {
   }
 }
 
-TEST(DataMovementTest, ConcatAndSplitRoundTrip) {
+TEST(CpuDataMovementTest, ConcatAndSplitRoundTrip) {
   for (int64_t axis = 0; axis < 3; ++axis) {
     std::vector<int64_t> extents = {3, 0, 5, 1};
     std::vector<Buffer> pieces;
@@ -1220,7 +1261,7 @@ TEST(DataMovementTest, ConcatAndSplitRoundTrip) {
   EXPECT_TRUE(b2.sameBytes(b));
 }
 
-TEST(DataMovementTest, BroadcastAndCopy) {
+TEST(CpuDataMovementTest, BroadcastAndCopy) {
   const Shapes cases[] = {
       {{5}, {}, {3, 5}},
       {{3, 1}, {}, {3, 70000}},
@@ -1249,7 +1290,7 @@ TEST(DataMovementTest, BroadcastAndCopy) {
 // check() rejections
 //===----------------------------------------------------------------------===//
 
-TEST(CheckTest, RejectsMalformedLaunches) {
+TEST(CpuKernelCheckTest, RejectsMalformedLaunches) {
   Buffer f4(DType::F32, {4}), f4b(DType::F32, {4}), f5(DType::F32, {5});
   Buffer f23(DType::F32, {2, 3}), f32x(DType::F32, {3, 2}), f3(DType::F32, {3});
   Buffer d4(DType::F64, {4}), i4(DType::I64, {4}), b4(DType::Bool, {4});
@@ -1260,7 +1301,8 @@ TEST(CheckTest, RejectsMalformedLaunches) {
   Buffer ws(DType::F32, {64 * 8}), smallWs(DType::F32, {64 * 8 - 1});
   Buffer cosT(DType::F32, {8, 16}), badCos(DType::F32, {7, 16});
   Buffer odd(DType::F32, {1, 1, 8, 15}), cosOdd(DType::F32, {8, 15});
-  Buffer table(DType::F32, {10, 3}), ids(DType::I64, {4}), emb(DType::F32, {4, 3});
+  Buffer table(DType::F32, {10, 3}), ids(DType::I64, {4}),
+      emb(DType::F32, {4, 3});
   Buffer fIds(DType::F32, {4}), emb2(DType::F32, {4, 2});
   struct Case {
     const char *kernel;
@@ -1283,43 +1325,107 @@ TEST(CheckTest, RejectsMalformedLaunches) {
       {"eq", {&f4, &f4b, &f4}, {}, "operand 2 must be bool, got f32"},
       {"is_nan", {&f4, &f4b}, {}, "operand 1 must be bool"},
       {"select", {&f4, &f4, &f4, &f4}, {}, "operand 0 must be bool"},
-      {"rms_norm", {&d4, &d4, &d4}, {floatAttr("epsilon", 1e-6)}, "must be f32"},
+      {"rms_norm",
+       {&d4, &d4, &d4},
+       {floatAttr("epsilon", 1e-6)},
+       "must be f32"},
       {"embedding", {&table, &fIds, &emb}, {}, "operand 1 must be i32 or i64"},
       // Shapes and broadcasting.
       {"exp", {&f4, &f5}, {}, "operand 1 must have shape [4], got [5]"},
-      {"add", {&f4, &f5, &f4b}, {}, "operand 1 of shape [5] does not broadcast to [4]"},
+      {"add",
+       {&f4, &f5, &f4b},
+       {},
+       "operand 1 of shape [5] does not broadcast to [4]"},
       {"add", {&f23, &f3, &f32x}, {}, "does not broadcast to [3, 2]"},
       {"matmul", {&f23, &f23, &f23}, {}, "contraction extents differ"},
       {"matmul", {&f4, &f4, &f4}, {}, "must have rank >= 2"},
       {"linear", {&f23, &f32x, &f23}, {}, "does not match input"},
-      {"rms_norm", {&f23, &f4, &f23}, {floatAttr("epsilon", 1e-6)}, "operand 1 must have shape [3]"},
-      {"attention", {&q, &k3, &v3, &y, &ws}, {}, "must be a multiple of key/value heads"},
+      {"rms_norm",
+       {&f23, &f4, &f23},
+       {floatAttr("epsilon", 1e-6)},
+       "operand 1 must have shape [3]"},
+      {"attention",
+       {&q, &k3, &v3, &y, &ws},
+       {},
+       "must be a multiple of key/value heads"},
       {"attention", {&q, &k, &v, &f23, &ws}, {}, "operand 3 must have rank 4"},
-      {"attention", {&q, &k, &v, &y, &smallWs}, {}, "holds no 64 x 8 score block"},
-      {"rope", {&q, &badCos, &badCos, &q}, {}, "operand 1 must have shape [8, 16] or [1, 8, 16]"},
+      {"attention",
+       {&q, &k, &v, &y, &smallWs},
+       {},
+       "holds no 64 x 8 score block"},
+      {"rope",
+       {&q, &badCos, &badCos, &q},
+       {},
+       "operand 1 must have shape [8, 16] or [1, 8, 16]"},
       {"rope", {&odd, &cosOdd, &cosOdd, &odd}, {}, "must be even"},
-      {"embedding", {&table, &ids, &emb2}, {}, "operand 2 must have shape [4, 3]"},
-      {"transpose", {&f23, &f23}, {intsAttr("permutation", {1, 0})}, "operand 1 must have shape [3, 2]"},
-      {"slice", {&f23, &f23}, {intsAttr("starts", {1, 0}), intsAttr("steps", {1, 1})}, "reads past its extent 2"},
+      {"embedding",
+       {&table, &ids, &emb2},
+       {},
+       "operand 2 must have shape [4, 3]"},
+      {"transpose",
+       {&f23, &f23},
+       {intsAttr("permutation", {1, 0})},
+       "operand 1 must have shape [3, 2]"},
+      {"slice",
+       {&f23, &f23},
+       {intsAttr("starts", {1, 0}), intsAttr("steps", {1, 1})},
+       "reads past its extent 2"},
       {"concat", {&f23, &f32x, &f23}, {intAttr("axis", 0)}, "does not match"},
-      {"concat", {&f23, &f23, &f23}, {intAttr("axis", 1)}, "pieces add up to 6 along axis 1, expected 3"},
+      {"concat",
+       {&f23, &f23, &f23},
+       {intAttr("axis", 1)},
+       "pieces add up to 6 along axis 1, expected 3"},
       {"broadcast", {&f4, &f23}, {}, "does not broadcast"},
       {"copy", {&f4, &f5}, {}, "copy of 16 bytes into 20"},
-      {"reduce_sum", {&f23, &f23}, {intsAttr("axes", {1})}, "operand 1 must have shape [2]"},
+      {"reduce_sum",
+       {&f23, &f23},
+       {intsAttr("axes", {1})},
+       "operand 1 must have shape [2]"},
       // Attributes.
       {"softmax", {&f23, &f23}, {}, "missing int attribute 'axis'"},
-      {"softmax", {&f23, &f23}, {intAttr("axis", 2)}, "attribute 'axis' is 2, expected a value in [0, 1]"},
+      {"softmax",
+       {&f23, &f23},
+       {intAttr("axis", 2)},
+       "attribute 'axis' is 2, expected a value in [0, 1]"},
       {"rms_norm", {&f4, &f4, &f4}, {}, "missing float attribute 'epsilon'"},
       {"reduce_sum", {&f23, &f3}, {}, "missing ints attribute 'axes'"},
-      {"reduce_sum", {&f23, &f3}, {intsAttr("axes", {1, 0})}, "must be sorted distinct axes"},
-      {"reduce_sum", {&f23, &f3}, {intsAttr("axes", {0}), intAttr("keep_dims", 2)}, "attribute 'keep_dims' is 2"},
-      {"transpose", {&f23, &f32x}, {intsAttr("permutation", {0, 0})}, "is not a permutation"},
-      {"transpose", {&f23, &f32x}, {intsAttr("permutation", {1})}, "has 1 entries, expected 2"},
-      {"slice", {&f23, &f23}, {intsAttr("starts", {0, 0}), intsAttr("steps", {1, 0})}, "attribute 'steps' has entry 0"},
-      {"attention", {&q, &k, &v, &y, &ws}, {intAttr("causal", 2)}, "attribute 'causal' is 2"},
-      {"attention", {&q, &k, &v, &y, &ws}, {stringAttr("scale", "x")}, "attribute 'scale' must be a float"},
-      {"rope", {&q, &cosT, &cosT, &q}, {floatAttr("interleaved", 1)}, "attribute 'interleaved' must be an int"},
+      {"reduce_sum",
+       {&f23, &f3},
+       {intsAttr("axes", {1, 0})},
+       "must be sorted distinct axes"},
+      {"reduce_sum",
+       {&f23, &f3},
+       {intsAttr("axes", {0}), intAttr("keep_dims", 2)},
+       "attribute 'keep_dims' is 2"},
+      {"transpose",
+       {&f23, &f32x},
+       {intsAttr("permutation", {0, 0})},
+       "is not a permutation"},
+      {"transpose",
+       {&f23, &f32x},
+       {intsAttr("permutation", {1})},
+       "has 1 entries, expected 2"},
+      {"slice",
+       {&f23, &f23},
+       {intsAttr("starts", {0, 0}), intsAttr("steps", {1, 0})},
+       "attribute 'steps' has entry 0"},
+      {"attention",
+       {&q, &k, &v, &y, &ws},
+       {intAttr("causal", 2)},
+       "attribute 'causal' is 2"},
+      {"attention",
+       {&q, &k, &v, &y, &ws},
+       {stringAttr("scale", "x")},
+       "attribute 'scale' must be a float"},
+      {"rope",
+       {&q, &cosT, &cosT, &q},
+       {floatAttr("interleaved", 1)},
+       "attribute 'interleaved' must be an int"},
       {"concat", {&f23, &f23, &f23}, {}, "missing int attribute 'axis'"},
+      {"linear",
+       {&f23, &f32x, &f23},
+       {intAttr("transpose_weight", 2)},
+       "attribute 'transpose_weight' is 2"},
   };
   for (const Case &c : cases) {
     std::string message = checkKernel(c.kernel, c.ops, c.attrs);
@@ -1333,7 +1439,9 @@ TEST(CheckTest, RejectsMalformedLaunches) {
     EXPECT_NE(message.back(), '.') << message;
   }
   // The same launches, well-formed, pass.
-  EXPECT_EQ(checkKernel("attention", {&q, &k, &v, &y, &ws}, {intAttr("causal", 1)}), "");
+  EXPECT_EQ(
+      checkKernel("attention", {&q, &k, &v, &y, &ws}, {intAttr("causal", 1)}),
+      "");
   EXPECT_EQ(checkKernel("rope", {&q, &cosT, &cosT, &q}, {}), "");
   EXPECT_EQ(checkKernel("add", {&f23, &f3, &f23}), "");
   EXPECT_EQ(checkKernel("eq", {&i32x4, &i32x4, &b4}), "");
