@@ -46,7 +46,10 @@ struct Root {
 };
 
 /// Bytes a plan stores for `type`: booleans take a byte each.
-static int64_t storageBytes(ShapedType type);
+static int64_t storageBytes(ShapedType type) {
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  return tg::numElements(type.getShape()) * std::max<int64_t>(1, bits / 8);
+}
 
 static Root makeRoot(Home home, MemRefType type) {
   Root root;
@@ -54,11 +57,6 @@ static Root makeRoot(Home home, MemRefType type) {
   root.type = type;
   root.bytes = storageBytes(type);
   return root;
-}
-
-int64_t storageBytes(ShapedType type) {
-  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return tg::numElements(type.getShape()) * std::max<int64_t>(1, bits / 8);
 }
 
 static MemRefType memrefFor(Type tensorType) {
@@ -96,11 +94,18 @@ static std::string originOf(Operation *op) {
   return origin;
 }
 
+/// A launch operand: a root's storage seen with one tensor type (a
+/// reshape's view shares its root's bytes).
+struct Access {
+  unsigned root;
+  MemRefType type;
+};
+
 /// One planned kernel launch (or output copy).
 struct PlannedLaunch {
   Operation *op = nullptr; // null for an output copy
   codegen::CpuKernelChoice choice;
-  SmallVector<Value> operands; // tg values: inputs then results
+  SmallVector<Access> operands; // inputs then results
   std::string origin;
 };
 
@@ -118,6 +123,9 @@ private:
   void touch(Value value, int64_t step) {
     Root &root = roots[rootOf.lookup(value)];
     root.last = std::max(root.last, step);
+  }
+  Access accessOf(Value value) {
+    return {rootOf.lookup(value), memrefFor(value.getType())};
   }
 
   std::vector<Root> roots;
@@ -259,7 +267,7 @@ void LowerToSchedPass::runOnOperation() {
         return signalPassFailure();
       }
       touch(operand, step);
-      launch.operands.push_back(operand);
+      launch.operands.push_back(accessOf(operand));
     }
     for (Value result : op.getResults()) {
       auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
@@ -270,7 +278,7 @@ void LowerToSchedPass::runOnOperation() {
       Root root = makeRoot(Home::Activation, memrefFor(type));
       root.first = root.last = step;
       rootOf[result] = newRoot(std::move(root));
-      launch.operands.push_back(result);
+      launch.operands.push_back(accessOf(result));
     }
     launches.push_back(std::move(launch));
   }
@@ -284,32 +292,28 @@ void LowerToSchedPass::runOnOperation() {
   // storage is copied into a fresh buffer, so callers can read every output
   // independently and inputs stay untouched.
   int64_t endStep = step + 1;
-  SmallVector<std::pair<std::string, Value>> outputs;
+  SmallVector<std::pair<std::string, Access>> outputs;
   DenseSet<unsigned> outputRoots;
-  OpBuilder tgBuilder(ret);
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
     auto name = func.getResultAttrOfType<StringAttr>(index, "tg.name");
     std::string outputName = name ? name.str() : "output" + std::to_string(index);
     unsigned rootIndex = rootOf.lookup(value);
     bool needsCopy = roots[rootIndex].home != Home::Activation ||
                      !outputRoots.insert(rootIndex).second;
-    Value stored = value;
+    Access stored = accessOf(value);
     if (needsCopy) {
       touch(value, step);
-      // A placeholder tg value to key the copy's result by.
-      auto copyResult = tg::ReshapeOp::create(tgBuilder, ret.getLoc(),
-                                              value.getType(), value);
-      Root root = makeRoot(Home::Activation, memrefFor(value.getType()));
+      Root root = makeRoot(Home::Activation, stored.type);
       root.first = step;
       rootIndex = newRoot(std::move(root));
-      rootOf[copyResult] = rootIndex;
       outputRoots.insert(rootIndex);
       codegen::CpuKernelChoice copy;
       copy.kernel = "copy";
       copy.arity = 2;
-      launches.push_back({nullptr, std::move(copy), {value, copyResult},
+      Access copied{rootIndex, stored.type};
+      launches.push_back({nullptr, std::move(copy), {stored, copied},
                           "output copy of " + outputName});
-      stored = copyResult;
+      stored = copied;
     }
     roots[rootIndex].last = endStep;
     outputs.emplace_back(outputName, stored);
@@ -462,16 +466,16 @@ void LowerToSchedPass::runOnOperation() {
     }
   }
 
-  // The buffer a tg value reads or writes: its root, or a view of it.
-  DenseMap<Value, Value> views;
-  auto bufferFor = [&](Value value) -> Value {
-    if (Value view = views.lookup(value)) {
+  // The buffer an access reads or writes: its root, or a view of it.
+  DenseMap<std::pair<unsigned, Type>, Value> views;
+  auto bufferFor = [&](Access access) -> Value {
+    Value &view = views[{access.root, access.type}];
+    if (view) {
       return view;
     }
-    Root &root = roots[rootOf.lookup(value)];
-    Value storage = defineRoot(root);
-    MemRefType type = memrefFor(value.getType());
-    Value view = storage;
+    Root &root = roots[access.root];
+    MemRefType type = access.type;
+    view = defineRoot(root);
     if (type != root.type) {
       FlatSymbolRefAttr arenaName =
           root.home == Home::Param      ? paramsArena
@@ -480,13 +484,12 @@ void LowerToSchedPass::runOnOperation() {
       view = createBuffer(builder, loc, type, arenaName,
                           static_cast<int64_t>(root.offset), root.bytes);
     }
-    views[value] = view;
     return view;
   };
 
   for (PlannedLaunch &launch : launches) {
     SmallVector<Value> args;
-    for (Value operand : launch.operands) {
+    for (Access operand : launch.operands) {
       args.push_back(bufferFor(operand));
     }
     if (launch.choice.workspaceBytes > 0) {
@@ -507,8 +510,8 @@ void LowerToSchedPass::runOnOperation() {
         args, stream, attrs, builder.getStringAttr(launch.origin),
         DenseI64ArrayAttr(), DenseI64ArrayAttr());
   }
-  for (auto &[name, value] : outputs) {
-    sched::OutputOp::create(builder, loc, name, bufferFor(value));
+  for (auto &[name, access] : outputs) {
+    sched::OutputOp::create(builder, loc, name, bufferFor(access));
   }
 
   // The program replaces the function and the parameter declarations.

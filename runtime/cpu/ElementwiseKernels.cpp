@@ -94,18 +94,7 @@ TAILOR_VECTOR_CLONES void unaryLoop(const T *x, T *y, int64_t n) {
   }
 }
 
-std::string checkUnary(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 2); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::F64}); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectSameDType(call, 1, 0); !e.empty()) {
-    return e;
-  }
-  return expectShape(call, 1, call.operands[0].shape);
-}
+std::string checkUnary(const KernelCall &call) { return expectFloatMap(call); }
 
 template <Unary Op, typename T> void runUnaryTyped(const KernelCall &call) {
   const T *x = call.operands[0].as<T>();

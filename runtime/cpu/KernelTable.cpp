@@ -101,6 +101,19 @@ std::string expectSameDType(const KernelCall &call, size_t index, size_t like) {
          " like operand " + std::to_string(like) + ", got " + dtypeName(actual);
 }
 
+std::string expectFloatMap(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 2); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::F64}); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectSameDType(call, 1, 0); !e.empty()) {
+    return e;
+  }
+  return expectShape(call, 1, call.operands[0].shape);
+}
+
 std::string expectShape(const KernelCall &call, size_t index,
                         const std::vector<int64_t> &shape) {
   const std::vector<int64_t> &actual = call.operands[index].shape;

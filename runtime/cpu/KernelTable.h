@@ -47,6 +47,9 @@ std::string expectDTypeIn(const KernelCall &call, size_t index,
                           std::initializer_list<DType> dtypes);
 /// Operand `index` has the dtype of operand `like`.
 std::string expectSameDType(const KernelCall &call, size_t index, size_t like);
+/// The common check of an f32/f64 map x -> y: two operands, a float input,
+/// and an output of the same dtype and shape.
+std::string expectFloatMap(const KernelCall &call);
 /// "operand 2 must have shape [2, 3], got [3, 2]".
 std::string expectShape(const KernelCall &call, size_t index,
                         const std::vector<int64_t> &shape);

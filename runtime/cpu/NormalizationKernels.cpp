@@ -25,16 +25,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 std::string checkSoftmax(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 2); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::F64}); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectSameDType(call, 1, 0); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectShape(call, 1, call.operands[0].shape); !e.empty()) {
+  if (auto e = expectFloatMap(call); !e.empty()) {
     return e;
   }
   int64_t axis = 0;
