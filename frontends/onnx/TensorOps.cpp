@@ -584,10 +584,16 @@ LogicalResult importConcat(NodeContext &ctx) {
     }
     return ctx.setOutput(0, foldConcat(parts, *axis));
   }
+  // Empty pieces (a shape concat with nothing) carry no data and are
+  // dropped, unless every piece is empty: then they all stay, so the result
+  // still has its (empty) shape.
+  bool anyData = false;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    anyData |= product(ctx.shape(i)) != 0;
+  }
   SmallVector<Value> inputs;
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    // Empty pieces (a shape concat with nothing) carry no data.
-    if (product(ctx.shape(i)) == 0 && ctx.numInputs() > 1) {
+    if (anyData && product(ctx.shape(i)) == 0) {
       continue;
     }
     FailureOr<Value> v = ctx.value(i);
