@@ -175,6 +175,95 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
             .i("axis", axis < 0 ? axis + rank : axis)
             .done();
       })
+      // --- Training: gradients, loss, dropout, norms of gradients.
+      .Case<tg::SiluGradOp, tg::LinearWeightGradOp, tg::EmbeddingGradOp>(
+          [&](Operation *) { return simple(mnemonic); })
+      .Case([&](tg::GeluGradOp gelu) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "gelu_grad", arity)
+            .s("approximate", gelu.getApproximation() ==
+                                      tg::GeluApproximation::Tanh
+                                  ? "tanh"
+                                  : "none")
+            .done();
+      })
+      .Case<tg::RMSNormGradOp, tg::LayerNormGradOp>(
+          [&](Operation *) -> FailureOr<CpuKernelChoice> {
+            // The workspace holds per-row statistics: 1/rms, or mean and
+            // 1/std.
+            auto input = llvm::cast<ShapedType>(op->getOperand(1).getType());
+            int64_t rows = input.getNumElements() / input.getShape().back();
+            int64_t perRow = llvm::isa<tg::RMSNormGradOp>(op) ? 1 : 2;
+            ChoiceBuilder choice(op, mnemonic, arity + 1);
+            choice.f("epsilon",
+                     op->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble());
+            choice.choice.workspaceBytes =
+                std::max<int64_t>(1, rows * perRow) * sizeof(float);
+            return choice.done();
+          })
+      .Case([&](tg::AttentionGradOp grad) -> FailureOr<CpuKernelChoice> {
+        auto query = llvm::cast<ShapedType>(grad.getQuery().getType());
+        auto key = llvm::cast<ShapedType>(grad.getKey().getType());
+        int64_t keys = key.getShape()[2];
+        double scale =
+            grad.getScale()
+                ? grad.getScale()->convertToDouble()
+                : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
+        ChoiceBuilder choice(op, "attention_grad", arity + 1);
+        choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
+        // Per worker: one 64 x S block of probabilities and one of their
+        // gradients.
+        choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) * 2 *
+                                       kAttentionBlockRows * keys *
+                                       static_cast<int64_t>(sizeof(float));
+        return choice.done();
+      })
+      .Case<tg::CrossEntropyOp, tg::CrossEntropyGradOp>(
+          [&](Operation *) -> FailureOr<CpuKernelChoice> {
+            auto reduction =
+                op->getAttrOfType<tg::LossReductionAttr>("reduction");
+            tg::LossReduction kind =
+                reduction ? reduction.getValue() : tg::LossReduction::Mean;
+            int64_t ignore = -100;
+            if (auto attr = op->getAttrOfType<IntegerAttr>("ignore_index")) {
+              ignore = attr.getInt();
+            }
+            bool forward = llvm::isa<tg::CrossEntropyOp>(op);
+            ChoiceBuilder choice(op, mnemonic, forward ? arity + 1 : arity);
+            choice.i("ignore_index", ignore)
+                .s("reduction", tg::stringifyLossReduction(kind));
+            if (forward) {
+              // Per-row losses, summed in a fixed order.
+              auto logits = llvm::cast<ShapedType>(op->getOperand(0).getType());
+              choice.choice.workspaceBytes =
+                  std::max<int64_t>(1, logits.getShape()[0]) * sizeof(float);
+            }
+            return choice.done();
+          })
+      .Case([&](tg::SoftmaxGradOp grad) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "softmax_grad", arity)
+            .i("axis", static_cast<int64_t>(grad.getAxis()))
+            .done();
+      })
+      .Case([&](tg::RopeGradOp rope) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "rope_grad", arity)
+            .i("interleaved", rope.getInterleaved() ? 1 : 0)
+            .done();
+      })
+      .Case([&](tg::SliceGradOp slice) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "slice_grad", arity)
+            .ints("starts", slice.getStarts())
+            .ints("steps", slice.getSteps())
+            .done();
+      })
+      .Case([&](tg::DropoutOp dropout) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "dropout", arity)
+            .f("p", dropout.getP().convertToDouble())
+            .i("salt", dropout.getSalt())
+            .done();
+      })
+      .Case([&](tg::GlobalNormOp) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "global_norm", -1).done();
+      })
       .Default([&](Operation *) -> FailureOr<CpuKernelChoice> {
         return op->emitError() << "the CPU backend has no kernel for "
                                << op->getName();

@@ -24,7 +24,7 @@ namespace fb = tailor::plan;
 namespace tailor {
 
 /// The plan format version this writer produces (major * 100 + minor).
-static constexpr uint32_t kPlanVersion = 100;
+static constexpr uint32_t kPlanVersion = 101;
 
 static FailureOr<fb::DType> dtypeOf(Operation *op, Type element) {
   if (element.isF32()) {
@@ -118,6 +118,90 @@ static std::string planRelativePath(StringRef file, StringRef directory) {
   return std::string(absolute);
 }
 
+/// The plan's training table, from the module's `tg.training` (the recipe,
+/// as the compile command read it) and `tg.adapter` (what insert-lora
+/// did); null for an inference plan.
+static flatbuffers::Offset<fb::Training>
+writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
+  auto training = module->getAttrOfType<DictionaryAttr>("tg.training");
+  if (!training) {
+    return 0;
+  }
+  auto i = [&](StringRef key, int64_t fallback) -> int64_t {
+    auto attr = training.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : fallback;
+  };
+  auto f = [&](StringRef key) -> double {
+    auto attr = training.getAs<FloatAttr>(key);
+    return attr ? attr.getValueAsDouble() : 0.0;
+  };
+  auto s = [&](DictionaryAttr dict, StringRef key) {
+    auto attr = dict ? dict.getAs<StringAttr>(key) : StringAttr();
+    return fbb.CreateString(attr ? attr.str() : std::string());
+  };
+  auto strings = [&](DictionaryAttr dict, StringRef key) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> values;
+    if (auto array = dict ? dict.getAs<ArrayAttr>(key) : ArrayAttr()) {
+      for (auto value : array.getAsValueRange<StringAttr>()) {
+        values.push_back(fbb.CreateString(value.str()));
+      }
+    }
+    return fbb.CreateVector(values);
+  };
+  flatbuffers::Offset<fb::Adapter> adapter;
+  if (auto dict = module->getAttrOfType<DictionaryAttr>("tg.adapter")) {
+    std::vector<int32_t> layers;
+    if (auto array = dict.getAs<ArrayAttr>("layers")) {
+      for (auto layer : array.getAsRange<IntegerAttr>()) {
+        layers.push_back(static_cast<int32_t>(layer.getInt()));
+      }
+    }
+    auto variant = s(dict, "variant");
+    auto targets = strings(dict, "target_modules");
+    auto layerVec = fbb.CreateVector(layers);
+    auto modules = strings(dict, "modules");
+    auto number = [&](StringRef key) {
+      auto attr = dict.getAs<FloatAttr>(key);
+      return attr ? attr.getValueAsDouble() : 0.0;
+    };
+    auto rank = dict.getAs<IntegerAttr>("r");
+    auto rslora = dict.getAs<BoolAttr>("use_rslora");
+    adapter = fb::CreateAdapter(fbb, variant,
+                                rank ? static_cast<int32_t>(rank.getInt()) : 0,
+                                number("alpha"), number("dropout"),
+                                rslora && rslora.getValue(), targets, layerVec,
+                                modules);
+  }
+  auto optimizer = s(training, "optimizer");
+  auto scheduler = s(training, "lr_scheduler");
+  auto baseModel = s(training, "base_model");
+  auto recipe = s(training, "recipe");
+  auto shuffle = training.getAs<BoolAttr>("shuffle");
+  fb::TrainingBuilder builder(fbb);
+  builder.add_micro_batch_size(static_cast<int32_t>(i("micro_batch_size", 1)));
+  builder.add_sequence_len(static_cast<int32_t>(i("sequence_len", 0)));
+  builder.add_vocab_size(i("vocab_size", 0));
+  builder.add_shuffle(!shuffle || shuffle.getValue());
+  builder.add_gradient_accumulation_steps(
+      static_cast<int32_t>(i("gradient_accumulation_steps", 1)));
+  builder.add_max_steps(i("max_steps", 0));
+  builder.add_seed(static_cast<uint64_t>(i("seed", 0)));
+  builder.add_optimizer(optimizer);
+  builder.add_learning_rate(f("learning_rate"));
+  builder.add_lr_scheduler(scheduler);
+  builder.add_warmup_steps(i("warmup_steps", 0));
+  builder.add_weight_decay(f("weight_decay"));
+  builder.add_max_grad_norm(f("max_grad_norm"));
+  builder.add_save_steps(i("save_steps", 0));
+  builder.add_logging_steps(i("logging_steps", 1));
+  builder.add_base_model(baseModel);
+  if (!adapter.IsNull()) {
+    builder.add_adapter(adapter);
+  }
+  builder.add_recipe(recipe);
+  return builder.Finish();
+}
+
 FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
                                               StringRef planDirectory) {
   auto programs = module.getOps<sched::ProgramOp>();
@@ -142,8 +226,29 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
   std::vector<flatbuffers::Offset<fb::Op>> steps;
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
+  std::vector<flatbuffers::Offset<fb::Entry>> entries;
+  std::vector<flatbuffers::Offset<fb::State>> states;
+  // The entry being written: its name and first step.
+  std::string entryName;
+  uint32_t entryFirst = 0;
+  auto closeEntry = [&] {
+    if (!entryName.empty()) {
+      entries.push_back(fb::CreateEntry(
+          fbb, text(entryName), entryFirst,
+          static_cast<uint32_t>(steps.size()) - entryFirst));
+    }
+  };
   uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
   DenseMap<Value, uint32_t> bufferIndex;
+  uint64_t trainingSeed = 0;
+  if (auto training = module->getAttrOfType<DictionaryAttr>("tg.training")) {
+    if (auto seed = training.getAs<IntegerAttr>("seed")) {
+      trainingSeed = static_cast<uint64_t>(seed.getInt());
+    }
+  }
+  auto currentEntry = [&] {
+    return static_cast<uint32_t>(entryName.empty() ? 0 : entries.size());
+  };
 
   auto addBuffer = [&](Operation *op, StringRef arena, int64_t offset,
                        int64_t size, MemRefType type) -> FailureOr<uint32_t> {
@@ -232,9 +337,43 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
             static_cast<uint64_t>(*param.getFileLength()),
             *dtypeOf(&op, param.getType().getElementType()));
       }
+      flatbuffers::Offset<fb::Init> init;
+      if (std::optional<StringRef> kind = param.getInit()) {
+        fb::InitKind initKind = *kind == "kaiming_uniform" ? fb::InitKind::KaimingUniform
+                                : *kind == "normal"        ? fb::InitKind::Normal
+                                                           : fb::InitKind::Zeros;
+        double value = param.getInitValue()->convertToDouble();
+        ArrayRef<int64_t> shape = param.getType().getShape();
+        int64_t fanIn = shape.size() >= 2 ? shape[1] : (shape.empty() ? 1 : shape[0]);
+        for (size_t i = 2; i < shape.size(); ++i) {
+          fanIn *= shape[i];
+        }
+        init = fb::CreateInit(fbb, initKind,
+                              initKind == fb::InitKind::KaimingUniform ? value : 0.0,
+                              fanIn, initKind == fb::InitKind::Normal ? value : 0.0,
+                              trainingSeed);
+      }
+      flatbuffers::Offset<flatbuffers::String> exportName;
+      if (auto name = param->getAttrOfType<StringAttr>("tg.export_name")) {
+        exportName = text(name.getValue());
+      }
       parameters.push_back(fb::CreateParameter(
-          fbb, text(param.getName()), *index, source,
-          param.getTrainable()));
+          fbb, text(param.getName()), *index, source, param.getTrainable(), 0,
+          init, exportName, param->hasAttr("tg.export_transposed")));
+    } else if (auto state = llvm::dyn_cast<sched::StateOp>(op)) {
+      FailureOr<uint32_t> index = addBuffer(&op, state.getArena(),
+                                            state.getOffset(), state.getSize(),
+                                            state.getType());
+      if (failed(index)) {
+        return failure();
+      }
+      states.push_back(fb::CreateState(fbb, text(state.getName()), *index,
+                                       text(state.getParameter()),
+                                       text(state.getKind())));
+    } else if (auto entry = llvm::dyn_cast<sched::EntryOp>(op)) {
+      closeEntry();
+      entryName = entry.getName().str();
+      entryFirst = static_cast<uint32_t>(steps.size());
     } else if (auto constant = llvm::dyn_cast<sched::ConstantOp>(op)) {
       FailureOr<uint32_t> index =
           addBuffer(&op, constant.getArena(), constant.getOffset(),
@@ -252,11 +391,12 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       if (failed(index)) {
         return failure();
       }
-      inputs.push_back(
-          fb::CreateBinding(fbb, text(input.getName()), *index));
+      inputs.push_back(fb::CreateBinding(fbb, text(input.getName()), *index,
+                                         currentEntry()));
     } else if (auto output = llvm::dyn_cast<sched::OutputOp>(op)) {
       outputs.push_back(fb::CreateBinding(fbb, text(output.getName()),
-                                          bufferIndex.lookup(output.getBuffer())));
+                                          bufferIndex.lookup(output.getBuffer()),
+                                          currentEntry()));
     } else if (auto launch = llvm::dyn_cast<sched::LaunchOp>(op)) {
       std::vector<uint32_t> operands;
       for (Value arg : launch.getArgs()) {
@@ -287,6 +427,8 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
                             << op.getName() << " yet";
     }
   }
+
+  closeEntry();
 
   uint64_t total = 0;
   for (uint64_t bytes : byCategory) {
@@ -319,7 +461,10 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       fbb.CreateVector(constants), fbb.CreateVector(kernels),
       fbb.CreateVector(streams), fbb.CreateVector(events),
       fbb.CreateVector(steps), fbb.CreateVector(inputs),
-      fbb.CreateVector(outputs), memory);
+      fbb.CreateVector(outputs), memory,
+      entries.empty() ? 0 : fbb.CreateVector(entries),
+      states.empty() ? 0 : fbb.CreateVector(states),
+      writeTraining(fbb, module));
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());

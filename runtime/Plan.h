@@ -23,7 +23,7 @@ namespace tailor::runtime {
 
 /// The plan format version this runtime reads (major * 100 + minor): it
 /// accepts any minor version of its major version.
-constexpr uint32_t kPlanVersion = 100;
+constexpr uint32_t kPlanVersion = 101;
 
 /// The largest rank of a buffer in a plan.
 constexpr int64_t kMaxPlanRank = 8;

@@ -36,6 +36,8 @@ system_packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # the plan format
   flatbuffers-compiler libflatbuffers-dev
+  # JSON in the runtime (checkpoints, metrics, safetensors headers)
+  nlohmann-json3-dev
   # CPU collectives, BLAS
   openmpi-bin libopenmpi-dev libopenblas-dev
   # unit tests and benchmarks

@@ -174,6 +174,14 @@ LogicalResult ParamOp::verify() {
   if (getName().empty()) {
     return emitOpError() << "expected a parameter name";
   }
+  if (getInit().has_value() != getInitValue().has_value()) {
+    return emitOpError() << "parameter '" << getName()
+                         << "' needs an init kind and value together";
+  }
+  if (getInit() && getFile()) {
+    return emitOpError() << "parameter '" << getName()
+                         << "' has both a file and an init";
+  }
   if (getFile().has_value() !=
       (getFileOffset().has_value() && getFileLength().has_value())) {
     return emitOpError() << "parameter '" << getName()
@@ -213,6 +221,26 @@ LogicalResult ConstantOp::verify() {
 }
 
 LogicalResult ConstantOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyViewInArena(*this, symbolTable, getArenaAttr(),
+                           getOffsetAttr().getInt(), getSizeAttr().getInt());
+}
+
+LogicalResult StateOp::verify() {
+  if (getName().empty() || getParameter().empty()) {
+    return emitOpError() << "expected a state name and its parameter";
+  }
+  StringRef kind = getKind();
+  if (kind != "grad" && kind != "exp_avg" && kind != "exp_avg_sq" &&
+      kind != "momentum_buffer") {
+    return emitOpError() << "unknown state kind '" << kind
+                         << "' (expected grad, exp_avg, exp_avg_sq or "
+                            "momentum_buffer)";
+  }
+  return verifyView(*this, getType(), getOffsetAttr().getInt(),
+                    getSizeAttr().getInt());
+}
+
+LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyViewInArena(*this, symbolTable, getArenaAttr(),
                            getOffsetAttr().getInt(), getSizeAttr().getInt());
 }

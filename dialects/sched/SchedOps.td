@@ -190,12 +190,15 @@ def Sched_ParamOp : Sched_Op<"param", [
                        OptionalAttr<StrAttr>:$file,
                        OptionalAttr<I64Attr>:$file_offset,
                        OptionalAttr<I64Attr>:$file_length,
-                       UnitAttr:$trainable);
+                       UnitAttr:$trainable,
+                       OptionalAttr<StrAttr>:$init,
+                       OptionalAttr<F64Attr>:$init_value);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
     $name $arena `[` $offset `,` $size `]`
     (`from` $file^ `[` $file_offset `,` $file_length `]`)?
-    (`trainable` $trainable^)? attr-dict `:` type($result)
+    (`trainable` $trainable^)? (`init` $init^ `(` $init_value `)`)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -211,6 +214,42 @@ def Sched_ConstantOp : Sched_Op<"constant", [
     $arena `[` $offset `,` $size `]` $value attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
+}
+
+def Sched_StateOp : Sched_Op<"state", [
+    Pure, HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a training state buffer (gradient accumulator, optimizer moment)";
+  let description = [{
+    A view like `sched.buffer` that outlives every run: zero when the
+    session starts, saved and restored by checkpoints under (`parameter`,
+    `kind`).
+
+    ```mlir
+    %g = sched.state "model.norm.weight.grad" @gradients [0, 256]
+        of "model.norm.weight" kind "grad" : memref<64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena,
+                       I64Attr:$offset, I64Attr:$size, StrAttr:$parameter,
+                       StrAttr:$kind);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $name $arena `[` $offset `,` $size `]` `of` $parameter `kind` $kind
+    attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_EntryOp : Sched_Op<"entry", [HasParent<"ProgramOp">]> {
+  let summary = "starts a named entry point: the steps, inputs and outputs after it";
+  let description = [{
+    A training program has `train_step` and `optimizer_step`; the runtime
+    runs an entry's steps, up to the next `sched.entry`, on request. A
+    program without entries has one, `forward`.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let assemblyFormat = "$name attr-dict";
 }
 
 def Sched_InputOp : Sched_Op<"input", [

@@ -58,6 +58,30 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kAdapterAttrName || name == kTrainingAttrName) {
+    if (!llvm::isa<ModuleOp>(op) ||
+        !llvm::isa<DictionaryAttr>(attribute.getValue())) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary on a builtin module";
+    }
+    return success();
+  }
+  if (name == kExportNameAttrName) {
+    if (op->getName().stripDialect() != "param" ||
+        !llvm::isa<StringAttr>(attribute.getValue())) {
+      return op->emitError() << "'" << name
+                             << "' must be a string on a tg.param or sched.param";
+    }
+    return success();
+  }
+  if (name == kExportTransposedAttrName) {
+    if (op->getName().stripDialect() != "param" ||
+        !llvm::isa<UnitAttr>(attribute.getValue())) {
+      return op->emitError() << "'" << name
+                             << "' must be a unit on a tg.param or sched.param";
+    }
+    return success();
+  }
   return op->emitError() << "unknown tg attribute '" << name
                          << "' (expected '" << kLayerAttrName << "', '"
                          << kModuleAttrName << "', '" << kTiedAttrName << "' or '"

@@ -36,6 +36,17 @@ def TG_Dialect : Dialect {
     /// On a linear layer whose weight is an embedding table: that
     /// embedding's module path (tied input/output embeddings).
     static constexpr ::llvm::StringLiteral kTiedAttrName = "tg.tied";
+    /// On the builtin module: what tailor-insert-lora did (variant, r,
+    /// alpha, dropout, use_rslora, target_modules, layers, modules).
+    static constexpr ::llvm::StringLiteral kAdapterAttrName = "tg.adapter";
+    /// On the builtin module: the training recipe the plan carries.
+    static constexpr ::llvm::StringLiteral kTrainingAttrName = "tg.training";
+    /// On a tg.param: its Hugging Face name (`<module>.weight`) when the
+    /// exporter renamed it (TorchScript's onnx::MatMul_N), for checkpoints.
+    static constexpr ::llvm::StringLiteral kExportNameAttrName = "tg.export_name";
+    /// On a tg.param: stored as the transpose of the Hugging Face tensor.
+    static constexpr ::llvm::StringLiteral kExportTransposedAttrName =
+        "tg.export_transposed";
   }];
 }
 
@@ -75,6 +86,19 @@ def TG_InitializerDataAttr : TG_Attr<"InitializerData", "initializer"> {
 }
 
 def TG_DataLocationAttr : AnyAttrOf<[TG_ExternalDataAttr, TG_InitializerDataAttr]>;
+
+def TG_InitAttr : TG_Attr<"Init", "init"> {
+  let summary = "how the runtime creates a parameter that has no data";
+  let description = [{
+    `kind` is `zeros`, `kaiming_uniform` (`value` is torch's `a`; bound
+    gain * sqrt(3 / fan_in) with fan_in the second dim, as PEFT's lora_A)
+    or `normal` (`value` is the standard deviation). Example:
+    `#tg.init<"kaiming_uniform", 2.2360679774997898>`.
+  }];
+  let parameters = (ins "::mlir::StringAttr":$kind, "::mlir::FloatAttr":$value);
+  let assemblyFormat = "`<` $kind `,` $value `>`";
+  let genVerifyDecl = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Enums

@@ -32,14 +32,17 @@ def TG_ParamOp : TG_Op<"param", [Symbol]> {
     tg.param @model.embed_tokens.weight : tensor<32000x4096xbf16>
         at #tg.external<"model.onnx.data", offset = 0, length = 262144000>
     tg.param @lora_A : tensor<8x4096xf32> trainable
+        init #tg.init<"kaiming_uniform", 2.2360679774997898>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type,
                        UnitAttr:$trainable,
-                       OptionalAttr<TG_DataLocationAttr>:$location);
+                       OptionalAttr<TG_DataLocationAttr>:$location,
+                       OptionalAttr<TG_InitAttr>:$init);
   let assemblyFormat = [{
-    $sym_name `:` $type (`trainable` $trainable^)? (`at` $location^)? attr-dict
+    $sym_name `:` $type (`trainable` $trainable^)? (`at` $location^)?
+    (`init` $init^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -376,5 +379,7 @@ def TG_SplitOp : TG_Op<"split", [Pure, SameOperandsAndResultElementType]> {
   }];
   let hasVerifier = 1;
 }
+
+include "dialects/tg/TGTrainingOps.td"
 
 #endif // TAILOR_DIALECTS_TG_TGOPS_TD

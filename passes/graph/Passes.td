@@ -87,4 +87,133 @@ def RaiseEmbeddingPass : Pass<"tailor-raise-embedding", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Training: forward graph -> training step. Run in this order:
+// insert-lora, add-loss, autodiff, optimizer.
+//===----------------------------------------------------------------------===//
+
+def InsertLoraPass : Pass<"tailor-insert-lora", "::mlir::ModuleOp"> {
+  let summary = "adds LoRA adapters to linear layers, or makes weights trainable";
+  let description = [{
+    For every `tg.linear` whose module path ends in one of `targets` (Hugging
+    Face names: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
+    down_proj; `all-linear` means every linear layer except lm_head) in one
+    of `layers`, adds `y += scale * B (A dropout(x))` with new trainable
+    parameters `<module>.lora_A.weight: [r, in]` (kaiming-uniform, a =
+    sqrt(5), as PEFT) and `<module>.lora_B.weight: [out, r]` (zeros);
+    `scale = alpha / r`, or `alpha / sqrt(r)` with `rslora`. `variant=lora-fa`
+    freezes A (only B trains), so the backward pass needs only the r-wide
+    `A x`, not the layer's full input. `variant=full` adds no adapter and
+    makes the parameters matching `targets` (`all`: every parameter)
+    trainable instead. A dropout above 0 adds an i64 `seed` input.
+  }];
+  let options = [
+    Option<"variant", "variant", "std::string", /*default=*/"\"lora\"",
+           "lora, lora-fa or full">,
+    Option<"targets", "targets", "std::string", /*default=*/"\"q_proj,v_proj\"",
+           "comma-separated module names, all-linear, or (full) all">,
+    Option<"layers", "layers", "std::string", /*default=*/"\"\"",
+           "decoder layers to adapt, e.g. 0-3,6 (empty: all)">,
+    Option<"rank", "rank", "int64_t", /*default=*/"8", "LoRA rank r">,
+    Option<"alpha", "alpha", "double", /*default=*/"16.0", "LoRA alpha">,
+    Option<"dropout", "dropout", "double", /*default=*/"0.0",
+           "dropout on the adapter input">,
+    Option<"rslora", "rslora", "bool", /*default=*/"false",
+           "scale by alpha / sqrt(r) (rsLoRA)">,
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "the function to adapt">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def AddLossPass : Pass<"tailor-add-loss", "::mlir::ModuleOp"> {
+  let summary = "causal-LM cross-entropy of the logits against shifted labels";
+  let description = [{
+    The function's logits `[B, T, V]` (its first result) are scored against
+    a new i64 input `labels [B, T]`: token t predicts label t + 1 (the label
+    shift of Hugging Face's causal-LM loss, done on the labels so the logits
+    are not copied), `ignore-index` labels do not count, and the loss is the
+    mean over counted tokens. The function then returns the scalar `loss`
+    (and the logits too with `keep-logits`).
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "the function to score">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "label value that does not count">,
+    Option<"keepLogits", "keep-logits", "bool", /*default=*/"false",
+           "also return the logits">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def AutodiffPass : Pass<"tailor-autodiff", "::mlir::ModuleOp"> {
+  let summary = "reverse-mode differentiation of a tg function";
+  let description = [{
+    Appends the backward pass to `function`. Training mode (default): the
+    first result is a scalar f32 loss, seeded with 1, and the function also
+    returns the gradient of every trainable parameter it reads, as results
+    named `grad.<parameter>` carrying `tg.grad_of`. Only what reaches the
+    loss from a trainable parameter is differentiated: frozen weights get no
+    weight gradient, and values the backward pass does not read are not
+    kept. With `cotangents`, every float result R instead takes its
+    cotangent as a new input `grad.R` (a vector-Jacobian product); with
+    `wrt-inputs`, float inputs X get gradients too, returned as `grad.X`.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "the function to differentiate">,
+    Option<"cotangents", "cotangents", "bool", /*default=*/"false",
+           "take result cotangents as inputs instead of seeding a loss">,
+    Option<"wrtInputs", "wrt-inputs", "bool", /*default=*/"false",
+           "also return gradients of float inputs">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def OptimizerPass : Pass<"tailor-optimizer", "::mlir::ModuleOp"> {
+  let summary = "gradient accumulation, clipping, learning-rate schedule, update";
+  let description = [{
+    Turns a differentiated `function` into the two entries of a training
+    plan. `train_step` adds each `grad.<p>` result into a gradient
+    accumulator (`tg.state`) and returns only the loss. `optimizer_step`
+    takes the 1-based update count `step` and returns `lr` and `grad_norm`:
+    the norm of the averaged gradients (accumulators / accumulation-steps),
+    clipping to `max-grad-norm` (0: off) as torch.nn.utils.clip_grad_norm_,
+    the learning rate of Hugging Face's constant, linear or cosine schedule
+    with warmup at update `step - 1` of `total-steps`, and one AdamW or SGD
+    update of every trainable parameter, which also zeroes its accumulator.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "the differentiated function">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"learningRate", "lr", "double", /*default=*/"2e-4", "peak learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "decoupled (AdamW) or L2 (SGD) weight decay">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "clip the global gradient norm to this (0: no clipping)">,
+    Option<"scheduler", "scheduler", "std::string", /*default=*/"\"constant\"",
+           "constant, linear or cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "linear warmup updates">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"1000",
+           "updates the schedule spans">,
+    Option<"accumulationSteps", "accumulation-steps", "int64_t", /*default=*/"1",
+           "micro-batches per update">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // TAILOR_PASSES_GRAPH_PASSES_TD

@@ -27,7 +27,7 @@ using namespace tailor;
 namespace {
 
 /// Where a root buffer lives. Views (reshapes) share their root's storage.
-enum class Home { Input, Param, Constant, Activation };
+enum class Home { Input, Param, Constant, Activation, State };
 
 /// A piece of storage: one input, parameter, constant or kernel result.
 struct Root {
@@ -39,6 +39,7 @@ struct Root {
   int64_t last = 0;
   uint64_t offset = 0;
   tg::ParamOp param;
+  tg::StateOp state;
   Attribute constant;
   std::string inputName;
   /// Set once the sched op that defines the storage has been emitted.
@@ -109,6 +110,14 @@ struct PlannedLaunch {
   std::string origin;
 };
 
+/// One planned function: an entry of the program.
+struct PlannedEntry {
+  std::string name;
+  SmallVector<unsigned> inputs; // roots, in argument order
+  SmallVector<PlannedLaunch> launches;
+  SmallVector<std::pair<std::string, Access>> outputs;
+};
+
 struct LowerToSchedPass
     : public memory::impl::LowerToSchedPassBase<LowerToSchedPass> {
   using LowerToSchedPassBase::LowerToSchedPassBase;
@@ -128,50 +137,94 @@ private:
     return {rootOf.lookup(value), memrefFor(value.getType())};
   }
 
+  /// The root of a declared parameter or state, made on first use.
+  FailureOr<unsigned> paramRoot(ModuleOp module, Operation *user,
+                                FlatSymbolRefAttr name);
+  FailureOr<unsigned> stateRoot(ModuleOp module, Operation *user,
+                                FlatSymbolRefAttr name);
+  /// Plans one function into `entry`, numbering its steps from `step`.
+  LogicalResult planFunction(ModuleOp module, func::FuncOp func,
+                             PlannedEntry &entry, int64_t &step);
+
   std::vector<Root> roots;
   DenseMap<Value, unsigned> rootOf;
+  llvm::StringMap<unsigned> symbolRoots;
+  DenseMap<Attribute, unsigned> constantRoots;
 };
 
 } // namespace
 
-void LowerToSchedPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto func = module.lookupSymbol<func::FuncOp>(functionName);
-  if (!func) {
-    module.emitError() << "no function @" << functionName << " to plan";
-    return signalPassFailure();
+FailureOr<unsigned> LowerToSchedPass::paramRoot(ModuleOp module,
+                                                Operation *user,
+                                                FlatSymbolRefAttr name) {
+  auto [it, inserted] = symbolRoots.try_emplace(name.getValue(), 0);
+  if (!inserted) {
+    return it->second;
   }
+  auto param = module.lookupSymbol<tg::ParamOp>(name);
+  if (!param) {
+    symbolRoots.erase(it);
+    return user->emitError() << "parameter " << name << " is not declared";
+  }
+  Root root = makeRoot(Home::Param, memrefFor(param.getType()));
+  root.param = param;
+  it->second = newRoot(std::move(root));
+  return it->second;
+}
+
+FailureOr<unsigned> LowerToSchedPass::stateRoot(ModuleOp module,
+                                                Operation *user,
+                                                FlatSymbolRefAttr name) {
+  auto [it, inserted] = symbolRoots.try_emplace(name.getValue(), 0);
+  if (!inserted) {
+    return it->second;
+  }
+  auto state = module.lookupSymbol<tg::StateOp>(name);
+  if (!state) {
+    symbolRoots.erase(it);
+    return user->emitError() << "state " << name << " is not declared";
+  }
+  Root root = makeRoot(Home::State, memrefFor(state.getType()));
+  root.state = state;
+  it->second = newRoot(std::move(root));
+  return it->second;
+}
+
+/// Kernels that can add their result into an accumulator instead of
+/// writing a fresh buffer (attribute `accumulate`).
+static bool canAccumulateInPlace(Operation *op) {
+  return llvm::isa_and_nonnull<tg::LinearWeightGradOp, tg::EmbeddingGradOp>(op);
+}
+
+LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
+                                             PlannedEntry &entry,
+                                             int64_t &step) {
+  MLIRContext *context = module.getContext();
   if (!func.getBody().hasOneBlock()) {
-    func.emitError() << "expected a single-block function to plan";
-    return signalPassFailure();
+    return func.emitError() << "expected a single-block function to plan";
   }
   Block &body = func.getBody().front();
-  if (!module.getOps<sched::ProgramOp>().empty()) {
-    module.emitError() << "the module already holds a sched.program";
-    return signalPassFailure();
-  }
-  roots.clear();
-  rootOf.clear();
+  entry.name = func.getSymName().str();
 
-  // --- Roots and lifetimes, in program order ---------------------------
-  SmallVector<std::string> inputNames;
   for (BlockArgument arg : body.getArguments()) {
     if (!llvm::isa<RankedTensorType>(arg.getType()) ||
         !llvm::cast<ShapedType>(arg.getType()).hasStaticShape()) {
-      func.emitError() << "input " << arg.getArgNumber()
-                       << " has no static shape; compile with --batch/--seq "
-                          "or --dim";
-      return signalPassFailure();
+      return func.emitError() << "input " << arg.getArgNumber()
+                              << " has no static shape; compile with "
+                                 "--batch/--seq or --dim";
     }
     Root root = makeRoot(Home::Input, memrefFor(arg.getType()));
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tg.name");
-    root.inputName = name ? name.str() : "input" + std::to_string(arg.getArgNumber());
+    root.inputName =
+        name ? name.str() : "input" + std::to_string(arg.getArgNumber());
     rootOf[arg] = newRoot(std::move(root));
+    entry.inputs.push_back(rootOf[arg]);
   }
 
   // Exporters that pre-transpose Linear weights leave `transpose(W)` feeding
-  // tg.linear; the linear kernel reads W as stored instead (attribute
-  // `transpose_weight`), so no launch copies a weight every step.
+  // tg.linear, and the backward pass of a linear layer multiplies by W
+  // through `linear(dy, transpose(W))`; the linear kernel reads W as stored
+  // instead (attribute `transpose_weight`), so no launch copies a weight.
   DenseSet<Operation *> foldedTransposes;
   for (auto transpose : body.getOps<tg::TransposeOp>()) {
     bool swap2d = transpose.getPermutation() == ArrayRef<int64_t>{1, 0};
@@ -185,11 +238,41 @@ void LowerToSchedPass::runOnOperation() {
       foldedTransposes.insert(transpose);
     }
   }
+  // Weight and embedding gradients whose only use is an accumulation add
+  // straight into the accumulator.
+  DenseMap<Operation *, tg::AccumulateOp> accumulatedInPlace;
+  for (auto accumulate : body.getOps<tg::AccumulateOp>()) {
+    Operation *producer = accumulate.getValue().getDefiningOp();
+    if (canAccumulateInPlace(producer) && accumulate.getValue().hasOneUse()) {
+      accumulatedInPlace[producer] = accumulate;
+    }
+  }
 
-  llvm::StringMap<unsigned> paramRoots;
-  DenseMap<Attribute, unsigned> constantRoots;
-  SmallVector<PlannedLaunch> launches;
-  int64_t step = 0;
+  auto i64Attr = [&](int64_t v) {
+    return IntegerAttr::get(IntegerType::get(context, 64), v);
+  };
+  auto f64Attr = [&](APFloat v) {
+    return FloatAttr::get(Float64Type::get(context), v.convertToDouble());
+  };
+  auto launchOf = [&](Operation *op, StringRef kernel, int64_t arity,
+                      ArrayRef<unsigned> operandRoots) {
+    PlannedLaunch launch{op, {}, {}, originOf(op)};
+    launch.choice.kernel = kernel.str();
+    launch.choice.arity = arity;
+    for (unsigned root : operandRoots) {
+      launch.operands.push_back({root, roots[root].type});
+    }
+    return launch;
+  };
+  auto rootOfValue = [&](Value value) -> FailureOr<unsigned> {
+    auto it = rootOf.find(value);
+    if (it == rootOf.end()) {
+      return failure();
+    }
+    touch(value, step);
+    return it->second;
+  };
+
   func::ReturnOp ret;
   for (Operation &op : body) {
     ++step;
@@ -198,31 +281,29 @@ void LowerToSchedPass::runOnOperation() {
       break;
     }
     if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
-      auto [it, inserted] = paramRoots.try_emplace(ref.getName(), 0);
-      if (inserted) {
-        auto param = module.lookupSymbol<tg::ParamOp>(ref.getNameAttr());
-        if (!param) {
-          ref.emitError() << "parameter " << ref.getNameAttr()
-                          << " is not declared";
-          return signalPassFailure();
-        }
-        Root root = makeRoot(Home::Param, memrefFor(param.getType()));
-        root.param = param;
-        it->second = newRoot(std::move(root));
+      FailureOr<unsigned> root = paramRoot(module, &op, ref.getNameAttr());
+      if (failed(root)) {
+        return failure();
       }
-      rootOf[ref.getResult()] = it->second;
+      rootOf[ref.getResult()] = *root;
+      continue;
+    }
+    if (auto ref = llvm::dyn_cast<tg::StateRefOp>(op)) {
+      FailureOr<unsigned> root = stateRoot(module, &op, ref.getNameAttr());
+      if (failed(root)) {
+        return failure();
+      }
+      rootOf[ref.getResult()] = *root;
       continue;
     }
     if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op)) {
       auto value = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
       if (!value || !llvm::isa<RankedTensorType>(constant.getType())) {
-        constant.emitError() << "only dense tensor constants can be planned";
-        return signalPassFailure();
+        return constant.emitError() << "only dense tensor constants can be planned";
       }
       if (!codegen::isCpuElementType(value.getElementType())) {
-        constant.emitError() << "the CPU backend has no " << value.getElementType()
-                             << " constants";
-        return signalPassFailure();
+        return constant.emitError() << "the CPU backend has no "
+                                    << value.getElementType() << " constants";
       }
       auto [it, inserted] = constantRoots.try_emplace(value, 0);
       if (inserted) {
@@ -242,14 +323,73 @@ void LowerToSchedPass::runOnOperation() {
     if (foldedTransposes.contains(&op)) {
       continue;
     }
+    // --- In-place state updates ---------------------------------------------
+    if (auto accumulate = llvm::dyn_cast<tg::AccumulateOp>(op)) {
+      Operation *producer = accumulate.getValue().getDefiningOp();
+      if (accumulatedInPlace.lookup(producer) == accumulate) {
+        continue;
+      }
+      FailureOr<unsigned> target = stateRoot(module, &op, accumulate.getTargetAttr());
+      FailureOr<unsigned> value = rootOfValue(accumulate.getValue());
+      if (failed(target) || failed(value)) {
+        return op.emitError() << "cannot plan this accumulation";
+      }
+      entry.launches.push_back(launchOf(&op, "accumulate", 2, {*value, *target}));
+      continue;
+    }
+    if (auto adamw = llvm::dyn_cast<tg::AdamWUpdateOp>(op)) {
+      SmallVector<unsigned> operands;
+      for (FlatSymbolRefAttr name : {adamw.getGradAttr(), adamw.getExpAvgAttr(),
+                                     adamw.getExpAvgSqAttr()}) {
+        FailureOr<unsigned> root = stateRoot(module, &op, name);
+        if (failed(root)) {
+          return failure();
+        }
+        operands.push_back(*root);
+      }
+      FailureOr<unsigned> param = paramRoot(module, &op, adamw.getParamAttr());
+      if (failed(param)) {
+        return failure();
+      }
+      operands.insert(operands.begin(), *param);
+      for (Value scalar : {adamw.getLr(), adamw.getStep(), adamw.getGradScale()}) {
+        operands.push_back(*rootOfValue(scalar));
+      }
+      PlannedLaunch launch = launchOf(&op, "adamw", 7, operands);
+      launch.choice.attributes.set("beta1", f64Attr(adamw.getBeta1()));
+      launch.choice.attributes.set("beta2", f64Attr(adamw.getBeta2()));
+      launch.choice.attributes.set("epsilon", f64Attr(adamw.getEpsilon()));
+      launch.choice.attributes.set("weight_decay", f64Attr(adamw.getWeightDecay()));
+      launch.origin = "tg.adamw_update " + adamw.getParam().str();
+      entry.launches.push_back(std::move(launch));
+      continue;
+    }
+    if (auto sgd = llvm::dyn_cast<tg::SGDUpdateOp>(op)) {
+      FailureOr<unsigned> param = paramRoot(module, &op, sgd.getParamAttr());
+      FailureOr<unsigned> grad = stateRoot(module, &op, sgd.getGradAttr());
+      FailureOr<unsigned> buffer =
+          stateRoot(module, &op, sgd.getMomentumBufferAttr());
+      if (failed(param) || failed(grad) || failed(buffer)) {
+        return failure();
+      }
+      PlannedLaunch launch =
+          launchOf(&op, "sgd", 5,
+                   {*param, *grad, *buffer, *rootOfValue(sgd.getLr()),
+                    *rootOfValue(sgd.getGradScale())});
+      launch.choice.attributes.set("momentum", f64Attr(sgd.getMomentum()));
+      launch.choice.attributes.set("weight_decay", f64Attr(sgd.getWeightDecay()));
+      launch.choice.attributes.set("nesterov", i64Attr(sgd.getNesterov() ? 1 : 0));
+      launch.origin = "tg.sgd_update " + sgd.getParam().str();
+      entry.launches.push_back(std::move(launch));
+      continue;
+    }
     if (op.getNumRegions() != 0) {
-      op.emitError() << "ops with regions cannot be planned";
-      return signalPassFailure();
+      return op.emitError() << "ops with regions cannot be planned";
     }
     FailureOr<codegen::CpuKernelChoice> choice =
         codegen::selectCpuKernel(&op, threads);
     if (failed(choice)) {
-      return signalPassFailure();
+      return failure();
     }
     PlannedLaunch launch{&op, std::move(*choice), {}, originOf(&op)};
     SmallVector<Value> operands(op.getOperands());
@@ -257,42 +397,48 @@ void LowerToSchedPass::runOnOperation() {
       Operation *weight = linear.getWeight().getDefiningOp();
       if (weight && foldedTransposes.contains(weight)) {
         operands[1] = weight->getOperand(0);
-        launch.choice.attributes.set(
-            "transpose_weight", IntegerAttr::get(IntegerType::get(&getContext(), 64), 1));
+        launch.choice.attributes.set("transpose_weight", i64Attr(1));
       }
     }
     for (Value operand : operands) {
-      if (!rootOf.count(operand)) {
-        op.emitError() << "operand defined outside the planned function";
-        return signalPassFailure();
+      FailureOr<unsigned> root = rootOfValue(operand);
+      if (failed(root)) {
+        return op.emitError() << "operand defined outside the planned function";
       }
-      touch(operand, step);
       launch.operands.push_back(accessOf(operand));
     }
+    tg::AccumulateOp inPlace = accumulatedInPlace.lookup(&op);
     for (Value result : op.getResults()) {
       auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
       if (!type || !type.hasStaticShape()) {
-        op.emitError() << "result has no static shape";
-        return signalPassFailure();
+        return op.emitError() << "result has no static shape";
       }
-      Root root = makeRoot(Home::Activation, memrefFor(type));
-      root.first = root.last = step;
-      rootOf[result] = newRoot(std::move(root));
+      if (inPlace) {
+        FailureOr<unsigned> target =
+            stateRoot(module, inPlace, inPlace.getTargetAttr());
+        if (failed(target)) {
+          return failure();
+        }
+        rootOf[result] = *target;
+        launch.choice.attributes.set("accumulate", i64Attr(1));
+      } else {
+        Root root = makeRoot(Home::Activation, memrefFor(type));
+        root.first = root.last = step;
+        rootOf[result] = newRoot(std::move(root));
+      }
       launch.operands.push_back(accessOf(result));
     }
-    launches.push_back(std::move(launch));
+    entry.launches.push_back(std::move(launch));
   }
   if (!ret) {
-    func.emitError() << "the function has no return";
-    return signalPassFailure();
+    return func.emitError() << "the function has no return";
   }
 
-  // --- Outputs: live to the end; each needs storage of its own -----------
-  // An output that is an input, a parameter, a constant or another output's
-  // storage is copied into a fresh buffer, so callers can read every output
-  // independently and inputs stay untouched.
+  // --- Outputs: live to the end of the entry; each needs its own storage ---
+  // An output that is an input, a parameter, a constant, a state or another
+  // output's storage is copied into a fresh buffer, so callers can read
+  // every output independently and inputs stay untouched.
   int64_t endStep = step + 1;
-  SmallVector<std::pair<std::string, Access>> outputs;
   DenseSet<unsigned> outputRoots;
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
     auto name = func.getResultAttrOfType<StringAttr>(index, "tg.name");
@@ -311,18 +457,65 @@ void LowerToSchedPass::runOnOperation() {
       copy.kernel = "copy";
       copy.arity = 2;
       Access copied{rootIndex, stored.type};
-      launches.push_back({nullptr, std::move(copy), {stored, copied},
-                          "output copy of " + outputName});
+      entry.launches.push_back({nullptr, std::move(copy), {stored, copied},
+                                "output copy of " + outputName});
       stored = copied;
     }
     roots[rootIndex].last = endStep;
-    outputs.emplace_back(outputName, stored);
+    entry.outputs.emplace_back(outputName, stored);
   }
-  // Inputs stay intact for the whole run, so a caller can set them once and
-  // run the plan again.
+  step = endStep;
+  return success();
+}
+
+void LowerToSchedPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (!module.getOps<sched::ProgramOp>().empty()) {
+    module.emitError() << "the module already holds a sched.program";
+    return signalPassFailure();
+  }
+  // --- Which functions, in entry order --------------------------------------
+  SmallVector<std::string> names;
+  if (functionName.empty()) {
+    if (module.lookupSymbol<func::FuncOp>("forward") ||
+        !module.lookupSymbol<func::FuncOp>("train_step")) {
+      names = {"forward"};
+    } else {
+      names = {"train_step", "optimizer_step"};
+    }
+  } else {
+    for (StringRef name : llvm::split(StringRef(functionName), ',')) {
+      names.push_back(name.trim().str());
+    }
+  }
+  SmallVector<func::FuncOp> funcs;
+  for (const std::string &name : names) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func) {
+      module.emitError() << "no function @" << name << " to plan";
+      return signalPassFailure();
+    }
+    funcs.push_back(func);
+  }
+  roots.clear();
+  rootOf.clear();
+  symbolRoots.clear();
+  constantRoots.clear();
+
+  // --- Roots and lifetimes, one timeline through every entry ----------------
+  std::vector<PlannedEntry> entries(funcs.size());
+  int64_t step = 0;
+  for (auto [func, entry] : llvm::zip(funcs, entries)) {
+    if (failed(planFunction(module, func, entry, step))) {
+      return signalPassFailure();
+    }
+  }
+  // Inputs keep their bytes for the whole program: a caller sets them once
+  // and may run an entry again, or run another entry in between.
   for (Root &root : roots) {
     if (root.home == Home::Input) {
-      root.last = endStep;
+      root.first = 0;
+      root.last = step;
     }
   }
 
@@ -332,18 +525,25 @@ void LowerToSchedPass::runOnOperation() {
     module.emitError() << "alignment must be a power of two, got " << alignment;
     return signalPassFailure();
   }
-  uint64_t paramBytes = 0, constantBytes = 0;
+  uint64_t paramBytes = 0, constantBytes = 0, gradientBytes = 0,
+           optimizerBytes = 0;
   std::vector<memory::LiveBuffer> live;
   std::vector<unsigned> liveRoots;
+  auto place = [&](Root &root, uint64_t &arenaBytes) {
+    root.offset = arenaBytes;
+    arenaBytes = alignTo(arenaBytes + root.bytes, align);
+  };
   for (auto [index, root] : llvm::enumerate(roots)) {
     switch (root.home) {
     case Home::Param:
-      root.offset = paramBytes;
-      paramBytes = alignTo(paramBytes + root.bytes, align);
+      place(root, paramBytes);
       break;
     case Home::Constant:
-      root.offset = constantBytes;
-      constantBytes = alignTo(constantBytes + root.bytes, align);
+      place(root, constantBytes);
+      break;
+    case Home::State:
+      place(root, root.state.getKind() == tg::StateKind::Grad ? gradientBytes
+                                                               : optimizerBytes);
       break;
     case Home::Input:
     case Home::Activation:
@@ -357,15 +557,18 @@ void LowerToSchedPass::runOnOperation() {
     roots[index].offset = buffer.offset;
   }
   int64_t workspaceBytes = 0;
-  for (const PlannedLaunch &launch : launches) {
-    workspaceBytes = std::max(workspaceBytes, launch.choice.workspaceBytes);
+  for (const PlannedEntry &entry : entries) {
+    for (const PlannedLaunch &launch : entry.launches) {
+      workspaceBytes = std::max(workspaceBytes, launch.choice.workspaceBytes);
+    }
   }
   workspaceBytes = alignTo(workspaceBytes, align);
+  bool training = gradientBytes > 0 || optimizerBytes > 0;
 
   // --- Emit the program ----------------------------------------------------
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToEnd(module.getBody());
-  Location loc = func.getLoc();
+  Location loc = funcs.front().getLoc();
   auto program = sched::ProgramOp::create(builder, loc, "rank0", 0, 1);
   program.getBody().emplaceBlock();
   builder.setInsertionPointToStart(&program.getBody().front());
@@ -383,22 +586,53 @@ void LowerToSchedPass::runOnOperation() {
       "activations", sched::ArenaCategory::Activations, packing.arenaBytes);
   FlatSymbolRefAttr workspaceArena = arena(
       "workspace", sched::ArenaCategory::Workspace, workspaceBytes);
+  FlatSymbolRefAttr gradientsArena, optimizerArena;
+  if (training) {
+    gradientsArena =
+        arena("gradients", sched::ArenaCategory::Gradients, gradientBytes);
+    optimizerArena = arena("optimizer_state",
+                           sched::ArenaCategory::OptimizerState, optimizerBytes);
+  }
   program->setAttr("sched.threads", builder.getI64IntegerAttr(threads));
   program->setAttr("sched.activations_live_bytes",
                    builder.getI64IntegerAttr(packing.liveBytesLowerBound));
   sched::StreamOp::create(builder, loc, "compute");
   auto stream = FlatSymbolRefAttr::get(builder.getContext(), "compute");
   llvm::StringMap<int64_t> kernels;
-  for (const PlannedLaunch &launch : launches) {
-    auto [it, inserted] = kernels.try_emplace(launch.choice.kernel,
-                                              launch.choice.arity);
-    if (inserted) {
-      sched::KernelOp::create(builder, loc, launch.choice.kernel,
-                              launch.choice.arity);
+  for (const PlannedEntry &entry : entries) {
+    for (const PlannedLaunch &launch : entry.launches) {
+      auto [it, inserted] = kernels.try_emplace(launch.choice.kernel,
+                                                launch.choice.arity);
+      if (inserted) {
+        sched::KernelOp::create(builder, loc, launch.choice.kernel,
+                                launch.choice.arity);
+      }
     }
   }
 
-  // Storage-defining views: inputs and parameters first, in order.
+  for (Root &root : roots) {
+    if (root.home != Home::Param) {
+      continue;
+    }
+    auto init = root.param.getInitAttr();
+    if (!root.param.getLocation() && !init) {
+      root.param.emitError() << "parameter '" << root.param.getSymName()
+                             << "' has no bytes to bind (no data location "
+                                "and no init)";
+      return signalPassFailure();
+    }
+    if (llvm::isa_and_nonnull<tg::InitializerDataAttr>(
+            root.param.getLocationAttr())) {
+      root.param.emitError()
+          << "parameter '" << root.param.getSymName()
+          << "' is stored inside an ONNX text model or as typed data, which "
+             "plans cannot reference by offset; use a binary model with "
+             "raw_data or external data";
+      return signalPassFailure();
+    }
+  }
+
+  // Storage-defining views, made where first needed.
   auto defineRoot = [&](Root &root) -> Value {
     if (root.view) {
       return root.view;
@@ -412,22 +646,44 @@ void LowerToSchedPass::runOnOperation() {
           builder.getI64IntegerAttr(root.bytes));
       break;
     case Home::Param: {
-      StringAttr file;
+      StringAttr file, initKind;
       IntegerAttr fileOffset, fileLength;
+      FloatAttr initValue;
       if (auto external = llvm::dyn_cast_or_null<tg::ExternalDataAttr>(
               root.param.getLocationAttr())) {
         file = external.getFile();
         fileOffset = builder.getI64IntegerAttr(external.getOffset());
         fileLength = builder.getI64IntegerAttr(external.getLength());
+      } else if (tg::InitAttr init = root.param.getInitAttr()) {
+        initKind = init.getKind();
+        initValue = builder.getF64FloatAttr(init.getValue().getValueAsDouble());
       }
       root.view = sched::ParamOp::create(
           builder, root.param.getLoc(), root.type,
           builder.getStringAttr(root.param.getSymName()), paramsArena,
           builder.getI64IntegerAttr(offset),
           builder.getI64IntegerAttr(root.bytes), file, fileOffset, fileLength,
-          root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr());
+          root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr(),
+          initKind, initValue);
+      for (StringRef name : {tg::TGDialect::kExportNameAttrName,
+                             tg::TGDialect::kExportTransposedAttrName}) {
+        if (Attribute attr = root.param->getAttr(name)) {
+          root.view.getDefiningOp()->setAttr(name, attr);
+        }
+      }
       break;
     }
+    case Home::State:
+      root.view = sched::StateOp::create(
+          builder, root.state.getLoc(), root.type,
+          builder.getStringAttr(root.state.getSymName()),
+          root.state.getKind() == tg::StateKind::Grad ? gradientsArena
+                                                      : optimizerArena,
+          builder.getI64IntegerAttr(offset),
+          builder.getI64IntegerAttr(root.bytes),
+          builder.getStringAttr(root.state.getParameter()),
+          builder.getStringAttr(tg::stringifyStateKind(root.state.getKind())));
+      break;
     case Home::Constant:
       root.view = sched::ConstantOp::create(
           builder, loc, root.type, constantsArena,
@@ -442,27 +698,15 @@ void LowerToSchedPass::runOnOperation() {
     }
     return root.view;
   };
+  // Parameters first, in declaration order of first use, then states.
   for (Root &root : roots) {
-    if (root.home == Home::Input || root.home == Home::Param) {
+    if (root.home == Home::Param) {
       defineRoot(root);
     }
   }
   for (Root &root : roots) {
-    if (root.home == Home::Param && !root.param.getLocation() &&
-        !root.param.getTrainable()) {
-      root.param.emitError() << "parameter '" << root.param.getSymName()
-                             << "' has no bytes to bind (no data location)";
-      return signalPassFailure();
-    }
-    if (root.home == Home::Param &&
-        llvm::isa_and_nonnull<tg::InitializerDataAttr>(
-            root.param.getLocationAttr())) {
-      root.param.emitError()
-          << "parameter '" << root.param.getSymName()
-          << "' is stored inside an ONNX text model or as typed data, which "
-             "plans cannot reference by offset; use a binary model with "
-             "raw_data or external data";
-      return signalPassFailure();
+    if (root.home == Home::State) {
+      defineRoot(root);
     }
   }
 
@@ -480,43 +724,61 @@ void LowerToSchedPass::runOnOperation() {
       FlatSymbolRefAttr arenaName =
           root.home == Home::Param      ? paramsArena
           : root.home == Home::Constant ? constantsArena
-                                        : activationsArena;
+          : root.home == Home::State
+              ? (root.state.getKind() == tg::StateKind::Grad ? gradientsArena
+                                                             : optimizerArena)
+              : activationsArena;
       view = createBuffer(builder, loc, type, arenaName,
                           static_cast<int64_t>(root.offset), root.bytes);
     }
     return view;
   };
 
-  for (PlannedLaunch &launch : launches) {
-    SmallVector<Value> args;
-    for (Access operand : launch.operands) {
-      args.push_back(bufferFor(operand));
+  // A lone `forward` function is the whole program; otherwise every
+  // function is an entry.
+  bool markEntries = entries.size() > 1 || entries.front().name != "forward";
+  for (PlannedEntry &entry : entries) {
+    if (markEntries) {
+      sched::EntryOp::create(builder, loc, entry.name);
     }
-    if (launch.choice.workspaceBytes > 0) {
-      auto type = MemRefType::get({launch.choice.workspaceBytes /
-                                   static_cast<int64_t>(sizeof(float))},
-                                  builder.getF32Type());
-      args.push_back(createBuffer(builder, loc, type, workspaceArena, 0,
-                                  launch.choice.workspaceBytes));
+    for (unsigned input : entry.inputs) {
+      defineRoot(roots[input]);
     }
-    Location launchLoc = launch.op ? launch.op->getLoc() : loc;
-    DictionaryAttr attrs =
-        launch.choice.attributes.empty()
-            ? DictionaryAttr()
-            : launch.choice.attributes.getDictionary(builder.getContext());
-    sched::LaunchOp::create(
-        builder, launchLoc, FlatSymbolRefAttr::get(builder.getContext(),
-                                                   launch.choice.kernel),
-        args, stream, attrs, builder.getStringAttr(launch.origin),
-        DenseI64ArrayAttr(), DenseI64ArrayAttr());
-  }
-  for (auto &[name, access] : outputs) {
-    sched::OutputOp::create(builder, loc, name, bufferFor(access));
+    for (PlannedLaunch &launch : entry.launches) {
+      SmallVector<Value> args;
+      for (Access operand : launch.operands) {
+        args.push_back(bufferFor(operand));
+      }
+      if (launch.choice.workspaceBytes > 0) {
+        auto type = MemRefType::get({launch.choice.workspaceBytes /
+                                     static_cast<int64_t>(sizeof(float))},
+                                    builder.getF32Type());
+        args.push_back(createBuffer(builder, loc, type, workspaceArena, 0,
+                                    launch.choice.workspaceBytes));
+      }
+      Location launchLoc = launch.op ? launch.op->getLoc() : loc;
+      DictionaryAttr attrs =
+          launch.choice.attributes.empty()
+              ? DictionaryAttr()
+              : launch.choice.attributes.getDictionary(builder.getContext());
+      sched::LaunchOp::create(
+          builder, launchLoc,
+          FlatSymbolRefAttr::get(builder.getContext(), launch.choice.kernel),
+          args, stream, attrs, builder.getStringAttr(launch.origin),
+          DenseI64ArrayAttr(), DenseI64ArrayAttr());
+    }
+    for (auto &[name, access] : entry.outputs) {
+      sched::OutputOp::create(builder, loc, name, bufferFor(access));
+    }
   }
 
-  // The program replaces the function and the parameter declarations.
-  func.erase();
-  for (tg::ParamOp param : llvm::make_early_inc_range(module.getOps<tg::ParamOp>())) {
-    param.erase();
+  // The program replaces the functions and the symbol declarations.
+  for (func::FuncOp func : funcs) {
+    func.erase();
+  }
+  for (Operation &op : llvm::make_early_inc_range(module.getOps())) {
+    if (llvm::isa<tg::ParamOp, tg::StateOp>(op)) {
+      op.erase();
+    }
   }
 }

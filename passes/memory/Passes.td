@@ -21,12 +21,23 @@ def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
       packing (passes/memory/ArenaPacking.h), kernel workspaces share one
       workspace arena.
 
-    The arena sizes are the plan's peak memory, by category. The function and
-    the `tg.param` declarations are replaced by the program.
+    A training module has two functions, `train_step` and
+    `optimizer_step`; each becomes an entry (`sched.entry`) of one program.
+    Their activations share the activation arena (entries never run at the
+    same time), inputs of every entry keep their own bytes, and the
+    training state (`tg.state`) lives in a gradients and an optimizer-state
+    arena. State updates run in place: `tg.accumulate` of a weight or
+    embedding gradient makes that kernel add straight into the
+    accumulator, and the optimizer kernels update parameters and moments
+    where they are.
+
+    The arena sizes are the plan's peak memory, by category. The functions
+    and the `tg.param`/`tg.state` declarations are replaced by the program.
   }];
   let options = [
-    Option<"functionName", "function", "std::string", /*default=*/"\"forward\"",
-           "the tg function to plan">,
+    Option<"functionName", "function", "std::string", /*default=*/"\"\"",
+           "comma-separated functions to plan, in order (default: forward, "
+           "or train_step,optimizer_step)">,
     Option<"threads", "threads", "int64_t", /*default=*/"8",
            "CPU workers the per-worker workspaces are sized for">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",

@@ -20,6 +20,8 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addLinearAlgebraKernels(defs);
     cpu::addTransformerKernels(defs);
     cpu::addDataMovementKernels(defs);
+    cpu::addGradientKernels(defs);
+    cpu::addTrainingKernels(defs);
     return defs;
   }();
   return table;

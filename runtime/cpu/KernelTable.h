@@ -27,6 +27,8 @@ void addNormalizationKernels(std::vector<KernelDef> &table);
 void addLinearAlgebraKernels(std::vector<KernelDef> &table);
 void addTransformerKernels(std::vector<KernelDef> &table);
 void addDataMovementKernels(std::vector<KernelDef> &table);
+void addGradientKernels(std::vector<KernelDef> &table);
+void addTrainingKernels(std::vector<KernelDef> &table);
 
 //===----------------------------------------------------------------------===//
 // Checks. Each returns "" or a lowercase message naming the operand or

@@ -359,7 +359,13 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "gt",         "select",     "cast",      "reduce_sum", "reduce_mean",
       "reduce_max", "softmax",    "matmul",    "linear",     "rms_norm",
       "layer_norm", "rope",       "attention", "embedding",  "transpose",
-      "slice",      "concat",     "split",     "broadcast",  "copy"};
+      "slice",      "concat",     "split",     "broadcast",  "copy",
+      // Training (GradientKernels.cpp, TrainingKernels.cpp).
+      "linear_weight_grad", "rms_norm_grad", "layer_norm_grad",
+      "attention_grad", "embedding_grad", "softmax_grad", "rope_grad",
+      "silu_grad", "gelu_grad", "slice_grad", "cross_entropy",
+      "cross_entropy_grad", "dropout", "accumulate", "global_norm", "adamw",
+      "sgd"};
   std::set<std::string> seen;
   for (const KernelDef &def : cpuKernels()) {
     EXPECT_TRUE(seen.insert(def.name).second) << def.name;

@@ -16,6 +16,9 @@ int runCompile(int argc, const char **argv);
 /// `tailor inspect PLAN.tplan [--json]`.
 int runInspect(int argc, const char **argv);
 
+/// `tailor train PLAN.tplan --data PATH --output-dir DIR ...`.
+int runTrain(int argc, const char **argv);
+
 } // namespace tailor
 
 #endif // TAILOR_TOOLS_TAILOR_COMMANDS_H

@@ -28,6 +28,7 @@ USAGE: tailor <command> [options]
 COMMANDS:
   compile     compile an ONNX model to a plan (.tplan), or to IR with --compile-to
   inspect     show what a plan holds: memory by category, inputs, kernels
+  train       run a training plan on tokenized data; checkpoints, resume
   devices     list the GPUs the runtime can use (name, SM, memory)
 
 Run 'tailor <command> --help' for a command's options.
@@ -105,6 +106,9 @@ int main(int argc, char **argv) {
   }
   if (command == "inspect") {
     return tailor::runInspect(commandArgc, commandArgs.data());
+  }
+  if (command == "train") {
+    return tailor::runTrain(commandArgc, commandArgs.data());
   }
   if (command == "devices") {
     return runDevices(commandArgc, commandArgs.data());

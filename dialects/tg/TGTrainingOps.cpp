@@ -1,0 +1,329 @@
+//===- TGTrainingOps.cpp - verifiers of gradient, state and update ops ----===//
+
+#include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGShapes.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace tailor::tg;
+
+static llvm::ArrayRef<int64_t> shapeOf(Value value) {
+  return llvm::cast<ShapedType>(value.getType()).getShape();
+}
+
+static Type elementTypeOf(Value value) {
+  return llvm::cast<ShapedType>(value.getType()).getElementType();
+}
+
+/// Checks that `value` has exactly `expected`'s shape and element type.
+static LogicalResult expectLike(Operation *op, Value value, StringRef name,
+                                Value expected, StringRef expectedName) {
+  if (!shapesCompatible(shapeOf(value), shapeOf(expected)) ||
+      elementTypeOf(value) != elementTypeOf(expected)) {
+    return op->emitOpError()
+           << "expected " << name << " to have the type of " << expectedName
+           << " (" << expected.getType() << "), got " << value.getType();
+  }
+  return success();
+}
+
+static LogicalResult expectScalar(Operation *op, Value value, StringRef name) {
+  if (!shapeOf(value).empty()) {
+    return op->emitOpError() << "expected " << name
+                             << " to be a scalar (rank 0), got "
+                             << formatShape(shapeOf(value));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               StringAttr kind, FloatAttr value) {
+  if (kind != "zeros" && kind != "kaiming_uniform" && kind != "normal") {
+    return emitError() << "unknown init kind '" << kind.getValue()
+                       << "' (expected zeros, kaiming_uniform or normal)";
+  }
+  if (kind == "normal" && !(value.getValueAsDouble() > 0.0)) {
+    return emitError() << "a normal init needs a positive std, got "
+                       << value.getValueAsDouble();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearWeightGradOp::verify() {
+  llvm::ArrayRef<int64_t> dy = shapeOf(getOutputGrad());
+  llvm::ArrayRef<int64_t> x = shapeOf(getInput());
+  if (dy.size() < 1 || dy.size() != x.size() ||
+      !shapesCompatible(dy.drop_back(), x.drop_back())) {
+    return emitOpError() << "expected output_grad [..., out] and input "
+                            "[..., in] with the same leading dims, got "
+                         << formatShape(dy) << " and " << formatShape(x);
+  }
+  Shape expected = {dy.back(), x.back()};
+  if (!shapesCompatible(shapeOf(getResult()), expected)) {
+    return emitOpError() << "result shape " << formatShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << formatShape(expected);
+  }
+  return success();
+}
+
+/// Shared by the norm gradients: dy like x, weight [D], grads like their
+/// primal.
+static LogicalResult verifyNormGrad(Operation *op, Value dy, Value x,
+                                    Value weight, ValueRange results) {
+  if (failed(expectLike(op, dy, "output_grad", x, "input"))) {
+    return failure();
+  }
+  llvm::ArrayRef<int64_t> input = shapeOf(x);
+  if (input.empty() || shapeOf(weight).size() != 1 ||
+      !dimsCompatible(shapeOf(weight)[0], input.back())) {
+    return op->emitOpError() << "expected weight of shape [" << 
+           (input.empty() ? 0 : input.back()) << "], got "
+           << formatShape(shapeOf(weight));
+  }
+  if (failed(expectLike(op, results[0], "input_grad", x, "input"))) {
+    return failure();
+  }
+  for (Value grad : results.drop_front()) {
+    if (failed(expectLike(op, grad, "weight and bias grads", weight,
+                          "weight"))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  return verifyNormGrad(*this, getOutputGrad(), getInput(), getWeight(),
+                        getResults());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getOutputGrad(), getInput(), getWeight(),
+                        getResults());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  FailureOr<Shape> shape =
+      attentionShape(shapeOf(getQuery()), shapeOf(getKey()),
+                     shapeOf(getValue()), [&] { return emitOpError(); });
+  if (failed(shape)) {
+    return failure();
+  }
+  if (!shapesCompatible(shapeOf(getOutputGrad()), *shape)) {
+    return emitOpError() << "expected output_grad of shape "
+                         << formatShape(*shape) << ", got "
+                         << formatShape(shapeOf(getOutputGrad()));
+  }
+  if (failed(expectLike(*this, getQueryGrad(), "query_grad", getQuery(),
+                        "query")) ||
+      failed(expectLike(*this, getKeyGrad(), "key_grad", getKey(), "key")) ||
+      failed(expectLike(*this, getValueGrad(), "value_grad", getValue(),
+                        "value"))) {
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  llvm::ArrayRef<int64_t> table = shapeOf(getResult());
+  if (table.size() != 2) {
+    return emitOpError() << "expected a [vocab, dim] result, got "
+                         << formatShape(table);
+  }
+  FailureOr<Shape> shape = embeddingShape(table, shapeOf(getIds()),
+                                          [&] { return emitOpError(); });
+  if (failed(shape)) {
+    return failure();
+  }
+  if (!shapesCompatible(shapeOf(getOutputGrad()), *shape)) {
+    return emitOpError() << "expected output_grad of shape "
+                         << formatShape(*shape) << ", got "
+                         << formatShape(shapeOf(getOutputGrad()));
+  }
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  llvm::ArrayRef<int64_t> logits = shapeOf(getLogits());
+  if (logits.size() != 2 || shapeOf(getLabels()).size() != 1 ||
+      !dimsCompatible(shapeOf(getLabels())[0], logits[0])) {
+    return emitOpError() << "expected logits [tokens, vocab] and labels "
+                            "[tokens], got "
+                         << formatShape(logits) << " and "
+                         << formatShape(shapeOf(getLabels()));
+  }
+  Shape lossShape;
+  if (getReduction() == LossReduction::None) {
+    lossShape.push_back(logits[0]);
+  }
+  if (!shapesCompatible(shapeOf(getLossGrad()), lossShape)) {
+    return emitOpError() << "expected loss_grad of shape "
+                         << formatShape(lossShape) << ", got "
+                         << formatShape(shapeOf(getLossGrad()));
+  }
+  return expectLike(*this, getResult(), "result", getLogits(), "logits");
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  int64_t rank = static_cast<int64_t>(shapeOf(getOutput()).size());
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis < 0 || axis >= rank) {
+    return emitOpError() << "axis " << axis << " is out of range for rank "
+                         << rank;
+  }
+  if (failed(expectLike(*this, getOutputGrad(), "output_grad", getOutput(),
+                        "output"))) {
+    return failure();
+  }
+  return expectLike(*this, getResult(), "result", getOutput(), "output");
+}
+
+LogicalResult RopeGradOp::verify() {
+  llvm::ArrayRef<int64_t> dy = shapeOf(getOutputGrad());
+  if (dy.size() != 4 || (dy[3] != ShapedType::kDynamic && dy[3] % 2 != 0)) {
+    return emitOpError() << "expected output_grad [batch, heads, seq, even "
+                            "head_dim], got "
+                         << formatShape(dy);
+  }
+  llvm::ArrayRef<int64_t> cos = shapeOf(getCos());
+  Shape perSequence = {dy[2], dy[3]};
+  Shape perBatch = {dy[0], dy[2], dy[3]};
+  if (cos != shapeOf(getSin()) || (!shapesCompatible(cos, perSequence) &&
+                                   !shapesCompatible(cos, perBatch))) {
+    return emitOpError() << "expected cos and sin of shape "
+                         << formatShape(perSequence) << " or "
+                         << formatShape(perBatch);
+  }
+  return expectLike(*this, getResult(), "result", getOutputGrad(),
+                    "output_grad");
+}
+
+LogicalResult SliceGradOp::verify() {
+  llvm::ArrayRef<int64_t> dy = shapeOf(getOutputGrad());
+  llvm::ArrayRef<int64_t> input = shapeOf(getResult());
+  if (getStarts().size() != input.size() || getSteps().size() != input.size() ||
+      dy.size() != input.size()) {
+    return emitOpError() << "expected starts, steps and output_grad of rank "
+                         << input.size();
+  }
+  for (size_t i = 0; i < input.size(); ++i) {
+    int64_t start = getStarts()[i], step = getSteps()[i];
+    if (step < 1 || start < 0 ||
+        (dy[i] > 0 && start + (dy[i] - 1) * step >= input[i])) {
+      return emitOpError() << "dim " << i << ": " << dy[i]
+                           << " elements from " << start << " by " << step
+                           << " do not fit in " << input[i];
+    }
+  }
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0)) {
+    return emitOpError() << "expected a dropout probability in [0, 1), got "
+                         << p;
+  }
+  if (failed(expectScalar(*this, getSeed(), "seed"))) {
+    return failure();
+  }
+  return expectLike(*this, getResult(), "result", getInput(), "input");
+}
+
+//===----------------------------------------------------------------------===//
+// State and updates
+//===----------------------------------------------------------------------===//
+
+LogicalResult StateOp::verify() {
+  if (!getTensorType().hasStaticShape()) {
+    return emitOpError() << "state @" << getSymName()
+                         << " must have a static shape";
+  }
+  return success();
+}
+
+/// Looks up a tg.state, checking that it has `type` when one is given.
+static FailureOr<StateOp> lookupState(Operation *op,
+                                      SymbolTableCollection &symbols,
+                                      FlatSymbolRefAttr name, Type type) {
+  auto state = symbols.lookupNearestSymbolFrom<StateOp>(op, name);
+  if (!state) {
+    return op->emitOpError() << name << " does not name a tg.state";
+  }
+  if (type && state.getType() != type) {
+    return op->emitOpError() << "state " << name << " has type "
+                             << state.getType() << ", expected " << type;
+  }
+  return state;
+}
+
+LogicalResult StateRefOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return lookupState(*this, symbols, getNameAttr(), getType());
+}
+
+LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return lookupState(*this, symbols, getTargetAttr(), getValue().getType());
+}
+
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty()) {
+    return emitOpError() << "expected at least one tensor";
+  }
+  return expectScalar(*this, getResult(), "result");
+}
+
+/// Checks an update: a trainable parameter, and states of its type that
+/// belong to it.
+static LogicalResult verifyUpdate(Operation *op, SymbolTableCollection &symbols,
+                                  FlatSymbolRefAttr paramName,
+                                  ArrayRef<FlatSymbolRefAttr> stateNames,
+                                  ValueRange scalars) {
+  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(op, paramName);
+  if (!param) {
+    return op->emitOpError() << paramName << " does not name a tg.param";
+  }
+  if (!param.getTrainable()) {
+    return op->emitOpError() << "parameter " << paramName
+                             << " is not trainable";
+  }
+  for (FlatSymbolRefAttr name : stateNames) {
+    FailureOr<StateOp> state =
+        lookupState(op, symbols, name, param.getType());
+    if (failed(state)) {
+      return failure();
+    }
+    if (state->getParameter() != paramName.getValue()) {
+      return op->emitOpError() << "state " << name << " belongs to @"
+                               << state->getParameter() << ", not "
+                               << paramName;
+    }
+  }
+  for (Value scalar : scalars) {
+    if (failed(expectScalar(op, scalar, "lr, step and scale"))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyUpdate(*this, symbols, getParamAttr(),
+                      {getGradAttr(), getExpAvgAttr(), getExpAvgSqAttr()},
+                      {getLr(), getStep(), getGradScale()});
+}
+
+LogicalResult SGDUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyUpdate(*this, symbols, getParamAttr(),
+                      {getGradAttr(), getMomentumBufferAttr()},
+                      {getLr(), getGradScale()});
+}

@@ -1,0 +1,277 @@
+//===- TGTrainingOps.td - tg ops of the training step -------*- tablegen -*-===//
+//
+// What turns a forward graph into a training step: the gradient ops that
+// `tailor-autodiff` emits, dropout, the training state (gradient
+// accumulators and optimizer moments) and the in-place optimizer updates
+// that `tailor-optimizer` emits. Gradient ops are value ops like the
+// forward ones; state is held by `tg.state` symbols, read by
+// `tg.state_ref` and written only by the update ops, which carry memory
+// effects so nothing reorders them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_DIALECTS_TG_TGTRAININGOPS_TD
+#define TAILOR_DIALECTS_TG_TGTRAININGOPS_TD
+
+//===----------------------------------------------------------------------===//
+// Gradients of forward ops
+//===----------------------------------------------------------------------===//
+
+def TG_LinearWeightGradOp : TG_Op<"linear_weight_grad", [Pure]> {
+  let summary = "gradient of tg.linear's weight: dy^T x over all rows";
+  let description = [{
+    `dy: [..., out]`, `x: [..., in]` (the same leading dims) ->
+    `[out, in]`, the sum over every leading position of the outer product.
+  }];
+  let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$input);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output_grad `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_RMSNormGradOp : TG_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradients of tg.rms_norm for its input and weight";
+  let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$input,
+                       TG_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs TG_FloatTensor:$input_grad, TG_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $output_grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_LayerNormGradOp : TG_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradients of tg.layer_norm for its input, weight and bias";
+  let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$input,
+                       TG_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs TG_FloatTensor:$input_grad, TG_FloatTensor:$weight_grad,
+                      TG_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $output_grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_AttentionGradOp : TG_Op<"attention_grad", [Pure]> {
+  let summary = "gradients of tg.attention for query, key and value";
+  let description = [{
+    Recomputes the attention probabilities block by block (nothing T x S is
+    saved by the forward op), with tg.attention's shapes and attributes.
+  }];
+  let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$query,
+                       TG_FloatTensor:$key, TG_FloatTensor:$value,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs TG_FloatTensor:$query_grad, TG_FloatTensor:$key_grad,
+                      TG_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $output_grad `,` $query `,` $key `,` $value attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_EmbeddingGradOp : TG_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of tg.embedding's table: scatter-add of rows";
+  let arguments = (ins TG_FloatTensor:$output_grad, TG_IndexTensor:$ids);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output_grad `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_CrossEntropyGradOp : TG_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "gradient of tg.cross_entropy for its logits";
+  let description = [{
+    `(softmax(logits) - onehot(label)) * dloss`, divided by the number of
+    counted labels for `mean`; rows with `ignore_index` are zero.
+  }];
+  let arguments = (ins TG_FloatTensor:$logits, TG_IndexTensor:$labels,
+      RankedTensorOf<[F32]>:$loss_grad,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<TG_LossReductionAttr,
+                        "::tailor::tg::LossReduction::Mean">:$reduction);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $loss_grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_SoftmaxGradOp : TG_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of tg.softmax from its output: y * (dy - sum(dy * y))";
+  let arguments = (ins TG_FloatTensor:$output, TG_FloatTensor:$output_grad,
+                       I64Attr:$axis);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output `,` $output_grad `axis` `=` $axis attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_RopeGradOp : TG_Op<"rope_grad", [Pure]> {
+  let summary = "gradient of tg.rope for its input (the transposed rotation)";
+  let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$cos,
+                       TG_FloatTensor:$sin, UnitAttr:$interleaved);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output_grad `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_SiluGradOp : TG_Op<"silu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of tg.silu: dy * s * (1 + x * (1 - s)), s = sigmoid(x)";
+  let arguments = (ins TG_FloatTensor:$input, TG_FloatTensor:$output_grad);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $output_grad attr-dict `:` type($result)";
+}
+
+def TG_GeluGradOp : TG_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of tg.gelu (exact or tanh-approximated)";
+  let arguments = (ins TG_FloatTensor:$input, TG_FloatTensor:$output_grad,
+      DefaultValuedAttr<TG_GeluApproximationAttr,
+                        "::tailor::tg::GeluApproximation::None">:$approximation);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $output_grad attr-dict `:` type($result)";
+}
+
+def TG_SliceGradOp : TG_Op<"slice_grad", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "gradient of tg.slice: dy scattered into zeros of the input shape";
+  let arguments = (ins TG_Tensor:$output_grad, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $output_grad `starts` `=` $starts `steps` `=` $steps attr-dict `:`
+    type($output_grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_DropoutOp : TG_Op<"dropout", [Pure]> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    Keeps element i when `uniform(hash(seed, salt, i)) >= p` and scales it
+    by 1 / (1 - p). The mask depends only on (seed, salt, i), so the
+    backward pass applies the same op with the same seed to the gradient.
+    `salt` tells dropout sites apart.
+  }];
+  let arguments = (ins TG_FloatTensor:$input, RankedTensorOf<[I64]>:$seed,
+                       F64Attr:$p, I64Attr:$salt);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $seed attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training state and optimizer updates
+//===----------------------------------------------------------------------===//
+
+def TG_StateKind : I32EnumAttr<"StateKind", "what a state tensor holds", [
+      I32EnumAttrCase<"Grad", 0, "grad">,
+      I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,
+      I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">,
+      I32EnumAttrCase<"MomentumBuffer", 3, "momentum_buffer">
+    ]> {
+  let cppNamespace = "::tailor::tg";
+}
+
+def TG_StateOp : TG_Op<"state", [Symbol]> {
+  let summary = "a training state tensor, zero at the start, kept across steps";
+  let description = [{
+    A gradient accumulator or an optimizer moment (PyTorch's names) of one
+    trainable parameter. Checkpoints key it by (parameter, kind).
+
+    ```mlir
+    tg.state @grad.model.norm.weight : tensor<64xf32> of @model.norm.weight grad
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       FlatSymbolRefAttr:$parameter, TG_StateKind:$kind);
+  let assemblyFormat = "$sym_name `:` $type `of` $parameter $kind attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def TG_StateRefOp : TG_Op<"state_ref", [
+    MemoryEffects<[MemRead]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the current value of a state tensor";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def TG_AccumulateOp : TG_Op<"accumulate", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "adds a value into a state tensor, in place";
+  let arguments = (ins FlatSymbolRefAttr:$target, TG_FloatTensor:$value);
+  let assemblyFormat = "$value `into` $target attr-dict `:` type($value)";
+}
+
+def TG_GlobalNormOp : TG_Op<"global_norm", [Pure]> {
+  let summary = "sqrt of the sum of squares of every element of every operand";
+  let arguments = (ins Variadic<TG_FloatTensor>:$inputs);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
+def TG_AdamWUpdateOp : TG_Op<"adamw_update", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one AdamW step on a parameter, in place (torch.optim.AdamW)";
+  let description = [{
+    With `g = grad * grad_scale`: decoupled weight decay
+    `p *= 1 - lr * weight_decay`, moments `m = b1 m + (1 - b1) g`,
+    `v = b2 v + (1 - b2) g^2`, then
+    `p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)`.
+    The gradient accumulator is zeroed for the next step. `lr`, `step`
+    (1-based, i64) and `grad_scale` are scalars.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                       RankedTensorOf<[F32]>:$lr, RankedTensorOf<[I64]>:$step,
+                       RankedTensorOf<[F32]>:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `grad` $grad `moments` `(` $exp_avg `,` $exp_avg_sq `)`
+    `lr` $lr `step` $step `scale` $grad_scale attr-dict `:`
+    type($lr) `,` type($step) `,` type($grad_scale)
+  }];
+}
+
+def TG_SGDUpdateOp : TG_Op<"sgd_update", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one SGD step with momentum on a parameter, in place (torch.optim.SGD)";
+  let description = [{
+    With `g = grad * grad_scale + weight_decay * p`: `buf = momentum * buf + g`,
+    `p -= lr * (nesterov ? g + momentum * buf : buf)` (dampening 0; without
+    momentum `p -= lr * g`). The gradient accumulator is zeroed.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
+                       FlatSymbolRefAttr:$momentum_buffer,
+                       RankedTensorOf<[F32]>:$lr,
+                       RankedTensorOf<[F32]>:$grad_scale, F64Attr:$momentum,
+                       F64Attr:$weight_decay, UnitAttr:$nesterov);
+  let assemblyFormat = [{
+    $param `grad` $grad `momentum_buffer` $momentum_buffer `lr` $lr
+    `scale` $grad_scale attr-dict `:` type($lr) `,` type($grad_scale)
+  }];
+}
+
+#endif // TAILOR_DIALECTS_TG_TGTRAININGOPS_TD

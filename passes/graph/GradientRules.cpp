@@ -1,0 +1,502 @@
+//===- GradientRules.cpp - vector-Jacobian products of tg ops -------------===//
+//
+// One rule per differentiable tg op. Elementwise rules are written with tg
+// ops (they fuse later); ops whose gradient is a kernel of its own (linear
+// weights, norms, attention, embedding, cross-entropy, softmax, rope, SiLU,
+// GELU, slices) get a dedicated gradient op. Rules reuse the primal's saved
+// inputs or outputs, whichever is cheaper (exp, tanh, sigmoid use y).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/graph/GradientRules.h"
+
+#include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGShapes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace tailor;
+
+namespace tailor::graph {
+
+static RankedTensorType tensorTypeOf(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType());
+}
+
+static bool isFloatTensor(Value value) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  return type && llvm::isa<FloatType>(type.getElementType());
+}
+
+Value zerosOf(OpBuilder &builder, Location loc, RankedTensorType type) {
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  Value zero = arith::ConstantOp::create(
+      builder, loc, DenseElementsAttr::get(
+                        scalarType, builder.getZeroAttr(type.getElementType())));
+  if (type.getRank() == 0) {
+    return zero;
+  }
+  return tg::BroadcastOp::create(builder, loc, type, zero);
+}
+
+Value unbroadcast(OpBuilder &builder, Location loc, Value grad,
+                  RankedTensorType target) {
+  RankedTensorType type = tensorTypeOf(grad);
+  if (type == target) {
+    return grad;
+  }
+  ArrayRef<int64_t> from = type.getShape();
+  ArrayRef<int64_t> to = target.getShape();
+  int64_t lead = type.getRank() - target.getRank();
+  SmallVector<int64_t> axes;
+  SmallVector<int64_t> kept(from);
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (i < lead || (to[i - lead] == 1 && from[i] != 1)) {
+      axes.push_back(i);
+      kept[i] = 1;
+    }
+  }
+  Value summed = grad;
+  if (!axes.empty()) {
+    summed = tg::ReduceSumOp::create(
+        builder, loc, RankedTensorType::get(kept, type.getElementType()), grad,
+        builder.getDenseI64ArrayAttr(axes), builder.getUnitAttr());
+  }
+  if (tensorTypeOf(summed) != target) {
+    summed = tg::ReshapeOp::create(builder, loc, target, summed);
+  }
+  return summed;
+}
+
+namespace {
+/// Emits elementwise arithmetic with NumPy broadcasting; scalars are rank-0
+/// constants of the element type.
+struct Emitter {
+  OpBuilder &b;
+  Location loc;
+
+  RankedTensorType broadcastType(Value lhs, Value rhs, Type element = {}) {
+    RankedTensorType l = tensorTypeOf(lhs), r = tensorTypeOf(rhs);
+    FailureOr<tg::Shape> shape = tg::broadcastShapes(
+        l.getShape(), r.getShape(),
+        [&] { return emitError(loc) << "internal: shapes do not broadcast"; });
+    return RankedTensorType::get(*shape, element ? element : l.getElementType());
+  }
+  Value scalar(double value, Value like) {
+    Type element = tensorTypeOf(like).getElementType();
+    auto type = RankedTensorType::get({}, element);
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
+  }
+  template <typename OpTy> Value binary(Value lhs, Value rhs) {
+    return OpTy::create(b, loc, broadcastType(lhs, rhs), lhs, rhs);
+  }
+  template <typename OpTy> Value compare(Value lhs, Value rhs) {
+    return OpTy::create(b, loc, broadcastType(lhs, rhs, b.getI1Type()), lhs,
+                        rhs);
+  }
+  template <typename OpTy> Value unary(Value x) {
+    return OpTy::create(b, loc, x.getType(), x);
+  }
+  Value add(Value l, Value r) { return binary<tg::AddOp>(l, r); }
+  Value sub(Value l, Value r) { return binary<tg::SubOp>(l, r); }
+  Value mul(Value l, Value r) { return binary<tg::MulOp>(l, r); }
+  Value div(Value l, Value r) { return binary<tg::DivOp>(l, r); }
+  Value mul(Value l, double r) { return mul(l, scalar(r, l)); }
+  /// `dy` where `mask`, zero elsewhere (broadcast to dy's shape).
+  Value where(Value mask, Value dy) {
+    return tg::SelectOp::create(b, loc, dy.getType(), mask, dy,
+                                scalar(0.0, dy));
+  }
+};
+} // namespace
+
+bool hasGradientRule(Operation *op) {
+  return llvm::isa<
+      tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp, tg::RsqrtOp,
+      tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp, tg::SiluOp, tg::ReluOp,
+      tg::ErfOp, tg::SinOp, tg::CosOp, tg::GeluOp, tg::AddOp, tg::SubOp,
+      tg::MulOp, tg::DivOp, tg::PowOp, tg::MaxOp, tg::MinOp, tg::SelectOp,
+      tg::CastOp, tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp,
+      tg::SoftmaxOp, tg::RMSNormOp, tg::LayerNormOp, tg::RopeOp,
+      tg::AttentionOp, tg::EmbeddingOp, tg::CrossEntropyOp, tg::ReshapeOp,
+      tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp,
+      tg::SplitOp, tg::MatmulOp, tg::LinearOp, tg::DropoutOp>(op);
+}
+
+/// `dy` broadcast back to the shape of a reduction's input, as if the
+/// reduced dims had been kept.
+static Value expandReduced(OpBuilder &b, Location loc, Value dy,
+                           RankedTensorType input, ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept(input.getShape());
+  for (int64_t axis : axes) {
+    kept[axis] = 1;
+  }
+  auto keptType = RankedTensorType::get(kept, input.getElementType());
+  Value reshaped = dy;
+  if (tensorTypeOf(dy) != keptType) {
+    reshaped = tg::ReshapeOp::create(b, loc, keptType, dy);
+  }
+  if (keptType == input) {
+    return reshaped;
+  }
+  return tg::BroadcastOp::create(b, loc, input, reshaped);
+}
+
+/// Swaps the last two dims.
+static Value transposeLast2(OpBuilder &b, Location loc, Value value) {
+  RankedTensorType type = tensorTypeOf(value);
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[rank - 1], shape[rank - 2]);
+  return tg::TransposeOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), value,
+      b.getDenseI64ArrayAttr(perm));
+}
+
+static Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs) {
+  FailureOr<tg::Shape> shape = tg::matmulShape(
+      tensorTypeOf(lhs).getShape(), tensorTypeOf(rhs).getShape(),
+      [&] { return emitError(loc) << "internal: matmul shapes"; });
+  return tg::MatmulOp::create(
+      b, loc, RankedTensorType::get(*shape, tensorTypeOf(lhs).getElementType()),
+      lhs, rhs);
+}
+
+LogicalResult emitGradient(OpBuilder &b, Operation *op,
+                           ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                           SmallVectorImpl<Value> &operandGrads) {
+  Location loc = op->getLoc();
+  Emitter e{b, loc};
+  operandGrads.assign(op->getNumOperands(), Value());
+  Value dy = resultGrads.empty() ? Value() : resultGrads.front();
+  auto operandType = [&](unsigned i) { return tensorTypeOf(op->getOperand(i)); };
+  auto set = [&](unsigned i, Value grad) {
+    if (i < needed.size() && needed[i] && grad) {
+      operandGrads[i] = unbroadcast(b, loc, grad, operandType(i));
+    }
+  };
+  auto unsupported = [&](StringRef what) {
+    return op->emitError() << "cannot differentiate " << op->getName()
+                           << " with respect to its " << what;
+  };
+  if (!dy && op->getNumResults() == 1) {
+    return success();
+  }
+  Value x = op->getNumOperands() ? op->getOperand(0) : Value();
+  Value y = op->getNumResults() ? op->getResult(0) : Value();
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](tg::NegOp) { return set(0, e.unary<tg::NegOp>(dy)), success(); })
+      .Case([&](tg::AbsOp) {
+        // sign(x), with 0 at 0 as torch.abs's gradient.
+        Value positive = e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy);
+        Value negative = e.where(e.compare<tg::LtOp>(x, e.scalar(0, x)), dy);
+        set(0, e.sub(positive, negative));
+        return success();
+      })
+      .Case([&](tg::ExpOp) { return set(0, e.mul(dy, y)), success(); })
+      .Case([&](tg::LogOp) { return set(0, e.div(dy, x)), success(); })
+      .Case([&](tg::SqrtOp) {
+        return set(0, e.div(e.mul(dy, 0.5), y)), success();
+      })
+      .Case([&](tg::RsqrtOp) {
+        // d(x^-1/2) = -1/2 x^-3/2 = -1/2 y^3.
+        return set(0, e.mul(e.mul(dy, -0.5), e.mul(e.mul(y, y), y))), success();
+      })
+      .Case([&](tg::ReciprocalOp) {
+        return set(0, e.mul(e.mul(dy, -1.0), e.mul(y, y))), success();
+      })
+      .Case([&](tg::TanhOp) {
+        return set(0, e.mul(dy, e.sub(e.scalar(1, y), e.mul(y, y)))), success();
+      })
+      .Case([&](tg::SigmoidOp) {
+        return set(0, e.mul(dy, e.mul(y, e.sub(e.scalar(1, y), y)))), success();
+      })
+      .Case([&](tg::SiluOp) {
+        return set(0, tg::SiluGradOp::create(b, loc, x.getType(), x, dy)),
+               success();
+      })
+      .Case([&](tg::GeluOp gelu) {
+        return set(0, tg::GeluGradOp::create(b, loc, x.getType(), x, dy,
+                                             gelu.getApproximationAttr())),
+               success();
+      })
+      .Case([&](tg::ReluOp) {
+        return set(0, e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy)),
+               success();
+      })
+      .Case([&](tg::ErfOp) {
+        Value gauss = e.unary<tg::ExpOp>(e.mul(e.mul(x, x), -1.0));
+        return set(0, e.mul(e.mul(dy, 2.0 / std::sqrt(M_PI)), gauss)),
+               success();
+      })
+      .Case([&](tg::SinOp) {
+        return set(0, e.mul(dy, e.unary<tg::CosOp>(x))), success();
+      })
+      .Case([&](tg::CosOp) {
+        return set(0, e.mul(dy, e.mul(e.unary<tg::SinOp>(x), -1.0))),
+               success();
+      })
+      .Case([&](tg::AddOp) { return set(0, dy), set(1, dy), success(); })
+      .Case([&](tg::SubOp) {
+        set(0, dy);
+        if (needed[1]) {
+          set(1, e.unary<tg::NegOp>(dy));
+        }
+        return success();
+      })
+      .Case([&](tg::MulOp mul) {
+        if (needed[0]) {
+          set(0, e.mul(dy, mul.getRhs()));
+        }
+        if (needed[1]) {
+          set(1, e.mul(dy, mul.getLhs()));
+        }
+        return success();
+      })
+      .Case([&](tg::DivOp div) {
+        Value g = e.div(dy, div.getRhs());
+        set(0, g);
+        if (needed[1]) {
+          set(1, e.unary<tg::NegOp>(e.mul(g, y)));
+        }
+        return success();
+      })
+      .Case([&](tg::PowOp pow) {
+        Value a = pow.getLhs(), p = pow.getRhs();
+        if (needed[0]) {
+          Value lowered = e.binary<tg::PowOp>(a, e.sub(p, e.scalar(1, p)));
+          set(0, e.mul(dy, e.mul(p, lowered)));
+        }
+        if (needed[1]) {
+          set(1, e.mul(dy, e.mul(y, e.unary<tg::LogOp>(a))));
+        }
+        return success();
+      })
+      .Case<tg::MaxOp, tg::MinOp>([&](Operation *minmax) {
+        // The winner takes dy; ties split it evenly (torch.maximum/minimum).
+        Value a = minmax->getOperand(0), c = minmax->getOperand(1);
+        bool isMax = llvm::isa<tg::MaxOp>(minmax);
+        Value aWins = isMax ? e.compare<tg::GtOp>(a, c) : e.compare<tg::LtOp>(a, c);
+        Value cWins = isMax ? e.compare<tg::LtOp>(a, c) : e.compare<tg::GtOp>(a, c);
+        Value half = e.where(e.compare<tg::EqOp>(a, c), e.mul(dy, 0.5));
+        if (needed[0]) {
+          set(0, e.add(e.where(aWins, dy), half));
+        }
+        if (needed[1]) {
+          set(1, e.add(e.where(cWins, dy), half));
+        }
+        return success();
+      })
+      .Case([&](tg::SelectOp select) {
+        Value zero = e.scalar(0, dy);
+        if (needed[1]) {
+          set(1, tg::SelectOp::create(b, loc, dy.getType(),
+                                      select.getCondition(), dy, zero));
+        }
+        if (needed[2]) {
+          set(2, tg::SelectOp::create(b, loc, dy.getType(),
+                                      select.getCondition(), zero, dy));
+        }
+        return success();
+      })
+      .Case([&](tg::CastOp) {
+        return set(0, tg::CastOp::create(b, loc, x.getType(), dy)), success();
+      })
+      .Case<tg::ReduceSumOp, tg::ReduceMeanOp>([&](Operation *reduce) {
+        auto axes = reduce->getAttrOfType<DenseI64ArrayAttr>("axes");
+        Value g = expandReduced(b, loc, dy, operandType(0), axes.asArrayRef());
+        if (llvm::isa<tg::ReduceMeanOp>(reduce)) {
+          int64_t count = 1;
+          for (int64_t axis : axes.asArrayRef()) {
+            count *= operandType(0).getDimSize(axis);
+          }
+          g = e.mul(g, 1.0 / static_cast<double>(count));
+        }
+        return set(0, g), success();
+      })
+      .Case([&](tg::ReduceMaxOp reduce) {
+        // Ties share the gradient evenly (torch.amax).
+        ArrayRef<int64_t> axes = reduce.getAxes();
+        RankedTensorType input = operandType(0);
+        Value maxima = expandReduced(b, loc, y, input, axes);
+        Value mask = e.compare<tg::EqOp>(x, maxima);
+        Value ones = tg::CastOp::create(b, loc, input, mask);
+        SmallVector<int64_t> kept(input.getShape());
+        for (int64_t axis : axes) {
+          kept[axis] = 1;
+        }
+        Value count = tg::ReduceSumOp::create(
+            b, loc, RankedTensorType::get(kept, input.getElementType()), ones,
+            b.getDenseI64ArrayAttr(axes), b.getUnitAttr());
+        Value share = e.div(expandReduced(b, loc, dy, input, axes), count);
+        return set(0, e.mul(share, ones)), success();
+      })
+      .Case([&](tg::SoftmaxOp softmax) {
+        return set(0, tg::SoftmaxGradOp::create(b, loc, y.getType(), y, dy,
+                                                softmax.getAxisAttr())),
+               success();
+      })
+      .Case([&](tg::RMSNormOp norm) {
+        auto grad = tg::RMSNormGradOp::create(
+            b, loc, x.getType(), norm.getWeight().getType(), dy, x,
+            norm.getWeight(), norm.getEpsilonAttr());
+        set(0, grad.getInputGrad());
+        set(1, grad.getWeightGrad());
+        return success();
+      })
+      .Case([&](tg::LayerNormOp norm) {
+        Type weightType = norm.getWeight().getType();
+        auto grad = tg::LayerNormGradOp::create(
+            b, loc, x.getType(), weightType, weightType, dy, x,
+            norm.getWeight(), norm.getEpsilonAttr());
+        set(0, grad.getInputGrad());
+        set(1, grad.getWeightGrad());
+        if (norm.getBias()) {
+          set(2, grad.getBiasGrad());
+        }
+        return success();
+      })
+      .Case([&](tg::RopeOp rope) -> LogicalResult {
+        if (needed[1] || needed[2]) {
+          return unsupported("cos/sin tables");
+        }
+        set(0, tg::RopeGradOp::create(b, loc, x.getType(), dy, rope.getCos(),
+                                      rope.getSin(), rope.getInterleavedAttr()));
+        return success();
+      })
+      .Case([&](tg::AttentionOp attention) {
+        auto grad = tg::AttentionGradOp::create(
+            b, loc, attention.getQuery().getType(),
+            attention.getKey().getType(), attention.getValue().getType(), dy,
+            attention.getQuery(), attention.getKey(), attention.getValue(),
+            attention.getCausalAttr(), attention.getScaleAttr());
+        set(0, grad.getQueryGrad());
+        set(1, grad.getKeyGrad());
+        set(2, grad.getValueGrad());
+        return success();
+      })
+      .Case([&](tg::EmbeddingOp embedding) {
+        return set(0, tg::EmbeddingGradOp::create(
+                          b, loc, embedding.getTable().getType(), dy,
+                          embedding.getIds())),
+               success();
+      })
+      .Case([&](tg::CrossEntropyOp loss) {
+        return set(0, tg::CrossEntropyGradOp::create(
+                          b, loc, loss.getLogits().getType(), loss.getLogits(),
+                          loss.getLabels(), dy, loss.getIgnoreIndexAttr(),
+                          loss.getReductionAttr())),
+               success();
+      })
+      .Case([&](tg::ReshapeOp) {
+        return set(0, tg::ReshapeOp::create(b, loc, x.getType(), dy)), success();
+      })
+      .Case([&](tg::BroadcastOp) { return set(0, dy), success(); })
+      .Case([&](tg::TransposeOp transpose) {
+        ArrayRef<int64_t> perm = transpose.getPermutation();
+        SmallVector<int64_t> inverse(perm.size());
+        for (auto [i, p] : llvm::enumerate(perm)) {
+          inverse[p] = static_cast<int64_t>(i);
+        }
+        return set(0, tg::TransposeOp::create(b, loc, x.getType(), dy,
+                                              b.getDenseI64ArrayAttr(inverse))),
+               success();
+      })
+      .Case([&](tg::SliceOp slice) {
+        return set(0, tg::SliceGradOp::create(b, loc, x.getType(), dy,
+                                              slice.getStartsAttr(),
+                                              slice.getStepsAttr())),
+               success();
+      })
+      .Case([&](tg::ConcatOp concat) {
+        int64_t axis = static_cast<int64_t>(concat.getAxis());
+        int64_t offset = 0;
+        RankedTensorType whole = tensorTypeOf(y);
+        for (auto [i, piece] : llvm::enumerate(concat.getInputs())) {
+          RankedTensorType type = tensorTypeOf(piece);
+          if (needed[i]) {
+            SmallVector<int64_t> starts(whole.getRank(), 0);
+            SmallVector<int64_t> ends(whole.getShape());
+            SmallVector<int64_t> steps(whole.getRank(), 1);
+            starts[axis] = offset;
+            ends[axis] = offset + type.getDimSize(axis);
+            set(i, tg::SliceOp::create(b, loc, type, dy,
+                                       b.getDenseI64ArrayAttr(starts),
+                                       b.getDenseI64ArrayAttr(ends),
+                                       b.getDenseI64ArrayAttr(steps)));
+          }
+          offset += type.getDimSize(axis);
+        }
+        return success();
+      })
+      .Case([&](tg::SplitOp split) {
+        SmallVector<Value> pieces;
+        for (auto [result, grad] : llvm::zip(split.getResults(), resultGrads)) {
+          pieces.push_back(grad ? grad
+                                : zerosOf(b, loc, tensorTypeOf(result)));
+        }
+        return set(0, tg::ConcatOp::create(b, loc, x.getType(), pieces,
+                                           split.getAxisAttr())),
+               success();
+      })
+      .Case([&](tg::MatmulOp mm) {
+        if (needed[0]) {
+          set(0, matmul(b, loc, dy, transposeLast2(b, loc, mm.getRhs())));
+        }
+        if (needed[1]) {
+          set(1, matmul(b, loc, transposeLast2(b, loc, mm.getLhs()), dy));
+        }
+        return success();
+      })
+      .Case([&](tg::LinearOp linear) {
+        Value weight = linear.getWeight();
+        if (needed[0]) {
+          // dx = dy W: a linear layer whose weight is W^T (the lowering
+          // reads W in place instead of transposing it).
+          RankedTensorType w = tensorTypeOf(weight);
+          auto wt = RankedTensorType::get({w.getDimSize(1), w.getDimSize(0)},
+                                          w.getElementType());
+          Value transposed = tg::TransposeOp::create(
+              b, loc, wt, weight, b.getDenseI64ArrayAttr({1, 0}));
+          SmallVector<int64_t> shape(tensorTypeOf(dy).getShape());
+          shape.back() = w.getDimSize(1);
+          set(0, tg::LinearOp::create(
+                     b, loc, RankedTensorType::get(shape, w.getElementType()),
+                     dy, transposed, Value()));
+        }
+        if (needed[1]) {
+          set(1, tg::LinearWeightGradOp::create(b, loc, weight.getType(), dy,
+                                                linear.getInput()));
+        }
+        if (linear.getBias() && needed[2]) {
+          set(2, dy); // unbroadcast sums the leading dims
+        }
+        return success();
+      })
+      .Case([&](tg::DropoutOp dropout) {
+        return set(0, tg::DropoutOp::create(b, loc, x.getType(), dy,
+                                            dropout.getSeed(),
+                                            dropout.getPAttr(),
+                                            dropout.getSaltAttr())),
+               success();
+      })
+      .Default([&](Operation *) -> LogicalResult {
+        for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+          if (needed[i] && isFloatTensor(operand)) {
+            return unsupported("operand " + std::to_string(i));
+          }
+        }
+        return success();
+      });
+}
+
+} // namespace tailor::graph

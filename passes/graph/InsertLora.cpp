@@ -1,0 +1,313 @@
+//===- InsertLora.cpp - LoRA adapters on linear layers, or full FT --------===//
+//
+// Adapters follow PEFT exactly, so a trained adapter is a PEFT adapter:
+// parameter names `<module>.lora_A.weight` / `.lora_B.weight`, A [r, in]
+// kaiming-uniform(a = sqrt(5)), B [out, r] zeros, and the update
+// `base(x) + B(A(dropout(x))) * scaling` in that order. The module records
+// what it did in a `tg.adapter` dictionary that the plan writer turns into
+// the plan's adapter description.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/graph/Passes.h"
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace tailor::graph {
+#define GEN_PASS_DEF_INSERTLORAPASS
+#include "passes/graph/Passes.h.inc"
+} // namespace tailor::graph
+
+using namespace mlir;
+using namespace tailor;
+
+namespace {
+
+/// Parses `0-3,6` into a set of layers; an empty spec means all.
+FailureOr<std::set<int64_t>> parseLayers(StringRef spec, ModuleOp module) {
+  std::set<int64_t> layers;
+  SmallVector<StringRef> parts;
+  spec.split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef part : parts) {
+    auto [first, last] = part.trim().split('-');
+    int64_t lo = 0, hi = 0;
+    if (first.getAsInteger(10, lo) ||
+        (last.empty() ? (hi = lo, false) : last.getAsInteger(10, hi)) ||
+        lo < 0 || hi < lo) {
+      return module.emitError() << "bad layer range '" << part
+                                << "' (expected N or N-M, e.g. 0-3,6)";
+    }
+    for (int64_t layer = lo; layer <= hi; ++layer) {
+      layers.insert(layer);
+    }
+  }
+  return layers;
+}
+
+/// True when a dotted path has `name` as one of its components (or is it).
+bool hasComponent(StringRef path, StringRef name) {
+  if (path == name || path.starts_with((name + ".").str()) ||
+      path.ends_with(("." + name).str())) {
+    return true;
+  }
+  return path.contains(("." + name + ".").str());
+}
+
+struct InsertLoraPass : public graph::impl::InsertLoraPassBase<InsertLoraPass> {
+  using InsertLoraPassBase::InsertLoraPassBase;
+  void runOnOperation() override;
+
+private:
+  LogicalResult makeTrainable(ModuleOp module, ArrayRef<std::string> names);
+};
+
+} // namespace
+
+LogicalResult InsertLoraPass::makeTrainable(ModuleOp module,
+                                            ArrayRef<std::string> names) {
+  bool all = names.size() == 1 && names.front() == "all";
+  int64_t count = 0;
+  for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
+    bool selected = all || llvm::any_of(names, [&](const std::string &name) {
+                      return hasComponent(param.getSymName(), name);
+                    });
+    if (selected) {
+      param.setTrainable(true);
+      ++count;
+    }
+  }
+  if (count == 0) {
+    return module.emitError() << "no parameter matches the full fine-tuning "
+                                 "targets '"
+                              << targets << "'";
+  }
+  return success();
+}
+
+/// Records the Hugging Face name of every linear layer's weight and bias
+/// whose parameter the exporter renamed, so checkpoints of trained weights
+/// use the names (and the [out, in] layout) Hugging Face loads.
+static void recordExportNames(ModuleOp module) {
+  UnitAttr unit = UnitAttr::get(module.getContext());
+  module.walk([&](tg::LinearOp linear) {
+    auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
+    if (!path || linear->hasAttr(tg::TGDialect::kTiedAttrName)) {
+      return;
+    }
+    auto annotate = [&](Value value, StringRef suffix) {
+      bool transposed = false;
+      if (auto transpose = value.getDefiningOp<tg::TransposeOp>()) {
+        value = transpose.getInput();
+        transposed = true;
+      }
+      auto ref = value.getDefiningOp<tg::ParamRefOp>();
+      auto param = ref ? module.lookupSymbol<tg::ParamOp>(ref.getNameAttr())
+                       : tg::ParamOp();
+      std::string name = (path.getValue() + suffix).str();
+      if (!param || (param.getSymName() == name && !transposed)) {
+        return;
+      }
+      param->setAttr(tg::TGDialect::kExportNameAttrName,
+                     StringAttr::get(module.getContext(), name));
+      if (transposed) {
+        param->setAttr(tg::TGDialect::kExportTransposedAttrName, unit);
+      }
+    };
+    annotate(linear.getWeight(), ".weight");
+    if (linear.getBias()) {
+      annotate(linear.getBias(), ".bias");
+    }
+  });
+}
+
+void InsertLoraPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  recordExportNames(module);
+  MLIRContext *context = &getContext();
+  OpBuilder builder(context);
+  SmallVector<std::string> targetNames;
+  for (StringRef target : llvm::split(StringRef(targets), ',')) {
+    if (!target.trim().empty()) {
+      targetNames.push_back(target.trim().str());
+    }
+  }
+  if (targetNames.empty()) {
+    module.emitError() << "no targets given (e.g. targets=q_proj,v_proj)";
+    return signalPassFailure();
+  }
+  if (variant != "lora" && variant != "lora-fa" && variant != "full") {
+    module.emitError() << "unknown variant '" << variant
+                       << "' (expected lora, lora-fa or full)";
+    return signalPassFailure();
+  }
+  FailureOr<std::set<int64_t>> layerSet = parseLayers(layers, module);
+  if (failed(layerSet)) {
+    return signalPassFailure();
+  }
+  auto recordAdapter = [&](ArrayRef<Attribute> modules) {
+    SmallVector<Attribute> targetAttrs, layerAttrs;
+    for (const std::string &name : targetNames) {
+      targetAttrs.push_back(builder.getStringAttr(name));
+    }
+    for (int64_t layer : *layerSet) {
+      layerAttrs.push_back(builder.getI64IntegerAttr(layer));
+    }
+    module->setAttr(
+        "tg.adapter",
+        builder.getDictionaryAttr(
+            {builder.getNamedAttr("variant", builder.getStringAttr(variant)),
+             builder.getNamedAttr("r", builder.getI64IntegerAttr(rank)),
+             builder.getNamedAttr("alpha", builder.getF64FloatAttr(alpha)),
+             builder.getNamedAttr("dropout", builder.getF64FloatAttr(dropout)),
+             builder.getNamedAttr("use_rslora", builder.getBoolAttr(rslora)),
+             builder.getNamedAttr("target_modules",
+                                  builder.getArrayAttr(targetAttrs)),
+             builder.getNamedAttr("layers", builder.getArrayAttr(layerAttrs)),
+             builder.getNamedAttr("modules", builder.getArrayAttr(modules))}));
+  };
+  if (variant == "full") {
+    if (failed(makeTrainable(module, targetNames))) {
+      return signalPassFailure();
+    }
+    recordAdapter({});
+    return;
+  }
+  if (rank <= 0 || !(alpha > 0.0) || !(dropout >= 0.0 && dropout < 1.0)) {
+    module.emitError() << "expected rank > 0, alpha > 0 and dropout in [0, 1), "
+                          "got rank="
+                       << rank << " alpha=" << alpha << " dropout=" << dropout;
+    return signalPassFailure();
+  }
+  auto func = module.lookupSymbol<func::FuncOp>(function);
+  if (!func || func.isExternal()) {
+    module.emitError() << "no function @" << function << " to adapt";
+    return signalPassFailure();
+  }
+  bool allLinear = llvm::is_contained(targetNames, "all-linear");
+
+  // --- Which linear layers -------------------------------------------------
+  SmallVector<tg::LinearOp> chosen;
+  llvm::StringSet<> seenModules;
+  func.walk([&](tg::LinearOp linear) {
+    auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
+    if (!path || linear->hasAttr(tg::TGDialect::kTiedAttrName)) {
+      return;
+    }
+    StringRef name = path.getValue().rsplit('.').second;
+    if (name.empty()) {
+      name = path.getValue();
+    }
+    bool targeted = allLinear ? name != "lm_head"
+                              : llvm::is_contained(targetNames, name.str());
+    if (!targeted) {
+      return;
+    }
+    auto layer = linear->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName);
+    if (!layerSet->empty() && (!layer || !layerSet->count(layer.getInt()))) {
+      return;
+    }
+    if (!seenModules.insert(path.getValue()).second) {
+      linear.emitError() << "module " << path << " is applied twice; LoRA on a "
+                            "shared module is not supported";
+      return;
+    }
+    chosen.push_back(linear);
+  });
+  if (chosen.empty()) {
+    module.emitError() << "no linear layer matches targets '" << targets << "'"
+                       << (layers.empty() ? "" : " in layers '" + layers + "'");
+    return signalPassFailure();
+  }
+
+  // --- The dropout seed, an input of its own --------------------------------
+  Value seed;
+  if (dropout > 0.0) {
+    Block &body = func.getBody().front();
+    auto seedType = RankedTensorType::get({}, builder.getI64Type());
+    seed = body.addArgument(seedType, func.getLoc());
+    SmallVector<Type> inputs(body.getArgumentTypes());
+    func.setType(FunctionType::get(context, inputs,
+                                   func.getFunctionType().getResults()));
+    func.setArgAttrs(body.getNumArguments() - 1,
+                     {builder.getNamedAttr("tg.name", builder.getStringAttr("seed"))});
+  }
+
+  // --- Adapters ----------------------------------------------------------------
+  double scaling = rslora ? alpha / std::sqrt(static_cast<double>(rank))
+                          : alpha / static_cast<double>(rank);
+  SmallVector<Attribute> modules;
+  int64_t salt = 0;
+  for (tg::LinearOp linear : chosen) {
+    auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
+    auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
+    auto output = llvm::cast<RankedTensorType>(linear.getType());
+    Type element = builder.getF32Type();
+    if (weight.getElementType() != element || output.getElementType() != element) {
+      linear.emitError() << "LoRA adapters are f32 and need an f32 layer, got "
+                         << weight.getElementType();
+      return signalPassFailure();
+    }
+    int64_t out = weight.getDimSize(0), in = weight.getDimSize(1);
+    std::string prefix = path.str();
+    builder.setInsertionPoint(func);
+    auto aType = RankedTensorType::get({rank, in}, element);
+    auto bType = RankedTensorType::get({out, rank}, element);
+    auto paramA = tg::ParamOp::create(
+        builder, linear.getLoc(), prefix + ".lora_A.weight", aType,
+        /*trainable=*/variant == "lora", /*location=*/Attribute(),
+        tg::InitAttr::get(context, builder.getStringAttr("kaiming_uniform"),
+                          builder.getF64FloatAttr(std::sqrt(5.0))));
+    auto paramB = tg::ParamOp::create(
+        builder, linear.getLoc(), prefix + ".lora_B.weight", bType,
+        /*trainable=*/true, Attribute(),
+        tg::InitAttr::get(context, builder.getStringAttr("zeros"),
+                          builder.getF64FloatAttr(0.0)));
+    modules.push_back(path);
+
+    builder.setInsertionPointAfter(linear);
+    Location loc = linear.getLoc();
+    NamedAttrList tags;
+    for (StringRef name :
+         {tg::TGDialect::kLayerAttrName, tg::TGDialect::kModuleAttrName}) {
+      if (Attribute attr = linear->getAttr(name)) {
+        tags.set(name, attr);
+      }
+    }
+    auto tag = [&](Operation *op) {
+      for (NamedAttribute attr : tags) {
+        op->setAttr(attr.getName(), attr.getValue());
+      }
+      return op->getResult(0);
+    };
+    Value x = linear.getInput();
+    if (seed) {
+      x = tag(tg::DropoutOp::create(builder, loc, x.getType(), x, seed,
+                                    builder.getF64FloatAttr(dropout),
+                                    builder.getI64IntegerAttr(salt++)));
+    }
+    Value a = tag(tg::ParamRefOp::create(builder, loc, aType,
+                                         paramA.getSymName()));
+    Value b = tag(tg::ParamRefOp::create(builder, loc, bType,
+                                         paramB.getSymName()));
+    SmallVector<int64_t> lowShape(output.getShape());
+    lowShape.back() = rank;
+    Value low = tag(tg::LinearOp::create(
+        builder, loc, RankedTensorType::get(lowShape, element), x, a, Value()));
+    Value up = tag(tg::LinearOp::create(builder, loc, output, low, b, Value()));
+    Value scale = arith::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, element),
+                               builder.getF32FloatAttr(static_cast<float>(scaling))));
+    Value scaled = tag(tg::MulOp::create(builder, loc, output, up, scale));
+    auto sum = tg::AddOp::create(builder, loc, output, linear.getResult(), scaled);
+    tag(sum);
+    linear.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+  }
+  recordAdapter(modules);
+}

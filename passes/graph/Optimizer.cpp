@@ -1,0 +1,256 @@
+//===- Optimizer.cpp - accumulation, clipping, schedule and update --------===//
+//
+// Splits a differentiated function into the two entries a trainer drives:
+// `train_step` (one micro-batch: forward, backward, gradients added into
+// accumulators) and `optimizer_step` (everything that happens once per
+// update). The learning-rate schedule is computed in the graph from the
+// update count, so the plan alone says what every step does and a resumed
+// run cannot drift from an uninterrupted one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/graph/Passes.h"
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+namespace tailor::graph {
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "passes/graph/Passes.h.inc"
+} // namespace tailor::graph
+
+using namespace mlir;
+using namespace tailor;
+
+namespace {
+
+/// Arithmetic on f32 scalars (rank-0 tensors).
+struct ScalarMath {
+  OpBuilder &b;
+  Location loc;
+  RankedTensorType f32 = RankedTensorType::get({}, b.getF32Type());
+
+  Value constant(double value) {
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(f32, b.getF32FloatAttr(static_cast<float>(value))));
+  }
+  template <typename OpTy> Value op(Value lhs, Value rhs) {
+    return OpTy::create(b, loc, f32, lhs, rhs);
+  }
+  Value add(Value l, Value r) { return op<tg::AddOp>(l, r); }
+  Value sub(Value l, Value r) { return op<tg::SubOp>(l, r); }
+  Value mul(Value l, Value r) { return op<tg::MulOp>(l, r); }
+  Value div(Value l, Value r) { return op<tg::DivOp>(l, r); }
+  Value min(Value l, Value r) { return op<tg::MinOp>(l, r); }
+  Value max(Value l, Value r) { return op<tg::MaxOp>(l, r); }
+  Value select(Value cond, Value t, Value f) {
+    return tg::SelectOp::create(b, loc, f32, cond, t, f);
+  }
+  Value less(Value l, Value r) {
+    return tg::LtOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
+                            l, r);
+  }
+};
+
+struct OptimizerPass : public graph::impl::OptimizerPassBase<OptimizerPass> {
+  using OptimizerPassBase::OptimizerPassBase;
+  void runOnOperation() override;
+
+private:
+  /// The multiplier of the peak learning rate after `k` updates (0-based),
+  /// as transformers' get_{constant,linear,cosine}_schedule_with_warmup.
+  Value scheduleFactor(ScalarMath &m, Value k);
+  LogicalResult checkOptions(ModuleOp module);
+};
+
+} // namespace
+
+LogicalResult OptimizerPass::checkOptions(ModuleOp module) {
+  auto bad = [&](StringRef what) { return module.emitError() << what; };
+  if (optimizer != "adamw" && optimizer != "sgd") {
+    return bad("unknown optimizer '" + optimizer + "' (expected adamw or sgd)");
+  }
+  if (scheduler != "constant" && scheduler != "linear" && scheduler != "cosine") {
+    return bad("unknown lr scheduler '" + scheduler +
+               "' (expected constant, linear or cosine)");
+  }
+  if (!(learningRate >= 0.0) || !(weightDecay >= 0.0) || !(maxGradNorm >= 0.0) ||
+      !(momentum >= 0.0) || !(epsilon > 0.0) || !(beta1 >= 0.0 && beta1 < 1.0) ||
+      !(beta2 >= 0.0 && beta2 < 1.0)) {
+    return bad("optimizer settings out of range (lr, weight decay, momentum "
+               "and max grad norm >= 0; epsilon > 0; betas in [0, 1))");
+  }
+  if (warmupSteps < 0 || totalSteps < 1 || accumulationSteps < 1) {
+    return bad("expected warmup-steps >= 0, total-steps >= 1 and "
+               "accumulation-steps >= 1");
+  }
+  return success();
+}
+
+Value OptimizerPass::scheduleFactor(ScalarMath &m, Value k) {
+  double warmup = static_cast<double>(warmupSteps);
+  double total = static_cast<double>(totalSteps);
+  Value decay;
+  if (scheduler == "constant") {
+    decay = m.constant(1.0);
+  } else {
+    // progress through the decay phase, in [0, 1] once clamped below.
+    Value remaining = m.div(m.sub(m.constant(total), k),
+                            m.constant(std::max(1.0, total - warmup)));
+    if (scheduler == "linear") {
+      decay = m.max(m.constant(0.0), remaining);
+    } else {
+      Value progress = m.div(m.sub(k, m.constant(warmup)),
+                             m.constant(std::max(1.0, total - warmup)));
+      Value cosine = tg::CosOp::create(m.b, m.loc, m.f32,
+                                       m.mul(m.constant(M_PI), progress));
+      decay = m.max(m.constant(0.0),
+                    m.mul(m.constant(0.5), m.add(m.constant(1.0), cosine)));
+    }
+  }
+  if (warmupSteps == 0) {
+    return decay;
+  }
+  Value ramp = m.div(k, m.constant(std::max(1.0, warmup)));
+  return m.select(m.less(k, m.constant(warmup)), ramp, decay);
+}
+
+void OptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
+  if (failed(checkOptions(module))) {
+    return signalPassFailure();
+  }
+  auto func = module.lookupSymbol<func::FuncOp>(function);
+  if (!func || func.isExternal() || !func.getBody().hasOneBlock()) {
+    module.emitError() << "no single-block function @" << function
+                       << " to build a training step from";
+    return signalPassFailure();
+  }
+  for (StringRef name : {"train_step", "optimizer_step"}) {
+    if (name != function && module.lookupSymbol(name)) {
+      module.emitError() << "the module already has a symbol @" << name;
+      return signalPassFailure();
+    }
+  }
+  Block &body = func.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder builder(context);
+
+  // --- train_step: gradients go into accumulators --------------------------
+  struct Trained {
+    tg::ParamOp param;
+    tg::StateOp grad;
+  };
+  SmallVector<Trained> trained;
+  SmallVector<Value> kept;
+  SmallVector<DictionaryAttr> keptAttrs;
+  auto makeState = [&](tg::ParamOp param, tg::StateKind kind) {
+    builder.setInsertionPoint(func);
+    std::string name =
+        (param.getSymName() + "." + tg::stringifyStateKind(kind)).str();
+    return tg::StateOp::create(builder, param.getLoc(), name,
+                               param.getTensorType(), param.getSymName(), kind);
+  };
+  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(index, "tg.grad_of");
+    if (!of) {
+      kept.push_back(value);
+      keptAttrs.push_back(func.getResultAttrDict(index));
+      continue;
+    }
+    auto param = module.lookupSymbol<tg::ParamOp>(of);
+    if (!param || !param.getTrainable()) {
+      func.emitError() << "result " << index << " is the gradient of " << of
+                       << ", which is not a trainable parameter";
+      return signalPassFailure();
+    }
+    tg::StateOp grad = makeState(param, tg::StateKind::Grad);
+    builder.setInsertionPoint(ret);
+    tg::AccumulateOp::create(builder, ret.getLoc(), grad.getSymName(), value);
+    trained.push_back({param, grad});
+  }
+  if (trained.empty()) {
+    func.emitError() << "@" << function
+                     << " returns no gradients; run tailor-autodiff first, "
+                        "with at least one trainable parameter";
+    return signalPassFailure();
+  }
+  builder.setInsertionPoint(ret);
+  func::ReturnOp::create(builder, ret.getLoc(), kept);
+  ret.erase();
+  func.setType(FunctionType::get(context, body.getArgumentTypes(),
+                                 ValueRange(kept).getTypes()));
+  func.setAllResultAttrs(keptAttrs);
+  func.setSymName("train_step");
+
+  // --- optimizer_step ---------------------------------------------------------
+  Location loc = func.getLoc();
+  builder.setInsertionPointAfter(func);
+  auto f32 = RankedTensorType::get({}, builder.getF32Type());
+  auto i64 = RankedTensorType::get({}, builder.getI64Type());
+  auto update = func::FuncOp::create(
+      builder, loc, "optimizer_step", FunctionType::get(context, {i64}, {f32, f32}));
+  update.setArgAttrs(0, {builder.getNamedAttr("tg.name", builder.getStringAttr("step"))});
+  update.setResultAttrs(0, {builder.getNamedAttr("tg.name", builder.getStringAttr("lr"))});
+  update.setResultAttrs(
+      1, {builder.getNamedAttr("tg.name", builder.getStringAttr("grad_norm"))});
+  Block *entry = update.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  ScalarMath m{builder, loc};
+  Value step = entry->getArgument(0);
+
+  // The norm of the averaged gradients, and the factor that averages (and
+  // clips) them inside the update, as torch.nn.utils.clip_grad_norm_.
+  SmallVector<Value> grads;
+  for (Trained &t : trained) {
+    grads.push_back(tg::StateRefOp::create(builder, loc, t.grad.getType(),
+                                           t.grad.getSymName()));
+  }
+  Value norm = tg::GlobalNormOp::create(builder, loc, f32, grads);
+  double average = 1.0 / static_cast<double>(accumulationSteps);
+  if (accumulationSteps > 1) {
+    norm = m.mul(norm, m.constant(average));
+  }
+  Value scale = m.constant(average);
+  if (maxGradNorm > 0.0) {
+    Value coefficient = m.min(
+        m.constant(1.0),
+        m.div(m.constant(maxGradNorm), m.add(norm, m.constant(1e-6))));
+    scale = accumulationSteps > 1 ? m.mul(coefficient, scale) : coefficient;
+  }
+  Value k = m.sub(tg::CastOp::create(builder, loc, f32, step), m.constant(1.0));
+  Value lr = m.mul(m.constant(learningRate), scheduleFactor(m, k));
+
+  auto ref = [&](StringRef name) {
+    return FlatSymbolRefAttr::get(context, name);
+  };
+  for (Trained &t : trained) {
+    builder.setInsertionPoint(update);
+    if (optimizer == "adamw") {
+      tg::StateOp expAvg = makeState(t.param, tg::StateKind::ExpAvg);
+      tg::StateOp expAvgSq = makeState(t.param, tg::StateKind::ExpAvgSq);
+      builder.setInsertionPointToEnd(entry);
+      tg::AdamWUpdateOp::create(
+          builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
+          ref(expAvg.getSymName()), ref(expAvgSq.getSymName()), lr, step,
+          scale, builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
+          builder.getF64FloatAttr(epsilon), builder.getF64FloatAttr(weightDecay));
+    } else {
+      tg::StateOp buffer = makeState(t.param, tg::StateKind::MomentumBuffer);
+      builder.setInsertionPointToEnd(entry);
+      tg::SGDUpdateOp::create(
+          builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
+          ref(buffer.getSymName()), lr, scale, builder.getF64FloatAttr(momentum),
+          builder.getF64FloatAttr(weightDecay),
+          nesterov ? builder.getUnitAttr() : UnitAttr());
+    }
+  }
+  builder.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(builder, loc, ValueRange{lr, norm});
+}

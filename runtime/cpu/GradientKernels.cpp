@@ -1,0 +1,860 @@
+//===- GradientKernels.cpp - backward kernels of the forward CPU kernels --===//
+//
+// The vector-Jacobian products training needs for the forward kernels of
+// NormalizationKernels.cpp, TransformerKernels.cpp, ElementwiseKernels.cpp,
+// LinearAlgebraKernels.cpp and DataMovementKernels.cpp. All f32, dense and
+// row-major; operands are the incoming gradient and the saved forward
+// tensors, then the gradients written, then workspace.
+//
+// Determinism: no result depends on the thread count, and there are no
+// atomics. Row-parallel kernels reduce within a row on one thread. Sums over
+// rows (norm weights, embedding tables) split the columns across workers in
+// blocks of kColumnBlock, and each worker sums its columns over all rows in
+// row order. Attention's dk and dv belong to one (batch, kv head) task.
+//
+// Precision: elementwise math in f32 as the forward kernels compute it (the
+// norms recompute r, mean and rstd with the forward's f32 code); row dot
+// products and the column sums of the norm weights accumulate in f64.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/VectorMath.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace tailor::runtime::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Shared pieces
+//===----------------------------------------------------------------------===//
+
+/// Columns per task of a column-split reduction over rows: 256 contiguous
+/// bytes per row, and a stack accumulator of this many doubles.
+constexpr int64_t kColumnBlock = 64;
+
+/// The first non-empty message of checks already evaluated: each must be
+/// safe to run once the checks before the list have passed.
+std::string firstError(std::initializer_list<std::string> errors) {
+  for (const std::string &e : errors) {
+    if (!e.empty()) {
+      return e;
+    }
+  }
+  return "";
+}
+
+/// Every operand f32.
+std::string expectAllF32(const KernelCall &call) {
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
+  }
+  return "";
+}
+
+/// The product of all extents but the last (the rows of [..., D]).
+int64_t leadingRows(const Tensor &t) {
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < t.rank(); ++i) {
+    rows *= t.shape[i];
+  }
+  return rows;
+}
+
+/// sum a[i] * b[i] in f64.
+inline double dot(const float *a, const float *b, int64_t n) {
+  double sum = 0;
+  TAILOR_SIMD(reduction(+ : sum))
+  for (int64_t i = 0; i < n; ++i) {
+    sum += static_cast<double>(a[i]) * b[i];
+  }
+  return sum;
+}
+
+/// Calls fn(c0, c1) for every block of kColumnBlock of `d` columns, blocks
+/// spread over the pool; `rows` sizes the work per column.
+template <typename Fn>
+void forColumnBlocks(const KernelCall &call, int64_t rows, int64_t d, Fn &&fn) {
+  int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+  int64_t work = std::max<int64_t>(1, rows * kColumnBlock);
+  parallelFor(call, blocks, std::max<int64_t>(1, kElementwiseGrain / work),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t blk = begin; blk < end; ++blk) {
+                  fn(blk * kColumnBlock, std::min(d, (blk + 1) * kColumnBlock));
+                }
+              });
+}
+
+/// Zeroes `n` floats on the pool.
+void parallelZero(const KernelCall &call, float *p, int64_t n) {
+  parallelFor(call, n, kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
+    std::memset(p + begin, 0, (end - begin) * sizeof(float));
+  });
+}
+
+/// C = alpha op(A) op(B) + beta C, row-major. Empty extents are defined
+/// here, since BLAS argument checks reject them.
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (m == 0 || n == 0) {
+    return;
+  }
+  if (k == 0) {
+    if (beta == 0.0f) {
+      for (int64_t i = 0; i < m; ++i) {
+        std::memset(c + i * ldc, 0, n * sizeof(float));
+      }
+    }
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
+}
+
+//===----------------------------------------------------------------------===//
+// linear_weight_grad
+//===----------------------------------------------------------------------===//
+
+// dw [N, K] (+)= dy2^T x2 over the flattened rows R of dy [..., N] and
+// x [..., K]: one sgemm with the rows as the contraction, reading both
+// operands as stored. Precision and threading are the BLAS's.
+
+std::string checkLinearWeightGrad(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  if (auto e = firstError({expectAllF32(call), expectMinRank(call, 0, 1),
+                           expectMinRank(call, 1, 1), expectRank(call, 2, 2)});
+      !e.empty()) {
+    return e;
+  }
+  const auto &dy = call.operands[0].shape, &x = call.operands[1].shape;
+  if (dy.size() != x.size() ||
+      !std::equal(dy.begin(), dy.end() - 1, x.begin())) {
+    return "leading dimensions of dy " + shapeString(dy) + " and x " +
+           shapeString(x) + " differ";
+  }
+  int64_t accumulate = 0;
+  return firstError(
+      {expectShape(call, 2, {dy.back(), x.back()}),
+       expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate)});
+}
+
+std::string runLinearWeightGrad(const KernelCall &call) {
+  const Tensor &dy = call.operands[0], &x = call.operands[1];
+  int64_t n = dy.shape.back(), k = x.shape.back(), rows = leadingRows(dy);
+  float beta = call.attributes.getInt("accumulate", 0) ? 1.0f : 0.0f;
+  sgemm(true, false, n, k, rows, 1.0f, dy.as<float>(), std::max<int64_t>(n, 1),
+        x.as<float>(), std::max<int64_t>(k, 1), beta,
+        call.operands[2].as<float>(), std::max<int64_t>(k, 1));
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// rms_norm_grad, layer_norm_grad
+//===----------------------------------------------------------------------===//
+
+// Three passes: per-row statistics into the workspace (r, or mean and rstd,
+// with the forward's f32 code, so they are the values the forward used);
+// the weight (and bias) gradients by column blocks; dx by rows. dx comes
+// last and is elementwise after its row's dot products, so it may alias dy
+// or x exactly.
+//   rms:   dx = r (g - x r^2 mean(g x)),            g = dy w
+//   layer: dx = rstd (g - mean(g) - xhat mean(g xhat)), xhat = (x - mean) rstd
+
+/// dy, x [..., D], w [D], dx, dw [D], (db [D]), workspace [>= k R].
+template <bool Layer> std::string checkNormGrad(const KernelCall &call) {
+  size_t count = Layer ? 7 : 6;
+  if (auto e = expectOperandCount(call, count); !e.empty()) {
+    return e;
+  }
+  if (auto e = firstError({expectAllF32(call), expectMinRank(call, 1, 1),
+                           expectRank(call, count - 1, 1)});
+      !e.empty()) {
+    return e;
+  }
+  const std::vector<int64_t> &x = call.operands[1].shape;
+  std::vector<int64_t> d = {x.back()};
+  double eps = 0;
+  if (auto e = firstError({expectShape(call, 0, x), expectShape(call, 2, d),
+                           expectShape(call, 3, x), expectShape(call, 4, d),
+                           Layer ? expectShape(call, 5, d) : "",
+                           expectFloatAttr(call, "epsilon", true, 0, eps)});
+      !e.empty()) {
+    return e;
+  }
+  int64_t need = (Layer ? 2 : 1) * leadingRows(call.operands[1]);
+  int64_t have = call.operands[count - 1].shape[0];
+  if (have < need) {
+    return "workspace of " + std::to_string(have) + " floats is smaller than " +
+           std::to_string(need) + (Layer ? " (2 per row)" : " (1 per row)");
+  }
+  return eps >= 0 ? "" : "attribute 'epsilon' must be non-negative";
+}
+
+/// The forward's statistics of row x: stats[0] = r (rms), or stats[0] =
+/// mean and stats[1] = rstd (layer).
+TAILOR_VECTOR_CLONES void normStats(const float *x, int64_t d, float eps,
+                                    bool layer, float *stats) {
+  if (!layer) {
+    stats[0] = 1.0f / std::sqrt(vmath::rowSumSquares(x, d, 0.0f) / d + eps);
+    return;
+  }
+  float mean = vmath::rowSum<float>(x, d) / d;
+  stats[0] = mean;
+  stats[1] = 1.0f / std::sqrt(vmath::rowSumSquares(x, d, mean) / d + eps);
+}
+
+TAILOR_VECTOR_CLONES void rmsNormGradRow(const float *dy, const float *x,
+                                         const float *w, float r, float *dx,
+                                         int64_t d) {
+  double sum = 0;
+  TAILOR_SIMD(reduction(+ : sum))
+  for (int64_t i = 0; i < d; ++i) {
+    sum += static_cast<double>(dy[i] * w[i]) * x[i];
+  }
+  float c = static_cast<float>(sum / d) * r * r;
+  for (int64_t i = 0; i < d; ++i) {
+    dx[i] = r * (dy[i] * w[i] - x[i] * c);
+  }
+}
+
+TAILOR_VECTOR_CLONES void layerNormGradRow(const float *dy, const float *x,
+                                           const float *w, float mean,
+                                           float rstd, float *dx, int64_t d) {
+  double sumG = 0, sumGx = 0;
+  TAILOR_SIMD(reduction(+ : sumG, sumGx))
+  for (int64_t i = 0; i < d; ++i) {
+    float g = dy[i] * w[i];
+    sumG += g;
+    sumGx += static_cast<double>(g) * ((x[i] - mean) * rstd);
+  }
+  float meanG = static_cast<float>(sumG / d);
+  float meanGx = static_cast<float>(sumGx / d);
+  for (int64_t i = 0; i < d; ++i) {
+    float xhat = (x[i] - mean) * rstd;
+    dx[i] = rstd * (dy[i] * w[i] - meanG - xhat * meanGx);
+  }
+}
+
+template <bool Layer> std::string runNormGrad(const KernelCall &call) {
+  const float *dy = call.operands[0].as<float>();
+  const float *x = call.operands[1].as<float>();
+  const float *w = call.operands[2].as<float>();
+  float *dx = call.operands[3].as<float>();
+  float *dw = call.operands[4].as<float>();
+  float *db = Layer ? call.operands[5].as<float>() : nullptr;
+  float *stats = call.operands[Layer ? 6 : 5].as<float>();
+  constexpr int64_t kStats = Layer ? 2 : 1;
+  int64_t d = call.operands[1].shape.back();
+  int64_t rows = leadingRows(call.operands[1]);
+  float eps = static_cast<float>(call.attributes.getFloat("epsilon", 0));
+  int64_t grain = std::max<int64_t>(1, kElementwiseGrain / (d + 1));
+  parallelFor(call, rows, grain, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      normStats(x + r * d, d, eps, Layer, stats + r * kStats);
+    }
+  });
+  forColumnBlocks(call, rows, d, [&](int64_t c0, int64_t c1) {
+    double accW[kColumnBlock] = {}, accB[kColumnBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *dyr = dy + r * d, *xr = x + r * d, *st = stats + r * kStats;
+      for (int64_t c = c0; c < c1; ++c) {
+        double xhat = Layer ? static_cast<double>(xr[c] - st[0]) * st[1]
+                            : static_cast<double>(xr[c]) * st[0];
+        accW[c - c0] += dyr[c] * xhat;
+        if constexpr (Layer) {
+          accB[c - c0] += dyr[c];
+        }
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      dw[c] = static_cast<float>(accW[c - c0]);
+      if constexpr (Layer) {
+        db[c] = static_cast<float>(accB[c - c0]);
+      }
+    }
+  });
+  parallelFor(call, rows, grain, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *st = stats + r * kStats;
+      if constexpr (Layer) {
+        layerNormGradRow(dy + r * d, x + r * d, w, st[0], st[1], dx + r * d, d);
+      } else {
+        rmsNormGradRow(dy + r * d, x + r * d, w, st[0], dx + r * d, d);
+      }
+    }
+  });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// attention_grad
+//===----------------------------------------------------------------------===//
+
+// Backward of `attention` by recomputation, in the forward's blocks of 64
+// query rows. Per block of query head h and its kv head:
+//   P  = softmax(scale Q K^T), masked entries 0    sgemm + row pass
+//   dV += P^T dO                                   sgemm
+//   dP = dO V^T                                    sgemm
+//   dS = P (dP - rowsum(dP P))                     row pass, in place in dP
+//   dQ = scale dS K,  dK += scale dS^T Q           sgemm, sgemm
+// The unit of parallel work is one (batch, kv head) with all its query
+// heads, so its dk and dv rows are written by one worker in one order: no
+// cross-worker reduction, and the same bits for any thread count. Causal
+// blocks compute only the keys their last row sees; a row that sees no key
+// has P = 0 and so zero gradients. The P and dP blocks (64 x S each) live
+// in the worker's workspace slot. As in the forward, the BLAS is held at
+// one thread while pool workers call it concurrently.
+
+constexpr int64_t kBlockRows = 64;
+
+/// Operands: dout, q, k, v, dq, dk, dv, workspace.
+struct AttentionGradShape {
+  int64_t b, hq, hkv, t, s, d, dv;
+};
+
+AttentionGradShape attentionGradShape(const KernelCall &call) {
+  const auto &q = call.operands[1].shape, &k = call.operands[2].shape,
+             &v = call.operands[3].shape;
+  return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
+}
+
+std::string checkAttentionGrad(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 8); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectAllF32(call); !e.empty()) {
+    return e;
+  }
+  for (size_t i = 0; i < 8; ++i) {
+    if (auto e = expectRank(call, i, i == 7 ? 1 : 4); !e.empty()) {
+      return e;
+    }
+  }
+  AttentionGradShape a = attentionGradShape(call);
+  std::vector<int64_t> qShape = {a.b, a.hq, a.t, a.d},
+                       kShape = {a.b, a.hkv, a.s, a.d},
+                       vShape = {a.b, a.hkv, a.s, a.dv};
+  if (auto e = firstError(
+          {expectShape(call, 0, {a.b, a.hq, a.t, a.dv}),
+           expectShape(call, 2, kShape), expectShape(call, 3, vShape),
+           expectShape(call, 4, qShape), expectShape(call, 5, kShape),
+           expectShape(call, 6, vShape)});
+      !e.empty()) {
+    return e;
+  }
+  if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
+    return "query heads (" + std::to_string(a.hq) +
+           ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
+           ")";
+  }
+  int64_t w = call.operands[7].shape[0], slot = 2 * kBlockRows * a.s;
+  if (slot > 0 && (w < slot || w % slot != 0)) {
+    return "workspace of " + std::to_string(w) +
+           " floats must be a positive multiple of 2 x 64 x " +
+           std::to_string(a.s) + " floats";
+  }
+  int64_t causal = 0;
+  double scale = 0;
+  return firstError({expectIntAttr(call, "causal", 0, 1, false, 0, causal),
+                     expectFloatAttr(call, "scale", false, 0, scale)});
+}
+
+/// Rows of the [rows, keys] score block become probabilities in place;
+/// row r sees min(limit0 + r, keys) keys when causal (at least 0), all
+/// otherwise, and is 0 beyond them.
+TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t keys,
+                                       bool causal, int64_t limit0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = p + r * keys;
+    int64_t n = causal ? std::clamp<int64_t>(limit0 + r, 0, keys) : keys;
+    if (n > 0) {
+      float inv =
+          1.0f / vmath::rowExpShiftSum(row, row, n, vmath::rowMax(row, n));
+      for (int64_t i = 0; i < n; ++i) {
+        row[i] *= inv;
+      }
+    }
+    std::memset(row + n, 0, (keys - n) * sizeof(float));
+  }
+}
+
+/// dx = y (dy - dot(dy, y)) for one row: the softmax VJP. dx may be dy.
+TAILOR_VECTOR_CLONES void softmaxGradRow(const float *y, const float *dy,
+                                         float *dx, int64_t n) {
+  float c = static_cast<float>(dot(y, dy, n));
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = y[i] * (dy[i] - c);
+  }
+}
+
+std::string runAttentionGrad(const KernelCall &call) {
+  AttentionGradShape a = attentionGradShape(call);
+  const float *dout = call.operands[0].as<float>();
+  const float *q = call.operands[1].as<float>();
+  const float *k = call.operands[2].as<float>();
+  const float *v = call.operands[3].as<float>();
+  float *dq = call.operands[4].as<float>();
+  float *dk = call.operands[5].as<float>();
+  float *dv = call.operands[6].as<float>();
+  float *workspace = call.operands[7].as<float>();
+  if (a.s == 0) {
+    parallelZero(call, dq, call.operands[4].numel()); // no key: zeros
+    return "";
+  }
+  if (a.hkv == 0) {
+    return "";
+  }
+  bool causal = call.attributes.getInt("causal", 0) != 0;
+  float scale = static_cast<float>(call.attributes.getFloat(
+      "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
+  int64_t slotSize = 2 * kBlockRows * a.s;
+  int64_t slots = call.operands[7].shape[0] / slotSize;
+  int64_t group = a.hq / a.hkv;
+  int64_t tasks = a.b * a.hkv;
+
+  auto runTasks = [&](int64_t begin, int64_t end, int worker) {
+    float *p = workspace + worker * slotSize;
+    float *dp = p + kBlockRows * a.s;
+    for (int64_t task = begin; task < end; ++task) {
+      // task = bi * Hkv + kv head: the kv tensors' own head index.
+      const float *kp = k + task * a.s * a.d, *vp = v + task * a.s * a.dv;
+      float *dkp = dk + task * a.s * a.d, *dvp = dv + task * a.s * a.dv;
+      std::memset(dkp, 0, a.s * a.d * sizeof(float));
+      std::memset(dvp, 0, a.s * a.dv * sizeof(float));
+      int64_t bi = task / a.hkv, kvHead = task % a.hkv;
+      for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+        int64_t bh = bi * a.hq + h;
+        for (int64_t t0 = 0; t0 < a.t; t0 += kBlockRows) {
+          int64_t rows = std::min(kBlockRows, a.t - t0);
+          // Row r sees keys s < t0 + r + 1 + (S - T).
+          int64_t limit0 = t0 + 1 + a.s - a.t;
+          int64_t keys =
+              causal ? std::clamp<int64_t>(limit0 + rows - 1, 0, a.s) : a.s;
+          const float *qb = q + (bh * a.t + t0) * a.d;
+          const float *dob = dout + (bh * a.t + t0) * a.dv;
+          float *dqb = dq + (bh * a.t + t0) * a.d;
+          if (keys == 0) {
+            std::memset(dqb, 0, rows * a.d * sizeof(float));
+            continue;
+          }
+          int64_t ld = std::max<int64_t>(a.d, 1),
+                  ldv = std::max<int64_t>(a.dv, 1);
+          sgemm(false, true, rows, keys, a.d, scale, qb, ld, kp, ld, 0.0f, p,
+                keys);
+          softmaxBlock(p, rows, keys, causal, limit0);
+          sgemm(true, false, keys, a.dv, rows, 1.0f, p, keys, dob, ldv, 1.0f,
+                dvp, ldv);
+          sgemm(false, true, rows, keys, a.dv, 1.0f, dob, ldv, vp, ldv, 0.0f,
+                dp, keys);
+          for (int64_t r = 0; r < rows; ++r) {
+            softmaxGradRow(p + r * keys, dp + r * keys, dp + r * keys, keys);
+          }
+          sgemm(false, false, rows, a.d, keys, scale, dp, keys, kp, ld, 0.0f,
+                dqb, ld);
+          sgemm(true, false, keys, a.d, rows, scale, dp, keys, qb, ld, 1.0f,
+                dkp, ld);
+        }
+      }
+    }
+  };
+
+  int maxWorkers = static_cast<int>(std::min<int64_t>(slots, 1 << 30));
+  if (call.pool && call.pool->size() > 1 && maxWorkers > 1 && tasks > 1) {
+    ScopedBlasThreads single(1);
+    call.pool->parallelFor(tasks, 1, runTasks, maxWorkers);
+  } else {
+    runTasks(0, tasks, 0);
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// embedding_grad
+//===----------------------------------------------------------------------===//
+
+// dtable[ids[i], :] += dy[i, :], a scatter-add. Repeated ids make a
+// row-parallel split race, so the columns are split instead: each worker
+// walks all tokens in order over its column block, so each element's sum
+// has one fixed order. Ids are validated before anything is written.
+
+std::string checkEmbeddingGrad(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  if (auto e = firstError({expectDType(call, 0, DType::F32),
+                           expectDTypeIn(call, 1, {DType::I32, DType::I64}),
+                           expectDType(call, 2, DType::F32),
+                           expectRank(call, 2, 2)});
+      !e.empty()) {
+    return e;
+  }
+  std::vector<int64_t> dy = call.operands[1].shape;
+  dy.push_back(call.operands[2].shape[1]);
+  int64_t accumulate = 0;
+  return firstError(
+      {expectShape(call, 0, dy),
+       expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate)});
+}
+
+template <typename I>
+std::string runEmbeddingGradTyped(const KernelCall &call) {
+  const float *dy = call.operands[0].as<float>();
+  const I *ids = call.operands[1].as<I>();
+  const Tensor &table = call.operands[2];
+  int64_t n = call.operands[1].numel();
+  int64_t vocab = table.shape[0], d = table.shape[1];
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return "token id " + std::to_string(ids[i]) + " at position " +
+             std::to_string(i) + " is out of range [0, " +
+             std::to_string(vocab) + ")";
+    }
+  }
+  float *dt = table.as<float>();
+  if (call.attributes.getInt("accumulate", 0) == 0) {
+    parallelZero(call, dt, table.numel());
+  }
+  forColumnBlocks(call, n, d, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < n; ++i) {
+      float *dst = dt + static_cast<int64_t>(ids[i]) * d;
+      const float *src = dy + i * d;
+      for (int64_t c = c0; c < c1; ++c) {
+        dst[c] += src[c];
+      }
+    }
+  });
+  return "";
+}
+
+std::string runEmbeddingGrad(const KernelCall &call) {
+  if (call.operands[1].dtype == DType::I32) {
+    return runEmbeddingGradTyped<int32_t>(call);
+  }
+  return runEmbeddingGradTyped<int64_t>(call);
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_grad
+//===----------------------------------------------------------------------===//
+
+// dx = y (dy - sum_axis(dy y)). Along the last axis one row per task; along
+// another axis blocks of 256 columns of [len, inner] per task, so every
+// pass streams contiguous rows (as the forward does). dx may alias dy.
+
+std::string checkSoftmaxGrad(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  const std::vector<int64_t> &y = call.operands[0].shape;
+  int64_t axis = 0;
+  return firstError({expectAllF32(call), expectShape(call, 1, y),
+                     expectShape(call, 2, y),
+                     expectIntAttr(call, "axis", 0, call.operands[0].rank() - 1,
+                                   true, 0, axis)});
+}
+
+constexpr int64_t kSoftmaxColumns = 256;
+
+TAILOR_VECTOR_CLONES void softmaxGradColumns(const float *y, const float *dy,
+                                             float *dx, int64_t len,
+                                             int64_t inner, int64_t width) {
+  double sum[kSoftmaxColumns] = {};
+  for (int64_t l = 0; l < len; ++l) {
+    for (int64_t j = 0; j < width; ++j) {
+      sum[j] += static_cast<double>(dy[l * inner + j]) * y[l * inner + j];
+    }
+  }
+  float c[kSoftmaxColumns];
+  for (int64_t j = 0; j < width; ++j) {
+    c[j] = static_cast<float>(sum[j]);
+  }
+  for (int64_t l = 0; l < len; ++l) {
+    for (int64_t j = 0; j < width; ++j) {
+      dx[l * inner + j] = y[l * inner + j] * (dy[l * inner + j] - c[j]);
+    }
+  }
+}
+
+std::string runSoftmaxGrad(const KernelCall &call) {
+  const Tensor &ty = call.operands[0];
+  const float *y = ty.as<float>(), *dy = call.operands[1].as<float>();
+  float *dx = call.operands[2].as<float>();
+  int64_t axis = call.attributes.getInt("axis", 0);
+  int64_t outer = 1, len = ty.shape[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d) {
+    outer *= ty.shape[d];
+  }
+  for (int64_t d = axis + 1; d < ty.rank(); ++d) {
+    inner *= ty.shape[d];
+  }
+  if (len == 0) {
+    return "";
+  }
+  if (inner == 1) {
+    parallelFor(call, outer, std::max<int64_t>(1, kElementwiseGrain / len),
+                [&](int64_t begin, int64_t end, int) {
+                  for (int64_t r = begin; r < end; ++r) {
+                    softmaxGradRow(y + r * len, dy + r * len, dx + r * len,
+                                   len);
+                  }
+                });
+    return "";
+  }
+  int64_t blocks = (inner + kSoftmaxColumns - 1) / kSoftmaxColumns;
+  int64_t grain =
+      std::max<int64_t>(1, kElementwiseGrain / (len * kSoftmaxColumns));
+  parallelFor(call, outer * blocks, grain,
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t task = begin; task < end; ++task) {
+                  int64_t o = task / blocks;
+                  int64_t c0 = (task % blocks) * kSoftmaxColumns;
+                  int64_t at = o * len * inner + c0;
+                  softmaxGradColumns(y + at, dy + at, dx + at, len, inner,
+                                     std::min(kSoftmaxColumns, inner - c0));
+                }
+              });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// rope_grad
+//===----------------------------------------------------------------------===//
+
+// The transpose of rope's per-row linear map. rope writes, for each pair
+// (i, j) (j = i + D/2 rotate-half, j = i + 1 interleaved),
+//   y[i] = x[i] c[i] - x[j] s[i],   y[j] = x[j] c[j] + x[i] s[j],
+// so
+//   dx[i] = dy[i] c[i] + dy[j] s[j],   dx[j] = dy[j] c[j] - dy[i] s[i],
+// exact whatever the tables hold. dx may alias dy.
+
+TAILOR_VECTOR_CLONES void ropeGradRow(const float *dy, const float *c,
+                                      const float *s, float *dx, int64_t d,
+                                      bool interleaved) {
+  int64_t pairs = d / 2, step = interleaved ? 2 : 1;
+  int64_t offset = interleaved ? 1 : pairs;
+  TAILOR_IVDEP
+  for (int64_t p = 0; p < pairs; ++p) {
+    int64_t i = p * step, j = i + offset;
+    float a = dy[i], b = dy[j];
+    dx[i] = a * c[i] + b * s[j];
+    dx[j] = b * c[j] - a * s[i];
+  }
+}
+
+std::string checkRopeGrad(const KernelCall &call) {
+  // The forward's operand roles, with dy in x's place and dx in y's.
+  const KernelDef *rope = findCpuKernel("rope");
+  return rope ? rope->check(call) : "the forward 'rope' kernel is missing";
+}
+
+std::string runRopeGrad(const KernelCall &call) {
+  const Tensor &tdy = call.operands[0];
+  int64_t b = tdy.shape[0], h = tdy.shape[1], t = tdy.shape[2];
+  int64_t d = tdy.shape[3];
+  if (d == 0) {
+    return "";
+  }
+  const float *dy = tdy.as<float>();
+  const float *cosT = call.operands[1].as<float>();
+  const float *sinT = call.operands[2].as<float>();
+  float *dx = call.operands[3].as<float>();
+  bool perBatch = call.operands[1].rank() == 3;
+  bool interleaved = call.attributes.getInt("interleaved", 0) != 0;
+  parallelFor(call, b * h * t, std::max<int64_t>(1, kElementwiseGrain / d),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t row = begin; row < end; ++row) {
+                  int64_t ti = row % t, bi = row / (h * t);
+                  int64_t table = ((perBatch ? bi * t : 0) + ti) * d;
+                  ropeGradRow(dy + row * d, cosT + table, sinT + table,
+                              dx + row * d, d, interleaved);
+                }
+              });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// silu_grad, gelu_grad
+//===----------------------------------------------------------------------===//
+
+// dx = dy f'(x) with f' the exact derivative of the forward's formula, in
+// f32 through VectorMath.h like the forward (so it vectorizes). dx may
+// alias dy or x.
+
+enum class Activation { Silu, GeluErf, GeluTanh };
+
+template <Activation Act> inline float derivative(float x) {
+  if constexpr (Act == Activation::Silu) {
+    float s = vmath::sigmoidf32(x);
+    return s * (1.0f + x * (1.0f - s));
+  } else if constexpr (Act == Activation::GeluErf) {
+    // Phi(x) + x phi(x).
+    constexpr float kSqrtHalf = 0.70710678118654752440f;
+    constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+    return 0.5f * (1.0f + vmath::erff32(x * kSqrtHalf)) +
+           x * kInvSqrt2Pi * vmath::expf32(-0.5f * x * x);
+  } else {
+    constexpr float kBeta = 0.7978845608028654f; // sqrt(2 / pi)
+    constexpr float kKappa = 0.044715f;
+    float th = vmath::tanhf32(kBeta * (x + kKappa * x * x * x));
+    return 0.5f * (1.0f + th) +
+           0.5f * x * (1.0f - th * th) * kBeta * (1.0f + 3.0f * kKappa * x * x);
+  }
+}
+
+template <Activation Act>
+TAILOR_VECTOR_CLONES void activationGradLoop(const float *x, const float *dy,
+                                             float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = dy[i] * derivative<Act>(x[i]);
+  }
+}
+
+std::string checkActivationGrad(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  const std::vector<int64_t> &x = call.operands[0].shape;
+  return firstError(
+      {expectAllF32(call), expectShape(call, 1, x), expectShape(call, 2, x)});
+}
+
+std::string checkGeluGrad(const KernelCall &call) {
+  if (auto e = checkActivationGrad(call); !e.empty()) {
+    return e;
+  }
+  const Attribute *attr = call.attributes.find("approximate");
+  if (attr && (attr->kind != Attribute::Kind::String ||
+               (attr->s != "none" && attr->s != "tanh"))) {
+    return "attribute 'approximate' must be the string 'none' or 'tanh'";
+  }
+  return "";
+}
+
+template <Activation Act>
+std::string runActivationGrad(const KernelCall &call) {
+  const float *x = call.operands[0].as<float>();
+  const float *dy = call.operands[1].as<float>();
+  float *dx = call.operands[2].as<float>();
+  parallelFor(call, call.operands[0].numel(), kTranscendentalGrain,
+              [&](int64_t begin, int64_t end, int) {
+                activationGradLoop<Act>(x + begin, dy + begin, dx + begin,
+                                        end - begin);
+              });
+  return "";
+}
+
+std::string runGeluGrad(const KernelCall &call) {
+  if (call.attributes.getString("approximate", "none") == "tanh") {
+    return runActivationGrad<Activation::GeluTanh>(call);
+  }
+  return runActivationGrad<Activation::GeluErf>(call);
+}
+
+//===----------------------------------------------------------------------===//
+// slice_grad
+//===----------------------------------------------------------------------===//
+
+// dx = 0, then dx[starts + i steps] = dy[i]: a zero fill and a strided
+// scatter by rows of dy's last dimension. Steps >= 1 make the targets
+// distinct, so rows scatter in parallel.
+
+std::string checkSliceGrad(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 2); !e.empty()) {
+    return e;
+  }
+  const Tensor &dy = call.operands[0], &dx = call.operands[1];
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> starts, steps;
+  if (auto e = firstError(
+          {expectAllF32(call), expectRank(call, 0, dx.rank()),
+           expectIntsAttr(call, "starts", dx.shape.size(), 0, kMax, starts),
+           expectIntsAttr(call, "steps", dx.shape.size(), 1, kMax, steps)});
+      !e.empty()) {
+    return e;
+  }
+  for (size_t d = 0; d < dx.shape.size(); ++d) {
+    int64_t n = dy.shape[d];
+    // The last element written, start + (n - 1) step, must be inside dx;
+    // the division form cannot overflow.
+    if (n > 0 && (starts[d] >= dx.shape[d] ||
+                  (n - 1) > (dx.shape[d] - 1 - starts[d]) / steps[d])) {
+      return "slice of dimension " + std::to_string(d) + " (start " +
+             std::to_string(starts[d]) + ", step " + std::to_string(steps[d]) +
+             ", " + std::to_string(n) + " elements) writes past its extent " +
+             std::to_string(dx.shape[d]);
+    }
+  }
+  return "";
+}
+
+std::string runSliceGrad(const KernelCall &call) {
+  const Tensor &tdy = call.operands[0], &tdx = call.operands[1];
+  float *dx = tdx.as<float>();
+  parallelZero(call, dx, tdx.numel());
+  int64_t rank = tdy.rank(), total = tdy.numel();
+  if (total == 0) {
+    return "";
+  }
+  std::vector<int64_t> starts = call.attributes.getInts("starts");
+  std::vector<int64_t> steps = call.attributes.getInts("steps");
+  // Element strides of dx per step of each dy dimension.
+  std::vector<int64_t> stride(rank);
+  int64_t base = 0, extent = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    stride[i] = steps[i] * extent;
+    base += starts[i] * extent;
+    extent *= tdx.shape[i];
+  }
+  int64_t inner = rank ? tdy.shape[rank - 1] : 1;
+  int64_t innerStride = rank ? stride[rank - 1] : 1;
+  const float *dy = tdy.as<float>();
+  parallelFor(call, total / inner,
+              std::max<int64_t>(1, kElementwiseGrain / inner),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t row = begin; row < end; ++row) {
+                  int64_t at = base, rest = row;
+                  for (int64_t i = rank - 2; i >= 0; --i) {
+                    at += (rest % tdy.shape[i]) * stride[i];
+                    rest /= tdy.shape[i];
+                  }
+                  const float *src = dy + row * inner;
+                  for (int64_t j = 0; j < inner; ++j) {
+                    dx[at + j * innerStride] = src[j];
+                  }
+                }
+              });
+  return "";
+}
+
+} // namespace
+
+void addGradientKernels(std::vector<KernelDef> &table) {
+  table.push_back(
+      {"linear_weight_grad", 3, checkLinearWeightGrad, runLinearWeightGrad});
+  table.push_back(
+      {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
+  table.push_back(
+      {"layer_norm_grad", 7, checkNormGrad<true>, runNormGrad<true>});
+  table.push_back({"attention_grad", 8, checkAttentionGrad, runAttentionGrad});
+  table.push_back({"embedding_grad", 3, checkEmbeddingGrad, runEmbeddingGrad});
+  table.push_back({"softmax_grad", 3, checkSoftmaxGrad, runSoftmaxGrad});
+  table.push_back({"rope_grad", 4, checkRopeGrad, runRopeGrad});
+  table.push_back({"silu_grad", 3, checkActivationGrad,
+                   runActivationGrad<Activation::Silu>});
+  table.push_back({"gelu_grad", 3, checkGeluGrad, runGeluGrad});
+  table.push_back({"slice_grad", 2, checkSliceGrad, runSliceGrad});
+}
+
+} // namespace tailor::runtime::cpu

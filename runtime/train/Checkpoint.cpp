@@ -1,0 +1,589 @@
+//===- Checkpoint.cpp - checkpoints, PEFT adapters, resuming --------------===//
+
+#include "runtime/train/Checkpoint.h"
+
+#include "runtime/Session.h"
+#include "runtime/train/AtomicFile.h"
+#include "runtime/train/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tailor::train {
+
+namespace fb = tailor::plan;
+using nlohmann::json;
+using runtime::DType;
+
+constexpr const char *kAdapterConfigFile = "adapter_config.json";
+constexpr const char *kAdapterModelFile = "adapter_model.safetensors";
+constexpr const char *kFullModelFile = "model.safetensors";
+constexpr const char *kOptimizerFile = "optimizer.safetensors";
+constexpr const char *kTrainerStateFile = "trainer_state.json";
+/// PEFT's prefix for adapter weights in adapter_model.safetensors.
+constexpr const char *kPeftPrefix = "base_model.model.";
+
+uint64_t TensorSlot::bytes() const {
+  uint64_t n = runtime::dtypeSize(dtype);
+  for (int64_t d : shape) {
+    n *= static_cast<uint64_t>(d);
+  }
+  return n;
+}
+
+std::vector<int64_t> TensorSlot::fileShape() const {
+  if (transposed && shape.size() == 2) {
+    return {shape[1], shape[0]};
+  }
+  return shape;
+}
+
+static const char *safetensorsDType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "F32";
+  case DType::F64:
+    return "F64";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  case DType::I64:
+    return "I64";
+  case DType::I32:
+    return "I32";
+  case DType::I16:
+    return "I16";
+  case DType::I8:
+    return "I8";
+  case DType::U8:
+    return "U8";
+  case DType::Bool:
+    return "BOOL";
+  }
+  return "?";
+}
+
+static std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+static bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+static bool isLoraWeight(const std::string &name) {
+  return endsWith(name, ".lora_A.weight") || endsWith(name, ".lora_B.weight");
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+void computeFingerprint(CheckpointLayout &layout) {
+  // FNV-1a over sorted "kind name dtype shape" lines: stable across runs and
+  // compilers, and independent of buffer placement.
+  std::vector<std::string> lines;
+  auto add = [&](const char *kind, const TensorSlot &slot) {
+    lines.push_back(std::string(kind) + " " + slot.name + " " +
+                    safetensorsDType(slot.dtype) + " " +
+                    formatShape(slot.shape));
+  };
+  for (const TensorSlot &slot : layout.parameters) {
+    add("parameter", slot);
+  }
+  for (const TensorSlot &slot : layout.states) {
+    add("state", slot);
+  }
+  std::sort(lines.begin(), lines.end());
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const std::string &line : lines) {
+    for (unsigned char c : line + "\n") {
+      hash = (hash ^ c) * 0x100000001b3ull;
+    }
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(hash));
+  layout.fingerprint = text;
+}
+
+bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
+                           const runtime::Session &session,
+                           CheckpointLayout &layout, std::string &error) {
+  const fb::Plan &p = plan.root();
+  const fb::Training *training = p.training();
+  if (!training) {
+    error = plan.name() + ": not a training plan (no training section)";
+    return false;
+  }
+  layout = CheckpointLayout();
+  AdapterInfo &adapter = layout.adapter;
+  if (const fb::Adapter *a = training->adapter()) {
+    adapter.variant = a->variant()->str();
+    adapter.r = a->r();
+    adapter.alpha = a->alpha();
+    adapter.dropout = a->dropout();
+    adapter.useRslora = a->use_rslora();
+    // PEFT saves the resolved short names (q_proj, ...), which the module
+    // paths give even when the recipe said all-linear.
+    std::set<std::string> names;
+    if (a->modules()) {
+      for (const auto *module : *a->modules()) {
+        std::string path = module->str();
+        names.insert(path.substr(path.find_last_of('.') + 1));
+      }
+    }
+    if (names.empty() && a->target_modules()) {
+      for (const auto *module : *a->target_modules()) {
+        names.insert(module->str());
+      }
+    }
+    adapter.targetModules.assign(names.begin(), names.end());
+    if (a->layers()) {
+      adapter.layers.assign(a->layers()->begin(), a->layers()->end());
+    }
+  } else {
+    adapter.variant = "full";
+  }
+  if (training->base_model()) {
+    adapter.baseModel = training->base_model()->str();
+  }
+  if (adapter.variant != "lora" && adapter.variant != "lora-fa" &&
+      adapter.variant != "full") {
+    error = plan.name() + ": unknown adapter variant '" + adapter.variant + "'";
+    return false;
+  }
+
+  auto slotOf = [&](const std::string &name, uint32_t buffer) {
+    TensorSlot slot;
+    slot.name = name;
+    slot.dtype = plan.bufferDType(buffer);
+    slot.shape = plan.bufferShape(buffer);
+    slot.data = session.bufferData(buffer);
+    return slot;
+  };
+  if (p.parameters()) {
+    for (const fb::Parameter *param : *p.parameters()) {
+      std::string name = param->name()->str();
+      if (adapter.isAdapter()) {
+        if (isLoraWeight(name)) {
+          layout.parameters.push_back(slotOf(name, param->buffer()));
+        } else if (param->trainable()) {
+          error = plan.name() + ": trainable parameter '" + name +
+                  "' is not a LoRA weight, which a PEFT adapter cannot hold";
+          return false;
+        }
+      } else if (param->trainable()) {
+        TensorSlot slot = slotOf(name, param->buffer());
+        if (param->export_name()) {
+          slot.exportName = param->export_name()->str();
+        }
+        slot.transposed = param->export_transposed();
+        if (slot.transposed && slot.shape.size() != 2) {
+          error = plan.name() + ": parameter '" + name +
+                  "' is marked transposed but is not 2-D";
+          return false;
+        }
+        layout.parameters.push_back(std::move(slot));
+      }
+    }
+  }
+  if (layout.parameters.empty()) {
+    error = plan.name() + ": the plan has no " +
+            (adapter.isAdapter() ? "LoRA" : "trainable") + " parameters";
+    return false;
+  }
+  if (p.states()) {
+    for (const fb::State *state : *p.states()) {
+      layout.states.push_back(slotOf(
+          state->parameter()->str() + "." + state->kind()->str(),
+          state->buffer()));
+    }
+  }
+  computeFingerprint(layout);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+std::string adapterConfigJson(const AdapterInfo &adapter) {
+  json config;
+  config["peft_type"] = "LORA";
+  config["task_type"] = "CAUSAL_LM";
+  config["r"] = adapter.r;
+  // PEFT types lora_alpha as an int; keep it one when it is.
+  if (adapter.alpha == std::floor(adapter.alpha) &&
+      std::fabs(adapter.alpha) < 1e15) {
+    config["lora_alpha"] = static_cast<int64_t>(adapter.alpha);
+  } else {
+    config["lora_alpha"] = adapter.alpha;
+  }
+  config["lora_dropout"] = adapter.dropout;
+  config["target_modules"] = adapter.targetModules;
+  config["bias"] = "none";
+  config["fan_in_fan_out"] = false;
+  config["base_model_name_or_path"] =
+      adapter.baseModel.empty() ? json(nullptr) : json(adapter.baseModel);
+  config["inference_mode"] = true;
+  config["use_rslora"] = adapter.useRslora;
+  config["use_dora"] = false;
+  config["modules_to_save"] = nullptr;
+  config["layers_to_transform"] =
+      adapter.layers.empty() ? json(nullptr) : json(adapter.layers);
+  config["layers_pattern"] = nullptr;
+  config["rank_pattern"] = json::object();
+  config["alpha_pattern"] = json::object();
+  config["init_lora_weights"] = true;
+  config["revision"] = nullptr;
+  return config.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+static std::vector<SafetensorsInput>
+inputsOf(const std::vector<TensorSlot> &slots, const std::string &prefix) {
+  std::vector<SafetensorsInput> inputs;
+  for (const TensorSlot &slot : slots) {
+    inputs.push_back({prefix + slot.fileName(), safetensorsDType(slot.dtype),
+                      slot.fileShape(), slot.data, slot.bytes(),
+                      slot.transposed});
+  }
+  return inputs;
+}
+
+bool writeModelFiles(const CheckpointLayout &layout, const std::string &dir,
+                     std::string &error) {
+  if (!layout.adapter.isAdapter()) {
+    return writeSafetensors(dir + "/" + kFullModelFile,
+                            inputsOf(layout.parameters, ""), error);
+  }
+  // The weights first: a reader that finds the config finds them too.
+  return writeSafetensors(dir + "/" + kAdapterModelFile,
+                          inputsOf(layout.parameters, kPeftPrefix), error) &&
+         writeFileAtomically(dir + "/" + kAdapterConfigFile,
+                             adapterConfigJson(layout.adapter), error);
+}
+
+std::string checkpointPath(const std::string &outputDir, int64_t step) {
+  return outputDir + "/checkpoint-" + std::to_string(step);
+}
+
+static std::string trainerStateJson(const CheckpointLayout &layout,
+                                    const TrainerState &state) {
+  json root;
+  root["format"] = "tailor-trainer-state";
+  root["version"] = 1;
+  root["global_step"] = state.globalStep;
+  root["seed"] = state.seed;
+  root["plan_fingerprint"] = layout.fingerprint;
+  root["data"] = {{"epoch", state.data.epoch}, {"index", state.data.index}};
+  json history = json::array();
+  for (const LogEntry &entry : state.logHistory) {
+    history.push_back({{"step", entry.step},
+                       {"loss", entry.loss},
+                       {"learning_rate", entry.learningRate},
+                       {"grad_norm", entry.gradNorm}});
+  }
+  root["log_history"] = std::move(history);
+  return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+bool saveCheckpoint(const CheckpointLayout &layout, const TrainerState &state,
+                    const std::string &outputDir, std::string &error) {
+  std::unique_ptr<AtomicDirectory> dir =
+      AtomicDirectory::create(checkpointPath(outputDir, state.globalStep),
+                              error);
+  if (!dir) {
+    return false;
+  }
+  const std::string &temp = dir->tempPath();
+  // trainer_state.json last: it is what marks a checkpoint complete.
+  return writeModelFiles(layout, temp, error) &&
+         writeSafetensors(temp + "/" + kOptimizerFile,
+                          inputsOf(layout.states, ""), error) &&
+         writeFileAtomically(temp + "/" + kTrainerStateFile,
+                             trainerStateJson(layout, state), error) &&
+         dir->commit(error);
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+/// A JSON file's object, or null with an error naming the file.
+static bool readJsonFile(const std::string &path, json &out,
+                         std::string &error) {
+  std::ifstream file(path);
+  if (!file) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  out = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded() || !out.is_object()) {
+    error = path + ": not a JSON object";
+    return false;
+  }
+  return true;
+}
+
+/// Checks that `file` holds exactly `slots` (names prefixed by `prefix`)
+/// with their shapes, and their dtypes unless `toF32` allows conversion.
+static bool checkTensors(const SafetensorsFile &file,
+                         const std::vector<TensorSlot> &slots,
+                         const std::string &prefix, bool toF32,
+                         std::string &error) {
+  std::set<std::string> expected;
+  for (const TensorSlot &slot : slots) {
+    std::string name = prefix + slot.fileName();
+    expected.insert(name);
+    const SafetensorsTensor *tensor = file.find(name);
+    if (!tensor) {
+      error = file.name() + ": missing tensor '" + name + "'";
+      return false;
+    }
+    if (tensor->shape != slot.fileShape()) {
+      error = file.name() + ": tensor '" + name + "' has shape " +
+              formatShape(tensor->shape) + ", expected " +
+              formatShape(slot.fileShape());
+      return false;
+    }
+    bool convertible = toF32 && slot.dtype == DType::F32 &&
+                       (tensor->dtype == "F16" || tensor->dtype == "BF16" ||
+                        tensor->dtype == "F64");
+    if (tensor->dtype != safetensorsDType(slot.dtype) && !convertible) {
+      error = file.name() + ": tensor '" + name + "' is " + tensor->dtype +
+              ", expected " + safetensorsDType(slot.dtype);
+      return false;
+    }
+  }
+  for (const auto &[name, tensor] : file.tensors()) {
+    if (!expected.count(name)) {
+      error = file.name() + ": tensor '" + name +
+              "' has no counterpart in the plan";
+      return false;
+    }
+  }
+  return true;
+}
+
+static void copyTensors(const SafetensorsFile &file,
+                        const std::vector<TensorSlot> &slots,
+                        const std::string &prefix) {
+  for (const TensorSlot &slot : slots) {
+    const SafetensorsTensor *tensor = file.find(prefix + slot.fileName());
+    if (slot.transposed) {
+      // File [rows, cols] into the plan's [cols, rows]; dtypes match here
+      // (only adapters, never transposed, convert).
+      uint64_t rows = static_cast<uint64_t>(tensor->shape[0]);
+      uint64_t cols = static_cast<uint64_t>(tensor->shape[1]);
+      size_t element = runtime::dtypeSize(slot.dtype);
+      auto *out = static_cast<uint8_t *>(slot.data);
+      for (uint64_t r = 0; r < rows; ++r) {
+        for (uint64_t c = 0; c < cols; ++c) {
+          std::memcpy(out + (c * rows + r) * element,
+                      tensor->data + (r * cols + c) * element, element);
+        }
+      }
+    } else if (tensor->dtype == safetensorsDType(slot.dtype)) {
+      std::memcpy(slot.data, tensor->data, tensor->size);
+    } else {
+      convertToF32(*tensor, static_cast<float *>(slot.data));
+    }
+  }
+}
+
+static bool readUnsigned(const json &root, const char *key, uint64_t &out) {
+  auto it = root.find(key);
+  if (it == root.end() || !it->is_number_unsigned()) {
+    return false;
+  }
+  out = it->get<uint64_t>();
+  return true;
+}
+
+static bool readTrainerState(const std::string &path, TrainerState &state,
+                             std::string &error) {
+  json root;
+  if (!readJsonFile(path, root, error)) {
+    return false;
+  }
+  uint64_t step = 0;
+  auto data = root.find("data");
+  auto fingerprint = root.find("plan_fingerprint");
+  if (!readUnsigned(root, "global_step", step) ||
+      !readUnsigned(root, "seed", state.seed) || data == root.end() ||
+      !data->is_object() || !readUnsigned(*data, "epoch", state.data.epoch) ||
+      !readUnsigned(*data, "index", state.data.index) ||
+      fingerprint == root.end() || !fingerprint->is_string()) {
+    error = path + ": missing or invalid global_step, seed, data or "
+                   "plan_fingerprint";
+    return false;
+  }
+  state.globalStep = static_cast<int64_t>(step);
+  state.fingerprint = fingerprint->get<std::string>();
+  state.logHistory.clear();
+  if (auto history = root.find("log_history");
+      history != root.end() && history->is_array()) {
+    for (const json &item : *history) {
+      LogEntry entry;
+      auto number = [&](const char *key) {
+        auto it = item.find(key);
+        return it != item.end() && it->is_number() ? it->get<double>() : NAN;
+      };
+      entry.step = static_cast<int64_t>(number("step"));
+      entry.loss = number("loss");
+      entry.learningRate = number("learning_rate");
+      entry.gradNorm = number("grad_norm");
+      state.logHistory.push_back(entry);
+    }
+  }
+  return true;
+}
+
+bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
+                    TrainerState &state, std::string &error) {
+  TrainerState loaded;
+  if (!readTrainerState(dir + "/" + kTrainerStateFile, loaded, error)) {
+    return false;
+  }
+  bool adapter = layout.adapter.isAdapter();
+  std::string modelPath =
+      dir + "/" + (adapter ? kAdapterModelFile : kFullModelFile);
+  std::unique_ptr<SafetensorsFile> model =
+      SafetensorsFile::open(modelPath, error);
+  if (!model) {
+    return false;
+  }
+  std::unique_ptr<SafetensorsFile> optimizer =
+      SafetensorsFile::open(dir + "/" + kOptimizerFile, error);
+  if (!optimizer) {
+    return false;
+  }
+  if (!checkTensors(*model, layout.parameters, adapter ? kPeftPrefix : "",
+                    /*toF32=*/false, error) ||
+      !checkTensors(*optimizer, layout.states, "", /*toF32=*/false, error)) {
+    return false;
+  }
+  if (loaded.fingerprint != layout.fingerprint) {
+    error = dir + "/" + kTrainerStateFile + ": plan fingerprint " +
+            loaded.fingerprint + " does not match this plan's " +
+            layout.fingerprint + " (its trainable tensors differ)";
+    return false;
+  }
+  copyTensors(*model, layout.parameters, adapter ? kPeftPrefix : "");
+  copyTensors(*optimizer, layout.states, "");
+  state = std::move(loaded);
+  return true;
+}
+
+std::string findLatestCheckpoint(const std::string &outputDir) {
+  DIR *dir = ::opendir(outputDir.c_str());
+  if (!dir) {
+    return "";
+  }
+  std::vector<std::pair<uint64_t, std::string>> candidates;
+  while (struct dirent *entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    const std::string prefix = "checkpoint-";
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) ||
+        name.find_first_not_of("0123456789", prefix.size()) !=
+            std::string::npos ||
+        name.size() - prefix.size() > 18) {
+      continue;
+    }
+    candidates.emplace_back(std::stoull(name.substr(prefix.size())), name);
+  }
+  ::closedir(dir);
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (const auto &[step, name] : candidates) {
+    std::string path = outputDir + "/" + name;
+    TrainerState state;
+    std::string ignored;
+    if (readTrainerState(path + "/" + kTrainerStateFile, state, ignored) &&
+        static_cast<uint64_t>(state.globalStep) == step) {
+      return path;
+    }
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// PEFT adapters
+//===----------------------------------------------------------------------===//
+
+bool loadPeftAdapter(const CheckpointLayout &layout, const std::string &dir,
+                     std::string &error) {
+  if (!layout.adapter.isAdapter()) {
+    error = "the plan fine-tunes the full model; an adapter cannot "
+            "initialize it";
+    return false;
+  }
+  std::string configPath = dir + "/" + kAdapterConfigFile;
+  json config;
+  if (!readJsonFile(configPath, config, error)) {
+    return false;
+  }
+  auto number = [&](const char *key, double &out) {
+    auto it = config.find(key);
+    if (it == config.end() || !it->is_number()) {
+      return false;
+    }
+    out = it->get<double>();
+    return true;
+  };
+  double r = 0, alpha = 0;
+  if (!number("r", r) || !number("lora_alpha", alpha)) {
+    error = configPath + ": missing or non-numeric r or lora_alpha";
+    return false;
+  }
+  const AdapterInfo &plan = layout.adapter;
+  if (r != static_cast<double>(plan.r) ||
+      std::fabs(alpha - plan.alpha) > 1e-6 * std::max(1.0, plan.alpha)) {
+    std::ostringstream message;
+    message << configPath << ": r " << r << " and lora_alpha " << alpha
+            << " do not match the plan's r " << plan.r << " and lora_alpha "
+            << plan.alpha;
+    error = message.str();
+    return false;
+  }
+  auto flag = [&](const char *key) {
+    auto it = config.find(key);
+    return it != config.end() && it->is_boolean() && it->get<bool>();
+  };
+  if (flag("use_rslora") != plan.useRslora) {
+    error = configPath + ": use_rslora is " +
+            (flag("use_rslora") ? "true" : "false") + " but the plan's is " +
+            (plan.useRslora ? "true" : "false");
+    return false;
+  }
+  if (flag("use_dora")) {
+    error = configPath + ": DoRA adapters (use_dora) are not supported";
+    return false;
+  }
+  std::unique_ptr<SafetensorsFile> weights =
+      SafetensorsFile::open(dir + "/" + kAdapterModelFile, error);
+  if (!weights ||
+      !checkTensors(*weights, layout.parameters, kPeftPrefix,
+                    /*toF32=*/true, error)) {
+    return false;
+  }
+  copyTensors(*weights, layout.parameters, kPeftPrefix);
+  return true;
+}
+
+} // namespace tailor::train

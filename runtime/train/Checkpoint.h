@@ -1,0 +1,149 @@
+//===- Checkpoint.h - checkpoints, PEFT adapters, resuming ------*- C++ -*-===//
+//
+// A checkpoint is DIR/checkpoint-<step>/ (FORMATS.md, the Hugging Face
+// Trainer's layout) holding
+//   adapter_config.json + adapter_model.safetensors   (LoRA plans: a PEFT
+//       adapter, loadable with PeftModel.from_pretrained), or
+//   model.safetensors                                 (full fine-tuning),
+//   optimizer.safetensors  every state tensor as `<parameter>.<kind>`,
+//   trainer_state.json     step, data position, seed, plan fingerprint and
+//                          the loss history.
+// Tensors are keyed by logical names, not by buffers, so a checkpoint
+// outlives a recompiled plan as long as the trainable tensors agree (which
+// the fingerprint checks). The directory is written under a temporary name
+// and renamed whole; trainer_state.json is what marks it complete.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_TRAIN_CHECKPOINT_H
+#define TAILOR_RUNTIME_TRAIN_CHECKPOINT_H
+
+#include "runtime/Plan.h"
+#include "runtime/train/DataLoader.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tailor::runtime {
+class Session;
+} // namespace tailor::runtime
+
+namespace tailor::train {
+
+/// A tensor in session memory that checkpoints save and restore.
+struct TensorSlot {
+  /// The plan's name: a parameter name, or `<parameter>.<kind>` for states.
+  std::string name;
+  runtime::DType dtype = runtime::DType::F32;
+  std::vector<int64_t> shape;
+  void *data = nullptr;
+  /// The name in model files when it differs from `name`: the Hugging Face
+  /// name of a weight an exporter renamed (Parameter.export_name).
+  std::string exportName = "";
+  /// The plan holds the transpose of the Hugging Face 2-D weight
+  /// (Parameter.export_transposed); files hold the Hugging Face layout.
+  bool transposed = false;
+
+  uint64_t bytes() const;
+  const std::string &fileName() const {
+    return exportName.empty() ? name : exportName;
+  }
+  /// The shape as files store it.
+  std::vector<int64_t> fileShape() const;
+};
+
+/// The PEFT LoraConfig a plan's adapter corresponds to.
+struct AdapterInfo {
+  /// "lora", "lora-fa" or "full".
+  std::string variant = "lora";
+  int64_t r = 0;
+  double alpha = 0;
+  double dropout = 0;
+  bool useRslora = false;
+  /// Short module names (q_proj, v_proj, ...).
+  std::vector<std::string> targetModules;
+  /// Adapted decoder layers; empty means all.
+  std::vector<int64_t> layers;
+  std::string baseModel;
+
+  bool isAdapter() const { return variant != "full"; }
+};
+
+/// What a checkpoint holds for one plan and session.
+struct CheckpointLayout {
+  AdapterInfo adapter;
+  /// LoRA plans: every LoRA weight (frozen lora_A of LoRA-FA included, since
+  /// PEFT needs it); full fine-tuning: every trainable parameter.
+  std::vector<TensorSlot> parameters;
+  /// Gradient accumulators and optimizer moments.
+  std::vector<TensorSlot> states;
+  /// A hash of the names, dtypes and shapes above.
+  std::string fingerprint;
+};
+
+/// One logged step.
+struct LogEntry {
+  int64_t step = 0;
+  double loss = 0;
+  double learningRate = 0;
+  double gradNorm = 0;
+};
+
+/// Everything besides tensors that resuming needs.
+struct TrainerState {
+  int64_t globalStep = 0;
+  DataPosition data;
+  uint64_t seed = 0;
+  std::string fingerprint;
+  std::vector<LogEntry> logHistory;
+};
+
+/// Builds the layout of a training plan bound to `session`; fails for plans
+/// without a `training` table or with trainable tensors a checkpoint cannot
+/// name.
+bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
+                           const runtime::Session &session,
+                           CheckpointLayout &layout, std::string &error);
+
+/// Sets `layout.fingerprint` from its tensors' names, dtypes and shapes.
+void computeFingerprint(CheckpointLayout &layout);
+
+/// Writes the model files into `dir` (each file atomically):
+/// adapter_config.json + adapter_model.safetensors, or model.safetensors.
+bool writeModelFiles(const CheckpointLayout &layout, const std::string &dir,
+                     std::string &error);
+
+/// The name of step `step`'s checkpoint directory under `outputDir`.
+std::string checkpointPath(const std::string &outputDir, int64_t step);
+
+/// Writes `checkpointPath(outputDir, state.globalStep)` atomically,
+/// replacing an older directory of that name only once the new one is
+/// complete.
+bool saveCheckpoint(const CheckpointLayout &layout, const TrainerState &state,
+                    const std::string &outputDir, std::string &error);
+
+/// Restores the layout's tensors and `state` from the checkpoint directory
+/// `dir`. Every expected tensor must be present with its dtype and shape
+/// (errors name the file and tensor) and the fingerprint must match; nothing
+/// is written to the tensors unless everything checks.
+bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
+                    TrainerState &state, std::string &error);
+
+/// The checkpoint-N directory under `outputDir` with the largest N whose
+/// trainer_state.json is complete, or "" if none.
+std::string findLatestCheckpoint(const std::string &outputDir);
+
+/// Loads a PEFT adapter directory (adapter_config.json +
+/// adapter_model.safetensors) as the starting LoRA weights: r, lora_alpha
+/// and use_rslora must agree with the plan and every LoRA weight must be
+/// present with its shape (F16, BF16 and F64 are converted to f32).
+bool loadPeftAdapter(const CheckpointLayout &layout, const std::string &dir,
+                     std::string &error);
+
+/// PEFT's config for `adapter` (the adapter_config.json text).
+std::string adapterConfigJson(const AdapterInfo &adapter);
+
+} // namespace tailor::train
+
+#endif // TAILOR_RUNTIME_TRAIN_CHECKPOINT_H

@@ -1,0 +1,84 @@
+//===- Trainer.h - the training loop behind `tailor train` ------*- C++ -*-===//
+//
+// Drives a compiled training plan: each step runs the plan's `train_step`
+// entry on gradient_accumulation_steps micro-batches (gradients accumulate
+// inside the plan), then `optimizer_step` once. Around that loop it reads
+// the data, reports progress (stdout lines in llm.c's style, a live bar on a
+// terminal's stderr, DIR/metrics.jsonl), writes checkpoints, and resumes from
+// them bit-identically.
+//
+// SIGINT and SIGTERM do not kill a run: the current step finishes, a
+// checkpoint is written, and the run returns success. For deterministic
+// tests, TAILOR_TRAIN_STOP_AFTER=N makes the run behave exactly as if SIGINT
+// arrived during step N.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_TRAIN_TRAINER_H
+#define TAILOR_RUNTIME_TRAIN_TRAINER_H
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace tailor::train {
+
+struct TrainOptions {
+  std::string planPath;
+  /// A file, directory, glob or "dummy" (see DataOptions::path).
+  std::string dataPath;
+  /// Element type of raw .bin token files: "uint16" or "uint32".
+  std::string dataDType = "uint16";
+  /// Steps to train to; 0 takes the plan's max_steps.
+  int64_t maxSteps = 0;
+  std::string outputDir;
+  /// "" starts fresh; "latest" resumes from the newest complete checkpoint
+  /// in outputDir (starting fresh if there is none); anything else is a
+  /// checkpoint directory.
+  std::string resume;
+  /// A PEFT adapter directory whose weights start the LoRA parameters.
+  std::string initAdapter;
+  /// Worker threads; 0 lets the runtime choose.
+  int threads = 0;
+  /// Checkpoint every this many steps; -1 takes the plan's save_steps, 0
+  /// saves only at the end.
+  int64_t saveSteps = -1;
+  /// Behave as if SIGINT arrived during this step; -1 reads
+  /// TAILOR_TRAIN_STOP_AFTER from the environment (tests only).
+  int64_t stopAfterStep = -1;
+  /// Install SIGINT/SIGTERM handlers for the duration of the run.
+  bool handleSignals = true;
+  /// Where progress lines go (stdout) and the live bar and notes (stderr).
+  FILE *out = stdout;
+  FILE *err = stderr;
+};
+
+struct TrainResult {
+  /// The step the run started from (a resumed checkpoint's, or 0) and the
+  /// last step completed.
+  int64_t startStep = 0;
+  int64_t finalStep = 0;
+  /// Stopped early by a signal or TAILOR_TRAIN_STOP_AFTER.
+  bool interrupted = false;
+  /// The last checkpoint written, if any.
+  std::string lastCheckpoint;
+  /// The mean micro-batch loss of the last step.
+  double lastLoss = 0;
+};
+
+/// Runs the training loop; returns "" on success (interrupted runs
+/// included) or an error message that names the file, step or place.
+std::string runTraining(const TrainOptions &options, TrainResult &result);
+
+/// Asks a running loop to stop after its current step, as SIGINT does.
+/// Async-signal-safe.
+void requestTrainingStop();
+
+/// The value fed to the plan's `seed` input (dropout) for micro-batch
+/// `micro` of step `step`: a hash of the three, non-negative, so resumed
+/// and uninterrupted runs draw the same masks.
+int64_t dropoutSeed(uint64_t seed, int64_t step, int64_t micro);
+
+} // namespace tailor::train
+
+#endif // TAILOR_RUNTIME_TRAIN_TRAINER_H

@@ -1,0 +1,369 @@
+//===- DataLoaderTest.cpp - token formats, packing, shuffling, resuming ---===//
+
+#include "runtime/train/AtomicFile.h"
+#include "runtime/train/DataLoader.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace tailor::train;
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    const char *base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/tailor-dl-XXXXXX";
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    path = mkdtemp(buffer.data());
+  }
+  ~TempDir() {
+    std::string ignored;
+    removeTree(path, ignored);
+  }
+  std::string path;
+};
+
+void writeBytes(const std::string &path, const void *data, size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char *>(data), static_cast<std::streamsize>(size));
+}
+
+template <typename T>
+void writeTokens(const std::string &path, const std::vector<T> &tokens) {
+  writeBytes(path, tokens.data(), tokens.size() * sizeof(T));
+}
+
+/// An llm.c shard: the 256 x int32 header, then the tokens.
+template <typename T>
+void writeShard(const std::string &path, const std::vector<T> &tokens,
+                int32_t magic, int32_t version, int32_t count = -1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = count < 0 ? static_cast<int32_t>(tokens.size()) : count;
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(header.data()), 1024);
+  out.write(reinterpret_cast<const char *>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size() * sizeof(T)));
+}
+
+std::vector<uint16_t> iota16(size_t n, uint16_t start = 0) {
+  std::vector<uint16_t> tokens(n);
+  for (size_t i = 0; i < n; ++i) {
+    tokens[i] = static_cast<uint16_t>(start + i);
+  }
+  return tokens;
+}
+
+DataOptions options(const std::string &path, int64_t seq, int64_t batch,
+                    bool shuffle = false, int64_t vocab = 1000) {
+  DataOptions o;
+  o.path = path;
+  o.sequenceLen = seq;
+  o.microBatchSize = batch;
+  o.vocabSize = vocab;
+  o.shuffle = shuffle;
+  o.seed = 7;
+  return o;
+}
+
+struct Batch {
+  std::vector<int64_t> ids, labels;
+  bool operator==(const Batch &other) const {
+    return ids == other.ids && labels == other.labels;
+  }
+  bool operator!=(const Batch &other) const { return !(*this == other); }
+};
+
+Batch next(DataLoader &loader, const DataOptions &o) {
+  Batch batch;
+  batch.ids.resize(static_cast<size_t>(o.sequenceLen * o.microBatchSize));
+  batch.labels.resize(batch.ids.size());
+  loader.next(batch.ids.data(), batch.labels.data());
+  return batch;
+}
+
+std::unique_ptr<DataLoader> openOk(const DataOptions &o) {
+  std::string error;
+  auto loader = DataLoader::open(o, error);
+  EXPECT_TRUE(loader) << error;
+  return loader;
+}
+
+std::string openError(const DataOptions &o) {
+  std::string error;
+  auto loader = DataLoader::open(o, error);
+  return loader ? "" : error;
+}
+
+TEST(DataLoader, NanoGptBinPacksSequencesAndDropsTheRemainder) {
+  TempDir dir;
+  std::string path = dir.path + "/train.bin";
+  writeTokens(path, iota16(10)); // 2 sequences of 4, 2 tokens dropped
+  DataOptions o = options(path, 4, 1);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(loader->sequencesPerEpoch(), 2u);
+  EXPECT_NE(loader->describe().find("2 dropped"), std::string::npos);
+  Batch a = next(*loader, o), b = next(*loader, o), c = next(*loader, o);
+  EXPECT_EQ(a.ids, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(a.labels, a.ids); // labels default to the tokens
+  EXPECT_EQ(b.ids, (std::vector<int64_t>{4, 5, 6, 7}));
+  // Tokens 8, 9 never appear: the next epoch starts over.
+  EXPECT_EQ(c.ids, a.ids);
+  EXPECT_EQ(loader->position().epoch, 1u);
+}
+
+TEST(DataLoader, MicroBatchesWrapIntoTheNextEpoch) {
+  TempDir dir;
+  std::string path = dir.path + "/d.bin";
+  writeTokens(path, iota16(9)); // 3 sequences of 3
+  DataOptions o = options(path, 3, 2);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  next(*loader, o);
+  Batch second = next(*loader, o);
+  EXPECT_EQ(second.ids, (std::vector<int64_t>{6, 7, 8, 0, 1, 2}));
+  EXPECT_EQ(loader->position().epoch, 1u);
+  EXPECT_EQ(loader->position().index, 1u);
+}
+
+TEST(DataLoader, Uint32BinNeedsTheOption) {
+  TempDir dir;
+  std::string path = dir.path + "/big.bin";
+  writeTokens(path, std::vector<uint32_t>{70000, 1, 2, 99999});
+  DataOptions o = options(path, 2, 1, false, 100000);
+  o.tokenDType = "uint32";
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{70000, 1}));
+  EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{2, 99999}));
+}
+
+TEST(DataLoader, LlmcShards) {
+  TempDir dir;
+  std::string gpt2 = dir.path + "/gpt2.bin";
+  writeShard(gpt2, iota16(8, 100), 20240520, 1);
+  DataOptions o = options(gpt2, 4, 1);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{100, 101, 102, 103}));
+
+  std::string llama = dir.path + "/llama.bin";
+  writeShard(llama, std::vector<uint32_t>{128000, 5, 6, 7}, 20240801, 7);
+  o = options(llama, 4, 1, false, 128256);
+  loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{128000, 5, 6, 7}));
+
+  std::string lying = dir.path + "/lying.bin";
+  writeShard(lying, iota16(8), 20240520, 1, 9);
+  std::string error = openError(options(lying, 4, 1));
+  EXPECT_NE(error.find("lying.bin: llm.c header says 9 tokens"), std::string::npos)
+      << error;
+  std::string version = dir.path + "/version.bin";
+  writeShard(version, iota16(8), 20240520, 3);
+  error = openError(options(version, 4, 1));
+  EXPECT_NE(error.find("version.bin: llm.c shard version 3"), std::string::npos)
+      << error;
+}
+
+TEST(DataLoader, DirectoryAndGlobConcatenateSortedFiles) {
+  TempDir dir;
+  writeShard(dir.path + "/fw_train_000002.bin", iota16(3, 20), 20240520, 1);
+  writeShard(dir.path + "/fw_train_000001.bin", iota16(3, 10), 20240520, 1);
+  writeShard(dir.path + "/fw_val_000000.bin", iota16(3, 500), 20240520, 1);
+  DataOptions o = options(dir.path, 2, 3);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  // Sorted, concatenated (a sequence spans the two files), validation
+  // shard left out.
+  EXPECT_EQ(next(*loader, o).ids,
+            (std::vector<int64_t>{10, 11, 12, 20, 21, 22}));
+  EXPECT_EQ(loader->sequencesPerEpoch(), 3u);
+
+  o = options(dir.path + "/fw_*_00000[01].bin", 2, 3);
+  loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(next(*loader, o).ids,
+            (std::vector<int64_t>{10, 11, 12, 500, 501, 502}));
+  EXPECT_NE(openError(options(dir.path + "/nothing*.bin", 2, 1))
+                .find("no files match"),
+            std::string::npos);
+}
+
+TEST(DataLoader, JsonlRowsWithAndWithoutLabels) {
+  TempDir dir;
+  std::string path = dir.path + "/rows.jsonl";
+  std::ofstream(path) << "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3]}\n"
+                      << "\n"
+                      << "{\"input_ids\": [4, 5, 6], \"extra\": \"x\"}\n";
+  DataOptions o = options(path, 3, 2);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  Batch batch = next(*loader, o);
+  EXPECT_EQ(batch.ids, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(batch.labels, (std::vector<int64_t>{-100, 2, 3, 4, 5, 6}));
+}
+
+TEST(DataLoader, JsonlErrorsNameFileAndLine) {
+  TempDir dir;
+  struct Case {
+    const char *text;
+    const char *message;
+  };
+  std::vector<Case> cases = {
+      {"{\"input_ids\": [1, 2]}\n{\"input_ids\": [1,\n", "rows.jsonl:2: not a JSON object"},
+      {"[1, 2]\n", "rows.jsonl:1: not a JSON object"},
+      {"{\"labels\": [1]}\n", "rows.jsonl:1: 'input_ids' is not an array"},
+      {"{\"input_ids\": [1, 2.5]}\n", "rows.jsonl:1: 'input_ids'[1] is not an integer"},
+      {"{\"input_ids\": [1, 2], \"labels\": [1]}\n",
+       "rows.jsonl:1: 'labels' has 1 entries but 'input_ids' has 2"},
+      {"{\"input_ids\": [1, 1000]}\n", "rows.jsonl:1: 'input_ids'[1] = 1000 is not in [0, 1000)"},
+      {"{\"input_ids\": [-1]}\n", "rows.jsonl:1: 'input_ids'[0] = -1"},
+      {"{\"input_ids\": [1], \"labels\": [-5]}\n", "rows.jsonl:1: 'labels'[0] = -5"},
+  };
+  for (const Case &c : cases) {
+    std::string path = dir.path + "/rows.jsonl";
+    std::ofstream(path) << c.text;
+    std::string error = openError(options(path, 1, 1));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << c.text << " -> " << error;
+  }
+}
+
+TEST(DataLoader, RejectsBadTokensAndShortFiles) {
+  TempDir dir;
+  std::string path = dir.path + "/bad.bin";
+  std::vector<uint16_t> tokens = iota16(16);
+  tokens[13] = 50257;
+  writeTokens(path, tokens);
+  std::string error = openError(options(path, 4, 1, false, 50257));
+  EXPECT_NE(error.find("bad.bin: token 50257 at position 13 is not below the "
+                       "vocabulary size 50257"),
+            std::string::npos)
+      << error;
+
+  std::string shortPath = dir.path + "/short.bin";
+  writeTokens(shortPath, iota16(5));
+  error = openError(options(shortPath, 8, 1));
+  EXPECT_NE(error.find("short.bin: 5 tokens, fewer than one sequence of 8"),
+            std::string::npos)
+      << error;
+
+  std::string odd = dir.path + "/odd.bin";
+  writeBytes(odd, "abc", 3);
+  error = openError(options(odd, 1, 1));
+  EXPECT_NE(error.find("odd.bin: file size 3 is not a multiple of 2"),
+            std::string::npos)
+      << error;
+
+  error = openError(options(dir.path + "/missing.bin", 1, 1));
+  EXPECT_NE(error.find("missing.bin: cannot open"), std::string::npos) << error;
+}
+
+TEST(DataLoader, ShufflingIsASeededPermutationPerEpoch) {
+  std::vector<uint64_t> order = shuffledOrder(10, 42);
+  std::vector<uint64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(sorted[i], i);
+  }
+  EXPECT_EQ(order, shuffledOrder(10, 42));
+  EXPECT_NE(order, shuffledOrder(10, 43));
+  // Pinned: checkpoints resume into this order, so it must not change
+  // between versions (std::mt19937_64 itself is fixed by the standard).
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 7, 9, 0, 3, 8, 4, 2, 5, 6}));
+
+  TempDir dir;
+  std::string path = dir.path + "/d.bin";
+  writeTokens(path, iota16(64)); // 16 sequences of 4
+  DataOptions o = options(path, 4, 1, /*shuffle=*/true);
+  auto first = openOk(o);
+  auto second = openOk(o);
+  ASSERT_TRUE(first && second);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> starts;
+    std::vector<int64_t> seen;
+    for (int i = 0; i < 16; ++i) {
+      Batch a = next(*first, o);
+      EXPECT_EQ(a, next(*second, o));
+      EXPECT_EQ(a.ids[0] % 4, 0);
+      EXPECT_EQ(a.ids[3], a.ids[0] + 3); // sequences stay whole
+      starts.insert(a.ids[0]);
+      seen.push_back(a.ids[0]);
+    }
+    EXPECT_EQ(starts.size(), 16u) << "epoch " << epoch;
+    std::vector<int64_t> fileOrder = seen;
+    std::sort(fileOrder.begin(), fileOrder.end());
+    EXPECT_NE(seen, fileOrder);
+  }
+}
+
+TEST(DataLoader, PositionRestoresTheSameBatches) {
+  TempDir dir;
+  std::string path = dir.path + "/d.bin";
+  writeTokens(path, iota16(40)); // 10 sequences of 4
+  for (bool shuffle : {false, true}) {
+    DataOptions o = options(path, 4, 3, shuffle);
+    auto loader = openOk(o);
+    ASSERT_TRUE(loader);
+    for (int i = 0; i < 3; ++i) {
+      next(*loader, o);
+    }
+    DataPosition saved = loader->position();
+    std::vector<Batch> expected;
+    for (int i = 0; i < 5; ++i) { // crosses into epochs 1 and 2
+      expected.push_back(next(*loader, o));
+    }
+    auto resumed = openOk(o);
+    std::string error;
+    ASSERT_TRUE(resumed->setPosition(saved, error)) << error;
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(next(*resumed, o), expected[static_cast<size_t>(i)])
+          << "shuffle " << shuffle << " batch " << i;
+    }
+    EXPECT_FALSE(resumed->setPosition({0, 10}, error));
+    EXPECT_NE(error.find("does not fit"), std::string::npos) << error;
+  }
+}
+
+TEST(DataLoader, DummyIsSeededUniformAndResumable) {
+  DataOptions o = options("dummy", 64, 2, true, 50);
+  auto a = openOk(o);
+  auto b = openOk(o);
+  ASSERT_TRUE(a && b);
+  std::set<int64_t> values;
+  for (int i = 0; i < 20; ++i) {
+    Batch x = next(*a, o);
+    EXPECT_EQ(x, next(*b, o));
+    EXPECT_EQ(x.labels, x.ids);
+    values.insert(x.ids.begin(), x.ids.end());
+  }
+  EXPECT_EQ(*values.begin(), 0);
+  EXPECT_EQ(*values.rbegin(), 49);
+  EXPECT_EQ(values.size(), 50u);
+  DataPosition saved = a->position();
+  Batch expected = next(*a, o);
+  auto c = openOk(o);
+  std::string error;
+  ASSERT_TRUE(c->setPosition(saved, error)) << error;
+  EXPECT_EQ(next(*c, o), expected);
+
+  o.seed = 8;
+  auto other = openOk(o);
+  EXPECT_NE(next(*other, o), next(*openOk(options("dummy", 64, 2, true, 50)), o));
+  EXPECT_NE(openError(options("dummy", 4, 1, false, 0)), "");
+}
+
+} // namespace

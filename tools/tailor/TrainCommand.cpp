@@ -1,0 +1,135 @@
+//===- TrainCommand.cpp - `tailor train` ----------------------------------===//
+//
+// tailor train PLAN.tplan --data PATH [--data-dtype uint16|uint32]
+//     [--max-steps N] --output-dir DIR [--resume [PATH]] [--init-adapter DIR]
+//     [--threads N] [--save-steps N]
+//
+// Runs a compiled training plan (runtime/train/Trainer.h does the work):
+// per-step metrics to the terminal and DIR/metrics.jsonl, checkpoints in
+// DIR/checkpoint-N, the final adapter (or model) in DIR. Ctrl-C finishes the
+// step, writes a checkpoint and exits 0; `--resume` continues from it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tailor/Commands.h"
+
+#include "runtime/train/Trainer.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace tailor {
+
+/// `--resume` takes an optional value. llvm::cl only reads an optional value
+/// written as `--resume=PATH`, so `--resume PATH` is rewritten to that when
+/// PATH is a directory (a checkpoint; the plan is a file, so the positional
+/// argument is never taken for it).
+static std::vector<std::string> joinResumeValue(int argc, const char **argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i + 1 < args.size(); ++i) {
+    if (args[i] != "--resume" && args[i] != "-resume") {
+      continue;
+    }
+    struct stat info;
+    const std::string &next = args[i + 1];
+    if (!next.empty() && next[0] != '-' && ::stat(next.c_str(), &info) == 0 &&
+        S_ISDIR(info.st_mode)) {
+      args[i] = "--resume=" + next;
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    }
+  }
+  return args;
+}
+
+int runTrain(int argc, const char **argv) {
+  namespace cl = llvm::cl;
+  cl::ResetCommandLineParser();
+  cl::OptionCategory category("tailor train options");
+  cl::opt<std::string> planPath(cl::Positional, cl::desc("<plan.tplan>"),
+                                cl::Required, cl::cat(category));
+  cl::opt<std::string> data(
+      "data",
+      cl::desc("training data: a nanoGPT .bin or llm.c shard, a directory or "
+               "glob of them, a .jsonl file (input_ids, labels), or 'dummy'"),
+      cl::value_desc("path"), cl::Required, cl::cat(category));
+  cl::opt<std::string> dataDType(
+      "data-dtype", cl::desc("token type of raw .bin files: uint16 or uint32"),
+      cl::value_desc("type"), cl::init("uint16"), cl::cat(category));
+  cl::opt<int64_t> maxSteps(
+      "max-steps", cl::desc("optimizer steps to train to (default: the plan's)"),
+      cl::value_desc("n"), cl::init(0), cl::cat(category));
+  cl::opt<std::string> outputDir(
+      "output-dir",
+      cl::desc("where checkpoints, metrics.jsonl and the final adapter go"),
+      cl::value_desc("dir"), cl::Required, cl::cat(category));
+  cl::opt<std::string> resume(
+      "resume",
+      cl::desc("continue from a checkpoint: the latest in --output-dir, or "
+               "PATH"),
+      cl::value_desc("path"), cl::ValueOptional, cl::cat(category));
+  cl::opt<std::string> initAdapter(
+      "init-adapter",
+      cl::desc("start the LoRA weights from a PEFT adapter directory"),
+      cl::value_desc("dir"), cl::cat(category));
+  cl::opt<int> threads("threads",
+                       cl::desc("CPU worker threads (default: all cores)"),
+                       cl::value_desc("n"), cl::init(0), cl::cat(category));
+  cl::opt<int64_t> saveSteps(
+      "save-steps",
+      cl::desc("checkpoint every N steps (default: the plan's; 0: only at "
+               "the end)"),
+      cl::value_desc("n"), cl::init(-1), cl::cat(category));
+  cl::HideUnrelatedOptions(category);
+
+  std::vector<std::string> args = joinResumeValue(argc, argv);
+  std::vector<const char *> argPointers;
+  for (const std::string &arg : args) {
+    argPointers.push_back(arg.c_str());
+  }
+  if (!cl::ParseCommandLineOptions(
+          static_cast<int>(argPointers.size()), argPointers.data(),
+          "tailor train: run a compiled training plan\n", &llvm::errs())) {
+    return 1;
+  }
+  if (dataDType != "uint16" && dataDType != "uint32") {
+    llvm::errs() << "tailor train: error: --data-dtype must be uint16 or "
+                    "uint32, not '"
+                 << dataDType << "'\n";
+    return 1;
+  }
+  if (maxSteps < 0 || threads < 0 || saveSteps < -1) {
+    llvm::errs() << "tailor train: error: --max-steps, --threads and "
+                    "--save-steps must not be negative\n";
+    return 1;
+  }
+
+  train::TrainOptions options;
+  options.planPath = planPath;
+  options.dataPath = data;
+  options.dataDType = dataDType;
+  options.maxSteps = maxSteps;
+  options.outputDir = outputDir;
+  if (resume.getNumOccurrences() > 0) {
+    options.resume = resume.empty() ? "latest" : resume.getValue();
+  }
+  options.initAdapter = initAdapter;
+  options.threads = threads;
+  options.saveSteps = saveSteps;
+  // llvm::outs() buffers separately from stdio; flush it so nothing the
+  // trainer prints overtakes it.
+  llvm::outs().flush();
+  train::TrainResult result;
+  std::string error = train::runTraining(options, result);
+  if (!error.empty()) {
+    llvm::errs() << "tailor train: error: " << error << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace tailor
