@@ -2,6 +2,7 @@
 
 #include "compiler/Pipelines.h"
 
+#include "compiler/Recipe.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
 
@@ -42,7 +43,67 @@ void buildSchedulePipeline(mlir::OpPassManager &pm,
   pm.addPass(memory::createLowerToSchedPass(lower));
 }
 
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingRecipe &recipe,
+                           const ScheduleOptions &options, bool schedule) {
+  buildGraphPipeline(pm);
+  // --- Adapters (or trainable weights), then the loss on the logits.
+  graph::InsertLoraPassOptions lora;
+  lora.variant = recipe.adapter;
+  std::string targets;
+  for (const std::string &name : recipe.adapter == "full"
+                                     ? recipe.trainableModules
+                                     : recipe.loraTargetModules) {
+    targets += (targets.empty() ? "" : ",") + name;
+  }
+  lora.targets = targets;
+  lora.layers = recipe.loraLayers;
+  lora.rank = recipe.loraR;
+  lora.alpha = recipe.loraAlpha;
+  lora.dropout = recipe.loraDropout;
+  lora.rslora = recipe.useRslora;
+  pm.addPass(graph::createInsertLoraPass(lora));
+  pm.addPass(graph::createAddLossPass());
+  // --- Backward pass; fold the transposes it stacks on pre-transposed
+  // weights before the optimizer splits the step.
+  pm.addPass(graph::createAutodiffPass());
+  pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
+  pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
+  graph::OptimizerPassOptions optimizer;
+  optimizer.optimizer = recipe.optimizer;
+  optimizer.learningRate = recipe.learningRate;
+  optimizer.beta1 = recipe.adamBeta1;
+  optimizer.beta2 = recipe.adamBeta2;
+  optimizer.epsilon = recipe.adamEpsilon;
+  optimizer.weightDecay = recipe.weightDecay;
+  optimizer.momentum = recipe.momentum;
+  optimizer.nesterov = recipe.nesterov;
+  optimizer.maxGradNorm = recipe.maxGradNorm;
+  optimizer.scheduler = recipe.lrScheduler;
+  optimizer.warmupSteps = recipe.warmupSteps;
+  optimizer.totalSteps = recipe.maxSteps;
+  optimizer.accumulationSteps = recipe.gradientAccumulationSteps;
+  pm.addPass(graph::createOptimizerPass(optimizer));
+  pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
+  pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
+  if (!schedule) {
+    return;
+  }
+  // --- Plan one rank: train_step and optimizer_step share the activation
+  // arena; gradients and moments get arenas of their own.
+  memory::LowerToSchedPassOptions lower;
+  lower.threads = options.threads;
+  pm.addPass(memory::createLowerToSchedPass(lower));
+}
+
 void registerTailorPipelines() {
+  mlir::PassPipelineRegistration<>(
+      "tailor-training-pipeline",
+      "raise, add LoRA (q_proj,v_proj r=8), loss, backward and AdamW, then "
+      "plan one rank (recipe defaults)",
+      [](mlir::OpPassManager &pm) {
+        buildTrainingPipeline(pm, TrainingRecipe(), ScheduleOptions());
+      });
   mlir::PassPipelineRegistration<>(
       "tailor-graph-pipeline",
       "raise an imported ONNX graph to transformer-level tg ops",

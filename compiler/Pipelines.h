@@ -27,6 +27,15 @@ struct ScheduleOptions {
 void buildSchedulePipeline(mlir::OpPassManager &pm,
                            const ScheduleOptions &options);
 
+struct TrainingRecipe;
+
+/// Import -> schedule of a training plan: the graph pipeline, the training
+/// passes the recipe asks for (insert-lora, add-loss, autodiff, optimizer),
+/// then planning one rank with its two entries.
+/// With `schedule` false it stops at the training step in tg.
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingRecipe &recipe,
+                           const ScheduleOptions &options, bool schedule = true);
+
 /// Registers the pipelines with the global registry (for tailor-opt).
 void registerTailorPipelines();
 

@@ -112,6 +112,39 @@ int tailor_plan_output_count(const tailor_plan *plan) {
   return static_cast<int>(plan->plan->root().outputs()->size());
 }
 
+int tailor_plan_entry_count(const tailor_plan *plan) {
+  if (!plan) {
+    return 0;
+  }
+  const auto *entries = plan->plan->root().entries();
+  return entries && entries->size() > 0 ? static_cast<int>(entries->size()) : 1;
+}
+
+const char *tailor_plan_entry_name(const tailor_plan *plan, int index) {
+  if (!plan || index < 0 || index >= tailor_plan_entry_count(plan)) {
+    return nullptr;
+  }
+  const auto *entries = plan->plan->root().entries();
+  if (!entries || entries->size() == 0) {
+    return "forward";
+  }
+  return entries->Get(static_cast<uint32_t>(index))->name()->c_str();
+}
+
+int tailor_plan_input_entry(const tailor_plan *plan, int index) {
+  if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
+    return -1;
+  }
+  return static_cast<int>(plan->plan->root().inputs()->Get(index)->entry());
+}
+
+int tailor_plan_output_entry(const tailor_plan *plan, int index) {
+  if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
+    return -1;
+  }
+  return static_cast<int>(plan->plan->root().outputs()->Get(index)->entry());
+}
+
 tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
                                      tailor_tensor_info *info) {
   if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
@@ -215,6 +248,23 @@ tailor_status tailor_session_run(tailor_session *session) {
     return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session is null");
   }
   std::string error = session->session->run();
+  if (!error.empty()) {
+    return fail(TAILOR_ERROR_EXECUTION, error);
+  }
+  return ok();
+}
+
+tailor_status tailor_session_run_entry(tailor_session *session,
+                                       const char *name) {
+  if (!session || !name) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session and name must not be null");
+  }
+  int entry = session->session->findEntry(name);
+  if (entry < 0) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("the plan has no entry '") + name + "'");
+  }
+  std::string error = session->session->runEntry(static_cast<uint32_t>(entry));
   if (!error.empty()) {
     return fail(TAILOR_ERROR_EXECUTION, error);
   }

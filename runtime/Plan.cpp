@@ -416,7 +416,52 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
     }
   }
 
-  // Inputs and outputs: valid buffers, unique names.
+  // Entries: named, unique, inside the step list.
+  uint32_t entryCount = 1;
+  if (const auto *entries = p.entries()) {
+    entryCount = std::max<uint32_t>(entries->size(), 1);
+    std::set<std::string> names;
+    for (uint32_t i = 0; i < entries->size(); ++i) {
+      const fb::Entry *entry = entries->Get(i);
+      if (entry->name()->size() == 0 ||
+          !names.insert(entry->name()->str()).second) {
+        return Message() << "entry " << i << " has an empty or repeated name";
+      }
+      if (static_cast<uint64_t>(entry->first_op()) + entry->op_count() >
+          ops.size()) {
+        return Message() << "entry '" << entry->name()->str() << "' covers steps ["
+                         << entry->first_op() << ", "
+                         << static_cast<uint64_t>(entry->first_op()) +
+                                entry->op_count()
+                         << ") of " << ops.size();
+      }
+    }
+  }
+  // Training state: buffers in a gradients or optimizer-state arena.
+  if (const auto *states = p.states()) {
+    std::set<std::string> names;
+    for (const fb::State *state : *states) {
+      if (state->buffer() >= buffers.size()) {
+        return Message() << "state '" << state->name()->str()
+                         << "' names buffer " << state->buffer() << " of "
+                         << buffers.size();
+      }
+      fb::Category category =
+          arenas.Get(buffers.Get(state->buffer())->arena())->category();
+      if (category != fb::Category::Gradients &&
+          category != fb::Category::OptimizerState) {
+        return Message() << "state '" << state->name()->str()
+                         << "' lives outside the gradients and optimizer-state "
+                            "arenas";
+      }
+      if (!names.insert(state->name()->str()).second) {
+        return Message() << "two states are called '" << state->name()->str()
+                         << "'";
+      }
+    }
+  }
+
+  // Inputs and outputs: valid buffers, unique names, known entries.
   for (const auto *bindings : {p.inputs(), p.outputs()}) {
     if (!bindings) {
       continue;
@@ -430,6 +475,10 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
       if (buffers.Get(binding->buffer())->shape()->size() > kMaxPlanRank) {
         return Message() << "'" << binding->name()->str()
                          << "' has too high a rank";
+      }
+      if (binding->entry() >= entryCount) {
+        return Message() << "'" << binding->name()->str() << "' belongs to entry "
+                         << binding->entry() << " of " << entryCount;
       }
       if (!names.insert(binding->name()->str()).second) {
         return Message() << "two inputs or outputs are called '"

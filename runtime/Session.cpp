@@ -4,7 +4,9 @@
 
 #include "runtime/include/tailor/runtime.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
@@ -108,6 +110,20 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     status = TAILOR_ERROR_IO;
     return nullptr;
   }
+  if (std::string problem = session->initializeParameters(); !problem.empty()) {
+    error = plan.name() + ": " + problem;
+    status = TAILOR_ERROR_INVALID_PLAN;
+    return nullptr;
+  }
+  if (const auto *entries = p.entries(); entries && entries->size() > 0) {
+    for (const fb::Entry *entry : *entries) {
+      session->entries.push_back(
+          {entry->name()->str(), entry->first_op(), entry->op_count()});
+    }
+  } else {
+    session->entries.push_back(
+        {"forward", 0, static_cast<uint32_t>(p.ops()->size())});
+  }
 
   if (threads <= 0) {
     threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -128,6 +144,7 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
       continue;
     }
     PreparedLaunch prepared;
+    prepared.step = i;
     const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
     prepared.kernel = findCpuKernel(kernel->name()->string_view());
     prepared.origin = launch->origin() ? launch->origin()->str() : "";
@@ -222,14 +239,101 @@ std::string Session::bindParameters() {
   return "";
 }
 
-std::string Session::run() {
-  for (size_t i = 0; i < launches.size(); ++i) {
-    const PreparedLaunch &launch = launches[i];
-    std::string problem = launch.kernel->run(launch.call);
+std::string Session::run() { return runEntry(0); }
+
+int Session::findEntry(std::string_view name) const {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].name == name) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+std::string Session::runEntry(uint32_t index) {
+  if (index >= entries.size()) {
+    return "no entry " + std::to_string(index) + " (the plan has " +
+           std::to_string(entries.size()) + ")";
+  }
+  const EntryRange &entry = entries[index];
+  auto begin = std::lower_bound(
+      launches.begin(), launches.end(), entry.first,
+      [](const PreparedLaunch &launch, uint32_t step) { return launch.step < step; });
+  for (auto it = begin; it != launches.end() && it->step < entry.first + entry.count;
+       ++it) {
+    std::string problem = it->kernel->run(it->call);
     if (!problem.empty()) {
-      return "launch " + std::to_string(i) + " (" + launch.kernel->name +
-             (launch.origin.empty() ? "" : ", " + launch.origin) +
-             "): " + problem;
+      return "step " + std::to_string(it->step) + " (" + it->kernel->name +
+             (it->origin.empty() ? "" : ", " + it->origin) + "): " + problem;
+    }
+  }
+  return "";
+}
+
+/// A 64-bit mix (splitmix64's finalizer): consecutive inputs give
+/// independent-looking outputs.
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::string Session::initializeParameters() {
+  const fb::Plan &p = loaded.root();
+  if (!p.parameters()) {
+    return "";
+  }
+  for (const fb::Parameter *param : *p.parameters()) {
+    const fb::Init *init = param->init();
+    if (param->source() || !init) {
+      continue;
+    }
+    std::string name = param->name()->str();
+    if (plan().bufferDType(param->buffer()) != DType::F32) {
+      return "parameter '" + name + "': only f32 parameters can be initialized";
+    }
+    auto *values = static_cast<float *>(bufferData(param->buffer()));
+    uint64_t count = loaded.bufferBytes(param->buffer()) / sizeof(float);
+    // Seeded by the plan's seed and the name (FNV-1a), so every parameter
+    // draws its own reproducible stream.
+    uint64_t key = 1469598103934665603ull;
+    for (char c : name) {
+      key = (key ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+    }
+    key = mix64(key ^ mix64(init->seed()));
+    auto uniform = [&](uint64_t i) {
+      return static_cast<double>(mix64(key + i) >> 11) * 0x1.0p-53;
+    };
+    switch (init->kind()) {
+    case fb::InitKind::Zeros:
+      std::memset(values, 0, count * sizeof(float));
+      break;
+    case fb::InitKind::KaimingUniform: {
+      if (init->fan_in() <= 0) {
+        return "parameter '" + name + "': kaiming-uniform init needs fan_in > 0";
+      }
+      double a = init->a();
+      double gain = std::sqrt(2.0 / (1.0 + a * a));
+      double bound = std::sqrt(3.0) * gain /
+                     std::sqrt(static_cast<double>(init->fan_in()));
+      for (uint64_t i = 0; i < count; ++i) {
+        values[i] = static_cast<float>((2.0 * uniform(i) - 1.0) * bound);
+      }
+      break;
+    }
+    case fb::InitKind::Normal:
+      for (uint64_t i = 0; i < count; ++i) {
+        // Box-Muller on two independent draws.
+        double u1 = std::max(uniform(2 * i), 0x1.0p-53);
+        double u2 = uniform(2 * i + 1);
+        values[i] = static_cast<float>(init->std() *
+                                       std::sqrt(-2.0 * std::log(u1)) *
+                                       std::cos(2.0 * M_PI * u2));
+      }
+      break;
+    default:
+      return "parameter '" + name + "' has an unknown init kind " +
+             std::to_string(static_cast<int>(init->kind()));
     }
   }
   return "";

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tailor::runtime {
@@ -23,8 +24,17 @@ public:
                                          std::string &error, int &status);
   ~Session();
 
-  /// Runs every step in order; on failure says which step and why.
+  /// Runs the steps of the first entry (an inference plan's whole program)
+  /// in order; on failure says which step and why.
   std::string run();
+
+  /// Index of the entry named `name` in the plan, or -1. A plan without
+  /// entries has one, `forward`.
+  int findEntry(std::string_view name) const;
+  /// Runs the steps of entry `index` in order; returns "" or why it failed.
+  std::string runEntry(uint32_t index);
+  /// Number of entries (at least 1).
+  uint32_t entryCount() const { return static_cast<uint32_t>(entries.size()); }
 
   /// The bytes at buffer `index` (inside an arena).
   void *bufferData(uint32_t index) const;
@@ -38,11 +48,19 @@ public:
 private:
   explicit Session(const LoadedPlan &plan) : loaded(plan) {}
   std::string bindParameters();
+  /// Fills parameters without a source as their Init says.
+  std::string initializeParameters();
 
   struct PreparedLaunch {
     const KernelDef *kernel = nullptr;
     KernelCall call;
     std::string origin;
+    uint32_t step = 0; // index in the plan's ops
+  };
+  struct EntryRange {
+    std::string name;
+    uint32_t first = 0;
+    uint32_t count = 0;
   };
 
   const LoadedPlan &loaded;
@@ -50,6 +68,7 @@ private:
   uint64_t allocated[6] = {0, 0, 0, 0, 0, 0};
   std::unique_ptr<ThreadPool> pool;
   std::vector<PreparedLaunch> launches;
+  std::vector<EntryRange> entries;
 };
 
 } // namespace tailor::runtime

@@ -271,8 +271,8 @@ bool AtomicDirectory::commit(std::string &error) {
       return false;
     }
     if (::rename(finalPath.c_str(), old.c_str()) != 0) {
-      error = finalPath + ": cannot move the old directory aside: " +
-              errnoText(errno);
+      error = finalPath +
+              ": cannot move the old directory aside: " + errnoText(errno);
       return false;
     }
     if (::rename(temp.c_str(), finalPath.c_str()) != 0) {

@@ -1,10 +1,11 @@
-//===- Checkpoint.cpp - checkpoints, PEFT adapters, resuming --------------===//
+//===- Checkpoint.cpp - checkpoint layout, saving, loading, resuming ------===//
 
 #include "runtime/train/Checkpoint.h"
 
 #include "runtime/Session.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/Safetensors.h"
+#include "runtime/train/TensorFiles.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,63 +22,11 @@ namespace tailor::train {
 namespace fb = tailor::plan;
 using nlohmann::json;
 using runtime::DType;
+using namespace detail;
 
-constexpr const char *kAdapterConfigFile = "adapter_config.json";
-constexpr const char *kAdapterModelFile = "adapter_model.safetensors";
 constexpr const char *kFullModelFile = "model.safetensors";
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
 constexpr const char *kTrainerStateFile = "trainer_state.json";
-/// PEFT's prefix for adapter weights in adapter_model.safetensors.
-constexpr const char *kPeftPrefix = "base_model.model.";
-
-uint64_t TensorSlot::bytes() const {
-  uint64_t n = runtime::dtypeSize(dtype);
-  for (int64_t d : shape) {
-    n *= static_cast<uint64_t>(d);
-  }
-  return n;
-}
-
-std::vector<int64_t> TensorSlot::fileShape() const {
-  if (transposed && shape.size() == 2) {
-    return {shape[1], shape[0]};
-  }
-  return shape;
-}
-
-static const char *safetensorsDType(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "F32";
-  case DType::F64:
-    return "F64";
-  case DType::F16:
-    return "F16";
-  case DType::BF16:
-    return "BF16";
-  case DType::I64:
-    return "I64";
-  case DType::I32:
-    return "I32";
-  case DType::I16:
-    return "I16";
-  case DType::I8:
-    return "I8";
-  case DType::U8:
-    return "U8";
-  case DType::Bool:
-    return "BOOL";
-  }
-  return "?";
-}
-
-static std::string formatShape(const std::vector<int64_t> &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    out += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return out + "]";
-}
 
 static bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
@@ -208,9 +157,9 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
   }
   if (p.states()) {
     for (const fb::State *state : *p.states()) {
-      layout.states.push_back(slotOf(
-          state->parameter()->str() + "." + state->kind()->str(),
-          state->buffer()));
+      layout.states.push_back(
+          slotOf(state->parameter()->str() + "." + state->kind()->str(),
+                 state->buffer()));
     }
   }
   computeFingerprint(layout);
@@ -220,49 +169,6 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
 //===----------------------------------------------------------------------===//
 // Writing
 //===----------------------------------------------------------------------===//
-
-std::string adapterConfigJson(const AdapterInfo &adapter) {
-  json config;
-  config["peft_type"] = "LORA";
-  config["task_type"] = "CAUSAL_LM";
-  config["r"] = adapter.r;
-  // PEFT types lora_alpha as an int; keep it one when it is.
-  if (adapter.alpha == std::floor(adapter.alpha) &&
-      std::fabs(adapter.alpha) < 1e15) {
-    config["lora_alpha"] = static_cast<int64_t>(adapter.alpha);
-  } else {
-    config["lora_alpha"] = adapter.alpha;
-  }
-  config["lora_dropout"] = adapter.dropout;
-  config["target_modules"] = adapter.targetModules;
-  config["bias"] = "none";
-  config["fan_in_fan_out"] = false;
-  config["base_model_name_or_path"] =
-      adapter.baseModel.empty() ? json(nullptr) : json(adapter.baseModel);
-  config["inference_mode"] = true;
-  config["use_rslora"] = adapter.useRslora;
-  config["use_dora"] = false;
-  config["modules_to_save"] = nullptr;
-  config["layers_to_transform"] =
-      adapter.layers.empty() ? json(nullptr) : json(adapter.layers);
-  config["layers_pattern"] = nullptr;
-  config["rank_pattern"] = json::object();
-  config["alpha_pattern"] = json::object();
-  config["init_lora_weights"] = true;
-  config["revision"] = nullptr;
-  return config.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-}
-
-static std::vector<SafetensorsInput>
-inputsOf(const std::vector<TensorSlot> &slots, const std::string &prefix) {
-  std::vector<SafetensorsInput> inputs;
-  for (const TensorSlot &slot : slots) {
-    inputs.push_back({prefix + slot.fileName(), safetensorsDType(slot.dtype),
-                      slot.fileShape(), slot.data, slot.bytes(),
-                      slot.transposed});
-  }
-  return inputs;
-}
 
 bool writeModelFiles(const CheckpointLayout &layout, const std::string &dir,
                      std::string &error) {
@@ -303,9 +209,8 @@ static std::string trainerStateJson(const CheckpointLayout &layout,
 
 bool saveCheckpoint(const CheckpointLayout &layout, const TrainerState &state,
                     const std::string &outputDir, std::string &error) {
-  std::unique_ptr<AtomicDirectory> dir =
-      AtomicDirectory::create(checkpointPath(outputDir, state.globalStep),
-                              error);
+  std::unique_ptr<AtomicDirectory> dir = AtomicDirectory::create(
+      checkpointPath(outputDir, state.globalStep), error);
   if (!dir) {
     return false;
   }
@@ -323,90 +228,6 @@ bool saveCheckpoint(const CheckpointLayout &layout, const TrainerState &state,
 // Reading
 //===----------------------------------------------------------------------===//
 
-/// A JSON file's object, or null with an error naming the file.
-static bool readJsonFile(const std::string &path, json &out,
-                         std::string &error) {
-  std::ifstream file(path);
-  if (!file) {
-    error = path + ": cannot open: " + std::strerror(errno);
-    return false;
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  out = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded() || !out.is_object()) {
-    error = path + ": not a JSON object";
-    return false;
-  }
-  return true;
-}
-
-/// Checks that `file` holds exactly `slots` (names prefixed by `prefix`)
-/// with their shapes, and their dtypes unless `toF32` allows conversion.
-static bool checkTensors(const SafetensorsFile &file,
-                         const std::vector<TensorSlot> &slots,
-                         const std::string &prefix, bool toF32,
-                         std::string &error) {
-  std::set<std::string> expected;
-  for (const TensorSlot &slot : slots) {
-    std::string name = prefix + slot.fileName();
-    expected.insert(name);
-    const SafetensorsTensor *tensor = file.find(name);
-    if (!tensor) {
-      error = file.name() + ": missing tensor '" + name + "'";
-      return false;
-    }
-    if (tensor->shape != slot.fileShape()) {
-      error = file.name() + ": tensor '" + name + "' has shape " +
-              formatShape(tensor->shape) + ", expected " +
-              formatShape(slot.fileShape());
-      return false;
-    }
-    bool convertible = toF32 && slot.dtype == DType::F32 &&
-                       (tensor->dtype == "F16" || tensor->dtype == "BF16" ||
-                        tensor->dtype == "F64");
-    if (tensor->dtype != safetensorsDType(slot.dtype) && !convertible) {
-      error = file.name() + ": tensor '" + name + "' is " + tensor->dtype +
-              ", expected " + safetensorsDType(slot.dtype);
-      return false;
-    }
-  }
-  for (const auto &[name, tensor] : file.tensors()) {
-    if (!expected.count(name)) {
-      error = file.name() + ": tensor '" + name +
-              "' has no counterpart in the plan";
-      return false;
-    }
-  }
-  return true;
-}
-
-static void copyTensors(const SafetensorsFile &file,
-                        const std::vector<TensorSlot> &slots,
-                        const std::string &prefix) {
-  for (const TensorSlot &slot : slots) {
-    const SafetensorsTensor *tensor = file.find(prefix + slot.fileName());
-    if (slot.transposed) {
-      // File [rows, cols] into the plan's [cols, rows]; dtypes match here
-      // (only adapters, never transposed, convert).
-      uint64_t rows = static_cast<uint64_t>(tensor->shape[0]);
-      uint64_t cols = static_cast<uint64_t>(tensor->shape[1]);
-      size_t element = runtime::dtypeSize(slot.dtype);
-      auto *out = static_cast<uint8_t *>(slot.data);
-      for (uint64_t r = 0; r < rows; ++r) {
-        for (uint64_t c = 0; c < cols; ++c) {
-          std::memcpy(out + (c * rows + r) * element,
-                      tensor->data + (r * cols + c) * element, element);
-        }
-      }
-    } else if (tensor->dtype == safetensorsDType(slot.dtype)) {
-      std::memcpy(slot.data, tensor->data, tensor->size);
-    } else {
-      convertToF32(*tensor, static_cast<float *>(slot.data));
-    }
-  }
-}
-
 static bool readUnsigned(const json &root, const char *key, uint64_t &out) {
   auto it = root.find(key);
   if (it == root.end() || !it->is_number_unsigned()) {
@@ -418,8 +239,13 @@ static bool readUnsigned(const json &root, const char *key, uint64_t &out) {
 
 static bool readTrainerState(const std::string &path, TrainerState &state,
                              std::string &error) {
-  json root;
-  if (!readJsonFile(path, root, error)) {
+  std::string text;
+  if (!readTextFile(path, text, error)) {
+    return false;
+  }
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    error = path + ": not a JSON object";
     return false;
   }
   uint64_t step = 0;
@@ -500,7 +326,8 @@ std::string findLatestCheckpoint(const std::string &outputDir) {
   while (struct dirent *entry = ::readdir(dir)) {
     std::string name = entry->d_name;
     const std::string prefix = "checkpoint-";
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) ||
+    if (name.size() <= prefix.size() ||
+        name.compare(0, prefix.size(), prefix) ||
         name.find_first_not_of("0123456789", prefix.size()) !=
             std::string::npos ||
         name.size() - prefix.size() > 18) {
@@ -520,70 +347,6 @@ std::string findLatestCheckpoint(const std::string &outputDir) {
     }
   }
   return "";
-}
-
-//===----------------------------------------------------------------------===//
-// PEFT adapters
-//===----------------------------------------------------------------------===//
-
-bool loadPeftAdapter(const CheckpointLayout &layout, const std::string &dir,
-                     std::string &error) {
-  if (!layout.adapter.isAdapter()) {
-    error = "the plan fine-tunes the full model; an adapter cannot "
-            "initialize it";
-    return false;
-  }
-  std::string configPath = dir + "/" + kAdapterConfigFile;
-  json config;
-  if (!readJsonFile(configPath, config, error)) {
-    return false;
-  }
-  auto number = [&](const char *key, double &out) {
-    auto it = config.find(key);
-    if (it == config.end() || !it->is_number()) {
-      return false;
-    }
-    out = it->get<double>();
-    return true;
-  };
-  double r = 0, alpha = 0;
-  if (!number("r", r) || !number("lora_alpha", alpha)) {
-    error = configPath + ": missing or non-numeric r or lora_alpha";
-    return false;
-  }
-  const AdapterInfo &plan = layout.adapter;
-  if (r != static_cast<double>(plan.r) ||
-      std::fabs(alpha - plan.alpha) > 1e-6 * std::max(1.0, plan.alpha)) {
-    std::ostringstream message;
-    message << configPath << ": r " << r << " and lora_alpha " << alpha
-            << " do not match the plan's r " << plan.r << " and lora_alpha "
-            << plan.alpha;
-    error = message.str();
-    return false;
-  }
-  auto flag = [&](const char *key) {
-    auto it = config.find(key);
-    return it != config.end() && it->is_boolean() && it->get<bool>();
-  };
-  if (flag("use_rslora") != plan.useRslora) {
-    error = configPath + ": use_rslora is " +
-            (flag("use_rslora") ? "true" : "false") + " but the plan's is " +
-            (plan.useRslora ? "true" : "false");
-    return false;
-  }
-  if (flag("use_dora")) {
-    error = configPath + ": DoRA adapters (use_dora) are not supported";
-    return false;
-  }
-  std::unique_ptr<SafetensorsFile> weights =
-      SafetensorsFile::open(dir + "/" + kAdapterModelFile, error);
-  if (!weights ||
-      !checkTensors(*weights, layout.parameters, kPeftPrefix,
-                    /*toF32=*/true, error)) {
-    return false;
-  }
-  copyTensors(*weights, layout.parameters, kPeftPrefix);
-  return true;
 }
 
 } // namespace tailor::train

@@ -213,8 +213,7 @@ static std::string openBinary(const std::string &path,
     segment.elementSize = gpt2 ? 2 : 4;
     dataOffset = kShardHeaderBytes;
     uint64_t held = (size - dataOffset) / segment.elementSize;
-    if (header[2] < 0 ||
-        (size - dataOffset) % segment.elementSize != 0 ||
+    if (header[2] < 0 || (size - dataOffset) % segment.elementSize != 0 ||
         static_cast<uint64_t>(header[2]) != held) {
       return path + ": llm.c header says " + std::to_string(header[2]) +
              " tokens but the file holds " + std::to_string(size - dataOffset) +
@@ -256,15 +255,14 @@ static std::string readIds(const json &row, const char *key,
              "] is not an integer";
     }
     int64_t id = value.is_number_unsigned()
-                     ? static_cast<int64_t>(std::min<uint64_t>(
-                           value.get<uint64_t>(), INT64_MAX))
+                     ? static_cast<int64_t>(
+                           std::min<uint64_t>(value.get<uint64_t>(), INT64_MAX))
                      : value.get<int64_t>();
     bool ignored = isLabels && id == kIgnoreIndex;
     if (!ignored && (id < 0 || (vocabSize > 0 && id >= vocabSize))) {
-      return std::string("'") + key + "'[" + std::to_string(i) + "] = " +
-             std::to_string(id) + " is not in [0, " +
-             std::to_string(vocabSize) + ")" +
-             (isLabels ? " or -100" : "");
+      return std::string("'") + key + "'[" + std::to_string(i) +
+             "] = " + std::to_string(id) + " is not in [0, " +
+             std::to_string(vocabSize) + ")" + (isLabels ? " or -100" : "");
     }
     out.push_back(id);
   }
@@ -273,8 +271,7 @@ static std::string readIds(const json &row, const char *key,
 
 /// Parses a JSONL file into `segment`: one object per line.
 static std::string openJsonl(const std::string &path,
-                             const DataOptions &options,
-                             DataSegment &segment) {
+                             const DataOptions &options, DataSegment &segment) {
   std::ifstream file(path);
   if (!file) {
     return path + ": cannot open: " + std::strerror(errno);
@@ -371,31 +368,31 @@ std::unique_ptr<DataLoader> DataLoader::open(const DataOptions &options,
   }
   uint64_t length = static_cast<uint64_t>(options.sequenceLen);
   loader->sequences = loader->tokens / length;
-  std::string what = files.size() == 1
-                         ? files[0]
-                         : options.path + " (" + std::to_string(files.size()) +
-                               " files)";
+  std::string what =
+      files.size() == 1
+          ? files[0]
+          : options.path + " (" + std::to_string(files.size()) + " files)";
   if (loader->sequences == 0) {
     error = what + ": " + std::to_string(loader->tokens) +
-            " tokens, fewer than one sequence of " +
-            std::to_string(length) + " (sequence_len)";
+            " tokens, fewer than one sequence of " + std::to_string(length) +
+            " (sequence_len)";
     return nullptr;
   }
   loader->description =
       what + ": " + std::to_string(loader->tokens) + " tokens, " +
       std::to_string(loader->sequences) + " sequences of " +
-      std::to_string(length) + " (" +
-      std::to_string(loader->tokens % length) + " dropped), " +
-      (options.shuffle ? "shuffled" : "in file order");
+      std::to_string(length) + " (" + std::to_string(loader->tokens % length) +
+      " dropped), " + (options.shuffle ? "shuffled" : "in file order");
   return loader;
 }
 
 void DataLoader::copyTokens(uint64_t start, uint64_t count, int64_t *ids,
                             int64_t *labels) const {
   // The segment holding `start`: the last one that begins at or before it.
-  auto it = std::upper_bound(
-      segments.begin(), segments.end(), start,
-      [](uint64_t value, const auto &segment) { return value < segment->start; });
+  auto it = std::upper_bound(segments.begin(), segments.end(), start,
+                             [](uint64_t value, const auto &segment) {
+                               return value < segment->start;
+                             });
   size_t index = static_cast<size_t>(it - segments.begin()) - 1;
   while (count > 0) {
     const DataSegment &segment = *segments[index];
@@ -444,10 +441,10 @@ void DataLoader::next(int64_t *inputIds, int64_t *labels) {
       uint64_t base = splitMix64(options.seed ^ 0x7461696c6f72ull);
       for (uint64_t t = 0; t < length; ++t) {
         uint64_t bits = splitMix64(base ^ splitMix64(pos.index * length + t));
-        ids[t] = rowLabels[t] = static_cast<int64_t>(
-            (static_cast<unsigned __int128>(bits) *
-             static_cast<uint64_t>(options.vocabSize)) >>
-            64);
+        ids[t] = rowLabels[t] =
+            static_cast<int64_t>((static_cast<unsigned __int128>(bits) *
+                                  static_cast<uint64_t>(options.vocabSize)) >>
+                                 64);
       }
       ++pos.index;
       continue;
@@ -464,9 +461,9 @@ void DataLoader::next(int64_t *inputIds, int64_t *labels) {
 bool DataLoader::setPosition(DataPosition position, std::string &error) {
   if (dummy ? position.epoch != 0 : position.index >= sequences) {
     error = "data position (epoch " + std::to_string(position.epoch) +
-            ", sequence " + std::to_string(position.index) +
-            ") does not fit " + options.path + " (" +
-            std::to_string(sequences) + " sequences per epoch)";
+            ", sequence " + std::to_string(position.index) + ") does not fit " +
+            options.path + " (" + std::to_string(sequences) +
+            " sequences per epoch)";
     return false;
   }
   pos = position;

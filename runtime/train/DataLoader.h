@@ -1,4 +1,5 @@
-//===- DataLoader.h - packed, shuffled token batches for training -*- C++ -*-===//
+//===- DataLoader.h - packed, shuffled token batches for training -*- C++
+//-*-===//
 //
 // The trainer reads pre-tokenized data in the formats people already have
 // (FORMATS.md): nanoGPT `.bin` files (raw little-endian uint16, or uint32 for

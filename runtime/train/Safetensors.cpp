@@ -25,9 +25,9 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 size_t safetensorsDTypeSize(std::string_view dtype) {
   static const std::pair<std::string_view, size_t> kSizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1},
-      {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},
-      {"U32", 4},  {"F32", 4}, {"F64", 8},  {"I64", 8},     {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   for (const auto &[name, size] : kSizes) {
     if (name == dtype) {
       return size;
@@ -237,8 +237,7 @@ std::string SafetensorsFile::parse(const uint8_t *data, uint64_t size) {
     }
     if (end > dataSize) {
       return where + "data_offsets end at " + std::to_string(end) +
-             ", past the data section (" + std::to_string(dataSize) +
-             " bytes)";
+             ", past the data section (" + std::to_string(dataSize) + " bytes)";
     }
     tensor.data = dataStart + begin;
     tensor.size = end - begin;
@@ -296,7 +295,8 @@ bool buildSafetensorsHeader(std::vector<SafetensorsInput> &tensors,
     const SafetensorsInput &tensor = tensors[i];
     if (tensor.name == "__metadata__" ||
         (i > 0 && tensors[i - 1].name == tensor.name)) {
-      error = "tensor " + jsonQuoted(tensor.name) + ": duplicate or reserved name";
+      error =
+          "tensor " + jsonQuoted(tensor.name) + ": duplicate or reserved name";
       return false;
     }
     size_t elementSize = safetensorsDTypeSize(tensor.dtype);
@@ -366,7 +366,8 @@ bool writeSafetensors(const std::string &path,
     uint64_t cols = static_cast<uint64_t>(tensor.shape[1]);
     size_t element = safetensorsDTypeSize(tensor.dtype);
     const uint8_t *in = static_cast<const uint8_t *>(tensor.data);
-    uint64_t rowsPerChunk = std::max<uint64_t>(1, (1u << 20) / std::max<uint64_t>(1, cols * element));
+    uint64_t rowsPerChunk = std::max<uint64_t>(
+        1, (1u << 20) / std::max<uint64_t>(1, cols * element));
     std::vector<uint8_t> chunk;
     for (uint64_t row = 0; row < rows; row += rowsPerChunk) {
       uint64_t count = std::min(rowsPerChunk, rows - row);

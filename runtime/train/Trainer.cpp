@@ -90,11 +90,11 @@ struct BindingRule {
   Slot *slot;
 };
 
-std::string bindEntry(const LoadedPlan &plan, const Session &session,
-                      const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>>
-                          *bindings,
-                      int entry, const char *entryName, const char *what,
-                      std::vector<BindingRule> rules) {
+std::string
+bindEntry(const LoadedPlan &plan, const Session &session,
+          const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>> *bindings,
+          int entry, const char *entryName, const char *what,
+          std::vector<BindingRule> rules) {
   if (bindings) {
     for (const fb::Binding *binding : *bindings) {
       if (static_cast<int>(binding->entry()) != entry) {
@@ -191,7 +191,8 @@ void requestTrainingStop() { stopRequested = 1; }
 
 int64_t dropoutSeed(uint64_t seed, int64_t step, int64_t micro) {
   uint64_t x = seed;
-  for (uint64_t part : {static_cast<uint64_t>(step), static_cast<uint64_t>(micro)}) {
+  for (uint64_t part :
+       {static_cast<uint64_t>(step), static_cast<uint64_t>(micro)}) {
     x ^= part + 0x9e3779b97f4a7c15ull + (x << 6) + (x >> 2);
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -224,9 +225,9 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   int optimizerEntry = session->findEntry("optimizer_step");
   if (trainEntry < 0 || optimizerEntry < 0 || !training) {
     return plan->name() + ": not a training plan (no " +
-           (trainEntry < 0 ? "train_step entry"
-                           : optimizerEntry < 0 ? "optimizer_step entry"
-                                                : "training section") +
+           (trainEntry < 0       ? "train_step entry"
+            : optimizerEntry < 0 ? "optimizer_step entry"
+                                 : "training section") +
            "); compile it with a recipe";
   }
   int64_t microBatch = training->micro_batch_size();
@@ -254,16 +255,17 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       !problem.empty()) {
     return problem;
   }
-  if (std::string problem =
-          bindEntry(*plan, *session, root.inputs(), optimizerEntry,
-                    "optimizer_step", "input", {{"step", true, {}, ints, &stepSlot}});
+  if (std::string problem = bindEntry(*plan, *session, root.inputs(),
+                                      optimizerEntry, "optimizer_step", "input",
+                                      {{"step", true, {}, ints, &stepSlot}});
       !problem.empty()) {
     return problem;
   }
-  if (std::string problem = bindEntry(
-          *plan, *session, root.outputs(), optimizerEntry, "optimizer_step",
-          "output",
-          {{"lr", true, {}, floats, &lr}, {"grad_norm", true, {}, floats, &gradNorm}});
+  if (std::string problem =
+          bindEntry(*plan, *session, root.outputs(), optimizerEntry,
+                    "optimizer_step", "output",
+                    {{"lr", true, {}, floats, &lr},
+                     {"grad_norm", true, {}, floats, &gradNorm}});
       !problem.empty()) {
     return problem;
   }
@@ -272,11 +274,13 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     return error;
   }
 
-  int64_t maxSteps = options.maxSteps > 0 ? options.maxSteps : training->max_steps();
+  int64_t maxSteps =
+      options.maxSteps > 0 ? options.maxSteps : training->max_steps();
   if (maxSteps <= 0) {
     return plan->name() + ": the plan sets no max_steps; pass --max-steps";
   }
-  int64_t saveSteps = options.saveSteps >= 0 ? options.saveSteps : training->save_steps();
+  int64_t saveSteps =
+      options.saveSteps >= 0 ? options.saveSteps : training->save_steps();
   int64_t loggingSteps = std::max<int64_t>(1, training->logging_steps());
   int64_t stopAfter = options.stopAfterStep;
   if (stopAfter < 0) {
@@ -316,8 +320,10 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     if (from == "latest") {
       from = findLatestCheckpoint(options.outputDir);
       if (from.empty()) {
-        std::fprintf(err, "tailor train: no checkpoint in %s; starting at "
-                          "step 0\n", options.outputDir.c_str());
+        std::fprintf(err,
+                     "tailor train: no checkpoint in %s; starting at "
+                     "step 0\n",
+                     options.outputDir.c_str());
       }
     }
     if (!from.empty()) {
@@ -333,8 +339,9 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
         return from + ": " + error;
       }
       if (state.seed != training->seed()) {
-        std::fprintf(err, "tailor train: warning: %s was trained with seed "
-                          "%" PRIu64 ", the plan has %" PRIu64 "\n",
+        std::fprintf(err,
+                     "tailor train: warning: %s was trained with seed "
+                     "%" PRIu64 ", the plan has %" PRIu64 "\n",
                      from.c_str(), state.seed, training->seed());
         state.seed = training->seed();
       }
@@ -351,16 +358,22 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   std::unique_ptr<FILE, int (*)(FILE *)> metricsCloser(metrics, std::fclose);
 
   int64_t tokensPerStep = microBatch * sequenceLen * accumulation;
-  std::fprintf(out, "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
-                    " accumulation = %" PRId64 " tokens/step, steps %" PRId64
-                    "..%" PRId64 "\n",
+  std::fprintf(out,
+               "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
+               " accumulation = %" PRId64 " tokens/step, ",
                plan->name().c_str(), layout.adapter.variant.c_str(), microBatch,
-               sequenceLen, accumulation, tokensPerStep, state.globalStep + 1,
-               maxSteps);
+               sequenceLen, accumulation, tokensPerStep);
+  if (state.globalStep < maxSteps) {
+    std::fprintf(out, "steps %" PRId64 "..%" PRId64 "\n", state.globalStep + 1,
+                 maxSteps);
+  } else {
+    std::fprintf(out, "already at step %" PRId64 "\n", maxSteps);
+  }
   std::fprintf(out, "data %s\n", data->describe().c_str());
   std::fflush(out);
 
-  // --- The loop ---------------------------------------------------------------
+  // --- The loop
+  // ---------------------------------------------------------------
   SignalGuard signals(options.handleSignals);
   bool bar = isatty(fileno(err));
   int width = static_cast<int>(std::to_string(maxSteps).size());
@@ -385,7 +398,8 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
         int64_t seed = dropoutSeed(training->seed(), step, micro);
         writeInts(seedSlot, &seed, 1);
       }
-      if (std::string problem = session->runEntry(trainEntry); !problem.empty()) {
+      if (std::string problem = session->runEntry(trainEntry);
+          !problem.empty()) {
         clearBar();
         return "step " + std::to_string(step) + ", micro-batch " +
                std::to_string(micro) + ": " + problem;
@@ -400,12 +414,14 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       lossSum += value;
     }
     writeInts(stepSlot, &step, 1);
-    if (std::string problem = session->runEntry(optimizerEntry); !problem.empty()) {
+    if (std::string problem = session->runEntry(optimizerEntry);
+        !problem.empty()) {
       clearBar();
       return "step " + std::to_string(step) + ", optimizer step: " + problem;
     }
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     double stepLoss = lossSum / static_cast<double>(accumulation);
     double stepLr = readScalar(lr);
     double stepNorm = readScalar(gradNorm);
@@ -432,12 +448,13 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     double eta = perStep * static_cast<double>(maxSteps - step);
     double tokensPerSecond = static_cast<double>(tokensPerStep) / seconds;
 
-    std::fprintf(metrics,
-                 "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":"
-                 "%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%" PRId64
-                 ",\"epoch\":%.6f}\n",
-                 step, stepLoss, stepLr, stepNorm, tokensPerSecond,
-                 seconds * 1e3, tokensPerStep, data->epochProgress());
+    std::fprintf(
+        metrics,
+        "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":"
+        "%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%" PRId64
+        ",\"epoch\":%.6f}\n",
+        step, stepLoss, stepLr, stepNorm, tokensPerSecond, seconds * 1e3,
+        tokensPerStep, data->epochProgress());
     std::fflush(metrics);
     if (step % loggingSteps == 0 || step == maxSteps ||
         step == result.startStep + 1) {
@@ -445,9 +462,10 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       clearBar();
       std::fprintf(out,
                    "step %*" PRId64 "/%" PRId64 " | loss %.6f | norm %.4f | lr "
-                   "%.2e | %.0f ms | %.0f tok/s | eta %s\n",
+                   "%.2e | %.*f ms | %.0f tok/s | eta %s\n",
                    width, step, maxSteps, stepLoss, stepNorm, stepLr,
-                   seconds * 1e3, tokensPerSecond, formatDuration(eta).c_str());
+                   seconds < 0.01 ? 2 : 0, seconds * 1e3, tokensPerSecond,
+                   formatDuration(eta).c_str());
       std::fflush(out);
     }
     if (bar) {

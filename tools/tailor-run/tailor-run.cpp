@@ -41,6 +41,9 @@ options:
   --output NAME=FILE.npy  write output NAME to FILE.npy
   --output-dir DIR        write every output as DIR/NAME.npy ('/' in a name
                           becomes '_')
+  --entry NAME            the entry to run (default: the first; a training
+                          plan has train_step and optimizer_step); only its
+                          inputs and outputs are used
   --threads N             CPU worker threads (default: the plan's or the cores)
   --repeat N              run N times and print the mean time per run to stderr
   --list                  print the plan's inputs, outputs and memory; run nothing
@@ -56,6 +59,7 @@ struct Options {
   std::string plan;
   std::vector<std::string> inputs, outputs; // NAME=FILE, as given
   std::string outputDir;
+  std::string entry;
   int threads = 0;
   int repeat = 1;
   bool timed = false;
@@ -99,7 +103,7 @@ bool parseArgs(int argc, char **argv, Options &opts, std::string &error) {
     // Options with a value: --flag VALUE or --flag=VALUE.
     std::string flag = arg.substr(0, arg.find('=')), value;
     if (flag != "--input" && flag != "--output" && flag != "--output-dir" &&
-        flag != "--threads" && flag != "--repeat") {
+        flag != "--threads" && flag != "--repeat" && flag != "--entry") {
       error = "unknown option '" + arg + "' (see --help)";
       return false;
     }
@@ -117,6 +121,8 @@ bool parseArgs(int argc, char **argv, Options &opts, std::string &error) {
       opts.outputs.push_back(value);
     } else if (flag == "--output-dir") {
       opts.outputDir = value;
+    } else if (flag == "--entry") {
+      opts.entry = value;
     } else if (flag == "--threads") {
       if (!parseCount(flag, value, 0, opts.threads, error)) {
         return false;
@@ -356,8 +362,28 @@ int runMain(int argc, char **argv) {
     printList(*plan);
     return 0;
   }
-  std::vector<TensorInfo> inputInfos = plan->inputs();
-  std::vector<TensorInfo> outputInfos = plan->outputs();
+  // The entry to run, and the inputs and outputs that belong to it.
+  std::vector<std::string> entries = plan->entries();
+  std::string entry = opts.entry.empty() ? entries.front() : opts.entry;
+  auto entryIt = std::find(entries.begin(), entries.end(), entry);
+  if (entryIt == entries.end()) {
+    std::string known;
+    for (const std::string &name : entries) {
+      known += (known.empty() ? "" : ", ") + name;
+    }
+    return fail("the plan has no entry '" + entry + "' (it has: " + known + ")");
+  }
+  int entryIndex = static_cast<int>(entryIt - entries.begin());
+  auto ofEntry = [&](std::vector<TensorInfo> infos) {
+    infos.erase(std::remove_if(infos.begin(), infos.end(),
+                               [&](const TensorInfo &info) {
+                                 return info.entry != entryIndex;
+                               }),
+                infos.end());
+    return infos;
+  };
+  std::vector<TensorInfo> inputInfos = ofEntry(plan->inputs());
+  std::vector<TensorInfo> outputInfos = ofEntry(plan->outputs());
 
   // Inputs: every plan input exactly once, read and converted up front.
   std::map<std::string, std::string> inputFiles;
@@ -451,7 +477,7 @@ int runMain(int argc, char **argv) {
       }
     }
     Clock::time_point start = Clock::now();
-    if (Status status = session->run(); !status) {
+    if (Status status = session->runEntry(entry); !status) {
       return fail("run failed: " + status.message());
     }
     double ms =

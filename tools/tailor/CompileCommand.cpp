@@ -13,7 +13,11 @@
 
 #include "tools/tailor/Commands.h"
 
+#include "compiler/PeftAdapter.h"
 #include "compiler/Pipelines.h"
+#include "compiler/Recipe.h"
+#include "passes/graph/Passes.h"
+#include "passes/memory/Passes.h"
 #include "compiler/PlanWriter.h"
 #include "compiler/Registration.h"
 #include "frontends/onnx/OnnxImporter.h"
@@ -31,7 +35,7 @@ namespace tailor {
 
 namespace {
 
-enum class Stage { Import, Graph, Schedule, Plan };
+enum class Stage { Import, Graph, Train, Schedule, Plan };
 enum class Emit { Default, Mlir, Plan };
 
 /// Prints diagnostics as `tailor compile: error: ...`, naming the ONNX node
@@ -78,6 +82,9 @@ int runCompile(int argc, const char **argv) {
                             "the literal ONNX graph in tg, static shapes"),
                  clEnumValN(Stage::Graph, "graph",
                             "raised: linear, rms_norm, rope, attention, ..."),
+                 clEnumValN(Stage::Train, "train",
+                            "the training step: adapters, loss, backward, "
+                            "optimizer (needs --recipe)"),
                  clEnumValN(Stage::Schedule, "schedule",
                             "the per-rank sched.program (arenas, launches)"),
                  clEnumValN(Stage::Plan, "plan",
@@ -91,6 +98,17 @@ int runCompile(int argc, const char **argv) {
       cl::values(clEnumValN(Emit::Mlir, "mlir", "textual MLIR"),
                  clEnumValN(Emit::Plan, "plan", "a .tplan file")),
       cl::cat(category));
+  cl::opt<std::string> recipePath(
+      "recipe", cl::desc("training recipe (YAML): compile a training plan"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::list<std::string> overrides(
+      cl::Positional, cl::ZeroOrMore,
+      cl::desc("[key=value ...] recipe overrides"), cl::cat(category));
+  cl::opt<std::string> adapterDir(
+      "adapter",
+      cl::desc("apply a trained PEFT LoRA adapter (a directory with "
+               "adapter_config.json and adapter_model.safetensors)"),
+      cl::value_desc("dir"), cl::cat(category));
   cl::opt<int64_t> threads(
       "threads",
       cl::desc("CPU workers the plan sizes per-worker workspaces for"),
@@ -117,7 +135,44 @@ int runCompile(int argc, const char **argv) {
     return 1;
   }
 
+  bool training = !recipePath.empty() || !overrides.empty();
+  if (training && !adapterDir.empty()) {
+    llvm::errs() << "tailor compile: error: --adapter compiles an inference "
+                    "plan; to continue training from an adapter, compile with "
+                    "--recipe and pass it to `tailor train --init-adapter`\n";
+    return 1;
+  }
+  if (compileTo == Stage::Train && !training) {
+    llvm::errs() << "tailor compile: error: --compile-to=train needs --recipe\n";
+    return 1;
+  }
+  TrainingRecipe recipe;
+  if (training) {
+    auto loaded = loadRecipe(recipePath, overrides);
+    if (!loaded) {
+      llvm::errs() << "tailor compile: error: "
+                   << llvm::toString(loaded.takeError()) << "\n";
+      return 1;
+    }
+    recipe = std::move(*loaded);
+  }
+  std::optional<PeftAdapterConfig> adapter;
+  if (!adapterDir.empty()) {
+    auto config = readPeftAdapterConfig(adapterDir);
+    if (!config) {
+      llvm::errs() << "tailor compile: error: "
+                   << llvm::toString(config.takeError()) << "\n";
+      return 1;
+    }
+    adapter = std::move(*config);
+  }
+
   onnx_import::ImportOptions options;
+  if (training) {
+    // The recipe's batch shape, unless the command line says otherwise.
+    options.batch = recipe.microBatchSize;
+    options.seq = recipe.sequenceLen;
+  }
   if (batch.getNumOccurrences()) {
     if (batch <= 0) {
       llvm::errs() << "tailor compile: error: --batch must be positive, got "
@@ -125,6 +180,7 @@ int runCompile(int argc, const char **argv) {
       return 1;
     }
     options.batch = batch;
+    recipe.microBatchSize = batch;
   }
   if (seq.getNumOccurrences()) {
     if (seq <= 0) {
@@ -133,6 +189,7 @@ int runCompile(int argc, const char **argv) {
       return 1;
     }
     options.seq = seq;
+    recipe.sequenceLen = seq;
   }
   for (const std::string &binding : dims) {
     auto [name, value] = llvm::StringRef(binding).split('=');
@@ -159,14 +216,70 @@ int runCompile(int argc, const char **argv) {
   if (failed(module)) {
     return 1;
   }
+  if (training) {
+    // The recipe goes into the plan; the vocabulary is the logits' width.
+    int64_t vocab = 0;
+    if (auto forward = (*module)->lookupSymbol<mlir::func::FuncOp>("forward")) {
+      auto results = forward.getFunctionType().getResults();
+      if (!results.empty()) {
+        if (auto logits = llvm::dyn_cast<mlir::RankedTensorType>(results[0]);
+            logits && logits.getRank() == 3) {
+          vocab = logits.getDimSize(2);
+        }
+      }
+    }
+    if (recipe.baseModel.empty()) {
+      recipe.baseModel = llvm::sys::path::filename(input).str();
+    }
+    attachRecipe(**module, recipe, vocab);
+  }
+  if (adapter && compileTo != Stage::Import) {
+    // Graph, then the adapter's layers with weights bound from its file.
+    mlir::PassManager pm(&context);
+    buildGraphPipeline(pm);
+    graph::InsertLoraPassOptions lora;
+    lora.rank = adapter->r;
+    lora.alpha = adapter->alpha;
+    lora.rslora = adapter->useRslora;
+    lora.layers = adapter->layers;
+    std::string targets;
+    for (const std::string &name : adapter->targetModules) {
+      targets += (targets.empty() ? "" : ",") + name;
+    }
+    lora.targets = targets;
+    pm.addPass(graph::createInsertLoraPass(lora));
+    if (failed(pm.run(**module)) ||
+        failed(bindPeftAdapterWeights(**module, adapterDir))) {
+      llvm::errs() << "tailor compile: error: cannot apply the adapter in '"
+                   << adapterDir << "'\n";
+      return 1;
+    }
+    (*module)->getOperation()->removeAttr("tg.adapter");
+  }
   if (compileTo != Stage::Import) {
     mlir::PassManager pm(&context);
     const char *what = "graph";
-    if (compileTo == Stage::Graph) {
+    ScheduleOptions scheduleOptions;
+    scheduleOptions.threads = threads;
+    if (training) {
+      what = "training";
+      if (compileTo == Stage::Graph) {
+        buildGraphPipeline(pm);
+      } else if (compileTo == Stage::Train) {
+        buildTrainingPipeline(pm, recipe, scheduleOptions, /*schedule=*/false);
+      } else {
+        buildTrainingPipeline(pm, recipe, scheduleOptions, /*schedule=*/true);
+      }
+    } else if (adapter) {
+      what = "schedule";
+      if (compileTo != Stage::Graph) {
+        memory::LowerToSchedPassOptions lower;
+        lower.threads = threads;
+        pm.addPass(memory::createLowerToSchedPass(lower));
+      }
+    } else if (compileTo == Stage::Graph) {
       buildGraphPipeline(pm);
     } else {
-      ScheduleOptions scheduleOptions;
-      scheduleOptions.threads = threads;
       buildSchedulePipeline(pm, scheduleOptions);
       what = "schedule";
     }

@@ -26,9 +26,9 @@
 namespace tailor {
 
 /// `--resume` takes an optional value. llvm::cl only reads an optional value
-/// written as `--resume=PATH`, so `--resume PATH` is rewritten to that when
-/// PATH is a directory (a checkpoint; the plan is a file, so the positional
-/// argument is never taken for it).
+/// written as `--resume=PATH`, so `--resume PATH` is rewritten to that unless
+/// PATH is an option or the plan (a .tplan name or an existing file: a
+/// checkpoint is a directory).
 static std::vector<std::string> joinResumeValue(int argc, const char **argv) {
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i + 1 < args.size(); ++i) {
@@ -37,8 +37,9 @@ static std::vector<std::string> joinResumeValue(int argc, const char **argv) {
     }
     struct stat info;
     const std::string &next = args[i + 1];
-    if (!next.empty() && next[0] != '-' && ::stat(next.c_str(), &info) == 0 &&
-        S_ISDIR(info.st_mode)) {
+    bool isFile = ::stat(next.c_str(), &info) == 0 && !S_ISDIR(info.st_mode);
+    bool isPlan = llvm::StringRef(next).ends_with(".tplan");
+    if (!next.empty() && next[0] != '-' && !isFile && !isPlan) {
       args[i] = "--resume=" + next;
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     }
@@ -61,7 +62,8 @@ int runTrain(int argc, const char **argv) {
       "data-dtype", cl::desc("token type of raw .bin files: uint16 or uint32"),
       cl::value_desc("type"), cl::init("uint16"), cl::cat(category));
   cl::opt<int64_t> maxSteps(
-      "max-steps", cl::desc("optimizer steps to train to (default: the plan's)"),
+      "max-steps",
+      cl::desc("optimizer steps to train to (default: the plan's)"),
       cl::value_desc("n"), cl::init(0), cl::cat(category));
   cl::opt<std::string> outputDir(
       "output-dir",

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a declaration below changes incompatibly. */
-#define TAILOR_RUNTIME_API_VERSION 2
+#define TAILOR_RUNTIME_API_VERSION 3
 
 typedef enum tailor_status {
   TAILOR_OK = 0,
@@ -138,6 +138,19 @@ tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
 tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
                                       tailor_tensor_info *info);
 
+/**
+ * Entries: named runs of steps. An inference plan has one, "forward"; a
+ * training plan has "train_step" (one micro-batch: forward, backward,
+ * gradient accumulation) and "optimizer_step" (clipping, learning rate,
+ * update). Every input and output belongs to one entry.
+ */
+int tailor_plan_entry_count(const tailor_plan *plan);
+/** The name of entry `index`, or NULL; valid while the plan lives. */
+const char *tailor_plan_entry_name(const tailor_plan *plan, int index);
+/** The entry input / output `index` belongs to, or -1. */
+int tailor_plan_input_entry(const tailor_plan *plan, int index);
+int tailor_plan_output_entry(const tailor_plan *plan, int index);
+
 /** The memory the plan predicts (the arenas a session will allocate). */
 tailor_status tailor_plan_memory(const tailor_plan *plan,
                                  tailor_memory_report *report);
@@ -166,8 +179,15 @@ tailor_status tailor_session_set_input(tailor_session *session,
                                        const int64_t *shape, int rank,
                                        const void *data, size_t bytes);
 
-/** Runs the plan's steps once (a forward pass, or a training step). */
+/** Runs the plan's first entry once (the forward pass of an inference plan). */
 tailor_status tailor_session_run(tailor_session *session);
+
+/**
+ * Runs entry `name` once. Training state (gradients, optimizer moments) and
+ * parameters persist across runs; outputs stay valid until the next run.
+ */
+tailor_status tailor_session_run_entry(tailor_session *session,
+                                       const char *name);
 
 /**
  * Points `*data` at output `name` inside the session's arenas (valid until

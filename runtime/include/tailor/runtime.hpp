@@ -135,11 +135,13 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   /// Bytes of the dense row-major tensor.
   uint64_t bytes = 0;
+  /// The entry (tailor_plan_entry_name) that reads or writes it.
+  int entry = 0;
 
   static TensorInfo fromC(const tailor_tensor_info &info) {
     int rank = info.rank < 0 ? 0 : std::min(info.rank, TAILOR_MAX_RANK);
     return {info.name ? info.name : "", info.dtype,
-            std::vector<int64_t>(info.shape, info.shape + rank), info.bytes};
+            std::vector<int64_t>(info.shape, info.shape + rank), info.bytes, 0};
   }
 };
 
@@ -170,10 +172,20 @@ public:
   }
 
   std::vector<TensorInfo> inputs() const {
-    return collect(tailor_plan_input_count(get()), tailor_plan_input_info);
+    return collect(tailor_plan_input_count(get()), tailor_plan_input_info,
+                   tailor_plan_input_entry);
   }
   std::vector<TensorInfo> outputs() const {
-    return collect(tailor_plan_output_count(get()), tailor_plan_output_info);
+    return collect(tailor_plan_output_count(get()), tailor_plan_output_info,
+                   tailor_plan_output_entry);
+  }
+  /// Entry names, in order ("forward", or "train_step", "optimizer_step").
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (int i = 0; i < tailor_plan_entry_count(get()); ++i) {
+      names.emplace_back(tailor_plan_entry_name(get(), i));
+    }
+    return names;
   }
   /// The memory the plan predicts a session will allocate.
   Expected<tailor_memory_report> memory() const {
@@ -193,12 +205,14 @@ private:
 
   using InfoFn = tailor_status (*)(const tailor_plan *, int,
                                    tailor_tensor_info *);
-  std::vector<TensorInfo> collect(int count, InfoFn fn) const {
+  using EntryFn = int (*)(const tailor_plan *, int);
+  std::vector<TensorInfo> collect(int count, InfoFn fn, EntryFn entryOf) const {
     std::vector<TensorInfo> infos;
     for (int i = 0; i < count; ++i) {
       tailor_tensor_info info{};
       if (fn(get(), i, &info) == TAILOR_OK) {
         infos.push_back(TensorInfo::fromC(info));
+        infos.back().entry = entryOf(get(), i);
       }
     }
     return infos;
@@ -241,6 +255,10 @@ public:
   }
   /// Runs the plan's steps once.
   Status run() { return Status::fromCall(tailor_session_run(session_.get())); }
+  /// Runs one entry of a plan by name.
+  Status runEntry(const std::string &name) {
+    return Status::fromCall(tailor_session_run_entry(session_.get(), name.c_str()));
+  }
 
   Expected<OutputView> output(const std::string &name) const {
     OutputView view;

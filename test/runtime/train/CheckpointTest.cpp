@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/train/AtomicFile.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/AtomicFile.h"
 #include "runtime/train/Safetensors.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +28,8 @@ class TempDir {
 public:
   TempDir() {
     const char *base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base ? base : "/tmp") + "/tailor-ck-XXXXXX";
+    std::string pattern =
+        std::string(base ? base : "/tmp") + "/tailor-ck-XXXXXX";
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     path = mkdtemp(buffer.data());
@@ -69,7 +70,8 @@ const char *kB = "model.layers.0.self_attn.q_proj.lora_B.weight";
 struct Model {
   std::vector<float> a = std::vector<float>(8), b = std::vector<float>(8);
   std::vector<float> moments[4] = {std::vector<float>(8), std::vector<float>(8),
-                                   std::vector<float>(8), std::vector<float>(8)};
+                                   std::vector<float>(8),
+                                   std::vector<float>(8)};
   CheckpointLayout layout;
 
   explicit Model(float base, const std::string &variant = "lora") {
@@ -87,8 +89,8 @@ struct Model {
       std::string param = i < 2 ? kA : kB;
       std::vector<int64_t> shape =
           i < 2 ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{4, 2};
-      layout.states.push_back({param + "." + kinds[i % 2], DType::F32, shape,
-                               moments[i].data()});
+      layout.states.push_back(
+          {param + "." + kinds[i % 2], DType::F32, shape, moments[i].data()});
     }
     computeFingerprint(layout);
   }
@@ -97,7 +99,8 @@ struct Model {
       a[i] = base + static_cast<float>(i);
       b[i] = -base - static_cast<float>(i);
       for (int m = 0; m < 4; ++m) {
-        moments[m][i] = base * static_cast<float>(m + 1) + 0.5f * static_cast<float>(i);
+        moments[m][i] =
+            base * static_cast<float>(m + 1) + 0.5f * static_cast<float>(i);
       }
     }
   }
@@ -117,18 +120,17 @@ TEST(Checkpoint, SavesPeftAdapterOptimizerAndStateAtomically) {
   TempDir dir;
   Model model(1.0f);
   std::string error;
-  ASSERT_TRUE(saveCheckpoint(model.layout, stateAt(10, model.layout), dir.path,
-                             error))
+  ASSERT_TRUE(
+      saveCheckpoint(model.layout, stateAt(10, model.layout), dir.path, error))
       << error;
   // Only the final directory: no temporary or old directory left behind.
   EXPECT_EQ(listDir(dir.path), std::vector<std::string>{"checkpoint-10"});
   std::string ck = dir.path + "/checkpoint-10";
-  EXPECT_EQ(listDir(ck),
-            (std::vector<std::string>{"adapter_config.json",
-                                      "adapter_model.safetensors",
-                                      "optimizer.safetensors",
-                                      "trainer_state.json"}));
-  auto adapter = SafetensorsFile::open(ck + "/adapter_model.safetensors", error);
+  EXPECT_EQ(listDir(ck), (std::vector<std::string>{
+                             "adapter_config.json", "adapter_model.safetensors",
+                             "optimizer.safetensors", "trainer_state.json"}));
+  auto adapter =
+      SafetensorsFile::open(ck + "/adapter_model.safetensors", error);
   ASSERT_TRUE(adapter) << error;
   EXPECT_EQ(adapter->metadata().at("format"), "pt");
   const SafetensorsTensor *a =
@@ -148,24 +150,27 @@ TEST(Checkpoint, SavesPeftAdapterOptimizerAndStateAtomically) {
         "\"lora_alpha\": 16,", "\"bias\": \"none\"", "\"use_dora\": false",
         "\"fan_in_fan_out\": false", "\"inference_mode\": true",
         "\"layers_to_transform\": null", "\"rank_pattern\": {}",
-        "\"base_model_name_or_path\": \"tiny-llama\"", "\"modules_to_save\": null",
-        "\"use_rslora\": false", "\"init_lora_weights\": true"}) {
-    EXPECT_NE(config.find(expected), std::string::npos) << expected << "\n" << config;
+        "\"base_model_name_or_path\": \"tiny-llama\"",
+        "\"modules_to_save\": null", "\"use_rslora\": false",
+        "\"init_lora_weights\": true"}) {
+    EXPECT_NE(config.find(expected), std::string::npos) << expected << "\n"
+                                                        << config;
   }
-  EXPECT_NE(config.find("\"q_proj\",\n    \"v_proj\""), std::string::npos) << config;
+  EXPECT_NE(config.find("\"q_proj\",\n    \"v_proj\""), std::string::npos)
+      << config;
 }
 
 TEST(Checkpoint, LoadRestoresTensorsAndState) {
   TempDir dir;
   Model model(1.0f);
   std::string error;
-  ASSERT_TRUE(saveCheckpoint(model.layout, stateAt(7, model.layout), dir.path,
-                             error))
+  ASSERT_TRUE(
+      saveCheckpoint(model.layout, stateAt(7, model.layout), dir.path, error))
       << error;
   model.fill(99.0f);
   TrainerState state;
-  ASSERT_TRUE(loadCheckpoint(model.layout, dir.path + "/checkpoint-7", state,
-                             error))
+  ASSERT_TRUE(
+      loadCheckpoint(model.layout, dir.path + "/checkpoint-7", state, error))
       << error;
   Model expected(1.0f);
   EXPECT_EQ(model.a, expected.a);
@@ -186,13 +191,16 @@ TEST(Checkpoint, ReplacesAnExistingCheckpointWhole) {
   TempDir dir;
   Model first(1.0f), second(5.0f);
   std::string error;
-  ASSERT_TRUE(saveCheckpoint(first.layout, stateAt(3, first.layout), dir.path, error));
-  ASSERT_TRUE(saveCheckpoint(second.layout, stateAt(3, second.layout), dir.path, error))
+  ASSERT_TRUE(
+      saveCheckpoint(first.layout, stateAt(3, first.layout), dir.path, error));
+  ASSERT_TRUE(
+      saveCheckpoint(second.layout, stateAt(3, second.layout), dir.path, error))
       << error;
   EXPECT_EQ(listDir(dir.path), std::vector<std::string>{"checkpoint-3"});
   Model target(0.0f);
   TrainerState state;
-  ASSERT_TRUE(loadCheckpoint(target.layout, dir.path + "/checkpoint-3", state, error));
+  ASSERT_TRUE(
+      loadCheckpoint(target.layout, dir.path + "/checkpoint-3", state, error));
   EXPECT_EQ(target.a, second.a);
 }
 
@@ -200,15 +208,18 @@ TEST(Checkpoint, FailedSaveKeepsTheOldCheckpointAndLeavesNoTemporary) {
   TempDir dir;
   Model model(1.0f);
   std::string error;
-  ASSERT_TRUE(saveCheckpoint(model.layout, stateAt(4, model.layout), dir.path, error));
-  std::string before = readFile(dir.path + "/checkpoint-4/adapter_model.safetensors");
+  ASSERT_TRUE(
+      saveCheckpoint(model.layout, stateAt(4, model.layout), dir.path, error));
+  std::string before =
+      readFile(dir.path + "/checkpoint-4/adapter_model.safetensors");
   Model broken(2.0f);
   broken.layout.states.push_back(broken.layout.states[0]); // duplicate name
-  EXPECT_FALSE(saveCheckpoint(broken.layout, stateAt(4, broken.layout), dir.path,
-                              error));
+  EXPECT_FALSE(saveCheckpoint(broken.layout, stateAt(4, broken.layout),
+                              dir.path, error));
   EXPECT_NE(error.find("optimizer.safetensors"), std::string::npos) << error;
   EXPECT_EQ(listDir(dir.path), std::vector<std::string>{"checkpoint-4"});
-  EXPECT_EQ(readFile(dir.path + "/checkpoint-4/adapter_model.safetensors"), before);
+  EXPECT_EQ(readFile(dir.path + "/checkpoint-4/adapter_model.safetensors"),
+            before);
   // Nowhere to write: an error, nothing created.
   EXPECT_FALSE(saveCheckpoint(model.layout, stateAt(5, model.layout),
                               dir.path + "/missing/dir", error));
@@ -219,7 +230,8 @@ TEST(Checkpoint, LoadRejectsMismatchesNamingFileAndTensor) {
   TempDir dir;
   Model saved(1.0f);
   std::string error;
-  ASSERT_TRUE(saveCheckpoint(saved.layout, stateAt(2, saved.layout), dir.path, error));
+  ASSERT_TRUE(
+      saveCheckpoint(saved.layout, stateAt(2, saved.layout), dir.path, error));
   std::string ck = dir.path + "/checkpoint-2";
   TrainerState state;
 
@@ -227,7 +239,9 @@ TEST(Checkpoint, LoadRejectsMismatchesNamingFileAndTensor) {
   Model more(3.0f);
   std::vector<float> extra(4, 1.0f);
   more.layout.parameters.push_back(
-      {"model.layers.1.self_attn.q_proj.lora_A.weight", DType::F32, {2, 2},
+      {"model.layers.1.self_attn.q_proj.lora_A.weight",
+       DType::F32,
+       {2, 2},
        extra.data()});
   computeFingerprint(more.layout);
   EXPECT_FALSE(loadCheckpoint(more.layout, ck, state, error));
@@ -254,8 +268,8 @@ TEST(Checkpoint, LoadRejectsMismatchesNamingFileAndTensor) {
   retyped.layout.states[0].dtype = DType::I32;
   computeFingerprint(retyped.layout);
   EXPECT_FALSE(loadCheckpoint(retyped.layout, ck, state, error));
-  EXPECT_NE(error.find(ck + "/optimizer.safetensors: tensor '" + std::string(kA) +
-                       ".exp_avg' is F32, expected I32"),
+  EXPECT_NE(error.find(ck + "/optimizer.safetensors: tensor '" +
+                       std::string(kA) + ".exp_avg' is F32, expected I32"),
             std::string::npos)
       << error;
 
@@ -264,25 +278,29 @@ TEST(Checkpoint, LoadRejectsMismatchesNamingFileAndTensor) {
   fewer.layout.states.pop_back();
   computeFingerprint(fewer.layout);
   EXPECT_FALSE(loadCheckpoint(fewer.layout, ck, state, error));
-  EXPECT_NE(error.find("has no counterpart in the plan"), std::string::npos) << error;
+  EXPECT_NE(error.find("has no counterpart in the plan"), std::string::npos)
+      << error;
 
   // Same tensors, different fingerprint (a tampered trainer state).
   Model same(3.0f);
   same.layout.fingerprint = "0123456789abcdef";
   EXPECT_FALSE(loadCheckpoint(same.layout, ck, state, error));
-  EXPECT_NE(error.find("trainer_state.json: plan fingerprint"), std::string::npos)
+  EXPECT_NE(error.find("trainer_state.json: plan fingerprint"),
+            std::string::npos)
       << error;
 
   // Corrupt files.
   std::ofstream(ck + "/optimizer.safetensors") << "garbage";
   EXPECT_FALSE(loadCheckpoint(saved.layout, ck, state, error));
-  EXPECT_NE(error.find(ck + "/optimizer.safetensors: "), std::string::npos) << error;
+  EXPECT_NE(error.find(ck + "/optimizer.safetensors: "), std::string::npos)
+      << error;
   std::ofstream(ck + "/trainer_state.json") << "{\"global_step\": ";
   EXPECT_FALSE(loadCheckpoint(saved.layout, ck, state, error));
   EXPECT_NE(error.find(ck + "/trainer_state.json: not a JSON object"),
             std::string::npos)
       << error;
-  EXPECT_FALSE(loadCheckpoint(saved.layout, dir.path + "/checkpoint-99", state, error));
+  EXPECT_FALSE(
+      loadCheckpoint(saved.layout, dir.path + "/checkpoint-99", state, error));
   EXPECT_NE(error.find("checkpoint-99/trainer_state.json: cannot open"),
             std::string::npos)
       << error;
@@ -321,7 +339,8 @@ TEST(Checkpoint, FullFineTuningWritesModelSafetensors) {
   model.layout.parameters[1].transposed = true;
   computeFingerprint(model.layout);
   std::string error;
-  ASSERT_TRUE(saveCheckpoint(model.layout, stateAt(1, model.layout), dir.path, error))
+  ASSERT_TRUE(
+      saveCheckpoint(model.layout, stateAt(1, model.layout), dir.path, error))
       << error;
   std::string ck = dir.path + "/checkpoint-1";
   EXPECT_EQ(listDir(ck), (std::vector<std::string>{"model.safetensors",
@@ -379,7 +398,8 @@ TEST(Checkpoint, LoadsPeftAdaptersConvertingHalfPrecision) {
   EXPECT_EQ(model.b, std::vector<float>(8, -2.0f));
   std::vector<uint16_t> bfA(8, 0x3f80), bfB(8, 0x4040); // bf16 1.0, 3.0
   writeAdapter(dir.path + "/bf16", good, "BF16", bfA, bfB);
-  ASSERT_TRUE(loadPeftAdapter(model.layout, dir.path + "/bf16", error)) << error;
+  ASSERT_TRUE(loadPeftAdapter(model.layout, dir.path + "/bf16", error))
+      << error;
   EXPECT_EQ(model.b, std::vector<float>(8, 3.0f));
 
   writeAdapter(dir.path + "/r4", R"({"r": 4, "lora_alpha": 16})", "F16", a, b);
@@ -388,12 +408,13 @@ TEST(Checkpoint, LoadsPeftAdaptersConvertingHalfPrecision) {
                        "match the plan's r 2"),
             std::string::npos)
       << error;
-  writeAdapter(dir.path + "/rs", R"({"r": 2, "lora_alpha": 16, "use_rslora": true})",
-               "F16", a, b);
+  writeAdapter(dir.path + "/rs",
+               R"({"r": 2, "lora_alpha": 16, "use_rslora": true})", "F16", a,
+               b);
   EXPECT_FALSE(loadPeftAdapter(model.layout, dir.path + "/rs", error));
   EXPECT_NE(error.find("use_rslora is true"), std::string::npos) << error;
-  writeAdapter(dir.path + "/dora", R"({"r": 2, "lora_alpha": 16, "use_dora": true})",
-               "F16", a, b);
+  writeAdapter(dir.path + "/dora",
+               R"({"r": 2, "lora_alpha": 16, "use_dora": true})", "F16", a, b);
   EXPECT_FALSE(loadPeftAdapter(model.layout, dir.path + "/dora", error));
 
   // Shapes must match; I64 weights are not converted.
@@ -408,12 +429,13 @@ TEST(Checkpoint, LoadsPeftAdaptersConvertingHalfPrecision) {
       error2));
   EXPECT_FALSE(loadPeftAdapter(model.layout, dir.path + "/shape", error));
   EXPECT_NE(error.find("shape/adapter_model.safetensors: tensor "
-                       "'base_model.model." + std::string(kA) +
-                       "' has shape [4, 4], expected [2, 4]"),
+                       "'base_model.model." +
+                       std::string(kA) + "' has shape [4, 4], expected [2, 4]"),
             std::string::npos)
       << error;
   EXPECT_FALSE(loadPeftAdapter(model.layout, dir.path + "/absent", error));
-  EXPECT_NE(error.find("absent/adapter_config.json: cannot open"), std::string::npos)
+  EXPECT_NE(error.find("absent/adapter_config.json: cannot open"),
+            std::string::npos)
       << error;
 }
 
@@ -472,7 +494,8 @@ TEST(Checkpoint, PeftReadsOurAdapterAndWeReadPefts) {
   ASSERT_EQ(std::system(command.c_str()), 0) << readFile(dir.path + "/log.txt");
 
   Model loaded(0.0f);
-  ASSERT_TRUE(loadPeftAdapter(loaded.layout, dir.path + "/theirs", error)) << error;
+  ASSERT_TRUE(loadPeftAdapter(loaded.layout, dir.path + "/theirs", error))
+      << error;
   for (size_t i = 0; i < 8; ++i) {
     EXPECT_EQ(loaded.a[i], 0.5f * static_cast<float>(i));
     EXPECT_EQ(loaded.b[i], -static_cast<float>(i) - 0.25f);

@@ -1,7 +1,7 @@
 //===- DataLoaderTest.cpp - token formats, packing, shuffling, resuming ---===//
 
-#include "runtime/train/AtomicFile.h"
 #include "runtime/train/DataLoader.h"
+#include "runtime/train/AtomicFile.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,8 @@ class TempDir {
 public:
   TempDir() {
     const char *base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base ? base : "/tmp") + "/tailor-dl-XXXXXX";
+    std::string pattern =
+        std::string(base ? base : "/tmp") + "/tailor-dl-XXXXXX";
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     path = mkdtemp(buffer.data());
@@ -35,7 +36,8 @@ public:
 
 void writeBytes(const std::string &path, const void *data, size_t size) {
   std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char *>(data), static_cast<std::streamsize>(size));
+  out.write(static_cast<const char *>(data),
+            static_cast<std::streamsize>(size));
 }
 
 template <typename T>
@@ -169,7 +171,8 @@ TEST(DataLoader, LlmcShards) {
   std::string lying = dir.path + "/lying.bin";
   writeShard(lying, iota16(8), 20240520, 1, 9);
   std::string error = openError(options(lying, 4, 1));
-  EXPECT_NE(error.find("lying.bin: llm.c header says 9 tokens"), std::string::npos)
+  EXPECT_NE(error.find("lying.bin: llm.c header says 9 tokens"),
+            std::string::npos)
       << error;
   std::string version = dir.path + "/version.bin";
   writeShard(version, iota16(8), 20240520, 3);
@@ -205,9 +208,10 @@ TEST(DataLoader, DirectoryAndGlobConcatenateSortedFiles) {
 TEST(DataLoader, JsonlRowsWithAndWithoutLabels) {
   TempDir dir;
   std::string path = dir.path + "/rows.jsonl";
-  std::ofstream(path) << "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3]}\n"
-                      << "\n"
-                      << "{\"input_ids\": [4, 5, 6], \"extra\": \"x\"}\n";
+  std::ofstream(path)
+      << "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3]}\n"
+      << "\n"
+      << "{\"input_ids\": [4, 5, 6], \"extra\": \"x\"}\n";
   DataOptions o = options(path, 3, 2);
   auto loader = openOk(o);
   ASSERT_TRUE(loader);
@@ -223,15 +227,19 @@ TEST(DataLoader, JsonlErrorsNameFileAndLine) {
     const char *message;
   };
   std::vector<Case> cases = {
-      {"{\"input_ids\": [1, 2]}\n{\"input_ids\": [1,\n", "rows.jsonl:2: not a JSON object"},
+      {"{\"input_ids\": [1, 2]}\n{\"input_ids\": [1,\n",
+       "rows.jsonl:2: not a JSON object"},
       {"[1, 2]\n", "rows.jsonl:1: not a JSON object"},
       {"{\"labels\": [1]}\n", "rows.jsonl:1: 'input_ids' is not an array"},
-      {"{\"input_ids\": [1, 2.5]}\n", "rows.jsonl:1: 'input_ids'[1] is not an integer"},
+      {"{\"input_ids\": [1, 2.5]}\n",
+       "rows.jsonl:1: 'input_ids'[1] is not an integer"},
       {"{\"input_ids\": [1, 2], \"labels\": [1]}\n",
        "rows.jsonl:1: 'labels' has 1 entries but 'input_ids' has 2"},
-      {"{\"input_ids\": [1, 1000]}\n", "rows.jsonl:1: 'input_ids'[1] = 1000 is not in [0, 1000)"},
+      {"{\"input_ids\": [1, 1000]}\n",
+       "rows.jsonl:1: 'input_ids'[1] = 1000 is not in [0, 1000)"},
       {"{\"input_ids\": [-1]}\n", "rows.jsonl:1: 'input_ids'[0] = -1"},
-      {"{\"input_ids\": [1], \"labels\": [-5]}\n", "rows.jsonl:1: 'labels'[0] = -5"},
+      {"{\"input_ids\": [1], \"labels\": [-5]}\n",
+       "rows.jsonl:1: 'labels'[0] = -5"},
   };
   for (const Case &c : cases) {
     std::string path = dir.path + "/rows.jsonl";
@@ -362,7 +370,8 @@ TEST(DataLoader, DummyIsSeededUniformAndResumable) {
 
   o.seed = 8;
   auto other = openOk(o);
-  EXPECT_NE(next(*other, o), next(*openOk(options("dummy", 64, 2, true, 50)), o));
+  EXPECT_NE(next(*other, o),
+            next(*openOk(options("dummy", 64, 2, true, 50)), o));
   EXPECT_NE(openError(options("dummy", 4, 1, false, 0)), "");
 }
 

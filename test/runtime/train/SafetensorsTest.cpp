@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/train/AtomicFile.h"
 #include "runtime/train/Safetensors.h"
+#include "runtime/train/AtomicFile.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,8 @@ class TempDir {
 public:
   TempDir() {
     const char *base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base ? base : "/tmp") + "/tailor-st-XXXXXX";
+    std::string pattern =
+        std::string(base ? base : "/tmp") + "/tailor-st-XXXXXX";
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     path = mkdtemp(buffer.data());
@@ -203,12 +204,12 @@ TEST(Safetensors, RejectsEveryMalformedFile) {
        "exceeds the file size"},
       {"header not JSON", makeFile("{\"w\":{\"dtype\":", eight),
        "not valid JSON"},
-      {"header not an object", makeFile("[1,2,3]", eight),
-       "not a JSON object"},
+      {"header not an object", makeFile("[1,2,3]", eight), "not a JSON object"},
       {"empty header", makeFile("", ""), "not a JSON object"},
       {"trailing garbage after the JSON", makeFile(good + "xyz", eight),
        "not valid JSON"},
-      {"unknown dtype", makeFile("{" + entry("w", "F12", "[2]", 0, 8) + "}", eight),
+      {"unknown dtype",
+       makeFile("{" + entry("w", "F12", "[2]", 0, 8) + "}", eight),
        "unknown dtype"},
       {"negative dimension",
        makeFile("{" + entry("w", "F32", "[-2]", 0, 8) + "}", eight),
@@ -217,10 +218,9 @@ TEST(Safetensors, RejectsEveryMalformedFile) {
        makeFile("{" + entry("w", "F32", "[2.0]", 0, 8) + "}", eight),
        "non-negative integer"},
       {"missing dtype",
-       makeFile(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", eight),
-       "dtype"},
-      {"missing offsets", makeFile(R"({"w":{"dtype":"F32","shape":[2]}})", eight),
-       "data_offsets"},
+       makeFile(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", eight), "dtype"},
+      {"missing offsets",
+       makeFile(R"({"w":{"dtype":"F32","shape":[2]}})", eight), "data_offsets"},
       {"offsets disagree with shape x dtype",
        makeFile("{" + entry("w", "F32", "[3]", 0, 8) + "}", eight),
        "shape x dtype is 12"},
@@ -247,11 +247,11 @@ TEST(Safetensors, RejectsEveryMalformedFile) {
                 eight),
        "appears twice"},
       {"metadata value not a string",
-       makeFile(R"({"__metadata__":{"format":1},)" + entry("w", "F32", "[2]", 0, 8) + "}",
+       makeFile(R"({"__metadata__":{"format":1},)" +
+                    entry("w", "F32", "[2]", 0, 8) + "}",
                 eight),
        "__metadata__"},
-      {"entry not an object", makeFile(R"({"w":[1]})", eight),
-       "not an object"},
+      {"entry not an object", makeFile(R"({"w":[1]})", eight), "not an object"},
   };
   for (const Malformed &c : cases) {
     std::string error = parseError(c.bytes);
@@ -265,8 +265,8 @@ TEST(Safetensors, RejectsEveryMalformedFile) {
   // above fail for the reason they name.
   EXPECT_EQ(parseError(makeFile(good, eight)), "");
   // Per-tensor problems name the tensor.
-  std::string error =
-      parseError(makeFile("{" + entry("lora_B", "F32", "[3]", 0, 8) + "}", eight));
+  std::string error = parseError(
+      makeFile("{" + entry("lora_B", "F32", "[3]", 0, 8) + "}", eight));
   EXPECT_NE(error.find("\"lora_B\""), std::string::npos) << error;
 }
 

@@ -1,0 +1,361 @@
+//===- Recipe.cpp - the training recipe (YAML) ----------------------------===//
+
+#include "compiler/Recipe.h"
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLParser.h"
+
+#include <functional>
+#include <map>
+
+using namespace llvm;
+
+namespace tailor {
+
+namespace {
+
+/// A recipe value: a scalar or a list of scalars, with where it came from.
+struct Value {
+  std::string scalar;
+  std::vector<std::string> list;
+  bool isList = false;
+  std::string where; // "r.yaml:3:1" or "override 'lora_r=8'"
+};
+
+using Setter = std::function<Error(TrainingRecipe &, const Value &)>;
+
+Error bad(const std::string &key, const Value &value, const Twine &expected) {
+  return createStringError(inconvertibleErrorCode(),
+                           value.where + ": bad value for '" + key +
+                               "': expected " + expected + ", got '" +
+                               (value.isList ? "[...]" : value.scalar) + "'");
+}
+
+Setter integer(int64_t TrainingRecipe::*field, int64_t min) {
+  return [=](TrainingRecipe &r, const Value &v) -> Error {
+    int64_t n = 0;
+    if (v.isList || StringRef(v.scalar).getAsInteger(10, n) || n < min) {
+      return bad("", v, "an integer >= " + Twine(min));
+    }
+    r.*field = n;
+    return Error::success();
+  };
+}
+
+Setter number(double TrainingRecipe::*field, double min, double max) {
+  return [=](TrainingRecipe &r, const Value &v) -> Error {
+    double x = 0;
+    if (v.isList || StringRef(v.scalar).getAsDouble(x) || !(x >= min) ||
+        !(x <= max)) {
+      return bad("", v, "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    }
+    r.*field = x;
+    return Error::success();
+  };
+}
+
+Setter boolean(bool TrainingRecipe::*field) {
+  return [=](TrainingRecipe &r, const Value &v) -> Error {
+    std::optional<bool> b = StringSwitch<std::optional<bool>>(v.scalar)
+                                .Cases({"true", "True", "yes"}, true)
+                                .Cases({"false", "False", "no"}, false)
+                                .Default(std::nullopt);
+    if (v.isList || !b) {
+      return bad("", v, "true or false");
+    }
+    r.*field = *b;
+    return Error::success();
+  };
+}
+
+Setter choice(std::string TrainingRecipe::*field,
+              std::vector<std::pair<std::string, std::string>> allowed) {
+  return [=](TrainingRecipe &r, const Value &v) -> Error {
+    std::string names;
+    for (const auto &[spelling, canonical] : allowed) {
+      if (!v.isList && v.scalar == spelling) {
+        r.*field = canonical;
+        return Error::success();
+      }
+      if (names.find(canonical) == std::string::npos) {
+        names += (names.empty() ? "" : ", ") + canonical;
+      }
+    }
+    return bad("", v, "one of " + names);
+  };
+}
+
+Setter text(std::string TrainingRecipe::*field) {
+  return [=](TrainingRecipe &r, const Value &v) -> Error {
+    if (v.isList) {
+      return bad("", v, "a string");
+    }
+    r.*field = v.scalar;
+    return Error::success();
+  };
+}
+
+Setter names(std::vector<std::string> TrainingRecipe::*field) {
+  return [=](TrainingRecipe &r, const Value &v) -> Error {
+    std::vector<std::string> values = v.list;
+    if (!v.isList) {
+      for (StringRef part : llvm::split(StringRef(v.scalar), ',')) {
+        if (!part.trim().empty()) {
+          values.push_back(part.trim().str());
+        }
+      }
+    }
+    if (values.empty()) {
+      return bad("", v, "a non-empty list of module names");
+    }
+    r.*field = values;
+    return Error::success();
+  };
+}
+
+const std::map<std::string, Setter> &setters() {
+  using R = TrainingRecipe;
+  static const std::map<std::string, Setter> table = {
+      {"adapter", choice(&R::adapter, {{"lora", "lora"},
+                                        {"lora-fa", "lora-fa"},
+                                        {"lora_fa", "lora-fa"},
+                                        {"full", "full"}})},
+      {"lora_r", integer(&R::loraR, 1)},
+      {"lora_alpha", number(&R::loraAlpha, 1e-9, 1e9)},
+      {"lora_dropout", number(&R::loraDropout, 0.0, 0.999)},
+      {"lora_target_modules", names(&R::loraTargetModules)},
+      {"lora_layers",
+       [](R &r, const Value &v) -> Error {
+         std::string spec = v.scalar;
+         if (v.isList) {
+           spec.clear();
+           for (const std::string &layer : v.list) {
+             spec += (spec.empty() ? "" : ",") + layer;
+           }
+         }
+         for (char c : spec) {
+           if (!llvm::isDigit(c) && c != ',' && c != '-' && c != ' ') {
+             return bad("", v, "layer indexes or ranges such as 0-3,6");
+           }
+         }
+         r.loraLayers = spec;
+         return Error::success();
+       }},
+      {"use_rslora", boolean(&R::useRslora)},
+      {"trainable_modules", names(&R::trainableModules)},
+      {"sequence_len", integer(&R::sequenceLen, 2)},
+      {"micro_batch_size", integer(&R::microBatchSize, 1)},
+      {"gradient_accumulation_steps", integer(&R::gradientAccumulationSteps, 1)},
+      {"optimizer", choice(&R::optimizer, {{"adamw", "adamw"},
+                                            {"adamw_torch", "adamw"},
+                                            {"sgd", "sgd"}})},
+      {"learning_rate", number(&R::learningRate, 0.0, 1e3)},
+      {"lr_scheduler", choice(&R::lrScheduler, {{"constant", "constant"},
+                                                 {"linear", "linear"},
+                                                 {"cosine", "cosine"}})},
+      {"warmup_steps", integer(&R::warmupSteps, 0)},
+      {"max_steps", integer(&R::maxSteps, 1)},
+      {"weight_decay", number(&R::weightDecay, 0.0, 1e3)},
+      {"adam_beta1", number(&R::adamBeta1, 0.0, 0.999999)},
+      {"adam_beta2", number(&R::adamBeta2, 0.0, 0.999999)},
+      {"adam_epsilon", number(&R::adamEpsilon, 1e-30, 1.0)},
+      {"momentum", number(&R::momentum, 0.0, 0.999999)},
+      {"nesterov", boolean(&R::nesterov)},
+      {"max_grad_norm", number(&R::maxGradNorm, 0.0, 1e9)},
+      {"seed", integer(&R::seed, 0)},
+      {"save_steps", integer(&R::saveSteps, 0)},
+      {"logging_steps", integer(&R::loggingSteps, 1)},
+      {"shuffle", boolean(&R::shuffle)},
+      {"base_model", text(&R::baseModel)},
+      // Known keys of features that have not landed: refuse, don't ignore.
+      {"gradient_checkpointing",
+       [](R &, const Value &v) -> Error {
+         if (v.scalar == "false" || v.scalar == "False") {
+           return Error::success();
+         }
+         return bad("", v, "false (recomputation is not implemented yet)");
+       }},
+  };
+  return table;
+}
+
+/// Applies one key: value, naming the key in any error.
+Error apply(TrainingRecipe &recipe, const std::string &key, const Value &value) {
+  auto it = setters().find(key);
+  if (it == setters().end()) {
+    if (key == "quantization" || key == "load_in_4bit" || key == "double_quant") {
+      return createStringError(inconvertibleErrorCode(),
+                               value.where + ": '" + key +
+                                   "' (quantization) is not supported yet");
+    }
+    return createStringError(inconvertibleErrorCode(),
+                             value.where + ": unknown recipe key '" + key + "'");
+  }
+  if (Error error = it->second(recipe, value)) {
+    std::string message = toString(std::move(error));
+    // The setters leave the key out; put it in.
+    size_t at = message.find("''");
+    if (at != std::string::npos) {
+      message.replace(at, 2, "'" + key + "'");
+    }
+    return createStringError(inconvertibleErrorCode(), message);
+  }
+  return Error::success();
+}
+
+/// Parses a YAML mapping of recipe keys from `buffer` into `recipe`.
+Error applyYaml(TrainingRecipe &recipe, StringRef buffer, StringRef name,
+                const std::string &overrideText) {
+  SourceMgr sources;
+  std::string diagnostics;
+  raw_string_ostream diagStream(diagnostics);
+  yaml::Stream stream(buffer, sources, /*ShowColors=*/false);
+  sources.setDiagHandler(
+      [](const SMDiagnostic &diag, void *context) {
+        auto *os = static_cast<raw_string_ostream *>(context);
+        *os << diag.getLineNo() << ":" << diag.getColumnNo() + 1 << ": "
+            << diag.getMessage();
+      },
+      &diagStream);
+  auto where = [&](yaml::Node *node) {
+    if (!overrideText.empty()) {
+      return "override '" + overrideText + "'";
+    }
+    auto loc = sources.getLineAndColumn(node->getSourceRange().Start);
+    return (name + ":" + Twine(loc.first) + ":" + Twine(loc.second)).str();
+  };
+  for (yaml::Document &document : stream) {
+    yaml::Node *root = document.getRoot();
+    if (!root || llvm::isa<yaml::NullNode>(root)) {
+      continue;
+    }
+    auto *mapping = dyn_cast<yaml::MappingNode>(root);
+    if (!mapping) {
+      return createStringError(inconvertibleErrorCode(),
+                               where(root) + ": expected a mapping of recipe "
+                                             "keys");
+    }
+    for (yaml::KeyValueNode &entry : *mapping) {
+      auto *keyNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getKey());
+      if (!keyNode) {
+        return createStringError(inconvertibleErrorCode(),
+                                 where(mapping) + ": expected a scalar key");
+      }
+      SmallString<32> keyStorage;
+      std::string key = keyNode->getValue(keyStorage).str();
+      Value value;
+      value.where = where(keyNode);
+      yaml::Node *node = entry.getValue();
+      if (auto *scalar = dyn_cast_or_null<yaml::ScalarNode>(node)) {
+        SmallString<32> storage;
+        value.scalar = scalar->getValue(storage).str();
+      } else if (auto *sequence = dyn_cast_or_null<yaml::SequenceNode>(node)) {
+        value.isList = true;
+        for (yaml::Node &item : *sequence) {
+          auto *itemScalar = dyn_cast<yaml::ScalarNode>(&item);
+          if (!itemScalar) {
+            return createStringError(inconvertibleErrorCode(),
+                                     value.where + ": '" + key +
+                                         "' must be a list of scalars");
+          }
+          SmallString<32> storage;
+          value.list.push_back(itemScalar->getValue(storage).str());
+        }
+      } else {
+        return createStringError(inconvertibleErrorCode(),
+                                 value.where + ": '" + key +
+                                     "' needs a value");
+      }
+      if (Error error = apply(recipe, key, value)) {
+        return error;
+      }
+    }
+  }
+  if (stream.failed()) {
+    return createStringError(inconvertibleErrorCode(),
+                             (overrideText.empty() ? name.str()
+                                                   : "override '" + overrideText + "'") +
+                                 ": malformed YAML at " + diagnostics);
+  }
+  return Error::success();
+}
+
+} // namespace
+
+Expected<TrainingRecipe> loadRecipe(StringRef path,
+                                    const std::vector<std::string> &overrides) {
+  TrainingRecipe recipe;
+  if (!path.empty()) {
+    auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
+    if (!buffer) {
+      return createStringError(buffer.getError(), "cannot read recipe '" + path +
+                                                      "': " +
+                                                      buffer.getError().message());
+    }
+    if (Error error = applyYaml(recipe, (*buffer)->getBuffer(), path, "")) {
+      return error;
+    }
+    recipe.text = (*buffer)->getBuffer().str();
+  }
+  for (const std::string &item : overrides) {
+    auto [key, value] = StringRef(item).split('=');
+    if (key.trim().empty() || !StringRef(item).contains('=')) {
+      return createStringError(inconvertibleErrorCode(),
+                               "override '" + item + "': expected key=value");
+    }
+    std::string yaml = (key.trim() + ": " + value).str();
+    if (Error error = applyYaml(recipe, yaml, "", item)) {
+      return error;
+    }
+    recipe.text += "\n# override\n" + yaml + "\n";
+  }
+  if (recipe.optimizer == "sgd" && recipe.nesterov && recipe.momentum == 0.0) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'nesterov' needs a 'momentum' above 0");
+  }
+  if (recipe.warmupSteps > recipe.maxSteps) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'warmup_steps' (" + Twine(recipe.warmupSteps) +
+                                 ") exceeds 'max_steps' (" +
+                                 Twine(recipe.maxSteps) + ")");
+  }
+  return recipe;
+}
+
+void attachRecipe(mlir::ModuleOp module, const TrainingRecipe &r,
+                  int64_t vocabSize) {
+  mlir::Builder b(module.getContext());
+  auto i = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  auto f = [&](double v) { return b.getF64FloatAttr(v); };
+  module->setAttr(
+      tg::TGDialect::kTrainingAttrName,
+      b.getDictionaryAttr({
+          b.getNamedAttr("micro_batch_size", i(r.microBatchSize)),
+          b.getNamedAttr("sequence_len", i(r.sequenceLen)),
+          b.getNamedAttr("vocab_size", i(vocabSize)),
+          b.getNamedAttr("shuffle", b.getBoolAttr(r.shuffle)),
+          b.getNamedAttr("gradient_accumulation_steps",
+                         i(r.gradientAccumulationSteps)),
+          b.getNamedAttr("max_steps", i(r.maxSteps)),
+          b.getNamedAttr("seed", i(r.seed)),
+          b.getNamedAttr("optimizer", b.getStringAttr(r.optimizer)),
+          b.getNamedAttr("learning_rate", f(r.learningRate)),
+          b.getNamedAttr("lr_scheduler", b.getStringAttr(r.lrScheduler)),
+          b.getNamedAttr("warmup_steps", i(r.warmupSteps)),
+          b.getNamedAttr("weight_decay", f(r.weightDecay)),
+          b.getNamedAttr("max_grad_norm", f(r.maxGradNorm)),
+          b.getNamedAttr("save_steps", i(r.saveSteps)),
+          b.getNamedAttr("logging_steps", i(r.loggingSteps)),
+          b.getNamedAttr("base_model", b.getStringAttr(r.baseModel)),
+          b.getNamedAttr("recipe", b.getStringAttr(r.text)),
+      }));
+}
+
+} // namespace tailor

@@ -1,0 +1,72 @@
+//===- Recipe.h - the training recipe (YAML) --------------------*- C++ -*-===//
+//
+// What `tailor compile --recipe r.yaml key=value ...` reads: axolotl and
+// torchtune style keys (../shared/FORMATS.md) for the adapter, the batch,
+// the optimizer and the schedule. Unknown keys and bad values are errors
+// that name the key, the file and the line.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_COMPILER_RECIPE_H
+#define TAILOR_COMPILER_RECIPE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tailor {
+
+struct TrainingRecipe {
+  // --- adapter
+  std::string adapter = "lora"; // lora, lora-fa, full
+  int64_t loraR = 8;
+  double loraAlpha = 16.0;
+  double loraDropout = 0.0;
+  std::vector<std::string> loraTargetModules = {"q_proj", "v_proj"};
+  std::string loraLayers; // "0-3,6"; empty: all
+  bool useRslora = false;
+  /// Full fine-tuning: parameters to train ("all", or module names).
+  std::vector<std::string> trainableModules = {"all"};
+  // --- batch
+  int64_t sequenceLen = 512;
+  int64_t microBatchSize = 1;
+  int64_t gradientAccumulationSteps = 1;
+  // --- optimizer and schedule
+  std::string optimizer = "adamw"; // adamw, sgd
+  double learningRate = 2e-4;
+  std::string lrScheduler = "constant"; // constant, linear, cosine
+  int64_t warmupSteps = 0;
+  int64_t maxSteps = 1000;
+  double weightDecay = 0.0;
+  double adamBeta1 = 0.9;
+  double adamBeta2 = 0.999;
+  double adamEpsilon = 1e-8;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double maxGradNorm = 1.0;
+  // --- run
+  int64_t seed = 42;
+  int64_t saveSteps = 0;
+  int64_t loggingSteps = 1;
+  bool shuffle = true;
+  std::string baseModel;
+  /// The recipe text and overrides as given, kept in the plan.
+  std::string text;
+};
+
+/// Reads a recipe file (may be empty: defaults) and applies `key=value`
+/// overrides in order.
+llvm::Expected<TrainingRecipe>
+loadRecipe(llvm::StringRef path, const std::vector<std::string> &overrides);
+
+/// Records the recipe on the module (`tg.training`) for the plan writer.
+void attachRecipe(mlir::ModuleOp module, const TrainingRecipe &recipe,
+                  int64_t vocabSize);
+
+} // namespace tailor
+
+#endif // TAILOR_COMPILER_RECIPE_H

@@ -1,0 +1,129 @@
+//===- PeftAdapter.cpp - PEFT adapter configs and starting weights --------===//
+//
+// The adapter_config.json a checkpoint carries (the keys PEFT's LoraConfig
+// writes, FORMATS.md), and reading an adapter PEFT saved as the starting
+// point of a LoRA plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/TensorFiles.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace tailor::train {
+
+using nlohmann::json;
+using namespace detail;
+
+std::string adapterConfigJson(const AdapterInfo &adapter) {
+  json config;
+  config["peft_type"] = "LORA";
+  config["task_type"] = "CAUSAL_LM";
+  config["r"] = adapter.r;
+  // PEFT types lora_alpha as an int; keep it one when it is.
+  if (adapter.alpha == std::floor(adapter.alpha) &&
+      std::fabs(adapter.alpha) < 1e15) {
+    config["lora_alpha"] = static_cast<int64_t>(adapter.alpha);
+  } else {
+    config["lora_alpha"] = adapter.alpha;
+  }
+  config["lora_dropout"] = adapter.dropout;
+  config["target_modules"] = adapter.targetModules;
+  config["bias"] = "none";
+  config["fan_in_fan_out"] = false;
+  config["base_model_name_or_path"] =
+      adapter.baseModel.empty() ? json(nullptr) : json(adapter.baseModel);
+  config["inference_mode"] = true;
+  config["use_rslora"] = adapter.useRslora;
+  config["use_dora"] = false;
+  config["modules_to_save"] = nullptr;
+  config["layers_to_transform"] =
+      adapter.layers.empty() ? json(nullptr) : json(adapter.layers);
+  config["layers_pattern"] = nullptr;
+  config["rank_pattern"] = json::object();
+  config["alpha_pattern"] = json::object();
+  config["init_lora_weights"] = true;
+  config["revision"] = nullptr;
+  return config.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+/// Parses a JSON object file; false and an error naming the file otherwise.
+static bool readJsonFile(const std::string &path, json &out,
+                         std::string &error) {
+  std::string text;
+  if (!readTextFile(path, text, error)) {
+    return false;
+  }
+  out = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded() || !out.is_object()) {
+    error = path + ": not a JSON object";
+    return false;
+  }
+  return true;
+}
+
+bool loadPeftAdapter(const CheckpointLayout &layout, const std::string &dir,
+                     std::string &error) {
+  if (!layout.adapter.isAdapter()) {
+    error = "the plan fine-tunes the full model; an adapter cannot "
+            "initialize it";
+    return false;
+  }
+  std::string configPath = dir + "/" + kAdapterConfigFile;
+  json config;
+  if (!readJsonFile(configPath, config, error)) {
+    return false;
+  }
+  auto number = [&](const char *key, double &out) {
+    auto it = config.find(key);
+    if (it == config.end() || !it->is_number()) {
+      return false;
+    }
+    out = it->get<double>();
+    return true;
+  };
+  double r = 0, alpha = 0;
+  if (!number("r", r) || !number("lora_alpha", alpha)) {
+    error = configPath + ": missing or non-numeric r or lora_alpha";
+    return false;
+  }
+  const AdapterInfo &plan = layout.adapter;
+  if (r != static_cast<double>(plan.r) ||
+      std::fabs(alpha - plan.alpha) > 1e-6 * std::max(1.0, plan.alpha)) {
+    std::ostringstream message;
+    message << configPath << ": r " << r << " and lora_alpha " << alpha
+            << " do not match the plan's r " << plan.r << " and lora_alpha "
+            << plan.alpha;
+    error = message.str();
+    return false;
+  }
+  auto flag = [&](const char *key) {
+    auto it = config.find(key);
+    return it != config.end() && it->is_boolean() && it->get<bool>();
+  };
+  if (flag("use_rslora") != plan.useRslora) {
+    error = configPath + ": use_rslora is " +
+            (flag("use_rslora") ? "true" : "false") + " but the plan's is " +
+            (plan.useRslora ? "true" : "false");
+    return false;
+  }
+  if (flag("use_dora")) {
+    error = configPath + ": DoRA adapters (use_dora) are not supported";
+    return false;
+  }
+  std::unique_ptr<SafetensorsFile> weights =
+      SafetensorsFile::open(dir + "/" + kAdapterModelFile, error);
+  if (!weights || !checkTensors(*weights, layout.parameters, kPeftPrefix,
+                                /*toF32=*/true, error)) {
+    return false;
+  }
+  copyTensors(*weights, layout.parameters, kPeftPrefix);
+  return true;
+}
+
+} // namespace tailor::train

@@ -1,0 +1,473 @@
+//===- TrainerTest.cpp - the training loop on a hand-built plan -----------===//
+//
+// A toy LoRA "model" built with the flatbuffers API (no compiler needed):
+// logits = B (A dropout(embed[ids])), cross-entropy loss, AdamW on A and B,
+// two micro-batches per step. It is enough to check what the loop owns:
+// metrics, checkpoints, the final adapter, stopping on request, and that an
+// interrupted and resumed run is bit-identical to an uninterrupted one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Trainer.h"
+#include "runtime/Plan.h"
+#include "runtime/train/AtomicFile.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tailor::train;
+namespace fb = tailor::plan;
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    const char *base = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(base ? base : "/tmp") + "/tailor-tr-XXXXXX";
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    path = mkdtemp(buffer.data());
+  }
+  ~TempDir() {
+    std::string ignored;
+    removeTree(path, ignored);
+  }
+  std::string path;
+};
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+constexpr int64_t kVocab = 16, kDim = 8, kRank = 4, kBatch = 2, kSeq = 4;
+
+/// Writes the toy plan (and its embedding weights) into `dir`; returns the
+/// plan path. `training` false leaves out the entries and training table,
+/// like an inference plan.
+std::string writePlan(const std::string &dir, bool training = true) {
+  flatbuffers::FlatBufferBuilder b;
+  struct BufferSpec {
+    uint32_t arena;
+    fb::DType dtype;
+    std::vector<int64_t> shape;
+    int alias = -1; // share another buffer's bytes
+  };
+  // Arenas: 0 parameters, 1 gradients, 2 optimizer state, 3 activations,
+  // 4 constants.
+  const int64_t n = kBatch * kSeq;
+  std::vector<BufferSpec> specs = {
+      {0, fb::DType::F32, {kVocab, kDim}},         // 0 embed
+      {0, fb::DType::F32, {kRank, kDim}},          // 1 lora_A
+      {0, fb::DType::F32, {kVocab, kRank}},        // 2 lora_B
+      {1, fb::DType::F32, {kRank, kDim}},          // 3 grad A
+      {1, fb::DType::F32, {kVocab, kRank}},        // 4 grad B
+      {2, fb::DType::F32, {kRank, kDim}},          // 5 exp_avg A
+      {2, fb::DType::F32, {kRank, kDim}},          // 6 exp_avg_sq A
+      {2, fb::DType::F32, {kVocab, kRank}},        // 7 exp_avg B
+      {2, fb::DType::F32, {kVocab, kRank}},        // 8 exp_avg_sq B
+      {3, fb::DType::I64, {kBatch, kSeq}},         // 9 input_ids
+      {3, fb::DType::I64, {kBatch, kSeq}},         // 10 labels
+      {3, fb::DType::I64, {}},                     // 11 seed
+      {3, fb::DType::F32, {kBatch, kSeq, kDim}},   // 12 x
+      {3, fb::DType::F32, {kBatch, kSeq, kDim}},   // 13 dropout(x)
+      {3, fb::DType::F32, {kBatch, kSeq, kRank}},  // 14 h
+      {3, fb::DType::F32, {kBatch, kSeq, kVocab}}, // 15 logits
+      {3, fb::DType::F32, {n, kVocab}, 15},        // 16 logits as rows
+      {3, fb::DType::I64, {n}, 10},                // 17 labels as rows
+      {3, fb::DType::F32, {}},                     // 18 loss
+      {3, fb::DType::F32, {n}},                    // 19 loss workspace
+      {3, fb::DType::F32, {n, kVocab}},            // 20 dlogits
+      {3, fb::DType::F32, {n, kDim}, 13},          // 21 dropout(x) as rows
+      {3, fb::DType::F32, {n, kRank}, 14},         // 22 h as rows
+      {3, fb::DType::F32, {n, kRank}},             // 23 dh
+      {3, fb::DType::I64, {}},                     // 24 step
+      {3, fb::DType::F32, {}},                     // 25 lr
+      {3, fb::DType::F32, {}},                     // 26 grad_norm
+      {4, fb::DType::F32, {}},                     // 27 dloss = 1
+      {4, fb::DType::F32, {}},                     // 28 lr constant
+      {4, fb::DType::F32, {}},                     // 29 grad scale = 1/2
+  };
+  std::vector<uint64_t> arenaSize(5, 0), offsets;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  for (const BufferSpec &spec : specs) {
+    uint64_t bytes = spec.dtype == fb::DType::I64 ? 8 : 4;
+    for (int64_t d : spec.shape) {
+      bytes *= static_cast<uint64_t>(d);
+    }
+    uint64_t offset;
+    if (spec.alias >= 0) {
+      offset = offsets[static_cast<size_t>(spec.alias)];
+    } else {
+      offset = arenaSize[spec.arena];
+      arenaSize[spec.arena] += (bytes + 63) / 64 * 64;
+    }
+    offsets.push_back(offset);
+    buffers.push_back(fb::CreateBuffer(b, spec.arena, offset, bytes, spec.dtype,
+                                       b.CreateVector(spec.shape)));
+  }
+  const char *arenaNames[5] = {"parameters", "gradients", "optimizer",
+                               "activations", "constants"};
+  fb::Category categories[5] = {
+      fb::Category::Parameters, fb::Category::Gradients,
+      fb::Category::OptimizerState, fb::Category::Activations,
+      fb::Category::Constants};
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas;
+  for (int i = 0; i < 5; ++i) {
+    arenas.push_back(fb::CreateArena(
+        b, b.CreateString(arenaNames[i]), fb::ArenaKind::Host, categories[i],
+        std::max<uint64_t>(arenaSize[static_cast<size_t>(i)], 64), 64));
+  }
+
+  // Embedding weights: a fixed pattern, in a file next to the plan.
+  std::vector<float> embed(static_cast<size_t>(kVocab * kDim));
+  for (size_t i = 0; i < embed.size(); ++i) {
+    embed[i] = std::sin(0.7f * static_cast<float>(i)) * 0.5f;
+  }
+  std::ofstream(dir + "/embed.bin", std::ios::binary)
+      .write(reinterpret_cast<const char *>(embed.data()),
+             static_cast<std::streamsize>(embed.size() * 4));
+  std::vector<flatbuffers::Offset<fb::Parameter>> params = {
+      fb::CreateParameter(b, b.CreateString("model.embed_tokens.weight"), 0,
+                          fb::CreateSource(b, b.CreateString("embed.bin"), 0,
+                                           embed.size() * 4, fb::DType::F32)),
+      fb::CreateParameter(
+          b, b.CreateString("model.layers.0.proj.lora_A.weight"), 1, 0, true, 0,
+          fb::CreateInit(b, fb::InitKind::KaimingUniform, std::sqrt(5.0), kDim,
+                         0, 1)),
+      fb::CreateParameter(
+          b, b.CreateString("model.layers.0.proj.lora_B.weight"), 2, 0, true, 0,
+          fb::CreateInit(b, fb::InitKind::Zeros))};
+  auto scalar = [&](float value) {
+    return b.CreateVector(reinterpret_cast<const uint8_t *>(&value), 4);
+  };
+  std::vector<flatbuffers::Offset<fb::Constant>> constants = {
+      fb::CreateConstant(b, 27, scalar(1.0f)),
+      fb::CreateConstant(b, 28, scalar(0.05f)),
+      fb::CreateConstant(b, 29, scalar(0.5f))};
+
+  std::vector<std::string> kernelNames;
+  std::vector<flatbuffers::Offset<fb::Op>> ops;
+  auto launch =
+      [&](const std::string &kernel, std::vector<uint32_t> operands,
+          std::vector<flatbuffers::Offset<fb::Attribute>> attrs = {}) {
+        auto it = std::find(kernelNames.begin(), kernelNames.end(), kernel);
+        uint32_t index = static_cast<uint32_t>(it - kernelNames.begin());
+        if (it == kernelNames.end()) {
+          kernelNames.push_back(kernel);
+        }
+        ops.push_back(fb::CreateOp(
+            b, fb::Step::Launch,
+            fb::CreateLaunch(b, index, b.CreateVector(operands),
+                             b.CreateVector(attrs), 0, b.CreateString(kernel))
+                .Union()));
+      };
+  auto intAttr = [&](const char *name, int64_t value) {
+    return fb::CreateAttribute(b, b.CreateString(name), fb::AttrKind::Int,
+                               value);
+  };
+  auto floatAttr = [&](const char *name, double value) {
+    return fb::CreateAttribute(b, b.CreateString(name), fb::AttrKind::Float, 0,
+                               value);
+  };
+  // train_step: forward, loss, backward into the accumulators.
+  launch("embedding", {0, 9, 12});
+  launch("dropout", {12, 11, 13}, {floatAttr("p", 0.25)});
+  launch("linear", {13, 1, 14});
+  launch("linear", {14, 2, 15});
+  launch("cross_entropy", {16, 17, 18, 19});
+  launch("cross_entropy_grad", {16, 17, 27, 20});
+  launch("linear_weight_grad", {20, 22, 4}, {intAttr("accumulate", 1)});
+  launch("linear", {20, 2, 23}, {intAttr("transpose_weight", 1)});
+  launch("linear_weight_grad", {23, 21, 3}, {intAttr("accumulate", 1)});
+  uint32_t trainOps = static_cast<uint32_t>(ops.size());
+  // optimizer_step: norm, constant learning rate, AdamW.
+  launch("global_norm", {3, 4, 26});
+  launch("copy", {28, 25});
+  std::vector<flatbuffers::Offset<fb::Attribute>> adam = {
+      floatAttr("beta1", 0.9), floatAttr("beta2", 0.999),
+      floatAttr("epsilon", 1e-8), floatAttr("weight_decay", 0.01)};
+  launch("adamw", {1, 3, 5, 6, 25, 24, 29}, adam);
+  launch("adamw", {2, 4, 7, 8, 25, 24, 29}, adam);
+  uint32_t optimizerOps = static_cast<uint32_t>(ops.size()) - trainOps;
+
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+  for (const std::string &name : kernelNames) {
+    kernels.push_back(fb::CreateKernel(
+        b, b.CreateString(name), tailor::runtime::findCpuKernel(name)->arity));
+  }
+  uint32_t optimizerEntry = training ? 1 : 0;
+  std::vector<flatbuffers::Offset<fb::Binding>> inputs = {
+      fb::CreateBinding(b, b.CreateString("input_ids"), 9, 0),
+      fb::CreateBinding(b, b.CreateString("labels"), 10, 0),
+      fb::CreateBinding(b, b.CreateString("seed"), 11, 0),
+      fb::CreateBinding(b, b.CreateString("step"), 24, optimizerEntry)};
+  std::vector<flatbuffers::Offset<fb::Binding>> outputs = {
+      fb::CreateBinding(b, b.CreateString("loss"), 18, 0),
+      fb::CreateBinding(b, b.CreateString("lr"), 25, optimizerEntry),
+      fb::CreateBinding(b, b.CreateString("grad_norm"), 26, optimizerEntry)};
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Entry>>>
+      entries;
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::State>>>
+      states;
+  flatbuffers::Offset<fb::Training> trainingTable;
+  if (training) {
+    entries = b.CreateVector(std::vector<flatbuffers::Offset<fb::Entry>>{
+        fb::CreateEntry(b, b.CreateString("train_step"), 0, trainOps),
+        fb::CreateEntry(b, b.CreateString("optimizer_step"), trainOps,
+                        optimizerOps)});
+    std::vector<flatbuffers::Offset<fb::State>> stateList;
+    const char *names[2] = {"model.layers.0.proj.lora_A.weight",
+                            "model.layers.0.proj.lora_B.weight"};
+    const char *kinds[3] = {"grad", "exp_avg", "exp_avg_sq"};
+    uint32_t stateBuffers[2][3] = {{3, 5, 6}, {4, 7, 8}};
+    for (int p = 0; p < 2; ++p) {
+      for (int k = 0; k < 3; ++k) {
+        stateList.push_back(fb::CreateState(
+            b, b.CreateString(std::string(names[p]) + "." + kinds[k]),
+            stateBuffers[p][k], b.CreateString(names[p]),
+            b.CreateString(kinds[k])));
+      }
+    }
+    states = b.CreateVector(stateList);
+    auto adapter = fb::CreateAdapter(
+        b, b.CreateString("lora"), kRank, 8.0, 0.25, false,
+        b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
+            b.CreateString("proj")}),
+        0,
+        b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
+            b.CreateString("model.layers.0.proj")}));
+    trainingTable = fb::CreateTraining(
+        b, kBatch, kSeq, kVocab, /*shuffle=*/true, /*accumulation=*/2,
+        /*max_steps=*/6, /*seed=*/42, b.CreateString("adamw"), 0.05,
+        b.CreateString("constant"), 0, 0.01, 0, /*save_steps=*/2, 1,
+        b.CreateString("toy"), adapter);
+  }
+  auto plan = fb::CreatePlan(
+      b, tailor::runtime::kPlanVersion, b.CreateString("TrainerTest"),
+      b.CreateString("toy"),
+      fb::CreateTarget(b, fb::Backend::Cpu, b.CreateString("cpu"), 0, 2), 0, 1,
+      b.CreateVector(arenas), b.CreateVector(buffers), b.CreateVector(params),
+      b.CreateVector(constants), b.CreateVector(kernels),
+      b.CreateVector(std::vector<flatbuffers::Offset<fb::Stream>>{
+          fb::CreateStream(b, b.CreateString("compute"))}),
+      0, b.CreateVector(ops), b.CreateVector(inputs), b.CreateVector(outputs),
+      0, entries, states, trainingTable);
+  b.FinishSizePrefixed(plan, fb::PlanIdentifier());
+  std::string path = dir + "/toy.tplan";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char *>(b.GetBufferPointer()),
+             static_cast<std::streamsize>(b.GetSize()));
+  return path;
+}
+
+/// 16 sequences of 4 tokens: 4 steps an epoch, so 6 steps cross into the
+/// second (shuffled) epoch.
+std::string writeData(const std::string &dir) {
+  std::vector<uint16_t> tokens(64);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<uint16_t>((i * 7 + i / 5) % kVocab);
+  }
+  std::string path = dir + "/train.bin";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char *>(tokens.data()),
+             static_cast<std::streamsize>(tokens.size() * 2));
+  return path;
+}
+
+struct TrainRun {
+  std::string error;
+  TrainResult result;
+  std::string out;
+};
+
+TrainRun train(TrainOptions options) {
+  TrainRun run;
+  FILE *out = std::tmpfile();
+  FILE *err = std::tmpfile();
+  options.out = out;
+  options.err = err;
+  options.threads = 2;
+  run.error = runTraining(options, run.result);
+  std::rewind(out);
+  char line[512];
+  while (std::fgets(line, sizeof(line), out)) {
+    run.out += line;
+  }
+  std::fclose(out);
+  std::fclose(err);
+  return run;
+}
+
+/// metrics.jsonl without the timing fields, which differ between runs.
+std::vector<std::string> losses(const std::string &dir) {
+  std::vector<std::string> rows;
+  std::istringstream in(readFile(dir + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    rows.push_back(line.substr(0, line.find(",\"tokens_per_s\"")));
+  }
+  return rows;
+}
+
+TEST(Trainer, TrainsWritesMetricsCheckpointsAndTheAdapter) {
+  TempDir dir;
+  TrainOptions options;
+  options.planPath = writePlan(dir.path);
+  options.dataPath = writeData(dir.path);
+  options.outputDir = dir.path + "/out";
+  TrainRun run = train(options);
+  ASSERT_EQ(run.error, "");
+  EXPECT_EQ(run.result.finalStep, 6);
+  EXPECT_FALSE(run.result.interrupted);
+  std::vector<std::string> rows = losses(options.outputDir);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0].rfind("{\"step\":1,\"loss\":", 0), 0u) << rows[0];
+  EXPECT_NE(run.out.find("step 6/6 | loss "), std::string::npos) << run.out;
+  for (const char *file :
+       {"/checkpoint-2/trainer_state.json",
+        "/checkpoint-4/optimizer.safetensors",
+        "/checkpoint-6/adapter_model.safetensors", "/adapter_config.json",
+        "/adapter_model.safetensors"}) {
+    EXPECT_NE(readFile(options.outputDir + file), "") << file;
+  }
+  // Training moved the weights: the final adapter differs from step 2's.
+  EXPECT_NE(
+      readFile(options.outputDir + "/adapter_model.safetensors"),
+      readFile(options.outputDir + "/checkpoint-2/adapter_model.safetensors"));
+  EXPECT_EQ(
+      readFile(options.outputDir + "/adapter_model.safetensors"),
+      readFile(options.outputDir + "/checkpoint-6/adapter_model.safetensors"));
+}
+
+TEST(Trainer, InterruptedAndResumedRunIsBitIdentical) {
+  TempDir dir;
+  TrainOptions options;
+  options.planPath = writePlan(dir.path);
+  options.dataPath = writeData(dir.path);
+  options.outputDir = dir.path + "/straight";
+  ASSERT_EQ(train(options).error, "");
+
+  options.outputDir = dir.path + "/resumed";
+  options.stopAfterStep = 3; // as if SIGINT arrived during step 3
+  TrainRun first = train(options);
+  ASSERT_EQ(first.error, "");
+  EXPECT_TRUE(first.result.interrupted);
+  EXPECT_EQ(first.result.finalStep, 3);
+  EXPECT_NE(first.out.find("interrupted: checkpoint written to " +
+                           options.outputDir + "/checkpoint-3"),
+            std::string::npos)
+      << first.out;
+  EXPECT_EQ(readFile(options.outputDir + "/adapter_model.safetensors"), "");
+
+  options.stopAfterStep = -1;
+  options.resume = "latest";
+  TrainRun second = train(options);
+  ASSERT_EQ(second.error, "");
+  EXPECT_EQ(second.result.startStep, 3);
+  EXPECT_EQ(second.result.finalStep, 6);
+  for (const char *file :
+       {"/adapter_model.safetensors", "/checkpoint-6/optimizer.safetensors",
+        "/checkpoint-6/adapter_model.safetensors"}) {
+    EXPECT_EQ(readFile(dir.path + "/straight" + file),
+              readFile(options.outputDir + file))
+        << file;
+  }
+  EXPECT_EQ(losses(dir.path + "/straight"), losses(options.outputDir));
+
+  // Resuming from an earlier checkpoint drops the later metrics first.
+  options.resume = options.outputDir + "/checkpoint-4";
+  options.maxSteps = 5;
+  TrainRun third = train(options);
+  ASSERT_EQ(third.error, "");
+  std::vector<std::string> rows = losses(options.outputDir);
+  std::vector<std::string> straight = losses(dir.path + "/straight");
+  straight.resize(5);
+  EXPECT_EQ(rows, straight);
+}
+
+TEST(Trainer, StopsOnSigint) {
+  TempDir dir;
+  TrainOptions options;
+  options.planPath = writePlan(dir.path);
+  options.dataPath = writeData(dir.path);
+  options.outputDir = dir.path + "/out";
+  options.maxSteps = 100000000; // never reached: the signal stops it
+  options.saveSteps = 0;
+  std::atomic<bool> done{false};
+  std::thread signaller([&] {
+    // Once a step is logged the handler is surely installed.
+    while (!done && readFile(options.outputDir + "/metrics.jsonl").empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!done) {
+      std::raise(SIGINT);
+    }
+  });
+  TrainRun run = train(options);
+  done = true;
+  signaller.join();
+  ASSERT_EQ(run.error, "");
+  EXPECT_TRUE(run.result.interrupted);
+  EXPECT_NE(readFile(run.result.lastCheckpoint + "/trainer_state.json"), "");
+}
+
+TEST(Trainer, ErrorsNameTheProblem) {
+  TempDir dir;
+  TrainOptions options;
+  options.planPath = writePlan(dir.path, /*training=*/false);
+  options.dataPath = writeData(dir.path);
+  options.outputDir = dir.path + "/out";
+  EXPECT_NE(train(options).error.find("not a training plan"),
+            std::string::npos);
+
+  options.planPath = writePlan(dir.path);
+  options.dataPath = dir.path + "/missing.bin";
+  EXPECT_NE(train(options).error.find("missing.bin: cannot open"),
+            std::string::npos);
+
+  std::vector<uint16_t> bad(64, 3);
+  bad[40] = 16;
+  std::ofstream(dir.path + "/bad.bin", std::ios::binary)
+      .write(reinterpret_cast<const char *>(bad.data()), 128);
+  options.dataPath = dir.path + "/bad.bin";
+  EXPECT_NE(train(options).error.find("bad.bin: token 16 at position 40"),
+            std::string::npos);
+
+  options.dataPath = writeData(dir.path);
+  options.resume = dir.path + "/nowhere";
+  EXPECT_NE(
+      train(options).error.find("nowhere/trainer_state.json: cannot open"),
+      std::string::npos);
+
+  options.resume = "";
+  options.maxSteps = 2;
+  ASSERT_EQ(train(options).error, "");
+  std::ofstream(options.outputDir + "/checkpoint-2/adapter_model.safetensors")
+      << "truncated";
+  options.resume = "latest";
+  options.maxSteps = 4;
+  TrainRun corrupt = train(options);
+  EXPECT_NE(corrupt.error.find("checkpoint-2/adapter_model.safetensors: "),
+            std::string::npos)
+      << corrupt.error;
+
+  options.planPath = dir.path + "/none.tplan";
+  EXPECT_NE(train(options).error.find("none.tplan"), std::string::npos);
+}
+
+} // namespace
