@@ -99,10 +99,9 @@ Value OptimizerPass::scheduleFactor(ScalarMath &m, Value k) {
   if (scheduler == "constant") {
     decay = m.constant(1.0);
   } else {
-    // progress through the decay phase, in [0, 1] once clamped below.
-    Value remaining = m.div(m.sub(m.constant(total), k),
-                            m.constant(std::max(1.0, total - warmup)));
     if (scheduler == "linear") {
+      Value remaining = m.div(m.sub(m.constant(total), k),
+                              m.constant(std::max(1.0, total - warmup)));
       decay = m.max(m.constant(0.0), remaining);
     } else {
       Value progress = m.div(m.sub(k, m.constant(warmup)),

@@ -6,15 +6,13 @@
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataLoader.h"
-
-#include <nlohmann/json.hpp>
+#include "runtime/train/Progress.h"
 
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <unistd.h>
 
 namespace tailor::train {
@@ -47,17 +45,25 @@ public:
     action.sa_flags = SA_RESTART;
     sigaction(SIGINT, &action, &oldInt);
     sigaction(SIGTERM, &action, &oldTerm);
+    // Progress piped into `head` must not kill a run: a closed pipe makes
+    // the writes fail instead.
+    struct sigaction ignore;
+    std::memset(&ignore, 0, sizeof(ignore));
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &oldPipe);
   }
   ~SignalGuard() {
     if (installed) {
       sigaction(SIGINT, &oldInt, nullptr);
       sigaction(SIGTERM, &oldTerm, nullptr);
+      sigaction(SIGPIPE, &oldPipe, nullptr);
     }
   }
 
 private:
   bool installed;
-  struct sigaction oldInt, oldTerm;
+  struct sigaction oldInt, oldTerm, oldPipe;
 };
 
 /// A plan binding the loop feeds or reads.
@@ -66,19 +72,6 @@ struct Slot {
   DType dtype = DType::F32;
   void *data = nullptr;
 };
-
-std::string formatDuration(double seconds) {
-  char text[32];
-  auto s = static_cast<long long>(seconds + 0.5);
-  if (s >= 3600) {
-    std::snprintf(text, sizeof(text), "%lldh%02lldm", s / 3600, s / 60 % 60);
-  } else if (s >= 60) {
-    std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
-  } else {
-    std::snprintf(text, sizeof(text), "%llds", s);
-  }
-  return text;
-}
 
 /// Finds the bindings of `entry` in `bindings`, checking each is one the
 /// loop knows and has the shape and dtype it needs.
@@ -159,32 +152,6 @@ float readScalar(const Slot &slot) {
   return value;
 }
 
-/// Drops metrics lines past `step` (a resumed run rewrites them) and opens
-/// the file for appending.
-FILE *openMetrics(const std::string &path, int64_t step, std::string &error) {
-  std::ifstream in(path);
-  if (in) {
-    std::string kept, line;
-    while (std::getline(in, line)) {
-      auto row = nlohmann::json::parse(line, nullptr, false);
-      if (!row.is_discarded() && row.is_object() && row.contains("step") &&
-          row["step"].is_number_integer() &&
-          row["step"].get<int64_t>() <= step) {
-        kept += line + "\n";
-      }
-    }
-    in.close();
-    if (!writeFileAtomically(path, kept, error)) {
-      return nullptr;
-    }
-  }
-  FILE *file = std::fopen(path.c_str(), "a");
-  if (!file) {
-    error = path + ": cannot open: " + std::strerror(errno);
-  }
-  return file;
-}
-
 } // namespace
 
 void requestTrainingStop() { stopRequested = 1; }
@@ -206,7 +173,7 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   FILE *out = options.out;
   FILE *err = options.err;
 
-  // --- The plan and its entries ---------------------------------------------
+  // --- The plan and its entries ----------------------------------------------
   std::string error;
   std::unique_ptr<LoadedPlan> plan =
       LoadedPlan::load(options.planPath, runtime::LoadOptions(), error);
@@ -292,7 +259,7 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     return "no output directory given";
   }
 
-  // --- Data, starting weights, resuming -------------------------------------
+  // --- Data, starting weights, resuming --------------------------------------
   DataOptions dataOptions;
   dataOptions.path = options.dataPath;
   dataOptions.tokenDType = options.dataDType;
@@ -315,7 +282,15 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   TrainerState state;
   state.seed = training->seed();
   state.fingerprint = layout.fingerprint;
-  if (!options.resume.empty()) {
+  if (options.resume.empty()) {
+    if (std::string old = findLatestCheckpoint(options.outputDir);
+        !old.empty()) {
+      std::fprintf(err,
+                   "tailor train: warning: starting at step 0 although %s "
+                   "exists (pass --resume to continue from it)\n",
+                   old.c_str());
+    }
+  } else {
     std::string from = options.resume;
     if (from == "latest") {
       from = findLatestCheckpoint(options.outputDir);
@@ -350,14 +325,12 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     }
   }
   result.startStep = result.finalStep = state.globalStep;
-  std::string metricsPath = options.outputDir + "/metrics.jsonl";
-  FILE *metrics = openMetrics(metricsPath, state.globalStep, error);
-  if (!metrics) {
+  int64_t tokensPerStep = microBatch * sequenceLen * accumulation;
+  Progress progress(out, err, state.globalStep, maxSteps, tokensPerStep);
+  if (!progress.openMetrics(options.outputDir + "/metrics.jsonl", error)) {
     return error;
   }
-  std::unique_ptr<FILE, int (*)(FILE *)> metricsCloser(metrics, std::fclose);
 
-  int64_t tokensPerStep = microBatch * sequenceLen * accumulation;
   std::fprintf(out,
                "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
                " accumulation = %" PRId64 " tokens/step, ",
@@ -372,21 +345,11 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   std::fprintf(out, "data %s\n", data->describe().c_str());
   std::fflush(out);
 
-  // --- The loop
-  // ---------------------------------------------------------------
+  // --- The loop --------------------------------------------------------------
+  // (Returning early destroys `progress`, which erases the bar first.)
   SignalGuard signals(options.handleSignals);
-  bool bar = isatty(fileno(err));
-  int width = static_cast<int>(std::to_string(maxSteps).size());
   std::vector<int64_t> ids(static_cast<size_t>(microBatch * sequenceLen));
   std::vector<int64_t> targets(ids.size());
-  double firstSeconds = 0, timedSeconds = 0;
-  int64_t timedSteps = 0;
-  auto clearBar = [&] {
-    if (bar) {
-      std::fputs("\r\033[K", err);
-      std::fflush(err);
-    }
-  };
   for (int64_t step = state.globalStep + 1; step <= maxSteps; ++step) {
     auto start = std::chrono::steady_clock::now();
     double lossSum = 0;
@@ -400,13 +363,11 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       }
       if (std::string problem = session->runEntry(trainEntry);
           !problem.empty()) {
-        clearBar();
         return "step " + std::to_string(step) + ", micro-batch " +
                std::to_string(micro) + ": " + problem;
       }
       float value = readScalar(loss);
       if (!std::isfinite(value)) {
-        clearBar();
         return "step " + std::to_string(step) + ": loss is " +
                (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
                std::to_string(micro) + "); stopped without a checkpoint";
@@ -416,7 +377,6 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     writeInts(stepSlot, &step, 1);
     if (std::string problem = session->runEntry(optimizerEntry);
         !problem.empty()) {
-      clearBar();
       return "step " + std::to_string(step) + ", optimizer step: " + problem;
     }
     double seconds =
@@ -426,7 +386,6 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     double stepLr = readScalar(lr);
     double stepNorm = readScalar(gradNorm);
     if (!std::isfinite(stepNorm)) {
-      clearBar();
       return "step " + std::to_string(step) + ": gradient norm is " +
              (std::isnan(stepNorm) ? "nan" : "inf") +
              "; stopped without a checkpoint";
@@ -434,61 +393,25 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     state.globalStep = result.finalStep = step;
     state.data = data->position();
     result.lastLoss = stepLoss;
-    // The first step of a run pays for page faults and warm-up: the
-    // estimate leaves it out once there is another.
-    if (step == result.startStep + 1) {
-      firstSeconds = seconds;
-    } else {
-      timedSeconds += seconds;
-      ++timedSteps;
-    }
-    double perStep = timedSteps > 0
-                         ? timedSeconds / static_cast<double>(timedSteps)
-                         : firstSeconds;
-    double eta = perStep * static_cast<double>(maxSteps - step);
-    double tokensPerSecond = static_cast<double>(tokensPerStep) / seconds;
-
-    std::fprintf(
-        metrics,
-        "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":"
-        "%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,\"tokens\":%" PRId64
-        ",\"epoch\":%.6f}\n",
-        step, stepLoss, stepLr, stepNorm, tokensPerSecond, seconds * 1e3,
-        tokensPerStep, data->epochProgress());
-    std::fflush(metrics);
-    if (step % loggingSteps == 0 || step == maxSteps ||
-        step == result.startStep + 1) {
+    bool log = step % loggingSteps == 0 || step == maxSteps ||
+               step == result.startStep + 1;
+    if (log) {
       state.logHistory.push_back({step, stepLoss, stepLr, stepNorm});
-      clearBar();
-      std::fprintf(out,
-                   "step %*" PRId64 "/%" PRId64 " | loss %.6f | norm %.4f | lr "
-                   "%.2e | %.*f ms | %.0f tok/s | eta %s\n",
-                   width, step, maxSteps, stepLoss, stepNorm, stepLr,
-                   seconds < 0.01 ? 2 : 0, seconds * 1e3, tokensPerSecond,
-                   formatDuration(eta).c_str());
-      std::fflush(out);
     }
-    if (bar) {
-      int filled = static_cast<int>(20 * step / maxSteps);
-      std::fprintf(err, "\r[%s%s] %" PRId64 "/%" PRId64 " eta %s",
-                   std::string(static_cast<size_t>(filled), '#').c_str(),
-                   std::string(static_cast<size_t>(20 - filled), '.').c_str(),
-                   step, maxSteps, formatDuration(eta).c_str());
-      std::fflush(err);
-    }
+    progress.step({step, stepLoss, stepLr, stepNorm, seconds,
+                   data->epochProgress(), log});
 
     // The flag is read once: a signal after this point (during the write,
     // say) only sets it again, and the next step sees it.
     bool stop = stopRequested != 0 || step == stopAfter;
     if ((saveSteps > 0 && step % saveSteps == 0) || step == maxSteps || stop) {
       if (!saveCheckpoint(layout, state, options.outputDir, error)) {
-        clearBar();
         return error;
       }
       result.lastCheckpoint = checkpointPath(options.outputDir, step);
     }
     if (stop && step < maxSteps) {
-      clearBar();
+      progress.clearBar();
       result.interrupted = true;
       std::fprintf(out, "interrupted: checkpoint written to %s\n",
                    result.lastCheckpoint.c_str());
@@ -496,7 +419,7 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       return "";
     }
   }
-  clearBar();
+  progress.clearBar();
 
   // The final weights directly in the output directory, so
   // PeftModel.from_pretrained(model, DIR) loads them.

@@ -1,0 +1,125 @@
+//===- Progress.cpp - what a training run reports as it goes --------------===//
+
+#include "runtime/train/Progress.h"
+
+#include "runtime/train/AtomicFile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <fstream>
+#include <unistd.h>
+
+namespace tailor::train {
+
+std::string formatDuration(double seconds) {
+  char text[32];
+  auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 3600) {
+    std::snprintf(text, sizeof(text), "%lldh%02lldm", s / 3600, s / 60 % 60);
+  } else if (s >= 60) {
+    std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(text, sizeof(text), "%llds", s);
+  }
+  return text;
+}
+
+Progress::Progress(FILE *out, FILE *err, int64_t startStep, int64_t maxSteps,
+                   int64_t tokensPerStep)
+    : out(out), err(err), startStep(startStep), maxSteps(maxSteps),
+      tokensPerStep(tokensPerStep), bar(isatty(fileno(err))),
+      width(static_cast<int>(std::to_string(maxSteps).size())) {}
+
+Progress::~Progress() {
+  clearBar();
+  if (metrics) {
+    std::fclose(metrics);
+  }
+}
+
+bool Progress::openMetrics(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (in) {
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      auto row = nlohmann::json::parse(line, nullptr, false);
+      if (!row.is_discarded() && row.is_object() && row.contains("step") &&
+          row["step"].is_number_integer() &&
+          row["step"].get<int64_t>() <= startStep) {
+        kept += line + "\n";
+      }
+    }
+    in.close();
+    if (!writeFileAtomically(path, kept, error)) {
+      return false;
+    }
+  }
+  metrics = std::fopen(path.c_str(), "a");
+  if (!metrics) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void Progress::clearBar() {
+  if (drawn) {
+    std::fputs("\r\033[K", err);
+    std::fflush(err);
+    drawn = false;
+  }
+}
+
+void Progress::step(const StepReport &report) {
+  // The first step of a run pays for page faults and warm-up: the estimate
+  // leaves it out once there is another.
+  if (report.step == startStep + 1) {
+    firstSeconds = report.seconds;
+  } else {
+    timedSeconds += report.seconds;
+    ++timedSteps;
+  }
+  double perStep = timedSteps > 0
+                       ? timedSeconds / static_cast<double>(timedSteps)
+                       : firstSeconds;
+  std::string eta =
+      formatDuration(perStep * static_cast<double>(maxSteps - report.step));
+  double tokensPerSecond =
+      static_cast<double>(tokensPerStep) / std::max(report.seconds, 1e-9);
+
+  if (metrics) {
+    // %.9g round-trips a float exactly.
+    std::fprintf(metrics,
+                 "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,"
+                 "\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,"
+                 "\"tokens\":%" PRId64 ",\"epoch\":%.6f}\n",
+                 report.step, report.loss, report.learningRate, report.gradNorm,
+                 tokensPerSecond, report.seconds * 1e3, tokensPerStep,
+                 report.epoch);
+    std::fflush(metrics);
+  }
+  if (report.log) {
+    clearBar();
+    std::fprintf(out,
+                 "step %*" PRId64 "/%" PRId64 " | loss %.6f | norm %.4f | lr "
+                 "%.2e | %.*f ms | %.0f tok/s | eta %s\n",
+                 width, report.step, maxSteps, report.loss, report.gradNorm,
+                 report.learningRate, report.seconds < 0.01 ? 2 : 0,
+                 report.seconds * 1e3, tokensPerSecond, eta.c_str());
+    std::fflush(out);
+  }
+  if (bar) {
+    int filled = static_cast<int>(20 * report.step / maxSteps);
+    std::fprintf(err, "\r[%s%s] %" PRId64 "/%" PRId64 " eta %s",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(20 - filled), '.').c_str(),
+                 report.step, maxSteps, eta.c_str());
+    std::fflush(err);
+    drawn = true;
+  }
+}
+
+} // namespace tailor::train

@@ -1,0 +1,20 @@
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-autodiff
+
+// Tests that training mode needs a scalar loss as the first result.
+// expected-error @below {{@forward must return a scalar float loss first (run tailor-add-loss), or differentiate with cotangents}}
+func.func @forward(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %t = tg.tanh %x : tensor<2x3xf32>
+  return %t : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that a gradient the rules cannot give is an error naming the op.
+tg.param @c : tensor<4x8xf32> trainable init <"zeros", 0.0 : f64>
+func.func @forward(%x: tensor<1x1x4x8xf32>, %s: tensor<4x8xf32>) -> tensor<f32> {
+  %c = tg.param_ref @c : tensor<4x8xf32>
+  // expected-error @below {{cannot differentiate tg.rope with respect to its cos/sin tables}}
+  %r = tg.rope %x, %c, %s : (tensor<1x1x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<1x1x4x8xf32>
+  %l = tg.reduce_sum %r axes = [0, 1, 2, 3] : tensor<1x1x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
