@@ -4,8 +4,10 @@
 # Today: export a tiny, randomly initialized Hugging Face Llama with
 # torch.onnx (cached in BUILD_DIR/demo), import it with `tailor compile`,
 # raise it to transformer-level ops and show what came out: the op counts,
-# one decoder layer of the raised graph, and the parameter inventory. It
-# grows with each stage of the compiler.
+# one decoder layer of the raised graph, and the parameter inventory; plan
+# and run the forward pass against PyTorch; then compile a LoRA training
+# plan from examples/tiny-llama/lora.yaml and train it on
+# examples/data/counting.jsonl, writing a PEFT adapter.
 set -euo pipefail
 
 build=${1:-build}
@@ -75,3 +77,21 @@ print('next tokens (PyTorch):', ref[:, -1].argmax(-1).tolist())
 echo
 echo "== examples/embed: a C program running the plan through the C API"
 "$build/bin/tailor-embed-example" "$out/tiny-llama.tplan"
+
+echo
+echo "== tailor compile --recipe examples/tiny-llama/lora.yaml (LoRA r=16 on all linear layers, AdamW, cosine)"
+"$bin/tailor" compile "$model" --recipe "$root/examples/tiny-llama/lora.yaml" \
+  -o "$out/tiny-llama-lora.tplan"
+"$bin/tailor" inspect "$out/tiny-llama-lora.tplan" | sed -n '/^memory:/,/^arenas:/p' | sed '$d'
+
+echo
+echo "== tailor train on examples/data/counting.jsonl (every 25th step shown)"
+rm -rf "$out/lora-run"
+"$bin/tailor" train "$out/tiny-llama-lora.tplan" --data "$root/examples/data/counting.jsonl" \
+  --output-dir "$out/lora-run" | awk '!/^step/ || /^step +(1|[0-9]*[05]0|[0-9]*25|[0-9]*75)\//'
+echo "adapter: $(cd "$out/lora-run" && ls adapter_config.json adapter_model.safetensors | tr '\n' ' ')"
+"$python" -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f'loss: step 1 {rows[0][\"loss\"]:.4f} -> step {rows[-1][\"step\"]} {rows[-1][\"loss\"]:.4f}')
+" "$out/lora-run/metrics.jsonl"
