@@ -277,9 +277,11 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
       }
       const fb::Source *source = param->source();
       if (!source) {
-        if (!param->trainable()) {
+        // The runtime creates it (an adapter weight, say): it needs an init,
+        // unless it trains from zero-filled memory.
+        if (!param->trainable() && !param->init()) {
           return Message() << "parameter '" << name
-                           << "' has no source and is not trainable";
+                           << "' has no source, no init and is not trainable";
         }
         continue;
       }

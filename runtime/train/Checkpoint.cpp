@@ -11,11 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <dirent.h>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace tailor::train {
 

@@ -36,6 +36,8 @@ struct DataSegment {
   /// Mapped files: 2 or 4 bytes per token at `data` (labels = tokens).
   const uint8_t *data = nullptr;
   unsigned elementSize = 0;
+  /// A headerless file read as uint16 (nanoGPT's format).
+  bool raw16 = false;
   void *mapping = nullptr;
   size_t mappingSize = 0;
   /// JSONL files: parsed ids and labels.
@@ -221,6 +223,7 @@ static std::string openBinary(const std::string &path,
     }
   } else {
     segment.elementSize = options.tokenDType == "uint32" ? 4 : 2;
+    segment.raw16 = segment.elementSize == 2;
     if (size % segment.elementSize != 0) {
       return path + ": file size " + std::to_string(size) +
              " is not a multiple of " + std::to_string(segment.elementSize) +
@@ -229,15 +232,22 @@ static std::string openBinary(const std::string &path,
   }
   segment.data = bytes + dataOffset;
   segment.count = (size - dataOffset) / segment.elementSize;
-  if (segment.count > 0) {
-    ::madvise(segment.mapping, size, MADV_WILLNEED);
+  // The vocabulary scan reads the file once front to back; training then
+  // reads sequence-sized pieces, in a random order when shuffling.
+  if (size > 0) {
+    ::madvise(segment.mapping, size, MADV_SEQUENTIAL);
   }
-  if (segment.elementSize == 2) {
-    return checkVocabulary(reinterpret_cast<const uint16_t *>(segment.data),
-                           segment.count, options.vocabSize, path);
+  std::string problem =
+      segment.elementSize == 2
+          ? checkVocabulary(reinterpret_cast<const uint16_t *>(segment.data),
+                            segment.count, options.vocabSize, path)
+          : checkVocabulary(reinterpret_cast<const uint32_t *>(segment.data),
+                            segment.count, options.vocabSize, path);
+  if (size > 0) {
+    ::madvise(segment.mapping, size,
+              options.shuffle ? MADV_RANDOM : MADV_NORMAL);
   }
-  return checkVocabulary(reinterpret_cast<const uint32_t *>(segment.data),
-                         segment.count, options.vocabSize, path);
+  return problem;
 }
 
 /// Reads a JSON array of integer ids; `what` names it in errors.
@@ -368,6 +378,16 @@ std::unique_ptr<DataLoader> DataLoader::open(const DataOptions &options,
   }
   uint64_t length = static_cast<uint64_t>(options.sequenceLen);
   loader->sequences = loader->tokens / length;
+  // 32-bit tokens read as 16-bit ones pass every check (each high half is a
+  // small id), so say so when the vocabulary suggests it.
+  bool raw16 = std::any_of(loader->segments.begin(), loader->segments.end(),
+                           [](const auto &s) { return s->raw16; });
+  if (raw16 && options.vocabSize > 65536) {
+    loader->warningText =
+        "headerless .bin data is read as uint16 but the vocabulary has " +
+        std::to_string(options.vocabSize) +
+        " entries; pass --data-dtype uint32 if the tokens are 32-bit";
+  }
   std::string what =
       files.size() == 1
           ? files[0]

@@ -1,5 +1,4 @@
-//===- DataLoader.h - packed, shuffled token batches for training -*- C++
-//-*-===//
+//===- DataLoader.h - packed, shuffled token batches ------------*- C++ -*-===//
 //
 // The trainer reads pre-tokenized data in the formats people already have
 // (FORMATS.md): nanoGPT `.bin` files (raw little-endian uint16, or uint32 for
@@ -82,6 +81,8 @@ public:
   double epochProgress() const;
   /// One line for the log: what was read and how it was packed.
   std::string describe() const { return description; }
+  /// Something about the data worth a warning, or "".
+  std::string warning() const { return warningText; }
 
 private:
   DataLoader() = default;
@@ -100,6 +101,7 @@ private:
   std::vector<uint64_t> order;
   uint64_t orderEpoch = UINT64_MAX;
   std::string description;
+  std::string warningText;
 };
 
 /// The permutation of [0, n) that shuffling uses for `seed`: Fisher-Yates

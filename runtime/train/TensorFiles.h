@@ -1,5 +1,4 @@
-//===- TensorFiles.h - tensor slots to and from files (internal) -*- C++
-//-*-===//
+//===- TensorFiles.h - tensor slots to and from files -----------*- C++ -*-===//
 //
 // What checkpoints and PEFT adapters share: the file names, the safetensors
 // name of each dtype, and the checked copy between a file's tensors and

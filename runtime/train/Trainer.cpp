@@ -13,7 +13,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <unistd.h>
 
 namespace tailor::train {
 
@@ -343,6 +342,9 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     std::fprintf(out, "already at step %" PRId64 "\n", maxSteps);
   }
   std::fprintf(out, "data %s\n", data->describe().c_str());
+  if (!data->warning().empty()) {
+    std::fprintf(err, "tailor train: warning: %s\n", data->warning().c_str());
+  }
   std::fflush(out);
 
   // --- The loop --------------------------------------------------------------

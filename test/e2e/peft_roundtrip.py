@@ -11,7 +11,9 @@ PyTorch reference is the exported object itself):
     logits on a seeded batch [2, 16] with tailor's own inference of the same
     adapter: `tailor compile model.onnx --adapter OUT -o F.tplan` and
     `tailor-run F.tplan --input input_ids=... --output logits=...`.
-    Passes when max|tailor - PEFT| <= --tol (1e-4) * max|PEFT logits|.
+    Passes when OUT/adapter_config.json says what the recipe said (r,
+    lora_alpha, target_modules, use_rslora, layers_to_transform) and
+    max|tailor - PEFT| <= --tol (1e-4) * max|PEFT logits|.
       a-all7:   q,k,v,o,gate,up,down_proj, r=4, alpha 8
       a-rslora: q_proj, v_proj in layer 1 only (lora_layers [1]), r=8,
                 alpha 16, use_rslora
@@ -226,6 +228,10 @@ def main():
                 report(name, "", [err])
                 continue
             adapter_dir = out
+            config_problems = tc.check_adapter_config(out, r)
+            if config_problems:
+                report(name, "", config_problems)
+                continue
             try:
                 pm = PeftModel.from_pretrained(tc.fresh_copy(base), out).eval()
             except Exception as e:  # noqa: BLE001

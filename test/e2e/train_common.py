@@ -280,14 +280,44 @@ def load_safetensors(path):
     return load_file(path)
 
 
+def check_adapter_config(out, recipe):
+    """Problems with OUT/adapter_config.json against the recipe (PEFT's
+    keys: peft_type, r, lora_alpha, target_modules, use_rslora,
+    layers_to_transform)."""
+    path = os.path.join(out, "adapter_config.json")
+    if not os.path.exists(path):
+        return ["no adapter_config.json in the output dir"]
+    try:
+        cfg = json.load(open(path))
+    except ValueError as e:
+        return [f"adapter_config.json is not JSON: {e}"]
+    problems = []
+    want = {"peft_type": "LORA", "r": recipe["lora_r"],
+            "lora_alpha": recipe["lora_alpha"],
+            "use_rslora": bool(recipe.get("use_rslora", False)),
+            "layers_to_transform": (list(recipe["lora_layers"])
+                                    if recipe.get("lora_layers") is not None else None)}
+    for k, v in want.items():
+        if cfg.get(k) != v:
+            problems.append(f"adapter_config {k} = {cfg.get(k)!r}, expected {v!r}")
+    if sorted(cfg.get("target_modules") or []) != sorted(recipe["lora_target_modules"]):
+        problems.append(f"adapter_config target_modules = {cfg.get('target_modules')!r}, "
+                        f"expected {recipe['lora_target_modules']!r}")
+    return problems
+
+
 def tailor_available(bin_dir):
     """(True, None) when the tailor driver has `compile --recipe` and
     `train`; else (False, why)."""
     tailor = os.path.join(bin_dir, "tailor")
     if not os.path.exists(tailor):
         return False, f"{tailor} not found"
-    h = subprocess.run([tailor, "--help"], capture_output=True, text=True)
-    c = subprocess.run([tailor, "compile", "--help"], capture_output=True, text=True)
+    try:
+        h = subprocess.run([tailor, "--help"], capture_output=True, text=True)
+        c = subprocess.run([tailor, "compile", "--help"], capture_output=True,
+                           text=True)
+    except OSError as e:
+        return False, f"cannot run {tailor}: {e}"
     missing = []
     if "train" not in h.stdout + h.stderr:
         missing.append("`tailor train`")

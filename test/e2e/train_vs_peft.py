@@ -128,22 +128,6 @@ def torch_reference(base, rows, r, work):
                 init_adapter=init_dir)
 
 
-def check_adapter_config(out, r):
-    """Problems with OUT/adapter_config.json against the recipe."""
-    path = os.path.join(out, "adapter_config.json")
-    if not os.path.exists(path):
-        return ["no adapter_config.json in the output dir"]
-    cfg = json.load(open(path))
-    problems = []
-    want = {"peft_type": "LORA", "r": r["lora_r"], "lora_alpha": r["lora_alpha"]}
-    for k, v in want.items():
-        if cfg.get(k) != v:
-            problems.append(f"adapter_config {k} = {cfg.get(k)!r}, expected {v!r}")
-    if sorted(cfg.get("target_modules") or []) != sorted(r["lora_target_modules"]):
-        problems.append(f"adapter_config target_modules = {cfg.get('target_modules')!r}")
-    return problems
-
-
 def compare_run(name, r, ref, out):
     """Prints the per-step table and the weight comparison; returns problems."""
     problems = []
@@ -197,7 +181,7 @@ def compare_run(name, r, ref, out):
         print(f"  final {what}: {len(ref['final'])} tensors, worst max|diff|/max|ref| "
               f"{worst:.2e} ({wname})")
     if r["adapter"] != "full":
-        problems += check_adapter_config(out, r)
+        problems += tc.check_adapter_config(out, r)
     for step, snap in sorted(ref["snaps"].items()):
         ck = os.path.join(out, f"checkpoint-{step}", fname)
         if not os.path.exists(ck):

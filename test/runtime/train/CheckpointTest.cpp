@@ -468,7 +468,8 @@ a = q.lora_A["default"].weight.detach().flatten().tolist()
 b = q.lora_B["default"].weight.detach().flatten().tolist()
 assert a == [1.0 + i for i in range(8)], a
 assert b == [-1.0 - i for i in range(8)], b
-pm = get_peft_model(tiny(), LoraConfig(r=2, lora_alpha=16, target_modules=["q_proj"]))
+config = LoraConfig(r=2, lora_alpha=16, target_modules=["q_proj"])
+pm = get_peft_model(tiny(), config)
 q = pm.base_model.model.model.layers[0].self_attn.q_proj
 with torch.no_grad():
     q.lora_A["default"].weight.copy_(torch.arange(8.0).reshape(2, 4) * 0.5)

@@ -150,6 +150,13 @@ TEST(DataLoader, Uint32BinNeedsTheOption) {
   ASSERT_TRUE(loader);
   EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{70000, 1}));
   EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{2, 99999}));
+  EXPECT_EQ(loader->warning(), "");
+  // Read as uint16 the same bytes pass every check: only a warning can
+  // point at the mistake.
+  o.tokenDType = "uint16";
+  loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_NE(loader->warning().find("--data-dtype uint32"), std::string::npos);
 }
 
 TEST(DataLoader, LlmcShards) {
