@@ -74,19 +74,47 @@ def write_data(path, args):
                     + "\n")
 
 
+def _vm_hwm_mib(pid):
+    """The process's own peak resident set (VmHWM), or None once it exited."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
 def run_measured(cmd, env=None):
     """Runs cmd as a child; returns (returncode, peak RSS MiB, wall s,
-    output). The rusage is the child's own (os.wait4), not the sum or
-    maximum over every child this process has had."""
+    output). The peak is the child's VmHWM, polled while it runs: unlike
+    rusage's ru_maxrss, it does not inherit this (torch-importing) parent's
+    resident set through fork, and the high-water mark only grows, so the
+    last reading before exit holds the peak."""
+    import threading
     start = time.perf_counter()
     with open(os.devnull, "rb") as null:
         proc = subprocess.Popen(cmd, stdin=null, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env)
+    peak = [0.0]
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            hwm = _vm_hwm_mib(proc.pid)
+            if hwm is not None:
+                peak[0] = max(peak[0], hwm)
+            done.wait(0.02)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
     out = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.wait()
+    done.set()
+    poller.join()
     proc.stdout.close()
-    return proc.returncode, usage.ru_maxrss / 1024.0, time.perf_counter() - start, out
+    return proc.returncode, peak[0], time.perf_counter() - start, out
 
 
 def child_env(threads):

@@ -5,13 +5,14 @@
 #include "runtime/include/tailor/runtime.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
 #include <sstream>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -21,6 +22,28 @@ namespace tailor::runtime {
 namespace fb = tailor::plan;
 
 Session::~Session() {
+  if (profile) {
+    std::map<std::string, std::pair<double, uint64_t>> byKernel;
+    double total = 0;
+    for (size_t i = 0; i < launches.size(); ++i) {
+      auto &entry = byKernel[launches[i].kernel->name];
+      entry.first += profileSeconds[i];
+      entry.second += profileCalls[i];
+      total += profileSeconds[i];
+    }
+    std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(
+        byKernel.begin(), byKernel.end());
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+      return a.second.first > b.second.first;
+    });
+    std::fprintf(stderr, "tailor profile (%s): %.3f s in kernels\n",
+                 loaded.name().c_str(), total);
+    for (const auto &[name, value] : rows) {
+      std::fprintf(stderr, "  %-20s %9.3f s %5.1f%% %8llu calls\n", name.c_str(),
+                   value.first, total > 0 ? 100.0 * value.first / total : 0.0,
+                   static_cast<unsigned long long>(value.second));
+    }
+  }
   for (void *arena : arenas) {
     std::free(arena);
   }
@@ -115,6 +138,10 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     status = TAILOR_ERROR_INVALID_PLAN;
     return nullptr;
   }
+  if (const char *flag = std::getenv("TAILOR_PROFILE"); flag && *flag &&
+                                                         std::string(flag) != "0") {
+    session->profile = true;
+  }
   if (const auto *entries = p.entries(); entries && entries->size() > 0) {
     for (const fb::Entry *entry : *entries) {
       session->entries.push_back(
@@ -170,11 +197,12 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     }
     session->launches.push_back(std::move(prepared));
   }
+  session->profileSeconds.assign(session->launches.size(), 0.0);
+  session->profileCalls.assign(session->launches.size(), 0);
   return session;
 }
 
-/// Maps each source file once and copies every parameter's bytes into its
-/// buffer. The mapping is dropped afterwards: the arenas hold the weights.
+/// Reads every parameter's bytes from its source file into its buffer.
 std::string Session::bindParameters() {
   const fb::Plan &p = loaded.root();
   if (!p.parameters()) {
@@ -200,18 +228,10 @@ std::string Session::bindParameters() {
       return message;
     }
     uint64_t fileSize = static_cast<uint64_t>(info.st_size);
-    void *mapped = nullptr;
-    if (fileSize > 0) {
-      mapped = mmap(nullptr, fileSize, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (mapped == MAP_FAILED) {
-        std::string message = "cannot map weights file '" + path + "': " +
-                              std::strerror(errno);
-        ::close(fd);
-        return message;
-      }
-      madvise(mapped, fileSize, MADV_SEQUENTIAL);
-    }
-    ::close(fd);
+    // pread straight into the arenas: the bytes pass through the page cache
+    // only, so binding never holds a second copy of the weights in this
+    // process (an mmap would count every page in the resident set).
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     std::string problem;
     for (const fb::Parameter *param : params) {
       const fb::Source *source = param->source();
@@ -225,13 +245,28 @@ std::string Session::bindParameters() {
                   " bytes)";
         break;
       }
-      std::memcpy(bufferData(param->buffer()),
-                  static_cast<const uint8_t *>(mapped) + source->offset(),
-                  source->length());
+      auto *target = static_cast<uint8_t *>(bufferData(param->buffer()));
+      uint64_t done = 0;
+      while (done < source->length()) {
+        ssize_t got = ::pread(fd, target + done, source->length() - done,
+                              static_cast<off_t>(source->offset() + done));
+        if (got < 0 && errno == EINTR) {
+          continue;
+        }
+        if (got <= 0) {
+          problem = "parameter '" + param->name()->str() + "': cannot read '" +
+                    path + "' at byte " +
+                    std::to_string(source->offset() + done) + ": " +
+                    (got < 0 ? std::strerror(errno) : "unexpected end of file");
+          break;
+        }
+        done += static_cast<uint64_t>(got);
+      }
+      if (!problem.empty()) {
+        break;
+      }
     }
-    if (mapped) {
-      munmap(mapped, fileSize);
-    }
+    ::close(fd);
     if (!problem.empty()) {
       return problem;
     }
@@ -261,7 +296,15 @@ std::string Session::runEntry(uint32_t index) {
       [](const PreparedLaunch &launch, uint32_t step) { return launch.step < step; });
   for (auto it = begin; it != launches.end() && it->step < entry.first + entry.count;
        ++it) {
+    auto started = std::chrono::steady_clock::now();
     std::string problem = it->kernel->run(it->call);
+    if (profile) {
+      size_t index = static_cast<size_t>(it - launches.begin());
+      profileSeconds[index] += std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - started)
+                                   .count();
+      ++profileCalls[index];
+    }
     if (!problem.empty()) {
       return "step " + std::to_string(it->step) + " (" + it->kernel->name +
              (it->origin.empty() ? "" : ", " + it->origin) + "): " + problem;

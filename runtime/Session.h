@@ -69,6 +69,11 @@ private:
   std::unique_ptr<ThreadPool> pool;
   std::vector<PreparedLaunch> launches;
   std::vector<EntryRange> entries;
+  /// TAILOR_PROFILE=1: seconds and calls per kernel, printed to stderr when
+  /// the session ends (the place to look before optimizing a kernel).
+  bool profile = false;
+  std::vector<double> profileSeconds;
+  std::vector<uint64_t> profileCalls;
 };
 
 } // namespace tailor::runtime

@@ -207,6 +207,8 @@ int runCompile(int argc, const char **argv) {
   registerTailorDialects(registry);
   mlir::MLIRContext context(registry);
   context.disableMultithreading();
+  // Errors name the op; a dump of the whole module would bury them.
+  context.printOpOnDiagnostic(false);
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
     printDiagnostic(diag);
     return mlir::success();
