@@ -1,0 +1,105 @@
+//===- PlannedProgram.h - one rank's planned storage and launches -*- C++ -*-===//
+//
+// What tailor-lower-to-sched decides before it writes IR: the roots of
+// storage (inputs, parameters, states, constants, kernel results) with their
+// lifetimes, and per entry the launches with their operands. EmitProgram.cpp
+// assigns offsets and writes the sched.program from it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_PASSES_MEMORY_PLANNEDPROGRAM_H
+#define TAILOR_PASSES_MEMORY_PLANNEDPROGRAM_H
+
+#include "codegen/CpuKernels.h"
+#include "dialects/sched/SchedOps.h"
+#include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace tailor::memory {
+
+/// Where a root buffer lives. Views (reshapes) share their root's storage.
+enum class Home { Input, Param, Constant, Activation, State };
+
+/// A piece of storage: one input, parameter, state, constant or kernel
+/// result.
+struct Root {
+  Home home = Home::Activation;
+  mlir::MemRefType type;
+  int64_t bytes = 0;
+  /// Live range in steps (op positions, one timeline through every entry),
+  /// inclusive.
+  int64_t first = 0;
+  int64_t last = 0;
+  uint64_t offset = 0;
+  tg::ParamOp param;
+  tg::StateOp state;
+  mlir::Attribute constant;
+  std::string inputName;
+  /// Set once the sched op that defines the storage has been emitted.
+  mlir::Value view;
+};
+
+/// Bytes a plan stores for `type`: booleans take a byte each.
+inline int64_t storageBytes(mlir::ShapedType type) {
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  return tg::numElements(type.getShape()) * std::max<int64_t>(1, bits / 8);
+}
+
+inline Root makeRoot(Home home, mlir::MemRefType type) {
+  Root root;
+  root.home = home;
+  root.type = type;
+  root.bytes = storageBytes(type);
+  return root;
+}
+
+inline mlir::MemRefType memrefFor(mlir::Type tensorType) {
+  auto shaped = llvm::cast<mlir::RankedTensorType>(tensorType);
+  return mlir::MemRefType::get(shaped.getShape(), shaped.getElementType());
+}
+
+inline uint64_t alignTo(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+/// A launch operand: a root's storage seen with one tensor type (a
+/// reshape's view shares its root's bytes).
+struct Access {
+  unsigned root;
+  mlir::MemRefType type;
+};
+
+/// One planned kernel launch (or output copy).
+struct PlannedLaunch {
+  mlir::Operation *op = nullptr; // null for an output copy
+  codegen::CpuKernelChoice choice;
+  llvm::SmallVector<Access> operands; // inputs then results
+  std::string origin;
+};
+
+/// One planned function: an entry of the program.
+struct PlannedEntry {
+  std::string name;
+  llvm::SmallVector<unsigned> inputs; // roots, in argument order
+  llvm::SmallVector<PlannedLaunch> launches;
+  llvm::SmallVector<std::pair<std::string, Access>> outputs;
+};
+
+/// Assigns every root its arena offset (parameters, constants and states
+/// back to back; inputs and activations packed by lifetime) and writes the
+/// sched.program: arenas, kernels, storage views, and per entry its
+/// inputs, launches and outputs. Fails with an error on `module`.
+mlir::LogicalResult emitProgram(mlir::ModuleOp module, mlir::Location loc,
+                                std::vector<Root> &roots,
+                                std::vector<PlannedEntry> &entries,
+                                int64_t threads, int64_t alignment);
+
+} // namespace tailor::memory
+
+#endif // TAILOR_PASSES_MEMORY_PLANNEDPROGRAM_H
