@@ -12,6 +12,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 
+#include <cstdio>
 #include <functional>
 #include <map>
 
@@ -54,7 +55,9 @@ Setter number(double TrainingRecipe::*field, double min, double max) {
     double x = 0;
     if (v.isList || StringRef(v.scalar).getAsDouble(x) || !(x >= min) ||
         !(x <= max)) {
-      return bad("", v, "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+      char range[64];
+      std::snprintf(range, sizeof(range), "a number in [%g, %g]", min, max);
+      return bad("", v, range);
     }
     r.*field = x;
     return Error::success();
