@@ -8,6 +8,9 @@
 
 #include "runtime/cpu/KernelTable.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace tailor::runtime {
 
 const std::vector<KernelDef> &cpuKernels() {
@@ -21,7 +24,9 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addTransformerKernels(defs);
     cpu::addDataMovementKernels(defs);
     cpu::addGradientKernels(defs);
-    cpu::addTrainingKernels(defs);
+    cpu::addElementwiseGradientKernels(defs);
+    cpu::addLossKernels(defs);
+    cpu::addOptimizerKernels(defs);
     return defs;
   }();
   return table;
@@ -233,6 +238,53 @@ std::string expectIntsAttr(const KernelCall &call, const char *name,
     }
   }
   value = attr->ints;
+  return "";
+}
+
+/// A double as printf's %g writes it: "0.9", "1e-08".
+static std::string formatFloat(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+std::string expectFloatInRange(const KernelCall &call, const char *name,
+                               double lo, double hi, double &value) {
+  if (auto e = expectFloatAttr(call, name, true, 0, value); !e.empty()) {
+    return e;
+  }
+  if (!(value >= lo && value < hi)) {
+    std::string range = std::isinf(hi) ? ">= " + formatFloat(lo)
+                                       : "in [" + formatFloat(lo) + ", " +
+                                             formatFloat(hi) + ")";
+    return std::string("attribute '") + name + "' is " + formatFloat(value) +
+           ", expected a value " + range;
+  }
+  return "";
+}
+
+std::string expectAllF32(const KernelCall &call) {
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
+  }
+  return "";
+}
+
+std::string expectScalar(const KernelCall &call, size_t index, DType dtype) {
+  if (auto e = expectDType(call, index, dtype); !e.empty()) {
+    return e;
+  }
+  return expectShape(call, index, {});
+}
+
+std::string firstError(std::initializer_list<std::string> errors) {
+  for (const std::string &e : errors) {
+    if (!e.empty()) {
+      return e;
+    }
+  }
   return "";
 }
 

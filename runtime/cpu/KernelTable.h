@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ void addLinearAlgebraKernels(std::vector<KernelDef> &table);
 void addTransformerKernels(std::vector<KernelDef> &table);
 void addDataMovementKernels(std::vector<KernelDef> &table);
 void addGradientKernels(std::vector<KernelDef> &table);
-void addTrainingKernels(std::vector<KernelDef> &table);
+void addElementwiseGradientKernels(std::vector<KernelDef> &table);
+void addLossKernels(std::vector<KernelDef> &table);
+void addOptimizerKernels(std::vector<KernelDef> &table);
 
 //===----------------------------------------------------------------------===//
 // Checks. Each returns "" or a lowercase message naming the operand or
@@ -49,6 +52,8 @@ std::string expectDTypeIn(const KernelCall &call, size_t index,
                           std::initializer_list<DType> dtypes);
 /// Operand `index` has the dtype of operand `like`.
 std::string expectSameDType(const KernelCall &call, size_t index, size_t like);
+/// Every operand f32.
+std::string expectAllF32(const KernelCall &call);
 /// The common check of an f32/f64 map x -> y: two operands, a float input,
 /// and an output of the same dtype and shape.
 std::string expectFloatMap(const KernelCall &call);
@@ -58,6 +63,8 @@ std::string expectShape(const KernelCall &call, size_t index,
 /// "operand 0 must have rank 4, got 3".
 std::string expectRank(const KernelCall &call, size_t index, int64_t rank);
 std::string expectMinRank(const KernelCall &call, size_t index, int64_t rank);
+/// Operand `index` is a rank-0 tensor of `dtype`.
+std::string expectScalar(const KernelCall &call, size_t index, DType dtype);
 /// Operand `index` broadcasts to `shape` under NumPy rules.
 std::string expectBroadcastsTo(const KernelCall &call, size_t index,
                                const std::vector<int64_t> &shape);
@@ -74,10 +81,22 @@ std::string expectIntAttr(const KernelCall &call, const char *name, int64_t lo,
 /// `required` is false.
 std::string expectFloatAttr(const KernelCall &call, const char *name,
                             bool required, double fallback, double &value);
+/// Float attribute `name`, required, in [lo, hi) (NaN fails):
+/// "attribute 'p' is 1, expected a value in [0, 1)".
+std::string expectFloatInRange(const KernelCall &call, const char *name,
+                               double lo, double hi, double &value);
 /// Ints attribute `name` with exactly `size` entries each in [lo, hi].
 std::string expectIntsAttr(const KernelCall &call, const char *name,
                            size_t size, int64_t lo, int64_t hi,
                            std::vector<int64_t> &value);
+/// The first non-empty message of checks already evaluated: each must be
+/// safe to run once the checks before the list have passed.
+std::string firstError(std::initializer_list<std::string> errors);
+
+/// The value of a rank-0 operand (one that expectScalar accepted).
+template <typename T> T scalarOperand(const KernelCall &call, size_t index) {
+  return *call.operands[index].as<T>();
+}
 
 //===----------------------------------------------------------------------===//
 // Pieces one kernel file lends another.
@@ -98,6 +117,11 @@ public:
 private:
   int previous;
 };
+
+/// dx = y (dy - dot(dy, y)) for one row of `n`: the softmax VJP
+/// (ElementwiseGradientKernels.cpp), which attention_grad also applies to
+/// its probability blocks. The dot product accumulates in f64; dx may be dy.
+void softmaxGradRow(const float *y, const float *dy, float *dx, int64_t n);
 
 //===----------------------------------------------------------------------===//
 // Broadcast walking.
@@ -198,6 +222,13 @@ void parallelFor(const KernelCall &call, int64_t n, int64_t grain, Fn &&fn,
     return;
   }
   call.pool->parallelFor(n, grain, fn, maxWorkers);
+}
+
+/// Zeroes `n` floats on the pool.
+inline void parallelZero(const KernelCall &call, float *p, int64_t n) {
+  parallelFor(call, n, kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
+    std::memset(p + begin, 0, (end - begin) * sizeof(float));
+  });
 }
 
 } // namespace tailor::runtime::cpu

@@ -360,7 +360,8 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "reduce_max", "softmax",    "matmul",    "linear",     "rms_norm",
       "layer_norm", "rope",       "attention", "embedding",  "transpose",
       "slice",      "concat",     "split",     "broadcast",  "copy",
-      // Training (GradientKernels.cpp, TrainingKernels.cpp).
+      // Training (GradientKernels.cpp, ElementwiseGradientKernels.cpp,
+      // LossKernels.cpp, OptimizerKernels.cpp).
       "linear_weight_grad", "rms_norm_grad", "layer_norm_grad",
       "attention_grad", "embedding_grad", "softmax_grad", "rope_grad",
       "silu_grad", "gelu_grad", "slice_grad", "cross_entropy",

@@ -3,8 +3,11 @@
 // tailor inspect PLAN.tplan [--json] [--params] [--steps]
 //
 // Prints what a plan holds: target, memory by category, arenas, inputs and
-// outputs, parameters and the kernels it runs. The plan is verified exactly
-// as the runtime verifies it, except that weight files need not be present.
+// outputs, parameters and the kernels it runs; for a training plan also the
+// recipe it was compiled for (adapter, optimizer, batch), its entries, which
+// entry each input and output belongs to, trainable versus frozen parameters
+// and the optimizer state. The plan is verified exactly as the runtime
+// verifies it, except that weight files need not be present.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,13 +15,17 @@
 
 #include "runtime/Plan.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <sys/stat.h>
+#include <vector>
 
 namespace tailor {
 
@@ -83,6 +90,51 @@ std::string formatAttribute(const fb::Attribute &attr) {
   }
   return out;
 }
+
+/// A double as %g prints it: 0.01, 1, 2e-05.
+std::string formatNumber(double value) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::format("%g", value);
+  return out;
+}
+
+std::string join(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *list) {
+  std::string out;
+  if (list) {
+    for (uint32_t i = 0; i < list->size(); ++i) {
+      out += (i ? ", " : "") + list->Get(i)->str();
+    }
+  }
+  return out;
+}
+
+/// Tensors and bytes of one group (trainable parameters, one state kind).
+struct Tally {
+  int64_t count = 0;
+  uint64_t bytes = 0;
+  void add(uint64_t size) {
+    ++count;
+    bytes += size;
+  }
+  llvm::json::Object toJSON() const {
+    return llvm::json::Object{{"count", count},
+                              {"bytes", static_cast<int64_t>(bytes)}};
+  }
+};
+
+std::string formatTally(const Tally &tally) {
+  std::string out =
+      std::to_string(tally.count) + " tensors, " + std::to_string(tally.bytes);
+  return out +
+         (tally.bytes < 1024 ? " B" : " B (" + formatBytes(tally.bytes) + ")");
+}
+
+/// PyTorch's optimizer state kinds, in the order they are listed; a kind the
+/// plan names that is not here follows them.
+const char *kStateKinds[] = {"grad", "exp_avg", "exp_avg_sq",
+                             "momentum_buffer"};
 
 const char *kCategoryNames[] = {"parameters", "constants", "activations",
                                 "workspace", "optimizer_state", "gradients"};
@@ -150,6 +202,66 @@ int runInspect(int argc, const char **argv) {
       ++kernelUse[p.kernels()->Get(launch->kernel())->name()->str()];
     }
   }
+  // What a training plan adds: entries (with their launches), which entry
+  // each input and output belongs to, trainable versus frozen parameters,
+  // those the runtime creates, and the training state by kind. An inference
+  // plan has no training table and at most one entry, and shows none of it.
+  const fb::Training *training = p.training();
+  const auto *entries = p.entries();
+  bool showEntries =
+      entries && entries->size() > 0 && (training || entries->size() > 1);
+  auto entryOf = [&](const fb::Binding &binding) -> std::string {
+    if (entries && binding.entry() < entries->size()) {
+      return entries->Get(binding.entry())->name()->str();
+    }
+    return "forward";
+  };
+  std::vector<int64_t> entryLaunches;
+  if (entries) {
+    for (const fb::Entry *entry : *entries) {
+      int64_t count = 0;
+      for (uint32_t i = entry->first_op();
+           i < entry->first_op() + entry->op_count(); ++i) {
+        count += p.ops()->Get(i)->step_type() == fb::Step::Launch;
+      }
+      entryLaunches.push_back(count);
+    }
+  }
+  Tally trainable, frozen, initialized;
+  std::map<std::string, int> initKinds;
+  if (p.parameters()) {
+    for (const fb::Parameter *param : *p.parameters()) {
+      uint64_t bytes = loaded->bufferBytes(param->buffer());
+      (param->trainable() ? trainable : frozen).add(bytes);
+      if (!param->source()) {
+        initialized.add(bytes);
+        if (const fb::Init *init = param->init()) {
+          ++initKinds[fb::EnumNameInitKind(init->kind())];
+        }
+      }
+    }
+  }
+  Tally stateTotal;
+  std::map<std::string, Tally> stateByKind;
+  if (p.states()) {
+    for (const fb::State *state : *p.states()) {
+      uint64_t bytes = loaded->bufferBytes(state->buffer());
+      stateTotal.add(bytes);
+      stateByKind[state->kind()->str()].add(bytes);
+    }
+  }
+  std::vector<std::string> stateKinds;
+  for (const char *kind : kStateKinds) {
+    if (stateByKind.count(kind)) {
+      stateKinds.push_back(kind);
+    }
+  }
+  for (const auto &[kind, tally] : stateByKind) {
+    if (!llvm::is_contained(kStateKinds, kind)) {
+      stateKinds.push_back(kind);
+    }
+  }
+
   std::string target = p.target() && p.target()->name() ? p.target()->name()->str() : "cpu";
   int threads = p.target() ? p.target()->threads() : 0;
 
@@ -194,9 +306,13 @@ int runInspect(int argc, const char **argv) {
           for (int64_t d : *buffer.shape()) {
             shape.push_back(d);
           }
-          out.push_back(llvm::json::Object{{"name", binding->name()->str()},
-                                           {"dtype", dtypeOf(buffer)},
-                                           {"shape", std::move(shape)}});
+          llvm::json::Object item{{"name", binding->name()->str()},
+                                  {"dtype", dtypeOf(buffer)},
+                                  {"shape", std::move(shape)}};
+          if (showEntries) {
+            item["entry"] = entryOf(*binding);
+          }
+          out.push_back(std::move(item));
         }
       }
       return out;
@@ -220,10 +336,95 @@ int runInspect(int argc, const char **argv) {
           entry["offset"] = static_cast<int64_t>(source->offset());
           entry["length"] = static_cast<int64_t>(source->length());
         }
+        if (const fb::Init *init = param->init(); init && !param->source()) {
+          entry["init"] = fb::EnumNameInitKind(init->kind());
+        }
         params.push_back(std::move(entry));
       }
     }
     root["parameters"] = std::move(params);
+    if (training || trainable.count) {
+      llvm::json::Object summary =
+          Tally{static_cast<int64_t>(paramCount), paramBytes}.toJSON();
+      summary["trainable"] = trainable.toJSON();
+      summary["frozen"] = frozen.toJSON();
+      summary["runtime_initialized"] = initialized.toJSON();
+      root["parameter_summary"] = std::move(summary);
+    }
+    if (showEntries) {
+      llvm::json::Array list;
+      for (uint32_t i = 0; i < entries->size(); ++i) {
+        const fb::Entry *entry = entries->Get(i);
+        list.push_back(llvm::json::Object{
+            {"name", entry->name()->str()},
+            {"first_op", static_cast<int64_t>(entry->first_op())},
+            {"op_count", static_cast<int64_t>(entry->op_count())},
+            {"launches", entryLaunches[i]}});
+      }
+      root["entries"] = std::move(list);
+    }
+    if (stateTotal.count) {
+      llvm::json::Object states = stateTotal.toJSON();
+      llvm::json::Object kinds;
+      for (const std::string &kind : stateKinds) {
+        kinds[kind] = stateByKind[kind].toJSON();
+      }
+      states["kinds"] = std::move(kinds);
+      root["states"] = std::move(states);
+    }
+    if (training) {
+      auto strings = [](const auto *list) {
+        llvm::json::Array out;
+        if (list) {
+          for (const flatbuffers::String *value : *list) {
+            out.push_back(value->str());
+          }
+        }
+        return out;
+      };
+      auto str = [](const flatbuffers::String *value) {
+        return value ? value->str() : std::string();
+      };
+      llvm::json::Object t{{"micro_batch_size", training->micro_batch_size()},
+                           {"sequence_len", training->sequence_len()},
+                           {"vocab_size", training->vocab_size()},
+                           {"shuffle", training->shuffle()},
+                           {"gradient_accumulation_steps",
+                            training->gradient_accumulation_steps()},
+                           {"max_steps", training->max_steps()},
+                           {"seed", training->seed()},
+                           {"optimizer", str(training->optimizer())},
+                           {"learning_rate", training->learning_rate()},
+                           {"lr_scheduler", str(training->lr_scheduler())},
+                           {"warmup_steps", training->warmup_steps()},
+                           {"weight_decay", training->weight_decay()},
+                           {"max_grad_norm", training->max_grad_norm()},
+                           {"save_steps", training->save_steps()},
+                           {"logging_steps", training->logging_steps()},
+                           {"base_model", str(training->base_model())},
+                           {"recipe", str(training->recipe())}};
+      if (const fb::Adapter *adapter = training->adapter()) {
+        llvm::json::Array layers;
+        if (adapter->layers()) {
+          for (int32_t layer : *adapter->layers()) {
+            layers.push_back(layer);
+          }
+        }
+        t["adapter"] = llvm::json::Object{
+            {"variant", adapter->variant()->str()},
+            {"r", adapter->r()},
+            {"alpha", adapter->alpha()},
+            {"dropout", adapter->dropout()},
+            {"use_rslora", adapter->use_rslora()},
+            {"target_modules", strings(adapter->target_modules())},
+            {"layers", std::move(layers)},
+            {"modules", strings(adapter->modules())},
+            {"module_count",
+             static_cast<int64_t>(
+                 adapter->modules() ? adapter->modules()->size() : 0)}};
+      }
+      root["training"] = std::move(t);
+    }
     llvm::json::Object kernels;
     for (const auto &[name, count] : kernelUse) {
       kernels[name] = count;
@@ -242,6 +443,56 @@ int runInspect(int argc, const char **argv) {
   os << "model: " << (p.model() ? p.model()->str() : "") << "\n";
   os << "target: " << target << ", rank " << p.rank() << " of "
      << p.world_size() << ", workspaces for " << threads << " threads\n";
+  if (training) {
+    os << "training:\n";
+    const fb::Adapter *adapter = training->adapter();
+    std::string variant = adapter ? adapter->variant()->str() : "full";
+    if (variant == "full") {
+      // Full fine-tuning still names the modules whose weights train.
+      std::string targets = adapter ? join(adapter->target_modules()) : "";
+      os << "  adapter: none, full fine-tuning of "
+         << (targets.empty() ? "all" : targets) << "\n";
+    } else {
+      // PEFT scales the adapter's output by alpha / r, or alpha / sqrt(r)
+      // with rsLoRA.
+      double r = std::max(adapter->r(), 1);
+      double scale =
+          adapter->alpha() / (adapter->use_rslora() ? std::sqrt(r) : r);
+      os << "  adapter: " << variant << ", r " << adapter->r() << ", alpha "
+         << formatNumber(adapter->alpha()) << " (scale " << formatNumber(scale)
+         << "), dropout " << formatNumber(adapter->dropout()) << ", rsLoRA "
+         << (adapter->use_rslora() ? "on" : "off") << "\n";
+      os << "  target modules: " << join(adapter->target_modules());
+      if (adapter->layers() && adapter->layers()->size()) {
+        os << " in layers ";
+        for (uint32_t i = 0; i < adapter->layers()->size(); ++i) {
+          os << (i ? ", " : "") << adapter->layers()->Get(i);
+        }
+      }
+      os << " (adapters on "
+         << (adapter->modules() ? adapter->modules()->size() : 0)
+         << " module(s))\n";
+    }
+    os << "  optimizer: "
+       << (training->optimizer() ? training->optimizer()->str() : "?")
+       << ", lr " << formatNumber(training->learning_rate()) << ", "
+       << (training->lr_scheduler() ? training->lr_scheduler()->str() : "?")
+       << " schedule, warmup " << training->warmup_steps() << ", max steps "
+       << training->max_steps() << "\n";
+    int64_t accumulation = std::max(1, training->gradient_accumulation_steps());
+    os << "  batch: " << training->micro_batch_size() << " x "
+       << training->sequence_len() << " tokens x " << accumulation
+       << " accumulation = "
+       << training->micro_batch_size() * int64_t(training->sequence_len()) *
+              accumulation
+       << " tokens/step\n";
+    os << "  max_grad_norm "
+       << (training->max_grad_norm() > 0
+               ? formatNumber(training->max_grad_norm())
+               : std::string("off"))
+       << ", weight decay " << formatNumber(training->weight_decay())
+       << ", seed " << training->seed() << "\n";
+  }
   os << "memory:\n";
   for (int c = 0; c < 6; ++c) {
     if (byCategory[c] == 0 && c > 3) {
@@ -271,6 +522,19 @@ int runInspect(int argc, const char **argv) {
        << kCategoryNames[static_cast<int>(arena->category())] << ", "
        << arena->size() << " B, align " << arena->alignment() << "\n";
   }
+  if (showEntries) {
+    os << "entries:\n";
+    for (uint32_t i = 0; i < entries->size(); ++i) {
+      const fb::Entry *entry = entries->Get(i);
+      os << llvm::format("  %-16s %6lld launches", entry->name()->c_str(),
+                         static_cast<long long>(entryLaunches[i]));
+      if (entry->op_count()) {
+        os << " (steps " << entry->first_op() << ".."
+           << entry->first_op() + entry->op_count() - 1 << ")";
+      }
+      os << "\n";
+    }
+  }
   for (auto [title, list] : {std::make_pair("inputs", p.inputs()),
                              std::make_pair("outputs", p.outputs())}) {
     os << title << ":\n";
@@ -278,12 +542,28 @@ int runInspect(int argc, const char **argv) {
       for (const fb::Binding *binding : *list) {
         const fb::Buffer &buffer = *buffers.Get(binding->buffer());
         os << "  " << binding->name()->str() << ": " << dtypeOf(buffer) << " "
-           << formatShape(*buffer.shape()) << "\n";
+           << formatShape(*buffer.shape());
+        if (showEntries) {
+          os << "  (" << entryOf(*binding) << ")";
+        }
+        os << "\n";
       }
     }
   }
   os << "parameters: " << paramCount << " tensors, " << paramBytes << " B ("
      << formatBytes(paramBytes) << ") from " << files.size() << " file(s)\n";
+  if (training || trainable.count) {
+    os << "  trainable: " << formatTally(trainable) << "\n";
+    os << "  frozen: " << formatTally(frozen) << "\n";
+    if (initialized.count) {
+      os << "  initialized by the runtime: " << formatTally(initialized);
+      for (auto it = initKinds.begin(); it != initKinds.end(); ++it) {
+        os << (it == initKinds.begin() ? "; " : ", ") << it->first << " "
+           << it->second;
+      }
+      os << "\n";
+    }
+  }
   for (const auto &[path, present] : files) {
     os << "  " << path << (present ? "" : " (missing)") << "\n";
   }
@@ -296,8 +576,20 @@ int runInspect(int argc, const char **argv) {
         os << " at " << source->file()->str() << "[" << source->offset()
            << ", +" << source->length() << "]";
       }
+      if (const fb::Init *init = param->init(); init && !param->source()) {
+        os << " init " << fb::EnumNameInitKind(init->kind());
+      }
       os << (param->trainable() ? " trainable" : "") << "\n";
     }
+  }
+  if (stateTotal.count) {
+    os << "states: " << formatTally(stateTotal);
+    for (size_t i = 0; i < stateKinds.size(); ++i) {
+      const Tally &tally = stateByKind[stateKinds[i]];
+      os << (i ? ", " : "; ") << stateKinds[i] << " " << tally.count << " ("
+         << formatBytes(tally.bytes) << ")";
+    }
+    os << "\n";
   }
   os << "kernels: " << kernelUse.size() << " kinds, " << launches
      << " launches\n";

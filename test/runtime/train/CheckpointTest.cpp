@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/Safetensors.h"
@@ -20,26 +21,10 @@
 #include <vector>
 
 using namespace tailor::train;
+using namespace tailor::train::testing;
 using tailor::runtime::DType;
 
 namespace {
-
-class TempDir {
-public:
-  TempDir() {
-    const char *base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base ? base : "/tmp") + "/tailor-ck-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    path = mkdtemp(buffer.data());
-  }
-  ~TempDir() {
-    std::string ignored;
-    removeTree(path, ignored);
-  }
-  std::string path;
-};
 
 std::vector<std::string> listDir(const std::string &path) {
   std::vector<std::string> names;
@@ -54,13 +39,6 @@ std::vector<std::string> listDir(const std::string &path) {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 const char *kA = "model.layers.0.self_attn.q_proj.lora_A.weight";

@@ -1,5 +1,6 @@
 //===- DataLoaderTest.cpp - token formats, packing, shuffling, resuming ---===//
 
+#include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/DataLoader.h"
 #include "runtime/train/AtomicFile.h"
 
@@ -14,25 +15,9 @@
 #include <vector>
 
 using namespace tailor::train;
+using namespace tailor::train::testing;
 
 namespace {
-
-class TempDir {
-public:
-  TempDir() {
-    const char *base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base ? base : "/tmp") + "/tailor-dl-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    path = mkdtemp(buffer.data());
-  }
-  ~TempDir() {
-    std::string ignored;
-    removeTree(path, ignored);
-  }
-  std::string path;
-};
 
 void writeBytes(const std::string &path, const void *data, size_t size) {
   std::ofstream out(path, std::ios::binary);

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/Safetensors.h"
 #include "runtime/train/AtomicFile.h"
 
@@ -20,32 +21,9 @@
 #include <vector>
 
 using namespace tailor::train;
+using namespace tailor::train::testing;
 
 namespace {
-
-class TempDir {
-public:
-  TempDir() {
-    const char *base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base ? base : "/tmp") + "/tailor-st-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    path = mkdtemp(buffer.data());
-  }
-  ~TempDir() {
-    std::string ignored;
-    removeTree(path, ignored);
-  }
-  std::string path;
-};
-
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 /// A file with `header` as its JSON, `data` after it, and a length prefix of
 /// `length` (the header's own length by default).

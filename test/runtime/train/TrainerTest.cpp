@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/Trainer.h"
 #include "runtime/Plan.h"
 #include "runtime/train/AtomicFile.h"
@@ -26,33 +27,10 @@
 #include <vector>
 
 using namespace tailor::train;
+using namespace tailor::train::testing;
 namespace fb = tailor::plan;
 
 namespace {
-
-class TempDir {
-public:
-  TempDir() {
-    const char *base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base ? base : "/tmp") + "/tailor-tr-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    path = mkdtemp(buffer.data());
-  }
-  ~TempDir() {
-    std::string ignored;
-    removeTree(path, ignored);
-  }
-  std::string path;
-};
-
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 constexpr int64_t kVocab = 16, kDim = 8, kRank = 4, kBatch = 2, kSeq = 4;
 
