@@ -74,9 +74,15 @@ LogicalResult InsertLoraPass::makeTrainable(ModuleOp module,
   bool all = names.size() == 1 && names.front() == "all";
   int64_t count = 0;
   for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
-    bool selected = all || llvm::any_of(names, [&](const std::string &name) {
-                      return hasComponent(param.getSymName(), name);
-                    });
+    // Exports carry module buffers as initializers too; they are not
+    // weights (rotary inverse frequencies, integer masks).
+    bool isWeight =
+        llvm::isa<FloatType>(param.getTensorType().getElementType()) &&
+        !param.getSymName().ends_with("inv_freq");
+    bool selected =
+        isWeight && (all || llvm::any_of(names, [&](const std::string &name) {
+                       return hasComponent(param.getSymName(), name);
+                     }));
     if (selected) {
       param.setTrainable(true);
       ++count;

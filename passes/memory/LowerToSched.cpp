@@ -181,16 +181,17 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
   auto f64Attr = [&](APFloat v) {
     return FloatAttr::get(Float64Type::get(context), v.convertToDouble());
   };
+  // A launch whose operands are whole roots (states, parameters) or values
+  // seen with their own type (a reshape's view of a gradient, say).
   auto launchOf = [&](Operation *op, StringRef kernel, int64_t arity,
-                      ArrayRef<unsigned> operandRoots) {
+                      ArrayRef<Access> operands) {
     PlannedLaunch launch{op, {}, {}, originOf(op)};
     launch.choice.kernel = kernel.str();
     launch.choice.arity = arity;
-    for (unsigned root : operandRoots) {
-      launch.operands.push_back({root, roots[root].type});
-    }
+    launch.operands.assign(operands.begin(), operands.end());
     return launch;
   };
+  auto whole = [&](unsigned root) { return Access{root, roots[root].type}; };
   auto rootOfValue = [&](Value value) -> FailureOr<unsigned> {
     auto it = rootOf.find(value);
     if (it == rootOf.end()) {
@@ -257,30 +258,33 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
         continue;
       }
       FailureOr<unsigned> target = stateRoot(module, &op, accumulate.getTargetAttr());
-      FailureOr<unsigned> value = rootOfValue(accumulate.getValue());
-      if (failed(target) || failed(value)) {
+      if (failed(target) || failed(rootOfValue(accumulate.getValue()))) {
         return op.emitError() << "cannot plan this accumulation";
       }
-      entry.launches.push_back(launchOf(&op, "accumulate", 2, {*value, *target}));
+      entry.launches.push_back(launchOf(
+          &op, "accumulate", 2, {accessOf(accumulate.getValue()), whole(*target)}));
       continue;
     }
     if (auto adamw = llvm::dyn_cast<tg::AdamWUpdateOp>(op)) {
-      SmallVector<unsigned> operands;
+      SmallVector<Access> operands;
       for (FlatSymbolRefAttr name : {adamw.getGradAttr(), adamw.getExpAvgAttr(),
                                      adamw.getExpAvgSqAttr()}) {
         FailureOr<unsigned> root = stateRoot(module, &op, name);
         if (failed(root)) {
           return failure();
         }
-        operands.push_back(*root);
+        operands.push_back(whole(*root));
       }
       FailureOr<unsigned> param = paramRoot(module, &op, adamw.getParamAttr());
       if (failed(param)) {
         return failure();
       }
-      operands.insert(operands.begin(), *param);
+      operands.insert(operands.begin(), whole(*param));
       for (Value scalar : {adamw.getLr(), adamw.getStep(), adamw.getGradScale()}) {
-        operands.push_back(*rootOfValue(scalar));
+        if (failed(rootOfValue(scalar))) {
+          return op.emitError() << "operand defined outside the planned function";
+        }
+        operands.push_back(accessOf(scalar));
       }
       PlannedLaunch launch = launchOf(&op, "adamw", 7, operands);
       launch.choice.attributes.set("beta1", f64Attr(adamw.getBeta1()));
@@ -299,10 +303,14 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
       if (failed(param) || failed(grad) || failed(buffer)) {
         return failure();
       }
-      PlannedLaunch launch =
-          launchOf(&op, "sgd", 5,
-                   {*param, *grad, *buffer, *rootOfValue(sgd.getLr()),
-                    *rootOfValue(sgd.getGradScale())});
+      if (failed(rootOfValue(sgd.getLr())) ||
+          failed(rootOfValue(sgd.getGradScale()))) {
+        return op.emitError() << "operand defined outside the planned function";
+      }
+      PlannedLaunch launch = launchOf(
+          &op, "sgd", 5,
+          {whole(*param), whole(*grad), whole(*buffer), accessOf(sgd.getLr()),
+           accessOf(sgd.getGradScale())});
       launch.choice.attributes.set("momentum", f64Attr(sgd.getMomentum()));
       launch.choice.attributes.set("weight_decay", f64Attr(sgd.getWeightDecay()));
       launch.choice.attributes.set("nesterov", i64Attr(sgd.getNesterov() ? 1 : 0));

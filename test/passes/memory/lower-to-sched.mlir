@@ -122,3 +122,54 @@ module {
     return
   }
 }
+
+// -----
+
+tg.param @w : tensor<8x4xf32> trainable at #tg.external<"w.bin", offset = 0, length = 128>
+tg.param @bias : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<8x4xf32> of @w grad
+tg.state @bias.grad : tensor<4xf32> of @bias grad
+tg.state @w.exp_avg : tensor<8x4xf32> of @w exp_avg
+tg.state @w.exp_avg_sq : tensor<8x4xf32> of @w exp_avg_sq
+
+// Tests that a training module becomes one program with two entries: the
+// state lives in gradients and optimizer-state arenas, a weight gradient
+// adds straight into its accumulator (no buffer, `accumulate = 1`), an
+// accumulation of a reshaped value reads the view with the state's shape,
+// inputs of both entries keep their own bytes, and AdamW updates the
+// parameter and its moments in place.
+// CHECK-LABEL: sched.program @rank0
+// CHECK: sched.arena @gradients host gradients size 192
+// CHECK: sched.arena @optimizer_state host optimizer_state size 256
+// CHECK: %[[W:.+]] = sched.param "w" @parameters[0, 128] from "w.bin"[0, 128] trainable
+// CHECK: %[[WG:.+]] = sched.state "w.grad" @gradients[0, 128] of "w" kind "grad" : memref<8x4xf32>
+// CHECK: %[[BG:.+]] = sched.state "bias.grad" @gradients[128, 16] of "bias" kind "grad" : memref<4xf32>
+// CHECK: %[[M:.+]] = sched.state "w.exp_avg" @optimizer_state[0, 128]
+// CHECK: %[[V:.+]] = sched.state "w.exp_avg_sq" @optimizer_state[128, 128]
+// CHECK: sched.entry "train_step"
+// CHECK: %[[X:.+]] = sched.input "x"
+// CHECK: %[[DY:.+]] = sched.input "dy"
+// CHECK: sched.launch @linear_weight_grad(%[[DY]], %[[X]], %[[WG]]) on @compute with {accumulate = 1 : i64}
+// CHECK: %[[SUM:.+]] = sched.buffer @activations[[[OFF:[0-9]+]], 16] : memref<1x4xf32>
+// CHECK: %[[FLAT:.+]] = sched.buffer @activations[[[OFF]], 16] : memref<4xf32>
+// CHECK: sched.launch @accumulate(%[[FLAT]], %[[BG]]) {{.*}} : memref<4xf32>, memref<4xf32>
+// CHECK: sched.output "loss"
+// CHECK: sched.entry "optimizer_step"
+// CHECK: %[[STEP:.+]] = sched.input "step"
+// CHECK: sched.launch @adamw(%[[W]], %[[WG]], %[[M]], %[[V]], %{{.+}}, %[[STEP]], %{{.+}}) on @compute with {beta1 = 9.000000e-01 : f64
+// CHECK: sched.output "lr"
+func.func @train_step(%x: tensor<2x4xf32> {tg.name = "x"}, %dy: tensor<2x8xf32> {tg.name = "dy"}) -> (tensor<f32> {tg.name = "loss"}) {
+  %dw = tg.linear_weight_grad %dy, %x : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<8x4xf32>
+  tg.accumulate %dw into @w.grad : tensor<8x4xf32>
+  %s = tg.reduce_sum %x axes = [0] keep_dims : tensor<2x4xf32> -> tensor<1x4xf32>
+  %g = tg.reshape %s : tensor<1x4xf32> -> tensor<4xf32>
+  tg.accumulate %g into @bias.grad : tensor<4xf32>
+  %l = tg.reduce_sum %x axes = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @optimizer_step(%step: tensor<i64> {tg.name = "step"}) -> (tensor<f32> {tg.name = "lr"}) {
+  %lr = arith.constant dense<1.0e-3> : tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  tg.adamw_update @w grad @w.grad moments(@w.exp_avg, @w.exp_avg_sq) lr %lr step %step scale %one {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
+  return %lr : tensor<f32>
+}
