@@ -19,20 +19,27 @@ struct tailor_session {
   std::unique_ptr<Session> session;
 };
 
-static tailor_status fillInfo(const LoadedPlan &plan,
-                              const fb::Binding &binding,
-                              tailor_tensor_info *info) {
+/// Describes the tensor named `name` held in plan buffer `buffer`.
+static tailor_status fillBufferInfo(const LoadedPlan &plan,
+                                    const flatbuffers::String *name,
+                                    uint32_t buffer, tailor_tensor_info *info) {
   if (!info) {
     return fail(TAILOR_ERROR_INVALID_ARGUMENT, "info is null");
   }
-  info->name = binding.name()->c_str();
-  info->dtype = static_cast<tailor_dtype>(plan.bufferDType(binding.buffer()));
-  std::vector<int64_t> shape = plan.bufferShape(binding.buffer());
+  info->name = name->c_str();
+  info->dtype = static_cast<tailor_dtype>(plan.bufferDType(buffer));
+  std::vector<int64_t> shape = plan.bufferShape(buffer);
   info->rank = static_cast<int>(shape.size());
   std::memset(info->shape, 0, sizeof(info->shape));
   std::copy(shape.begin(), shape.end(), info->shape);
-  info->bytes = plan.bufferBytes(binding.buffer());
+  info->bytes = plan.bufferBytes(buffer);
   return ok();
+}
+
+static tailor_status fillInfo(const LoadedPlan &plan,
+                              const fb::Binding &binding,
+                              tailor_tensor_info *info) {
+  return fillBufferInfo(plan, binding.name(), binding.buffer(), info);
 }
 
 static const fb::Binding *findBinding(
@@ -252,6 +259,36 @@ tailor_status tailor_session_run(tailor_session *session) {
     return fail(TAILOR_ERROR_EXECUTION, error);
   }
   return ok();
+}
+
+tailor_status tailor_session_tensor(tailor_session *session, const char *name,
+                                    void **data, tailor_tensor_info *info) {
+  if (!session || !name || !data) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
+  }
+  const LoadedPlan &plan = session->session->plan();
+  const fb::Plan &root = plan.root();
+  auto found = [&](const flatbuffers::String *tensorName,
+                   uint32_t buffer) -> tailor_status {
+    *data = session->session->bufferData(buffer);
+    return info ? fillBufferInfo(plan, tensorName, buffer, info) : ok();
+  };
+  if (root.parameters()) {
+    for (const fb::Parameter *param : *root.parameters()) {
+      if (param->name()->string_view() == name) {
+        return found(param->name(), param->buffer());
+      }
+    }
+  }
+  if (root.states()) {
+    for (const fb::State *state : *root.states()) {
+      if (state->name()->string_view() == name) {
+        return found(state->name(), state->buffer());
+      }
+    }
+  }
+  return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+              std::string("the plan has no parameter or state '") + name + "'");
 }
 
 tailor_status tailor_session_run_entry(tailor_session *session,

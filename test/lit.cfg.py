@@ -32,7 +32,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.tailor_tools_dir, config.llvm_tools_dir]
-tools = ["tailor", "tailor-opt", "tailor-translate", "tailor-run", "tailor-embed-example"]
+tools = ["tailor", "tailor-opt", "tailor-translate", "tailor-run", "tailor-embed-example",
+         "tailor-embed-train"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 

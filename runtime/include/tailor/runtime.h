@@ -197,6 +197,17 @@ tailor_status tailor_session_output(const tailor_session *session,
                                     const char *name, const void **data,
                                     tailor_tensor_info *info);
 
+/**
+ * Points `*data` at parameter or training-state tensor `name` inside the
+ * session (a state is named `<parameter>.<kind>`, kind grad, exp_avg,
+ * exp_avg_sq or momentum_buffer) and fills `info` if not NULL. The memory
+ * is the session's own and writable: an application saves and restores
+ * weights and optimizer moments through it between runs. Valid until
+ * tailor_session_free.
+ */
+tailor_status tailor_session_tensor(tailor_session *session, const char *name,
+                                    void **data, tailor_tensor_info *info);
+
 /** The bytes the session's arenas actually hold, by category. */
 tailor_status tailor_session_memory(const tailor_session *session,
                                     tailor_memory_report *report);
