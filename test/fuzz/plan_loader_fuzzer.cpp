@@ -1,8 +1,9 @@
 //===- plan_loader_fuzzer.cpp - libFuzzer target for the plan loader ------===//
 //
 // Feeds arbitrary bytes to the runtime's plan loader. Plans that load are
-// also bound (when their arenas are small) and run once on zeroed inputs:
-// whatever the loader accepts, every kernel's check must make safe to run.
+// also bound (when their arenas are small) and each entry run once on zeroed
+// inputs: whatever the loader accepts, every kernel's check must make safe
+// to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int status = 0;
   auto session = tailor::runtime::Session::create(*plan, 1, error, status);
   if (session) {
-    (void)session->run();
+    // Every entry: a training plan's optimizer_step too.
+    for (uint32_t entry = 0; entry < session->entryCount(); ++entry) {
+      (void)session->runEntry(entry);
+    }
   }
   return 0;
 }
