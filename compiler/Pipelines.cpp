@@ -12,7 +12,7 @@
 
 namespace tailor {
 
-void buildGraphPipeline(mlir::OpPassManager &pm) {
+void buildGraphPipeline(mlir::OpPassManager &pm, llvm::StringRef tiePolicy) {
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   // --- Clean the literal import: fold reshape chains and no-op casts, merge
   // duplicate constants, so the patterns below see one canonical form.
@@ -32,6 +32,10 @@ void buildGraphPipeline(mlir::OpPassManager &pm) {
   // slices).
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(mlir::createCSEPass());
+  // --- An exporter's copy of a tied embedding reads the table instead.
+  graph::TieEmbeddingsPassOptions tie;
+  tie.policy = tiePolicy.str();
+  pm.addPass(graph::createTieEmbeddingsPass(tie));
 }
 
 void buildSchedulePipeline(mlir::OpPassManager &pm,
@@ -46,7 +50,7 @@ void buildSchedulePipeline(mlir::OpPassManager &pm,
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule) {
-  buildGraphPipeline(pm);
+  buildGraphPipeline(pm, recipe.tieWordEmbeddings);
   // --- Adapters (or trainable weights), then the loss on the logits.
   graph::InsertLoraPassOptions lora;
   lora.variant = recipe.adapter;
@@ -107,7 +111,7 @@ void registerTailorPipelines() {
   mlir::PassPipelineRegistration<>(
       "tailor-graph-pipeline",
       "raise an imported ONNX graph to transformer-level tg ops",
-      buildGraphPipeline);
+      [](mlir::OpPassManager &pm) { buildGraphPipeline(pm); });
   mlir::PassPipelineRegistration<>(
       "tailor-schedule-pipeline",
       "raise, then plan one rank into a sched.program",

@@ -12,9 +12,11 @@
 
 namespace tailor {
 
-/// Import -> graph: raise the literal ONNX graph to transformer-level tg ops
-/// and clean up what the raising leaves dead.
-void buildGraphPipeline(mlir::OpPassManager &pm);
+/// Import -> graph: raise the literal ONNX graph to transformer-level tg ops,
+/// clean up what the raising leaves dead, and read a tied output projection
+/// from its embedding table (`tiePolicy`: auto, always or never).
+void buildGraphPipeline(mlir::OpPassManager &pm,
+                        llvm::StringRef tiePolicy = "auto");
 
 /// Options of the schedule pipeline (`--tailor-schedule-pipeline`).
 struct ScheduleOptions {

@@ -152,6 +152,11 @@ const std::map<std::string, Setter> &setters() {
          return Error::success();
        }},
       {"use_rslora", boolean(&R::useRslora)},
+      {"tie_word_embeddings", choice(&R::tieWordEmbeddings, {{"auto", "auto"},
+                                                            {"true", "always"},
+                                                            {"always", "always"},
+                                                            {"false", "never"},
+                                                            {"never", "never"}})},
       {"trainable_modules", names(&R::trainableModules)},
       {"sequence_len", integer(&R::sequenceLen, 2)},
       {"micro_batch_size", integer(&R::microBatchSize, 1)},

@@ -29,6 +29,9 @@ struct TrainingRecipe {
   std::vector<std::string> loraTargetModules = {"q_proj", "v_proj"};
   std::string loraLayers; // "0-3,6"; empty: all
   bool useRslora = false;
+  /// Whether the output projection shares the embedding table: auto
+  /// (compare sampled values), always (a layer named lm_head) or never.
+  std::string tieWordEmbeddings = "auto";
   /// Full fine-tuning: parameters to train ("all", or module names).
   std::vector<std::string> trainableModules = {"all"};
   // --- batch

@@ -116,7 +116,9 @@ static void recordExportNames(ModuleOp module) {
       auto param = ref ? module.lookupSymbol<tg::ParamOp>(ref.getNameAttr())
                        : tg::ParamOp();
       std::string name = (path.getValue() + suffix).str();
-      if (!param || (param.getSymName() == name && !transposed)) {
+      // A parameter under its own Hugging Face name is stored as Hugging
+      // Face stores it (GPT-2's Conv1D keeps [in, out] in both).
+      if (!param || param.getSymName() == name) {
         return;
       }
       param->setAttr(tg::TGDialect::kExportNameAttrName,

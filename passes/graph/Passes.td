@@ -87,6 +87,29 @@ def RaiseEmbeddingPass : Pass<"tailor-raise-embedding", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def TieEmbeddingsPass : Pass<"tailor-tie-embeddings", "::mlir::ModuleOp"> {
+  let summary = "reads a tied lm_head from the embedding table it copies";
+  let description = [{
+    Hugging Face ties the output projection to the input embedding (GPT-2,
+    and any config with tie_word_embeddings), but the TorchScript exporter
+    writes the output weight as a separate, often pre-transposed,
+    initializer (`onnx::MatMul_N`). Left alone, a plan would hold the table
+    twice and full fine-tuning would train two tensors that Hugging Face
+    keeps equal. With `policy=auto` the pass compares 64 sampled elements of
+    each candidate against the table at the transposed positions (the one
+    place graph compilation reads weight bytes: a few hundred bytes, never a
+    whole tensor) and ties the layer when all agree; `always` ties a layer
+    named `lm_head` whose weight has the table's shape without looking;
+    `never` leaves the graph as exported. A tied layer reads the table
+    itself and carries `tg.tied`; the copy is dropped.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"auto\"",
+           "auto, always or never">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Training: forward graph -> training step. Run in this order:
 // insert-lora, add-loss, autodiff, optimizer.

@@ -1,15 +1,19 @@
 """Shared machinery of the training e2e tests (train_vs_peft.py,
-peft_roundtrip.py): the tiny Llama and its ONNX export, the seeded JSONL
-dataset, recipes, driving `tailor compile` / `tailor train`, the PyTorch
-reference training loop, and tensor comparisons.
+peft_roundtrip.py, train_resume.py): the tiny models and their ONNX export,
+the seeded JSONL dataset, recipes, driving `tailor compile` / `tailor train`,
+the PyTorch reference training loop, and tensor comparisons.
 
-The model is built once (test/generators/export_hf.py's seeded tiny Llama:
-hidden 64, 2 layers, 4 heads, 2 kv heads, intermediate 128, vocab 256,
-untied lm_head, fp32, no dropout), exported with the TorchScript exporter at
-opset 17, and that same object -- its class switched back from the
-logits-only export wrapper to LlamaForCausalLM -- is the reference, so the
-reference starts from exactly the exported weights (checked against the ONNX
-initializers by name).
+The model is built once per family (test/generators/export_hf.py's seeded
+tiny models, hidden 64, 2 layers, 4 heads, intermediate 128, vocab 256,
+fp32, dropout off): `llama` (the default; 2 kv heads, untied lm_head),
+`gpt2` (GPT2LMHeadModel: LayerNorm with bias, GELU-tanh, Conv1D layers with
+bias stored [in, out], learned position embeddings, lm_head tied to wte) or
+`qwen2` (Qwen2ForCausalLM: q/k/v with bias). It is exported with the
+TorchScript exporter at opset 17, and that same object -- its class switched
+back from the logits-only export wrapper to the HF causal-LM class -- is the
+reference, so the reference starts from exactly the exported weights
+(checked against the ONNX initializers by name or, for the copies the
+exporter folds Linear transposes into, by value).
 """
 
 import copy
@@ -35,10 +39,36 @@ ROWS = 20 * B         # dataset rows (each exactly T tokens)
 # Model
 # ---------------------------------------------------------------------------
 
-def build_and_export(onnx_path, seed=0):
-    """Builds the seeded tiny Llama, exports it to onnx_path and returns
-    (hf_model, info): the LlamaForCausalLM (eval mode, exactly the exported
-    weights) and a dict describing the export.
+FAMILIES = ("llama", "gpt2", "qwen2")
+
+
+def disable_dropout(model):
+    """Sets every dropout probability to 0 (nn.Dropout modules and the
+    config's *pdrop / *dropout rates, which some attention paths read):
+    GPT-2's config defaults to 0.1 for residual, embedding and attention
+    dropout, and the reference must train deterministically, as tailor does."""
+    import torch
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if hasattr(m, "dropout") and isinstance(getattr(m, "dropout"), float):
+            m.dropout = 0.0
+        if hasattr(m, "attention_dropout") and isinstance(m.attention_dropout, float):
+            m.attention_dropout = 0.0
+    cfg = getattr(model, "config", None)
+    if cfg is not None:
+        for k, v in list(vars(cfg).items()):
+            if isinstance(v, float) and (k.endswith("pdrop") or k.endswith("dropout")):
+                setattr(cfg, k, 0.0)
+
+
+def build_and_export(onnx_path, seed=0, family="llama"):
+    """Builds export_hf's seeded tiny model of `family` (llama, gpt2, qwen2),
+    exports it to onnx_path and returns (hf_model, info): the HF causal-LM
+    model (LlamaForCausalLM, GPT2LMHeadModel, Qwen2ForCausalLM; eval mode,
+    exactly the exported weights, dropout off) and a dict describing the
+    export (see check_exported_weights for the name mapping).
 
     Tries the library-default attention first, then eager, as export_hf does;
     the TorchScript exporter needs export_hf's aten::diff / bool cumsum
@@ -49,10 +79,12 @@ def build_and_export(onnx_path, seed=0):
 
     import export_hf
 
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}")
     os.makedirs(os.path.dirname(os.path.abspath(onnx_path)), exist_ok=True)
     errors = []
     for attn in (None, "eager"):
-        wrapped, ess, _ = export_hf.build_model("llama", seed, attn)
+        wrapped, ess, _ = export_hf.build_model(family, seed, attn)
         example = torch.randint(0, ess["vocab"], (2, 8),
                                 generator=torch.Generator().manual_seed(seed))
         try:
@@ -67,9 +99,14 @@ def build_and_export(onnx_path, seed=0):
         # reference computes HF's own causal-LM loss from labels.
         wrapped.__class__ = type(wrapped).__mro__[1]
         model = wrapped.eval()
-        info = dict(attn_implementation=ess["attn_implementation"],
+        disable_dropout(model)
+        info = dict(family=family, model_class=type(model).__name__,
+                    attn_implementation=ess["attn_implementation"],
+                    tied=ess["tied"],
                     params=sum(p.numel() for p in model.parameters()))
         info.update(check_exported_weights(model, onnx_path))
+        info["aliases"] = hf_aliases(model)
+        info["zero_grad"] = zero_gradient_slices(model)
         if info["weights_unmatched"]:
             raise RuntimeError("parameters not found among the exported "
                                "initializers: " + ", ".join(info["weights_unmatched"]))
@@ -81,7 +118,14 @@ def check_exported_weights(model, onnx_path):
     """Finds every model parameter among the ONNX initializers, by name
     (must then be bit-identical) or else as the transposed copy the
     exporter folds Linear weights into. Returns {"weights_checked": n,
-    "weights_unmatched": [parameters not found]}; raises on a mismatch."""
+    "weights_unmatched": [parameters not found], "onnx_names": {initializer
+    name: (HF parameter name, transposed)} for every initializer that holds
+    a parameter}; raises on a mismatch.
+
+    An initializer left over that holds the transpose of an already matched
+    parameter is a second copy of a tied weight (GPT-2's lm_head, which IS
+    transformer.wte.weight in HF, is exported as onnx::MatMul_N = wte^T):
+    it is listed in onnx_names too, and in "tied_copies"."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -90,7 +134,9 @@ def check_exported_weights(model, onnx_path):
     inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     used = set()
     checked, unmatched = 0, []
-    for name, p in model.named_parameters():
+    onnx_names = {}
+    params = dict(model.named_parameters())
+    for name, p in params.items():
         ref = p.detach().cpu().numpy()
         got = inits.get(name)
         if got is not None and got.shape == ref.shape:
@@ -98,6 +144,7 @@ def check_exported_weights(model, onnx_path):
                 raise RuntimeError(f"exported initializer {name} differs from "
                                    "the reference model's parameter")
             used.add(name)
+            onnx_names[name] = (name, False)
             checked += 1
             continue
         # The TorchScript exporter folds a Linear weight's Transpose into a
@@ -111,8 +158,20 @@ def check_exported_weights(model, onnx_path):
             unmatched.append(name)
         else:
             used.add(hit)
+            onnx_names[hit] = (name, True)
             checked += 1
-    return {"weights_checked": checked, "weights_unmatched": unmatched}
+    tied = []
+    for n, a in inits.items():
+        if n in used or a.ndim != 2:
+            continue
+        for name, p in params.items():
+            ref = p.detach().cpu().numpy()
+            if a.shape == ref.T.shape and np.array_equal(a, ref.T):
+                onnx_names[n] = (name, True)
+                tied.append((n, name))
+                break
+    return {"weights_checked": checked, "weights_unmatched": unmatched,
+            "onnx_names": onnx_names, "tied_copies": tied}
 
 
 def fresh_copy(model):
@@ -476,10 +535,13 @@ def tensor_err(got, ref):
     return d / scale if scale > 0 else d
 
 
-def compare_tensors(got, ref, tol):
-    """Compares {name: array} dicts. Returns (worst err, worst name,
-    problems: [str])."""
+def compare_tensors(got, ref, tol, skip=None):
+    """Compares {name: array} dicts. `skip`: {name: index} of elements left
+    out of that tensor's error (checked elsewhere, see
+    check_zero_gradient); the scale is still the whole max|ref|. Returns
+    (worst err, worst name, problems: [str])."""
     problems = []
+    skip = skip or {}
     worst, worst_name = 0.0, "-"
     for name, r in sorted(ref.items()):
         g = got.get(name)
@@ -489,6 +551,9 @@ def compare_tensors(got, ref, tol):
         if g.shape != r.shape:
             problems.append(f"{name}: shape {list(g.shape)}, expected {list(r.shape)}")
             continue
+        if name in skip:
+            g = g.copy()
+            g[skip[name]] = r[skip[name]]
         e = tensor_err(g, r)
         if e > worst:
             worst, worst_name = e, name
@@ -500,6 +565,53 @@ def compare_tensors(got, ref, tol):
     return worst, worst_name, problems
 
 
+def zero_gradient_slices(model):
+    """{parameter name: (index, description)} of the parameter elements
+    whose gradient is zero in exact arithmetic: the key projection's bias.
+    It adds q_i . b_k to every score of query i, a constant across the keys
+    that softmax cancels, so (causal mask or not) its gradient is only
+    rounding noise -- which AdamW, dividing by sqrt(v) + eps, turns into
+    steps of up to lr * noise / eps that two implementations cannot agree
+    on. Such elements are checked with check_zero_gradient instead.
+
+    GPT-2: the middle third of each attn.c_attn.bias (Conv1D q|k|v);
+    Llama/Qwen2-style: every self_attn.k_proj.bias."""
+    out = {}
+    cfg = model.config
+    for name, p in model.named_parameters():
+        if name.endswith("attn.c_attn.bias") and p.ndim == 1:
+            h = cfg.n_embd
+            out[name] = (slice(h, 2 * h), f"key bias [{h}:{2 * h}]")
+        elif name.endswith("self_attn.k_proj.bias"):
+            out[name] = (slice(None), "key bias")
+    return out
+
+
+def check_zero_gradient(got, ref, init, slices, bound):
+    """For each zero-gradient slice (zero_gradient_slices) of a tensor in
+    `ref`: max|x - init| / max|ref tensor| of tailor's (`got`) and the
+    reference's values must stay within `bound` (a real gradient moves them
+    by ~lr per step with AdamW). Returns (lines, problems)."""
+    import numpy as np
+
+    lines, problems = [], []
+    for name, (idx, what) in sorted(slices.items()):
+        if name not in ref or name not in init:
+            continue
+        g = got.get(name)
+        if g is None or g.shape != ref[name].shape:
+            continue  # compare_tensors reports it
+        scale = float(np.abs(ref[name]).max()) or 1.0
+        mg = float(np.abs(g[idx] - init[name][idx]).max()) / scale
+        mr = float(np.abs(ref[name][idx] - init[name][idx]).max()) / scale
+        lines.append(f"{name} {what}: moved tailor {mg:.1e}, torch {mr:.1e}")
+        for who, m in (("tailor", mg), ("torch", mr)):
+            if not m <= bound:
+                problems.append(f"{name} {what} (zero gradient): {who} moved it "
+                                f"{m:.2e} of max|ref| > {bound:g}")
+    return lines, problems
+
+
 def movement(final, init):
     """max over tensors of max|final - init| / max|final|: how far training
     moved the weights (a test whose weights do not move proves nothing)."""
@@ -508,3 +620,83 @@ def movement(final, init):
         if name in init:
             best = max(best, tensor_err(init[name], f))
     return best
+
+
+def hf_aliases(model):
+    """{state_dict name: parameter name} for the tensors a model ties to a
+    parameter listed under another name (GPT-2: lm_head.weight IS
+    transformer.wte.weight; named_parameters lists it once)."""
+    params = {id(p): n for n, p in model.named_parameters()}
+    out = {}
+    for n, t in model.state_dict(keep_vars=True).items():
+        pn = params.get(id(t))
+        if pn is not None and pn != n:
+            out[n] = pn
+    return out
+
+
+def full_checkpoint_to_hf(got, ref, info, tol):
+    """Maps tailor's full fine-tuning checkpoint {name: array} onto the
+    reference's Hugging Face parameter names and layout (`ref`: {parameter
+    name: array}). Returns (mapped, notes, layout, problems), `layout` the
+    [(name, message)] of tensors written in the wrong layout:
+
+      - a name that is a parameter is taken as is;
+      - a name HF ties to a parameter (info["aliases"], e.g. GPT-2's
+        lm_head.weight -> transformer.wte.weight) is that parameter: compared
+        once, and any second copy must hold the same values (else a problem:
+        the tie was trained as two tensors);
+      - an ONNX initializer name (info["onnx_names"], e.g. onnx::MatMul_N)
+        is mapped to its parameter, transposed back to the HF layout (a
+        note: the checkpoint lacks the HF name);
+      - a 2-D tensor whose transpose is what HF holds (a different shape, or
+        a square one at least twice as close to `ref` transposed: a
+        transposed random matrix is O(1) away from itself) is a layout
+        problem (HF cannot load it, or loads it wrong); its transpose is
+        compared, so the values are still checked.
+    Anything else stays under its own name (compare_tensors reports it as
+    unexpected)."""
+    aliases = info.get("aliases", {})
+    onnx_names = info.get("onnx_names", {})
+    notes, layout, problems = [], [], []
+    copies = {}  # parameter name -> [(checkpoint name, array)]
+    for n, a in sorted(got.items()):
+        if n in ref:
+            target = n
+        elif n in aliases and aliases[n] in ref:
+            target = aliases[n]
+        elif n in onnx_names and onnx_names[n][0] in ref:
+            target, transposed = onnx_names[n]
+            if transposed:
+                a = a.T
+            notes.append(f"{n} -> {target}" + (" (transposed)" if transposed else ""))
+        else:
+            copies.setdefault(n, []).append((n, a))
+            continue
+        r = ref[target]
+        if a.ndim == 2 and a.shape != a.T.shape and a.T.shape == r.shape:
+            layout.append((n, f"{n}: written {list(a.shape)}, Hugging Face "
+                              f"layout is {list(r.shape)} (stored transposed)"))
+            a = a.T
+        elif (a.ndim == 2 and a.shape == r.shape and a.shape[0] == a.shape[1]
+              and tensor_err(a, r) > tol
+              and 2 * tensor_err(a.T, r) < tensor_err(a, r)):
+            layout.append((n, f"{n}: square, written transposed (max|diff|/"
+                              f"max|ref| as written {tensor_err(a, r):.2e}, "
+                              f"transposed {tensor_err(a.T, r):.2e})"))
+            a = a.T
+        copies.setdefault(target, []).append((n, a))
+    mapped = {}
+    for target, entries in copies.items():
+        # The parameter's own name first: it is the one compared.
+        entries.sort(key=lambda e: e[0] != target)
+        mapped[target] = entries[0][1]
+        for n, a in entries[1:]:
+            e_ref = tensor_err(a, ref[target])
+            e_own = tensor_err(a, entries[0][1])
+            if not e_ref <= tol:
+                problems.append(
+                    f"{n} (tied to {target} in Hugging Face) differs from the "
+                    f"reference {target} by {e_ref:.2e} and from tailor's "
+                    f"{entries[0][0]} by {e_own:.2e}: trained as a separate copy")
+    return mapped, notes, layout, problems

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end training numerics: `tailor train` against PyTorch + PEFT.
 
-Builds the seeded tiny Llama of train_common (hidden 64, 2 layers, 4 heads,
-2 kv heads, vocab 256, fp32), exports it to ONNX, writes a seeded JSONL
+Builds the seeded tiny models of train_common (hidden 64, 2 layers, 4 heads,
+vocab 256, fp32: a Llama, and for the other-architecture cases a GPT-2 and a
+Qwen2), exports each to ONNX, writes a seeded JSONL
 dataset of 20*B rows of T tokens (B=2, T=16; some rows carry labels with
 -100), and for each case trains the same model twice:
 
@@ -28,14 +29,27 @@ and checks:
     `base_model.model.<module>.lora_{A,B}.weight`; OUT/model.safetensors
     under HF names for full) against PEFT's / PyTorch's, per tensor
     max|tailor - ref| / max|ref| <= --weight-tol (1e-4); the same for
-    OUT/checkpoint-10 when tailor wrote it;
+    OUT/checkpoint-10 when tailor wrote it. For full fine-tuning the
+    checkpoint must hold HF names in HF layout (GPT-2's Conv1D weights are
+    [in, out]; a tensor written transposed is a failure, its values still
+    compared transposed back); names that are ONNX initializers
+    (onnx::MatMul_N) are mapped to their parameter by value and listed; a
+    tensor HF ties (GPT-2's lm_head.weight IS transformer.wte.weight) is
+    compared once, and a second copy in the checkpoint must equal it. Key
+    biases (GPT-2's c_attn.bias middle third) have a zero gradient in exact
+    arithmetic, so AdamW moves them by rounding noise only: they are left
+    out of the 1e-4 comparison and must instead stay within 1e-3 of max|ref|
+    of their initial values on both sides;
   - that training moved the reference weights well beyond the tolerance (a
     test that moves nothing proves nothing).
 
 Cases (--mode): lora (AdamW, constant LR, 20 steps; plus lora-accum:
 gradient_accumulation_steps 2, max_grad_norm 0.33 (clips most steps, not
 all), cosine schedule with 3 warmup steps, 10 steps; plus lora-sgd: SGD with momentum 0.9 and a linear
-schedule with 2 warmup steps), full (every parameter, AdamW), lora-fa;
+schedule with 2 warmup steps), full (every parameter, AdamW), lora-fa, all
+on the Llama; gpt2-full (every GPT-2 parameter, plain torch AdamW),
+gpt2-lora (LoRA on c_attn: PEFT sets fan_in_fan_out for Conv1D, the
+adapter's B(A x) is the same) and qwen2-lora (LoRA on q_proj, v_proj);
 `--mode all` (the default) runs them all. Weight decay is 0.01 on every
 trainable tensor (plain torch AdamW semantics, no exclusions).
 
@@ -55,10 +69,17 @@ LOSS_TOL = 1e-4
 LR_TOL = 1e-6
 GNORM_TOL = 1e-3
 WEIGHT_TOL = 1e-4
+# Elements whose gradient is zero in exact arithmetic (key biases; see
+# train_common.zero_gradient_slices) may move by rounding noise only.
+ZERO_GRAD_BOUND = 1e-3
+
+
+MODES = ["all", "lora", "full", "lora-fa", "gpt2-full", "gpt2-lora",
+         "qwen2-lora"]
 
 
 def cases(mode):
-    """[(name, recipe overrides)] for --mode."""
+    """[(name, model family, recipe overrides)] for --mode."""
     lora = [
         ("lora", {}),
         # The LoRA gradient norms here are 0.3-0.45: 0.33 clips most steps
@@ -72,8 +93,18 @@ def cases(mode):
     ]
     full = [("full", dict(adapter="full"))]
     fa = [("lora-fa", dict(adapter="lora-fa"))]
-    return {"lora": lora, "full": full, "lora-fa": fa,
-            "all": lora + full + fa}[mode]
+    llama = {"lora": lora, "full": full, "lora-fa": fa}
+    by_mode = {k: [(n, "llama", o) for n, o in v] for k, v in llama.items()}
+    # Other architectures the importer raises: GPT-2 (LayerNorm with bias,
+    # GELU-tanh, Conv1D layers with bias stored [in, out], learned position
+    # embeddings, lm_head tied to wte) and Qwen2 (q/k/v with bias).
+    by_mode["gpt2-full"] = [("gpt2-full", "gpt2", dict(adapter="full"))]
+    by_mode["gpt2-lora"] = [("gpt2-lora", "gpt2",
+                             dict(lora_target_modules=["c_attn"]))]
+    by_mode["qwen2-lora"] = [("qwen2-lora", "qwen2", {})]
+    if mode == "all":
+        return [c for k in MODES[1:] for c in by_mode[k]]
+    return by_mode[mode]
 
 
 def recipe_for(overrides):
@@ -90,23 +121,47 @@ def recipe_for(overrides):
     return r
 
 
-def describe(name, r):
+def describe(name, family, r):
     if r["adapter"] == "full":
         what = "full fine-tuning"
     else:
         what = (f"{r['adapter']} r={r['lora_r']} alpha={r['lora_alpha']} "
                 f"[{', '.join(r['lora_target_modules'])}]")
     opt = r["optimizer"] + (f" momentum {r['momentum']}" if r["optimizer"] == "sgd" else "")
-    return (f"case {name}: {what}, {opt} lr {r['learning_rate']:g} wd "
+    return (f"case {name}: {family}, {what}, {opt} lr {r['learning_rate']:g} wd "
             f"{r['weight_decay']:g} {r['lr_scheduler']} (warmup "
             f"{r['warmup_steps']}), accum {r['gradient_accumulation_steps']}, "
             f"max_grad_norm {r['max_grad_norm']:g}, {r['max_steps']} steps of "
             f"B={r['micro_batch_size']} T={r['sequence_len']}")
 
 
-def torch_reference(base, rows, r, work):
+def untied_grad_norm(base, rows, r, aliases):
+    """The step-1 gradient norm the reference would have with every tied
+    tensor (info["aliases"], e.g. GPT-2's lm_head.weight) an independent
+    copy: a diagnostic, to tell a tie trained as two tensors from other
+    gradient errors. None without ties or with accumulation."""
+    import torch
+
+    if not aliases or r["gradient_accumulation_steps"] != 1:
+        return None
+    model = tc.fresh_copy(base)
+    for alias in aliases:
+        mod_name, _, attr = alias.rpartition(".")
+        mod = model.get_submodule(mod_name)
+        setattr(mod, attr, torch.nn.Parameter(getattr(mod, attr).detach().clone()))
+    if hasattr(model.config, "tie_word_embeddings"):
+        model.config.tie_word_embeddings = False
+    ids, labels = tc.micro_batch(rows, 0, r["micro_batch_size"])
+    model(input_ids=ids, labels=labels, use_cache=False).loss.backward()
+    return float(torch.linalg.vector_norm(torch.stack(
+        [torch.linalg.vector_norm(p.grad.double()) for p in model.parameters()
+         if p.grad is not None])))
+
+
+def torch_reference(base, rows, r, work, aliases=None):
     """Trains the PyTorch reference; returns dict(records, init, final,
-    snaps, init_adapter)."""
+    snaps, init_adapter, untied_grad_norm (full fine-tuning of a model with
+    tied tensors: see untied_grad_norm))."""
     if r["adapter"] == "full":
         model = tc.fresh_copy(base)
         snapshot = lambda m: {k: v.detach().numpy().copy()  # noqa: E731
@@ -124,11 +179,12 @@ def torch_reference(base, rows, r, work):
         init_dir = os.path.join(work, "init_adapter")
         model.save_pretrained(init_dir)
     records, snaps = tc.torch_train(model, rows, r, snapshot)
+    untied = untied_grad_norm(base, rows, r, aliases) if r["adapter"] == "full" else None
     return dict(records=records, init=init, final=snapshot(model), snaps=snaps,
-                init_adapter=init_dir)
+                init_adapter=init_dir, untied_grad_norm=untied)
 
 
-def compare_run(name, r, ref, out):
+def compare_run(name, r, ref, out, info):
     """Prints the per-step table and the weight comparison; returns problems."""
     problems = []
     try:
@@ -138,6 +194,7 @@ def compare_run(name, r, ref, out):
     print(f"  {'step':>4} {'loss torch':>12} {'loss tailor':>12} {'rel err':>9} "
           f"{'lr torch':>10} {'lr tailor':>10} {'gnorm torch':>11} {'gnorm tailor':>12}")
     worst_loss = 0.0
+    bad = {"loss": [], "grad_norm": []}  # (step, got, ref, rel err)
     for rec in ref["records"]:
         s = rec["step"]
         m = metrics.get(s)
@@ -150,7 +207,7 @@ def compare_run(name, r, ref, out):
         worst_loss = max(worst_loss, e)
         flag = "" if e <= LOSS_TOL else "  <-- loss"
         if not e <= LOSS_TOL:
-            problems.append(f"step {s}: loss {loss} vs {rec['loss']:.7f} (rel {e:.2e})")
+            bad["loss"].append((s, loss, rec["loss"], e))
         lr = m.get("lr")
         if lr is None or not tc.rel_err(float(lr), rec["lr"]) <= LR_TOL:
             problems.append(f"step {s}: lr {lr} vs {rec['lr']:.8g}")
@@ -159,12 +216,38 @@ def compare_run(name, r, ref, out):
         gn_text = "-"
         if gn is not None:
             gn_text = f"{float(gn):.5g}"
-            if not tc.rel_err(float(gn), rec["grad_norm"]) <= GNORM_TOL:
-                problems.append(f"step {s}: grad_norm {gn} vs {rec['grad_norm']:.6g}")
+            ge = tc.rel_err(float(gn), rec["grad_norm"])
+            if not ge <= GNORM_TOL:
+                bad["grad_norm"].append((s, gn, rec["grad_norm"], ge))
                 flag += "  <-- grad_norm"
         print(f"  {s:>4} {rec['loss']:>12.7f} {float(loss):>12.7f} {e:>9.1e} "
               f"{rec['lr']:>10.4g} {float(lr) if lr is not None else float('nan'):>10.4g} "
               f"{rec['grad_norm']:>11.5g} {gn_text:>12}{flag}")
+    # Per-step mismatches: each one when few, else one line saying where they
+    # start and how large they get (so weight problems still show).
+    for key, tol in (("loss", LOSS_TOL), ("grad_norm", GNORM_TOL)):
+        rows = bad[key]
+        if len(rows) <= 3:
+            problems += [f"step {s}: {key} {g} vs {w:.7g} (rel {e:.2e})"
+                         for s, g, w, e in rows]
+        else:
+            first, worst = rows[0], max(rows, key=lambda x: x[3])
+            problems.append(
+                f"{key} off (rel > {tol:g}) at {len(rows)} of "
+                f"{len(ref['records'])} steps: first step {first[0]} ({first[1]} vs "
+                f"{first[2]:.7g}, rel {first[3]:.2e}), worst step {worst[0]} "
+                f"({worst[1]} vs {worst[2]:.7g}, rel {worst[3]:.2e})")
+    untied = ref.get("untied_grad_norm")
+    gn1 = (metrics.get(1) or {}).get("grad_norm")
+    if (untied is not None and gn1 is not None and bad["grad_norm"]
+            and bad["grad_norm"][0][0] == 1
+            and tc.rel_err(float(gn1), untied) <= GNORM_TOL):
+        problems.append(
+            f"step 1: tailor's grad_norm {gn1} is the norm with the tied "
+            f"{', '.join(f'{a} / {c}' for a, c in info['aliases'].items())} as "
+            f"separate tensors ({untied:.7g}, rel {tc.rel_err(float(gn1), untied):.1e}), "
+            f"not the tied one ({ref['records'][0]['grad_norm']:.7g}): the tie is "
+            "trained as two tensors")
     extra = sorted(set(metrics) - {rec["step"] for rec in ref["records"]})
     if extra:
         problems.append(f"metrics.jsonl has unexpected steps {extra[:5]}")
@@ -172,11 +255,54 @@ def compare_run(name, r, ref, out):
     fname = "model.safetensors" if r["adapter"] == "full" else "adapter_model.safetensors"
     what = "model" if r["adapter"] == "full" else "adapter"
     path = os.path.join(out, fname)
+    full = r["adapter"] == "full"
+
+    first_layout = []
+
+    def load(path, ref_tensors, label):
+        """The checkpoint at `path`, under HF names and layout for full
+        fine-tuning (tc.full_checkpoint_to_hf); its problems go to
+        `problems` prefixed with `label` (layout problems once: a later
+        checkpoint with the same ones says so in one line)."""
+        got = tc.load_safetensors(path)
+        if not full:
+            return got
+        got, notes, layout, probs = tc.full_checkpoint_to_hf(got, ref_tensors, info,
+                                                             WEIGHT_TOL)
+        if notes:
+            print(f"  {label}: mapped to Hugging Face names by the ONNX "
+                  f"initializers: {', '.join(notes)}")
+        names = [n for n, _ in layout]
+        if layout and first_layout and names == first_layout[0][1]:
+            problems.append(f"{label}: the same {len(layout)} tensors in the wrong "
+                            f"layout as the {first_layout[0][0]}")
+        else:
+            problems.extend(f"{label}: {m}" for _, m in layout)
+            if layout and not first_layout:
+                first_layout.append((label, names))
+        problems.extend(f"{label}: {p}" for p in probs)
+        return got
+
+    # Full fine-tuning trains the key biases (if any), whose gradient is
+    # zero but for rounding: left out of the 1e-4 comparison, they must
+    # merely stay put on both sides.
+    zero = info.get("zero_grad", {}) if full else {}
+    skip = {n: idx for n, (idx, _) in zero.items()}
+
+    def check_zero(got, ref_tensors, label):
+        lines, probs = tc.check_zero_gradient(got, ref_tensors, ref["init"], zero,
+                                              ZERO_GRAD_BOUND)
+        if lines:
+            print(f"  {label}, zero-gradient elements (bound {ZERO_GRAD_BOUND:g}): "
+                  + "; ".join(lines))
+        problems.extend(f"{label}: {p}" for p in probs)
+
     if not os.path.exists(path):
         problems.append(f"no {fname} in the output dir")
     else:
-        got = tc.load_safetensors(path)
-        worst, wname, probs = tc.compare_tensors(got, ref["final"], WEIGHT_TOL)
+        got = load(path, ref["final"], f"final {what}")
+        check_zero(got, ref["final"], f"final {what}")
+        worst, wname, probs = tc.compare_tensors(got, ref["final"], WEIGHT_TOL, skip)
         problems += [f"final {what}: {p}" for p in probs[:8]]
         print(f"  final {what}: {len(ref['final'])} tensors, worst max|diff|/max|ref| "
               f"{worst:.2e} ({wname})")
@@ -187,8 +313,9 @@ def compare_run(name, r, ref, out):
         if not os.path.exists(ck):
             print(f"  checkpoint-{step}: no {fname} (not compared)")
             continue
-        worst, wname, probs = tc.compare_tensors(tc.load_safetensors(ck), snap,
-                                                 WEIGHT_TOL)
+        got = load(ck, snap, f"checkpoint-{step}")
+        check_zero(got, snap, f"checkpoint-{step}")
+        worst, wname, probs = tc.compare_tensors(got, snap, WEIGHT_TOL, skip)
         problems += [f"checkpoint-{step}: {p}" for p in probs[:4]]
         print(f"  checkpoint-{step} {what}: worst max|diff|/max|ref| {worst:.2e} ({wname})")
     print(f"  worst loss rel err {worst_loss:.2e}")
@@ -203,7 +330,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join("build", "bin"),
                     help="directory with tailor (default %(default)s)")
     ap.add_argument("--work", required=True, help="scratch directory (recreated)")
-    ap.add_argument("--mode", default="all", choices=["all", "lora", "full", "lora-fa"])
+    ap.add_argument("--mode", default="all", choices=MODES)
     ap.add_argument("--threads", type=int, default=2, help="tailor train --threads")
     ap.add_argument("--torch-only", action="store_true",
                     help="run and print the PyTorch references only")
@@ -219,14 +346,26 @@ def main():
             return 1
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
-    onnx_path = os.path.join(args.work, "model.onnx")
-    base, info = tc.build_and_export(onnx_path)
-    print(f"model: tiny Llama, {info['params']:,} parameters, attn "
-          f"{info['attn_implementation']}, exported to {onnx_path} (opset "
-          f"{tc.OPSET}); {info['weights_checked']} of its parameters found "
-          f"bit-identical among the initializers" +
-          (f", NOT found: {', '.join(info['weights_unmatched'])}"
-           if info["weights_unmatched"] else ""))
+    models = {}
+
+    def model_for(family):
+        """(hf model, info, onnx path) of `family`, exported on first use
+        (the Llama to WORK/model.onnx, others to WORK/model-FAMILY.onnx)."""
+        if family not in models:
+            onnx_path = os.path.join(
+                args.work, "model.onnx" if family == "llama" else f"model-{family}.onnx")
+            base, info = tc.build_and_export(onnx_path, family=family)
+            tied = "".join(f"; {n} is a tied copy of {h} (transposed)"
+                           for n, h in info["tied_copies"])
+            print(f"model: tiny {info['model_class']}, {info['params']:,} parameters, "
+                  f"attn {info['attn_implementation']}, exported to {onnx_path} "
+                  f"(opset {tc.OPSET}); {info['weights_checked']} of its parameters "
+                  f"found bit-identical among the initializers" +
+                  (f", NOT found: {', '.join(info['weights_unmatched'])}"
+                   if info["weights_unmatched"] else "") + tied)
+            models[family] = (base, info, onnx_path)
+        return models[family]
+
     rows = tc.make_rows()
     data = os.path.join(args.work, "data.jsonl")
     tc.write_jsonl(rows, data)
@@ -235,12 +374,13 @@ def main():
           f"({sum(x == -100 for r in rows for x in r.get('labels', []))} of them -100)")
 
     failures, todo = [], cases(args.mode)
-    for name, overrides in todo:
+    for name, family, overrides in todo:
+        base, info, onnx_path = model_for(family)
         r = recipe_for(overrides)
         work = os.path.join(args.work, name)
         os.makedirs(work)
-        print(describe(name, r))
-        ref = torch_reference(base, rows, r, work)
+        print(describe(name, family, r))
+        ref = torch_reference(base, rows, r, work, info.get("aliases"))
         moved = tc.movement(ref["final"], ref["init"])
         problems = []
         if r["max_grad_norm"] > 0:
@@ -262,11 +402,11 @@ def main():
             if err:
                 problems.append(err)
             else:
-                problems += compare_run(name, r, ref, out)
+                problems += compare_run(name, r, ref, out, info)
         if problems:
             failures.append(name)
             print(f"  FAIL {name}:")
-            for p in problems[:12]:
+            for p in problems[:24]:
                 print(f"    {p}")
         else:
             print(f"  ok   {name} (weights moved {moved:.2g} from init)")

@@ -266,7 +266,7 @@ int runCompile(int argc, const char **argv) {
     if (training) {
       what = "training";
       if (compileTo == Stage::Graph) {
-        buildGraphPipeline(pm);
+        buildGraphPipeline(pm, recipe.tieWordEmbeddings);
       } else if (compileTo == Stage::Train) {
         buildTrainingPipeline(pm, recipe, scheduleOptions, /*schedule=*/false);
       } else {
