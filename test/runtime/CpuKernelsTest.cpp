@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernel.h"
+#include "test/runtime/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -25,81 +26,15 @@
 #include <thread>
 
 using namespace tailor::runtime;
+using namespace tailor::runtime::testing;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// An owned dense tensor; storage is 8-byte aligned like an arena buffer.
-class Buffer {
-public:
-  Buffer(DType dtype, std::vector<int64_t> shape)
-      : dtype(dtype), shape(std::move(shape)),
-        storage((numel() * dtypeSize(dtype) + 7) / 8 + 1, 0) {}
-
-  int64_t numel() const {
-    return std::accumulate(shape.begin(), shape.end(), int64_t(1),
-                           std::multiplies<int64_t>());
-  }
-  Tensor tensor() const {
-    Tensor t;
-    t.data = const_cast<uint64_t *>(storage.data());
-    t.dtype = dtype;
-    t.shape = shape;
-    return t;
-  }
-  template <typename T> T *data() {
-    return reinterpret_cast<T *>(storage.data());
-  }
-  /// Element i as a double, whatever the dtype.
-  double at(int64_t i) const {
-    const void *p = storage.data();
-    switch (dtype) {
-    case DType::F32:
-      return static_cast<const float *>(p)[i];
-    case DType::F64:
-      return static_cast<const double *>(p)[i];
-    case DType::I32:
-      return static_cast<const int32_t *>(p)[i];
-    case DType::I64:
-      return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-    default:
-      return static_cast<const uint8_t *>(p)[i];
-    }
-  }
-  void set(int64_t i, double v) {
-    void *p = storage.data();
-    switch (dtype) {
-    case DType::F32:
-      static_cast<float *>(p)[i] = static_cast<float>(v);
-      break;
-    case DType::F64:
-      static_cast<double *>(p)[i] = v;
-      break;
-    case DType::I32:
-      static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v);
-      break;
-    case DType::I64:
-      static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v);
-      break;
-    default:
-      static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(v);
-      break;
-    }
-  }
-  bool sameBytes(const Buffer &other) const {
-    return std::memcmp(storage.data(), other.storage.data(),
-                       numel() * dtypeSize(dtype)) == 0;
-  }
-
-  DType dtype;
-  std::vector<int64_t> shape;
-
-private:
-  std::vector<uint64_t> storage;
-};
-
+/// Uniform values in [lo, hi) of any dtype: integers rounded, booleans
+/// `v > 0` (the gradient tests' overload in KernelTestUtil.h floors).
 Buffer randomBuffer(DType dtype, std::vector<int64_t> shape, double lo,
                     double hi, unsigned seed) {
   Buffer b(dtype, std::move(shape));
@@ -111,115 +46,6 @@ Buffer randomBuffer(DType dtype, std::vector<int64_t> shape, double lo,
     b.set(i, dtype == DType::Bool ? (v > 0) : integral ? std::round(v) : v);
   }
   return b;
-}
-
-Buffer filled(DType dtype, std::vector<int64_t> shape,
-              std::vector<double> values) {
-  Buffer b(dtype, std::move(shape));
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    b.set(i, values[i]);
-  }
-  return b;
-}
-
-Attribute intAttr(const char *name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Int;
-  a.name = name;
-  a.i = v;
-  return a;
-}
-Attribute floatAttr(const char *name, double v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Float;
-  a.name = name;
-  a.f = v;
-  return a;
-}
-Attribute intsAttr(const char *name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Ints;
-  a.name = name;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute stringAttr(const char *name, std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::String;
-  a.name = name;
-  a.s = std::move(v);
-  return a;
-}
-
-ThreadPool &pool4() {
-  static ThreadPool pool(4);
-  return pool;
-}
-
-KernelCall makeCall(const std::vector<Buffer *> &operands,
-                    std::vector<Attribute> attrs, ThreadPool *pool) {
-  KernelCall call;
-  for (Buffer *b : operands) {
-    call.operands.push_back(b->tensor());
-  }
-  call.attributes = Attributes(std::move(attrs));
-  call.pool = pool;
-  return call;
-}
-
-/// What check() says about this launch.
-std::string checkKernel(const char *name, const std::vector<Buffer *> &ops,
-                        std::vector<Attribute> attrs = {}) {
-  const KernelDef *def = findCpuKernel(name);
-  if (!def) {
-    return std::string("no kernel ") + name;
-  }
-  return def->check(makeCall(ops, std::move(attrs), nullptr));
-}
-
-/// Checks (which must pass) and runs; returns run()'s message.
-std::string runKernel(const char *name, const std::vector<Buffer *> &ops,
-                      std::vector<Attribute> attrs = {},
-                      ThreadPool *pool = &pool4()) {
-  const KernelDef *def = findCpuKernel(name);
-  if (!def) {
-    ADD_FAILURE() << "no kernel " << name;
-    return "missing";
-  }
-  KernelCall call = makeCall(ops, std::move(attrs), pool);
-  std::string error = def->check(call);
-  EXPECT_EQ(error, "") << name;
-  if (!error.empty()) {
-    return error;
-  }
-  return def->run(call);
-}
-
-/// |got - want| <= atol + rtol |want|; NaN matches NaN, inf matches inf.
-::testing::AssertionResult near(double got, double want, double rtol,
-                                double atol) {
-  if (std::isnan(want) ? std::isnan(got)
-      : std::isinf(want)
-          ? got == want
-          : std::fabs(got - want) <= atol + rtol * std::fabs(want)) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "got " << got << ", want " << want << " (rtol " << rtol << ", atol "
-         << atol << ")";
-}
-
-void expectAllNear(const Buffer &got, const std::vector<double> &want,
-                   double rtol, double atol, const std::string &what) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
-  int failures = 0;
-  for (int64_t i = 0; i < got.numel() && failures < 5; ++i) {
-    auto r = near(got.at(i), want[i], rtol, atol);
-    if (!r) {
-      ADD_FAILURE() << what << " element " << i << ": " << r.message();
-      ++failures;
-    }
-  }
 }
 
 /// Flat index into `in` (broadcast to `out`) of output element `flat`.

@@ -24,8 +24,8 @@
 
 namespace tailor::runtime::testing {
 
-/// An owned dense tensor of f32, f64, i32 or i64; storage is 8-byte aligned
-/// like an arena buffer.
+/// An owned dense tensor of any runtime dtype (bool and 8-bit types are read
+/// as bytes); storage is 8-byte aligned like an arena buffer.
 class Buffer {
 public:
   Buffer(DType dtype, std::vector<int64_t> shape)
@@ -43,34 +43,42 @@ public:
     t.shape = shape;
     return t;
   }
+  template <typename T> T *data() {
+    return reinterpret_cast<T *>(storage.data());
+  }
   /// Element i as a double, whatever the dtype.
   double at(int64_t i) const {
     const void *p = storage.data();
     switch (dtype) {
+    case DType::F32:
+      return static_cast<const float *>(p)[i];
+    case DType::F64:
+      return static_cast<const double *>(p)[i];
     case DType::I32:
       return static_cast<const int32_t *>(p)[i];
     case DType::I64:
       return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-    case DType::F64:
-      return static_cast<const double *>(p)[i];
     default:
-      return static_cast<const float *>(p)[i];
+      return static_cast<const uint8_t *>(p)[i];
     }
   }
   void set(int64_t i, double v) {
     void *p = storage.data();
     switch (dtype) {
+    case DType::F32:
+      static_cast<float *>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::F64:
+      static_cast<double *>(p)[i] = v;
+      break;
     case DType::I32:
       static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v);
       break;
     case DType::I64:
       static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v);
       break;
-    case DType::F64:
-      static_cast<double *>(p)[i] = v;
-      break;
     default:
-      static_cast<float *>(p)[i] = static_cast<float>(v);
+      static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(v);
       break;
     }
   }
@@ -159,6 +167,10 @@ inline ThreadPool &pool3() {
   static ThreadPool pool(3);
   return pool;
 }
+inline ThreadPool &pool4() {
+  static ThreadPool pool(4);
+  return pool;
+}
 
 inline KernelCall makeCall(const std::vector<Buffer *> &operands,
                            std::vector<Attribute> attrs, ThreadPool *pool) {
@@ -200,11 +212,12 @@ inline std::string runKernel(const char *name, const std::vector<Buffer *> &ops,
   return def->run(call);
 }
 
-/// |got - want| <= atol + rtol |want|; NaN matches NaN.
+/// |got - want| <= atol + rtol |want|; NaN matches NaN, inf matches inf.
 inline ::testing::AssertionResult near(double got, double want, double rtol,
                                        double atol) {
-  if (std::isnan(want)
-          ? std::isnan(got)
+  if (std::isnan(want) ? std::isnan(got)
+      : std::isinf(want)
+          ? got == want
           : std::fabs(got - want) <= atol + rtol * std::fabs(want)) {
     return ::testing::AssertionSuccess();
   }
