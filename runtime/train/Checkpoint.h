@@ -134,6 +134,23 @@ bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
 /// trainer_state.json is complete, or "" if none.
 std::string findLatestCheckpoint(const std::string &outputDir);
 
+/// What adapter_config.json says about the graph an adapter needs.
+struct PeftAdapterConfig {
+  double r = 0;
+  double alpha = 0;
+  bool useRslora = false;
+  bool useDora = false;
+  /// Module names (q_proj, ...) or a single "all-linear".
+  std::vector<std::string> targetModules;
+  /// layers_to_transform; empty means every layer.
+  std::vector<int64_t> layers;
+};
+
+/// Reads DIR/adapter_config.json (a LORA adapter with numeric r and
+/// lora_alpha); false and an error naming the file and key otherwise.
+bool readPeftAdapterConfig(const std::string &dir, PeftAdapterConfig &config,
+                           std::string &error);
+
 /// Loads a PEFT adapter directory (adapter_config.json +
 /// adapter_model.safetensors) as the starting LoRA weights: r, lora_alpha
 /// and use_rslora must agree with the plan and every LoRA weight must be

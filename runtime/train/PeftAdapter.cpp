@@ -67,6 +67,65 @@ static bool readJsonFile(const std::string &path, json &out,
   return true;
 }
 
+bool readPeftAdapterConfig(const std::string &dir, PeftAdapterConfig &out,
+                           std::string &error) {
+  std::string configPath = dir + "/" + kAdapterConfigFile;
+  json config;
+  if (!readJsonFile(configPath, config, error)) {
+    return false;
+  }
+  auto type = config.find("peft_type");
+  if (type != config.end() && (!type->is_string() || *type != "LORA")) {
+    error = configPath + ": peft_type is not LORA; tailor reads LoRA adapters";
+    return false;
+  }
+  auto number = [&](const char *key, double &value) {
+    auto it = config.find(key);
+    if (it == config.end() || !it->is_number()) {
+      return false;
+    }
+    value = it->get<double>();
+    return true;
+  };
+  if (!number("r", out.r) || out.r <= 0 || !number("lora_alpha", out.alpha)) {
+    error = configPath + ": missing or non-numeric r or lora_alpha";
+    return false;
+  }
+  auto flag = [&](const char *key) {
+    auto it = config.find(key);
+    return it != config.end() && it->is_boolean() && it->get<bool>();
+  };
+  out.useRslora = flag("use_rslora");
+  out.useDora = flag("use_dora");
+  if (out.useDora) {
+    error = configPath + ": DoRA adapters (use_dora) are not supported";
+    return false;
+  }
+  out.targetModules.clear();
+  auto targets = config.find("target_modules");
+  if (targets != config.end() && targets->is_string()) {
+    out.targetModules.push_back(targets->get<std::string>());
+  } else if (targets != config.end() && targets->is_array()) {
+    for (const json &item : *targets) {
+      if (item.is_string()) {
+        out.targetModules.push_back(item.get<std::string>());
+      }
+    }
+  }
+  out.layers.clear();
+  auto layers = config.find("layers_to_transform");
+  if (layers != config.end() && layers->is_number_integer()) {
+    out.layers.push_back(layers->get<int64_t>());
+  } else if (layers != config.end() && layers->is_array()) {
+    for (const json &item : *layers) {
+      if (item.is_number_integer()) {
+        out.layers.push_back(item.get<int64_t>());
+      }
+    }
+  }
+  return true;
+}
+
 bool loadPeftAdapter(const CheckpointLayout &layout, const std::string &dir,
                      std::string &error) {
   if (!layout.adapter.isAdapter()) {
@@ -75,45 +134,24 @@ bool loadPeftAdapter(const CheckpointLayout &layout, const std::string &dir,
     return false;
   }
   std::string configPath = dir + "/" + kAdapterConfigFile;
-  json config;
-  if (!readJsonFile(configPath, config, error)) {
-    return false;
-  }
-  auto number = [&](const char *key, double &out) {
-    auto it = config.find(key);
-    if (it == config.end() || !it->is_number()) {
-      return false;
-    }
-    out = it->get<double>();
-    return true;
-  };
-  double r = 0, alpha = 0;
-  if (!number("r", r) || !number("lora_alpha", alpha)) {
-    error = configPath + ": missing or non-numeric r or lora_alpha";
+  PeftAdapterConfig config;
+  if (!readPeftAdapterConfig(dir, config, error)) {
     return false;
   }
   const AdapterInfo &plan = layout.adapter;
-  if (r != static_cast<double>(plan.r) ||
-      std::fabs(alpha - plan.alpha) > 1e-6 * std::max(1.0, plan.alpha)) {
+  if (config.r != static_cast<double>(plan.r) ||
+      std::fabs(config.alpha - plan.alpha) > 1e-6 * std::max(1.0, plan.alpha)) {
     std::ostringstream message;
-    message << configPath << ": r " << r << " and lora_alpha " << alpha
-            << " do not match the plan's r " << plan.r << " and lora_alpha "
-            << plan.alpha;
+    message << configPath << ": r " << config.r << " and lora_alpha "
+            << config.alpha << " do not match the plan's r " << plan.r
+            << " and lora_alpha " << plan.alpha;
     error = message.str();
     return false;
   }
-  auto flag = [&](const char *key) {
-    auto it = config.find(key);
-    return it != config.end() && it->is_boolean() && it->get<bool>();
-  };
-  if (flag("use_rslora") != plan.useRslora) {
+  if (config.useRslora != plan.useRslora) {
     error = configPath + ": use_rslora is " +
-            (flag("use_rslora") ? "true" : "false") + " but the plan's is " +
+            (config.useRslora ? "true" : "false") + " but the plan's is " +
             (plan.useRslora ? "true" : "false");
-    return false;
-  }
-  if (flag("use_dora")) {
-    error = configPath + ": DoRA adapters (use_dora) are not supported";
     return false;
   }
   std::unique_ptr<SafetensorsFile> weights =

@@ -241,6 +241,7 @@ std::string SafetensorsFile::parse(const uint8_t *data, uint64_t size) {
     }
     tensor.data = dataStart + begin;
     tensor.size = end - begin;
+    tensor.offset = static_cast<uint64_t>(dataStart - data) + begin;
     auto [it, inserted] = entries.emplace(key, std::move(tensor));
     ranges.push_back({begin, end, &it->first});
   }

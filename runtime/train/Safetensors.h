@@ -34,6 +34,9 @@ struct SafetensorsTensor {
   std::vector<int64_t> shape;
   const uint8_t *data = nullptr;
   uint64_t size = 0;
+  /// Where the bytes start in the file (header included), so a plan can
+  /// bind the tensor by offset like any other weight.
+  uint64_t offset = 0;
 
   /// The number of elements (product of the shape).
   uint64_t numel() const;
