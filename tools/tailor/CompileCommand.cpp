@@ -256,7 +256,6 @@ int runCompile(int argc, const char **argv) {
                    << adapterDir << "'\n";
       return 1;
     }
-    (*module)->getOperation()->removeAttr("tg.adapter");
   }
   if (compileTo != Stage::Import) {
     mlir::PassManager pm(&context);
