@@ -67,6 +67,28 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   lora.dropout = recipe.loraDropout;
   lora.rslora = recipe.useRslora;
   pm.addPass(graph::createInsertLoraPass(lora));
+  // --- Frozen weights stored quantized (QLoRA's NF4, int8, GPTQ, 16-bit).
+  if (std::string scheme = recipe.quantizationScheme(); !scheme.empty()) {
+    graph::QuantizePassOptions quantize;
+    quantize.scheme = scheme;
+    auto join = [](const std::vector<std::string> &names) {
+      std::string list;
+      for (const std::string &name : names) {
+        list += (list.empty() ? "" : ",") + name;
+      }
+      return list;
+    };
+    quantize.modules = join(recipe.quantizeModules);
+    quantize.skip = join(recipe.quantizeSkipModules);
+    quantize.blockSize = recipe.quantBlockSize;
+    quantize.doubleQuant = recipe.doubleQuant;
+    quantize.bits = recipe.gptqBits;
+    quantize.groupSize = recipe.gptqGroupSize;
+    quantize.actOrder = recipe.gptqActOrder;
+    quantize.outlierThreshold = recipe.int8OutlierThreshold;
+    quantize.checkpoint = recipe.gptqCheckpoint;
+    pm.addPass(graph::createQuantizePass(quantize));
+  }
   pm.addPass(graph::createAddLossPass());
   // --- Backward pass; fold the transposes it stacks on pre-transposed
   // weights before the optimizer splits the step.

@@ -11,6 +11,8 @@
 
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGQuant.h"
+#include "runtime/quant/GptqCheckpoint.h"
 #include "runtime/schema/plan_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -24,7 +26,7 @@ namespace fb = tailor::plan;
 namespace tailor {
 
 /// The plan format version this writer produces (major * 100 + minor).
-static constexpr uint32_t kPlanVersion = 101;
+static constexpr uint32_t kPlanVersion = 102;
 
 static FailureOr<fb::DType> dtypeOf(Operation *op, Type element) {
   if (element.isF32()) {
@@ -335,7 +337,59 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
             fbb, text(planRelativePath(*param.getFile(), planDirectory)),
             static_cast<uint64_t>(*param.getFileOffset()),
             static_cast<uint64_t>(*param.getFileLength()),
-            *dtypeOf(&op, param.getType().getElementType()));
+            *dtypeOf(&op, param.getSourceType()
+                              ? *param.getSourceType()
+                              : param.getType().getElementType()));
+      }
+      flatbuffers::Offset<fb::Quantization> quant;
+      if (DictionaryAttr dict = param.getQuantizationAttr()) {
+        FailureOr<quant::QuantSpec> spec =
+            tg::quantSpecFromDict(dict, [&] { return param.emitError(); });
+        if (failed(spec)) {
+          return failure();
+        }
+        // GPTQ bytes come from the checkpoint `tailor quantize` wrote: its
+        // four tensors are the storage's sections, read as they are.
+        std::vector<flatbuffers::Offset<fb::Source>> sections;
+        if (spec->scheme == quant::Scheme::GPTQ) {
+          auto path = dict.getAs<StringAttr>("checkpoint");
+          if (!path) {
+            return param.emitError()
+                   << "parameter '" << param.getName()
+                   << "' is gptq-quantized but no checkpoint holds its bytes "
+                      "(run `tailor quantize`, then set the recipe key "
+                      "gptq_checkpoint)";
+          }
+          std::string error;
+          auto checkpoint = quant::GptqCheckpoint::open(path.str(), error);
+          if (!checkpoint) {
+            return param.emitError() << error;
+          }
+          auto exportName = param->getAttrOfType<StringAttr>("tg.export_name");
+          StringRef hfName = exportName ? exportName.getValue() : param.getName();
+          hfName.consume_back(".weight");
+          const quant::GptqCheckpointModule *module =
+              checkpoint->find(hfName.str());
+          if (!module) {
+            return param.emitError() << "checkpoint '" << path.getValue()
+                                     << "' has no module '" << hfName << "'";
+          }
+          std::string file = planRelativePath(path.getValue(), planDirectory);
+          for (const quant::GptqTensorLocation *tensor :
+               {&module->qweight, &module->qzeros, &module->scales,
+                &module->gIdx}) {
+            sections.push_back(fb::CreateSource(
+                fbb, text(file), tensor->fileOffset, tensor->bytes,
+                fb::DType::U8));
+          }
+        }
+        quant = fb::CreateQuantization(
+            fbb, text(quant::schemeName(spec->scheme)), spec->rows, spec->cols,
+            spec->blockSize, spec->doubleQuant, spec->nestedBlockSize,
+            spec->bits, spec->groupSize, spec->actOrder,
+            spec->outlierThreshold, spec->outlierColumns,
+            tg::quantSourceTransposed(dict),
+            sections.empty() ? 0 : fbb.CreateVector(sections));
       }
       flatbuffers::Offset<fb::Init> init;
       if (std::optional<StringRef> kind = param.getInit()) {
@@ -358,8 +412,8 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
         exportName = text(name.getValue());
       }
       parameters.push_back(fb::CreateParameter(
-          fbb, text(param.getName()), *index, source, param.getTrainable(), 0,
-          init, exportName, param->hasAttr("tg.export_transposed")));
+          fbb, text(param.getName()), *index, source, param.getTrainable(),
+          init, exportName, param->hasAttr("tg.export_transposed"), quant));
     } else if (auto state = llvm::dyn_cast<sched::StateOp>(op)) {
       FailureOr<uint32_t> index = addBuffer(&op, state.getArena(),
                                             state.getOffset(), state.getSize(),

@@ -64,17 +64,21 @@ Setter number(double TrainingRecipe::*field, double min, double max) {
   };
 }
 
+Error parseBool(const Value &v, bool &out) {
+  std::optional<bool> b = StringSwitch<std::optional<bool>>(v.scalar)
+                              .Cases({"true", "True", "yes"}, true)
+                              .Cases({"false", "False", "no"}, false)
+                              .Default(std::nullopt);
+  if (v.isList || !b) {
+    return bad("", v, "true or false");
+  }
+  out = *b;
+  return Error::success();
+}
+
 Setter boolean(bool TrainingRecipe::*field) {
   return [=](TrainingRecipe &r, const Value &v) -> Error {
-    std::optional<bool> b = StringSwitch<std::optional<bool>>(v.scalar)
-                                .Cases({"true", "True", "yes"}, true)
-                                .Cases({"false", "False", "no"}, false)
-                                .Default(std::nullopt);
-    if (v.isList || !b) {
-      return bad("", v, "true or false");
-    }
-    r.*field = *b;
-    return Error::success();
+    return parseBool(v, r.*field);
   };
 }
 
@@ -126,10 +130,59 @@ Setter names(std::vector<std::string> TrainingRecipe::*field) {
 const std::map<std::string, Setter> &setters() {
   using R = TrainingRecipe;
   static const std::map<std::string, Setter> table = {
-      {"adapter", choice(&R::adapter, {{"lora", "lora"},
-                                        {"lora-fa", "lora-fa"},
-                                        {"lora_fa", "lora-fa"},
-                                        {"full", "full"}})},
+      {"adapter",
+       [](R &r, const Value &v) -> Error {
+         // qlora is LoRA on quantized frozen weights (nf4 by default).
+         r.qlora = !v.isList && v.scalar == "qlora";
+         if (r.qlora) {
+           r.adapter = "lora";
+           return Error::success();
+         }
+         return choice(&R::adapter, {{"lora", "lora"},
+                                     {"lora-fa", "lora-fa"},
+                                     {"lora_fa", "lora-fa"},
+                                     {"full", "full"},
+                                     {"qlora", "qlora"}})(r, v);
+       }},
+      {"quantization", choice(&R::quantization, {{"nf4", "nf4"},
+                                                  {"int8", "int8"},
+                                                  {"gptq", "gptq"},
+                                                  {"bf16", "bf16"},
+                                                  {"fp16", "fp16"},
+                                                  {"none", "none"}})},
+      // axolotl's spellings of the bitsandbytes loaders.
+      {"load_in_4bit",
+       [](R &r, const Value &v) -> Error {
+         bool on = false;
+         if (Error error = parseBool(v, on)) {
+           return error;
+         }
+         if (on) {
+           r.quantization = "nf4";
+         }
+         return Error::success();
+       }},
+      {"load_in_8bit",
+       [](R &r, const Value &v) -> Error {
+         bool on = false;
+         if (Error error = parseBool(v, on)) {
+           return error;
+         }
+         if (on) {
+           r.quantization = "int8";
+         }
+         return Error::success();
+       }},
+      {"double_quant", boolean(&R::doubleQuant)},
+      {"bnb_4bit_use_double_quant", boolean(&R::doubleQuant)},
+      {"quant_block_size", integer(&R::quantBlockSize, 32)},
+      {"quantize_modules", names(&R::quantizeModules)},
+      {"quantize_skip_modules", names(&R::quantizeSkipModules)},
+      {"gptq_bits", integer(&R::gptqBits, 2)},
+      {"gptq_group_size", integer(&R::gptqGroupSize, -1)},
+      {"gptq_act_order", boolean(&R::gptqActOrder)},
+      {"gptq_checkpoint", text(&R::gptqCheckpoint)},
+      {"int8_outlier_threshold", number(&R::int8OutlierThreshold, 0.0, 1e9)},
       {"lora_r", integer(&R::loraR, 1)},
       {"lora_alpha", number(&R::loraAlpha, 1e-9, 1e9)},
       {"lora_dropout", number(&R::loraDropout, 0.0, 0.999)},
@@ -198,11 +251,6 @@ const std::map<std::string, Setter> &setters() {
 Error apply(TrainingRecipe &recipe, const std::string &key, const Value &value) {
   auto it = setters().find(key);
   if (it == setters().end()) {
-    if (key == "quantization" || key == "load_in_4bit" || key == "double_quant") {
-      return createStringError(inconvertibleErrorCode(),
-                               value.where + ": '" + key +
-                                   "' (quantization) is not supported yet");
-    }
     return createStringError(inconvertibleErrorCode(),
                              value.where + ": unknown recipe key '" + key + "'");
   }

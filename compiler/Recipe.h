@@ -34,6 +34,29 @@ struct TrainingRecipe {
   std::string tieWordEmbeddings = "auto";
   /// Full fine-tuning: parameters to train ("all", or module names).
   std::vector<std::string> trainableModules = {"all"};
+  // --- quantization of frozen weights (tailor-quantize)
+  /// "" (none), nf4, int8, gptq, bf16 or fp16. `adapter: qlora` means lora
+  /// with nf4 unless `quantization` says otherwise.
+  std::string quantization;
+  bool qlora = false;
+  bool doubleQuant = true;
+  int64_t quantBlockSize = 64;
+  std::vector<std::string> quantizeModules = {"all-linear"};
+  std::vector<std::string> quantizeSkipModules = {"lm_head"};
+  int64_t gptqBits = 4;
+  int64_t gptqGroupSize = 128;
+  bool gptqActOrder = false;
+  /// The checkpoint `tailor quantize` wrote (its settings win).
+  std::string gptqCheckpoint;
+  double int8OutlierThreshold = 0.0;
+
+  /// The scheme tailor-quantize applies, or "" for none.
+  std::string quantizationScheme() const {
+    if (!quantization.empty()) {
+      return quantization == "none" ? "" : quantization;
+    }
+    return qlora ? "nf4" : "";
+  }
   // --- batch
   int64_t sequenceLen = 512;
   int64_t microBatchSize = 1;

@@ -53,6 +53,42 @@ static bool validDType(fb::DType dtype) {
          value <= static_cast<int>(fb::DType::MAX);
 }
 
+bool quantSpecOf(const fb::Quantization &table, quant::QuantSpec &spec,
+                 std::string &error) {
+  spec = quant::QuantSpec();
+  if (!quant::parseScheme(table.scheme()->str(), spec.scheme)) {
+    error = Message() << "unknown quantization scheme '" << table.scheme()->str()
+                      << "'";
+    return false;
+  }
+  spec.rows = table.rows();
+  spec.cols = table.cols();
+  spec.blockSize = table.block_size();
+  spec.doubleQuant = table.double_quant();
+  spec.nestedBlockSize = table.nested_block_size();
+  spec.bits = table.bits();
+  spec.groupSize = table.group_size();
+  spec.actOrder = table.act_order();
+  spec.outlierThreshold = table.outlier_threshold();
+  spec.outlierColumns = table.outlier_columns();
+  error = quant::checkSpec(spec);
+  return error.empty();
+}
+
+/// Bytes per element of a float dtype a quantized weight can be read from,
+/// or 0.
+static uint64_t floatSourceSize(fb::DType dtype) {
+  switch (dtype) {
+  case fb::DType::F32:
+    return 4;
+  case fb::DType::F16:
+  case fb::DType::BF16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              const LoadOptions &options,
                                              std::string &error) {
@@ -276,7 +312,56 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                          << param->buffer() << " of " << buffers.size();
       }
       const fb::Source *source = param->source();
-      if (!source) {
+      std::vector<const fb::Source *> reads;
+      if (const fb::Quantization *table = param->quant()) {
+        quant::QuantSpec spec;
+        std::string problem;
+        if (!quantSpecOf(*table, spec, problem)) {
+          return Message() << "parameter '" << name << "': " << problem;
+        }
+        uint64_t storage = quant::storageBytes(spec);
+        if (buffers.Get(param->buffer())->dtype() != fb::DType::U8 ||
+            bufferBytes(param->buffer()) != storage) {
+          return Message() << "quantized parameter '" << name << "' needs a "
+                           << storage << "-byte u8 buffer";
+        }
+        if (param->trainable() || param->init()) {
+          return Message() << "quantized parameter '" << name
+                           << "' cannot be trainable or initialized";
+        }
+        if (const auto *sections = table->sections()) {
+          uint64_t total = 0;
+          for (const fb::Source *section : *sections) {
+            if (section->offset() > UINT64_MAX - section->length() ||
+                section->length() > storage - std::min(total, storage)) {
+              return Message() << "quantized parameter '" << name
+                               << "': its sections exceed " << storage
+                               << " bytes";
+            }
+            total += section->length();
+            reads.push_back(section);
+          }
+          if (total != storage) {
+            return Message() << "quantized parameter '" << name
+                             << "': its sections hold " << total
+                             << " bytes, its storage " << storage;
+          }
+        } else {
+          uint64_t element = source ? floatSourceSize(source->dtype()) : 0;
+          uint64_t expected = 0;
+          if (element == 0 ||
+              !checkedMul(static_cast<uint64_t>(spec.rows),
+                          static_cast<uint64_t>(spec.cols), expected) ||
+              !checkedMul(expected, element, expected) ||
+              source->length() != expected) {
+            return Message() << "quantized parameter '" << name
+                             << "' needs an f32, f16 or bf16 source of "
+                             << spec.rows << " x " << spec.cols
+                             << " elements";
+          }
+          reads.push_back(source);
+        }
+      } else if (!source) {
         // The runtime creates it (an adapter weight, say): it needs an init,
         // unless it trains from zero-filled memory.
         if (!param->trainable() && !param->init()) {
@@ -284,35 +369,40 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                            << "' has no source, no init and is not trainable";
         }
         continue;
+      } else {
+        if (source->dtype() != buffers.Get(param->buffer())->dtype()) {
+          return Message() << "parameter '" << name
+                           << "' is stored as another dtype than its buffer;"
+                              " conversion on load is not supported yet";
+        }
+        if (source->length() != bufferBytes(param->buffer())) {
+          return Message() << "parameter '" << name << "' source length "
+                           << source->length() << " does not match its "
+                           << bufferBytes(param->buffer()) << "-byte buffer";
+        }
+        reads.push_back(source);
       }
-      if (source->dtype() != buffers.Get(param->buffer())->dtype()) {
-        return Message() << "parameter '" << name
-                         << "' is stored as another dtype than its buffer;"
-                            " conversion on load is not supported yet";
-      }
-      if (source->length() != bufferBytes(param->buffer())) {
-        return Message() << "parameter '" << name << "' source length "
-                         << source->length() << " does not match its "
-                         << bufferBytes(param->buffer()) << "-byte buffer";
-      }
-      if (source->offset() > UINT64_MAX - source->length()) {
-        return Message() << "parameter '" << name
-                         << "' source range overflows";
-      }
-      if (options.checkSourceFiles) {
-        std::string path = resolveSourcePath(source->file()->str());
+      for (const fb::Source *read : reads) {
+        if (read->offset() > UINT64_MAX - read->length()) {
+          return Message() << "parameter '" << name
+                           << "' source range overflows";
+        }
+        if (!options.checkSourceFiles) {
+          continue;
+        }
+        std::string path = resolveSourcePath(read->file()->str());
         struct stat info;
         if (stat(path.c_str(), &info) != 0) {
           return Message() << "parameter '" << name << "': cannot open '"
                            << path << "': " << std::strerror(errno);
         }
         uint64_t fileSize = static_cast<uint64_t>(info.st_size);
-        if (source->offset() + source->length() > fileSize) {
+        if (read->offset() + read->length() > fileSize) {
           return Message() << "parameter '" << name << "': bytes ["
-                           << source->offset() << ", "
-                           << source->offset() + source->length()
-                           << ") lie outside '" << path << "' ("
-                           << fileSize << " bytes)";
+                           << read->offset() << ", "
+                           << read->offset() + read->length()
+                           << ") lie outside '" << path << "' (" << fileSize
+                           << " bytes)";
         }
       }
     }

@@ -13,6 +13,7 @@
 #define TAILOR_RUNTIME_PLAN_H
 
 #include "runtime/cpu/Kernel.h"
+#include "runtime/quant/QuantizedWeight.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <memory>
@@ -34,6 +35,11 @@ struct LoadOptions {
   /// elsewhere.
   bool checkSourceFiles = true;
 };
+
+/// The storage spec a plan's Quantization table describes, or "" in `error`
+/// set to what is wrong (unknown scheme, a spec checkSpec rejects).
+bool quantSpecOf(const tailor::plan::Quantization &table,
+                 quant::QuantSpec &spec, std::string &error);
 
 class LoadedPlan {
 public:

@@ -3,6 +3,8 @@
 #include "runtime/Session.h"
 
 #include "runtime/include/tailor/runtime.h"
+#include "runtime/quant/Gptq.h"
+#include "runtime/quant/Half.h"
 
 #include <algorithm>
 #include <chrono>
@@ -202,20 +204,74 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
   return session;
 }
 
-/// Reads every parameter's bytes from its source file into its buffer.
+/// Reads `length` bytes at `offset` of `fd` into `target`; "" or the error.
+static std::string readFully(int fd, const std::string &path,
+                             const std::string &param, uint64_t offset,
+                             uint64_t length, uint8_t *target) {
+  uint64_t done = 0;
+  while (done < length) {
+    ssize_t got = ::pread(fd, target + done, length - done,
+                          static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return "parameter '" + param + "': cannot read '" + path + "' at byte " +
+             std::to_string(offset + done) + ": " +
+             (got < 0 ? std::strerror(errno) : "unexpected end of file");
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  return "";
+}
+
+/// Widens `count` little-endian f16 or bf16 values to float.
+static void widenToFloat(fb::DType dtype, const uint8_t *bytes, int64_t count,
+                         float *out) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes + 2 * i, 2);
+    out[i] = dtype == fb::DType::BF16 ? quant::bf16ToFloat(bits)
+                                      : quant::fp16ToFloat(bits);
+  }
+}
+
+/// Reads every parameter's bytes from its source file into its buffer,
+/// quantizing those the plan stores quantized.
 std::string Session::bindParameters() {
   const fb::Plan &p = loaded.root();
   if (!p.parameters()) {
     return "";
   }
-  std::map<std::string, std::vector<const fb::Parameter *>> byFile;
+  // One read: `source` into the buffer at `target`, or (quantize) into a
+  // scratch copy that is quantized into the parameter's buffer.
+  struct Read {
+    const fb::Parameter *param;
+    const fb::Source *source;
+    uint8_t *target;
+    bool quantize;
+  };
+  std::map<std::string, std::vector<Read>> byFile;
   for (const fb::Parameter *param : *p.parameters()) {
-    if (param->source()) {
+    auto *buffer = static_cast<uint8_t *>(bufferData(param->buffer()));
+    const fb::Quantization *quant = param->quant();
+    if (quant && quant->sections()) {
+      uint64_t at = 0;
+      for (const fb::Source *section : *quant->sections()) {
+        byFile[loaded.resolveSourcePath(section->file()->str())].push_back(
+            {param, section, buffer + at, false});
+        at += section->length();
+      }
+    } else if (param->source()) {
       byFile[loaded.resolveSourcePath(param->source()->file()->str())]
-          .push_back(param);
+          .push_back({param, param->source(), buffer, quant != nullptr});
     }
   }
-  for (const auto &[path, params] : byFile) {
+  // Quantization streams one tensor at a time: the scratch holds the largest
+  // float weight once, never the whole model.
+  std::vector<uint8_t> raw;
+  std::vector<float> widened;
+  for (const auto &[path, reads] : byFile) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       return "cannot open weights file '" + path + "': " + std::strerror(errno);
@@ -233,42 +289,79 @@ std::string Session::bindParameters() {
     // process (an mmap would count every page in the resident set).
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     std::string problem;
-    for (const fb::Parameter *param : params) {
-      const fb::Source *source = param->source();
+    for (const Read &read : reads) {
+      const fb::Source *source = read.source;
+      std::string name = read.param->name()->str();
       // The file may have changed since the plan was loaded.
       if (source->offset() > fileSize ||
           source->length() > fileSize - source->offset()) {
-        problem = "parameter '" + param->name()->str() + "': bytes [" +
+        problem = "parameter '" + name + "': bytes [" +
                   std::to_string(source->offset()) + ", " +
                   std::to_string(source->offset() + source->length()) +
                   ") lie outside '" + path + "' (" + std::to_string(fileSize) +
                   " bytes)";
         break;
       }
-      auto *target = static_cast<uint8_t *>(bufferData(param->buffer()));
-      uint64_t done = 0;
-      while (done < source->length()) {
-        ssize_t got = ::pread(fd, target + done, source->length() - done,
-                              static_cast<off_t>(source->offset() + done));
-        if (got < 0 && errno == EINTR) {
-          continue;
-        }
-        if (got <= 0) {
-          problem = "parameter '" + param->name()->str() + "': cannot read '" +
-                    path + "' at byte " +
-                    std::to_string(source->offset() + done) + ": " +
-                    (got < 0 ? std::strerror(errno) : "unexpected end of file");
+      if (!read.quantize) {
+        problem = readFully(fd, path, name, source->offset(), source->length(),
+                            read.target);
+        if (!problem.empty()) {
           break;
         }
-        done += static_cast<uint64_t>(got);
+        continue;
       }
+      quant::QuantSpec spec;
+      if (!quantSpecOf(*read.param->quant(), spec, problem)) {
+        break;
+      }
+      raw.resize(source->length());
+      problem = readFully(fd, path, name, source->offset(), source->length(),
+                          raw.data());
       if (!problem.empty()) {
+        break;
+      }
+      const float *weight = reinterpret_cast<const float *>(raw.data());
+      if (source->dtype() != fb::DType::F32) {
+        widened.resize(static_cast<size_t>(spec.rows * spec.cols));
+        widenToFloat(source->dtype(), raw.data(), spec.rows * spec.cols,
+                     widened.data());
+        weight = widened.data();
+      } else if (reinterpret_cast<uintptr_t>(weight) % alignof(float) != 0) {
+        widened.resize(static_cast<size_t>(spec.rows * spec.cols));
+        std::memcpy(widened.data(), raw.data(), raw.size());
+        weight = widened.data();
+      }
+      problem = quant::quantizeInto(spec, weight,
+                                    read.param->quant()->source_transposed(),
+                                    read.target);
+      if (!problem.empty()) {
+        problem = "parameter '" + name + "': " + problem;
         break;
       }
     }
     ::close(fd);
     if (!problem.empty()) {
       return problem;
+    }
+  }
+  // Pre-quantized bytes come from another program's file: a group index out
+  // of range would send the kernels outside the storage.
+  for (const fb::Parameter *param : *p.parameters()) {
+    const fb::Quantization *quant = param->quant();
+    if (!quant || !quant->sections()) {
+      continue;
+    }
+    quant::QuantSpec spec;
+    std::string problem;
+    if (!quantSpecOf(*quant, spec, problem)) {
+      return "parameter '" + param->name()->str() + "': " + problem;
+    }
+    if (spec.scheme == quant::Scheme::GPTQ) {
+      problem = quant::checkGptqStorage(
+          spec, static_cast<const uint8_t *>(bufferData(param->buffer())));
+    }
+    if (!problem.empty()) {
+      return "parameter '" + param->name()->str() + "': " + problem;
     }
   }
   return "";

@@ -1,6 +1,7 @@
 //===- SchedOps.cpp - sched dialect registration and op verifiers ---------===//
 
 #include "dialects/sched/SchedOps.h"
+#include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
 
 #include "mlir/IR/Builders.h"
@@ -187,13 +188,50 @@ LogicalResult ParamOp::verify() {
     return emitOpError() << "parameter '" << getName()
                          << "' needs a file, an offset and a length together";
   }
+  if (getQuantization().has_value() != getSourceType().has_value()) {
+    return emitOpError() << "parameter '" << getName()
+                         << "' needs a quantization and a source type together";
+  }
+  std::optional<tailor::quant::QuantSpec> spec;
+  if (DictionaryAttr quant = getQuantizationAttr()) {
+    FailureOr<tailor::quant::QuantSpec> parsed = tailor::tg::quantSpecFromDict(
+        quant, [&] { return emitOpError() << "parameter '" << getName() << "': "; });
+    if (failed(parsed)) {
+      return failure();
+    }
+    spec = *parsed;
+    auto source = llvm::dyn_cast<FloatType>(*getSourceType());
+    uint64_t storage = tailor::quant::storageBytes(*spec);
+    if (!source || getType().getRank() != 1 ||
+        !getType().getElementType().isUnsignedInteger(8) ||
+        static_cast<uint64_t>(getType().getNumElements()) != storage) {
+      return emitOpError() << "quantized parameter '" << getName()
+                           << "' needs a float source type and a buffer of "
+                           << storage << " ui8, got " << *getSourceType()
+                           << " and " << getType();
+    }
+    if (getTrainable()) {
+      return emitOpError() << "quantized parameter '" << getName()
+                           << "' cannot be trainable";
+    }
+  }
   if (getFile()) {
     int64_t length = getFileLengthAttr().getInt();
     if (getFileOffsetAttr().getInt() < 0 || length < 0) {
       return emitOpError() << "parameter '" << getName()
                            << "' has a negative file offset or length";
     }
-    if (length != tailor::tg::byteSize(getType())) {
+    if (spec) {
+      int64_t expected = spec->rows * spec->cols *
+                         (llvm::cast<FloatType>(*getSourceType()).getWidth() / 8);
+      if (length != expected) {
+        return emitOpError() << "quantized parameter '" << getName()
+                             << "' reads " << length
+                             << " bytes from its file but its float weight "
+                                "holds "
+                             << expected;
+      }
+    } else if (length != tailor::tg::byteSize(getType())) {
       return emitOpError() << "parameter '" << getName() << "' reads "
                            << length << " bytes from its file but "
                            << getType() << " holds "

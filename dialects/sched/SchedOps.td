@@ -184,6 +184,11 @@ def Sched_ParamOp : Sched_Op<"param", [
     %w = sched.param "model.norm.weight" @parameters [0, 256]
         from "model.onnx" [1024, 256] : memref<64xf32>
     ```
+
+    A quantized parameter's buffer holds the bytes of its scheme
+    (`quantized {...}`, keys in dialects/tg/TGQuant.h) as `ui8`; its file
+    bytes are the float weight, of element type `source_type`, which the
+    runtime quantizes when it binds them.
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena,
                        I64Attr:$offset, I64Attr:$size,
@@ -192,12 +197,15 @@ def Sched_ParamOp : Sched_Op<"param", [
                        OptionalAttr<I64Attr>:$file_length,
                        UnitAttr:$trainable,
                        OptionalAttr<StrAttr>:$init,
-                       OptionalAttr<F64Attr>:$init_value);
+                       OptionalAttr<F64Attr>:$init_value,
+                       OptionalAttr<DictionaryAttr>:$quantization,
+                       OptionalAttr<TypeAttr>:$source_type);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
     $name $arena `[` $offset `,` $size `]`
     (`from` $file^ `[` $file_offset `,` $file_length `]`)?
     (`trainable` $trainable^)? (`init` $init^ `(` $init_value `)`)?
+    (`quantized` $quantization^ `source` $source_type)?
     attr-dict `:` type($result)
   }];
   let hasVerifier = 1;

@@ -1,6 +1,7 @@
 //===- TGOps.cpp - tg op verifiers and folders ----------------------------===//
 
 #include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
 
 #include "mlir/IR/Builders.h"
@@ -153,6 +154,57 @@ LogicalResult ParamOp::verify() {
                            << " names no file";
     }
   }
+  if (DictionaryAttr quant = getQuantAttr()) {
+    FailureOr<quant::QuantSpec> spec = quantSpecFromDict(quant, [&] {
+      return emitOpError() << "parameter @" << getSymName() << ": ";
+    });
+    if (failed(spec)) {
+      return failure();
+    }
+    if (getTrainable()) {
+      return emitOpError() << "parameter @" << getSymName()
+                           << " is trainable and cannot be stored quantized";
+    }
+    bool transposed = quantSourceTransposed(quant);
+    if (type.getRank() != 2 || !llvm::isa<FloatType>(type.getElementType()) ||
+        type.getDimSize(transposed ? 1 : 0) != spec->rows ||
+        type.getDimSize(transposed ? 0 : 1) != spec->cols) {
+      return emitOpError() << "parameter @" << getSymName() << " of type "
+                           << type << " cannot hold a quantized [" << spec->rows
+                           << ", " << spec->cols << "] weight"
+                           << (transposed ? " stored transposed" : "");
+    }
+  }
+  return success();
+}
+
+LogicalResult
+DequantizeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param =
+      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
+  if (!param) {
+    return emitOpError() << "@" << getName()
+                         << " does not name a tg.param in an enclosing "
+                            "symbol table";
+  }
+  DictionaryAttr quant = param.getQuantAttr();
+  if (!quant) {
+    return emitOpError() << "parameter @" << getName()
+                         << " is not quantized; read it with tg.param_ref";
+  }
+  auto rows = quant.getAs<IntegerAttr>("rows");
+  auto cols = quant.getAs<IntegerAttr>("cols");
+  auto type = llvm::cast<RankedTensorType>(getType());
+  if (!rows || !cols || type.getRank() != 2 ||
+      type.getDimSize(0) != rows.getInt() ||
+      type.getDimSize(1) != cols.getInt() ||
+      type.getElementType() != param.getTensorType().getElementType()) {
+    return emitOpError() << "result type " << type
+                         << " does not match the quantized weight @"
+                         << getName() << " ([" << (rows ? rows.getInt() : 0)
+                         << ", " << (cols ? cols.getInt() : 0) << "] of "
+                         << param.getTensorType().getElementType() << ")";
+  }
   return success();
 }
 
@@ -164,6 +216,10 @@ ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError() << "@" << getName()
                          << " does not name a tg.param in an enclosing "
                             "symbol table";
+  }
+  if (param.getQuantAttr()) {
+    return emitOpError() << "parameter @" << getName()
+                         << " is stored quantized; read it with tg.dequantize";
   }
   if (param.getType() != getType()) {
     return emitOpError() << "result type " << getType()

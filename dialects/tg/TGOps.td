@@ -34,15 +34,22 @@ def TG_ParamOp : TG_Op<"param", [Symbol]> {
     tg.param @lora_A : tensor<8x4096xf32> trainable
         init #tg.init<"kaiming_uniform", 2.2360679774997898>
     ```
+
+    A frozen 2-D weight may be stored quantized (`quantized {...}`, set by
+    tailor-quantize; the keys are in dialects/tg/TGQuant.h). Its bytes at
+    `location` are still the float tensor of `type`; the runtime quantizes
+    them when it binds the weights, and functions read the weight only
+    through `tg.dequantize`.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type,
                        UnitAttr:$trainable,
                        OptionalAttr<TG_DataLocationAttr>:$location,
-                       OptionalAttr<TG_InitAttr>:$init);
+                       OptionalAttr<TG_InitAttr>:$init,
+                       OptionalAttr<DictionaryAttr>:$quant);
   let assemblyFormat = [{
     $sym_name `:` $type (`trainable` $trainable^)? (`at` $location^)?
-    (`init` $init^)? attr-dict
+    (`init` $init^)? (`quantized` $quant^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -50,6 +57,24 @@ def TG_ParamOp : TG_Op<"param", [Symbol]> {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
   }];
+}
+
+def TG_DequantizeOp : TG_Op<"dequantize",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the float value of a quantized parameter";
+  let description = [{
+    Reads quantized parameter `name` as the float weight `[rows, cols]`
+    (PyTorch's Linear layout, [out, in]) its quantization describes. The
+    lowering fuses it into the GEMMs that consume it, which dequantize a
+    tile at a time; only other uses materialize the whole weight.
+
+    ```mlir
+    %w = tg.dequantize @model.layers.0.mlp.down_proj.weight : tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
 def TG_ParamRefOp : TG_Op<"param_ref",

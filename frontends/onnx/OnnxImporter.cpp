@@ -463,7 +463,8 @@ FailureOr<tg::ParamOp> GraphImporter::paramFor(const onnx::TensorProto &tensor) 
   auto param = tg::ParamOp::create(
       builder, NameLoc::get(builder.getStringAttr(tensor.name())),
       builder.getStringAttr(tensor.name()), TypeAttr::get(type),
-      /*trainable=*/nullptr, location, /*init=*/nullptr);
+      /*trainable=*/nullptr, location, /*init=*/nullptr,
+      /*quant=*/nullptr);
   params[tensor.name()] = param;
   return param;
 }

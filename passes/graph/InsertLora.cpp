@@ -270,12 +270,14 @@ void InsertLoraPass::runOnOperation() {
         builder, linear.getLoc(), prefix + ".lora_A.weight", aType,
         /*trainable=*/variant == "lora", /*location=*/Attribute(),
         tg::InitAttr::get(context, builder.getStringAttr("kaiming_uniform"),
-                          builder.getF64FloatAttr(std::sqrt(5.0))));
+                          builder.getF64FloatAttr(std::sqrt(5.0))),
+        /*quant=*/DictionaryAttr());
     auto paramB = tg::ParamOp::create(
         builder, linear.getLoc(), prefix + ".lora_B.weight", bType,
         /*trainable=*/true, Attribute(),
         tg::InitAttr::get(context, builder.getStringAttr("zeros"),
-                          builder.getF64FloatAttr(0.0)));
+                          builder.getF64FloatAttr(0.0)),
+        /*quant=*/DictionaryAttr());
     modules.push_back(path);
 
     builder.setInsertionPointAfter(linear);

@@ -150,6 +150,57 @@ def InsertLoraPass : Pass<"tailor-insert-lora", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def QuantizePass : Pass<"tailor-quantize", "::mlir::ModuleOp"> {
+  let summary = "stores frozen linear-layer weights quantized";
+  let description = [{
+    For every `tg.linear` whose module path has one of `modules` as a
+    component (`all-linear`: every linear layer) and none of `skip` (by
+    default lm_head, as QLoRA keeps it; norms and embeddings are never linear
+    weights), marks the frozen float weight it reads as stored in `scheme`
+    (`quantized {...}` on its tg.param) and replaces its reads by
+    `tg.dequantize` of the [out, in] weight. A weight stored transposed (the
+    TorchScript export's `MatMul(x, W^T)`) is quantized in PyTorch's [out, in]
+    layout, so NF4 blocks are those bitsandbytes makes from the Linear
+    weight. Trainable weights, tied embeddings and weights with other uses
+    stay as they are. Schemes: nf4 (blocks of `block-size`, optional double
+    quantization of the absmax in blocks of `nested-block-size`), int8
+    (per-row absmax, with `outlier-threshold` > 0 up to `outlier-columns`
+    input columns kept in fp16), gptq (`bits`, `group-size`, `act-order`;
+    bytes from the `checkpoint` `tailor quantize` writes, whose settings win
+    and which must hold every chosen weight), bf16 and fp16. Reads
+    no weight bytes: which values the codes take is decided when the
+    runtime binds the weights.
+  }];
+  let options = [
+    Option<"scheme", "scheme", "std::string", /*default=*/"\"nf4\"",
+           "nf4, int8, gptq, bf16 or fp16">,
+    Option<"modules", "modules", "std::string", /*default=*/"\"all-linear\"",
+           "comma-separated module names to quantize, or all-linear">,
+    Option<"skip", "skip", "std::string", /*default=*/"\"lm_head\"",
+           "comma-separated module names to keep in full precision">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"64",
+           "nf4 block size">,
+    Option<"doubleQuant", "double-quant", "bool", /*default=*/"true",
+           "nf4: quantize the absmax too (QLoRA's double quantization)">,
+    Option<"nestedBlockSize", "nested-block-size", "int64_t", /*default=*/"256",
+           "nf4 double-quantization block size">,
+    Option<"bits", "bits", "int64_t", /*default=*/"4", "gptq bits: 2, 3, 4 or 8">,
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"128",
+           "gptq input columns per group (-1: one group)">,
+    Option<"actOrder", "act-order", "bool", /*default=*/"false",
+           "gptq: quantize columns in decreasing Hessian order">,
+    Option<"outlierThreshold", "outlier-threshold", "double", /*default=*/"0.0",
+           "int8: keep input columns whose absmax exceeds this in fp16 (0: off)">,
+    Option<"outlierColumns", "outlier-columns", "int64_t", /*default=*/"0",
+           "int8: storage for this many outlier columns (0: cols / 64 when "
+           "outlier-threshold is set)">,
+    Option<"checkpoint", "checkpoint", "std::string", /*default=*/"\"\"",
+           "gptq: the checkpoint `tailor quantize` wrote (its settings "
+           "override bits, group-size and act-order)">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def AddLossPass : Pass<"tailor-add-loss", "::mlir::ModuleOp"> {
   let summary = "causal-LM cross-entropy of the logits against shifted labels";
   let description = [{

@@ -166,7 +166,10 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
           builder.getI64IntegerAttr(offset),
           builder.getI64IntegerAttr(root.bytes), file, fileOffset, fileLength,
           root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr(),
-          initKind, initValue);
+          initKind, initValue, root.param.getQuantAttr(),
+          root.param.getQuantAttr()
+                                    ? TypeAttr::get(root.param.getTensorType().getElementType())
+                                    : TypeAttr());
       for (StringRef name : {tg::TGDialect::kExportNameAttrName,
                              tg::TGDialect::kExportTransposedAttrName}) {
         if (Attribute attr = root.param->getAttr(name)) {

@@ -9,6 +9,7 @@
 #include "passes/memory/Passes.h"
 
 #include "codegen/CpuKernels.h"
+#include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
 #include "passes/memory/PlannedProgram.h"
 
@@ -73,8 +74,16 @@ private:
   LogicalResult planFunction(ModuleOp module, func::FuncOp func,
                              PlannedEntry &entry, int64_t &step);
 
+  /// The `linear_quantized` kernel for a linear layer reading `dequantize`
+  /// (as W, or as W^T with `transposeWeight`).
+  LogicalResult selectQuantizedLinear(tg::DequantizeOp dequantize,
+                                      bool transposeWeight,
+                                      codegen::CpuKernelChoice &choice);
+
   std::vector<Root> roots;
   DenseMap<Value, unsigned> rootOf;
+  /// The storage root of each tg.dequantize result.
+  DenseMap<Value, unsigned> quantizedStorage;
   llvm::StringMap<unsigned> symbolRoots;
   DenseMap<Attribute, unsigned> constantRoots;
 };
@@ -93,7 +102,20 @@ FailureOr<unsigned> LowerToSchedPass::paramRoot(ModuleOp module,
     symbolRoots.erase(it);
     return user->emitError() << "parameter " << name << " is not declared";
   }
-  Root root = makeRoot(Home::Param, memrefFor(param.getType()));
+  MemRefType type = memrefFor(param.getType());
+  if (DictionaryAttr quant = param.getQuantAttr()) {
+    // Quantized storage: the scheme's bytes, seen as a byte array.
+    FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
+        quant, [&] { return param.emitError() << "@" << param.getSymName() << ": "; });
+    if (failed(spec)) {
+      symbolRoots.erase(it);
+      return failure();
+    }
+    type = MemRefType::get(
+        {static_cast<int64_t>(quant::storageBytes(*spec))},
+        IntegerType::get(module.getContext(), 8, IntegerType::Unsigned));
+  }
+  Root root = makeRoot(Home::Param, type);
   root.param = param;
   it->second = newRoot(std::move(root));
   return it->second;
@@ -115,6 +137,33 @@ FailureOr<unsigned> LowerToSchedPass::stateRoot(ModuleOp module,
   root.state = state;
   it->second = newRoot(std::move(root));
   return it->second;
+}
+
+LogicalResult
+LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
+                                        bool transposeWeight,
+                                        codegen::CpuKernelChoice &choice) {
+  unsigned storage = quantizedStorage.lookup(dequantize.getResult());
+  DictionaryAttr quant = roots[storage].param.getQuantAttr();
+  FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
+      quant, [&] { return dequantize.emitError(); });
+  if (failed(spec)) {
+    return failure();
+  }
+  choice.kernel = "linear_quantized";
+  choice.arity = -1;
+  // Every key written out, so the kernel never relies on defaults.
+  NamedAttrList attributes(
+      tg::quantSpecToDict(dequantize.getContext(), *spec, false).getValue());
+  attributes.erase("source_transposed");
+  attributes.set("transpose_weight",
+                 IntegerAttr::get(IntegerType::get(dequantize.getContext(), 64),
+                                  transposeWeight ? 1 : 0));
+  choice.attributes = attributes;
+  choice.workspaceBytes =
+      quant::linearWorkspaceFloats(*spec, transposeWeight, threads) *
+      static_cast<int64_t>(sizeof(float));
+  return success();
 }
 
 /// Kernels that can add their result into an accumulator instead of
@@ -163,6 +212,22 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
         });
     if (swap2d && onlyLinearWeights) {
       foldedTransposes.insert(transpose);
+    }
+  }
+  // Quantized weights read only by linear layers (directly or through a
+  // folded transpose) are never dequantized whole: the linear kernel
+  // dequantizes tiles of the stored weight.
+  DenseSet<Operation *> fusedDequantizes;
+  for (auto dequantize : body.getOps<tg::DequantizeOp>()) {
+    bool onlyLinear = llvm::all_of(dequantize->getUses(), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (foldedTransposes.contains(user)) {
+        return true;
+      }
+      return llvm::isa<tg::LinearOp>(user) && use.getOperandNumber() == 1;
+    });
+    if (onlyLinear) {
+      fusedDequantizes.insert(dequantize);
     }
   }
   // Weight and embedding gradients whose only use is an accumulation add
@@ -214,6 +279,34 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
         return failure();
       }
       rootOf[ref.getResult()] = *root;
+      continue;
+    }
+    if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
+      FailureOr<unsigned> storage =
+          paramRoot(module, &op, dequantize.getNameAttr());
+      if (failed(storage)) {
+        return failure();
+      }
+      quantizedStorage[dequantize.getResult()] = *storage;
+      if (fusedDequantizes.contains(&op)) {
+        continue; // the GEMMs that read it dequantize per tile
+      }
+      // Another reader needs the whole dense weight.
+      roots[*storage].last = std::max(roots[*storage].last, step);
+      FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
+          roots[*storage].param.getQuantAttr(), [&] { return op.emitError(); });
+      if (failed(spec)) {
+        return failure();
+      }
+      PlannedLaunch launch = launchOf(&op, "dequantize", 2, {whole(*storage)});
+      launch.choice.attributes = NamedAttrList(
+          tg::quantSpecToDict(module.getContext(), *spec, false).getValue());
+      launch.choice.attributes.erase("source_transposed");
+      Root root = makeRoot(Home::Activation, memrefFor(dequantize.getType()));
+      root.first = root.last = step;
+      rootOf[dequantize.getResult()] = newRoot(std::move(root));
+      launch.operands.push_back(accessOf(dequantize.getResult()));
+      entry.launches.push_back(std::move(launch));
       continue;
     }
     if (auto ref = llvm::dyn_cast<tg::StateRefOp>(op)) {
@@ -330,9 +423,23 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
     SmallVector<Value> operands(op.getOperands());
     if (auto linear = llvm::dyn_cast<tg::LinearOp>(op)) {
       Operation *weight = linear.getWeight().getDefiningOp();
-      if (weight && foldedTransposes.contains(weight)) {
+      bool transposeWeight = weight && foldedTransposes.contains(weight);
+      if (transposeWeight) {
         operands[1] = weight->getOperand(0);
         launch.choice.attributes.set("transpose_weight", i64Attr(1));
+      }
+      auto dequantize = operands[1].getDefiningOp<tg::DequantizeOp>();
+      if (dequantize && fusedDequantizes.contains(dequantize)) {
+        if (failed(selectQuantizedLinear(dequantize, transposeWeight,
+                                         launch.choice))) {
+          return failure();
+        }
+        unsigned storage = quantizedStorage.lookup(dequantize.getResult());
+        roots[storage].last = std::max(roots[storage].last, step);
+        launch.operands.push_back(accessOf(linear.getInput()));
+        touch(linear.getInput(), step);
+        launch.operands.push_back(whole(storage));
+        operands.erase(operands.begin(), operands.begin() + 2);
       }
     }
     for (Value operand : operands) {
@@ -434,6 +541,7 @@ void LowerToSchedPass::runOnOperation() {
   }
   roots.clear();
   rootOf.clear();
+  quantizedStorage.clear();
   symbolRoots.clear();
   constantRoots.clear();
 

@@ -13,6 +13,11 @@
 
 namespace tailor::runtime {
 
+namespace cpu {
+// QuantizedLinearKernels.cpp (which links tailor_quant).
+void addQuantizedLinearKernels(std::vector<KernelDef> &table);
+} // namespace cpu
+
 const std::vector<KernelDef> &cpuKernels() {
   static const std::vector<KernelDef> table = [] {
     std::vector<KernelDef> defs;
@@ -27,6 +32,7 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addElementwiseGradientKernels(defs);
     cpu::addLossKernels(defs);
     cpu::addOptimizerKernels(defs);
+    cpu::addQuantizedLinearKernels(defs);
     return defs;
   }();
   return table;

@@ -359,7 +359,13 @@ def check_adapter_config(out, recipe):
     for k, v in want.items():
         if cfg.get(k) != v:
             problems.append(f"adapter_config {k} = {cfg.get(k)!r}, expected {v!r}")
-    if sorted(cfg.get("target_modules") or []) != sorted(recipe["lora_target_modules"]):
+    expected = recipe["lora_target_modules"]
+    if expected == ["all-linear"]:
+        # PEFT writes all-linear out as the leaf names of every linear layer
+        # but the output layer; so does tailor (Llama's seven).
+        expected = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                    "up_proj", "down_proj"]
+    if sorted(cfg.get("target_modules") or []) != sorted(expected):
         problems.append(f"adapter_config target_modules = {cfg.get('target_modules')!r}, "
                         f"expected {recipe['lora_target_modules']!r}")
     return problems
@@ -404,6 +410,30 @@ def lora_config(recipe):
                       lora_dropout=recipe["lora_dropout"], target_modules=targets,
                       use_rslora=bool(recipe.get("use_rslora", False)),
                       bias="none", task_type="CAUSAL_LM", **kw)
+
+
+def bnb_nf4_dequantized(model, skip=("lm_head",)):
+    """A fresh copy of `model` whose nn.Linear weights (all but `skip`) are
+    replaced by bitsandbytes' own NF4 round trip: quantize_4bit(W,
+    blocksize=64, compress_statistics=True, quant_type="nf4") then
+    dequantize_4bit, on the CPU in float32 -- the weights a QLoRA model
+    computes with. Returns (model, count, worst max|W - dequant(W)|)."""
+    import bitsandbytes.functional as bnbf
+    import torch
+
+    out = fresh_copy(model)
+    count, worst = 0, 0.0
+    for name, module in out.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name.split(".")[-1] in skip:
+            continue
+        w = module.weight.data
+        q, state = bnbf.quantize_4bit(w.contiguous(), blocksize=64,
+                                      compress_statistics=True, quant_type="nf4")
+        deq = bnbf.dequantize_4bit(q, state).to(torch.float32).reshape(w.shape)
+        worst = max(worst, float((deq - w).abs().max()))
+        module.weight.data = deq.clone()
+        count += 1
+    return out, count, worst
 
 
 def make_peft(base, recipe, init_seed=7):

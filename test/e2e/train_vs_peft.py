@@ -75,7 +75,7 @@ ZERO_GRAD_BOUND = 1e-3
 
 
 MODES = ["all", "lora", "full", "lora-fa", "gpt2-full", "gpt2-lora",
-         "qwen2-lora"]
+         "qwen2-lora", "qlora"]
 
 
 def cases(mode):
@@ -102,6 +102,14 @@ def cases(mode):
     by_mode["gpt2-lora"] = [("gpt2-lora", "gpt2",
                              dict(lora_target_modules=["c_attn"]))]
     by_mode["qwen2-lora"] = [("qwen2-lora", "qwen2", {})]
+    # QLoRA: NF4 with double quantization of every frozen linear weight but
+    # lm_head, LoRA r=8 on all linear layers. The reference is PEFT on the
+    # model whose linear weights are bitsandbytes' own dequantization of
+    # its NF4 codes; tailor quantizes the exported float weights itself
+    # when it binds them and computes on the codes.
+    by_mode["qlora"] = [("qlora", "llama",
+                         dict(adapter="qlora", lora_target_modules=["all-linear"],
+                              double_quant=True))]
     if mode == "all":
         return [c for k in MODES[1:] for c in by_mode[k]]
     return by_mode[mode]
@@ -169,6 +177,10 @@ def torch_reference(base, rows, r, work, aliases=None):
         init = snapshot(model)
         init_dir = None
     else:
+        if r["adapter"] == "qlora":
+            base, count, worst = tc.bnb_nf4_dequantized(base)
+            print(f"  reference: {count} linear weights replaced by bitsandbytes' "
+                  f"NF4 (double quant) round trip, max|W - dequant(W)| = {worst:.3g}")
         model = tc.make_peft(base, r)
         if r["adapter"] == "lora-fa":
             for n, p in model.named_parameters():

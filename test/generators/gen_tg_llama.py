@@ -9,6 +9,7 @@ rms_norm -> SwiGLU MLP -> residual, and a final norm and lm_head.
 
   gen_tg_llama.py --preset tiny  -o examples/tiny-llama/forward.mlir
   gen_tg_llama.py --preset 7b    -o /tmp/llama7b.mlir   (32 layers, 6.7B params)
+  gen_tg_llama.py --preset 7b --dtype f32 --seq 512 ...  (what the CPU plans)
 """
 
 import argparse
@@ -169,11 +170,18 @@ def main():
                                      formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--layers", type=int, help="override the preset's layer count")
+    parser.add_argument("--dtype", choices=sorted(BYTES),
+                        help="override the preset's element type")
+    parser.add_argument("--seq", type=int, help="override the preset's sequence length")
     parser.add_argument("-o", "--output", default="-")
     args = parser.parse_args()
     config = dict(PRESETS[args.preset])
     if args.layers is not None:
         config["layers"] = args.layers
+    if args.dtype is not None:
+        config["dtype"] = args.dtype
+    if args.seq is not None:
+        config["seq"] = args.seq
     text = generate(**config)
     if args.output == "-":
         sys.stdout.write(text)

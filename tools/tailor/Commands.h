@@ -19,6 +19,9 @@ int runInspect(int argc, const char **argv);
 /// `tailor train PLAN.tplan --data PATH --output-dir DIR ...`.
 int runTrain(int argc, const char **argv);
 
+/// `tailor quantize MODEL.onnx --scheme gptq --calib DATA -o OUT`.
+int runQuantize(int argc, const char **argv);
+
 } // namespace tailor
 
 #endif // TAILOR_TOOLS_TAILOR_COMMANDS_H

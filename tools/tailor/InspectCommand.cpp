@@ -227,12 +227,22 @@ int runInspect(int argc, const char **argv) {
       entryLaunches.push_back(count);
     }
   }
-  Tally trainable, frozen, initialized;
+  Tally trainable, frozen, initialized, unquantized;
+  // Quantized storage per scheme: tensors, bytes (codes, scales and every
+  // constant the scheme keeps) and the weights they stand for.
+  std::map<std::string, std::pair<Tally, int64_t>> quantized;
   std::map<std::string, int> initKinds;
   if (p.parameters()) {
     for (const fb::Parameter *param : *p.parameters()) {
       uint64_t bytes = loaded->bufferBytes(param->buffer());
       (param->trainable() ? trainable : frozen).add(bytes);
+      if (const fb::Quantization *quant = param->quant()) {
+        auto &[tally, weights] = quantized[quant->scheme()->str()];
+        tally.add(bytes);
+        weights += quant->rows() * quant->cols();
+      } else {
+        unquantized.add(bytes);
+      }
       if (!param->source()) {
         initialized.add(bytes);
         if (const fb::Init *init = param->init()) {
@@ -339,6 +349,14 @@ int runInspect(int argc, const char **argv) {
         if (const fb::Init *init = param->init(); init && !param->source()) {
           entry["init"] = fb::EnumNameInitKind(init->kind());
         }
+        if (const fb::Quantization *quant = param->quant()) {
+          entry["quantization"] = llvm::json::Object{
+              {"scheme", quant->scheme()->str()},
+              {"rows", quant->rows()},
+              {"cols", quant->cols()},
+              {"storage_bytes",
+               static_cast<int64_t>(loaded->bufferBytes(param->buffer()))}};
+        }
         params.push_back(std::move(entry));
       }
     }
@@ -350,6 +368,17 @@ int runInspect(int argc, const char **argv) {
       summary["frozen"] = frozen.toJSON();
       summary["runtime_initialized"] = initialized.toJSON();
       root["parameter_summary"] = std::move(summary);
+    }
+    if (!quantized.empty()) {
+      llvm::json::Object schemes;
+      for (const auto &[scheme, entry] : quantized) {
+        llvm::json::Object tally = entry.first.toJSON();
+        tally["weights"] = entry.second;
+        schemes[scheme] = std::move(tally);
+      }
+      root["quantization"] = llvm::json::Object{
+          {"schemes", std::move(schemes)},
+          {"unquantized", unquantized.toJSON()}};
     }
     if (showEntries) {
       llvm::json::Array list;
@@ -564,6 +593,17 @@ int runInspect(int argc, const char **argv) {
       os << "\n";
     }
   }
+  for (const auto &[scheme, entry] : quantized) {
+    const auto &[tally, weights] = entry;
+    os << "  quantized " << scheme << ": " << formatTally(tally) << " for "
+       << weights << " weights ("
+       << llvm::format("%.4f", 8.0 * static_cast<double>(tally.bytes) /
+                                   static_cast<double>(weights))
+       << " bits per weight, scales and constants included)\n";
+  }
+  if (!quantized.empty()) {
+    os << "  not quantized: " << formatTally(unquantized) << "\n";
+  }
   for (const auto &[path, present] : files) {
     os << "  " << path << (present ? "" : " (missing)") << "\n";
   }
@@ -578,6 +618,10 @@ int runInspect(int argc, const char **argv) {
       }
       if (const fb::Init *init = param->init(); init && !param->source()) {
         os << " init " << fb::EnumNameInitKind(init->kind());
+      }
+      if (const fb::Quantization *quant = param->quant()) {
+        os << " quantized " << quant->scheme()->str() << " [" << quant->rows()
+           << ", " << quant->cols() << "]";
       }
       os << (param->trainable() ? " trainable" : "") << "\n";
     }

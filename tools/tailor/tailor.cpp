@@ -29,6 +29,7 @@ COMMANDS:
   compile     compile an ONNX model to a plan (.tplan), or to IR with --compile-to
   inspect     show what a plan holds: memory by category, inputs, kernels
   train       run a training plan on tokenized data; checkpoints, resume
+  quantize    GPTQ-quantize a model's linear weights on calibration data
   devices     list the GPUs the runtime can use (name, SM, memory)
 
 Run 'tailor <command> --help' for a command's options.
@@ -109,6 +110,9 @@ int main(int argc, char **argv) {
   }
   if (command == "train") {
     return tailor::runTrain(commandArgc, commandArgs.data());
+  }
+  if (command == "quantize") {
+    return tailor::runQuantize(commandArgc, commandArgs.data());
   }
   if (command == "devices") {
     return runDevices(commandArgc, commandArgs.data());

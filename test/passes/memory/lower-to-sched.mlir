@@ -173,3 +173,32 @@ func.func @optimizer_step(%step: tensor<i64> {tg.name = "step"}) -> (tensor<f32>
   tg.adamw_update @w grad @w.grad moments(@w.exp_avg, @w.exp_avg_sq) lr %lr step %step scale %one {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
   return %lr : tensor<f32>
 }
+
+// -----
+
+tg.param @up : tensor<32x64xf32> at #tg.external<"weights.bin", offset = 0, length = 8192> quantized {scheme = "nf4", rows = 64, cols = 32, source_transposed = true}
+tg.param @down : tensor<32x64xf32> at #tg.external<"weights.bin", offset = 8192, length = 8192> quantized {scheme = "int8", rows = 32, cols = 64}
+
+// Tests that a quantized weight is stored as its scheme's bytes (nf4 with
+// double quantization of 64 x 32: 1024 packed + 32 codes + 4 nested + 4
+// offset), that linear layers read it through linear_quantized (the
+// backward pass's W^T with transpose_weight) and never dequantize it whole,
+// and that only a reader other than a linear layer gets a dequantize launch.
+// CHECK-LABEL: sched.program
+// CHECK: sched.kernel @linear_quantized
+// CHECK: %[[UP:.+]] = sched.param "up" @parameters[0, 1064] from "weights.bin"[0, 8192] quantized {cols = 32 : i64, rows = 64 : i64, scheme = "nf4", source_transposed = true} source f32 : memref<1064xui8>
+// CHECK: %[[DOWN:.+]] = sched.param "down" {{.*}} quantized {{{.*}}scheme = "int8"{{.*}}} source f32 : memref<2176xui8>
+// CHECK: sched.launch @linear_quantized(%{{.+}}, %[[UP]], %[[Y:.+]], %{{.+}}) on @compute with {block_size = 64 : i64, cols = 32 : i64, double_quant = true, nested_block_size = 256 : i64, rows = 64 : i64, scheme = "nf4", transpose_weight = 0 : i64}
+// CHECK: sched.launch @linear_quantized(%[[Y]], %[[UP]], %{{.+}}, %{{.+}}) on @compute with {{{.*}}transpose_weight = 1 : i64}
+// CHECK: sched.launch @dequantize(%[[DOWN]], %[[D:.+]]) on @compute with {cols = 64 : i64, outlier_columns = 0 : i64, outlier_threshold = 0.000000e+00 : f64, rows = 32 : i64, scheme = "int8"}
+// CHECK: sched.launch @exp(%[[D]]
+// CHECK-NOT: sched.launch @dequantize
+func.func @forward(%x: tensor<2x32xf32> {tg.name = "x"}) -> (tensor<2x32xf32> {tg.name = "dx"}, tensor<32x64xf32> {tg.name = "e"}) {
+  %w = tg.dequantize @up : tensor<64x32xf32>
+  %y = tg.linear %x, %w : (tensor<2x32xf32>, tensor<64x32xf32>) -> tensor<2x64xf32>
+  %wt = tg.transpose %w permutation = [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>
+  %dx = tg.linear %y, %wt : (tensor<2x64xf32>, tensor<32x64xf32>) -> tensor<2x32xf32>
+  %d = tg.dequantize @down : tensor<32x64xf32>
+  %e = tg.exp %d : tensor<32x64xf32>
+  return %dx, %e : tensor<2x32xf32>, tensor<32x64xf32>
+}

@@ -124,11 +124,11 @@ std::string writePlan(const std::string &dir, bool training = true) {
                           fb::CreateSource(b, b.CreateString("embed.bin"), 0,
                                            embed.size() * 4, fb::DType::F32)),
       fb::CreateParameter(
-          b, b.CreateString("model.layers.0.proj.lora_A.weight"), 1, 0, true, 0,
+          b, b.CreateString("model.layers.0.proj.lora_A.weight"), 1, 0, true,
           fb::CreateInit(b, fb::InitKind::KaimingUniform, std::sqrt(5.0), kDim,
                          0, 1)),
       fb::CreateParameter(
-          b, b.CreateString("model.layers.0.proj.lora_B.weight"), 2, 0, true, 0,
+          b, b.CreateString("model.layers.0.proj.lora_B.weight"), 2, 0, true,
           fb::CreateInit(b, fb::InitKind::Zeros))};
   auto scalar = [&](float value) {
     return b.CreateVector(reinterpret_cast<const uint8_t *>(&value), 4);

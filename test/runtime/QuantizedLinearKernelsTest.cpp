@@ -1,0 +1,433 @@
+//===- QuantizedLinearKernelsTest.cpp - linear_quantized against a reference ===//
+//
+// The reference dequantizes the whole weight with quant::dequantizeTile
+// (tested against bitsandbytes' arithmetic in test/runtime/quant) and
+// multiplies in double. The kernel's f32 GEMM then differs by rounding
+// only: |y - ref| <= 1e-5 (sum_k |x| |w| + |bias|) + 1e-6. Shapes are
+// chosen so tiles are partial and split nf4 blocks, with several tasks
+// for the 3-thread pool; every scheme runs both directions, with and
+// without bias, on 3-D inputs. A disabled test times the kernel against
+// the dense `linear` (run it with --gtest_also_run_disabled_tests).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernel.h"
+#include "runtime/quant/Gptq.h"
+#include "runtime/quant/QuantizedWeight.h"
+#include "test/runtime/KernelTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+using namespace tailor::runtime;
+using namespace tailor::runtime::testing;
+using tailor::quant::QuantSpec;
+using tailor::quant::Scheme;
+
+namespace {
+
+/// A quantized weight: its spec and storage bytes.
+struct Weight {
+  QuantSpec spec;
+  std::vector<uint8_t> storage;
+};
+
+std::vector<float> normalWeights(int64_t n, float stddev, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> w(n);
+  for (float &x : w) {
+    x = dist(gen);
+  }
+  return w;
+}
+
+/// `scheme` storage of a random [rows, cols] weight: quantized from normal
+/// values, or for gptq packed from random codes, scales, zeros and groups.
+Weight makeWeight(Scheme scheme, int64_t rows, int64_t cols, unsigned seed,
+                  bool variant = false) {
+  Weight w;
+  w.spec.scheme = scheme;
+  w.spec.rows = rows;
+  w.spec.cols = cols;
+  w.spec.doubleQuant = !variant;
+  if (scheme == Scheme::Int8 && variant) {
+    w.spec.outlierThreshold = 0.2f;
+    w.spec.outlierColumns = 3;
+  }
+  if (scheme == Scheme::GPTQ && variant) {
+    w.spec.bits = 3;
+    w.spec.actOrder = true;
+  }
+  w.storage.resize(tailor::quant::storageBytes(w.spec));
+  if (scheme != Scheme::GPTQ) {
+    std::vector<float> values = normalWeights(rows * cols, 0.05f, seed);
+    EXPECT_EQ(tailor::quant::quantizeInto(w.spec, values.data(), false,
+                                          w.storage.data()),
+              "");
+    return w;
+  }
+  std::mt19937 gen(seed);
+  const int64_t groups = w.spec.groups();
+  const int levels = 1 << w.spec.bits;
+  std::vector<uint8_t> codes(rows * cols);
+  std::vector<float> scales(groups * rows);
+  std::vector<int32_t> zeros(groups * rows), gIdx(cols);
+  for (uint8_t &c : codes) {
+    c = static_cast<uint8_t>(gen() % levels);
+  }
+  for (float &s : scales) {
+    s = 0.001f + 0.02f * static_cast<float>(gen() % 1000) / 1000.0f;
+  }
+  for (int32_t &z : zeros) {
+    z = 1 + static_cast<int32_t>(gen() % levels);
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    gIdx[c] = static_cast<int32_t>(w.spec.actOrder ? gen() % groups
+                                                   : c / w.spec.groupSize);
+  }
+  EXPECT_EQ(tailor::quant::packGptq(w.spec, codes.data(), scales.data(),
+                                    zeros.data(), gIdx.data(),
+                                    w.storage.data()),
+            "");
+  return w;
+}
+
+std::vector<Attribute> attributesOf(const QuantSpec &spec,
+                                    bool transposeWeight) {
+  return {stringAttr("scheme", tailor::quant::schemeName(spec.scheme)),
+          intAttr("rows", spec.rows),
+          intAttr("cols", spec.cols),
+          intAttr("block_size", spec.blockSize),
+          intAttr("double_quant", spec.doubleQuant),
+          intAttr("nested_block_size", spec.nestedBlockSize),
+          intAttr("bits", spec.bits),
+          intAttr("group_size", spec.groupSize),
+          intAttr("act_order", spec.actOrder),
+          floatAttr("outlier_threshold", spec.outlierThreshold),
+          intAttr("outlier_columns", spec.outlierColumns),
+          intAttr("transpose_weight", transposeWeight)};
+}
+
+Buffer storageBuffer(const std::vector<uint8_t> &bytes) {
+  Buffer b(DType::U8, {static_cast<int64_t>(bytes.size())});
+  std::memcpy(b.data<uint8_t>(), bytes.data(), bytes.size());
+  return b;
+}
+
+/// One launch's operands: x [2, 3, K], storage, (bias [N]), y [2, 3, N],
+/// workspace for `workers`.
+struct Launch {
+  Buffer x, w, bias, y, workspace;
+  bool withBias;
+
+  Launch(const Weight &weight, bool transposeWeight, bool withBias,
+         int64_t workers, unsigned seed)
+      : x(randomBuffer({2, 3, transposeWeight ? weight.spec.rows
+                                              : weight.spec.cols},
+                       -1, 1, seed)),
+        w(storageBuffer(weight.storage)),
+        bias(randomBuffer({transposeWeight ? weight.spec.cols
+                                           : weight.spec.rows},
+                          -1, 1, seed + 1)),
+        y(DType::F32,
+          {2, 3, transposeWeight ? weight.spec.cols : weight.spec.rows}),
+        workspace(DType::F32, {tailor::quant::linearWorkspaceFloats(
+                                  weight.spec, transposeWeight, workers)}),
+        withBias(withBias) {}
+
+  std::vector<Buffer *> operands() {
+    if (withBias) {
+      return {&x, &w, &bias, &y, &workspace};
+    }
+    return {&x, &w, &y, &workspace};
+  }
+};
+
+/// Checks y against x W^T (or x W) + bias in double, W dequantized whole.
+void expectMatchesReference(const Weight &weight, bool transposeWeight,
+                            const Launch &launch) {
+  const QuantSpec &spec = weight.spec;
+  std::vector<float> dense(spec.rows * spec.cols);
+  tailor::quant::dequantizeTile(spec, weight.storage.data(), 0, spec.rows, 0,
+                                spec.cols, dense.data(), spec.cols);
+  const int64_t k = transposeWeight ? spec.rows : spec.cols;
+  const int64_t n = transposeWeight ? spec.cols : spec.rows;
+  const int64_t m = launch.x.numel() / k;
+  int failures = 0;
+  for (int64_t i = 0; i < m && failures < 5; ++i) {
+    for (int64_t j = 0; j < n && failures < 5; ++j) {
+      double sum = launch.withBias ? launch.bias.at(j) : 0.0;
+      double magnitude = std::fabs(sum);
+      for (int64_t p = 0; p < k; ++p) {
+        const double wv =
+            transposeWeight ? dense[p * spec.cols + j] : dense[j * spec.cols + p];
+        const double term = launch.x.at(i * k + p) * wv;
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      const double got = launch.y.at(i * n + j);
+      if (!(std::fabs(got - sum) <= 1e-5 * magnitude + 1e-6)) {
+        ADD_FAILURE() << "y[" << i << ", " << j << "] = " << got
+                      << ", reference " << sum << " (sum |x w| " << magnitude
+                      << ")";
+        ++failures;
+      }
+    }
+  }
+}
+
+const KernelDef &kernel() {
+  const KernelDef *def = findCpuKernel("linear_quantized");
+  EXPECT_NE(def, nullptr);
+  return *def;
+}
+
+} // namespace
+
+// Tests every scheme, both directions, with and without bias, on 3-D
+// inputs, against the double reference; and that 1 and 3 threads give the
+// same bits. The shapes give several tasks, partial output tiles and
+// contraction chunks (QuantizedWeightTest pins the tiling), and tiles that
+// start mid nf4 block and, at odd cols, on an odd nibble:
+//   [1056, 288]   x W^T: 3 tasks of 352 rows, depth 2 x 144;
+//                 x W: 1 task, depth 4 x 224 + 160
+//   [160, 1312]   x W^T: 1 task, depth 5 x 224 + 192;
+//                 x W: 3 tasks of 448, 448, 416 columns
+//   [75, 1001]    x W^T: depth 3 x 256 + 233; x W: tasks of 512 and 489
+//                 (not gptq, whose packing needs multiples of 32)
+TEST(QuantizedLinearKernelsTest, MatchesDequantizedReferenceForEveryScheme) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  unsigned seed = 100;
+  for (Scheme scheme : {Scheme::NF4, Scheme::Int8, Scheme::GPTQ, Scheme::BF16,
+                        Scheme::FP16}) {
+    for (bool variant : {false, true}) {
+      if (variant && (scheme == Scheme::BF16 || scheme == Scheme::FP16)) {
+        continue;
+      }
+      for (Shape shape : {Shape{1056, 288}, Shape{160, 1312}, Shape{75, 1001}}) {
+        if (scheme == Scheme::GPTQ && shape.cols % 32) {
+          continue;
+        }
+        const Weight weight =
+            makeWeight(scheme, shape.rows, shape.cols, ++seed, variant);
+        for (bool transposeWeight : {false, true}) {
+          for (bool withBias : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << tailor::quant::schemeName(scheme) << " variant "
+                         << variant << " [" << shape.rows << ", "
+                         << shape.cols << "] transpose " << transposeWeight
+                         << " bias " << withBias);
+            const auto attrs = attributesOf(weight.spec, transposeWeight);
+            Launch three(weight, transposeWeight, withBias, 3, ++seed);
+            ASSERT_EQ(runKernel("linear_quantized", three.operands(), attrs,
+                                &pool3()),
+                      "");
+            expectMatchesReference(weight, transposeWeight, three);
+            Launch one = three;
+            std::fill(one.y.data<float>(),
+                      one.y.data<float>() + one.y.numel(), 0.0f);
+            ASSERT_EQ(runKernel("linear_quantized", one.operands(), attrs,
+                                &pool1()),
+                      "");
+            EXPECT_TRUE(one.y.sameBytes(three.y))
+                << "1 and 3 threads give different bits";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Tests that the kernel agrees with the dense `linear` kernel on the
+// dequantized weight, whose GEMM it tiles.
+TEST(QuantizedLinearKernelsTest, AgreesWithDenseLinear) {
+  const Weight weight = makeWeight(Scheme::NF4, 300, 200, 7);
+  std::vector<float> dense(300 * 200);
+  tailor::quant::dequantizeTile(weight.spec, weight.storage.data(), 0, 300, 0,
+                                200, dense.data(), 200);
+  for (bool transposeWeight : {false, true}) {
+    Launch launch(weight, transposeWeight, true, 3, 9);
+    ASSERT_EQ(runKernel("linear_quantized", launch.operands(),
+                        attributesOf(weight.spec, transposeWeight)),
+              "");
+    Buffer w(DType::F32, {300, 200});
+    std::memcpy(w.data<float>(), dense.data(), dense.size() * sizeof(float));
+    Buffer y(DType::F32, launch.y.shape);
+    ASSERT_EQ(runKernel("linear", {&launch.x, &w, &launch.bias, &y},
+                        {intAttr("transpose_weight", transposeWeight)}),
+              "");
+    expectAllNear(launch.y, values(y), 1e-5, 1e-5, "linear_quantized");
+  }
+}
+
+// Tests that an MLIR BoolAttr's true, which reaches the plan as -1, reads
+// as true for the flag attributes.
+TEST(QuantizedLinearKernelsTest, FlagsAcceptAnyNonzeroInt) {
+  const Weight weight = makeWeight(Scheme::NF4, 16, 64, 3);
+  Launch launch(weight, false, false, 1, 4);
+  auto attrs = attributesOf(weight.spec, false);
+  for (Attribute &a : attrs) {
+    if (a.name == "double_quant") {
+      a.i = -1;
+    }
+  }
+  EXPECT_EQ(checkKernel("linear_quantized", launch.operands(), attrs), "");
+}
+
+// Tests that check() rejects what cannot run: wrong storage size, shapes,
+// dtypes, operand count, too small a workspace, bad attributes.
+TEST(QuantizedLinearKernelsTest, CheckRejectsInconsistentLaunches) {
+  const Weight weight = makeWeight(Scheme::NF4, 64, 128, 5);
+  const auto attrs = attributesOf(weight.spec, false);
+  Launch good(weight, false, true, 3, 6);
+  EXPECT_EQ(kernel().check(makeCall(good.operands(), attrs, &pool3())), "");
+
+  Launch storage = good;
+  storage.w = Buffer(DType::U8, {good.w.numel() + 1});
+  EXPECT_EQ(checkKernel("linear_quantized", storage.operands(), attrs),
+            "weight storage has " + std::to_string(good.w.numel() + 1) +
+                " bytes, expected " + std::to_string(good.w.numel()) +
+                " for a nf4 [64, 128] weight");
+
+  Launch input = good;
+  input.x = Buffer(DType::F32, {2, 3, 64});
+  EXPECT_EQ(checkKernel("linear_quantized", input.operands(), attrs),
+            "input [2, 3, 64] does not match the [64, 128] weight: expected "
+            "last extent 128 (cols)");
+  // The same x fits the transposed direction, whose output is [..., 128].
+  EXPECT_NE(checkKernel("linear_quantized", input.operands(),
+                        attributesOf(weight.spec, true)),
+            "");
+
+  Launch output = good;
+  output.y = Buffer(DType::F32, {6, 64});
+  EXPECT_EQ(checkKernel("linear_quantized", output.operands(), attrs),
+            "operand 3 must have shape [2, 3, 64], got [6, 64]");
+
+  Launch bias = good;
+  bias.bias = Buffer(DType::F32, {128});
+  EXPECT_EQ(checkKernel("linear_quantized", bias.operands(), attrs),
+            "operand 2 must have shape [64], got [128]");
+
+  Launch dtype = good;
+  dtype.w = Buffer(DType::F32, {good.w.numel()});
+  EXPECT_EQ(checkKernel("linear_quantized", dtype.operands(), attrs),
+            "operand 1 must be u8, got f32");
+
+  EXPECT_EQ(checkKernel("linear_quantized", {&good.x, &good.w, &good.y}, attrs),
+            "expected 4 to 5 operands, got 3");
+
+  // Sized for one worker, launched on three (a weight of 3 row tiles).
+  const Weight tall = makeWeight(Scheme::NF4, 1200, 64, 5);
+  const auto tallAttrs = attributesOf(tall.spec, false);
+  Launch small(tall, false, true, 1, 6);
+  const int64_t one = small.workspace.numel();
+  const int64_t three =
+      tailor::quant::linearWorkspaceFloats(tall.spec, false, 3);
+  ASSERT_EQ(three, 3 * one);
+  EXPECT_EQ(checkKernel("linear_quantized", small.operands(), tallAttrs), "");
+  EXPECT_EQ(kernel().check(makeCall(small.operands(), tallAttrs, &pool3())),
+            "workspace has " + std::to_string(one) +
+                " floats, expected at least " + std::to_string(three) +
+                " (3 workers)");
+  small.workspace = Buffer(DType::F32, {one - 1});
+  EXPECT_NE(checkKernel("linear_quantized", small.operands(), tallAttrs), "");
+
+  auto without = [&](const char *name) {
+    std::vector<Attribute> out;
+    for (const Attribute &a : attrs) {
+      if (a.name != name) {
+        out.push_back(a);
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(checkKernel("linear_quantized", good.operands(), without("rows")),
+            "missing int attribute 'rows'");
+  EXPECT_EQ(checkKernel("linear_quantized", good.operands(), without("scheme")),
+            "missing string attribute 'scheme'");
+  auto renamed = attrs;
+  renamed[0].s = "int4";
+  EXPECT_EQ(checkKernel("linear_quantized", good.operands(), renamed),
+            "attribute 'scheme' is 'int4', expected nf4, int8, gptq, bf16 or "
+            "fp16");
+  auto blocks = attrs;
+  blocks[3].i = 48; // block_size
+  EXPECT_EQ(checkKernel("linear_quantized", good.operands(), blocks).rfind(
+                "weight: nf4 block size must be one of", 0),
+            0u);
+}
+
+// Times linear_quantized against the dense `linear` on the same shapes on
+// a 2-thread pool (BLAS at 2 threads for the dense one), the fastest of 9
+// rounds that each run every kernel once, so a noisy neighbour slows all
+// alike. Run by hand:
+// QuantizedLinearKernelsTest --gtest_also_run_disabled_tests
+// --gtest_filter='*Timing*'
+TEST(QuantizedLinearKernelsTest, DISABLED_TimingAgainstDenseLinear) {
+  ThreadPool pool(2);
+  setBlasThreads(2);
+  struct Shape {
+    int64_t m, k, n;
+  };
+  const std::vector<Scheme> schemes = {Scheme::NF4, Scheme::Int8, Scheme::GPTQ,
+                                       Scheme::BF16, Scheme::FP16};
+  for (Shape s : {Shape{256, 2048, 2048}, Shape{512, 2048, 2048},
+                  Shape{2048, 2048, 2048}, Shape{512, 4096, 4096}}) {
+    for (bool transposeWeight : {false, true}) {
+      // W is [N, K] for y = x W^T and [K, N] for y = x W.
+      const int64_t rows = transposeWeight ? s.k : s.n;
+      const int64_t cols = transposeWeight ? s.n : s.k;
+      Buffer x = randomBuffer({s.m, s.k}, -1, 1, 1);
+      Buffer y(DType::F32, {s.m, s.n});
+      Buffer dense = randomBuffer({rows, cols}, -0.05, 0.05, 2);
+      std::vector<Buffer> storage, workspace;
+      std::vector<KernelCall> calls = {
+          makeCall({&x, &dense, &y},
+                   {intAttr("transpose_weight", transposeWeight)}, &pool)};
+      storage.reserve(schemes.size());
+      workspace.reserve(schemes.size());
+      for (Scheme scheme : schemes) {
+        const Weight weight = makeWeight(scheme, rows, cols, 3);
+        storage.push_back(storageBuffer(weight.storage));
+        workspace.emplace_back(DType::F32,
+                               std::vector<int64_t>{
+                                   tailor::quant::linearWorkspaceFloats(
+                                       weight.spec, transposeWeight, 2)});
+        calls.push_back(makeCall({&x, &storage.back(), &y, &workspace.back()},
+                                 attributesOf(weight.spec, transposeWeight),
+                                 &pool));
+      }
+      std::vector<double> best(calls.size(), 1e30);
+      for (int round = 0; round < 9; ++round) {
+        for (size_t i = 0; i < calls.size(); ++i) {
+          const KernelDef *def =
+              findCpuKernel(i == 0 ? "linear" : "linear_quantized");
+          ASSERT_EQ(def->check(calls[i]), "");
+          auto start = std::chrono::steady_clock::now();
+          ASSERT_EQ(def->run(calls[i]), "");
+          best[i] = std::min(best[i], std::chrono::duration<double, std::milli>(
+                                          std::chrono::steady_clock::now() -
+                                          start)
+                                          .count());
+        }
+      }
+      std::printf("M %lld K %lld N %lld %s: linear f32 %.1f ms",
+                  static_cast<long long>(s.m), static_cast<long long>(s.k),
+                  static_cast<long long>(s.n),
+                  transposeWeight ? "y = x W  " : "y = x W^T", best[0]);
+      for (size_t i = 0; i < schemes.size(); ++i) {
+        std::printf(", %s %.1f (%.2fx)", tailor::quant::schemeName(schemes[i]),
+                    best[i + 1], best[i + 1] / best[0]);
+      }
+      std::printf("\n");
+    }
+  }
+}
