@@ -365,9 +365,11 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
           if (!checkpoint) {
             return param.emitError() << error;
           }
-          auto exportName = param->getAttrOfType<StringAttr>("tg.export_name");
-          StringRef hfName = exportName ? exportName.getValue() : param.getName();
-          hfName.consume_back(".weight");
+          auto moduleName = dict.getAs<StringAttr>("module");
+          StringRef hfName = moduleName ? moduleName.getValue() : param.getName();
+          if (!moduleName) {
+            hfName.consume_back(".weight");
+          }
           const quant::GptqCheckpointModule *module =
               checkpoint->find(hfName.str());
           if (!module) {

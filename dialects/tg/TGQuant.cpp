@@ -22,7 +22,7 @@ quantSpecFromDict(DictionaryAttr dict,
       "scheme", "rows", "cols", "block_size", "double_quant",
       "nested_block_size", "bits", "group_size", "act_order",
       "outlier_threshold", "outlier_columns", "source_transposed",
-      "checkpoint"};
+      "checkpoint", "module"};
   for (NamedAttribute entry : dict) {
     if (!llvm::is_contained(kKnown, entry.getName().getValue())) {
       return emitError() << "unknown quantization key '"

@@ -8,8 +8,8 @@
 // block_size, double_quant, nested_block_size (nf4), bits, group_size,
 // act_order (gptq), outlier_threshold (f64), outlier_columns (int8),
 // source_transposed (the model file stores W^T, as TorchScript exports of
-// Linear layers do) and checkpoint (gptq: the file holding the quantized
-// bytes). Absent keys take runtime/quant's defaults.
+// Linear layers do), checkpoint and module (gptq: the file holding the
+// quantized bytes, and the module name they are under). Absent keys take runtime/quant's defaults.
 //
 //===----------------------------------------------------------------------===//
 

@@ -130,6 +130,9 @@ void QuantizePass::runOnOperation() {
   // --- Candidates: weights of selected linear layers, by parameter --------
   llvm::MapVector<StringAttr, tg::ParamOp> candidates;
   DenseSet<StringAttr> rejected;
+  // The Hugging Face module path of each candidate's linear layer: what
+  // checkpoints name it, also when the exporter renamed the weight.
+  DenseMap<StringAttr, StringAttr> modulePaths;
   module.walk([&](tg::LinearOp linear) {
     auto path =
         linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
@@ -156,6 +159,7 @@ void QuantizePass::runOnOperation() {
         param.getTensorType().getRank() == 2 &&
         llvm::isa<FloatType>(param.getTensorType().getElementType())) {
       candidates.insert({name, param});
+      modulePaths[name] = path;
     }
   });
 
@@ -215,11 +219,7 @@ void QuantizePass::runOnOperation() {
     DictionaryAttr dict = tg::quantSpecToDict(context, spec, transposed);
     if (gptqCheckpoint) {
       // Checkpoints name Linear modules as Hugging Face does.
-      auto exportName =
-          param->getAttrOfType<StringAttr>(tg::TGDialect::kExportNameAttrName);
-      StringRef hfName =
-          exportName ? exportName.getValue() : param.getSymName();
-      hfName.consume_back(".weight");
+      StringRef hfName = modulePaths.lookup(name).getValue();
       const quant::GptqCheckpointModule *found =
           gptqCheckpoint->find(hfName.str());
       if (!found || found->spec.rows != spec.rows ||
@@ -231,6 +231,7 @@ void QuantizePass::runOnOperation() {
       }
       NamedAttrList entries(dict.getValue());
       entries.set("checkpoint", StringAttr::get(context, checkpoint));
+      entries.set("module", modulePaths.lookup(name));
       dict = entries.getDictionary(context);
     }
     param.setQuantAttr(dict);

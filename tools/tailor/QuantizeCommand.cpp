@@ -51,6 +51,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -281,12 +282,19 @@ int runQuantize(int argc, const char **argv) {
     if (failed(pm.run(*chosen))) {
       return fail("cannot choose the weights to quantize");
     }
+    // Each weight's transformer layer and Hugging Face module path (the
+    // linear layer's, which exports that rename weights keep).
     std::map<std::string, int64_t> layers;
+    std::map<std::string, std::string> paths;
     chosen->walk([&](tg::LinearOp linear) {
       if (auto dequantize = linear.getWeight().getDefiningOp<tg::DequantizeOp>()) {
         auto layer = linear->getAttrOfType<mlir::IntegerAttr>(
             tg::TGDialect::kLayerAttrName);
         layers[dequantize.getName().str()] = layer ? layer.getInt() : -1;
+        if (auto path = linear->getAttrOfType<mlir::StringAttr>(
+                tg::TGDialect::kModuleAttrName)) {
+          paths[dequantize.getName().str()] = path.str();
+        }
       }
     });
     for (tg::ParamOp param : chosen->getOps<tg::ParamOp>()) {
@@ -298,12 +306,10 @@ int runQuantize(int argc, const char **argv) {
       }
       Target target;
       target.param = param.getSymName().str();
-      auto exportName = param->getAttrOfType<mlir::StringAttr>(
-          tg::TGDialect::kExportNameAttrName);
-      llvm::StringRef hfName = exportName ? exportName.getValue()
-                                          : param.getSymName();
+      llvm::StringRef hfName = param.getSymName();
       hfName.consume_back(".weight");
-      target.module = hfName.str();
+      target.module =
+          paths.count(target.param) ? paths[target.param] : hfName.str();
       target.spec = *tg::quantSpecFromDict(dict, [&] { return param.emitError(); });
       target.transposed = tg::quantSourceTransposed(dict);
       target.file = external.getFile().str();
@@ -350,6 +356,11 @@ int runQuantize(int argc, const char **argv) {
 
   // --- Layer by layer ------------------------------------------------------
   std::string planDir = llvm::sys::path::parent_path(output).str();
+  if (!planDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(planDir)) {
+      return fail("cannot create '" + planDir + "': " + ec.message());
+    }
+  }
   for (auto &[layer, members] : byLayer) {
     // The plan whose outputs are this layer's linear inputs.
     mlir::OwningOpRef<mlir::ModuleOp> cut = model.clone();
@@ -380,9 +391,16 @@ int runQuantize(int argc, const char **argv) {
     mlir::OpBuilder builder(ret);
     llvm::SmallVector<mlir::Value> results;
     llvm::SmallVector<mlir::Type> resultTypes;
+    // The widths of the taps, and which weights each feeds: lowering
+    // replaces the function, so its values are gone afterwards.
+    std::vector<int64_t> tapCols;
+    std::vector<std::vector<size_t>> tapWeights;
     for (auto &entry : taps) {
       results.push_back(entry.first);
       resultTypes.push_back(entry.first.getType());
+      tapCols.push_back(
+          llvm::cast<mlir::RankedTensorType>(entry.first.getType()).getShape().back());
+      tapWeights.push_back(entry.second);
     }
     mlir::func::ReturnOp::create(builder, ret->getLoc(), results);
     ret->erase();
@@ -420,16 +438,15 @@ int runQuantize(int argc, const char **argv) {
     if (!planInputs || planInputs->size() != 1 ||
         plan->bufferBytes(planInputs->Get(0)->buffer()) !=
             static_cast<uint64_t>(seq) * sizeof(int64_t) ||
-        !planOutputs || planOutputs->size() != taps.size()) {
+        !planOutputs || planOutputs->size() != tapCols.size()) {
       return fail("calibration needs a model whose one input is the int64 "
                   "token ids");
     }
     auto *ids = static_cast<int64_t *>(
         session->bufferData(planInputs->Get(0)->buffer()));
     std::vector<quant::GptqHessian> hessians;
-    for (auto &entry : taps) {
-      auto type = llvm::cast<mlir::RankedTensorType>(entry.first.getType());
-      hessians.emplace_back(type.getShape().back());
+    for (int64_t cols : tapCols) {
+      hessians.emplace_back(cols);
     }
     for (const auto &tokens : sequences) {
       std::memcpy(ids, tokens.data(), tokens.size() * sizeof(int64_t));
@@ -447,10 +464,9 @@ int runQuantize(int argc, const char **argv) {
       }
     }
     // Quantize the layer's weights against their inputs' Hessians.
-    size_t tapIndex = 0;
-    for (auto &entry : taps) {
-      const std::vector<double> &h = hessians[tapIndex++].matrix();
-      for (size_t i : entry.second) {
+    for (size_t tap = 0; tap < tapWeights.size(); ++tap) {
+      const std::vector<double> &h = hessians[tap].matrix();
+      for (size_t i : tapWeights[tap]) {
         Target &target = targets[i];
         std::vector<float> w;
         if (std::string problem = readWeight(target, modelDir, w);
