@@ -48,8 +48,19 @@ import cpu_forward_100m as fwd  # noqa: E402  (the model, its export and cache)
 TARGETS = ["q_proj", "v_proj"]
 
 
-def recipe_text(args):
+# Frozen-weight storage per --variants name: recipe lines added to the LoRA
+# recipe (every linear weight but lm_head quantized, as QLoRA does).
+VARIANTS = {
+    "lora": [],
+    "qlora": ["quantization: nf4", "double_quant: true"],
+    "int8": ["quantization: int8"],
+    "bf16": ["quantization: bf16"],
+}
+
+
+def recipe_text(args, variant="lora"):
     lines = [
+        *VARIANTS[variant],
         "adapter: lora", f"lora_r: {args.rank}", f"lora_alpha: {2 * args.rank}",
         "lora_dropout: 0.0", "lora_target_modules:",
         *[f"  - {t}" for t in TARGETS],
@@ -187,6 +198,9 @@ def main():
     ap.add_argument("--tailor", help="default BUILD/bin/tailor")
     ap.add_argument("--only", choices=["tailor", "pytorch"],
                     help="run one side only")
+    ap.add_argument("--variants", default="lora",
+                    help="tailor runs, comma-separated: lora (fp32 frozen "
+                         "weights), qlora (NF4 + double quant), int8, bf16")
     ap.add_argument("--worker", choices=["pytorch"], help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -224,21 +238,27 @@ def main():
           f"({os.cpu_count()} cores)")
     results = {}
 
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in variants:
+        if v not in VARIANTS:
+            sys.exit(f"error: unknown variant {v!r} (expected {', '.join(VARIANTS)})")
     if args.only in (None, "tailor"):
         if not os.path.exists(args.tailor):
             sys.exit(f"error: {args.tailor} not found (build tailor first)")
-        recipe = os.path.join(run_dir, "recipe.yaml")
+    for variant in variants if args.only in (None, "tailor") else []:
+        key = "tailor" if variant == "lora" else f"tailor-{variant}"
+        recipe = os.path.join(run_dir, f"recipe.{variant}.yaml")
         with open(recipe, "w") as f:
-            f.write(recipe_text(args))
-        plan = os.path.join(run_dir, f"lora.b{args.batch}.t{args.seq}.tplan")
+            f.write(recipe_text(args, variant))
+        plan = os.path.join(run_dir, f"{variant}.b{args.batch}.t{args.seq}.tplan")
         start = time.perf_counter()
         proc = subprocess.run([args.tailor, "compile", onnx_path, "--recipe", recipe,
                                "--threads", str(args.threads), "-o", plan],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"error: tailor compile failed:\n{proc.stderr}{proc.stdout}")
-        print(f"tailor compile: {time.perf_counter() - start:.1f} s")
-        out_dir = os.path.join(run_dir, "out")
+        print(f"tailor compile ({variant}): {time.perf_counter() - start:.1f} s")
+        out_dir = os.path.join(run_dir, f"out.{variant}")
         subprocess.run(["rm", "-rf", out_dir])
         rc, peak, wall, text = run_measured(
             [args.tailor, "train", plan, "--data", data, "--max-steps", str(args.steps),
@@ -249,10 +269,11 @@ def main():
                    if line.strip()]
         ms = [float(m["step_ms"]) for m in metrics]
         mean, best = stats(ms)
-        results["tailor"] = (mean, peak)
-        print(f"tailor train ({args.threads} threads): {mean:.1f} ms/step mean over steps "
-              f"2-{len(ms)} (min {best:.1f}, first {ms[0]:.1f}), peak RSS {peak:.0f} MiB, "
-              f"process wall {wall:.1f} s, step-1 loss {float(metrics[0]['loss']):.5f}")
+        results[key] = (mean, peak)
+        print(f"tailor train {variant} ({args.threads} threads): {mean:.1f} ms/step mean "
+              f"over steps 2-{len(ms)} (min {best:.1f}, first {ms[0]:.1f}), peak RSS "
+              f"{peak:.0f} MiB, process wall {wall:.1f} s, step-1 loss "
+              f"{float(metrics[0]['loss']):.5f}")
 
     if args.only in (None, "pytorch"):
         import torch  # noqa: F401  (only for the version string)
@@ -284,8 +305,10 @@ def main():
         mean, peak = results[key]
         return f"{name} {mean:.1f} ms/step, peak {peak:.0f} MiB"
 
+    extra = "".join(f"; {part('tailor-' + v, 'tailor ' + v)}"
+                    for v in variants if v != "lora")
     print(f"train {label} LoRA r={args.rank} (B={args.batch},T={args.seq}, "
-          f"{args.threads} threads): {part('tailor', 'tailor')}; "
+          f"{args.threads} threads): {part('tailor', 'tailor')}{extra}; "
           f"{part('pytorch', 'PyTorch+PEFT')}")
     return 0
 

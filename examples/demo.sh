@@ -95,3 +95,17 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f'loss: step 1 {rows[0][\"loss\"]:.4f} -> step {rows[-1][\"step\"]} {rows[-1][\"loss\"]:.4f}')
 " "$out/lora-run/metrics.jsonl"
+
+echo
+echo "== QLoRA: the same recipe with adapter=qlora (NF4 + double quantization of every frozen linear weight)"
+"$bin/tailor" compile "$model" --recipe "$root/examples/tiny-llama/lora.yaml" adapter=qlora \
+  -o "$out/tiny-llama-qlora.tplan"
+"$bin/tailor" inspect "$out/tiny-llama-qlora.tplan" | grep -E "^parameters|quantized|not quantized"
+rm -rf "$out/qlora-run"
+"$bin/tailor" train "$out/tiny-llama-qlora.tplan" --data "$root/examples/data/counting.jsonl" \
+  --output-dir "$out/qlora-run" > "$out/qlora-run.log"
+"$python" -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f'qlora loss: step 1 {rows[0][\"loss\"]:.4f} -> step {rows[-1][\"step\"]} {rows[-1][\"loss\"]:.4f}')
+" "$out/qlora-run/metrics.jsonl"
