@@ -371,6 +371,37 @@ TEST(QuantizedLinearKernelsTest, CheckRejectsInconsistentLaunches) {
 // alike. Run by hand:
 // QuantizedLinearKernelsTest --gtest_also_run_disabled_tests
 // --gtest_filter='*Timing*'
+// Tests that `dequantize` writes the whole weight exactly as dequantizeTile
+// does, for every scheme and thread count, and rejects a wrong output shape.
+TEST(QuantizedLinearKernelsTest, DequantizeWritesTheWholeWeight) {
+  for (Scheme scheme : {Scheme::NF4, Scheme::Int8, Scheme::GPTQ, Scheme::BF16,
+                        Scheme::FP16}) {
+    for (bool variant : {false, true}) {
+      Weight weight = makeWeight(scheme, 96, 160, 11, variant);
+      std::vector<float> expected(96 * 160);
+      tailor::quant::dequantizeTile(weight.spec, weight.storage.data(), 0, 96,
+                                    0, 160, expected.data(), 160);
+      std::vector<Attribute> attrs = attributesOf(weight.spec, false);
+      attrs.pop_back(); // no transpose_weight
+      for (ThreadPool *pool : {&pool1(), &pool3()}) {
+        Buffer w = storageBuffer(weight.storage);
+        Buffer y(DType::F32, {96, 160});
+        ASSERT_EQ(runKernel("dequantize", {&w, &y}, attrs, pool), "")
+            << tailor::quant::schemeName(scheme);
+        EXPECT_EQ(std::memcmp(y.data<float>(), expected.data(),
+                              expected.size() * sizeof(float)),
+                  0)
+            << tailor::quant::schemeName(scheme);
+      }
+      Buffer w = storageBuffer(weight.storage);
+      Buffer wrong(DType::F32, {160, 96});
+      EXPECT_NE(findCpuKernel("dequantize")
+                    ->check(makeCall({&w, &wrong}, attrs, &pool1())),
+                "");
+    }
+  }
+}
+
 TEST(QuantizedLinearKernelsTest, DISABLED_TimingAgainstDenseLinear) {
   ThreadPool pool(2);
   setBlasThreads(2);
