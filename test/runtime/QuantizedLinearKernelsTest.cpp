@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernel.h"
+#include "test/runtime/quant/QuantTestUtil.h"
 #include "runtime/quant/Gptq.h"
 #include "runtime/quant/QuantizedWeight.h"
 #include "test/runtime/KernelTestUtil.h"
@@ -30,21 +31,13 @@ using tailor::quant::Scheme;
 
 namespace {
 
+using tailor::quant::test_util::normalWeights;
+
 /// A quantized weight: its spec and storage bytes.
 struct Weight {
   QuantSpec spec;
   std::vector<uint8_t> storage;
 };
-
-std::vector<float> normalWeights(int64_t n, float stddev, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> w(n);
-  for (float &x : w) {
-    x = dist(gen);
-  }
-  return w;
-}
 
 /// `scheme` storage of a random [rows, cols] weight: quantized from normal
 /// values, or for gptq packed from random codes, scales, zeros and groups.

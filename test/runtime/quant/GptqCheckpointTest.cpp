@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/GptqCheckpoint.h"
+#include "test/runtime/quant/QuantTestUtil.h"
 
 #include "test/runtime/train/TrainTestUtil.h"
 
@@ -25,6 +26,8 @@ using tailor::train::testing::readFile;
 using tailor::train::testing::TempDir;
 
 namespace {
+
+using tailor::quant::test_util::optionsFor;
 
 QuantSpec gptqSpec(int64_t rows, int64_t cols, int bits, int groupSize,
                    bool actOrder) {
@@ -67,14 +70,6 @@ std::vector<uint8_t> randomStorage(const QuantSpec &spec, unsigned seed) {
                      gIdx.data(), storage.data()),
             "");
   return storage;
-}
-
-GptqOptions optionsFor(const QuantSpec &spec) {
-  GptqOptions options;
-  options.bits = spec.bits;
-  options.groupSize = spec.groupSize;
-  options.actOrder = spec.actOrder;
-  return options;
 }
 
 void writeText(const std::string &path, const std::string &text) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/Gptq.h"
+#include "test/runtime/quant/QuantTestUtil.h"
 #include "runtime/quant/Half.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,8 @@ using namespace tailor::quant;
 
 namespace {
 
+using tailor::quant::test_util::optionsFor;
+
 QuantSpec gptqSpec(int64_t rows, int64_t cols, int bits, int groupSize,
                    bool actOrder = false) {
   QuantSpec spec;
@@ -36,14 +39,6 @@ QuantSpec gptqSpec(int64_t rows, int64_t cols, int bits, int groupSize,
   spec.groupSize = groupSize;
   spec.actOrder = actOrder;
   return spec;
-}
-
-GptqOptions optionsFor(const QuantSpec &spec) {
-  GptqOptions options;
-  options.bits = spec.bits;
-  options.groupSize = spec.groupSize;
-  options.actOrder = spec.actOrder;
-  return options;
 }
 
 int64_t groupsOf(const QuantSpec &spec) {

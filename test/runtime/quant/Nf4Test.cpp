@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/Nf4.h"
+#include "test/runtime/quant/QuantTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -21,15 +22,7 @@ using namespace tailor::quant;
 
 namespace {
 
-std::vector<float> normalWeights(int64_t n, float stddev, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> w(n);
-  for (float &x : w) {
-    x = dist(gen);
-  }
-  return w;
-}
+using tailor::quant::test_util::normalWeights;
 
 std::vector<float> dequantize(const Nf4Quantized &q) {
   std::vector<float> out(q.numel);

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/QuantizedWeight.h"
+#include "test/runtime/quant/QuantTestUtil.h"
 
 #include "runtime/quant/Gptq.h"
 #include "runtime/quant/Half.h"
@@ -27,15 +28,7 @@ using namespace tailor::quant;
 
 namespace {
 
-std::vector<float> normalWeights(int64_t n, float stddev, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> w(n);
-  for (float &x : w) {
-    x = dist(gen);
-  }
-  return w;
-}
+using tailor::quant::test_util::normalWeights;
 
 QuantSpec specOf(Scheme scheme, int64_t rows, int64_t cols) {
   QuantSpec spec;
