@@ -178,15 +178,26 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+/// The tg.param that `user` (a param_ref or dequantize) names, or an error
+/// on `user`.
+static FailureOr<ParamOp> lookupParam(Operation *user,
+                                      SymbolTableCollection &symbolTable,
+                                      FlatSymbolRefAttr name) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(user, name);
+  if (!param) {
+    return user->emitOpError()
+           << name << " does not name a tg.param in an enclosing symbol table";
+  }
+  return param;
+}
+
 LogicalResult
 DequantizeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param =
-      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
-  if (!param) {
-    return emitOpError() << "@" << getName()
-                         << " does not name a tg.param in an enclosing "
-                            "symbol table";
+  FailureOr<ParamOp> found = lookupParam(*this, symbolTable, getNameAttr());
+  if (failed(found)) {
+    return failure();
   }
+  ParamOp param = *found;
   DictionaryAttr quant = param.getQuantAttr();
   if (!quant) {
     return emitOpError() << "parameter @" << getName()
@@ -210,13 +221,11 @@ DequantizeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 
 LogicalResult
 ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param =
-      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
-  if (!param) {
-    return emitOpError() << "@" << getName()
-                         << " does not name a tg.param in an enclosing "
-                            "symbol table";
+  FailureOr<ParamOp> found = lookupParam(*this, symbolTable, getNameAttr());
+  if (failed(found)) {
+    return failure();
   }
+  ParamOp param = *found;
   if (param.getQuantAttr()) {
     return emitOpError() << "parameter @" << getName()
                          << " is stored quantized; read it with tg.dequantize";
