@@ -2,6 +2,7 @@
 
 #include "compiler/Pipelines.h"
 
+#include "compiler/Hardware.h"
 #include "compiler/Recipe.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
@@ -38,13 +39,46 @@ void buildGraphPipeline(mlir::OpPassManager &pm, llvm::StringRef tiePolicy) {
   pm.addPass(graph::createTieEmbeddingsPass(tie));
 }
 
+ScheduleOptions scheduleOptionsFor(const HardwareSpec &hardware,
+                                   llvm::StringRef precision, int64_t threads) {
+  ScheduleOptions options;
+  options.threads = threads;
+  options.backend = hardware.backend;
+  options.hardware = hardware.name;
+  options.sm = hardware.sm;
+  options.deviceMemory = static_cast<int64_t>(hardware.memoryBytes);
+  if (hardware.isCuda()) {
+    options.precision = precision.empty() ? "bf16" : precision.str();
+    options.gemmWorkspace = (hardware.sm >= 90 ? 32 : 4) * (int64_t(1) << 20);
+  } else {
+    options.precision = precision.empty() ? "fp32" : precision.str();
+  }
+  return options;
+}
+
+/// lower-to-sched's options for `options`.
+static memory::LowerToSchedPassOptions lowerOptions(const ScheduleOptions &options) {
+  memory::LowerToSchedPassOptions lower;
+  lower.threads = options.threads;
+  lower.backend = options.backend;
+  lower.hardware = options.hardware;
+  lower.sm = options.sm;
+  lower.precision = options.precision;
+  lower.deviceMemory = options.deviceMemory;
+  lower.gemmWorkspace = options.gemmWorkspace;
+  return lower;
+}
+
 void buildSchedulePipeline(mlir::OpPassManager &pm,
                            const ScheduleOptions &options) {
   buildGraphPipeline(pm);
   // --- Plan one rank: kernel selection, liveness, arena offsets.
-  memory::LowerToSchedPassOptions lower;
-  lower.threads = options.threads;
-  pm.addPass(memory::createLowerToSchedPass(lower));
+  pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
+}
+
+void buildLowerToSchedule(mlir::OpPassManager &pm,
+                          const ScheduleOptions &options) {
+  pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
 }
 
 void buildTrainingPipeline(mlir::OpPassManager &pm,
@@ -117,9 +151,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   }
   // --- Plan one rank: train_step and optimizer_step share the activation
   // arena; gradients and moments get arenas of their own.
-  memory::LowerToSchedPassOptions lower;
-  lower.threads = options.threads;
-  pm.addPass(memory::createLowerToSchedPass(lower));
+  pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
 }
 
 void registerTailorPipelines() {

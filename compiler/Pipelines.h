@@ -10,6 +10,8 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <string>
+
 namespace tailor {
 
 /// Import -> graph: raise the literal ONNX graph to transformer-level tg ops,
@@ -22,12 +24,35 @@ void buildGraphPipeline(mlir::OpPassManager &pm,
 struct ScheduleOptions {
   /// CPU workers the plan sizes per-worker workspaces for.
   int64_t threads = 8;
+  /// The target (compiler/Hardware.h): backend "cpu" or "cuda", its name,
+  /// compute capability and memory (0: no memory proof).
+  std::string backend = "cpu";
+  std::string hardware = "cpu";
+  int64_t sm = 0;
+  int64_t deviceMemory = 0;
+  /// "fp32" or "bf16" (tensor-core compute with f32 accumulation).
+  std::string precision = "fp32";
+  /// Bytes of cuBLASLt workspace a GPU plan reserves.
+  int64_t gemmWorkspace = 0;
 };
+
+struct HardwareSpec;
+/// Schedule options for `hardware`: a GPU target plans device arenas, a
+/// GEMM workspace (32 MiB on Hopper, 4 MiB before, as cuBLAS advises) and,
+/// unless `precision` says otherwise ("fp32", "bf16" or "" for the
+/// target's default: bf16 on GPUs), bf16 tensor-core compute.
+ScheduleOptions scheduleOptionsFor(const HardwareSpec &hardware,
+                                   llvm::StringRef precision, int64_t threads);
 
 /// Import -> schedule: the graph pipeline, then planning one rank
 /// (kernels, order, lifetimes, arena offsets) into a sched.program.
 void buildSchedulePipeline(mlir::OpPassManager &pm,
                            const ScheduleOptions &options);
+
+/// Only the planning step (lower-to-sched) with `options`, for modules
+/// already raised (an inference plan with a bound adapter).
+void buildLowerToSchedule(mlir::OpPassManager &pm,
+                          const ScheduleOptions &options);
 
 struct TrainingRecipe;
 

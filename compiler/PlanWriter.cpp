@@ -9,16 +9,25 @@
 
 #include "compiler/PlanWriter.h"
 
+#include "codegen/CudaDeviceCode.h"
+#include "compiler/Hardware.h"
+
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGQuant.h"
+#include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/DeviceImage.h"
 #include "runtime/quant/GptqCheckpoint.h"
 #include "runtime/schema/plan_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Compression.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cstdlib>
 
 using namespace mlir;
 namespace fb = tailor::plan;
@@ -26,7 +35,7 @@ namespace fb = tailor::plan;
 namespace tailor {
 
 /// The plan format version this writer produces (major * 100 + minor).
-static constexpr uint32_t kPlanVersion = 102;
+static constexpr uint32_t kPlanVersion = 103;
 
 static FailureOr<fb::DType> dtypeOf(Operation *op, Type element) {
   if (element.isF32()) {
@@ -202,6 +211,112 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   }
   builder.add_recipe(recipe);
   return builder.Finish();
+}
+
+/// The device code of a CUDA program: the cubin for the target's SM and
+/// the PTX, each checked (ELF machine and SM, every entry point the
+/// program's launchers ask for) before it goes into the plan.
+static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
+writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
+                int64_t sm, const std::vector<std::string> &kernelNames) {
+  HardwareSpec hardware;
+  hardware.backend = "cuda";
+  hardware.sm = sm;
+  std::string arch = hardware.cubinArch();
+  std::vector<codegen::CudaDeviceImage> images;
+  std::string error;
+  if (!codegen::selectCudaDeviceImages(arch, images, error)) {
+    return program.emitError() << "cannot write a plan for sm_" << sm << ": "
+                               << error;
+  }
+  // What the launches need: every device function of every launcher.
+  std::vector<std::string> needed;
+  for (const std::string &name : kernelNames) {
+    const runtime::cuda::CudaKernelDef *def =
+        runtime::cuda::findCudaKernel(name);
+    if (!def) {
+      return program.emitError()
+             << "the CUDA backend has no kernel '" << name
+             << "' (the CPU backend has it; this plan cannot run on a GPU)";
+    }
+    for (const char *const *f = def->functions; f && *f; ++f) {
+      needed.push_back(*f);
+    }
+  }
+  // Read every image once; keep those of modules the launches use.
+  struct Read {
+    const codegen::CudaDeviceImage *image;
+    runtime::cuda::DeviceImageInfo info;
+  };
+  std::vector<Read> reads;
+  for (const codegen::CudaDeviceImage &image : images) {
+    Read read{&image, {}};
+    std::string problem =
+        image.isPtx()
+            ? runtime::cuda::readPtx(image.bytes.data(), image.bytes.size(),
+                                     read.info)
+            : runtime::cuda::readCubin(image.bytes.data(), image.bytes.size(),
+                                       read.info);
+    // "sm_90a" -> 90: the cubin's ELF header must say the same.
+    int archSm = std::atoi(arch.c_str() + 3);
+    if (problem.empty() && !image.isPtx() && read.info.sm != archSm) {
+      problem = "it is built for sm_" + std::to_string(read.info.sm);
+    }
+    if (!problem.empty()) {
+      return program.emitError() << "the embedded " << image.module << " "
+                                 << image.arch
+                                 << " device code is unusable: " << problem;
+    }
+    bool used = llvm::any_of(needed, [&](const std::string &function) {
+      return std::binary_search(read.info.functions.begin(),
+                                read.info.functions.end(), function);
+    });
+    if (used) {
+      reads.push_back(std::move(read));
+    }
+  }
+  // Every entry point must be in a cubin for the target and in the PTX.
+  for (const std::string &function : needed) {
+    for (bool ptx : {false, true}) {
+      bool found = llvm::any_of(reads, [&](const Read &read) {
+        return read.image->isPtx() == ptx &&
+               std::binary_search(read.info.functions.begin(),
+                                  read.info.functions.end(), function);
+      });
+      if (!found) {
+        return program.emitError()
+               << "no embedded " << (ptx ? "PTX" : arch)
+               << " device code has the entry point '" << function << "'";
+      }
+    }
+  }
+  std::vector<flatbuffers::Offset<fb::DeviceCode>> written;
+  for (const Read &read : reads) {
+    const codegen::CudaDeviceImage &image = *read.image;
+    std::vector<flatbuffers::Offset<flatbuffers::String>> functions;
+    for (const std::string &function : read.info.functions) {
+      functions.push_back(fbb.CreateString(function));
+    }
+    // PTX goes to the driver as a C string: keep its terminating NUL.
+    std::vector<uint8_t> bytes(image.bytes.begin(), image.bytes.end());
+    if (image.isPtx()) {
+      bytes.push_back(0);
+    }
+    uint64_t size = bytes.size();
+    fb::Compression compression = fb::Compression::None;
+    if (llvm::compression::zlib::isAvailable()) {
+      SmallVector<uint8_t, 0> packed;
+      llvm::compression::zlib::compress(bytes, packed);
+      bytes.assign(packed.begin(), packed.end());
+      compression = fb::Compression::Zlib;
+    }
+    written.push_back(fb::CreateDeviceCode(
+        fbb, image.isPtx() ? fb::DeviceCodeKind::Ptx : fb::DeviceCodeKind::Cubin,
+        fbb.CreateString(image.arch.str()), read.info.sm,
+        fbb.CreateVector(bytes), fbb.CreateVector(functions),
+        fbb.CreateString(image.module.str()), compression, size));
+  }
+  return written;
 }
 
 FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
@@ -502,8 +617,35 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
   if (auto t = program->getAttrOfType<IntegerAttr>("sched.threads")) {
     threads = static_cast<int32_t>(t.getInt());
   }
-  auto target = fb::CreateTarget(fbb, fb::Backend::Cpu, text("cpu"),
-                                 0, threads);
+  auto stringAttr = [&](StringRef name, StringRef fallback) {
+    auto attr = program->getAttrOfType<StringAttr>(name);
+    return attr ? attr.strref() : fallback;
+  };
+  auto intAttr = [&](StringRef name) -> int64_t {
+    auto attr = program->getAttrOfType<IntegerAttr>(name);
+    return attr ? attr.getInt() : 0;
+  };
+  bool cuda = stringAttr("sched.backend", "cpu") == "cuda";
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::DeviceCode>>>
+      deviceCode = 0;
+  if (cuda) {
+    std::vector<std::string> kernelNames;
+    for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
+      kernelNames.push_back(kernel.getSymName().str());
+    }
+    FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>> images =
+        writeDeviceCode(fbb, program, intAttr("sched.sm"), kernelNames);
+    if (failed(images)) {
+      return failure();
+    }
+    deviceCode = fbb.CreateVector(*images);
+  }
+  auto target = fb::CreateTarget(
+      fbb, cuda ? fb::Backend::Cuda : fb::Backend::Cpu,
+      text(stringAttr("sched.hardware", cuda ? "cuda" : "cpu")),
+      static_cast<int32_t>(intAttr("sched.sm")), threads,
+      text(stringAttr("sched.precision", "fp32")),
+      static_cast<uint64_t>(intAttr("sched.device_memory")));
   std::string model;
   if (auto source = module->getAttrOfType<StringAttr>("tg.source")) {
     model = source.str();
@@ -520,7 +662,7 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       fbb.CreateVector(outputs), memory,
       entries.empty() ? 0 : fbb.CreateVector(entries),
       states.empty() ? 0 : fbb.CreateVector(states),
-      writeTraining(fbb, module));
+      writeTraining(fbb, module), deviceCode);
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());

@@ -61,6 +61,9 @@ struct TrainingRecipe {
   int64_t sequenceLen = 512;
   int64_t microBatchSize = 1;
   int64_t gradientAccumulationSteps = 1;
+  // --- precision: "bf16" (tensor cores, f32 accumulation and master
+  // weights), "fp32", or "" for the target's default (bf16 on GPUs)
+  std::string mixedPrecision;
   // --- optimizer and schedule
   std::string optimizer = "adamw"; // adamw, sgd
   double learningRate = 2e-4;

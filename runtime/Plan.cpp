@@ -2,6 +2,12 @@
 
 #include "runtime/Plan.h"
 
+#include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/DeviceImage.h"
+
+#include <zlib.h>
+
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -193,6 +199,69 @@ uint64_t LoadedPlan::bufferBytes(uint32_t buffer) const {
   return count;
 }
 
+std::string LoadedPlan::verifyDeviceCode() const {
+  const fb::Plan &p = *planRoot;
+  if (p.target()->sm() < 80) {
+    return Message() << "the plan targets sm_" << p.target()->sm()
+                     << "; tailor's CUDA kernels need sm_80 or newer";
+  }
+  if (!p.device_code() || p.device_code()->size() == 0) {
+    return Message() << "the plan targets CUDA (sm_" << p.target()->sm()
+                     << ") but carries no device code";
+  }
+  // Every device function any launcher of the plan may ask for.
+  std::vector<std::string> needed;
+  if (p.kernels()) {
+    for (const fb::Kernel *kernel : *p.kernels()) {
+      if (const cuda::CudaKernelDef *def =
+              cuda::findCudaKernel(kernel->name()->string_view())) {
+        for (const char *const *f = def->functions; f && *f; ++f) {
+          needed.push_back(*f);
+        }
+      }
+    }
+  }
+  // What the target GPU runs without compiling: the cubins for its SM.
+  std::vector<std::string> targetFunctions;
+  for (const fb::DeviceCode *code : *p.device_code()) {
+    std::string arch = code->arch()->str();
+    cuda::DeviceImageInfo info;
+    bool ptx = code->kind() == fb::DeviceCodeKind::Ptx;
+    if (!ptx && code->kind() != fb::DeviceCodeKind::Cubin) {
+      return Message() << "device code '" << arch << "' has an unknown kind";
+    }
+    std::vector<uint8_t> bytes;
+    std::string problem = deviceCodeBytes(*code, bytes);
+    if (problem.empty()) {
+      problem = ptx ? cuda::readPtx(bytes.data(), bytes.size(), info)
+                    : cuda::readCubin(bytes.data(), bytes.size(), info);
+    }
+    if (!problem.empty()) {
+      return Message() << "device code '" << arch << "' is unusable: "
+                       << problem;
+    }
+    if (info.sm != code->sm()) {
+      return Message() << "device code '" << arch << "' claims sm "
+                       << code->sm() << " but is built for " << info.sm;
+    }
+    if (!ptx && cuda::cubinRunsOn(code->sm(), arch.back() == 'a',
+                                  p.target()->sm())) {
+      targetFunctions.insert(targetFunctions.end(), info.functions.begin(),
+                             info.functions.end());
+    }
+  }
+  std::sort(targetFunctions.begin(), targetFunctions.end());
+  for (const std::string &function : needed) {
+    if (!std::binary_search(targetFunctions.begin(), targetFunctions.end(),
+                            function)) {
+      return Message() << "the plan targets sm_" << p.target()->sm()
+                       << " but no cubin for it has the entry point '"
+                       << function << "'";
+    }
+  }
+  return "";
+}
+
 std::string LoadedPlan::verify(const LoadOptions &options) const {
   const fb::Plan &p = *planRoot;
   if (p.version() / 100 != kPlanVersion / 100) {
@@ -210,10 +279,18 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                      << p.world_size()
                      << "; this runtime runs single-rank plans only";
   }
-  if (p.target() && p.target()->backend() != fb::Backend::Cpu) {
-    return Message() << "the plan targets the "
-                     << fb::EnumNameBackend(p.target()->backend())
-                     << " backend; this runtime runs CPU plans only";
+  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  if (p.target() && !gpu && p.target()->backend() != fb::Backend::Cpu) {
+    return Message() << "the plan targets backend "
+                     << static_cast<int>(p.target()->backend())
+                     << ", which this runtime does not know";
+  }
+  if (gpu) {
+    if (std::string problem = verifyDeviceCode(); !problem.empty()) {
+      return problem;
+    }
+  } else if (p.device_code() && p.device_code()->size() > 0) {
+    return Message() << "a CPU plan carries device code";
   }
 
   // Arenas, and the memory report they must add up to.
@@ -429,15 +506,27 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
   std::vector<int> arities;
   for (uint32_t i = 0; i < kernelCount; ++i) {
     const fb::Kernel *kernel = p.kernels()->Get(i);
-    const KernelDef *def = findCpuKernel(kernel->name()->string_view());
-    if (!def) {
-      return Message() << "kernel '" << kernel->name()->str()
-                       << "' is not known to this runtime";
+    int expected = 0;
+    if (gpu) {
+      const cuda::CudaKernelDef *def =
+          cuda::findCudaKernel(kernel->name()->string_view());
+      if (!def) {
+        return Message() << "kernel '" << kernel->name()->str()
+                         << "' is not known to this runtime's CUDA backend";
+      }
+      expected = def->arity;
+    } else {
+      const KernelDef *def = findCpuKernel(kernel->name()->string_view());
+      if (!def) {
+        return Message() << "kernel '" << kernel->name()->str()
+                         << "' is not known to this runtime";
+      }
+      expected = def->arity;
     }
-    if (kernel->arity() != def->arity) {
+    if (kernel->arity() != expected) {
       return Message() << "kernel '" << kernel->name()->str() << "' has arity "
                        << kernel->arity() << " in the plan but "
-                       << def->arity << " in this runtime";
+                       << expected << " in this runtime";
     }
     arities.push_back(kernel->arity());
   }
@@ -577,6 +666,70 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                          << binding->name()->str() << "'";
       }
     }
+  }
+  return "";
+}
+
+Attributes decodeLaunchAttributes(const fb::Launch &launch) {
+  std::vector<Attribute> attrs;
+  if (const auto *list = launch.attributes()) {
+    for (const fb::Attribute *a : *list) {
+      Attribute attr;
+      attr.name = a->name()->str();
+      switch (a->kind()) {
+      case fb::AttrKind::Int:
+        attr.kind = Attribute::Kind::Int;
+        attr.i = a->i();
+        break;
+      case fb::AttrKind::Float:
+        attr.kind = Attribute::Kind::Float;
+        attr.f = a->f();
+        break;
+      case fb::AttrKind::Ints:
+        attr.kind = Attribute::Kind::Ints;
+        if (a->ints()) {
+          attr.ints.assign(a->ints()->begin(), a->ints()->end());
+        }
+        break;
+      case fb::AttrKind::Floats:
+        attr.kind = Attribute::Kind::Floats;
+        if (a->floats()) {
+          attr.floats.assign(a->floats()->begin(), a->floats()->end());
+        }
+        break;
+      case fb::AttrKind::String:
+        attr.kind = Attribute::Kind::String;
+        attr.s = a->s() ? a->s()->str() : "";
+        break;
+      }
+      attrs.push_back(std::move(attr));
+    }
+  }
+  return Attributes(std::move(attrs));
+}
+
+std::string deviceCodeBytes(const fb::DeviceCode &code,
+                            std::vector<uint8_t> &bytes) {
+  const auto *image = code.image();
+  if (code.compression() == fb::Compression::None) {
+    bytes.assign(image->begin(), image->end());
+    return "";
+  }
+  if (code.compression() != fb::Compression::Zlib) {
+    return "unknown compression " +
+           std::to_string(static_cast<int>(code.compression()));
+  }
+  // Device images are megabytes; a claimed size beyond 1 GiB is damage.
+  if (code.size() > (uint64_t(1) << 30)) {
+    return "claims " + std::to_string(code.size()) + " uncompressed bytes";
+  }
+  bytes.resize(code.size());
+  uLongf length = static_cast<uLongf>(bytes.size());
+  int status = ::uncompress(bytes.data(), &length, image->data(),
+                            static_cast<uLong>(image->size()));
+  if (status != Z_OK || length != code.size()) {
+    return "its zlib data does not decompress to the " +
+           std::to_string(code.size()) + " bytes it claims";
   }
   return "";
 }

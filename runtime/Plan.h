@@ -24,7 +24,7 @@ namespace tailor::runtime {
 
 /// The plan format version this runtime reads (major * 100 + minor): it
 /// accepts any minor version of its major version.
-constexpr uint32_t kPlanVersion = 101;
+constexpr uint32_t kPlanVersion = 103;
 
 /// The largest rank of a buffer in a plan.
 constexpr int64_t kMaxPlanRank = 8;
@@ -40,6 +40,14 @@ struct LoadOptions {
 /// set to what is wrong (unknown scheme, a spec checkSpec rejects).
 bool quantSpecOf(const tailor::plan::Quantization &table,
                  quant::QuantSpec &spec, std::string &error);
+
+/// The bytes of a plan's device image, decompressed when the plan stores
+/// it compressed; "" or what is wrong (bad zlib data, wrong size).
+std::string deviceCodeBytes(const tailor::plan::DeviceCode &code,
+                            std::vector<uint8_t> &bytes);
+
+/// A launch's attributes as kernels read them.
+Attributes decodeLaunchAttributes(const tailor::plan::Launch &launch);
 
 class LoadedPlan {
 public:
@@ -69,6 +77,9 @@ public:
 private:
   LoadedPlan() = default;
   std::string verify(const LoadOptions &options) const;
+  /// A CUDA plan's device code: readable images for the declared SMs, a
+  /// cubin for the target, every entry point the launches need.
+  std::string verifyDeviceCode() const;
 
   std::vector<uint8_t> storage;
   const plan::Plan *planRoot = nullptr;

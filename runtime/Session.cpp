@@ -2,6 +2,8 @@
 
 #include "runtime/Session.h"
 
+#include "runtime/cuda/CudaBackend.h"
+
 #include "runtime/include/tailor/runtime.h"
 #include "runtime/quant/Gptq.h"
 #include "runtime/quant/Half.h"
@@ -51,57 +53,87 @@ Session::~Session() {
   }
 }
 
-void *Session::bufferData(uint32_t index) const {
+void *Session::hostData(uint32_t index) const {
   const fb::Buffer *buffer = loaded.root().buffers()->Get(index);
   return static_cast<uint8_t *>(arenas[buffer->arena()]) + buffer->offset();
 }
 
-static Attributes decodeAttributes(const fb::Launch &launch) {
-  std::vector<Attribute> attrs;
-  if (const auto *list = launch.attributes()) {
-    for (const fb::Attribute *a : *list) {
-      Attribute attr;
-      attr.name = a->name()->str();
-      switch (a->kind()) {
-      case fb::AttrKind::Int:
-        attr.kind = Attribute::Kind::Int;
-        attr.i = a->i();
-        break;
-      case fb::AttrKind::Float:
-        attr.kind = Attribute::Kind::Float;
-        attr.f = a->f();
-        break;
-      case fb::AttrKind::Ints:
-        attr.kind = Attribute::Kind::Ints;
-        if (a->ints()) {
-          attr.ints.assign(a->ints()->begin(), a->ints()->end());
-        }
-        break;
-      case fb::AttrKind::Floats:
-        attr.kind = Attribute::Kind::Floats;
-        if (a->floats()) {
-          attr.floats.assign(a->floats()->begin(), a->floats()->end());
-        }
-        break;
-      case fb::AttrKind::String:
-        attr.kind = Attribute::Kind::String;
-        attr.s = a->s() ? a->s()->str() : "";
-        break;
-      }
-      attrs.push_back(std::move(attr));
-    }
+void *Session::bufferData(uint32_t index) const {
+  if (!cuda) {
+    return hostData(index);
   }
-  return Attributes(std::move(attrs));
+#if TAILOR_ENABLE_CUDA
+  // A GPU session hands out a host copy, made now and refreshed by
+  // download() and by runEntry() for the entry's outputs.
+  auto [it, inserted] = mirrors.try_emplace(index);
+  if (inserted) {
+    uint64_t bytes = loaded.root().buffers()->Get(index)->size();
+    it->second.assign((bytes + 7) / 8, 0);
+    cuda->download(it->second.data(), cuda->deviceBuffer(index), bytes);
+  }
+  return it->second.data();
+#else
+  return nullptr;
+#endif
 }
+
+std::string Session::download(uint32_t index) {
+#if TAILOR_ENABLE_CUDA
+  if (cuda) {
+    void *host = bufferData(index);
+    return cuda->download(host, cuda->deviceBuffer(index),
+                          loaded.root().buffers()->Get(index)->size());
+  }
+#endif
+  (void)index;
+  return "";
+}
+
+std::string Session::upload(uint32_t index) {
+#if TAILOR_ENABLE_CUDA
+  if (cuda) {
+    void *host = bufferData(index);
+    return cuda->upload(cuda->deviceBuffer(index), host,
+                        loaded.root().buffers()->Get(index)->size());
+  }
+#endif
+  (void)index;
+  return "";
+}
+
+bool Session::onGpu() const { return cuda != nullptr; }
 
 std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
                                          std::string &error, int &status) {
   std::unique_ptr<Session> session(new Session(plan));
   const fb::Plan &p = plan.root();
+  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  if (gpu) {
+#if TAILOR_ENABLE_CUDA
+    session->cuda = cuda::CudaBackend::create(plan, error, status);
+    if (!session->cuda) {
+      return nullptr;
+    }
+#else
+    error = plan.name() + ": the plan targets CUDA (" +
+            p.target()->name()->str() + ", sm_" +
+            std::to_string(p.target()->sm()) +
+            ") but this runtime was built without CUDA";
+    status = TAILOR_ERROR_UNAVAILABLE;
+    return nullptr;
+#endif
+  }
 
   // Arenas: exactly the planned sizes (the plan's memory report is the
-  // truth), zeroed so a plan never reads garbage.
+  // truth), zeroed so a plan never reads garbage. A GPU session allocates
+  // its arenas on the device; here it stages only what the host fills
+  // (parameters and constants), one arena at a time on the way up.
   for (const fb::Arena *arena : *p.arenas()) {
+    if (gpu && arena->category() != fb::Category::Parameters &&
+        arena->category() != fb::Category::Constants) {
+      session->arenas.push_back(nullptr);
+      continue;
+    }
     size_t alignment = std::max<size_t>(arena->alignment(), sizeof(void *));
     size_t size = arena->size();
     void *memory = nullptr;
@@ -121,12 +153,14 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
       std::memset(memory, 0, size);
     }
     session->arenas.push_back(memory);
-    session->allocated[static_cast<int>(arena->category())] += size;
+    if (!gpu) {
+      session->allocated[static_cast<int>(arena->category())] += size;
+    }
   }
 
   if (const auto *constants = p.constants()) {
     for (const fb::Constant *constant : *constants) {
-      std::memcpy(session->bufferData(constant->buffer()),
+      std::memcpy(session->hostData(constant->buffer()),
                   constant->data()->data(), constant->data()->size());
     }
   }
@@ -140,6 +174,26 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     status = TAILOR_ERROR_INVALID_PLAN;
     return nullptr;
   }
+#if TAILOR_ENABLE_CUDA
+  if (gpu) {
+    // Up to the device; the staging copies go.
+    for (uint32_t a = 0; a < session->arenas.size(); ++a) {
+      if (!session->arenas[a]) {
+        continue;
+      }
+      std::string problem = session->cuda->uploadArena(a, session->arenas[a]);
+      std::free(session->arenas[a]);
+      session->arenas[a] = nullptr;
+      if (!problem.empty()) {
+        error = plan.name() + ": " + problem;
+        status = TAILOR_ERROR_INTERNAL;
+        return nullptr;
+      }
+    }
+    std::memcpy(session->allocated, session->cuda->allocatedBytes(),
+                sizeof(session->allocated));
+  }
+#endif
   if (const char *flag = std::getenv("TAILOR_PROFILE"); flag && *flag &&
                                                          std::string(flag) != "0") {
     session->profile = true;
@@ -154,6 +208,9 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
         {"forward", 0, static_cast<uint32_t>(p.ops()->size())});
   }
 
+  if (gpu) {
+    return session; // the CudaBackend prepared its launches
+  }
   if (threads <= 0) {
     threads = static_cast<int>(std::thread::hardware_concurrency());
     if (p.target() && p.target()->threads() > 0) {
@@ -184,7 +241,7 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
       tensor.shape = plan.bufferShape(operand);
       prepared.call.operands.push_back(std::move(tensor));
     }
-    prepared.call.attributes = decodeAttributes(*launch);
+    prepared.call.attributes = decodeLaunchAttributes(*launch);
     prepared.call.pool = session->pool.get();
     if (std::string problem = prepared.kernel->check(prepared.call);
         !problem.empty()) {
@@ -253,7 +310,7 @@ std::string Session::bindParameters() {
   };
   std::map<std::string, std::vector<Read>> byFile;
   for (const fb::Parameter *param : *p.parameters()) {
-    auto *buffer = static_cast<uint8_t *>(bufferData(param->buffer()));
+    auto *buffer = static_cast<uint8_t *>(hostData(param->buffer()));
     const fb::Quantization *quant = param->quant();
     if (quant && quant->sections()) {
       uint64_t at = 0;
@@ -358,7 +415,7 @@ std::string Session::bindParameters() {
     }
     if (spec.scheme == quant::Scheme::GPTQ) {
       problem = quant::checkGptqStorage(
-          spec, static_cast<const uint8_t *>(bufferData(param->buffer())));
+          spec, static_cast<const uint8_t *>(hostData(param->buffer())));
     }
     if (!problem.empty()) {
       return "parameter '" + param->name()->str() + "': " + problem;
@@ -384,6 +441,9 @@ std::string Session::runEntry(uint32_t index) {
            std::to_string(entries.size()) + ")";
   }
   const EntryRange &entry = entries[index];
+  if (cuda) {
+    return runEntryOnGpu(index);
+  }
   auto begin = std::lower_bound(
       launches.begin(), launches.end(), entry.first,
       [](const PreparedLaunch &launch, uint32_t step) { return launch.step < step; });
@@ -404,6 +464,44 @@ std::string Session::runEntry(uint32_t index) {
     }
   }
   return "";
+}
+
+std::string Session::runEntryOnGpu(uint32_t index) {
+#if TAILOR_ENABLE_CUDA
+  const EntryRange &entry = entries[index];
+  const fb::Plan &p = loaded.root();
+  // The entry's inputs go up from their host copies; the caller wrote them
+  // through bufferData().
+  auto bindingEntry = [&](const fb::Binding *binding) {
+    return p.entries() && p.entries()->size() > 0 ? binding->entry() : 0u;
+  };
+  if (p.inputs()) {
+    for (const fb::Binding *binding : *p.inputs()) {
+      if (bindingEntry(binding) == index && mirrors.count(binding->buffer())) {
+        if (std::string problem = upload(binding->buffer()); !problem.empty()) {
+          return "input '" + binding->name()->str() + "': " + problem;
+        }
+      }
+    }
+  }
+  if (std::string problem = cuda->runSteps(entry.first, entry.count);
+      !problem.empty()) {
+    return problem;
+  }
+  if (p.outputs()) {
+    for (const fb::Binding *binding : *p.outputs()) {
+      if (bindingEntry(binding) == index && mirrors.count(binding->buffer())) {
+        if (std::string problem = download(binding->buffer()); !problem.empty()) {
+          return "output '" + binding->name()->str() + "': " + problem;
+        }
+      }
+    }
+  }
+  return "";
+#else
+  (void)index;
+  return "this runtime was built without CUDA";
+#endif
 }
 
 /// A 64-bit mix (splitmix64's finalizer): consecutive inputs give
@@ -428,7 +526,7 @@ std::string Session::initializeParameters() {
     if (plan().bufferDType(param->buffer()) != DType::F32) {
       return "parameter '" + name + "': only f32 parameters can be initialized";
     }
-    auto *values = static_cast<float *>(bufferData(param->buffer()));
+    auto *values = static_cast<float *>(hostData(param->buffer()));
     uint64_t count = loaded.bufferBytes(param->buffer()) / sizeof(float);
     // Seeded by the plan's seed and the name (FNV-1a), so every parameter
     // draws its own reproducible stream.

@@ -4,14 +4,17 @@
 #define TAILOR_RUNTIME_SESSION_H
 
 #include "runtime/Plan.h"
+#include "runtime/cuda/CudaBackend.h"
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tailor::runtime {
+
 
 /// Owns the arenas of one plan (exactly the sizes it names), the bound
 /// parameters, and the prepared launches.
@@ -36,8 +39,18 @@ public:
   /// Number of entries (at least 1).
   uint32_t entryCount() const { return static_cast<uint32_t>(entries.size()); }
 
-  /// The bytes at buffer `index` (inside an arena).
+  /// The bytes of buffer `index`: inside a CPU arena, or for a GPU session a
+  /// host copy made at the first call. On a GPU, runEntry() uploads the
+  /// host copies of the entry's inputs before it runs and refreshes those
+  /// of its outputs after; any other copy moves only through download()
+  /// and upload().
   void *bufferData(uint32_t index) const;
+  /// GPU sessions: refresh the host copy of buffer `index` from the device,
+  /// or write it to the device; "" or the failure. No-ops on the CPU.
+  std::string download(uint32_t index);
+  std::string upload(uint32_t index);
+  /// Whether the plan runs on a GPU.
+  bool onGpu() const;
 
   /// Bytes allocated per category (parameters, constants, activations,
   /// workspace, optimizer state, gradients).
@@ -48,6 +61,11 @@ public:
 private:
   explicit Session(const LoadedPlan &plan) : loaded(plan) {}
   std::string bindParameters();
+  /// Host bytes of buffer `index` while the session is being created: the
+  /// arena itself on the CPU, the staging copy of the parameter and
+  /// constant arenas on a GPU.
+  void *hostData(uint32_t index) const;
+  std::string runEntryOnGpu(uint32_t index);
   /// Fills parameters without a source as their Init says.
   std::string initializeParameters();
 
@@ -65,6 +83,9 @@ private:
 
   const LoadedPlan &loaded;
   std::vector<void *> arenas;
+  std::unique_ptr<cuda::CudaBackend> cuda;
+  /// Host copies of GPU buffers handed out by bufferData(), 8-byte aligned.
+  mutable std::map<uint32_t, std::vector<uint64_t>> mirrors;
   uint64_t allocated[6] = {0, 0, 0, 0, 0, 0};
   std::unique_ptr<ThreadPool> pool;
   std::vector<PreparedLaunch> launches;

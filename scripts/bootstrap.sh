@@ -38,6 +38,8 @@ system_packages=(
   flatbuffers-compiler libflatbuffers-dev
   # JSON in the runtime (checkpoints, metrics, safetensors headers)
   nlohmann-json3-dev
+  # zlib: GPU plans store their device code compressed
+  zlib1g-dev
   # CPU collectives, BLAS
   openmpi-bin libopenmpi-dev libopenblas-dev
   # unit tests and benchmarks

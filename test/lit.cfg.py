@@ -51,5 +51,9 @@ def usable_gpu_count():
         return 0
 
 
+# Built with the CUDA toolkit: tailor embeds device code in GPU plans.
+if config.tailor_cuda_built:
+    config.available_features.add("cuda-build")
+
 if usable_gpu_count() > 0:
     config.available_features.add("cuda")

@@ -21,7 +21,7 @@ static Value createBuffer(OpBuilder &builder, Location loc, MemRefType type,
 LogicalResult emitProgram(ModuleOp module, Location loc,
                           std::vector<Root> &roots,
                           std::vector<PlannedEntry> &entries, int64_t threads,
-                          int64_t alignment) {
+                          int64_t alignment, const ProgramTarget &target) {
   // --- Offsets -----------------------------------------------------------
   uint64_t align = static_cast<uint64_t>(alignment);
   if (alignment <= 0 || (align & (align - 1)) != 0) {
@@ -74,9 +74,13 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
   auto program = sched::ProgramOp::create(builder, loc, "rank0", 0, 1);
   program.getBody().emplaceBlock();
   builder.setInsertionPointToStart(&program.getBody().front());
+  // A GPU program lives in device memory; parameters are bound through a
+  // host staging copy by the runtime, which the plan does not need to name.
+  sched::ArenaKind kind =
+      target.isCuda() ? sched::ArenaKind::Device : sched::ArenaKind::Host;
   auto arena = [&](StringRef name, sched::ArenaCategory category,
                    uint64_t size) {
-    sched::ArenaOp::create(builder, loc, name, sched::ArenaKind::Host, category,
+    sched::ArenaOp::create(builder, loc, name, kind, category,
                            static_cast<int64_t>(size), alignment);
     return FlatSymbolRefAttr::get(builder.getContext(), name);
   };
@@ -95,7 +99,20 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
     optimizerArena = arena("optimizer_state",
                            sched::ArenaCategory::OptimizerState, optimizerBytes);
   }
+  if (target.isCuda() && target.gemmWorkspaceBytes > 0) {
+    // cuBLASLt's workspace: the runtime hands exactly this to every GEMM.
+    arena("gemm_workspace", sched::ArenaCategory::Workspace,
+          alignTo(static_cast<uint64_t>(target.gemmWorkspaceBytes), align));
+  }
   program->setAttr("sched.threads", builder.getI64IntegerAttr(threads));
+  program->setAttr("sched.backend", builder.getStringAttr(target.backend));
+  if (target.isCuda()) {
+    program->setAttr("sched.hardware", builder.getStringAttr(target.hardware));
+    program->setAttr("sched.sm", builder.getI64IntegerAttr(target.sm));
+    program->setAttr("sched.precision", builder.getStringAttr(target.precision));
+    program->setAttr("sched.device_memory",
+                     builder.getI64IntegerAttr(target.deviceMemory));
+  }
   program->setAttr("sched.activations_live_bytes",
                    builder.getI64IntegerAttr(packing.liveBytesLowerBound));
   sched::StreamOp::create(builder, loc, "compute");

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace tailor::memory {
 #define GEN_PASS_DEF_LOWERTOSCHEDPASS
@@ -86,6 +87,8 @@ private:
   DenseMap<Value, unsigned> quantizedStorage;
   llvm::StringMap<unsigned> symbolRoots;
   DenseMap<Attribute, unsigned> constantRoots;
+  /// CPU workers per-worker workspaces are sized for (1 on a GPU).
+  int64_t workspaceThreads = 1;
 };
 
 } // namespace
@@ -161,7 +164,7 @@ LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
                                   transposeWeight ? 1 : 0));
   choice.attributes = attributes;
   choice.workspaceBytes =
-      quant::linearWorkspaceFloats(*spec, transposeWeight, threads) *
+      quant::linearWorkspaceFloats(*spec, transposeWeight, workspaceThreads) *
       static_cast<int64_t>(sizeof(float));
   return success();
 }
@@ -415,7 +418,7 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
       return op.emitError() << "ops with regions cannot be planned";
     }
     FailureOr<codegen::CpuKernelChoice> choice =
-        codegen::selectCpuKernel(&op, threads);
+        codegen::selectCpuKernel(&op, workspaceThreads);
     if (failed(choice)) {
       return failure();
     }
@@ -539,6 +542,24 @@ void LowerToSchedPass::runOnOperation() {
     }
     funcs.push_back(func);
   }
+  if (backend != "cpu" && backend != "cuda") {
+    module.emitError() << "unknown backend '" << backend
+                       << "' (expected cpu or cuda)";
+    return signalPassFailure();
+  }
+  if (backend == "cuda" && sm < 80) {
+    module.emitError() << "tailor's CUDA kernels need sm_80 or newer (bf16 "
+                          "tensor cores); "
+                       << hardware << " is sm_" << static_cast<int64_t>(sm);
+    return signalPassFailure();
+  }
+  if (precision != "fp32" && precision != "bf16") {
+    module.emitError() << "unknown precision '" << precision
+                       << "' (expected fp32 or bf16)";
+    return signalPassFailure();
+  }
+  // GPU kernels size their scratch per launch, not per CPU worker.
+  workspaceThreads = backend == "cuda" ? 1 : threads;
   roots.clear();
   rootOf.clear();
   quantizedStorage.clear();
@@ -562,9 +583,35 @@ void LowerToSchedPass::runOnOperation() {
     }
   }
 
+  memory::ProgramTarget target;
+  target.backend = backend;
+  target.hardware = hardware;
+  target.sm = sm;
+  target.precision = precision;
+  target.deviceMemory = deviceMemory;
+  target.gemmWorkspaceBytes = gemmWorkspace;
   if (failed(memory::emitProgram(module, funcs.front().getLoc(), roots, entries,
-                                 threads, alignment))) {
+                                 workspaceThreads, alignment, target))) {
     return signalPassFailure();
+  }
+  // The plan is a proof that the step fits: a GPU program larger than the
+  // GPU is an error now, not an out-of-memory error at run time.
+  if (target.isCuda() && deviceMemory > 0) {
+    int64_t total = 0;
+    for (auto program : module.getOps<sched::ProgramOp>()) {
+      program.walk([&](sched::ArenaOp arena) { total += arena.getSize(); });
+    }
+    if (total > deviceMemory) {
+      auto gib = [](int64_t bytes) {
+        return llvm::formatv("{0:F2}", bytes / double(1 << 30)).str();
+      };
+      module.emitError() << "the plan needs " << total << " bytes ("
+                         << gib(total) << " GiB) of GPU memory but "
+                         << hardware << " has "
+                         << static_cast<int64_t>(deviceMemory) << " ("
+                         << gib(deviceMemory) << " GiB)";
+      return signalPassFailure();
+    }
   }
 
   // The program replaces the functions and the symbol declarations.

@@ -41,7 +41,22 @@ def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
     Option<"threads", "threads", "int64_t", /*default=*/"8",
            "CPU workers the per-worker workspaces are sized for">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",
-           "byte alignment of every buffer and arena">
+           "byte alignment of every buffer and arena">,
+    Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
+           "cpu or cuda: where the program's arenas live and which kernel "
+           "table runs its launches">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
+           "the target machine's name, recorded in the plan">,
+    Option<"sm", "sm", "int64_t", /*default=*/"0",
+           "cuda: the target's compute capability (major * 10 + minor)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "fp32, or bf16 (GEMMs and attention round inputs to bf16 for the "
+           "tensor cores, accumulating in f32)">,
+    Option<"deviceMemory", "device-memory", "int64_t", /*default=*/"0",
+           "cuda: the GPU's memory in bytes; a program that does not fit "
+           "is an error (0: no check)">,
+    Option<"gemmWorkspace", "gemm-workspace", "int64_t", /*default=*/"0",
+           "cuda: bytes of GEMM-library workspace to plan">
   ];
   let dependentDialects = ["::tailor::sched::SchedDialect",
                            "::mlir::memref::MemRefDialect"];

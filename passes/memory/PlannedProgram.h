@@ -91,6 +91,20 @@ struct PlannedEntry {
   llvm::SmallVector<std::pair<std::string, Access>> outputs;
 };
 
+/// The machine a program is planned for (lower-to-sched's target options).
+/// A CUDA program keeps every arena in device memory and adds the GEMM
+/// library's workspace as an arena of its own, so the plan's memory report
+/// counts it.
+struct ProgramTarget {
+  std::string backend = "cpu";
+  std::string hardware = "cpu";
+  int64_t sm = 0;
+  std::string precision = "fp32";
+  int64_t deviceMemory = 0;
+  int64_t gemmWorkspaceBytes = 0;
+  bool isCuda() const { return backend == "cuda"; }
+};
+
 /// Assigns every root its arena offset (parameters, constants and states
 /// back to back; inputs and activations packed by lifetime) and writes the
 /// sched.program: arenas, kernels, storage views, and per entry its
@@ -98,7 +112,8 @@ struct PlannedEntry {
 mlir::LogicalResult emitProgram(mlir::ModuleOp module, mlir::Location loc,
                                 std::vector<Root> &roots,
                                 std::vector<PlannedEntry> &entries,
-                                int64_t threads, int64_t alignment);
+                                int64_t threads, int64_t alignment,
+                                const ProgramTarget &target);
 
 } // namespace tailor::memory
 

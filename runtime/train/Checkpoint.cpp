@@ -119,6 +119,7 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
     slot.dtype = plan.bufferDType(buffer);
     slot.shape = plan.bufferShape(buffer);
     slot.data = session.bufferData(buffer);
+    slot.buffer = buffer;
     return slot;
   };
   if (p.parameters()) {
@@ -341,6 +342,23 @@ std::string findLatestCheckpoint(const std::string &outputDir) {
     if (readTrainerState(path + "/" + kTrainerStateFile, state, ignored) &&
         static_cast<uint64_t>(state.globalStep) == step) {
       return path;
+    }
+  }
+  return "";
+}
+
+std::string syncLayout(runtime::Session &session, const CheckpointLayout &layout,
+                       bool toHost) {
+  if (!session.onGpu()) {
+    return "";
+  }
+  for (const std::vector<TensorSlot> *slots : {&layout.parameters, &layout.states}) {
+    for (const TensorSlot &slot : *slots) {
+      std::string problem = toHost ? session.download(slot.buffer)
+                                   : session.upload(slot.buffer);
+      if (!problem.empty()) {
+        return "'" + slot.name + "': " + problem;
+      }
     }
   }
   return "";

@@ -38,6 +38,8 @@ struct TensorSlot {
   runtime::DType dtype = runtime::DType::F32;
   std::vector<int64_t> shape;
   void *data = nullptr;
+  /// The plan buffer behind `data` (a GPU session's host copy of it).
+  uint32_t buffer = 0;
   /// The name in model files when it differs from `name`: the Hugging Face
   /// name of a weight an exporter renamed (Parameter.export_name).
   std::string exportName = "";
@@ -81,6 +83,12 @@ struct CheckpointLayout {
   /// A hash of the names, dtypes and shapes above.
   std::string fingerprint;
 };
+
+/// GPU sessions keep tensors on the device: refreshes the host copies of
+/// every slot (`toHost`, before a checkpoint is written) or writes them to
+/// the device (after one was read). "" or the failure; no-op on the CPU.
+std::string syncLayout(runtime::Session &session, const CheckpointLayout &layout,
+                       bool toHost);
 
 /// One logged step.
 struct LogEntry {

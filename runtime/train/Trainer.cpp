@@ -278,6 +278,8 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       !loadPeftAdapter(layout, options.initAdapter, error)) {
     return error;
   }
+  // What was read into host copies goes to the GPU before the first step.
+  auto pushToDevice = [&]() { return syncLayout(*session, layout, false); };
   TrainerState state;
   state.seed = training->seed();
   state.fingerprint = layout.fingerprint;
@@ -322,6 +324,9 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
       std::fprintf(out, "resuming from %s (step %" PRId64 ")\n", from.c_str(),
                    state.globalStep);
     }
+  }
+  if (std::string problem = pushToDevice(); !problem.empty()) {
+    return plan->name() + ": " + problem;
   }
   result.startStep = result.finalStep = state.globalStep;
   int64_t tokensPerStep = microBatch * sequenceLen * accumulation;
@@ -407,6 +412,10 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     // say) only sets it again, and the next step sees it.
     bool stop = stopRequested != 0 || step == stopAfter;
     if ((saveSteps > 0 && step % saveSteps == 0) || step == maxSteps || stop) {
+      if (std::string problem = syncLayout(*session, layout, true);
+          !problem.empty()) {
+        return plan->name() + ": " + problem;
+      }
       if (!saveCheckpoint(layout, state, options.outputDir, error)) {
         return error;
       }
@@ -425,6 +434,10 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
 
   // The final weights directly in the output directory, so
   // PeftModel.from_pretrained(model, DIR) loads them.
+  if (std::string problem = syncLayout(*session, layout, true);
+      !problem.empty()) {
+    return plan->name() + ": " + problem;
+  }
   if (!writeModelFiles(layout, options.outputDir, error)) {
     return error;
   }

@@ -1,6 +1,7 @@
 //===- CompileCommand.cpp - `tailor compile` -------------------------------===//
 //
 // tailor compile MODEL.onnx [--batch N] [--seq N] [--dim NAME=N] [--threads N]
+//                [--hardware NAME|FILE] [--recipe R.yaml [key=value ...]]
 //                [--compile-to=import|graph|schedule|plan] [--emit=mlir|plan]
 //                -o OUT
 //
@@ -13,6 +14,7 @@
 
 #include "tools/tailor/Commands.h"
 
+#include "compiler/Hardware.h"
 #include "compiler/PeftAdapter.h"
 #include "compiler/Pipelines.h"
 #include "compiler/Recipe.h"
@@ -21,6 +23,7 @@
 #include "compiler/PlanWriter.h"
 #include "compiler/Registration.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/include/tailor/runtime.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -32,6 +35,22 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace tailor {
+
+/// `--hardware auto`: GPU 0 as the runtime sees it (its SM and memory).
+static llvm::Expected<HardwareSpec> detectHardware() {
+  tailor_device_info info;
+  if (tailor_cuda_device_info(0, &info) != TAILOR_OK) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--hardware auto found no usable GPU: " +
+                                       std::string(tailor_last_error()));
+  }
+  HardwareSpec hardware;
+  hardware.name = info.name;
+  hardware.backend = "cuda";
+  hardware.sm = info.sm_major * 10 + info.sm_minor;
+  hardware.memoryBytes = info.total_memory_bytes;
+  return hardware;
+}
 
 namespace {
 
@@ -113,6 +132,12 @@ int runCompile(int argc, const char **argv) {
       "threads",
       cl::desc("CPU workers the plan sizes per-worker workspaces for"),
       cl::value_desc("N"), cl::init(8), cl::cat(category));
+  cl::opt<std::string> hardwareName(
+      "hardware",
+      cl::desc("the target: cpu (default), h100, h200, a100-80gb, a100-40gb, "
+               "rtx4090, rtx3090, t4, a hardware YAML file, or auto (GPU 0 "
+               "of this machine)"),
+      cl::value_desc("name|file"), cl::init("cpu"), cl::cat(category));
   cl::HideUnrelatedOptions(category);
   if (!cl::ParseCommandLineOptions(
           argc, argv, "tailor compile: compile an ONNX model\n", &llvm::errs())) {
@@ -144,6 +169,20 @@ int runCompile(int argc, const char **argv) {
   }
   if (compileTo == Stage::Train && !training) {
     llvm::errs() << "tailor compile: error: --compile-to=train needs --recipe\n";
+    return 1;
+  }
+  auto hardware = hardwareName == "auto" ? detectHardware()
+                                         : resolveHardware(hardwareName);
+  if (!hardware) {
+    llvm::errs() << "tailor compile: error: "
+                 << llvm::toString(hardware.takeError()) << "\n";
+    return 1;
+  }
+  if (hardware->gpus != 1) {
+    llvm::errs() << "tailor compile: error: --hardware " << hardwareName
+                 << " has " << hardware->gpus
+                 << " GPUs; plans are single-rank until sharding lands "
+                    "(use one GPU)\n";
     return 1;
   }
   TrainingRecipe recipe;
@@ -260,8 +299,8 @@ int runCompile(int argc, const char **argv) {
   if (compileTo != Stage::Import) {
     mlir::PassManager pm(&context);
     const char *what = "graph";
-    ScheduleOptions scheduleOptions;
-    scheduleOptions.threads = threads;
+    ScheduleOptions scheduleOptions =
+        scheduleOptionsFor(*hardware, recipe.mixedPrecision, threads);
     if (training) {
       what = "training";
       if (compileTo == Stage::Graph) {
@@ -274,9 +313,7 @@ int runCompile(int argc, const char **argv) {
     } else if (adapter) {
       what = "schedule";
       if (compileTo != Stage::Graph) {
-        memory::LowerToSchedPassOptions lower;
-        lower.threads = threads;
-        pm.addPass(memory::createLowerToSchedPass(lower));
+        buildLowerToSchedule(pm, scheduleOptions);
       }
     } else if (compileTo == Stage::Graph) {
       buildGraphPipeline(pm);

@@ -14,6 +14,7 @@
 #include "tools/tailor/Commands.h"
 
 #include "runtime/Plan.h"
+#include "runtime/cuda/DeviceImage.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -274,6 +275,36 @@ int runInspect(int argc, const char **argv) {
 
   std::string target = p.target() && p.target()->name() ? p.target()->name()->str() : "cpu";
   int threads = p.target() ? p.target()->threads() : 0;
+  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  // What each embedded image really is, read from its own headers.
+  struct DeviceCodeSummary {
+    std::string kind, arch, module, problem;
+    int sm = 0;
+    size_t bytes = 0, stored = 0, functions = 0;
+  };
+  std::vector<DeviceCodeSummary> deviceCode;
+  if (p.device_code()) {
+    for (const fb::DeviceCode *code : *p.device_code()) {
+      DeviceCodeSummary summary;
+      bool ptx = code->kind() == fb::DeviceCodeKind::Ptx;
+      summary.kind = ptx ? "ptx" : "cubin";
+      summary.arch = code->arch()->str();
+      summary.module = code->module_name() ? code->module_name()->str() : "";
+      summary.stored = code->image()->size();
+      runtime::cuda::DeviceImageInfo info;
+      std::vector<uint8_t> bytes;
+      summary.problem = runtime::deviceCodeBytes(*code, bytes);
+      summary.bytes = bytes.size();
+      if (summary.problem.empty()) {
+        summary.problem =
+            ptx ? runtime::cuda::readPtx(bytes.data(), bytes.size(), info)
+                : runtime::cuda::readCubin(bytes.data(), bytes.size(), info);
+      }
+      summary.sm = info.sm;
+      summary.functions = info.functions.size();
+      deviceCode.push_back(std::move(summary));
+    }
+  }
 
   if (json) {
     llvm::json::Object root;
@@ -282,11 +313,33 @@ int runInspect(int argc, const char **argv) {
                       std::to_string(p.version() % 100);
     root["producer"] = p.producer() ? p.producer()->str() : "";
     root["model"] = p.model() ? p.model()->str() : "";
-    root["target"] = llvm::json::Object{
+    llvm::json::Object targetJson{
         {"backend", fb::EnumNameBackend(p.target() ? p.target()->backend()
                                                    : fb::Backend::Cpu)},
         {"name", target},
         {"threads", threads}};
+    if (gpu) {
+      targetJson["sm"] = p.target()->sm();
+      targetJson["precision"] =
+          p.target()->precision() ? p.target()->precision()->str() : "fp32";
+      targetJson["device_memory"] =
+          static_cast<int64_t>(p.target()->device_memory());
+    }
+    root["target"] = std::move(targetJson);
+    llvm::json::Array codes;
+    for (const DeviceCodeSummary &code : deviceCode) {
+      codes.push_back(llvm::json::Object{
+          {"module", code.module},
+          {"kind", code.kind},
+          {"arch", code.arch},
+          {"stored_bytes", static_cast<int64_t>(code.stored)},
+          {"sm", code.sm},
+          {"bytes", static_cast<int64_t>(code.bytes)},
+          {"functions", static_cast<int64_t>(code.functions)},
+          {"readable", code.problem.empty()},
+      });
+    }
+    root["device_code"] = std::move(codes);
     root["rank"] = p.rank();
     root["world_size"] = p.world_size();
     llvm::json::Object mem;
@@ -470,8 +523,21 @@ int runInspect(int argc, const char **argv) {
      << p.version() % 100 << ", " << (p.producer() ? p.producer()->str() : "?")
      << ")\n";
   os << "model: " << (p.model() ? p.model()->str() : "") << "\n";
-  os << "target: " << target << ", rank " << p.rank() << " of "
-     << p.world_size() << ", workspaces for " << threads << " threads\n";
+  if (gpu) {
+    os << "target: " << target << " (cuda, sm_" << p.target()->sm() << ", "
+       << (p.target()->precision() ? p.target()->precision()->str() : "fp32")
+       << " compute), rank " << p.rank() << " of " << p.world_size() << "\n";
+    for (const DeviceCodeSummary &code : deviceCode) {
+      os << "device code: " << code.module << " " << code.kind << " "
+         << code.arch << " (" << code.functions << " kernels, " << code.bytes
+         << " bytes, " << code.stored << " stored"
+         << (code.problem.empty() ? "" : ", unreadable: " + code.problem)
+         << ")\n";
+    }
+  } else {
+    os << "target: " << target << ", rank " << p.rank() << " of "
+       << p.world_size() << ", workspaces for " << threads << " threads\n";
+  }
   if (training) {
     os << "training:\n";
     const fb::Adapter *adapter = training->adapter();

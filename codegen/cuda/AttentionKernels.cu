@@ -1,0 +1,627 @@
+//===- AttentionKernels.cu - flash attention forward and backward --------===//
+//
+// Scaled dot-product attention with grouped KV heads (`attention`,
+// `attention_grad` in runtime/cpu/README.md), FlashAttention-2 style: no
+// T x S score matrix ever reaches global memory.
+//
+// Layout: q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], y and dout
+// [B, Hq, T, Dv], row-major; query head h reads kv head h / (Hq / Hkv).
+// With causal masking query row t sees keys s <= t + (S - T); a row that
+// sees no key gets zeros (forward) and zero gradients (backward), as on the
+// CPU.
+//
+// Precision: q, k, v (and dout, and the probabilities) are rounded to bf16
+// for the tensor cores (mma.sync m16n8k16, f32 accumulation); scores,
+// softmax statistics and every accumulator are f32. Storage is f32 or bf16
+// (the _f32/_bf16 entry points); the head dims are padded with zeros to a
+// class HD in {32, 64, 96, 128} (the _d<HD> entry points), so any D, Dv up
+// to 128 works, at the cost of the class above it.
+//
+// Shape of the work: a block is 4 warps (128 threads) and owns 64 rows of
+// one (batch, head): 16 rows per warp, which is the M of one mma, so each
+// warp's softmax statistics stay in its registers (a row lives in the 4
+// lanes of a quad and is reduced with two xor shuffles). Tiles of the
+// operand that is walked over are staged in shared memory as bf16 pairs
+// (u32 words), rows padded by 4 words so the fragment reads (8 rows x 4
+// words per load) hit 32 distinct banks. The mma's B operand wants
+// k-consecutive pairs; where the staged tile is stored the other way round
+// (V in P V, K in dS K, Q and dO in the key-major backward) a lane reads
+// two 16-bit halves from the row-major tile, which costs a second shared
+// load but keeps every tile in one layout and avoids a transposing store.
+//
+// Kernels (entry points tailor_<name>_d<HD>_<storage>):
+//   attention:            one pass over key tiles with the online softmax
+//                         (running max and sum per row), y = O / sum.
+//   attention_grad_stats: the same pass; instead of y it stores per query
+//                         row L = max + log(sum) (the logsumexp of the
+//                         scaled scores) and Delta = rowsum(dO * O), the two
+//                         row statistics the backward needs.
+//   attention_grad_kv:    one block per 64 keys of a (batch, kv head); walks
+//                         every query head of the group and every query
+//                         tile that sees its keys, recomputes
+//                         P = exp(scale S - L) and dS = P (dP - Delta), and
+//                         accumulates dV += P^T dO, dK += scale dS^T Q in
+//                         registers: each dk/dv row has one writer, no
+//                         atomics, deterministic.
+//   attention_grad_q:     one block per 64 query rows; walks the key tiles,
+//                         recomputes P and dS the same way and accumulates
+//                         dQ = scale dS K in registers.
+// The statistics live in a caller-provided f32 buffer with `statsStride`
+// floats between rows; the launcher points it at the workspace when that is
+// big enough and otherwise at the first 8 bytes of each dq row (dq is not
+// written until attention_grad_q, whose block reads the statistics of its
+// own rows before its barrier and overwrites them only at the end).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/Device.cuh"
+
+namespace tl {
+namespace attn {
+
+constexpr int kWarps = 4;
+/// 4 warps, 128 threads: rows (queries, or keys in attention_grad_kv) a block
+/// owns: 16 per warp.
+constexpr int kBlockRows = 16 * kWarps;
+/// Rows of the walked-over operand staged per step.
+constexpr int kTileRows = 64;
+
+/// Shapes and attributes, passed by value to every entry point.
+struct Dims {
+  int hq, hkv, t, s, d, dv;
+  int causal;
+  float scale;
+  /// Floats between the statistics of consecutive query rows.
+  long long statsStride;
+};
+
+TL_DEVICE float negativeInfinity() { return bitsFloat(0xff800000u); }
+
+/// u32 words per staged row of head-dim class HD: bf16 pairs plus 4 words
+/// of padding against bank conflicts.
+template <int HD> constexpr int kRowWords = HD / 2 + 4;
+
+/// Stages rows [0, rows) of a row-major [*, cols] matrix starting at `src`
+/// as bf16 pairs, zero beyond `valid` rows and `cols` columns (the padding
+/// of partial tiles and of head dims below the class).
+template <typename T, int HD>
+TL_DEVICE void stageRows(u32 *tile, const T *src, int rows, int valid,
+                         int cols) {
+  constexpr int pairs = HD / 2;
+  for (int i = threadIdx.x; i < rows * pairs; i += blockDim.x) {
+    int r = i / pairs, c = 2 * (i % pairs);
+    float lo = 0.0f, hi = 0.0f;
+    if (r < valid) {
+      i64 base = i64(r) * cols + c;
+      if (c < cols) {
+        lo = load(src, base);
+      }
+      if (c + 1 < cols) {
+        hi = load(src, base + 1);
+      }
+    }
+    tile[r * kRowWords<HD> + i % pairs] = packBf16(lo, hi);
+  }
+}
+
+/// The mma A fragment of rows [row0, row0 + 16) and columns
+/// [16 ks, 16 ks + 16) of a staged tile.
+template <int HD>
+TL_DEVICE void loadA(u32 a[4], const u32 *tile, int row0, int ks) {
+  constexpr int w = kRowWords<HD>;
+  int g = (threadIdx.x % kWarpSize) / 4, t = threadIdx.x % 4;
+  const u32 *p = tile + (row0 + g) * w + 8 * ks + t;
+  a[0] = p[0];
+  a[1] = p[8 * w];
+  a[2] = p[4];
+  a[3] = p[8 * w + 4];
+}
+
+/// The B fragment (K x N = 16 x 8) of B = X^T for a staged X: B[k][n] =
+/// X[n0 + n][16 ks + k], so k-pairs are adjacent words.
+template <int HD>
+TL_DEVICE void loadBTransposed(u32 b[2], const u32 *tile, int n0, int ks) {
+  constexpr int w = kRowWords<HD>;
+  int g = (threadIdx.x % kWarpSize) / 4, t = threadIdx.x % 4;
+  const u32 *p = tile + (n0 + g) * w + 8 * ks + t;
+  b[0] = p[0];
+  b[1] = p[4];
+}
+
+/// The B fragment of B = X itself: B[k][n] = X[k0 + k][8 jn + n], from two
+/// rows' 16-bit halves.
+template <int HD>
+TL_DEVICE void loadB(u32 b[2], const u32 *tile, int k0, int jn) {
+  constexpr int w = kRowWords<HD>;
+  int g = (threadIdx.x % kWarpSize) / 4, t = threadIdx.x % 4;
+  const u32 *p = tile + (k0 + 2 * t) * w + 4 * jn + g / 2;
+  int shift = 16 * (g & 1);
+  u32 r0 = (p[0] >> shift) & 0xffffu, r1 = (p[w] >> shift) & 0xffffu;
+  u32 r8 = (p[8 * w] >> shift) & 0xffffu, r9 = (p[9 * w] >> shift) & 0xffffu;
+  b[0] = r0 | (r1 << 16);
+  b[1] = r8 | (r9 << 16);
+}
+
+/// Accumulator tiles j and j + 1 (16 x 16 as two 16 x 8) repacked as the A
+/// fragment of the next product, rounded to bf16.
+TL_DEVICE void packA(u32 a[4], const float c0[4], const float c1[4]) {
+  a[0] = packBf16(c0[0], c0[1]);
+  a[1] = packBf16(c0[2], c0[3]);
+  a[2] = packBf16(c1[0], c1[1]);
+  a[3] = packBf16(c1[2], c1[3]);
+}
+
+/// Sum and max over the 4 lanes of a quad (one accumulator row).
+TL_DEVICE float quadSum(float v) {
+  v += __shfl_xor_sync(kFullMask, v, 1);
+  return v + __shfl_xor_sync(kFullMask, v, 2);
+}
+TL_DEVICE float quadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
+}
+
+/// Whether query row t sees key s.
+TL_DEVICE bool visible(const Dims &p, int t, int s) {
+  return s < p.s && t < p.t && (!p.causal || s <= t + (p.s - p.t));
+}
+
+/// Keys [0, end) any of the query rows [t0, t0 + rows) sees.
+TL_DEVICE int keyEnd(const Dims &p, int t0, int rows) {
+  if (!p.causal) {
+    return p.s;
+  }
+  int end = t0 + rows + (p.s - p.t);
+  return end < 0 ? 0 : (end > p.s ? p.s : end);
+}
+
+//===----------------------------------------------------------------------===//
+// Forward (and the backward's statistics pass)
+//===----------------------------------------------------------------------===//
+
+// Shared memory: K and V tiles, kTileRows x kRowWords<HD> words each (Q is
+// staged through the K tile once and then held as A fragments in
+// registers). Per warp, registers hold Q (HD/4 words), the scores of one
+// tile (32 floats) and O (HD/2 floats).
+template <typename T, int HD, bool kStats>
+TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
+                       const T *__restrict__ v, T *__restrict__ y,
+                       const T *__restrict__ dout, float *__restrict__ stats,
+                       Dims p) {
+  constexpr int w = kRowWords<HD>;
+  constexpr int kSteps = HD / 16, outTiles = HD / 8, keyTiles = kTileRows / 8;
+  u32 *kTile = dynamicShared<u32>();
+  u32 *vTile = kTile + kTileRows * w;
+  int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  int g = lane / 4, tq = lane % 4;
+  int t0 = blockIdx.x * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  i64 bh = i64(b) * p.hq + h;
+  i64 kvh = i64(b) * p.hkv + h / (p.hq / p.hkv);
+  int rows = p.t - t0 < kBlockRows ? p.t - t0 : kBlockRows;
+
+  stageRows<T, HD>(kTile, q + (bh * p.t + t0) * p.d, kBlockRows, rows, p.d);
+  __syncthreads();
+  u32 qa[kSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    loadA<HD>(qa[ks], kTile, 16 * warp, ks);
+  }
+  __syncthreads();
+
+  // Rows rowA = t0 + 16 warp + g and rowA + 8 are this lane's.
+  int rowA = t0 + 16 * warp + g;
+  float o[outTiles][4];
+#pragma unroll
+  for (int j = 0; j < outTiles; ++j) {
+    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  }
+  float m[2] = {negativeInfinity(), negativeInfinity()};
+  float l[2] = {0.0f, 0.0f}; // this lane's share of the row sums
+  const T *kp = k + kvh * p.s * p.d;
+  const T *vp = v + kvh * p.s * p.dv;
+  int end = keyEnd(p, t0, kBlockRows);
+  for (int n0 = 0; n0 < end; n0 += kTileRows) {
+    int keys = end - n0 < kTileRows ? end - n0 : kTileRows;
+    stageRows<T, HD>(kTile, kp + i64(n0) * p.d, kTileRows, keys, p.d);
+    stageRows<T, HD>(vTile, vp + i64(n0) * p.dv, kTileRows, keys, p.dv);
+    __syncthreads();
+
+    float s[keyTiles][4];
+#pragma unroll
+    for (int j = 0; j < keyTiles; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        u32 bf[2];
+        loadBTransposed<HD>(bf, kTile, 8 * j, ks);
+        mmaBf16(s[j], qa[ks], bf);
+      }
+    }
+    float mx[2] = {negativeInfinity(), negativeInfinity()};
+#pragma unroll
+    for (int j = 0; j < keyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int key = n0 + 8 * j + 2 * tq + (e & 1);
+        float x = visible(p, rowA + 8 * (e >> 1), key) ? s[j][e] * p.scale
+                                                       : negativeInfinity();
+        s[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    }
+    float shift[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mNew = fmaxf(m[r], quadMax(mx[r]));
+      // A row that has seen no key yet keeps max -inf; shifting by 0 then
+      // turns its masked scores into exp(-inf) = 0 instead of NaN.
+      shift[r] = mNew == negativeInfinity() ? 0.0f : mNew;
+      float alpha = __expf(m[r] - shift[r]);
+      m[r] = mNew;
+      l[r] *= alpha;
+#pragma unroll
+      for (int j = 0; j < outTiles; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < keyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float e1 = __expf(s[j][e] - shift[e >> 1]);
+        s[j][e] = e1;
+        l[e >> 1] += e1;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kTileRows / 16; ++kk) {
+      u32 pa[4];
+      packA(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int j = 0; j < outTiles; ++j) {
+        u32 bf[2];
+        loadB<HD>(bf, vTile, 16 * kk, j);
+        mmaBf16(o[j], pa, bf);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = quadSum(l[r]);
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    int row = rowA + 8 * r;
+    i64 base = (bh * p.t + row) * p.dv;
+    float delta = 0.0f;
+#pragma unroll
+    for (int j = 0; j < outTiles; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        int col = 8 * j + 2 * tq + c;
+        float value = o[j][2 * r + c] * inv;
+        if (row < p.t && col < p.dv) {
+          if constexpr (kStats) {
+            delta += load(dout, base + col) * value;
+          } else {
+            store(y, base + col, value);
+          }
+        }
+      }
+    }
+    if constexpr (kStats) {
+      delta = quadSum(delta);
+      if (row < p.t && tq == 0) {
+        float *st = stats + (bh * p.t + row) * p.statsStride;
+        st[0] = sum > 0.0f ? m[r] + logf(sum) : 0.0f;
+        st[1] = delta;
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// dK and dV: key-major
+//===----------------------------------------------------------------------===//
+
+// Shared memory: the block's K and V (kBlockRows rows each, read as A
+// fragments), a query tile of Q and dO (kTileRows rows each), and L and
+// Delta of the tile's rows. Each warp works on 16 queries at a time so only
+// 2 x 2 score/dP accumulators are live next to dK and dV (HD/2 floats
+// each).
+template <typename T, int HD>
+TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
+                            const T *__restrict__ k, const T *__restrict__ v,
+                            T *__restrict__ dk, T *__restrict__ dv,
+                            const float *__restrict__ stats, Dims p) {
+  constexpr int w = kRowWords<HD>;
+  constexpr int kSteps = HD / 16, outTiles = HD / 8;
+  u32 *kTile = dynamicShared<u32>();
+  u32 *vTile = kTile + kBlockRows * w;
+  u32 *qTile = vTile + kBlockRows * w;
+  u32 *doTile = qTile + kTileRows * w;
+  float *lTile = reinterpret_cast<float *>(doTile + kTileRows * w);
+  float *deltaTile = lTile + kTileRows;
+  int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  int g = lane / 4, tq = lane % 4;
+  int n0 = blockIdx.x * kBlockRows, hk = blockIdx.y, b = blockIdx.z;
+  i64 kvh = i64(b) * p.hkv + hk;
+  int group = p.hq / p.hkv;
+  int keys = p.s - n0 < kBlockRows ? p.s - n0 : kBlockRows;
+
+  stageRows<T, HD>(kTile, k + (kvh * p.s + n0) * p.d, kBlockRows, keys, p.d);
+  stageRows<T, HD>(vTile, v + (kvh * p.s + n0) * p.dv, kBlockRows, keys, p.dv);
+
+  float dkAcc[outTiles][4], dvAcc[outTiles][4];
+#pragma unroll
+  for (int j = 0; j < outTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      dkAcc[j][e] = 0.0f;
+      dvAcc[j][e] = 0.0f;
+    }
+  }
+  // Keys keyA = n0 + 16 warp + g and keyA + 8 are this lane's.
+  int keyA = n0 + 16 * warp + g;
+  // The first query that sees key n0; earlier tiles see none of the block.
+  int first = p.causal ? n0 - (p.s - p.t) : 0;
+  first = first < 0 ? 0 : first - first % kTileRows;
+  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+    i64 bh = i64(b) * p.hq + h;
+    for (int t0 = first; t0 < p.t; t0 += kTileRows) {
+      int rows = p.t - t0 < kTileRows ? p.t - t0 : kTileRows;
+      // The barrier ending the previous step (or, on the first step, the
+      // K/V staging above) orders these stores after every read.
+      __syncthreads();
+      stageRows<T, HD>(qTile, q + (bh * p.t + t0) * p.d, kTileRows, rows, p.d);
+      stageRows<T, HD>(doTile, dout + (bh * p.t + t0) * p.dv, kTileRows, rows,
+                       p.dv);
+      for (int i = threadIdx.x; i < kTileRows; i += blockDim.x) {
+        const float *st = stats + (bh * p.t + t0 + i) * p.statsStride;
+        lTile[i] = i < rows ? st[0] : 0.0f;
+        deltaTile[i] = i < rows ? st[1] : 0.0f;
+      }
+      __syncthreads();
+
+      for (int c = 0; c < kTileRows / 16; ++c) {
+        // S^T and dP^T for this warp's 16 keys x 16 queries.
+        float sT[2][4], dpT[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            sT[j][e] = 0.0f;
+            dpT[j][e] = 0.0f;
+          }
+        }
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks) {
+          u32 ka[4], va[4];
+          loadA<HD>(ka, kTile, 16 * warp, ks);
+          loadA<HD>(va, vTile, 16 * warp, ks);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            u32 bf[2];
+            loadBTransposed<HD>(bf, qTile, 16 * c + 8 * j, ks);
+            mmaBf16(sT[j], ka, bf);
+            loadBTransposed<HD>(bf, doTile, 16 * c + 8 * j, ks);
+            mmaBf16(dpT[j], va, bf);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int col = 16 * c + 8 * j + 2 * tq + (e & 1);
+            int key = keyA + 8 * (e >> 1);
+            float prob = visible(p, t0 + col, key)
+                             ? __expf(sT[j][e] * p.scale - lTile[col])
+                             : 0.0f;
+            sT[j][e] = prob;
+            dpT[j][e] = prob * (dpT[j][e] - deltaTile[col]);
+          }
+        }
+        u32 pa[4], dsa[4];
+        packA(pa, sT[0], sT[1]);
+        packA(dsa, dpT[0], dpT[1]);
+#pragma unroll
+        for (int j = 0; j < outTiles; ++j) {
+          u32 bf[2];
+          loadB<HD>(bf, doTile, 16 * c, j);
+          mmaBf16(dvAcc[j], pa, bf);
+          loadB<HD>(bf, qTile, 16 * c, j);
+          mmaBf16(dkAcc[j], dsa, bf);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int key = keyA + 8 * r;
+    if (key >= p.s) {
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < outTiles; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        int col = 8 * j + 2 * tq + c;
+        if (col < p.d) {
+          store(dk, (kvh * p.s + key) * p.d + col,
+                dkAcc[j][2 * r + c] * p.scale);
+        }
+        if (col < p.dv) {
+          store(dv, (kvh * p.s + key) * p.dv + col, dvAcc[j][2 * r + c]);
+        }
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// dQ: query-major
+//===----------------------------------------------------------------------===//
+
+// Shared memory: the block's Q and dO (kBlockRows rows each, read as A
+// fragments) and a key tile of K and V. Registers: the scores and dP of one
+// tile (32 floats each) and dQ (HD/2 floats).
+template <typename T, int HD>
+TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
+                         const T *__restrict__ k, const T *__restrict__ v,
+                         T *__restrict__ dq, const float *stats, Dims p) {
+  constexpr int w = kRowWords<HD>;
+  constexpr int kSteps = HD / 16, outTiles = HD / 8, keyTiles = kTileRows / 8;
+  u32 *qTile = dynamicShared<u32>();
+  u32 *doTile = qTile + kBlockRows * w;
+  u32 *kTile = doTile + kBlockRows * w;
+  u32 *vTile = kTile + kTileRows * w;
+  int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  int g = lane / 4, tq = lane % 4;
+  int t0 = blockIdx.x * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  i64 bh = i64(b) * p.hq + h;
+  i64 kvh = i64(b) * p.hkv + h / (p.hq / p.hkv);
+  int rows = p.t - t0 < kBlockRows ? p.t - t0 : kBlockRows;
+  int rowA = t0 + 16 * warp + g;
+
+  // The statistics may live in this block's own dq rows: read them all
+  // before the barrier, overwrite them only at the end.
+  float lse[2], delta[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int row = rowA + 8 * r;
+    const float *st = stats + (bh * p.t + row) * p.statsStride;
+    lse[r] = row < p.t ? st[0] : 0.0f;
+    delta[r] = row < p.t ? st[1] : 0.0f;
+  }
+  stageRows<T, HD>(qTile, q + (bh * p.t + t0) * p.d, kBlockRows, rows, p.d);
+  stageRows<T, HD>(doTile, dout + (bh * p.t + t0) * p.dv, kBlockRows, rows,
+                   p.dv);
+  __syncthreads();
+
+  float dqAcc[outTiles][4];
+#pragma unroll
+  for (int j = 0; j < outTiles; ++j) {
+    dqAcc[j][0] = dqAcc[j][1] = dqAcc[j][2] = dqAcc[j][3] = 0.0f;
+  }
+  const T *kp = k + kvh * p.s * p.d;
+  const T *vp = v + kvh * p.s * p.dv;
+  int end = keyEnd(p, t0, kBlockRows);
+  for (int n0 = 0; n0 < end; n0 += kTileRows) {
+    int keys = end - n0 < kTileRows ? end - n0 : kTileRows;
+    stageRows<T, HD>(kTile, kp + i64(n0) * p.d, kTileRows, keys, p.d);
+    stageRows<T, HD>(vTile, vp + i64(n0) * p.dv, kTileRows, keys, p.dv);
+    __syncthreads();
+
+    float s[keyTiles][4], dp[keyTiles][4];
+#pragma unroll
+    for (int j = 0; j < keyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = 0.0f;
+        dp[j][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      u32 qa[4], da[4];
+      loadA<HD>(qa, qTile, 16 * warp, ks);
+      loadA<HD>(da, doTile, 16 * warp, ks);
+#pragma unroll
+      for (int j = 0; j < keyTiles; ++j) {
+        u32 bf[2];
+        loadBTransposed<HD>(bf, kTile, 8 * j, ks);
+        mmaBf16(s[j], qa, bf);
+        loadBTransposed<HD>(bf, vTile, 8 * j, ks);
+        mmaBf16(dp[j], da, bf);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < keyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int r = e >> 1;
+        int key = n0 + 8 * j + 2 * tq + (e & 1);
+        float prob = visible(p, rowA + 8 * r, key)
+                         ? __expf(s[j][e] * p.scale - lse[r])
+                         : 0.0f;
+        dp[j][e] = prob * (dp[j][e] - delta[r]);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kTileRows / 16; ++kk) {
+      u32 dsa[4];
+      packA(dsa, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+      for (int j = 0; j < outTiles; ++j) {
+        u32 bf[2];
+        loadB<HD>(bf, kTile, 16 * kk, j);
+        mmaBf16(dqAcc[j], dsa, bf);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int row = rowA + 8 * r;
+    if (row >= p.t) {
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < outTiles; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        int col = 8 * j + 2 * tq + c;
+        if (col < p.d) {
+          store(dq, (bh * p.t + row) * p.d + col,
+                dqAcc[j][2 * r + c] * p.scale);
+        }
+      }
+    }
+  }
+}
+
+} // namespace attn
+} // namespace tl
+
+// Entry points: grid (ceil(T / 64), Hq, B) for the query-major kernels and
+// (ceil(S / 64), Hkv, B) for attention_grad_kv; 128 threads; the dynamic
+// shared memory attentionSharedBytes() in runtime/cuda/AttentionLaunchers.cpp
+// computes.
+#define TL_ATTENTION_ENTRY_POINTS(HD, SUFFIX, T)                               \
+  TL_GLOBAL void tailor_attention_d##HD##_##SUFFIX(                            \
+      const T *q, const T *k, const T *v, T *y, tl::attn::Dims p) {            \
+    tl::attn::forward<T, HD, false>(q, k, v, y, nullptr, nullptr, p);          \
+  }                                                                            \
+  TL_REGISTER(tailor_attention_d##HD##_##SUFFIX)                               \
+  TL_GLOBAL void tailor_attention_grad_stats_d##HD##_##SUFFIX(                 \
+      const T *dout, const T *q, const T *k, const T *v, float *stats,         \
+      tl::attn::Dims p) {                                                      \
+    tl::attn::forward<T, HD, true>(q, k, v, nullptr, dout, stats, p);          \
+  }                                                                            \
+  TL_REGISTER(tailor_attention_grad_stats_d##HD##_##SUFFIX)                    \
+  TL_GLOBAL void tailor_attention_grad_kv_d##HD##_##SUFFIX(                    \
+      const T *dout, const T *q, const T *k, const T *v, T *dk, T *dv,         \
+      const float *stats, tl::attn::Dims p) {                                  \
+    tl::attn::gradKeyValue<T, HD>(dout, q, k, v, dk, dv, stats, p);            \
+  }                                                                            \
+  TL_REGISTER(tailor_attention_grad_kv_d##HD##_##SUFFIX)                       \
+  TL_GLOBAL void tailor_attention_grad_q_d##HD##_##SUFFIX(                     \
+      const T *dout, const T *q, const T *k, const T *v, T *dq,                \
+      const float *stats, tl::attn::Dims p) {                                  \
+    tl::attn::gradQuery<T, HD>(dout, q, k, v, dq, stats, p);                   \
+  }                                                                            \
+  TL_REGISTER(tailor_attention_grad_q_d##HD##_##SUFFIX)
+
+TL_ATTENTION_ENTRY_POINTS(32, f32, float)
+TL_ATTENTION_ENTRY_POINTS(64, f32, float)
+TL_ATTENTION_ENTRY_POINTS(96, f32, float)
+TL_ATTENTION_ENTRY_POINTS(128, f32, float)
+TL_ATTENTION_ENTRY_POINTS(32, bf16, tl::bf16)
+TL_ATTENTION_ENTRY_POINTS(64, bf16, tl::bf16)
+TL_ATTENTION_ENTRY_POINTS(96, bf16, tl::bf16)
+TL_ATTENTION_ENTRY_POINTS(128, bf16, tl::bf16)
+
+#undef TL_ATTENTION_ENTRY_POINTS

@@ -1,0 +1,329 @@
+//===- OptimizerKernels.cu - accumulate, norm, optimizers ------*- CUDA -*-===//
+//
+// Device code of the optimizer family (runtime/cuda/OptimizerLaunchers.cpp):
+// accumulate, global_norm, adamw and sgd, with the CPU kernels' semantics
+// (runtime/cpu/OptimizerKernels.cpp, runtime/cpu/README.md).
+//
+// Gradients, parameters and optimizer state are f32 (accumulate's value may
+// be bf16: an activation-precision gradient added into an f32 accumulator).
+// The updates are streaming elementwise loops: grid-stride, and 16-byte
+// vector accesses when every pointer is 16-byte aligned (a uniform branch),
+// since AdamW moves 28 bytes per element and nothing else.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/Device.cuh"
+
+namespace tl {
+namespace opt {
+
+/// Four floats moved as one 16-byte access.
+struct alignas(16) Float4 {
+  float v[4];
+};
+
+TL_DEVICE bool aligned16(const void *p) {
+  return (reinterpret_cast<unsigned long long>(p) & 15u) == 0;
+}
+
+// Rounded operations the compiler may not fuse. nvcc contracts a * b + c
+// into one fma by default, which would break the bit-for-bit agreement with
+// the CPU kernels (built without contraction, fusing exactly where torch
+// does, with explicit fmaf). The emulator's host build has no FMA
+// instructions at its baseline target, so plain operators are exact there.
+#ifdef TAILOR_SIMT_EMULATOR
+TL_DEVICE float mulRn(float a, float b) { return a * b; }
+TL_DEVICE float addRn(float a, float b) { return a + b; }
+TL_DEVICE double mulRnD(double a, double b) { return a * b; }
+#else
+TL_DEVICE float mulRn(float a, float b) { return __fmul_rn(a, b); }
+TL_DEVICE float addRn(float a, float b) { return __fadd_rn(a, b); }
+TL_DEVICE double mulRnD(double a, double b) { return __dmul_rn(a, b); }
+#endif
+
+//===----------------------------------------------------------------------===//
+// accumulate
+//===----------------------------------------------------------------------===//
+
+// target (f32) += value (T), elementwise in place.
+
+template <typename T>
+TL_DEVICE void accumulate(const T *value, float *target, i64 n) {
+  for (i64 i = globalThread(); i < n; i += gridThreads()) {
+    target[i] += load(value, i);
+  }
+}
+
+} // namespace opt
+} // namespace tl
+
+TL_GLOBAL void tailor_accumulate_f32(const float *value, float *target,
+                                     long long n) {
+  tl::opt::accumulate(value, target, n);
+}
+TL_REGISTER(tailor_accumulate_f32)
+TL_GLOBAL void tailor_accumulate_bf16(const tl::bf16 *value, float *target,
+                                      long long n) {
+  tl::opt::accumulate(value, target, n);
+}
+TL_REGISTER(tailor_accumulate_bf16)
+
+namespace tl {
+namespace opt {
+
+//===----------------------------------------------------------------------===//
+// global_norm
+//===----------------------------------------------------------------------===//
+
+// t0 ... tn-1 (f32), out (rank-0 f32): sqrt of the sum of squares. The plan
+// gives this kernel no workspace, so there is nowhere to keep per-block
+// partials: one block of 1024 threads walks every tensor (block-stride),
+// each thread summing squares in f64, and the block's partials are added as
+// a tree in shared memory. The order depends on the shapes only, so every
+// run gives the same bits, and the f64 sum agrees with the CPU's (also f64,
+// in another order) to far below f32 rounding. The cost: the sum runs on one
+// SM at that SM's share of the memory bandwidth (~1 ms for 100 MB of
+// gradients on an H100), fine for LoRA-sized gradients; a full fine-tune
+// wants a planned workspace and a multi-block two-pass reduction.
+//
+// The tensors are passed by value in the kernel's parameters, at most
+// kMaxNormTensors per launch. With more, the launcher chains launches:
+// each adds its sum of squares to the running one it left in `out` (as
+// f32, the only place there is), and the last takes the square root.
+
+constexpr int kNormThreads = 1024;
+constexpr int kMaxNormTensors = 120;
+
+struct NormTensors {
+  const float *data[kMaxNormTensors];
+  i64 numel[kMaxNormTensors];
+  int count;
+  /// Whether `out` holds the running sum of squares of earlier launches.
+  int carry;
+  /// Whether this launch writes the square root (else the sum of squares).
+  int finish;
+};
+
+TL_DEVICE void globalNorm(const NormTensors &tensors, float *out) {
+  __shared__ double scratch[kNormThreads];
+  double sum = 0.0;
+  for (int t = 0; t < tensors.count; ++t) {
+    const float *x = tensors.data[t];
+    for (i64 i = threadIdx.x; i < tensors.numel[t]; i += blockDim.x) {
+      double v = double(x[i]);
+      sum += v * v;
+    }
+  }
+  scratch[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      scratch[threadIdx.x] += scratch[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    double total = scratch[0] + (tensors.carry ? double(*out) : 0.0);
+    *out = float(tensors.finish ? sqrt(total) : total);
+  }
+}
+
+} // namespace opt
+} // namespace tl
+
+TL_GLOBAL void tailor_global_norm_f32(tl::opt::NormTensors tensors,
+                                      float *out) {
+  tl::opt::globalNorm(tensors, out);
+}
+TL_REGISTER(tailor_global_norm_f32)
+
+namespace tl {
+namespace opt {
+
+//===----------------------------------------------------------------------===//
+// adamw
+//===----------------------------------------------------------------------===//
+
+// param, grad, exp_avg, exp_avg_sq [n] f32; lr, step, grad_scale are device
+// scalars (the schedule and the clipping factor are computed on the GPU), so
+// the per-step constants are formed here: thread 0 of each block computes
+// them in f64 exactly as the CPU kernel (torch's Python floats), rounds them
+// to f32, and shares them through shared memory. The update is then the CPU
+// kernel's, operation for operation, with fmaf exactly where it calls
+// std::fma and rounded multiplies where nvcc would otherwise fuse: the same
+// bits as the CPU except where CUDA's f64 pow (2 ulp) rounds a constant
+// differently. The step must be >= 1 (the CPU kernel's run error; the
+// trainer counts from 1). grad is zeroed for the next accumulation.
+//
+// One launch per parameter, as the plan has it. For LoRA's many small
+// tensors a multi-tensor launch (one grid over a table of parameters, like
+// torch's _foreach/fused AdamW) would save the per-launch overhead; it needs
+// the plan to group the parameters into one launch first.
+
+/// The step-independent constants, from the launch's attributes.
+struct AdamWConfig {
+  double beta1, beta2, weightDecay;
+  float lerpWeight;    // 1 - beta1
+  float beta2f;        // beta2
+  float oneMinusBeta2; // 1 - beta2
+  float epsilon;
+  /// torch's lerp formula: start + w (end - start) when |w| < 0.5.
+  int smallWeight;
+};
+
+struct AdamWStep {
+  float decay, negStepSize, bias2Sqrt, gradScale;
+};
+
+TL_DEVICE void adamwElement(float &param, float &expAvg, float &expAvgSq,
+                            float grad, const AdamWConfig &c,
+                            const AdamWStep &s) {
+  float g = mulRn(grad, s.gradScale);
+  float p = mulRn(param, s.decay);
+  float m = expAvg;
+  if (c.smallWeight) {
+    m = fmaf(c.lerpWeight, g - m, m);
+  } else {
+    m = fmaf(c.lerpWeight - 1.0f, g - m, g);
+  }
+  float v = fmaf(mulRn(c.oneMinusBeta2, g), g, mulRn(expAvgSq, c.beta2f));
+  float denom = addRn(sqrtf(v) / s.bias2Sqrt, c.epsilon);
+  param = addRn(p, mulRn(s.negStepSize, m) / denom);
+  expAvg = m;
+  expAvgSq = v;
+}
+
+TL_DEVICE void adamw(float *param, float *grad, float *expAvg, float *expAvgSq,
+                     const float *lr, const i64 *step, const float *gradScale,
+                     i64 n, const AdamWConfig &c) {
+  __shared__ float constants[4];
+  if (threadIdx.x == 0) {
+    double lrD = double(*lr), stepD = double(*step);
+    double biasCorrection1 = 1.0 - pow(c.beta1, stepD);
+    double biasCorrection2 = 1.0 - pow(c.beta2, stepD);
+    constants[0] = float(1.0 - mulRnD(lrD, c.weightDecay));
+    constants[1] = float(-(lrD / biasCorrection1));
+    constants[2] = float(sqrt(biasCorrection2));
+    constants[3] = *gradScale;
+  }
+  __syncthreads();
+  AdamWStep s = {constants[0], constants[1], constants[2], constants[3]};
+  bool vector = aligned16(param) && aligned16(grad) && aligned16(expAvg) &&
+                aligned16(expAvgSq);
+  i64 head = 0;
+  if (vector) {
+    head = n / 4 * 4;
+    for (i64 i = globalThread(); i < n / 4; i += gridThreads()) {
+      Float4 p = reinterpret_cast<const Float4 *>(param)[i];
+      Float4 g = reinterpret_cast<const Float4 *>(grad)[i];
+      Float4 m = reinterpret_cast<const Float4 *>(expAvg)[i];
+      Float4 v = reinterpret_cast<const Float4 *>(expAvgSq)[i];
+      Float4 zero = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        adamwElement(p.v[k], m.v[k], v.v[k], g.v[k], c, s);
+      }
+      reinterpret_cast<Float4 *>(param)[i] = p;
+      reinterpret_cast<Float4 *>(grad)[i] = zero;
+      reinterpret_cast<Float4 *>(expAvg)[i] = m;
+      reinterpret_cast<Float4 *>(expAvgSq)[i] = v;
+    }
+  }
+  for (i64 i = head + globalThread(); i < n; i += gridThreads()) {
+    adamwElement(param[i], expAvg[i], expAvgSq[i], grad[i], c, s);
+    grad[i] = 0.0f;
+  }
+}
+
+} // namespace opt
+} // namespace tl
+
+TL_GLOBAL void tailor_adamw_f32(float *param, float *grad, float *expAvg,
+                                float *expAvgSq, const float *lr,
+                                const long long *step, const float *gradScale,
+                                long long n, tl::opt::AdamWConfig config) {
+  tl::opt::adamw(param, grad, expAvg, expAvgSq, lr, step, gradScale, n, config);
+}
+TL_REGISTER(tailor_adamw_f32)
+
+namespace tl {
+namespace opt {
+
+//===----------------------------------------------------------------------===//
+// sgd
+//===----------------------------------------------------------------------===//
+
+// param, grad, momentum_buffer [n] f32; lr and grad_scale device scalars.
+// torch.optim.SGD with dampening 0, as the CPU kernel computes it:
+//   g = grad * grad_scale;  g = fma(param, weight_decay, g)   (decay)
+//   b = buf * momentum + g  (two roundings);  buf = b          (momentum)
+//   g = fma(b, momentum, g) (nesterov) or g = b
+//   param = fma(g, -lr, param);  grad = 0
+// `mode`: 0 no momentum (the buffer is untouched), 1 momentum, 2 nesterov.
+
+TL_DEVICE void sgdElement(float &param, float &buf, float grad, float lr,
+                          float weightDecay, float momentum, float gradScale,
+                          int decay, int mode) {
+  float g = mulRn(grad, gradScale);
+  if (decay) {
+    g = fmaf(param, weightDecay, g);
+  }
+  if (mode != 0) {
+    float b = addRn(mulRn(buf, momentum), g);
+    buf = b;
+    g = mode == 2 ? fmaf(b, momentum, g) : b;
+  }
+  param = fmaf(g, -lr, param);
+}
+
+TL_DEVICE void sgd(float *param, float *grad, float *buf, const float *lrP,
+                   const float *gradScaleP, i64 n, float weightDecay,
+                   float momentum, int decay, int mode) {
+  float lr = *lrP, gradScale = *gradScaleP;
+  bool vector =
+      aligned16(param) && aligned16(grad) && (mode == 0 || aligned16(buf));
+  i64 head = 0;
+  if (vector) {
+    head = n / 4 * 4;
+    for (i64 i = globalThread(); i < n / 4; i += gridThreads()) {
+      Float4 p = reinterpret_cast<const Float4 *>(param)[i];
+      Float4 g = reinterpret_cast<const Float4 *>(grad)[i];
+      Float4 b = {{0.0f, 0.0f, 0.0f, 0.0f}};
+      if (mode != 0) {
+        b = reinterpret_cast<const Float4 *>(buf)[i];
+      }
+      Float4 zero = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        sgdElement(p.v[k], b.v[k], g.v[k], lr, weightDecay, momentum, gradScale,
+                   decay, mode);
+      }
+      reinterpret_cast<Float4 *>(param)[i] = p;
+      reinterpret_cast<Float4 *>(grad)[i] = zero;
+      if (mode != 0) {
+        reinterpret_cast<Float4 *>(buf)[i] = b;
+      }
+    }
+  }
+  for (i64 i = head + globalThread(); i < n; i += gridThreads()) {
+    float b = mode != 0 ? buf[i] : 0.0f;
+    sgdElement(param[i], b, grad[i], lr, weightDecay, momentum, gradScale,
+               decay, mode);
+    grad[i] = 0.0f;
+    if (mode != 0) {
+      buf[i] = b;
+    }
+  }
+}
+
+} // namespace opt
+} // namespace tl
+
+TL_GLOBAL void tailor_sgd_f32(float *param, float *grad, float *buf,
+                              const float *lr, const float *gradScale,
+                              long long n, float weightDecay, float momentum,
+                              int decay, int mode) {
+  tl::opt::sgd(param, grad, buf, lr, gradScale, n, weightDecay, momentum, decay,
+               mode);
+}
+TL_REGISTER(tailor_sgd_f32)

@@ -1,0 +1,224 @@
+//===- Hardware.cpp - built-in hardware table and hardware files ----------===//
+
+#include "compiler/Hardware.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLParser.h"
+
+using namespace llvm;
+
+namespace tailor {
+
+namespace {
+
+constexpr uint64_t kGB = 1000ull * 1000 * 1000;
+constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
+
+/// Dense tensor-core rates and memory figures from ../shared/FORMATS.md.
+/// Consumer cards' rates are with fp32 accumulation, which is what tailor's
+/// GEMMs use.
+HardwareSpec builtin(StringRef name) {
+  HardwareSpec h;
+  h.name = name.str();
+  h.backend = "cuda";
+  if (name == "h100" || name == "h100-sxm") {
+    h.sm = 90, h.memoryBytes = 80 * kGB, h.bf16Tflops = 989,
+    h.memoryBandwidthGBs = 3350, h.linkGBs = 450, h.link = "nvlink4";
+  } else if (name == "h200") {
+    h.sm = 90, h.memoryBytes = 141 * kGB, h.bf16Tflops = 989,
+    h.memoryBandwidthGBs = 4800, h.linkGBs = 450, h.link = "nvlink4";
+  } else if (name == "a100-80gb" || name == "a100") {
+    h.sm = 80, h.memoryBytes = 80 * kGB, h.bf16Tflops = 312,
+    h.memoryBandwidthGBs = 2040, h.linkGBs = 300, h.link = "nvlink3";
+  } else if (name == "a100-40gb") {
+    h.sm = 80, h.memoryBytes = 40 * kGB, h.bf16Tflops = 312,
+    h.memoryBandwidthGBs = 1560, h.linkGBs = 300, h.link = "nvlink3";
+  } else if (name == "rtx4090") {
+    h.sm = 89, h.memoryBytes = 24 * kGiB, h.bf16Tflops = 165,
+    h.memoryBandwidthGBs = 1010, h.linkGBs = 32, h.link = "pcie4";
+  } else if (name == "rtx3090") {
+    h.sm = 86, h.memoryBytes = 24 * kGiB, h.bf16Tflops = 71,
+    h.memoryBandwidthGBs = 936, h.linkGBs = 32, h.link = "pcie4";
+  } else if (name == "t4") {
+    h.sm = 75, h.memoryBytes = 16 * kGiB, h.bf16Tflops = 65,
+    h.memoryBandwidthGBs = 320, h.linkGBs = 16, h.link = "pcie3";
+  } else if (name == "cpu") {
+    h.backend = "cpu";
+  } else {
+    h.name.clear();
+  }
+  return h;
+}
+
+Error fileError(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+Expected<HardwareSpec> readHardwareFile(StringRef path) {
+  auto buffer = MemoryBuffer::getFile(path);
+  if (!buffer) {
+    return fileError("cannot read hardware file '" + path +
+                     "': " + buffer.getError().message());
+  }
+  SourceMgr sources;
+  std::string diagnostics;
+  raw_string_ostream diagStream(diagnostics);
+  yaml::Stream stream((*buffer)->getMemBufferRef(), sources,
+                      /*ShowColors=*/false);
+  sources.setDiagHandler(
+      [](const SMDiagnostic &d, void *context) {
+        d.print(nullptr, *static_cast<raw_string_ostream *>(context), false);
+      },
+      &diagStream);
+  auto where = [&](yaml::Node *node) {
+    auto lc = sources.getLineAndColumn(node->getSourceRange().Start);
+    return (path + ":" + Twine(lc.first) + ":" + Twine(lc.second)).str();
+  };
+  HardwareSpec h;
+  h.name = sys::path::stem(path).str();
+  bool sawBackend = false;
+  for (yaml::Document &document : stream) {
+    auto *mapping = dyn_cast_or_null<yaml::MappingNode>(document.getRoot());
+    if (!mapping) {
+      if (!diagnostics.empty()) {
+        return fileError("hardware file '" + path + "' is not valid YAML: " +
+                         StringRef(diagnostics).trim());
+      }
+      return fileError("hardware file '" + path +
+                       "' must be a mapping of keys to values");
+    }
+    for (yaml::KeyValueNode &entry : *mapping) {
+      auto *keyNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getKey());
+      auto *valueNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getValue());
+      if (!keyNode || !valueNode) {
+        return fileError(where(entry.getKey()) +
+                         ": expected `key: value` with a scalar value");
+      }
+      SmallString<32> keyStorage, valueStorage;
+      StringRef key = keyNode->getValue(keyStorage);
+      StringRef value = valueNode->getValue(valueStorage).trim();
+      auto bad = [&](StringRef expected) {
+        return fileError(where(valueNode) + ": bad value for '" + key +
+                         "': expected " + expected + ", got '" + value + "'");
+      };
+      double number = 0;
+      bool isNumber = !value.getAsDouble(number) && number >= 0;
+      if (key == "name") {
+        h.name = value.str();
+      } else if (key == "backend") {
+        if (value != "cuda" && value != "cpu") {
+          return bad("cuda or cpu");
+        }
+        h.backend = value.str();
+        sawBackend = true;
+      } else if (key == "sm") {
+        if (value.getAsInteger(10, h.sm) || h.sm < 30 || h.sm > 200) {
+          return bad("a compute capability such as 80, 89 or 90");
+        }
+      } else if (key == "gpus") {
+        if (value.getAsInteger(10, h.gpus) || h.gpus < 1 || h.gpus > 4096) {
+          return bad("a GPU count in [1, 4096]");
+        }
+      } else if (key == "memory_gib" || key == "memory_gb") {
+        if (!isNumber || number <= 0) {
+          return bad("a positive number");
+        }
+        h.memoryBytes = static_cast<uint64_t>(
+            number * static_cast<double>(key == "memory_gib" ? kGiB : kGB));
+      } else if (key == "bf16_tflops") {
+        if (!isNumber) {
+          return bad("a number");
+        }
+        h.bf16Tflops = number;
+      } else if (key == "bandwidth_gbs") {
+        if (!isNumber) {
+          return bad("a number");
+        }
+        h.memoryBandwidthGBs = number;
+      } else if (key == "link_gbs") {
+        if (!isNumber) {
+          return bad("a number");
+        }
+        h.linkGBs = number;
+      } else if (key == "link") {
+        h.link = value.str();
+      } else {
+        return fileError(where(keyNode) + ": unknown key '" + key +
+                         "' (known: name, backend, sm, gpus, memory_gib, "
+                         "memory_gb, bf16_tflops, bandwidth_gbs, link, "
+                         "link_gbs)");
+      }
+    }
+  }
+  if (!diagnostics.empty()) {
+    return fileError("hardware file '" + path + "' is not valid YAML: " +
+                     StringRef(diagnostics).trim());
+  }
+  if (!sawBackend) {
+    h.backend = h.sm > 0 ? "cuda" : "cpu";
+  }
+  if (h.isCuda() && h.sm == 0) {
+    return fileError("hardware file '" + path +
+                     "': a cuda machine needs `sm` (e.g. 90 for H100)");
+  }
+  return h;
+}
+
+} // namespace
+
+std::string HardwareSpec::cubinArch() const {
+  // Hopper gets its architecture-specific target (wgmma, setmaxnreg);
+  // Ampere's sm_80 cubin also runs on sm_86/87 GPUs.
+  if (sm == 90) {
+    return "sm_90a";
+  }
+  if (sm >= 80 && sm < 89) {
+    return "sm_80";
+  }
+  return "sm_" + std::to_string(sm);
+}
+
+std::vector<std::string> knownHardwareNames() {
+  return {"cpu", "h100", "h200", "a100-80gb", "a100-40gb", "rtx4090",
+          "rtx3090", "t4"};
+}
+
+Expected<HardwareSpec> resolveHardware(StringRef spec) {
+  if (sys::fs::is_regular_file(spec)) {
+    return readHardwareFile(spec);
+  }
+  std::string lowered = spec.trim().lower();
+  StringRef name = lowered;
+  int64_t count = 1;
+  auto [prefix, rest] = name.split('x');
+  if (!rest.empty() && !prefix.getAsInteger(10, count)) {
+    name = rest;
+    if (count < 1 || count > 4096) {
+      return fileError("hardware '" + spec + "': a GPU count in [1, 4096] "
+                       "is expected before 'x'");
+    }
+  } else {
+    count = 1;
+  }
+  HardwareSpec h = builtin(name);
+  if (h.name.empty()) {
+    std::string known;
+    for (const std::string &n : knownHardwareNames()) {
+      known += (known.empty() ? "" : ", ") + n;
+    }
+    return fileError("unknown hardware '" + spec + "' (known: " + known +
+                     ", optionally as NxNAME, or a hardware YAML file)");
+  }
+  if (!h.isCuda() && count != 1) {
+    return fileError("hardware '" + spec + "': cpu takes no GPU count");
+  }
+  h.gpus = count;
+  h.name = lowered;
+  return h;
+}
+
+} // namespace tailor

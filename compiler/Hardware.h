@@ -1,0 +1,56 @@
+//===- Hardware.h - the machines tailor compiles for ------------*- C++ -*-===//
+//
+// `--hardware NAME|FILE` picks the target: a name from the built-in table
+// (cpu, h100, h200, a100-80gb, a100-40gb, rtx4090, rtx3090, t4, optionally
+// prefixed by a GPU count, `2xrtx3090`) or a YAML file with the same fields.
+// The figures (../shared/FORMATS.md, dense tensor-core rates) feed the plan's
+// memory proof now and the cost model later.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_COMPILER_HARDWARE_H
+#define TAILOR_COMPILER_HARDWARE_H
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tailor {
+
+struct HardwareSpec {
+  /// The name as given ("h100", "2xrtx3090", or the file's `name`).
+  std::string name;
+  /// "cpu" or "cuda".
+  std::string backend = "cpu";
+  /// Compute capability major * 10 + minor (90 for H100); 0 on the CPU.
+  int64_t sm = 0;
+  /// GPUs in the machine (ranks of the plan; 1 on the CPU).
+  int64_t gpus = 1;
+  /// Memory of one GPU in bytes (0: unknown, no memory proof).
+  uint64_t memoryBytes = 0;
+  /// Dense bf16 tensor-core rate, TFLOP/s, and memory bandwidth, GB/s.
+  double bf16Tflops = 0;
+  double memoryBandwidthGBs = 0;
+  /// GPU-to-GPU link, GB/s per direction, and its kind ("nvlink4", "pcie4").
+  double linkGBs = 0;
+  std::string link;
+
+  bool isCuda() const { return backend == "cuda"; }
+  /// nvcc's architecture for the cubin tailor embeds ("sm_90a").
+  std::string cubinArch() const;
+};
+
+/// The built-in names, in the order `--help` lists them.
+std::vector<std::string> knownHardwareNames();
+
+/// Resolves `--hardware`: a known name (with an optional `Nx` count
+/// prefix) or, if `spec` names an existing file, that YAML file. Errors
+/// name the unknown hardware (listing the known ones) or the file, line
+/// and key.
+llvm::Expected<HardwareSpec> resolveHardware(llvm::StringRef spec);
+
+} // namespace tailor
+
+#endif // TAILOR_COMPILER_HARDWARE_H

@@ -1,0 +1,305 @@
+//===- AttentionLaunchers.cpp - attention and attention_grad --------------===//
+//
+// Launchers of codegen/cuda/AttentionKernels.cu (flash-style, tensor
+// cores). Operands, attributes and semantics are the CPU kernels'
+// (runtime/cpu/README.md) with two differences:
+//   - storage is f32 or bf16, every operand but the workspace alike (the
+//     kernels compute in bf16 x bf16 -> f32 on the tensor cores either way);
+//   - the workspace keeps its place and must be a rank-1 f32 tensor, but
+//     its size is free: the forward needs none, and the backward uses it for
+//     its per-row statistics only when it holds them (see below).
+// Head dims D and Dv up to 128 are supported (padded to the class 32, 64,
+// 96 or 128 of the larger one).
+//
+// attention: one launch, grid (ceil(T / 64), Hq, B).
+// attention_grad: three launches in stream order,
+//   1. attention_grad_stats (query-major): L = logsumexp and
+//      Delta = rowsum(dO * O) per query row, into a stats buffer;
+//   2. attention_grad_kv (key-major, grid (ceil(S / 64), Hkv, B)): dk, dv;
+//   3. attention_grad_q (query-major): dq, last because the stats buffer
+//      may be dq itself.
+// The stats buffer (2 floats per query row) is the workspace when it holds
+// 2 B Hq T floats, else the first 8 bytes of each dq row (needs a dq row of
+// at least 8 bytes and a multiple of 4: D >= 2 in f32, D even and >= 4 in
+// bf16); a launch where neither fits is rejected by the check.
+//
+// Dynamic shared memory per block (bytes), by head-dim class 32/64/96/128:
+//   attention, attention_grad_stats: 10240 / 18432 / 26624 / 34816
+//   attention_grad_kv:               20992 / 37376 / 53760 / 70144
+//   attention_grad_q:                20480 / 36864 / 53248 / 69632
+// so the backward of the 96 and 128 classes opts in above 48 KiB (sm_80+
+// allows up to 163 KiB).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+#include "runtime/cuda/CudaKernelTable.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace tailor::runtime::cuda {
+namespace {
+
+using cpu::expectDType;
+using cpu::expectDTypeIn;
+using cpu::expectOperandCount;
+using cpu::expectRank;
+using cpu::expectSameDType;
+
+/// The layout of tl::attn::Dims in the device code.
+struct Dims {
+  int hq, hkv, t, s, d, dv;
+  int causal;
+  float scale;
+  long long statsStride;
+};
+static_assert(sizeof(Dims) == 40, "must match tl::attn::Dims");
+
+constexpr int64_t kMaxHeadDim = 128;
+/// Rows (queries or keys) per block and per staged tile; threads per block.
+constexpr int64_t kBlockRows = 64;
+constexpr unsigned kThreads = 128;
+/// gridDim.y and gridDim.z limit.
+constexpr int64_t kMaxGridYZ = 65535;
+
+struct Shape {
+  int64_t b, hq, hkv, t, s, d, dv;
+};
+
+/// q, k, v are operands qi, qi + 1, qi + 2.
+Shape shapeOf(const std::vector<Tensor> &operands, size_t qi) {
+  const auto &q = operands[qi].shape, &k = operands[qi + 1].shape,
+             &v = operands[qi + 2].shape;
+  return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
+}
+
+/// The padded head dim of the device kernels.
+int64_t headClass(const Shape &a) {
+  int64_t d = std::max(a.d, a.dv);
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : 128;
+}
+
+/// u32 words per staged row (tl::attn::kRowWords).
+size_t rowBytes(int64_t hd) { return static_cast<size_t>(hd / 2 + 4) * 4; }
+
+std::string function(const char *kernel, int64_t hd, DType dtype) {
+  return std::string("tailor_") + kernel + "_d" + std::to_string(hd) +
+         (dtype == DType::BF16 ? "_bf16" : "_f32");
+}
+
+Dims dimsOf(const Shape &a, const Attributes &attributes) {
+  Dims p{};
+  p.hq = static_cast<int>(a.hq);
+  p.hkv = static_cast<int>(a.hkv);
+  p.t = static_cast<int>(a.t);
+  p.s = static_cast<int>(a.s);
+  p.d = static_cast<int>(a.d);
+  p.dv = static_cast<int>(a.dv);
+  p.causal = attributes.getInt("causal", 0) != 0;
+  p.scale = static_cast<float>(attributes.getFloat(
+      "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
+  return p;
+}
+
+/// The common part of both checks: dtypes, then the CPU kernel's check on
+/// a view with bf16 read as f32 and a workspace the CPU would accept (so
+/// shape and attribute errors are phrased as on the CPU), then the limits
+/// of the device kernels.
+std::string checkCommon(const KernelCall &call, const char *kernel,
+                        size_t count, size_t qi) {
+  if (auto e = expectOperandCount(call, count); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::BF16}); !e.empty()) {
+    return e;
+  }
+  for (size_t i = 1; i + 1 < count; ++i) {
+    if (auto e = expectSameDType(call, i, 0); !e.empty()) {
+      return e;
+    }
+  }
+  size_t ws = count - 1;
+  if (auto e = expectDType(call, ws, DType::F32); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectRank(call, ws, 1); !e.empty()) {
+    return e;
+  }
+  for (size_t i = 0; i < ws; ++i) {
+    if (auto e = expectRank(call, i, 4); !e.empty()) {
+      return e;
+    }
+  }
+  KernelCall view = call;
+  for (Tensor &t : view.operands) {
+    t.dtype = DType::F32;
+  }
+  Shape a = shapeOf(call.operands, qi);
+  view.operands[ws].shape = {std::max<int64_t>(2 * kBlockRows * a.s, 1)};
+  if (auto e = findCpuKernel(kernel)->check(view); !e.empty()) {
+    return e;
+  }
+  if (a.d > kMaxHeadDim || a.dv > kMaxHeadDim) {
+    return "head dims " + std::to_string(a.d) + " and " + std::to_string(a.dv) +
+           " must be at most " + std::to_string(kMaxHeadDim);
+  }
+  if (a.b > kMaxGridYZ || a.hq > kMaxGridYZ) {
+    return "batch " + std::to_string(a.b) + " and query heads " +
+           std::to_string(a.hq) + " must be at most " +
+           std::to_string(kMaxGridYZ);
+  }
+  if (a.t > INT32_MAX || a.s > INT32_MAX) {
+    return "sequence lengths " + std::to_string(a.t) + " and " +
+           std::to_string(a.s) + " must fit in 32 bits";
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// attention
+//===----------------------------------------------------------------------===//
+
+std::string checkAttention(const KernelCall &call) {
+  return checkCommon(call, "attention", 5, 0);
+}
+
+std::string launchAttention(const CudaCall &call) {
+  const Tensor &q = call.operands[0], &k = call.operands[1],
+               &v = call.operands[2], &y = call.operands[3];
+  if (y.numel() == 0) {
+    return "";
+  }
+  Shape a = shapeOf(call.operands, 0);
+  Dims p = dimsOf(a, call.attributes);
+  int64_t hd = headClass(a);
+  const void *pq = q.data, *pk = k.data, *pv = v.data;
+  void *py = y.data;
+  void *args[] = {&pq, &pk, &pv, &py, &p};
+  Dim3 grid{static_cast<unsigned>((a.t + kBlockRows - 1) / kBlockRows),
+            static_cast<unsigned>(a.hq), static_cast<unsigned>(a.b)};
+  return call.context->launch(function("attention", hd, q.dtype).c_str(), grid,
+                              {kThreads}, 2 * kBlockRows * rowBytes(hd), args);
+}
+
+//===----------------------------------------------------------------------===//
+// attention_grad
+//===----------------------------------------------------------------------===//
+
+/// Where the backward keeps its 2 floats per query row: the workspace, or
+/// dq's rows (stride in floats), or nowhere (stride 0).
+struct StatsPlace {
+  bool inWorkspace = false;
+  int64_t stride = 0;
+};
+
+StatsPlace statsPlace(const std::vector<Tensor> &operands) {
+  Shape a = shapeOf(operands, 1);
+  int64_t rows = a.b * a.hq * a.t;
+  if (operands[7].shape[0] >= 2 * rows) {
+    return {true, 2};
+  }
+  int64_t bytes = a.d * static_cast<int64_t>(dtypeSize(operands[4].dtype));
+  if (bytes >= 8 && bytes % 4 == 0) {
+    return {false, bytes / 4};
+  }
+  return {};
+}
+
+std::string checkAttentionGrad(const KernelCall &call) {
+  if (auto e = checkCommon(call, "attention_grad", 8, 1); !e.empty()) {
+    return e;
+  }
+  Shape a = shapeOf(call.operands, 1);
+  if (a.s > 0 && statsPlace(call.operands).stride == 0) {
+    return "workspace of " + std::to_string(call.operands[7].shape[0]) +
+           " floats holds no 2 statistics for each of the " +
+           std::to_string(a.b * a.hq * a.t) +
+           " query rows, and dq rows of head dim " + std::to_string(a.d) +
+           " cannot hold them either";
+  }
+  return "";
+}
+
+std::string launchAttentionGrad(const CudaCall &call) {
+  const Tensor &dout = call.operands[0], &q = call.operands[1],
+               &k = call.operands[2], &v = call.operands[3],
+               &dq = call.operands[4], &dk = call.operands[5],
+               &dv = call.operands[6], &workspace = call.operands[7];
+  Shape a = shapeOf(call.operands, 1);
+  if (a.s == 0) {
+    // No key: every row sees nothing, and dk, dv are empty.
+    return dq.numel() ? call.context->memsetZero(dq.data, dq.bytes()) : "";
+  }
+  if (a.hkv == 0) {
+    return "";
+  }
+  Dims p = dimsOf(a, call.attributes);
+  StatsPlace place = statsPlace(call.operands);
+  p.statsStride = place.stride;
+  float *stats = place.inWorkspace ? workspace.as<float>() : dq.as<float>();
+  int64_t hd = headClass(a);
+  size_t row = rowBytes(hd);
+  const void *pdout = dout.data, *pq = q.data, *pk = k.data, *pv = v.data;
+  void *pdq = dq.data, *pdk = dk.data, *pdv = dv.data;
+  Dim3 queryGrid{static_cast<unsigned>((a.t + kBlockRows - 1) / kBlockRows),
+                 static_cast<unsigned>(a.hq), static_cast<unsigned>(a.b)};
+  bool queries = a.b * a.hq * a.t > 0;
+  if (queries) {
+    void *args[] = {&pdout, &pq, &pk, &pv, &stats, &p};
+    if (auto e = call.context->launch(
+            function("attention_grad_stats", hd, q.dtype).c_str(), queryGrid,
+            {kThreads}, 2 * kBlockRows * row, args);
+        !e.empty()) {
+      return e;
+    }
+  }
+  if (dk.numel() + dv.numel() > 0) {
+    const float *cstats = stats;
+    void *args[] = {&pdout, &pq, &pk, &pv, &pdk, &pdv, &cstats, &p};
+    Dim3 grid{static_cast<unsigned>((a.s + kBlockRows - 1) / kBlockRows),
+              static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.b)};
+    if (auto e = call.context->launch(
+            function("attention_grad_kv", hd, q.dtype).c_str(), grid,
+            {kThreads}, 4 * kBlockRows * row + 2 * kBlockRows * sizeof(float),
+            args);
+        !e.empty()) {
+      return e;
+    }
+  }
+  if (queries && dq.numel() > 0) {
+    const float *cstats = stats;
+    void *args[] = {&pdout, &pq, &pk, &pv, &pdq, &cstats, &p};
+    return call.context->launch(
+        function("attention_grad_q", hd, q.dtype).c_str(), queryGrid,
+        {kThreads}, 4 * kBlockRows * row, args);
+  }
+  return "";
+}
+
+#define TL_ATTENTION_FUNCTIONS(KERNEL)                                         \
+  "tailor_" KERNEL "_d32_f32", "tailor_" KERNEL "_d64_f32",                    \
+      "tailor_" KERNEL "_d96_f32", "tailor_" KERNEL "_d128_f32",               \
+      "tailor_" KERNEL "_d32_bf16", "tailor_" KERNEL "_d64_bf16",              \
+      "tailor_" KERNEL "_d96_bf16", "tailor_" KERNEL "_d128_bf16"
+
+const char *const kAttentionFunctions[] = {TL_ATTENTION_FUNCTIONS("attention"),
+                                           nullptr};
+const char *const kAttentionGradFunctions[] = {
+    TL_ATTENTION_FUNCTIONS("attention_grad_stats"),
+    TL_ATTENTION_FUNCTIONS("attention_grad_kv"),
+    TL_ATTENTION_FUNCTIONS("attention_grad_q"), nullptr};
+
+#undef TL_ATTENTION_FUNCTIONS
+
+} // namespace
+
+void addAttentionCudaKernels(std::vector<CudaKernelDef> &table) {
+  table.push_back(
+      {"attention", 5, checkAttention, launchAttention, kAttentionFunctions});
+  table.push_back({"attention_grad", 8, checkAttentionGrad, launchAttentionGrad,
+                   kAttentionGradFunctions});
+}
+
+} // namespace tailor::runtime::cuda

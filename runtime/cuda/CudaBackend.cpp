@@ -1,0 +1,389 @@
+//===- CudaBackend.cpp - arenas, streams and launches on a GPU ------------===//
+//
+// The plan's memory figures are the truth on the GPU as on the CPU: each
+// arena is one cudaMalloc of exactly its planned size, and nothing else is
+// allocated on the device except what the CUDA runtime and cuBLASLt keep
+// for themselves (cuBLASLt's scratch is the plan's gemm_workspace arena).
+//
+// Steps run in plan order, each on its plan stream: launches through their
+// launchers (runtime/cuda/*Launchers.cpp), copies with cudaMemcpyAsync,
+// records and waits with events. An entry ends by synchronizing every
+// stream, which is where asynchronous failures surface;
+// TAILOR_CUDA_SYNC=1 synchronizes after every step to name the failing one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaBackend.h"
+
+#include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/DeviceContext.h"
+#include "runtime/cuda/DeviceImage.h"
+#include "runtime/include/tailor/runtime.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <cstring>
+#include <sstream>
+
+namespace tailor::runtime::cuda {
+
+namespace fb = tailor::plan;
+
+namespace {
+struct PreparedLaunch {
+  const CudaKernelDef *kernel = nullptr;
+  CudaCall call;
+  std::string origin;
+  uint32_t stream = 0;
+};
+} // namespace
+
+struct Impl {
+  const LoadedPlan *plan = nullptr;
+  DeviceProperties device;
+  std::vector<void *> arenas;
+  std::vector<cudaStream_t> streams;
+  std::vector<cudaEvent_t> events;
+  std::unique_ptr<DeviceContext> context;
+  /// The device images as loaded (decompressed), kept while loaded.
+  std::deque<std::vector<uint8_t>> imageBytes;
+  /// One entry per plan op; launches prepared, other steps read from the plan.
+  std::vector<PreparedLaunch> launches;
+  bool syncEachStep = false;
+
+  ~Impl() {
+    context.reset();
+    for (cudaEvent_t event : events) {
+      cudaEventDestroy(event);
+    }
+    for (cudaStream_t stream : streams) {
+      cudaStreamDestroy(stream);
+    }
+    for (void *arena : arenas) {
+      if (arena) {
+        cudaFree(arena);
+      }
+    }
+  }
+};
+
+namespace {
+/// The CudaBackend of one session.
+class GpuBackend final : public CudaBackend {
+public:
+  void *deviceBuffer(uint32_t index) const override;
+  std::string upload(void *device, const void *host, size_t bytes) override;
+  std::string download(void *host, const void *device, size_t bytes) override;
+  std::string uploadArena(uint32_t arena, const void *host) override;
+  std::string runSteps(uint32_t first, uint32_t count) override;
+  const uint64_t *allocatedBytes() const override { return allocated; }
+  const std::string &deviceDescription() const override { return description; }
+
+  std::unique_ptr<Impl> impl;
+  uint64_t allocated[6] = {0, 0, 0, 0, 0, 0};
+  std::string description;
+};
+} // namespace
+
+static std::string bytesText(uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%llu bytes (%.2f GiB)",
+                static_cast<unsigned long long>(bytes),
+                static_cast<double>(bytes) / double(1ull << 30));
+  return text;
+}
+
+std::unique_ptr<CudaBackend> CudaBackend::create(const LoadedPlan &plan,
+                                                 std::string &error,
+                                                 int &status) {
+  const fb::Plan &p = plan.root();
+  std::unique_ptr<GpuBackend> backend(new GpuBackend());
+  backend->impl = std::make_unique<Impl>();
+  Impl &impl = *backend->impl;
+  impl.plan = &plan;
+  auto failWith = [&](int code, const std::string &message) {
+    status = code;
+    error = plan.name() + ": " + message;
+    return nullptr;
+  };
+
+  // --- The GPU --------------------------------------------------------------
+  int ordinal = defaultDeviceOrdinal();
+  if (std::string problem = openDevice(ordinal, impl.device); !problem.empty()) {
+    return failWith(TAILOR_ERROR_UNAVAILABLE,
+                    "the plan targets CUDA (" + p.target()->name()->str() +
+                        ", sm_" + std::to_string(p.target()->sm()) +
+                        ") but " + problem);
+  }
+  backend->description = impl.device.name + " (GPU " + std::to_string(ordinal) +
+                         ", sm_" + std::to_string(impl.device.sm) + ")";
+
+  // --- Device code for this GPU's SM, per module: its cubin, else the PTX
+  // the driver compiles.
+  std::vector<DeviceContext::Image> images;
+  std::string chosenArchs;
+  {
+    std::vector<std::string> modules;
+    for (const fb::DeviceCode *code : *p.device_code()) {
+      std::string module = code->module_name() ? code->module_name()->str() : "";
+      if (std::find(modules.begin(), modules.end(), module) == modules.end()) {
+        modules.push_back(module);
+      }
+    }
+    for (const std::string &module : modules) {
+      const fb::DeviceCode *chosen = nullptr;
+      std::string built;
+      for (bool ptx : {false, true}) {
+        for (const fb::DeviceCode *code : *p.device_code()) {
+          std::string name = code->module_name() ? code->module_name()->str() : "";
+          if (chosen || name != module) {
+            continue;
+          }
+          if (!ptx) {
+            built += (built.empty() ? "" : ", ") + code->arch()->str();
+          }
+          bool archSpecific = code->arch()->str().back() == 'a';
+          if (!ptx && code->kind() == fb::DeviceCodeKind::Cubin &&
+              cubinRunsOn(code->sm(), archSpecific, impl.device.sm)) {
+            chosen = code;
+          }
+          if (ptx && code->kind() == fb::DeviceCodeKind::Ptx &&
+              ptxRunsOn(code->sm(), impl.device.sm)) {
+            chosen = code;
+          }
+        }
+      }
+      if (!chosen) {
+        return failWith(TAILOR_ERROR_UNAVAILABLE,
+                        "no device code of module '" + module + "' for " +
+                            backend->description + " (the plan carries " +
+                            built + "); recompile it with --hardware for "
+                            "this GPU");
+      }
+      impl.imageBytes.emplace_back();
+      if (std::string problem = deviceCodeBytes(*chosen, impl.imageBytes.back());
+          !problem.empty()) {
+        return failWith(TAILOR_ERROR_INVALID_PLAN,
+                        "device code " + chosen->arch()->str() + ": " + problem);
+      }
+      images.push_back({module, impl.imageBytes.back().data(),
+                        impl.imageBytes.back().size()});
+      chosenArchs += (chosenArchs.empty() ? "" : ", ") + module + " " +
+                     chosen->arch()->str();
+    }
+  }
+
+  // --- Memory: prove the arenas fit before allocating any -----------------
+  uint64_t needed = 0;
+  for (const fb::Arena *arena : *p.arenas()) {
+    needed += arena->size();
+  }
+  if (needed > impl.device.freeMemory) {
+    return failWith(TAILOR_ERROR_UNAVAILABLE,
+                    "the plan needs " + bytesText(needed) + " of GPU memory; " +
+                        backend->description + " has " +
+                        bytesText(impl.device.freeMemory) + " free of " +
+                        bytesText(impl.device.totalMemory));
+  }
+  void *gemmWorkspace = nullptr;
+  size_t gemmWorkspaceBytes = 0;
+  for (const fb::Arena *arena : *p.arenas()) {
+    void *memory = nullptr;
+    if (arena->size() > 0) {
+      cudaError_t e = cudaMalloc(&memory, arena->size());
+      if (e != cudaSuccess) {
+        return failWith(TAILOR_ERROR_UNAVAILABLE,
+                        "cannot allocate arena '" + arena->name()->str() +
+                            "' (" + bytesText(arena->size()) + ") on " +
+                            backend->description + ": " +
+                            cudaCallError("cudaMalloc", e));
+      }
+      impl.arenas.push_back(memory);
+      if ((e = cudaMemset(memory, 0, arena->size())) != cudaSuccess) {
+        return failWith(TAILOR_ERROR_INTERNAL, cudaCallError("cudaMemset", e));
+      }
+    } else {
+      impl.arenas.push_back(nullptr);
+    }
+    backend->allocated[static_cast<int>(arena->category())] += arena->size();
+    if (arena->name()->string_view() == "gemm_workspace") {
+      gemmWorkspace = memory;
+      gemmWorkspaceBytes = arena->size();
+    }
+  }
+
+  // --- Streams, events, the module ------------------------------------------
+  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
+  for (uint32_t i = 0; i < std::max<uint32_t>(streamCount, 1); ++i) {
+    cudaStream_t stream = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      return failWith(TAILOR_ERROR_INTERNAL,
+                      cudaCallError("cudaStreamCreateWithFlags", e));
+    }
+    impl.streams.push_back(stream);
+  }
+  if (p.events()) {
+    for (uint32_t i = 0; i < p.events()->size(); ++i) {
+      cudaEvent_t event = nullptr;
+      cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+      if (e != cudaSuccess) {
+        return failWith(TAILOR_ERROR_INTERNAL,
+                        cudaCallError("cudaEventCreateWithFlags", e));
+      }
+      impl.events.push_back(event);
+    }
+  }
+  std::string problem;
+  bool bf16 = p.target()->precision() &&
+              p.target()->precision()->string_view() == "bf16";
+  impl.context = DeviceContext::create(impl.device, images, gemmWorkspace,
+                                       gemmWorkspaceBytes, bf16, problem);
+  if (!impl.context) {
+    return failWith(TAILOR_ERROR_INTERNAL,
+                    "cannot load its device code (" + chosenArchs + ") on " +
+                        backend->description + ": " + problem);
+  }
+
+  // --- Launches: resolve and check once -------------------------------------
+  const auto &ops = *p.ops();
+  impl.launches.resize(ops.size());
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    const fb::Launch *launch = ops.Get(i)->step_as_Launch();
+    if (!launch) {
+      continue;
+    }
+    PreparedLaunch &prepared = impl.launches[i];
+    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
+    prepared.kernel = findCudaKernel(kernel->name()->string_view());
+    prepared.origin = launch->origin() ? launch->origin()->str() : "";
+    prepared.stream = launch->stream();
+    KernelCall check;
+    for (uint32_t operand : *launch->operands()) {
+      Tensor tensor;
+      tensor.data = backend->deviceBuffer(operand);
+      tensor.dtype = plan.bufferDType(operand);
+      tensor.shape = plan.bufferShape(operand);
+      check.operands.push_back(tensor);
+    }
+    check.attributes = decodeLaunchAttributes(*launch);
+    std::string message = prepared.kernel->check(check);
+    for (const char *const *f = prepared.kernel->functions;
+         message.empty() && f && *f; ++f) {
+      if (!impl.context->hasFunction(*f)) {
+        message = std::string("the device code has no function '") + *f + "'";
+      }
+    }
+    if (!message.empty()) {
+      std::ostringstream text;
+      text << "step " << i << " (" << kernel->name()->str()
+           << (prepared.origin.empty() ? "" : ", " + prepared.origin)
+           << "): " << message;
+      return failWith(TAILOR_ERROR_INVALID_PLAN, text.str());
+    }
+    prepared.call.operands = std::move(check.operands);
+    prepared.call.attributes = std::move(check.attributes);
+    prepared.call.context = impl.context.get();
+  }
+  if (const char *flag = std::getenv("TAILOR_CUDA_SYNC");
+      flag && *flag && std::string(flag) != "0") {
+    impl.syncEachStep = true;
+  }
+  return backend;
+}
+
+void *GpuBackend::deviceBuffer(uint32_t index) const {
+  const fb::Buffer *buffer = impl->plan->root().buffers()->Get(index);
+  return static_cast<uint8_t *>(impl->arenas[buffer->arena()]) + buffer->offset();
+}
+
+std::string GpuBackend::upload(void *device, const void *host, size_t bytes) {
+  cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  return e == cudaSuccess ? "" : cudaCallError("cudaMemcpy (host to device)", e);
+}
+
+std::string GpuBackend::download(void *host, const void *device, size_t bytes) {
+  cudaError_t e = cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost);
+  return e == cudaSuccess ? "" : cudaCallError("cudaMemcpy (device to host)", e);
+}
+
+std::string GpuBackend::uploadArena(uint32_t arena, const void *host) {
+  const fb::Arena *a = impl->plan->root().arenas()->Get(arena);
+  if (a->size() == 0) {
+    return "";
+  }
+  return upload(impl->arenas[arena], host, a->size());
+}
+
+std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
+  Impl &m = *impl;
+  const fb::Plan &p = m.plan->root();
+  auto stepName = [&](uint32_t i) {
+    const PreparedLaunch &launch = m.launches[i];
+    if (!launch.kernel) {
+      return "step " + std::to_string(i);
+    }
+    return "step " + std::to_string(i) + " (" + launch.kernel->name +
+           (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
+  };
+  for (uint32_t i = first; i < first + count; ++i) {
+    const fb::Op *op = p.ops()->Get(i);
+    std::string problem;
+    cudaError_t e = cudaSuccess;
+    switch (op->step_type()) {
+    case fb::Step::Launch: {
+      PreparedLaunch &launch = m.launches[i];
+      m.context->setStream(m.streams[launch.stream]);
+      problem = launch.kernel->launch(launch.call);
+      break;
+    }
+    case fb::Step::Copy: {
+      const fb::Copy *copy = op->step_as_Copy();
+      e = cudaMemcpyAsync(deviceBuffer(copy->target()),
+                          deviceBuffer(copy->source()),
+                          m.plan->bufferBytes(copy->source()), cudaMemcpyDefault,
+                          m.streams[copy->stream()]);
+      break;
+    }
+    case fb::Step::Record: {
+      const fb::Record *record = op->step_as_Record();
+      e = cudaEventRecord(m.events[record->event()], m.streams[record->stream()]);
+      break;
+    }
+    case fb::Step::Wait: {
+      const fb::Wait *wait = op->step_as_Wait();
+      e = cudaStreamWaitEvent(m.streams[wait->stream()], m.events[wait->event()],
+                              0);
+      break;
+    }
+    default:
+      problem = "collectives need a multi-rank runtime, which this is not yet";
+      break;
+    }
+    if (e != cudaSuccess) {
+      problem = cudaCallError("enqueueing the step", e);
+    }
+    if (problem.empty() && m.syncEachStep) {
+      if ((e = cudaDeviceSynchronize()) != cudaSuccess) {
+        problem = cudaCallError("cudaDeviceSynchronize", e);
+      }
+    }
+    if (!problem.empty()) {
+      return stepName(i) + ": " + problem;
+    }
+  }
+  for (cudaStream_t stream : m.streams) {
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+      return "steps " + std::to_string(first) + ".." +
+             std::to_string(first + count) + " on " + description + ": " +
+             cudaCallError("cudaStreamSynchronize", e) +
+             " (TAILOR_CUDA_SYNC=1 names the failing step)";
+    }
+  }
+  return "";
+}
+
+} // namespace tailor::runtime::cuda

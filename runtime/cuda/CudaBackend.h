@@ -1,0 +1,59 @@
+//===- CudaBackend.h - a plan's arenas and steps on a GPU -------*- C++ -*-===//
+//
+// What a Session holds when its plan targets CUDA: the device, the plan's
+// arenas allocated with cudaMalloc exactly as planned (the GEMM workspace
+// is one of them), the plan's streams and events, the device code loaded
+// once, and every launch checked and resolved to its launcher. Parameters
+// and constants are filled on the host by the Session (the same binding
+// code as the CPU backend) and uploaded arena by arena.
+//
+// The header needs no CUDA headers; the implementation is built only with
+// the toolkit (TAILOR_ENABLE_CUDA).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_CUDA_CUDABACKEND_H
+#define TAILOR_RUNTIME_CUDA_CUDABACKEND_H
+
+#include "runtime/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tailor::runtime::cuda {
+
+class CudaBackend {
+public:
+  /// Opens the GPU (defaultDeviceOrdinal()), picks the plan's device code
+  /// for its SM, checks that the arenas fit in free memory, allocates them
+  /// (zeroed), loads the code and prepares every launch. On failure returns
+  /// null with `error` naming the plan, the GPU and what is missing, and
+  /// `status` a tailor_status. Defined only in CUDA builds.
+  static std::unique_ptr<CudaBackend> create(const LoadedPlan &plan,
+                                             std::string &error, int &status);
+  virtual ~CudaBackend() = default;
+
+  /// The device address of buffer `index`.
+  virtual void *deviceBuffer(uint32_t index) const = 0;
+  /// Synchronous copies between host memory and device buffer bytes.
+  virtual std::string upload(void *device, const void *host, size_t bytes) = 0;
+  virtual std::string download(void *host, const void *device,
+                               size_t bytes) = 0;
+  /// Copies `host` (the arena's full size) into arena `arena`.
+  virtual std::string uploadArena(uint32_t arena, const void *host) = 0;
+
+  /// Enqueues plan steps [first, first + count) on their streams, then waits
+  /// for all of them; "" or the failure (the step when it is known).
+  virtual std::string runSteps(uint32_t first, uint32_t count) = 0;
+
+  /// Bytes allocated per category, as the CPU session reports them.
+  virtual const uint64_t *allocatedBytes() const = 0;
+  /// "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
+  virtual const std::string &deviceDescription() const = 0;
+};
+
+} // namespace tailor::runtime::cuda
+
+#endif // TAILOR_RUNTIME_CUDA_CUDABACKEND_H

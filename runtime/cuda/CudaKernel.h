@@ -1,0 +1,131 @@
+//===- CudaKernel.h - the CUDA backend's kernel interface -------*- C++ -*-===//
+//
+// A plan for a GPU target names the same kernels, with the same operands and
+// attributes, as a CPU plan (runtime/cpu/README.md): the CUDA backend keeps a
+// table of launchers under those names. A launcher checks a launch once, when
+// the session is created, then on every step turns its operands (device
+// pointers) into a grid and the arguments of one or more device functions of
+// the plan's module (codegen/cuda/*.cu, entry points `tailor_<kernel>...`),
+// or into cuBLASLt GEMMs, and enqueues them on the launch's stream. It never
+// synchronizes and never allocates: scratch memory is a planned workspace.
+//
+// Launchers talk to the GPU only through LaunchContext, so the same code runs
+// against a real device (runtime/cuda/CudaSession.cpp) and against the SIMT
+// emulator in the CPU tests (test/runtime/cuda/), where the device functions
+// are the same source compiled for the host.
+//
+// This header needs no CUDA headers: it is included by code built without the
+// toolkit (the emulator tests).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_CUDA_CUDAKERNEL_H
+#define TAILOR_RUNTIME_CUDA_CUDAKERNEL_H
+
+#include "runtime/cpu/Kernel.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tailor::runtime::cuda {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+/// One GEMM in cuBLAS's column-major terms is awkward to reason about from
+/// row-major tensors, so launchers describe it row-major:
+///   C[b] (m x n) = alpha * op(A[b]) (m x k) * op(B[b]) (k x n) + beta * C[b]
+/// where op(X) is X or X^T as `transA`/`transB` say, each matrix is
+/// row-major with leading dimension `ld*` (elements between rows of the
+/// stored matrix), and batch b adds b * `stride*` elements. `beta` = 1
+/// accumulates into C. Inputs and output are f32 or bf16 (`*Type`);
+/// accumulation is always f32. `bf16Compute` rounds f32 inputs to bf16 for
+/// the tensor cores (the recipe's mixed precision); otherwise f32 inputs
+/// compute in full f32.
+struct GemmDesc {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void *a = nullptr;
+  int64_t lda = 0, strideA = 0;
+  DType aType = DType::F32;
+  const void *b = nullptr;
+  int64_t ldb = 0, strideB = 0;
+  DType bType = DType::F32;
+  void *c = nullptr;
+  int64_t ldc = 0, strideC = 0;
+  DType cType = DType::F32;
+  int64_t batch = 1;
+  float alpha = 1.0f, beta = 0.0f;
+  /// Optional bias[n] (cType) added to every row of C (beta must be 0).
+  const void *bias = nullptr;
+  bool bf16Compute = false;
+};
+
+/// What launchers may do. Every call enqueues on `stream` (an index into the
+/// plan's streams) and returns "" or a message naming the failed call.
+class LaunchContext {
+public:
+  virtual ~LaunchContext() = default;
+  /// Launches device function `function` (an `extern "C"` entry point of the
+  /// plan's module) with the kernel arguments `args` (pointers to each
+  /// argument, as cudaLaunchKernel takes them).
+  virtual std::string launch(const char *function, Dim3 grid, Dim3 block,
+                             size_t sharedBytes, void **args) = 0;
+  /// A GEMM through cuBLASLt (the emulator: a reference loop).
+  virtual std::string gemm(const GemmDesc &desc) = 0;
+  /// Sets `bytes` bytes at `device` to zero, in stream order.
+  virtual std::string memsetZero(void *device, size_t bytes) = 0;
+  /// Copies `bytes` bytes between device buffers, in stream order.
+  virtual std::string copy(void *target, const void *source, size_t bytes) = 0;
+  /// The device's multiprocessor count and compute capability (major*10+minor).
+  virtual int multiprocessors() const = 0;
+  virtual int sm() const = 0;
+  /// Whether the plan asks for bf16 tensor-core compute on f32 GEMM inputs.
+  virtual bool bf16Compute() const = 0;
+};
+
+/// One launch as a launcher sees it: operands are device tensors (`data` is a
+/// device pointer), attributes as the plan gives them.
+struct CudaCall {
+  std::vector<Tensor> operands;
+  Attributes attributes;
+  LaunchContext *context = nullptr;
+};
+
+/// A CUDA kernel. `check` runs once per launch when a session is created
+/// (it may be the CPU kernel's check when the conventions are the same) and
+/// returns "" or what is wrong; `launch` enqueues the work and returns "" or
+/// the failure. `functions` lists the device entry points the launcher may
+/// ask for (null-terminated), so a plan's module can be checked for them
+/// when it loads, and the compiler can check the embedded code.
+struct CudaKernelDef {
+  const char *name;
+  int arity;
+  std::string (*check)(const KernelCall &call);
+  std::string (*launch)(const CudaCall &call);
+  const char *const *functions;
+};
+
+/// The launcher for kernel `name`, or null (then the plan cannot run on CUDA).
+const CudaKernelDef *findCudaKernel(std::string_view name);
+/// Every CUDA launcher, for listing and tests.
+const std::vector<CudaKernelDef> &cudaKernels();
+
+/// Grid size for `n` independent items at `block` threads each, capped so
+/// grid-stride loops cover the rest (at most 65535 * 32 blocks).
+inline unsigned blocksFor(int64_t n, unsigned block) {
+  int64_t blocks = (n + block - 1) / block;
+  const int64_t cap = int64_t(65535) * 32;
+  if (blocks > cap) {
+    blocks = cap;
+  }
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+} // namespace tailor::runtime::cuda
+
+#endif // TAILOR_RUNTIME_CUDA_CUDAKERNEL_H

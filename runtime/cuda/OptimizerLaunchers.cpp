@@ -1,0 +1,205 @@
+//===- OptimizerLaunchers.cpp - accumulate, global_norm, adamw, sgd -------===//
+//
+// Launchers of codegen/cuda/OptimizerKernels.cu. Operands, attributes and
+// semantics are the CPU kernels' (runtime/cpu/README.md), with the same
+// checks: everything is f32 except accumulate's value, which may be bf16.
+// lr, step and grad_scale stay on the device (the schedule and the clipping
+// factor are computed there), so the kernels read them and form the
+// per-step constants themselves; the launchers pass only what the
+// attributes fix. One launch per parameter, as the plan has it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelTable.h"
+#include "runtime/cuda/CudaKernelTable.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tailor::runtime::cuda {
+namespace {
+
+using cpu::expectDTypeIn;
+
+constexpr unsigned kElementwiseThreads = 256;
+/// Resident blocks per SM the update kernels get: each block computes the
+/// step's constants once (f64 pow) and then loops.
+constexpr int kUpdateBlocksPerSm = 8;
+
+/// The layout of tl::opt::NormTensors in the device code.
+constexpr int kMaxNormTensors = 120;
+constexpr unsigned kNormThreads = 1024;
+struct NormTensors {
+  const void *data[kMaxNormTensors];
+  long long numel[kMaxNormTensors];
+  int count;
+  int carry;
+  int finish;
+};
+static_assert(sizeof(NormTensors) == 1936, "must match tl::opt::NormTensors");
+
+/// The layout of tl::opt::AdamWConfig in the device code.
+struct AdamWConfig {
+  double beta1, beta2, weightDecay;
+  float lerpWeight, beta2f, oneMinusBeta2, epsilon;
+  int smallWeight;
+};
+static_assert(sizeof(AdamWConfig) == 48, "must match tl::opt::AdamWConfig");
+
+std::string launch(const CudaCall &call, const char *function, unsigned grid,
+                   unsigned block, void **args) {
+  return call.context->launch(function, Dim3{grid, 1, 1}, Dim3{block, 1, 1}, 0,
+                              args);
+}
+
+/// Blocks of a streaming update over `n` elements taken 4 at a time.
+unsigned updateBlocks(const CudaCall &call, int64_t n) {
+  unsigned cap = static_cast<unsigned>(
+      std::max(1, call.context->multiprocessors()) * kUpdateBlocksPerSm);
+  return std::min(blocksFor((n + 3) / 4, kElementwiseThreads), cap);
+}
+
+//===----------------------------------------------------------------------===//
+// accumulate
+//===----------------------------------------------------------------------===//
+
+std::string checkAccumulate(const KernelCall &call) {
+  if (call.operands.size() != 2) {
+    return findCpuKernel("accumulate")->check(call);
+  }
+  if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::BF16}); !e.empty()) {
+    return e;
+  }
+  KernelCall view = call;
+  view.operands[0].dtype = DType::F32;
+  return findCpuKernel("accumulate")->check(view);
+}
+
+std::string launchAccumulate(const CudaCall &call) {
+  const Tensor &value = call.operands[0];
+  long long n = value.numel();
+  if (n == 0) {
+    return "";
+  }
+  const void *v = value.data;
+  void *target = call.operands[1].data;
+  void *args[] = {&v, &target, &n};
+  return launch(call,
+                value.dtype == DType::BF16 ? "tailor_accumulate_bf16"
+                                           : "tailor_accumulate_f32",
+                blocksFor(n, kElementwiseThreads), kElementwiseThreads, args);
+}
+
+//===----------------------------------------------------------------------===//
+// global_norm
+//===----------------------------------------------------------------------===//
+
+std::string checkGlobalNorm(const KernelCall &call) {
+  return findCpuKernel("global_norm")->check(call);
+}
+
+/// Batches of kMaxNormTensors tensors; each launch after the first adds to
+/// the running sum of squares the previous one left in `out`.
+std::string launchGlobalNorm(const CudaCall &call) {
+  size_t inputs = call.operands.size() - 1;
+  void *out = call.operands[inputs].data;
+  for (size_t begin = 0; begin < inputs; begin += kMaxNormTensors) {
+    NormTensors tensors = {};
+    size_t end = std::min(inputs, begin + kMaxNormTensors);
+    for (size_t i = begin; i < end; ++i) {
+      tensors.data[i - begin] = call.operands[i].data;
+      tensors.numel[i - begin] = call.operands[i].numel();
+    }
+    tensors.count = static_cast<int>(end - begin);
+    tensors.carry = begin > 0 ? 1 : 0;
+    tensors.finish = end == inputs ? 1 : 0;
+    void *args[] = {&tensors, &out};
+    if (auto e = launch(call, "tailor_global_norm_f32", 1, kNormThreads, args);
+        !e.empty()) {
+      return e;
+    }
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// adamw
+//===----------------------------------------------------------------------===//
+
+std::string checkAdamW(const KernelCall &call) {
+  return findCpuKernel("adamw")->check(call);
+}
+
+std::string launchAdamW(const CudaCall &call) {
+  long long n = call.operands[0].numel();
+  if (n == 0) {
+    return "";
+  }
+  const Attributes &attrs = call.attributes;
+  AdamWConfig config = {};
+  config.beta1 = attrs.getFloat("beta1", 0);
+  config.beta2 = attrs.getFloat("beta2", 0);
+  config.weightDecay = attrs.getFloat("weight_decay", 0);
+  // The CPU kernel's roundings of the step-independent constants.
+  config.lerpWeight = static_cast<float>(1.0 - config.beta1);
+  config.beta2f = static_cast<float>(config.beta2);
+  config.oneMinusBeta2 = static_cast<float>(1.0 - config.beta2);
+  config.epsilon = static_cast<float>(attrs.getFloat("epsilon", 0));
+  config.smallWeight = std::fabs(config.lerpWeight) < 0.5f ? 1 : 0;
+  void *param = call.operands[0].data, *grad = call.operands[1].data;
+  void *expAvg = call.operands[2].data, *expAvgSq = call.operands[3].data;
+  const void *lr = call.operands[4].data, *step = call.operands[5].data;
+  const void *gradScale = call.operands[6].data;
+  void *args[] = {&param, &grad,      &expAvg, &expAvgSq, &lr,
+                  &step,  &gradScale, &n,      &config};
+  return launch(call, "tailor_adamw_f32", updateBlocks(call, n),
+                kElementwiseThreads, args);
+}
+
+//===----------------------------------------------------------------------===//
+// sgd
+//===----------------------------------------------------------------------===//
+
+std::string checkSgd(const KernelCall &call) {
+  return findCpuKernel("sgd")->check(call);
+}
+
+std::string launchSgd(const CudaCall &call) {
+  long long n = call.operands[0].numel();
+  if (n == 0) {
+    return "";
+  }
+  const Attributes &attrs = call.attributes;
+  double momentumD = attrs.getFloat("momentum", 0);
+  double weightDecayD = attrs.getFloat("weight_decay", 0);
+  int mode = momentumD == 0 ? 0 : attrs.getInt("nesterov", 0) != 0 ? 2 : 1;
+  int decay = weightDecayD != 0 ? 1 : 0;
+  float momentum = static_cast<float>(momentumD);
+  float weightDecay = static_cast<float>(weightDecayD);
+  void *param = call.operands[0].data, *grad = call.operands[1].data;
+  void *buf = call.operands[2].data;
+  const void *lr = call.operands[3].data, *gradScale = call.operands[4].data;
+  void *args[] = {&param, &grad,        &buf,      &lr,    &gradScale,
+                  &n,     &weightDecay, &momentum, &decay, &mode};
+  return launch(call, "tailor_sgd_f32", updateBlocks(call, n),
+                kElementwiseThreads, args);
+}
+
+const char *const kAccumulateFunctions[] = {"tailor_accumulate_f32",
+                                            "tailor_accumulate_bf16", nullptr};
+const char *const kGlobalNormFunctions[] = {"tailor_global_norm_f32", nullptr};
+const char *const kAdamWFunctions[] = {"tailor_adamw_f32", nullptr};
+const char *const kSgdFunctions[] = {"tailor_sgd_f32", nullptr};
+
+} // namespace
+
+void addOptimizerCudaKernels(std::vector<CudaKernelDef> &table) {
+  table.push_back({"accumulate", 2, checkAccumulate, launchAccumulate,
+                   kAccumulateFunctions});
+  table.push_back({"global_norm", -1, checkGlobalNorm, launchGlobalNorm,
+                   kGlobalNormFunctions});
+  table.push_back({"adamw", 7, checkAdamW, launchAdamW, kAdamWFunctions});
+  table.push_back({"sgd", 5, checkSgd, launchSgd, kSgdFunctions});
+}
+
+} // namespace tailor::runtime::cuda

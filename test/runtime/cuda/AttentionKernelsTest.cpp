@@ -1,0 +1,262 @@
+//===- AttentionKernelsTest.cpp - CUDA attention kernels vs the CPU -------===//
+//
+// attention and attention_grad (runtime/cuda/AttentionLaunchers.cpp) against
+// the CPU kernels: self attention (T = S) and cross/cached attention (T < S,
+// the causal offset), rows that see no key (causal with T > S), grouped
+// query heads and not, every head-dim class (32, 64, 96, 128, with D != Dv
+// and dims below the class), sequence lengths that are not multiples of the
+// 64-row tile, f32 and bf16 storage, both places the backward keeps its
+// statistics (workspace, dq rows), empty shapes, determinism, and the
+// checks' messages.
+//
+// Tolerance: the device kernels multiply bf16-rounded operands on the
+// tensor cores (f32 accumulation), the CPU computes in f32, so results on
+// O(1) data agree to about 1e-2; inputs are uniform in [-2, 2] so the
+// softmax is peaked but not saturated.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/AttentionKernels.cu"
+
+#include "test/runtime/cuda/CudaTestUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tailor::runtime::cuda::testing {
+namespace {
+
+constexpr Tolerance kBf16Compute{2e-2, 2e-2};
+
+struct Case {
+  int64_t b, hq, hkv, t, s, d, dv;
+  bool causal;
+  DType dtype = DType::F32;
+  /// Backward workspace in floats; 0 picks one that holds the statistics.
+  int64_t workspace = 0;
+};
+
+HostTensor input(std::vector<int64_t> shape, uint64_t seed, DType dtype) {
+  HostTensor t = randomF32(std::move(shape), seed, -2.0f, 2.0f);
+  return dtype == DType::F32 ? t : converted(t, dtype);
+}
+
+std::vector<Attribute> attributesOf(const Case &c) {
+  return {
+      intAttr("causal", c.causal ? 1 : 0),
+      floatAttr("scale", 1.0 / std::sqrt(double(std::max<int64_t>(c.d, 1))))};
+}
+
+std::vector<HostTensor> forwardOperands(const Case &c) {
+  return {input({c.b, c.hq, c.t, c.d}, 1, c.dtype),
+          input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
+          input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype),
+          HostTensor(c.dtype, {c.b, c.hq, c.t, c.dv}),
+          HostTensor(DType::F32, {std::max<int64_t>(64 * c.s, 1)})};
+}
+
+std::vector<HostTensor> backwardOperands(const Case &c) {
+  // The CPU wants a positive multiple of 2 x 64 x S floats.
+  int64_t slot = std::max<int64_t>(2 * 64 * c.s, 1);
+  int64_t w = c.workspace;
+  if (w == 0) {
+    int64_t need = 2 * c.b * c.hq * c.t;
+    w = std::max<int64_t>((need + slot - 1) / slot, 1) * slot;
+  }
+  return {input({c.b, c.hq, c.t, c.dv}, 4, c.dtype),
+          input({c.b, c.hq, c.t, c.d}, 1, c.dtype),
+          input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
+          input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype),
+          HostTensor(c.dtype, {c.b, c.hq, c.t, c.d}),
+          HostTensor(c.dtype, {c.b, c.hkv, c.s, c.d}),
+          HostTensor(c.dtype, {c.b, c.hkv, c.s, c.dv}),
+          HostTensor(DType::F32, {w})};
+}
+
+void expectForward(TestBackend &backend, const Case &c) {
+  expectMatchesCpu(backend, "attention", forwardOperands(c), attributesOf(c),
+                   {3}, kBf16Compute);
+}
+
+void expectBackward(TestBackend &backend, const Case &c) {
+  expectMatchesCpu(backend, "attention_grad", backwardOperands(c),
+                   attributesOf(c), {4, 5, 6}, kBf16Compute);
+}
+
+//===----------------------------------------------------------------------===//
+// Forward.
+//===----------------------------------------------------------------------===//
+
+// Tests self attention with grouped query heads, causal, T off the tile.
+TEST_F(CudaKernelTest, AttentionSelfCausalGqa) {
+  expectForward(*backend, {2, 4, 2, 37, 37, 64, 64, true});
+}
+
+// Tests two query tiles, equal heads, no mask, the 32 class.
+TEST_F(CudaKernelTest, AttentionSelfFullD32) {
+  expectForward(*backend, {2, 2, 2, 100, 100, 32, 32, false});
+}
+
+// Tests T < S: causal rows see S - T more keys than their index.
+TEST_F(CudaKernelTest, AttentionCausalOffsetD128) {
+  expectForward(*backend, {2, 4, 2, 37, 100, 128, 128, true});
+}
+
+// Tests T < S without a mask, several key tiles.
+TEST_F(CudaKernelTest, AttentionCrossFullGqa) {
+  expectForward(*backend, {1, 4, 1, 20, 130, 64, 64, false});
+}
+
+// Tests T > S causal: the first T - S rows see no key and get zeros.
+TEST_F(CudaKernelTest, AttentionRowsWithoutKeys) {
+  expectForward(*backend, {2, 2, 1, 100, 30, 32, 32, true});
+}
+
+// Tests D != Dv and dims below their class (80 -> 96, 40 -> 64).
+TEST_F(CudaKernelTest, AttentionUnevenHeadDims) {
+  expectForward(*backend, {1, 2, 2, 50, 70, 80, 48, true});
+  expectForward(*backend, {1, 2, 1, 33, 33, 40, 24, false});
+  expectForward(*backend, {1, 1, 1, 17, 17, 7, 5, true});
+}
+
+// Tests bf16 storage.
+TEST_F(CudaKernelTest, AttentionBf16) {
+  expectForward(*backend, {2, 4, 2, 37, 37, 64, 64, true, DType::BF16});
+  expectForward(*backend, {1, 2, 2, 20, 70, 128, 128, false, DType::BF16});
+  expectForward(*backend, {1, 2, 1, 100, 30, 32, 32, true, DType::BF16});
+}
+
+// Tests the default scale, 1 / sqrt(D), forward and backward.
+TEST_F(CudaKernelTest, AttentionDefaultScale) {
+  Case c{1, 2, 1, 20, 20, 48, 48, true};
+  expectMatchesCpu(*backend, "attention", forwardOperands(c),
+                   {intAttr("causal", 1)}, {3}, kBf16Compute);
+  expectMatchesCpu(*backend, "attention_grad", backwardOperands(c),
+                   {intAttr("causal", 1)}, {4, 5, 6}, kBf16Compute);
+}
+
+// Tests empty shapes: no key gives zeros, no query nothing.
+TEST_F(CudaKernelTest, AttentionEmpty) {
+  expectForward(*backend, {1, 2, 1, 5, 0, 32, 32, false});
+  expectForward(*backend, {1, 2, 1, 0, 5, 32, 32, true});
+  expectForward(*backend, {0, 2, 1, 5, 5, 32, 32, true});
+}
+
+//===----------------------------------------------------------------------===//
+// Backward.
+//===----------------------------------------------------------------------===//
+
+// Tests self attention with grouped query heads, causal, T off the tile.
+TEST_F(CudaKernelTest, AttentionGradSelfCausalGqa) {
+  expectBackward(*backend, {2, 4, 2, 37, 37, 64, 64, true});
+}
+
+// Tests two query and key tiles, equal heads, no mask, the 32 class.
+TEST_F(CudaKernelTest, AttentionGradSelfFullD32) {
+  expectBackward(*backend, {2, 2, 2, 100, 100, 32, 32, false});
+}
+
+// Tests T < S causal with the 128 class (above 48 KiB of shared memory).
+TEST_F(CudaKernelTest, AttentionGradCausalOffsetD128) {
+  expectBackward(*backend, {1, 4, 2, 37, 100, 128, 128, true});
+}
+
+// Tests T < S without a mask, all query heads on one kv head.
+TEST_F(CudaKernelTest, AttentionGradCrossFullGqa) {
+  expectBackward(*backend, {1, 4, 1, 20, 130, 64, 64, false});
+}
+
+// Tests T > S causal: rows that see no key get zero dq and add nothing to
+// dk, dv; key tiles that no query sees get zeros.
+TEST_F(CudaKernelTest, AttentionGradRowsWithoutKeys) {
+  expectBackward(*backend, {2, 2, 1, 100, 30, 32, 32, true});
+}
+
+// Tests the statistics kept in dq's rows: the workspace (2 x 64 x S) is
+// smaller than 2 floats per query row.
+TEST_F(CudaKernelTest, AttentionGradStatsInDq) {
+  expectBackward(*backend, {2, 4, 2, 100, 8, 32, 32, true, DType::F32, 1024});
+  expectBackward(*backend, {2, 4, 2, 100, 8, 64, 32, false, DType::BF16, 1024});
+}
+
+// Tests D != Dv and dims below their class.
+TEST_F(CudaKernelTest, AttentionGradUnevenHeadDims) {
+  expectBackward(*backend, {1, 2, 2, 50, 70, 80, 48, true});
+  expectBackward(*backend, {1, 2, 1, 33, 33, 40, 24, false});
+  expectBackward(*backend, {1, 1, 1, 17, 17, 7, 5, true});
+}
+
+// Tests bf16 storage.
+TEST_F(CudaKernelTest, AttentionGradBf16) {
+  expectBackward(*backend, {2, 4, 2, 37, 37, 64, 64, true, DType::BF16});
+  expectBackward(*backend, {1, 2, 2, 20, 70, 128, 128, false, DType::BF16});
+  expectBackward(*backend, {1, 2, 1, 100, 30, 32, 32, true, DType::BF16});
+}
+
+// Tests empty shapes: no key zeroes dq, no query zeroes dk and dv.
+TEST_F(CudaKernelTest, AttentionGradEmpty) {
+  Case noKey{1, 2, 1, 5, 0, 32, 32, false};
+  std::vector<HostTensor> ops = backwardOperands(noKey);
+  std::fill(ops[4].storage.begin(), ops[4].storage.end(), ~uint64_t(0));
+  expectMatchesCpu(*backend, "attention_grad", ops, attributesOf(noKey),
+                   {4, 5, 6}, kBf16Compute);
+  Case noQuery{1, 2, 1, 0, 5, 32, 32, true};
+  ops = backwardOperands(noQuery);
+  std::fill(ops[5].storage.begin(), ops[5].storage.end(), ~uint64_t(0));
+  std::fill(ops[6].storage.begin(), ops[6].storage.end(), ~uint64_t(0));
+  expectMatchesCpu(*backend, "attention_grad", ops, attributesOf(noQuery),
+                   {4, 5, 6}, kBf16Compute);
+}
+
+// Tests that the backward gives the same bits twice (no atomics).
+TEST_F(CudaKernelTest, AttentionGradDeterministic) {
+  Case c{1, 4, 2, 70, 70, 32, 32, true};
+  std::vector<HostTensor> a =
+      runCuda(*backend, "attention_grad", backwardOperands(c), attributesOf(c));
+  std::vector<HostTensor> b =
+      runCuda(*backend, "attention_grad", backwardOperands(c), attributesOf(c));
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u);
+  for (size_t i = 4; i < 7; ++i) {
+    EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].bytes()), 0)
+        << "operand " << i;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Checks.
+//===----------------------------------------------------------------------===//
+
+// Tests the messages for head dims above 128, mixed storage and a
+// backward with no room for its statistics.
+TEST_F(CudaKernelTest, AttentionChecks) {
+  Case big{1, 1, 1, 4, 4, 160, 64, false};
+  EXPECT_EQ(checkCuda("attention", forwardOperands(big), attributesOf(big)),
+            "head dims 160 and 64 must be at most 128");
+
+  Case c{1, 2, 1, 4, 4, 32, 32, false};
+  std::vector<HostTensor> ops = forwardOperands(c);
+  ops[1] = converted(ops[1], DType::BF16);
+  EXPECT_EQ(checkCuda("attention", ops, attributesOf(c)),
+            "operand 1 must be f32 like operand 0, got bf16");
+  ops = forwardOperands(c);
+  ops[4] = HostTensor(DType::F32, {1});
+  EXPECT_EQ(checkCuda("attention", ops, attributesOf(c)), "");
+  ops[4] = HostTensor(DType::BF16, {4});
+  EXPECT_EQ(checkCuda("attention", ops, attributesOf(c)),
+            "operand 4 must be f32, got bf16");
+
+  // bf16 dq rows of 2 elements are 4 bytes: too small for 2 floats.
+  Case tiny{1, 2, 1, 100, 1, 2, 2, false, DType::BF16, 128};
+  EXPECT_EQ(
+      checkCuda("attention_grad", backwardOperands(tiny), attributesOf(tiny)),
+      "workspace of 128 floats holds no 2 statistics for each of the "
+      "200 query rows, and dq rows of head dim 2 cannot hold them "
+      "either");
+  EXPECT_EQ(checkCuda("attention_grad", backwardOperands(c), attributesOf(c)),
+            "");
+}
+
+} // namespace
+} // namespace tailor::runtime::cuda::testing

@@ -1,0 +1,298 @@
+//===- DataMovementKernelsTest.cpp - CUDA transpose, slice, ..., rope -----===//
+//
+// Every launcher of runtime/cuda/DataMovementLaunchers.cpp against the CPU
+// kernel of the same name. Byte-moving kernels must match bit for bit for
+// every element size (1, 2, 4, 8 bytes) and reach both gather paths
+// (strided and tiled) and every copy unit; embedding also checks what the
+// GPU does with an id the trainer should have rejected; rope covers both
+// layouts, both table shapes and mixed f32/bf16 storage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/DataMovementKernels.cu"
+
+#include "test/runtime/cuda/CudaTestUtil.h"
+
+#include <cstring>
+
+namespace tailor::runtime::cuda::testing {
+namespace {
+
+constexpr Tolerance kExact{0, 0};
+constexpr Tolerance kF32{1e-6, 1e-6};
+constexpr Tolerance kBf16{1e-2, 1e-2};
+
+/// A tensor of `dtype` with distinct-looking values (bit patterns for the
+/// integer and bool types, bf16-rounded floats for bf16).
+HostTensor sample(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  switch (dtype) {
+  case DType::F32:
+    return randomF32(std::move(shape), seed);
+  case DType::BF16:
+    return converted(randomF32(std::move(shape), seed), DType::BF16);
+  case DType::Bool:
+    return converted(randomInts(std::move(shape), seed, 0, 2), DType::Bool);
+  case DType::U8:
+    return converted(randomInts(std::move(shape), seed, 0, 256), DType::U8);
+  case DType::I32:
+    return randomInts(std::move(shape), seed, -100000, 100000, DType::I32);
+  default:
+    return randomInts(std::move(shape), seed, -(int64_t(1) << 40),
+                      int64_t(1) << 40, DType::I64);
+  }
+}
+
+/// One dtype per element size, plus bf16.
+const DType kDTypes[] = {DType::U8, DType::BF16, DType::F32, DType::I64,
+                         DType::Bool};
+
+//===----------------------------------------------------------------------===//
+// transpose
+//===----------------------------------------------------------------------===//
+
+void expectTranspose(TestBackend &backend, HostTensor x,
+                     std::vector<int64_t> perm) {
+  SCOPED_TRACE(std::string("transpose ") + dtypeName(x.dtype));
+  std::vector<int64_t> shape;
+  for (int64_t p : perm) {
+    shape.push_back(x.shape[p]);
+  }
+  expectMatchesCpu(backend, "transpose", {x, HostTensor(x.dtype, shape)},
+                   {intsAttr("permutation", perm)}, {1}, kExact);
+}
+
+TEST_F(CudaKernelTest, TransposeTwoDims) {
+  // Tiled: sizes below, at and beyond one 32 x 32 tile.
+  for (DType dtype : kDTypes) {
+    expectTranspose(*backend, sample(dtype, {67, 45}, 1), {1, 0});
+    expectTranspose(*backend, sample(dtype, {32, 32}, 2), {1, 0});
+    expectTranspose(*backend, sample(dtype, {3, 100}, 3), {1, 0});
+  }
+  expectTranspose(*backend, sample(DType::F32, {1, 40}, 4), {1, 0});
+}
+
+TEST_F(CudaKernelTest, TransposeFourDims) {
+  for (DType dtype : kDTypes) {
+    // [B, H, T, D] -> [B, T, H, D]: rows of D, the strided path.
+    expectTranspose(*backend, sample(dtype, {2, 3, 5, 7}, 5), {0, 2, 1, 3});
+    // The same with runs that widen to 4-, 8- or 16-byte units.
+    expectTranspose(*backend, sample(dtype, {2, 3, 5, 16}, 5), {0, 2, 1, 3});
+    expectTranspose(*backend, sample(dtype, {2, 3, 5, 4}, 5), {0, 2, 1, 3});
+    // The last two swapped per (B, H): tiled with outer dimensions.
+    expectTranspose(*backend, sample(dtype, {2, 3, 40, 33}, 6), {0, 1, 3, 2});
+    // Full reversal: x's unit-stride dimension lands first in y.
+    expectTranspose(*backend, sample(dtype, {4, 3, 5, 6}, 7), {3, 2, 1, 0});
+  }
+  expectTranspose(*backend, sample(DType::F32, {2, 3, 5, 7}, 8), {1, 3, 0, 2});
+  expectTranspose(*backend, sample(DType::F32, {2, 3, 5, 7}, 9), {2, 0, 3, 1});
+  // Identity and extent-1 dimensions merge away.
+  expectTranspose(*backend, sample(DType::F32, {2, 1, 5, 7}, 10), {0, 1, 2, 3});
+  expectTranspose(*backend, sample(DType::F32, {2, 1, 5, 1}, 11), {3, 2, 1, 0});
+  expectTranspose(*backend, sample(DType::F32, {9}, 12), {0});
+}
+
+//===----------------------------------------------------------------------===//
+// slice
+//===----------------------------------------------------------------------===//
+
+void expectSlice(TestBackend &backend, HostTensor x,
+                 std::vector<int64_t> starts, std::vector<int64_t> steps,
+                 std::vector<int64_t> shape) {
+  SCOPED_TRACE(std::string("slice ") + dtypeName(x.dtype));
+  expectMatchesCpu(backend, "slice", {x, HostTensor(x.dtype, shape)},
+                   {intsAttr("starts", starts), intsAttr("steps", steps)}, {1},
+                   kExact);
+}
+
+TEST_F(CudaKernelTest, Slice) {
+  for (DType dtype : kDTypes) {
+    expectSlice(*backend, sample(dtype, {10, 12, 9}, 20), {1, 0, 2}, {2, 3, 1},
+                {4, 4, 7});
+    expectSlice(*backend, sample(dtype, {10, 12, 9}, 21), {0, 5, 0}, {1, 1, 1},
+                {10, 7, 9});
+    expectSlice(*backend, sample(dtype, {100}, 22), {3}, {7}, {14});
+    expectSlice(*backend, sample(dtype, {2, 3, 8, 16}, 23), {1, 0, 1, 0},
+                {1, 2, 3, 2}, {1, 2, 3, 8});
+  }
+  // Empty result.
+  expectSlice(*backend, sample(DType::F32, {4, 5}, 24), {0, 0}, {1, 1}, {0, 5});
+}
+
+//===----------------------------------------------------------------------===//
+// concat, split
+//===----------------------------------------------------------------------===//
+
+/// Three pieces along `axis` of a tensor shaped `shape` (the pieces split
+/// the axis into sizes `parts`), concatenated and split back.
+void expectPieces(TestBackend &backend, DType dtype, std::vector<int64_t> shape,
+                  int64_t axis, std::vector<int64_t> parts, uint64_t seed) {
+  SCOPED_TRACE(std::string("axis ") + std::to_string(axis) + " " +
+               dtypeName(dtype));
+  std::vector<HostTensor> concat;
+  std::vector<size_t> pieceIndices;
+  std::vector<HostTensor> split = {sample(dtype, shape, seed)};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<int64_t> s = shape;
+    s[axis] = parts[i];
+    concat.push_back(sample(dtype, s, seed + 1 + i));
+    split.push_back(HostTensor(dtype, s));
+    pieceIndices.push_back(i + 1);
+  }
+  concat.push_back(HostTensor(dtype, shape));
+  expectMatchesCpu(backend, "concat", concat, {intAttr("axis", axis)},
+                   {parts.size()}, kExact);
+  expectMatchesCpu(backend, "split", split, {intAttr("axis", axis)},
+                   pieceIndices, kExact);
+}
+
+TEST_F(CudaKernelTest, ConcatAndSplit) {
+  for (DType dtype : kDTypes) {
+    // Outer axis: contiguous pieces, plain copies.
+    expectPieces(*backend, dtype, {9, 5, 4}, 0, {2, 3, 4}, 30);
+    // Middle and last axes: row copies in every unit width.
+    expectPieces(*backend, dtype, {3, 9, 4}, 1, {2, 3, 4}, 31);
+    expectPieces(*backend, dtype, {4, 3, 13}, 2, {5, 1, 7}, 32);
+    expectPieces(*backend, dtype, {2, 6, 32}, 2, {8, 16, 8}, 33);
+  }
+  // An empty piece, and a rank-1 whole.
+  expectPieces(*backend, DType::F32, {4, 9}, 1, {4, 0, 5}, 34);
+  expectPieces(*backend, DType::F32, {12}, 0, {5, 4, 3}, 35);
+}
+
+//===----------------------------------------------------------------------===//
+// broadcast, copy
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernelTest, Broadcast) {
+  for (DType dtype : kDTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    auto expect = [&](std::vector<int64_t> from, std::vector<int64_t> to) {
+      expectMatchesCpu(*backend, "broadcast",
+                       {sample(dtype, from, 40), HostTensor(dtype, to)}, {},
+                       {1}, kExact);
+    };
+    expect({3, 1, 5}, {2, 3, 4, 5});
+    expect({1}, {7, 3});
+    expect({4, 1}, {4, 37}); // a column spread: the tiled path
+    expect({6}, {5, 6});
+    expect({2, 3}, {2, 3});
+  }
+}
+
+TEST_F(CudaKernelTest, Copy) {
+  for (DType dtype : kDTypes) {
+    HostTensor x = sample(dtype, {5, 7}, 50);
+    expectMatchesCpu(*backend, "copy", {x, HostTensor(dtype, {35})}, {}, {1},
+                     kExact);
+  }
+  EXPECT_EQ(
+      checkCuda("copy",
+                {HostTensor(DType::F32, {4}), HostTensor(DType::I64, {4})}, {}),
+      "copy of 16 bytes into 32");
+}
+
+//===----------------------------------------------------------------------===//
+// embedding
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernelTest, Embedding) {
+  // Row sizes that move in 16-, 4- and 2-byte units.
+  for (int64_t d : {64, 37, 6}) {
+    for (DType table : {DType::F32, DType::BF16}) {
+      for (DType ids : {DType::I32, DType::I64}) {
+        SCOPED_TRACE(std::string("d ") + std::to_string(d) + " " +
+                     dtypeName(table) + " " + dtypeName(ids));
+        expectMatchesCpu(*backend, "embedding",
+                         {sample(table, {50, d}, 60),
+                          randomInts({3, 5}, 61, 0, 50, ids),
+                          HostTensor(table, {3, 5, d})},
+                         {}, {2}, kExact);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, EmbeddingOutOfRangeIdWritesZeros) {
+  for (DType dtype : {DType::I32, DType::I64}) {
+    HostTensor table = randomF32({10, 8}, 62, 1, 2); // no zeros
+    HostTensor ids(dtype, {4});
+    for (int64_t i = 0; i < 4; ++i) {
+      int64_t v = i == 1 ? 10 : i == 3 ? -1 : i * 3;
+      if (dtype == DType::I32) {
+        ids.as<int32_t>()[i] = int32_t(v);
+      } else {
+        ids.as<int64_t>()[i] = v;
+      }
+    }
+    HostTensor y = randomF32({4, 8}, 63);
+    std::vector<HostTensor> out =
+        runCuda(*backend, "embedding", {table, ids, y}, {});
+    const float *got = out[2].as<float>();
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t j = 0; j < 8; ++j) {
+        float want = i == 1 || i == 3 ? 0.0f : table.as<float>()[i * 3 * 8 + j];
+        EXPECT_EQ(got[i * 8 + j], want) << "row " << i << " column " << j;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, EmbeddingChecks) {
+  EXPECT_EQ(
+      checkCuda("embedding",
+                {HostTensor(DType::BF16, {10, 4}), HostTensor(DType::I64, {3}),
+                 HostTensor(DType::F32, {3, 4})},
+                {}),
+      "operand 2 must be bf16 like operand 0, got f32");
+  EXPECT_EQ(
+      checkCuda("embedding",
+                {HostTensor(DType::F32, {10, 4}), HostTensor(DType::F32, {3}),
+                 HostTensor(DType::F32, {3, 4})},
+                {}),
+      "operand 1 must be i32 or i64, got f32");
+}
+
+//===----------------------------------------------------------------------===//
+// rope
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernelTest, Rope) {
+  const int64_t b = 2, h = 3, t = 5;
+  for (int64_t d : {8, 64, 6}) {
+    for (bool perBatch : {false, true}) {
+      for (int64_t interleaved : {0, 1}) {
+        std::vector<int64_t> table = perBatch ? std::vector<int64_t>{b, t, d}
+                                              : std::vector<int64_t>{t, d};
+        for (DType x : {DType::F32, DType::BF16}) {
+          for (DType c : {DType::F32, DType::BF16}) {
+            SCOPED_TRACE(std::string("d ") + std::to_string(d) + " per batch " +
+                         std::to_string(perBatch) + " interleaved " +
+                         std::to_string(interleaved) + " x " + dtypeName(x) +
+                         " tables " + dtypeName(c));
+            bool f32 = x == DType::F32;
+            expectMatchesCpu(
+                *backend, "rope",
+                {sample(x, {b, h, t, d}, 70), sample(c, table, 71),
+                 sample(c, table, 72), HostTensor(x, {b, h, t, d})},
+                {intAttr("interleaved", interleaved)}, {3}, f32 ? kF32 : kBf16);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, RopeChecks) {
+  HostTensor x(DType::BF16, {1, 2, 3, 4}), c(DType::F32, {3, 4});
+  EXPECT_EQ(checkCuda("rope",
+                      {x, c, HostTensor(DType::BF16, {3, 4}),
+                       HostTensor(DType::BF16, {1, 2, 3, 4})},
+                      {}),
+            "operand 2 must be f32 like operand 1, got bf16");
+  EXPECT_EQ(
+      checkCuda("rope", {x, c, c, HostTensor(DType::BF16, {1, 2, 3, 4})}, {}),
+      "");
+}
+
+} // namespace
+} // namespace tailor::runtime::cuda::testing
