@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Writes a Llama-2-7B-shaped ONNX model whose weights live in a sparse file.
 
+--preset tinyllama gives the TinyLlama-1.1B shape instead (hidden 2048, 32
+heads, 4 kv heads, intermediate 5632, vocab 32000, 22 layers, untied head):
+the GPU benchmark's model (bench/gpu/), whose weights bench/gpu/fill_weights.py
+writes into the sparse file at the offsets of the side JSON's `layout`.
+
 The graph is a real TorchScript (opset 17) export of transformers'
 LlamaForCausalLM, forward(input_ids) -> logits, use_cache=False, symbolic
 batch and seq dims, default (sdpa) attention. No weight bytes are produced:
@@ -41,7 +46,8 @@ The data file is sparse (truncate to the full size, nothing written) unless
 (real bytes) and checked against PyTorch with onnxruntime, and the mapping
 is checked against a normal export_params=True export of the same model.
 
-  bench/gen_llama7b_onnx.py -o DIR [--layers 32] [--tiny] [--opset 17]
+  bench/gen_llama7b_onnx.py -o DIR [--preset llama7b|tinyllama] [--layers N]
+      [--tiny] [--opset 17]
 """
 
 import argparse
@@ -56,20 +62,27 @@ from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALIGN = 4096
-EXPECTED_7B_PARAMS = 6_738_415_616
 
 SHAPE_7B = dict(hidden_size=4096, num_attention_heads=32,
                 num_key_value_heads=32, intermediate_size=11008,
                 vocab_size=32000, max_position_embeddings=4096)
+SHAPE_TINYLLAMA = dict(hidden_size=2048, num_attention_heads=32,
+                       num_key_value_heads=4, intermediate_size=5632,
+                       vocab_size=32000, max_position_embeddings=2048)
+# --preset: shape, default layers, parameter count at those layers.
+PRESETS = {
+    "llama7b": (SHAPE_7B, 32, 6_738_415_616),
+    "tinyllama": (SHAPE_TINYLLAMA, 22, 1_100_048_384),
+}
 SHAPE_TINY = dict(hidden_size=64, num_attention_heads=4,
                   num_key_value_heads=4, intermediate_size=176,
                   vocab_size=320, max_position_embeddings=4096)
 
 
-def build_config(layers, tiny):
+def build_config(layers, tiny, preset="llama7b"):
     from transformers import LlamaConfig
 
-    shape = SHAPE_TINY if tiny else SHAPE_7B
+    shape = SHAPE_TINY if tiny else PRESETS[preset][0]
     return LlamaConfig(num_hidden_layers=layers, rms_norm_eps=1e-5,
                        tie_word_embeddings=False, use_cache=False,
                        rope_theta=10000.0, **shape)
@@ -437,13 +450,17 @@ def allocated_bytes(path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", required=True, help="output directory")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                    help="model shape (default llama7b)")
     ap.add_argument("--layers", type=int, default=None,
-                    help="decoder layers (default 32, or 2 with --tiny)")
+                    help="decoder layers (default: the preset's, 32 for "
+                         "llama7b and 22 for tinyllama, or 2 with --tiny)")
     ap.add_argument("--tiny", action="store_true",
                     help="hidden 64, real random weights, ORT check")
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--name", default=None,
-                    help="file stem (default llama7b, or llama_tiny with --tiny)")
+                    help="file stem (default: the preset's name, or "
+                         "llama_tiny with --tiny)")
     ap.add_argument("--no-packed-mask", action="store_true",
                     help="drop transformers' packed-sequence mask subgraph")
     a = ap.parse_args(argv)
@@ -451,8 +468,12 @@ def main(argv=None):
     t0 = time.perf_counter()
     import onnx
 
-    layers = a.layers if a.layers is not None else (2 if a.tiny else 32)
-    stem = a.name or ("llama_tiny" if a.tiny else "llama7b")
+    if a.tiny and a.preset:
+        ap.error("--tiny has its own shape; drop --preset")
+    preset = a.preset or "llama7b"
+    _, preset_layers, expected_params = PRESETS[preset]
+    layers = a.layers if a.layers is not None else (2 if a.tiny else preset_layers)
+    stem = a.name or ("llama_tiny" if a.tiny else preset)
     os.makedirs(a.output, exist_ok=True)
     onnx_path = os.path.join(a.output, stem + ".onnx")
     data_name = stem + ".onnx.data"
@@ -462,7 +483,7 @@ def main(argv=None):
         disable_packed_mask()
     else:
         register_diff_symbolic(a.opset)
-    cfg = build_config(layers, a.tiny)
+    cfg = build_config(layers, a.tiny, preset)
     model = build_model(cfg, a.tiny)
     n_model_params = sum(p.numel() for p in model.parameters())
     t_build = time.perf_counter()
@@ -500,8 +521,8 @@ def main(argv=None):
                 raise RuntimeError(f"bad external data for {t.name}: {ext}")
     if n_params != n_model_params:
         raise RuntimeError(f"{n_params} parameters in initializers, model has {n_model_params}")
-    if not a.tiny and layers == 32 and n_params != EXPECTED_7B_PARAMS:
-        raise RuntimeError(f"{n_params} parameters, expected {EXPECTED_7B_PARAMS}")
+    if not a.tiny and layers == preset_layers and n_params != expected_params:
+        raise RuntimeError(f"{n_params} parameters, expected {expected_params}")
     if a.tiny:
         check_tiny(model, onnx_path, a.opset, layout, a.no_packed_mask)
     seconds = time.perf_counter() - t0
@@ -513,7 +534,8 @@ def main(argv=None):
     side = dict(
         approach="torchscript export_params=False on zero-stride parameter "
                  "views, inputs -> external initializers",
-        exporter="torchscript", opset=opset, layers=layers, tiny=a.tiny,
+        exporter="torchscript", opset=opset,
+        preset=None if a.tiny else preset, layers=layers, tiny=a.tiny,
         packed_sequence_mask=not a.no_packed_mask,
         attn_implementation=model.config._attn_implementation,
         nodes=len(loaded.graph.node), ops=dict(sorted(ops.items())),

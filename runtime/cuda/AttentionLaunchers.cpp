@@ -85,8 +85,8 @@ int64_t headClass(const Shape &a) {
 size_t rowBytes(int64_t hd) { return static_cast<size_t>(hd / 2 + 4) * 4; }
 
 std::string function(const char *kernel, int64_t hd, DType dtype) {
-  return std::string("tailor_") + kernel + "_d" + std::to_string(hd) +
-         (dtype == DType::BF16 ? "_bf16" : "_f32");
+  return std::string("tailor_") + kernel + "_d" + std::to_string(hd) + "_" +
+         floatSuffix(dtype);
 }
 
 Dims dimsOf(const Shape &a, const Attributes &attributes) {

@@ -115,6 +115,18 @@ const CudaKernelDef *findCudaKernel(std::string_view name);
 /// Every CUDA launcher, for listing and tests.
 const std::vector<CudaKernelDef> &cudaKernels();
 
+/// The launch as the CPU kernel of the same name sees it: bf16 operands
+/// read as f32. CUDA launchers check their own dtype rules, then run the
+/// CPU kernel's check on this view, so shape and attribute errors read
+/// exactly as on the CPU.
+KernelCall withBf16AsF32(const KernelCall &call);
+/// The CPU kernel `name`'s check on withBf16AsF32(call) ("" when accepted).
+std::string checkLikeCpu(const char *name, const KernelCall &call);
+/// The entry-point suffix of a float storage type: "bf16" or "f32".
+inline const char *floatSuffix(DType dtype) {
+  return dtype == DType::BF16 ? "bf16" : "f32";
+}
+
 /// Grid size for `n` independent items at `block` threads each, capped so
 /// grid-stride loops cover the rest (at most 65535 * 32 blocks).
 inline unsigned blocksFor(int64_t n, unsigned block) {

@@ -33,4 +33,20 @@ const CudaKernelDef *findCudaKernel(std::string_view name) {
   return nullptr;
 }
 
+KernelCall withBf16AsF32(const KernelCall &call) {
+  KernelCall view = call;
+  for (Tensor &t : view.operands) {
+    if (t.dtype == DType::BF16) {
+      t.dtype = DType::F32;
+    }
+  }
+  return view;
+}
+
+std::string checkLikeCpu(const char *name, const KernelCall &call) {
+  const KernelDef *cpu = findCpuKernel(name);
+  return cpu ? cpu->check(withBf16AsF32(call))
+             : std::string("no CPU kernel '") + name + "' to check against";
+}
+
 } // namespace tailor::runtime::cuda

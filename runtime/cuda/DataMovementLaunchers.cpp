@@ -60,25 +60,6 @@ static_assert(sizeof(Tiles) == 232, "must match tl::move::Tiles");
 
 constexpr int kTile = 32;
 
-/// The launch with bf16 operands read as f32, for the CPU kernel's check.
-KernelCall asF32(const KernelCall &call) {
-  KernelCall view = call;
-  for (Tensor &t : view.operands) {
-    if (t.dtype == DType::BF16) {
-      t.dtype = DType::F32;
-    }
-  }
-  return view;
-}
-
-std::string cpuCheck(const char *kernel, const KernelCall &call) {
-  return findCpuKernel(kernel)->check(asF32(call));
-}
-
-const char *floatSuffix(DType dtype) {
-  return dtype == DType::BF16 ? "bf16" : "f32";
-}
-
 /// "u8", "u16", "u32", "u64": the unit a dtype moves in.
 const char *sizeSuffix(size_t bytes) {
   switch (bytes) {
@@ -255,7 +236,7 @@ std::vector<int64_t> transposeStrides(const Tensor &x,
 }
 
 std::string checkTranspose(const KernelCall &call) {
-  if (auto e = cpuCheck("transpose", call); !e.empty()) {
+  if (auto e = checkLikeCpu("transpose", call); !e.empty()) {
     return e;
   }
   return expectMergedRank(
@@ -284,7 +265,7 @@ std::vector<int64_t> sliceStrides(const Tensor &x, const Attributes &attributes,
 }
 
 std::string checkSlice(const KernelCall &call) {
-  if (auto e = cpuCheck("slice", call); !e.empty()) {
+  if (auto e = checkLikeCpu("slice", call); !e.empty()) {
     return e;
   }
   int64_t base = 0;
@@ -322,7 +303,7 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &xs,
 }
 
 std::string checkBroadcast(const KernelCall &call) {
-  if (auto e = cpuCheck("broadcast", call); !e.empty()) {
+  if (auto e = checkLikeCpu("broadcast", call); !e.empty()) {
     return e;
   }
   const std::vector<int64_t> &ys = call.operands[1].shape;
@@ -345,10 +326,10 @@ const char *const kCopyRowsFunctions[] = {
     "tailor_copy_rows_u64", "tailor_copy_rows_u128", nullptr};
 
 std::string checkConcat(const KernelCall &call) {
-  return cpuCheck("concat", call);
+  return checkLikeCpu("concat", call);
 }
 std::string checkSplit(const KernelCall &call) {
-  return cpuCheck("split", call);
+  return checkLikeCpu("split", call);
 }
 
 template <bool Split> std::string launchPieces(const CudaCall &call) {
@@ -405,7 +386,7 @@ template <bool Split> std::string launchPieces(const CudaCall &call) {
   return "";
 }
 
-std::string checkCopy(const KernelCall &call) { return cpuCheck("copy", call); }
+std::string checkCopy(const KernelCall &call) { return checkLikeCpu("copy", call); }
 
 std::string launchCopy(const CudaCall &call) {
   const Tensor &x = call.operands[0], &y = call.operands[1];
@@ -431,7 +412,7 @@ std::string checkEmbedding(const KernelCall &call) {
   if (auto e = expectSameDType(call, 2, 0); !e.empty()) {
     return e;
   }
-  return cpuCheck("embedding", call);
+  return checkLikeCpu("embedding", call);
 }
 
 std::string launchEmbedding(const CudaCall &call) {
@@ -488,7 +469,7 @@ std::string checkRope(const KernelCall &call) {
   if (auto e = expectSameDType(call, 3, 0); !e.empty()) {
     return e;
   }
-  return cpuCheck("rope", call);
+  return checkLikeCpu("rope", call);
 }
 
 std::string launchRope(const CudaCall &call) {

@@ -53,9 +53,6 @@ constexpr unsigned kReduceThreads = 1024;
 /// Most blocks a row-per-block grid gets (grid-stride loops do the rest).
 constexpr int64_t kMaxRowBlocks = int64_t(1) << 30;
 
-const char *floatSuffix(DType dtype) {
-  return dtype == DType::BF16 ? "bf16" : "f32";
-}
 const char *intSuffix(DType dtype) {
   return dtype == DType::I32 ? "i32" : "i64";
 }
@@ -72,17 +69,6 @@ unsigned rowThreads(int64_t n) {
 
 unsigned rowBlocks(int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, kMaxRowBlocks));
-}
-
-/// The launch with bf16 operands read as f32, for the CPU kernel's check.
-KernelCall asF32(const KernelCall &call) {
-  KernelCall view = call;
-  for (Tensor &t : view.operands) {
-    if (t.dtype == DType::BF16) {
-      t.dtype = DType::F32;
-    }
-  }
-  return view;
 }
 
 /// Operands in each group are f32 or bf16 and alike within the group (the
@@ -115,7 +101,7 @@ checkFloatGroups(const char *kernel, const KernelCall &call,
   }
   // bf16 where no group allows it fails the CPU check's f32 test: keep it
   // bf16 in the view for those operands.
-  KernelCall view = asF32(call);
+  KernelCall view = withBf16AsF32(call);
   for (size_t i = 0; i < call.operands.size(); ++i) {
     bool grouped = false;
     for (const auto &group : groups) {

@@ -55,20 +55,6 @@ using cpu::shapeString;
 
 const char *const kNoFunctions[] = {nullptr};
 
-/// The CPU kernel's check on a copy of the call whose float operands are
-/// f32: the shapes and attributes are checked, and phrased, exactly as on
-/// the CPU once the CUDA-side dtype rules have passed.
-std::string cpuShapeCheck(const char *name, const KernelCall &call) {
-  KernelCall copy = call;
-  for (Tensor &t : copy.operands) {
-    if (t.dtype == DType::BF16) {
-      t.dtype = DType::F32;
-    }
-  }
-  return findCpuKernel(name) ? findCpuKernel(name)->check(copy)
-                                  : std::string("no cpu kernel ") + name;
-}
-
 /// Inputs `a` and `b` are both f32 or both bf16; output `out` is f32, or
 /// bf16 when the inputs are (the types cuBLASLt multiplies).
 std::string expectGemmDTypes(const KernelCall &call, size_t a, size_t b,
@@ -131,7 +117,7 @@ std::string checkLinear(const KernelCall &call) {
       return e;
     }
   }
-  if (auto e = cpuShapeCheck("linear", call); !e.empty()) {
+  if (auto e = checkLikeCpu("linear", call); !e.empty()) {
     return e;
   }
   if (count == 4 && call.operands[0].shape.back() == 0 &&
@@ -183,7 +169,7 @@ std::string checkMatmul(const KernelCall &call) {
   if (auto e = expectGemmDTypes(call, 0, 1, 2); !e.empty()) {
     return e;
   }
-  return cpuShapeCheck("matmul", call);
+  return checkLikeCpu("matmul", call);
 }
 
 std::string launchMatmul(const CudaCall &call) {
@@ -248,7 +234,7 @@ std::string checkLinearWeightGrad(const KernelCall &call) {
       !e.empty()) {
     return e;
   }
-  return cpuShapeCheck("linear_weight_grad", call);
+  return checkLikeCpu("linear_weight_grad", call);
 }
 
 std::string launchLinearWeightGrad(const CudaCall &call) {
@@ -596,7 +582,7 @@ std::string launchLinearQuantized(const CudaCall &call) {
     function += "any";
     break;
   }
-  function += x.dtype == DType::BF16 ? "_bf16" : "_f32";
+  function += std::string("_") + floatSuffix(x.dtype);
   Dim3 grid;
   grid.x = static_cast<unsigned>((n + kTile - 1) / kTile);
   grid.y = static_cast<unsigned>((m + kTile - 1) / kTile);

@@ -58,25 +58,6 @@ unsigned warpMultiple(int64_t n, int64_t lo, int64_t hi) {
   return static_cast<unsigned>(std::clamp(t, lo, hi));
 }
 
-const char *floatSuffix(DType dtype) {
-  return dtype == DType::BF16 ? "bf16" : "f32";
-}
-
-/// The launch with bf16 operands read as f32, for the CPU kernel's check.
-KernelCall asF32(const KernelCall &call) {
-  KernelCall view = call;
-  for (Tensor &t : view.operands) {
-    if (t.dtype == DType::BF16) {
-      t.dtype = DType::F32;
-    }
-  }
-  return view;
-}
-
-std::string cpuCheck(const char *kernel, const KernelCall &call) {
-  return findCpuKernel(kernel)->check(asF32(call));
-}
-
 std::string launch(const CudaCall &call, const std::string &function, Dim3 grid,
                    Dim3 block, void **args) {
   return call.context->launch(function.c_str(), grid, block, 0, args);
@@ -133,7 +114,7 @@ template <int O> std::string checkReduce(const KernelCall &call) {
   if (auto e = expectSameDType(call, 1, 0); !e.empty()) {
     return e;
   }
-  if (auto e = cpuCheck(kReduceNames[O], call); !e.empty()) {
+  if (auto e = checkLikeCpu(kReduceNames[O], call); !e.empty()) {
     return e;
   }
   MergedReduce m = mergeReduce(call.operands[0], call.attributes);
@@ -238,7 +219,7 @@ std::string checkSoftmax(const KernelCall &call) {
   if (auto e = expectSameDType(call, 1, 0); !e.empty()) {
     return e;
   }
-  return cpuCheck("softmax", call);
+  return checkLikeCpu("softmax", call);
 }
 
 std::string launchSoftmax(const CudaCall &call) {
@@ -306,7 +287,7 @@ std::string checkNorm(const char *kernel, const KernelCall &call,
   if (auto e = expectSameDType(call, n - 1, 0); !e.empty()) {
     return e;
   }
-  if (auto e = cpuCheck(kernel, call); !e.empty()) {
+  if (auto e = checkLikeCpu(kernel, call); !e.empty()) {
     return e;
   }
   // The device code indexes within a row in 32 bits.

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -39,6 +40,17 @@ struct PlanSpec {
   uint64_t reportedActivations = 128;
   fb::Backend backend = fb::Backend::Cpu;
   int worldSize = 1;
+  /// CUDA plans: the target's SM and the device images.
+  int sm = 0;
+  struct Image {
+    fb::DeviceCodeKind kind = fb::DeviceCodeKind::Cubin;
+    std::string arch;
+    int sm = 0;
+    std::vector<uint8_t> bytes;
+    fb::Compression compression = fb::Compression::None;
+    uint64_t size = 0;
+  };
+  std::vector<Image> deviceCode;
 };
 
 /// y = x + w for f32[4]: x is an input, w a parameter read from a file.
@@ -75,13 +87,22 @@ std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
       fb::CreateBinding(b, b.CreateString("y"), 2)};
   auto memory = fb::CreateMemory(b, 64, 0, spec.reportedActivations, 0, 0, 0,
                                  64 + spec.reportedActivations, 96);
-  auto target = fb::CreateTarget(b, spec.backend, b.CreateString("cpu"), 0, 2);
+  auto target = fb::CreateTarget(b, spec.backend, b.CreateString("cpu"),
+                                 spec.sm, 2);
+  std::vector<flatbuffers::Offset<fb::DeviceCode>> images;
+  for (const PlanSpec::Image &image : spec.deviceCode) {
+    images.push_back(fb::CreateDeviceCode(
+        b, image.kind, b.CreateString(image.arch), image.sm,
+        b.CreateVector(image.bytes), 0, b.CreateString("test"),
+        image.compression, image.size));
+  }
   auto plan = fb::CreatePlan(
       b, spec.version, b.CreateString("test"), b.CreateString("none"), target,
       0, spec.worldSize, b.CreateVector(arenas), b.CreateVector(buffers),
       b.CreateVector(params), 0, b.CreateVector(kernels),
       b.CreateVector(streams), 0, b.CreateVector(ops), b.CreateVector(inputs),
-      b.CreateVector(outputs), memory);
+      b.CreateVector(outputs), memory, 0, 0, 0,
+      images.empty() ? 0 : b.CreateVector(images));
   fb::FinishSizePrefixedPlanBuffer(b, plan);
   return std::vector<uint8_t>(b.GetBufferPointer(),
                               b.GetBufferPointer() + b.GetSize());
@@ -225,7 +246,8 @@ TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
                   "source length 12 does not match its 16-byte buffer");
   spec = {};
   spec.backend = fb::Backend::Cuda;
-  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "targets the Cuda backend");
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "the plan targets sm_0; tailor's CUDA kernels need sm_80");
   spec = {};
   spec.worldSize = 2;
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "rank 0 of 2");
@@ -261,6 +283,72 @@ TEST_F(PlanLoaderTest, SurvivesBitFlips) {
     }
   }
   EXPECT_GT(rejected, 1000);
+}
+
+/// The build's cubin of the elementwise kernels for sm_80 (which defines
+/// add's entry points), or empty without CUDA.
+static std::vector<uint8_t> elementwiseCubin() {
+#ifdef TAILOR_TEST_CUDA_MODULE_DIR
+  std::ifstream file(std::string(TAILOR_TEST_CUDA_MODULE_DIR) +
+                         "/elementwise.sm_80.cubin",
+                     std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(file)),
+                              std::istreambuf_iterator<char>());
+#else
+  return {};
+#endif
+}
+
+TEST_F(PlanLoaderTest, RejectsUnusableDeviceCode) {
+  PlanSpec spec;
+  spec.backend = fb::Backend::Cuda;
+  spec.sm = 80;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "targets CUDA (sm_80) but carries no device code");
+  spec.deviceCode = {{fb::DeviceCodeKind::Cubin, "sm_80", 80, {1, 2, 3}}};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "device code 'sm_80' is unusable: not an ELF file");
+  spec.deviceCode = {{fb::DeviceCodeKind::Cubin, "sm_80", 80,
+                      std::vector<uint8_t>(200, 7), fb::Compression::Zlib, 4096}};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "its zlib data does not decompress to the 4096 bytes");
+  spec.deviceCode = {{fb::DeviceCodeKind::Ptx, "compute_80", 80,
+                      {'.', 'v', 'e', 'r', 's', 'i', 'o', 'n', ' ', '8'}}};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "PTX without a .target sm_XX directive");
+
+  std::vector<uint8_t> cubin = elementwiseCubin();
+  if (cubin.empty()) {
+    GTEST_SKIP() << "built without CUDA: no cubin to check against";
+  }
+  spec.deviceCode = {{fb::DeviceCodeKind::Cubin, "sm_90a", 90, cubin}};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "device code 'sm_90a' claims sm 90 but is built for 80");
+  spec.sm = 90;
+  spec.deviceCode = {{fb::DeviceCodeKind::Cubin, "sm_80", 80, cubin}};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "the plan targets sm_90 but no cubin for it has the entry "
+                  "point 'tailor_");
+  spec.sm = 86; // Ampere runs the sm_80 cubin, which lacks softmax's code
+  spec.kernel = "softmax";
+  spec.operands = {0, 2};
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "the plan targets sm_86 but no cubin for it has the entry "
+                  "point 'tailor_softmax_");
+
+  // A good plan gets as far as the GPU; without one, it says why.
+  spec = {};
+  spec.backend = fb::Backend::Cuda;
+  spec.sm = 86;
+  spec.deviceCode = {{fb::DeviceCodeKind::Cubin, "sm_80", 80, cubin}};
+  int gpus = 0;
+  if (tailor_cuda_device_count(&gpus) == TAILOR_OK && gpus > 0) {
+    std::string error;
+    EXPECT_EQ(load(buildPlan(spec), error), TAILOR_OK) << error;
+  } else {
+    EXPECT_REJECTED(spec, TAILOR_ERROR_UNAVAILABLE,
+                    "the plan targets CUDA (cpu, sm_86) but ");
+  }
 }
 
 TEST_F(PlanLoaderTest, RejectsWrongFileIdentifierAndMissingFile) {
