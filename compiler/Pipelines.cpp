@@ -102,7 +102,16 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   lora.rslora = recipe.useRslora;
   pm.addPass(graph::createInsertLoraPass(lora));
   // --- Frozen weights stored quantized (QLoRA's NF4, int8, GPTQ, 16-bit).
-  if (std::string scheme = recipe.quantizationScheme(); !scheme.empty()) {
+  // With bf16 compute on a GPU, frozen linear weights are kept in bf16 (as
+  // Hugging Face loads them in bf16): half the bytes, read by the same
+  // tensor-core GEMMs; trainable weights stay f32 masters.
+  std::string scheme = recipe.quantizationScheme();
+  if (scheme.empty() && options.backend == "cuda" &&
+      options.precision == "bf16" && recipe.adapter != "full" &&
+      recipe.quantization != "none") {
+    scheme = "bf16";
+  }
+  if (!scheme.empty()) {
     graph::QuantizePassOptions quantize;
     quantize.scheme = scheme;
     auto join = [](const std::vector<std::string> &names) {

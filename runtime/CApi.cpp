@@ -7,6 +7,7 @@
 #include "runtime/include/tailor/runtime.h"
 
 #include <cstring>
+#include <optional>
 
 using namespace tailor::runtime;
 namespace fb = tailor::plan;
@@ -270,6 +271,11 @@ tailor_status tailor_session_tensor(tailor_session *session, const char *name,
   const fb::Plan &root = plan.root();
   auto found = [&](const flatbuffers::String *tensorName,
                    uint32_t buffer) -> tailor_status {
+    // A GPU session's tensors live on the device: refresh the host copy.
+    if (std::string problem = session->session->download(buffer);
+        !problem.empty()) {
+      return fail(TAILOR_ERROR_INTERNAL, problem);
+    }
     *data = session->session->bufferData(buffer);
     return info ? fillBufferInfo(plan, tensorName, buffer, info) : ok();
   };
@@ -289,6 +295,37 @@ tailor_status tailor_session_tensor(tailor_session *session, const char *name,
   }
   return fail(TAILOR_ERROR_INVALID_ARGUMENT,
               std::string("the plan has no parameter or state '") + name + "'");
+}
+
+tailor_status tailor_session_tensor_upload(tailor_session *session,
+                                           const char *name) {
+  if (!session || !name) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
+  }
+  const fb::Plan &root = session->session->plan().root();
+  std::optional<uint32_t> buffer;
+  if (root.parameters()) {
+    for (const fb::Parameter *param : *root.parameters()) {
+      if (param->name()->string_view() == name) {
+        buffer = param->buffer();
+      }
+    }
+  }
+  if (root.states()) {
+    for (const fb::State *state : *root.states()) {
+      if (state->name()->string_view() == name) {
+        buffer = state->buffer();
+      }
+    }
+  }
+  if (!buffer) {
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("the plan has no parameter or state '") + name + "'");
+  }
+  if (std::string problem = session->session->upload(*buffer); !problem.empty()) {
+    return fail(TAILOR_ERROR_INTERNAL, problem);
+  }
+  return ok();
 }
 
 tailor_status tailor_session_run_entry(tailor_session *session,

@@ -565,11 +565,25 @@ def tensor_err(got, ref):
     return d / scale if scale > 0 else d
 
 
+# AdamW moves every element by about lr per step whatever its gradient's
+# size, so an element whose gradient is near zero at some step turns the
+# last-bit differences of two correct implementations (OpenBLAS against
+# PyTorch's MKL, whose summation order depends on the CPU) into a fraction
+# of a step. A tensor may therefore have a few such elements, at most
+# OUTLIER_SHARE of it, beyond `tol` but within OUTLIER_FACTOR * tol; seen on
+# GPT-2 full fine-tuning: 1 element of 8192 at 1.24e-4 on one machine.
+OUTLIER_SHARE = 1e-3
+OUTLIER_FACTOR = 10
+
+
 def compare_tensors(got, ref, tol, skip=None):
     """Compares {name: array} dicts. `skip`: {name: index} of elements left
     out of that tensor's error (checked elsewhere, see
-    check_zero_gradient); the scale is still the whole max|ref|. Returns
+    check_zero_gradient); the scale is still the whole max|ref|. A tensor
+    may have a few outliers (OUTLIER_SHARE, OUTLIER_FACTOR above). Returns
     (worst err, worst name, problems: [str])."""
+    import numpy as np
+
     problems = []
     skip = skip or {}
     worst, worst_name = 0.0, "-"
@@ -588,7 +602,16 @@ def compare_tensors(got, ref, tol, skip=None):
         if e > worst:
             worst, worst_name = e, name
         if not e <= tol:
-            problems.append(f"{name}: max|diff|/max|ref| {e:.2e} > {tol:g}")
+            scale = float(np.abs(r.astype(np.float64)).max()) or 1.0
+            over = int((np.abs(g.astype(np.float64) - r.astype(np.float64))
+                        > tol * scale).sum())
+            if e <= OUTLIER_FACTOR * tol and over <= OUTLIER_SHARE * r.size:
+                print(f"  note: {name}: {over} of {r.size} elements beyond "
+                      f"{tol:g} (worst {e:.2e}), within the AdamW outlier "
+                      f"allowance")
+                continue
+            problems.append(f"{name}: max|diff|/max|ref| {e:.2e} > {tol:g} "
+                            f"({over} of {r.size} elements)")
     extra = sorted(set(got) - set(ref))
     if extra:
         problems.append(f"{len(extra)} unexpected tensors, e.g. {extra[0]}")

@@ -191,6 +191,18 @@ TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
   EXPECT_EQ(tailor_session_set_input(session, "nope", TAILOR_F32, shape, 1, x,
                                      sizeof(x)),
             TAILOR_ERROR_INVALID_ARGUMENT);
+
+  // Parameters are written through tailor_session_tensor; on the CPU the
+  // upload is a no-op and the next run sees the new weight.
+  void *w = nullptr;
+  ASSERT_EQ(tailor_session_tensor(session, "w", &w, nullptr), TAILOR_OK);
+  static_cast<float *>(w)[0] = 100;
+  EXPECT_EQ(tailor_session_tensor_upload(session, "w"), TAILOR_OK);
+  EXPECT_EQ(tailor_session_tensor_upload(session, "nope"),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(tailor_session_run(session), TAILOR_OK) << tailor_last_error();
+  ASSERT_EQ(tailor_session_output(session, "y", &data, &info), TAILOR_OK);
+  EXPECT_FLOAT_EQ(static_cast<const float *>(data)[0], 101);
   tailor_session_free(session);
   tailor_plan_free(plan);
 }

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a declaration below changes incompatibly. */
-#define TAILOR_RUNTIME_API_VERSION 3
+#define TAILOR_RUNTIME_API_VERSION 4
 
 typedef enum tailor_status {
   TAILOR_OK = 0,
@@ -203,10 +203,20 @@ tailor_status tailor_session_output(const tailor_session *session,
  * exp_avg_sq or momentum_buffer) and fills `info` if not NULL. The memory
  * is the session's own and writable: an application saves and restores
  * weights and optimizer moments through it between runs. Valid until
- * tailor_session_free.
+ * tailor_session_free. For a plan that runs on a GPU it is a host copy,
+ * refreshed from the device by each call; after writing to it, call
+ * tailor_session_tensor_upload for the GPU to see the change.
  */
 tailor_status tailor_session_tensor(tailor_session *session, const char *name,
                                     void **data, tailor_tensor_info *info);
+
+/**
+ * Writes the host copy of parameter or state `name` (what
+ * tailor_session_tensor returned) to the GPU. A no-op for CPU sessions,
+ * whose tensors are the host memory itself.
+ */
+tailor_status tailor_session_tensor_upload(tailor_session *session,
+                                           const char *name);
 
 /** The bytes the session's arenas actually hold, by category. */
 tailor_status tailor_session_memory(const tailor_session *session,
