@@ -2,9 +2,10 @@
 //
 // The device code of the CUDA backend (codegen/cuda/*.cu) is compiled three
 // ways, and this header is the one place that knows it:
-//   - by nvcc at build time into a cubin per target SM plus PTX, which
-//     `tailor compile` embeds in plans for GPU targets;
-//   - by NVRTC for kernels generated at compile time (no host headers);
+//   - by nvcc at build time to PTX, which ptxas assembles into a cubin per
+//     target SM, and `tailor compile` embeds both in plans for GPU targets;
+//     it uses no host headers, so NVRTC can compile it too (for kernels
+//     generated at compile time, which tailor does not make yet);
 //   - by the host C++ compiler with TAILOR_SIMT_EMULATOR defined, where
 //     codegen/cuda/SimtEmulator.h runs every thread of a block as a fiber,
 //     so the CPU tests check indexing, barriers, shuffles and tensor-core
