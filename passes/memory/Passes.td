@@ -54,7 +54,8 @@ def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
            "tensor cores, accumulating in f32)">,
     Option<"deviceMemory", "device-memory", "int64_t", /*default=*/"0",
            "cuda: the GPU's memory in bytes; a program that does not fit "
-           "is an error (0: no check)">,
+           "in it less 512 MiB for the CUDA context is an error (0: no "
+           "check)">,
     Option<"gemmWorkspace", "gemm-workspace", "int64_t", /*default=*/"0",
            "cuda: bytes of GEMM-library workspace to plan">
   ];
