@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace tailor::quant {
+struct QuantSpec;
+} // namespace tailor::quant
+
 namespace tailor::runtime::cpu {
 
 void addElementwiseKernels(std::vector<KernelDef> &table);
@@ -117,6 +121,15 @@ public:
 private:
   int previous;
 };
+
+/// A quantized launch's weight and direction (`linear_quantized`,
+/// `dequantize`), decoded from its attributes (the names of
+/// runtime/cpu/README.md; absent ones take QuantSpec's defaults; flags are
+/// true when nonzero) and checked with quant::checkSpec
+/// (QuantizedLinearKernels.cpp; the CUDA launchers decode the same way).
+std::string decodeQuantizedLaunch(const KernelCall &call,
+                                  quant::QuantSpec &spec,
+                                  bool &transposeWeight);
 
 /// dx = y (dy - dot(dy, y)) for one row of `n`: the softmax VJP
 /// (ElementwiseGradientKernels.cpp), which attention_grad also applies to

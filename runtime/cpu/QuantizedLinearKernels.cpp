@@ -45,16 +45,13 @@ namespace tailor::runtime::cpu {
 
 void addQuantizedLinearKernels(std::vector<KernelDef> &table);
 
-namespace {
-
-using quant::QuantSpec;
-
 /// A launch's weight and direction, decoded from its attributes (the
 /// names of runtime/cpu/README.md; absent ones take QuantSpec's defaults).
 /// `double_quant` and `act_order` are flags: any nonzero int is true.
-std::string decodeLaunch(const KernelCall &call, QuantSpec &spec,
-                         bool &transposeWeight) {
-  spec = QuantSpec();
+std::string decodeQuantizedLaunch(const KernelCall &call,
+                                  quant::QuantSpec &spec,
+                                  bool &transposeWeight) {
+  spec = quant::QuantSpec();
   const Attribute *scheme = call.attributes.find("scheme");
   if (!scheme || scheme->kind != Attribute::Kind::String) {
     return "missing string attribute 'scheme'";
@@ -126,6 +123,11 @@ std::string decodeLaunch(const KernelCall &call, QuantSpec &spec,
   return "";
 }
 
+namespace {
+
+using quant::QuantSpec;
+
+
 /// Worker threads the kernel may use: the pool's, or 1 without a pool.
 int64_t workersOf(const KernelCall &call) {
   return call.pool ? call.pool->size() : 1;
@@ -137,7 +139,7 @@ std::string checkLinearQuantized(const KernelCall &call) {
   }
   QuantSpec spec;
   bool transposeWeight = false;
-  if (auto e = decodeLaunch(call, spec, transposeWeight); !e.empty()) {
+  if (auto e = decodeQuantizedLaunch(call, spec, transposeWeight); !e.empty()) {
     return e;
   }
   const size_t count = call.operands.size();
@@ -201,7 +203,7 @@ void seedBias(float *y, const float *bias, int64_t m, int64_t n, int64_t c0,
 std::string runLinearQuantized(const KernelCall &call) {
   QuantSpec spec;
   bool transposeWeight = false;
-  if (auto e = decodeLaunch(call, spec, transposeWeight); !e.empty()) {
+  if (auto e = decodeQuantizedLaunch(call, spec, transposeWeight); !e.empty()) {
     return e;
   }
   const size_t count = call.operands.size();
@@ -270,7 +272,7 @@ std::string checkDequantize(const KernelCall &call) {
     return "expected 2 operands (storage, y), got " +
            std::to_string(call.operands.size());
   }
-  if (std::string problem = decodeLaunch(call, spec, transposeWeight);
+  if (std::string problem = decodeQuantizedLaunch(call, spec, transposeWeight);
       !problem.empty()) {
     return problem;
   }
@@ -292,7 +294,7 @@ std::string checkDequantize(const KernelCall &call) {
 std::string runDequantize(const KernelCall &call) {
   QuantSpec spec;
   bool transposeWeight = false;
-  if (std::string problem = decodeLaunch(call, spec, transposeWeight);
+  if (std::string problem = decodeQuantizedLaunch(call, spec, transposeWeight);
       !problem.empty()) {
     return problem;
   }

@@ -299,83 +299,6 @@ constexpr int64_t kTile = 128;
 constexpr unsigned kThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
 
-/// A launch's weight and direction from its attributes, as the CPU kernel
-/// decodes them (runtime/cpu/QuantizedLinearKernels.cpp: same names,
-/// QuantSpec's defaults for absent ones, nonzero flags are true).
-std::string decodeSpec(const KernelCall &call, quant::QuantSpec &spec,
-                       bool &transposeWeight) {
-  spec = quant::QuantSpec();
-  const Attribute *scheme = call.attributes.find("scheme");
-  if (!scheme || scheme->kind != Attribute::Kind::String) {
-    return "missing string attribute 'scheme'";
-  }
-  if (!quant::parseScheme(scheme->s, spec.scheme)) {
-    return "attribute 'scheme' is '" + scheme->s +
-           "', expected nf4, int8, gptq, bf16 or fp16";
-  }
-  int64_t value = 0;
-  auto field = [&](const char *name, bool required, int64_t lo, int64_t hi,
-                   int64_t fallback) {
-    return expectIntAttr(call, name, lo, hi, required, fallback, value);
-  };
-  if (auto e = field("rows", true, 1, INT64_MAX, 0); !e.empty()) {
-    return e;
-  }
-  spec.rows = value;
-  if (auto e = field("cols", true, 1, INT64_MAX, 0); !e.empty()) {
-    return e;
-  }
-  spec.cols = value;
-  if (auto e = field("block_size", false, 1, INT_MAX, spec.blockSize);
-      !e.empty()) {
-    return e;
-  }
-  spec.blockSize = static_cast<int>(value);
-  if (auto e = field("double_quant", false, -1, 1, spec.doubleQuant);
-      !e.empty()) {
-    return e;
-  }
-  spec.doubleQuant = value != 0;
-  if (auto e = field("nested_block_size", false, 1, INT_MAX,
-                     spec.nestedBlockSize);
-      !e.empty()) {
-    return e;
-  }
-  spec.nestedBlockSize = static_cast<int>(value);
-  if (auto e = field("bits", false, 1, 32, spec.bits); !e.empty()) {
-    return e;
-  }
-  spec.bits = static_cast<int>(value);
-  if (auto e = field("group_size", false, -1, INT_MAX, spec.groupSize);
-      !e.empty()) {
-    return e;
-  }
-  spec.groupSize = static_cast<int>(value);
-  if (auto e = field("act_order", false, -1, 1, spec.actOrder); !e.empty()) {
-    return e;
-  }
-  spec.actOrder = value != 0;
-  double threshold = 0;
-  if (auto e = cpu::expectFloatAttr(call, "outlier_threshold", false, 0,
-                                    threshold);
-      !e.empty()) {
-    return e;
-  }
-  spec.outlierThreshold = static_cast<float>(threshold);
-  if (auto e = field("outlier_columns", false, 0, INT64_MAX, 0); !e.empty()) {
-    return e;
-  }
-  spec.outlierColumns = value;
-  if (auto e = field("transpose_weight", false, 0, 1, 0); !e.empty()) {
-    return e;
-  }
-  transposeWeight = value != 0;
-  if (std::string problem = quant::checkSpec(spec); !problem.empty()) {
-    return "weight: " + problem;
-  }
-  return "";
-}
-
 /// "" when operand `index` is a u8 [storageBytes(spec)] weight storage.
 std::string expectStorage(const KernelCall &call, size_t index,
                           const quant::QuantSpec &spec) {
@@ -474,7 +397,8 @@ std::string checkLinearQuantized(const KernelCall &call) {
   }
   quant::QuantSpec spec;
   bool transposeWeight = false;
-  if (auto e = decodeSpec(call, spec, transposeWeight); !e.empty()) {
+  if (auto e = cpu::decodeQuantizedLaunch(call, spec, transposeWeight);
+      !e.empty()) {
     return e;
   }
   const size_t count = call.operands.size();
@@ -538,7 +462,8 @@ std::string launchLinearQuantized(const CudaCall &call) {
   bool transposeWeight = false;
   KernelCall view;
   view.attributes = call.attributes;
-  if (auto e = decodeSpec(view, spec, transposeWeight); !e.empty()) {
+  if (auto e = cpu::decodeQuantizedLaunch(view, spec, transposeWeight);
+      !e.empty()) {
     return e;
   }
   const size_t count = call.operands.size();
@@ -598,7 +523,8 @@ std::string checkDequantize(const KernelCall &call) {
   }
   quant::QuantSpec spec;
   bool transposeWeight = false;
-  if (auto e = decodeSpec(call, spec, transposeWeight); !e.empty()) {
+  if (auto e = cpu::decodeQuantizedLaunch(call, spec, transposeWeight);
+      !e.empty()) {
     return e;
   }
   return firstError({expectStorage(call, 0, spec),
@@ -614,7 +540,8 @@ std::string launchDequantize(const CudaCall &call) {
   bool transposeWeight = false;
   KernelCall view;
   view.attributes = call.attributes;
-  if (auto e = decodeSpec(view, spec, transposeWeight); !e.empty()) {
+  if (auto e = cpu::decodeQuantizedLaunch(view, spec, transposeWeight);
+      !e.empty()) {
     return e;
   }
   const Tensor &storage = call.operands[0], &y = call.operands[1];
