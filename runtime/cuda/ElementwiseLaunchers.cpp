@@ -178,7 +178,7 @@ std::string checkCast(const KernelCall &call) {
       return e;
     }
   }
-  return expectShape(call, 1, call.operands[0].shape);
+  return checkLikeCpu("cast", call);
 }
 
 std::string launchCast(const CudaCall &call) {
@@ -277,11 +277,8 @@ template <int Op> std::string checkBinary(const KernelCall &call) {
   if (auto e = expectSameDType(call, 1, 0); !e.empty()) {
     return e;
   }
-  const std::vector<int64_t> &out = call.operands[2].shape;
-  for (size_t i : {0, 1}) {
-    if (auto e = expectBroadcastsTo(call, i, out); !e.empty()) {
-      return e;
-    }
+  if (auto e = checkLikeCpu(kBinaryNames[Op], call); !e.empty()) {
+    return e;
   }
   return checkWalkRank(call, 2);
 }

@@ -56,37 +56,7 @@ Weight makeWeight(Scheme scheme, int64_t rows, int64_t cols, unsigned seed,
     w.spec.bits = 3;
     w.spec.actOrder = true;
   }
-  w.storage.resize(tailor::quant::storageBytes(w.spec));
-  if (scheme != Scheme::GPTQ) {
-    std::vector<float> values = normalWeights(rows * cols, 0.05f, seed);
-    EXPECT_EQ(tailor::quant::quantizeInto(w.spec, values.data(), false,
-                                          w.storage.data()),
-              "");
-    return w;
-  }
-  std::mt19937 gen(seed);
-  const int64_t groups = w.spec.groups();
-  const int levels = 1 << w.spec.bits;
-  std::vector<uint8_t> codes(rows * cols);
-  std::vector<float> scales(groups * rows);
-  std::vector<int32_t> zeros(groups * rows), gIdx(cols);
-  for (uint8_t &c : codes) {
-    c = static_cast<uint8_t>(gen() % levels);
-  }
-  for (float &s : scales) {
-    s = 0.001f + 0.02f * static_cast<float>(gen() % 1000) / 1000.0f;
-  }
-  for (int32_t &z : zeros) {
-    z = 1 + static_cast<int32_t>(gen() % levels);
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    gIdx[c] = static_cast<int32_t>(w.spec.actOrder ? gen() % groups
-                                                   : c / w.spec.groupSize);
-  }
-  EXPECT_EQ(tailor::quant::packGptq(w.spec, codes.data(), scales.data(),
-                                    zeros.data(), gIdx.data(),
-                                    w.storage.data()),
-            "");
+  w.storage = tailor::quant::test_util::randomStorage(w.spec, seed);
   return w;
 }
 

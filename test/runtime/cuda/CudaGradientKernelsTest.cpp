@@ -38,27 +38,6 @@ HostTensor f32Tensor(std::vector<int64_t> shape, std::vector<float> values) {
   return t;
 }
 
-/// The CPU kernel on f32 copies of the operands; the operands as it leaves
-/// them.
-std::vector<HostTensor> runCpu(const std::string &kernel,
-                               std::vector<HostTensor> operands,
-                               std::vector<Attribute> attributes) {
-  KernelCall call;
-  for (HostTensor &t : operands) {
-    if (t.dtype == DType::BF16) {
-      t = converted(t, DType::F32);
-    }
-  }
-  for (HostTensor &t : operands) {
-    call.operands.push_back(t.tensor());
-  }
-  call.attributes = Attributes(std::move(attributes));
-  const KernelDef *def = findCpuKernel(kernel);
-  EXPECT_EQ(def->check(call), "");
-  EXPECT_EQ(def->run(call), "");
-  return operands;
-}
-
 /// The CUDA launcher with operand i sharing the device buffer of operand
 /// aliasOf[i] when that is >= 0 (in-place launches, which the harness's
 /// one-buffer-per-operand runs cannot express); the operands as left.

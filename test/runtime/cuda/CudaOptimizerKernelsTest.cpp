@@ -33,27 +33,6 @@ HostTensor i64Scalar(int64_t v) {
   return t;
 }
 
-/// The CPU kernel on f32 copies of the operands; the operands as it leaves
-/// them.
-std::vector<HostTensor> runCpu(const std::string &kernel,
-                               std::vector<HostTensor> operands,
-                               std::vector<Attribute> attributes) {
-  for (HostTensor &t : operands) {
-    if (t.dtype == DType::BF16) {
-      t = converted(t, DType::F32);
-    }
-  }
-  KernelCall call;
-  for (HostTensor &t : operands) {
-    call.operands.push_back(t.tensor());
-  }
-  call.attributes = Attributes(std::move(attributes));
-  const KernelDef *def = findCpuKernel(kernel);
-  EXPECT_EQ(def->check(call), "");
-  EXPECT_EQ(def->run(call), "");
-  return operands;
-}
-
 /// The CUDA launcher with every operand `offset` bytes past a 256-byte
 /// aligned allocation (the kernels' unvectorized path when not a multiple
 /// of 16); the operands as left.

@@ -691,30 +691,41 @@ Attribute stringAttr(const char *name, std::string value) {
 // Comparisons.
 //===----------------------------------------------------------------------===//
 
+std::vector<HostTensor> runCpu(const std::string &kernel,
+                               std::vector<HostTensor> operands,
+                               std::vector<Attribute> attributes) {
+  const KernelDef *cpu = findCpuKernel(kernel);
+  if (!cpu) {
+    ADD_FAILURE() << "no CPU kernel '" << kernel << "'";
+    return {};
+  }
+  for (HostTensor &t : operands) {
+    if (t.dtype == DType::BF16) {
+      t = converted(t, DType::F32);
+    }
+  }
+  ThreadPool pool(2);
+  KernelCall cpuCall = hostCall(operands, attributes);
+  cpuCall.pool = &pool;
+  if (std::string error = cpu->check(cpuCall); !error.empty()) {
+    ADD_FAILURE() << "CPU check of '" << kernel
+                  << "' rejects the launch: " << error;
+    return {};
+  }
+  if (std::string error = cpu->run(cpuCall); !error.empty()) {
+    ADD_FAILURE() << "CPU kernel '" << kernel << "' failed: " << error;
+    return {};
+  }
+  return operands;
+}
+
 void expectMatchesCpu(TestBackend &backend, const std::string &kernel,
                       std::vector<HostTensor> operands,
                       std::vector<Attribute> attributes,
                       std::vector<size_t> compared, Tolerance tolerance) {
   // The CPU reference, on f32 copies of bf16 operands.
-  const KernelDef *cpu = findCpuKernel(kernel);
-  if (!cpu) {
-    ADD_FAILURE() << "no CPU kernel '" << kernel << "'";
-    return;
-  }
-  std::vector<HostTensor> reference;
-  for (const HostTensor &t : operands) {
-    reference.push_back(t.dtype == DType::BF16 ? converted(t, DType::F32) : t);
-  }
-  ThreadPool pool(2);
-  KernelCall cpuCall = hostCall(reference, attributes);
-  cpuCall.pool = &pool;
-  if (std::string error = cpu->check(cpuCall); !error.empty()) {
-    ADD_FAILURE() << "CPU check of '" << kernel
-                  << "' rejects the launch: " << error;
-    return;
-  }
-  if (std::string error = cpu->run(cpuCall); !error.empty()) {
-    ADD_FAILURE() << "CPU kernel '" << kernel << "' failed: " << error;
+  std::vector<HostTensor> reference = runCpu(kernel, operands, attributes);
+  if (reference.empty()) {
     return;
   }
 

@@ -112,6 +112,13 @@ void expectMatchesCpu(TestBackend &backend, const std::string &kernel,
                       std::vector<Attribute> attributes,
                       std::vector<size_t> compared, Tolerance tolerance = {});
 
+/// Runs only the CPU kernel `kernel` (bf16 operands as f32 copies, two
+/// worker threads); returns the operands as it left them, or nothing after
+/// failing the test on a check or run error.
+std::vector<HostTensor> runCpu(const std::string &kernel,
+                               std::vector<HostTensor> operands,
+                               std::vector<Attribute> attributes);
+
 /// Runs only the CUDA launcher; returns the operands as they were left.
 /// Fails the test (ADD_FAILURE) on a check or launch error.
 std::vector<HostTensor> runCuda(TestBackend &backend, const std::string &kernel,

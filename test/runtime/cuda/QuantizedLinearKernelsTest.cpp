@@ -52,42 +52,7 @@ struct Weight {
 /// for gptq packed from random codes, scales, zeros and groups (as
 /// test/runtime/QuantizedLinearKernelsTest.cpp builds them).
 Weight makeWeight(const QuantSpec &spec, unsigned seed) {
-  Weight w;
-  w.spec = spec;
-  w.storage.resize(quant::storageBytes(spec));
-  const int64_t rows = spec.rows, cols = spec.cols;
-  if (spec.scheme != Scheme::GPTQ) {
-    std::vector<float> values =
-        quant::test_util::normalWeights(rows * cols, 0.05f, seed);
-    EXPECT_EQ(quant::quantizeInto(spec, values.data(), false,
-                                  w.storage.data()),
-              "");
-    return w;
-  }
-  std::mt19937 gen(seed);
-  const int64_t groups = spec.groups();
-  const int levels = 1 << spec.bits;
-  std::vector<uint8_t> codes(rows * cols);
-  std::vector<float> scales(groups * rows);
-  std::vector<int32_t> zeros(groups * rows), gIdx(cols);
-  for (uint8_t &c : codes) {
-    c = static_cast<uint8_t>(gen() % levels);
-  }
-  for (float &s : scales) {
-    s = 0.001f + 0.02f * static_cast<float>(gen() % 1000) / 1000.0f;
-  }
-  for (int32_t &z : zeros) {
-    z = 1 + static_cast<int32_t>(gen() % levels);
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    gIdx[c] = static_cast<int32_t>(
-        spec.actOrder ? gen() % groups
-                      : (spec.groupSize == -1 ? 0 : c / spec.groupSize));
-  }
-  EXPECT_EQ(quant::packGptq(spec, codes.data(), scales.data(), zeros.data(),
-                            gIdx.data(), w.storage.data()),
-            "");
-  return w;
+  return {spec, quant::test_util::randomStorage(spec, seed)};
 }
 
 QuantSpec specOf(Scheme scheme, int64_t rows, int64_t cols) {
