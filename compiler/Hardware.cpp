@@ -170,7 +170,7 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
 
 } // namespace
 
-std::string HardwareSpec::cubinArch() const {
+std::string cubinArchFor(int64_t sm) {
   // Hopper gets its architecture-specific target (wgmma, setmaxnreg);
   // Ampere's sm_80 cubin also runs on sm_86/87 GPUs.
   if (sm == 90) {

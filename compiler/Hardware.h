@@ -38,9 +38,12 @@ struct HardwareSpec {
   std::string link;
 
   bool isCuda() const { return backend == "cuda"; }
-  /// nvcc's architecture for the cubin tailor embeds ("sm_90a").
-  std::string cubinArch() const;
 };
+
+/// nvcc's architecture of the cubin tailor embeds for compute capability
+/// `sm` (major * 10 + minor): "sm_90a" for 90, "sm_80" for 80 to 88
+/// (Ampere's cubin runs on sm_86/87), else "sm_<sm>".
+std::string cubinArchFor(int64_t sm);
 
 /// The built-in names, in the order `--help` lists them.
 std::vector<std::string> knownHardwareNames();

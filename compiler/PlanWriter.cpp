@@ -219,10 +219,7 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
 static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
 writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
                 int64_t sm, const std::vector<std::string> &kernelNames) {
-  HardwareSpec hardware;
-  hardware.backend = "cuda";
-  hardware.sm = sm;
-  std::string arch = hardware.cubinArch();
+  std::string arch = cubinArchFor(sm);
   std::vector<codegen::CudaDeviceImage> images;
   std::string error;
   if (!codegen::selectCudaDeviceImages(arch, images, error)) {
