@@ -88,6 +88,14 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
             tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp, tg::LtOp, tg::GtOp,
             tg::SelectOp, tg::CastOp, tg::MatmulOp, tg::EmbeddingOp,
             tg::BroadcastOp>([&](Operation *) { return simple(mnemonic); })
+      .Case([&](tg::BandMaskOp band) -> FailureOr<CpuKernelChoice> {
+        return ChoiceBuilder(op, "band_mask", arity)
+            .i("lower", band.getLowerDiagonal())
+            .i("upper", band.getUpperDiagonal())
+            .f("inside", band.getInside().convertToDouble())
+            .f("outside", band.getOutside().convertToDouble())
+            .done();
+      })
       .Case([&](tg::GeluOp gelu) -> FailureOr<CpuKernelChoice> {
         return ChoiceBuilder(op, "gelu", arity)
             .s("approximate", gelu.getApproximation() ==

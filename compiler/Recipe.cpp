@@ -258,6 +258,7 @@ Error apply(TrainingRecipe &recipe, const std::string &key, const Value &value) 
     return createStringError(inconvertibleErrorCode(),
                              value.where + ": unknown recipe key '" + key + "'");
   }
+  recipe.givenKeys.insert(key);
   if (Error error = it->second(recipe, value)) {
     std::string message = toString(std::move(error));
     // The setters leave the key out; put it in.

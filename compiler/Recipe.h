@@ -15,6 +15,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,8 @@ struct TrainingRecipe {
   std::string baseModel;
   /// The recipe text and overrides as given, kept in the plan.
   std::string text;
+  /// The keys the file or an override set (the rest are defaults).
+  std::set<std::string> givenKeys;
 };
 
 /// Reads a recipe file (may be empty: defaults) and applies `key=value`

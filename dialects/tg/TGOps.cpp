@@ -7,6 +7,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace tailor::tg;
 
@@ -306,6 +308,47 @@ LogicalResult SelectOp::verify() {
     return failure();
   }
   return verifyResultShape(*this, getResult(), *shape);
+}
+
+void BandMaskOp::build(OpBuilder &builder, OperationState &state, Type type,
+                       int64_t lower, int64_t upper, double inside,
+                       double outside) {
+  build(builder, state, type, builder.getI64IntegerAttr(lower),
+        builder.getI64IntegerAttr(upper), builder.getF64FloatAttr(inside),
+        builder.getF64FloatAttr(outside));
+}
+
+LogicalResult BandMaskOp::verify() {
+  auto type = llvm::cast<RankedTensorType>(getType());
+  if (type.getRank() < 2) {
+    return emitOpError() << "expected a result of rank >= 2 (rows and "
+                            "columns), got "
+                         << formatShape(type.getShape());
+  }
+  if (getLowerDiagonal() > getUpperDiagonal()) {
+    return emitOpError() << "expected lower <= upper, got " << getLowerDiagonal()
+                         << " > " << getUpperDiagonal();
+  }
+  Type element = type.getElementType();
+  for (auto [name, value] : {std::pair("inside", getInside().convertToDouble()),
+                             std::pair("outside", getOutside().convertToDouble())}) {
+    if (std::isnan(value)) {
+      return emitOpError() << name << " must not be NaN";
+    }
+    if (element.isInteger(1) && value != 0.0 && value != 1.0) {
+      return emitOpError() << "expected " << name
+                           << " to be 0 or 1 for an i1 mask, got " << value;
+    }
+    if (element.isInteger() && value != std::floor(value)) {
+      return emitOpError() << "expected an integer " << name << " for "
+                           << element << ", got " << value;
+    }
+  }
+  if (!element.isIntOrFloat()) {
+    return emitOpError() << "expected an integer or float element type, got "
+                         << element;
+  }
+  return success();
 }
 
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {

@@ -205,6 +205,40 @@ def TG_SelectOp : TG_Op<"select", [Pure]> {
   let hasVerifier = 1;
 }
 
+def TG_BandMaskOp : TG_Op<"band_mask", [Pure]> {
+  let summary = "a mask generated from indices: a band around the diagonal";
+  let description = [{
+    Element `(..., i, j)` of the result `[..., T, S]` is `inside` when
+    `lower <= j - i <= upper` and `outside` elsewhere, for every leading
+    index. A causal mask is `upper = S - T` with `lower <= -(T - 1)`; a
+    sliding window of W keys also bounds `lower`; additive masks hold 0 and
+    a large negative number, keep-masks (i1) 1 and 0. The importer emits it
+    for every mask an export computes from shapes, so no T x S mask is ever
+    stored at compile time; raise-attention turns it into attributes of
+    tg.attention, and a kernel generates it where it stays.
+
+    ```mlir
+    %m = tg.band_mask {inside = 0.0 : f64, lower = -7 : i64,
+                       outside = -3.4028234663852886E+38 : f64, upper = 0 : i64}
+        : tensor<1x1x8x8xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$lower, I64Attr:$upper, F64Attr:$inside,
+                       F64Attr:$outside);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "int64_t":$lower, "int64_t":$upper,
+                   "double":$inside, "double":$outside)>
+  ];
+  let extraClassDeclaration = [{
+    /// The band's diagonal bounds, signed (I64Attr reads back unsigned).
+    int64_t getLowerDiagonal() { return static_cast<int64_t>(getLower()); }
+    int64_t getUpperDiagonal() { return static_cast<int64_t>(getUpper()); }
+  }];
+  let hasVerifier = 1;
+}
+
 def TG_CastOp : TG_Op<"cast", [Pure, SameOperandsAndResultShape]> {
   let summary = "elementwise conversion to another element type";
   let arguments = (ins TG_Tensor:$input);

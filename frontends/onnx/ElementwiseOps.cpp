@@ -248,15 +248,15 @@ LogicalResult importMod(NodeContext &ctx) {
 
 /// IsInf with detect_positive / detect_negative (compile time only).
 LogicalResult importIsInf(NodeContext &ctx) {
-  FailureOr<const HostTensor *> x = ctx.constant(0, "X");
+  FailureOr<HostTensor> x = ctx.heldConstant(0, "X");
   if (failed(x)) {
     return failure();
   }
   bool positive = ctx.attrInt("detect_positive", 1) != 0;
   bool negative = ctx.attrInt("detect_negative", 1) != 0;
-  HostTensor out(ElementType::Bool, (*x)->dims());
+  HostTensor out(ElementType::Bool, x->dims());
   for (int64_t i = 0; i < out.size(); ++i) {
-    double v = (*x)->getDouble(i);
+    double v = x->getDouble(i);
     out.setInt(i, std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative)));
   }
   return ctx.setOutput(0, std::move(out));
@@ -374,11 +374,11 @@ LogicalResult importClip(NodeContext &ctx) {
     }
   }
   if (ctx.isConstant(0)) {
-    FailureOr<const HostTensor *> x = ctx.constant(0, "input");
+    FailureOr<HostTensor> x = ctx.heldConstant(0, "input");
     if (failed(x)) {
       return failure();
     }
-    HostTensor out = **x;
+    HostTensor out = std::move(*x);
     for (int64_t i = 0; i < out.size(); ++i) {
       double v = out.getDouble(i);
       if (lo && v < *lo) v = *lo;

@@ -1,11 +1,13 @@
 //===- HostTensor.cpp - compile-time tensors the importer folds -----------===//
 
 #include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/LazyTensor.h"
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
 
@@ -87,6 +89,49 @@ int64_t product(ArrayRef<int64_t> dims) {
   return n;
 }
 
+std::optional<int64_t> checkedProduct(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) {
+      return std::nullopt;
+    }
+  }
+  return n;
+}
+
+HostTensor HostTensor::lazyOf(std::shared_ptr<const LazyTensor> expr,
+                              ArrayRef<int64_t> dims) {
+  HostTensor t;
+  t.elementType = expr->type();
+  t.shape.assign(dims.begin(), dims.end());
+  t.lazyElements = product(dims);
+  t.lazy = std::move(expr);
+  return t;
+}
+
+double HostTensor::lazyDouble(int64_t index) const {
+  return lazy->at(index).asDouble();
+}
+
+int64_t HostTensor::lazyInt(int64_t index) const {
+  return lazy->at(index).asInt();
+}
+
+HostTensor HostTensor::materialized() const {
+  if (!lazy) {
+    return *this;
+  }
+  HostTensor out(elementType, shape);
+  for (int64_t i = 0, n = size(); i < n; ++i) {
+    if (isFloat()) {
+      out.floats[i] = lazyDouble(i);
+    } else {
+      out.ints[i] = lazyInt(i);
+    }
+  }
+  return out;
+}
+
 HostTensor::HostTensor(ElementType type, ArrayRef<int64_t> dims)
     : elementType(type), shape(dims.begin(), dims.end()) {
   if (isFloat()) {
@@ -157,33 +202,52 @@ static int64_t wrapTo(ElementType type, int64_t value) {
   }
 }
 
-void HostTensor::setDouble(int64_t index, double value) {
-  if (isFloat()) {
-    floats[index] = roundTo(elementType, value);
-    return;
-  }
-  if (elementType == ElementType::Bool) {
-    ints[index] = value != 0.0;
-    return;
+double storedFloat(ElementType type, double value) {
+  return roundTo(type, value);
+}
+
+int64_t storedIntFromDouble(ElementType type, double value) {
+  if (type == ElementType::Bool) {
+    return value != 0.0;
   }
   if (std::isnan(value)) {
-    ints[index] = 0;
-    return;
+    return 0;
   }
   // Saturate before converting: casting an out-of-range double is undefined.
   double clamped = std::fmax(std::fmin(value, 9.2e18), -9.2e18);
-  ints[index] = wrapTo(elementType, static_cast<int64_t>(clamped));
+  return wrapTo(type, static_cast<int64_t>(clamped));
+}
+
+int64_t storedInt(ElementType type, int64_t value) {
+  return wrapTo(type, value);
+}
+
+void HostTensor::setDouble(int64_t index, double value) {
+  assert(!lazy && "a lazy tensor has no storage to write");
+  if (isFloat()) {
+    floats[index] = storedFloat(elementType, value);
+  } else {
+    ints[index] = storedIntFromDouble(elementType, value);
+  }
 }
 
 void HostTensor::setInt(int64_t index, int64_t value) {
+  assert(!lazy && "a lazy tensor has no storage to write");
   if (isFloat()) {
-    floats[index] = roundTo(elementType, static_cast<double>(value));
+    floats[index] = storedFloat(elementType, static_cast<double>(value));
   } else {
-    ints[index] = wrapTo(elementType, value);
+    ints[index] = storedInt(elementType, value);
   }
 }
 
 std::vector<int64_t> HostTensor::toInts() const {
+  if (lazy) {
+    std::vector<int64_t> out(size());
+    for (int64_t i = 0; i < size(); ++i) {
+      out[i] = getInt(i);
+    }
+    return out;
+  }
   if (!isFloat()) {
     return ints;
   }
@@ -201,6 +265,10 @@ HostTensor HostTensor::reshaped(ArrayRef<int64_t> dims) const {
 }
 
 HostTensor HostTensor::castTo(ElementType type) const {
+  // A held tensor stays held: it already fits the folding limit.
+  if (lazy) {
+    return lazyCast(*this, type);
+  }
   HostTensor t(type, shape);
   int64_t n = size();
   for (int64_t i = 0; i < n; ++i) {
@@ -214,6 +282,9 @@ HostTensor HostTensor::castTo(ElementType type) const {
 }
 
 bool HostTensor::isSplat() const {
+  if (lazy) {
+    return materialized().isSplat();
+  }
   if (isFloat()) {
     for (double v : floats) {
       if (!(v == floats.front()) &&
@@ -399,7 +470,7 @@ llvm::Expected<Dims> broadcastDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
 
 /// Strides of `dims` (row-major) as seen from a broadcast result of rank
 /// `rank`: broadcast dims get stride 0.
-static Dims broadcastStrides(ArrayRef<int64_t> dims, ArrayRef<int64_t> outDims) {
+Dims broadcastStrides(ArrayRef<int64_t> dims, ArrayRef<int64_t> outDims) {
   size_t rank = outDims.size();
   Dims strides(rank, 0);
   int64_t stride = 1;
@@ -438,7 +509,7 @@ static void forEachBroadcast(ArrayRef<int64_t> outDims,
   }
 }
 
-static bool isComparison(BinaryFn fn) {
+bool isComparison(BinaryFn fn) {
   switch (fn) {
   case BinaryFn::Equal:
   case BinaryFn::Less:
@@ -454,11 +525,82 @@ static bool isComparison(BinaryFn fn) {
   }
 }
 
+double binaryFloat(BinaryFn fn, double x, double y) {
+  switch (fn) {
+  case BinaryFn::Add: return x + y;
+  case BinaryFn::Sub: return x - y;
+  case BinaryFn::Mul: return x * y;
+  case BinaryFn::Div: return x / y;
+  case BinaryFn::Pow: return std::pow(x, y);
+  case BinaryFn::Max: return std::fmax(x, y);
+  case BinaryFn::Min: return std::fmin(x, y);
+  case BinaryFn::Mod: {
+    // Integer-style Mod takes the divisor's sign; FMod the dividend's.
+    double r = std::fmod(x, y);
+    if (r != 0 && ((r < 0) != (y < 0))) {
+      r += y;
+    }
+    return r;
+  }
+  case BinaryFn::FMod: return std::fmod(x, y);
+  case BinaryFn::Equal: return x == y;
+  case BinaryFn::Less: return x < y;
+  case BinaryFn::Greater: return x > y;
+  case BinaryFn::LessOrEqual: return x <= y;
+  case BinaryFn::GreaterOrEqual: return x >= y;
+  case BinaryFn::And: return (x != 0) && (y != 0);
+  case BinaryFn::Or: return (x != 0) || (y != 0);
+  case BinaryFn::Xor: return (x != 0) != (y != 0);
+  }
+  return 0;
+}
+
+int64_t binaryInt(BinaryFn fn, int64_t x, int64_t y) {
+  auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+  switch (fn) {
+  case BinaryFn::Add: return wrap(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+  case BinaryFn::Sub: return wrap(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+  case BinaryFn::Mul: return wrap(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+  // Integer division by zero has no defined result; ONNX leaves it
+  // unspecified, so fold to 0 rather than trap.
+  case BinaryFn::Div: return y == 0 ? 0 : (x == INT64_MIN && y == -1 ? x : x / y);
+  case BinaryFn::Mod: {
+    // ONNX Mod with fmod=0 takes the divisor's sign (Python semantics).
+    if (y == 0 || (x == INT64_MIN && y == -1)) {
+      return 0;
+    }
+    int64_t r = x % y;
+    if (r != 0 && ((r < 0) != (y < 0))) {
+      r += y;
+    }
+    return r;
+  }
+  case BinaryFn::FMod: return (y == 0 || (x == INT64_MIN && y == -1)) ? 0 : x % y;
+  case BinaryFn::Pow:
+    return storedIntFromDouble(ElementType::Int64,
+                               std::pow(static_cast<double>(x), static_cast<double>(y)));
+  case BinaryFn::Max: return std::max(x, y);
+  case BinaryFn::Min: return std::min(x, y);
+  case BinaryFn::Equal: return x == y;
+  case BinaryFn::Less: return x < y;
+  case BinaryFn::Greater: return x > y;
+  case BinaryFn::LessOrEqual: return x <= y;
+  case BinaryFn::GreaterOrEqual: return x >= y;
+  case BinaryFn::And: return (x != 0) && (y != 0);
+  case BinaryFn::Or: return (x != 0) || (y != 0);
+  case BinaryFn::Xor: return (x != 0) != (y != 0);
+  }
+  return 0;
+}
+
 llvm::Expected<HostTensor> foldBinary(BinaryFn fn, const HostTensor &a,
                                       const HostTensor &b) {
   llvm::Expected<Dims> dims = broadcastDims(a.dims(), b.dims());
   if (!dims) {
     return dims.takeError();
+  }
+  if (product(*dims) > kLazyFoldElements) {
+    return lazyBinary(fn, a, b, *dims);
   }
   ElementType resultType = isComparison(fn) ? ElementType::Bool : a.type();
   HostTensor out(resultType, *dims);
@@ -467,112 +609,72 @@ llvm::Expected<HostTensor> foldBinary(BinaryFn fn, const HostTensor &a,
   bool floatMath = a.isFloat() || b.isFloat();
   forEachBroadcast<2>(*dims, strides, [&](int64_t i, auto &off) {
     if (floatMath) {
-      double x = a.getDouble(off[0]), y = b.getDouble(off[1]);
-      double r = 0;
-      switch (fn) {
-      case BinaryFn::Add: r = x + y; break;
-      case BinaryFn::Sub: r = x - y; break;
-      case BinaryFn::Mul: r = x * y; break;
-      case BinaryFn::Div: r = x / y; break;
-      case BinaryFn::Pow: r = std::pow(x, y); break;
-      case BinaryFn::Max: r = std::fmax(x, y); break;
-      case BinaryFn::Min: r = std::fmin(x, y); break;
-      case BinaryFn::Mod: {
-        // Integer-style Mod takes the divisor's sign; FMod the dividend's.
-        r = std::fmod(x, y);
-        if (r != 0 && ((r < 0) != (y < 0))) r += y;
-        break;
-      }
-      case BinaryFn::FMod: r = std::fmod(x, y); break;
-      case BinaryFn::Equal: r = x == y; break;
-      case BinaryFn::Less: r = x < y; break;
-      case BinaryFn::Greater: r = x > y; break;
-      case BinaryFn::LessOrEqual: r = x <= y; break;
-      case BinaryFn::GreaterOrEqual: r = x >= y; break;
-      case BinaryFn::And: r = (x != 0) && (y != 0); break;
-      case BinaryFn::Or: r = (x != 0) || (y != 0); break;
-      case BinaryFn::Xor: r = (x != 0) != (y != 0); break;
-      }
-      out.setDouble(i, r);
-      return;
+      out.setDouble(i, binaryFloat(fn, a.getDouble(off[0]), b.getDouble(off[1])));
+    } else {
+      out.setInt(i, binaryInt(fn, a.getInt(off[0]), b.getInt(off[1])));
     }
-    int64_t x = a.getInt(off[0]), y = b.getInt(off[1]);
-    int64_t r = 0;
-    switch (fn) {
-    case BinaryFn::Add: r = static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)); break;
-    case BinaryFn::Sub: r = static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)); break;
-    case BinaryFn::Mul: r = static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)); break;
-    // Integer division by zero has no defined result; ONNX leaves it
-    // unspecified, so fold to 0 rather than trap.
-    case BinaryFn::Div: r = y == 0 ? 0 : (x == INT64_MIN && y == -1 ? x : x / y); break;
-    case BinaryFn::Mod: {
-      // ONNX Mod with fmod=0 takes the divisor's sign (Python semantics).
-      if (y == 0 || (x == INT64_MIN && y == -1)) { r = 0; break; }
-      r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) { r += y; }
-      break;
-    }
-    case BinaryFn::FMod: r = (y == 0 || (x == INT64_MIN && y == -1)) ? 0 : x % y; break;
-    case BinaryFn::Pow: r = static_cast<int64_t>(std::pow(static_cast<double>(x), static_cast<double>(y))); break;
-    case BinaryFn::Max: r = std::max(x, y); break;
-    case BinaryFn::Min: r = std::min(x, y); break;
-    case BinaryFn::Equal: r = x == y; break;
-    case BinaryFn::Less: r = x < y; break;
-    case BinaryFn::Greater: r = x > y; break;
-    case BinaryFn::LessOrEqual: r = x <= y; break;
-    case BinaryFn::GreaterOrEqual: r = x >= y; break;
-    case BinaryFn::And: r = (x != 0) && (y != 0); break;
-    case BinaryFn::Or: r = (x != 0) || (y != 0); break;
-    case BinaryFn::Xor: r = (x != 0) != (y != 0); break;
-    }
-    out.setInt(i, r);
   });
   return out;
 }
 
-HostTensor foldUnary(UnaryFn fn, const HostTensor &a) {
+ElementType unaryResultType(UnaryFn fn, ElementType input) {
   bool boolResult =
       fn == UnaryFn::Not || fn == UnaryFn::IsNaN || fn == UnaryFn::IsInf;
-  HostTensor out(boolResult ? ElementType::Bool : a.type(), a.dims());
+  return boolResult ? ElementType::Bool : input;
+}
+
+std::optional<int64_t> unaryInt(UnaryFn fn, int64_t x) {
+  switch (fn) {
+  case UnaryFn::Neg: return -x;
+  case UnaryFn::Abs: return x < 0 ? -x : x;
+  case UnaryFn::Relu: return x < 0 ? 0 : x;
+  case UnaryFn::Not: return x == 0;
+  case UnaryFn::Sign: return (x > 0) - (x < 0);
+  case UnaryFn::IsNaN:
+  case UnaryFn::IsInf: return 0;
+  case UnaryFn::Floor:
+  case UnaryFn::Ceil: return x;
+  default: return std::nullopt;
+  }
+}
+
+double unaryFloat(UnaryFn fn, double x) {
+  switch (fn) {
+  case UnaryFn::Neg: return -x;
+  case UnaryFn::Abs: return std::fabs(x);
+  case UnaryFn::Sqrt: return std::sqrt(x);
+  case UnaryFn::Exp: return std::exp(x);
+  case UnaryFn::Log: return std::log(x);
+  case UnaryFn::Sin: return std::sin(x);
+  case UnaryFn::Cos: return std::cos(x);
+  case UnaryFn::Tanh: return std::tanh(x);
+  case UnaryFn::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+  case UnaryFn::Erf: return std::erf(x);
+  case UnaryFn::Relu: return x < 0 ? 0 : x;
+  case UnaryFn::Reciprocal: return 1.0 / x;
+  case UnaryFn::Not: return x == 0;
+  case UnaryFn::Floor: return std::floor(x);
+  case UnaryFn::Ceil: return std::ceil(x);
+  case UnaryFn::Sign: return (x > 0) - (x < 0);
+  case UnaryFn::IsNaN: return std::isnan(x);
+  case UnaryFn::IsInf: return std::isinf(x);
+  }
+  return 0;
+}
+
+HostTensor foldUnary(UnaryFn fn, const HostTensor &a) {
+  if (a.isLazy() || a.size() > kLazyFoldElements) {
+    return lazyUnary(fn, a);
+  }
+  HostTensor out(unaryResultType(fn, a.type()), a.dims());
   for (int64_t i = 0, n = a.size(); i < n; ++i) {
     if (!a.isFloat()) {
-      int64_t x = a.getInt(i);
-      switch (fn) {
-      case UnaryFn::Neg: out.setInt(i, -x); continue;
-      case UnaryFn::Abs: out.setInt(i, x < 0 ? -x : x); continue;
-      case UnaryFn::Relu: out.setInt(i, x < 0 ? 0 : x); continue;
-      case UnaryFn::Not: out.setInt(i, x == 0); continue;
-      case UnaryFn::Sign: out.setInt(i, (x > 0) - (x < 0)); continue;
-      case UnaryFn::IsNaN:
-      case UnaryFn::IsInf: out.setInt(i, 0); continue;
-      case UnaryFn::Floor:
-      case UnaryFn::Ceil: out.setInt(i, x); continue;
-      default: break;
+      if (std::optional<int64_t> r = unaryInt(fn, a.getInt(i))) {
+        out.setInt(i, *r);
+        continue;
       }
     }
-    double x = a.getDouble(i);
-    double r = 0;
-    switch (fn) {
-    case UnaryFn::Neg: r = -x; break;
-    case UnaryFn::Abs: r = std::fabs(x); break;
-    case UnaryFn::Sqrt: r = std::sqrt(x); break;
-    case UnaryFn::Exp: r = std::exp(x); break;
-    case UnaryFn::Log: r = std::log(x); break;
-    case UnaryFn::Sin: r = std::sin(x); break;
-    case UnaryFn::Cos: r = std::cos(x); break;
-    case UnaryFn::Tanh: r = std::tanh(x); break;
-    case UnaryFn::Sigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
-    case UnaryFn::Erf: r = std::erf(x); break;
-    case UnaryFn::Relu: r = x < 0 ? 0 : x; break;
-    case UnaryFn::Reciprocal: r = 1.0 / x; break;
-    case UnaryFn::Not: r = x == 0; break;
-    case UnaryFn::Floor: r = std::floor(x); break;
-    case UnaryFn::Ceil: r = std::ceil(x); break;
-    case UnaryFn::Sign: r = (x > 0) - (x < 0); break;
-    case UnaryFn::IsNaN: r = std::isnan(x); break;
-    case UnaryFn::IsInf: r = std::isinf(x); break;
-    }
-    out.setDouble(i, r);
+    out.setDouble(i, unaryFloat(fn, a.getDouble(i)));
   }
   return out;
 }
@@ -587,6 +689,9 @@ llvm::Expected<HostTensor> foldWhere(const HostTensor &condition,
   llvm::Expected<Dims> dims = broadcastDims(*ab, onFalse.dims());
   if (!dims) {
     return dims.takeError();
+  }
+  if (product(*dims) > kLazyFoldElements) {
+    return lazyWhere(condition, onTrue, onFalse, *dims);
   }
   HostTensor out(onTrue.type(), *dims);
   std::array<Dims, 3> strides = {broadcastStrides(condition.dims(), *dims),
@@ -611,6 +716,9 @@ llvm::Expected<HostTensor> foldExpand(const HostTensor &input,
   if (!outDims) {
     return outDims.takeError();
   }
+  if (product(*outDims) > kLazyFoldElements) {
+    return lazyBroadcast(input, *outDims);
+  }
   HostTensor out(input.type(), *outDims);
   std::array<Dims, 1> strides = {broadcastStrides(input.dims(), *outDims)};
   forEachBroadcast<1>(*outDims, strides, [&](int64_t i, auto &off) {
@@ -633,7 +741,7 @@ static void copyElement(HostTensor &dst, int64_t to, const HostTensor &src,
   }
 }
 
-static Dims rowMajorStrides(ArrayRef<int64_t> dims) {
+Dims rowMajorStrides(ArrayRef<int64_t> dims) {
   Dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) {
     strides[i - 1] = strides[i] * dims[i];
@@ -642,6 +750,9 @@ static Dims rowMajorStrides(ArrayRef<int64_t> dims) {
 }
 
 HostTensor foldTranspose(const HostTensor &input, ArrayRef<int64_t> perm) {
+  if (input.isLazy() || input.size() > kLazyFoldElements) {
+    return lazyTranspose(input, perm);
+  }
   Dims outDims;
   Dims inStrides = rowMajorStrides(input.dims());
   Dims strides;
@@ -659,6 +770,9 @@ HostTensor foldTranspose(const HostTensor &input, ArrayRef<int64_t> perm) {
 
 HostTensor foldSlice(const HostTensor &input, ArrayRef<int64_t> starts,
                      ArrayRef<int64_t> steps, ArrayRef<int64_t> resultDims) {
+  if (product(resultDims) > kLazyFoldElements) {
+    return lazySlice(input, starts, steps, resultDims);
+  }
   HostTensor out(input.type(), resultDims);
   Dims inStrides = rowMajorStrides(input.dims());
   int64_t base = 0;
@@ -718,6 +832,9 @@ HostTensor foldGather(const HostTensor &data, const HostTensor &indices,
 }
 
 HostTensor foldTrilu(const HostTensor &input, bool upper, int64_t k) {
+  if (input.isLazy() || input.size() > kLazyFoldElements) {
+    return lazyTrilu(input, upper, k);
+  }
   HostTensor out = input;
   ArrayRef<int64_t> d = input.dims();
   int64_t rows = d[d.size() - 2], cols = d[d.size() - 1];

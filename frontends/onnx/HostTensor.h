@@ -10,6 +10,13 @@
 // whatever the ONNX element type; float32 results are rounded to float after
 // every operation so folded values equal what a float32 kernel computes.
 //
+// A fold whose result would exceed kLazyFoldElements (a T x S mask at long
+// context) does not hold its values: it returns a lazy tensor, an expression
+// over the element index (LazyTensor.h) that computes any element on demand.
+// Lazy tensors read like held ones (getDouble/getInt), so every fold accepts
+// them; the importer turns a lazy causal or banded mask into a tg.band_mask
+// instead of ever materializing it.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TAILOR_FRONTENDS_ONNX_HOSTTENSOR_H
@@ -21,6 +28,8 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +63,14 @@ int64_t elementByteSize(ElementType type);
 llvm::StringRef elementTypeName(int32_t dataType);
 
 int64_t product(llvm::ArrayRef<int64_t> dims);
+/// The element count of `dims`, or nullopt if it overflows int64 (or a dim
+/// is negative).
+std::optional<int64_t> checkedProduct(llvm::ArrayRef<int64_t> dims);
+
+/// Folds whose result has more elements than this return a lazy tensor.
+constexpr int64_t kLazyFoldElements = int64_t(1) << 16;
+
+class LazyTensor;
 
 class HostTensor {
 public:
@@ -64,16 +81,36 @@ public:
   static HostTensor scalarFloat(double value, ElementType type = ElementType::Float);
   static HostTensor vectorInt(llvm::ArrayRef<int64_t> values);
 
+  /// A tensor of `dims` whose values `expr` computes (its element count
+  /// must equal product(dims): `dims` may reshape the expression's own).
+  static HostTensor lazyOf(std::shared_ptr<const LazyTensor> expr,
+                           llvm::ArrayRef<int64_t> dims);
+
   ElementType type() const { return elementType; }
   bool isFloat() const { return isFloatType(elementType); }
   llvm::ArrayRef<int64_t> dims() const { return shape; }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
-  int64_t size() const { return static_cast<int64_t>(isFloat() ? floats.size() : ints.size()); }
+  int64_t size() const {
+    if (lazy) {
+      return lazyElements;
+    }
+    return static_cast<int64_t>(isFloat() ? floats.size() : ints.size());
+  }
+  /// Whether the values are computed on demand rather than held.
+  bool isLazy() const { return lazy != nullptr; }
+  /// The expression of a lazy tensor (null when the values are held).
+  const std::shared_ptr<const LazyTensor> &lazyExpr() const { return lazy; }
 
   double getDouble(int64_t index) const {
+    if (lazy) {
+      return lazyDouble(index);
+    }
     return isFloat() ? floats[index] : static_cast<double>(ints[index]);
   }
   int64_t getInt(int64_t index) const {
+    if (lazy) {
+      return lazyInt(index);
+    }
     return isFloat() ? static_cast<int64_t>(floats[index]) : ints[index];
   }
   /// Stores `value` converted to this tensor's type (rounded for float32,
@@ -83,8 +120,12 @@ public:
 
   /// All values as int64 (the form shape inputs are read in).
   std::vector<int64_t> toInts() const;
+  /// The held values (not for lazy tensors: materialize them first).
   const std::vector<double> &floatData() const { return floats; }
   const std::vector<int64_t> &intData() const { return ints; }
+  /// The same tensor with its values held (a copy; evaluates a lazy tensor
+  /// element by element, so callers check size() first).
+  HostTensor materialized() const;
 
   /// Same values, new dims (the element count must match).
   HostTensor reshaped(llvm::ArrayRef<int64_t> dims) const;
@@ -95,11 +136,27 @@ public:
   bool isSplat() const;
 
 private:
+  double lazyDouble(int64_t index) const;
+  int64_t lazyInt(int64_t index) const;
+
   ElementType elementType = ElementType::Float;
   Dims shape;
   std::vector<double> floats;
   std::vector<int64_t> ints;
+  std::shared_ptr<const LazyTensor> lazy;
+  int64_t lazyElements = 0;
 };
+
+//===----------------------------------------------------------------------===//
+// Element semantics, shared by the folds and the lazy tensors so both compute
+// the same values.
+//===----------------------------------------------------------------------===//
+
+/// The value HostTensor stores when `value` is written to a `type` element:
+/// rounded for float types, truncated and wrapped for integers, 0/1 for bool.
+double storedFloat(ElementType type, double value);
+int64_t storedIntFromDouble(ElementType type, double value);
+int64_t storedInt(ElementType type, int64_t value);
 
 /// Decodes a TensorProto's inline data (raw_data or the typed fields).
 /// `what` names the tensor in messages.
@@ -128,6 +185,25 @@ enum class UnaryFn {
   Neg, Abs, Sqrt, Exp, Log, Sin, Cos, Tanh, Sigmoid, Erf, Relu, Reciprocal,
   Not, Floor, Ceil, Sign, IsNaN, IsInf,
 };
+
+/// Comparisons and logic give Bool; everything else keeps the lhs type.
+bool isComparison(BinaryFn fn);
+/// One element of a binary op, computed in double (when either side is a
+/// float type) or in int64.
+double binaryFloat(BinaryFn fn, double x, double y);
+int64_t binaryInt(BinaryFn fn, int64_t x, int64_t y);
+/// The result type of a unary op on `input`.
+ElementType unaryResultType(UnaryFn fn, ElementType input);
+/// One element of a unary op on an integer input, if it has an integer
+/// form (nullopt: compute it in double).
+std::optional<int64_t> unaryInt(UnaryFn fn, int64_t x);
+double unaryFloat(UnaryFn fn, double x);
+
+/// Row-major strides of `dims` as seen from a broadcast result `outDims`
+/// (broadcast dims get stride 0).
+Dims broadcastStrides(llvm::ArrayRef<int64_t> dims,
+                      llvm::ArrayRef<int64_t> outDims);
+Dims rowMajorStrides(llvm::ArrayRef<int64_t> dims);
 
 /// Elementwise binary op with broadcasting; comparisons and logic give Bool,
 /// everything else keeps `a`'s type.

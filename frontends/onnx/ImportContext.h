@@ -71,6 +71,9 @@ public:
   /// Input `i` as a compile-time tensor; fails with a message saying the node
   /// needs `what` to be a constant.
   mlir::FailureOr<const HostTensor *> constant(size_t i, llvm::StringRef what);
+  /// Input `i` as a compile-time tensor whose values are held in memory (a
+  /// lazy one is evaluated); fails past the folding limit.
+  mlir::FailureOr<HostTensor> heldConstant(size_t i, llvm::StringRef what);
   /// Input `i` as integers (shape-like inputs).
   mlir::FailureOr<std::vector<int64_t>> constantInts(size_t i,
                                                      llvm::StringRef what);
@@ -99,6 +102,9 @@ public:
   //===--- outputs --------------------------------------------------------===//
   size_t numOutputs() const;
   void setOutput(size_t i, mlir::Value value);
+  /// Fails unless a folded result of `dims` fits the folding limit (and its
+  /// element count fits int64): for folds that hold their result.
+  mlir::LogicalResult checkFoldSize(llvm::ArrayRef<int64_t> dims);
   /// Sets a compile-time output; fails if it is larger than the folding
   /// limit.
   mlir::LogicalResult setOutput(size_t i, HostTensor tensor);
@@ -110,8 +116,9 @@ public:
                                     mlir::Type elementType);
   /// Emits a reshape of `value` unless it already has `shape`.
   mlir::Value reshape(mlir::Value value, llvm::ArrayRef<int64_t> shape);
-  /// Materializes a compile-time tensor as a run-time constant.
-  mlir::Value materialize(const HostTensor &tensor);
+  /// Materializes a compile-time tensor as a run-time value (a constant, or
+  /// a tg.band_mask for a mask); fails on tensors too large to hold.
+  mlir::FailureOr<mlir::Value> materialize(const HostTensor &tensor);
   /// A scalar constant of `value`'s element type, shaped [] for broadcasting.
   mlir::Value scalarLike(mlir::Value like, double number);
   /// An error callback for the shape rules in TGShapes.h.

@@ -68,6 +68,16 @@ LogicalResult importMatMul(NodeContext &ctx) {
     }
     HostTensor a2 = (*a)->rank() == 1 ? (*a)->reshaped({1, (*a)->dims()[0]}) : **a;
     HostTensor b2 = (*b)->rank() == 1 ? (*b)->reshaped({(*b)->dims()[0], 1}) : **b;
+    llvm::Expected<Dims> batch =
+        broadcastDims(a2.dims().drop_back(2), b2.dims().drop_back(2));
+    if (!batch) {
+      return ctx.error() << llvm::toString(batch.takeError());
+    }
+    batch->push_back(a2.dims()[a2.rank() - 2]);
+    batch->push_back(b2.dims().back());
+    if (failed(ctx.checkFoldSize(*batch))) {
+      return failure();
+    }
     llvm::Expected<HostTensor> out = foldMatmul(a2, b2);
     if (!out) {
       return ctx.error() << llvm::toString(out.takeError());
@@ -311,11 +321,11 @@ LogicalResult importReduce(NodeContext &ctx, bool axesAsInput) {
   }
   llvm::sort(normalized);
   if (ctx.isConstant(0)) {
-    FailureOr<const HostTensor *> x = ctx.constant(0, "data");
+    FailureOr<HostTensor> x = ctx.heldConstant(0, "data");
     if (failed(x)) {
       return failure();
     }
-    return ctx.setOutput(0, foldReduce(Fn, **x, normalized, keepDims));
+    return ctx.setOutput(0, foldReduce(Fn, *x, normalized, keepDims));
   }
   FailureOr<tg::Shape> outShape =
       tg::reduceShape(shape, normalized, keepDims, ctx.shapeErrorFn());

@@ -10,6 +10,7 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/RawDataOffsets.h"
 #include "frontends/onnx/ImportContext.h"
+#include "frontends/onnx/LazyTensor.h"
 
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGShapes.h"
@@ -78,11 +79,17 @@ public:
   FailureOr<HostTensor> readInitializer(const onnx::TensorProto &tensor,
                                         NodeContext &node);
   Type elementType(ElementType type);
-  Value materialize(const HostTensor &tensor, Location loc);
+  /// Turns a compile-time tensor into a run-time value: a tg.band_mask for
+  /// a causal or banded mask, a constant otherwise (at most the folding
+  /// limit's elements). `node` names the place in an error (null: the
+  /// graph's outputs).
+  FailureOr<Value> materialize(const HostTensor &tensor, Location loc,
+                               NodeContext *node);
 
 private:
   LogicalResult checkModel();
   LogicalResult bindInputs(func::FuncOp func);
+  LogicalResult checkFixedTokenShape(const onnx::ValueInfoProto &input);
   FailureOr<int64_t> bindDim(const onnx::ValueInfoProto &input, int64_t axis,
                              const onnx::TensorShapeProto_Dimension &dim,
                              int64_t rank, int32_t elemType);
@@ -190,6 +197,51 @@ static bool namesSequence(llvm::StringRef name) {
          name.contains_insensitive("token");
 }
 
+/// A token-id input ([batch, seq] integers) exported with fixed dims must
+/// agree with a batch and sequence length the user asked for.
+LogicalResult
+GraphImporter::checkFixedTokenShape(const onnx::ValueInfoProto &input) {
+  const onnx::TypeProto_Tensor &tensorType = input.type().tensor_type();
+  auto elem = static_cast<ElementType>(tensorType.elem_type());
+  const onnx::TensorShapeProto &shape = tensorType.shape();
+  if (shape.dim_size() != 2 ||
+      (elem != ElementType::Int64 && elem != ElementType::Int32)) {
+    return success();
+  }
+  struct Want {
+    std::optional<int64_t> value;
+    const std::string &source;
+    const char *what;
+  };
+  std::string disagreements;
+  for (auto [axis, want] :
+       llvm::enumerate(std::array<Want, 2>{
+           Want{options.batch, options.batchSource, "batch"},
+           Want{options.seq, options.seqSource, "sequence length"}})) {
+    const onnx::TensorShapeProto_Dimension &dim = shape.dim(axis);
+    if (!dim.has_dim_value() || !want.value || want.source.empty() ||
+        dim.dim_value() == *want.value) {
+      continue;
+    }
+    disagreements += (disagreements.empty() ? "" : " and ") + want.source +
+                     " asks for " + want.what + " " +
+                     std::to_string(*want.value);
+  }
+  if (disagreements.empty()) {
+    return success();
+  }
+  std::string fixed;
+  for (int i = 0; i < 2; ++i) {
+    fixed += (i ? ", " : "") + (shape.dim(i).has_dim_value()
+                                    ? std::to_string(shape.dim(i).dim_value())
+                                    : std::string(shape.dim(i).dim_param()));
+  }
+  return modelError() << "input '" << input.name() << "' has fixed shape ["
+                      << fixed << "], but " << disagreements
+                      << "; ask for the model's shape, or export it with "
+                         "dynamic batch and sequence dims";
+}
+
 FailureOr<int64_t>
 GraphImporter::bindDim(const onnx::ValueInfoProto &input, int64_t axis,
                        const onnx::TensorShapeProto_Dimension &dim,
@@ -272,6 +324,9 @@ LogicalResult GraphImporter::bindInputs(func::FuncOp func) {
     if (!tensorType.has_shape()) {
       return modelError() << "input '" << input.name()
                           << "' has no shape (its rank must be known)";
+    }
+    if (failed(checkFixedTokenShape(input))) {
+      return failure();
     }
     SmallVector<int64_t> shape;
     int64_t rank = tensorType.shape().dim_size();
@@ -571,49 +626,85 @@ FailureOr<ImportedValue *> GraphImporter::lookup(llvm::StringRef name,
   return &(values[name] = std::move(imported));
 }
 
-Value GraphImporter::materialize(const HostTensor &tensor, Location loc) {
-  auto type = RankedTensorType::get(tensor.dims(), elementType(tensor.type()));
-  DenseElementsAttr attr;
+/// A dense attribute of `tensor`'s held values.
+static DenseElementsAttr denseAttrOf(const HostTensor &tensor,
+                                     RankedTensorType type, Builder &builder) {
   Type elem = type.getElementType();
   if (auto floatType = llvm::dyn_cast<FloatType>(elem)) {
     if (tensor.isSplat() && tensor.size() > 0) {
-      attr = DenseElementsAttr::get(
+      return DenseElementsAttr::get(
           type, builder.getFloatAttr(floatType, tensor.getDouble(0)));
-    } else if (elem.isF32()) {
+    }
+    if (elem.isF32()) {
       std::vector<float> data(tensor.floatData().begin(),
                               tensor.floatData().end());
-      attr = DenseElementsAttr::get(type, llvm::ArrayRef<float>(data));
-    } else if (elem.isF64()) {
-      attr = DenseElementsAttr::get(type,
-                                    llvm::ArrayRef<double>(tensor.floatData()));
-    } else {
-      SmallVector<APFloat> data;
-      for (double v : tensor.floatData()) {
-        APFloat f(v);
-        bool lost = false;
-        f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                  &lost);
-        data.push_back(f);
-      }
-      attr = DenseElementsAttr::get(type, data);
+      return DenseElementsAttr::get(type, llvm::ArrayRef<float>(data));
     }
-  } else {
-    unsigned width = elem.getIntOrFloatBitWidth();
-    if (tensor.isSplat() && tensor.size() > 0) {
-      attr = DenseElementsAttr::get(
-          type, builder.getIntegerAttr(elem, APInt(width, tensor.getInt(0),
-                                                   /*isSigned=*/true,
-                                                   /*implicitTrunc=*/true)));
-    } else {
-      SmallVector<APInt> data;
-      for (int64_t v : tensor.intData()) {
-        data.push_back(APInt(width, v, /*isSigned=*/true,
-                             /*implicitTrunc=*/true));
-      }
-      attr = DenseElementsAttr::get(type, data);
+    if (elem.isF64()) {
+      return DenseElementsAttr::get(type,
+                                    llvm::ArrayRef<double>(tensor.floatData()));
+    }
+    SmallVector<APFloat> data;
+    for (double v : tensor.floatData()) {
+      APFloat f(v);
+      bool lost = false;
+      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &lost);
+      data.push_back(f);
+    }
+    return DenseElementsAttr::get(type, data);
+  }
+  unsigned width = elem.getIntOrFloatBitWidth();
+  if (tensor.isSplat() && tensor.size() > 0) {
+    return DenseElementsAttr::get(
+        type, builder.getIntegerAttr(elem, APInt(width, tensor.getInt(0),
+                                                 /*isSigned=*/true,
+                                                 /*implicitTrunc=*/true)));
+  }
+  SmallVector<APInt> data;
+  for (int64_t v : tensor.intData()) {
+    data.push_back(APInt(width, v, /*isSigned=*/true, /*implicitTrunc=*/true));
+  }
+  return DenseElementsAttr::get(type, data);
+}
+
+FailureOr<Value> GraphImporter::materialize(const HostTensor &tensor,
+                                            Location loc, NodeContext *node) {
+  auto type = RankedTensorType::get(tensor.dims(), elementType(tensor.type()));
+  // Masks are generated where they are used, never stored.
+  if (std::optional<BandMask> band = detectBand(tensor)) {
+    return tg::BandMaskOp::create(builder, loc, type, band->lower, band->upper,
+                                  band->inside, band->outside)
+        .getResult();
+  }
+  // A lazy tensor proven constant (a ConstantOfShape fill of any size) is a
+  // splat.
+  if (tensor.isLazy()) {
+    IndexDependence dependence = dependenceOf(tensor);
+    if (dependence.known && dependence.forms.empty() && tensor.size() > 0) {
+      HostTensor first = tensor.reshaped({tensor.size()});
+      HostTensor one = foldSlice(first, {0}, {1}, {1}).materialized();
+      return arith::ConstantOp::create(
+                 builder, loc,
+                 denseAttrOf(one.reshaped({}),
+                             RankedTensorType::get({}, type.getElementType()),
+                             builder)
+                     .resizeSplat(type))
+          .getResult();
     }
   }
-  return arith::ConstantOp::create(builder, loc, attr);
+  if (tensor.size() > options.maxFoldedElements) {
+    InFlightDiagnostic diag = node ? node->error() : modelError();
+    return diag << "a compile-time tensor of shape "
+                << tg::formatShape(tensor.dims()) << " (" << tensor.size()
+                << " elements) is not a causal or banded mask, and holding it "
+                   "would exceed the folding limit of "
+                << options.maxFoldedElements << " elements";
+  }
+  HostTensor held = tensor.materialized();
+  return arith::ConstantOp::create(builder, loc,
+                                   denseAttrOf(held, type, builder))
+      .getResult();
 }
 
 //===----------------------------------------------------------------------===//
@@ -844,7 +935,11 @@ LogicalResult GraphImporter::emitOutputs(func::FuncOp func) {
     } else if (it->second.value) {
       value = it->second.value;
     } else {
-      value = materialize(*it->second.host, loc);
+      FailureOr<Value> held = materialize(*it->second.host, loc, nullptr);
+      if (failed(held)) {
+        return failure();
+      }
+      value = *held;
     }
     auto type = llvm::cast<RankedTensorType>(value.getType());
     // Declared dims must agree with what the graph computes.
@@ -1017,18 +1112,48 @@ FailureOr<const HostTensor *> NodeContext::constant(size_t i,
                     "run time";
 }
 
-FailureOr<std::vector<int64_t>> NodeContext::constantInts(size_t i,
-                                                          llvm::StringRef what) {
+LogicalResult NodeContext::checkFoldSize(ArrayRef<int64_t> dims) {
+  std::optional<int64_t> n = checkedProduct(dims);
+  if (!n) {
+    return error() << "folding it at compile time would create a tensor of "
+                      "shape "
+                   << tg::formatShape(dims)
+                   << ", whose element count overflows int64";
+  }
+  if (*n > importer.maxFoldedElements()) {
+    return error() << "folding it at compile time would create " << *n
+                   << " elements (limit " << importer.maxFoldedElements()
+                   << ")";
+  }
+  return success();
+}
+
+FailureOr<HostTensor> NodeContext::heldConstant(size_t i,
+                                                llvm::StringRef what) {
   FailureOr<const HostTensor *> t = constant(i, what);
   if (failed(t)) {
     return failure();
   }
-  if ((*t)->isFloat()) {
+  if ((*t)->isLazy() && (*t)->size() > importer.maxFoldedElements()) {
+    return error() << "input " << i << " (" << what << ") would hold "
+                   << (*t)->size() << " elements at compile time (limit "
+                   << importer.maxFoldedElements() << ")";
+  }
+  return (*t)->materialized();
+}
+
+FailureOr<std::vector<int64_t>> NodeContext::constantInts(size_t i,
+                                                          llvm::StringRef what) {
+  FailureOr<HostTensor> t = heldConstant(i, what);
+  if (failed(t)) {
+    return failure();
+  }
+  if (t->isFloat()) {
     return error() << "input " << i << " (" << what
                    << ") must hold integers, got "
-                   << elementTypeName(static_cast<int32_t>((*t)->type()));
+                   << elementTypeName(static_cast<int32_t>(t->type()));
   }
-  return (*t)->toInts();
+  return t->toInts();
 }
 
 FailureOr<Value> NodeContext::value(size_t i) {
@@ -1040,7 +1165,11 @@ FailureOr<Value> NodeContext::value(size_t i) {
     return failure();
   }
   if (!(*v)->value) {
-    (*v)->value = importer.materialize(*(*v)->host, location);
+    FailureOr<Value> held = importer.materialize(*(*v)->host, location, this);
+    if (failed(held)) {
+      return failure();
+    }
+    (*v)->value = *held;
   }
   return (*v)->value;
 }
@@ -1127,7 +1256,8 @@ void NodeContext::setOutput(size_t i, Value value) {
 }
 
 LogicalResult NodeContext::setOutput(size_t i, HostTensor tensor) {
-  if (tensor.size() > importer.maxFoldedElements()) {
+  // A lazy tensor holds no values: the limit applies when it materializes.
+  if (!tensor.isLazy() && tensor.size() > importer.maxFoldedElements()) {
     return error() << "folding it at compile time would create "
                    << tensor.size() << " elements (limit "
                    << importer.maxFoldedElements() << ")";
@@ -1159,8 +1289,8 @@ Value NodeContext::reshape(Value value, ArrayRef<int64_t> shape) {
                                tensorType(shape, type.getElementType()), value);
 }
 
-Value NodeContext::materialize(const HostTensor &tensor) {
-  return importer.materialize(tensor, location);
+FailureOr<Value> NodeContext::materialize(const HostTensor &tensor) {
+  return importer.materialize(tensor, location, this);
 }
 
 Value NodeContext::scalarLike(Value like, double number) {
@@ -1186,6 +1316,22 @@ void registerImporterDialects(MLIRContext &context) {
   context.loadDialect<tg::TGDialect, func::FuncDialect, arith::ArithDialect>();
 }
 
+/// Parses ONNX's text syntax; returns "" or what is wrong. libonnx's parser
+/// reports most errors as a status but throws on some malformed numbers
+/// (std::stol on "-inf"): no exception may leave the importer.
+static std::string parseOnnxText(onnx::ModelProto &model,
+                                 const std::string &text) {
+  try {
+    onnx::Status status = onnx::OnnxParser::Parse(model, text.c_str());
+    return status.IsOK() ? std::string() : status.ErrorMessage();
+  } catch (const std::exception &e) {
+    return std::string("the parser failed on a malformed value (") + e.what() +
+           ")";
+  } catch (...) {
+    return "the parser failed on a malformed value";
+  }
+}
+
 static bool looksLikeText(llvm::StringRef path, llvm::StringRef bytes) {
   if (path.ends_with(".onnxtxt") || path.ends_with(".txt")) {
     return true;
@@ -1200,12 +1346,10 @@ importOnnxBuffer(MLIRContext &context, llvm::StringRef bytes,
   Location unknown = UnknownLoc::get(&context);
   onnx::ModelProto model;
   if (looksLikeText(path, bytes)) {
-    std::string text = bytes.str();
-    onnx::Status status = onnx::OnnxParser::Parse(model, text.c_str());
-    if (!status.IsOK()) {
+    std::string error = parseOnnxText(model, bytes.str());
+    if (!error.empty()) {
       return mlir::emitError(unknown)
-             << path << ": not valid ONNX text syntax: "
-             << status.ErrorMessage();
+             << path << ": not valid ONNX text syntax: " << error;
     }
   } else {
     if (bytes.empty()) {

@@ -29,6 +29,12 @@ struct ImportOptions {
   /// Binds symbolic sequence dims (axis 1 of those inputs, and names that say
   /// "seq"/"sequence").
   std::optional<int64_t> seq;
+  /// Where batch and seq came from, for messages ("--batch",
+  /// "micro_batch_size in the recipe"). When set, a token-id input whose
+  /// batch or sequence dim is fixed to another value is an error: the model
+  /// and the request disagree, and that must surface now, not at run time.
+  std::string batchSource;
+  std::string seqSource;
   /// Binds symbolic dims by their dim_param name; wins over batch/seq.
   llvm::StringMap<int64_t> dims;
   /// Name of the imported function.

@@ -112,9 +112,10 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
       return ctx.error() << "shape has a negative dim (" << d << ")";
     }
   }
-  if (product(*dims) > (int64_t(1) << 26)) {
-    return ctx.error() << "would create a " << product(*dims)
-                       << "-element constant";
+  // A splat of any size is one lazy broadcast; only the count must fit.
+  if (!checkedProduct(*dims)) {
+    return ctx.error() << "shape " << tg::formatShape(*dims)
+                       << " has more elements than int64 can count";
   }
   llvm::Expected<HostTensor> out = foldExpand(fill.reshaped({}), *dims);
   if (!out) {
@@ -140,8 +141,8 @@ LogicalResult importRange(NodeContext &ctx) {
   }
   double count = std::ceil((l - s) / d);
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  if (n > (int64_t(1) << 26)) {
-    return ctx.error() << "would create " << n << " elements";
+  if (failed(ctx.checkFoldSize({n}))) {
+    return failure();
   }
   HostTensor out((*start)->type(), {n});
   for (int64_t i = 0; i < n; ++i) {
@@ -174,7 +175,7 @@ LogicalResult importTrilu(NodeContext &ctx) {
 }
 
 LogicalResult importCumSum(NodeContext &ctx) {
-  FailureOr<const HostTensor *> x = ctx.constant(0, "x");
+  FailureOr<HostTensor> x = ctx.heldConstant(0, "x");
   FailureOr<std::vector<int64_t>> axis = ctx.constantInts(1, "axis");
   if (failed(x) || failed(axis)) {
     return failure();
@@ -182,11 +183,11 @@ LogicalResult importCumSum(NodeContext &ctx) {
   if (axis->size() != 1) {
     return ctx.error() << "axis must hold one value, got " << axis->size();
   }
-  FailureOr<int64_t> a = ctx.normalizeAxis(axis->front(), (*x)->rank(), "axis");
+  FailureOr<int64_t> a = ctx.normalizeAxis(axis->front(), x->rank(), "axis");
   if (failed(a)) {
     return failure();
   }
-  return ctx.setOutput(0, foldCumSum(**x, *a, ctx.attrInt("exclusive", 0),
+  return ctx.setOutput(0, foldCumSum(*x, *a, ctx.attrInt("exclusive", 0),
                                      ctx.attrInt("reverse", 0)));
 }
 
@@ -571,6 +572,9 @@ LogicalResult importConcat(NodeContext &ctx) {
     return failure();
   }
   if (ctx.allConstant()) {
+    if (failed(ctx.checkFoldSize(*shape))) {
+      return failure();
+    }
     SmallVector<const HostTensor *> parts;
     for (size_t i = 0; i < ctx.numInputs(); ++i) {
       FailureOr<const HostTensor *> t = ctx.constant(i, "input");
@@ -705,14 +709,14 @@ LogicalResult importGather(NodeContext &ctx) {
   outDims.append(data.begin() + *axis + 1, data.end());
 
   if (ctx.isConstant(1)) {
-    FailureOr<const HostTensor *> indices = ctx.constant(1, "indices");
+    FailureOr<HostTensor> indices = ctx.heldConstant(1, "indices");
     if (failed(indices)) {
       return failure();
     }
-    if ((*indices)->isFloat()) {
+    if (indices->isFloat()) {
       return ctx.error() << "indices must be integers";
     }
-    HostTensor normalized = (*indices)->castTo(ElementType::Int64);
+    HostTensor normalized = indices->castTo(ElementType::Int64);
     for (int64_t i = 0; i < normalized.size(); ++i) {
       int64_t v = normalized.getInt(i);
       if (v < -data[*axis] || v >= data[*axis]) {
@@ -724,6 +728,9 @@ LogicalResult importGather(NodeContext &ctx) {
     if (ctx.isConstant(0)) {
       FailureOr<const HostTensor *> x = ctx.constant(0, "data");
       if (failed(x)) {
+        return failure();
+      }
+      if (failed(ctx.checkFoldSize(outDims))) {
         return failure();
       }
       return ctx.setOutput(0, foldGather(**x, normalized, *axis));
@@ -807,6 +814,9 @@ LogicalResult importGatherND(NodeContext &ctx) {
   }
   Dims outDims(id.begin(), id.end() - 1);
   outDims.append(dd.begin() + b + k, dd.end());
+  if (failed(ctx.checkFoldSize(outDims))) {
+    return failure();
+  }
   HostTensor out((*data)->type(), outDims);
   int64_t batch = product(dd.take_front(b));
   int64_t tuples = product(id.drop_back()) / std::max<int64_t>(batch, 1);

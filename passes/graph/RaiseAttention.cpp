@@ -5,9 +5,11 @@
 //   probs  = softmax(masked, axis = -1)
 //   masked = scores + M | where(C, scores, -inf) | scores
 //   scores = matmul(q, k^T) * s | matmul(q, k^T) / s | matmul(q*a, k^T*b)
-// M and C must be compile-time constants; they decide `causal` (a mask that
-// hides exactly the keys after each query) or no mask at all. Anything else
-// (a padding mask computed from an attention_mask input) is left alone.
+// M and C must be generated masks (tg.band_mask, what the importer makes of
+// every mask an export computes from shapes, seen through casts, reshapes and
+// broadcasts) or constants; they decide `causal` (a mask that hides exactly
+// the keys after each query) or no mask at all. Anything else (a padding mask
+// computed from an attention_mask input, a sliding window) is left alone.
 // Key/value heads repeated for grouped-query attention by reshape ->
 // broadcast -> reshape are unrepeated: tg.attention reads them natively.
 //
@@ -37,12 +39,86 @@ enum class MaskKind { None, Causal, Other };
 MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
                           bool isKeepMask);
 
-/// Classifies a constant mask; results are cached per (uniqued) attribute,
-/// since every layer of an export adds the same mask.
+/// Looks through ops that keep a mask's last two axes (broadcast over heads,
+/// reshapes of leading axes) and casts; a band mask is the same for every
+/// leading index, so its values survive them.
+Value maskSource(Value mask) {
+  while (true) {
+    mask = skipCasts(mask);
+    Operation *op = mask.getDefiningOp();
+    if (!op || !llvm::isa<tg::BroadcastOp, tg::ReshapeOp>(op)) {
+      return mask;
+    }
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0)), out = shapeOf(mask);
+    if (in.size() < 2 || out.size() < 2 || in.take_back(2) != out.take_back(2)) {
+      return mask;
+    }
+    mask = op->getOperand(0);
+  }
+}
+
+/// Whether `v` is a mask raise-attention can read: generated or constant.
+bool isMaskSource(Value v) {
+  Value source = maskSource(v);
+  return source.getDefiningOp<tg::BandMaskOp>() ||
+         matchPattern(source, m_Constant());
+}
+
+/// Classifies a generated band mask over scores [.., T, S]: which diagonals
+/// d = j - i it allows must be exactly those of a causal mask (d <= S - T),
+/// or all of them.
+MaskKind classifyBand(tg::BandMaskOp band, int64_t t, int64_t s,
+                      bool isKeepMask) {
+  ArrayRef<int64_t> shape = shapeOf(band.getResult());
+  if (shape[shape.size() - 2] != t || shape.back() != s) {
+    return MaskKind::Other;
+  }
+  auto allowed = [&](double v) -> std::optional<bool> {
+    if (isKeepMask) return v != 0.0;
+    if (v == 0.0) return true;
+    if (v <= -1e4) return false;
+    return std::nullopt;
+  };
+  std::optional<bool> inside = allowed(band.getInside().convertToDouble());
+  std::optional<bool> outside = allowed(band.getOutside().convertToDouble());
+  if (!inside || !outside || (!*inside && !*outside)) {
+    return MaskKind::Other;
+  }
+  if (*inside && *outside) {
+    return MaskKind::None;
+  }
+  // The allowed diagonals as one interval [lo, hi] of [-(T-1), S-1].
+  int64_t first = -(t - 1), last = s - 1;
+  int64_t lower = band.getLowerDiagonal(), upper = band.getUpperDiagonal();
+  int64_t lo, hi;
+  if (*inside) {
+    lo = std::max(lower, first);
+    hi = std::min(upper, last);
+  } else if (lower <= first) {
+    lo = upper + 1;
+    hi = last;
+  } else if (upper >= last) {
+    lo = first;
+    hi = lower - 1;
+  } else {
+    return MaskKind::Other;
+  }
+  if (lo == first && hi == last) {
+    return MaskKind::None;
+  }
+  return lo == first && hi == s - t ? MaskKind::Causal : MaskKind::Other;
+}
+
+/// Classifies a generated or constant mask; results for constants are cached
+/// per (uniqued) attribute, since every layer of an export adds the same
+/// mask.
 MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask,
                       llvm::DenseMap<Attribute, MaskKind> &cache) {
+  if (auto band = maskSource(mask).getDefiningOp<tg::BandMaskOp>()) {
+    return classifyBand(band, t, s, isKeepMask);
+  }
   DenseElementsAttr attr;
-  if (!matchPattern(skipCasts(mask), m_Constant(&attr))) {
+  if (!matchPattern(maskSource(mask), m_Constant(&attr))) {
     return MaskKind::Other;
   }
   auto [it, inserted] = cache.try_emplace(attr, MaskKind::Other);
@@ -224,12 +300,11 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     std::optional<Value> mask;
     bool keepMask = false;
     if (auto add = scores.getDefiningOp<tg::AddOp>()) {
-      // The constant side is the mask.
-      DenseElementsAttr attr;
-      if (matchPattern(skipCasts(add.getRhs()), m_Constant(&attr))) {
+      // The generated or constant side is the mask.
+      if (isMaskSource(add.getRhs())) {
         mask = add.getRhs();
         scores = add.getLhs();
-      } else if (matchPattern(skipCasts(add.getLhs()), m_Constant(&attr))) {
+      } else if (isMaskSource(add.getLhs())) {
         mask = add.getLhs();
         scores = add.getRhs();
       } else {

@@ -1,4 +1,4 @@
-//===- ElementwiseKernels.cpp - unary math, gelu, is_nan, cast ------------===//
+//===- ElementwiseKernels.cpp - unary math, gelu, is_nan, cast, band_mask -===//
 //
 // Layout: x and y dense and of one shape; y may alias x (in-place updates).
 // Precision: f32 math in f32 through VectorMath.h (within a few ulp of
@@ -15,6 +15,8 @@
 #include "runtime/cpu/KernelTable.h"
 #include "runtime/cpu/VectorMath.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -272,6 +274,87 @@ std::string runCast(const KernelCall &call) {
   return "";
 }
 
+//===----------------------------------------------------------------------===//
+// Band mask
+//===----------------------------------------------------------------------===//
+
+// y [..., T, S]: element (..., i, j) is `inside` when lower <= j - i <= upper,
+// `outside` elsewhere. A mask is generated from indices, never stored in a
+// plan: each row is two fills (the band is one contiguous run of columns),
+// and every leading index repeats the same T x S matrix.
+
+std::string checkBandMask(const KernelCall &call) {
+  int64_t lower = 0, upper = 0;
+  double inside = 0, outside = 0;
+  return firstError(
+      {expectOperandCount(call, 1),
+       expectDTypeIn(call, 0,
+                     {DType::F32, DType::F64, DType::I32, DType::I64,
+                      DType::Bool}),
+       expectMinRank(call, 0, 2),
+       expectIntAttr(call, "lower", INT64_MIN, INT64_MAX, true, 0, lower),
+       expectIntAttr(call, "upper", lower, INT64_MAX, true, 0, upper),
+       expectFloatAttr(call, "inside", true, 0, inside),
+       expectFloatAttr(call, "outside", true, 0, outside)});
+}
+
+template <typename T>
+void fillBandRows(T *y, int64_t rowBegin, int64_t rowEnd, int64_t rows,
+                  int64_t cols, int64_t lower, int64_t upper, T inside,
+                  T outside) {
+  for (int64_t r = rowBegin; r < rowEnd; ++r) {
+    int64_t i = r % rows;
+    // Columns j with lower <= j - i <= upper, clamped to [0, cols).
+    int64_t first = std::clamp<int64_t>(i + std::max<int64_t>(lower, -rows),
+                                        0, cols);
+    int64_t last = std::clamp<int64_t>(i + std::min<int64_t>(upper, cols) + 1,
+                                       first, cols);
+    T *row = y + r * cols;
+    std::fill(row, row + first, outside);
+    std::fill(row + first, row + last, inside);
+    std::fill(row + last, row + cols, outside);
+  }
+}
+
+std::string runBandMask(const KernelCall &call) {
+  const Tensor &y = call.operands[0];
+  int64_t cols = y.shape.back();
+  int64_t rows = y.shape[y.shape.size() - 2];
+  int64_t lower = call.attributes.getInt("lower", 0);
+  int64_t upper = call.attributes.getInt("upper", 0);
+  double inside = call.attributes.getFloat("inside", 0);
+  double outside = call.attributes.getFloat("outside", 0);
+  int64_t allRows = cols == 0 ? 0 : y.numel() / cols;
+  auto fill = [&](auto *data, auto in, auto out) {
+    parallelFor(call, allRows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)),
+                [&](int64_t begin, int64_t end, int) {
+                  fillBandRows(data, begin, end, rows, cols, lower, upper,
+                               in, out);
+                });
+  };
+  switch (y.dtype) {
+  case DType::F32:
+    fill(y.as<float>(), static_cast<float>(inside), static_cast<float>(outside));
+    break;
+  case DType::F64:
+    fill(y.as<double>(), inside, outside);
+    break;
+  case DType::I32:
+    fill(y.as<int32_t>(), static_cast<int32_t>(inside),
+         static_cast<int32_t>(outside));
+    break;
+  case DType::I64:
+    fill(y.as<int64_t>(), static_cast<int64_t>(inside),
+         static_cast<int64_t>(outside));
+    break;
+  default:
+    fill(y.as<uint8_t>(), static_cast<uint8_t>(inside != 0),
+         static_cast<uint8_t>(outside != 0));
+    break;
+  }
+  return "";
+}
+
 } // namespace
 
 void addElementwiseKernels(std::vector<KernelDef> &table) {
@@ -292,6 +375,7 @@ void addElementwiseKernels(std::vector<KernelDef> &table) {
   table.push_back({"gelu", 2, checkGelu, runGelu});
   table.push_back({"is_nan", 2, checkIsNan, runIsNan});
   table.push_back({"cast", 2, checkCast, runCast});
+  table.push_back({"band_mask", 1, checkBandMask, runBandMask});
 }
 
 } // namespace tailor::runtime::cpu

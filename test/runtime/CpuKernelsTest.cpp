@@ -180,7 +180,7 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "neg",        "abs",        "exp",       "log",        "sqrt",
       "rsqrt",      "reciprocal", "tanh",      "sigmoid",    "silu",
       "relu",       "erf",        "sin",       "cos",        "gelu",
-      "is_nan",     "add",        "sub",       "mul",        "div",
+      "is_nan",     "band_mask",  "add",        "sub",       "mul",        "div",
       "pow",        "max",        "min",       "eq",         "lt",
       "gt",         "select",     "cast",      "reduce_sum", "reduce_mean",
       "reduce_max", "softmax",    "matmul",    "linear",     "rms_norm",
@@ -311,6 +311,62 @@ TEST(CpuElementwiseTest, IsNan) {
     ASSERT_EQ(runKernel("is_nan", {&x, &y}), "");
     expectAllNear(y, {0, 1, 0, 1, 0}, 0, 0, "is_nan");
   }
+}
+
+// Band masks against the definition, element by element: causal, sliding
+// window, a band wider than the matrix, the complement form, every dtype,
+// leading dims repeating the matrix, one and three threads.
+TEST(CpuElementwiseTest, BandMask) {
+  struct Case {
+    int64_t lower, upper;
+    double inside, outside;
+  };
+  const Case cases[] = {{-6, 0, 0.0, -1048576.0}, // causal, T = S
+                        {-2, 0, 1.0, 0.0},     // window of 3
+                        {-100, 100, 1.0, 0.0}, // everything inside
+                        {1, 40, 0.0, 1.0},     // hidden above the diagonal
+                        {2, 3, 5.0, -7.0}};
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64,
+                      DType::Bool}) {
+    for (const Case &c : cases) {
+      if (dtype == DType::Bool && (c.inside > 1 || c.outside < 0)) {
+        continue;
+      }
+      for (std::vector<int64_t> shape :
+           {std::vector<int64_t>{7, 7}, {2, 3, 5, 9}, {1, 1, 9, 4}}) {
+        Buffer y(dtype, shape);
+        std::vector<Attribute> attrs = {
+            intAttr("lower", c.lower), intAttr("upper", c.upper),
+            floatAttr("inside", c.inside), floatAttr("outside", c.outside)};
+        for (ThreadPool *pool : {&pool1(), &pool3()}) {
+          ASSERT_EQ(runKernel("band_mask", {&y}, attrs, pool), "");
+          int64_t rows = shape[shape.size() - 2], cols = shape.back();
+          std::vector<double> want;
+          for (int64_t flat = 0; flat < y.numel(); ++flat) {
+            int64_t i = (flat / cols) % rows, j = flat % cols;
+            bool in = c.lower <= j - i && j - i <= c.upper;
+            want.push_back(in ? c.inside : c.outside);
+          }
+          expectAllNear(y, want, 0, 0, "band_mask");
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuElementwiseTest, BandMaskChecks) {
+  Buffer row(DType::F32, {8});
+  std::vector<Attribute> attrs = {intAttr("lower", -7), intAttr("upper", 0),
+                                  floatAttr("inside", 0),
+                                  floatAttr("outside", -1)};
+  EXPECT_NE(checkKernel("band_mask", {&row}, attrs), "");
+  Buffer y(DType::F32, {8, 8});
+  EXPECT_EQ(checkKernel("band_mask", {&y}, attrs), "");
+  std::vector<Attribute> reversed = {intAttr("lower", 1), intAttr("upper", 0),
+                                     floatAttr("inside", 0),
+                                     floatAttr("outside", -1)};
+  EXPECT_NE(checkKernel("band_mask", {&y}, reversed), "");
+  EXPECT_NE(checkKernel("band_mask", {&y}, {intAttr("lower", 0)}), "");
 }
 
 namespace {

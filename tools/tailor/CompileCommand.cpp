@@ -77,6 +77,26 @@ void printDiagnostic(mlir::Diagnostic &diag) {
   }
 }
 
+/// A model exported with a fixed [batch, seq] token input decides the batch
+/// shape the recipe left to its defaults (the importer has already refused
+/// a shape the recipe asked for explicitly and the model does not have).
+void adoptFixedTokenShape(mlir::ModuleOp module, TrainingRecipe &recipe) {
+  auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  if (!forward) {
+    return;
+  }
+  for (mlir::Type type : forward.getFunctionType().getInputs()) {
+    auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+    if (tensor && tensor.getRank() == 2 &&
+        tensor.getElementType().isSignlessInteger() &&
+        tensor.getElementType().getIntOrFloatBitWidth() >= 32) {
+      recipe.microBatchSize = tensor.getDimSize(0);
+      recipe.sequenceLen = tensor.getDimSize(1);
+      return;
+    }
+  }
+}
+
 } // namespace
 
 int runCompile(int argc, const char **argv) {
@@ -211,6 +231,12 @@ int runCompile(int argc, const char **argv) {
     // The recipe's batch shape, unless the command line says otherwise.
     options.batch = recipe.microBatchSize;
     options.seq = recipe.sequenceLen;
+    if (recipe.givenKeys.count("micro_batch_size")) {
+      options.batchSource = "the recipe's micro_batch_size";
+    }
+    if (recipe.givenKeys.count("sequence_len")) {
+      options.seqSource = "the recipe's sequence_len";
+    }
   }
   if (batch.getNumOccurrences()) {
     if (batch <= 0) {
@@ -219,7 +245,9 @@ int runCompile(int argc, const char **argv) {
       return 1;
     }
     options.batch = batch;
+    options.batchSource = "--batch";
     recipe.microBatchSize = batch;
+    recipe.givenKeys.insert("micro_batch_size");
   }
   if (seq.getNumOccurrences()) {
     if (seq <= 0) {
@@ -228,7 +256,9 @@ int runCompile(int argc, const char **argv) {
       return 1;
     }
     options.seq = seq;
+    options.seqSource = "--seq";
     recipe.sequenceLen = seq;
+    recipe.givenKeys.insert("sequence_len");
   }
   for (const std::string &binding : dims) {
     auto [name, value] = llvm::StringRef(binding).split('=');
@@ -258,6 +288,7 @@ int runCompile(int argc, const char **argv) {
     return 1;
   }
   if (training) {
+    adoptFixedTokenShape(**module, recipe);
     // The recipe goes into the plan; the vocabulary is the logits' width.
     int64_t vocab = 0;
     if (auto forward = (*module)->lookupSymbol<mlir::func::FuncOp>("forward")) {

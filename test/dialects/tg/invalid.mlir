@@ -627,3 +627,27 @@ func.func @broadcast_bad_dim(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
   %0 = tg.broadcast %x : tensor<2x3xf32> -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a band mask needs rows and columns.
+// expected-error @+1 {{'tg.band_mask' op expected a result of rank >= 2 (rows and columns), got [8]}}
+%0 = tg.band_mask {inside = 0.0 : f64, lower = -7 : i64, outside = 1.0 : f64, upper = 0 : i64} : tensor<8xf32>
+
+// -----
+
+// Tests that a band's bounds are ordered.
+// expected-error @+1 {{'tg.band_mask' op expected lower <= upper, got 2 > 0}}
+%0 = tg.band_mask {inside = 0.0 : f64, lower = 2 : i64, outside = 1.0 : f64, upper = 0 : i64} : tensor<8x8xf32>
+
+// -----
+
+// Tests that an i1 mask holds 0 or 1.
+// expected-error @+1 {{'tg.band_mask' op expected outside to be 0 or 1 for an i1 mask, got 2}}
+%0 = tg.band_mask {inside = 1.0 : f64, lower = -7 : i64, outside = 2.0 : f64, upper = 0 : i64} : tensor<8x8xi1>
+
+// -----
+
+// Tests that an integer mask holds integers.
+// expected-error @+1 {{'tg.band_mask' op expected an integer inside for 'i64', got 5.000000e-01}}
+%0 = tg.band_mask {inside = 0.5 : f64, lower = -7 : i64, outside = 0.0 : f64, upper = 0 : i64} : tensor<8x8xi64>

@@ -184,3 +184,16 @@ func.func @broadcast_is_nan(%x: tensor<2x1x4xf32>) -> (tensor<2x3x4xf32>, tensor
   %1 = tg.is_nan %x : tensor<2x1x4xf32> -> tensor<2x1x4xi1>
   return %0, %1 : tensor<2x3x4xf32>, tensor<2x1x4xi1>
 }
+
+// -----
+
+// Tests that band_mask round-trips for an additive f32 mask and an i1
+// keep-mask.
+// CHECK-LABEL: func.func @band_mask
+func.func @band_mask() -> (tensor<1x1x8x8xf32>, tensor<8x8xi1>) {
+  // CHECK: tg.band_mask {inside = 0.000000e+00 : f64, lower = -7 : i64, outside = -3.4028234663852886E+38 : f64, upper = 0 : i64} : tensor<1x1x8x8xf32>
+  %0 = tg.band_mask {inside = 0.0 : f64, lower = -7 : i64, outside = -3.4028234663852886E+38 : f64, upper = 0 : i64} : tensor<1x1x8x8xf32>
+  // CHECK: tg.band_mask {inside = 1.000000e+00 : f64, lower = -3 : i64, outside = 0.000000e+00 : f64, upper = 0 : i64} : tensor<8x8xi1>
+  %1 = tg.band_mask {inside = 1.0 : f64, lower = -3 : i64, outside = 0.0 : f64, upper = 0 : i64} : tensor<8x8xi1>
+  return %0, %1 : tensor<1x1x8x8xf32>, tensor<8x8xi1>
+}

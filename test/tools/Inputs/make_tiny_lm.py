@@ -2,6 +2,7 @@
 
     make_tiny_lm.py OUT.onnx                 writes the model
     make_tiny_lm.py OUT.onnx --check OUT.txt checks examples/embed's checksum
+    make_tiny_lm.py OUT.onnx --fixed 1,32    fixes input_ids' shape (not batch, seq)
 
 logits = Gather(table, input_ids) @ head, with table [100, 8] and head [8, 100]
 stored inline as raw_data (so the plan binds them from the model file at their
@@ -29,6 +30,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--check", metavar="EMBED_OUTPUT")
+    parser.add_argument("--fixed", metavar="BATCH,SEQ",
+                        help="export with a fixed input shape")
     args = parser.parse_args()
     table, head = weights()
     if args.check:
@@ -46,14 +49,15 @@ def main():
         if abs(got - want) > 1e-4 * max(1.0, abs(want)):
             sys.exit("checksum mismatch")
         return
+    dims = [int(d) for d in args.fixed.split(",")] if args.fixed else ["batch", "seq"]
     graph = helper.make_graph(
         [
             helper.make_node("Gather", ["table", "input_ids"], ["h"], axis=0),
             helper.make_node("MatMul", ["h", "head"], ["logits"]),
         ],
         "tiny_lm",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", 100])],
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, dims)],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, dims + [100])],
         initializer=[numpy_helper.from_array(table, "table"),
                      numpy_helper.from_array(head, "head")],
     )
