@@ -122,11 +122,22 @@ HostTensor HostTensor::materialized() const {
     return *this;
   }
   HostTensor out(elementType, shape);
+  // Walk the expression's own index space in row-major order (the same
+  // order as the flat index): no division per element.
+  llvm::ArrayRef<int64_t> dims = lazy->dims();
+  llvm::SmallVector<int64_t, 6> index(dims.size(), 0);
   for (int64_t i = 0, n = size(); i < n; ++i) {
+    HostElement e = lazy->atIndex(index);
     if (isFloat()) {
-      out.floats[i] = lazyDouble(i);
+      out.floats[i] = e.asDouble();
     } else {
-      out.ints[i] = lazyInt(i);
+      out.ints[i] = e.asInt();
+    }
+    for (size_t a = dims.size(); a-- > 0;) {
+      if (++index[a] < dims[a]) {
+        break;
+      }
+      index[a] = 0;
     }
   }
   return out;

@@ -283,7 +283,7 @@ LazyTensor::LazyTensor(ElementType type, ArrayRef<int64_t> dims)
 LazyTensor::~LazyTensor() = default;
 
 HostElement LazyTensor::at(int64_t flat) const {
-  Dims index(shape.size(), 0);
+  llvm::SmallVector<int64_t, 6> index(shape.size(), 0);
   for (size_t a = shape.size(); a-- > 0;) {
     index[a] = flat % shape[a];
     flat /= shape[a];
@@ -320,12 +320,25 @@ struct Operand {
   HostTensor tensor;
   Dims strides;
   size_t resultRank = 0;
+  /// A lazy operand with its expression's own dims is read by multi-index,
+  /// skipping the flat index (and its divisions) between the two nodes.
+  bool direct = false;
 
   Operand(const HostTensor &t, ArrayRef<int64_t> resultDims)
       : tensor(t), strides(broadcastStrides(t.dims(), resultDims)),
-        resultRank(resultDims.size()) {}
+        resultRank(resultDims.size()),
+        direct(t.isLazy() && t.lazyExpr()->dims() == t.dims()) {}
 
   HostElement at(ArrayRef<int64_t> index) const {
+    if (direct) {
+      ArrayRef<int64_t> dims = tensor.dims();
+      size_t offset = index.size() - dims.size();
+      llvm::SmallVector<int64_t, 6> inner(dims.size());
+      for (size_t a = 0; a < dims.size(); ++a) {
+        inner[a] = dims[a] == 1 ? 0 : index[a + offset];
+      }
+      return tensor.lazyExpr()->atIndex(inner);
+    }
     int64_t flat = 0;
     for (size_t a = 0; a < index.size(); ++a) {
       flat += index[a] * strides[a];
