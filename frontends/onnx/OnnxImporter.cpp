@@ -97,6 +97,7 @@ private:
   FailureOr<SmallVector<int64_t>> orderNodes();
   LogicalResult importNode(int64_t index);
   LogicalResult emitOutputs(func::FuncOp func);
+  LogicalResult checkTensorSizes(func::FuncOp func);
   /// The parameter symbol for initializer `tensor` (created on first use).
   FailureOr<tg::ParamOp> paramFor(const onnx::TensorProto &tensor);
   LogicalResult checkExternalData(const onnx::TensorProto &tensor,
@@ -984,6 +985,50 @@ LogicalResult GraphImporter::emitOutputs(func::FuncOp func) {
   return success();
 }
 
+/// Byte sizes are int64 everywhere downstream (planning, arenas, the plan
+/// file): a tensor whose bytes overflow it is an error here, naming the
+/// input or node, not a negative arena size later.
+LogicalResult GraphImporter::checkTensorSizes(func::FuncOp func) {
+  auto check = [&](Value value, auto emit) -> LogicalResult {
+    auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+    if (!type) {
+      return success();
+    }
+    int64_t bits = type.getElementType().isIntOrFloat()
+                       ? type.getElementType().getIntOrFloatBitWidth()
+                       : 64;
+    std::optional<int64_t> elements = checkedProduct(type.getShape());
+    int64_t bytes = 0;
+    if (elements && !__builtin_mul_overflow(*elements, (bits + 7) / 8, &bytes)) {
+      return success();
+    }
+    return emit() << "a tensor of shape " << tg::formatShape(type.getShape())
+                  << " x " << type.getElementType()
+                  << " has more bytes than a 64-bit size can count";
+  };
+  for (BlockArgument arg : func.getArguments()) {
+    if (failed(check(arg, [&] {
+          return modelError()
+                 << "input '"
+                 << func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      "tg.name")
+                        .getValue()
+                 << "': ";
+        }))) {
+      return failure();
+    }
+  }
+  WalkResult walk = func.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      if (failed(check(result, [&] { return op->emitError(); }))) {
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (failed(checkModel())) {
     return failure();
@@ -1031,6 +1076,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   }
   // Parameters first, then the function, for readable IR.
   func->moveAfter(&module.getBody()->back());
+  if (failed(checkTensorSizes(func))) {
+    return failure();
+  }
   if (failed(mlir::verify(*owned))) {
     return modelError() << "the imported graph does not verify (see the "
                            "errors above)";
