@@ -393,6 +393,72 @@ LogicalResult importExpand(NodeContext &ctx) {
   return success();
 }
 
+/// Tile(x, repeats): each axis a repeats its whole extent repeats[a] times.
+/// That is x seen as [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...]
+/// and merged back: one broadcast between two reshapes, at compile time or
+/// at run time. When every repeated axis has extent 1 (repeat_interleave of
+/// kv heads: unsqueeze, then tile the new axis) it is the broadcast alone,
+/// the form raise-attention unrepeats for grouped-query attention.
+LogicalResult importTile(NodeContext &ctx) {
+  FailureOr<std::vector<int64_t>> repeats = ctx.constantInts(1, "repeats");
+  if (failed(repeats)) {
+    return failure();
+  }
+  ArrayRef<int64_t> in = ctx.shape(0);
+  if (repeats->size() != in.size()) {
+    return ctx.error() << "repeats has " << repeats->size()
+                       << " entries for an input of rank " << in.size();
+  }
+  Dims interleaved, spread, out;
+  bool onlyUnitAxes = true;
+  for (size_t a = 0; a < in.size(); ++a) {
+    int64_t r = (*repeats)[a];
+    if (r < 0) {
+      return ctx.error() << "repeats[" << a << "] is negative (" << r << ")";
+    }
+    int64_t extent = 0;
+    if (__builtin_mul_overflow(in[a], r, &extent)) {
+      return ctx.error() << "repeating dim " << a << " (" << in[a] << ") "
+                         << r << " times overflows int64";
+    }
+    onlyUnitAxes &= r == 1 || in[a] == 1;
+    interleaved.append({1, in[a]});
+    spread.append({r, in[a]});
+    out.push_back(extent);
+  }
+  if (ctx.isConstant(0)) {
+    FailureOr<const HostTensor *> x = ctx.constant(0, "input");
+    if (failed(x)) {
+      return failure();
+    }
+    llvm::Expected<HostTensor> wide =
+        foldExpand((*x)->reshaped(interleaved), spread);
+    if (!wide) {
+      return ctx.error() << llvm::toString(wide.takeError());
+    }
+    return ctx.setOutput(0, wide->reshaped(out));
+  }
+  FailureOr<Value> x = ctx.value(0);
+  if (failed(x)) {
+    return failure();
+  }
+  Type elem = getElementTypeOrSelf(x->getType());
+  if (ArrayRef<int64_t>(out) == in) {
+    ctx.setOutput(0, *x);
+    return success();
+  }
+  if (onlyUnitAxes) {
+    ctx.setOutput(0, tg::BroadcastOp::create(ctx.builder(), ctx.loc(),
+                                             ctx.tensorType(out, elem), *x));
+    return success();
+  }
+  Value wide = tg::BroadcastOp::create(ctx.builder(), ctx.loc(),
+                                       ctx.tensorType(spread, elem),
+                                       ctx.reshape(*x, interleaved));
+  ctx.setOutput(0, ctx.reshape(wide, out));
+  return success();
+}
+
 LogicalResult importTranspose(NodeContext &ctx) {
   int64_t rank = ctx.rank(0);
   SmallVector<int64_t> perm;
@@ -870,6 +936,7 @@ void appendTensorImporters(std::vector<OpImporter> &table) {
   add("Unsqueeze", 1, 12, importUnsqueeze);
   add("Unsqueeze", 13, last, importUnsqueeze);
   add("Expand", 8, last, importExpand);
+  add("Tile", 6, last, importTile);
   add("Transpose", 1, last, importTranspose);
   // Slice: attributes before 10, inputs from 10.
   add("Slice", 1, 9, importSlice);

@@ -178,30 +178,51 @@ MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
   return anyHidden ? MaskKind::Causal : MaskKind::None;
 }
 
+/// Key or value heads before repeat_kv: `source`, to be reshaped to `shape`
+/// [B, Hkv, S, D] when it has another shape (the canonicalizer may have
+/// merged the unsqueeze into an earlier reshape).
+struct Unrepeated {
+  Value source;
+  SmallVector<int64_t> shape;
+};
+
 /// Undoes repeat_kv. `x`, seen as `shape` = [B, Hkv*n, S, D], is the
-/// expansion reshape([B,Hkv,S,D] -> [B,Hkv,1,S,D]) -> broadcast to
-/// [B,Hkv,n,S,D] (-> reshape). Returns the [B,Hkv,S,D] value, or null.
-Value unrepeatHeads(Value x, ArrayRef<int64_t> shape) {
+/// expansion reshape(X -> [B,Hkv,1,S,D]) -> broadcast to [B,Hkv,n,S,D]
+/// (-> reshape), whatever X's own shape (repeat_interleave exports
+/// unsqueeze + Tile, Hugging Face's repeat_kv expand + reshape).
+std::optional<Unrepeated> unrepeatHeads(Value x, ArrayRef<int64_t> shape) {
   if (auto reshape = x.getDefiningOp<tg::ReshapeOp>()) {
     x = reshape.getInput();
   }
   auto broadcast = x.getDefiningOp<tg::BroadcastOp>();
   if (!broadcast || shape.size() != 4) {
-    return nullptr;
+    return std::nullopt;
+  }
+  ArrayRef<int64_t> narrow = shapeOf(broadcast.getInput());
+  ArrayRef<int64_t> wide = shapeOf(broadcast.getResult());
+  if (narrow.size() != 5 || wide.size() != 5 || narrow[2] != 1 ||
+      narrow[0] != wide[0] || narrow[1] != wide[1] || narrow[3] != wide[3] ||
+      narrow[4] != wide[4] || shape[0] != wide[0] ||
+      shape[1] != wide[1] * wide[2] || shape[2] != wide[3] ||
+      shape[3] != wide[4]) {
+    return std::nullopt;
   }
   Value inner = broadcast.getInput();
   if (auto reshape = inner.getDefiningOp<tg::ReshapeOp>()) {
     inner = reshape.getInput();
   }
-  ArrayRef<int64_t> base = shapeOf(inner);
-  ArrayRef<int64_t> wide = shapeOf(broadcast.getResult());
-  if (base.size() != 4 || wide.size() != 5 || wide[0] != base[0] ||
-      wide[1] != base[1] || wide[3] != base[2] || wide[4] != base[3] ||
-      shape[0] != base[0] || shape[1] != base[1] * wide[2] ||
-      shape[2] != base[2] || shape[3] != base[3]) {
-    return nullptr;
+  return Unrepeated{inner, {wide[0], wide[1], wide[3], wide[4]}};
+}
+
+/// `u.source` with shape `u.shape` (a reshape when it differs).
+Value materializeUnrepeated(PatternRewriter &rewriter, const Unrepeated &u) {
+  if (shapeOf(u.source) == ArrayRef<int64_t>(u.shape)) {
+    return u.source;
   }
-  return inner;
+  return tg::ReshapeOp::create(
+      rewriter, u.source.getLoc(),
+      RankedTensorType::get(u.shape, getElementTypeOrSelf(u.source.getType())),
+      u.source);
 }
 
 /// How to get k [B, H, S, D] from the k^T operand of the scores matmul,
@@ -214,6 +235,13 @@ struct KeyPlan {
   SmallVector<int64_t> reshape;
   SmallVector<int64_t> shape;
 };
+
+/// The plan for a key found before repeat_kv.
+KeyPlan planOf(const Unrepeated &u) {
+  bool reshape = shapeOf(u.source) != ArrayRef<int64_t>(u.shape);
+  return KeyPlan{u.source, {}, reshape ? u.shape : SmallVector<int64_t>(),
+                 u.shape};
+}
 
 std::optional<KeyPlan> planKey(Value keyT) {
   ArrayRef<int64_t> kt = shapeOf(keyT);
@@ -230,8 +258,8 @@ std::optional<KeyPlan> planKey(Value keyT) {
             ArrayRef<int64_t>{kt[0] * kt[1], kt[3], kt[2]}) {
       SmallVector<int64_t> shape{kt[0], kt[1], kt[3], kt[2]};
       Value x = inner.getInput();
-      if (Value base = unrepeatHeads(x, shape)) {
-        return KeyPlan{base, {}, {}, SmallVector<int64_t>(shapeOf(base))};
+      if (std::optional<Unrepeated> base = unrepeatHeads(x, shape)) {
+        return planOf(*base);
       }
       if (shapeOf(x) == ArrayRef<int64_t>(shape)) {
         return KeyPlan{x, {}, {}, shape};
@@ -254,8 +282,8 @@ std::optional<KeyPlan> planKey(Value keyT) {
     shape.push_back(shapeOf(x)[p]);
   }
   if (perm == ArrayRef<int64_t>{0, 1, 2, 3}) {
-    if (Value base = unrepeatHeads(x, shape)) {
-      return KeyPlan{base, {}, {}, SmallVector<int64_t>(shapeOf(base))};
+    if (std::optional<Unrepeated> base = unrepeatHeads(x, shape)) {
+      return planOf(*base);
     }
     return KeyPlan{x, {}, {}, shape};
   }
@@ -348,10 +376,10 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     }
     SmallVector<int64_t> keyShape = keyPlan->shape;
     Value value = op.getRhs();
-    if (Value base = unrepeatHeads(value, shapeOf(value))) {
-      value = base;
-    }
-    ArrayRef<int64_t> q = shapeOf(query), k = keyShape, v = shapeOf(value);
+    std::optional<Unrepeated> valueBase = unrepeatHeads(value, shapeOf(value));
+    SmallVector<int64_t> valueShape(valueBase ? ArrayRef<int64_t>(valueBase->shape)
+                                              : shapeOf(value));
+    ArrayRef<int64_t> q = shapeOf(query), k = keyShape, v = valueShape;
     if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
         q[1] % k[1] != 0) {
       return rewriter.notifyMatchFailure(op, "unexpected head shapes");
@@ -378,6 +406,9 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     } else if (!keyPlan->reshape.empty()) {
       key = tg::ReshapeOp::create(rewriter, key.getLoc(),
                                   RankedTensorType::get(keyShape, keyElement), key);
+    }
+    if (valueBase) {
+      value = materializeUnrepeated(rewriter, *valueBase);
     }
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), op.getType(), query, key, value,
