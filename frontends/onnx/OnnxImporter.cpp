@@ -21,6 +21,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -39,6 +40,10 @@ using namespace mlir;
 namespace tailor::onnx_import {
 
 namespace {
+
+/// Initializers larger than this are never read as masks (a 4096 x 4096
+/// mask; a 7B model's weights are never read at all).
+constexpr int64_t kMaxStoredMaskElements = int64_t(1) << 24;
 
 /// The default ONNX domain has two spellings.
 bool isDefaultDomain(llvm::StringRef domain) {
@@ -98,6 +103,14 @@ private:
   LogicalResult importNode(int64_t index);
   LogicalResult emitOutputs(func::FuncOp func);
   LogicalResult checkTensorSizes(func::FuncOp func);
+  /// An initializer that holds a causal or banded mask (a tril buffer, a
+  /// mask the exporter constant-folded) is a compile-time tensor, not a
+  /// parameter, so it becomes a generated mask. Looks at inline raw_data
+  /// only (external data is weights, never read here): the first row of any
+  /// initializer of rank >= 2 (a weight fails there), and all of one that
+  /// passes; nullopt for anything else.
+  FailureOr<std::optional<HostTensor>>
+  readStoredMask(const onnx::TensorProto &tensor);
   /// The parameter symbol for initializer `tensor` (created on first use).
   FailureOr<tg::ParamOp> paramFor(const onnx::TensorProto &tensor);
   LogicalResult checkExternalData(const onnx::TensorProto &tensor,
@@ -586,6 +599,76 @@ GraphImporter::readInitializer(const onnx::TensorProto &tensor,
   return std::move(*decoded);
 }
 
+/// Whether a band profile is a mask's: additive 0 / very negative, or 0/1
+/// (bool, or numbers) on a triangle. An identity-like 0/1 band is not: it
+/// could be a weight someone means to train.
+static bool isMaskBand(const BandMask &band, int64_t rows, int64_t cols,
+                       bool isBool) {
+  double lo = std::min(band.inside, band.outside);
+  double hi = std::max(band.inside, band.outside);
+  if (hi == 0.0 && lo <= -1e4) {
+    return true;
+  }
+  bool triangle = band.lower <= -(rows - 1) || band.upper >= cols - 1;
+  return lo == 0.0 && hi == 1.0 && (isBool || triangle);
+}
+
+FailureOr<std::optional<HostTensor>>
+GraphImporter::readStoredMask(const onnx::TensorProto &tensor) {
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  auto type = static_cast<ElementType>(tensor.data_type());
+  std::optional<int64_t> count = checkedProduct(dims);
+  if (dims.size() < 2 || dims.back() < 2 || dims[dims.size() - 2] < 2 ||
+      !count || *count > kMaxStoredMaskElements ||
+      !isSupportedElementType(tensor.data_type()) || isExternal(tensor) ||
+      !tensor.has_raw_data()) {
+    return std::optional<HostTensor>();
+  }
+  // The first row decides cheaply: a weight has many distinct values there.
+  int64_t cols = dims.back(), rows = dims[dims.size() - 2];
+  int64_t width = elementByteSize(type);
+  auto bytesAt = [&](uint64_t begin, uint64_t size) -> std::optional<std::string> {
+    llvm::StringRef raw = tensor.raw_data();
+    if (begin + size > raw.size()) {
+      return std::nullopt;
+    }
+    return raw.substr(begin, size).str();
+  };
+  std::optional<std::string> firstRow = bytesAt(0, cols * width);
+  if (!firstRow) {
+    return std::optional<HostTensor>();
+  }
+  llvm::Expected<HostTensor> row =
+      decodeTensorData(tensor.data_type(), {cols}, *firstRow, {}, {}, {}, {},
+                       "the first row of initializer '" + tensor.name() + "'");
+  if (!row) {
+    llvm::consumeError(row.takeError());
+    return std::optional<HostTensor>();
+  }
+  llvm::SmallSet<double, 4> distinct;
+  for (int64_t j = 0; j < cols && distinct.size() <= 2; ++j) {
+    distinct.insert(row->getDouble(j));
+  }
+  if (distinct.size() > 2) {
+    return std::optional<HostTensor>();
+  }
+  std::optional<std::string> all = bytesAt(0, *count * width);
+  if (!all) {
+    return std::optional<HostTensor>();
+  }
+  llvm::Expected<HostTensor> whole =
+      decodeTensorProto(tensor, *all, "initializer '" + tensor.name() + "'");
+  if (!whole) {
+    llvm::consumeError(whole.takeError());
+    return std::optional<HostTensor>();
+  }
+  std::optional<BandMask> band = detectBand(*whole);
+  if (!band || !isMaskBand(*band, rows, cols, type == ElementType::Bool)) {
+    return std::optional<HostTensor>();
+  }
+  return std::optional<HostTensor>(std::move(*whole));
+}
+
 FailureOr<ImportedValue *> GraphImporter::lookup(llvm::StringRef name,
                                                 NodeContext &node) {
   auto it = values.find(name);
@@ -600,7 +683,13 @@ FailureOr<ImportedValue *> GraphImporter::lookup(llvm::StringRef name,
   }
   const onnx::TensorProto &tensor = *init->second;
   ImportedValue imported;
-  if (isInlineConstant(tensor)) {
+  FailureOr<std::optional<HostTensor>> mask = readStoredMask(tensor);
+  if (failed(mask)) {
+    return failure();
+  }
+  if (*mask) {
+    imported.host = std::make_shared<HostTensor>(std::move(**mask));
+  } else if (isInlineConstant(tensor)) {
     FailureOr<HostTensor> host = readInitializer(tensor, node);
     if (failed(host)) {
       return failure();

@@ -34,10 +34,15 @@ namespace {
 
 enum class MaskKind { None, Causal, Other };
 
+/// How a mask's values read: added to the scores (0 allowed, very negative
+/// hidden), or a boolean that keeps (where(C, scores, -inf)) or hides
+/// (masked_fill: where(C, -inf, scores)) the entries where it is true.
+enum class MaskUse { Additive, Keep, Hide };
+
 /// Classifies a constant mask over [..., T, S]: an allowed entry is 0 (or
 /// true for a boolean keep-mask), a hidden one very negative (or false).
 MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
-                          bool isKeepMask);
+                          MaskUse use);
 
 /// Looks through ops that keep a mask's last two axes (broadcast over heads,
 /// reshapes of leading axes) and casts; a band mask is the same for every
@@ -68,13 +73,14 @@ bool isMaskSource(Value v) {
 /// d = j - i it allows must be exactly those of a causal mask (d <= S - T),
 /// or all of them.
 MaskKind classifyBand(tg::BandMaskOp band, int64_t t, int64_t s,
-                      bool isKeepMask) {
+                      MaskUse use) {
   ArrayRef<int64_t> shape = shapeOf(band.getResult());
   if (shape[shape.size() - 2] != t || shape.back() != s) {
     return MaskKind::Other;
   }
   auto allowed = [&](double v) -> std::optional<bool> {
-    if (isKeepMask) return v != 0.0;
+    if (use == MaskUse::Keep) return v != 0.0;
+    if (use == MaskUse::Hide) return v == 0.0;
     if (v == 0.0) return true;
     if (v <= -1e4) return false;
     return std::nullopt;
@@ -112,24 +118,25 @@ MaskKind classifyBand(tg::BandMaskOp band, int64_t t, int64_t s,
 /// Classifies a generated or constant mask; results for constants are cached
 /// per (uniqued) attribute, since every layer of an export adds the same
 /// mask.
-MaskKind classifyMask(Value mask, int64_t t, int64_t s, bool isKeepMask,
-                      llvm::DenseMap<Attribute, MaskKind> &cache) {
+MaskKind classifyMask(Value mask, int64_t t, int64_t s, MaskUse use,
+                      llvm::DenseMap<std::pair<Attribute, MaskUse>, MaskKind> &cache) {
   if (auto band = maskSource(mask).getDefiningOp<tg::BandMaskOp>()) {
-    return classifyBand(band, t, s, isKeepMask);
+    return classifyBand(band, t, s, use);
   }
   DenseElementsAttr attr;
   if (!matchPattern(maskSource(mask), m_Constant(&attr))) {
     return MaskKind::Other;
   }
-  auto [it, inserted] = cache.try_emplace(attr, MaskKind::Other);
+  auto [it, inserted] =
+      cache.try_emplace(std::make_pair(Attribute(attr), use), MaskKind::Other);
   if (inserted) {
-    it->second = classifyMaskAttr(attr, t, s, isKeepMask);
+    it->second = classifyMaskAttr(attr, t, s, use);
   }
   return it->second;
 }
 
 MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
-                          bool isKeepMask) {
+                          MaskUse use) {
   ArrayRef<int64_t> shape = attr.getType().getShape();
   if (shape.size() < 2) {
     return MaskKind::Other;
@@ -145,8 +152,8 @@ MaskKind classifyMaskAttr(DenseElementsAttr attr, int64_t t, int64_t s,
   const float *floats =
       isF32 ? reinterpret_cast<const float *>(attr.getRawData().data()) : nullptr;
   auto allowedAt = [&](int64_t flat) -> std::optional<bool> {
-    if (isKeepMask) {
-      return attr.getValues<bool>()[flat];
+    if (use != MaskUse::Additive) {
+      return attr.getValues<bool>()[flat] == (use == MaskUse::Keep);
     }
     double v = isF32 ? static_cast<double>(floats[flat])
                      : attr.getValues<APFloat>()[flat].convertToDouble();
@@ -307,7 +314,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   /// Mask attribute -> kind (attributes are uniqued, so per-layer copies of
   /// one mask hit the cache).
-  mutable llvm::DenseMap<Attribute, MaskKind> maskCache;
+  mutable llvm::DenseMap<std::pair<Attribute, MaskUse>, MaskKind> maskCache;
   LogicalResult matchAndRewrite(tg::MatmulOp op,
                                 PatternRewriter &rewriter) const override {
     Value probs = skipCasts(op.getLhs());
@@ -326,7 +333,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     }
     Value scores = skipCasts(softmax.getInput());
     std::optional<Value> mask;
-    bool keepMask = false;
+    MaskUse use = MaskUse::Additive;
     if (auto add = scores.getDefiningOp<tg::AddOp>()) {
       // The generated or constant side is the mask.
       if (isMaskSource(add.getRhs())) {
@@ -339,13 +346,18 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         return rewriter.notifyMatchFailure(op, "mask is computed at run time");
       }
     } else if (auto select = scores.getDefiningOp<tg::SelectOp>()) {
-      std::optional<double> fill = splatValue(select.getOnFalse());
-      if (!fill || *fill > -1e4) {
+      std::optional<double> keepFill = splatValue(select.getOnFalse());
+      std::optional<double> hideFill = splatValue(select.getOnTrue());
+      mask = select.getCondition();
+      if (keepFill && *keepFill <= -1e4) {
+        use = MaskUse::Keep;
+        scores = select.getOnTrue();
+      } else if (hideFill && *hideFill <= -1e4) {
+        use = MaskUse::Hide;
+        scores = select.getOnFalse();
+      } else {
         return rewriter.notifyMatchFailure(op, "select does not fill -inf");
       }
-      mask = select.getCondition();
-      keepMask = true;
-      scores = select.getOnTrue();
     }
     // Scale on the scores.
     double scale = 1.0;
@@ -385,7 +397,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       return rewriter.notifyMatchFailure(op, "unexpected head shapes");
     }
     MaskKind kind =
-        mask ? classifyMask(*mask, q[2], k[2], keepMask, maskCache) : MaskKind::None;
+        mask ? classifyMask(*mask, q[2], k[2], use, maskCache) : MaskKind::None;
     if (kind == MaskKind::Other) {
       return rewriter.notifyMatchFailure(op, "mask is neither causal nor empty");
     }

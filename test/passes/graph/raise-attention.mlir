@@ -93,3 +93,22 @@ func.func @constant_causal(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v:
   %o = tg.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
   return %o : tensor<1x1x2x4xf32>
 }
+
+// -----
+
+// Tests masked_fill's form, where(hidden, -inf, scores), with the hidden
+// entries above the diagonal (nanoGPT's tril buffer compared to 0).
+// CHECK-LABEL: func.func @causal_masked_fill
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} {causal}
+func.func @causal_masked_fill(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %kt = tg.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x8x4xf32> -> tensor<1x2x4x8xf32>
+  %s = tg.matmul %q, %kt : (tensor<1x2x8x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x8x8xf32>
+  %c = arith.constant dense<0.5> : tensor<f32>
+  %scaled = tg.mul %s, %c : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %hidden = tg.band_mask {inside = 0.0 : f64, lower = -7 : i64, outside = 1.0 : f64, upper = 0 : i64} : tensor<1x1x8x8xi1>
+  %ninf = arith.constant dense<0xFF800000> : tensor<f32>
+  %masked = tg.select %hidden, %ninf, %scaled : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = tg.softmax %masked axis = 3 : tensor<1x2x8x8xf32>
+  %o = tg.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}
