@@ -11,7 +11,12 @@ shapes), this
      tg.attention in every layer (and no tg.band_mask is left: each mask
      became the causal flag),
   3. compiles a plan, runs it with tailor-run on the seeded input_ids and
-     compares the logits with PyTorch's to --tol (1e-4).
+     compares the logits with PyTorch's to --tol (1e-4);
+  4. for the dynamic TorchScript export of each style, trains LoRA (r 4 on
+     the query and value projections, AdamW, 3 steps) with `tailor train`
+     from the same initial PEFT adapter as PyTorch + PEFT on the module
+     itself, and compares every step's loss and gradient norm (the first
+     step's is the LoRA gradient of torch autograd) to 1e-4 relative.
 
   handwritten_models.py --tailor build/bin/tailor \\
       --tailor-run build/bin/tailor-run --cache build/test/handwritten
@@ -26,6 +31,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "generators"))
 
 import export_handwritten as hw  # noqa: E402
+import train_common as tc  # noqa: E402
+
+LORA_TARGETS = {"nanogpt": ["c_attn"]}  # the rest: ["wq", "wv"]
+LORA_STEPS = 3
 
 # (exporter, opset, dynamic)
 MATRIX = [("torchscript", 14, False), ("torchscript", 17, True),
@@ -74,6 +83,73 @@ def check_case(args, style, exporter, opset, dynamic):
     return None
 
 
+def torch_lora_steps(style, rows, recipe, init_dir):
+    """PEFT's LoRA on the hand-written module, trained as tailor trains:
+    HF's causal-LM loss (labels shifted, -100 ignored), AdamW. Saves the
+    initial adapter to `init_dir`; returns [(loss, grad_norm)] per step."""
+    import torch
+    import torch.nn.functional as F
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(7)
+    config = LoraConfig(r=recipe["lora_r"], lora_alpha=recipe["lora_alpha"],
+                        lora_dropout=0.0,
+                        target_modules=recipe["lora_target_modules"],
+                        bias="none")
+    model = get_peft_model(hw.build(style), config)
+    model.save_pretrained(init_dir)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = tc.make_optimizer(params, recipe)
+    records = []
+    for step in range(recipe["max_steps"]):
+        ids, labels = tc.micro_batch(rows, step, recipe["micro_batch_size"])
+        logits = model(ids)
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                               labels[:, 1:].reshape(-1), ignore_index=-100)
+        loss.backward()
+        norm = float(torch.linalg.vector_norm(torch.stack(
+            [torch.linalg.vector_norm(p.grad.double()) for p in params])))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        records.append((loss.item(), norm))
+    return records
+
+
+def check_lora_step(args, style):
+    """Problems (a list) of tailor's LoRA steps against PyTorch + PEFT."""
+    name = f"{style}-torchscript-17-dynamic"
+    model = os.path.join(args.cache, name + ".onnx")
+    work = os.path.join(args.cache, name + "-lora")
+    os.makedirs(work, exist_ok=True)
+    rows = tc.make_rows(n_rows=2 * LORA_STEPS, seq=hw.SEQ, vocab=hw.VOCAB)
+    data = os.path.join(work, "data.jsonl")
+    tc.write_jsonl(rows, data)
+    recipe = tc.recipe_defaults()
+    recipe.update(lora_r=4, lora_alpha=8, max_steps=LORA_STEPS, save_steps=0,
+                  sequence_len=hw.SEQ, micro_batch_size=2, weight_decay=0.0,
+                  lora_target_modules=LORA_TARGETS.get(style, ["wq", "wv"]))
+    init_dir = os.path.join(work, "init_adapter")
+    ref = torch_lora_steps(style, rows, recipe, init_dir)
+    out, error = tc.tailor_compile_train(os.path.dirname(args.tailor), model,
+                                         recipe, work, data,
+                                         init_adapter=init_dir)
+    if error:
+        return [f"{name} LoRA: {error}"]
+    got = tc.read_metrics(out)
+    problems = []
+    for step, (loss, norm) in enumerate(ref, start=1):
+        m = got.get(step, {})
+        el = tc.rel_err(m.get("loss"), loss)
+        en = tc.rel_err(m.get("grad_norm"), norm)
+        print(f"{name} LoRA step {step}: loss tailor {m.get('loss')} PyTorch "
+              f"{loss:.6f} (rel {el:.1e}), grad_norm tailor "
+              f"{m.get('grad_norm')} PyTorch {norm:.6f} (rel {en:.1e})")
+        if not (el <= 1e-4 and en <= 1e-4):
+            problems.append(f"{name} LoRA step {step}: loss rel {el:.1e}, "
+                            f"grad_norm rel {en:.1e} (tolerance 1e-4)")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tailor", required=True)
@@ -90,8 +166,12 @@ def main():
             if problem:
                 print("FAIL " + problem)
                 failures.append(problem)
-    total = len(args.styles.split(",")) * len(MATRIX)
-    print(f"handwritten models: {total - len(failures)} of {total} passed")
+        for problem in check_lora_step(args, style):
+            print("FAIL " + problem)
+            failures.append(problem)
+    total = len(args.styles.split(",")) * (len(MATRIX) + 1)
+    print(f"handwritten models: {len(failures)} failures in {total} checks "
+          f"(exports x matrix, plus a LoRA run per style)")
     return 1 if failures else 0
 
 
