@@ -98,19 +98,34 @@ static uint64_t floatSourceSize(fb::DType dtype) {
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              const LoadOptions &options,
                                              std::string &error) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) {
+  // A plan is a size-prefixed flatbuffer: [u32 length] then that many bytes.
+  constexpr uint64_t kLargestPlan = uint64_t(UINT32_MAX) + 4;
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
     error = Message() << "cannot open plan '" << path << "': "
                       << std::strerror(errno);
     return nullptr;
   }
-  std::streamoff size = file.tellg();
-  if (size < 0) {
-    error = Message() << "cannot read plan '" << path << "'";
+  if (!S_ISREG(info.st_mode)) {
+    error = Message() << "cannot read plan '" << path << "': "
+                      << (S_ISDIR(info.st_mode) ? "it is a directory"
+                                                : "not a regular file");
     return nullptr;
   }
+  if (static_cast<uint64_t>(info.st_size) > kLargestPlan) {
+    error = Message() << path << ": not a tailor plan (the file has "
+                      << info.st_size << " bytes, more than the "
+                      << kLargestPlan << " a plan can hold)";
+    return nullptr;
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    error = Message() << "cannot open plan '" << path
+                      << "': " << std::strerror(errno);
+    return nullptr;
+  }
+  std::streamoff size = static_cast<std::streamoff>(info.st_size);
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  file.seekg(0);
   if (size > 0 && !file.read(reinterpret_cast<char *>(bytes.data()), size)) {
     error = Message() << "cannot read plan '" << path << "': "
                       << std::strerror(errno);
