@@ -15,6 +15,7 @@
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGQuant.h"
+#include "runtime/cpu/Kernel.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceImage.h"
 #include "runtime/quant/GptqCheckpoint.h"
@@ -85,6 +86,67 @@ static fb::ArenaKind arenaKindOf(sched::ArenaKind kind) {
 
 static fb::Category categoryOf(sched::ArenaCategory category) {
   return static_cast<fb::Category>(static_cast<int>(category));
+}
+
+/// The plan's initializer for a parameter's `init` kind; an error naming the
+/// parameter for a kind the runtime cannot create.
+static FailureOr<fb::InitKind> initKindOf(sched::ParamOp param,
+                                          StringRef kind) {
+  if (kind == "zeros") {
+    return fb::InitKind::Zeros;
+  }
+  if (kind == "kaiming_uniform") {
+    return fb::InitKind::KaimingUniform;
+  }
+  if (kind == "normal") {
+    return fb::InitKind::Normal;
+  }
+  return param.emitError() << "parameter '" << param.getName()
+                           << "' has an unknown init '" << kind
+                           << "' (expected zeros, kaiming_uniform or normal)";
+}
+
+/// Whether the program runs on CUDA, from its `sched.backend`; an error when
+/// the attribute is missing or names another backend.
+static FailureOr<bool> targetsCuda(sched::ProgramOp program) {
+  auto backend = program->getAttrOfType<StringAttr>("sched.backend");
+  if (!backend) {
+    return program.emitError()
+           << "the program has no sched.backend (expected \"cpu\" or "
+              "\"cuda\")";
+  }
+  if (backend.getValue() != "cpu" && backend.getValue() != "cuda") {
+    return program.emitError()
+           << "unknown sched.backend '" << backend.getValue()
+           << "' (expected cpu or cuda)";
+  }
+  return backend.getValue() == "cuda";
+}
+
+/// Every kernel a CPU program declares must be one the CPU backend has:
+/// the plan would otherwise be refused only when it is loaded.
+static LogicalResult checkCpuKernels(sched::ProgramOp program) {
+  for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
+    if (!runtime::findCpuKernel(kernel.getSymName().str())) {
+      return kernel.emitError()
+             << "the CPU backend has no kernel '" << kernel.getSymName() << "'";
+    }
+  }
+  return success();
+}
+
+/// The index `indices` gives the symbol `name`; an error on `user` when the
+/// program declares no such `what` (a plain lookup would answer 0, some
+/// other arena, kernel, stream or event).
+static FailureOr<uint32_t> symbolIndex(const llvm::StringMap<uint32_t> &indices,
+                                       StringRef name, Operation *user,
+                                       StringRef what) {
+  auto it = indices.find(name);
+  if (it == indices.end()) {
+    return user->emitError()
+           << "@" << name << " is not a " << what << " declared before it";
+  }
+  return it->second;
 }
 
 /// The raw little-endian bytes of a constant, booleans one byte each.
@@ -327,6 +389,10 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
            << "one plan file holds one rank's program; this module has more";
   }
   sched::ProgramOp program = *programs.begin();
+  FailureOr<bool> cuda = targetsCuda(program);
+  if (failed(cuda) || (!*cuda && failed(checkCpuKernels(program)))) {
+    return failure();
+  }
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
   auto text = [&](StringRef s) { return fbb.CreateString(s.data(), s.size()); };
 
@@ -370,14 +436,25 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
     if (failed(dtype)) {
       return failure();
     }
+    FailureOr<uint32_t> arenaAt = symbolIndex(arenaIndex, arena, op, "arena");
+    if (failed(arenaAt)) {
+      return failure();
+    }
     auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
-    buffers.push_back(fb::CreateBuffer(fbb, arenaIndex.lookup(arena),
-                                       static_cast<uint64_t>(offset),
-                                       static_cast<uint64_t>(size), *dtype,
-                                       shape));
+    buffers.push_back(
+        fb::CreateBuffer(fbb, *arenaAt, static_cast<uint64_t>(offset),
+                         static_cast<uint64_t>(size), *dtype, shape));
     uint32_t index = static_cast<uint32_t>(buffers.size() - 1);
     bufferIndex[op->getResult(0)] = index;
     return index;
+  };
+  auto bufferOf = [&](Operation *user, Value value) -> FailureOr<uint32_t> {
+    auto it = bufferIndex.find(value);
+    if (it == bufferIndex.end()) {
+      return user->emitError() << "an operand is not a buffer, parameter, "
+                                  "state, constant or input of the program";
+    }
+    return it->second;
   };
   auto attributesOf = [&](DictionaryAttr dict)
       -> FailureOr<flatbuffers::Offset<
@@ -445,13 +522,17 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       }
       flatbuffers::Offset<fb::Source> source;
       if (param.getFile()) {
+        // The verifier has checked that offset and length come with file.
+        FailureOr<fb::DType> sourceDType = dtypeOf(
+            &op, param.getSourceType() ? *param.getSourceType()
+                                       : param.getType().getElementType());
+        if (failed(sourceDType)) {
+          return failure();
+        }
         source = fb::CreateSource(
             fbb, text(planRelativePath(*param.getFile(), planDirectory)),
             static_cast<uint64_t>(*param.getFileOffset()),
-            static_cast<uint64_t>(*param.getFileLength()),
-            *dtypeOf(&op, param.getSourceType()
-                              ? *param.getSourceType()
-                              : param.getType().getElementType()));
+            static_cast<uint64_t>(*param.getFileLength()), *sourceDType);
       }
       flatbuffers::Offset<fb::Quantization> quant;
       if (DictionaryAttr dict = param.getQuantizationAttr()) {
@@ -507,9 +588,12 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       }
       flatbuffers::Offset<fb::Init> init;
       if (std::optional<StringRef> kind = param.getInit()) {
-        fb::InitKind initKind = *kind == "kaiming_uniform" ? fb::InitKind::KaimingUniform
-                                : *kind == "normal"        ? fb::InitKind::Normal
-                                                           : fb::InitKind::Zeros;
+        FailureOr<fb::InitKind> knownKind = initKindOf(param, *kind);
+        if (failed(knownKind)) {
+          return failure();
+        }
+        fb::InitKind initKind = *knownKind;
+        // The verifier has checked that a value comes with the kind.
         double value = param.getInitValue()->convertToDouble();
         ArrayRef<int64_t> shape = param.getType().getShape();
         int64_t fanIn = shape.size() >= 2 ? shape[1] : (shape.empty() ? 1 : shape[0]);
@@ -562,33 +646,57 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       inputs.push_back(fb::CreateBinding(fbb, text(input.getName()), *index,
                                          currentEntry()));
     } else if (auto output = llvm::dyn_cast<sched::OutputOp>(op)) {
-      outputs.push_back(fb::CreateBinding(fbb, text(output.getName()),
-                                          bufferIndex.lookup(output.getBuffer()),
+      FailureOr<uint32_t> buffer = bufferOf(&op, output.getBuffer());
+      if (failed(buffer)) {
+        return failure();
+      }
+      outputs.push_back(fb::CreateBinding(fbb, text(output.getName()), *buffer,
                                           currentEntry()));
     } else if (auto launch = llvm::dyn_cast<sched::LaunchOp>(op)) {
       std::vector<uint32_t> operands;
       for (Value arg : launch.getArgs()) {
-        operands.push_back(bufferIndex.lookup(arg));
+        FailureOr<uint32_t> buffer = bufferOf(&op, arg);
+        if (failed(buffer)) {
+          return failure();
+        }
+        operands.push_back(*buffer);
       }
       auto attrs = attributesOf(launch.getKernelAttrsAttr());
       if (failed(attrs)) {
         return launch.emitError()
                << "a kernel attribute has a type the plan cannot carry";
       }
+      FailureOr<uint32_t> kernelAt =
+          symbolIndex(kernelIndex, launch.getKernel(), &op, "kernel");
+      FailureOr<uint32_t> streamAt =
+          symbolIndex(streamIndex, launch.getStream(), &op, "stream");
+      if (failed(kernelAt) || failed(streamAt)) {
+        return failure();
+      }
       auto operandsVec = fbb.CreateVector(operands);
       auto origin = text(launch.getOrigin().value_or(""));
-      auto step = fb::CreateLaunch(fbb, kernelIndex.lookup(launch.getKernel()),
-                                   operandsVec, *attrs,
-                                   streamIndex.lookup(launch.getStream()),
-                                   origin);
+      auto step = fb::CreateLaunch(fbb, *kernelAt, operandsVec, *attrs,
+                                   *streamAt, origin);
       steps.push_back(fb::CreateOp(fbb, fb::Step::Launch, step.Union()));
     } else if (auto record = llvm::dyn_cast<sched::RecordOp>(op)) {
-      auto step = fb::CreateRecord(fbb, eventIndex.lookup(record.getEvent()),
-                                   streamIndex.lookup(record.getStream()));
+      FailureOr<uint32_t> eventAt =
+          symbolIndex(eventIndex, record.getEvent(), &op, "event");
+      FailureOr<uint32_t> streamAt =
+          symbolIndex(streamIndex, record.getStream(), &op, "stream");
+      if (failed(eventAt) || failed(streamAt)) {
+        return failure();
+      }
+      auto step = fb::CreateRecord(fbb, *eventAt, *streamAt);
       steps.push_back(fb::CreateOp(fbb, fb::Step::Record, step.Union()));
     } else if (auto wait = llvm::dyn_cast<sched::WaitOp>(op)) {
-      auto step = fb::CreateWait(fbb, eventIndex.lookup(wait.getEvent()),
-                                 streamIndex.lookup(wait.getStream()));
+      FailureOr<uint32_t> eventAt =
+          symbolIndex(eventIndex, wait.getEvent(), &op, "event");
+      FailureOr<uint32_t> streamAt =
+          symbolIndex(streamIndex, wait.getStream(), &op, "stream");
+      if (failed(eventAt) || failed(streamAt)) {
+        return failure();
+      }
+      auto step = fb::CreateWait(fbb, *eventAt, *streamAt);
       steps.push_back(fb::CreateOp(fbb, fb::Step::Wait, step.Union()));
     } else {
       return op.emitError() << "the plan writer cannot express "
@@ -622,10 +730,9 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
     auto attr = program->getAttrOfType<IntegerAttr>(name);
     return attr ? attr.getInt() : 0;
   };
-  bool cuda = stringAttr("sched.backend", "cpu") == "cuda";
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::DeviceCode>>>
       deviceCode = 0;
-  if (cuda) {
+  if (*cuda) {
     std::vector<std::string> kernelNames;
     for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
       kernelNames.push_back(kernel.getSymName().str());
@@ -638,8 +745,8 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
     deviceCode = fbb.CreateVector(*images);
   }
   auto target = fb::CreateTarget(
-      fbb, cuda ? fb::Backend::Cuda : fb::Backend::Cpu,
-      text(stringAttr("sched.hardware", cuda ? "cuda" : "cpu")),
+      fbb, *cuda ? fb::Backend::Cuda : fb::Backend::Cpu,
+      text(stringAttr("sched.hardware", *cuda ? "cuda" : "cpu")),
       static_cast<int32_t>(intAttr("sched.sm")), threads,
       text(stringAttr("sched.precision", "fp32")),
       static_cast<uint64_t>(intAttr("sched.device_memory")));
