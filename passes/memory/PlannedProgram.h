@@ -45,10 +45,14 @@ struct Root {
   mlir::Value view;
 };
 
-/// Bytes a plan stores for `type`: booleans take a byte each.
+/// Bytes a plan stores for `type`. Booleans take a byte each (the runtime's
+/// Bool); every other element type packs, ceil(elements * bits / 8), so a
+/// 4-bit tensor of N elements takes ceil(N / 2) bytes, not N.
 inline int64_t storageBytes(mlir::ShapedType type) {
-  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return tg::numElements(type.getShape()) * std::max<int64_t>(1, bits / 8);
+  if (type.getElementType().isInteger(1)) {
+    return tg::numElements(type.getShape());
+  }
+  return tg::byteSize(type);
 }
 
 inline Root makeRoot(Home home, mlir::MemRefType type) {
