@@ -140,19 +140,24 @@ protected:
     return status;
   }
 
+  /// Loads `bytes` and creates a session on it, which must both succeed.
+  void open(const std::vector<uint8_t> &bytes, tailor_plan **plan,
+            tailor_session **session) {
+    ASSERT_EQ(tailor_plan_load_from_memory(bytes.data(), bytes.size(),
+                                           dir.c_str(), plan),
+              TAILOR_OK)
+        << tailor_last_error();
+    ASSERT_EQ(tailor_session_create(*plan, nullptr, session), TAILOR_OK)
+        << tailor_last_error();
+  }
+
   std::string dir;
 };
 
 TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
-  std::vector<uint8_t> bytes = buildPlan({});
   tailor_plan *plan = nullptr;
-  ASSERT_EQ(tailor_plan_load_from_memory(bytes.data(), bytes.size(),
-                                         dir.c_str(), &plan),
-            TAILOR_OK)
-      << tailor_last_error();
   tailor_session *session = nullptr;
-  ASSERT_EQ(tailor_session_create(plan, nullptr, &session), TAILOR_OK)
-      << tailor_last_error();
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan({}), &plan, &session));
 
   tailor_memory_report predicted, allocated;
   ASSERT_EQ(tailor_plan_memory(plan, &predicted), TAILOR_OK);
@@ -364,15 +369,9 @@ TEST_F(PlanLoaderTest, RejectsUnusableDeviceCode) {
 }
 
 TEST_F(PlanLoaderTest, RejectsInputRanksOutsideTheApi) {
-  std::vector<uint8_t> bytes = buildPlan({});
   tailor_plan *plan = nullptr;
-  ASSERT_EQ(tailor_plan_load_from_memory(bytes.data(), bytes.size(),
-                                         dir.c_str(), &plan),
-            TAILOR_OK)
-      << tailor_last_error();
   tailor_session *session = nullptr;
-  ASSERT_EQ(tailor_session_create(plan, nullptr, &session), TAILOR_OK)
-      << tailor_last_error();
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan({}), &plan, &session));
   float x[4] = {1, 2, 3, 4};
   // A caller's rank above TAILOR_MAX_RANK (or below 0) is refused before
   // anything reads its shape array.

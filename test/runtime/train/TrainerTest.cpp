@@ -268,6 +268,15 @@ std::string writeData(const std::string &dir) {
   return path;
 }
 
+/// Options that train the toy plan on its data into `dir`/`output`.
+TrainOptions toyOptions(const std::string &dir, const std::string &output) {
+  TrainOptions options;
+  options.planPath = writePlan(dir);
+  options.dataPath = writeData(dir);
+  options.outputDir = dir + "/" + output;
+  return options;
+}
+
 struct TrainRun {
   std::string error;
   TrainResult result;
@@ -313,10 +322,7 @@ std::vector<std::string> losses(const std::string &dir) {
 
 TEST(Trainer, TrainsWritesMetricsCheckpointsAndTheAdapter) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/out";
+  TrainOptions options = toyOptions(dir.path, "out");
   TrainRun run = train(options);
   ASSERT_EQ(run.error, "");
   EXPECT_EQ(run.result.finalStep, 6);
@@ -343,10 +349,7 @@ TEST(Trainer, TrainsWritesMetricsCheckpointsAndTheAdapter) {
 
 TEST(Trainer, InterruptedAndResumedRunIsBitIdentical) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/straight";
+  TrainOptions options = toyOptions(dir.path, "straight");
   ASSERT_EQ(train(options).error, "");
 
   options.outputDir = dir.path + "/resumed";
@@ -389,10 +392,7 @@ TEST(Trainer, InterruptedAndResumedRunIsBitIdentical) {
 
 TEST(Trainer, ResumeRemovesOnlyTheTemporariesOfAKilledWriter) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/straight";
+  TrainOptions options = toyOptions(dir.path, "straight");
   ASSERT_EQ(train(options).error, "");
 
   // A run killed with SIGKILL while writing checkpoint-6 after saving 2 and
@@ -453,10 +453,7 @@ TEST(Trainer, ResumeRemovesOnlyTheTemporariesOfAKilledWriter) {
 
 TEST(Trainer, StopsOnSigint) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/out";
+  TrainOptions options = toyOptions(dir.path, "out");
   options.maxSteps = 100000000; // never reached: the signal stops it
   options.saveSteps = 0;
   std::atomic<bool> done{false};
