@@ -15,6 +15,8 @@
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGQuant.h"
+#include "runtime/MemoryCategory.h"
+#include "runtime/Plan.h"
 #include "runtime/cpu/Kernel.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceImage.h"
@@ -34,9 +36,6 @@ using namespace mlir;
 namespace fb = tailor::plan;
 
 namespace tailor {
-
-/// The plan format version this writer produces (major * 100 + minor).
-static constexpr uint32_t kPlanVersion = 103;
 
 static FailureOr<fb::DType> dtypeOf(Operation *op, Type element) {
   if (element.isF32()) {
@@ -418,7 +417,7 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
           static_cast<uint32_t>(steps.size()) - entryFirst));
     }
   };
-  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
+  runtime::CategoryBytes byCategory{};
   DenseMap<Value, uint32_t> bufferIndex;
   uint64_t trainingSeed = 0;
   if (auto training = module->getAttrOfType<DictionaryAttr>("tg.training")) {
@@ -489,7 +488,7 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
   for (Operation &op : program.getBody().front()) {
     if (auto arena = llvm::dyn_cast<sched::ArenaOp>(op)) {
       arenaIndex[arena.getSymName()] = arenas.size();
-      byCategory[static_cast<int>(arena.getCategory())] +=
+      byCategory[static_cast<size_t>(arena.getCategory())] +=
           static_cast<uint64_t>(arena.getSize());
       arenas.push_back(fb::CreateArena(
           fbb, text(arena.getSymName()),
@@ -706,18 +705,12 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
 
   closeEntry();
 
-  uint64_t total = 0;
-  for (uint64_t bytes : byCategory) {
-    total += bytes;
-  }
   uint64_t liveBytes = 0;
   if (auto live = program->getAttrOfType<IntegerAttr>(
           "sched.activations_live_bytes")) {
     liveBytes = static_cast<uint64_t>(live.getInt());
   }
-  auto memory = fb::CreateMemory(fbb, byCategory[0], byCategory[1],
-                                 byCategory[2], byCategory[3], byCategory[4],
-                                 byCategory[5], total, liveBytes);
+  auto memory = runtime::createMemoryReport(fbb, byCategory, liveBytes);
   int32_t threads = 0;
   if (auto t = program->getAttrOfType<IntegerAttr>("sched.threads")) {
     threads = static_cast<int32_t>(t.getInt());
@@ -755,7 +748,7 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
     model = source.str();
   }
   auto plan = fb::CreatePlan(
-      fbb, kPlanVersion, text("tailor " TAILOR_VERSION_STRING),
+      fbb, runtime::kPlanVersion, text("tailor " TAILOR_VERSION_STRING),
       text(model), target,
       static_cast<int32_t>(program.getRank()),
       static_cast<int32_t>(program.getWorldSize()), fbb.CreateVector(arenas),

@@ -1,5 +1,6 @@
 //===- CApi.cpp - the runtime's C API over LoadedPlan and Session ---------===//
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
 #include "runtime/Status.h"
@@ -68,15 +69,18 @@ static const fb::Binding *findBinding(
   return nullptr;
 }
 
-static tailor_memory_report reportOf(const uint64_t bytes[6]) {
+static tailor_memory_report reportOf(const CategoryBytes &bytes) {
+  auto of = [&](fb::Category category) {
+    return bytes[static_cast<size_t>(category)];
+  };
   tailor_memory_report report;
-  report.parameters = bytes[0];
-  report.constants = bytes[1];
-  report.activations = bytes[2];
-  report.workspace = bytes[3];
-  report.optimizer_state = bytes[4];
-  report.gradients = bytes[5];
-  report.total = bytes[0] + bytes[1] + bytes[2] + bytes[3] + bytes[4] + bytes[5];
+  report.parameters = of(fb::Category::Parameters);
+  report.constants = of(fb::Category::Constants);
+  report.activations = of(fb::Category::Activations);
+  report.workspace = of(fb::Category::Workspace);
+  report.optimizer_state = of(fb::Category::OptimizerState);
+  report.gradients = of(fb::Category::Gradients);
+  report.total = totalBytes(bytes);
   return report;
 }
 
@@ -214,11 +218,7 @@ tailor_status tailor_plan_memory(const tailor_plan *plan,
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   "plan and report must not be null");
     }
-    uint64_t bytes[6] = {0, 0, 0, 0, 0, 0};
-    for (const fb::Arena *arena : *plan->plan->root().arenas()) {
-      bytes[static_cast<int>(arena->category())] += arena->size();
-    }
-    *report = reportOf(bytes);
+    *report = reportOf(arenaBytes(plan->plan->root()));
     return ok();
   });
 }

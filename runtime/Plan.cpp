@@ -2,6 +2,7 @@
 
 #include "runtime/Plan.h"
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceImage.h"
 
@@ -310,11 +311,11 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
 
   // Arenas, and the memory report they must add up to.
   const auto &arenas = *p.arenas();
-  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
+  CategoryBytes byCategory{};
   for (uint32_t i = 0; i < arenas.size(); ++i) {
     const fb::Arena *arena = arenas.Get(i);
     auto category = static_cast<int>(arena->category());
-    if (category < 0 || category > 5) {
+    if (!isMemoryCategory(category)) {
       return Message() << "arena " << i << " has an unknown category "
                        << category;
     }
@@ -327,21 +328,18 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
       return Message() << "arena '" << arena->name()->str() << "' claims "
                        << arena->size() << " bytes";
     }
-    byCategory[category] += arena->size();
+    byCategory[static_cast<size_t>(category)] += arena->size();
   }
   if (const fb::Memory *memory = p.memory()) {
-    uint64_t reported[6] = {memory->parameters(),      memory->constants(),
-                            memory->activations(),     memory->workspace(),
-                            memory->optimizer_state(), memory->gradients()};
-    uint64_t total = 0;
-    for (int c = 0; c < 6; ++c) {
+    CategoryBytes reported = reportedBytes(*memory);
+    for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
       if (reported[c] != byCategory[c]) {
         return Message() << "the memory report says "
                          << fb::EnumNamesCategory()[c] << " = " << reported[c]
                          << " bytes but its arenas hold " << byCategory[c];
       }
-      total += reported[c];
     }
+    uint64_t total = totalBytes(reported);
     if (memory->total() != total) {
       return Message() << "the memory report's total " << memory->total()
                        << " is not the sum of its categories (" << total << ")";

@@ -11,6 +11,7 @@
 #define TAILOR_PASSES_MEMORY_PLANNEDPROGRAM_H
 
 #include "codegen/CpuKernels.h"
+#include "passes/memory/ArenaPacking.h"
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGShapes.h"
@@ -66,10 +67,6 @@ inline Root makeRoot(Home home, mlir::MemRefType type) {
 inline mlir::MemRefType memrefFor(mlir::Type tensorType) {
   auto shaped = llvm::cast<mlir::RankedTensorType>(tensorType);
   return mlir::MemRefType::get(shaped.getShape(), shaped.getElementType());
-}
-
-inline uint64_t alignTo(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
 }
 
 /// A launch operand: a root's storage seen with one tensor type (a

@@ -13,6 +13,7 @@
 
 #include "tools/tailor/Commands.h"
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/cuda/DeviceImage.h"
 
@@ -137,9 +138,6 @@ std::string formatTally(const Tally &tally) {
 const char *kStateKinds[] = {"grad", "exp_avg", "exp_avg_sq",
                              "momentum_buffer"};
 
-const char *kCategoryNames[] = {"parameters", "constants", "activations",
-                                "workspace", "optimizer_state", "gradients"};
-
 } // namespace
 
 int runInspect(int argc, const char **argv) {
@@ -172,14 +170,8 @@ int runInspect(int argc, const char **argv) {
   const fb::Plan &p = loaded->root();
   const auto &buffers = *p.buffers();
   const fb::Memory *memory = p.memory();
-  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
-  for (const fb::Arena *arena : *p.arenas()) {
-    byCategory[static_cast<int>(arena->category())] += arena->size();
-  }
-  uint64_t total = 0;
-  for (uint64_t bytes : byCategory) {
-    total += bytes;
-  }
+  runtime::CategoryBytes byCategory = runtime::arenaBytes(p);
+  uint64_t total = runtime::totalBytes(byCategory);
 
   // Parameters by source file, and whether the files are there.
   uint64_t paramBytes = 0;
@@ -343,8 +335,8 @@ int runInspect(int argc, const char **argv) {
     root["rank"] = p.rank();
     root["world_size"] = p.world_size();
     llvm::json::Object mem;
-    for (int c = 0; c < 6; ++c) {
-      mem[kCategoryNames[c]] = static_cast<int64_t>(byCategory[c]);
+    for (size_t c = 0; c < runtime::kMemoryCategoryCount; ++c) {
+      mem[runtime::kMemoryCategoryNames[c]] = static_cast<int64_t>(byCategory[c]);
     }
     mem["total"] = static_cast<int64_t>(total);
     mem["activations_live_bytes"] =
@@ -355,7 +347,7 @@ int runInspect(int argc, const char **argv) {
       arenas.push_back(llvm::json::Object{
           {"name", arena->name()->str()},
           {"kind", fb::EnumNameArenaKind(arena->kind())},
-          {"category", kCategoryNames[static_cast<int>(arena->category())]},
+          {"category", runtime::kMemoryCategoryNames[static_cast<int>(arena->category())]},
           {"size", static_cast<int64_t>(arena->size())},
           {"alignment", static_cast<int64_t>(arena->alignment())}});
     }
@@ -589,11 +581,13 @@ int runInspect(int argc, const char **argv) {
        << ", seed " << training->seed() << "\n";
   }
   os << "memory:\n";
-  for (int c = 0; c < 6; ++c) {
-    if (byCategory[c] == 0 && c > 3) {
+  for (size_t c = 0; c < runtime::kMemoryCategoryCount; ++c) {
+    // Inference plans have no optimizer state or gradients: say nothing.
+    if (byCategory[c] == 0 &&
+        c > static_cast<size_t>(fb::Category::Workspace)) {
       continue;
     }
-    os << llvm::format("  %-16s %14llu B", kCategoryNames[c],
+    os << llvm::format("  %-16s %14llu B", runtime::kMemoryCategoryNames[c],
                        static_cast<unsigned long long>(byCategory[c]));
     if (byCategory[c] >= 1024) {
       os << "  " << formatBytes(byCategory[c]);
@@ -614,7 +608,7 @@ int runInspect(int argc, const char **argv) {
   for (const fb::Arena *arena : *p.arenas()) {
     os << "  " << arena->name()->str() << ": "
        << fb::EnumNameArenaKind(arena->kind()) << ", "
-       << kCategoryNames[static_cast<int>(arena->category())] << ", "
+       << runtime::kMemoryCategoryNames[static_cast<int>(arena->category())] << ", "
        << arena->size() << " B, align " << arena->alignment() << "\n";
   }
   if (showEntries) {
