@@ -15,6 +15,9 @@
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGQuant.h"
+#include "runtime/MemoryCategory.h"
+#include "runtime/Plan.h"
+#include "runtime/cpu/Kernel.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceImage.h"
 #include "runtime/quant/GptqCheckpoint.h"
@@ -22,6 +25,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Compression.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -33,9 +37,6 @@ using namespace mlir;
 namespace fb = tailor::plan;
 
 namespace tailor {
-
-/// The plan format version this writer produces (major * 100 + minor).
-static constexpr uint32_t kPlanVersion = 103;
 
 static FailureOr<fb::DType> dtypeOf(Operation *op, Type element) {
   if (element.isF32()) {
@@ -85,6 +86,67 @@ static fb::ArenaKind arenaKindOf(sched::ArenaKind kind) {
 
 static fb::Category categoryOf(sched::ArenaCategory category) {
   return static_cast<fb::Category>(static_cast<int>(category));
+}
+
+/// The plan's initializer for a parameter's `init` kind; an error naming the
+/// parameter for a kind the runtime cannot create.
+static FailureOr<fb::InitKind> initKindOf(sched::ParamOp param,
+                                          StringRef kind) {
+  if (kind == "zeros") {
+    return fb::InitKind::Zeros;
+  }
+  if (kind == "kaiming_uniform") {
+    return fb::InitKind::KaimingUniform;
+  }
+  if (kind == "normal") {
+    return fb::InitKind::Normal;
+  }
+  return param.emitError() << "parameter '" << param.getName()
+                           << "' has an unknown init '" << kind
+                           << "' (expected zeros, kaiming_uniform or normal)";
+}
+
+/// Whether the program runs on CUDA, from its `sched.backend`; an error when
+/// the attribute is missing or names another backend.
+static FailureOr<bool> targetsCuda(sched::ProgramOp program) {
+  auto backend = program->getAttrOfType<StringAttr>("sched.backend");
+  if (!backend) {
+    return program.emitError()
+           << "the program has no sched.backend (expected \"cpu\" or "
+              "\"cuda\")";
+  }
+  if (backend.getValue() != "cpu" && backend.getValue() != "cuda") {
+    return program.emitError()
+           << "unknown sched.backend '" << backend.getValue()
+           << "' (expected cpu or cuda)";
+  }
+  return backend.getValue() == "cuda";
+}
+
+/// Every kernel a CPU program declares must be one the CPU backend has:
+/// the plan would otherwise be refused only when it is loaded.
+static LogicalResult checkCpuKernels(sched::ProgramOp program) {
+  for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
+    if (!runtime::findCpuKernel(kernel.getSymName().str())) {
+      return kernel.emitError()
+             << "the CPU backend has no kernel '" << kernel.getSymName() << "'";
+    }
+  }
+  return success();
+}
+
+/// The index `indices` gives the symbol `name`; an error on `user` when the
+/// program declares no such `what` (a plain lookup would answer 0, some
+/// other arena, kernel, stream or event).
+static FailureOr<uint32_t> symbolIndex(const llvm::StringMap<uint32_t> &indices,
+                                       StringRef name, Operation *user,
+                                       StringRef what) {
+  auto it = indices.find(name);
+  if (it == indices.end()) {
+    return user->emitError()
+           << "@" << name << " is not a " << what << " declared before it";
+  }
+  return it->second;
 }
 
 /// The raw little-endian bytes of a constant, booleans one byte each.
@@ -316,20 +378,64 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
   return written;
 }
 
-FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
-                                              StringRef planDirectory) {
-  auto programs = module.getOps<sched::ProgramOp>();
-  if (programs.empty()) {
-    return module.emitError() << "no sched.program to write as a plan";
-  }
-  if (std::next(programs.begin()) != programs.end()) {
-    return module.emitError()
-           << "one plan file holds one rank's program; this module has more";
-  }
-  sched::ProgramOp program = *programs.begin();
-  flatbuffers::FlatBufferBuilder fbb(1 << 16);
-  auto text = [&](StringRef s) { return fbb.CreateString(s.data(), s.size()); };
+namespace {
 
+using AttributeVector = flatbuffers::Offset<
+    flatbuffers::Vector<flatbuffers::Offset<fb::Attribute>>>;
+
+/// Writes one sched.program into a flatbuffer, op by op, in program order
+/// (the order objects are created in fixes the plan's bytes), then the
+/// tables that sum it up.
+class PlanBuilder {
+public:
+  PlanBuilder(ModuleOp module, sched::ProgramOp program,
+              StringRef planDirectory);
+
+  /// Adds one op of the program; an error on it if the format cannot say it.
+  LogicalResult addOp(Operation &op);
+  /// The finished plan file.
+  FailureOr<std::vector<uint8_t>> finish(bool cuda);
+
+private:
+  flatbuffers::Offset<flatbuffers::String> text(StringRef s) {
+    return fbb.CreateString(s.data(), s.size());
+  }
+  void closeEntry();
+  uint32_t currentEntry() const {
+    return static_cast<uint32_t>(entryName.empty() ? 0 : entries.size());
+  }
+  FailureOr<uint32_t> addBuffer(Operation *op, StringRef arena, int64_t offset,
+                                int64_t size, MemRefType type);
+  FailureOr<uint32_t> bufferOf(Operation *user, Value value) const;
+  FailureOr<AttributeVector> attributesOf(DictionaryAttr dict);
+
+  void addArena(sched::ArenaOp arena);
+  LogicalResult addParam(sched::ParamOp param);
+  FailureOr<flatbuffers::Offset<fb::Source>> paramSource(sched::ParamOp param);
+  FailureOr<flatbuffers::Offset<fb::Quantization>>
+  paramQuantization(sched::ParamOp param);
+  FailureOr<std::vector<flatbuffers::Offset<fb::Source>>>
+  gptqSections(sched::ParamOp param, DictionaryAttr dict);
+  FailureOr<flatbuffers::Offset<fb::Init>> paramInit(sched::ParamOp param);
+  LogicalResult addLaunch(sched::LaunchOp launch);
+  template <typename OpTy, typename CreateFn>
+  LogicalResult addEventStep(OpTy op, fb::Step kind, CreateFn create);
+  FailureOr<flatbuffers::Offset<
+      flatbuffers::Vector<flatbuffers::Offset<fb::DeviceCode>>>>
+  writeDeviceCodeOf(bool cuda);
+
+  StringAttr programString(StringRef name) const {
+    return program->getAttrOfType<StringAttr>(name);
+  }
+  int64_t programInt(StringRef name) const {
+    auto attr = program->getAttrOfType<IntegerAttr>(name);
+    return attr ? attr.getInt() : 0;
+  }
+
+  ModuleOp module;
+  sched::ProgramOp program;
+  StringRef planDirectory;
+  flatbuffers::FlatBufferBuilder fbb{1 << 16};
   llvm::StringMap<uint32_t> arenaIndex, kernelIndex, streamIndex, eventIndex;
   std::vector<flatbuffers::Offset<fb::Arena>> arenas;
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
@@ -342,315 +448,426 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
   std::vector<flatbuffers::Offset<fb::Entry>> entries;
   std::vector<flatbuffers::Offset<fb::State>> states;
-  // The entry being written: its name and first step.
+  /// The entry being written: its name and first step.
   std::string entryName;
   uint32_t entryFirst = 0;
-  auto closeEntry = [&] {
-    if (!entryName.empty()) {
-      entries.push_back(fb::CreateEntry(
-          fbb, text(entryName), entryFirst,
-          static_cast<uint32_t>(steps.size()) - entryFirst));
-    }
-  };
-  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
+  runtime::CategoryBytes byCategory{};
   DenseMap<Value, uint32_t> bufferIndex;
+  /// The recipe's seed, which runtime-initialized parameters draw from.
   uint64_t trainingSeed = 0;
+};
+
+} // namespace
+
+PlanBuilder::PlanBuilder(ModuleOp module, sched::ProgramOp program,
+                         StringRef planDirectory)
+    : module(module), program(program), planDirectory(planDirectory) {
   if (auto training = module->getAttrOfType<DictionaryAttr>("tg.training")) {
     if (auto seed = training.getAs<IntegerAttr>("seed")) {
       trainingSeed = static_cast<uint64_t>(seed.getInt());
     }
   }
-  auto currentEntry = [&] {
-    return static_cast<uint32_t>(entryName.empty() ? 0 : entries.size());
-  };
+}
 
-  auto addBuffer = [&](Operation *op, StringRef arena, int64_t offset,
-                       int64_t size, MemRefType type) -> FailureOr<uint32_t> {
-    FailureOr<fb::DType> dtype = dtypeOf(op, type.getElementType());
-    if (failed(dtype)) {
+void PlanBuilder::closeEntry() {
+  if (!entryName.empty()) {
+    entries.push_back(
+        fb::CreateEntry(fbb, text(entryName), entryFirst,
+                        static_cast<uint32_t>(steps.size()) - entryFirst));
+  }
+}
+
+FailureOr<uint32_t> PlanBuilder::addBuffer(Operation *op, StringRef arena,
+                                           int64_t offset, int64_t size,
+                                           MemRefType type) {
+  FailureOr<fb::DType> dtype = dtypeOf(op, type.getElementType());
+  if (failed(dtype)) {
+    return failure();
+  }
+  FailureOr<uint32_t> arenaAt = symbolIndex(arenaIndex, arena, op, "arena");
+  if (failed(arenaAt)) {
+    return failure();
+  }
+  auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
+  buffers.push_back(
+      fb::CreateBuffer(fbb, *arenaAt, static_cast<uint64_t>(offset),
+                       static_cast<uint64_t>(size), *dtype, shape));
+  uint32_t index = static_cast<uint32_t>(buffers.size() - 1);
+  bufferIndex[op->getResult(0)] = index;
+  return index;
+}
+
+FailureOr<uint32_t> PlanBuilder::bufferOf(Operation *user, Value value) const {
+  auto it = bufferIndex.find(value);
+  if (it == bufferIndex.end()) {
+    return user->emitError() << "an operand is not a buffer, parameter, "
+                                "state, constant or input of the program";
+  }
+  return it->second;
+}
+
+FailureOr<AttributeVector> PlanBuilder::attributesOf(DictionaryAttr dict) {
+  std::vector<flatbuffers::Offset<fb::Attribute>> attrs;
+  if (dict) {
+    for (NamedAttribute named : dict) {
+      auto name = text(named.getName().strref());
+      Attribute value = named.getValue();
+      if (auto i = llvm::dyn_cast<IntegerAttr>(value)) {
+        attrs.push_back(
+            fb::CreateAttribute(fbb, name, fb::AttrKind::Int, i.getInt()));
+      } else if (auto f = llvm::dyn_cast<FloatAttr>(value)) {
+        attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Float, 0,
+                                            f.getValueAsDouble()));
+      } else if (auto ints = llvm::dyn_cast<DenseI64ArrayAttr>(value)) {
+        auto vec = fbb.CreateVector(ints.asArrayRef().data(), ints.size());
+        attrs.push_back(
+            fb::CreateAttribute(fbb, name, fb::AttrKind::Ints, 0, 0, vec));
+      } else if (auto s = llvm::dyn_cast<StringAttr>(value)) {
+        auto str = text(s.strref());
+        attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::String, 0,
+                                            0, 0, 0, str));
+      } else {
+        return failure();
+      }
+    }
+  }
+  return fbb.CreateVector(attrs);
+}
+
+void PlanBuilder::addArena(sched::ArenaOp arena) {
+  arenaIndex[arena.getSymName()] = arenas.size();
+  byCategory[static_cast<size_t>(arena.getCategory())] +=
+      static_cast<uint64_t>(arena.getSize());
+  arenas.push_back(fb::CreateArena(
+      fbb, text(arena.getSymName()), arenaKindOf(arena.getKind()),
+      categoryOf(arena.getCategory()), static_cast<uint64_t>(arena.getSize()),
+      static_cast<uint64_t>(arena.getAlignment())));
+}
+
+FailureOr<flatbuffers::Offset<fb::Source>>
+PlanBuilder::paramSource(sched::ParamOp param) {
+  if (!param.getFile()) {
+    return flatbuffers::Offset<fb::Source>();
+  }
+  // The verifier has checked that offset and length come with file.
+  FailureOr<fb::DType> sourceDType =
+      dtypeOf(param, param.getSourceType() ? *param.getSourceType()
+                                           : param.getType().getElementType());
+  if (failed(sourceDType)) {
+    return failure();
+  }
+  return fb::CreateSource(
+      fbb, text(planRelativePath(*param.getFile(), planDirectory)),
+      static_cast<uint64_t>(*param.getFileOffset()),
+      static_cast<uint64_t>(*param.getFileLength()), *sourceDType);
+}
+
+FailureOr<std::vector<flatbuffers::Offset<fb::Source>>>
+PlanBuilder::gptqSections(sched::ParamOp param, DictionaryAttr dict) {
+  // GPTQ bytes come from the checkpoint `tailor quantize` wrote: its four
+  // tensors are the storage's sections, read as they are.
+  auto path = dict.getAs<StringAttr>("checkpoint");
+  if (!path) {
+    return param.emitError()
+           << "parameter '" << param.getName()
+           << "' is gptq-quantized but no checkpoint holds its bytes "
+              "(run `tailor quantize`, then set the recipe key "
+              "gptq_checkpoint)";
+  }
+  std::string error;
+  auto checkpoint = quant::GptqCheckpoint::open(path.str(), error);
+  if (!checkpoint) {
+    return param.emitError() << error;
+  }
+  auto moduleName = dict.getAs<StringAttr>("module");
+  StringRef hfName = moduleName ? moduleName.getValue() : param.getName();
+  if (!moduleName) {
+    hfName.consume_back(".weight");
+  }
+  const quant::GptqCheckpointModule *gptqModule =
+      checkpoint->find(hfName.str());
+  if (!gptqModule) {
+    return param.emitError() << "checkpoint '" << path.getValue()
+                             << "' has no module '" << hfName << "'";
+  }
+  std::string file = planRelativePath(path.getValue(), planDirectory);
+  std::vector<flatbuffers::Offset<fb::Source>> sections;
+  for (const quant::GptqTensorLocation *tensor :
+       {&gptqModule->qweight, &gptqModule->qzeros, &gptqModule->scales,
+        &gptqModule->gIdx}) {
+    sections.push_back(fb::CreateSource(fbb, text(file), tensor->fileOffset,
+                                        tensor->bytes, fb::DType::U8));
+  }
+  return sections;
+}
+
+FailureOr<flatbuffers::Offset<fb::Quantization>>
+PlanBuilder::paramQuantization(sched::ParamOp param) {
+  DictionaryAttr dict = param.getQuantizationAttr();
+  if (!dict) {
+    return flatbuffers::Offset<fb::Quantization>();
+  }
+  FailureOr<quant::QuantSpec> spec =
+      tg::quantSpecFromDict(dict, [&] { return param.emitError(); });
+  if (failed(spec)) {
+    return failure();
+  }
+  std::vector<flatbuffers::Offset<fb::Source>> sections;
+  if (spec->scheme == quant::Scheme::GPTQ) {
+    FailureOr<std::vector<flatbuffers::Offset<fb::Source>>> gptq =
+        gptqSections(param, dict);
+    if (failed(gptq)) {
       return failure();
     }
-    auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
-    buffers.push_back(fb::CreateBuffer(fbb, arenaIndex.lookup(arena),
-                                       static_cast<uint64_t>(offset),
-                                       static_cast<uint64_t>(size), *dtype,
-                                       shape));
-    uint32_t index = static_cast<uint32_t>(buffers.size() - 1);
-    bufferIndex[op->getResult(0)] = index;
-    return index;
-  };
-  auto attributesOf = [&](DictionaryAttr dict)
-      -> FailureOr<flatbuffers::Offset<
-          flatbuffers::Vector<flatbuffers::Offset<fb::Attribute>>>> {
-    std::vector<flatbuffers::Offset<fb::Attribute>> attrs;
-    if (dict) {
-      for (NamedAttribute named : dict) {
-        auto name = text(named.getName().strref());
-        Attribute value = named.getValue();
-        if (auto i = llvm::dyn_cast<IntegerAttr>(value)) {
-          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Int,
-                                              i.getInt()));
-        } else if (auto f = llvm::dyn_cast<FloatAttr>(value)) {
-          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Float,
-                                              0, f.getValueAsDouble()));
-        } else if (auto ints = llvm::dyn_cast<DenseI64ArrayAttr>(value)) {
-          auto vec = fbb.CreateVector(ints.asArrayRef().data(), ints.size());
-          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Ints, 0,
-                                              0, vec));
-        } else if (auto s = llvm::dyn_cast<StringAttr>(value)) {
-          auto str = text(s.strref());
-          attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::String,
-                                              0, 0, 0, 0, str));
-        } else {
-          return failure();
-        }
-      }
-    }
-    return fbb.CreateVector(attrs);
-  };
-
-  for (Operation &op : program.getBody().front()) {
-    if (auto arena = llvm::dyn_cast<sched::ArenaOp>(op)) {
-      arenaIndex[arena.getSymName()] = arenas.size();
-      byCategory[static_cast<int>(arena.getCategory())] +=
-          static_cast<uint64_t>(arena.getSize());
-      arenas.push_back(fb::CreateArena(
-          fbb, text(arena.getSymName()),
-          arenaKindOf(arena.getKind()), categoryOf(arena.getCategory()),
-          static_cast<uint64_t>(arena.getSize()),
-          static_cast<uint64_t>(arena.getAlignment())));
-    } else if (auto stream = llvm::dyn_cast<sched::StreamOp>(op)) {
-      streamIndex[stream.getSymName()] = streams.size();
-      streams.push_back(
-          fb::CreateStream(fbb, text(stream.getSymName())));
-    } else if (auto event = llvm::dyn_cast<sched::EventOp>(op)) {
-      eventIndex[event.getSymName()] = events.size();
-      events.push_back(fb::CreateEvent(fbb, text(event.getSymName())));
-    } else if (auto kernel = llvm::dyn_cast<sched::KernelOp>(op)) {
-      kernelIndex[kernel.getSymName()] = kernels.size();
-      kernels.push_back(fb::CreateKernel(
-          fbb, text(kernel.getSymName()),
-          static_cast<int32_t>(kernel.getArity())));
-    } else if (auto buffer = llvm::dyn_cast<sched::BufferOp>(op)) {
-      if (failed(addBuffer(&op, buffer.getArena(), buffer.getOffset(),
-                           buffer.getSize(), buffer.getType()))) {
-        return failure();
-      }
-    } else if (auto param = llvm::dyn_cast<sched::ParamOp>(op)) {
-      FailureOr<uint32_t> index = addBuffer(&op, param.getArena(),
-                                            param.getOffset(), param.getSize(),
-                                            param.getType());
-      if (failed(index)) {
-        return failure();
-      }
-      flatbuffers::Offset<fb::Source> source;
-      if (param.getFile()) {
-        source = fb::CreateSource(
-            fbb, text(planRelativePath(*param.getFile(), planDirectory)),
-            static_cast<uint64_t>(*param.getFileOffset()),
-            static_cast<uint64_t>(*param.getFileLength()),
-            *dtypeOf(&op, param.getSourceType()
-                              ? *param.getSourceType()
-                              : param.getType().getElementType()));
-      }
-      flatbuffers::Offset<fb::Quantization> quant;
-      if (DictionaryAttr dict = param.getQuantizationAttr()) {
-        FailureOr<quant::QuantSpec> spec =
-            tg::quantSpecFromDict(dict, [&] { return param.emitError(); });
-        if (failed(spec)) {
-          return failure();
-        }
-        // GPTQ bytes come from the checkpoint `tailor quantize` wrote: its
-        // four tensors are the storage's sections, read as they are.
-        std::vector<flatbuffers::Offset<fb::Source>> sections;
-        if (spec->scheme == quant::Scheme::GPTQ) {
-          auto path = dict.getAs<StringAttr>("checkpoint");
-          if (!path) {
-            return param.emitError()
-                   << "parameter '" << param.getName()
-                   << "' is gptq-quantized but no checkpoint holds its bytes "
-                      "(run `tailor quantize`, then set the recipe key "
-                      "gptq_checkpoint)";
-          }
-          std::string error;
-          auto checkpoint = quant::GptqCheckpoint::open(path.str(), error);
-          if (!checkpoint) {
-            return param.emitError() << error;
-          }
-          auto moduleName = dict.getAs<StringAttr>("module");
-          StringRef hfName = moduleName ? moduleName.getValue() : param.getName();
-          if (!moduleName) {
-            hfName.consume_back(".weight");
-          }
-          const quant::GptqCheckpointModule *module =
-              checkpoint->find(hfName.str());
-          if (!module) {
-            return param.emitError() << "checkpoint '" << path.getValue()
-                                     << "' has no module '" << hfName << "'";
-          }
-          std::string file = planRelativePath(path.getValue(), planDirectory);
-          for (const quant::GptqTensorLocation *tensor :
-               {&module->qweight, &module->qzeros, &module->scales,
-                &module->gIdx}) {
-            sections.push_back(fb::CreateSource(
-                fbb, text(file), tensor->fileOffset, tensor->bytes,
-                fb::DType::U8));
-          }
-        }
-        quant = fb::CreateQuantization(
-            fbb, text(quant::schemeName(spec->scheme)), spec->rows, spec->cols,
-            spec->blockSize, spec->doubleQuant, spec->nestedBlockSize,
-            spec->bits, spec->groupSize, spec->actOrder,
-            spec->outlierThreshold, spec->outlierColumns,
-            tg::quantSourceTransposed(dict),
-            sections.empty() ? 0 : fbb.CreateVector(sections));
-      }
-      flatbuffers::Offset<fb::Init> init;
-      if (std::optional<StringRef> kind = param.getInit()) {
-        fb::InitKind initKind = *kind == "kaiming_uniform" ? fb::InitKind::KaimingUniform
-                                : *kind == "normal"        ? fb::InitKind::Normal
-                                                           : fb::InitKind::Zeros;
-        double value = param.getInitValue()->convertToDouble();
-        ArrayRef<int64_t> shape = param.getType().getShape();
-        int64_t fanIn = shape.size() >= 2 ? shape[1] : (shape.empty() ? 1 : shape[0]);
-        for (size_t i = 2; i < shape.size(); ++i) {
-          fanIn *= shape[i];
-        }
-        init = fb::CreateInit(fbb, initKind,
-                              initKind == fb::InitKind::KaimingUniform ? value : 0.0,
-                              fanIn, initKind == fb::InitKind::Normal ? value : 0.0,
-                              trainingSeed);
-      }
-      flatbuffers::Offset<flatbuffers::String> exportName;
-      if (auto name = param->getAttrOfType<StringAttr>("tg.export_name")) {
-        exportName = text(name.getValue());
-      }
-      parameters.push_back(fb::CreateParameter(
-          fbb, text(param.getName()), *index, source, param.getTrainable(),
-          init, exportName, param->hasAttr("tg.export_transposed"), quant));
-    } else if (auto state = llvm::dyn_cast<sched::StateOp>(op)) {
-      FailureOr<uint32_t> index = addBuffer(&op, state.getArena(),
-                                            state.getOffset(), state.getSize(),
-                                            state.getType());
-      if (failed(index)) {
-        return failure();
-      }
-      states.push_back(fb::CreateState(fbb, text(state.getName()), *index,
-                                       text(state.getParameter()),
-                                       text(state.getKind())));
-    } else if (auto entry = llvm::dyn_cast<sched::EntryOp>(op)) {
-      closeEntry();
-      entryName = entry.getName().str();
-      entryFirst = static_cast<uint32_t>(steps.size());
-    } else if (auto constant = llvm::dyn_cast<sched::ConstantOp>(op)) {
-      FailureOr<uint32_t> index =
-          addBuffer(&op, constant.getArena(), constant.getOffset(),
-                    constant.getSize(), constant.getType());
-      if (failed(index)) {
-        return failure();
-      }
-      std::vector<uint8_t> bytes = constantBytes(constant.getValue());
-      constants.push_back(
-          fb::CreateConstant(fbb, *index, fbb.CreateVector(bytes)));
-    } else if (auto input = llvm::dyn_cast<sched::InputOp>(op)) {
-      FailureOr<uint32_t> index = addBuffer(&op, input.getArena(),
-                                            input.getOffset(), input.getSize(),
-                                            input.getType());
-      if (failed(index)) {
-        return failure();
-      }
-      inputs.push_back(fb::CreateBinding(fbb, text(input.getName()), *index,
-                                         currentEntry()));
-    } else if (auto output = llvm::dyn_cast<sched::OutputOp>(op)) {
-      outputs.push_back(fb::CreateBinding(fbb, text(output.getName()),
-                                          bufferIndex.lookup(output.getBuffer()),
-                                          currentEntry()));
-    } else if (auto launch = llvm::dyn_cast<sched::LaunchOp>(op)) {
-      std::vector<uint32_t> operands;
-      for (Value arg : launch.getArgs()) {
-        operands.push_back(bufferIndex.lookup(arg));
-      }
-      auto attrs = attributesOf(launch.getKernelAttrsAttr());
-      if (failed(attrs)) {
-        return launch.emitError()
-               << "a kernel attribute has a type the plan cannot carry";
-      }
-      auto operandsVec = fbb.CreateVector(operands);
-      auto origin = text(launch.getOrigin().value_or(""));
-      auto step = fb::CreateLaunch(fbb, kernelIndex.lookup(launch.getKernel()),
-                                   operandsVec, *attrs,
-                                   streamIndex.lookup(launch.getStream()),
-                                   origin);
-      steps.push_back(fb::CreateOp(fbb, fb::Step::Launch, step.Union()));
-    } else if (auto record = llvm::dyn_cast<sched::RecordOp>(op)) {
-      auto step = fb::CreateRecord(fbb, eventIndex.lookup(record.getEvent()),
-                                   streamIndex.lookup(record.getStream()));
-      steps.push_back(fb::CreateOp(fbb, fb::Step::Record, step.Union()));
-    } else if (auto wait = llvm::dyn_cast<sched::WaitOp>(op)) {
-      auto step = fb::CreateWait(fbb, eventIndex.lookup(wait.getEvent()),
-                                 streamIndex.lookup(wait.getStream()));
-      steps.push_back(fb::CreateOp(fbb, fb::Step::Wait, step.Union()));
-    } else {
-      return op.emitError() << "the plan writer cannot express "
-                            << op.getName() << " yet";
-    }
+    sections = std::move(*gptq);
   }
+  return fb::CreateQuantization(
+      fbb, text(quant::schemeName(spec->scheme)), spec->rows, spec->cols,
+      spec->blockSize, spec->doubleQuant, spec->nestedBlockSize, spec->bits,
+      spec->groupSize, spec->actOrder, spec->outlierThreshold,
+      spec->outlierColumns, tg::quantSourceTransposed(dict),
+      sections.empty() ? 0 : fbb.CreateVector(sections));
+}
 
+FailureOr<flatbuffers::Offset<fb::Init>>
+PlanBuilder::paramInit(sched::ParamOp param) {
+  std::optional<StringRef> kind = param.getInit();
+  if (!kind) {
+    return flatbuffers::Offset<fb::Init>();
+  }
+  FailureOr<fb::InitKind> initKind = initKindOf(param, *kind);
+  if (failed(initKind)) {
+    return failure();
+  }
+  // The verifier has checked that a value comes with the kind.
+  double value = param.getInitValue()->convertToDouble();
+  ArrayRef<int64_t> shape = param.getType().getShape();
+  int64_t fanIn = shape.size() >= 2 ? shape[1] : (shape.empty() ? 1 : shape[0]);
+  for (size_t i = 2; i < shape.size(); ++i) {
+    fanIn *= shape[i];
+  }
+  return fb::CreateInit(
+      fbb, *initKind, *initKind == fb::InitKind::KaimingUniform ? value : 0.0,
+      fanIn, *initKind == fb::InitKind::Normal ? value : 0.0, trainingSeed);
+}
+
+LogicalResult PlanBuilder::addParam(sched::ParamOp param) {
+  FailureOr<uint32_t> index =
+      addBuffer(param, param.getArena(), param.getOffset(), param.getSize(),
+                param.getType());
+  if (failed(index)) {
+    return failure();
+  }
+  FailureOr<flatbuffers::Offset<fb::Source>> source = paramSource(param);
+  if (failed(source)) {
+    return failure();
+  }
+  FailureOr<flatbuffers::Offset<fb::Quantization>> quant =
+      paramQuantization(param);
+  if (failed(quant)) {
+    return failure();
+  }
+  FailureOr<flatbuffers::Offset<fb::Init>> init = paramInit(param);
+  if (failed(init)) {
+    return failure();
+  }
+  flatbuffers::Offset<flatbuffers::String> exportName;
+  if (auto name = param->getAttrOfType<StringAttr>("tg.export_name")) {
+    exportName = text(name.getValue());
+  }
+  parameters.push_back(fb::CreateParameter(
+      fbb, text(param.getName()), *index, *source, param.getTrainable(), *init,
+      exportName, param->hasAttr("tg.export_transposed"), *quant));
+  return success();
+}
+
+LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
+  std::vector<uint32_t> operands;
+  for (Value arg : launch.getArgs()) {
+    FailureOr<uint32_t> buffer = bufferOf(launch, arg);
+    if (failed(buffer)) {
+      return failure();
+    }
+    operands.push_back(*buffer);
+  }
+  auto attrs = attributesOf(launch.getKernelAttrsAttr());
+  if (failed(attrs)) {
+    return launch.emitError()
+           << "a kernel attribute has a type the plan cannot carry";
+  }
+  FailureOr<uint32_t> kernelAt =
+      symbolIndex(kernelIndex, launch.getKernel(), launch, "kernel");
+  FailureOr<uint32_t> streamAt =
+      symbolIndex(streamIndex, launch.getStream(), launch, "stream");
+  if (failed(kernelAt) || failed(streamAt)) {
+    return failure();
+  }
+  auto operandsVec = fbb.CreateVector(operands);
+  auto origin = text(launch.getOrigin().value_or(""));
+  auto step =
+      fb::CreateLaunch(fbb, *kernelAt, operandsVec, *attrs, *streamAt, origin);
+  steps.push_back(fb::CreateOp(fbb, fb::Step::Launch, step.Union()));
+  return success();
+}
+
+template <typename OpTy, typename CreateFn>
+LogicalResult PlanBuilder::addEventStep(OpTy op, fb::Step kind,
+                                        CreateFn create) {
+  FailureOr<uint32_t> eventAt =
+      symbolIndex(eventIndex, op.getEvent(), op, "event");
+  FailureOr<uint32_t> streamAt =
+      symbolIndex(streamIndex, op.getStream(), op, "stream");
+  if (failed(eventAt) || failed(streamAt)) {
+    return failure();
+  }
+  auto step = create(fbb, *eventAt, *streamAt);
+  steps.push_back(fb::CreateOp(fbb, kind, step.Union()));
+  return success();
+}
+
+LogicalResult PlanBuilder::addOp(Operation &op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](sched::ArenaOp arena) {
+        addArena(arena);
+        return success();
+      })
+      .Case([&](sched::StreamOp stream) {
+        streamIndex[stream.getSymName()] = streams.size();
+        streams.push_back(fb::CreateStream(fbb, text(stream.getSymName())));
+        return success();
+      })
+      .Case([&](sched::EventOp event) {
+        eventIndex[event.getSymName()] = events.size();
+        events.push_back(fb::CreateEvent(fbb, text(event.getSymName())));
+        return success();
+      })
+      .Case([&](sched::KernelOp kernel) {
+        kernelIndex[kernel.getSymName()] = kernels.size();
+        kernels.push_back(
+            fb::CreateKernel(fbb, text(kernel.getSymName()),
+                             static_cast<int32_t>(kernel.getArity())));
+        return success();
+      })
+      .Case([&](sched::BufferOp buffer) {
+        return addBuffer(buffer, buffer.getArena(), buffer.getOffset(),
+                         buffer.getSize(), buffer.getType());
+      })
+      .Case([&](sched::ParamOp param) { return addParam(param); })
+      .Case([&](sched::StateOp state) -> LogicalResult {
+        FailureOr<uint32_t> index =
+            addBuffer(state, state.getArena(), state.getOffset(),
+                      state.getSize(), state.getType());
+        if (failed(index)) {
+          return failure();
+        }
+        states.push_back(fb::CreateState(fbb, text(state.getName()), *index,
+                                         text(state.getParameter()),
+                                         text(state.getKind())));
+        return success();
+      })
+      .Case([&](sched::EntryOp entry) {
+        closeEntry();
+        entryName = entry.getName().str();
+        entryFirst = static_cast<uint32_t>(steps.size());
+        return success();
+      })
+      .Case([&](sched::ConstantOp constant) -> LogicalResult {
+        FailureOr<uint32_t> index =
+            addBuffer(constant, constant.getArena(), constant.getOffset(),
+                      constant.getSize(), constant.getType());
+        if (failed(index)) {
+          return failure();
+        }
+        std::vector<uint8_t> bytes = constantBytes(constant.getValue());
+        constants.push_back(
+            fb::CreateConstant(fbb, *index, fbb.CreateVector(bytes)));
+        return success();
+      })
+      .Case([&](sched::InputOp input) -> LogicalResult {
+        FailureOr<uint32_t> index =
+            addBuffer(input, input.getArena(), input.getOffset(),
+                      input.getSize(), input.getType());
+        if (failed(index)) {
+          return failure();
+        }
+        inputs.push_back(fb::CreateBinding(fbb, text(input.getName()), *index,
+                                           currentEntry()));
+        return success();
+      })
+      .Case([&](sched::OutputOp output) -> LogicalResult {
+        FailureOr<uint32_t> buffer = bufferOf(output, output.getBuffer());
+        if (failed(buffer)) {
+          return failure();
+        }
+        outputs.push_back(fb::CreateBinding(fbb, text(output.getName()),
+                                            *buffer, currentEntry()));
+        return success();
+      })
+      .Case([&](sched::LaunchOp launch) { return addLaunch(launch); })
+      .Case([&](sched::RecordOp record) {
+        return addEventStep(record, fb::Step::Record,
+                            [](auto &b, uint32_t event, uint32_t stream) {
+                              return fb::CreateRecord(b, event, stream);
+                            });
+      })
+      .Case([&](sched::WaitOp wait) {
+        return addEventStep(wait, fb::Step::Wait,
+                            [](auto &b, uint32_t event, uint32_t stream) {
+                              return fb::CreateWait(b, event, stream);
+                            });
+      })
+      .Default([&](Operation *other) {
+        return other->emitError() << "the plan writer cannot express "
+                                  << other->getName() << " yet";
+      });
+}
+
+FailureOr<flatbuffers::Offset<
+    flatbuffers::Vector<flatbuffers::Offset<fb::DeviceCode>>>>
+PlanBuilder::writeDeviceCodeOf(bool cuda) {
+  if (!cuda) {
+    return flatbuffers::Offset<
+        flatbuffers::Vector<flatbuffers::Offset<fb::DeviceCode>>>(0);
+  }
+  std::vector<std::string> kernelNames;
+  for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
+    kernelNames.push_back(kernel.getSymName().str());
+  }
+  FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>> images =
+      writeDeviceCode(fbb, program, programInt("sched.sm"), kernelNames);
+  if (failed(images)) {
+    return failure();
+  }
+  return fbb.CreateVector(*images);
+}
+
+FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda) {
   closeEntry();
-
-  uint64_t total = 0;
-  for (uint64_t bytes : byCategory) {
-    total += bytes;
-  }
-  uint64_t liveBytes = 0;
-  if (auto live = program->getAttrOfType<IntegerAttr>(
-          "sched.activations_live_bytes")) {
-    liveBytes = static_cast<uint64_t>(live.getInt());
-  }
-  auto memory = fb::CreateMemory(fbb, byCategory[0], byCategory[1],
-                                 byCategory[2], byCategory[3], byCategory[4],
-                                 byCategory[5], total, liveBytes);
-  int32_t threads = 0;
-  if (auto t = program->getAttrOfType<IntegerAttr>("sched.threads")) {
-    threads = static_cast<int32_t>(t.getInt());
+  uint64_t liveBytes =
+      static_cast<uint64_t>(programInt("sched.activations_live_bytes"));
+  auto memory = runtime::createMemoryReport(fbb, byCategory, liveBytes);
+  auto deviceCode = writeDeviceCodeOf(cuda);
+  if (failed(deviceCode)) {
+    return failure();
   }
   auto stringAttr = [&](StringRef name, StringRef fallback) {
-    auto attr = program->getAttrOfType<StringAttr>(name);
+    StringAttr attr = programString(name);
     return attr ? attr.strref() : fallback;
   };
-  auto intAttr = [&](StringRef name) -> int64_t {
-    auto attr = program->getAttrOfType<IntegerAttr>(name);
-    return attr ? attr.getInt() : 0;
-  };
-  bool cuda = stringAttr("sched.backend", "cpu") == "cuda";
-  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::DeviceCode>>>
-      deviceCode = 0;
-  if (cuda) {
-    std::vector<std::string> kernelNames;
-    for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
-      kernelNames.push_back(kernel.getSymName().str());
-    }
-    FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>> images =
-        writeDeviceCode(fbb, program, intAttr("sched.sm"), kernelNames);
-    if (failed(images)) {
-      return failure();
-    }
-    deviceCode = fbb.CreateVector(*images);
-  }
   auto target = fb::CreateTarget(
       fbb, cuda ? fb::Backend::Cuda : fb::Backend::Cpu,
       text(stringAttr("sched.hardware", cuda ? "cuda" : "cpu")),
-      static_cast<int32_t>(intAttr("sched.sm")), threads,
+      static_cast<int32_t>(programInt("sched.sm")),
+      static_cast<int32_t>(programInt("sched.threads")),
       text(stringAttr("sched.precision", "fp32")),
-      static_cast<uint64_t>(intAttr("sched.device_memory")));
+      static_cast<uint64_t>(programInt("sched.device_memory")));
   std::string model;
   if (auto source = module->getAttrOfType<StringAttr>("tg.source")) {
     model = source.str();
   }
   auto plan = fb::CreatePlan(
-      fbb, kPlanVersion, text("tailor " TAILOR_VERSION_STRING),
-      text(model), target,
-      static_cast<int32_t>(program.getRank()),
+      fbb, runtime::kPlanVersion, text("tailor " TAILOR_VERSION_STRING),
+      text(model), target, static_cast<int32_t>(program.getRank()),
       static_cast<int32_t>(program.getWorldSize()), fbb.CreateVector(arenas),
       fbb.CreateVector(buffers), fbb.CreateVector(parameters),
       fbb.CreateVector(constants), fbb.CreateVector(kernels),
@@ -658,11 +875,35 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       fbb.CreateVector(steps), fbb.CreateVector(inputs),
       fbb.CreateVector(outputs), memory,
       entries.empty() ? 0 : fbb.CreateVector(entries),
-      states.empty() ? 0 : fbb.CreateVector(states),
-      writeTraining(fbb, module), deviceCode);
+      states.empty() ? 0 : fbb.CreateVector(states), writeTraining(fbb, module),
+      *deviceCode);
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
+                                              StringRef planDirectory) {
+  auto programs = module.getOps<sched::ProgramOp>();
+  if (programs.empty()) {
+    return module.emitError() << "no sched.program to write as a plan";
+  }
+  if (std::next(programs.begin()) != programs.end()) {
+    return module.emitError()
+           << "one plan file holds one rank's program; this module has more";
+  }
+  sched::ProgramOp program = *programs.begin();
+  FailureOr<bool> cuda = targetsCuda(program);
+  if (failed(cuda) || (!*cuda && failed(checkCpuKernels(program)))) {
+    return failure();
+  }
+  PlanBuilder builder(module, program, planDirectory);
+  for (Operation &op : program.getBody().front()) {
+    if (failed(builder.addOp(op))) {
+      return failure();
+    }
+  }
+  return builder.finish(*cuda);
 }
 
 } // namespace tailor

@@ -1,5 +1,6 @@
 //===- CApi.cpp - the runtime's C API over LoadedPlan and Session ---------===//
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
 #include "runtime/Status.h"
@@ -11,6 +12,9 @@
 
 using namespace tailor::runtime;
 namespace fb = tailor::plan;
+
+static_assert(kMaxPlanRank == TAILOR_MAX_RANK,
+              "tailor_tensor_info must hold every rank a plan may have");
 
 struct tailor_plan {
   std::unique_ptr<LoadedPlan> plan;
@@ -27,9 +31,17 @@ static tailor_status fillBufferInfo(const LoadedPlan &plan,
   if (!info) {
     return fail(TAILOR_ERROR_INVALID_ARGUMENT, "info is null");
   }
+  std::vector<int64_t> shape = plan.bufferShape(buffer);
+  // The verifier bounds every rank by kMaxPlanRank; info->shape holds
+  // TAILOR_MAX_RANK, so check rather than write past it.
+  if (shape.size() > TAILOR_MAX_RANK) {
+    return fail(TAILOR_ERROR_INVALID_PLAN,
+                "tensor '" + name->str() + "' has rank " +
+                    std::to_string(shape.size()) + ", more than " +
+                    std::to_string(TAILOR_MAX_RANK));
+  }
   info->name = name->c_str();
   info->dtype = static_cast<tailor_dtype>(plan.bufferDType(buffer));
-  std::vector<int64_t> shape = plan.bufferShape(buffer);
   info->rank = static_cast<int>(shape.size());
   std::memset(info->shape, 0, sizeof(info->shape));
   std::copy(shape.begin(), shape.end(), info->shape);
@@ -57,154 +69,184 @@ static const fb::Binding *findBinding(
   return nullptr;
 }
 
-static tailor_memory_report reportOf(const uint64_t bytes[6]) {
+static tailor_memory_report reportOf(const CategoryBytes &bytes) {
+  auto of = [&](fb::Category category) {
+    return bytes[static_cast<size_t>(category)];
+  };
   tailor_memory_report report;
-  report.parameters = bytes[0];
-  report.constants = bytes[1];
-  report.activations = bytes[2];
-  report.workspace = bytes[3];
-  report.optimizer_state = bytes[4];
-  report.gradients = bytes[5];
-  report.total = bytes[0] + bytes[1] + bytes[2] + bytes[3] + bytes[4] + bytes[5];
+  report.parameters = of(fb::Category::Parameters);
+  report.constants = of(fb::Category::Constants);
+  report.activations = of(fb::Category::Activations);
+  report.workspace = of(fb::Category::Workspace);
+  report.optimizer_state = of(fb::Category::OptimizerState);
+  report.gradients = of(fb::Category::Gradients);
+  report.total = totalBytes(bytes);
   return report;
 }
 
 extern "C" {
 
 tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
-  if (!path || !plan) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "path and plan must not be null");
-  }
-  *plan = nullptr;
-  std::string error;
-  std::unique_ptr<LoadedPlan> loaded = LoadedPlan::load(path, {}, error);
-  if (!loaded) {
-    bool io = error.rfind("cannot open plan", 0) == 0 ||
-              error.rfind("cannot read plan", 0) == 0;
-    return fail(io ? TAILOR_ERROR_IO : TAILOR_ERROR_INVALID_PLAN, error);
-  }
-  *plan = new tailor_plan{std::move(loaded)};
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!path || !plan) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "path and plan must not be null");
+    }
+    *plan = nullptr;
+    std::string error;
+    std::unique_ptr<LoadedPlan> loaded = LoadedPlan::load(path, {}, error);
+    if (!loaded) {
+      bool io = error.rfind("cannot open plan", 0) == 0 ||
+                error.rfind("cannot read plan", 0) == 0;
+      return fail(io ? TAILOR_ERROR_IO : TAILOR_ERROR_INVALID_PLAN, error);
+    }
+    *plan = new tailor_plan{std::move(loaded)};
+    return ok();
+  });
 }
 
 tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
                                            const char *base_dir,
                                            tailor_plan **plan) {
-  if (!plan || (!data && size)) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "data and plan must not be null");
-  }
-  *plan = nullptr;
-  std::string error;
-  std::unique_ptr<LoadedPlan> loaded = LoadedPlan::loadFromMemory(
-      data, size, base_dir ? base_dir : ".", "<memory>", {}, error);
-  if (!loaded) {
-    return fail(TAILOR_ERROR_INVALID_PLAN, error);
-  }
-  *plan = new tailor_plan{std::move(loaded)};
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!plan || (!data && size)) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "data and plan must not be null");
+    }
+    *plan = nullptr;
+    std::string error;
+    std::unique_ptr<LoadedPlan> loaded = LoadedPlan::loadFromMemory(
+        data, size, base_dir ? base_dir : ".", "<memory>", {}, error);
+    if (!loaded) {
+      return fail(TAILOR_ERROR_INVALID_PLAN, error);
+    }
+    *plan = new tailor_plan{std::move(loaded)};
+    return ok();
+  });
 }
 
 void tailor_plan_free(tailor_plan *plan) { delete plan; }
 
 int tailor_plan_input_count(const tailor_plan *plan) {
-  if (!plan || !plan->plan->root().inputs()) {
-    return 0;
-  }
-  return static_cast<int>(plan->plan->root().inputs()->size());
+  return guardValue(__func__, 0, [&]() -> int {
+    if (!plan || !plan->plan->root().inputs()) {
+      return 0;
+    }
+    return static_cast<int>(plan->plan->root().inputs()->size());
+  });
 }
 
 int tailor_plan_output_count(const tailor_plan *plan) {
-  if (!plan || !plan->plan->root().outputs()) {
-    return 0;
-  }
-  return static_cast<int>(plan->plan->root().outputs()->size());
+  return guardValue(__func__, 0, [&]() -> int {
+    if (!plan || !plan->plan->root().outputs()) {
+      return 0;
+    }
+    return static_cast<int>(plan->plan->root().outputs()->size());
+  });
 }
 
 int tailor_plan_entry_count(const tailor_plan *plan) {
-  if (!plan) {
-    return 0;
-  }
-  const auto *entries = plan->plan->root().entries();
-  return entries && entries->size() > 0 ? static_cast<int>(entries->size()) : 1;
+  return guardValue(__func__, 0, [&]() -> int {
+    if (!plan) {
+      return 0;
+    }
+    const auto *entries = plan->plan->root().entries();
+    return entries && entries->size() > 0 ? static_cast<int>(entries->size())
+                                          : 1;
+  });
 }
 
 const char *tailor_plan_entry_name(const tailor_plan *plan, int index) {
-  if (!plan || index < 0 || index >= tailor_plan_entry_count(plan)) {
-    return nullptr;
-  }
-  const auto *entries = plan->plan->root().entries();
-  if (!entries || entries->size() == 0) {
-    return "forward";
-  }
-  return entries->Get(static_cast<uint32_t>(index))->name()->c_str();
+  return guardValue<const char *>(__func__, nullptr, [&]() -> const char * {
+    if (!plan || index < 0 || index >= tailor_plan_entry_count(plan)) {
+      return nullptr;
+    }
+    const auto *entries = plan->plan->root().entries();
+    if (!entries || entries->size() == 0) {
+      return "forward";
+    }
+    return entries->Get(static_cast<uint32_t>(index))->name()->c_str();
+  });
 }
 
 int tailor_plan_input_entry(const tailor_plan *plan, int index) {
-  if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
-    return -1;
-  }
-  return static_cast<int>(plan->plan->root().inputs()->Get(index)->entry());
+  return guardValue(__func__, -1, [&]() -> int {
+    if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
+      return -1;
+    }
+    return static_cast<int>(plan->plan->root().inputs()->Get(index)->entry());
+  });
 }
 
 int tailor_plan_output_entry(const tailor_plan *plan, int index) {
-  if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
-    return -1;
-  }
-  return static_cast<int>(plan->plan->root().outputs()->Get(index)->entry());
+  return guardValue(__func__, -1, [&]() -> int {
+    if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
+      return -1;
+    }
+    return static_cast<int>(plan->plan->root().outputs()->Get(index)->entry());
+  });
 }
 
 tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
                                      tailor_tensor_info *info) {
-  if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "no input " + std::to_string(index));
-  }
-  return fillInfo(*plan->plan, *plan->plan->root().inputs()->Get(index), info);
+  return guard(__func__, [&]() -> tailor_status {
+    if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "no input " + std::to_string(index));
+    }
+    return fillInfo(*plan->plan, *plan->plan->root().inputs()->Get(index),
+                    info);
+  });
 }
 
 tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
                                       tailor_tensor_info *info) {
-  if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                "no output " + std::to_string(index));
-  }
-  return fillInfo(*plan->plan, *plan->plan->root().outputs()->Get(index), info);
+  return guard(__func__, [&]() -> tailor_status {
+    if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "no output " + std::to_string(index));
+    }
+    return fillInfo(*plan->plan, *plan->plan->root().outputs()->Get(index),
+                    info);
+  });
 }
 
 tailor_status tailor_plan_memory(const tailor_plan *plan,
                                  tailor_memory_report *report) {
-  if (!plan || !report) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "plan and report must not be null");
-  }
-  uint64_t bytes[6] = {0, 0, 0, 0, 0, 0};
-  for (const fb::Arena *arena : *plan->plan->root().arenas()) {
-    bytes[static_cast<int>(arena->category())] += arena->size();
-  }
-  *report = reportOf(bytes);
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!plan || !report) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "plan and report must not be null");
+    }
+    *report = reportOf(arenaBytes(plan->plan->root()));
+    return ok();
+  });
 }
 
 tailor_status tailor_session_create(const tailor_plan *plan,
                                     const tailor_session_options *options,
                                     tailor_session **session) {
-  if (!plan || !session) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                "plan and session must not be null");
-  }
-  *session = nullptr;
-  int threads = options ? options->num_threads : 0;
-  if (threads < 0) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                "num_threads must be >= 0, got " + std::to_string(threads));
-  }
-  std::string error;
-  int status = TAILOR_OK;
-  std::unique_ptr<Session> created =
-      Session::create(*plan->plan, threads, error, status);
-  if (!created) {
-    return fail(static_cast<tailor_status>(status), error);
-  }
-  *session = new tailor_session{std::move(created)};
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!plan || !session) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "plan and session must not be null");
+    }
+    *session = nullptr;
+    int threads = options ? options->num_threads : 0;
+    if (threads < 0) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "num_threads must be >= 0, got " + std::to_string(threads));
+    }
+    std::string error;
+    int status = TAILOR_OK;
+    std::unique_ptr<Session> created =
+        Session::create(*plan->plan, threads, error, status);
+    if (!created) {
+      return fail(static_cast<tailor_status>(status), error);
+    }
+    *session = new tailor_session{std::move(created)};
+    return ok();
+  });
 }
 
 void tailor_session_free(tailor_session *session) { delete session; }
@@ -213,165 +255,193 @@ tailor_status tailor_session_set_input(tailor_session *session,
                                        const char *name, tailor_dtype dtype,
                                        const int64_t *shape, int rank,
                                        const void *data, size_t bytes) {
-  if (!session || !name || (!data && bytes) || (!shape && rank)) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
-  }
-  const LoadedPlan &plan = session->session->plan();
-  const fb::Binding *binding = findBinding(plan.root().inputs(), name);
-  if (!binding) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                std::string("the plan has no input '") + name + "'");
-  }
-  tailor_tensor_info info;
-  fillInfo(plan, *binding, &info);
-  if (dtype != info.dtype) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                std::string("input '") + name + "' is " +
-                    dtypeName(static_cast<DType>(info.dtype)) + ", got " +
-                    dtypeName(static_cast<DType>(dtype)));
-  }
-  bool sameShape = rank == info.rank;
-  for (int i = 0; sameShape && i < rank; ++i) {
-    sameShape = shape[i] == info.shape[i];
-  }
-  if (!sameShape || bytes != info.bytes) {
-    std::string expected, got;
-    for (int i = 0; i < info.rank; ++i) {
-      expected += (i ? ", " : "") + std::to_string(info.shape[i]);
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session || !name || (!data && bytes) || (!shape && rank)) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
-    for (int i = 0; i < rank; ++i) {
-      got += (i ? ", " : "") + std::to_string(shape[i]);
+    if (rank < 0 || rank > TAILOR_MAX_RANK) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("input '") + name + "': rank " +
+                      std::to_string(rank) + " is outside [0, " +
+                      std::to_string(TAILOR_MAX_RANK) + "]");
     }
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                std::string("input '") + name + "' has shape [" + expected +
-                    "] (" + std::to_string(info.bytes) + " bytes), got [" +
-                    got + "] (" + std::to_string(bytes) + " bytes)");
-  }
-  std::memcpy(session->session->bufferData(binding->buffer()), data, bytes);
-  return ok();
+    const LoadedPlan &plan = session->session->plan();
+    const fb::Binding *binding = findBinding(plan.root().inputs(), name);
+    if (!binding) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("the plan has no input '") + name + "'");
+    }
+    tailor_tensor_info info;
+    if (tailor_status status = fillInfo(plan, *binding, &info);
+        status != TAILOR_OK) {
+      return status;
+    }
+    if (dtype != info.dtype) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("input '") + name + "' is " +
+                      dtypeName(static_cast<DType>(info.dtype)) + ", got " +
+                      dtypeName(static_cast<DType>(dtype)));
+    }
+    bool sameShape = rank == info.rank;
+    for (int i = 0; sameShape && i < rank; ++i) {
+      sameShape = shape[i] == info.shape[i];
+    }
+    if (!sameShape || bytes != info.bytes) {
+      std::string expected, got;
+      for (int i = 0; i < info.rank; ++i) {
+        expected += (i ? ", " : "") + std::to_string(info.shape[i]);
+      }
+      for (int i = 0; i < rank; ++i) {
+        got += (i ? ", " : "") + std::to_string(shape[i]);
+      }
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("input '") + name + "' has shape [" + expected +
+                      "] (" + std::to_string(info.bytes) + " bytes), got [" +
+                      got + "] (" + std::to_string(bytes) + " bytes)");
+    }
+    std::memcpy(session->session->bufferData(binding->buffer()), data, bytes);
+    return ok();
+  });
 }
 
 tailor_status tailor_session_run(tailor_session *session) {
-  if (!session) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session is null");
-  }
-  std::string error = session->session->run();
-  if (!error.empty()) {
-    return fail(TAILOR_ERROR_EXECUTION, error);
-  }
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session is null");
+    }
+    std::string error = session->session->run();
+    if (!error.empty()) {
+      return fail(TAILOR_ERROR_EXECUTION, error);
+    }
+    return ok();
+  });
 }
 
 tailor_status tailor_session_tensor(tailor_session *session, const char *name,
                                     void **data, tailor_tensor_info *info) {
-  if (!session || !name || !data) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
-  }
-  const LoadedPlan &plan = session->session->plan();
-  const fb::Plan &root = plan.root();
-  auto found = [&](const flatbuffers::String *tensorName,
-                   uint32_t buffer) -> tailor_status {
-    // A GPU session's tensors live on the device: refresh the host copy.
-    if (std::string problem = session->session->download(buffer);
-        !problem.empty()) {
-      return fail(TAILOR_ERROR_INTERNAL, problem);
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session || !name || !data) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
-    *data = session->session->bufferData(buffer);
-    return info ? fillBufferInfo(plan, tensorName, buffer, info) : ok();
-  };
-  if (root.parameters()) {
-    for (const fb::Parameter *param : *root.parameters()) {
-      if (param->name()->string_view() == name) {
-        return found(param->name(), param->buffer());
+    const LoadedPlan &plan = session->session->plan();
+    const fb::Plan &root = plan.root();
+    auto found = [&](const flatbuffers::String *tensorName,
+                     uint32_t buffer) -> tailor_status {
+      // A GPU session's tensors live on the device: refresh the host copy.
+      if (std::string problem = session->session->download(buffer);
+          !problem.empty()) {
+        return fail(TAILOR_ERROR_INTERNAL, problem);
+      }
+      *data = session->session->bufferData(buffer);
+      return info ? fillBufferInfo(plan, tensorName, buffer, info) : ok();
+    };
+    if (root.parameters()) {
+      for (const fb::Parameter *param : *root.parameters()) {
+        if (param->name()->string_view() == name) {
+          return found(param->name(), param->buffer());
+        }
       }
     }
-  }
-  if (root.states()) {
-    for (const fb::State *state : *root.states()) {
-      if (state->name()->string_view() == name) {
-        return found(state->name(), state->buffer());
+    if (root.states()) {
+      for (const fb::State *state : *root.states()) {
+        if (state->name()->string_view() == name) {
+          return found(state->name(), state->buffer());
+        }
       }
     }
-  }
-  return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-              std::string("the plan has no parameter or state '") + name + "'");
+    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                std::string("the plan has no parameter or state '") + name +
+                    "'");
+  });
 }
 
 tailor_status tailor_session_tensor_upload(tailor_session *session,
                                            const char *name) {
-  if (!session || !name) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
-  }
-  const fb::Plan &root = session->session->plan().root();
-  std::optional<uint32_t> buffer;
-  if (root.parameters()) {
-    for (const fb::Parameter *param : *root.parameters()) {
-      if (param->name()->string_view() == name) {
-        buffer = param->buffer();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session || !name) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
+    }
+    const fb::Plan &root = session->session->plan().root();
+    std::optional<uint32_t> buffer;
+    if (root.parameters()) {
+      for (const fb::Parameter *param : *root.parameters()) {
+        if (param->name()->string_view() == name) {
+          buffer = param->buffer();
+        }
       }
     }
-  }
-  if (root.states()) {
-    for (const fb::State *state : *root.states()) {
-      if (state->name()->string_view() == name) {
-        buffer = state->buffer();
+    if (root.states()) {
+      for (const fb::State *state : *root.states()) {
+        if (state->name()->string_view() == name) {
+          buffer = state->buffer();
+        }
       }
     }
-  }
-  if (!buffer) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                std::string("the plan has no parameter or state '") + name + "'");
-  }
-  if (std::string problem = session->session->upload(*buffer); !problem.empty()) {
-    return fail(TAILOR_ERROR_INTERNAL, problem);
-  }
-  return ok();
+    if (!buffer) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("the plan has no parameter or state '") + name +
+                      "'");
+    }
+    if (std::string problem = session->session->upload(*buffer);
+        !problem.empty()) {
+      return fail(TAILOR_ERROR_INTERNAL, problem);
+    }
+    return ok();
+  });
 }
 
 tailor_status tailor_session_run_entry(tailor_session *session,
                                        const char *name) {
-  if (!session || !name) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session and name must not be null");
-  }
-  int entry = session->session->findEntry(name);
-  if (entry < 0) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                std::string("the plan has no entry '") + name + "'");
-  }
-  std::string error = session->session->runEntry(static_cast<uint32_t>(entry));
-  if (!error.empty()) {
-    return fail(TAILOR_ERROR_EXECUTION, error);
-  }
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session || !name) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "session and name must not be null");
+    }
+    int entry = session->session->findEntry(name);
+    if (entry < 0) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("the plan has no entry '") + name + "'");
+    }
+    std::string error =
+        session->session->runEntry(static_cast<uint32_t>(entry));
+    if (!error.empty()) {
+      return fail(TAILOR_ERROR_EXECUTION, error);
+    }
+    return ok();
+  });
 }
 
 tailor_status tailor_session_output(const tailor_session *session,
                                     const char *name, const void **data,
                                     tailor_tensor_info *info) {
-  if (!session || !name || !data) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
-  }
-  const LoadedPlan &plan = session->session->plan();
-  const fb::Binding *binding = findBinding(plan.root().outputs(), name);
-  if (!binding) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                std::string("the plan has no output '") + name + "'");
-  }
-  *data = session->session->bufferData(binding->buffer());
-  if (info) {
-    return fillInfo(plan, *binding, info);
-  }
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session || !name || !data) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
+    }
+    const LoadedPlan &plan = session->session->plan();
+    const fb::Binding *binding = findBinding(plan.root().outputs(), name);
+    if (!binding) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  std::string("the plan has no output '") + name + "'");
+    }
+    *data = session->session->bufferData(binding->buffer());
+    if (info) {
+      return fillInfo(plan, *binding, info);
+    }
+    return ok();
+  });
 }
 
 tailor_status tailor_session_memory(const tailor_session *session,
                                     tailor_memory_report *report) {
-  if (!session || !report) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                "session and report must not be null");
-  }
-  *report = reportOf(session->session->allocatedBytes());
-  return ok();
+  return guard(__func__, [&]() -> tailor_status {
+    if (!session || !report) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "session and report must not be null");
+    }
+    *report = reportOf(session->session->allocatedBytes());
+    return ok();
+  });
 }
 
 } // extern "C"

@@ -2,6 +2,7 @@
 
 #include "runtime/Plan.h"
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceImage.h"
 
@@ -98,19 +99,34 @@ static uint64_t floatSourceSize(fb::DType dtype) {
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              const LoadOptions &options,
                                              std::string &error) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) {
+  // A plan is a size-prefixed flatbuffer: [u32 length] then that many bytes.
+  constexpr uint64_t kLargestPlan = uint64_t(UINT32_MAX) + 4;
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
     error = Message() << "cannot open plan '" << path << "': "
                       << std::strerror(errno);
     return nullptr;
   }
-  std::streamoff size = file.tellg();
-  if (size < 0) {
-    error = Message() << "cannot read plan '" << path << "'";
+  if (!S_ISREG(info.st_mode)) {
+    error = Message() << "cannot read plan '" << path << "': "
+                      << (S_ISDIR(info.st_mode) ? "it is a directory"
+                                                : "not a regular file");
     return nullptr;
   }
+  if (static_cast<uint64_t>(info.st_size) > kLargestPlan) {
+    error = Message() << path << ": not a tailor plan (the file has "
+                      << info.st_size << " bytes, more than the "
+                      << kLargestPlan << " a plan can hold)";
+    return nullptr;
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    error = Message() << "cannot open plan '" << path
+                      << "': " << std::strerror(errno);
+    return nullptr;
+  }
+  std::streamoff size = static_cast<std::streamoff>(info.st_size);
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  file.seekg(0);
   if (size > 0 && !file.read(reinterpret_cast<char *>(bytes.data()), size)) {
     error = Message() << "cannot read plan '" << path << "': "
                       << std::strerror(errno);
@@ -262,8 +278,14 @@ std::string LoadedPlan::verifyDeviceCode() const {
   return "";
 }
 
-std::string LoadedPlan::verify(const LoadOptions &options) const {
-  const fb::Plan &p = *planRoot;
+//===----------------------------------------------------------------------===//
+// Verification: one named check per part of the plan, in the order the
+// parts refer to each other (arenas before the buffers in them, buffers
+// before what names them). Each returns "" or the first problem.
+//===----------------------------------------------------------------------===//
+
+/// The format version, and the rank this runtime can run.
+static std::string verifyFormat(const fb::Plan &p) {
   if (p.version() / 100 != kPlanVersion / 100) {
     return Message() << "plan format version " << p.version() / 100 << "."
                      << p.version() % 100 << " is not readable by this runtime"
@@ -279,27 +301,23 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                      << p.world_size()
                      << "; this runtime runs single-rank plans only";
   }
-  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
-  if (p.target() && !gpu && p.target()->backend() != fb::Backend::Cpu) {
+  if (p.target() && p.target()->backend() != fb::Backend::Cuda &&
+      p.target()->backend() != fb::Backend::Cpu) {
     return Message() << "the plan targets backend "
                      << static_cast<int>(p.target()->backend())
                      << ", which this runtime does not know";
   }
-  if (gpu) {
-    if (std::string problem = verifyDeviceCode(); !problem.empty()) {
-      return problem;
-    }
-  } else if (p.device_code() && p.device_code()->size() > 0) {
-    return Message() << "a CPU plan carries device code";
-  }
+  return "";
+}
 
-  // Arenas, and the memory report they must add up to.
+/// Arenas, and the memory report they must add up to.
+static std::string verifyArenas(const fb::Plan &p) {
   const auto &arenas = *p.arenas();
-  uint64_t byCategory[6] = {0, 0, 0, 0, 0, 0};
+  CategoryBytes byCategory{};
   for (uint32_t i = 0; i < arenas.size(); ++i) {
     const fb::Arena *arena = arenas.Get(i);
     auto category = static_cast<int>(arena->category());
-    if (category < 0 || category > 5) {
+    if (!isMemoryCategory(category)) {
       return Message() << "arena " << i << " has an unknown category "
                        << category;
     }
@@ -312,198 +330,253 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
       return Message() << "arena '" << arena->name()->str() << "' claims "
                        << arena->size() << " bytes";
     }
-    byCategory[category] += arena->size();
+    byCategory[static_cast<size_t>(category)] += arena->size();
   }
-  if (const fb::Memory *memory = p.memory()) {
-    uint64_t reported[6] = {memory->parameters(),      memory->constants(),
-                            memory->activations(),     memory->workspace(),
-                            memory->optimizer_state(), memory->gradients()};
+  const fb::Memory *memory = p.memory();
+  if (!memory) {
+    return "";
+  }
+  CategoryBytes reported = reportedBytes(*memory);
+  for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+    if (reported[c] != byCategory[c]) {
+      return Message() << "the memory report says "
+                       << fb::EnumNamesCategory()[c] << " = " << reported[c]
+                       << " bytes but its arenas hold " << byCategory[c];
+    }
+  }
+  uint64_t total = totalBytes(reported);
+  if (memory->total() != total) {
+    return Message() << "the memory report's total " << memory->total()
+                     << " is not the sum of its categories (" << total << ")";
+  }
+  return "";
+}
+
+/// Buffer `i`: inside its arena, with a shape that fits its size.
+static std::string verifyBuffer(const fb::Plan &p, uint32_t i) {
+  const auto &arenas = *p.arenas();
+  const fb::Buffer *buffer = p.buffers()->Get(i);
+  if (buffer->arena() >= arenas.size()) {
+    return Message() << "buffer " << i << " names arena " << buffer->arena()
+                     << " of " << arenas.size();
+  }
+  if (!validDType(buffer->dtype())) {
+    return Message() << "buffer " << i << " has an unknown element type "
+                     << static_cast<int>(buffer->dtype());
+  }
+  const fb::Arena *arena = arenas.Get(buffer->arena());
+  if (buffer->offset() > arena->size() ||
+      buffer->size() > arena->size() - buffer->offset()) {
+    return Message() << "buffer " << i << " [" << buffer->offset() << ", +"
+                     << buffer->size() << ") lies outside arena '"
+                     << arena->name()->str() << "' of " << arena->size()
+                     << " bytes";
+  }
+  if (!aligned(buffer->shape())) {
+    return Message() << "buffer " << i << " has a misaligned shape";
+  }
+  if (buffer->shape()->size() > kMaxPlanRank) {
+    return Message() << "buffer " << i << " has rank "
+                     << buffer->shape()->size() << " (at most " << kMaxPlanRank
+                     << ")";
+  }
+  uint64_t bytes = dtypeSize(static_cast<DType>(buffer->dtype()));
+  for (int64_t d : *buffer->shape()) {
+    if (d < 0 || !checkedMul(bytes, static_cast<uint64_t>(d), bytes)) {
+      return Message() << "buffer " << i << " has a bad dim " << d;
+    }
+  }
+  if (bytes > buffer->size()) {
+    return Message() << "buffer " << i << " holds " << bytes
+                     << " bytes of tensor in " << buffer->size() << " bytes";
+  }
+  size_t element = dtypeSize(static_cast<DType>(buffer->dtype()));
+  if (buffer->offset() % element != 0) {
+    return Message() << "buffer " << i << " offset " << buffer->offset()
+                     << " is not aligned to its " << element
+                     << "-byte elements";
+  }
+  return "";
+}
+
+static std::string verifyBuffers(const fb::Plan &p) {
+  for (uint32_t i = 0; i < p.buffers()->size(); ++i) {
+    if (std::string problem = verifyBuffer(p, i); !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
+
+/// A quantized parameter: its storage buffer, and the file bytes it is read
+/// from (GPTQ's sections, or the float weight), appended to `reads`.
+static std::string
+verifyQuantizedParameter(const LoadedPlan &plan, const fb::Parameter &param,
+                         const fb::Quantization &table,
+                         std::vector<const fb::Source *> &reads) {
+  std::string name = param.name()->str();
+  quant::QuantSpec spec;
+  std::string problem;
+  if (!quantSpecOf(table, spec, problem)) {
+    return Message() << "parameter '" << name << "': " << problem;
+  }
+  uint64_t storage = quant::storageBytes(spec);
+  if (plan.root().buffers()->Get(param.buffer())->dtype() != fb::DType::U8 ||
+      plan.bufferBytes(param.buffer()) != storage) {
+    return Message() << "quantized parameter '" << name << "' needs a "
+                     << storage << "-byte u8 buffer";
+  }
+  if (param.trainable() || param.init()) {
+    return Message() << "quantized parameter '" << name
+                     << "' cannot be trainable or initialized";
+  }
+  if (const auto *sections = table.sections()) {
     uint64_t total = 0;
-    for (int c = 0; c < 6; ++c) {
-      if (reported[c] != byCategory[c]) {
-        return Message() << "the memory report says "
-                         << fb::EnumNamesCategory()[c] << " = " << reported[c]
-                         << " bytes but its arenas hold " << byCategory[c];
+    for (const fb::Source *section : *sections) {
+      if (section->offset() > UINT64_MAX - section->length() ||
+          section->length() > storage - std::min(total, storage)) {
+        return Message() << "quantized parameter '" << name
+                         << "': its sections exceed " << storage << " bytes";
       }
-      total += reported[c];
+      total += section->length();
+      reads.push_back(section);
     }
-    if (memory->total() != total) {
-      return Message() << "the memory report's total " << memory->total()
-                       << " is not the sum of its categories (" << total << ")";
+    if (total != storage) {
+      return Message() << "quantized parameter '" << name
+                       << "': its sections hold " << total
+                       << " bytes, its storage " << storage;
+    }
+    return "";
+  }
+  const fb::Source *source = param.source();
+  uint64_t element = source ? floatSourceSize(source->dtype()) : 0;
+  uint64_t expected = 0;
+  if (element == 0 ||
+      !checkedMul(static_cast<uint64_t>(spec.rows),
+                  static_cast<uint64_t>(spec.cols), expected) ||
+      !checkedMul(expected, element, expected) ||
+      source->length() != expected) {
+    return Message() << "quantized parameter '" << name
+                     << "' needs an f32, f16 or bf16 source of " << spec.rows
+                     << " x " << spec.cols << " elements";
+  }
+  reads.push_back(source);
+  return "";
+}
+
+/// One range of file bytes a parameter reads: no overflow, and (when asked)
+/// inside an existing file.
+static std::string verifySourceRange(const LoadedPlan &plan,
+                                     const std::string &name,
+                                     const fb::Source &read,
+                                     const LoadOptions &options) {
+  if (read.offset() > UINT64_MAX - read.length()) {
+    return Message() << "parameter '" << name << "' source range overflows";
+  }
+  if (!options.checkSourceFiles) {
+    return "";
+  }
+  std::string path = plan.resolveSourcePath(read.file()->str());
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) {
+    return Message() << "parameter '" << name << "': cannot open '" << path
+                     << "': " << std::strerror(errno);
+  }
+  uint64_t fileSize = static_cast<uint64_t>(info.st_size);
+  if (read.offset() + read.length() > fileSize) {
+    return Message() << "parameter '" << name << "': bytes [" << read.offset()
+                     << ", " << read.offset() + read.length()
+                     << ") lie outside '" << path << "' (" << fileSize
+                     << " bytes)";
+  }
+  return "";
+}
+
+/// A parameter: its buffer, what fills it (file bytes, quantized storage,
+/// or the runtime), and the file ranges it reads.
+static std::string verifyParameter(const LoadedPlan &plan,
+                                   const fb::Parameter &param,
+                                   const LoadOptions &options) {
+  std::string name = param.name()->str();
+  uint32_t bufferCount = plan.root().buffers()->size();
+  if (param.buffer() >= bufferCount) {
+    return Message() << "parameter '" << name << "' names buffer "
+                     << param.buffer() << " of " << bufferCount;
+  }
+  const fb::Source *source = param.source();
+  std::vector<const fb::Source *> reads;
+  if (const fb::Quantization *table = param.quant()) {
+    if (std::string problem =
+            verifyQuantizedParameter(plan, param, *table, reads);
+        !problem.empty()) {
+      return problem;
+    }
+  } else if (!source) {
+    // The runtime creates it (an adapter weight, say): it needs an init,
+    // unless it trains from zero-filled memory.
+    if (!param.trainable() && !param.init()) {
+      return Message() << "parameter '" << name
+                       << "' has no source, no init and is not trainable";
+    }
+    return "";
+  } else {
+    if (source->dtype() !=
+        plan.root().buffers()->Get(param.buffer())->dtype()) {
+      return Message() << "parameter '" << name
+                       << "' is stored as another dtype than its buffer;"
+                          " conversion on load is not supported yet";
+    }
+    if (source->length() != plan.bufferBytes(param.buffer())) {
+      return Message() << "parameter '" << name << "' source length "
+                       << source->length() << " does not match its "
+                       << plan.bufferBytes(param.buffer()) << "-byte buffer";
+    }
+    reads.push_back(source);
+  }
+  for (const fb::Source *read : reads) {
+    if (std::string problem = verifySourceRange(plan, name, *read, options);
+        !problem.empty()) {
+      return problem;
     }
   }
+  return "";
+}
 
-  // Buffers: inside their arenas, shapes that fit.
-  const auto &buffers = *p.buffers();
-  for (uint32_t i = 0; i < buffers.size(); ++i) {
-    const fb::Buffer *buffer = buffers.Get(i);
-    if (buffer->arena() >= arenas.size()) {
-      return Message() << "buffer " << i << " names arena " << buffer->arena()
-                       << " of " << arenas.size();
-    }
-    if (!validDType(buffer->dtype())) {
-      return Message() << "buffer " << i << " has an unknown element type "
-                       << static_cast<int>(buffer->dtype());
-    }
-    const fb::Arena *arena = arenas.Get(buffer->arena());
-    if (buffer->offset() > arena->size() ||
-        buffer->size() > arena->size() - buffer->offset()) {
-      return Message() << "buffer " << i << " [" << buffer->offset() << ", +"
-                       << buffer->size() << ") lies outside arena '"
-                       << arena->name()->str() << "' of " << arena->size()
-                       << " bytes";
-    }
-    if (!aligned(buffer->shape())) {
-      return Message() << "buffer " << i << " has a misaligned shape";
-    }
-    if (buffer->shape()->size() > kMaxPlanRank) {
-      return Message() << "buffer " << i << " has rank "
-                       << buffer->shape()->size() << " (at most "
-                       << kMaxPlanRank << ")";
-    }
-    uint64_t bytes = dtypeSize(static_cast<DType>(buffer->dtype()));
-    for (int64_t d : *buffer->shape()) {
-      if (d < 0 || !checkedMul(bytes, static_cast<uint64_t>(d), bytes)) {
-        return Message() << "buffer " << i << " has a bad dim " << d;
-      }
-    }
-    if (bytes > buffer->size()) {
-      return Message() << "buffer " << i << " holds " << bytes
-                       << " bytes of tensor in " << buffer->size()
-                       << " bytes";
-    }
-    size_t element = dtypeSize(static_cast<DType>(buffer->dtype()));
-    if (buffer->offset() % element != 0) {
-      return Message() << "buffer " << i << " offset " << buffer->offset()
-                       << " is not aligned to its " << element
-                       << "-byte elements";
-    }
-  }
-
-  // Parameters and constants.
+/// Parameters, then constants: valid buffers holding the right bytes.
+static std::string verifyParametersAndConstants(const LoadedPlan &plan,
+                                                const LoadOptions &options) {
+  const fb::Plan &p = plan.root();
   if (const auto *params = p.parameters()) {
     for (const fb::Parameter *param : *params) {
-      std::string name = param->name()->str();
-      if (param->buffer() >= buffers.size()) {
-        return Message() << "parameter '" << name << "' names buffer "
-                         << param->buffer() << " of " << buffers.size();
-      }
-      const fb::Source *source = param->source();
-      std::vector<const fb::Source *> reads;
-      if (const fb::Quantization *table = param->quant()) {
-        quant::QuantSpec spec;
-        std::string problem;
-        if (!quantSpecOf(*table, spec, problem)) {
-          return Message() << "parameter '" << name << "': " << problem;
-        }
-        uint64_t storage = quant::storageBytes(spec);
-        if (buffers.Get(param->buffer())->dtype() != fb::DType::U8 ||
-            bufferBytes(param->buffer()) != storage) {
-          return Message() << "quantized parameter '" << name << "' needs a "
-                           << storage << "-byte u8 buffer";
-        }
-        if (param->trainable() || param->init()) {
-          return Message() << "quantized parameter '" << name
-                           << "' cannot be trainable or initialized";
-        }
-        if (const auto *sections = table->sections()) {
-          uint64_t total = 0;
-          for (const fb::Source *section : *sections) {
-            if (section->offset() > UINT64_MAX - section->length() ||
-                section->length() > storage - std::min(total, storage)) {
-              return Message() << "quantized parameter '" << name
-                               << "': its sections exceed " << storage
-                               << " bytes";
-            }
-            total += section->length();
-            reads.push_back(section);
-          }
-          if (total != storage) {
-            return Message() << "quantized parameter '" << name
-                             << "': its sections hold " << total
-                             << " bytes, its storage " << storage;
-          }
-        } else {
-          uint64_t element = source ? floatSourceSize(source->dtype()) : 0;
-          uint64_t expected = 0;
-          if (element == 0 ||
-              !checkedMul(static_cast<uint64_t>(spec.rows),
-                          static_cast<uint64_t>(spec.cols), expected) ||
-              !checkedMul(expected, element, expected) ||
-              source->length() != expected) {
-            return Message() << "quantized parameter '" << name
-                             << "' needs an f32, f16 or bf16 source of "
-                             << spec.rows << " x " << spec.cols
-                             << " elements";
-          }
-          reads.push_back(source);
-        }
-      } else if (!source) {
-        // The runtime creates it (an adapter weight, say): it needs an init,
-        // unless it trains from zero-filled memory.
-        if (!param->trainable() && !param->init()) {
-          return Message() << "parameter '" << name
-                           << "' has no source, no init and is not trainable";
-        }
-        continue;
-      } else {
-        if (source->dtype() != buffers.Get(param->buffer())->dtype()) {
-          return Message() << "parameter '" << name
-                           << "' is stored as another dtype than its buffer;"
-                              " conversion on load is not supported yet";
-        }
-        if (source->length() != bufferBytes(param->buffer())) {
-          return Message() << "parameter '" << name << "' source length "
-                           << source->length() << " does not match its "
-                           << bufferBytes(param->buffer()) << "-byte buffer";
-        }
-        reads.push_back(source);
-      }
-      for (const fb::Source *read : reads) {
-        if (read->offset() > UINT64_MAX - read->length()) {
-          return Message() << "parameter '" << name
-                           << "' source range overflows";
-        }
-        if (!options.checkSourceFiles) {
-          continue;
-        }
-        std::string path = resolveSourcePath(read->file()->str());
-        struct stat info;
-        if (stat(path.c_str(), &info) != 0) {
-          return Message() << "parameter '" << name << "': cannot open '"
-                           << path << "': " << std::strerror(errno);
-        }
-        uint64_t fileSize = static_cast<uint64_t>(info.st_size);
-        if (read->offset() + read->length() > fileSize) {
-          return Message() << "parameter '" << name << "': bytes ["
-                           << read->offset() << ", "
-                           << read->offset() + read->length()
-                           << ") lie outside '" << path << "' (" << fileSize
-                           << " bytes)";
-        }
+      if (std::string problem = verifyParameter(plan, *param, options);
+          !problem.empty()) {
+        return problem;
       }
     }
   }
-  if (const auto *constants = p.constants()) {
-    for (uint32_t i = 0; i < constants->size(); ++i) {
-      const fb::Constant *constant = constants->Get(i);
-      if (constant->buffer() >= buffers.size()) {
-        return Message() << "constant " << i << " names buffer "
-                         << constant->buffer() << " of " << buffers.size();
-      }
-      if (constant->data()->size() != bufferBytes(constant->buffer())) {
-        return Message() << "constant " << i << " carries "
-                         << constant->data()->size() << " bytes for a "
-                         << bufferBytes(constant->buffer()) << "-byte buffer";
-      }
+  const auto *constants = p.constants();
+  uint32_t bufferCount = p.buffers()->size();
+  for (uint32_t i = 0; constants && i < constants->size(); ++i) {
+    const fb::Constant *constant = constants->Get(i);
+    if (constant->buffer() >= bufferCount) {
+      return Message() << "constant " << i << " names buffer "
+                       << constant->buffer() << " of " << bufferCount;
+    }
+    if (constant->data()->size() != plan.bufferBytes(constant->buffer())) {
+      return Message() << "constant " << i << " carries "
+                       << constant->data()->size() << " bytes for a "
+                       << plan.bufferBytes(constant->buffer())
+                       << "-byte buffer";
     }
   }
+  return "";
+}
 
-  // Kernels, streams, events, steps.
+/// Every kernel is one this runtime's backend has, with its arity, which
+/// goes into `arities`.
+static std::string verifyKernels(const fb::Plan &p, bool gpu,
+                                 std::vector<int> &arities) {
   uint32_t kernelCount = p.kernels() ? p.kernels()->size() : 0;
-  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
-  uint32_t eventCount = p.events() ? p.events()->size() : 0;
-  std::vector<int> arities;
   for (uint32_t i = 0; i < kernelCount; ++i) {
     const fb::Kernel *kernel = p.kernels()->Get(i);
     int expected = 0;
@@ -525,53 +598,76 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
     }
     if (kernel->arity() != expected) {
       return Message() << "kernel '" << kernel->name()->str() << "' has arity "
-                       << kernel->arity() << " in the plan but "
-                       << expected << " in this runtime";
+                       << kernel->arity() << " in the plan but " << expected
+                       << " in this runtime";
     }
     arities.push_back(kernel->arity());
   }
+  return "";
+}
+
+/// Step `i`, a launch: a known kernel on a known stream, as many valid
+/// buffers as the kernel takes, attributes the runtime can read.
+static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
+                                const fb::Launch &launch,
+                                const std::vector<int> &arities) {
+  uint32_t kernelCount = static_cast<uint32_t>(arities.size());
+  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
+  uint32_t bufferCount = p.buffers()->size();
+  if (launch.kernel() >= kernelCount) {
+    return Message() << "step " << i << " launches kernel " << launch.kernel()
+                     << " of " << kernelCount;
+  }
+  if (launch.stream() >= streamCount) {
+    return Message() << "step " << i << " runs on stream " << launch.stream()
+                     << " of " << streamCount;
+  }
+  int arity = arities[launch.kernel()];
+  if (arity >= 0 && launch.operands()->size() != static_cast<uint32_t>(arity)) {
+    return Message() << "step " << i << " passes " << launch.operands()->size()
+                     << " buffers to '"
+                     << p.kernels()->Get(launch.kernel())->name()->str()
+                     << "', which takes " << arity;
+  }
+  for (uint32_t operand : *launch.operands()) {
+    if (operand >= bufferCount) {
+      return Message() << "step " << i << " uses buffer " << operand << " of "
+                       << bufferCount;
+    }
+  }
+  if (const auto *attrs = launch.attributes()) {
+    for (const fb::Attribute *attr : *attrs) {
+      if (!aligned(attr->ints()) || !aligned(attr->floats())) {
+        return Message() << "step " << i << " attribute '"
+                         << attr->name()->str() << "' is misaligned";
+      }
+      auto kind = static_cast<int>(attr->kind());
+      if (kind < 0 || kind > static_cast<int>(fb::AttrKind::MAX)) {
+        return Message() << "step " << i << " attribute '"
+                         << attr->name()->str() << "' has unknown kind";
+      }
+    }
+  }
+  return "";
+}
+
+/// Every step: launches, and records and waits on known events and
+/// streams; copies and collectives are not run yet.
+static std::string verifySteps(const fb::Plan &p,
+                               const std::vector<int> &arities) {
+  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
+  uint32_t eventCount = p.events() ? p.events()->size() : 0;
   const auto &ops = *p.ops();
   for (uint32_t i = 0; i < ops.size(); ++i) {
     const fb::Op *op = ops.Get(i);
     switch (op->step_type()) {
-    case fb::Step::Launch: {
-      const fb::Launch *launch = op->step_as_Launch();
-      if (launch->kernel() >= kernelCount) {
-        return Message() << "step " << i << " launches kernel "
-                         << launch->kernel() << " of " << kernelCount;
-      }
-      if (launch->stream() >= streamCount) {
-        return Message() << "step " << i << " runs on stream "
-                         << launch->stream() << " of " << streamCount;
-      }
-      int arity = arities[launch->kernel()];
-      if (arity >= 0 && launch->operands()->size() != static_cast<uint32_t>(arity)) {
-        return Message() << "step " << i << " passes "
-                         << launch->operands()->size() << " buffers to '"
-                         << p.kernels()->Get(launch->kernel())->name()->str()
-                         << "', which takes " << arity;
-      }
-      for (uint32_t operand : *launch->operands()) {
-        if (operand >= buffers.size()) {
-          return Message() << "step " << i << " uses buffer " << operand
-                           << " of " << buffers.size();
-        }
-      }
-      if (const auto *attrs = launch->attributes()) {
-        for (const fb::Attribute *attr : *attrs) {
-          if (!aligned(attr->ints()) || !aligned(attr->floats())) {
-            return Message() << "step " << i << " attribute '"
-                             << attr->name()->str() << "' is misaligned";
-          }
-          auto kind = static_cast<int>(attr->kind());
-          if (kind < 0 || kind > static_cast<int>(fb::AttrKind::MAX)) {
-            return Message() << "step " << i << " attribute '"
-                             << attr->name()->str() << "' has unknown kind";
-          }
-        }
+    case fb::Step::Launch:
+      if (std::string problem =
+              verifyLaunch(p, i, *op->step_as_Launch(), arities);
+          !problem.empty()) {
+        return problem;
       }
       break;
-    }
     case fb::Step::Record:
     case fb::Step::Wait: {
       uint32_t event = op->step_type() == fb::Step::Record
@@ -596,53 +692,71 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                        << static_cast<int>(op->step_type());
     }
   }
+  return "";
+}
 
-  // Entries: named, unique, inside the step list.
-  uint32_t entryCount = 1;
-  if (const auto *entries = p.entries()) {
-    entryCount = std::max<uint32_t>(entries->size(), 1);
-    std::set<std::string> names;
-    for (uint32_t i = 0; i < entries->size(); ++i) {
-      const fb::Entry *entry = entries->Get(i);
-      if (entry->name()->size() == 0 ||
-          !names.insert(entry->name()->str()).second) {
-        return Message() << "entry " << i << " has an empty or repeated name";
-      }
-      if (static_cast<uint64_t>(entry->first_op()) + entry->op_count() >
-          ops.size()) {
-        return Message() << "entry '" << entry->name()->str() << "' covers steps ["
-                         << entry->first_op() << ", "
-                         << static_cast<uint64_t>(entry->first_op()) +
-                                entry->op_count()
-                         << ") of " << ops.size();
-      }
+/// Entries: named, unique, inside the step list. Sets `entryCount` (1 for
+/// a plan without entries, whose steps are one entry).
+static std::string verifyEntries(const fb::Plan &p, uint32_t &entryCount) {
+  entryCount = 1;
+  const auto *entries = p.entries();
+  if (!entries) {
+    return "";
+  }
+  entryCount = std::max<uint32_t>(entries->size(), 1);
+  uint32_t opCount = p.ops()->size();
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < entries->size(); ++i) {
+    const fb::Entry *entry = entries->Get(i);
+    if (entry->name()->size() == 0 ||
+        !names.insert(entry->name()->str()).second) {
+      return Message() << "entry " << i << " has an empty or repeated name";
+    }
+    if (static_cast<uint64_t>(entry->first_op()) + entry->op_count() >
+        opCount) {
+      return Message() << "entry '" << entry->name()->str()
+                       << "' covers steps [" << entry->first_op() << ", "
+                       << static_cast<uint64_t>(entry->first_op()) +
+                              entry->op_count()
+                       << ") of " << opCount;
     }
   }
-  // Training state: buffers in a gradients or optimizer-state arena.
-  if (const auto *states = p.states()) {
-    std::set<std::string> names;
-    for (const fb::State *state : *states) {
-      if (state->buffer() >= buffers.size()) {
-        return Message() << "state '" << state->name()->str()
-                         << "' names buffer " << state->buffer() << " of "
-                         << buffers.size();
-      }
-      fb::Category category =
-          arenas.Get(buffers.Get(state->buffer())->arena())->category();
-      if (category != fb::Category::Gradients &&
-          category != fb::Category::OptimizerState) {
-        return Message() << "state '" << state->name()->str()
-                         << "' lives outside the gradients and optimizer-state "
-                            "arenas";
-      }
-      if (!names.insert(state->name()->str()).second) {
-        return Message() << "two states are called '" << state->name()->str()
-                         << "'";
-      }
+  return "";
+}
+
+/// Training state: uniquely named buffers in a gradients or optimizer-state
+/// arena.
+static std::string verifyStates(const fb::Plan &p) {
+  const auto *states = p.states();
+  if (!states) {
+    return "";
+  }
+  const auto &buffers = *p.buffers();
+  std::set<std::string> names;
+  for (const fb::State *state : *states) {
+    if (state->buffer() >= buffers.size()) {
+      return Message() << "state '" << state->name()->str() << "' names buffer "
+                       << state->buffer() << " of " << buffers.size();
+    }
+    fb::Category category =
+        p.arenas()->Get(buffers.Get(state->buffer())->arena())->category();
+    if (category != fb::Category::Gradients &&
+        category != fb::Category::OptimizerState) {
+      return Message() << "state '" << state->name()->str()
+                       << "' lives outside the gradients and optimizer-state "
+                          "arenas";
+    }
+    if (!names.insert(state->name()->str()).second) {
+      return Message() << "two states are called '" << state->name()->str()
+                       << "'";
     }
   }
+  return "";
+}
 
-  // Inputs and outputs: valid buffers, unique names, known entries.
+/// Inputs and outputs: valid buffers, unique names, known entries.
+static std::string verifyBindings(const fb::Plan &p, uint32_t entryCount) {
+  const auto &buffers = *p.buffers();
   for (const auto *bindings : {p.inputs(), p.outputs()}) {
     if (!bindings) {
       continue;
@@ -658,8 +772,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
                          << "' has too high a rank";
       }
       if (binding->entry() >= entryCount) {
-        return Message() << "'" << binding->name()->str() << "' belongs to entry "
-                         << binding->entry() << " of " << entryCount;
+        return Message() << "'" << binding->name()->str()
+                         << "' belongs to entry " << binding->entry() << " of "
+                         << entryCount;
       }
       if (!names.insert(binding->name()->str()).second) {
         return Message() << "two inputs or outputs are called '"
@@ -668,6 +783,46 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
     }
   }
   return "";
+}
+
+std::string LoadedPlan::verify(const LoadOptions &options) const {
+  const fb::Plan &p = *planRoot;
+  if (std::string problem = verifyFormat(p); !problem.empty()) {
+    return problem;
+  }
+  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  if (gpu) {
+    if (std::string problem = verifyDeviceCode(); !problem.empty()) {
+      return problem;
+    }
+  } else if (p.device_code() && p.device_code()->size() > 0) {
+    return Message() << "a CPU plan carries device code";
+  }
+  std::vector<int> arities;
+  uint32_t entryCount = 1;
+  std::string problem = verifyArenas(p);
+  if (problem.empty()) {
+    problem = verifyBuffers(p);
+  }
+  if (problem.empty()) {
+    problem = verifyParametersAndConstants(*this, options);
+  }
+  if (problem.empty()) {
+    problem = verifyKernels(p, gpu, arities);
+  }
+  if (problem.empty()) {
+    problem = verifySteps(p, arities);
+  }
+  if (problem.empty()) {
+    problem = verifyEntries(p, entryCount);
+  }
+  if (problem.empty()) {
+    problem = verifyStates(p);
+  }
+  if (problem.empty()) {
+    problem = verifyBindings(p, entryCount);
+  }
+  return problem;
 }
 
 Attributes decodeLaunchAttributes(const fb::Launch &launch) {

@@ -22,8 +22,9 @@
 
 namespace tailor::runtime {
 
-/// The plan format version this runtime reads (major * 100 + minor): it
-/// accepts any minor version of its major version.
+/// The plan format version (major * 100 + minor): the one the plan writer
+/// (compiler/PlanWriter.cpp) produces, and this runtime reads any minor
+/// version of its major version.
 constexpr uint32_t kPlanVersion = 103;
 
 /// The largest rank of a buffer in a plan.

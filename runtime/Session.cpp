@@ -154,7 +154,7 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     }
     session->arenas.push_back(memory);
     if (!gpu) {
-      session->allocated[static_cast<int>(arena->category())] += size;
+      session->allocated[static_cast<size_t>(arena->category())] += size;
     }
   }
 
@@ -190,8 +190,7 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
         return nullptr;
       }
     }
-    std::memcpy(session->allocated, session->cuda->allocatedBytes(),
-                sizeof(session->allocated));
+    session->allocated = session->cuda->allocatedBytes();
   }
 #endif
   if (const char *flag = std::getenv("TAILOR_PROFILE"); flag && *flag &&

@@ -3,6 +3,7 @@
 #ifndef TAILOR_RUNTIME_SESSION_H
 #define TAILOR_RUNTIME_SESSION_H
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/cuda/CudaBackend.h"
 
@@ -52,9 +53,8 @@ public:
   /// Whether the plan runs on a GPU.
   bool onGpu() const;
 
-  /// Bytes allocated per category (parameters, constants, activations,
-  /// workspace, optimizer state, gradients).
-  const uint64_t *allocatedBytes() const { return allocated; }
+  /// Bytes allocated per category.
+  const CategoryBytes &allocatedBytes() const { return allocated; }
 
   const LoadedPlan &plan() const { return loaded; }
 
@@ -86,7 +86,7 @@ private:
   std::unique_ptr<cuda::CudaBackend> cuda;
   /// Host copies of GPU buffers handed out by bufferData(), 8-byte aligned.
   mutable std::map<uint32_t, std::vector<uint64_t>> mirrors;
-  uint64_t allocated[6] = {0, 0, 0, 0, 0, 0};
+  CategoryBytes allocated{};
   std::unique_ptr<ThreadPool> pool;
   std::vector<PreparedLaunch> launches;
   std::vector<EntryRange> entries;

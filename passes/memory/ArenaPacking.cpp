@@ -8,10 +8,6 @@
 
 namespace tailor::memory {
 
-static uint64_t alignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) & ~(alignment - 1);
-}
-
 PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
                           uint64_t alignment) {
   PackingResult result;
@@ -23,7 +19,7 @@ PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
   {
     std::map<int64_t, int64_t> delta;
     for (const LiveBuffer &b : buffers) {
-      uint64_t size = alignUp(b.size, alignment);
+      uint64_t size = alignTo(b.size, alignment);
       delta[b.first] += static_cast<int64_t>(size);
       delta[b.last + 1] -= static_cast<int64_t>(size);
     }
@@ -65,7 +61,7 @@ PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
   std::vector<std::pair<uint64_t, uint64_t>> busy; // [offset, end) in use
   for (size_t index : order) {
     LiveBuffer &buffer = buffers[index];
-    uint64_t size = alignUp(buffer.size, alignment);
+    uint64_t size = alignTo(buffer.size, alignment);
     ++stamp;
     busy.clear();
     for (size_t bucket = bucketOf(buffer.first);
@@ -77,7 +73,7 @@ PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
         seenStamp[other] = stamp;
         const LiveBuffer &o = buffers[other];
         if (o.first <= buffer.last && buffer.first <= o.last) {
-          busy.emplace_back(o.offset, o.offset + alignUp(o.size, alignment));
+          busy.emplace_back(o.offset, o.offset + alignTo(o.size, alignment));
         }
       }
     }

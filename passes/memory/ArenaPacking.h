@@ -19,6 +19,11 @@
 
 namespace tailor::memory {
 
+/// `value` rounded up to a multiple of `alignment` (non-zero).
+inline uint64_t alignTo(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
 /// One buffer to place: live from step `first` to step `last`, inclusive.
 struct LiveBuffer {
   int64_t first = 0;

@@ -10,26 +10,72 @@ using namespace mlir;
 
 namespace tailor::memory {
 
-static Value createBuffer(OpBuilder &builder, Location loc, MemRefType type,
-                          FlatSymbolRefAttr arena, int64_t offset,
-                          int64_t size) {
-  return sched::BufferOp::create(builder, loc, type, arena,
-                                 builder.getI64IntegerAttr(offset),
-                                 builder.getI64IntegerAttr(size));
-}
+namespace {
 
-LogicalResult emitProgram(ModuleOp module, Location loc,
-                          std::vector<Root> &roots,
-                          std::vector<PlannedEntry> &entries, int64_t threads,
-                          int64_t alignment, const ProgramTarget &target) {
-  // --- Offsets -----------------------------------------------------------
-  uint64_t align = static_cast<uint64_t>(alignment);
-  if (alignment <= 0 || (align & (align - 1)) != 0) {
-    return module.emitError() << "alignment must be a power of two, got "
-                              << alignment;
-  }
-  uint64_t paramBytes = 0, constantBytes = 0, gradientBytes = 0,
-           optimizerBytes = 0;
+/// Arena sizes and the activations' packing, once every root has its
+/// offset.
+struct ArenaLayout {
+  uint64_t paramBytes = 0;
+  uint64_t constantBytes = 0;
+  uint64_t gradientBytes = 0;
+  uint64_t optimizerBytes = 0;
+  int64_t workspaceBytes = 0;
+  PackingResult packing;
+
+  bool training() const { return gradientBytes > 0 || optimizerBytes > 0; }
+};
+
+/// The arenas of the program being written, by what they hold.
+struct ProgramArenas {
+  FlatSymbolRefAttr params, constants, activations, workspace, gradients,
+      optimizer;
+};
+
+/// Writes one sched.program from planned roots and entries: the arenas, the
+/// kernel declarations, one storage view per root (made where first needed)
+/// and, per entry, its inputs, launches and outputs.
+class ProgramEmitter {
+public:
+  ProgramEmitter(ModuleOp module, Location loc, std::vector<Root> &roots)
+      : builder(module.getContext()), module(module), loc(loc), roots(roots) {}
+
+  void emitHeader(const ArenaLayout &layout, int64_t threads, int64_t alignment,
+                  const ProgramTarget &target);
+  void declareKernels(const std::vector<PlannedEntry> &entries);
+  LogicalResult checkParameterBytes();
+  /// Parameters first, in declaration order of first use, then states.
+  void defineParametersAndStates();
+  void emitEntries(std::vector<PlannedEntry> &entries);
+
+private:
+  Value createBuffer(MemRefType type, FlatSymbolRefAttr arena, int64_t offset,
+                     int64_t size);
+  FlatSymbolRefAttr stateArena(const Root &root) const;
+  FlatSymbolRefAttr arenaOf(const Root &root) const;
+  Value createParamView(Root &root);
+  /// The view that defines `root`'s storage, made on first use.
+  Value defineRoot(Root &root);
+  /// The buffer an access reads or writes: its root, or a view of it.
+  Value bufferFor(Access access);
+  void emitLaunch(const PlannedLaunch &launch);
+
+  OpBuilder builder;
+  ModuleOp module;
+  Location loc;
+  std::vector<Root> &roots;
+  ProgramArenas arenas;
+  FlatSymbolRefAttr stream;
+  DenseMap<std::pair<unsigned, Type>, Value> views;
+};
+
+} // namespace
+
+/// Gives every root its arena offset: parameters, constants and states back
+/// to back, inputs and activations packed by lifetime; sizes the arenas.
+static ArenaLayout assignOffsets(std::vector<Root> &roots,
+                                 const std::vector<PlannedEntry> &entries,
+                                 uint64_t align) {
+  ArenaLayout layout;
   std::vector<memory::LiveBuffer> live;
   std::vector<unsigned> liveRoots;
   auto place = [&](Root &root, uint64_t &arenaBytes) {
@@ -39,37 +85,42 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
   for (auto [index, root] : llvm::enumerate(roots)) {
     switch (root.home) {
     case Home::Param:
-      place(root, paramBytes);
+      place(root, layout.paramBytes);
       break;
     case Home::Constant:
-      place(root, constantBytes);
+      place(root, layout.constantBytes);
       break;
     case Home::State:
-      place(root, root.state.getKind() == tg::StateKind::Grad ? gradientBytes
-                                                               : optimizerBytes);
+      place(root, root.state.getKind() == tg::StateKind::Grad
+                      ? layout.gradientBytes
+                      : layout.optimizerBytes);
       break;
     case Home::Input:
     case Home::Activation:
-      live.push_back({root.first, root.last, static_cast<uint64_t>(root.bytes), 0});
+      live.push_back(
+          {root.first, root.last, static_cast<uint64_t>(root.bytes), 0});
       liveRoots.push_back(index);
       break;
     }
   }
-  memory::PackingResult packing = memory::packBuffers(live, align);
+  layout.packing = memory::packBuffers(live, align);
   for (auto [buffer, index] : llvm::zip(live, liveRoots)) {
     roots[index].offset = buffer.offset;
   }
-  int64_t workspaceBytes = 0;
   for (const PlannedEntry &entry : entries) {
     for (const PlannedLaunch &launch : entry.launches) {
-      workspaceBytes = std::max(workspaceBytes, launch.choice.workspaceBytes);
+      layout.workspaceBytes =
+          std::max(layout.workspaceBytes, launch.choice.workspaceBytes);
     }
   }
-  workspaceBytes = alignTo(workspaceBytes, align);
-  bool training = gradientBytes > 0 || optimizerBytes > 0;
+  layout.workspaceBytes = alignTo(layout.workspaceBytes, align);
+  return layout;
+}
 
-  // --- Emit the program ----------------------------------------------------
-  OpBuilder builder(module.getContext());
+void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
+                                int64_t alignment,
+                                const ProgramTarget &target) {
+  uint64_t align = static_cast<uint64_t>(alignment);
   builder.setInsertionPointToEnd(module.getBody());
   auto program = sched::ProgramOp::create(builder, loc, "rank0", 0, 1);
   program.getBody().emplaceBlock();
@@ -84,20 +135,20 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
                            static_cast<int64_t>(size), alignment);
     return FlatSymbolRefAttr::get(builder.getContext(), name);
   };
-  FlatSymbolRefAttr paramsArena =
-      arena("parameters", sched::ArenaCategory::Parameters, paramBytes);
-  FlatSymbolRefAttr constantsArena =
-      arena("constants", sched::ArenaCategory::Constants, constantBytes);
-  FlatSymbolRefAttr activationsArena = arena(
-      "activations", sched::ArenaCategory::Activations, packing.arenaBytes);
-  FlatSymbolRefAttr workspaceArena = arena(
-      "workspace", sched::ArenaCategory::Workspace, workspaceBytes);
-  FlatSymbolRefAttr gradientsArena, optimizerArena;
-  if (training) {
-    gradientsArena =
-        arena("gradients", sched::ArenaCategory::Gradients, gradientBytes);
-    optimizerArena = arena("optimizer_state",
-                           sched::ArenaCategory::OptimizerState, optimizerBytes);
+  arenas.params =
+      arena("parameters", sched::ArenaCategory::Parameters, layout.paramBytes);
+  arenas.constants =
+      arena("constants", sched::ArenaCategory::Constants, layout.constantBytes);
+  arenas.activations = arena("activations", sched::ArenaCategory::Activations,
+                             layout.packing.arenaBytes);
+  arenas.workspace = arena("workspace", sched::ArenaCategory::Workspace,
+                           layout.workspaceBytes);
+  if (layout.training()) {
+    arenas.gradients = arena("gradients", sched::ArenaCategory::Gradients,
+                             layout.gradientBytes);
+    arenas.optimizer =
+        arena("optimizer_state", sched::ArenaCategory::OptimizerState,
+              layout.optimizerBytes);
   }
   if (target.isCuda() && target.gemmWorkspaceBytes > 0) {
     // cuBLASLt's workspace: the runtime hands exactly this to every GEMM.
@@ -109,26 +160,33 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
   if (target.isCuda()) {
     program->setAttr("sched.hardware", builder.getStringAttr(target.hardware));
     program->setAttr("sched.sm", builder.getI64IntegerAttr(target.sm));
-    program->setAttr("sched.precision", builder.getStringAttr(target.precision));
+    program->setAttr("sched.precision",
+                     builder.getStringAttr(target.precision));
     program->setAttr("sched.device_memory",
                      builder.getI64IntegerAttr(target.deviceMemory));
   }
-  program->setAttr("sched.activations_live_bytes",
-                   builder.getI64IntegerAttr(packing.liveBytesLowerBound));
+  program->setAttr(
+      "sched.activations_live_bytes",
+      builder.getI64IntegerAttr(layout.packing.liveBytesLowerBound));
   sched::StreamOp::create(builder, loc, "compute");
-  auto stream = FlatSymbolRefAttr::get(builder.getContext(), "compute");
+  stream = FlatSymbolRefAttr::get(builder.getContext(), "compute");
+}
+
+void ProgramEmitter::declareKernels(const std::vector<PlannedEntry> &entries) {
   llvm::StringMap<int64_t> kernels;
   for (const PlannedEntry &entry : entries) {
     for (const PlannedLaunch &launch : entry.launches) {
-      auto [it, inserted] = kernels.try_emplace(launch.choice.kernel,
-                                                launch.choice.arity);
+      auto [it, inserted] =
+          kernels.try_emplace(launch.choice.kernel, launch.choice.arity);
       if (inserted) {
         sched::KernelOp::create(builder, loc, launch.choice.kernel,
                                 launch.choice.arity);
       }
     }
   }
+}
 
+LogicalResult ProgramEmitter::checkParameterBytes() {
   for (Root &root : roots) {
     if (root.home != Home::Param) {
       continue;
@@ -150,112 +208,156 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
       return failure();
     }
   }
+  return success();
+}
 
-  // Storage-defining views, made where first needed.
-  auto defineRoot = [&](Root &root) -> Value {
-    if (root.view) {
-      return root.view;
+Value ProgramEmitter::createBuffer(MemRefType type, FlatSymbolRefAttr arena,
+                                   int64_t offset, int64_t size) {
+  return sched::BufferOp::create(builder, loc, type, arena,
+                                 builder.getI64IntegerAttr(offset),
+                                 builder.getI64IntegerAttr(size));
+}
+
+FlatSymbolRefAttr ProgramEmitter::stateArena(const Root &root) const {
+  tg::StateOp state = root.state;
+  return state.getKind() == tg::StateKind::Grad ? arenas.gradients
+                                                : arenas.optimizer;
+}
+
+FlatSymbolRefAttr ProgramEmitter::arenaOf(const Root &root) const {
+  switch (root.home) {
+  case Home::Param:
+    return arenas.params;
+  case Home::Constant:
+    return arenas.constants;
+  case Home::State:
+    return stateArena(root);
+  case Home::Input:
+  case Home::Activation:
+    break;
+  }
+  return arenas.activations;
+}
+
+Value ProgramEmitter::createParamView(Root &root) {
+  StringAttr file, initKind;
+  IntegerAttr fileOffset, fileLength;
+  FloatAttr initValue;
+  if (auto external = llvm::dyn_cast_or_null<tg::ExternalDataAttr>(
+          root.param.getLocationAttr())) {
+    file = external.getFile();
+    fileOffset = builder.getI64IntegerAttr(external.getOffset());
+    fileLength = builder.getI64IntegerAttr(external.getLength());
+  } else if (tg::InitAttr init = root.param.getInitAttr()) {
+    initKind = init.getKind();
+    initValue = builder.getF64FloatAttr(init.getValue().getValueAsDouble());
+  }
+  DictionaryAttr quant = root.param.getQuantAttr();
+  Value view = sched::ParamOp::create(
+      builder, root.param.getLoc(), root.type,
+      builder.getStringAttr(root.param.getSymName()), arenas.params,
+      builder.getI64IntegerAttr(static_cast<int64_t>(root.offset)),
+      builder.getI64IntegerAttr(root.bytes), file, fileOffset, fileLength,
+      root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr(), initKind,
+      initValue, quant,
+      quant ? TypeAttr::get(root.param.getTensorType().getElementType())
+            : TypeAttr());
+  for (StringRef name : {tg::TGDialect::kExportNameAttrName,
+                         tg::TGDialect::kExportTransposedAttrName}) {
+    if (Attribute attr = root.param->getAttr(name)) {
+      view.getDefiningOp()->setAttr(name, attr);
     }
-    int64_t offset = static_cast<int64_t>(root.offset);
-    switch (root.home) {
-    case Home::Input:
-      root.view = sched::InputOp::create(
-          builder, loc, root.type, builder.getStringAttr(root.inputName),
-          activationsArena, builder.getI64IntegerAttr(offset),
-          builder.getI64IntegerAttr(root.bytes));
-      break;
-    case Home::Param: {
-      StringAttr file, initKind;
-      IntegerAttr fileOffset, fileLength;
-      FloatAttr initValue;
-      if (auto external = llvm::dyn_cast_or_null<tg::ExternalDataAttr>(
-              root.param.getLocationAttr())) {
-        file = external.getFile();
-        fileOffset = builder.getI64IntegerAttr(external.getOffset());
-        fileLength = builder.getI64IntegerAttr(external.getLength());
-      } else if (tg::InitAttr init = root.param.getInitAttr()) {
-        initKind = init.getKind();
-        initValue = builder.getF64FloatAttr(init.getValue().getValueAsDouble());
-      }
-      root.view = sched::ParamOp::create(
-          builder, root.param.getLoc(), root.type,
-          builder.getStringAttr(root.param.getSymName()), paramsArena,
-          builder.getI64IntegerAttr(offset),
-          builder.getI64IntegerAttr(root.bytes), file, fileOffset, fileLength,
-          root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr(),
-          initKind, initValue, root.param.getQuantAttr(),
-          root.param.getQuantAttr()
-                                    ? TypeAttr::get(root.param.getTensorType().getElementType())
-                                    : TypeAttr());
-      for (StringRef name : {tg::TGDialect::kExportNameAttrName,
-                             tg::TGDialect::kExportTransposedAttrName}) {
-        if (Attribute attr = root.param->getAttr(name)) {
-          root.view.getDefiningOp()->setAttr(name, attr);
-        }
-      }
-      break;
-    }
-    case Home::State:
-      root.view = sched::StateOp::create(
-          builder, root.state.getLoc(), root.type,
-          builder.getStringAttr(root.state.getSymName()),
-          root.state.getKind() == tg::StateKind::Grad ? gradientsArena
-                                                      : optimizerArena,
-          builder.getI64IntegerAttr(offset),
-          builder.getI64IntegerAttr(root.bytes),
-          builder.getStringAttr(root.state.getParameter()),
-          builder.getStringAttr(tg::stringifyStateKind(root.state.getKind())));
-      break;
-    case Home::Constant:
-      root.view = sched::ConstantOp::create(
-          builder, loc, root.type, constantsArena,
-          builder.getI64IntegerAttr(offset),
-          builder.getI64IntegerAttr(root.bytes),
-          llvm::cast<ElementsAttr>(root.constant));
-      break;
-    case Home::Activation:
-      root.view = createBuffer(builder, loc, root.type, activationsArena,
-                               offset, root.bytes);
-      break;
-    }
+  }
+  return view;
+}
+
+Value ProgramEmitter::defineRoot(Root &root) {
+  if (root.view) {
     return root.view;
-  };
-  // Parameters first, in declaration order of first use, then states.
-  for (Root &root : roots) {
-    if (root.home == Home::Param) {
-      defineRoot(root);
-    }
   }
-  for (Root &root : roots) {
-    if (root.home == Home::State) {
-      defineRoot(root);
-    }
+  int64_t offset = static_cast<int64_t>(root.offset);
+  switch (root.home) {
+  case Home::Input:
+    root.view = sched::InputOp::create(
+        builder, loc, root.type, builder.getStringAttr(root.inputName),
+        arenas.activations, builder.getI64IntegerAttr(offset),
+        builder.getI64IntegerAttr(root.bytes));
+    break;
+  case Home::Param:
+    root.view = createParamView(root);
+    break;
+  case Home::State:
+    root.view = sched::StateOp::create(
+        builder, root.state.getLoc(), root.type,
+        builder.getStringAttr(root.state.getSymName()), stateArena(root),
+        builder.getI64IntegerAttr(offset),
+        builder.getI64IntegerAttr(root.bytes),
+        builder.getStringAttr(root.state.getParameter()),
+        builder.getStringAttr(tg::stringifyStateKind(root.state.getKind())));
+    break;
+  case Home::Constant:
+    root.view =
+        sched::ConstantOp::create(builder, loc, root.type, arenas.constants,
+                                  builder.getI64IntegerAttr(offset),
+                                  builder.getI64IntegerAttr(root.bytes),
+                                  llvm::cast<ElementsAttr>(root.constant));
+    break;
+  case Home::Activation:
+    root.view = createBuffer(root.type, arenas.activations, offset, root.bytes);
+    break;
   }
+  return root.view;
+}
 
-  // The buffer an access reads or writes: its root, or a view of it.
-  DenseMap<std::pair<unsigned, Type>, Value> views;
-  auto bufferFor = [&](Access access) -> Value {
-    Value &view = views[{access.root, access.type}];
-    if (view) {
-      return view;
+void ProgramEmitter::defineParametersAndStates() {
+  for (Home home : {Home::Param, Home::State}) {
+    for (Root &root : roots) {
+      if (root.home == home) {
+        defineRoot(root);
+      }
     }
-    Root &root = roots[access.root];
-    MemRefType type = access.type;
-    view = defineRoot(root);
-    if (type != root.type) {
-      FlatSymbolRefAttr arenaName =
-          root.home == Home::Param      ? paramsArena
-          : root.home == Home::Constant ? constantsArena
-          : root.home == Home::State
-              ? (root.state.getKind() == tg::StateKind::Grad ? gradientsArena
-                                                             : optimizerArena)
-              : activationsArena;
-      view = createBuffer(builder, loc, type, arenaName,
-                          static_cast<int64_t>(root.offset), root.bytes);
-    }
+  }
+}
+
+Value ProgramEmitter::bufferFor(Access access) {
+  Value &view = views[{access.root, access.type}];
+  if (view) {
     return view;
-  };
+  }
+  Root &root = roots[access.root];
+  view = defineRoot(root);
+  if (access.type != root.type) {
+    view = createBuffer(access.type, arenaOf(root),
+                        static_cast<int64_t>(root.offset), root.bytes);
+  }
+  return view;
+}
 
+void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
+  SmallVector<Value> args;
+  for (Access operand : launch.operands) {
+    args.push_back(bufferFor(operand));
+  }
+  if (launch.choice.workspaceBytes > 0) {
+    auto type = MemRefType::get(
+        {launch.choice.workspaceBytes / static_cast<int64_t>(sizeof(float))},
+        builder.getF32Type());
+    args.push_back(
+        createBuffer(type, arenas.workspace, 0, launch.choice.workspaceBytes));
+  }
+  Location launchLoc = launch.op ? launch.op->getLoc() : loc;
+  DictionaryAttr attrs =
+      launch.choice.attributes.empty()
+          ? DictionaryAttr()
+          : launch.choice.attributes.getDictionary(builder.getContext());
+  sched::LaunchOp::create(
+      builder, launchLoc,
+      FlatSymbolRefAttr::get(builder.getContext(), launch.choice.kernel), args,
+      stream, attrs, builder.getStringAttr(launch.origin), DenseI64ArrayAttr(),
+      DenseI64ArrayAttr());
+}
+
+void ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
   // A lone `forward` function is the whole program; otherwise every
   // function is an entry.
   bool markEntries = entries.size() > 1 || entries.front().name != "forward";
@@ -266,34 +368,33 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
     for (unsigned input : entry.inputs) {
       defineRoot(roots[input]);
     }
-    for (PlannedLaunch &launch : entry.launches) {
-      SmallVector<Value> args;
-      for (Access operand : launch.operands) {
-        args.push_back(bufferFor(operand));
-      }
-      if (launch.choice.workspaceBytes > 0) {
-        auto type = MemRefType::get({launch.choice.workspaceBytes /
-                                     static_cast<int64_t>(sizeof(float))},
-                                    builder.getF32Type());
-        args.push_back(createBuffer(builder, loc, type, workspaceArena, 0,
-                                    launch.choice.workspaceBytes));
-      }
-      Location launchLoc = launch.op ? launch.op->getLoc() : loc;
-      DictionaryAttr attrs =
-          launch.choice.attributes.empty()
-              ? DictionaryAttr()
-              : launch.choice.attributes.getDictionary(builder.getContext());
-      sched::LaunchOp::create(
-          builder, launchLoc,
-          FlatSymbolRefAttr::get(builder.getContext(), launch.choice.kernel),
-          args, stream, attrs, builder.getStringAttr(launch.origin),
-          DenseI64ArrayAttr(), DenseI64ArrayAttr());
+    for (const PlannedLaunch &launch : entry.launches) {
+      emitLaunch(launch);
     }
     for (auto &[name, access] : entry.outputs) {
       sched::OutputOp::create(builder, loc, name, bufferFor(access));
     }
   }
+}
 
+LogicalResult emitProgram(ModuleOp module, Location loc,
+                          std::vector<Root> &roots,
+                          std::vector<PlannedEntry> &entries, int64_t threads,
+                          int64_t alignment, const ProgramTarget &target) {
+  uint64_t align = static_cast<uint64_t>(alignment);
+  if (alignment <= 0 || (align & (align - 1)) != 0) {
+    return module.emitError()
+           << "alignment must be a power of two, got " << alignment;
+  }
+  ArenaLayout layout = assignOffsets(roots, entries, align);
+  ProgramEmitter emitter(module, loc, roots);
+  emitter.emitHeader(layout, threads, alignment, target);
+  emitter.declareKernels(entries);
+  if (failed(emitter.checkParameterBytes())) {
+    return failure();
+  }
+  emitter.defineParametersAndStates();
+  emitter.emitEntries(entries);
   return success();
 }
 

@@ -18,6 +18,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <optional>
+
 namespace tailor::memory {
 #define GEN_PASS_DEF_LOWERTOSCHEDPASS
 #include "passes/memory/Passes.h.inc"
@@ -58,12 +60,21 @@ private:
     roots.push_back(std::move(root));
     return roots.size() - 1;
   }
+  /// The root holding `value`. Planning gives every value a root when it
+  /// plans the producer, so a miss is an internal error: it is reported at
+  /// the value (once) and planning fails, rather than aliasing root 0.
+  std::optional<unsigned> findRoot(Value value);
+  /// The storage root of a tg.dequantize's weight; an error if it has none.
+  FailureOr<unsigned> storageOf(tg::DequantizeOp dequantize);
   void touch(Value value, int64_t step) {
-    Root &root = roots[rootOf.lookup(value)];
-    root.last = std::max(root.last, step);
+    if (std::optional<unsigned> root = findRoot(value)) {
+      roots[*root].last = std::max(roots[*root].last, step);
+    }
   }
+  /// Only meaningful while findRoot finds `value`; a miss has already failed
+  /// planning.
   Access accessOf(Value value) {
-    return {rootOf.lookup(value), memrefFor(value.getType())};
+    return {findRoot(value).value_or(0), memrefFor(value.getType())};
   }
 
   /// The root of a declared parameter or state, made on first use.
@@ -89,9 +100,42 @@ private:
   DenseMap<Attribute, unsigned> constantRoots;
   /// CPU workers per-worker workspaces are sized for (1 on a GPU).
   int64_t workspaceThreads = 1;
+  /// Set once findRoot reported a value without a root.
+  bool missingRoot = false;
 };
 
 } // namespace
+
+std::optional<unsigned> LowerToSchedPass::findRoot(Value value) {
+  auto it = rootOf.find(value);
+  if (it != rootOf.end()) {
+    return it->second;
+  }
+  if (!missingRoot) {
+    missingRoot = true;
+    InFlightDiagnostic diag = mlir::emitError(value.getLoc())
+                              << "internal error: ";
+    if (auto result = llvm::dyn_cast<OpResult>(value)) {
+      diag << "result " << result.getResultNumber() << " of '"
+           << result.getOwner()->getName() << "'";
+    } else {
+      diag << "block argument "
+           << llvm::cast<BlockArgument>(value).getArgNumber();
+    }
+    diag << " has no planned storage";
+  }
+  return std::nullopt;
+}
+
+FailureOr<unsigned> LowerToSchedPass::storageOf(tg::DequantizeOp dequantize) {
+  auto it = quantizedStorage.find(dequantize.getResult());
+  if (it == quantizedStorage.end()) {
+    return dequantize.emitError()
+           << "internal error: the quantized weight "
+           << dequantize.getNameAttr() << " has no planned storage";
+  }
+  return it->second;
+}
 
 FailureOr<unsigned> LowerToSchedPass::paramRoot(ModuleOp module,
                                                 Operation *user,
@@ -146,8 +190,11 @@ LogicalResult
 LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
                                         bool transposeWeight,
                                         codegen::CpuKernelChoice &choice) {
-  unsigned storage = quantizedStorage.lookup(dequantize.getResult());
-  DictionaryAttr quant = roots[storage].param.getQuantAttr();
+  FailureOr<unsigned> storage = storageOf(dequantize);
+  if (failed(storage)) {
+    return failure();
+  }
+  DictionaryAttr quant = roots[*storage].param.getQuantAttr();
   FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
       quant, [&] { return dequantize.emitError(); });
   if (failed(spec)) {
@@ -340,7 +387,11 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
     }
     if (auto reshape = llvm::dyn_cast<tg::ReshapeOp>(op)) {
       // A view: same storage, new shape; it extends its root's life.
-      rootOf[reshape.getResult()] = rootOf.lookup(reshape.getInput());
+      std::optional<unsigned> input = findRoot(reshape.getInput());
+      if (!input) {
+        return failure();
+      }
+      rootOf[reshape.getResult()] = *input;
       touch(reshape.getInput(), step);
       continue;
     }
@@ -437,11 +488,14 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
                                          launch.choice))) {
           return failure();
         }
-        unsigned storage = quantizedStorage.lookup(dequantize.getResult());
-        roots[storage].last = std::max(roots[storage].last, step);
+        FailureOr<unsigned> storage = storageOf(dequantize);
+        if (failed(storage)) {
+          return failure();
+        }
+        roots[*storage].last = std::max(roots[*storage].last, step);
         launch.operands.push_back(accessOf(linear.getInput()));
         touch(linear.getInput(), step);
-        launch.operands.push_back(whole(storage));
+        launch.operands.push_back(whole(*storage));
         operands.erase(operands.begin(), operands.begin() + 2);
       }
     }
@@ -488,7 +542,11 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
     auto name = func.getResultAttrOfType<StringAttr>(index, "tg.name");
     std::string outputName = name ? name.str() : "output" + std::to_string(index);
-    unsigned rootIndex = rootOf.lookup(value);
+    std::optional<unsigned> found = findRoot(value);
+    if (!found) {
+      return failure();
+    }
+    unsigned rootIndex = *found;
     bool needsCopy = roots[rootIndex].home != Home::Activation ||
                      !outputRoots.insert(rootIndex).second;
     Access stored = accessOf(value);
@@ -510,7 +568,7 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
     entry.outputs.emplace_back(outputName, stored);
   }
   step = endStep;
-  return success();
+  return failure(missingRoot);
 }
 
 void LowerToSchedPass::runOnOperation() {
@@ -565,6 +623,7 @@ void LowerToSchedPass::runOnOperation() {
   quantizedStorage.clear();
   symbolRoots.clear();
   constantRoots.clear();
+  missingRoot = false;
 
   // --- Roots and lifetimes, one timeline through every entry ----------------
   std::vector<PlannedEntry> entries(funcs.size());

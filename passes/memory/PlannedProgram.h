@@ -11,6 +11,7 @@
 #define TAILOR_PASSES_MEMORY_PLANNEDPROGRAM_H
 
 #include "codegen/CpuKernels.h"
+#include "passes/memory/ArenaPacking.h"
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGShapes.h"
@@ -45,10 +46,14 @@ struct Root {
   mlir::Value view;
 };
 
-/// Bytes a plan stores for `type`: booleans take a byte each.
+/// Bytes a plan stores for `type`. Booleans take a byte each (the runtime's
+/// Bool); every other element type packs, ceil(elements * bits / 8), so a
+/// 4-bit tensor of N elements takes ceil(N / 2) bytes, not N.
 inline int64_t storageBytes(mlir::ShapedType type) {
-  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return tg::numElements(type.getShape()) * std::max<int64_t>(1, bits / 8);
+  if (type.getElementType().isInteger(1)) {
+    return tg::numElements(type.getShape());
+  }
+  return tg::byteSize(type);
 }
 
 inline Root makeRoot(Home home, mlir::MemRefType type) {
@@ -62,10 +67,6 @@ inline Root makeRoot(Home home, mlir::MemRefType type) {
 inline mlir::MemRefType memrefFor(mlir::Type tensorType) {
   auto shaped = llvm::cast<mlir::RankedTensorType>(tensorType);
   return mlir::MemRefType::get(shaped.getShape(), shaped.getElementType());
-}
-
-inline uint64_t alignTo(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
 }
 
 /// A launch operand: a root's storage seen with one tensor type (a

@@ -79,11 +79,11 @@ public:
   std::string download(void *host, const void *device, size_t bytes) override;
   std::string uploadArena(uint32_t arena, const void *host) override;
   std::string runSteps(uint32_t first, uint32_t count) override;
-  const uint64_t *allocatedBytes() const override { return allocated; }
+  const CategoryBytes &allocatedBytes() const override { return allocated; }
   const std::string &deviceDescription() const override { return description; }
 
   std::unique_ptr<Impl> impl;
-  uint64_t allocated[6] = {0, 0, 0, 0, 0, 0};
+  CategoryBytes allocated{};
   std::string description;
 };
 } // namespace
@@ -208,7 +208,8 @@ std::unique_ptr<CudaBackend> CudaBackend::create(const LoadedPlan &plan,
     } else {
       impl.arenas.push_back(nullptr);
     }
-    backend->allocated[static_cast<int>(arena->category())] += arena->size();
+    backend->allocated[static_cast<size_t>(arena->category())] +=
+        arena->size();
     if (arena->name()->string_view() == "gemm_workspace") {
       gemmWorkspace = memory;
       gemmWorkspaceBytes = arena->size();

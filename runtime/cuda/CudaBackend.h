@@ -15,6 +15,7 @@
 #ifndef TAILOR_RUNTIME_CUDA_CUDABACKEND_H
 #define TAILOR_RUNTIME_CUDA_CUDABACKEND_H
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 
 #include <cstdint>
@@ -49,7 +50,7 @@ public:
   virtual std::string runSteps(uint32_t first, uint32_t count) = 0;
 
   /// Bytes allocated per category, as the CPU session reports them.
-  virtual const uint64_t *allocatedBytes() const = 0;
+  virtual const CategoryBytes &allocatedBytes() const = 0;
   /// "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
   virtual const std::string &deviceDescription() const = 0;
 };

@@ -114,6 +114,44 @@ bool removeTree(const std::string &path, std::string &error) {
   return true;
 }
 
+/// Parses a non-empty decimal process id of at most 9 digits.
+static std::optional<long> parsePid(const std::string &text) {
+  if (text.empty() || text.size() > 9 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stol(text);
+}
+
+std::optional<Leftover> parseLeftover(const std::string &name) {
+  // The names below are the ones AtomicFile::create and
+  // AtomicDirectory::create/commit build.
+  if (name.size() > 1 && name[0] == '.') {
+    size_t tmp = name.rfind(".tmp-");
+    size_t dash = name.rfind('-');
+    if (tmp != std::string::npos && tmp > 1 && dash > tmp + 5) {
+      std::optional<long> pid = parsePid(name.substr(tmp + 5, dash - tmp - 5));
+      if (pid && parsePid(name.substr(dash + 1))) {
+        return Leftover{Leftover::Kind::TemporaryFile, name.substr(1, tmp - 1),
+                        *pid};
+      }
+    }
+    return std::nullopt;
+  }
+  for (auto [suffix, kind] :
+       {std::pair{".tmp-", Leftover::Kind::TemporaryDirectory},
+        std::pair{".old-", Leftover::Kind::ReplacedDirectory}}) {
+    size_t at = name.rfind(suffix);
+    if (at == std::string::npos || at == 0) {
+      continue;
+    }
+    if (std::optional<long> pid = parsePid(name.substr(at + 5))) {
+      return Leftover{kind, name.substr(0, at), *pid};
+    }
+  }
+  return std::nullopt;
+}
+
 //===----------------------------------------------------------------------===//
 // AtomicFile
 //===----------------------------------------------------------------------===//

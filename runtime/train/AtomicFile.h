@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -86,6 +87,30 @@ private:
   std::string temp;
   bool committed = false;
 };
+
+/// Something AtomicFile or AtomicDirectory creates beside its final name
+/// and removes or renames when it finishes: only a writer killed mid-write
+/// leaves one behind.
+struct Leftover {
+  enum class Kind {
+    /// AtomicFile's `.<name>.tmp-<pid>-<n>`: never a complete file.
+    TemporaryFile,
+    /// AtomicDirectory's `<name>.tmp-<pid>`: never committed.
+    TemporaryDirectory,
+    /// AtomicDirectory's `<name>.old-<pid>`: the directory it replaced, the
+    /// only copy of it while `<name>` is missing.
+    ReplacedDirectory,
+  };
+  Kind kind;
+  /// The final name the writer was producing, in the same directory.
+  std::string target;
+  /// The writing process.
+  long pid = 0;
+};
+
+/// Whether the directory entry `name` is named as one of the writer's
+/// temporaries, and which; std::nullopt for every other name.
+std::optional<Leftover> parseLeftover(const std::string &name);
 
 /// The directory part of `path` ("." when it has none).
 std::string parentDirectory(const std::string &path);

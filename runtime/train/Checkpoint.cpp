@@ -10,9 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <dirent.h>
+#include <optional>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace tailor::train {
 
@@ -315,36 +321,190 @@ bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
   return true;
 }
 
-std::string findLatestCheckpoint(const std::string &outputDir) {
-  DIR *dir = ::opendir(outputDir.c_str());
+/// Parses `checkpoint-<N>` (N of at most 18 digits).
+static std::optional<uint64_t> checkpointStep(const std::string &name) {
+  const std::string prefix = "checkpoint-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) ||
+      name.find_first_not_of("0123456789", prefix.size()) !=
+          std::string::npos ||
+      name.size() - prefix.size() > 18) {
+    return std::nullopt;
+  }
+  return std::stoull(name.substr(prefix.size()));
+}
+
+/// Whether `path` holds a complete checkpoint of step `step`: its
+/// trainer_state.json, written last, reads and names that step.
+static bool isCompleteCheckpoint(const std::string &path, uint64_t step) {
+  TrainerState state;
+  std::string ignored;
+  return readTrainerState(path + "/" + kTrainerStateFile, state, ignored) &&
+         static_cast<uint64_t>(state.globalStep) == step;
+}
+
+/// The names in directory `path`; false if it cannot be listed.
+static bool listDirectory(const std::string &path,
+                          std::vector<std::string> &names) {
+  DIR *dir = ::opendir(path.c_str());
   if (!dir) {
+    return false;
+  }
+  while (struct dirent *entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..") {
+      names.push_back(std::move(name));
+    }
+  }
+  ::closedir(dir);
+  return true;
+}
+
+std::string findLatestCheckpoint(const std::string &outputDir) {
+  std::vector<std::string> names;
+  if (!listDirectory(outputDir, names)) {
     return "";
   }
   std::vector<std::pair<uint64_t, std::string>> candidates;
-  while (struct dirent *entry = ::readdir(dir)) {
-    std::string name = entry->d_name;
-    const std::string prefix = "checkpoint-";
-    if (name.size() <= prefix.size() ||
-        name.compare(0, prefix.size(), prefix) ||
-        name.find_first_not_of("0123456789", prefix.size()) !=
-            std::string::npos ||
-        name.size() - prefix.size() > 18) {
-      continue;
+  for (const std::string &name : names) {
+    if (std::optional<uint64_t> step = checkpointStep(name)) {
+      candidates.emplace_back(*step, name);
     }
-    candidates.emplace_back(std::stoull(name.substr(prefix.size())), name);
   }
-  ::closedir(dir);
   std::sort(candidates.rbegin(), candidates.rend());
   for (const auto &[step, name] : candidates) {
     std::string path = outputDir + "/" + name;
-    TrainerState state;
-    std::string ignored;
-    if (readTrainerState(path + "/" + kTrainerStateFile, state, ignored) &&
-        static_cast<uint64_t>(state.globalStep) == step) {
+    if (isCompleteCheckpoint(path, step)) {
       return path;
     }
   }
   return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Stale temporaries
+//===----------------------------------------------------------------------===//
+
+/// Whether `leftover` is one the trainer's own writes into an output
+/// directory create: checkpoint directories, or the files written there.
+static bool isTrainerLeftover(const Leftover &leftover) {
+  if (leftover.kind != Leftover::Kind::TemporaryFile) {
+    return checkpointStep(leftover.target).has_value();
+  }
+  for (const char *file :
+       {kAdapterModelFile, kAdapterConfigFile, kFullModelFile, kMetricsFile}) {
+    if (leftover.target == file) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Whether another process with id `pid` runs now (and may still be writing).
+static bool isOtherLiveProcess(long pid) {
+  if (pid <= 0 || pid == static_cast<long>(::getpid())) {
+    return false;
+  }
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+/// Settles one `checkpoint-N.old-PID`: the superseded copy goes once
+/// `checkpoint-N` is complete, and comes back while it is missing.
+static bool settleReplacedDirectory(const std::string &outputDir,
+                                    const std::string &name,
+                                    const Leftover &leftover,
+                                    StaleTemporaries &found,
+                                    std::string &error) {
+  std::string path = outputDir + "/" + name;
+  std::string target = outputDir + "/" + leftover.target;
+  struct stat info;
+  if (::lstat(target.c_str(), &info) != 0) {
+    if (::rename(path.c_str(), target.c_str()) != 0) {
+      error = path + ": cannot rename back to " + leftover.target + ": " +
+              std::strerror(errno);
+      return false;
+    }
+    found.restored.push_back(name);
+    return true;
+  }
+  if (!isCompleteCheckpoint(target, *checkpointStep(leftover.target))) {
+    found.kept.push_back(name + " (" + leftover.target + " is incomplete)");
+    return true;
+  }
+  if (!removeTree(path, error)) {
+    return false;
+  }
+  found.removed.push_back(name);
+  return true;
+}
+
+bool removeStaleTemporaries(const std::string &outputDir,
+                            StaleTemporaries &found, std::string &error) {
+  found = StaleTemporaries();
+  std::vector<std::string> names;
+  if (!listDirectory(outputDir, names)) {
+    if (errno == ENOENT) {
+      return true;
+    }
+    error = outputDir + ": cannot list: " + std::strerror(errno);
+    return false;
+  }
+  // Replaced directories first: one may be the only copy of a checkpoint
+  // whose new version never got its name.
+  std::sort(names.begin(), names.end());
+  std::stable_partition(names.begin(), names.end(), [](const std::string &n) {
+    std::optional<Leftover> leftover = parseLeftover(n);
+    return leftover && leftover->kind == Leftover::Kind::ReplacedDirectory;
+  });
+  for (const std::string &name : names) {
+    std::optional<Leftover> leftover = parseLeftover(name);
+    if (!leftover || !isTrainerLeftover(*leftover)) {
+      continue;
+    }
+    if (isOtherLiveProcess(leftover->pid)) {
+      found.kept.push_back(name + " (process " + std::to_string(leftover->pid) +
+                           " is running)");
+      continue;
+    }
+    if (leftover->kind == Leftover::Kind::ReplacedDirectory) {
+      if (!settleReplacedDirectory(outputDir, name, *leftover, found, error)) {
+        return false;
+      }
+      continue;
+    }
+    if (!removeTree(outputDir + "/" + name, error)) {
+      return false;
+    }
+    found.removed.push_back(name);
+  }
+  return true;
+}
+
+std::string StaleTemporaries::describe(const std::string &outputDir) const {
+  if (empty()) {
+    return "";
+  }
+  auto join = [](const std::vector<std::string> &names) {
+    std::string text;
+    for (const std::string &name : names) {
+      text += (text.empty() ? "" : ", ") + name;
+    }
+    return text;
+  };
+  std::vector<std::string> parts;
+  if (!removed.empty()) {
+    parts.push_back("removed " + join(removed));
+  }
+  if (!restored.empty()) {
+    parts.push_back("restored " + join(restored));
+  }
+  if (!kept.empty()) {
+    parts.push_back("kept " + join(kept));
+  }
+  std::string line = "temporaries of an interrupted write in " + outputDir;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    line += (i ? "; " : ": ") + parts[i];
+  }
+  return line;
 }
 
 std::string syncLayout(runtime::Session &session, const CheckpointLayout &layout,

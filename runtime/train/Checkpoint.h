@@ -31,6 +31,9 @@ class Session;
 
 namespace tailor::train {
 
+/// The per-step metrics file in an output directory (one JSON object a line).
+constexpr const char *kMetricsFile = "metrics.jsonl";
+
 /// A tensor in session memory that checkpoints save and restore.
 struct TensorSlot {
   /// The plan's name: a parameter name, or `<parameter>.<kind>` for states.
@@ -141,6 +144,31 @@ bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
 /// The checkpoint-N directory under `outputDir` with the largest N whose
 /// trainer_state.json is complete, or "" if none.
 std::string findLatestCheckpoint(const std::string &outputDir);
+
+/// What removeStaleTemporaries found in an output directory (entry names).
+struct StaleTemporaries {
+  std::vector<std::string> removed;
+  /// `checkpoint-N.old-PID` directories renamed back to `checkpoint-N`.
+  std::vector<std::string> restored;
+  /// Temporaries left alone, each with the reason.
+  std::vector<std::string> kept;
+
+  bool empty() const {
+    return removed.empty() && restored.empty() && kept.empty();
+  }
+  /// One line for the terminal ("" when empty).
+  std::string describe(const std::string &outputDir) const;
+};
+
+/// Cleans what a killed checkpoint writer leaves in `outputDir`, and
+/// nothing else: `checkpoint-N.tmp-PID` directories and the temporaries of
+/// the files the trainer writes there (`.metrics.jsonl.tmp-PID-K`, the final
+/// model files) are removed; a `checkpoint-N.old-PID` directory is removed
+/// when `checkpoint-N` is complete and renamed back when it is missing (it
+/// is then the only copy). Temporaries of another running process are kept.
+/// A missing `outputDir` holds nothing stale.
+bool removeStaleTemporaries(const std::string &outputDir,
+                            StaleTemporaries &found, std::string &error);
 
 /// What adapter_config.json says about the graph an adapter needs.
 struct PeftAdapterConfig {

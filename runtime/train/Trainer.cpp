@@ -274,6 +274,15 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   if (!makeDirectories(options.outputDir, error)) {
     return error;
   }
+  // A run killed mid-write left temporaries no one else removes.
+  StaleTemporaries stale;
+  if (!removeStaleTemporaries(options.outputDir, stale, error)) {
+    return error;
+  }
+  if (!stale.empty()) {
+    std::fprintf(err, "tailor train: %s\n",
+                 stale.describe(options.outputDir).c_str());
+  }
   if (!options.initAdapter.empty() &&
       !loadPeftAdapter(layout, options.initAdapter, error)) {
     return error;
@@ -331,7 +340,7 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   result.startStep = result.finalStep = state.globalStep;
   int64_t tokensPerStep = microBatch * sequenceLen * accumulation;
   Progress progress(out, err, state.globalStep, maxSteps, tokensPerStep);
-  if (!progress.openMetrics(options.outputDir + "/metrics.jsonl", error)) {
+  if (!progress.openMetrics(options.outputDir + "/" + kMetricsFile, error)) {
     return error;
   }
 

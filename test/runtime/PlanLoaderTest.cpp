@@ -140,19 +140,24 @@ protected:
     return status;
   }
 
+  /// Loads `bytes` and creates a session on it, which must both succeed.
+  void open(const std::vector<uint8_t> &bytes, tailor_plan **plan,
+            tailor_session **session) {
+    ASSERT_EQ(tailor_plan_load_from_memory(bytes.data(), bytes.size(),
+                                           dir.c_str(), plan),
+              TAILOR_OK)
+        << tailor_last_error();
+    ASSERT_EQ(tailor_session_create(*plan, nullptr, session), TAILOR_OK)
+        << tailor_last_error();
+  }
+
   std::string dir;
 };
 
 TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
-  std::vector<uint8_t> bytes = buildPlan({});
   tailor_plan *plan = nullptr;
-  ASSERT_EQ(tailor_plan_load_from_memory(bytes.data(), bytes.size(),
-                                         dir.c_str(), &plan),
-            TAILOR_OK)
-      << tailor_last_error();
   tailor_session *session = nullptr;
-  ASSERT_EQ(tailor_session_create(plan, nullptr, &session), TAILOR_OK)
-      << tailor_last_error();
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan({}), &plan, &session));
 
   tailor_memory_report predicted, allocated;
   ASSERT_EQ(tailor_plan_memory(plan, &predicted), TAILOR_OK);
@@ -361,6 +366,51 @@ TEST_F(PlanLoaderTest, RejectsUnusableDeviceCode) {
     EXPECT_REJECTED(spec, TAILOR_ERROR_UNAVAILABLE,
                     "the plan targets CUDA (cpu, sm_86) but ");
   }
+}
+
+TEST_F(PlanLoaderTest, RejectsInputRanksOutsideTheApi) {
+  tailor_plan *plan = nullptr;
+  tailor_session *session = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan({}), &plan, &session));
+  float x[4] = {1, 2, 3, 4};
+  // A caller's rank above TAILOR_MAX_RANK (or below 0) is refused before
+  // anything reads its shape array.
+  int64_t shape[TAILOR_MAX_RANK + 1] = {4, 1, 1, 1, 1, 1, 1, 1, 1};
+  for (int rank : {TAILOR_MAX_RANK + 1, 1000000, -1}) {
+    EXPECT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, rank, x,
+                                       sizeof(x)),
+              TAILOR_ERROR_INVALID_ARGUMENT)
+        << rank;
+    EXPECT_EQ(std::string(tailor_last_error()),
+              "input 'x': rank " + std::to_string(rank) + " is outside [0, 8]");
+  }
+  EXPECT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_OK)
+      << tailor_last_error();
+  tailor_session_free(session);
+  tailor_plan_free(plan);
+}
+
+TEST_F(PlanLoaderTest, RejectsADirectoryAndAHugeFileAsPlans) {
+  // A directory opens as a stream on Linux; it used to end in an uncaught
+  // std::bad_alloc from its bogus size.
+  tailor_plan *plan = nullptr;
+  EXPECT_EQ(tailor_plan_load(dir.c_str(), &plan), TAILOR_ERROR_IO);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_EQ(std::string(tailor_last_error()),
+            "cannot read plan '" + dir + "': it is a directory");
+  // A sparse file larger than any size-prefixed plan is refused unread.
+  std::string huge = dir + "/huge.tplan";
+  std::ofstream(huge).close();
+  ASSERT_EQ(::truncate(huge.c_str(), (int64_t(1) << 32) + 5), 0);
+  EXPECT_EQ(tailor_plan_load(huge.c_str(), &plan), TAILOR_ERROR_INVALID_PLAN);
+  EXPECT_NE(std::string(tailor_last_error())
+                .find("huge.tplan: not a tailor plan (the file has "
+                      "4294967301 bytes, more than the 4294967299"),
+            std::string::npos)
+      << tailor_last_error();
+  std::remove(huge.c_str());
 }
 
 TEST_F(PlanLoaderTest, RejectsWrongFileIdentifierAndMissingFile) {

@@ -1,10 +1,13 @@
 //===- RuntimeApiTest.cpp - the runtime's C API contracts -----------------===//
 
+#include "runtime/Status.h"
 #include "tailor/runtime.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -18,6 +21,29 @@ TEST(RuntimeApi, RejectsNullPointersWithAMessage) {
   EXPECT_STREQ(tailor_last_error(), "count must not be null");
   EXPECT_EQ(tailor_cuda_device_info(0, nullptr),
             TAILOR_ERROR_INVALID_ARGUMENT);
+}
+
+// Every entry point runs inside guard/guardValue: what a C++ exception
+// would have been is a status and a message naming the entry point.
+TEST(RuntimeApi, ExceptionsBecomeStatusesWithAMessage) {
+  using tailor::runtime::guard;
+  using tailor::runtime::guardValue;
+  EXPECT_EQ(
+      guard("tailor_x", []() -> tailor_status { throw std::bad_alloc(); }),
+      TAILOR_ERROR_INTERNAL);
+  EXPECT_STREQ(tailor_last_error(), "tailor_x: out of memory");
+  EXPECT_EQ(guard("tailor_y",
+                  []() -> tailor_status {
+                    throw std::runtime_error("vector::reserve");
+                  }),
+            TAILOR_ERROR_INTERNAL);
+  EXPECT_STREQ(tailor_last_error(),
+               "tailor_y: unexpected exception: vector::reserve");
+  EXPECT_EQ(guardValue("tailor_z", -1, []() -> int { throw 7; }), -1);
+  EXPECT_STREQ(tailor_last_error(),
+               "tailor_z: unexpected exception of unknown type");
+  EXPECT_EQ(guard("tailor_w", [] { return tailor::runtime::ok(); }), TAILOR_OK);
+  EXPECT_STREQ(tailor_last_error(), "");
 }
 
 // Holds on machines with and without GPUs: either devices are listed and

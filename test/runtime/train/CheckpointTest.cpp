@@ -306,6 +306,91 @@ TEST(Checkpoint, LatestIgnoresIncompleteCheckpoints) {
   EXPECT_EQ(findLatestCheckpoint(dir.path + "/none"), "");
 }
 
+TEST(Checkpoint, StaleTemporariesGoAndCheckpointsStay) {
+  TempDir dir;
+  Model model(1.0f);
+  std::string error;
+  for (int64_t step : {2, 4, 8}) {
+    ASSERT_TRUE(saveCheckpoint(model.layout, stateAt(step, model.layout),
+                               dir.path, error))
+        << error;
+  }
+  std::string four = readFile(dir.path + "/checkpoint-4/trainer_state.json");
+  std::string dead = std::to_string(deadProcessId());
+  std::string self = std::to_string(::getpid());
+  std::string d = dir.path + "/";
+  // What a writer killed mid-write leaves: temporaries of a checkpoint
+  // (this pid's too: pids are reused, and this run writes nothing yet), of
+  // the files written beside them, and checkpoints moved aside to be
+  // replaced. checkpoint-8 was being replaced when the writer died between
+  // its two renames: its .old copy is the only one.
+  ASSERT_EQ(::rename((d + "checkpoint-8").c_str(),
+                     (d + "checkpoint-8.old-" + dead).c_str()),
+            0);
+  plantDirectory(d + "checkpoint-6.tmp-" + dead, "adapter_model.safetensors",
+                 "partial");
+  plantDirectory(d + "checkpoint-4.tmp-" + self, "trainer_state.json", four);
+  plantDirectory(d + "checkpoint-2.old-" + dead, "trainer_state.json", "old");
+  plantDirectory(d + "checkpoint-9", "adapter_model.safetensors", "x");
+  plantDirectory(d + "checkpoint-9.old-" + dead, "trainer_state.json", "x");
+  plantDirectory(d + "checkpoint-10.tmp-1", "trainer_state.json", "x");
+  std::ofstream(d + ".metrics.jsonl.tmp-" + dead + "-0") << "{}";
+  std::ofstream(d + ".adapter_model.safetensors.tmp-" + dead + "-3") << "x";
+  // Not the writer's: names it never makes, or temporaries of other files.
+  std::vector<std::string> unrelated = {
+      "notes.tmp", "checkpoint-3.tmp", "data.tmp-" + dead,
+      ".train.bin.tmp-" + dead + "-0", "checkpoint-x.tmp-" + dead,
+      "checkpoint-5.tmp-" + dead + "-1"};
+  for (const std::string &name : unrelated) {
+    std::ofstream(d + name) << "keep";
+  }
+
+  StaleTemporaries found;
+  ASSERT_TRUE(removeStaleTemporaries(dir.path, found, error)) << error;
+  std::vector<std::string> expected = {"checkpoint-10.tmp-1", "checkpoint-2",
+                                       "checkpoint-4", "checkpoint-8",
+                                       "checkpoint-9",
+                                       "checkpoint-9.old-" + dead};
+  expected.insert(expected.end(), unrelated.begin(), unrelated.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(listDir(dir.path), expected);
+  EXPECT_EQ(readFile(d + "checkpoint-4/trainer_state.json"), four);
+  EXPECT_EQ(found.removed,
+            (std::vector<std::string>{
+                "checkpoint-2.old-" + dead,
+                ".adapter_model.safetensors.tmp-" + dead + "-3",
+                ".metrics.jsonl.tmp-" + dead + "-0", "checkpoint-4.tmp-" + self,
+                "checkpoint-6.tmp-" + dead}));
+  EXPECT_EQ(found.restored,
+            std::vector<std::string>{"checkpoint-8.old-" + dead});
+  EXPECT_EQ(found.kept,
+            (std::vector<std::string>{
+                "checkpoint-9.old-" + dead + " (checkpoint-9 is incomplete)",
+                "checkpoint-10.tmp-1 (process 1 is running)"}));
+  std::string line = found.describe(dir.path);
+  EXPECT_EQ(line.find("temporaries of an interrupted write in " + dir.path +
+                      ": removed checkpoint-2.old-" + dead),
+            0u)
+      << line;
+  EXPECT_NE(line.find("; restored checkpoint-8.old-" + dead + "; kept "),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+
+  // The restored checkpoint is the latest and loads.
+  EXPECT_EQ(findLatestCheckpoint(dir.path), d + "checkpoint-8");
+  TrainerState state;
+  ASSERT_TRUE(loadCheckpoint(model.layout, d + "checkpoint-8", state, error))
+      << error;
+  EXPECT_EQ(state.globalStep, 8);
+
+  // Nothing left to do the second time; a missing directory holds nothing.
+  ASSERT_TRUE(removeStaleTemporaries(dir.path, found, error)) << error;
+  EXPECT_TRUE(found.removed.empty() && found.restored.empty());
+  ASSERT_TRUE(removeStaleTemporaries(d + "none", found, error)) << error;
+  EXPECT_TRUE(found.empty());
+}
+
 TEST(Checkpoint, FullFineTuningWritesModelSafetensors) {
   TempDir dir;
   Model model(1.0f, "full");

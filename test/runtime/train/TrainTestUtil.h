@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 namespace tailor::train::testing {
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
@@ -42,6 +45,26 @@ inline std::string readFile(const std::string &path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+/// The id of a process that has exited (a child reaped at once), as a
+/// writer killed earlier left in its temporaries' names.
+inline long deadProcessId() {
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return static_cast<long>(child);
+}
+
+/// Creates `path` (and its parents) holding one file `name` with `text`.
+inline void plantDirectory(const std::string &path, const std::string &name,
+                           const std::string &text) {
+  std::string ignored;
+  makeDirectories(path, ignored);
+  std::ofstream(path + "/" + name) << text;
 }
 
 } // namespace tailor::train::testing

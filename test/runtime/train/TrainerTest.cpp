@@ -23,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <thread>
 #include <vector>
 
@@ -267,11 +268,31 @@ std::string writeData(const std::string &dir) {
   return path;
 }
 
+/// Options that train the toy plan on its data into `dir`/`output`.
+TrainOptions toyOptions(const std::string &dir, const std::string &output) {
+  TrainOptions options;
+  options.planPath = writePlan(dir);
+  options.dataPath = writeData(dir);
+  options.outputDir = dir + "/" + output;
+  return options;
+}
+
 struct TrainRun {
   std::string error;
   TrainResult result;
   std::string out;
+  std::string err;
 };
+
+std::string readAll(FILE *file) {
+  std::string text;
+  std::rewind(file);
+  char line[512];
+  while (std::fgets(line, sizeof(line), file)) {
+    text += line;
+  }
+  return text;
+}
 
 TrainRun train(TrainOptions options) {
   TrainRun run;
@@ -281,11 +302,8 @@ TrainRun train(TrainOptions options) {
   options.err = err;
   options.threads = 2;
   run.error = runTraining(options, run.result);
-  std::rewind(out);
-  char line[512];
-  while (std::fgets(line, sizeof(line), out)) {
-    run.out += line;
-  }
+  run.out = readAll(out);
+  run.err = readAll(err);
   std::fclose(out);
   std::fclose(err);
   return run;
@@ -304,10 +322,7 @@ std::vector<std::string> losses(const std::string &dir) {
 
 TEST(Trainer, TrainsWritesMetricsCheckpointsAndTheAdapter) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/out";
+  TrainOptions options = toyOptions(dir.path, "out");
   TrainRun run = train(options);
   ASSERT_EQ(run.error, "");
   EXPECT_EQ(run.result.finalStep, 6);
@@ -334,10 +349,7 @@ TEST(Trainer, TrainsWritesMetricsCheckpointsAndTheAdapter) {
 
 TEST(Trainer, InterruptedAndResumedRunIsBitIdentical) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/straight";
+  TrainOptions options = toyOptions(dir.path, "straight");
   ASSERT_EQ(train(options).error, "");
 
   options.outputDir = dir.path + "/resumed";
@@ -378,12 +390,70 @@ TEST(Trainer, InterruptedAndResumedRunIsBitIdentical) {
   EXPECT_EQ(rows, straight);
 }
 
+TEST(Trainer, ResumeRemovesOnlyTheTemporariesOfAKilledWriter) {
+  TempDir dir;
+  TrainOptions options = toyOptions(dir.path, "straight");
+  ASSERT_EQ(train(options).error, "");
+
+  // A run killed with SIGKILL while writing checkpoint-6 after saving 2 and
+  // 4 (and once before, while writing 4 and rewriting the metrics).
+  options.outputDir = dir.path + "/killed";
+  options.maxSteps = 4;
+  ASSERT_EQ(train(options).error, "");
+  std::string out = options.outputDir + "/";
+  std::string four = readFile(out + "checkpoint-4/adapter_model.safetensors");
+  std::string dead = std::to_string(deadProcessId());
+  plantDirectory(out + "checkpoint-6.tmp-" + dead, "adapter_model.safetensors",
+                 "partial");
+  plantDirectory(out + "checkpoint-4.tmp-" + dead, "optimizer.safetensors",
+                 "partial");
+  std::ofstream(out + ".metrics.jsonl.tmp-" + dead + "-0") << "{";
+  std::ofstream(out + "notes.tmp") << "mine";
+  plantDirectory(out + "checkpoint-7.tmp", "notes", "mine");
+
+  options.maxSteps = 6;
+  options.resume = "latest";
+  TrainRun resumed = train(options);
+  ASSERT_EQ(resumed.error, "");
+  EXPECT_EQ(resumed.result.startStep, 4);
+  std::string line = "tailor train: temporaries of an interrupted write in " +
+                     options.outputDir + ": removed .metrics.jsonl.tmp-" +
+                     dead + "-0, checkpoint-4.tmp-" + dead +
+                     ", checkpoint-6.tmp-" + dead + "\n";
+  EXPECT_NE(resumed.err.find(line), std::string::npos) << resumed.err;
+  for (const std::string &name :
+       {"checkpoint-6.tmp-" + dead, "checkpoint-4.tmp-" + dead,
+        ".metrics.jsonl.tmp-" + dead + "-0"}) {
+    struct stat info;
+    EXPECT_NE(::lstat((out + name).c_str(), &info), 0) << name;
+  }
+  EXPECT_EQ(readFile(out + "notes.tmp"), "mine");
+  EXPECT_EQ(readFile(out + "checkpoint-7.tmp/notes"), "mine");
+  EXPECT_EQ(readFile(out + "checkpoint-4/adapter_model.safetensors"), four);
+  // The resumed run ends where an uninterrupted one does.
+  for (const char *file :
+       {"adapter_model.safetensors", "checkpoint-6/optimizer.safetensors"}) {
+    EXPECT_EQ(readFile(dir.path + "/straight/" + file), readFile(out + file))
+        << file;
+  }
+
+  // Starting fresh cleans too; with nothing stale it says nothing.
+  std::ofstream(out + ".adapter_config.json.tmp-" + dead + "-2") << "{";
+  options.resume = "";
+  TrainRun fresh = train(options);
+  ASSERT_EQ(fresh.error, "");
+  EXPECT_NE(fresh.err.find("removed .adapter_config.json.tmp-" + dead + "-2"),
+            std::string::npos)
+      << fresh.err;
+  options.resume = "latest";
+  TrainRun again = train(options);
+  ASSERT_EQ(again.error, "");
+  EXPECT_EQ(again.err.find("temporaries"), std::string::npos) << again.err;
+}
+
 TEST(Trainer, StopsOnSigint) {
   TempDir dir;
-  TrainOptions options;
-  options.planPath = writePlan(dir.path);
-  options.dataPath = writeData(dir.path);
-  options.outputDir = dir.path + "/out";
+  TrainOptions options = toyOptions(dir.path, "out");
   options.maxSteps = 100000000; // never reached: the signal stops it
   options.saveSteps = 0;
   std::atomic<bool> done{false};
