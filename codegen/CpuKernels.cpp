@@ -54,6 +54,19 @@ struct ChoiceBuilder {
 };
 } // namespace
 
+/// tg.attention's optional masking, as the attention kernels read it
+/// (runtime/cpu/AttentionKeys.h): absent attributes mean none.
+static void addAttentionMasking(ChoiceBuilder &choice,
+                                std::optional<uint64_t> window,
+                                std::optional<APFloat> softcap) {
+  if (window) {
+    choice.i("window", static_cast<int64_t>(*window));
+  }
+  if (softcap) {
+    choice.f("softcap", softcap->convertToDouble());
+  }
+}
+
 /// The op's fixed arity: operands then results.
 static int64_t arityOf(Operation *op) {
   return static_cast<int64_t>(op->getNumOperands() + op->getNumResults());
@@ -153,6 +166,8 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
                            : 1.0 / std::sqrt(static_cast<double>(headDim));
         ChoiceBuilder choice(op, "attention", arity + 1);
         choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
+        addAttentionMasking(choice, attention.getWindow(),
+                            attention.getSoftcap());
         choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
                                        kAttentionBlockRows * keys *
                                        static_cast<int64_t>(sizeof(float));
@@ -218,9 +233,11 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
                 : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
         ChoiceBuilder choice(op, "attention_grad", arity + 1);
         choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
-        // Per worker: one 64 x S block of probabilities and one of their
-        // gradients.
-        choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) * 2 *
+        addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap());
+        // Per worker: one 64 x S block of probabilities, one of their
+        // gradients, and with a softcap one of the cap's derivative.
+        int64_t blocks = grad.getSoftcap() ? 3 : 2;
+        choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) * blocks *
                                        kAttentionBlockRows * keys *
                                        static_cast<int64_t>(sizeof(float));
         return choice.done();

@@ -437,6 +437,22 @@ LogicalResult RopeOp::verify() {
   return verifyResultShape(*this, getResult(), input);
 }
 
+LogicalResult tailor::tg::verifyAttentionMasking(Operation *op, bool causal,
+                                     std::optional<uint64_t> window,
+                                     std::optional<APFloat> softcap) {
+  if (window && (static_cast<int64_t>(*window) < 1 || !causal)) {
+    return op->emitOpError()
+           << "expected a window of at least 1 key on a causal attention, got "
+           << static_cast<int64_t>(*window)
+           << (causal ? "" : " without causal");
+  }
+  if (softcap && !(softcap->convertToDouble() > 0.0)) {
+    return op->emitOpError() << "expected a positive softcap, got "
+                             << softcap->convertToDouble();
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifySameElementType(
           *this, {getQuery(), getKey(), getValue(), getResult()},
@@ -447,6 +463,10 @@ LogicalResult AttentionOp::verify() {
       scale && !(scale->convertToDouble() > 0.0)) {
     return emitOpError() << "expected a positive scale, got "
                          << scale->convertToDouble();
+  }
+  if (failed(verifyAttentionMasking(*this, getCausal(), getWindow(),
+                                    getSoftcap()))) {
+    return failure();
   }
   FailureOr<Shape> shape =
       attentionShape(shapeOf(getQuery()), shapeOf(getKey()),

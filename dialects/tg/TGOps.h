@@ -20,4 +20,12 @@
 #define GET_OP_CLASSES
 #include "dialects/tg/TGOps.h.inc"
 
+namespace tailor::tg {
+/// The masking attributes tg.attention and tg.attention_grad share: a
+/// window needs `causal` and at least one key, a softcap must be positive.
+mlir::LogicalResult verifyAttentionMasking(mlir::Operation *op, bool causal,
+                                           std::optional<uint64_t> window,
+                                           std::optional<llvm::APFloat> softcap);
+} // namespace tailor::tg
+
 #endif // TAILOR_DIALECTS_TG_TGOPS_H

@@ -326,11 +326,17 @@ def TG_AttentionOp : TG_Op<"attention", [Pure]> {
     `q: [B, Hq, T, D]`, `k: [B, Hkv, S, D]`, `v: [B, Hkv, S, Dv]` with Hq a
     multiple of Hkv (grouped-query heads: query head h reads kv head
     h / (Hq / Hkv)); result `[B, Hq, T, Dv]`. `scale` defaults to
-    1 / sqrt(D). `causal` masks key s for query t when s > t + (S - T).
+    1 / sqrt(D). `causal` masks key s for query t when s > t + (S - T);
+    `window` (with `causal`) also masks the keys more than window - 1
+    before that diagonal, s <= t + (S - T) - window (Mistral's and Gemma-2's
+    sliding windows). `softcap` caps the scaled scores as
+    softcap * tanh(scores / softcap) before masking (Gemma-2).
   }];
   let arguments = (ins TG_FloatTensor:$query, TG_FloatTensor:$key,
                        TG_FloatTensor:$value, UnitAttr:$causal,
-                       OptionalAttr<F64Attr>:$scale);
+                       OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs TG_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)

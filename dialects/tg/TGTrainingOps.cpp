@@ -113,6 +113,10 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionMasking(*this, getCausal(), getWindow(),
+                                    getSoftcap()))) {
+    return failure();
+  }
   FailureOr<Shape> shape =
       attentionShape(shapeOf(getQuery()), shapeOf(getKey()),
                      shapeOf(getValue()), [&] { return emitOpError(); });

@@ -64,7 +64,9 @@ def TG_AttentionGradOp : TG_Op<"attention_grad", [Pure]> {
   }];
   let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$query,
                        TG_FloatTensor:$key, TG_FloatTensor:$value,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs TG_FloatTensor:$query_grad, TG_FloatTensor:$key_grad,
                       TG_FloatTensor:$value_grad);
   let assemblyFormat = [{

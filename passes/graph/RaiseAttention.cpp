@@ -73,7 +73,7 @@ bool isMaskSource(Value v) {
 /// d = j - i it allows must be exactly those of a causal mask (d <= S - T),
 /// or all of them.
 MaskKind classifyBand(tg::BandMaskOp band, int64_t t, int64_t s,
-                      MaskUse use) {
+                      MaskUse use, int64_t &window) {
   ArrayRef<int64_t> shape = shapeOf(band.getResult());
   if (shape[shape.size() - 2] != t || shape.back() != s) {
     return MaskKind::Other;
@@ -112,16 +112,23 @@ MaskKind classifyBand(tg::BandMaskOp band, int64_t t, int64_t s,
   if (lo == first && hi == last) {
     return MaskKind::None;
   }
-  return lo == first && hi == s - t ? MaskKind::Causal : MaskKind::Other;
+  if (hi != s - t || lo > hi) {
+    return MaskKind::Other;
+  }
+  // Allowed from lo on: a sliding window of hi - lo + 1 keys, unless it
+  // reaches the first key of the first query anyway.
+  window = lo == first ? 0 : hi - lo + 1;
+  return MaskKind::Causal;
 }
 
 /// Classifies a generated or constant mask; results for constants are cached
 /// per (uniqued) attribute, since every layer of an export adds the same
 /// mask.
 MaskKind classifyMask(Value mask, int64_t t, int64_t s, MaskUse use,
-                      llvm::DenseMap<std::pair<Attribute, MaskUse>, MaskKind> &cache) {
+                      llvm::DenseMap<std::pair<Attribute, MaskUse>, MaskKind> &cache,
+                      int64_t &window) {
   if (auto band = maskSource(mask).getDefiningOp<tg::BandMaskOp>()) {
-    return classifyBand(band, t, s, use);
+    return classifyBand(band, t, s, use, window);
   }
   DenseElementsAttr attr;
   if (!matchPattern(maskSource(mask), m_Constant(&attr))) {
@@ -359,6 +366,26 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         return rewriter.notifyMatchFailure(op, "select does not fill -inf");
       }
     }
+    // Soft-capping (Gemma-2): tanh(scores / c) * c, before the mask.
+    std::optional<double> softcap;
+    {
+      auto [capped, outer] = splitScale(scores);
+      if (auto tanh = capped.getDefiningOp<tg::TanhOp>(); tanh && outer > 0) {
+        Value inner = tanh.getInput();
+        std::optional<double> cap;
+        if (auto div = inner.getDefiningOp<tg::DivOp>()) {
+          cap = splatValue(div.getRhs());
+          inner = div.getLhs();
+        } else if (auto [unscaled, c] = splitScale(inner); c != 1.0) {
+          cap = 1.0 / c;
+          inner = unscaled;
+        }
+        if (cap && std::fabs(*cap - outer) <= 1e-6 * outer) {
+          softcap = outer;
+          scores = inner;
+        }
+      }
+    }
     // Scale on the scores.
     double scale = 1.0;
     if (auto div = scores.getDefiningOp<tg::DivOp>()) {
@@ -396,8 +423,9 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         q[1] % k[1] != 0) {
       return rewriter.notifyMatchFailure(op, "unexpected head shapes");
     }
-    MaskKind kind =
-        mask ? classifyMask(*mask, q[2], k[2], use, maskCache) : MaskKind::None;
+    int64_t window = 0;
+    MaskKind kind = mask ? classifyMask(*mask, q[2], k[2], use, maskCache, window)
+                         : MaskKind::None;
     if (kind == MaskKind::Other) {
       return rewriter.notifyMatchFailure(op, "mask is neither causal nor empty");
     }
@@ -424,7 +452,9 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     }
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), op.getType(), query, key, value,
-        kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr, scaleAttr);
+        kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr, scaleAttr,
+        window > 0 ? rewriter.getI64IntegerAttr(window) : nullptr,
+        softcap ? rewriter.getF64FloatAttr(*softcap) : nullptr);
     // The scores matmul was exported inside the attention module itself.
     std::optional<std::string> path = modulePathFromLoc(qk.getLoc());
     if (!path) {

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionKeys.h"
 #include "runtime/cpu/KernelTable.h"
 #include "runtime/cpu/VectorMath.h"
 
@@ -291,6 +292,12 @@ AttentionGradShape attentionGradShape(const KernelCall &call) {
   return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
 }
 
+/// Score-sized blocks per worker: probabilities and their gradients, and
+/// the softcap's derivative when there is one.
+int64_t attentionGradBlocks(const KernelCall &call) {
+  return call.attributes.getFloat("softcap", 0) > 0 ? 3 : 2;
+}
+
 std::string checkAttentionGrad(const KernelCall &call) {
   if (auto e = expectOperandCount(call, 8); !e.empty()) {
     return e;
@@ -320,34 +327,49 @@ std::string checkAttentionGrad(const KernelCall &call) {
            ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
            ")";
   }
-  int64_t w = call.operands[7].shape[0], slot = 2 * kBlockRows * a.s;
+  if (auto e = checkAttentionMasking(call); !e.empty()) {
+    return e;
+  }
+  int64_t blocks = attentionGradBlocks(call);
+  int64_t w = call.operands[7].shape[0], slot = blocks * kBlockRows * a.s;
   if (slot > 0 && (w < slot || w % slot != 0)) {
     return "workspace of " + std::to_string(w) +
-           " floats must be a positive multiple of 2 x 64 x " +
-           std::to_string(a.s) + " floats";
+           " floats must be a positive multiple of " + std::to_string(blocks) +
+           " x 64 x " + std::to_string(a.s) + " floats";
   }
-  int64_t causal = 0;
-  double scale = 0;
-  return firstError({expectIntAttr(call, "causal", 0, 1, false, 0, causal),
-                     expectFloatAttr(call, "scale", false, 0, scale)});
+  return "";
 }
 
-/// Rows of the [rows, keys] score block become probabilities in place;
-/// row r sees min(limit0 + r, keys) keys when causal (at least 0), all
-/// otherwise, and is 0 beyond them.
-TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t keys,
-                                       bool causal, int64_t limit0) {
+/// Rows of the [rows, width] score block (keys from `first` on) become
+/// probabilities in place: row r over the keys it sees, capped first when
+/// there is a softcap (the cap's derivative, 1 - (capped / c)^2, goes to
+/// `capGrad`, same layout), and 0 elsewhere.
+TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t width,
+                                       const AttentionKeys &visible,
+                                       int64_t t0, int64_t first,
+                                       float *capGrad) {
   for (int64_t r = 0; r < rows; ++r) {
-    float *row = p + r * keys;
-    int64_t n = causal ? std::clamp<int64_t>(limit0 + r, 0, keys) : keys;
-    if (n > 0) {
-      float inv =
-          1.0f / vmath::rowExpShiftSum(row, row, n, vmath::rowMax(row, n));
-      for (int64_t i = 0; i < n; ++i) {
-        row[i] *= inv;
+    float *row = p + r * width;
+    int64_t begin = visible.first(t0 + r) - first;
+    int64_t n = visible.limit(t0 + r) - first - begin;
+    std::memset(row, 0, begin * sizeof(float));
+    visible.capRow(row + begin, n);
+    if (capGrad) {
+      float *g = capGrad + r * width;
+      for (int64_t i = 0; i < width; ++i) {
+        float c = (i >= begin && i < begin + n) ? row[i] / visible.softcap : 0;
+        g[i] = 1.0f - c * c;
       }
     }
-    std::memset(row + n, 0, (keys - n) * sizeof(float));
+    if (n > 0) {
+      float *seen = row + begin;
+      float inv =
+          1.0f / vmath::rowExpShiftSum(seen, seen, n, vmath::rowMax(seen, n));
+      for (int64_t i = 0; i < n; ++i) {
+        seen[i] *= inv;
+      }
+    }
+    std::memset(row + begin + n, 0, (width - begin - n) * sizeof(float));
   }
 }
 
@@ -368,10 +390,10 @@ std::string runAttentionGrad(const KernelCall &call) {
   if (a.hkv == 0) {
     return "";
   }
-  bool causal = call.attributes.getInt("causal", 0) != 0;
+  AttentionKeys visible = attentionKeys(call, a.t, a.s);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
-  int64_t slotSize = 2 * kBlockRows * a.s;
+  int64_t slotSize = attentionGradBlocks(call) * kBlockRows * a.s;
   int64_t slots = call.operands[7].shape[0] / slotSize;
   int64_t group = a.hq / a.hkv;
   int64_t tasks = a.b * a.hkv;
@@ -379,6 +401,7 @@ std::string runAttentionGrad(const KernelCall &call) {
   auto runTasks = [&](int64_t begin, int64_t end, int worker) {
     float *p = workspace + worker * slotSize;
     float *dp = p + kBlockRows * a.s;
+    float *capGrad = visible.softcap > 0 ? dp + kBlockRows * a.s : nullptr;
     for (int64_t task = begin; task < end; ++task) {
       // task = bi * Hkv + kv head: the kv tensors' own head index.
       const float *kp = k + task * a.s * a.d, *vp = v + task * a.s * a.dv;
@@ -390,33 +413,40 @@ std::string runAttentionGrad(const KernelCall &call) {
         int64_t bh = bi * a.hq + h;
         for (int64_t t0 = 0; t0 < a.t; t0 += kBlockRows) {
           int64_t rows = std::min(kBlockRows, a.t - t0);
-          // Row r sees keys s < t0 + r + 1 + (S - T).
-          int64_t limit0 = t0 + 1 + a.s - a.t;
-          int64_t keys =
-              causal ? std::clamp<int64_t>(limit0 + rows - 1, 0, a.s) : a.s;
+          // The block's keys [first, first + keys): from its first row's
+          // first to its last row's limit.
+          int64_t first = visible.first(t0);
+          int64_t keys = visible.limit(t0 + rows - 1) - first;
           const float *qb = q + (bh * a.t + t0) * a.d;
           const float *dob = dout + (bh * a.t + t0) * a.dv;
           float *dqb = dq + (bh * a.t + t0) * a.d;
-          if (keys == 0) {
+          if (keys <= 0) {
             std::memset(dqb, 0, rows * a.d * sizeof(float));
             continue;
           }
           int64_t ld = std::max<int64_t>(a.d, 1),
                   ldv = std::max<int64_t>(a.dv, 1);
-          sgemm(false, true, rows, keys, a.d, scale, qb, ld, kp, ld, 0.0f, p,
+          const float *kb = kp + first * a.d, *vb = vp + first * a.dv;
+          float *dkb = dkp + first * a.d, *dvb = dvp + first * a.dv;
+          sgemm(false, true, rows, keys, a.d, scale, qb, ld, kb, ld, 0.0f, p,
                 keys);
-          softmaxBlock(p, rows, keys, causal, limit0);
+          softmaxBlock(p, rows, keys, visible, t0, first, capGrad);
           sgemm(true, false, keys, a.dv, rows, 1.0f, p, keys, dob, ldv, 1.0f,
-                dvp, ldv);
-          sgemm(false, true, rows, keys, a.dv, 1.0f, dob, ldv, vp, ldv, 0.0f,
+                dvb, ldv);
+          sgemm(false, true, rows, keys, a.dv, 1.0f, dob, ldv, vb, ldv, 0.0f,
                 dp, keys);
           for (int64_t r = 0; r < rows; ++r) {
             softmaxGradRow(p + r * keys, dp + r * keys, dp + r * keys, keys);
           }
-          sgemm(false, false, rows, a.d, keys, scale, dp, keys, kp, ld, 0.0f,
+          if (capGrad) {
+            for (int64_t i = 0; i < rows * keys; ++i) {
+              dp[i] *= capGrad[i];
+            }
+          }
+          sgemm(false, false, rows, a.d, keys, scale, dp, keys, kb, ld, 0.0f,
                 dqb, ld);
           sgemm(true, false, keys, a.d, rows, scale, dp, keys, qb, ld, 1.0f,
-                dkp, ld);
+                dkb, ld);
         }
       }
     }

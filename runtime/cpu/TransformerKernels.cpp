@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AttentionKeys.h"
 #include "runtime/cpu/KernelTable.h"
 #include "runtime/cpu/VectorMath.h"
 
@@ -123,9 +124,12 @@ std::string runRope(const KernelCall &call) {
 //   y[t0 + r] = (p V)[r] / rowsum              one sgemm, then a row scale
 // The score block lives in the calling worker's workspace slot (64 x S
 // floats), so memory stays O(S) per worker rather than O(T S) per head.
-// With causal masking, row t sees keys s <= t + (S - T); a block computes
-// only keys up to its last row's limit, so about half the work of the full
-// square is skipped. A row that sees no key (S < T) gets zeros.
+// With causal masking, row t sees keys s <= t + (S - T), and with a sliding
+// window of W also only s > t + (S - T) - W (AttentionKeys); a block
+// computes only the keys from its first row's first to its last row's
+// limit, so about half the square is skipped (all but a band with a
+// window). A row that sees no key (S < T) gets zeros. A softcap c caps the
+// scaled scores as c * tanh(s / c) before the softmax (Gemma-2).
 //
 // Precision: all f32, as PyTorch's math SDPA on f32 inputs; masked keys are
 // skipped rather than added as -inf, which gives the same probabilities.
@@ -182,29 +186,29 @@ std::string checkAttention(const KernelCall &call) {
     return "workspace of " + std::to_string(w) + " floats holds no 64 x " +
            std::to_string(a.s) + " score block";
   }
-  int64_t causal = 0;
-  if (auto e = expectIntAttr(call, "causal", 0, 1, false, 0, causal);
-      !e.empty()) {
-    return e;
-  }
-  double scale = 0;
-  return expectFloatAttr(call, "scale", false, 0, scale);
+  return checkAttentionMasking(call);
 }
 
-/// Turns each row of the [rows, keys] score block into unnormalized
-/// probabilities in place: exp(s - rowmax) over the `visible(r)` keys row r
-/// may see, 0 beyond. inv[r] gets 1 / rowsum, or 0 for a row that sees no
-/// key (its output is then zeros).
-template <typename Visible>
-TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t keys,
-                                    const Visible &visible, float *inv) {
+/// Turns each row of the [rows, keys] score block (keys from `first` on)
+/// into unnormalized probabilities in place: exp(s - rowmax) over the keys
+/// row r may see, [keys.first(t0 + r), keys.limit(t0 + r)), capped first
+/// when softcap > 0, and 0 elsewhere. inv[r] gets 1 / rowsum, or 0 for a
+/// row that sees no key (its output is then zeros).
+TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t width,
+                                    const AttentionKeys &visible, int64_t t0,
+                                    int64_t first, float *inv) {
   for (int64_t r = 0; r < rows; ++r) {
-    float *row = scores + r * keys;
-    int64_t n = visible(r);
-    float sum =
-        n ? vmath::rowExpShiftSum(row, row, n, vmath::rowMax(row, n)) : 0.0f;
-    inv[r] = n ? 1.0f / sum : 0.0f;
-    std::memset(row + n, 0, (keys - n) * sizeof(float));
+    float *row = scores + r * width;
+    int64_t begin = visible.first(t0 + r) - first;
+    int64_t n = visible.limit(t0 + r) - first - begin;
+    std::memset(row, 0, begin * sizeof(float));
+    visible.capRow(row + begin, n);
+    float sum = n > 0 ? vmath::rowExpShiftSum(row + begin, row + begin, n,
+                                              vmath::rowMax(row + begin, n))
+                      : 0.0f;
+    inv[r] = n > 0 ? 1.0f / sum : 0.0f;
+    std::memset(row + begin + std::max<int64_t>(n, 0), 0,
+                (width - begin - std::max<int64_t>(n, 0)) * sizeof(float));
   }
 }
 
@@ -228,7 +232,7 @@ std::string runAttention(const KernelCall &call) {
   if (call.operands[3].numel() == 0) {
     return "";
   }
-  bool causal = call.attributes.getInt("causal", 0) != 0;
+  AttentionKeys visible = attentionKeys(call, a.t, a.s);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = kBlockRows * a.s;
@@ -249,18 +253,14 @@ std::string runAttention(const KernelCall &call) {
       int64_t rows = std::min(kBlockRows, a.t - t0);
       const float *qp = q + (bh * a.t + t0) * a.d;
       int64_t kvHead = bi * a.hkv + h / group;
-      const float *kp = k + kvHead * a.s * a.d;
-      const float *vp = v + kvHead * a.s * a.dv;
+      // The block's keys: from its first row's first to its last row's
+      // limit (rows see later keys as t grows).
+      int64_t first = visible.first(t0);
+      int64_t keys = visible.limit(t0 + rows - 1) - first;
+      const float *kp = k + (kvHead * a.s + first) * a.d;
+      const float *vp = v + (kvHead * a.s + first) * a.dv;
       float *yp = y + (bh * a.t + t0) * a.dv;
-      // Keys row r may see: s < limit(r) = t0 + r + 1 + (S - T).
-      auto visible = [&](int64_t r) {
-        if (!causal) {
-          return a.s;
-        }
-        return std::clamp<int64_t>(t0 + r + 1 + a.s - a.t, 0, a.s);
-      };
-      int64_t keys = visible(rows - 1);
-      if (keys == 0 || a.dv == 0) {
+      if (keys <= 0 || a.dv == 0) {
         std::memset(yp, 0, rows * a.dv * sizeof(float));
         continue;
       }
@@ -270,7 +270,7 @@ std::string runAttention(const KernelCall &call) {
       } else {
         std::memset(scores, 0, rows * keys * sizeof(float));
       }
-      expScores(scores, rows, keys, visible, inv);
+      expScores(scores, rows, keys, visible, t0, first, inv);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.dv, keys,
                   1.0f, scores, keys, vp, a.dv, 0.0f, yp, a.dv);
       scaleRows(yp, rows, a.dv, inv);

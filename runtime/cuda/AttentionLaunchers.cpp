@@ -132,6 +132,11 @@ std::string checkCommon(const KernelCall &call, const char *kernel,
       return e;
     }
   }
+  if (call.attributes.getInt("window", 0) > 0 ||
+      call.attributes.getFloat("softcap", 0) > 0) {
+    return "sliding-window and soft-capped attention run on the CPU backend "
+           "only: the CUDA attention kernels do not implement them yet";
+  }
   KernelCall view = call;
   for (Tensor &t : view.operands) {
     t.dtype = DType::F32;

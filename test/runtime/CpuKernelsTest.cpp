@@ -922,6 +922,8 @@ struct AttentionCase {
   int64_t b, hq, hkv, t, s, d, dv;
   bool causal;
   int64_t slots;
+  int64_t window = 0;  // keys in a sliding window (0: none)
+  double softcap = 0;  // c * tanh(score / c) (0: none)
 };
 
 std::vector<double> attentionRef(const AttentionCase &c, const Buffer &q,
@@ -935,23 +937,27 @@ std::vector<double> attentionRef(const AttentionCase &c, const Buffer &q,
         std::vector<double> p(c.s, 0.0);
         double m = -kInf, sum = 0;
         int64_t last = c.causal ? t + c.s - c.t : c.s - 1;
-        for (int64_t s = 0; s <= std::min(last, c.s - 1); ++s) {
+        int64_t from = c.window > 0 ? std::max<int64_t>(0, last - c.window + 1) : 0;
+        for (int64_t s = from; s <= std::min(last, c.s - 1); ++s) {
           double dot = 0;
           for (int64_t i = 0; i < c.d; ++i) {
             dot += q.at(((bi * c.hq + h) * c.t + t) * c.d + i) *
                    k.at(((bi * c.hkv + kvh) * c.s + s) * c.d + i);
           }
           p[s] = dot * scale;
+          if (c.softcap > 0) {
+            p[s] = c.softcap * std::tanh(p[s] / c.softcap);
+          }
           m = std::max(m, p[s]);
         }
         if (last < 0) {
           continue; // no visible key: zeros
         }
-        for (int64_t s = 0; s <= std::min(last, c.s - 1); ++s) {
+        for (int64_t s = from; s <= std::min(last, c.s - 1); ++s) {
           p[s] = std::exp(p[s] - m);
           sum += p[s];
         }
-        for (int64_t s = 0; s <= std::min(last, c.s - 1); ++s) {
+        for (int64_t s = from; s <= std::min(last, c.s - 1); ++s) {
           for (int64_t j = 0; j < c.dv; ++j) {
             out[((bi * c.hq + h) * c.t + t) * c.dv + j] +=
                 p[s] / sum * v.at(((bi * c.hkv + kvh) * c.s + s) * c.dv + j);
@@ -972,6 +978,12 @@ TEST(CpuTransformerTest, AttentionGqaCausalAndPlain) {
       {2, 2, 2, 5, 7, 16, 12, false, 4},  // plain MHA, Dv != D
       {1, 2, 1, 80, 50, 8, 8, true, 2},  // S < T: the first 30 rows see nothing
       {3, 6, 3, 1, 33, 16, 16, true, 4}, // decode: one query row
+      // Sliding windows: rows in a block start at different keys; a window
+      // wider than the sequence; S > T; with a softcap (Gemma-2).
+      {2, 4, 2, 150, 150, 16, 8, true, 3, 40},
+      {1, 2, 1, 70, 70, 8, 8, true, 2, 1000},
+      {1, 2, 2, 70, 100, 8, 8, true, 2, 7, 2.5},
+      {2, 2, 1, 9, 9, 8, 8, false, 2, 0, 1.5},
   };
   for (const AttentionCase &c : cases) {
     Buffer q = randomBuffer(DType::F32, {c.b, c.hq, c.t, c.d}, -1, 1, 25);
@@ -983,6 +995,12 @@ TEST(CpuTransformerTest, AttentionGqaCausalAndPlain) {
       std::vector<Attribute> attrs = {intAttr("causal", c.causal)};
       if (explicitScale) {
         attrs.push_back(floatAttr("scale", scale));
+      }
+      if (c.window > 0) {
+        attrs.push_back(intAttr("window", c.window));
+      }
+      if (c.softcap > 0) {
+        attrs.push_back(floatAttr("softcap", c.softcap));
       }
       std::vector<double> want = attentionRef(c, q, k, v, scale);
       for (ThreadPool *pool : {&pool4(), static_cast<ThreadPool *>(nullptr)}) {

@@ -189,6 +189,8 @@ namespace {
 struct AttentionCase {
   int64_t b, hq, hkv, t, s, d, dv;
   bool causal;
+  int64_t window = 0;  // keys in a sliding window (0: none)
+  double softcap = 0;  // c * tanh(score / c) (0: none)
 };
 
 /// dq, dk, dv of attention in double: the softmax VJP per query row.
@@ -203,21 +205,27 @@ attentionGradRef(const AttentionCase &c, const Buffer &dout, const Buffer &q,
       for (int64_t t = 0; t < c.t; ++t) {
         int64_t n =
             c.causal ? std::clamp(t + 1 + c.s - c.t, int64_t(0), c.s) : c.s;
-        std::vector<double> p(n), dp(n);
+        int64_t from = c.window > 0 ? std::max<int64_t>(0, n - c.window) : 0;
+        std::vector<double> p(n), dp(n), capGrad(n, 1.0);
         double m = -std::numeric_limits<double>::infinity(), sum = 0, dot = 0;
-        for (int64_t s = 0; s < n; ++s) {
+        for (int64_t s = from; s < n; ++s) {
           p[s] = 0;
           for (int64_t i = 0; i < c.d; ++i) {
             p[s] += scale * q.at((bh * c.t + t) * c.d + i) *
                     k.at((kvh * c.s + s) * c.d + i);
           }
+          if (c.softcap > 0) {
+            double th = std::tanh(p[s] / c.softcap);
+            p[s] = c.softcap * th;
+            capGrad[s] = 1 - th * th;
+          }
           m = std::max(m, p[s]);
         }
-        for (int64_t s = 0; s < n; ++s) {
+        for (int64_t s = from; s < n; ++s) {
           p[s] = std::exp(p[s] - m);
           sum += p[s];
         }
-        for (int64_t s = 0; s < n; ++s) {
+        for (int64_t s = from; s < n; ++s) {
           p[s] /= sum;
           dp[s] = 0;
           for (int64_t j = 0; j < c.dv; ++j) {
@@ -227,8 +235,8 @@ attentionGradRef(const AttentionCase &c, const Buffer &dout, const Buffer &q,
           }
           dot += p[s] * dp[s];
         }
-        for (int64_t s = 0; s < n; ++s) {
-          double ds = scale * p[s] * (dp[s] - dot);
+        for (int64_t s = from; s < n; ++s) {
+          double ds = scale * p[s] * (dp[s] - dot) * capGrad[s];
           for (int64_t i = 0; i < c.d; ++i) {
             dq[(bh * c.t + t) * c.d + i] +=
                 ds * k.at((kvh * c.s + s) * c.d + i);
@@ -250,6 +258,9 @@ TEST(GradientKernelsTest, AttentionGradGqaCausalAndPlain) {
       {1, 4, 2, 5, 7, 8, 6, false},    // GQA, plain, Dv != D
       {1, 4, 2, 6, 9, 8, 8, true},     // GQA, causal, T != S
       {1, 2, 1, 80, 50, 8, 8, true},   // S < T: 30 rows see no key
+      {1, 4, 2, 150, 150, 8, 8, true, 40},  // sliding window over blocks
+      {1, 2, 2, 9, 12, 8, 6, true, 3, 2.0}, // window and softcap, S > T
+      {1, 2, 1, 7, 7, 8, 8, false, 0, 1.5}, // softcap alone
   };
   for (const AttentionCase &c : cases) {
     std::string what = "attention_grad T " + std::to_string(c.t) + " S " +
@@ -262,12 +273,19 @@ TEST(GradientKernelsTest, AttentionGradGqaCausalAndPlain) {
     Buffer dq = randomBuffer(q.shape, -9, 9, 24),
            dk = randomBuffer(k.shape, -9, 9, 25),
            dv = randomBuffer(v.shape, -9, 9, 26);
-    Buffer ws(DType::F32, {2 * 2 * 64 * c.s}); // two workers' slots
+    int64_t blocks = c.softcap > 0 ? 3 : 2;
+    Buffer ws(DType::F32, {2 * blocks * 64 * c.s}); // two workers' slots
     // The plain case takes the default scale, 1 / sqrt(D).
     double scale = c.causal ? 0.6 : 1 / std::sqrt(static_cast<double>(c.d));
     std::vector<Attribute> attrs = {intAttr("causal", c.causal)};
     if (c.causal) {
       attrs.push_back(floatAttr("scale", scale));
+    }
+    if (c.window > 0) {
+      attrs.push_back(intAttr("window", c.window));
+    }
+    if (c.softcap > 0) {
+      attrs.push_back(floatAttr("softcap", c.softcap));
     }
     runGrad("attention_grad", {&dout, &q, &k, &v, &dq, &dk, &dv, &ws}, 4, attrs,
             true);

@@ -60,17 +60,39 @@ func.func @full_band(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tenso
 
 // -----
 
-// Tests that a sliding window (keys more than 3 back hidden) is not raised:
-// tg.attention has no window yet, and a mask it cannot express stays.
+// Tests that a sliding window (keys more than 3 back hidden) becomes
+// tg.attention's window: 4 keys, the diagonal included.
 // CHECK-LABEL: func.func @window_band
-// CHECK-NOT: tg.attention
-// CHECK: tg.band_mask
-// CHECK: tg.softmax
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} {causal, scale = 1.000000e+00 : f64, window = 4 : i64}
+// CHECK-NOT: tg.band_mask
 func.func @window_band(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
   %kt = tg.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x8x4xf32> -> tensor<1x2x4x8xf32>
   %s = tg.matmul %q, %kt : (tensor<1x2x8x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x8x8xf32>
   %m = tg.band_mask {inside = 0.0 : f64, lower = -3 : i64, outside = -3.4028234663852886E+38 : f64, upper = 0 : i64} : tensor<1x1x8x8xf32>
   %masked = tg.add %s, %m : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = tg.softmax %masked axis = 3 : tensor<1x2x8x8xf32>
+  %o = tg.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Tests Gemma-2's soft-capping, tanh(scores / c) * c before the mask, with
+// a sliding window of 2 keys.
+// CHECK-LABEL: func.func @softcap_window
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} {causal, softcap = 5.000000e+01 : f64, window = 2 : i64}
+// CHECK-NOT: tg.tanh
+func.func @softcap_window(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %kt = tg.transpose %k permutation = [0, 1, 3, 2] : tensor<1x2x8x4xf32> -> tensor<1x2x4x8xf32>
+  %s = tg.matmul %q, %kt : (tensor<1x2x8x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x8x8xf32>
+  %half = arith.constant dense<0.5> : tensor<f32>
+  %scaled = tg.mul %s, %half : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %cap = arith.constant dense<50.0> : tensor<f32>
+  %d = tg.div %scaled, %cap : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %th = tg.tanh %d : tensor<1x2x8x8xf32>
+  %capped = tg.mul %th, %cap : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %m = tg.band_mask {inside = 0.0 : f64, lower = -1 : i64, outside = -1.0E+9 : f64, upper = 0 : i64} : tensor<1x1x8x8xf32>
+  %masked = tg.add %capped, %m : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
   %p = tg.softmax %masked axis = 3 : tensor<1x2x8x8xf32>
   %o = tg.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
   return %o : tensor<1x2x8x4xf32>
