@@ -36,6 +36,9 @@ from hf_common import case_name, export_all
 FAMILY = {
     "llama": dict(linear=7, norm="rms_norm", norms=2, rope=2),
     "mistral": dict(linear=7, norm="rms_norm", norms=2, rope=2),
+    "mistral-window": dict(linear=7, norm="rms_norm", norms=2, rope=2),
+    # Gemma-2: RMSNorm before and after attention and the MLP.
+    "gemma2": dict(linear=7, norm="rms_norm", norms=4, rope=2),
     "qwen2": dict(linear=7, norm="rms_norm", norms=2, rope=2),
     "gpt2": dict(linear=4, norm="layer_norm", norms=2, rope=0),
     "phi": dict(linear=6, norm="layer_norm", norms=1, rope=2),

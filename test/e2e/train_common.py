@@ -39,7 +39,7 @@ ROWS = 20 * B         # dataset rows (each exactly T tokens)
 # Model
 # ---------------------------------------------------------------------------
 
-FAMILIES = ("llama", "gpt2", "qwen2")
+FAMILIES = ("llama", "gpt2", "qwen2", "gemma2", "mistral-window")
 
 
 def disable_dropout(model):
@@ -154,6 +154,16 @@ def check_exported_weights(model, onnx_path):
             hit = next((n for n, a in inits.items() if n not in used
                         and a.shape == ref.T.shape and np.array_equal(a, ref.T)),
                        None)
+        if hit is None and ref.ndim == 1:
+            # Gemma's RMSNorm scales by (1 + weight): the exporter folds the
+            # sum into the initializer (frozen under LoRA, never trained).
+            hit = next((n for n, a in inits.items() if n not in used
+                        and a.shape == ref.shape
+                        and np.array_equal(a, (ref + np.float32(1)))), None)
+            if hit is not None:
+                used.add(hit)
+                checked += 1
+                continue
         if hit is None:
             unmatched.append(name)
         else:

@@ -75,7 +75,7 @@ ZERO_GRAD_BOUND = 1e-3
 
 
 MODES = ["all", "lora", "full", "lora-fa", "gpt2-full", "gpt2-lora",
-         "qwen2-lora", "qlora"]
+         "qwen2-lora", "qlora", "gemma2-lora", "mistral-window-lora"]
 
 
 def cases(mode):
@@ -102,6 +102,12 @@ def cases(mode):
     by_mode["gpt2-lora"] = [("gpt2-lora", "gpt2",
                              dict(lora_target_modules=["c_attn"]))]
     by_mode["qwen2-lora"] = [("qwen2-lora", "qwen2", {})]
+    # Attention variants: Gemma-2 (soft-capped scores, a sliding window of 4
+    # on alternate layers, soft-capped logits, scaled queries) and Mistral
+    # with a sliding window of 4, both shorter than the 16-token sequences.
+    by_mode["gemma2-lora"] = [("gemma2-lora", "gemma2", {})]
+    by_mode["mistral-window-lora"] = [("mistral-window-lora", "mistral-window",
+                                       {})]
     # QLoRA: NF4 with double quantization of every frozen linear weight but
     # lm_head, LoRA r=8 on all linear layers. The reference is PEFT on the
     # model whose linear weights are bitsandbytes' own dequantization of

@@ -33,7 +33,8 @@ import os
 import sys
 import warnings
 
-FAMILIES = ("llama", "mistral", "qwen2", "gpt2", "phi")
+FAMILIES = ("llama", "mistral", "qwen2", "gpt2", "phi", "mistral-window",
+            "gemma2")
 EXPORTERS = ("torchscript", "dynamo")
 
 # Example input used for tracing / export and for the numeric reference.
@@ -50,12 +51,23 @@ def _build_model(family, attn_implementation=None):
     kw = {}
     if attn_implementation is not None:
         kw["attn_implementation"] = attn_implementation
-    if family in ("llama", "mistral", "qwen2"):
+    if family in ("llama", "mistral", "qwen2", "mistral-window", "gemma2"):
         cfg_cls, model_cls = {
             "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
             "mistral": (tf.MistralConfig, tf.MistralForCausalLM),
             "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
+            "mistral-window": (tf.MistralConfig, tf.MistralForCausalLM),
+            "gemma2": (tf.Gemma2Config, tf.Gemma2ForCausalLM),
         }[family]
+        # Windows of 4 keys, so the example's 8 tokens see them. Gemma-2
+        # alternates sliding and full layers, soft-caps attention scores and
+        # the final logits, and scales queries by query_pre_attn_scalar.
+        if family == "mistral-window":
+            kw["sliding_window"] = 4
+        if family == "gemma2":
+            kw.update(sliding_window=4, head_dim=HIDDEN // HEADS,
+                      attn_logit_softcapping=50.0,
+                      final_logit_softcapping=30.0, query_pre_attn_scalar=16)
         cfg = cfg_cls(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
                       num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
                       intermediate_size=INTER, vocab_size=VOCAB,
