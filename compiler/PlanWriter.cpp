@@ -386,6 +386,29 @@ using AttributeVector = flatbuffers::Offset<
 /// Writes one sched.program into a flatbuffer, op by op, in program order
 /// (the order objects are created in fixes the plan's bytes), then the
 /// tables that sum it up.
+/// The module's notes for the plan: each attention raise-attention left as
+/// kernels ({module, reason} in `tg.unraised_attention`); 0 when none.
+static flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Note>>>
+writeNotes(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
+  auto list = module->getAttrOfType<ArrayAttr>(
+      tg::TGDialect::kUnraisedAttentionAttrName);
+  if (!list) {
+    return 0;
+  }
+  std::vector<flatbuffers::Offset<fb::Note>> notes;
+  for (auto entry : list.getAsRange<DictionaryAttr>()) {
+    auto text = [&](StringRef key) {
+      auto value = entry.getAs<StringAttr>(key);
+      return fbb.CreateString(value ? value.getValue().str() : "");
+    };
+    auto kind = fbb.CreateString("unraised_attention");
+    auto where = text("module");
+    auto message = text("reason");
+    notes.push_back(fb::CreateNote(fbb, kind, where, message));
+  }
+  return fbb.CreateVector(notes);
+}
+
 class PlanBuilder {
 public:
   PlanBuilder(ModuleOp module, sched::ProgramOp program,
@@ -876,7 +899,7 @@ FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda) {
       fbb.CreateVector(outputs), memory,
       entries.empty() ? 0 : fbb.CreateVector(entries),
       states.empty() ? 0 : fbb.CreateVector(states), writeTraining(fbb, module),
-      *deviceCode);
+      *deviceCode, writeNotes(fbb, module));
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());

@@ -66,6 +66,23 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kUnraisedAttentionAttrName) {
+    auto list = llvm::dyn_cast<ArrayAttr>(attribute.getValue());
+    bool entries = list && llvm::all_of(list, [](Attribute entry) {
+      auto dict = llvm::dyn_cast<DictionaryAttr>(entry);
+      return dict && dict.getAs<StringAttr>("module") &&
+             dict.getAs<StringAttr>("reason");
+    });
+    bool place = llvm::isa<ModuleOp>(op) ||
+                 op->getName().getStringRef() == "func.func";
+    if (!place || !entries) {
+      return op->emitError()
+             << "'" << name
+             << "' must be an array of {module, reason} strings on a "
+                "function or builtin module";
+    }
+    return success();
+  }
   if (name == kExportNameAttrName) {
     if (op->getName().stripDialect() != "param" ||
         !llvm::isa<StringAttr>(attribute.getValue())) {

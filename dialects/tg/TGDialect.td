@@ -44,6 +44,11 @@ def TG_Dialect : Dialect {
     /// On a tg.param: its Hugging Face name (`<module>.weight`) when the
     /// exporter renamed it (TorchScript's onnx::MatMul_N), for checkpoints.
     static constexpr ::llvm::StringLiteral kExportNameAttrName = "tg.export_name";
+    /// On a function (raise-attention) and then the builtin module
+    /// (lowering): the attention-like regions left as kernels, an array of
+    /// {module, reason} dictionaries that become the plan's notes.
+    static constexpr ::llvm::StringLiteral kUnraisedAttentionAttrName =
+        "tg.unraised_attention";
     /// On a tg.param: stored as the transpose of the Hugging Face tensor.
     static constexpr ::llvm::StringLiteral kExportTransposedAttrName =
         "tg.export_transposed";

@@ -318,10 +318,22 @@ std::pair<Value, double> splitScale(Value v) {
 }
 
 struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  /// `unraised` collects, per attention-like matmul (softmax(...) @ v) the
+  /// pattern gave up on, why.
+  RaiseAttention(MLIRContext *context,
+                 llvm::DenseMap<Operation *, std::string> &unraised)
+      : OpRewritePattern(context), unraised(unraised) {}
+  llvm::DenseMap<Operation *, std::string> &unraised;
   /// Mask attribute -> kind (attributes are uniqued, so per-layer copies of
   /// one mask hit the cache).
   mutable llvm::DenseMap<std::pair<Attribute, MaskUse>, MaskKind> maskCache;
+  /// Gives up on an attention-like matmul, remembering why.
+  LogicalResult giveUp(tg::MatmulOp op, PatternRewriter &rewriter,
+                       StringRef why) const {
+    unraised[op] = why.str();
+    return rewriter.notifyMatchFailure(op, why);
+  }
+
   LogicalResult matchAndRewrite(tg::MatmulOp op,
                                 PatternRewriter &rewriter) const override {
     Value probs = skipCasts(op.getLhs());
@@ -350,7 +362,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         mask = add.getLhs();
         scores = add.getRhs();
       } else {
-        return rewriter.notifyMatchFailure(op, "mask is computed at run time");
+        return giveUp(op, rewriter, "mask is computed at run time");
       }
     } else if (auto select = scores.getDefiningOp<tg::SelectOp>()) {
       std::optional<double> keepFill = splatValue(select.getOnFalse());
@@ -363,7 +375,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         use = MaskUse::Hide;
         scores = select.getOnFalse();
       } else {
-        return rewriter.notifyMatchFailure(op, "select does not fill -inf");
+        return giveUp(op, rewriter, "select does not fill -inf");
       }
     }
     // Soft-capping (Gemma-2): tanh(scores / c) * c, before the mask.
@@ -391,7 +403,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     if (auto div = scores.getDefiningOp<tg::DivOp>()) {
       std::optional<double> c = splatValue(div.getRhs());
       if (!c || *c == 0.0) {
-        return rewriter.notifyMatchFailure(op, "scores divided by a non-constant");
+        return giveUp(op, rewriter, "scores divided by a non-constant");
       }
       scale /= *c;
       scores = div.getLhs();
@@ -402,7 +414,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     }
     auto qk = scores.getDefiningOp<tg::MatmulOp>();
     if (!qk) {
-      return rewriter.notifyMatchFailure(op, "no q k^T product");
+      return giveUp(op, rewriter, "no q k^T product");
     }
     auto [query, qScale] = splitScale(qk.getLhs());
     auto [keyT, kScale] = splitScale(qk.getRhs());
@@ -411,7 +423,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     // must leave the IR untouched).
     std::optional<KeyPlan> keyPlan = planKey(keyT);
     if (!keyPlan) {
-      return rewriter.notifyMatchFailure(op, "k^T is not a transposed key");
+      return giveUp(op, rewriter, "k^T is not a transposed key");
     }
     SmallVector<int64_t> keyShape = keyPlan->shape;
     Value value = op.getRhs();
@@ -421,13 +433,13 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     ArrayRef<int64_t> q = shapeOf(query), k = keyShape, v = valueShape;
     if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
         q[1] % k[1] != 0) {
-      return rewriter.notifyMatchFailure(op, "unexpected head shapes");
+      return giveUp(op, rewriter, "unexpected head shapes");
     }
     int64_t window = 0;
     MaskKind kind = mask ? classifyMask(*mask, q[2], k[2], use, maskCache, window)
                          : MaskKind::None;
     if (kind == MaskKind::Other) {
-      return rewriter.notifyMatchFailure(op, "mask is neither causal nor empty");
+      return giveUp(op, rewriter, "the mask is neither causal (with or without a sliding window) nor empty");
     }
     double defaultScale = 1.0 / std::sqrt(static_cast<double>(q[3]));
     FloatAttr scaleAttr;
@@ -435,7 +447,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       scaleAttr = rewriter.getF64FloatAttr(scale);
     }
     if (getElementTypeOrSelf(query.getType()) != getElementTypeOrSelf(op.getType())) {
-      return rewriter.notifyMatchFailure(op, "mixed precision attention");
+      return giveUp(op, rewriter, "mixed precision attention");
     }
     Value key = keyPlan->source;
     Type keyElement = getElementTypeOrSelf(key.getType());
@@ -450,6 +462,7 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     if (valueBase) {
       value = materializeUnrepeated(rewriter, *valueBase);
     }
+    unraised.erase(op);
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), op.getType(), query, key, value,
         kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr, scaleAttr,
@@ -466,13 +479,46 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
   }
 };
 
+/// Every attention-like region left as matmul/softmax kernels: a warning at
+/// the matmul, and an entry {module, reason} in the function's
+/// `tg.unraised_attention` list, which lowering carries into the plan for
+/// `tailor inspect`.
+void reportUnraised(func::FuncOp func,
+                    const llvm::DenseMap<Operation *, std::string> &unraised) {
+  SmallVector<Attribute> entries;
+  Builder b(func.getContext());
+  func.walk([&](tg::MatmulOp matmul) {
+    auto it = unraised.find(matmul);
+    if (it == unraised.end()) {
+      return;
+    }
+    std::string where = nearestParentModule(matmul.getLhs()).value_or("");
+    if (where.empty()) {
+      where = modulePathFromLoc(matmul.getLoc()).value_or("");
+    }
+    matmul->emitWarning() << "attention left as matmul and softmax kernels "
+                             "(a T x S score tensor per head"
+                          << (where.empty() ? "" : " in " + where)
+                          << "): " << it->second;
+    entries.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("module", b.getStringAttr(where)),
+         b.getNamedAttr("reason", b.getStringAttr(it->second))}));
+  });
+  if (!entries.empty()) {
+    func->setAttr(tg::TGDialect::kUnraisedAttentionAttrName,
+                  b.getArrayAttr(entries));
+  }
+}
+
 struct RaiseAttentionPass : impl::RaiseAttentionPassBase<RaiseAttentionPass> {
   void runOnOperation() override {
+    llvm::DenseMap<Operation *, std::string> unraised;
     RewritePatternSet patterns(&getContext());
-    patterns.add<RaiseAttention>(&getContext());
+    patterns.add<RaiseAttention>(&getContext(), unraised);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
-      signalPassFailure();
+      return signalPassFailure();
     }
+    reportUnraised(getOperation(), unraised);
   }
 };
 

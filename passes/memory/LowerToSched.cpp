@@ -678,7 +678,19 @@ void LowerToSchedPass::runOnOperation() {
     }
   }
 
-  // The program replaces the functions and the symbol declarations.
+  // The program replaces the functions and the symbol declarations; what
+  // raising could not do stays on the module for the plan's notes.
+  SmallVector<Attribute> unraised;
+  for (func::FuncOp func : funcs) {
+    if (auto list = func->getAttrOfType<ArrayAttr>(
+            tg::TGDialect::kUnraisedAttentionAttrName)) {
+      llvm::append_range(unraised, list.getValue());
+    }
+  }
+  if (!unraised.empty()) {
+    module->setAttr(tg::TGDialect::kUnraisedAttentionAttrName,
+                    ArrayAttr::get(module.getContext(), unraised));
+  }
   for (func::FuncOp func : funcs) {
     func.erase();
   }

@@ -63,6 +63,12 @@ def check_case(args, style, exporter, opset, dynamic):
     if attention != hw.LAYERS or "tg.band_mask" in text:
         return (f"{name}: {attention} of {hw.LAYERS} layers raised to "
                 f"tg.attention, band_mask left: {'tg.band_mask' in text}")
+    # Rotary embeddings on q and k of every layer (nanoGPT has none): the
+    # rotate-half layout, or Meta's interleaved pairs.
+    ropes = text.count(" = tg.rope ")
+    want = 0 if style == "nanogpt" else 2 * hw.LAYERS
+    if ropes != want:
+        return f"{name}: {ropes} tg.rope raised, expected {want}"
     plan = os.path.join(args.cache, name + ".tplan")
     r = run([args.tailor, "compile", model, *shape, "-o", plan])
     if r.returncode != 0:

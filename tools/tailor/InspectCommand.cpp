@@ -533,6 +533,22 @@ llvm::json::Object trainingJson(const fb::Training &training) {
   return t;
 }
 
+/// The plan's notes: attention regions left as kernels, and why.
+llvm::json::Array notesJson(const fb::Plan &p) {
+  llvm::json::Array notes;
+  if (p.notes()) {
+    for (const fb::Note *note : *p.notes()) {
+      auto str = [](const flatbuffers::String *s) {
+        return s ? s->str() : std::string();
+      };
+      notes.push_back(llvm::json::Object{{"kind", str(note->kind())},
+                                         {"module", str(note->module_path())},
+                                         {"message", str(note->message())}});
+    }
+  }
+  return notes;
+}
+
 void printJson(const LoadedPlan &loaded, const PlanSummary &s,
                const std::string &input) {
   const fb::Plan &p = loaded.root();
@@ -561,6 +577,7 @@ void printJson(const LoadedPlan &loaded, const PlanSummary &s,
   }
   root["kernels"] = std::move(kernels);
   root["steps"] = static_cast<int64_t>(p.ops()->size());
+  root["notes"] = notesJson(p);
   llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                << "\n";
 }
@@ -818,6 +835,22 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
   }
 }
 
+/// Attention regions left as kernels, and why (nothing when every
+/// attention was raised).
+void printNotes(llvm::raw_ostream &os, const fb::Plan &p) {
+  if (!p.notes() || p.notes()->size() == 0) {
+    return;
+  }
+  os << "attention not raised (runs as matmul + softmax over a T x S score "
+        "tensor): "
+     << p.notes()->size() << "\n";
+  for (const fb::Note *note : *p.notes()) {
+    std::string where = note->module_path() ? note->module_path()->str() : "";
+    os << "  " << (where.empty() ? "(unknown module)" : where) << ": "
+       << (note->message() ? note->message()->str() : "") << "\n";
+  }
+}
+
 void printText(const LoadedPlan &loaded, const PlanSummary &s,
                const std::string &input, bool listParams, bool listSteps) {
   const fb::Plan &p = loaded.root();
@@ -833,6 +866,7 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
     printParameterList(os, p);
   }
   printStatesAndKernels(os, s);
+  printNotes(os, p);
   if (listSteps) {
     printSteps(os, p);
   }
