@@ -853,7 +853,81 @@ LogicalResult importGather(NodeContext &ctx) {
 }
 
 /// GatherND (compile time only: exports use it for mask indexing).
+/// Most index tuples a GatherND on run-time data becomes slices for.
+constexpr int64_t kMaxStaticGatherTuples = 4096;
+
+/// GatherND of run-time data at compile-time indices (batch_dims 0), as
+/// exporters write x[:, :, i] on a transposed tensor: each index tuple is a
+/// slice of the data's leading dims; the slices are concatenated (runs of
+/// consecutive tuples along the first dim are one slice) and reshaped to
+/// indices.shape[:-1] + data.shape[k:]. Gradients flow through slice and
+/// concat as usual.
+LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx) {
+  if (ctx.attrInt("batch_dims", 0) != 0) {
+    return ctx.error() << "batch_dims " << ctx.attrInt("batch_dims", 0)
+                       << " on run-time data is not supported (only 0)";
+  }
+  FailureOr<HostTensor> indices = ctx.heldConstant(1, "indices");
+  FailureOr<Value> data = ctx.value(0);
+  if (failed(indices) || failed(data)) {
+    return failure();
+  }
+  ArrayRef<int64_t> dd = ctx.shape(0), id = indices->dims();
+  int64_t k = id.empty() ? 0 : id.back();
+  int64_t r = static_cast<int64_t>(dd.size());
+  if (id.empty() || k < 1 || k > r) {
+    return ctx.error() << "index tuples of length " << k
+                       << " do not fit data " << tg::formatShape(dd);
+  }
+  int64_t tuples = product(id.drop_back());
+  if (tuples > kMaxStaticGatherTuples) {
+    return ctx.error() << "gathers " << tuples
+                       << " index tuples from run-time data (at most "
+                       << kMaxStaticGatherTuples << " become slices)";
+  }
+  Type elem = getElementTypeOrSelf(data->getType());
+  ArrayRef<int64_t> rest = dd.drop_front(k);
+  SmallVector<Value> pieces;
+  for (int64_t t = 0; t < tuples; ++t) {
+    SmallVector<int64_t> starts(r, 0), ends(dd), steps(r, 1);
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t v = indices->getInt(t * k + j);
+      if (v < -dd[j] || v >= dd[j]) {
+        return ctx.error() << "index " << v << " is out of range for dim "
+                           << j << " of size " << dd[j];
+      }
+      starts[j] = v < 0 ? v + dd[j] : v;
+      ends[j] = starts[j] + 1;
+    }
+    SmallVector<int64_t> sliceDims(k, 1);
+    sliceDims.append(rest.begin(), rest.end());
+    Value slice = tg::SliceOp::create(
+        ctx.builder(), ctx.loc(), ctx.tensorType(sliceDims, elem), *data,
+        ctx.builder().getDenseI64ArrayAttr(starts),
+        ctx.builder().getDenseI64ArrayAttr(ends),
+        ctx.builder().getDenseI64ArrayAttr(steps));
+    SmallVector<int64_t> rowDims{1};
+    rowDims.append(rest.begin(), rest.end());
+    pieces.push_back(ctx.reshape(slice, rowDims));
+  }
+  SmallVector<int64_t> stacked{tuples};
+  stacked.append(rest.begin(), rest.end());
+  Value all = pieces.size() == 1
+                  ? pieces.front()
+                  : tg::ConcatOp::create(ctx.builder(), ctx.loc(),
+                                         ctx.tensorType(stacked, elem), pieces,
+                                         ctx.builder().getI64IntegerAttr(0))
+                        .getResult();
+  SmallVector<int64_t> outDims(id.drop_back());
+  outDims.append(rest.begin(), rest.end());
+  ctx.setOutput(0, ctx.reshape(all, outDims));
+  return success();
+}
+
 LogicalResult importGatherND(NodeContext &ctx) {
+  if (!ctx.isConstant(0) && ctx.isConstant(1)) {
+    return importGatherNDOfRuntimeData(ctx);
+  }
   FailureOr<const HostTensor *> data = ctx.constant(0, "data");
   FailureOr<const HostTensor *> indices = ctx.constant(1, "indices");
   if (failed(data) || failed(indices)) {

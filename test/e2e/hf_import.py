@@ -39,6 +39,8 @@ FAMILY = {
     "mistral-window": dict(linear=7, norm="rms_norm", norms=2, rope=2),
     # Gemma-2: RMSNorm before and after attention and the MLP.
     "gemma2": dict(linear=7, norm="rms_norm", norms=4, rope=2),
+    # Falcon: fused qkv, dense, and the MLP's two, off one LayerNorm.
+    "falcon": dict(linear=4, norm="layer_norm", norms=1, rope=2),
     "qwen2": dict(linear=7, norm="rms_norm", norms=2, rope=2),
     "gpt2": dict(linear=4, norm="layer_norm", norms=2, rope=0),
     "phi": dict(linear=6, norm="layer_norm", norms=1, rope=2),

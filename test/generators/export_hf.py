@@ -34,7 +34,7 @@ import sys
 import warnings
 
 FAMILIES = ("llama", "mistral", "qwen2", "gpt2", "phi", "mistral-window",
-            "gemma2")
+            "gemma2", "falcon")
 EXPORTERS = ("torchscript", "dynamo")
 
 # Example input used for tracing / export and for the numeric reference.
@@ -76,6 +76,19 @@ def _build_model(family, attn_implementation=None):
         ess = dict(hidden_size=cfg.hidden_size, num_layers=cfg.num_hidden_layers,
                    heads=cfg.num_attention_heads, kv_heads=cfg.num_key_value_heads,
                    intermediate=cfg.intermediate_size, vocab=cfg.vocab_size)
+    elif family == "falcon":
+        # Falcon-7B's layout: fused query_key_value with one shared kv head
+        # (multi-query), attention and MLP in parallel off one LayerNorm,
+        # rotary embeddings, no biases.
+        cfg = tf.FalconConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                              num_attention_heads=HEADS, vocab_size=VOCAB,
+                              new_decoder_architecture=False, multi_query=True,
+                              parallel_attn=True, alibi=False, bias=False,
+                              max_position_embeddings=MAXPOS, **kw)
+        model = tf.FalconForCausalLM(cfg)
+        ess = dict(hidden_size=cfg.hidden_size, num_layers=cfg.num_hidden_layers,
+                   heads=cfg.num_attention_heads, kv_heads=1,
+                   intermediate=4 * cfg.hidden_size, vocab=cfg.vocab_size)
     elif family == "gpt2":
         cfg = tf.GPT2Config(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
                             n_inner=INTER, vocab_size=VOCAB, n_positions=MAXPOS,
