@@ -467,6 +467,33 @@ TL_DEVICE void selectWalk(const u8 *c, const T *a, const T *b, T *y,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Band mask: y[..., i, j] = inside when lower <= j - i <= upper, else
+// outside. Rows of y (every leading index and i) on grid y, columns on
+// threads: one comparison per element, coalesced stores, no division
+// inside the column loop.
+//===----------------------------------------------------------------------===//
+
+template <typename T> TL_DEVICE T bandValue(double v) { return T(v); }
+template <> TL_DEVICE bf16 bandValue<bf16>(double v) {
+  return toBf16(float(v));
+}
+template <> TL_DEVICE u8 bandValue<u8>(double v) { return u8(v != 0.0); }
+
+template <typename T>
+TL_DEVICE void bandMask(T *y, i64 rowsTotal, i64 rows, i64 cols, i64 lower,
+                        i64 upper, T inside, T outside) {
+  for (i64 r = blockIdx.y; r < rowsTotal; r += gridDim.y) {
+    i64 i = r % rows;
+    T *row = y + r * cols;
+    for (i64 j = i64(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
+         j += i64(gridDim.x) * blockDim.x) {
+      i64 d = j - i;
+      row[j] = (d >= lower && d <= upper) ? inside : outside;
+    }
+  }
+}
+
 } // namespace ew
 } // namespace tl
 
@@ -578,6 +605,24 @@ TL_EW_SELECT(unsigned short, b16)
 TL_EW_SELECT(unsigned int, b32)
 TL_EW_SELECT(unsigned long long, b64)
 
+#define TL_EW_BAND_MASK(T, sfx)                                                \
+  TL_GLOBAL void tailor_band_mask_##sfx(T *y, long long rowsTotal,             \
+                                        long long rows, long long cols,        \
+                                        long long lower, long long upper,      \
+                                        double inside, double outside) {       \
+    ::tl::ew::bandMask(y, rowsTotal, rows, cols, lower, upper,                 \
+                       ::tl::ew::bandValue<T>(inside),                         \
+                       ::tl::ew::bandValue<T>(outside));                       \
+  }                                                                            \
+  TL_REGISTER(tailor_band_mask_##sfx)
+
+TL_EW_BAND_MASK(float, f32)
+TL_EW_BAND_MASK(::tl::bf16, bf16)
+TL_EW_BAND_MASK(int, i32)
+TL_EW_BAND_MASK(long long, i64)
+TL_EW_BAND_MASK(unsigned char, bool)
+
+#undef TL_EW_BAND_MASK
 #undef TL_EW_SELECT
 #undef TL_EW_COMPARE
 #undef TL_EW_ARITH

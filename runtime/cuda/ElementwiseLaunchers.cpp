@@ -382,6 +382,10 @@ std::string launchSelect(const CudaCall &call) {
   "tailor_cast_" f "_f32", "tailor_cast_" f "_bf16", "tailor_cast_" f "_i32",  \
       "tailor_cast_" f "_i64", "tailor_cast_" f "_bool"
 
+const char *const kBandMaskFunctions[] = {
+    "tailor_band_mask_f32", "tailor_band_mask_bf16", "tailor_band_mask_i32",
+    "tailor_band_mask_i64", "tailor_band_mask_bool", nullptr};
+
 const char *const kUnaryFunctions[][3] = {
     TL_FLOAT_FUNCTIONS("neg"),        TL_FLOAT_FUNCTIONS("abs"),
     TL_FLOAT_FUNCTIONS("exp"),        TL_FLOAT_FUNCTIONS("log"),
@@ -411,6 +415,50 @@ const char *const kSelectFunctions[] = {"tailor_select_b8", "tailor_select_b16",
 #undef TL_COMPARE_FUNCTIONS
 #undef TL_ARITH_FUNCTIONS
 #undef TL_FLOAT_FUNCTIONS
+
+//===----------------------------------------------------------------------===//
+// Band mask: a mask generated from indices (runtime/cpu/ElementwiseKernels.cpp
+// is the reference; bf16 is the one extra dtype).
+//===----------------------------------------------------------------------===//
+
+std::string checkBandMask(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 1); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDTypeIn(call, 0,
+                             {DType::F32, DType::BF16, DType::I32, DType::I64,
+                              DType::Bool});
+      !e.empty()) {
+    return e;
+  }
+  KernelCall view = call;
+  if (view.operands[0].dtype == DType::BF16) {
+    view.operands[0].dtype = DType::F32;
+  }
+  return findCpuKernel("band_mask")->check(view);
+}
+
+std::string launchBandMask(const CudaCall &call) {
+  const Tensor &y = call.operands[0];
+  long long cols = y.shape.back();
+  long long rows = y.shape[y.shape.size() - 2];
+  if (y.numel() == 0) {
+    return "";
+  }
+  long long rowsTotal = y.numel() / cols;
+  long long lower = call.attributes.getInt("lower", 0);
+  long long upper = call.attributes.getInt("upper", 0);
+  double inside = call.attributes.getFloat("inside", 0);
+  double outside = call.attributes.getFloat("outside", 0);
+  void *py = y.data;
+  void *args[] = {&py, &rowsTotal, &rows, &cols, &lower, &upper, &inside,
+                  &outside};
+  Dim3 grid{blocksFor(cols, kBlock),
+            static_cast<unsigned>(std::min<long long>(rowsTotal, 65535))};
+  return call.context->launch(
+      entry("band_mask", "", dtypeName(y.dtype)).c_str(), grid, {kBlock}, 0,
+      args);
+}
 
 template <int Op> CudaKernelDef unaryDef() {
   return {kUnaryNames[Op], 2, checkFloatMap, launchUnary<Op>,
@@ -443,6 +491,8 @@ void addElementwiseCudaKernels(std::vector<CudaKernelDef> &table) {
   table.push_back({"cast", 2, checkCast, launchCast, kCastFunctions});
   addBinary(table, std::make_integer_sequence<int, 10>());
   table.push_back({"select", 4, checkSelect, launchSelect, kSelectFunctions});
+  table.push_back(
+      {"band_mask", 1, checkBandMask, launchBandMask, kBandMaskFunctions});
 }
 
 } // namespace tailor::runtime::cuda

@@ -587,5 +587,40 @@ TEST_F(CudaKernelTest, ChecksNameWhatIsWrong) {
   }
 }
 
+// band_mask against the CPU kernel: a causal band, a sliding window, the
+// complement form, leading dims repeating the matrix, every dtype (bf16
+// compared as f32); and the checks.
+TEST_F(CudaKernelTest, BandMask) {
+  struct Case {
+    int64_t lower, upper;
+    double inside, outside;
+  };
+  // -2^20 is exact in bf16 too.
+  const Case cases[] = {
+      {-8, 0, 0.0, -1048576.0}, {-2, 0, 1.0, 0.0}, {1, 40, 0.0, 1.0}};
+  for (DType dtype :
+       {DType::F32, DType::BF16, DType::I32, DType::I64, DType::Bool}) {
+    for (const Case &c : cases) {
+      if (dtype == DType::Bool && c.outside < 0) {
+        continue;
+      }
+      for (std::vector<int64_t> shape :
+           {std::vector<int64_t>{9, 9}, {2, 3, 5, 300}}) {
+        std::vector<Attribute> attrs = {
+            intAttr("lower", c.lower), intAttr("upper", c.upper),
+            floatAttr("inside", c.inside), floatAttr("outside", c.outside)};
+        expectMatchesCpu(*backend, "band_mask", {HostTensor(dtype, shape)},
+                         attrs, {0}, kExact);
+      }
+    }
+  }
+  std::vector<Attribute> reversed = {intAttr("lower", 1), intAttr("upper", 0),
+                                     floatAttr("inside", 0),
+                                     floatAttr("outside", 1)};
+  EXPECT_NE(checkCuda("band_mask", {HostTensor(DType::F32, {4, 4})}, reversed),
+            "");
+  EXPECT_NE(checkCuda("band_mask", {HostTensor(DType::F64, {4, 4})}, {}), "");
+}
+
 } // namespace
 } // namespace tailor::runtime::cuda::testing
