@@ -99,135 +99,170 @@ void adoptFixedTokenShape(mlir::ModuleOp module, TrainingRecipe &recipe) {
 
 } // namespace
 
-int runCompile(int argc, const char **argv) {
-  namespace cl = llvm::cl;
-  cl::ResetCommandLineParser();
-  cl::OptionCategory category("tailor compile options");
-  cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
-                             cl::Required, cl::cat(category));
-  cl::opt<std::string> output("o", cl::desc("output file ('-' for stdout)"),
-                              cl::value_desc("file"), cl::init("-"),
-                              cl::cat(category));
-  cl::opt<int64_t> batch("batch", cl::desc("bind symbolic batch dims to N"),
-                         cl::value_desc("N"), cl::init(0), cl::cat(category));
-  cl::opt<int64_t> seq("seq", cl::desc("bind symbolic sequence dims to N"),
-                       cl::value_desc("N"), cl::init(0), cl::cat(category));
-  cl::list<std::string> dims(
-      "dim", cl::desc("bind the symbolic dim NAME to N (repeatable)"),
-      cl::value_desc("NAME=N"), cl::cat(category));
-  cl::opt<Stage> compileTo(
-      "compile-to", cl::desc("stop after this stage"), cl::init(Stage::Plan),
-      cl::values(clEnumValN(Stage::Import, "import",
-                            "the literal ONNX graph in tg, static shapes"),
-                 clEnumValN(Stage::Graph, "graph",
-                            "raised: linear, rms_norm, rope, attention, ..."),
-                 clEnumValN(Stage::Train, "train",
-                            "the training step: adapters, loss, backward, "
-                            "optimizer (needs --recipe)"),
-                 clEnumValN(Stage::Schedule, "schedule",
-                            "the per-rank sched.program (arenas, launches)"),
-                 clEnumValN(Stage::Plan, "plan",
-                            "the plan file the runtime runs (the default)")),
-      cl::cat(category));
-  cl::opt<Emit> emit(
+namespace {
+
+/// The command line of `tailor compile`. The options register themselves
+/// with llvm::cl when constructed, so one instance lives while parsing.
+struct CompileFlags {
+  llvm::cl::OptionCategory category{"tailor compile options"};
+  llvm::cl::opt<std::string> input{llvm::cl::Positional,
+                                   llvm::cl::desc("<model.onnx>"),
+                                   llvm::cl::Required, llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> output{
+      "o", llvm::cl::desc("output file ('-' for stdout)"),
+      llvm::cl::value_desc("file"), llvm::cl::init("-"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> batch{
+      "batch", llvm::cl::desc("bind symbolic batch dims to N"),
+      llvm::cl::value_desc("N"), llvm::cl::init(0), llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> seq{
+      "seq", llvm::cl::desc("bind symbolic sequence dims to N"),
+      llvm::cl::value_desc("N"), llvm::cl::init(0), llvm::cl::cat(category)};
+  llvm::cl::list<std::string> dims{
+      "dim", llvm::cl::desc("bind the symbolic dim NAME to N (repeatable)"),
+      llvm::cl::value_desc("NAME=N"), llvm::cl::cat(category)};
+  llvm::cl::opt<Stage> compileTo{
+      "compile-to", llvm::cl::desc("stop after this stage"),
+      llvm::cl::init(Stage::Plan),
+      llvm::cl::values(
+          clEnumValN(Stage::Import, "import",
+                     "the literal ONNX graph in tg, static shapes"),
+          clEnumValN(Stage::Graph, "graph",
+                     "raised: linear, rms_norm, rope, attention, ..."),
+          clEnumValN(Stage::Train, "train",
+                     "the training step: adapters, loss, backward, "
+                     "optimizer (needs --recipe)"),
+          clEnumValN(Stage::Schedule, "schedule",
+                     "the per-rank sched.program (arenas, launches)"),
+          clEnumValN(Stage::Plan, "plan",
+                     "the plan file the runtime runs (the default)")),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<Emit> emit{
       "emit",
-      cl::desc("output format (default: plan for --compile-to=plan, mlir "
-               "otherwise)"),
-      cl::init(Emit::Default),
-      cl::values(clEnumValN(Emit::Mlir, "mlir", "textual MLIR"),
-                 clEnumValN(Emit::Plan, "plan", "a .tplan file")),
-      cl::cat(category));
-  cl::opt<std::string> recipePath(
-      "recipe", cl::desc("training recipe (YAML): compile a training plan"),
-      cl::value_desc("file"), cl::cat(category));
-  cl::list<std::string> overrides(
-      cl::Positional, cl::ZeroOrMore,
-      cl::desc("[key=value ...] recipe overrides"), cl::cat(category));
-  cl::opt<std::string> adapterDir(
+      llvm::cl::desc("output format (default: plan for --compile-to=plan, "
+                     "mlir otherwise)"),
+      llvm::cl::init(Emit::Default),
+      llvm::cl::values(clEnumValN(Emit::Mlir, "mlir", "textual MLIR"),
+                       clEnumValN(Emit::Plan, "plan", "a .tplan file")),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> recipePath{
+      "recipe",
+      llvm::cl::desc("training recipe (YAML): compile a training plan"),
+      llvm::cl::value_desc("file"), llvm::cl::cat(category)};
+  llvm::cl::list<std::string> overrides{
+      llvm::cl::Positional, llvm::cl::ZeroOrMore,
+      llvm::cl::desc("[key=value ...] recipe overrides"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> adapterDir{
       "adapter",
-      cl::desc("apply a trained PEFT LoRA adapter (a directory with "
-               "adapter_config.json and adapter_model.safetensors)"),
-      cl::value_desc("dir"), cl::cat(category));
-  cl::opt<int64_t> threads(
+      llvm::cl::desc("apply a trained PEFT LoRA adapter (a directory with "
+                     "adapter_config.json and adapter_model.safetensors)"),
+      llvm::cl::value_desc("dir"), llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> threads{
       "threads",
-      cl::desc("CPU workers the plan sizes per-worker workspaces for"),
-      cl::value_desc("N"), cl::init(8), cl::cat(category));
-  cl::opt<std::string> hardwareName(
+      llvm::cl::desc("CPU workers the plan sizes per-worker workspaces for"),
+      llvm::cl::value_desc("N"), llvm::cl::init(8), llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> hardwareName{
       "hardware",
-      cl::desc("the target: cpu (default), h100, h200, a100-80gb, a100-40gb, "
-               "rtx4090, rtx3090, t4, a hardware YAML file, or auto (GPU 0 "
-               "of this machine)"),
-      cl::value_desc("name|file"), cl::init("cpu"), cl::cat(category));
-  cl::HideUnrelatedOptions(category);
-  if (!cl::ParseCommandLineOptions(
-          argc, argv, "tailor compile: compile an ONNX model\n", &llvm::errs())) {
-    return 1;
-  }
+      llvm::cl::desc("the target: cpu (default), h100, h200, a100-80gb, "
+                     "a100-40gb, rtx4090, rtx3090, t4, a hardware YAML file, "
+                     "or auto (GPU 0 of this machine)"),
+      llvm::cl::value_desc("name|file"), llvm::cl::init("cpu"),
+      llvm::cl::cat(category)};
+};
 
-  if (threads < 1 || threads > 1024) {
-    llvm::errs() << "tailor compile: error: --threads must be in [1, 1024], "
-                    "got "
-                 << threads << "\n";
-    return 1;
-  }
-  Emit format = emit;
-  if (format == Emit::Default) {
-    format = compileTo == Stage::Plan ? Emit::Plan : Emit::Mlir;
-  }
-  if (format == Emit::Plan && compileTo != Stage::Plan) {
-    llvm::errs() << "tailor compile: error: --emit=plan needs "
-                    "--compile-to=plan\n";
-    return 1;
-  }
+/// What one compile does, decided from the flags before anything is read.
+struct CompileRequest {
+  std::string input, output;
+  Stage compileTo = Stage::Plan;
+  Emit format = Emit::Plan;
+  bool training = false;
+  TrainingRecipe recipe;
+  std::string adapterDir;
+  std::optional<PeftAdapterConfig> adapter;
+  HardwareSpec hardware;
+  int64_t threads = 8;
+  onnx_import::ImportOptions importOptions;
+};
 
-  bool training = !recipePath.empty() || !overrides.empty();
-  if (training && !adapterDir.empty()) {
-    llvm::errs() << "tailor compile: error: --adapter compiles an inference "
-                    "plan; to continue training from an adapter, compile with "
-                    "--recipe and pass it to `tailor train --init-adapter`\n";
-    return 1;
+/// Prints `tailor compile: error: MESSAGE` and returns failure.
+mlir::LogicalResult compileError(const llvm::Twine &message) {
+  llvm::errs() << "tailor compile: error: " << message << "\n";
+  return mlir::failure();
+}
+
+/// The output format, the training/adapter mode, and the hardware.
+mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
+  if (flags.threads < 1 || flags.threads > 1024) {
+    return compileError("--threads must be in [1, 1024], got " +
+                        llvm::Twine(static_cast<int64_t>(flags.threads)));
   }
-  if (compileTo == Stage::Train && !training) {
-    llvm::errs() << "tailor compile: error: --compile-to=train needs --recipe\n";
-    return 1;
+  req.threads = flags.threads;
+  req.input = flags.input;
+  req.output = flags.output;
+  req.compileTo = flags.compileTo;
+  req.format = flags.emit;
+  if (req.format == Emit::Default) {
+    req.format = req.compileTo == Stage::Plan ? Emit::Plan : Emit::Mlir;
   }
-  auto hardware = hardwareName == "auto" ? detectHardware()
-                                         : resolveHardware(hardwareName);
+  if (req.format == Emit::Plan && req.compileTo != Stage::Plan) {
+    return compileError("--emit=plan needs --compile-to=plan");
+  }
+  req.training = !flags.recipePath.empty() || !flags.overrides.empty();
+  req.adapterDir = flags.adapterDir;
+  if (req.training && !req.adapterDir.empty()) {
+    return compileError(
+        "--adapter compiles an inference plan; to continue training from an "
+        "adapter, compile with --recipe and pass it to `tailor train "
+        "--init-adapter`");
+  }
+  if (req.compileTo == Stage::Train && !req.training) {
+    return compileError("--compile-to=train needs --recipe");
+  }
+  auto hardware = flags.hardwareName == "auto"
+                      ? detectHardware()
+                      : resolveHardware(flags.hardwareName);
   if (!hardware) {
-    llvm::errs() << "tailor compile: error: "
-                 << llvm::toString(hardware.takeError()) << "\n";
-    return 1;
+    return compileError(llvm::toString(hardware.takeError()));
   }
   if (hardware->gpus != 1) {
-    llvm::errs() << "tailor compile: error: --hardware " << hardwareName
-                 << " has " << hardware->gpus
-                 << " GPUs; plans are single-rank until sharding lands "
-                    "(use one GPU)\n";
-    return 1;
+    return compileError("--hardware " + flags.hardwareName + " has " +
+                        llvm::Twine(hardware->gpus) +
+                        " GPUs; plans are single-rank until sharding lands "
+                        "(use one GPU)");
   }
-  TrainingRecipe recipe;
-  if (training) {
-    auto loaded = loadRecipe(recipePath, overrides);
-    if (!loaded) {
-      llvm::errs() << "tailor compile: error: "
-                   << llvm::toString(loaded.takeError()) << "\n";
-      return 1;
-    }
-    recipe = std::move(*loaded);
-  }
-  std::optional<PeftAdapterConfig> adapter;
-  if (!adapterDir.empty()) {
-    auto config = readPeftAdapterConfig(adapterDir);
-    if (!config) {
-      llvm::errs() << "tailor compile: error: "
-                   << llvm::toString(config.takeError()) << "\n";
-      return 1;
-    }
-    adapter = std::move(*config);
-  }
+  req.hardware = std::move(*hardware);
+  return mlir::success();
+}
 
-  onnx_import::ImportOptions options;
-  if (training) {
+/// The recipe (training) or the PEFT adapter's config (--adapter).
+mlir::LogicalResult readRecipeAndAdapter(const CompileFlags &flags,
+                                         CompileRequest &req) {
+  if (req.training) {
+    std::vector<std::string> overrides(flags.overrides.begin(),
+                                       flags.overrides.end());
+    auto loaded = loadRecipe(flags.recipePath, overrides);
+    if (!loaded) {
+      return compileError(llvm::toString(loaded.takeError()));
+    }
+    req.recipe = std::move(*loaded);
+  }
+  if (!req.adapterDir.empty()) {
+    auto config = readPeftAdapterConfig(req.adapterDir);
+    if (!config) {
+      return compileError(llvm::toString(config.takeError()));
+    }
+    req.adapter = std::move(*config);
+  }
+  return mlir::success();
+}
+
+/// The batch shape the importer binds: the recipe's, then --batch/--seq
+/// and --dim, each remembered with where it came from.
+mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
+  onnx_import::ImportOptions &options = req.importOptions;
+  TrainingRecipe &recipe = req.recipe;
+  if (req.training) {
     // The recipe's batch shape, unless the command line says otherwise.
     options.batch = recipe.microBatchSize;
     options.seq = recipe.sequenceLen;
@@ -238,38 +273,168 @@ int runCompile(int argc, const char **argv) {
       options.seqSource = "the recipe's sequence_len";
     }
   }
-  if (batch.getNumOccurrences()) {
-    if (batch <= 0) {
-      llvm::errs() << "tailor compile: error: --batch must be positive, got "
-                   << batch << "\n";
-      return 1;
+  if (flags.batch.getNumOccurrences()) {
+    if (flags.batch <= 0) {
+      return compileError("--batch must be positive, got " +
+                          llvm::Twine(static_cast<int64_t>(flags.batch)));
     }
-    options.batch = batch;
+    options.batch = flags.batch;
     options.batchSource = "--batch";
-    recipe.microBatchSize = batch;
+    recipe.microBatchSize = flags.batch;
     recipe.givenKeys.insert("micro_batch_size");
   }
-  if (seq.getNumOccurrences()) {
-    if (seq <= 0) {
-      llvm::errs() << "tailor compile: error: --seq must be positive, got "
-                   << seq << "\n";
-      return 1;
+  if (flags.seq.getNumOccurrences()) {
+    if (flags.seq <= 0) {
+      return compileError("--seq must be positive, got " +
+                          llvm::Twine(static_cast<int64_t>(flags.seq)));
     }
-    options.seq = seq;
+    options.seq = flags.seq;
     options.seqSource = "--seq";
-    recipe.sequenceLen = seq;
+    recipe.sequenceLen = flags.seq;
     recipe.givenKeys.insert("sequence_len");
   }
-  for (const std::string &binding : dims) {
+  for (const std::string &binding : flags.dims) {
     auto [name, value] = llvm::StringRef(binding).split('=');
     int64_t n = 0;
     if (name.empty() || value.getAsInteger(10, n) || n <= 0) {
-      llvm::errs() << "tailor compile: error: --dim expects NAME=N with a "
-                      "positive N, got '"
-                   << binding << "'\n";
-      return 1;
+      return compileError("--dim expects NAME=N with a positive N, got '" +
+                          binding + "'");
     }
     options.dims[name] = n;
+  }
+  return mlir::success();
+}
+
+/// Records the recipe on a training module: the model's fixed shape where
+/// the recipe left it to defaults, the vocabulary (the logits' width), and
+/// the base model's name.
+void attachTrainingRecipe(mlir::ModuleOp module, CompileRequest &req) {
+  adoptFixedTokenShape(module, req.recipe);
+  int64_t vocab = 0;
+  if (auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward")) {
+    auto results = forward.getFunctionType().getResults();
+    if (!results.empty()) {
+      if (auto logits = llvm::dyn_cast<mlir::RankedTensorType>(results[0]);
+          logits && logits.getRank() == 3) {
+        vocab = logits.getDimSize(2);
+      }
+    }
+  }
+  if (req.recipe.baseModel.empty()) {
+    req.recipe.baseModel = llvm::sys::path::filename(req.input).str();
+  }
+  attachRecipe(module, req.recipe, vocab);
+}
+
+/// --adapter: the graph, then the adapter's layers with their weights bound
+/// from its safetensors file.
+mlir::LogicalResult applyAdapter(mlir::ModuleOp module,
+                                 const CompileRequest &req) {
+  mlir::PassManager pm(module.getContext());
+  buildGraphPipeline(pm);
+  graph::InsertLoraPassOptions lora;
+  lora.rank = req.adapter->r;
+  lora.alpha = req.adapter->alpha;
+  lora.rslora = req.adapter->useRslora;
+  lora.layers = req.adapter->layers;
+  std::string targets;
+  for (const std::string &name : req.adapter->targetModules) {
+    targets += (targets.empty() ? "" : ",") + name;
+  }
+  lora.targets = targets;
+  pm.addPass(graph::createInsertLoraPass(lora));
+  if (failed(pm.run(module)) ||
+      failed(bindPeftAdapterWeights(module, req.adapterDir))) {
+    return compileError("cannot apply the adapter in '" + req.adapterDir +
+                        "'");
+  }
+  return mlir::success();
+}
+
+/// The pipeline from the imported graph to the requested stage.
+mlir::LogicalResult runPipelines(mlir::ModuleOp module,
+                                 const CompileRequest &req) {
+  mlir::PassManager pm(module.getContext());
+  const char *what = "graph";
+  ScheduleOptions scheduleOptions = scheduleOptionsFor(
+      req.hardware, req.recipe.mixedPrecision, req.threads);
+  if (req.training) {
+    what = "training";
+    if (req.compileTo == Stage::Graph) {
+      buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
+    } else {
+      buildTrainingPipeline(pm, req.recipe, scheduleOptions,
+                            /*schedule=*/req.compileTo != Stage::Train);
+    }
+  } else if (req.adapter) {
+    what = "schedule";
+    if (req.compileTo != Stage::Graph) {
+      buildLowerToSchedule(pm, scheduleOptions);
+    }
+  } else if (req.compileTo == Stage::Graph) {
+    buildGraphPipeline(pm);
+  } else {
+    buildSchedulePipeline(pm, scheduleOptions);
+    what = "schedule";
+  }
+  if (failed(pm.run(module))) {
+    return compileError(llvm::Twine("the ") + what + " pipeline failed on '" +
+                        req.input + "'");
+  }
+  return mlir::success();
+}
+
+/// Writes the plan or the MLIR; a file only appears once complete.
+mlir::LogicalResult writeOutput(mlir::ModuleOp module,
+                                const CompileRequest &req) {
+  std::vector<uint8_t> planBytes;
+  if (req.format == Emit::Plan) {
+    llvm::SmallString<256> directory(
+        req.output == "-" ? llvm::StringRef(".")
+                          : llvm::sys::path::parent_path(req.output));
+    auto bytes = serializePlan(module, directory);
+    if (failed(bytes)) {
+      return mlir::failure();
+    }
+    planBytes = std::move(*bytes);
+  }
+  std::error_code ec;
+  llvm::ToolOutputFile out(req.output, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    return compileError("cannot write '" + req.output + "': " + ec.message());
+  }
+  if (req.format == Emit::Plan) {
+    out.os().write(reinterpret_cast<const char *>(planBytes.data()),
+                   planBytes.size());
+  } else {
+    module->print(out.os());
+    out.os() << "\n";
+  }
+  out.os().flush();
+  if (out.os().has_error()) {
+    std::string message = out.os().error().message();
+    out.os().clear_error();
+    return compileError("writing '" + req.output + "' failed: " + message);
+  }
+  out.keep();
+  return mlir::success();
+}
+
+} // namespace
+
+int runCompile(int argc, const char **argv) {
+  llvm::cl::ResetCommandLineParser();
+  CompileFlags flags;
+  llvm::cl::HideUnrelatedOptions(flags.category);
+  if (!llvm::cl::ParseCommandLineOptions(
+          argc, argv, "tailor compile: compile an ONNX model\n",
+          &llvm::errs())) {
+    return 1;
+  }
+  CompileRequest req;
+  if (failed(readMode(flags, req)) || failed(readRecipeAndAdapter(flags, req)) ||
+      failed(bindShapes(flags, req))) {
+    return 1;
   }
 
   mlir::DialectRegistry registry;
@@ -283,117 +448,22 @@ int runCompile(int argc, const char **argv) {
     return mlir::success();
   });
 
-  auto module = onnx_import::importOnnxFile(context, input, options);
+  auto module = onnx_import::importOnnxFile(context, req.input,
+                                            req.importOptions);
   if (failed(module)) {
     return 1;
   }
-  if (training) {
-    adoptFixedTokenShape(**module, recipe);
-    // The recipe goes into the plan; the vocabulary is the logits' width.
-    int64_t vocab = 0;
-    if (auto forward = (*module)->lookupSymbol<mlir::func::FuncOp>("forward")) {
-      auto results = forward.getFunctionType().getResults();
-      if (!results.empty()) {
-        if (auto logits = llvm::dyn_cast<mlir::RankedTensorType>(results[0]);
-            logits && logits.getRank() == 3) {
-          vocab = logits.getDimSize(2);
-        }
-      }
-    }
-    if (recipe.baseModel.empty()) {
-      recipe.baseModel = llvm::sys::path::filename(input).str();
-    }
-    attachRecipe(**module, recipe, vocab);
+  if (req.training) {
+    attachTrainingRecipe(**module, req);
   }
-  if (adapter && compileTo != Stage::Import) {
-    // Graph, then the adapter's layers with weights bound from its file.
-    mlir::PassManager pm(&context);
-    buildGraphPipeline(pm);
-    graph::InsertLoraPassOptions lora;
-    lora.rank = adapter->r;
-    lora.alpha = adapter->alpha;
-    lora.rslora = adapter->useRslora;
-    lora.layers = adapter->layers;
-    std::string targets;
-    for (const std::string &name : adapter->targetModules) {
-      targets += (targets.empty() ? "" : ",") + name;
-    }
-    lora.targets = targets;
-    pm.addPass(graph::createInsertLoraPass(lora));
-    if (failed(pm.run(**module)) ||
-        failed(bindPeftAdapterWeights(**module, adapterDir))) {
-      llvm::errs() << "tailor compile: error: cannot apply the adapter in '"
-                   << adapterDir << "'\n";
-      return 1;
-    }
-  }
-  if (compileTo != Stage::Import) {
-    mlir::PassManager pm(&context);
-    const char *what = "graph";
-    ScheduleOptions scheduleOptions =
-        scheduleOptionsFor(*hardware, recipe.mixedPrecision, threads);
-    if (training) {
-      what = "training";
-      if (compileTo == Stage::Graph) {
-        buildGraphPipeline(pm, recipe.tieWordEmbeddings);
-      } else if (compileTo == Stage::Train) {
-        buildTrainingPipeline(pm, recipe, scheduleOptions, /*schedule=*/false);
-      } else {
-        buildTrainingPipeline(pm, recipe, scheduleOptions, /*schedule=*/true);
-      }
-    } else if (adapter) {
-      what = "schedule";
-      if (compileTo != Stage::Graph) {
-        buildLowerToSchedule(pm, scheduleOptions);
-      }
-    } else if (compileTo == Stage::Graph) {
-      buildGraphPipeline(pm);
-    } else {
-      buildSchedulePipeline(pm, scheduleOptions);
-      what = "schedule";
-    }
-    if (failed(pm.run(**module))) {
-      llvm::errs() << "tailor compile: error: the " << what
-                   << " pipeline failed on '" << input << "'\n";
-      return 1;
-    }
-  }
-
-  std::vector<uint8_t> planBytes;
-  if (format == Emit::Plan) {
-    llvm::SmallString<256> directory(
-        output == "-" ? llvm::StringRef(".")
-                      : llvm::sys::path::parent_path(output));
-    auto bytes = serializePlan(**module, directory);
-    if (failed(bytes)) {
-      return 1;
-    }
-    planBytes = std::move(*bytes);
-  }
-
-  std::error_code ec;
-  llvm::ToolOutputFile out(output, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    llvm::errs() << "tailor compile: error: cannot write '" << output
-                 << "': " << ec.message() << "\n";
+  if (req.adapter && req.compileTo != Stage::Import &&
+      failed(applyAdapter(**module, req))) {
     return 1;
   }
-  if (format == Emit::Plan) {
-    out.os().write(reinterpret_cast<const char *>(planBytes.data()),
-                   planBytes.size());
-  } else {
-    (*module)->print(out.os());
-    out.os() << "\n";
-  }
-  out.os().flush();
-  if (out.os().has_error()) {
-    llvm::errs() << "tailor compile: error: writing '" << output
-                 << "' failed: " << out.os().error().message() << "\n";
-    out.os().clear_error();
+  if (req.compileTo != Stage::Import && failed(runPipelines(**module, req))) {
     return 1;
   }
-  out.keep();
-  return 0;
+  return failed(writeOutput(**module, req)) ? 1 : 0;
 }
 
 } // namespace tailor
