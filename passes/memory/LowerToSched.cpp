@@ -82,9 +82,48 @@ private:
                                 FlatSymbolRefAttr name);
   FailureOr<unsigned> stateRoot(ModuleOp module, Operation *user,
                                 FlatSymbolRefAttr name);
-  /// Plans one function into `entry`, numbering its steps from `step`.
+  /// Plans one function into `entry`, numbering its steps from `step`:
+  /// inputs, the fusion decisions, one step per op, then the outputs.
   LogicalResult planFunction(ModuleOp module, func::FuncOp func,
                              PlannedEntry &entry, int64_t &step);
+
+  /// What planning folds away rather than launching.
+  struct Fusions {
+    /// transpose(W) read only as linear weights: the kernel reads W as is.
+    DenseSet<Operation *> foldedTransposes;
+    /// Quantized weights read only by linear layers: dequantized per tile.
+    DenseSet<Operation *> fusedDequantizes;
+    /// Gradients whose only use is an accumulation: written into it.
+    DenseMap<Operation *, tg::AccumulateOp> accumulatedInPlace;
+  };
+  LogicalResult planInputs(func::FuncOp func, PlannedEntry &entry);
+  Fusions decideFusions(Block &body);
+  /// Plans one op at `step`: a root (parameter, state, constant, view) or a
+  /// launch.
+  LogicalResult planOp(ModuleOp module, Operation &op, const Fusions &fusions,
+                       PlannedEntry &entry, int64_t step);
+  LogicalResult planDequantize(ModuleOp module, tg::DequantizeOp dequantize,
+                               const Fusions &fusions, PlannedEntry &entry,
+                               int64_t step);
+  LogicalResult planConstant(arith::ConstantOp constant);
+  /// Accumulations and optimizer updates: launches on whole states.
+  LogicalResult planStateUpdate(ModuleOp module, Operation &op,
+                                const Fusions &fusions, PlannedEntry &entry,
+                                int64_t step);
+  /// Any other op: the CPU kernel selection's launch, its results new
+  /// activations (or an accumulator written in place).
+  LogicalResult planKernelLaunch(ModuleOp module, Operation &op,
+                                 const Fusions &fusions, PlannedEntry &entry,
+                                 int64_t step);
+  LogicalResult planOutputs(func::FuncOp func, func::ReturnOp ret,
+                            PlannedEntry &entry, int64_t &step);
+  /// A launch whose operands are whole roots (states, parameters) or values
+  /// seen with their own type (a reshape's view of a gradient, say).
+  PlannedLaunch launchOf(Operation *op, StringRef kernel, int64_t arity,
+                         ArrayRef<Access> operands);
+  Access whole(unsigned root) { return Access{root, roots[root].type}; }
+  /// The root of `value`, used at `step`; failure if it has none.
+  FailureOr<unsigned> useAt(Value value, int64_t step);
 
   /// The `linear_quantized` kernel for a linear layer reading `dequantize`
   /// (as W, or as W^T with `transposeWeight`).
@@ -222,17 +261,9 @@ static bool canAccumulateInPlace(Operation *op) {
   return llvm::isa_and_nonnull<tg::LinearWeightGradOp, tg::EmbeddingGradOp>(op);
 }
 
-LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
-                                             PlannedEntry &entry,
-                                             int64_t &step) {
-  MLIRContext *context = module.getContext();
-  if (!func.getBody().hasOneBlock()) {
-    return func.emitError() << "expected a single-block function to plan";
-  }
-  Block &body = func.getBody().front();
-  entry.name = func.getSymName().str();
-
-  for (BlockArgument arg : body.getArguments()) {
+LogicalResult LowerToSchedPass::planInputs(func::FuncOp func,
+                                           PlannedEntry &entry) {
+  for (BlockArgument arg : func.getBody().front().getArguments()) {
     if (!llvm::isa<RankedTensorType>(arg.getType()) ||
         !llvm::cast<ShapedType>(arg.getType()).hasStaticShape()) {
       return func.emitError() << "input " << arg.getArgNumber()
@@ -246,12 +277,15 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
     rootOf[arg] = newRoot(std::move(root));
     entry.inputs.push_back(rootOf[arg]);
   }
+  return success();
+}
 
+LowerToSchedPass::Fusions LowerToSchedPass::decideFusions(Block &body) {
+  Fusions fusions;
   // Exporters that pre-transpose Linear weights leave `transpose(W)` feeding
   // tg.linear, and the backward pass of a linear layer multiplies by W
   // through `linear(dy, transpose(W))`; the linear kernel reads W as stored
   // instead (attribute `transpose_weight`), so no launch copies a weight.
-  DenseSet<Operation *> foldedTransposes;
   for (auto transpose : body.getOps<tg::TransposeOp>()) {
     bool swap2d = transpose.getPermutation() == ArrayRef<int64_t>{1, 0};
     bool onlyLinearWeights =
@@ -261,280 +295,316 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
                  use.getOperandNumber() == 1;
         });
     if (swap2d && onlyLinearWeights) {
-      foldedTransposes.insert(transpose);
+      fusions.foldedTransposes.insert(transpose);
     }
   }
   // Quantized weights read only by linear layers (directly or through a
   // folded transpose) are never dequantized whole: the linear kernel
   // dequantizes tiles of the stored weight.
-  DenseSet<Operation *> fusedDequantizes;
   for (auto dequantize : body.getOps<tg::DequantizeOp>()) {
     bool onlyLinear = llvm::all_of(dequantize->getUses(), [&](OpOperand &use) {
       Operation *user = use.getOwner();
-      if (foldedTransposes.contains(user)) {
+      if (fusions.foldedTransposes.contains(user)) {
         return true;
       }
       return llvm::isa<tg::LinearOp>(user) && use.getOperandNumber() == 1;
     });
     if (onlyLinear) {
-      fusedDequantizes.insert(dequantize);
+      fusions.fusedDequantizes.insert(dequantize);
     }
   }
   // Weight and embedding gradients whose only use is an accumulation add
   // straight into the accumulator.
-  DenseMap<Operation *, tg::AccumulateOp> accumulatedInPlace;
   for (auto accumulate : body.getOps<tg::AccumulateOp>()) {
     Operation *producer = accumulate.getValue().getDefiningOp();
     if (canAccumulateInPlace(producer) && accumulate.getValue().hasOneUse()) {
-      accumulatedInPlace[producer] = accumulate;
+      fusions.accumulatedInPlace[producer] = accumulate;
     }
   }
+  return fusions;
+}
 
-  auto i64Attr = [&](int64_t v) {
-    return IntegerAttr::get(IntegerType::get(context, 64), v);
-  };
-  auto f64Attr = [&](APFloat v) {
-    return FloatAttr::get(Float64Type::get(context), v.convertToDouble());
-  };
-  // A launch whose operands are whole roots (states, parameters) or values
-  // seen with their own type (a reshape's view of a gradient, say).
-  auto launchOf = [&](Operation *op, StringRef kernel, int64_t arity,
-                      ArrayRef<Access> operands) {
-    PlannedLaunch launch{op, {}, {}, originOf(op)};
-    launch.choice.kernel = kernel.str();
-    launch.choice.arity = arity;
-    launch.operands.assign(operands.begin(), operands.end());
-    return launch;
-  };
-  auto whole = [&](unsigned root) { return Access{root, roots[root].type}; };
-  auto rootOfValue = [&](Value value) -> FailureOr<unsigned> {
-    auto it = rootOf.find(value);
-    if (it == rootOf.end()) {
-      return failure();
-    }
-    touch(value, step);
-    return it->second;
-  };
+PlannedLaunch LowerToSchedPass::launchOf(Operation *op, StringRef kernel,
+                                         int64_t arity,
+                                         ArrayRef<Access> operands) {
+  PlannedLaunch launch{op, {}, {}, originOf(op)};
+  launch.choice.kernel = kernel.str();
+  launch.choice.arity = arity;
+  launch.operands.assign(operands.begin(), operands.end());
+  return launch;
+}
 
-  func::ReturnOp ret;
-  for (Operation &op : body) {
-    ++step;
-    if (auto r = llvm::dyn_cast<func::ReturnOp>(op)) {
-      ret = r;
-      break;
+FailureOr<unsigned> LowerToSchedPass::useAt(Value value, int64_t step) {
+  auto it = rootOf.find(value);
+  if (it == rootOf.end()) {
+    return failure();
+  }
+  touch(value, step);
+  return it->second;
+}
+
+static IntegerAttr i64AttrOf(MLIRContext *context, int64_t v) {
+  return IntegerAttr::get(IntegerType::get(context, 64), v);
+}
+
+static FloatAttr f64AttrOf(MLIRContext *context, APFloat v) {
+  return FloatAttr::get(Float64Type::get(context), v.convertToDouble());
+}
+
+LogicalResult LowerToSchedPass::planDequantize(ModuleOp module,
+                                               tg::DequantizeOp dequantize,
+                                               const Fusions &fusions,
+                                               PlannedEntry &entry,
+                                               int64_t step) {
+  Operation &op = *dequantize;
+  FailureOr<unsigned> storage = paramRoot(module, &op, dequantize.getNameAttr());
+  if (failed(storage)) {
+    return failure();
+  }
+  quantizedStorage[dequantize.getResult()] = *storage;
+  if (fusions.fusedDequantizes.contains(&op)) {
+    return success(); // the GEMMs that read it dequantize per tile
+  }
+  // Another reader needs the whole dense weight.
+  roots[*storage].last = std::max(roots[*storage].last, step);
+  FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
+      roots[*storage].param.getQuantAttr(), [&] { return op.emitError(); });
+  if (failed(spec)) {
+    return failure();
+  }
+  PlannedLaunch launch = launchOf(&op, "dequantize", 2, {whole(*storage)});
+  launch.choice.attributes = NamedAttrList(
+      tg::quantSpecToDict(module.getContext(), *spec, false).getValue());
+  launch.choice.attributes.erase("source_transposed");
+  Root root = makeRoot(Home::Activation, memrefFor(dequantize.getType()));
+  root.first = root.last = step;
+  rootOf[dequantize.getResult()] = newRoot(std::move(root));
+  launch.operands.push_back(accessOf(dequantize.getResult()));
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult LowerToSchedPass::planConstant(arith::ConstantOp constant) {
+  auto value = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!value || !llvm::isa<RankedTensorType>(constant.getType())) {
+    return constant.emitError() << "only dense tensor constants can be planned";
+  }
+  if (!codegen::isCpuElementType(value.getElementType())) {
+    return constant.emitError() << "the CPU backend has no "
+                                << value.getElementType() << " constants";
+  }
+  auto [it, inserted] = constantRoots.try_emplace(value, 0);
+  if (inserted) {
+    Root root = makeRoot(Home::Constant, memrefFor(constant.getType()));
+    root.constant = value;
+    it->second = newRoot(std::move(root));
+  }
+  rootOf[constant.getResult()] = it->second;
+  return success();
+}
+
+LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
+                                                const Fusions &fusions,
+                                                PlannedEntry &entry,
+                                                int64_t step) {
+  MLIRContext *context = module.getContext();
+  if (auto accumulate = llvm::dyn_cast<tg::AccumulateOp>(op)) {
+    Operation *producer = accumulate.getValue().getDefiningOp();
+    auto inPlace = fusions.accumulatedInPlace.find(producer);
+    if (inPlace != fusions.accumulatedInPlace.end() &&
+        inPlace->second == accumulate) {
+      return success();
     }
-    if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
-      FailureOr<unsigned> root = paramRoot(module, &op, ref.getNameAttr());
+    FailureOr<unsigned> target =
+        stateRoot(module, &op, accumulate.getTargetAttr());
+    if (failed(target) || failed(useAt(accumulate.getValue(), step))) {
+      return op.emitError() << "cannot plan this accumulation";
+    }
+    entry.launches.push_back(launchOf(
+        &op, "accumulate", 2,
+        {accessOf(accumulate.getValue()), whole(*target)}));
+    return success();
+  }
+  if (auto adamw = llvm::dyn_cast<tg::AdamWUpdateOp>(op)) {
+    SmallVector<Access> operands;
+    for (FlatSymbolRefAttr name : {adamw.getGradAttr(), adamw.getExpAvgAttr(),
+                                   adamw.getExpAvgSqAttr()}) {
+      FailureOr<unsigned> root = stateRoot(module, &op, name);
       if (failed(root)) {
         return failure();
       }
-      rootOf[ref.getResult()] = *root;
-      continue;
+      operands.push_back(whole(*root));
     }
-    if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
-      FailureOr<unsigned> storage =
-          paramRoot(module, &op, dequantize.getNameAttr());
+    FailureOr<unsigned> param = paramRoot(module, &op, adamw.getParamAttr());
+    if (failed(param)) {
+      return failure();
+    }
+    operands.insert(operands.begin(), whole(*param));
+    for (Value scalar : {adamw.getLr(), adamw.getStep(), adamw.getGradScale()}) {
+      if (failed(useAt(scalar, step))) {
+        return op.emitError() << "operand defined outside the planned function";
+      }
+      operands.push_back(accessOf(scalar));
+    }
+    PlannedLaunch launch = launchOf(&op, "adamw", 7, operands);
+    launch.choice.attributes.set("beta1", f64AttrOf(context, adamw.getBeta1()));
+    launch.choice.attributes.set("beta2", f64AttrOf(context, adamw.getBeta2()));
+    launch.choice.attributes.set("epsilon",
+                                 f64AttrOf(context, adamw.getEpsilon()));
+    launch.choice.attributes.set("weight_decay",
+                                 f64AttrOf(context, adamw.getWeightDecay()));
+    launch.origin = "tg.adamw_update " + adamw.getParam().str();
+    entry.launches.push_back(std::move(launch));
+    return success();
+  }
+  auto sgd = llvm::cast<tg::SGDUpdateOp>(op);
+  FailureOr<unsigned> param = paramRoot(module, &op, sgd.getParamAttr());
+  FailureOr<unsigned> grad = stateRoot(module, &op, sgd.getGradAttr());
+  FailureOr<unsigned> buffer =
+      stateRoot(module, &op, sgd.getMomentumBufferAttr());
+  if (failed(param) || failed(grad) || failed(buffer)) {
+    return failure();
+  }
+  if (failed(useAt(sgd.getLr(), step)) ||
+      failed(useAt(sgd.getGradScale(), step))) {
+    return op.emitError() << "operand defined outside the planned function";
+  }
+  PlannedLaunch launch = launchOf(
+      &op, "sgd", 5,
+      {whole(*param), whole(*grad), whole(*buffer), accessOf(sgd.getLr()),
+       accessOf(sgd.getGradScale())});
+  launch.choice.attributes.set("momentum",
+                               f64AttrOf(context, sgd.getMomentum()));
+  launch.choice.attributes.set("weight_decay",
+                               f64AttrOf(context, sgd.getWeightDecay()));
+  launch.choice.attributes.set("nesterov",
+                               i64AttrOf(context, sgd.getNesterov() ? 1 : 0));
+  launch.origin = "tg.sgd_update " + sgd.getParam().str();
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
+                                                 const Fusions &fusions,
+                                                 PlannedEntry &entry,
+                                                 int64_t step) {
+  MLIRContext *context = module.getContext();
+  if (op.getNumRegions() != 0) {
+    return op.emitError() << "ops with regions cannot be planned";
+  }
+  FailureOr<codegen::CpuKernelChoice> choice =
+      codegen::selectCpuKernel(&op, workspaceThreads);
+  if (failed(choice)) {
+    return failure();
+  }
+  PlannedLaunch launch{&op, std::move(*choice), {}, originOf(&op)};
+  SmallVector<Value> operands(op.getOperands());
+  if (auto linear = llvm::dyn_cast<tg::LinearOp>(op)) {
+    Operation *weight = linear.getWeight().getDefiningOp();
+    bool transposeWeight = weight && fusions.foldedTransposes.contains(weight);
+    if (transposeWeight) {
+      operands[1] = weight->getOperand(0);
+      launch.choice.attributes.set("transpose_weight", i64AttrOf(context, 1));
+    }
+    auto dequantize = operands[1].getDefiningOp<tg::DequantizeOp>();
+    if (dequantize && fusions.fusedDequantizes.contains(dequantize)) {
+      if (failed(selectQuantizedLinear(dequantize, transposeWeight,
+                                       launch.choice))) {
+        return failure();
+      }
+      FailureOr<unsigned> storage = storageOf(dequantize);
       if (failed(storage)) {
         return failure();
       }
-      quantizedStorage[dequantize.getResult()] = *storage;
-      if (fusedDequantizes.contains(&op)) {
-        continue; // the GEMMs that read it dequantize per tile
-      }
-      // Another reader needs the whole dense weight.
       roots[*storage].last = std::max(roots[*storage].last, step);
-      FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
-          roots[*storage].param.getQuantAttr(), [&] { return op.emitError(); });
-      if (failed(spec)) {
+      launch.operands.push_back(accessOf(linear.getInput()));
+      touch(linear.getInput(), step);
+      launch.operands.push_back(whole(*storage));
+      operands.erase(operands.begin(), operands.begin() + 2);
+    }
+  }
+  for (Value operand : operands) {
+    if (failed(useAt(operand, step))) {
+      return op.emitError() << "operand defined outside the planned function";
+    }
+    launch.operands.push_back(accessOf(operand));
+  }
+  auto inPlace = fusions.accumulatedInPlace.find(&op);
+  for (Value result : op.getResults()) {
+    auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
+    if (!type || !type.hasStaticShape()) {
+      return op.emitError() << "result has no static shape";
+    }
+    if (inPlace != fusions.accumulatedInPlace.end()) {
+      tg::AccumulateOp accumulate = inPlace->second;
+      FailureOr<unsigned> target =
+          stateRoot(module, accumulate, accumulate.getTargetAttr());
+      if (failed(target)) {
         return failure();
       }
-      PlannedLaunch launch = launchOf(&op, "dequantize", 2, {whole(*storage)});
-      launch.choice.attributes = NamedAttrList(
-          tg::quantSpecToDict(module.getContext(), *spec, false).getValue());
-      launch.choice.attributes.erase("source_transposed");
-      Root root = makeRoot(Home::Activation, memrefFor(dequantize.getType()));
+      rootOf[result] = *target;
+      launch.choice.attributes.set("accumulate", i64AttrOf(context, 1));
+    } else {
+      Root root = makeRoot(Home::Activation, memrefFor(type));
       root.first = root.last = step;
-      rootOf[dequantize.getResult()] = newRoot(std::move(root));
-      launch.operands.push_back(accessOf(dequantize.getResult()));
-      entry.launches.push_back(std::move(launch));
-      continue;
+      rootOf[result] = newRoot(std::move(root));
     }
-    if (auto ref = llvm::dyn_cast<tg::StateRefOp>(op)) {
-      FailureOr<unsigned> root = stateRoot(module, &op, ref.getNameAttr());
-      if (failed(root)) {
-        return failure();
-      }
-      rootOf[ref.getResult()] = *root;
-      continue;
-    }
-    if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op)) {
-      auto value = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
-      if (!value || !llvm::isa<RankedTensorType>(constant.getType())) {
-        return constant.emitError() << "only dense tensor constants can be planned";
-      }
-      if (!codegen::isCpuElementType(value.getElementType())) {
-        return constant.emitError() << "the CPU backend has no "
-                                    << value.getElementType() << " constants";
-      }
-      auto [it, inserted] = constantRoots.try_emplace(value, 0);
-      if (inserted) {
-        Root root = makeRoot(Home::Constant, memrefFor(constant.getType()));
-        root.constant = value;
-        it->second = newRoot(std::move(root));
-      }
-      rootOf[constant.getResult()] = it->second;
-      continue;
-    }
-    if (auto reshape = llvm::dyn_cast<tg::ReshapeOp>(op)) {
-      // A view: same storage, new shape; it extends its root's life.
-      std::optional<unsigned> input = findRoot(reshape.getInput());
-      if (!input) {
-        return failure();
-      }
-      rootOf[reshape.getResult()] = *input;
-      touch(reshape.getInput(), step);
-      continue;
-    }
-    if (foldedTransposes.contains(&op)) {
-      continue;
-    }
-    // --- In-place state updates ---------------------------------------------
-    if (auto accumulate = llvm::dyn_cast<tg::AccumulateOp>(op)) {
-      Operation *producer = accumulate.getValue().getDefiningOp();
-      if (accumulatedInPlace.lookup(producer) == accumulate) {
-        continue;
-      }
-      FailureOr<unsigned> target = stateRoot(module, &op, accumulate.getTargetAttr());
-      if (failed(target) || failed(rootOfValue(accumulate.getValue()))) {
-        return op.emitError() << "cannot plan this accumulation";
-      }
-      entry.launches.push_back(launchOf(
-          &op, "accumulate", 2, {accessOf(accumulate.getValue()), whole(*target)}));
-      continue;
-    }
-    if (auto adamw = llvm::dyn_cast<tg::AdamWUpdateOp>(op)) {
-      SmallVector<Access> operands;
-      for (FlatSymbolRefAttr name : {adamw.getGradAttr(), adamw.getExpAvgAttr(),
-                                     adamw.getExpAvgSqAttr()}) {
-        FailureOr<unsigned> root = stateRoot(module, &op, name);
-        if (failed(root)) {
-          return failure();
-        }
-        operands.push_back(whole(*root));
-      }
-      FailureOr<unsigned> param = paramRoot(module, &op, adamw.getParamAttr());
-      if (failed(param)) {
-        return failure();
-      }
-      operands.insert(operands.begin(), whole(*param));
-      for (Value scalar : {adamw.getLr(), adamw.getStep(), adamw.getGradScale()}) {
-        if (failed(rootOfValue(scalar))) {
-          return op.emitError() << "operand defined outside the planned function";
-        }
-        operands.push_back(accessOf(scalar));
-      }
-      PlannedLaunch launch = launchOf(&op, "adamw", 7, operands);
-      launch.choice.attributes.set("beta1", f64Attr(adamw.getBeta1()));
-      launch.choice.attributes.set("beta2", f64Attr(adamw.getBeta2()));
-      launch.choice.attributes.set("epsilon", f64Attr(adamw.getEpsilon()));
-      launch.choice.attributes.set("weight_decay", f64Attr(adamw.getWeightDecay()));
-      launch.origin = "tg.adamw_update " + adamw.getParam().str();
-      entry.launches.push_back(std::move(launch));
-      continue;
-    }
-    if (auto sgd = llvm::dyn_cast<tg::SGDUpdateOp>(op)) {
-      FailureOr<unsigned> param = paramRoot(module, &op, sgd.getParamAttr());
-      FailureOr<unsigned> grad = stateRoot(module, &op, sgd.getGradAttr());
-      FailureOr<unsigned> buffer =
-          stateRoot(module, &op, sgd.getMomentumBufferAttr());
-      if (failed(param) || failed(grad) || failed(buffer)) {
-        return failure();
-      }
-      if (failed(rootOfValue(sgd.getLr())) ||
-          failed(rootOfValue(sgd.getGradScale()))) {
-        return op.emitError() << "operand defined outside the planned function";
-      }
-      PlannedLaunch launch = launchOf(
-          &op, "sgd", 5,
-          {whole(*param), whole(*grad), whole(*buffer), accessOf(sgd.getLr()),
-           accessOf(sgd.getGradScale())});
-      launch.choice.attributes.set("momentum", f64Attr(sgd.getMomentum()));
-      launch.choice.attributes.set("weight_decay", f64Attr(sgd.getWeightDecay()));
-      launch.choice.attributes.set("nesterov", i64Attr(sgd.getNesterov() ? 1 : 0));
-      launch.origin = "tg.sgd_update " + sgd.getParam().str();
-      entry.launches.push_back(std::move(launch));
-      continue;
-    }
-    if (op.getNumRegions() != 0) {
-      return op.emitError() << "ops with regions cannot be planned";
-    }
-    FailureOr<codegen::CpuKernelChoice> choice =
-        codegen::selectCpuKernel(&op, workspaceThreads);
-    if (failed(choice)) {
+    launch.operands.push_back(accessOf(result));
+  }
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
+                                       const Fusions &fusions,
+                                       PlannedEntry &entry, int64_t step) {
+  if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
+    FailureOr<unsigned> root = paramRoot(module, &op, ref.getNameAttr());
+    if (failed(root)) {
       return failure();
     }
-    PlannedLaunch launch{&op, std::move(*choice), {}, originOf(&op)};
-    SmallVector<Value> operands(op.getOperands());
-    if (auto linear = llvm::dyn_cast<tg::LinearOp>(op)) {
-      Operation *weight = linear.getWeight().getDefiningOp();
-      bool transposeWeight = weight && foldedTransposes.contains(weight);
-      if (transposeWeight) {
-        operands[1] = weight->getOperand(0);
-        launch.choice.attributes.set("transpose_weight", i64Attr(1));
-      }
-      auto dequantize = operands[1].getDefiningOp<tg::DequantizeOp>();
-      if (dequantize && fusedDequantizes.contains(dequantize)) {
-        if (failed(selectQuantizedLinear(dequantize, transposeWeight,
-                                         launch.choice))) {
-          return failure();
-        }
-        FailureOr<unsigned> storage = storageOf(dequantize);
-        if (failed(storage)) {
-          return failure();
-        }
-        roots[*storage].last = std::max(roots[*storage].last, step);
-        launch.operands.push_back(accessOf(linear.getInput()));
-        touch(linear.getInput(), step);
-        launch.operands.push_back(whole(*storage));
-        operands.erase(operands.begin(), operands.begin() + 2);
-      }
-    }
-    for (Value operand : operands) {
-      FailureOr<unsigned> root = rootOfValue(operand);
-      if (failed(root)) {
-        return op.emitError() << "operand defined outside the planned function";
-      }
-      launch.operands.push_back(accessOf(operand));
-    }
-    tg::AccumulateOp inPlace = accumulatedInPlace.lookup(&op);
-    for (Value result : op.getResults()) {
-      auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
-      if (!type || !type.hasStaticShape()) {
-        return op.emitError() << "result has no static shape";
-      }
-      if (inPlace) {
-        FailureOr<unsigned> target =
-            stateRoot(module, inPlace, inPlace.getTargetAttr());
-        if (failed(target)) {
-          return failure();
-        }
-        rootOf[result] = *target;
-        launch.choice.attributes.set("accumulate", i64Attr(1));
-      } else {
-        Root root = makeRoot(Home::Activation, memrefFor(type));
-        root.first = root.last = step;
-        rootOf[result] = newRoot(std::move(root));
-      }
-      launch.operands.push_back(accessOf(result));
-    }
-    entry.launches.push_back(std::move(launch));
+    rootOf[ref.getResult()] = *root;
+    return success();
   }
-  if (!ret) {
-    return func.emitError() << "the function has no return";
+  if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
+    return planDequantize(module, dequantize, fusions, entry, step);
   }
+  if (auto ref = llvm::dyn_cast<tg::StateRefOp>(op)) {
+    FailureOr<unsigned> root = stateRoot(module, &op, ref.getNameAttr());
+    if (failed(root)) {
+      return failure();
+    }
+    rootOf[ref.getResult()] = *root;
+    return success();
+  }
+  if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op)) {
+    return planConstant(constant);
+  }
+  if (auto reshape = llvm::dyn_cast<tg::ReshapeOp>(op)) {
+    // A view: same storage, new shape; it extends its root's life.
+    std::optional<unsigned> input = findRoot(reshape.getInput());
+    if (!input) {
+      return failure();
+    }
+    rootOf[reshape.getResult()] = *input;
+    touch(reshape.getInput(), step);
+    return success();
+  }
+  if (fusions.foldedTransposes.contains(&op)) {
+    return success();
+  }
+  if (llvm::isa<tg::AccumulateOp, tg::AdamWUpdateOp, tg::SGDUpdateOp>(op)) {
+    return planStateUpdate(module, op, fusions, entry, step);
+  }
+  return planKernelLaunch(module, op, fusions, entry, step);
+}
 
-  // --- Outputs: live to the end of the entry; each needs its own storage ---
-  // An output that is an input, a parameter, a constant, a state or another
+LogicalResult LowerToSchedPass::planOutputs(func::FuncOp func,
+                                            func::ReturnOp ret,
+                                            PlannedEntry &entry,
+                                            int64_t &step) {
+  // Outputs live to the end of the entry and each needs its own storage: an
+  // output that is an input, a parameter, a constant, a state or another
   // output's storage is copied into a fresh buffer, so callers can read
   // every output independently and inputs stay untouched.
   int64_t endStep = step + 1;
@@ -568,6 +638,38 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
     entry.outputs.emplace_back(outputName, stored);
   }
   step = endStep;
+  return success();
+}
+
+LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
+                                             PlannedEntry &entry,
+                                             int64_t &step) {
+  if (!func.getBody().hasOneBlock()) {
+    return func.emitError() << "expected a single-block function to plan";
+  }
+  Block &body = func.getBody().front();
+  entry.name = func.getSymName().str();
+  if (failed(planInputs(func, entry))) {
+    return failure();
+  }
+  Fusions fusions = decideFusions(body);
+  func::ReturnOp ret;
+  for (Operation &op : body) {
+    ++step;
+    if (auto r = llvm::dyn_cast<func::ReturnOp>(op)) {
+      ret = r;
+      break;
+    }
+    if (failed(planOp(module, op, fusions, entry, step))) {
+      return failure();
+    }
+  }
+  if (!ret) {
+    return func.emitError() << "the function has no return";
+  }
+  if (failed(planOutputs(func, ret, entry, step))) {
+    return failure();
+  }
   return failure(missingRoot);
 }
 
