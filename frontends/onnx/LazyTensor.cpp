@@ -792,7 +792,8 @@ std::optional<BandMask> detectBand(const HostTensor &tensor) {
     return std::nullopt;
   }
   int64_t rows = dims[dims.size() - 2], cols = dims.back();
-  if (rows < 1 || cols < 1 || rows + cols < 3) {
+  // A leading dim of 0 leaves no element to read (found by the fuzzer).
+  if (rows < 1 || cols < 1 || rows + cols < 3 || tensor.size() == 0) {
     return std::nullopt;
   }
   if (tensor.isLazy() &&
