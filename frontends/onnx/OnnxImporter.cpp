@@ -1074,9 +1074,13 @@ LogicalResult GraphImporter::emitOutputs(func::FuncOp func) {
   return success();
 }
 
+/// One tensor's bytes at most: 2^48 (256 TiB), so planning's sums over even
+/// 32768 tensors stay within int64.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+
 /// Byte sizes are int64 everywhere downstream (planning, arenas, the plan
-/// file): a tensor whose bytes overflow it is an error here, naming the
-/// input or node, not a negative arena size later.
+/// file): a tensor whose bytes overflow it, or exceed kMaxTensorBytes, is an
+/// error here, naming the input or node, not a negative arena size later.
 LogicalResult GraphImporter::checkTensorSizes(func::FuncOp func) {
   auto check = [&](Value value, auto emit) -> LogicalResult {
     auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
@@ -1088,12 +1092,18 @@ LogicalResult GraphImporter::checkTensorSizes(func::FuncOp func) {
                        : 64;
     std::optional<int64_t> elements = checkedProduct(type.getShape());
     int64_t bytes = 0;
-    if (elements && !__builtin_mul_overflow(*elements, (bits + 7) / 8, &bytes)) {
-      return success();
+    if (!elements || __builtin_mul_overflow(*elements, (bits + 7) / 8, &bytes)) {
+      return emit() << "a tensor of shape " << tg::formatShape(type.getShape())
+                    << " x " << type.getElementType()
+                    << " has more bytes than a 64-bit size can count";
     }
-    return emit() << "a tensor of shape " << tg::formatShape(type.getShape())
-                  << " x " << type.getElementType()
-                  << " has more bytes than a 64-bit size can count";
+    if (bytes > kMaxTensorBytes) {
+      return emit() << "a tensor of shape " << tg::formatShape(type.getShape())
+                    << " x " << type.getElementType() << " holds " << bytes
+                    << " bytes, over the " << kMaxTensorBytes
+                    << " (256 TiB) one tensor may hold";
+    }
+    return success();
   };
   for (BlockArgument arg : func.getArguments()) {
     if (failed(check(arg, [&] {
