@@ -303,7 +303,11 @@ int runCompile(int argc, const char **argv) {
     if (recipe.baseModel.empty()) {
       recipe.baseModel = llvm::sys::path::filename(input).str();
     }
-    attachRecipe(**module, recipe, vocab);
+    if (llvm::Error error = attachRecipe(**module, recipe, vocab)) {
+      llvm::errs() << "tailor compile: error: " << input << ": "
+                   << llvm::toString(std::move(error)) << "\n";
+      return 1;
+    }
   }
   if (adapter && compileTo != Stage::Import) {
     // Graph, then the adapter's layers with weights bound from its file.
