@@ -470,8 +470,7 @@ Error attachRecipe(mlir::ModuleOp module, const TrainingRecipe &r,
     attrs.push_back(
         b.getNamedAttr("sample_packing", b.getBoolAttr(*r.samplePacking)));
   }
-  module->setAttr(tg::TGDialect::kTrainingAttrName,
-                  b.getDictionaryAttr(attrs));
+  module->setAttr(tg::TGDialect::kTrainingAttrName, b.getDictionaryAttr(attrs));
   return Error::success();
 }
 

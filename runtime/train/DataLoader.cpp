@@ -355,15 +355,14 @@ static std::string readRow(const json &row, int64_t vocabSize,
   bool ids = row.contains("input_ids");
   bool promptCompletion = row.contains("prompt") || row.contains("completion");
   if (ids && promptCompletion) {
-    return "the row has both 'input_ids' and 'prompt'/'completion'; give one or the "
-           "other";
+    return "the row has both 'input_ids' and 'prompt'/'completion'; give one "
+           "or the other";
   }
   if (!ids && !promptCompletion) {
     return "the row has neither 'input_ids' nor 'prompt' and 'completion'";
   }
   uint64_t start = segment.ownedTokens.size();
-  std::string problem = ids
-                            ? readInputIdsRow(row, vocabSize, segment)
+  std::string problem = ids ? readInputIdsRow(row, vocabSize, segment)
                             : readPromptCompletionRow(row, vocabSize, segment);
   if (!problem.empty()) {
     return problem;
@@ -611,8 +610,7 @@ std::string DataLoader::arrangeExamples(const std::string &what) {
   if (truncated > 0) {
     addWarning(std::to_string(truncated) + rows +
                "are longer than sequence_len " + std::to_string(length) +
-               " and were truncated (" + std::to_string(cut) +
-               " tokens cut)");
+               " and were truncated (" + std::to_string(cut) + " tokens cut)");
   }
   if (dropped > 0) {
     addWarning(std::to_string(dropped) + rows +
@@ -622,11 +620,12 @@ std::string DataLoader::arrangeExamples(const std::string &what) {
   description = what + ": " + std::to_string(sequences) + " examples, " +
                 describeExamples(examples);
   if (dropped > 0) {
-    description += ", " + std::to_string(dropped) + " left out (nothing to train)";
+    description +=
+        ", " + std::to_string(dropped) + " left out (nothing to train)";
   }
   if (!held.empty()) {
-    description += ", " + std::to_string(held.size()) +
-                   " held out for validation";
+    description +=
+        ", " + std::to_string(held.size()) + " held out for validation";
   }
   description += options.shuffle ? ", shuffled" : ", in file order";
   return "";

@@ -135,6 +135,7 @@ public:
   /// Something about the data worth a warning, or "".
   std::string warning() const { return warningText; }
 
+private:
   /// A run of the token stream that is one example (padded layout).
   struct Example {
     uint64_t start = 0;
@@ -144,7 +145,6 @@ public:
     bool truncated = false;
   };
 
-private:
   DataLoader() = default;
   /// Reads the files; "" or the first problem.
   std::string readFiles(const std::vector<std::string> &files);

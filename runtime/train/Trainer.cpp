@@ -203,8 +203,8 @@ std::string formatDouble(double value) {
 /// Loads the plan, binds it to a session and finds the two entries.
 std::string openPlan(Run &run) {
   std::string error;
-  run.plan = LoadedPlan::load(run.options.planPath, runtime::LoadOptions(),
-                              error);
+  run.plan =
+      LoadedPlan::load(run.options.planPath, runtime::LoadOptions(), error);
   if (!run.plan) {
     return error;
   }
@@ -250,15 +250,14 @@ std::string bindSlots(Run &run) {
     return problem;
   }
   if (std::string problem =
-          bindEntry(plan, session, root.outputs(), run.trainEntry,
-                    "train_step", "output", {{"loss", true, {}, floats, &run.loss}});
+          bindEntry(plan, session, root.outputs(), run.trainEntry, "train_step",
+                    "output", {{"loss", true, {}, floats, &run.loss}});
       !problem.empty()) {
     return problem;
   }
-  if (std::string problem =
-          bindEntry(plan, session, root.inputs(), run.optimizerEntry,
-                    "optimizer_step", "input",
-                    {{"step", true, {}, ints, &run.stepSlot}});
+  if (std::string problem = bindEntry(
+          plan, session, root.inputs(), run.optimizerEntry, "optimizer_step",
+          "input", {{"step", true, {}, ints, &run.stepSlot}});
       !problem.empty()) {
     return problem;
   }
@@ -479,11 +478,10 @@ void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   if (run.validation) {
     std::fprintf(out, "validation %s; loss %s\n",
                  run.validation->describe().c_str(),
-                 run.evalSteps > 0
-                     ? ("every " + std::to_string(run.evalSteps) +
-                        " steps and at the end")
-                           .c_str()
-                     : "at the end");
+                 run.evalSteps > 0 ? ("every " + std::to_string(run.evalSteps) +
+                                      " steps and at the end")
+                                         .c_str()
+                                   : "at the end");
     if (!run.validation->warning().empty()) {
       std::fprintf(run.err, "tailor train: warning: validation: %s\n",
                    run.validation->warning().c_str());
@@ -576,8 +574,8 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
              (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
              std::to_string(batch) + ")";
     }
-    uint64_t tokens = countedTokens(run.targets, run.microBatch,
-                                    run.sequenceLen);
+    uint64_t tokens =
+        countedTokens(run.targets, run.microBatch, run.sequenceLen);
     sum += static_cast<double>(value) * static_cast<double>(tokens);
     counted += tokens;
   }
@@ -600,8 +598,8 @@ std::string checkpoint(Run &run, const TrainerState &state,
   if (!saveCheckpoint(run.layout, state, run.options.outputDir, error)) {
     return error;
   }
-  result.lastCheckpoint = checkpointPath(run.options.outputDir,
-                                         state.globalStep);
+  result.lastCheckpoint =
+      checkpointPath(run.options.outputDir, state.globalStep);
   return "";
 }
 
@@ -646,9 +644,9 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
         !problem.empty()) {
       return "step " + std::to_string(step) + ", optimizer step: " + problem;
     }
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     double stepLr = readScalar(run.lr);
     double stepNorm = readScalar(run.gradNorm);
     if (!std::isfinite(stepNorm)) {
@@ -664,9 +662,9 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
     report.seconds = seconds;
     report.log = step % run.loggingSteps == 0 || step == run.maxSteps ||
                  step == result.startStep + 1;
-    bool evaluating = run.validation &&
-                      ((run.evalSteps > 0 && step % run.evalSteps == 0) ||
-                       step == run.maxSteps);
+    bool evaluating =
+        run.validation && ((run.evalSteps > 0 && step % run.evalSteps == 0) ||
+                           step == run.maxSteps);
     if (evaluating) {
       double evalLoss = 0;
       if (std::string problem = evaluate(run, step, evalLoss);

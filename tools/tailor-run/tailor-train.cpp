@@ -115,9 +115,9 @@ bool parseArgs(int argc, char **argv, tailor::train::TrainOptions &options,
       continue;
     }
     if (flag != "--data" && flag != "--eval-data" && flag != "--data-dtype" &&
-        flag != "--max-steps" &&
-        flag != "--output-dir" && flag != "--init-adapter" &&
-        flag != "--threads" && flag != "--save-steps") {
+        flag != "--max-steps" && flag != "--output-dir" &&
+        flag != "--init-adapter" && flag != "--threads" &&
+        flag != "--save-steps") {
       error = "unknown option '" + std::string(argv[i]) + "' (see --help)";
       return false;
     }

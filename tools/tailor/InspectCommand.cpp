@@ -650,8 +650,8 @@ void printTraining(llvm::raw_ostream &os, const fb::Training &training) {
      << training.seed() << "\n";
   flatbuffers::Optional<bool> packing = training.sample_packing();
   os << "  data: sample_packing "
-     << (!packing ? "unset (JSONL: one padded example per sequence; token "
-                    "streams: cut)"
+     << (!packing   ? "unset (JSONL: one padded example per sequence; token "
+                      "streams: cut)"
          : *packing ? "true"
                     : "false (one padded example per sequence)")
      << ", pad_token_id " << training.pad_token_id() << ", shuffle "

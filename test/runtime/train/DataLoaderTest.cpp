@@ -618,7 +618,8 @@ TEST(DataLoader, ValSetSizeHoldsOutASeededChoiceOfExamples) {
     trained.insert(batch.ids[4]);
   }
   EXPECT_EQ(trained.size(), 7u);
-  for (int64_t id : std::vector<int64_t>(heldIds.begin(), heldIds.begin() + 3)) {
+  for (int64_t id :
+       std::vector<int64_t>(heldIds.begin(), heldIds.begin() + 3)) {
     EXPECT_EQ(trained.count(id), 0u) << id;
   }
 

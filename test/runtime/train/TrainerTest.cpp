@@ -9,11 +9,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/Trainer.h"
 #include "runtime/Plan.h"
-#include "runtime/train/DataLoader.h"
 #include "runtime/train/AtomicFile.h"
+#include "runtime/train/DataLoader.h"
+#include "test/runtime/train/TrainTestUtil.h"
 
 #include <gtest/gtest.h>
 
