@@ -250,6 +250,7 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   auto baseModel = s(training, "base_model");
   auto recipe = s(training, "recipe");
   auto shuffle = training.getAs<BoolAttr>("shuffle");
+  auto samplePacking = training.getAs<BoolAttr>("sample_packing");
   fb::TrainingBuilder builder(fbb);
   builder.add_micro_batch_size(static_cast<int32_t>(i("micro_batch_size", 1)));
   builder.add_sequence_len(static_cast<int32_t>(i("sequence_len", 0)));
@@ -267,6 +268,13 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   builder.add_max_grad_norm(f("max_grad_norm"));
   builder.add_save_steps(i("save_steps", 0));
   builder.add_logging_steps(i("logging_steps", 1));
+  // Absent stays absent: the trainer lets the data decide.
+  if (samplePacking) {
+    builder.add_sample_packing(samplePacking.getValue());
+  }
+  builder.add_pad_token_id(i("pad_token_id", 0));
+  builder.add_val_set_size(f("val_set_size"));
+  builder.add_eval_steps(i("eval_steps", 0));
   builder.add_base_model(baseModel);
   if (!adapter.IsNull()) {
     builder.add_adapter(adapter);

@@ -12,6 +12,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -238,6 +239,37 @@ const std::map<std::string, Setter> &setters() {
       {"save_steps", integer(&R::saveSteps, 0)},
       {"logging_steps", integer(&R::loggingSteps, 1)},
       {"shuffle", boolean(&R::shuffle)},
+      {"sample_packing",
+       [](R &r, const Value &v) -> Error {
+         bool on = false;
+         if (Error error = parseBool(v, on)) {
+           return error;
+         }
+         if (on) {
+           // Concatenating examples without that would let them attend to
+           // each other: refuse rather than call it packing.
+           return bad("", v,
+                      "false (packing needs per-example position ids and "
+                      "document masking in attention, which tailor does "
+                      "not have yet; false pads each example to "
+                      "sequence_len)");
+         }
+         r.samplePacking = false;
+         return Error::success();
+       }},
+      {"pad_token_id", integer(&R::padTokenId, 0)},
+      {"val_set_size",
+       [](R &r, const Value &v) -> Error {
+         double x = 0;
+         if (v.isList || StringRef(v.scalar).getAsDouble(x) || !(x >= 0) ||
+             (x >= 1 && (x != std::floor(x) || x > 1e15))) {
+           return bad("", v,
+                      "a fraction in (0, 1) or a whole count of examples");
+         }
+         r.valSetSize = x;
+         return Error::success();
+       }},
+      {"eval_steps", integer(&R::evalSteps, 0)},
       {"base_model", text(&R::baseModel)},
       // Known keys of features that have not landed: refuse, don't ignore.
       {"gradient_checkpointing",
@@ -381,6 +413,15 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
     return createStringError(inconvertibleErrorCode(),
                              "'nesterov' needs a 'momentum' above 0");
   }
+  if ((recipe.valSetSize > 0 || recipe.evalSteps > 0) &&
+      recipe.loraDropout > 0 && recipe.adapter != "full") {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'" + Twine(recipe.valSetSize > 0 ? "val_set_size" : "eval_steps") +
+            "' needs 'lora_dropout' 0: the validation loss is computed by "
+            "the plan's train_step, which applies dropout (plans have no "
+            "evaluation entry yet)");
+  }
   if (recipe.warmupSteps > recipe.maxSteps) {
     return createStringError(inconvertibleErrorCode(),
                              "'warmup_steps' (" + Twine(recipe.warmupSteps) +
@@ -390,33 +431,47 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
   return recipe;
 }
 
-void attachRecipe(mlir::ModuleOp module, const TrainingRecipe &r,
-                  int64_t vocabSize) {
+Error attachRecipe(mlir::ModuleOp module, const TrainingRecipe &r,
+                   int64_t vocabSize) {
+  if (vocabSize > 0 && r.padTokenId >= vocabSize) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'pad_token_id' " + Twine(r.padTokenId) +
+                                 " is not below the model's vocabulary size " +
+                                 Twine(vocabSize));
+  }
   mlir::Builder b(module.getContext());
   auto i = [&](int64_t v) { return b.getI64IntegerAttr(v); };
   auto f = [&](double v) { return b.getF64FloatAttr(v); };
-  module->setAttr(
-      tg::TGDialect::kTrainingAttrName,
-      b.getDictionaryAttr({
-          b.getNamedAttr("micro_batch_size", i(r.microBatchSize)),
-          b.getNamedAttr("sequence_len", i(r.sequenceLen)),
-          b.getNamedAttr("vocab_size", i(vocabSize)),
-          b.getNamedAttr("shuffle", b.getBoolAttr(r.shuffle)),
-          b.getNamedAttr("gradient_accumulation_steps",
-                         i(r.gradientAccumulationSteps)),
-          b.getNamedAttr("max_steps", i(r.maxSteps)),
-          b.getNamedAttr("seed", i(r.seed)),
-          b.getNamedAttr("optimizer", b.getStringAttr(r.optimizer)),
-          b.getNamedAttr("learning_rate", f(r.learningRate)),
-          b.getNamedAttr("lr_scheduler", b.getStringAttr(r.lrScheduler)),
-          b.getNamedAttr("warmup_steps", i(r.warmupSteps)),
-          b.getNamedAttr("weight_decay", f(r.weightDecay)),
-          b.getNamedAttr("max_grad_norm", f(r.maxGradNorm)),
-          b.getNamedAttr("save_steps", i(r.saveSteps)),
-          b.getNamedAttr("logging_steps", i(r.loggingSteps)),
-          b.getNamedAttr("base_model", b.getStringAttr(r.baseModel)),
-          b.getNamedAttr("recipe", b.getStringAttr(r.text)),
-      }));
+  SmallVector<mlir::NamedAttribute> attrs = {
+      b.getNamedAttr("micro_batch_size", i(r.microBatchSize)),
+      b.getNamedAttr("sequence_len", i(r.sequenceLen)),
+      b.getNamedAttr("vocab_size", i(vocabSize)),
+      b.getNamedAttr("shuffle", b.getBoolAttr(r.shuffle)),
+      b.getNamedAttr("gradient_accumulation_steps",
+                     i(r.gradientAccumulationSteps)),
+      b.getNamedAttr("max_steps", i(r.maxSteps)),
+      b.getNamedAttr("seed", i(r.seed)),
+      b.getNamedAttr("optimizer", b.getStringAttr(r.optimizer)),
+      b.getNamedAttr("learning_rate", f(r.learningRate)),
+      b.getNamedAttr("lr_scheduler", b.getStringAttr(r.lrScheduler)),
+      b.getNamedAttr("warmup_steps", i(r.warmupSteps)),
+      b.getNamedAttr("weight_decay", f(r.weightDecay)),
+      b.getNamedAttr("max_grad_norm", f(r.maxGradNorm)),
+      b.getNamedAttr("save_steps", i(r.saveSteps)),
+      b.getNamedAttr("logging_steps", i(r.loggingSteps)),
+      b.getNamedAttr("pad_token_id", i(r.padTokenId)),
+      b.getNamedAttr("val_set_size", f(r.valSetSize)),
+      b.getNamedAttr("eval_steps", i(r.evalSteps)),
+      b.getNamedAttr("base_model", b.getStringAttr(r.baseModel)),
+      b.getNamedAttr("recipe", b.getStringAttr(r.text)),
+  };
+  // Absent means unset: the data decides (runtime/train/DataLoader.h).
+  if (r.samplePacking) {
+    attrs.push_back(
+        b.getNamedAttr("sample_packing", b.getBoolAttr(*r.samplePacking)));
+  }
+  module->setAttr(tg::TGDialect::kTrainingAttrName, b.getDictionaryAttr(attrs));
+  return Error::success();
 }
 
 } // namespace tailor

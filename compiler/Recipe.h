@@ -15,6 +15,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,6 +84,17 @@ struct TrainingRecipe {
   int64_t saveSteps = 0;
   int64_t loggingSteps = 1;
   bool shuffle = true;
+  // --- data (runtime/train/DataLoader.h)
+  /// `sample_packing`: unset lets the data decide (JSONL examples one per
+  /// padded sequence, binary token streams cut); false asks for one
+  /// example per sequence; true is refused (needs document masking).
+  std::optional<bool> samplePacking;
+  int64_t padTokenId = 0;
+  /// Examples held out for validation: 0 none, a fraction in (0, 1), or a
+  /// whole count >= 1.
+  double valSetSize = 0;
+  /// Validation loss every this many steps and at the end; 0: at the end.
+  int64_t evalSteps = 0;
   std::string baseModel;
   /// The recipe text and overrides as given, kept in the plan.
   std::string text;
@@ -95,9 +107,11 @@ struct TrainingRecipe {
 llvm::Expected<TrainingRecipe>
 loadRecipe(llvm::StringRef path, const std::vector<std::string> &overrides);
 
-/// Records the recipe on the module (`tg.training`) for the plan writer.
-void attachRecipe(mlir::ModuleOp module, const TrainingRecipe &recipe,
-                  int64_t vocabSize);
+/// Records the recipe on the module (`tg.training`) for the plan writer;
+/// fails when the recipe does not fit the model's vocabulary of
+/// `vocabSize` tokens (0: unknown).
+llvm::Error attachRecipe(mlir::ModuleOp module, const TrainingRecipe &recipe,
+                         int64_t vocabSize);
 
 } // namespace tailor
 

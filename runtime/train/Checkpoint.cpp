@@ -202,10 +202,14 @@ static std::string trainerStateJson(const CheckpointLayout &layout,
   root["data"] = {{"epoch", state.data.epoch}, {"index", state.data.index}};
   json history = json::array();
   for (const LogEntry &entry : state.logHistory) {
-    history.push_back({{"step", entry.step},
-                       {"loss", entry.loss},
-                       {"learning_rate", entry.learningRate},
-                       {"grad_norm", entry.gradNorm}});
+    json item = {{"step", entry.step},
+                 {"loss", entry.loss},
+                 {"learning_rate", entry.learningRate},
+                 {"grad_norm", entry.gradNorm}};
+    if (entry.evalLoss) {
+      item["eval_loss"] = *entry.evalLoss;
+    }
+    history.push_back(std::move(item));
   }
   root["log_history"] = std::move(history);
   return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -279,6 +283,9 @@ static bool readTrainerState(const std::string &path, TrainerState &state,
       entry.loss = number("loss");
       entry.learningRate = number("learning_rate");
       entry.gradNorm = number("grad_norm");
+      if (item.contains("eval_loss")) {
+        entry.evalLoss = number("eval_loss");
+      }
       state.logHistory.push_back(entry);
     }
   }

@@ -22,6 +22,7 @@
 #include "runtime/train/DataLoader.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,8 @@ struct LogEntry {
   double loss = 0;
   double learningRate = 0;
   double gradNorm = 0;
+  /// The validation loss measured after this step, if it was.
+  std::optional<double> evalLoss;
 };
 
 /// Everything besides tensors that resuming needs.

@@ -1,4 +1,4 @@
-//===- DataLoader.cpp - packed, shuffled token batches for training -------===//
+//===- DataLoader.cpp - token batches from examples or streams ------------===//
 
 #include "runtime/train/DataLoader.h"
 
@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -40,9 +42,12 @@ struct DataSegment {
   bool raw16 = false;
   void *mapping = nullptr;
   size_t mappingSize = 0;
-  /// JSONL files: parsed ids and labels.
+  /// JSONL files: parsed ids and labels, and where each row (example)
+  /// starts in them.
   std::vector<int64_t> ownedTokens;
   std::vector<int64_t> ownedLabels;
+  std::vector<uint64_t> rowStarts;
+  bool jsonl = false;
 
   ~DataSegment() {
     if (mapping) {
@@ -250,7 +255,8 @@ static std::string openBinary(const std::string &path,
   return problem;
 }
 
-/// Reads a JSON array of integer ids; `what` names it in errors.
+/// Appends the JSON array of integer ids `row[key]` to `out`; "" or the
+/// problem, naming the key and index.
 static std::string readIds(const json &row, const char *key,
                            std::vector<int64_t> &out, int64_t vocabSize,
                            bool isLabels) {
@@ -279,9 +285,96 @@ static std::string readIds(const json &row, const char *key,
   return "";
 }
 
-/// Parses a JSONL file into `segment`: one object per line.
+/// Appends an `input_ids` row (optional `labels`) to `segment`.
+static std::string readInputIdsRow(const json &row, int64_t vocabSize,
+                                   DataSegment &segment) {
+  size_t before = segment.ownedTokens.size();
+  if (std::string problem =
+          readIds(row, "input_ids", segment.ownedTokens, vocabSize, false);
+      !problem.empty()) {
+    return problem;
+  }
+  size_t added = segment.ownedTokens.size() - before;
+  if (!row.contains("labels")) {
+    segment.ownedLabels.insert(segment.ownedLabels.end(),
+                               segment.ownedTokens.begin() + before,
+                               segment.ownedTokens.end());
+    return "";
+  }
+  if (std::string problem =
+          readIds(row, "labels", segment.ownedLabels, vocabSize, true);
+      !problem.empty()) {
+    return problem;
+  }
+  if (segment.ownedLabels.size() != segment.ownedTokens.size()) {
+    return "'labels' has " +
+           std::to_string(segment.ownedLabels.size() - before) +
+           " entries but 'input_ids' has " + std::to_string(added);
+  }
+  return "";
+}
+
+/// Appends a `prompt` + `completion` row to `segment`: the loss is on the
+/// completion only, so the prompt's labels are -100.
+static std::string readPromptCompletionRow(const json &row, int64_t vocabSize,
+                                           DataSegment &segment) {
+  for (const char *key : {"prompt", "completion"}) {
+    if (!row.contains(key)) {
+      return std::string("'") + (key[0] == 'p' ? "completion" : "prompt") +
+             "' without '" + key + "'";
+    }
+  }
+  if (row.contains("labels")) {
+    return "'labels' cannot go with 'prompt' and 'completion' (the "
+           "completion is what is trained)";
+  }
+  size_t before = segment.ownedTokens.size();
+  if (std::string problem =
+          readIds(row, "prompt", segment.ownedTokens, vocabSize, false);
+      !problem.empty()) {
+    return problem;
+  }
+  segment.ownedLabels.insert(segment.ownedLabels.end(),
+                             segment.ownedTokens.size() - before, kIgnoreIndex);
+  size_t middle = segment.ownedTokens.size();
+  if (std::string problem =
+          readIds(row, "completion", segment.ownedTokens, vocabSize, false);
+      !problem.empty()) {
+    return problem;
+  }
+  segment.ownedLabels.insert(segment.ownedLabels.end(),
+                             segment.ownedTokens.begin() + middle,
+                             segment.ownedTokens.end());
+  return "";
+}
+
+/// Appends one JSONL row (one example) to `segment`, or leaves it as it
+/// was and says what is wrong with the row.
+static std::string readRow(const json &row, int64_t vocabSize,
+                           DataSegment &segment) {
+  bool ids = row.contains("input_ids");
+  bool promptCompletion = row.contains("prompt") || row.contains("completion");
+  if (ids && promptCompletion) {
+    return "the row has both 'input_ids' and 'prompt'/'completion'; give one "
+           "or the other";
+  }
+  if (!ids && !promptCompletion) {
+    return "the row has neither 'input_ids' nor 'prompt' and 'completion'";
+  }
+  uint64_t start = segment.ownedTokens.size();
+  std::string problem = ids ? readInputIdsRow(row, vocabSize, segment)
+                            : readPromptCompletionRow(row, vocabSize, segment);
+  if (!problem.empty()) {
+    return problem;
+  }
+  segment.rowStarts.push_back(start);
+  return "";
+}
+
+/// Parses a JSONL file into `segment`: one object (example) per line.
 static std::string openJsonl(const std::string &path,
                              const DataOptions &options, DataSegment &segment) {
+  segment.jsonl = true;
   std::ifstream file(path);
   if (!file) {
     return path + ": cannot open: " + std::strerror(errno);
@@ -296,28 +389,9 @@ static std::string openJsonl(const std::string &path,
     if (row.is_discarded() || !row.is_object()) {
       return where + "not a JSON object";
     }
-    size_t before = segment.ownedTokens.size();
-    if (std::string problem = readIds(row, "input_ids", segment.ownedTokens,
-                                      options.vocabSize, false);
+    if (std::string problem = readRow(row, options.vocabSize, segment);
         !problem.empty()) {
       return where + problem;
-    }
-    size_t added = segment.ownedTokens.size() - before;
-    if (row.contains("labels")) {
-      if (std::string problem = readIds(row, "labels", segment.ownedLabels,
-                                        options.vocabSize, true);
-          !problem.empty()) {
-        return where + problem;
-      }
-      if (segment.ownedLabels.size() != segment.ownedTokens.size()) {
-        return where + "'labels' has " +
-               std::to_string(segment.ownedLabels.size() - before) +
-               " entries but 'input_ids' has " + std::to_string(added);
-      }
-    } else {
-      segment.ownedLabels.insert(segment.ownedLabels.end(),
-                                 segment.ownedTokens.begin() + before,
-                                 segment.ownedTokens.end());
     }
   }
   if (file.bad()) {
@@ -331,22 +405,51 @@ static std::string openJsonl(const std::string &path,
 // DataLoader
 //===----------------------------------------------------------------------===//
 
+/// Checks the options that do not depend on the data; "" or the problem.
+static std::string checkOptions(const DataOptions &options) {
+  if (options.sequenceLen <= 0 || options.microBatchSize <= 0) {
+    return "sequence_len and micro_batch_size must be positive";
+  }
+  if (options.tokenDType != "uint16" && options.tokenDType != "uint32") {
+    return "unknown token dtype '" + options.tokenDType +
+           "' (expected uint16 or uint32)";
+  }
+  double size = options.valSetSize;
+  if (!(size >= 0) || (size >= 1 && size != std::floor(size)) || size > 1e15) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%g", size);
+    return std::string("val_set_size ") + text +
+           " is neither a fraction in (0, 1) nor a whole count of examples";
+  }
+  if (options.padTokenId < 0 ||
+      (options.vocabSize > 0 && options.padTokenId >= options.vocabSize)) {
+    return "pad_token_id " + std::to_string(options.padTokenId) +
+           " is not a token id in [0, " + std::to_string(options.vocabSize) +
+           ")";
+  }
+  return "";
+}
+
 std::unique_ptr<DataLoader> DataLoader::open(const DataOptions &options,
                                              std::string &error) {
   std::unique_ptr<DataLoader> loader(new DataLoader());
   loader->options = options;
-  if (options.sequenceLen <= 0 || options.microBatchSize <= 0) {
-    error = "sequence_len and micro_batch_size must be positive";
-    return nullptr;
-  }
-  if (options.tokenDType != "uint16" && options.tokenDType != "uint32") {
-    error = "unknown token dtype '" + options.tokenDType +
-            "' (expected uint16 or uint32)";
+  if (std::string problem = checkOptions(options); !problem.empty()) {
+    error = problem;
     return nullptr;
   }
   if (options.path == "dummy") {
     if (options.vocabSize <= 0) {
       error = "dummy data needs the plan's vocab_size";
+      return nullptr;
+    }
+    if (options.layout == SequenceLayout::Padded || options.valSetSize > 0) {
+      error = std::string("dummy data is an endless token stream without "
+                          "examples, so ") +
+              (options.valSetSize > 0 ? "it has none to hold out for "
+                                        "val_set_size"
+                                      : "sample_packing: false (one example "
+                                        "per sequence) cannot apply");
       return nullptr;
     }
     loader->dummy = true;
@@ -360,49 +463,246 @@ std::unique_ptr<DataLoader> DataLoader::open(const DataOptions &options,
   if (!listFiles(options.path, files, error)) {
     return nullptr;
   }
+  if (std::string problem = loader->readFiles(files); !problem.empty()) {
+    error = problem;
+    return nullptr;
+  }
+  std::string what =
+      !options.name.empty() ? options.name
+      : files.size() == 1
+          ? files[0]
+          : options.path + " (" + std::to_string(files.size()) + " files)";
+  if (std::string problem = loader->arrange(what); !problem.empty()) {
+    error = problem;
+    return nullptr;
+  }
+  return loader;
+}
+
+std::string DataLoader::readFiles(const std::vector<std::string> &files) {
   for (const std::string &path : files) {
-    auto segment = std::make_unique<DataSegment>();
+    auto segment = std::make_shared<DataSegment>();
     segment->path = path;
-    segment->start = loader->tokens;
+    segment->start = tokens;
     std::string problem = endsWith(path, ".jsonl")
                               ? openJsonl(path, options, *segment)
                               : openBinary(path, options, *segment);
     if (!problem.empty()) {
-      error = problem;
-      return nullptr;
+      return problem;
     }
-    loader->tokens += segment->count;
+    tokens += segment->count;
+    rowsRead += segment->rowStarts.size();
     if (segment->count > 0) {
-      loader->segments.push_back(std::move(segment));
+      segments.push_back(std::move(segment));
     }
   }
-  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
-  loader->sequences = loader->tokens / length;
   // 32-bit tokens read as 16-bit ones pass every check (each high half is a
   // small id), so say so when the vocabulary suggests it.
-  bool raw16 = std::any_of(loader->segments.begin(), loader->segments.end(),
+  bool raw16 = std::any_of(segments.begin(), segments.end(),
                            [](const auto &s) { return s->raw16; });
   if (raw16 && options.vocabSize > 65536) {
-    loader->warningText =
-        "headerless .bin data is read as uint16 but the vocabulary has " +
-        std::to_string(options.vocabSize) +
-        " entries; pass --data-dtype uint32 if the tokens are 32-bit";
+    addWarning("headerless .bin data is read as uint16 but the vocabulary "
+               "has " +
+               std::to_string(options.vocabSize) +
+               " entries; pass --data-dtype uint32 if the tokens are 32-bit");
   }
-  std::string what =
-      files.size() == 1
-          ? files[0]
-          : options.path + " (" + std::to_string(files.size()) + " files)";
-  if (loader->sequences == 0) {
-    error = what + ": " + std::to_string(loader->tokens) +
-            " tokens, fewer than one sequence of " + std::to_string(length) +
-            " (sequence_len)";
+  return "";
+}
+
+void DataLoader::addWarning(const std::string &text) {
+  warningText += (warningText.empty() ? "" : "; ") + text;
+}
+
+std::string DataLoader::arrange(const std::string &what) {
+  const DataSegment *firstJsonl = nullptr, *firstBinary = nullptr;
+  for (const auto &segment : segments) {
+    const DataSegment *&first = segment->jsonl ? firstJsonl : firstBinary;
+    first = first ? first : segment.get();
+  }
+  switch (options.layout) {
+  case SequenceLayout::Stream:
+    padded = false;
+    break;
+  case SequenceLayout::Padded:
+    if (firstBinary) {
+      return firstBinary->path +
+             ": a binary token stream has no example boundaries, so "
+             "sample_packing: false (one example per sequence) cannot apply; "
+             "use JSONL examples or leave sample_packing unset";
+    }
+    padded = true;
+    break;
+  case SequenceLayout::ByData:
+    if (firstJsonl && firstBinary) {
+      return what + " mixes JSONL examples (" + firstJsonl->path +
+             ") with binary token streams (" + firstBinary->path +
+             "); give one kind";
+    }
+    padded = firstJsonl != nullptr || segments.empty();
+    break;
+  }
+  if (padded) {
+    return arrangeExamples(what);
+  }
+  if (options.valSetSize > 0) {
+    return what + ": val_set_size needs examples to hold out, and a token "
+                  "stream has none; pass validation data with --eval-data";
+  }
+  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
+  sequences = tokens / length;
+  if (sequences == 0) {
+    return what + ": " + std::to_string(tokens) +
+           " tokens, fewer than one sequence of " + std::to_string(length) +
+           " (sequence_len)";
+  }
+  description = what + ": " + std::to_string(tokens) + " tokens, " +
+                std::to_string(sequences) + " sequences of " +
+                std::to_string(length) + " (" +
+                std::to_string(tokens % length) + " dropped), " +
+                (options.shuffle ? "shuffled" : "in file order");
+  return "";
+}
+
+/// Whether the example of `length` tokens from `labels` has a token that
+/// counts in the loss: label t is predicted from token t - 1, so the first
+/// label never counts.
+static bool hasTrainedToken(const int64_t *labels, uint64_t length) {
+  for (uint64_t i = 1; i < length; ++i) {
+    if (labels[i] != kIgnoreIndex) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string DataLoader::arrangeExamples(const std::string &what) {
+  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
+  uint64_t truncated = 0, cut = 0;
+  for (const auto &segment : segments) {
+    const std::vector<uint64_t> &starts = segment->rowStarts;
+    for (size_t row = 0; row < starts.size(); ++row) {
+      uint64_t end = row + 1 < starts.size() ? starts[row + 1] : segment->count;
+      uint64_t size = end - starts[row];
+      bool longer = size > length;
+      if (longer) {
+        ++truncated;
+        cut += size - length;
+        size = length;
+      }
+      if (hasTrainedToken(segment->ownedLabels.data() + starts[row], size)) {
+        examples.push_back({segment->start + starts[row], size, longer});
+      }
+    }
+  }
+  uint64_t dropped = rowsRead - examples.size();
+  if (examples.empty()) {
+    return what + ": none of the " + std::to_string(rowsRead) +
+           " examples has a token to train on (a label other than -100 "
+           "after the first position)";
+  }
+  if (options.valSetSize > 0) {
+    if (std::string problem = holdOut(what); !problem.empty()) {
+      return problem;
+    }
+  }
+  sequences = examples.size();
+  std::string rows = " of " + std::to_string(rowsRead) + " examples ";
+  if (truncated > 0) {
+    addWarning(std::to_string(truncated) + rows +
+               "are longer than sequence_len " + std::to_string(length) +
+               " and were truncated (" + std::to_string(cut) + " tokens cut)");
+  }
+  if (dropped > 0) {
+    addWarning(std::to_string(dropped) + rows +
+               "have no token to train on (empty, or every label after the "
+               "first is -100) and were left out");
+  }
+  description = what + ": " + std::to_string(sequences) + " examples, " +
+                describeExamples(examples);
+  if (dropped > 0) {
+    description +=
+        ", " + std::to_string(dropped) + " left out (nothing to train)";
+  }
+  if (!held.empty()) {
+    description +=
+        ", " + std::to_string(held.size()) + " held out for validation";
+  }
+  description += options.shuffle ? ", shuffled" : ", in file order";
+  return "";
+}
+
+std::string
+DataLoader::describeExamples(const std::vector<Example> &list) const {
+  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
+  uint64_t real = 0, truncated = 0;
+  for (const Example &example : list) {
+    real += example.length;
+    truncated += example.truncated;
+  }
+  uint64_t total = list.size() * length;
+  std::string text = "one per sequence of " + std::to_string(length);
+  if (truncated > 0) {
+    text += " (" + std::to_string(truncated) + " truncated)";
+  }
+  if (real == total) {
+    return text + ", no padding";
+  }
+  char share[32];
+  std::snprintf(share, sizeof(share), "%.1f%%",
+                100.0 * static_cast<double>(total - real) /
+                    static_cast<double>(total));
+  return text + ", padded with id " + std::to_string(options.padTokenId) +
+         " (" + share + " of the tokens)";
+}
+
+std::string DataLoader::holdOut(const std::string &what) {
+  uint64_t n = examples.size();
+  double size = options.valSetSize;
+  // A fraction rounds up, as datasets' train_test_split does.
+  uint64_t count =
+      size < 1 ? static_cast<uint64_t>(std::ceil(size * static_cast<double>(n)))
+               : static_cast<uint64_t>(size);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%g", size);
+  if (count >= n) {
+    return what + ": val_set_size " + text + " holds out " +
+           std::to_string(count) + " of the " + std::to_string(n) +
+           " examples, leaving none to train on";
+  }
+  // A seeded choice (its own stream, not epoch 0's order), kept in file
+  // order on both sides.
+  std::vector<uint64_t> order =
+      shuffledOrder(n, splitMix64(options.seed ^ 0x76616c6964617465ull));
+  std::vector<char> isHeld(n, 0);
+  for (uint64_t i = 0; i < count; ++i) {
+    isHeld[order[i]] = 1;
+  }
+  std::vector<Example> kept;
+  for (uint64_t i = 0; i < n; ++i) {
+    (isHeld[i] ? held : kept).push_back(examples[i]);
+  }
+  examples = std::move(kept);
+  heldDescription = what + ": " + std::to_string(held.size()) +
+                    " examples held out (val_set_size " + text + ", seed " +
+                    std::to_string(options.seed) + "), ";
+  return "";
+}
+
+std::unique_ptr<DataLoader> DataLoader::heldOut() const {
+  if (held.empty()) {
     return nullptr;
   }
-  loader->description =
-      what + ": " + std::to_string(loader->tokens) + " tokens, " +
-      std::to_string(loader->sequences) + " sequences of " +
-      std::to_string(length) + " (" + std::to_string(loader->tokens % length) +
-      " dropped), " + (options.shuffle ? "shuffled" : "in file order");
+  std::unique_ptr<DataLoader> loader(new DataLoader());
+  loader->options = options;
+  loader->options.shuffle = false;
+  loader->options.valSetSize = 0;
+  loader->padded = true;
+  loader->segments = segments;
+  loader->tokens = tokens;
+  loader->rowsRead = held.size();
+  loader->examples = held;
+  loader->sequences = held.size();
+  loader->description = heldDescription + describeExamples(held);
   return loader;
 }
 
@@ -469,12 +769,49 @@ void DataLoader::next(int64_t *inputIds, int64_t *labels) {
       ++pos.index;
       continue;
     }
-    uint64_t sequence = sequenceAt(pos.epoch, pos.index);
-    copyTokens(sequence * length, length, ids, rowLabels);
+    fillSequence(sequenceAt(pos.epoch, pos.index), ids, rowLabels);
     if (++pos.index == sequences) {
       pos.index = 0;
       ++pos.epoch;
     }
+  }
+}
+
+void DataLoader::fillSequence(uint64_t sequence, int64_t *ids,
+                              int64_t *labels) const {
+  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
+  if (!padded) {
+    copyTokens(sequence * length, length, ids, labels);
+    return;
+  }
+  const Example &example = examples[sequence];
+  copyTokens(example.start, example.length, ids, labels);
+  // Right padding: under a causal mask no real token sees a pad, and the
+  // pads' labels do not count, so the loss is that of the example alone.
+  std::fill(ids + example.length, ids + length, options.padTokenId);
+  std::fill(labels + example.length, labels + length, kIgnoreIndex);
+}
+
+uint64_t DataLoader::batchesPerPass() const {
+  uint64_t batch = static_cast<uint64_t>(options.microBatchSize);
+  return dummy ? 0 : (sequences + batch - 1) / batch;
+}
+
+void DataLoader::batchAt(uint64_t batch, int64_t *inputIds,
+                         int64_t *labels) const {
+  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
+  uint64_t rows = static_cast<uint64_t>(options.microBatchSize);
+  for (uint64_t row = 0; row < rows; ++row) {
+    int64_t *ids = inputIds + row * length;
+    int64_t *rowLabels = labels + row * length;
+    uint64_t sequence = batch * rows + row;
+    if (!dummy && sequence < sequences) {
+      fillSequence(sequence, ids, rowLabels);
+      continue;
+    }
+    // Past the last sequence: a row that counts for nothing.
+    std::fill(ids, ids + length, options.padTokenId);
+    std::fill(rowLabels, rowLabels + length, kIgnoreIndex);
   }
 }
 

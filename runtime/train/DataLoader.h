@@ -1,21 +1,40 @@
-//===- DataLoader.h - packed, shuffled token batches ------------*- C++ -*-===//
+//===- DataLoader.h - token batches from examples or streams ---*- C++ -*-===//
 //
 // The trainer reads pre-tokenized data in the formats people already have
 // (FORMATS.md): nanoGPT `.bin` files (raw little-endian uint16, or uint32 for
 // vocabularies over 65535), llm.c shards (a 256 x int32 header, then the
-// tokens), a directory or glob of those, JSONL rows with `input_ids` and
-// optional `labels` (-100 = ignored), and `dummy` (seeded random tokens, for
-// benchmarks and smoke tests).
+// tokens), a directory or glob of those, JSONL rows of examples, and `dummy`
+// (seeded random tokens, for benchmarks and smoke tests).
 //
-// Everything is concatenated into one token stream (labels default to the
-// tokens: the model shifts them, as Hugging Face models do) and cut into
-// non-overlapping sequences of exactly sequence_len tokens; a trailing
-// remainder is dropped. Each epoch visits the sequences in a permutation
-// drawn from a seeded PRNG (or in file order), and a micro-batch is the next
-// micro_batch_size sequences of that order, wrapping into the next epoch.
-// Binary files are memory-mapped, never read whole; every token is checked
-// against the vocabulary when the data is opened, so a bad file fails before
-// training starts rather than hours into it.
+// A JSONL row is one example: `input_ids` with optional `labels` (-100 =
+// ignored; labels default to the tokens: the model shifts them, as Hugging
+// Face models do), or `prompt` and `completion` token lists (input_ids =
+// prompt + completion, labels -100 over the prompt: loss on the completion
+// only, as TRL's prompt-completion datasets).
+//
+// Two layouts turn data into sequences of exactly sequence_len tokens:
+//  - padded (JSONL; the recipe's `sample_packing: false`): each example is
+//    its own sequence, right-padded with pad_token_id whose labels are -100
+//    (exact under a causal model: no real token attends to a later pad), or
+//    truncated to sequence_len. Examples left with no trained token are
+//    dropped; both are counted in the description and the warning.
+//  - stream (binary files and dummy, which have no example boundaries; and
+//    `tailor quantize`'s calibration): everything is concatenated and cut
+//    into non-overlapping sequences; a trailing remainder is dropped.
+// JSONL rows of exactly sequence_len tokens give the same sequences either
+// way. Packing several examples into one sequence needs per-example
+// positions and document masking in attention, which the plans do not have
+// yet; concatenating them without that would let examples attend to each
+// other, so there is no such layout.
+//
+// Each epoch visits the sequences in a permutation drawn from a seeded PRNG
+// (or in file order), and a micro-batch is the next micro_batch_size
+// sequences of that order, wrapping into the next epoch. A validation set
+// (`val_set_size`) is a seeded choice of examples held out of training; it
+// is read in order, micro-batch by micro-batch, by batchAt(). Binary files
+// are memory-mapped, never read whole; every token is checked against the
+// vocabulary when the data is opened, so a bad file fails before training
+// starts rather than hours into it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +51,19 @@ namespace tailor::train {
 /// A run of the token stream (one file); defined in DataLoader.cpp.
 struct DataSegment;
 
+/// How data becomes sequences (see the file comment).
+enum class SequenceLayout {
+  /// As the data allows: JSONL examples padded, binary streams and dummy
+  /// cut (the recipe leaves `sample_packing` unset).
+  ByData,
+  /// Each example its own padded or truncated sequence; data without
+  /// example boundaries is an error (`sample_packing: false`).
+  Padded,
+  /// Everything concatenated and cut into sequences (calibration data,
+  /// where every sequence must be full).
+  Stream,
+};
+
 struct DataOptions {
   /// A file, a directory (its `.bin`/`.jsonl` files; only those whose name
   /// contains "train" if any does, so llm.c's and nanoGPT's validation
@@ -46,6 +78,14 @@ struct DataOptions {
   int64_t vocabSize = 0;
   bool shuffle = true;
   uint64_t seed = 0;
+  SequenceLayout layout = SequenceLayout::ByData;
+  /// The token that pads short examples (their labels are -100).
+  int64_t padTokenId = 0;
+  /// Examples held out of training for validation: 0 none, a fraction in
+  /// (0, 1), or a whole count >= 1. Needs examples (padded layout).
+  double valSetSize = 0;
+  /// What the description calls the data ("" : the path).
+  std::string name;
 };
 
 /// Where the loader is: the next sequence is number `index` (0-based) of
@@ -70,6 +110,17 @@ public:
   /// into `inputIds` and `labels`, and advances.
   void next(int64_t *inputIds, int64_t *labels);
 
+  /// The examples held out by `valSetSize`, as a loader of their own (in
+  /// file order, not shuffled; it shares this loader's storage and may
+  /// outlive it); null when nothing is held out.
+  std::unique_ptr<DataLoader> heldOut() const;
+  /// Micro-batches that cover every sequence once (the last one filled up
+  /// with rows of padding whose labels are all -100); 0 for dummy data.
+  uint64_t batchesPerPass() const;
+  /// Writes micro-batch `batch` of a pass over the sequences in file order
+  /// (for validation); does not move the position.
+  void batchAt(uint64_t batch, int64_t *inputIds, int64_t *labels) const;
+
   DataPosition position() const { return pos; }
   /// Moves to `position` (from a checkpoint); fails if it does not fit this
   /// data.
@@ -85,18 +136,46 @@ public:
   std::string warning() const { return warningText; }
 
 private:
+  /// A run of the token stream that is one example (padded layout).
+  struct Example {
+    uint64_t start = 0;
+    /// At most sequence_len.
+    uint64_t length = 0;
+    /// Longer than sequence_len in the file.
+    bool truncated = false;
+  };
+
   DataLoader() = default;
+  /// Reads the files; "" or the first problem.
+  std::string readFiles(const std::vector<std::string> &files);
+  /// Picks the layout and cuts the stream into sequences or examples.
+  std::string arrange(const std::string &what);
+  std::string arrangeExamples(const std::string &what);
+  /// "one per sequence of 16, padded with id 0 (12.5% of the tokens)".
+  std::string describeExamples(const std::vector<Example> &list) const;
+  void addWarning(const std::string &text);
+  /// Moves `valSetSize` examples (a seeded choice) into `held`.
+  std::string holdOut(const std::string &what);
   /// Copies `count` tokens of the stream starting at token `start`.
   void copyTokens(uint64_t start, uint64_t count, int64_t *tokens,
                   int64_t *labels) const;
+  /// Writes sequence `sequence` (padded if it is a short example).
+  void fillSequence(uint64_t sequence, int64_t *ids, int64_t *labels) const;
   /// The sequence at `index` of epoch `epoch`'s order.
   uint64_t sequenceAt(uint64_t epoch, uint64_t index);
 
   DataOptions options;
   bool dummy = false;
-  std::vector<std::unique_ptr<DataSegment>> segments;
+  bool padded = false;
+  std::vector<std::shared_ptr<DataSegment>> segments;
   uint64_t tokens = 0;
   uint64_t sequences = 0;
+  /// Padded layout: the examples (one per sequence), and those held out.
+  std::vector<Example> examples;
+  std::vector<Example> held;
+  std::string heldDescription;
+  /// JSONL rows read (examples before any was left out).
+  uint64_t rowsRead = 0;
   DataPosition pos;
   std::vector<uint64_t> order;
   uint64_t orderEpoch = UINT64_MAX;

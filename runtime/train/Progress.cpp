@@ -91,24 +91,34 @@ void Progress::step(const StepReport &report) {
       static_cast<double>(tokensPerStep) / std::max(report.seconds, 1e-9);
 
   if (metrics) {
-    // %.9g round-trips a float exactly.
+    // %.9g round-trips a float exactly; the validation loss is a double.
     std::fprintf(metrics,
                  "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,"
                  "\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,"
-                 "\"tokens\":%" PRId64 ",\"epoch\":%.6f}\n",
+                 "\"tokens\":%" PRId64 ",\"epoch\":%.6f",
                  report.step, report.loss, report.learningRate, report.gradNorm,
                  tokensPerSecond, report.seconds * 1e3, tokensPerStep,
                  report.epoch);
+    if (report.evalLoss) {
+      std::fprintf(metrics, ",\"eval_loss\":%.17g", *report.evalLoss);
+    }
+    std::fputs("}\n", metrics);
     std::fflush(metrics);
   }
   if (report.log) {
     clearBar();
+    char evalText[48] = "";
+    if (report.evalLoss) {
+      std::snprintf(evalText, sizeof(evalText), " | eval_loss %.6f",
+                    *report.evalLoss);
+    }
     std::fprintf(out,
-                 "step %*" PRId64 "/%" PRId64 " | loss %.6f | norm %.4f | lr "
-                 "%.2e | %.*f ms | %.0f tok/s | eta %s\n",
-                 width, report.step, maxSteps, report.loss, report.gradNorm,
-                 report.learningRate, report.seconds < 0.01 ? 2 : 0,
-                 report.seconds * 1e3, tokensPerSecond, eta.c_str());
+                 "step %*" PRId64 "/%" PRId64 " | loss %.6f%s | norm %.4f | "
+                 "lr %.2e | %.*f ms | %.0f tok/s | eta %s\n",
+                 width, report.step, maxSteps, report.loss, evalText,
+                 report.gradNorm, report.learningRate,
+                 report.seconds < 0.01 ? 2 : 0, report.seconds * 1e3,
+                 tokensPerSecond, eta.c_str());
     std::fflush(out);
   }
   if (bar) {

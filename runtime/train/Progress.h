@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace tailor::train {
@@ -26,6 +27,8 @@ struct StepReport {
   double epoch = 0;
   /// Also print the stdout line (logging_steps).
   bool log = true;
+  /// The validation loss measured after the step, if it was.
+  std::optional<double> evalLoss;
 };
 
 class Progress {

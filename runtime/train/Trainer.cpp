@@ -167,110 +167,257 @@ int64_t dropoutSeed(uint64_t seed, int64_t step, int64_t micro) {
   return static_cast<int64_t>(x & INT64_MAX);
 }
 
-std::string runTraining(const TrainOptions &options, TrainResult &result) {
-  result = TrainResult();
-  FILE *out = options.out;
-  FILE *err = options.err;
+namespace {
 
-  // --- The plan and its entries ----------------------------------------------
+/// Everything one run holds: the plan bound to a session, the bindings the
+/// loop feeds and reads, the data, and the settings.
+struct Run {
+  const TrainOptions &options;
+  FILE *out;
+  FILE *err;
+  std::unique_ptr<LoadedPlan> plan;
+  std::unique_ptr<Session> session;
+  const fb::Training *training = nullptr;
+  int trainEntry = -1, optimizerEntry = -1;
+  int64_t microBatch = 0, sequenceLen = 0, accumulation = 1;
+  Slot inputIds, labels, seedSlot, loss, stepSlot, lr, gradNorm;
+  /// The gradient accumulators train_step adds into.
+  std::vector<uint32_t> gradBuffers;
+  CheckpointLayout layout;
+  int64_t maxSteps = 0, saveSteps = 0, loggingSteps = 1, evalSteps = 0;
+  int64_t stopAfter = -1;
+  std::unique_ptr<DataLoader> data, validation;
+  std::vector<int64_t> ids, targets;
+
+  explicit Run(const TrainOptions &options)
+      : options(options), out(options.out), err(options.err) {}
+  const std::string &name() const { return plan->name(); }
+};
+
+std::string formatDouble(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// Loads the plan, binds it to a session and finds the two entries.
+std::string openPlan(Run &run) {
   std::string error;
-  std::unique_ptr<LoadedPlan> plan =
-      LoadedPlan::load(options.planPath, runtime::LoadOptions(), error);
-  if (!plan) {
+  run.plan =
+      LoadedPlan::load(run.options.planPath, runtime::LoadOptions(), error);
+  if (!run.plan) {
     return error;
   }
-  const fb::Plan &root = plan->root();
-  const fb::Training *training = root.training();
+  run.training = run.plan->root().training();
   int status = 0;
-  std::unique_ptr<Session> session =
-      Session::create(*plan, options.threads, error, status);
-  if (!session) {
+  run.session = Session::create(*run.plan, run.options.threads, error, status);
+  if (!run.session) {
     return error;
   }
-  int trainEntry = session->findEntry("train_step");
-  int optimizerEntry = session->findEntry("optimizer_step");
-  if (trainEntry < 0 || optimizerEntry < 0 || !training) {
-    return plan->name() + ": not a training plan (no " +
-           (trainEntry < 0       ? "train_step entry"
-            : optimizerEntry < 0 ? "optimizer_step entry"
-                                 : "training section") +
+  run.trainEntry = run.session->findEntry("train_step");
+  run.optimizerEntry = run.session->findEntry("optimizer_step");
+  if (run.trainEntry < 0 || run.optimizerEntry < 0 || !run.training) {
+    return run.name() + ": not a training plan (no " +
+           (run.trainEntry < 0       ? "train_step entry"
+            : run.optimizerEntry < 0 ? "optimizer_step entry"
+                                     : "training section") +
            "); compile it with a recipe";
   }
-  int64_t microBatch = training->micro_batch_size();
-  int64_t sequenceLen = training->sequence_len();
-  int64_t accumulation = std::max(1, training->gradient_accumulation_steps());
-  if (microBatch <= 0 || sequenceLen <= 0) {
-    return plan->name() + ": micro_batch_size and sequence_len must be "
-                          "positive";
+  run.microBatch = run.training->micro_batch_size();
+  run.sequenceLen = run.training->sequence_len();
+  run.accumulation = std::max(1, run.training->gradient_accumulation_steps());
+  if (run.microBatch <= 0 || run.sequenceLen <= 0) {
+    return run.name() + ": micro_batch_size and sequence_len must be "
+                        "positive";
   }
-  Slot inputIds, labels, seedSlot, loss, stepSlot, lr, gradNorm;
-  std::vector<int64_t> tokenShape = {microBatch, sequenceLen};
+  return "";
+}
+
+/// Binds the entries' inputs and outputs, and finds the accumulators.
+std::string bindSlots(Run &run) {
+  const fb::Plan &root = run.plan->root();
+  LoadedPlan &plan = *run.plan;
+  Session &session = *run.session;
+  std::vector<int64_t> tokenShape = {run.microBatch, run.sequenceLen};
   std::vector<DType> ints = {DType::I64, DType::I32};
   std::vector<DType> floats = {DType::F32};
   if (std::string problem = bindEntry(
-          *plan, *session, root.inputs(), trainEntry, "train_step", "input",
-          {{"input_ids", true, tokenShape, ints, &inputIds},
-           {"labels", true, tokenShape, ints, &labels},
-           {"seed", false, {}, ints, &seedSlot}});
+          plan, session, root.inputs(), run.trainEntry, "train_step", "input",
+          {{"input_ids", true, tokenShape, ints, &run.inputIds},
+           {"labels", true, tokenShape, ints, &run.labels},
+           {"seed", false, {}, ints, &run.seedSlot}});
       !problem.empty()) {
     return problem;
   }
   if (std::string problem =
-          bindEntry(*plan, *session, root.outputs(), trainEntry, "train_step",
-                    "output", {{"loss", true, {}, floats, &loss}});
+          bindEntry(plan, session, root.outputs(), run.trainEntry, "train_step",
+                    "output", {{"loss", true, {}, floats, &run.loss}});
       !problem.empty()) {
     return problem;
   }
-  if (std::string problem = bindEntry(*plan, *session, root.inputs(),
-                                      optimizerEntry, "optimizer_step", "input",
-                                      {{"step", true, {}, ints, &stepSlot}});
+  if (std::string problem = bindEntry(
+          plan, session, root.inputs(), run.optimizerEntry, "optimizer_step",
+          "input", {{"step", true, {}, ints, &run.stepSlot}});
       !problem.empty()) {
     return problem;
   }
   if (std::string problem =
-          bindEntry(*plan, *session, root.outputs(), optimizerEntry,
+          bindEntry(plan, session, root.outputs(), run.optimizerEntry,
                     "optimizer_step", "output",
-                    {{"lr", true, {}, floats, &lr},
-                     {"grad_norm", true, {}, floats, &gradNorm}});
+                    {{"lr", true, {}, floats, &run.lr},
+                     {"grad_norm", true, {}, floats, &run.gradNorm}});
       !problem.empty()) {
     return problem;
   }
-  CheckpointLayout layout;
-  if (!buildCheckpointLayout(*plan, *session, layout, error)) {
+  if (root.states()) {
+    for (const fb::State *state : *root.states()) {
+      if (state->kind()->str() == "grad") {
+        run.gradBuffers.push_back(state->buffer());
+      }
+    }
+  }
+  std::string error;
+  if (!buildCheckpointLayout(plan, session, run.layout, error)) {
     return error;
   }
+  return "";
+}
 
-  int64_t maxSteps =
-      options.maxSteps > 0 ? options.maxSteps : training->max_steps();
-  if (maxSteps <= 0) {
-    return plan->name() + ": the plan sets no max_steps; pass --max-steps";
+/// The step counts: the plan's, or the command line's.
+std::string readSettings(Run &run) {
+  const TrainOptions &options = run.options;
+  const fb::Training &training = *run.training;
+  run.maxSteps = options.maxSteps > 0 ? options.maxSteps : training.max_steps();
+  if (run.maxSteps <= 0) {
+    return run.name() + ": the plan sets no max_steps; pass --max-steps";
   }
-  int64_t saveSteps =
-      options.saveSteps >= 0 ? options.saveSteps : training->save_steps();
-  int64_t loggingSteps = std::max<int64_t>(1, training->logging_steps());
-  int64_t stopAfter = options.stopAfterStep;
-  if (stopAfter < 0) {
+  run.saveSteps =
+      options.saveSteps >= 0 ? options.saveSteps : training.save_steps();
+  run.loggingSteps = std::max<int64_t>(1, training.logging_steps());
+  run.evalSteps = training.eval_steps();
+  if (run.evalSteps < 0) {
+    return run.name() + ": eval_steps " + std::to_string(run.evalSteps) +
+           " is negative";
+  }
+  run.stopAfter = options.stopAfterStep;
+  if (run.stopAfter < 0) {
     if (const char *text = std::getenv("TAILOR_TRAIN_STOP_AFTER")) {
-      stopAfter = std::strtoll(text, nullptr, 10);
+      run.stopAfter = std::strtoll(text, nullptr, 10);
     }
   }
   if (options.outputDir.empty()) {
     return "no output directory given";
   }
+  return "";
+}
 
-  // --- Data, starting weights, resuming --------------------------------------
+/// Opens the training data and, if any is asked for, the validation data.
+std::string openData(Run &run) {
+  const TrainOptions &options = run.options;
+  const fb::Training &training = *run.training;
+  if (training.sample_packing() && *training.sample_packing()) {
+    return run.name() + ": the plan asks for sample_packing: true, which "
+                        "needs per-example position ids and document masking "
+                        "that this runtime does not have";
+  }
   DataOptions dataOptions;
   dataOptions.path = options.dataPath;
   dataOptions.tokenDType = options.dataDType;
-  dataOptions.sequenceLen = sequenceLen;
-  dataOptions.microBatchSize = microBatch;
-  dataOptions.vocabSize = training->vocab_size();
-  dataOptions.shuffle = training->shuffle();
-  dataOptions.seed = training->seed();
-  std::unique_ptr<DataLoader> data = DataLoader::open(dataOptions, error);
-  if (!data) {
+  dataOptions.sequenceLen = run.sequenceLen;
+  dataOptions.microBatchSize = run.microBatch;
+  dataOptions.vocabSize = training.vocab_size();
+  dataOptions.shuffle = training.shuffle();
+  dataOptions.seed = training.seed();
+  dataOptions.layout = training.sample_packing() ? SequenceLayout::Padded
+                                                 : SequenceLayout::ByData;
+  dataOptions.padTokenId = training.pad_token_id();
+  dataOptions.valSetSize = training.val_set_size();
+  if (dataOptions.valSetSize > 0 && !options.evalDataPath.empty()) {
+    return "the plan holds out val_set_size " +
+           formatDouble(dataOptions.valSetSize) +
+           " of the training data and --eval-data names " +
+           options.evalDataPath + "; give one";
+  }
+  std::string error;
+  run.data = DataLoader::open(dataOptions, error);
+  if (!run.data) {
     return error;
   }
+  run.validation = run.data->heldOut();
+  if (!options.evalDataPath.empty()) {
+    dataOptions.path = options.evalDataPath;
+    dataOptions.shuffle = false;
+    dataOptions.valSetSize = 0;
+    run.validation = DataLoader::open(dataOptions, error);
+    if (!run.validation) {
+      return "--eval-data: " + error;
+    }
+    if (run.validation->batchesPerPass() == 0) {
+      return "--eval-data: " + options.evalDataPath +
+             " is an endless stream; validation needs files";
+    }
+  }
+  if (!run.validation) {
+    if (run.evalSteps > 0) {
+      return run.name() + ": the plan sets eval_steps " +
+             std::to_string(run.evalSteps) +
+             " but there is no validation data (compile with val_set_size "
+             "or pass --eval-data)";
+    }
+    return "";
+  }
+  if (run.seedSlot.buffer >= 0) {
+    return run.name() + ": the plan's train_step applies dropout (it takes "
+                        "a seed), so it cannot compute a validation loss "
+                        "(plans have no evaluation entry yet); compile with "
+                        "lora_dropout 0 to evaluate";
+  }
+  return "";
+}
+
+/// Loads the checkpoint `--resume` names (or the latest) into `state`.
+std::string resumeFrom(Run &run, TrainerState &state) {
+  const TrainOptions &options = run.options;
+  std::string from = options.resume;
+  if (from == "latest") {
+    from = findLatestCheckpoint(options.outputDir);
+    if (from.empty()) {
+      std::fprintf(run.err,
+                   "tailor train: no checkpoint in %s; starting at "
+                   "step 0\n",
+                   options.outputDir.c_str());
+      return "";
+    }
+  }
+  std::string error;
+  if (!loadCheckpoint(run.layout, from, state, error)) {
+    return error;
+  }
+  if (state.globalStep > run.maxSteps) {
+    return from + ": the checkpoint is at step " +
+           std::to_string(state.globalStep) + ", past max_steps " +
+           std::to_string(run.maxSteps);
+  }
+  if (!run.data->setPosition(state.data, error)) {
+    return from + ": " + error;
+  }
+  uint64_t seed = run.training->seed();
+  if (state.seed != seed) {
+    std::fprintf(run.err,
+                 "tailor train: warning: %s was trained with seed "
+                 "%" PRIu64 ", the plan has %" PRIu64 "\n",
+                 from.c_str(), state.seed, seed);
+    state.seed = seed;
+  }
+  std::fprintf(run.out, "resuming from %s (step %" PRId64 ")\n", from.c_str(),
+               state.globalStep);
+  return "";
+}
+
+/// Prepares the output directory, the starting weights, and resumes.
+std::string startState(Run &run, TrainerState &state) {
+  const TrainOptions &options = run.options;
+  std::string error;
   if (!makeDirectories(options.outputDir, error)) {
     return error;
   }
@@ -280,186 +427,315 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     return error;
   }
   if (!stale.empty()) {
-    std::fprintf(err, "tailor train: %s\n",
+    std::fprintf(run.err, "tailor train: %s\n",
                  stale.describe(options.outputDir).c_str());
   }
   if (!options.initAdapter.empty() &&
-      !loadPeftAdapter(layout, options.initAdapter, error)) {
+      !loadPeftAdapter(run.layout, options.initAdapter, error)) {
     return error;
   }
-  // What was read into host copies goes to the GPU before the first step.
-  auto pushToDevice = [&]() { return syncLayout(*session, layout, false); };
-  TrainerState state;
-  state.seed = training->seed();
-  state.fingerprint = layout.fingerprint;
+  state.seed = run.training->seed();
+  state.fingerprint = run.layout.fingerprint;
   if (options.resume.empty()) {
     if (std::string old = findLatestCheckpoint(options.outputDir);
         !old.empty()) {
-      std::fprintf(err,
+      std::fprintf(run.err,
                    "tailor train: warning: starting at step 0 although %s "
                    "exists (pass --resume to continue from it)\n",
                    old.c_str());
     }
-  } else {
-    std::string from = options.resume;
-    if (from == "latest") {
-      from = findLatestCheckpoint(options.outputDir);
-      if (from.empty()) {
-        std::fprintf(err,
-                     "tailor train: no checkpoint in %s; starting at "
-                     "step 0\n",
-                     options.outputDir.c_str());
-      }
-    }
-    if (!from.empty()) {
-      if (!loadCheckpoint(layout, from, state, error)) {
-        return error;
-      }
-      if (state.globalStep > maxSteps) {
-        return from + ": the checkpoint is at step " +
-               std::to_string(state.globalStep) + ", past max_steps " +
-               std::to_string(maxSteps);
-      }
-      if (!data->setPosition(state.data, error)) {
-        return from + ": " + error;
-      }
-      if (state.seed != training->seed()) {
-        std::fprintf(err,
-                     "tailor train: warning: %s was trained with seed "
-                     "%" PRIu64 ", the plan has %" PRIu64 "\n",
-                     from.c_str(), state.seed, training->seed());
-        state.seed = training->seed();
-      }
-      std::fprintf(out, "resuming from %s (step %" PRId64 ")\n", from.c_str(),
-                   state.globalStep);
-    }
+  } else if (std::string problem = resumeFrom(run, state); !problem.empty()) {
+    return problem;
   }
-  if (std::string problem = pushToDevice(); !problem.empty()) {
-    return plan->name() + ": " + problem;
+  // What was read into host copies goes to the GPU before the first step.
+  if (std::string problem = syncLayout(*run.session, run.layout, false);
+      !problem.empty()) {
+    return run.name() + ": " + problem;
   }
-  result.startStep = result.finalStep = state.globalStep;
-  int64_t tokensPerStep = microBatch * sequenceLen * accumulation;
-  Progress progress(out, err, state.globalStep, maxSteps, tokensPerStep);
-  if (!progress.openMetrics(options.outputDir + "/" + kMetricsFile, error)) {
-    return error;
-  }
+  return "";
+}
 
+/// Prints what is about to happen: the plan, the batch, the data.
+void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
+  FILE *out = run.out;
   std::fprintf(out,
                "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
                " accumulation = %" PRId64 " tokens/step, ",
-               plan->name().c_str(), layout.adapter.variant.c_str(), microBatch,
-               sequenceLen, accumulation, tokensPerStep);
-  if (state.globalStep < maxSteps) {
-    std::fprintf(out, "steps %" PRId64 "..%" PRId64 "\n", state.globalStep + 1,
-                 maxSteps);
+               run.name().c_str(), run.layout.adapter.variant.c_str(),
+               run.microBatch, run.sequenceLen, run.accumulation,
+               tokensPerStep);
+  if (startStep < run.maxSteps) {
+    std::fprintf(out, "steps %" PRId64 "..%" PRId64 "\n", startStep + 1,
+                 run.maxSteps);
   } else {
-    std::fprintf(out, "already at step %" PRId64 "\n", maxSteps);
+    std::fprintf(out, "already at step %" PRId64 "\n", run.maxSteps);
   }
-  std::fprintf(out, "data %s\n", data->describe().c_str());
-  if (!data->warning().empty()) {
-    std::fprintf(err, "tailor train: warning: %s\n", data->warning().c_str());
+  std::fprintf(out, "data %s\n", run.data->describe().c_str());
+  if (!run.data->warning().empty()) {
+    std::fprintf(run.err, "tailor train: warning: %s\n",
+                 run.data->warning().c_str());
+  }
+  if (run.validation) {
+    std::fprintf(out, "validation %s; loss %s\n",
+                 run.validation->describe().c_str(),
+                 run.evalSteps > 0 ? ("every " + std::to_string(run.evalSteps) +
+                                      " steps and at the end")
+                                         .c_str()
+                                   : "at the end");
+    if (!run.validation->warning().empty()) {
+      std::fprintf(run.err, "tailor train: warning: validation: %s\n",
+                   run.validation->warning().c_str());
+    }
   }
   std::fflush(out);
+}
 
-  // --- The loop --------------------------------------------------------------
-  // (Returning early destroys `progress`, which erases the bar first.)
-  SignalGuard signals(options.handleSignals);
-  std::vector<int64_t> ids(static_cast<size_t>(microBatch * sequenceLen));
-  std::vector<int64_t> targets(ids.size());
-  for (int64_t step = state.globalStep + 1; step <= maxSteps; ++step) {
-    auto start = std::chrono::steady_clock::now();
-    double lossSum = 0;
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
-      data->next(ids.data(), targets.data());
-      writeInts(inputIds, ids.data(), ids.size());
-      writeInts(labels, targets.data(), targets.size());
-      if (seedSlot.buffer >= 0) {
-        int64_t seed = dropoutSeed(training->seed(), step, micro);
-        writeInts(seedSlot, &seed, 1);
-      }
-      if (std::string problem = session->runEntry(trainEntry);
-          !problem.empty()) {
-        return "step " + std::to_string(step) + ", micro-batch " +
-               std::to_string(micro) + ": " + problem;
-      }
-      float value = readScalar(loss);
-      if (!std::isfinite(value)) {
-        return "step " + std::to_string(step) + ": loss is " +
-               (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
-               std::to_string(micro) + "); stopped without a checkpoint";
-      }
-      lossSum += value;
+/// Writes one micro-batch into the plan's inputs.
+void feed(Run &run, int64_t step, int64_t micro) {
+  writeInts(run.inputIds, run.ids.data(), run.ids.size());
+  writeInts(run.labels, run.targets.data(), run.targets.size());
+  if (run.seedSlot.buffer >= 0) {
+    int64_t seed = dropoutSeed(run.training->seed(), step, micro);
+    writeInts(run.seedSlot, &seed, 1);
+  }
+}
+
+/// Runs train_step on every micro-batch of `step`; their mean loss.
+std::string accumulate(Run &run, int64_t step, double &meanLoss) {
+  double lossSum = 0;
+  for (int64_t micro = 0; micro < run.accumulation; ++micro) {
+    run.data->next(run.ids.data(), run.targets.data());
+    feed(run, step, micro);
+    if (std::string problem = run.session->runEntry(run.trainEntry);
+        !problem.empty()) {
+      return "step " + std::to_string(step) + ", micro-batch " +
+             std::to_string(micro) + ": " + problem;
     }
-    writeInts(stepSlot, &step, 1);
-    if (std::string problem = session->runEntry(optimizerEntry);
+    float value = readScalar(run.loss);
+    if (!std::isfinite(value)) {
+      return "step " + std::to_string(step) + ": loss is " +
+             (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
+             std::to_string(micro) + "); stopped without a checkpoint";
+    }
+    lossSum += value;
+  }
+  meanLoss = lossSum / static_cast<double>(run.accumulation);
+  return "";
+}
+
+/// Label t is predicted from token t - 1 (the loss shifts the labels), so
+/// a row's first label never counts: the tokens the loss averages over.
+uint64_t countedTokens(const std::vector<int64_t> &labels, int64_t rows,
+                       int64_t length) {
+  uint64_t counted = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t t = 1; t < length; ++t) {
+      counted += labels[static_cast<size_t>(row * length + t)] != -100;
+    }
+  }
+  return counted;
+}
+
+/// Sets the accumulators to +0 (on a GPU through the host copies).
+std::string zeroAccumulators(Session &session,
+                             const std::vector<uint32_t> &buffers) {
+  for (uint32_t buffer : buffers) {
+    uint64_t bytes = session.plan().bufferBytes(buffer);
+    std::memset(session.bufferData(buffer), 0, bytes);
+    if (std::string problem = session.upload(buffer); !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
+
+/// The validation loss: train_step over every validation micro-batch,
+/// weighted by the tokens each counts, so it is the mean over every counted
+/// token of the set (what the Hugging Face causal-LM loss gives for the
+/// whole set as one batch), not a mean of batch means. train_step also adds
+/// gradients; it runs right after an optimizer step, which leaves every
+/// accumulator at exactly +0, so zeroing them afterwards restores the
+/// training state bit for bit.
+std::string evaluate(Run &run, int64_t step, double &meanLoss) {
+  double sum = 0;
+  uint64_t counted = 0;
+  DataLoader &validation = *run.validation;
+  for (uint64_t batch = 0; batch < validation.batchesPerPass(); ++batch) {
+    validation.batchAt(batch, run.ids.data(), run.targets.data());
+    feed(run, step, 0);
+    if (std::string problem = run.session->runEntry(run.trainEntry);
+        !problem.empty()) {
+      return "step " + std::to_string(step) + ", validation micro-batch " +
+             std::to_string(batch) + ": " + problem;
+    }
+    float value = readScalar(run.loss);
+    if (!std::isfinite(value)) {
+      return "step " + std::to_string(step) + ": validation loss is " +
+             (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
+             std::to_string(batch) + ")";
+    }
+    uint64_t tokens =
+        countedTokens(run.targets, run.microBatch, run.sequenceLen);
+    sum += static_cast<double>(value) * static_cast<double>(tokens);
+    counted += tokens;
+  }
+  if (std::string problem = zeroAccumulators(*run.session, run.gradBuffers);
+      !problem.empty()) {
+    return run.name() + ": " + problem;
+  }
+  meanLoss = counted > 0 ? sum / static_cast<double>(counted) : 0.0;
+  return "";
+}
+
+/// Writes a checkpoint of `state` into the output directory.
+std::string checkpoint(Run &run, const TrainerState &state,
+                       TrainResult &result) {
+  if (std::string problem = syncLayout(*run.session, run.layout, true);
+      !problem.empty()) {
+    return run.name() + ": " + problem;
+  }
+  std::string error;
+  if (!saveCheckpoint(run.layout, state, run.options.outputDir, error)) {
+    return error;
+  }
+  result.lastCheckpoint =
+      checkpointPath(run.options.outputDir, state.globalStep);
+  return "";
+}
+
+/// Writes the final weights directly in the output directory, so
+/// PeftModel.from_pretrained(model, DIR) loads them.
+std::string finish(Run &run, TrainResult &result) {
+  if (std::string problem = syncLayout(*run.session, run.layout, true);
+      !problem.empty()) {
+    return run.name() + ": " + problem;
+  }
+  std::string error;
+  if (!writeModelFiles(run.layout, run.options.outputDir, error)) {
+    return error;
+  }
+  if (result.lastCheckpoint.empty()) {
+    // Resumed at max_steps: the checkpoint already exists.
+    result.lastCheckpoint =
+        checkpointPath(run.options.outputDir, result.finalStep);
+  }
+  std::fprintf(run.out, "done: step %" PRId64 ", %s written to %s\n",
+               result.finalStep,
+               run.layout.adapter.isAdapter() ? "adapter" : "model",
+               run.options.outputDir.c_str());
+  std::fflush(run.out);
+  return "";
+}
+
+/// The training loop from the step after `state`'s to max_steps.
+std::string loop(Run &run, TrainerState &state, Progress &progress,
+                 TrainResult &result) {
+  // (Returning early destroys `progress`, which erases the bar first.)
+  SignalGuard signals(run.options.handleSignals);
+  for (int64_t step = state.globalStep + 1; step <= run.maxSteps; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    double stepLoss = 0;
+    if (std::string problem = accumulate(run, step, stepLoss);
+        !problem.empty()) {
+      return problem;
+    }
+    writeInts(run.stepSlot, &step, 1);
+    if (std::string problem = run.session->runEntry(run.optimizerEntry);
         !problem.empty()) {
       return "step " + std::to_string(step) + ", optimizer step: " + problem;
     }
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    double stepLoss = lossSum / static_cast<double>(accumulation);
-    double stepLr = readScalar(lr);
-    double stepNorm = readScalar(gradNorm);
+    double stepLr = readScalar(run.lr);
+    double stepNorm = readScalar(run.gradNorm);
     if (!std::isfinite(stepNorm)) {
       return "step " + std::to_string(step) + ": gradient norm is " +
              (std::isnan(stepNorm) ? "nan" : "inf") +
              "; stopped without a checkpoint";
     }
-    state.globalStep = result.finalStep = step;
-    state.data = data->position();
-    result.lastLoss = stepLoss;
-    bool log = step % loggingSteps == 0 || step == maxSteps ||
-               step == result.startStep + 1;
-    if (log) {
-      state.logHistory.push_back({step, stepLoss, stepLr, stepNorm});
+    StepReport report;
+    report.step = step;
+    report.loss = stepLoss;
+    report.learningRate = stepLr;
+    report.gradNorm = stepNorm;
+    report.seconds = seconds;
+    report.log = step % run.loggingSteps == 0 || step == run.maxSteps ||
+                 step == result.startStep + 1;
+    bool evaluating =
+        run.validation && ((run.evalSteps > 0 && step % run.evalSteps == 0) ||
+                           step == run.maxSteps);
+    if (evaluating) {
+      double evalLoss = 0;
+      if (std::string problem = evaluate(run, step, evalLoss);
+          !problem.empty()) {
+        return problem;
+      }
+      report.evalLoss = evalLoss;
+      report.log = true;
     }
-    progress.step({step, stepLoss, stepLr, stepNorm, seconds,
-                   data->epochProgress(), log});
+    state.globalStep = result.finalStep = step;
+    state.data = run.data->position();
+    result.lastLoss = stepLoss;
+    if (report.log) {
+      state.logHistory.push_back(
+          {step, stepLoss, stepLr, stepNorm, report.evalLoss});
+    }
+    report.epoch = run.data->epochProgress();
+    progress.step(report);
 
     // The flag is read once: a signal after this point (during the write,
     // say) only sets it again, and the next step sees it.
-    bool stop = stopRequested != 0 || step == stopAfter;
-    if ((saveSteps > 0 && step % saveSteps == 0) || step == maxSteps || stop) {
-      if (std::string problem = syncLayout(*session, layout, true);
+    bool stop = stopRequested != 0 || step == run.stopAfter;
+    if ((run.saveSteps > 0 && step % run.saveSteps == 0) ||
+        step == run.maxSteps || stop) {
+      if (std::string problem = checkpoint(run, state, result);
           !problem.empty()) {
-        return plan->name() + ": " + problem;
+        return problem;
       }
-      if (!saveCheckpoint(layout, state, options.outputDir, error)) {
-        return error;
-      }
-      result.lastCheckpoint = checkpointPath(options.outputDir, step);
     }
-    if (stop && step < maxSteps) {
+    if (stop && step < run.maxSteps) {
       progress.clearBar();
       result.interrupted = true;
-      std::fprintf(out, "interrupted: checkpoint written to %s\n",
+      std::fprintf(run.out, "interrupted: checkpoint written to %s\n",
                    result.lastCheckpoint.c_str());
-      std::fflush(out);
+      std::fflush(run.out);
       return "";
     }
   }
   progress.clearBar();
+  return finish(run, result);
+}
 
-  // The final weights directly in the output directory, so
-  // PeftModel.from_pretrained(model, DIR) loads them.
-  if (std::string problem = syncLayout(*session, layout, true);
-      !problem.empty()) {
-    return plan->name() + ": " + problem;
+} // namespace
+
+std::string runTraining(const TrainOptions &options, TrainResult &result) {
+  result = TrainResult();
+  Run run(options);
+  for (auto stage : {openPlan, bindSlots, readSettings, openData}) {
+    if (std::string problem = stage(run); !problem.empty()) {
+      return problem;
+    }
   }
-  if (!writeModelFiles(layout, options.outputDir, error)) {
+  TrainerState state;
+  if (std::string problem = startState(run, state); !problem.empty()) {
+    return problem;
+  }
+  result.startStep = result.finalStep = state.globalStep;
+  int64_t tokensPerStep = run.microBatch * run.sequenceLen * run.accumulation;
+  Progress progress(run.out, run.err, state.globalStep, run.maxSteps,
+                    tokensPerStep);
+  std::string error;
+  if (!progress.openMetrics(options.outputDir + "/" + kMetricsFile, error)) {
     return error;
   }
-  if (result.lastCheckpoint.empty()) {
-    // Resumed at max_steps: the checkpoint already exists.
-    result.lastCheckpoint = checkpointPath(options.outputDir, result.finalStep);
+  printHeader(run, state.globalStep, tokensPerStep);
+  run.ids.resize(static_cast<size_t>(run.microBatch * run.sequenceLen));
+  run.targets.resize(run.ids.size());
+  if (state.globalStep >= run.maxSteps) {
+    return finish(run, result);
   }
-  std::fprintf(out, "done: step %" PRId64 ", %s written to %s\n",
-               result.finalStep,
-               layout.adapter.isAdapter() ? "adapter" : "model",
-               options.outputDir.c_str());
-  std::fflush(out);
-  return "";
+  return loop(run, state, progress, result);
 }
 
 } // namespace tailor::train

@@ -2,7 +2,11 @@
 //
 // Drives a compiled training plan: each step runs the plan's `train_step`
 // entry on gradient_accumulation_steps micro-batches (gradients accumulate
-// inside the plan), then `optimizer_step` once. Around that loop it reads
+// inside the plan), then `optimizer_step` once. With validation data (the
+// plan's val_set_size, or --eval-data), every eval_steps steps and at the
+// end it also reports the validation loss, computed through `train_step`
+// with the gradients it adds zeroed again, so evaluating never changes
+// training. Around that loop it reads
 // the data, reports progress (stdout lines in llm.c's style, a live bar on a
 // terminal's stderr, DIR/metrics.jsonl), writes checkpoints, and resumes from
 // them bit-identically.
@@ -27,6 +31,10 @@ struct TrainOptions {
   std::string planPath;
   /// A file, directory, glob or "dummy" (see DataOptions::path).
   std::string dataPath;
+  /// Validation data (a file, directory or glob, read like the training
+  /// data, in order); "" for none, or the plan's val_set_size held out of
+  /// the training data.
+  std::string evalDataPath;
   /// Element type of raw .bin token files: "uint16" or "uint32".
   std::string dataDType = "uint16";
   /// Steps to train to; 0 takes the plan's max_steps.

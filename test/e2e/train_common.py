@@ -304,9 +304,11 @@ def run(cmd, timeout, log=None):
 
 
 def tailor_compile_train(bin_dir, onnx_path, recipe, work, data_path,
-                         init_adapter=None, threads=2, overrides=()):
-    """Compiles `recipe` to work/plan.tplan and trains it into work/out.
-    Returns (out_dir, None) or (None, error)."""
+                         init_adapter=None, threads=2, overrides=(),
+                         train_args=()):
+    """Compiles `recipe` to work/plan.tplan and trains it into work/out
+    (`train_args`: more `tailor train` flags). Returns (out_dir, None) or
+    (None, error); both commands' output goes to work/tailor.log."""
     import shutil
 
     tailor = os.path.join(bin_dir, "tailor")
@@ -325,6 +327,7 @@ def tailor_compile_train(bin_dir, onnx_path, recipe, work, data_path,
            "--threads", str(threads)]
     if init_adapter:
         cmd += ["--init-adapter", init_adapter]
+    cmd += list(train_args)
     ok, msg = run(cmd, 1800, log)
     if not ok:
         return None, "train: " + msg

@@ -1,8 +1,8 @@
 //===- tailor-train.cpp - run a compiled training plan, runtime only ------===//
 //
-// tailor-train PLAN.tplan --data PATH [--data-dtype uint16|uint32]
-//     [--max-steps N] --output-dir DIR [--resume [PATH]] [--init-adapter DIR]
-//     [--threads N] [--save-steps N]
+// tailor-train PLAN.tplan --data PATH [--eval-data PATH]
+//     [--data-dtype uint16|uint32] [--max-steps N] --output-dir DIR
+//     [--resume [PATH]] [--init-adapter DIR] [--threads N] [--save-steps N]
 //
 // The same command as `tailor train` (tools/tailor/TrainCommand.cpp) for
 // machines that have the runtime but not the compiler: it links the trainer
@@ -34,8 +34,12 @@ Ctrl-C finishes the step, writes a checkpoint and exits 0.
 
 options:
   --data PATH           training data: a nanoGPT .bin or llm.c shard, a
-                        directory or glob of them, a .jsonl file (input_ids,
-                        labels), or 'dummy' (required)
+                        directory or glob of them, a .jsonl file (input_ids
+                        and labels, or prompt and completion), or 'dummy'
+                        (required)
+  --eval-data PATH      validation data, read like --data: its loss is
+                        reported every eval_steps steps and at the end
+                        (instead of the plan's val_set_size)
   --data-dtype TYPE     token type of raw .bin files: uint16 (default) or uint32
   --max-steps N         optimizer steps to train to (default: the plan's)
   --output-dir DIR      where checkpoints, metrics.jsonl and the final adapter
@@ -110,9 +114,10 @@ bool parseArgs(int argc, char **argv, tailor::train::TrainOptions &options,
       options.resume = value.empty() ? "latest" : value;
       continue;
     }
-    if (flag != "--data" && flag != "--data-dtype" && flag != "--max-steps" &&
-        flag != "--output-dir" && flag != "--init-adapter" &&
-        flag != "--threads" && flag != "--save-steps") {
+    if (flag != "--data" && flag != "--eval-data" && flag != "--data-dtype" &&
+        flag != "--max-steps" && flag != "--output-dir" &&
+        flag != "--init-adapter" && flag != "--threads" &&
+        flag != "--save-steps") {
       error = "unknown option '" + std::string(argv[i]) + "' (see --help)";
       return false;
     }
@@ -127,6 +132,8 @@ bool parseArgs(int argc, char **argv, tailor::train::TrainOptions &options,
     if (flag == "--data") {
       options.dataPath = value;
       haveData = true;
+    } else if (flag == "--eval-data") {
+      options.evalDataPath = value;
     } else if (flag == "--data-dtype") {
       if (value != "uint16" && value != "uint32") {
         error = "--data-dtype must be uint16 or uint32, not '" + value + "'";

@@ -307,8 +307,9 @@ mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
 
 /// Records the recipe on a training module: the model's fixed shape where
 /// the recipe left it to defaults, the vocabulary (the logits' width), and
-/// the base model's name.
-void attachTrainingRecipe(mlir::ModuleOp module, CompileRequest &req) {
+/// the base model's name; fails on a recipe the model contradicts.
+mlir::LogicalResult attachTrainingRecipe(mlir::ModuleOp module,
+                                         CompileRequest &req) {
   adoptFixedTokenShape(module, req.recipe);
   int64_t vocab = 0;
   if (auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward")) {
@@ -323,7 +324,10 @@ void attachTrainingRecipe(mlir::ModuleOp module, CompileRequest &req) {
   if (req.recipe.baseModel.empty()) {
     req.recipe.baseModel = llvm::sys::path::filename(req.input).str();
   }
-  attachRecipe(module, req.recipe, vocab);
+  if (llvm::Error error = attachRecipe(module, req.recipe, vocab)) {
+    return compileError(req.input + ": " + llvm::toString(std::move(error)));
+  }
+  return mlir::success();
 }
 
 /// --adapter: the graph, then the adapter's layers with their weights bound
@@ -453,8 +457,8 @@ int runCompile(int argc, const char **argv) {
   if (failed(module)) {
     return 1;
   }
-  if (req.training) {
-    attachTrainingRecipe(**module, req);
+  if (req.training && failed(attachTrainingRecipe(**module, req))) {
+    return 1;
   }
   if (req.adapter && req.compileTo != Stage::Import &&
       failed(applyAdapter(**module, req))) {

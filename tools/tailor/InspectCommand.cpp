@@ -525,6 +525,12 @@ llvm::json::Object trainingJson(const fb::Training &training) {
       {"max_grad_norm", training.max_grad_norm()},
       {"save_steps", training.save_steps()},
       {"logging_steps", training.logging_steps()},
+      {"sample_packing", training.sample_packing()
+                             ? llvm::json::Value(*training.sample_packing())
+                             : llvm::json::Value(nullptr)},
+      {"pad_token_id", training.pad_token_id()},
+      {"val_set_size", training.val_set_size()},
+      {"eval_steps", training.eval_steps()},
       {"base_model", str(training.base_model())},
       {"recipe", str(training.recipe())}};
   if (const fb::Adapter *adapter = training.adapter()) {
@@ -659,6 +665,17 @@ void printTraining(llvm::raw_ostream &os, const fb::Training &training) {
                                       : std::string("off"))
      << ", weight decay " << formatNumber(training.weight_decay()) << ", seed "
      << training.seed() << "\n";
+  flatbuffers::Optional<bool> packing = training.sample_packing();
+  os << "  data: sample_packing "
+     << (!packing   ? "unset (JSONL: one padded example per sequence; token "
+                      "streams: cut)"
+         : *packing ? "true"
+                    : "false (one padded example per sequence)")
+     << ", pad_token_id " << training.pad_token_id() << ", shuffle "
+     << (training.shuffle() ? "on" : "off") << "\n";
+  os << "  validation: val_set_size " << formatNumber(training.val_set_size())
+     << ", eval_steps " << training.eval_steps()
+     << (training.eval_steps() > 0 ? "" : " (only at the end)") << "\n";
 }
 
 /// `bytes` right-aligned, then in binary units when that reads better.

@@ -337,6 +337,9 @@ int runQuantize(int argc, const char **argv) {
   dataOptions.sequenceLen = seq;
   dataOptions.microBatchSize = 1;
   dataOptions.shuffle = false;
+  // GPTQ wants full sequences of real tokens: examples are concatenated,
+  // never padded.
+  dataOptions.layout = train::SequenceLayout::Stream;
   std::string error;
   auto loader = train::DataLoader::open(dataOptions, error);
   if (!loader) {

@@ -1,8 +1,8 @@
 //===- TrainCommand.cpp - `tailor train` ----------------------------------===//
 //
-// tailor train PLAN.tplan --data PATH [--data-dtype uint16|uint32]
-//     [--max-steps N] --output-dir DIR [--resume [PATH]] [--init-adapter DIR]
-//     [--threads N] [--save-steps N]
+// tailor train PLAN.tplan --data PATH [--eval-data PATH]
+//     [--data-dtype uint16|uint32] [--max-steps N] --output-dir DIR
+//     [--resume [PATH]] [--init-adapter DIR] [--threads N] [--save-steps N]
 //
 // Runs a compiled training plan (runtime/train/Trainer.h does the work):
 // per-step metrics to the terminal and DIR/metrics.jsonl, checkpoints in
@@ -56,8 +56,15 @@ int runTrain(int argc, const char **argv) {
   cl::opt<std::string> data(
       "data",
       cl::desc("training data: a nanoGPT .bin or llm.c shard, a directory or "
-               "glob of them, a .jsonl file (input_ids, labels), or 'dummy'"),
+               "glob of them, a .jsonl file (input_ids and labels, or prompt "
+               "and completion), or 'dummy'"),
       cl::value_desc("path"), cl::Required, cl::cat(category));
+  cl::opt<std::string> evalData(
+      "eval-data",
+      cl::desc("validation data, read like --data: its loss is reported "
+               "every eval_steps steps and at the end (instead of the "
+               "plan's val_set_size)"),
+      cl::value_desc("path"), cl::cat(category));
   cl::opt<std::string> dataDType(
       "data-dtype", cl::desc("token type of raw .bin files: uint16 or uint32"),
       cl::value_desc("type"), cl::init("uint16"), cl::cat(category));
@@ -113,6 +120,7 @@ int runTrain(int argc, const char **argv) {
   train::TrainOptions options;
   options.planPath = planPath;
   options.dataPath = data;
+  options.evalDataPath = evalData;
   options.dataDType = dataDType;
   options.maxSteps = maxSteps;
   options.outputDir = outputDir;

@@ -90,7 +90,8 @@ TrainerState stateAt(int64_t step, const CheckpointLayout &layout) {
   state.data = {2, 5};
   state.seed = 42;
   state.fingerprint = layout.fingerprint;
-  state.logHistory = {{1, 2.5, 1e-4, 0.75}, {step, 2.25, 2e-4, 0.5}};
+  state.logHistory = {{1, 2.5, 1e-4, 0.75, std::nullopt},
+                      {step, 2.25, 2e-4, 0.5, 2.75}};
   return state;
 }
 
@@ -163,6 +164,9 @@ TEST(Checkpoint, LoadRestoresTensorsAndState) {
   ASSERT_EQ(state.logHistory.size(), 2u);
   EXPECT_EQ(state.logHistory[1].loss, 2.25);
   EXPECT_EQ(state.logHistory[0].learningRate, 1e-4);
+  // The validation loss of the steps that measured one, as HF's eval_loss.
+  EXPECT_FALSE(state.logHistory[0].evalLoss);
+  EXPECT_EQ(state.logHistory[1].evalLoss, std::optional<double>(2.75));
 }
 
 TEST(Checkpoint, ReplacesAnExistingCheckpointWhole) {

@@ -1,4 +1,4 @@
-//===- DataLoaderTest.cpp - token formats, packing, shuffling, resuming ---===//
+//===- DataLoaderTest.cpp - formats, examples, padding, splits, resuming --===//
 
 #include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/DataLoader.h"
@@ -222,7 +222,20 @@ TEST(DataLoader, JsonlErrorsNameFileAndLine) {
       {"{\"input_ids\": [1, 2]}\n{\"input_ids\": [1,\n",
        "rows.jsonl:2: not a JSON object"},
       {"[1, 2]\n", "rows.jsonl:1: not a JSON object"},
-      {"{\"labels\": [1]}\n", "rows.jsonl:1: 'input_ids' is not an array"},
+      {"{\"labels\": [1]}\n",
+       "rows.jsonl:1: the row has neither 'input_ids' nor 'prompt' and "
+       "'completion'"},
+      {"{\"input_ids\": 3}\n", "rows.jsonl:1: 'input_ids' is not an array"},
+      {"{\"input_ids\": [1], \"prompt\": [2], \"completion\": [3]}\n",
+       "rows.jsonl:1: the row has both 'input_ids' and "
+       "'prompt'/'completion'; give one or the other"},
+      {"{\"input_ids\": [1]}\n{\"completion\": [3]}\n",
+       "rows.jsonl:2: 'completion' without 'prompt'"},
+      {"{\"prompt\": [3]}\n", "rows.jsonl:1: 'prompt' without 'completion'"},
+      {"{\"prompt\": [1], \"completion\": [2], \"labels\": [1, 2]}\n",
+       "rows.jsonl:1: 'labels' cannot go with 'prompt' and 'completion'"},
+      {"{\"prompt\": [1], \"completion\": [2, 1000]}\n",
+       "rows.jsonl:1: 'completion'[1] = 1000 is not in [0, 1000)"},
       {"{\"input_ids\": [1, 2.5]}\n",
        "rows.jsonl:1: 'input_ids'[1] is not an integer"},
       {"{\"input_ids\": [1, 2], \"labels\": [1]}\n",
@@ -365,6 +378,273 @@ TEST(DataLoader, DummyIsSeededUniformAndResumable) {
   EXPECT_NE(next(*other, o),
             next(*openOk(options("dummy", 64, 2, true, 50)), o));
   EXPECT_NE(openError(options("dummy", 4, 1, false, 0)), "");
+}
+
+//===----------------------------------------------------------------------===//
+// Examples: one per sequence, padded or truncated; prompt and completion;
+// validation splits
+//===----------------------------------------------------------------------===//
+
+/// Writes `rows` (JSON objects) one a line.
+std::string writeJsonl(const std::string &path,
+                       const std::vector<std::string> &rows) {
+  std::ofstream out(path);
+  for (const std::string &row : rows) {
+    out << row << "\n";
+  }
+  return path;
+}
+
+constexpr int64_t I = -100; // an ignored label
+
+TEST(DataLoader, JsonlExamplesArePaddedOrTruncatedOnePerSequence) {
+  TempDir dir;
+  std::string path = writeJsonl(
+      dir.path + "/rows.jsonl",
+      {"{\"input_ids\": [1, 2]}", "{\"input_ids\": [3, 4, 5, 6, 7, 8]}",
+       "{\"input_ids\": [9, 10, 11], \"labels\": [-100, 10, -100]}",
+       "{\"input_ids\": [12, 13, 14, 15]}"});
+  DataOptions o = options(path, 4, 2);
+  o.padTokenId = 99;
+  o.vocabSize = 100;
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(loader->sequencesPerEpoch(), 4u);
+  Batch a = next(*loader, o), b = next(*loader, o);
+  // Pads take pad_token_id and label -100; the long example is cut at 4.
+  EXPECT_EQ(a.ids, (std::vector<int64_t>{1, 2, 99, 99, 3, 4, 5, 6}));
+  EXPECT_EQ(a.labels, (std::vector<int64_t>{1, 2, I, I, 3, 4, 5, 6}));
+  EXPECT_EQ(b.ids, (std::vector<int64_t>{9, 10, 11, 99, 12, 13, 14, 15}));
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{I, 10, I, I, 12, 13, 14, 15}));
+  EXPECT_EQ(next(*loader, o), a); // epoch 1 starts over
+  EXPECT_NE(loader->describe().find("rows.jsonl: 4 examples, one per sequence "
+                                    "of 4 (1 truncated), padded with id 99 "
+                                    "(18.8% of the tokens), in file order"),
+            std::string::npos)
+      << loader->describe();
+  EXPECT_NE(loader->warning().find("1 of 4 examples are longer than "
+                                   "sequence_len 4 and were truncated (2 "
+                                   "tokens cut)"),
+            std::string::npos)
+      << loader->warning();
+
+  // The pad id must be a token.
+  o.padTokenId = 100;
+  EXPECT_NE(openError(o).find("pad_token_id 100 is not a token id in [0, "
+                              "100)"),
+            std::string::npos);
+}
+
+TEST(DataLoader, PromptCompletionTrainsOnTheCompletionOnly) {
+  TempDir dir;
+  std::string path =
+      writeJsonl(dir.path + "/pc.jsonl",
+                 {"{\"prompt\": [5, 6, 7], \"completion\": [8, 9]}",
+                  "{\"prompt\": [], \"completion\": [1, 2, 3]}",
+                  "{\"prompt\": [4, 4, 4, 4, 4], \"completion\": [3, 3]}"});
+  DataOptions o = options(path, 6, 1);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  Batch a = next(*loader, o), b = next(*loader, o);
+  EXPECT_EQ(a.ids, (std::vector<int64_t>{5, 6, 7, 8, 9, 0}));
+  EXPECT_EQ(a.labels, (std::vector<int64_t>{I, I, I, 8, 9, I}));
+  EXPECT_EQ(b.ids, (std::vector<int64_t>{1, 2, 3, 0, 0, 0}));
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{1, 2, 3, I, I, I}));
+  // Truncated after one completion token: it still trains on that one.
+  Batch c = next(*loader, o);
+  EXPECT_EQ(c.ids, (std::vector<int64_t>{4, 4, 4, 4, 4, 3}));
+  EXPECT_EQ(c.labels, (std::vector<int64_t>{I, I, I, I, I, 3}));
+  EXPECT_EQ(loader->sequencesPerEpoch(), 3u);
+
+  // In the stream layout (calibration data) the same rows concatenate.
+  o.layout = SequenceLayout::Stream;
+  o.sequenceLen = 4;
+  auto stream = openOk(o);
+  ASSERT_TRUE(stream);
+  Batch first = next(*stream, o);
+  EXPECT_EQ(first.ids, (std::vector<int64_t>{5, 6, 7, 8}));
+  EXPECT_EQ(first.labels, (std::vector<int64_t>{I, I, I, 8}));
+}
+
+TEST(DataLoader, ExamplesWithNothingToTrainAreLeftOutAndCounted) {
+  TempDir dir;
+  std::string path = writeJsonl(
+      dir.path + "/rows.jsonl",
+      {"{\"input_ids\": []}", "{\"input_ids\": [1, 2, 3]}",
+       // Only the first label counts for nothing (it is never predicted).
+       "{\"input_ids\": [4, 5], \"labels\": [4, -100]}",
+       "{\"prompt\": [1, 2], \"completion\": []}",
+       // Its completion lies past sequence_len.
+       "{\"prompt\": [1, 2, 3, 4], \"completion\": [5]}"});
+  DataOptions o = options(path, 4, 1);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  EXPECT_EQ(loader->sequencesPerEpoch(), 1u);
+  EXPECT_EQ(next(*loader, o).ids, (std::vector<int64_t>{1, 2, 3, 0}));
+  EXPECT_NE(loader->describe().find("4 left out (nothing to train)"),
+            std::string::npos)
+      << loader->describe();
+  EXPECT_NE(loader->warning().find("4 of 5 examples have no token to train "
+                                   "on"),
+            std::string::npos)
+      << loader->warning();
+
+  std::string none = writeJsonl(dir.path + "/none.jsonl",
+                                {"{\"prompt\": [1], \"completion\": []}"});
+  EXPECT_NE(openError(options(none, 4, 1))
+                .find("none.jsonl: none of the 1 examples has a token to "
+                      "train on"),
+            std::string::npos);
+}
+
+TEST(DataLoader, RowsOfSequenceLenGiveTheSameBatchesInEitherLayout) {
+  TempDir dir;
+  std::vector<std::string> rows;
+  for (int i = 0; i < 12; ++i) {
+    std::string ids;
+    for (int t = 0; t < 4; ++t) {
+      ids += (t ? ", " : "") + std::to_string(i * 4 + t);
+    }
+    rows.push_back("{\"input_ids\": [" + ids + "]}");
+  }
+  std::string path = writeJsonl(dir.path + "/rows.jsonl", rows);
+  for (bool shuffle : {false, true}) {
+    DataOptions padded = options(path, 4, 3, shuffle);
+    DataOptions stream = padded;
+    stream.layout = SequenceLayout::Stream;
+    DataOptions explicitPadded = padded;
+    explicitPadded.layout = SequenceLayout::Padded;
+    auto a = openOk(padded), b = openOk(stream), c = openOk(explicitPadded);
+    ASSERT_TRUE(a && b && c);
+    for (int i = 0; i < 10; ++i) { // 4 batches an epoch: crosses 2 epochs
+      Batch x = next(*a, padded);
+      EXPECT_EQ(x, next(*b, stream)) << "shuffle " << shuffle << " " << i;
+      EXPECT_EQ(x, next(*c, explicitPadded));
+    }
+    EXPECT_NE(a->describe().find("12 examples, one per sequence of 4, no "
+                                 "padding"),
+              std::string::npos)
+        << a->describe();
+  }
+}
+
+TEST(DataLoader, StreamsHaveNoExamplesToPadOrHoldOut) {
+  TempDir dir;
+  std::string bin = dir.path + "/train.bin";
+  writeTokens(bin, iota16(16));
+  DataOptions o = options(bin, 4, 1);
+  o.layout = SequenceLayout::Padded;
+  EXPECT_NE(openError(o).find("train.bin: a binary token stream has no "
+                              "example boundaries, so sample_packing: false"),
+            std::string::npos)
+      << openError(o);
+  o.layout = SequenceLayout::ByData;
+  o.valSetSize = 0.5;
+  EXPECT_NE(openError(o).find("val_set_size needs examples to hold out"),
+            std::string::npos)
+      << openError(o);
+
+  DataOptions dummy = options("dummy", 4, 1, false, 50);
+  dummy.layout = SequenceLayout::Padded;
+  EXPECT_NE(openError(dummy).find("dummy data is an endless token stream"),
+            std::string::npos);
+
+  // A directory of both kinds: which one the user meant is unclear.
+  writeJsonl(dir.path + "/train.jsonl", {"{\"input_ids\": [1, 2]}"});
+  std::string mixed = openError(options(dir.path, 4, 1));
+  EXPECT_NE(mixed.find("mixes JSONL examples"), std::string::npos) << mixed;
+  DataOptions stream = options(dir.path, 2, 1);
+  stream.layout = SequenceLayout::Stream;
+  EXPECT_TRUE(openOk(stream));
+}
+
+/// The first ids of every sequence a loader yields in one pass (batchAt).
+std::vector<int64_t> firstIds(const DataLoader &loader, const DataOptions &o) {
+  std::vector<int64_t> out;
+  Batch batch;
+  batch.ids.resize(static_cast<size_t>(o.sequenceLen * o.microBatchSize));
+  batch.labels.resize(batch.ids.size());
+  for (uint64_t b = 0; b < loader.batchesPerPass(); ++b) {
+    loader.batchAt(b, batch.ids.data(), batch.labels.data());
+    for (int64_t row = 0; row < o.microBatchSize; ++row) {
+      out.push_back(batch.ids[static_cast<size_t>(row * o.sequenceLen)]);
+    }
+  }
+  return out;
+}
+
+TEST(DataLoader, ValSetSizeHoldsOutASeededChoiceOfExamples) {
+  TempDir dir;
+  std::vector<std::string> rows;
+  for (int i = 0; i < 10; ++i) {
+    rows.push_back("{\"input_ids\": [" + std::to_string(i + 1) + ", 50, " +
+                   std::to_string(i + 1) + "]}");
+  }
+  std::string path = writeJsonl(dir.path + "/rows.jsonl", rows);
+  DataOptions o = options(path, 4, 2, /*shuffle=*/true);
+  o.padTokenId = 0;
+  o.valSetSize = 0.25; // ceil(2.5) = 3 examples
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  std::unique_ptr<DataLoader> held = loader->heldOut();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(loader->sequencesPerEpoch(), 7u);
+  EXPECT_EQ(held->sequencesPerEpoch(), 3u);
+  EXPECT_EQ(held->batchesPerPass(), 2u);
+  EXPECT_NE(loader->describe().find("3 held out for validation"),
+            std::string::npos);
+  EXPECT_NE(held->describe().find("3 examples held out (val_set_size 0.25, "
+                                  "seed 7)"),
+            std::string::npos)
+      << held->describe();
+
+  // Held out in file order, the last batch filled with an empty row.
+  std::vector<int64_t> heldIds = firstIds(*held, o);
+  ASSERT_EQ(heldIds.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(heldIds.begin(), heldIds.begin() + 3));
+  EXPECT_EQ(heldIds[3], 0);
+  Batch last;
+  last.ids.resize(8);
+  last.labels.resize(8);
+  held->batchAt(1, last.ids.data(), last.labels.data());
+  EXPECT_EQ(std::vector<int64_t>(last.labels.begin() + 4, last.labels.end()),
+            (std::vector<int64_t>{I, I, I, I}));
+
+  // Training never sees a held-out example, over several epochs.
+  std::set<int64_t> trained;
+  for (int i = 0; i < 14; ++i) {
+    Batch batch = next(*loader, o);
+    trained.insert(batch.ids[0]);
+    trained.insert(batch.ids[4]);
+  }
+  EXPECT_EQ(trained.size(), 7u);
+  for (int64_t id :
+       std::vector<int64_t>(heldIds.begin(), heldIds.begin() + 3)) {
+    EXPECT_EQ(trained.count(id), 0u) << id;
+  }
+
+  // The same seed holds out the same examples; another seed, others.
+  EXPECT_EQ(firstIds(*openOk(o)->heldOut(), o), heldIds);
+  DataOptions other = o;
+  other.seed = 8;
+  EXPECT_NE(firstIds(*openOk(other)->heldOut(), other), heldIds);
+
+  // A count, and the sizes that leave nothing to train on or are neither.
+  DataOptions count = o;
+  count.valSetSize = 2;
+  EXPECT_EQ(openOk(count)->heldOut()->sequencesPerEpoch(), 2u);
+  count.valSetSize = 10;
+  EXPECT_NE(openError(count).find("rows.jsonl: val_set_size 10 holds out 10 "
+                                  "of the 10 examples, leaving none to train "
+                                  "on"),
+            std::string::npos)
+      << openError(count);
+  count.valSetSize = 2.5;
+  EXPECT_NE(openError(count).find("val_set_size 2.5 is neither a fraction in "
+                                  "(0, 1) nor a whole count of examples"),
+            std::string::npos);
+  count.valSetSize = 0;
+  EXPECT_FALSE(openOk(count)->heldOut());
 }
 
 } // namespace

@@ -3,15 +3,17 @@
 // A toy LoRA "model" built with the flatbuffers API (no compiler needed):
 // logits = B (A dropout(embed[ids])), cross-entropy loss, AdamW on A and B,
 // two micro-batches per step. It is enough to check what the loop owns:
-// metrics, checkpoints, the final adapter, stopping on request, and that an
-// interrupted and resumed run is bit-identical to an uninterrupted one.
+// metrics, checkpoints, the final adapter, stopping on request, that an
+// interrupted and resumed run is bit-identical to an uninterrupted one, and
+// that evaluating a validation set changes nothing in training.
 //
 //===----------------------------------------------------------------------===//
 
-#include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/Trainer.h"
 #include "runtime/Plan.h"
 #include "runtime/train/AtomicFile.h"
+#include "runtime/train/DataLoader.h"
+#include "test/runtime/train/TrainTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +23,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -35,10 +38,24 @@ namespace {
 
 constexpr int64_t kVocab = 16, kDim = 8, kRank = 4, kBatch = 2, kSeq = 4;
 
+/// What varies between the toy plans.
+struct ToyPlan {
+  /// false leaves out the entries and training table, like an inference
+  /// plan.
+  bool training = true;
+  /// LoRA dropout in train_step (and a `seed` input).
+  bool dropout = true;
+  /// The training table's data fields.
+  flatbuffers::Optional<bool> samplePacking = flatbuffers::nullopt;
+  double valSetSize = 0;
+  int64_t evalSteps = 0;
+  std::string name = "toy.tplan";
+};
+
 /// Writes the toy plan (and its embedding weights) into `dir`; returns the
-/// plan path. `training` false leaves out the entries and training table,
-/// like an inference plan.
-std::string writePlan(const std::string &dir, bool training = true) {
+/// plan path.
+std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
+  bool training = toy.training;
   flatbuffers::FlatBufferBuilder b;
   struct BufferSpec {
     uint32_t arena;
@@ -165,7 +182,11 @@ std::string writePlan(const std::string &dir, bool training = true) {
   };
   // train_step: forward, loss, backward into the accumulators.
   launch("embedding", {0, 9, 12});
-  launch("dropout", {12, 11, 13}, {floatAttr("p", 0.25)});
+  if (toy.dropout) {
+    launch("dropout", {12, 11, 13}, {floatAttr("p", 0.25)});
+  } else {
+    launch("copy", {12, 13});
+  }
   launch("linear", {13, 1, 14});
   launch("linear", {14, 2, 15});
   launch("cross_entropy", {16, 17, 18, 19});
@@ -193,8 +214,10 @@ std::string writePlan(const std::string &dir, bool training = true) {
   std::vector<flatbuffers::Offset<fb::Binding>> inputs = {
       fb::CreateBinding(b, b.CreateString("input_ids"), 9, 0),
       fb::CreateBinding(b, b.CreateString("labels"), 10, 0),
-      fb::CreateBinding(b, b.CreateString("seed"), 11, 0),
       fb::CreateBinding(b, b.CreateString("step"), 24, optimizerEntry)};
+  if (toy.dropout) {
+    inputs.push_back(fb::CreateBinding(b, b.CreateString("seed"), 11, 0));
+  }
   std::vector<flatbuffers::Offset<fb::Binding>> outputs = {
       fb::CreateBinding(b, b.CreateString("loss"), 18, 0),
       fb::CreateBinding(b, b.CreateString("lr"), 25, optimizerEntry),
@@ -234,7 +257,8 @@ std::string writePlan(const std::string &dir, bool training = true) {
         b, kBatch, kSeq, kVocab, /*shuffle=*/true, /*accumulation=*/2,
         /*max_steps=*/6, /*seed=*/42, b.CreateString("adamw"), 0.05,
         b.CreateString("constant"), 0, 0.01, 0, /*save_steps=*/2, 1,
-        b.CreateString("toy"), adapter);
+        b.CreateString("toy"), adapter, /*recipe=*/0, toy.samplePacking,
+        /*pad_token_id=*/0, toy.valSetSize, toy.evalSteps);
   }
   auto plan = fb::CreatePlan(
       b, tailor::runtime::kPlanVersion, b.CreateString("TrainerTest"),
@@ -247,7 +271,7 @@ std::string writePlan(const std::string &dir, bool training = true) {
       0, b.CreateVector(ops), b.CreateVector(inputs), b.CreateVector(outputs),
       0, entries, states, trainingTable);
   b.FinishSizePrefixed(plan, fb::PlanIdentifier());
-  std::string path = dir + "/toy.tplan";
+  std::string path = dir + "/" + toy.name;
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char *>(b.GetBufferPointer()),
              static_cast<std::streamsize>(b.GetSize()));
@@ -477,7 +501,9 @@ TEST(Trainer, StopsOnSigint) {
 TEST(Trainer, ErrorsNameTheProblem) {
   TempDir dir;
   TrainOptions options;
-  options.planPath = writePlan(dir.path, /*training=*/false);
+  ToyPlan inference;
+  inference.training = false;
+  options.planPath = writePlan(dir.path, inference);
   options.dataPath = writeData(dir.path);
   options.outputDir = dir.path + "/out";
   EXPECT_NE(train(options).error.find("not a training plan"),
@@ -516,6 +542,234 @@ TEST(Trainer, ErrorsNameTheProblem) {
 
   options.planPath = dir.path + "/none.tplan";
   EXPECT_NE(train(options).error.find("none.tplan"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation loss
+//===----------------------------------------------------------------------===//
+
+/// JSONL examples of 2 to 7 tokens (sequence_len is 4: some are padded,
+/// some truncated), a third of them prompt + completion. `maskFirst` gives
+/// every example a first label of -100: the toy plan's loss does not shift
+/// the labels as compiled plans do (token t predicts label t + 1, so the
+/// first label never counts), and with the first masked both count the
+/// same tokens.
+std::string writeExamples(const std::string &path, int count, int salt,
+                          bool maskFirst = false) {
+  std::ofstream out(path);
+  for (int i = 0; i < count; ++i) {
+    int length = 2 + (i * 3 + salt) % 6;
+    std::string ids, labels = "-100";
+    for (int t = 0; t < length; ++t) {
+      std::string id = std::to_string((i * 3 + t * 7 + salt) % kVocab);
+      ids += (t ? ", " : "") + id;
+      labels += t ? ", " + id : "";
+    }
+    if (i % 3 == 1) {
+      out << "{\"prompt\": [" << (i + salt) % kVocab << "], \"completion\": ["
+          << ids << "]}\n";
+    } else if (maskFirst) {
+      out << "{\"input_ids\": [" << ids << "], \"labels\": [" << labels
+          << "]}\n";
+    } else {
+      out << "{\"input_ids\": [" << ids << "]}\n";
+    }
+  }
+  return path;
+}
+
+/// The eval_loss of every metrics.jsonl line that has one, by step.
+std::map<int64_t, double> evalLosses(const std::string &dir) {
+  std::map<int64_t, double> out;
+  std::istringstream in(readFile(dir + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find("\"eval_loss\":");
+    if (at != std::string::npos) {
+      out[std::stoll(line.substr(8))] = std::stod(line.substr(at + 12));
+    }
+  }
+  return out;
+}
+
+TEST(Trainer, EvaluatingChangesNothingInTraining) {
+  TempDir dir;
+  ToyPlan plain;
+  plain.dropout = false;
+  TrainOptions options;
+  options.planPath = writePlan(dir.path, plain);
+  options.dataPath = writeExamples(dir.path + "/train.jsonl", 11, 0);
+  options.outputDir = dir.path + "/plain";
+  TrainRun without = train(options);
+  ASSERT_EQ(without.error, "");
+
+  ToyPlan evaluating = plain;
+  evaluating.evalSteps = 2;
+  evaluating.name = "eval.tplan";
+  options.planPath = writePlan(dir.path, evaluating);
+  options.evalDataPath =
+      writeExamples(dir.path + "/val.jsonl", 5, 3, /*maskFirst=*/true);
+  options.outputDir = dir.path + "/eval";
+  TrainRun with = train(options);
+  ASSERT_EQ(with.error, "");
+  EXPECT_NE(with.out.find("validation " + options.evalDataPath +
+                          ": 5 examples, one per sequence of 4"),
+            std::string::npos)
+      << with.out;
+  EXPECT_NE(with.out.find("loss every 2 steps and at the end"),
+            std::string::npos);
+  EXPECT_NE(with.out.find("step 2/6 | loss "), std::string::npos);
+  EXPECT_NE(with.out.find(" | eval_loss "), std::string::npos) << with.out;
+  // Bit for bit: the weights, the optimizer state, every step's loss, lr
+  // and norm.
+  for (const char *file :
+       {"/adapter_model.safetensors", "/checkpoint-4/optimizer.safetensors",
+        "/checkpoint-6/optimizer.safetensors"}) {
+    EXPECT_EQ(readFile(dir.path + "/plain" + file),
+              readFile(options.outputDir + file))
+        << file;
+  }
+  std::vector<std::string> rows = losses(options.outputDir);
+  EXPECT_EQ(losses(dir.path + "/plain"), rows);
+  std::map<int64_t, double> evals = evalLosses(options.outputDir);
+  ASSERT_EQ(evals.size(), 3u);
+  EXPECT_EQ(evals.begin()->first, 2);
+  EXPECT_EQ(evals.rbegin()->first, 6);
+  for (const auto &[step, loss] : evals) {
+    EXPECT_TRUE(std::isfinite(loss) && loss > 0) << step << " " << loss;
+  }
+  // Training moves the weights, so the validation loss moves too.
+  EXPECT_NE(evals[2], evals[6]);
+  EXPECT_NE(readFile(options.outputDir + "/checkpoint-6/trainer_state.json")
+                .find("\"eval_loss\""),
+            std::string::npos);
+
+  // Token-weighted: the set's loss is the mean over every counted token,
+  // which is the per-example losses weighted by their counted tokens (here
+  // each example evaluated alone, against the same trained weights since
+  // evaluating changes nothing).
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(readFile(options.evalDataPath));
+    std::string line;
+    while (std::getline(in, line)) {
+      lines.push_back(line);
+    }
+  }
+  double weighted = 0, tokens = 0, unweighted = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string one = dir.path + "/one" + std::to_string(i) + ".jsonl";
+    std::ofstream(one) << lines[i] << "\n";
+    options.evalDataPath = one;
+    options.outputDir = dir.path + "/one" + std::to_string(i);
+    ASSERT_EQ(train(options).error, "");
+    // Counted tokens: positions 1..3 of the (truncated) example whose label
+    // is not -100 (a prompt's, or padding).
+    std::vector<int64_t> ids(kBatch * kSeq), labels(kBatch * kSeq);
+    DataOptions data;
+    data.path = one;
+    data.sequenceLen = kSeq;
+    data.microBatchSize = kBatch;
+    std::string error;
+    auto loader = DataLoader::open(data, error);
+    ASSERT_TRUE(loader) << error;
+    loader->batchAt(0, ids.data(), labels.data());
+    double counted = 0;
+    for (int64_t t = 1; t < kSeq; ++t) {
+      counted += labels[static_cast<size_t>(t)] != -100;
+    }
+    double loss = evalLosses(options.outputDir)[6];
+    weighted += loss * counted;
+    tokens += counted;
+    unweighted += loss / static_cast<double>(lines.size());
+  }
+  EXPECT_NEAR(evals[6], weighted / tokens, 1e-6 * evals[6]);
+  // The test can tell: a mean of per-example losses is another number.
+  EXPECT_GT(std::abs(evals[6] - unweighted), 1e-4 * evals[6]);
+}
+
+TEST(Trainer, ValSetSizeHoldsOutExamplesOfTheTrainingData) {
+  TempDir dir;
+  ToyPlan plan;
+  plan.dropout = false;
+  plan.valSetSize = 0.25;
+  TrainOptions options;
+  options.planPath = writePlan(dir.path, plan);
+  options.dataPath = writeExamples(dir.path + "/train.jsonl", 12, 1);
+  options.outputDir = dir.path + "/out";
+  TrainRun run = train(options);
+  ASSERT_EQ(run.error, "");
+  EXPECT_NE(run.out.find("9 examples, one per sequence of 4"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("3 held out for validation"), std::string::npos);
+  EXPECT_NE(run.out.find("validation " + options.dataPath +
+                         ": 3 examples held out (val_set_size 0.25, seed "
+                         "42), one per sequence of 4"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("; loss at the end"), std::string::npos);
+  std::map<int64_t, double> evals = evalLosses(options.outputDir);
+  ASSERT_EQ(evals.size(), 1u);
+  EXPECT_EQ(evals.begin()->first, 6);
+
+  // Both a held-out set and --eval-data: which one is meant is unclear.
+  options.evalDataPath = options.dataPath;
+  EXPECT_NE(train(options).error.find("the plan holds out val_set_size 0.25 "
+                                      "of the training data and --eval-data "
+                                      "names"),
+            std::string::npos);
+}
+
+TEST(Trainer, DataAndValidationErrorsNameTheProblem) {
+  TempDir dir;
+  TrainOptions options;
+  options.dataPath = writeExamples(dir.path + "/train.jsonl", 8, 0);
+  options.outputDir = dir.path + "/out";
+
+  // Dropout in train_step would make the validation loss random.
+  options.planPath = writePlan(dir.path);
+  options.evalDataPath = options.dataPath;
+  EXPECT_NE(train(options).error.find("the plan's train_step applies dropout "
+                                      "(it takes a seed), so it cannot "
+                                      "compute a validation loss"),
+            std::string::npos);
+
+  ToyPlan plan;
+  plan.dropout = false;
+  plan.evalSteps = 3;
+  options.planPath = writePlan(dir.path, plan);
+  options.evalDataPath = "";
+  EXPECT_NE(train(options).error.find("the plan sets eval_steps 3 but there "
+                                      "is no validation data"),
+            std::string::npos);
+  options.evalDataPath = "dummy";
+  EXPECT_NE(train(options).error.find("--eval-data: dummy is an endless "
+                                      "stream"),
+            std::string::npos);
+  options.evalDataPath = dir.path + "/missing.jsonl";
+  EXPECT_NE(train(options).error.find("--eval-data: " + dir.path +
+                                      "/missing.jsonl: cannot open"),
+            std::string::npos);
+
+  plan = ToyPlan();
+  plan.samplePacking = true;
+  options.planPath = writePlan(dir.path, plan);
+  options.evalDataPath = "";
+  EXPECT_NE(train(options).error.find("the plan asks for sample_packing: "
+                                      "true, which needs per-example "
+                                      "position ids and document masking"),
+            std::string::npos);
+
+  plan.samplePacking = false;
+  options.planPath = writePlan(dir.path, plan);
+  options.dataPath = writeData(dir.path);
+  EXPECT_NE(train(options).error.find("train.bin: a binary token stream has "
+                                      "no example boundaries"),
+            std::string::npos);
+  // Unset, the same binary data streams as it always did.
+  options.planPath = writePlan(dir.path);
+  EXPECT_EQ(train(options).error, "");
 }
 
 } // namespace
