@@ -169,8 +169,11 @@ class TG_BroadcastBinaryOp<string mnemonic, string what, Type operandType,
 class TG_ArithBinaryOp<string mnemonic, string what, list<Trait> traits = []>
     : TG_BroadcastBinaryOp<mnemonic, what, TG_NumericTensor, TG_NumericTensor,
                            traits>;
+// Comparisons read bools too (the importer spells not(x) as eq(x, false)).
 class TG_CompareOp<string mnemonic, string what>
-    : TG_BroadcastBinaryOp<mnemonic, what, TG_NumericTensor, TG_BoolTensor>;
+    : TG_BroadcastBinaryOp<mnemonic, what,
+                           RankedTensorOf<[TG_FloatElement, TG_IndexElement, I1]>,
+                           TG_BoolTensor>;
 
 def TG_AddOp : TG_ArithBinaryOp<"add", "addition", [Commutative]>;
 def TG_SubOp : TG_ArithBinaryOp<"sub", "subtraction">;
@@ -196,9 +199,14 @@ def TG_IsNanOp : TG_Op<"is_nan", [Pure, SameOperandsAndResultShape]> {
 
 def TG_SelectOp : TG_Op<"select", [Pure]> {
   let summary = "elementwise choice with broadcasting (ONNX Where)";
-  let arguments = (ins TG_BoolTensor:$condition, TG_NumericTensor:$on_true,
-                       TG_NumericTensor:$on_false);
-  let results = (outs TG_NumericTensor:$result);
+  let description = [{
+    Values may be bools too: the importer spells And and Or on run-time
+    bools as selects (`and(a, b) = select(a, b, false)`).
+  }];
+  let arguments = (ins TG_BoolTensor:$condition,
+                       RankedTensorOf<[TG_FloatElement, TG_IndexElement, I1]>:$on_true,
+                       RankedTensorOf<[TG_FloatElement, TG_IndexElement, I1]>:$on_false);
+  let results = (outs RankedTensorOf<[TG_FloatElement, TG_IndexElement, I1]>:$result);
   let assemblyFormat = [{
     $condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)
   }];

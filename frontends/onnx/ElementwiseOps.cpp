@@ -12,6 +12,8 @@
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGShapes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -42,6 +44,47 @@ Value createBinary(NodeContext &ctx, Value lhs, Value rhs,
                       lhs, rhs);
 }
 
+/// A bool constant shaped [] for broadcasting.
+Value boolScalar(NodeContext &ctx, bool value) {
+  auto type = RankedTensorType::get({}, ctx.builder().getI1Type());
+  return arith::ConstantOp::create(
+      ctx.builder(), ctx.loc(),
+      DenseElementsAttr::get(type, ctx.builder().getBoolAttr(value)));
+}
+
+/// The comparisons and logic tg spells with eq, lt, gt and select (all of
+/// which have CPU and CUDA kernels): a <= b is lt(a, b) or eq(a, b) (false
+/// on NaN, as ONNX says); And/Or are selects on bools; Xor is not(eq).
+FailureOr<Value> buildRuntimeLogic(NodeContext &ctx, BinaryFn fn, Value lhs,
+                                   Value rhs, ArrayRef<int64_t> shape) {
+  OpBuilder &b = ctx.builder();
+  Type boolType = b.getI1Type();
+  RankedTensorType type = ctx.tensorType(shape, boolType);
+  auto select = [&](Value c, Value x, Value y) -> Value {
+    return tg::SelectOp::create(b, ctx.loc(), type, c, x, y);
+  };
+  auto notOf = [&](Value v) -> Value {
+    return tg::EqOp::create(b, ctx.loc(), type, v, boolScalar(ctx, false));
+  };
+  if (fn == BinaryFn::LessOrEqual || fn == BinaryFn::GreaterOrEqual) {
+    Value strict = fn == BinaryFn::LessOrEqual
+                       ? Value(tg::LtOp::create(b, ctx.loc(), type, lhs, rhs))
+                       : Value(tg::GtOp::create(b, ctx.loc(), type, lhs, rhs));
+    Value equal = tg::EqOp::create(b, ctx.loc(), type, lhs, rhs);
+    return select(strict, boolScalar(ctx, true), equal);
+  }
+  if (getElementTypeOrSelf(lhs.getType()) != boolType) {
+    return ctx.error() << "expected bool operands, got "
+                       << getElementTypeOrSelf(lhs.getType());
+  }
+  switch (fn) {
+  case BinaryFn::And: return select(lhs, rhs, boolScalar(ctx, false));
+  case BinaryFn::Or: return select(lhs, boolScalar(ctx, true), rhs);
+  default:
+    return notOf(tg::EqOp::create(b, ctx.loc(), type, lhs, rhs));
+  }
+}
+
 /// Emits `fn(lhs, rhs)` at run time; fails for ops tg has no form for.
 FailureOr<Value> buildRuntimeBinary(NodeContext &ctx, BinaryFn fn, Value lhs,
                                     Value rhs) {
@@ -70,6 +113,12 @@ FailureOr<Value> buildRuntimeBinary(NodeContext &ctx, BinaryFn fn, Value lhs,
   case BinaryFn::Equal: return createBinary<tg::EqOp>(ctx, lhs, rhs, *shape, boolType);
   case BinaryFn::Less: return createBinary<tg::LtOp>(ctx, lhs, rhs, *shape, boolType);
   case BinaryFn::Greater: return createBinary<tg::GtOp>(ctx, lhs, rhs, *shape, boolType);
+  case BinaryFn::LessOrEqual:
+  case BinaryFn::GreaterOrEqual:
+  case BinaryFn::And:
+  case BinaryFn::Or:
+  case BinaryFn::Xor:
+    return buildRuntimeLogic(ctx, fn, lhs, rhs, *shape);
   default:
     return ctx.error() << "is only supported on compile-time inputs (mask "
                           "arithmetic), but an input is computed at run time";
@@ -231,6 +280,12 @@ LogicalResult importUnary(NodeContext &ctx) {
       break;
     default: break;
     }
+  }
+  if (!result && Fn == UnaryFn::Not &&
+      ctx.elementType(0) == ElementType::Bool) {
+    // not x is eq(x, false): the eq kernel reads bools.
+    result = tg::EqOp::create(ctx.builder(), ctx.loc(), x->getType(), *x,
+                              boolScalar(ctx, false));
   }
   if (!result) {
     return ctx.error() << "has no run-time form in tailor (it folds only when "

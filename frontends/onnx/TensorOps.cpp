@@ -155,12 +155,31 @@ LogicalResult importRange(NodeContext &ctx) {
   return ctx.setOutput(0, std::move(out));
 }
 
-LogicalResult importTrilu(NodeContext &ctx) {
-  FailureOr<const HostTensor *> x = ctx.constant(0, "input");
+/// Trilu of a run-time tensor: select(band, x, 0) with the kept triangle a
+/// generated band mask (upper: col - row >= k; lower: col - row <= k).
+LogicalResult importRuntimeTrilu(NodeContext &ctx, bool upper, int64_t k) {
+  FailureOr<Value> x = ctx.value(0);
   if (failed(x)) {
     return failure();
   }
-  if ((*x)->rank() < 2) {
+  ArrayRef<int64_t> shape = ctx.shape(0);
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  // The diagonals a matrix has are [-(rows - 1), cols - 1]; clamping k to
+  // just outside them keeps every bound representable.
+  int64_t diagonal = std::clamp<int64_t>(k, -rows, cols);
+  int64_t lower = upper ? diagonal : std::min<int64_t>(-rows, diagonal);
+  int64_t upperBound = upper ? std::max<int64_t>(cols, diagonal) : diagonal;
+  OpBuilder &b = ctx.builder();
+  Value keep = tg::BandMaskOp::create(
+      b, ctx.loc(), ctx.tensorType(shape.take_back(2), b.getI1Type()), lower,
+      upperBound, 1.0, 0.0);
+  ctx.setOutput(0, tg::SelectOp::create(b, ctx.loc(), x->getType(), keep, *x,
+                                        ctx.scalarLike(*x, 0.0)));
+  return success();
+}
+
+LogicalResult importTrilu(NodeContext &ctx) {
+  if (ctx.rank(0) < 2) {
     return ctx.error() << "input must have rank >= 2";
   }
   int64_t k = 0;
@@ -171,7 +190,15 @@ LogicalResult importTrilu(NodeContext &ctx) {
     }
     k = kv->empty() ? 0 : kv->front();
   }
-  return ctx.setOutput(0, foldTrilu(**x, ctx.attrInt("upper", 1) != 0, k));
+  bool upper = ctx.attrInt("upper", 1) != 0;
+  if (!ctx.isConstant(0)) {
+    return importRuntimeTrilu(ctx, upper, k);
+  }
+  FailureOr<const HostTensor *> x = ctx.constant(0, "input");
+  if (failed(x)) {
+    return failure();
+  }
+  return ctx.setOutput(0, foldTrilu(**x, upper, k));
 }
 
 LogicalResult importCumSum(NodeContext &ctx) {
