@@ -536,7 +536,27 @@ bool isComparison(BinaryFn fn) {
   }
 }
 
+/// Comparisons and logic, alike on doubles and int64s; nullopt for the
+/// arithmetic ops.
+template <typename T>
+static std::optional<T> compareOrLogic(BinaryFn fn, T x, T y) {
+  switch (fn) {
+  case BinaryFn::Equal: return x == y;
+  case BinaryFn::Less: return x < y;
+  case BinaryFn::Greater: return x > y;
+  case BinaryFn::LessOrEqual: return x <= y;
+  case BinaryFn::GreaterOrEqual: return x >= y;
+  case BinaryFn::And: return (x != 0) && (y != 0);
+  case BinaryFn::Or: return (x != 0) || (y != 0);
+  case BinaryFn::Xor: return (x != 0) != (y != 0);
+  default: return std::nullopt;
+  }
+}
+
 double binaryFloat(BinaryFn fn, double x, double y) {
+  if (std::optional<double> r = compareOrLogic(fn, x, y)) {
+    return *r;
+  }
   switch (fn) {
   case BinaryFn::Add: return x + y;
   case BinaryFn::Sub: return x - y;
@@ -554,19 +574,14 @@ double binaryFloat(BinaryFn fn, double x, double y) {
     return r;
   }
   case BinaryFn::FMod: return std::fmod(x, y);
-  case BinaryFn::Equal: return x == y;
-  case BinaryFn::Less: return x < y;
-  case BinaryFn::Greater: return x > y;
-  case BinaryFn::LessOrEqual: return x <= y;
-  case BinaryFn::GreaterOrEqual: return x >= y;
-  case BinaryFn::And: return (x != 0) && (y != 0);
-  case BinaryFn::Or: return (x != 0) || (y != 0);
-  case BinaryFn::Xor: return (x != 0) != (y != 0);
+  default: return 0; // comparisons and logic: above
   }
-  return 0;
 }
 
 int64_t binaryInt(BinaryFn fn, int64_t x, int64_t y) {
+  if (std::optional<int64_t> r = compareOrLogic(fn, x, y)) {
+    return *r;
+  }
   auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
   switch (fn) {
   case BinaryFn::Add: return wrap(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
@@ -592,16 +607,8 @@ int64_t binaryInt(BinaryFn fn, int64_t x, int64_t y) {
                                std::pow(static_cast<double>(x), static_cast<double>(y)));
   case BinaryFn::Max: return std::max(x, y);
   case BinaryFn::Min: return std::min(x, y);
-  case BinaryFn::Equal: return x == y;
-  case BinaryFn::Less: return x < y;
-  case BinaryFn::Greater: return x > y;
-  case BinaryFn::LessOrEqual: return x <= y;
-  case BinaryFn::GreaterOrEqual: return x >= y;
-  case BinaryFn::And: return (x != 0) && (y != 0);
-  case BinaryFn::Or: return (x != 0) || (y != 0);
-  case BinaryFn::Xor: return (x != 0) != (y != 0);
+  default: return 0; // comparisons and logic: above
   }
-  return 0;
 }
 
 llvm::Expected<HostTensor> foldBinary(BinaryFn fn, const HostTensor &a,

@@ -273,25 +273,30 @@ mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
       options.seqSource = "the recipe's sequence_len";
     }
   }
-  if (flags.batch.getNumOccurrences()) {
-    if (flags.batch <= 0) {
-      return compileError("--batch must be positive, got " +
-                          llvm::Twine(static_cast<int64_t>(flags.batch)));
+  // --batch and --seq win over the recipe and go into it.
+  auto bindFlag = [&](const llvm::cl::opt<int64_t> &flag, const char *name,
+                      std::optional<int64_t> &bound, std::string &source,
+                      int64_t &recipeValue,
+                      const char *recipeKey) -> mlir::LogicalResult {
+    if (!flag.getNumOccurrences()) {
+      return mlir::success();
     }
-    options.batch = flags.batch;
-    options.batchSource = "--batch";
-    recipe.microBatchSize = flags.batch;
-    recipe.givenKeys.insert("micro_batch_size");
-  }
-  if (flags.seq.getNumOccurrences()) {
-    if (flags.seq <= 0) {
-      return compileError("--seq must be positive, got " +
-                          llvm::Twine(static_cast<int64_t>(flags.seq)));
+    if (flag <= 0) {
+      return compileError(llvm::Twine(name) + " must be positive, got " +
+                          llvm::Twine(static_cast<int64_t>(flag)));
     }
-    options.seq = flags.seq;
-    options.seqSource = "--seq";
-    recipe.sequenceLen = flags.seq;
-    recipe.givenKeys.insert("sequence_len");
+    bound = flag;
+    source = name;
+    recipeValue = flag;
+    recipe.givenKeys.insert(recipeKey);
+    return mlir::success();
+  };
+  if (failed(bindFlag(flags.batch, "--batch", options.batch,
+                      options.batchSource, recipe.microBatchSize,
+                      "micro_batch_size")) ||
+      failed(bindFlag(flags.seq, "--seq", options.seq, options.seqSource,
+                      recipe.sequenceLen, "sequence_len"))) {
+    return mlir::failure();
   }
   for (const std::string &binding : flags.dims) {
     auto [name, value] = llvm::StringRef(binding).split('=');
