@@ -35,11 +35,6 @@ IndexDependence IndexDependence::ofExact(AffineIndexForm form) {
   return d;
 }
 
-/// The forms a dependence is a function of (its exact form included).
-static llvm::SmallVector<AffineIndexForm, 2> formsOf(const IndexDependence &d) {
-  return d.forms;
-}
-
 /// The smallest and largest value `form` takes over the index box `dims`,
 /// or nullopt if either overflows int64.
 static std::optional<std::pair<int64_t, int64_t>>
@@ -359,7 +354,7 @@ IndexDependence unionOf(ArrayRef<IndexDependence> parts) {
     if (!d.known) {
       return IndexDependence::unknown();
     }
-    llvm::append_range(forms, formsOf(d));
+    llvm::append_range(forms, d.forms);
   }
   return IndexDependence::ofForms(forms);
 }

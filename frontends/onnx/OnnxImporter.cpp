@@ -109,8 +109,7 @@ private:
   /// only (external data is weights, never read here): the first row of any
   /// initializer of rank >= 2 (a weight fails there), and all of one that
   /// passes; nullopt for anything else.
-  FailureOr<std::optional<HostTensor>>
-  readStoredMask(const onnx::TensorProto &tensor);
+  std::optional<HostTensor> readStoredMask(const onnx::TensorProto &tensor);
   /// The parameter symbol for initializer `tensor` (created on first use).
   FailureOr<tg::ParamOp> paramFor(const onnx::TensorProto &tensor);
   LogicalResult checkExternalData(const onnx::TensorProto &tensor,
@@ -613,7 +612,7 @@ static bool isMaskBand(const BandMask &band, int64_t rows, int64_t cols,
   return lo == 0.0 && hi == 1.0 && (isBool || triangle);
 }
 
-FailureOr<std::optional<HostTensor>>
+std::optional<HostTensor>
 GraphImporter::readStoredMask(const onnx::TensorProto &tensor) {
   SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
   auto type = static_cast<ElementType>(tensor.data_type());
@@ -622,51 +621,41 @@ GraphImporter::readStoredMask(const onnx::TensorProto &tensor) {
       !count || *count > kMaxStoredMaskElements ||
       !isSupportedElementType(tensor.data_type()) || isExternal(tensor) ||
       !tensor.has_raw_data()) {
-    return std::optional<HostTensor>();
+    return std::nullopt;
   }
   // The first row decides cheaply: a weight has many distinct values there.
   int64_t cols = dims.back(), rows = dims[dims.size() - 2];
   int64_t width = elementByteSize(type);
-  auto bytesAt = [&](uint64_t begin, uint64_t size) -> std::optional<std::string> {
-    llvm::StringRef raw = tensor.raw_data();
-    if (begin + size > raw.size()) {
-      return std::nullopt;
-    }
-    return raw.substr(begin, size).str();
-  };
-  std::optional<std::string> firstRow = bytesAt(0, cols * width);
-  if (!firstRow) {
-    return std::optional<HostTensor>();
+  llvm::StringRef raw = tensor.raw_data();
+  if (raw.size() != static_cast<size_t>(*count * width)) {
+    return std::nullopt;
   }
   llvm::Expected<HostTensor> row =
-      decodeTensorData(tensor.data_type(), {cols}, *firstRow, {}, {}, {}, {},
+      decodeTensorData(tensor.data_type(), {cols}, raw.take_front(cols * width),
+                       {}, {}, {}, {},
                        "the first row of initializer '" + tensor.name() + "'");
   if (!row) {
     llvm::consumeError(row.takeError());
-    return std::optional<HostTensor>();
+    return std::nullopt;
   }
   llvm::SmallSet<double, 4> distinct;
   for (int64_t j = 0; j < cols && distinct.size() <= 2; ++j) {
     distinct.insert(row->getDouble(j));
   }
   if (distinct.size() > 2) {
-    return std::optional<HostTensor>();
-  }
-  std::optional<std::string> all = bytesAt(0, *count * width);
-  if (!all) {
-    return std::optional<HostTensor>();
+    return std::nullopt;
   }
   llvm::Expected<HostTensor> whole =
-      decodeTensorProto(tensor, *all, "initializer '" + tensor.name() + "'");
+      decodeTensorProto(tensor, raw, "initializer '" + tensor.name() + "'");
   if (!whole) {
     llvm::consumeError(whole.takeError());
-    return std::optional<HostTensor>();
+    return std::nullopt;
   }
   std::optional<BandMask> band = detectBand(*whole);
   if (!band || !isMaskBand(*band, rows, cols, type == ElementType::Bool)) {
-    return std::optional<HostTensor>();
+    return std::nullopt;
   }
-  return std::optional<HostTensor>(std::move(*whole));
+  return std::move(*whole);
 }
 
 FailureOr<ImportedValue *> GraphImporter::lookup(llvm::StringRef name,
@@ -683,12 +672,8 @@ FailureOr<ImportedValue *> GraphImporter::lookup(llvm::StringRef name,
   }
   const onnx::TensorProto &tensor = *init->second;
   ImportedValue imported;
-  FailureOr<std::optional<HostTensor>> mask = readStoredMask(tensor);
-  if (failed(mask)) {
-    return failure();
-  }
-  if (*mask) {
-    imported.host = std::make_shared<HostTensor>(std::move(**mask));
+  if (std::optional<HostTensor> mask = readStoredMask(tensor)) {
+    imported.host = std::make_shared<HostTensor>(std::move(*mask));
   } else if (isInlineConstant(tensor)) {
     FailureOr<HostTensor> host = readInitializer(tensor, node);
     if (failed(host)) {
@@ -772,11 +757,15 @@ FailureOr<Value> GraphImporter::materialize(const HostTensor &tensor,
   if (tensor.isLazy()) {
     IndexDependence dependence = dependenceOf(tensor);
     if (dependence.known && dependence.forms.empty() && tensor.size() > 0) {
-      HostTensor first = tensor.reshaped({tensor.size()});
-      HostTensor one = foldSlice(first, {0}, {1}, {1}).materialized();
+      HostTensor one(tensor.type(), {});
+      if (one.isFloat()) {
+        one.setDouble(0, tensor.getDouble(0));
+      } else {
+        one.setInt(0, tensor.getInt(0));
+      }
       return arith::ConstantOp::create(
                  builder, loc,
-                 denseAttrOf(one.reshaped({}),
+                 denseAttrOf(one,
                              RankedTensorType::get({}, type.getElementType()),
                              builder)
                      .resizeSplat(type))
