@@ -57,6 +57,16 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kRecomputeSummaryAttrName) {
+    auto summary = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!llvm::isa<ModuleOp>(op) || !summary ||
+        !summary.getAs<StringAttr>("policy")) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary with a policy on a "
+                                "builtin module";
+    }
+    return success();
+  }
   if (name == kRecomputePolicyAttrName) {
     auto policy = llvm::dyn_cast<StringAttr>(attribute.getValue());
     if (op->getName().getStringRef() != "func.func" || !policy ||

@@ -37,6 +37,11 @@ def TG_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRecomputedAttrName = "tg.recomputed";
     static constexpr ::llvm::StringLiteral kRecomputePolicyAttrName =
         "tg.recompute_policy";
+    /// On the builtin module: what tailor-recompute chose, for the plan's
+    /// notes ({policy, tensors, ops, flops, activation_bytes,
+    /// activation_bytes_without}).
+    static constexpr ::llvm::StringLiteral kRecomputeSummaryAttrName =
+        "tg.recompute_summary";
     /// On the builtin module: the model file the graph was imported from
     /// (external data locations are resolved against its folder).
     static constexpr ::llvm::StringLiteral kSourceAttrName = "tg.source";

@@ -206,6 +206,9 @@ public:
     }
   }
 
+  /// The clones, in the order they were made.
+  std::vector<Operation *> made;
+
 private:
   /// The clone of `value`, made right before `before` on first request.
   Value materialize(Value value, Operation *before) {
@@ -221,6 +224,7 @@ private:
     }
     OpBuilder builder(before);
     Operation *clone = builder.clone(*producer, mapping);
+    made.push_back(clone);
     clone->removeAttr(kRecomputeAttr);
     clone->setAttr(kRecomputedAttr, builder.getUnitAttr());
     for (auto [original, copy] :
@@ -260,12 +264,40 @@ void recordDecision(const SavedValues &info, const DenseSet<Value> &recompute,
   }
 }
 
-/// Applies `recompute` to `func` (its decision attributes and clones).
-void rewrite(func::FuncOp func, const DenseSet<Value> &recompute,
-             const SavedValues &info) {
+/// Applies `recompute` to `func` (its decision attributes and clones);
+/// returns the clones.
+std::vector<Operation *> rewrite(func::FuncOp func,
+                                 const DenseSet<Value> &recompute,
+                                 const SavedValues &info) {
   Builder builder(func.getContext());
   recordDecision(info, recompute, builder);
-  Rewriter(info, recompute).run(func.getBody().front());
+  Rewriter rewriter(info, recompute);
+  rewriter.run(func.getBody().front());
+  return std::move(rewriter.made);
+}
+
+/// Records what the policy chose on the module, for the plan's notes and
+/// `tailor inspect`: tensors recomputed, ops and FLOPs that rebuild them,
+/// and the activation arena with and without.
+void recordSummary(ModuleOp module, StringRef policy, size_t tensors,
+                   ArrayRef<Operation *> clones, int64_t bytesWithout,
+                   int64_t bytesWith) {
+  double flops = 0;
+  for (Operation *clone : clones) {
+    flops += costOf(clone).flops;
+  }
+  Builder b(module.getContext());
+  module->setAttr(
+      tg::TGDialect::kRecomputeSummaryAttrName,
+      b.getDictionaryAttr({
+          b.getNamedAttr("policy", b.getStringAttr(policy)),
+          b.getNamedAttr("tensors", b.getI64IntegerAttr(int64_t(tensors))),
+          b.getNamedAttr("ops", b.getI64IntegerAttr(int64_t(clones.size()))),
+          b.getNamedAttr("flops", b.getF64FloatAttr(flops)),
+          b.getNamedAttr("activation_bytes", b.getI64IntegerAttr(bytesWith)),
+          b.getNamedAttr("activation_bytes_without",
+                         b.getI64IntegerAttr(bytesWithout)),
+      }));
 }
 
 struct RecomputePass
@@ -406,7 +438,13 @@ void RecomputePass::runOnOperation() {
     return signalPassFailure();
   }
   func->setAttr(kPolicyAttr, StringAttr::get(&getContext(), policy));
-  rewrite(func, recompute, info);
+  if (policy == "none") {
+    return;
+  }
+  int64_t without = ActivationMemory(func).arenaBytes();
+  std::vector<Operation *> clones = rewrite(func, recompute, info);
+  recordSummary(module, policy, recompute.size(), clones, without,
+                ActivationMemory(func).arenaBytes());
 }
 
 } // namespace
