@@ -74,6 +74,14 @@ void BufferTracker::visit(Operation &op, int64_t step) {
       fusions.accumulatedInPlace.contains(&op)) {
     return; // updates states where they are
   }
+  if (auto over = fusions.resultOverOperand.find(&op);
+      over != fusions.resultOverOperand.end()) {
+    auto it = bufferOf.find(op.getOperand(over->second));
+    if (it != bufferOf.end()) {
+      bufferOf[op.getResult(0)] = it->second;
+    }
+    return;
+  }
   for (Value result : op.getResults()) {
     make(result, step);
   }

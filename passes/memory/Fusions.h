@@ -8,7 +8,11 @@
 //  - quantized weights read only by linear layers: dequantized per tile
 //    inside the GEMM, never whole;
 //  - weight and embedding gradients whose only use is an accumulation:
-//    written straight into the accumulator.
+//    written straight into the accumulator;
+//  - kernels that may overwrite an input (their CPU and CUDA kernels read
+//    each element before writing it) write their result into that input's
+//    buffer when this op is the input's last reader: the logits' gradient
+//    takes the logits' bytes, so the vocabulary-wide tensor exists once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +33,8 @@ struct Fusions {
   llvm::DenseSet<mlir::Operation *> fusedDequantizes;
   /// Gradients whose only use is an accumulation: written into it.
   llvm::DenseMap<mlir::Operation *, tg::AccumulateOp> accumulatedInPlace;
+  /// Ops whose (single) result reuses the buffer of this operand.
+  llvm::DenseMap<mlir::Operation *, unsigned> resultOverOperand;
 };
 
 /// Kernels that can add their result into an accumulator instead of

@@ -474,12 +474,21 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
     launch.operands.push_back(accessOf(operand));
   }
   auto inPlace = fusions.accumulatedInPlace.find(&op);
+  auto overOperand = fusions.resultOverOperand.find(&op);
   for (Value result : op.getResults()) {
     auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
     if (!type || !type.hasStaticShape()) {
       return op.emitError() << "result has no static shape";
     }
-    if (inPlace != fusions.accumulatedInPlace.end()) {
+    if (overOperand != fusions.resultOverOperand.end()) {
+      // Written over an input read here for the last time.
+      std::optional<unsigned> root =
+          findRoot(op.getOperand(overOperand->second));
+      if (!root) {
+        return failure();
+      }
+      rootOf[result] = *root;
+    } else if (inPlace != fusions.accumulatedInPlace.end()) {
       tg::AccumulateOp accumulate = inPlace->second;
       FailureOr<unsigned> target =
           stateRoot(module, accumulate, accumulate.getTargetAttr());
