@@ -377,7 +377,7 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
         // The additive bias is read again by the backward, not
         // differentiated (operand 3 when present).
         if (attention.getBias() && needed.size() > 3 && needed[3]) {
-          return unsupported("an attention bias that needs a gradient");
+          return unsupported("additive bias (no kernel computes its gradient)");
         }
         auto grad = tg::AttentionGradOp::create(
             b, loc, attention.getQuery().getType(),

@@ -220,7 +220,7 @@ func.func @runtime_bias(%q: tensor<2x2x8x4xf32>, %k: tensor<2x2x8x4xf32>, %v: te
 // CHECK-LABEL: func.func @constant_bias
 // CHECK: %[[B:.+]] = arith.constant dense<{{.+}}> : tensor<2x2xf32>
 // CHECK: %[[B4:.+]] = tg.reshape %[[B]] : tensor<2x2xf32> -> tensor<1x1x2x2xf32>
-// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[B4]] {scale = 5.000000e-01 : f64}
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[B4]] : (
 func.func @constant_bias(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
   %kt = tg.transpose %k permutation = [0, 1, 3, 2] : tensor<1x1x2x4xf32> -> tensor<1x1x4x2xf32>
   %s = tg.matmul %q, %kt : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
