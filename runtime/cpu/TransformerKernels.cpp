@@ -129,7 +129,10 @@ std::string runRope(const KernelCall &call) {
 // computes only the keys from its first row's first to its last row's
 // limit, so about half the square is skipped (all but a band with a
 // window). A row that sees no key (S < T) gets zeros. A softcap c caps the
-// scaled scores as c * tanh(s / c) before the softmax (Gemma-2).
+// scaled scores as c * tanh(s / c) before the softmax (Gemma-2); ALiBi
+// slopes and the optional bias operand (q, k, v, bias, y, workspace) are
+// then added to the visible scores of each row (AttentionKeys::biasRow), so
+// neither costs a T x S tensor beyond what the caller's bias holds.
 //
 // Precision: all f32, as PyTorch's math SDPA on f32 inputs; masked keys are
 // skipped rather than added as -inf, which gives the same probabilities.
