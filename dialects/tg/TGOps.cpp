@@ -481,7 +481,8 @@ LogicalResult tailor::tg::verifyAttentionBias(
       getElementTypeOrSelf(query.getType())) {
     return op->emitOpError() << "expected a bias of the query's element type "
                              << getElementTypeOrSelf(query.getType())
-                             << ", got " << getElementTypeOrSelf(bias.getType());
+                             << ", got "
+                             << getElementTypeOrSelf(bias.getType());
   }
   Shape scores = {q[0], q[1], q[2], k[2]};
   ArrayRef<int64_t> b = shapeOf(bias);

@@ -419,10 +419,12 @@ std::optional<SmallVector<double>> alibiSlopesOf(DenseElementsAttr attr,
 /// neither), decided before anything is created.
 Value materialize(PatternRewriter &rewriter, const KeyPlan &plan) {
   Value x = plan.source;
-  auto type = RankedTensorType::get(plan.shape, getElementTypeOrSelf(x.getType()));
+  auto type =
+      RankedTensorType::get(plan.shape, getElementTypeOrSelf(x.getType()));
   if (!plan.permutation.empty()) {
-    return tg::TransposeOp::create(rewriter, x.getLoc(), type, x,
-                                   rewriter.getDenseI64ArrayAttr(plan.permutation));
+    return tg::TransposeOp::create(
+        rewriter, x.getLoc(), type, x,
+        rewriter.getDenseI64ArrayAttr(plan.permutation));
   }
   if (!plan.reshape.empty()) {
     return tg::ReshapeOp::create(rewriter, x.getLoc(), type, x);
@@ -448,6 +450,50 @@ std::optional<KeyPlan> planFlat(Value x, int64_t batch) {
     }
   }
   return KeyPlan{x, {}, shape, shape};
+}
+
+/// How to get q, k, v [B, H, N, D] (decided, nothing created).
+struct OperandPlans {
+  std::optional<KeyPlan> query, key, value;
+};
+
+/// Plans q, k, v from the q k^T product's operands and the output
+/// matmul's v, on flattened heads [B*H, N, D] where `flatScores` /
+/// `flatOutput` say so; nothing (with `why`) when they do not fit.
+std::optional<OperandPlans> planOperands(Value query, Value keyT, Value value,
+                                         bool flatScores, bool flatOutput,
+                                         int64_t batch, std::string &why) {
+  OperandPlans plans;
+  why = "unexpected head shapes";
+  if (flatScores) {
+    auto transpose = keyT.getDefiningOp<tg::TransposeOp>();
+    if (!transpose ||
+        transpose.getPermutation() != ArrayRef<int64_t>{0, 2, 1}) {
+      why = "k^T is not a transposed key";
+      return std::nullopt;
+    }
+    plans.query = planFlat(query, batch);
+    plans.key = planFlat(transpose.getInput(), batch);
+  } else {
+    plans.query = KeyPlan{query, {}, {}, SmallVector<int64_t>(shapeOf(query))};
+    plans.key = planKey(keyT);
+    if (!plans.key) {
+      why = "k^T is not a transposed key";
+      return std::nullopt;
+    }
+  }
+  if (flatOutput) {
+    plans.value = planFlat(value, batch);
+  } else if (std::optional<Unrepeated> base =
+                 unrepeatHeads(value, shapeOf(value))) {
+    plans.value = planOf(*base);
+  } else {
+    plans.value = KeyPlan{value, {}, {}, SmallVector<int64_t>(shapeOf(value))};
+  }
+  if (!plans.query || !plans.key || !plans.value) {
+    return std::nullopt;
+  }
+  return plans;
 }
 
 /// The scores term peeled down to q k^T: softcap, then scale.
@@ -557,7 +603,8 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
         why = "a term added to the scores does not broadcast to them";
         return failure();
       }
-      if (!out.alibi && matchPattern(skipCasts(term.value), m_Constant(&attr))) {
+      if (!out.alibi &&
+          matchPattern(skipCasts(term.value), m_Constant(&attr))) {
         if ((out.alibi = alibiSlopesOf(attr, *shape4, scores[1]))) {
           continue;
         }
@@ -597,7 +644,8 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     }
     return tg::ReshapeOp::create(
         rewriter, term.value.getLoc(),
-        RankedTensorType::get(shape4, getElementTypeOrSelf(term.value.getType())),
+        RankedTensorType::get(shape4,
+                              getElementTypeOrSelf(term.value.getType())),
         term.value);
   }
 
@@ -649,7 +697,9 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       biases.kind = classifyMask(select.getCondition(), scoreShape[2],
                                  scoreShape[3], use, maskCache, biases.window);
       if (biases.kind == MaskKind::Other) {
-        return giveUp(op, rewriter, "the mask is neither causal (with or without a sliding window) nor empty");
+        return giveUp(op, rewriter,
+                      "the mask is neither causal (with or without a sliding "
+                      "window) nor empty");
       }
     }
     SmallVector<ScoreTerm> terms;
@@ -669,34 +719,13 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     if (flatScores != biases.scores->flat) {
       return giveUp(op, rewriter, "unexpected head shapes");
     }
-    std::optional<KeyPlan> queryPlan, keyPlan, valuePlan;
-    if (flatScores) {
-      auto transpose = keyT.getDefiningOp<tg::TransposeOp>();
-      if (!transpose ||
-          transpose.getPermutation() != ArrayRef<int64_t>{0, 2, 1}) {
-        return giveUp(op, rewriter, "k^T is not a transposed key");
-      }
-      queryPlan = planFlat(query, scoreShape[0]);
-      keyPlan = planFlat(transpose.getInput(), scoreShape[0]);
-    } else {
-      queryPlan = KeyPlan{query, {}, {}, SmallVector<int64_t>(shapeOf(query))};
-      keyPlan = planKey(keyT);
-      if (!keyPlan) {
-        return giveUp(op, rewriter, "k^T is not a transposed key");
-      }
+    std::optional<OperandPlans> plans = planOperands(
+        query, keyT, op.getRhs(), flatScores, flatOutput, scoreShape[0], why);
+    if (!plans) {
+      return giveUp(op, rewriter, why);
     }
-    Value value = op.getRhs();
-    if (flatOutput) {
-      valuePlan = planFlat(value, scoreShape[0]);
-    } else if (std::optional<Unrepeated> base =
-                   unrepeatHeads(value, shapeOf(value))) {
-      valuePlan = planOf(*base);
-    } else {
-      valuePlan = KeyPlan{value, {}, {}, SmallVector<int64_t>(shapeOf(value))};
-    }
-    if (!queryPlan || !keyPlan || !valuePlan) {
-      return giveUp(op, rewriter, "unexpected head shapes");
-    }
+    std::optional<KeyPlan> &queryPlan = plans->query, &keyPlan = plans->key,
+                           &valuePlan = plans->value;
     ArrayRef<int64_t> q = queryPlan->shape, k = keyPlan->shape,
                       v = valuePlan->shape;
     if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
@@ -721,8 +750,9 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       alibiAttr = rewriter.getDenseF64ArrayAttr(*biases.alibi);
     }
     unraised.erase(op);
-    Value bias = biases.bias ? materializeBias(rewriter, *biases.bias, scoreShape)
-                             : Value();
+    Value bias = biases.bias
+                     ? materializeBias(rewriter, *biases.bias, scoreShape)
+                     : Value();
     auto resultType = RankedTensorType::get({q[0], q[1], q[2], v[3]}, element);
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), resultType, materialize(rewriter, *queryPlan),
@@ -741,7 +771,8 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     annotate(attention, path);
     Value result = attention.getResult();
     if (flatOutput) {
-      result = tg::ReshapeOp::create(rewriter, op.getLoc(), op.getType(), result);
+      result =
+          tg::ReshapeOp::create(rewriter, op.getLoc(), op.getType(), result);
     }
     rewriter.replaceOp(op, result);
     return success();

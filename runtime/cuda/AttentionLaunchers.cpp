@@ -277,7 +277,8 @@ std::string launchAttentionGrad(const CudaCall &call) {
   const Tensor &dout = call.operands[0], &q = call.operands[1],
                &k = call.operands[2], &v = call.operands[3],
                &dq = call.operands[out], &dk = call.operands[out + 1],
-               &dv = call.operands[out + 2], &workspace = call.operands[out + 3];
+               &dv = call.operands[out + 2],
+               &workspace = call.operands[out + 3];
   Shape a = shapeOf(call.operands, 1);
   if (a.s == 0) {
     // No key: every row sees nothing, and dk, dv are empty.
