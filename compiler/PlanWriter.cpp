@@ -582,6 +582,10 @@ FailureOr<AttributeVector> PlanBuilder::attributesOf(DictionaryAttr dict) {
         auto vec = fbb.CreateVector(ints.asArrayRef().data(), ints.size());
         attrs.push_back(
             fb::CreateAttribute(fbb, name, fb::AttrKind::Ints, 0, 0, vec));
+      } else if (auto fs = llvm::dyn_cast<DenseF64ArrayAttr>(value)) {
+        auto vec = fbb.CreateVector(fs.asArrayRef().data(), fs.size());
+        attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Floats, 0,
+                                            0, 0, vec));
       } else if (auto s = llvm::dyn_cast<StringAttr>(value)) {
         auto str = text(s.strref());
         attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::String, 0,

@@ -339,15 +339,42 @@ def TG_AttentionOp : TG_Op<"attention", [Pure]> {
     before that diagonal, s <= t + (S - T) - window (Mistral's and Gemma-2's
     sliding windows). `softcap` caps the scaled scores as
     softcap * tanh(scores / softcap) before masking (Gemma-2).
+
+    The score of query t and key s, before the softmax, is
+      x = scale * q[t] . k[s], capped by `softcap` if given,
+          + alibi_slopes[h] * (s - t - (S - T))   with `alibi_slopes`,
+          + bias[b, h, t, s]                      with a `bias` operand,
+    and masked keys are left out of the softmax.
+
+    `alibi_slopes` (ALiBi, one slope per query head, Hq entries) adds a
+    bias linear in the key index. Softmax is invariant to adding a constant
+    per query row, so every ALiBi form that differs by a per-row constant is
+    the same attention: BLOOM's slope * s, MPT's slope * (s - (S - 1)) and
+    the relative form slope * (s - t) all read as this one. The canonical
+    offset is the causal diagonal, s - t - (S - T): zero at the query's own
+    key and negative for earlier keys, so the added values stay small next
+    to the scores whatever the sequence length (no f32 cancellation at long
+    S).
+
+    `bias` (optional) is any other additive bias of the scores (a padding
+    mask read at run time, a relative-position table, ...): a rank-4 tensor
+    of the result's element type whose dims [b0, b1, b2, b3] each equal the
+    score dim [B, Hq, T, S] or are 1 (broadcast), checked by the verifier.
+    Its gradient is not taken: autodiff rejects a trainable bias. (A second
+    optional operand joins it with AttrSizedOperandSegments; MLIR accepts
+    that trait only from two variadic operands on.)
   }];
   let arguments = (ins TG_FloatTensor:$query, TG_FloatTensor:$key,
-                       TG_FloatTensor:$value, UnitAttr:$causal,
+                       TG_FloatTensor:$value,
+                       Optional<TG_FloatTensor>:$bias, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<F64Attr>:$softcap);
+                       OptionalAttr<F64Attr>:$softcap,
+                       OptionalAttr<DenseF64ArrayAttr>:$alibi_slopes);
   let results = (outs TG_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -298,15 +298,22 @@ int64_t attentionGradBlocks(const KernelCall &call) {
   return call.attributes.getFloat("softcap", 0) > 0 ? 3 : 2;
 }
 
+/// Index of dq: after dout, q, k, v and the bias operand if any (dk, dv
+/// and the workspace follow it).
+size_t attentionGradOutputs(const KernelCall &call) {
+  return hasBiasOperand(call) ? 5 : 4;
+}
+
 std::string checkAttentionGrad(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 8); !e.empty()) {
+  size_t dq = attentionGradOutputs(call), ws = dq + 3;
+  if (auto e = expectOperandCount(call, ws + 1); !e.empty()) {
     return e;
   }
   if (auto e = expectAllF32(call); !e.empty()) {
     return e;
   }
-  for (size_t i = 0; i < 8; ++i) {
-    if (auto e = expectRank(call, i, i == 7 ? 1 : 4); !e.empty()) {
+  for (size_t i = 0; i <= ws; ++i) {
+    if (auto e = expectRank(call, i, i == ws ? 1 : 4); !e.empty()) {
       return e;
     }
   }
@@ -317,21 +324,27 @@ std::string checkAttentionGrad(const KernelCall &call) {
   if (auto e = firstError(
           {expectShape(call, 0, {a.b, a.hq, a.t, a.dv}),
            expectShape(call, 2, kShape), expectShape(call, 3, vShape),
-           expectShape(call, 4, qShape), expectShape(call, 5, kShape),
-           expectShape(call, 6, vShape)});
+           expectShape(call, dq, qShape), expectShape(call, dq + 1, kShape),
+           expectShape(call, dq + 2, vShape)});
       !e.empty()) {
     return e;
+  }
+  if (dq == 5) {
+    if (auto e = checkBiasOperand(call, 4, {a.b, a.hq, a.t, a.s});
+        !e.empty()) {
+      return e;
+    }
   }
   if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
     return "query heads (" + std::to_string(a.hq) +
            ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
            ")";
   }
-  if (auto e = checkAttentionMasking(call); !e.empty()) {
+  if (auto e = checkAttentionMasking(call, a.hq); !e.empty()) {
     return e;
   }
   int64_t blocks = attentionGradBlocks(call);
-  int64_t w = call.operands[7].shape[0], slot = blocks * kBlockRows * a.s;
+  int64_t w = call.operands[ws].shape[0], slot = blocks * kBlockRows * a.s;
   if (slot > 0 && (w < slot || w % slot != 0)) {
     return "workspace of " + std::to_string(w) +
            " floats must be a positive multiple of " + std::to_string(blocks) +
@@ -343,11 +356,13 @@ std::string checkAttentionGrad(const KernelCall &call) {
 /// Rows of the [rows, width] score block (keys from `first` on) become
 /// probabilities in place: row r over the keys it sees, capped first when
 /// there is a softcap (the cap's derivative, 1 - (capped / c)^2, goes to
-/// `capGrad`, same layout), and 0 elsewhere.
+/// `capGrad`, same layout) and then biased (ALiBi, bias operand: constants
+/// to q and k, so no derivative) for query head h of batch bi, and 0
+/// elsewhere.
 TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t width,
                                        const AttentionKeys &visible,
-                                       int64_t t0, int64_t first,
-                                       float *capGrad) {
+                                       int64_t bi, int64_t h, int64_t t0,
+                                       int64_t first, float *capGrad) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = p + r * width;
     int64_t begin = visible.first(t0 + r) - first;
@@ -360,6 +375,9 @@ TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t width,
         float c = (i >= begin && i < begin + n) ? row[i] / visible.softcap : 0;
         g[i] = 1.0f - c * c;
       }
+    }
+    if (n > 0 && visible.hasScoreBias()) {
+      visible.biasRow(row + begin, bi, h, t0 + r, first + begin, n);
     }
     if (n > 0) {
       float *seen = row + begin;
@@ -379,22 +397,25 @@ std::string runAttentionGrad(const KernelCall &call) {
   const float *q = call.operands[1].as<float>();
   const float *k = call.operands[2].as<float>();
   const float *v = call.operands[3].as<float>();
-  float *dq = call.operands[4].as<float>();
-  float *dk = call.operands[5].as<float>();
-  float *dv = call.operands[6].as<float>();
-  float *workspace = call.operands[7].as<float>();
+  size_t out = attentionGradOutputs(call);
+  float *dq = call.operands[out].as<float>();
+  float *dk = call.operands[out + 1].as<float>();
+  float *dv = call.operands[out + 2].as<float>();
+  const Tensor &ws = call.operands[out + 3];
+  float *workspace = ws.as<float>();
   if (a.s == 0) {
-    parallelZero(call, dq, call.operands[4].numel()); // no key: zeros
+    parallelZero(call, dq, call.operands[out].numel()); // no key: zeros
     return "";
   }
   if (a.hkv == 0) {
     return "";
   }
-  AttentionKeys visible = attentionKeys(call, a.t, a.s);
+  AttentionKeys visible = attentionKeys(
+      call, a.t, a.s, out == 5 ? &call.operands[4] : nullptr);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = attentionGradBlocks(call) * kBlockRows * a.s;
-  int64_t slots = call.operands[7].shape[0] / slotSize;
+  int64_t slots = ws.shape[0] / slotSize;
   int64_t group = a.hq / a.hkv;
   int64_t tasks = a.b * a.hkv;
 
@@ -430,7 +451,7 @@ std::string runAttentionGrad(const KernelCall &call) {
           float *dkb = dkp + first * a.d, *dvb = dvp + first * a.dv;
           sgemm(false, true, rows, keys, a.d, scale, qb, ld, kb, ld, 0.0f, p,
                 keys);
-          softmaxBlock(p, rows, keys, visible, t0, first, capGrad);
+          softmaxBlock(p, rows, keys, visible, bi, h, t0, first, capGrad);
           sgemm(true, false, keys, a.dv, rows, 1.0f, p, keys, dob, ldv, 1.0f,
                 dvb, ldv);
           sgemm(false, true, rows, keys, a.dv, 1.0f, dob, ldv, vb, ldv, 0.0f,
@@ -536,7 +557,8 @@ void addGradientKernels(std::vector<KernelDef> &table) {
       {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
   table.push_back(
       {"layer_norm_grad", 7, checkNormGrad<true>, runNormGrad<true>});
-  table.push_back({"attention_grad", 8, checkAttentionGrad, runAttentionGrad});
+  // dout, q, k, v, [bias], dq, dk, dv, workspace: 8 or 9 operands.
+  table.push_back({"attention_grad", -1, checkAttentionGrad, runAttentionGrad});
   table.push_back({"embedding_grad", 3, checkEmbeddingGrad, runEmbeddingGrad});
 }
 

@@ -129,7 +129,10 @@ std::string runRope(const KernelCall &call) {
 // computes only the keys from its first row's first to its last row's
 // limit, so about half the square is skipped (all but a band with a
 // window). A row that sees no key (S < T) gets zeros. A softcap c caps the
-// scaled scores as c * tanh(s / c) before the softmax (Gemma-2).
+// scaled scores as c * tanh(s / c) before the softmax (Gemma-2); ALiBi
+// slopes and the optional bias operand (q, k, v, bias, y, workspace) are
+// then added to the visible scores of each row (AttentionKeys::biasRow), so
+// neither costs a T x S tensor beyond what the caller's bias holds.
 //
 // Precision: all f32, as PyTorch's math SDPA on f32 inputs; masked keys are
 // skipped rather than added as -inf, which gives the same probabilities.
@@ -155,14 +158,16 @@ AttentionShape attentionShape(const KernelCall &call) {
 }
 
 std::string checkAttention(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 5); !e.empty()) {
+  // q, k, v, [bias], y, workspace.
+  size_t count = hasBiasOperand(call) ? 6 : 5, y = count - 2, ws = count - 1;
+  if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
-  for (size_t i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
       return e;
     }
-    if (auto e = expectRank(call, i, i == 4 ? 1 : 4); !e.empty()) {
+    if (auto e = expectRank(call, i, i == ws ? 1 : 4); !e.empty()) {
       return e;
     }
   }
@@ -173,36 +178,47 @@ std::string checkAttention(const KernelCall &call) {
   if (auto e = expectShape(call, 2, {a.b, a.hkv, a.s, a.dv}); !e.empty()) {
     return e;
   }
-  if (auto e = expectShape(call, 3, {a.b, a.hq, a.t, a.dv}); !e.empty()) {
+  if (auto e = expectShape(call, y, {a.b, a.hq, a.t, a.dv}); !e.empty()) {
     return e;
+  }
+  if (count == 6) {
+    if (auto e = checkBiasOperand(call, 3, {a.b, a.hq, a.t, a.s});
+        !e.empty()) {
+      return e;
+    }
   }
   if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
     return "query heads (" + std::to_string(a.hq) +
            ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
            ")";
   }
-  int64_t w = call.operands[4].shape[0];
+  int64_t w = call.operands[ws].shape[0];
   if (a.s > 0 && w < kBlockRows * a.s) {
     return "workspace of " + std::to_string(w) + " floats holds no 64 x " +
            std::to_string(a.s) + " score block";
   }
-  return checkAttentionMasking(call);
+  return checkAttentionMasking(call, a.hq);
 }
 
 /// Turns each row of the [rows, keys] score block (keys from `first` on)
 /// into unnormalized probabilities in place: exp(s - rowmax) over the keys
 /// row r may see, [keys.first(t0 + r), keys.limit(t0 + r)), capped first
-/// when softcap > 0, and 0 elsewhere. inv[r] gets 1 / rowsum, or 0 for a
+/// when softcap > 0 and then biased (ALiBi, bias operand) for query head h
+/// of batch bi, and 0 elsewhere. inv[r] gets 1 / rowsum, or 0 for a
 /// row that sees no key (its output is then zeros).
 TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t width,
-                                    const AttentionKeys &visible, int64_t t0,
-                                    int64_t first, float *inv) {
+                                    const AttentionKeys &visible, int64_t bi,
+                                    int64_t h, int64_t t0, int64_t first,
+                                    float *inv) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = scores + r * width;
     int64_t begin = visible.first(t0 + r) - first;
     int64_t n = visible.limit(t0 + r) - first - begin;
     std::memset(row, 0, begin * sizeof(float));
     visible.capRow(row + begin, n);
+    if (n > 0 && visible.hasScoreBias()) {
+      visible.biasRow(row + begin, bi, h, t0 + r, first + begin, n);
+    }
     float sum = n > 0 ? vmath::rowExpShiftSum(row + begin, row + begin, n,
                                               vmath::rowMax(row + begin, n))
                       : 0.0f;
@@ -227,17 +243,21 @@ std::string runAttention(const KernelCall &call) {
   const float *q = call.operands[0].as<float>();
   const float *k = call.operands[1].as<float>();
   const float *v = call.operands[2].as<float>();
-  float *y = call.operands[3].as<float>();
-  float *workspace = call.operands[4].as<float>();
-  if (call.operands[3].numel() == 0) {
+  bool withBias = hasBiasOperand(call);
+  const Tensor &out = call.operands[withBias ? 4 : 3];
+  const Tensor &ws = call.operands[withBias ? 5 : 4];
+  float *y = out.as<float>();
+  float *workspace = ws.as<float>();
+  if (out.numel() == 0) {
     return "";
   }
-  AttentionKeys visible = attentionKeys(call, a.t, a.s);
+  AttentionKeys visible = attentionKeys(call, a.t, a.s,
+                                        withBias ? &call.operands[3] : nullptr);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = kBlockRows * a.s;
   int64_t slots =
-      a.s > 0 ? call.operands[4].shape[0] / slotSize : int64_t(1) << 30;
+      a.s > 0 ? ws.shape[0] / slotSize : int64_t(1) << 30;
   int64_t group = a.hq / a.hkv;
   int64_t blocks = (a.t + kBlockRows - 1) / kBlockRows;
   int64_t tasks = a.b * a.hq * blocks;
@@ -270,7 +290,7 @@ std::string runAttention(const KernelCall &call) {
       } else {
         std::memset(scores, 0, rows * keys * sizeof(float));
       }
-      expScores(scores, rows, keys, visible, t0, first, inv);
+      expScores(scores, rows, keys, visible, bi, h, t0, first, inv);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.dv, keys,
                   1.0f, scores, keys, vp, a.dv, 0.0f, yp, a.dv);
       scaleRows(yp, rows, a.dv, inv);
@@ -351,7 +371,8 @@ std::string runEmbedding(const KernelCall &call) {
 
 void addTransformerKernels(std::vector<KernelDef> &table) {
   table.push_back({"rope", 4, checkRope, runRope});
-  table.push_back({"attention", 5, checkAttention, runAttention});
+  // q, k, v, [bias], y, workspace: 5 or 6 operands (attribute `bias`).
+  table.push_back({"attention", -1, checkAttention, runAttention});
   table.push_back({"embedding", 3, checkEmbedding, runEmbedding});
 }
 
