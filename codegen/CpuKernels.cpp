@@ -94,7 +94,8 @@ static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
       .Case([&](tg::ScatterElementsOp scatter) {
         return ChoiceBuilder(op, "scatter_elements", arity)
             .i("axis", axisOf(op))
-            .s("reduction", tg::stringifyScatterReduction(scatter.getReduction()))
+            .s("reduction",
+               tg::stringifyScatterReduction(scatter.getReduction()))
             .done();
       })
       .Case([&](tg::GatherNDOp gather) {
@@ -104,7 +105,8 @@ static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
       })
       .Case([&](tg::ScatterNDOp scatter) {
         return ChoiceBuilder(op, "scatter_nd", arity)
-            .s("reduction", tg::stringifyScatterReduction(scatter.getReduction()))
+            .s("reduction",
+               tg::stringifyScatterReduction(scatter.getReduction()))
             .i("batch_dims", static_cast<int64_t>(scatter.getBatchDims()))
             .done();
       })
@@ -122,8 +124,8 @@ static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
       })
       .Case([&](tg::SignOp) { return ChoiceBuilder(op, "sign", arity).done(); })
       .Default([&](Operation *) -> FailureOr<CpuKernelChoice> {
-        return op->emitError() << "internal: " << op->getName()
-                               << " is not an indexing op";
+        return op->emitError()
+               << "internal: " << op->getName() << " is not an indexing op";
       });
 }
 
@@ -145,13 +147,13 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
 
   return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
       // Elementwise: the kernel is named like the op.
-      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp,
-            tg::RsqrtOp, tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp,
-            tg::SiluOp, tg::ReluOp, tg::ErfOp, tg::SinOp, tg::CosOp,
-            tg::IsNanOp, tg::AddOp, tg::SubOp, tg::MulOp, tg::DivOp,
-            tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp, tg::LtOp, tg::GtOp,
-            tg::SelectOp, tg::CastOp, tg::MatmulOp, tg::EmbeddingOp,
-            tg::BroadcastOp>([&](Operation *) { return simple(mnemonic); })
+      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp, tg::RsqrtOp,
+            tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp, tg::SiluOp, tg::ReluOp,
+            tg::ErfOp, tg::SinOp, tg::CosOp, tg::IsNanOp, tg::AddOp, tg::SubOp,
+            tg::MulOp, tg::DivOp, tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp,
+            tg::LtOp, tg::GtOp, tg::SelectOp, tg::CastOp, tg::MatmulOp,
+            tg::EmbeddingOp, tg::BroadcastOp>(
+          [&](Operation *) { return simple(mnemonic); })
       .Case([&](tg::BandMaskOp band) -> FailureOr<CpuKernelChoice> {
         return ChoiceBuilder(op, "band_mask", arity)
             .i("lower", band.getLowerDiagonal())

@@ -1,4 +1,4 @@
-//===- DataMovementKernels.cu - copies, gathers, scatters, rope -*- CUDA -*-===//
+//===- DataMovementKernels.cu - copies, gathers, scatters ------*- CUDA -*-===//
 //
 // Device code of runtime/cuda/DataMovementLaunchers.cpp. Kernels that only
 // move bytes take elements as unsigned integers of their size (1, 2, 4, 8
@@ -248,10 +248,12 @@ template <> TL_DEVICE int combine<kAdd, int>(int a, int b) {
 template <> TL_DEVICE int combine<kMul, int>(int a, int b) {
   return int(u32(a) * u32(b));
 }
-template <> TL_DEVICE long long combine<kAdd, long long>(long long a, long long b) {
+template <>
+TL_DEVICE long long combine<kAdd, long long>(long long a, long long b) {
   return (long long)(u64(a) + u64(b));
 }
-template <> TL_DEVICE long long combine<kMul, long long>(long long a, long long b) {
+template <>
+TL_DEVICE long long combine<kMul, long long>(long long a, long long b) {
   return (long long)(u64(a) * u64(b));
 }
 
@@ -268,7 +270,8 @@ TL_DEVICE void gatherElements(const U *x, const void *indices, int indices64,
         offset += c * s.dataStride[d];
       }
     }
-    long long v = normalizeIndex(loadIndex(indices, indices64, i), s.axisExtent);
+    long long v =
+        normalizeIndex(loadIndex(indices, indices64, i), s.axisExtent);
     y[i] = v < 0 ? U() : x[offset + v * s.dataStride[s.axis]];
   }
 }
@@ -302,12 +305,12 @@ TL_DEVICE void scatterElements(T *y, const void *indices, int indices64,
 }
 
 /// The slice offset of tuple g within its batch, or -1 for a bad index.
-TL_DEVICE long long tupleOffset(const void *indices, int indices64,
-                                long long g, const TupleIndex &t) {
+TL_DEVICE long long tupleOffset(const void *indices, int indices64, long long g,
+                                const TupleIndex &t) {
   long long offset = 0;
   for (long long j = 0; j < t.k; ++j) {
-    long long v = normalizeIndex(loadIndex(indices, indices64, g * t.k + j),
-                                 t.dims[j]);
+    long long v =
+        normalizeIndex(loadIndex(indices, indices64, g * t.k + j), t.dims[j]);
     if (v < 0) {
       return -1;
     }
@@ -323,8 +326,9 @@ TL_DEVICE void gatherND(const U *x, const void *indices, int indices64, U *y,
   for (long long i = globalThread(); i < total; i += gridThreads()) {
     long long g = i / t.slice, e = i % t.slice;
     long long offset = tupleOffset(indices, indices64, g, t);
-    y[i] = offset < 0 ? U()
-                      : x[(g / t.tuples) * t.batchStride + offset * t.slice + e];
+    y[i] = offset < 0
+               ? U()
+               : x[(g / t.tuples) * t.batchStride + offset * t.slice + e];
   }
 }
 
@@ -425,8 +429,7 @@ TL_DEVICE void mod(const T *a, const T *b, T *y, long long total, Broadcast2 s,
   }
 }
 
-template <typename T>
-TL_DEVICE void sign(const T *x, T *y, long long total) {
+template <typename T> TL_DEVICE void sign(const T *x, T *y, long long total) {
   for (long long i = globalThread(); i < total; i += gridThreads()) {
     T v = x[i];
     y[i] = v > T(0) ? T(1) : v < T(0) ? T(-1) : v;
@@ -513,10 +516,9 @@ TL_ROPE_ENTRY(tl::bf16, tl::bf16, bf16_bf16)
     tl::move::gatherElements<U>(x, indices, indices64, y, total, s);           \
   }                                                                            \
   TL_REGISTER(tailor_gather_elements_##SUFFIX)                                 \
-  TL_GLOBAL void tailor_gather_nd_##SUFFIX(const U *x, const void *indices,    \
-                                           int indices64, U *y,                \
-                                           long long total,                    \
-                                           tl::move::TupleIndex t) {           \
+  TL_GLOBAL void tailor_gather_nd_##SUFFIX(                                    \
+      const U *x, const void *indices, int indices64, U *y, long long total,   \
+      tl::move::TupleIndex t) {                                                \
     tl::move::gatherND<U>(x, indices, indices64, y, total, t);                 \
   }                                                                            \
   TL_REGISTER(tailor_gather_nd_##SUFFIX)

@@ -18,8 +18,8 @@ static Type elementTypeOf(Value value) {
 
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   if (axis < 0 || axis >= rank) {
-    return op->emitOpError() << "expected axis in [0, " << rank
-                             << ") for rank " << rank << ", got " << axis;
+    return op->emitOpError() << "expected axis in [0, " << rank << ") for rank "
+                             << rank << ", got " << axis;
   }
   return success();
 }
@@ -86,10 +86,10 @@ static FailureOr<Shape> gatherNDShape(Operation *op, ArrayRef<int64_t> data,
   int64_t r = static_cast<int64_t>(data.size());
   int64_t q = static_cast<int64_t>(indices.size());
   if (q < 1 || batchDims < 0 || batchDims >= q || batchDims > r) {
-    return op->emitOpError() << "expected indices of rank > batch_dims "
-                             << batchDims << " and data of rank >= it, got "
-                             << formatShape(data) << " and "
-                             << formatShape(indices);
+    return op->emitOpError()
+           << "expected indices of rank > batch_dims " << batchDims
+           << " and data of rank >= it, got " << formatShape(data) << " and "
+           << formatShape(indices);
   }
   int64_t k = indices.back();
   if (ShapedType::isDynamic(k) || k < 1 || batchDims + k > r) {
@@ -99,10 +99,10 @@ static FailureOr<Shape> gatherNDShape(Operation *op, ArrayRef<int64_t> data,
   }
   for (int64_t d = 0; d < batchDims; ++d) {
     if (!dimsCompatible(data[d], indices[d])) {
-      return op->emitOpError() << "expected batch dim " << d
-                               << " of data and indices to agree, got "
-                               << formatShape(data) << " and "
-                               << formatShape(indices);
+      return op->emitOpError()
+             << "expected batch dim " << d
+             << " of data and indices to agree, got " << formatShape(data)
+             << " and " << formatShape(indices);
     }
   }
   Shape out(indices.drop_back());
@@ -125,9 +125,8 @@ LogicalResult ScatterNDOp::verify() {
   FailureOr<Shape> shape =
       gatherNDShape(*this, shapeOf(getData()), shapeOf(getIndices()),
                     static_cast<int64_t>(getBatchDims()));
-  if (failed(shape) ||
-      failed(expectType(*this, getUpdates(), "updates", *shape,
-                        elementTypeOf(getData())))) {
+  if (failed(shape) || failed(expectType(*this, getUpdates(), "updates", *shape,
+                                         elementTypeOf(getData())))) {
     return failure();
   }
   return expectType(*this, getResult(), "result", shapeOf(getData()),
@@ -148,9 +147,8 @@ LogicalResult ModOp::verify() {
                          << getLhs().getType() << ", " << getRhs().getType()
                          << " -> " << getResult().getType();
   }
-  FailureOr<Shape> shape =
-      broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()),
-                      [&] { return emitOpError(); });
+  FailureOr<Shape> shape = broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()),
+                                           [&] { return emitOpError(); });
   if (failed(shape)) {
     return failure();
   }

@@ -308,7 +308,8 @@ LogicalResult importMod(NodeContext &ctx) {
     return fmod ? importBinary<BinaryFn::FMod>(ctx)
                 : importBinary<BinaryFn::Mod>(ctx);
   }
-  ElementType type = ctx.isConstant(0) ? ctx.elementType(1) : ctx.elementType(0);
+  ElementType type =
+      ctx.isConstant(0) ? ctx.elementType(1) : ctx.elementType(0);
   FailureOr<Value> lhs = valueAs(ctx, 0, type);
   FailureOr<Value> rhs = valueAs(ctx, 1, type);
   if (failed(lhs) || failed(rhs)) {

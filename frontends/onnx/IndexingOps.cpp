@@ -35,8 +35,8 @@ FailureOr<tg::ScatterReduction> scatterReduction(NodeContext &ctx) {
                           *kind == tg::ScatterReduction::Min);
   if (!kind || (needs18 && ctx.opset() < 18) ||
       (*kind != tg::ScatterReduction::None && ctx.opset() < 16)) {
-    return ctx.error() << "reduction '" << name << "' is not supported at opset "
-                       << ctx.opset()
+    return ctx.error() << "reduction '" << name
+                       << "' is not supported at opset " << ctx.opset()
                        << " (none; add and mul from 16; max and min from 18)";
   }
   return *kind;
@@ -138,7 +138,8 @@ LogicalResult importRuntimeGather(NodeContext &ctx, int64_t axis,
 LogicalResult importGather(NodeContext &ctx) {
   ArrayRef<int64_t> data = ctx.shape(0);
   int64_t rank = static_cast<int64_t>(data.size());
-  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), rank, "axis");
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", 0), rank, "axis");
   if (failed(axis)) {
     return failure();
   }
@@ -192,11 +193,11 @@ LogicalResult importGather(NodeContext &ctx) {
       Type elem = getElementTypeOrSelf(x->getType());
       Value sliced = *x;
       if (ArrayRef<int64_t>(sliceDims) != data) {
-        sliced = tg::SliceOp::create(
-            ctx.builder(), ctx.loc(), ctx.tensorType(sliceDims, elem), *x,
-            ctx.builder().getDenseI64ArrayAttr(starts),
-            ctx.builder().getDenseI64ArrayAttr(ends),
-            ctx.builder().getDenseI64ArrayAttr(steps));
+        sliced = tg::SliceOp::create(ctx.builder(), ctx.loc(),
+                                     ctx.tensorType(sliceDims, elem), *x,
+                                     ctx.builder().getDenseI64ArrayAttr(starts),
+                                     ctx.builder().getDenseI64ArrayAttr(ends),
+                                     ctx.builder().getDenseI64ArrayAttr(steps));
       }
       ctx.setOutput(0, ctx.reshape(sliced, outDims));
       return success();
@@ -243,8 +244,8 @@ LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx) {
   int64_t k = id.empty() ? 0 : id.back();
   int64_t r = static_cast<int64_t>(dd.size());
   if (id.empty() || k < 1 || k > r) {
-    return ctx.error() << "index tuples of length " << k
-                       << " do not fit data " << tg::formatShape(dd);
+    return ctx.error() << "index tuples of length " << k << " do not fit data "
+                       << tg::formatShape(dd);
   }
   int64_t tuples = product(id.drop_back());
   Type elem = getElementTypeOrSelf(data->getType());
@@ -255,8 +256,8 @@ LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx) {
     for (int64_t j = 0; j < k; ++j) {
       int64_t v = indices->getInt(t * k + j);
       if (v < -dd[j] || v >= dd[j]) {
-        return ctx.error() << "index " << v << " is out of range for dim "
-                           << j << " of size " << dd[j];
+        return ctx.error() << "index " << v << " is out of range for dim " << j
+                           << " of size " << dd[j];
       }
       starts[j] = v < 0 ? v + dd[j] : v;
       ends[j] = starts[j] + 1;
@@ -295,8 +296,7 @@ LogicalResult importRuntimeGatherND(NodeContext &ctx) {
   int64_t b = ctx.attrInt("batch_dims", 0);
   int64_t r = static_cast<int64_t>(dd.size());
   int64_t q = static_cast<int64_t>(id.size());
-  if (q < 1 || b < 0 || b >= q || b > r || id.back() < 1 ||
-      b + id.back() > r) {
+  if (q < 1 || b < 0 || b >= q || b > r || id.back() < 1 || b + id.back() > r) {
     return ctx.error() << "indices " << tg::formatShape(id)
                        << " with batch_dims " << b << " do not fit data "
                        << tg::formatShape(dd);
@@ -347,12 +347,13 @@ LogicalResult importGatherND(NodeContext &ctx) {
   int64_t k = id.back();
   int64_t r = static_cast<int64_t>(dd.size());
   if (k < 1 || b + k > r) {
-    return ctx.error() << "index tuples of length " << k
-                       << " do not fit data " << tg::formatShape(dd);
+    return ctx.error() << "index tuples of length " << k << " do not fit data "
+                       << tg::formatShape(dd);
   }
   for (int64_t i = 0; i < b; ++i) {
     if (dd[i] != id[i]) {
-      return ctx.error() << "batch dim " << i << " differs between data and indices";
+      return ctx.error() << "batch dim " << i
+                         << " differs between data and indices";
     }
   }
   Dims outDims(id.begin(), id.end() - 1);
@@ -461,8 +462,7 @@ LogicalResult importGatherElements(NodeContext &ctx) {
     if (failed(data) || failed(indices)) {
       return failure();
     }
-    FailureOr<HostTensor> out =
-        foldGatherElements(ctx, *data, *indices, *axis);
+    FailureOr<HostTensor> out = foldGatherElements(ctx, *data, *indices, *axis);
     if (failed(out)) {
       return failure();
     }
@@ -540,8 +540,8 @@ LogicalResult importScatterND(NodeContext &ctx) {
   ArrayRef<int64_t> dd = ctx.shape(0), id = ctx.shape(1);
   int64_t k = id.empty() ? 0 : id.back();
   if (k < 1 || k > static_cast<int64_t>(dd.size())) {
-    return ctx.error() << "index tuples of length " << k
-                       << " do not fit data " << tg::formatShape(dd);
+    return ctx.error() << "index tuples of length " << k << " do not fit data "
+                       << tg::formatShape(dd);
   }
   SmallVector<int64_t> expected(id.drop_back());
   expected.append(dd.begin() + k, dd.end());

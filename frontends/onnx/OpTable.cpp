@@ -66,11 +66,11 @@ int64_t requiredInputs(llvm::StringRef opType, int64_t opset) {
       {"Equal", 2}, {"Less", 2}, {"Greater", 2}, {"LessOrEqual", 2},
       {"GreaterOrEqual", 2}, {"And", 2}, {"Or", 2}, {"Xor", 2},
       {"Where", 3}, {"CastLike", 2}, {"Range", 3}, {"CumSum", 2},
-      {"Expand", 2}, {"Tile", 2}, {"Gather", 2}, {"GatherND", 2}, {"GatherElements", 2},
-      {"Scatter", 3}, {"ScatterElements", 3}, {"ScatterND", 3}, {"MatMul", 2},
+      {"Expand", 2}, {"Tile", 2}, {"Gather", 2}, {"GatherND", 2}, {"MatMul", 2},
       {"Gemm", 2}, {"Einsum", 1}, {"LayerNormalization", 2},
       {"RMSNormalization", 2}, {"SimplifiedLayerNormalization", 2},
-      {"Constant", 0},
+      {"Constant", 0}, {"GatherElements", 2}, {"Scatter", 3},
+      {"ScatterElements", 3}, {"ScatterND", 3},
   };
   if (opType == "Reshape") {
     return opset >= 5 ? 2 : 1;

@@ -124,10 +124,10 @@ bool hasGradientRule(Operation *op) {
       tg::CastOp, tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp,
       tg::SoftmaxOp, tg::RMSNormOp, tg::LayerNormOp, tg::RopeOp,
       tg::AttentionOp, tg::EmbeddingOp, tg::CrossEntropyOp, tg::ReshapeOp,
-      tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp,
-      tg::SplitOp, tg::MatmulOp, tg::LinearOp, tg::DropoutOp,
-      tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
-      tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(op);
+      tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp, tg::SplitOp,
+      tg::MatmulOp, tg::LinearOp, tg::DropoutOp, tg::GatherElementsOp,
+      tg::ScatterElementsOp, tg::GatherNDOp, tg::ScatterNDOp, tg::CumsumOp,
+      tg::ModOp, tg::SignOp>(op);
 }
 
 //===----------------------------------------------------------------------===//
@@ -161,18 +161,17 @@ struct IndexingGradients {
 
   LogicalResult gatherElements(tg::GatherElementsOp op, Value dy) {
     auto data = tensorTypeOf(op.getData());
-    set(0, tg::ScatterElementsOp::create(
-               b, loc, data, zerosOf(b, loc, data), op.getIndices(), dy,
-               op.getAxisAttr(), reduction(tg::ScatterReduction::Add)));
+    set(0, tg::ScatterElementsOp::create(b, loc, data, zerosOf(b, loc, data),
+                                         op.getIndices(), dy, op.getAxisAttr(),
+                                         reduction(tg::ScatterReduction::Add)));
     return success();
   }
 
   LogicalResult gatherND(tg::GatherNDOp op, Value dy) {
     auto data = tensorTypeOf(op.getData());
-    set(0, tg::ScatterNDOp::create(b, loc, data, zerosOf(b, loc, data),
-                                   op.getIndices(), dy,
-                                   reduction(tg::ScatterReduction::Add),
-                                   op.getBatchDimsAttr()));
+    set(0, tg::ScatterNDOp::create(
+               b, loc, data, zerosOf(b, loc, data), op.getIndices(), dy,
+               reduction(tg::ScatterReduction::Add), op.getBatchDimsAttr()));
     return success();
   }
 
@@ -183,7 +182,8 @@ struct IndexingGradients {
                         GatherFn &&gather, MaskFn &&maskData) {
     if (kind != tg::ScatterReduction::None &&
         kind != tg::ScatterReduction::Add) {
-      if ((needed.size() > 0 && needed[0]) || (needed.size() > 2 && needed[2])) {
+      if ((needed.size() > 0 && needed[0]) ||
+          (needed.size() > 2 && needed[2])) {
         return unsupported(op, "only scatters with reduction none or add have "
                                "a gradient rule");
       }
@@ -201,8 +201,8 @@ struct IndexingGradients {
 } // namespace
 
 /// Gradients of the indexing ops; `dy` is the result's cotangent.
-static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op,
-                                          Value dy, ArrayRef<bool> needed,
+static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op, Value dy,
+                                          ArrayRef<bool> needed,
                                           SmallVectorImpl<Value> &grads) {
   Location loc = op->getLoc();
   IndexingGradients g{b, loc, needed, grads};
@@ -263,7 +263,10 @@ static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op,
         return success();
       })
       .Case([&](tg::SignOp) { return success(); }) // zero almost everywhere
-      .Default([&](Operation *) { return failure(); });
+      .Default([&](Operation *) {
+        return op->emitError() << "internal: " << op->getName()
+                               << " is not an indexing op";
+      });
 }
 
 /// `dy` broadcast back to the shape of a reduction's input, as if the
@@ -332,7 +335,8 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
   Value y = op->getNumResults() ? op->getResult(0) : Value();
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](tg::NegOp) { return set(0, e.unary<tg::NegOp>(dy)), success(); })
+      .Case(
+          [&](tg::NegOp) { return set(0, e.unary<tg::NegOp>(dy)), success(); })
       .Case([&](tg::AbsOp) {
         // sign(x), with 0 at 0 as torch.abs's gradient.
         Value positive = e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy);

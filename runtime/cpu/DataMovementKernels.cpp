@@ -508,7 +508,9 @@ std::string checkIndexValues(const KernelCall &call, const char *kernel,
          ")";
 }
 
-inline int64_t normalizeIndex(int64_t v, int64_t n) { return v < 0 ? v + n : v; }
+inline int64_t normalizeIndex(int64_t v, int64_t n) {
+  return v < 0 ? v + n : v;
+}
 
 /// data, indices (i32/i64) of the data's rank, no larger outside `axis`.
 std::string checkElementIndices(const KernelCall &call, int64_t &axis) {
@@ -614,16 +616,19 @@ enum class Reduce { None, Add, Mul, Max, Min };
 std::string decodeReduction(const KernelCall &call, DType dtype, Reduce &r) {
   std::string name = call.attributes.getString("reduction", "none");
   static const std::pair<const char *, Reduce> kNames[] = {
-      {"none", Reduce::None}, {"add", Reduce::Add}, {"mul", Reduce::Mul},
-      {"max", Reduce::Max},   {"min", Reduce::Min}};
+      {"none", Reduce::None},
+      {"add", Reduce::Add},
+      {"mul", Reduce::Mul},
+      {"max", Reduce::Max},
+      {"min", Reduce::Min}};
   for (const auto &[text, kind] : kNames) {
     if (name == text) {
       r = kind;
       bool arithmetic = dtype == DType::F32 || dtype == DType::F64 ||
                         dtype == DType::I32 || dtype == DType::I64;
       if (kind != Reduce::None && !arithmetic) {
-        return "reduction '" + name + "' needs f32, f64, i32 or i64 data, got " +
-               dtypeName(dtype);
+        return "reduction '" + name +
+               "' needs f32, f64, i32 or i64 data, got " + dtypeName(dtype);
       }
       return "";
     }
@@ -763,8 +768,8 @@ struct TupleLayout {
   int64_t batch = 1, tuples = 1, k = 1, slice = 1, batchStride = 1;
 };
 
-std::string decodeTuples(const Tensor &data, const Tensor &indices,
-                         int64_t b, TupleLayout &t) {
+std::string decodeTuples(const Tensor &data, const Tensor &indices, int64_t b,
+                         TupleLayout &t) {
   int64_t r = data.rank(), q = indices.rank();
   if (q < 1 || b >= q || b > r) {
     return "indices " + shapeString(indices.shape) + " and data " +
@@ -836,11 +841,11 @@ std::string checkGatherND(const KernelCall &call) {
   const Tensor &data = call.operands[0], &indices = call.operands[1];
   int64_t b = 0;
   TupleLayout t;
-  if (auto e = firstError({expectDTypeIn(call, 1, {DType::I32, DType::I64}),
-                           expectSameDType(call, 2, 0),
-                           expectIntAttr(call, "batch_dims", 0,
-                                         std::numeric_limits<int64_t>::max(),
-                                         false, 0, b)});
+  if (auto e = firstError(
+          {expectDTypeIn(call, 1, {DType::I32, DType::I64}),
+           expectSameDType(call, 2, 0),
+           expectIntAttr(call, "batch_dims", 0,
+                         std::numeric_limits<int64_t>::max(), false, 0, b)});
       !e.empty()) {
     return e;
   }
@@ -855,8 +860,9 @@ std::string runGatherND(const KernelCall &call) {
                &out = call.operands[2];
   int64_t b = call.attributes.getInt("batch_dims", 0);
   TupleLayout t;
-  if (auto e = firstError({decodeTuples(data, indices, b, t),
-                           checkNDIndices(call, "gather_nd", data, indices, b)});
+  if (auto e =
+          firstError({decodeTuples(data, indices, b, t),
+                      checkNDIndices(call, "gather_nd", data, indices, b)});
       !e.empty()) {
     return e;
   }
@@ -867,17 +873,17 @@ std::string runGatherND(const KernelCall &call) {
   byIndexType(indices.dtype, [&](auto itag) {
     using I = decltype(itag);
     const I *idx = indices.as<I>();
-    parallelFor(call, t.batch * t.tuples,
-                std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(
-                                                             1, t.slice)),
-                [&](int64_t begin, int64_t end, int) {
-                  for (int64_t g = begin; g < end; ++g) {
-                    int64_t base = (g / t.tuples) * t.batchStride +
-                                   tupleOffset(idx, g, dims, t.k) * t.slice;
-                    std::memcpy(y + g * rowBytes,
-                                x + base * dtypeSize(data.dtype), rowBytes);
-                  }
-                });
+    parallelFor(
+        call, t.batch * t.tuples,
+        std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, t.slice)),
+        [&](int64_t begin, int64_t end, int) {
+          for (int64_t g = begin; g < end; ++g) {
+            int64_t base = (g / t.tuples) * t.batchStride +
+                           tupleOffset(idx, g, dims, t.k) * t.slice;
+            std::memcpy(y + g * rowBytes, x + base * dtypeSize(data.dtype),
+                        rowBytes);
+          }
+        });
   });
   return "";
 }
@@ -890,14 +896,13 @@ std::string checkScatterND(const KernelCall &call) {
   TupleLayout t;
   Reduce r = Reduce::None;
   int64_t b = 0;
-  if (auto e = firstError({expectDTypeIn(call, 1, {DType::I32, DType::I64}),
-                           expectSameDType(call, 2, 0),
-                           expectSameDType(call, 3, 0),
-                           expectShape(call, 3, data.shape),
-                           decodeReduction(call, data.dtype, r),
-                           expectIntAttr(call, "batch_dims", 0,
-                                         std::numeric_limits<int64_t>::max(),
-                                         false, 0, b)});
+  if (auto e = firstError(
+          {expectDTypeIn(call, 1, {DType::I32, DType::I64}),
+           expectSameDType(call, 2, 0), expectSameDType(call, 3, 0),
+           expectShape(call, 3, data.shape),
+           decodeReduction(call, data.dtype, r),
+           expectIntAttr(call, "batch_dims", 0,
+                         std::numeric_limits<int64_t>::max(), false, 0, b)});
       !e.empty()) {
     return e;
   }
@@ -913,9 +918,10 @@ std::string runScatterND(const KernelCall &call) {
   int64_t b = call.attributes.getInt("batch_dims", 0);
   TupleLayout t;
   Reduce r = Reduce::None;
-  if (auto e = firstError({decodeTuples(data, indices, b, t),
-                           decodeReduction(call, data.dtype, r),
-                           checkNDIndices(call, "scatter_nd", data, indices, b)});
+  if (auto e =
+          firstError({decodeTuples(data, indices, b, t),
+                      decodeReduction(call, data.dtype, r),
+                      checkNDIndices(call, "scatter_nd", data, indices, b)});
       !e.empty()) {
     return e;
   }
@@ -931,20 +937,20 @@ std::string runScatterND(const KernelCall &call) {
       T *y = out.as<T>();
       const T *u = updates.as<T>();
       const I *idx = indices.as<I>();
-      parallelFor(call, t.slice,
-                  std::max<int64_t>(1, kElementwiseGrain /
-                                           std::max<int64_t>(1, t.batch *
-                                                                    t.tuples)),
-                  [&](int64_t begin, int64_t end, int) {
-                    for (int64_t g = 0; g < t.batch * t.tuples; ++g) {
-                      T *dst = y + (g / t.tuples) * t.batchStride +
-                               tupleOffset(idx, g, dims, t.k) * t.slice;
-                      const T *src = u + g * t.slice;
-                      for (int64_t e = begin; e < end; ++e) {
-                        dst[e] = combine<R>(dst[e], src[e]);
-                      }
-                    }
-                  });
+      parallelFor(
+          call, t.slice,
+          std::max<int64_t>(1, kElementwiseGrain /
+                                   std::max<int64_t>(1, t.batch * t.tuples)),
+          [&](int64_t begin, int64_t end, int) {
+            for (int64_t g = 0; g < t.batch * t.tuples; ++g) {
+              T *dst = y + (g / t.tuples) * t.batchStride +
+                       tupleOffset(idx, g, dims, t.k) * t.slice;
+              const T *src = u + g * t.slice;
+              for (int64_t e = begin; e < end; ++e) {
+                dst[e] = combine<R>(dst[e], src[e]);
+              }
+            }
+          });
     });
   });
   return "";
@@ -955,11 +961,11 @@ std::string checkCumsum(const KernelCall &call) {
     return e;
   }
   const Tensor &x = call.operands[0];
-  if (auto e = firstError({expectDTypeIn(call, 0, {DType::F32, DType::F64,
-                                                   DType::I32, DType::I64}),
-                           expectSameDType(call, 1, 0),
-                           expectShape(call, 1, x.shape),
-                           expectMinRank(call, 0, 1)});
+  if (auto e = firstError(
+          {expectDTypeIn(call, 0,
+                         {DType::F32, DType::F64, DType::I32, DType::I64}),
+           expectSameDType(call, 1, 0), expectShape(call, 1, x.shape),
+           expectMinRank(call, 0, 1)});
       !e.empty()) {
     return e;
   }
@@ -980,8 +986,8 @@ template <typename T> struct Accumulator<T, true> {
 /// goes in chunks, each with its accumulators in a small array, so the
 /// scan vectorizes across `inner` and y may alias x.
 template <typename T>
-void cumsum(const KernelCall &call, const T *x, T *y, int64_t outer,
-            int64_t n, int64_t inner, bool exclusive, bool reverse) {
+void cumsum(const KernelCall &call, const T *x, T *y, int64_t outer, int64_t n,
+            int64_t inner, bool exclusive, bool reverse) {
   constexpr int64_t kChunk = 256;
   using Acc = typename Accumulator<T>::type;
   int64_t chunks = (inner + kChunk - 1) / kChunk;
@@ -1042,8 +1048,10 @@ void addDataMovementKernels(std::vector<KernelDef> &table) {
   table.push_back({"split", -1, checkSplit, runPieces<true>});
   table.push_back({"broadcast", 2, checkBroadcast, runBroadcast});
   table.push_back({"copy", 2, checkCopy, runCopy});
-  table.push_back({"gather_elements", 3, checkGatherElements, runGatherElements});
-  table.push_back({"scatter_elements", 4, checkScatterElements, runScatterElements});
+  table.push_back(
+      {"gather_elements", 3, checkGatherElements, runGatherElements});
+  table.push_back(
+      {"scatter_elements", 4, checkScatterElements, runScatterElements});
   table.push_back({"gather_nd", 3, checkGatherND, runGatherND});
   table.push_back({"scatter_nd", 4, checkScatterND, runScatterND});
   table.push_back({"cumsum", 2, checkCumsum, runCumsum});

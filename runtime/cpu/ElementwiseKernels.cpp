@@ -419,17 +419,17 @@ template <typename T> std::string runModOf(const KernelCall &call) {
   bool fmod = call.attributes.getInt("fmod", 0) != 0;
   BroadcastPlan plan(y.shape, {&a.shape, &b.shape});
   T *py = y.as<T>();
-  parallelFor(call, y.numel(), kElementwiseGrain,
-              [&](int64_t begin, int64_t end, int) {
-                plan.forEachRun(begin, end, [&](const auto &off, int64_t pos,
-                                                int64_t len) {
-                  int64_t sa = plan.innerStride(0), sb = plan.innerStride(1);
-                  for (int64_t i = 0; i < len; ++i) {
-                    py[pos + i] = remainder<T>(pa[off[0] + i * sa],
-                                               pb[off[1] + i * sb], fmod);
-                  }
-                });
-              });
+  parallelFor(
+      call, y.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
+        plan.forEachRun(
+            begin, end, [&](const auto &off, int64_t pos, int64_t len) {
+              int64_t sa = plan.innerStride(0), sb = plan.innerStride(1);
+              for (int64_t i = 0; i < len; ++i) {
+                py[pos + i] = remainder<T>(pa[off[0] + i * sa],
+                                           pb[off[1] + i * sb], fmod);
+              }
+            });
+      });
   return "";
 }
 

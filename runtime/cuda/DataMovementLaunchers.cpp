@@ -568,7 +568,8 @@ std::string expectScatterDType(const KernelCall &call) {
   if (reduction == "none") {
     return "";
   }
-  return expectDTypeIn(call, 0, {DType::F32, DType::F64, DType::I32, DType::I64});
+  return expectDTypeIn(call, 0,
+                       {DType::F32, DType::F64, DType::I32, DType::I64});
 }
 
 std::string checkGatherElements(const KernelCall &call) {
@@ -585,8 +586,8 @@ std::string checkScatterElements(const KernelCall &call) {
   if (auto e = expectOperandCount(call, 4); !e.empty()) {
     return e;
   }
-  if (auto e = cpu::firstError({expectRankAtMost(call, 1),
-                                expectScatterDType(call)});
+  if (auto e = cpu::firstError(
+          {expectRankAtMost(call, 1), expectScatterDType(call)});
       !e.empty()) {
     return e;
   }
@@ -705,8 +706,8 @@ std::string checkScatterND(const KernelCall &call) {
   if (auto e = expectOperandCount(call, 4); !e.empty()) {
     return e;
   }
-  if (auto e = cpu::firstError({expectTupleLength(call),
-                                expectScatterDType(call)});
+  if (auto e =
+          cpu::firstError({expectTupleLength(call), expectScatterDType(call)});
       !e.empty()) {
     return e;
   }
@@ -781,7 +782,8 @@ template <int Arity> std::string checkArithmetic(const KernelCall &call) {
   if (auto e = expectOperandCount(call, Arity); !e.empty()) {
     return e;
   }
-  return expectDTypeIn(call, 0, {DType::F32, DType::F64, DType::I32, DType::I64});
+  return expectDTypeIn(call, 0,
+                       {DType::F32, DType::F64, DType::I32, DType::I64});
 }
 
 std::string checkCumsum(const KernelCall &call) {
@@ -854,8 +856,7 @@ std::string launchSign(const CudaCall &call) {
                               0, args);
 }
 
-#define TL_SIZED(NAME)                                                         \
-  NAME "_u8", NAME "_u16", NAME "_u32", NAME "_u64"
+#define TL_SIZED(NAME) NAME "_u8", NAME "_u16", NAME "_u32", NAME "_u64"
 #define TL_TYPED(NAME) NAME "_f32", NAME "_f64", NAME "_i32", NAME "_i64"
 const char *const kGatherElementsFunctions[] = {
     TL_SIZED("tailor_gather_elements"), nullptr};

@@ -54,9 +54,9 @@ TEST(CpuIndexingTest, GatherElementsDocExampleAndReference) {
   Buffer data = filled(DType::F32, {2, 2}, {1, 2, 3, 4});
   Buffer idx = filled(DType::I64, {2, 2}, {0, 0, 1, 0});
   Buffer y(DType::F32, {2, 2});
-  ASSERT_EQ(runKernel("gather_elements", {&data, &idx, &y},
-                      {intAttr("axis", 1)}),
-            "");
+  ASSERT_EQ(
+      runKernel("gather_elements", {&data, &idx, &y}, {intAttr("axis", 1)}),
+      "");
   expectAllNear(y, {1, 1, 4, 3}, 0, 0, "gather_elements doc");
 
   // Random, every axis, negative indices, indices smaller than data.
@@ -68,9 +68,9 @@ TEST(CpuIndexingTest, GatherElementsDocExampleAndReference) {
     for (DType dtype : {DType::I32, DType::I64}) {
       Buffer i = randomIndices(is, shape[axis], 2 + axis, dtype);
       Buffer out(DType::F32, is);
-      ASSERT_EQ(runKernel("gather_elements", {&x, &i, &out},
-                          {intAttr("axis", axis)}),
-                "");
+      ASSERT_EQ(
+          runKernel("gather_elements", {&x, &i, &out}, {intAttr("axis", axis)}),
+          "");
       std::vector<double> want;
       for (int64_t e = 0; e < i.numel(); ++e) {
         std::vector<int64_t> c = coords(e, is);
@@ -78,8 +78,8 @@ TEST(CpuIndexingTest, GatherElementsDocExampleAndReference) {
         c[axis] = v < 0 ? v + shape[axis] : v;
         want.push_back(x.at(offsetOf(c, strides(shape))));
       }
-      expectAllNear(out, want, 0, 0, "gather_elements axis " +
-                                         std::to_string(axis));
+      expectAllNear(out, want, 0, 0,
+                    "gather_elements axis " + std::to_string(axis));
     }
   }
 }
@@ -156,9 +156,9 @@ TEST(CpuIndexingTest, GatherNDDocExamplesWithBatchDims) {
   ASSERT_EQ(runKernel("gather_nd", {&data, &idx, &y}), "");
   expectAllNear(y, {2, 3, 4, 5}, 0, 0, "gather_nd example 3");
   Buffer idx5 = filled(DType::I64, {2, 1}, {1, 0});
-  ASSERT_EQ(runKernel("gather_nd", {&data, &idx5, &y},
-                      {intAttr("batch_dims", 1)}),
-            "");
+  ASSERT_EQ(
+      runKernel("gather_nd", {&data, &idx5, &y}, {intAttr("batch_dims", 1)}),
+      "");
   expectAllNear(y, {2, 3, 4, 5}, 0, 0, "gather_nd example 5");
 
   // Random: batch 1, tuples of 2, negative indices, odd sizes.
@@ -215,9 +215,10 @@ TEST(CpuIndexingTest, ScatterNDDocExamplesAndOrder) {
   // Batch dims (the gradient of a batched gather_nd): per batch.
   Buffer bidx = filled(DType::I64, {2, 2, 1}, {1, 1, 0, 2});
   Buffer bupd = filled(DType::I64, {2, 2}, {7, 8, 9, 10});
-  ASSERT_EQ(runKernel("scatter_nd", {&d2, &bidx, &bupd, &y2},
-                      {stringAttr("reduction", "add"), intAttr("batch_dims", 1)}),
-            "");
+  ASSERT_EQ(
+      runKernel("scatter_nd", {&d2, &bidx, &bupd, &y2},
+                {stringAttr("reduction", "add"), intAttr("batch_dims", 1)}),
+      "");
   expectAllNear(y2, {1, 17, 3, 13, 5, 16}, 0, 0, "scatter_nd batch add");
   Buffer big = randomBuffer({9, 33}, -1, 1, 50);
   Buffer bi = randomIndices({40, 1}, 9, 51, DType::I64);
@@ -231,9 +232,9 @@ TEST(CpuIndexingTest, IndicesOutOfRangeAreRunErrors) {
   Buffer data = randomBuffer({3, 4}, -1, 1, 60);
   Buffer bad = filled(DType::I64, {2, 4}, {0, 1, 2, -3, 0, 3, -4, 0});
   Buffer y(DType::F32, {2, 4});
-  EXPECT_EQ(runKernel("gather_elements", {&data, &bad, &y},
-                      {intAttr("axis", 0)}),
-            "gather_elements: index 3 at position 5 is out of range [-3, 3)");
+  EXPECT_EQ(
+      runKernel("gather_elements", {&data, &bad, &y}, {intAttr("axis", 0)}),
+      "gather_elements: index 3 at position 5 is out of range [-3, 3)");
   Buffer upd = randomBuffer({2, 4}, -1, 1, 61);
   Buffer out = filled(DType::F32, {3, 4}, std::vector<double>(12, 7.0));
   EXPECT_EQ(runKernel("scatter_elements", {&data, &bad, &upd, &out},
@@ -257,10 +258,9 @@ TEST(CpuIndexingTest, CumsumExclusiveReverseAndWrap) {
     int exclusive, reverse;
     std::vector<double> want;
   };
-  for (const Case &c : {Case{0, 0, {1, 3, 6, 10, 15}},
-                        Case{1, 0, {0, 1, 3, 6, 10}},
-                        Case{0, 1, {15, 14, 12, 9, 5}},
-                        Case{1, 1, {14, 12, 9, 5, 0}}}) {
+  for (const Case &c :
+       {Case{0, 0, {1, 3, 6, 10, 15}}, Case{1, 0, {0, 1, 3, 6, 10}},
+        Case{0, 1, {15, 14, 12, 9, 5}}, Case{1, 1, {14, 12, 9, 5, 0}}}) {
     ASSERT_EQ(runKernel("cumsum", {&x, &y},
                         {intAttr("axis", 0), intAttr("exclusive", c.exclusive),
                          intAttr("reverse", c.reverse)}),
@@ -330,20 +330,23 @@ TEST(CpuIndexingTest, SignOfFloatsAndInts) {
 }
 
 TEST(CpuIndexingTest, ChecksRejectMalformedLaunches) {
-  Buffer data(DType::F32, {3, 4}), idx(DType::I64, {2, 5}), y(DType::F32, {2, 5});
-  EXPECT_EQ(checkKernel("gather_elements", {&data, &idx, &y},
-                        {intAttr("axis", 0)}),
-            "indices [2, 5] are larger than data [3, 4] outside axis 0");
+  Buffer data(DType::F32, {3, 4}), idx(DType::I64, {2, 5}),
+      y(DType::F32, {2, 5});
+  EXPECT_EQ(
+      checkKernel("gather_elements", {&data, &idx, &y}, {intAttr("axis", 0)}),
+      "indices [2, 5] are larger than data [3, 4] outside axis 0");
   Buffer fidx(DType::F32, {2, 4}), fy(DType::F32, {2, 4});
-  EXPECT_EQ(checkKernel("gather_elements", {&data, &fidx, &fy},
-                        {intAttr("axis", 0)}),
-            "operand 1 must be i32 or i64, got f32");
-  Buffer i2(DType::I64, {2, 4}), u2(DType::F32, {2, 4}), out(DType::F32, {3, 4});
+  EXPECT_EQ(
+      checkKernel("gather_elements", {&data, &fidx, &fy}, {intAttr("axis", 0)}),
+      "operand 1 must be i32 or i64, got f32");
+  Buffer i2(DType::I64, {2, 4}), u2(DType::F32, {2, 4}),
+      out(DType::F32, {3, 4});
   EXPECT_EQ(checkKernel("scatter_elements", {&data, &i2, &u2, &out},
                         {intAttr("axis", 0), stringAttr("reduction", "avg")}),
             "attribute 'reduction' is 'avg', expected none, add, mul, max or "
             "min");
-  Buffer bools(DType::Bool, {3, 4}), bu(DType::Bool, {2, 4}), bo(DType::Bool, {3, 4});
+  Buffer bools(DType::Bool, {3, 4}), bu(DType::Bool, {2, 4}),
+      bo(DType::Bool, {3, 4});
   EXPECT_EQ(checkKernel("scatter_elements", {&bools, &i2, &bu, &bo},
                         {intAttr("axis", 0), stringAttr("reduction", "add")}),
             "reduction 'add' needs f32, f64, i32 or i64 data, got bool");

@@ -331,10 +331,10 @@ TEST_F(CudaKernelTest, ScatterElementsEveryReduction) {
   std::vector<int64_t> shape{4, 3, 5};
   for (const char *reduction : {"none", "add", "mul", "max", "min"}) {
     bool typed = std::string(reduction) != "none";
-    for (DType dtype : typed ? std::vector<DType>{DType::F32, DType::I64,
-                                                 DType::I32}
-                             : std::vector<DType>{DType::U8, DType::BF16,
-                                                  DType::F32, DType::I64}) {
+    for (DType dtype :
+         typed ? std::vector<DType>{DType::F32, DType::I64, DType::I32}
+               : std::vector<DType>{DType::U8, DType::BF16, DType::F32,
+                                    DType::I64}) {
       for (int64_t axis = 0; axis < 3; ++axis) {
         SCOPED_TRACE(std::string(reduction) + " " + dtypeName(dtype) +
                      " axis " + std::to_string(axis));
@@ -343,13 +343,13 @@ TEST_F(CudaKernelTest, ScatterElementsEveryReduction) {
         HostTensor updates = dtype == DType::I32
                                  ? randomInts(is, 81 + axis, -4, 5, DType::I32)
                                  : sample(dtype, is, 81 + axis);
-        expectMatchesCpu(*backend, "scatter_elements",
-                         {sample(dtype, shape, 80 + axis),
-                          indicesIn(is, 82 + axis, shape[axis], DType::I64),
-                          updates, HostTensor(dtype, shape)},
-                         {intAttr("axis", axis),
-                          stringAttr("reduction", reduction)},
-                         {3}, kExact);
+        expectMatchesCpu(
+            *backend, "scatter_elements",
+            {sample(dtype, shape, 80 + axis),
+             indicesIn(is, 82 + axis, shape[axis], DType::I64), updates,
+             HostTensor(dtype, shape)},
+            {intAttr("axis", axis), stringAttr("reduction", reduction)}, {3},
+            kExact);
       }
     }
   }
@@ -364,20 +364,20 @@ TEST_F(CudaKernelTest, GatherNDWithBatchDims) {
       std::vector<int64_t> shape{3, 5, 7, 3};
       HostTensor indices(DType::I64, batch ? std::vector<int64_t>{3, 4, 2}
                                            : std::vector<int64_t>{6, 2});
-      HostTensor first = indicesIn({indices.numel() / 2}, 90, shape[batch],
-                                   DType::I64);
-      HostTensor second = indicesIn({indices.numel() / 2}, 91,
-                                    shape[batch + 1], DType::I64);
+      HostTensor first =
+          indicesIn({indices.numel() / 2}, 90, shape[batch], DType::I64);
+      HostTensor second =
+          indicesIn({indices.numel() / 2}, 91, shape[batch + 1], DType::I64);
       for (int64_t t = 0; t < indices.numel() / 2; ++t) {
         indices.as<int64_t>()[2 * t] = first.as<int64_t>()[t];
         indices.as<int64_t>()[2 * t + 1] = second.as<int64_t>()[t];
       }
       std::vector<int64_t> out =
           batch ? std::vector<int64_t>{3, 4, 3} : std::vector<int64_t>{6, 7, 3};
-      expectMatchesCpu(*backend, "gather_nd",
-                       {sample(dtype, shape, 92), indices,
-                        HostTensor(dtype, out)},
-                       {intAttr("batch_dims", batch)}, {2}, kExact);
+      expectMatchesCpu(
+          *backend, "gather_nd",
+          {sample(dtype, shape, 92), indices, HostTensor(dtype, out)},
+          {intAttr("batch_dims", batch)}, {2}, kExact);
     }
   }
 }
@@ -394,13 +394,13 @@ TEST_F(CudaKernelTest, ScatterNDEveryReductionInOrder) {
                                         : std::vector<int64_t>{11, 1};
         std::vector<int64_t> us = batch ? std::vector<int64_t>{3, 11, 5}
                                         : std::vector<int64_t>{11, 9, 5};
-        expectMatchesCpu(*backend, "scatter_nd",
-                         {sample(dtype, shape, 100),
-                          indicesIn(is, 101, shape[batch], DType::I32),
-                          sample(dtype, us, 102), HostTensor(dtype, shape)},
-                         {stringAttr("reduction", reduction),
-                          intAttr("batch_dims", batch)},
-                         {3}, kExact);
+        expectMatchesCpu(
+            *backend, "scatter_nd",
+            {sample(dtype, shape, 100),
+             indicesIn(is, 101, shape[batch], DType::I32),
+             sample(dtype, us, 102), HostTensor(dtype, shape)},
+            {stringAttr("reduction", reduction), intAttr("batch_dims", batch)},
+            {3}, kExact);
       }
     }
   }
@@ -413,8 +413,8 @@ TEST_F(CudaKernelTest, GatherAndScatterSkipBadIndices) {
   const int64_t values[] = {0, 3, -4, 2};
   std::memcpy(indices.data(), values, sizeof(values));
   std::vector<HostTensor> out = runCuda(
-      *backend, "gather_elements", {data, indices, HostTensor(DType::F32, {1, 4})},
-      {intAttr("axis", 0)});
+      *backend, "gather_elements",
+      {data, indices, HostTensor(DType::F32, {1, 4})}, {intAttr("axis", 0)});
   EXPECT_EQ(out[2].as<float>()[0], data.as<float>()[0]);
   EXPECT_EQ(out[2].as<float>()[1], 0.0f);
   EXPECT_EQ(out[2].as<float>()[2], 0.0f);
@@ -424,7 +424,7 @@ TEST_F(CudaKernelTest, GatherAndScatterSkipBadIndices) {
                 {data, indices, updates, HostTensor(DType::F32, {3, 4})},
                 {intAttr("axis", 0)});
   for (int64_t i = 0; i < 12; ++i) {
-    float want = i == 0 ? updates.as<float>()[0]
+    float want = i == 0    ? updates.as<float>()[0]
                  : i == 11 ? updates.as<float>()[3]
                            : data.as<float>()[i];
     EXPECT_EQ(out[3].as<float>()[i], want) << "element " << i;
@@ -438,13 +438,12 @@ TEST_F(CudaKernelTest, CumsumEveryAxisAndDirection) {
         SCOPED_TRACE(std::string(dtypeName(dtype)) + " axis " +
                      std::to_string(axis) + " flags " + std::to_string(flags));
         std::vector<int64_t> shape{3, 17, 5};
-        expectMatchesCpu(*backend, "cumsum",
-                         {sample(dtype, shape, 120 + axis),
-                          HostTensor(dtype, shape)},
-                         {intAttr("axis", axis),
-                          intAttr("exclusive", flags & 1),
-                          intAttr("reverse", flags >> 1)},
-                         {1}, kExact);
+        expectMatchesCpu(
+            *backend, "cumsum",
+            {sample(dtype, shape, 120 + axis), HostTensor(dtype, shape)},
+            {intAttr("axis", axis), intAttr("exclusive", flags & 1),
+             intAttr("reverse", flags >> 1)},
+            {1}, kExact);
       }
     }
   }
@@ -482,20 +481,23 @@ TEST_F(CudaKernelTest, ModAndSign) {
 
 TEST_F(CudaKernelTest, IndexingChecks) {
   // bf16 has no arithmetic here: the CPU view would read it as f32.
-  EXPECT_EQ(checkCuda("cumsum",
-                      {HostTensor(DType::BF16, {4}), HostTensor(DType::BF16, {4})},
-                      {intAttr("axis", 0)}),
-            "operand 0 must be f32, f64, i32 or i64, got bf16");
-  EXPECT_EQ(checkCuda("scatter_nd",
-                      {HostTensor(DType::BF16, {4}), HostTensor(DType::I64, {2, 1}),
-                       HostTensor(DType::BF16, {2}), HostTensor(DType::BF16, {4})},
-                      {stringAttr("reduction", "add")}),
-            "operand 0 must be f32, f64, i32 or i64, got bf16");
-  EXPECT_EQ(checkCuda("gather_nd",
-                      {HostTensor(DType::F32, std::vector<int64_t>(9, 1)),
-                       HostTensor(DType::I64, {1, 9}), HostTensor(DType::F32, {1})},
-                      {}),
-            "index tuples of length 9, at most 8 supported");
+  EXPECT_EQ(
+      checkCuda("cumsum",
+                {HostTensor(DType::BF16, {4}), HostTensor(DType::BF16, {4})},
+                {intAttr("axis", 0)}),
+      "operand 0 must be f32, f64, i32 or i64, got bf16");
+  EXPECT_EQ(
+      checkCuda("scatter_nd",
+                {HostTensor(DType::BF16, {4}), HostTensor(DType::I64, {2, 1}),
+                 HostTensor(DType::BF16, {2}), HostTensor(DType::BF16, {4})},
+                {stringAttr("reduction", "add")}),
+      "operand 0 must be f32, f64, i32 or i64, got bf16");
+  EXPECT_EQ(
+      checkCuda("gather_nd",
+                {HostTensor(DType::F32, std::vector<int64_t>(9, 1)),
+                 HostTensor(DType::I64, {1, 9}), HostTensor(DType::F32, {1})},
+                {}),
+      "index tuples of length 9, at most 8 supported");
 }
 
 } // namespace
