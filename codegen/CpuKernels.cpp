@@ -111,9 +111,12 @@ static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
             .done();
       })
       .Case([&](tg::CumsumOp cumsum) {
-        return ChoiceBuilder(op, "cumsum", arity)
-            .i("axis", axisOf(op))
-            .i("exclusive", cumsum.getExclusive() ? 1 : 0)
+        // Variadic: x, y, or x, axis, y when the axis is a run-time value.
+        ChoiceBuilder choice(op, "cumsum", -1);
+        if (std::optional<uint64_t> axis = cumsum.getAxis()) {
+          choice.i("axis", static_cast<int64_t>(*axis));
+        }
+        return choice.i("exclusive", cumsum.getExclusive() ? 1 : 0)
             .i("reverse", cumsum.getReverse() ? 1 : 0)
             .done();
       })

@@ -134,7 +134,19 @@ LogicalResult ScatterNDOp::verify() {
 }
 
 LogicalResult CumsumOp::verify() {
-  return verifyAxis(*this, static_cast<int64_t>(getAxis()),
+  if (getAxis().has_value() == static_cast<bool>(getAxisValue())) {
+    return emitOpError() << "expected either an axis attribute or a run-time "
+                            "axis operand, not "
+                         << (getAxis() ? "both" : "neither");
+  }
+  if (Value axis = getAxisValue()) {
+    if (numElements(shapeOf(axis)) != 1) {
+      return emitOpError() << "expected a run-time axis of one element, got "
+                           << axis.getType();
+    }
+    return success();
+  }
+  return verifyAxis(*this, static_cast<int64_t>(*getAxis()),
                     static_cast<int64_t>(shapeOf(getInput()).size()));
 }
 

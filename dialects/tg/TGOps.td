@@ -548,18 +548,31 @@ def TG_ScatterNDOp : TG_Op<"scatter_nd", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TG_CumsumOp : TG_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+def TG_CumsumOp : TG_Op<"cumsum",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "running sum along one axis (ONNX CumSum)";
   let description = [{
     `exclusive` leaves each element out of its own sum (the first is 0);
-    `reverse` sums from the end. Integer sums wrap.
+    `reverse` sums from the end. Integer sums wrap. The axis is the `axis`
+    attribute, or, when an export computes it at run time (ONNX's own
+    CumSum cases feed it as a graph input), the one-element `axis_value`
+    operand, which the kernel reads and checks (negative counts from the
+    end); exactly one of the two is given.
+
+    ```mlir
+    %p = tg.cumsum %mask axis = 1 : tensor<2x8xi64>
+    %q = tg.cumsum %x, %a : tensor<i64> exclusive : tensor<2x8xf32>
+    ```
   }];
-  let arguments = (ins TG_NumericTensor:$input, I64Attr:$axis,
-                       UnitAttr:$exclusive, UnitAttr:$reverse);
+  let arguments = (ins TG_NumericTensor:$input,
+                       Optional<TG_IndexTensor>:$axis_value,
+                       OptionalAttr<I64Attr>:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
   let results = (outs TG_NumericTensor:$result);
   let assemblyFormat = [{
-    $input `axis` `=` $axis (`exclusive` $exclusive^)? (`reverse` $reverse^)?
-    attr-dict `:` type($result)
+    $input (`,` $axis_value^ `:` type($axis_value))? (`axis` `=` $axis^)?
+    (`exclusive` $exclusive^)? (`reverse` $reverse^)? attr-dict `:`
+    type($result)
   }];
   let hasVerifier = 1;
 }

@@ -52,9 +52,21 @@ LogicalResult expectIndices(NodeContext &ctx, size_t i) {
   return success();
 }
 
-/// CumSum: folded when x is known, a tg.cumsum otherwise (bools sum as
-/// int64, as the fold does); the axis must be a constant.
-LogicalResult importCumSum(NodeContext &ctx) {
+/// CumSum's axis: an attribute when known (normalized), else the run-time
+/// one-element tensor the kernel reads.
+LogicalResult cumsumAxis(NodeContext &ctx, IntegerAttr &attr, Value &value) {
+  if (!ctx.isConstant(1)) {
+    if (product(ctx.shape(1)) != 1) {
+      return ctx.error() << "axis must hold one value, got "
+                         << tg::formatShape(ctx.shape(1));
+    }
+    FailureOr<Value> v = ctx.value(1);
+    if (failed(v)) {
+      return failure();
+    }
+    value = *v;
+    return success();
+  }
   FailureOr<std::vector<int64_t>> axis = ctx.constantInts(1, "axis");
   if (failed(axis)) {
     return failure();
@@ -66,14 +78,27 @@ LogicalResult importCumSum(NodeContext &ctx) {
   if (failed(a)) {
     return failure();
   }
+  attr = ctx.builder().getI64IntegerAttr(*a);
+  return success();
+}
+
+/// CumSum: folded when x and the axis are known, a tg.cumsum otherwise
+/// (bools sum as int64, as the fold does).
+LogicalResult importCumSum(NodeContext &ctx) {
+  IntegerAttr axisAttr;
+  Value axisValue;
+  if (failed(cumsumAxis(ctx, axisAttr, axisValue))) {
+    return failure();
+  }
   bool exclusive = ctx.attrInt("exclusive", 0) != 0;
   bool reverse = ctx.attrInt("reverse", 0) != 0;
-  if (ctx.isConstant(0)) {
+  if (ctx.isConstant(0) && axisAttr) {
     FailureOr<HostTensor> x = ctx.heldConstant(0, "x");
     if (failed(x)) {
       return failure();
     }
-    return ctx.setOutput(0, foldCumSum(*x, *a, exclusive, reverse));
+    return ctx.setOutput(
+        0, foldCumSum(*x, axisAttr.getInt(), exclusive, reverse));
   }
   FailureOr<Value> x = ctx.value(0);
   if (failed(x)) {
@@ -85,8 +110,8 @@ LogicalResult importCumSum(NodeContext &ctx) {
                            ctx.tensorType(ctx.shape(0), ElementType::Int64), *x)
             .getResult();
   }
-  auto op = tg::CumsumOp::create(b, ctx.loc(), x->getType(), *x,
-                                 b.getI64IntegerAttr(*a));
+  auto op = tg::CumsumOp::create(b, ctx.loc(), x->getType(), *x, axisValue,
+                                 axisAttr, UnitAttr(), UnitAttr());
   if (exclusive) {
     op.setExclusive(true);
   }

@@ -246,8 +246,9 @@ static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op, Value dy,
       })
       .Case([&](tg::CumsumOp cumsum) {
         // The transpose of a running sum is the running sum the other way.
-        auto grad = tg::CumsumOp::create(b, loc, dy.getType(), dy,
-                                         cumsum.getAxisAttr());
+        auto grad = tg::CumsumOp::create(
+            b, loc, dy.getType(), dy, cumsum.getAxisValue(),
+            cumsum.getAxisAttr(), UnitAttr(), UnitAttr());
         grad.setExclusive(cumsum.getExclusive());
         grad.setReverse(!cumsum.getReverse());
         g.set(0, grad);

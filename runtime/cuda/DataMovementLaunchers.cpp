@@ -786,7 +786,13 @@ template <int Arity> std::string checkArithmetic(const KernelCall &call) {
                        {DType::F32, DType::F64, DType::I32, DType::I64});
 }
 
+/// The axis operand of the CPU kernel's run-time form lives in device
+/// memory, where the launcher (which never synchronizes) cannot read it.
 std::string checkCumsum(const KernelCall &call) {
+  if (call.operands.size() == 3) {
+    return "cumsum with a run-time axis (operand 1) runs on the CPU backend "
+           "only: the CUDA launcher needs the axis on the host";
+  }
   if (auto e = checkArithmetic<2>(call); !e.empty()) {
     return e;
   }
@@ -903,7 +909,7 @@ void addDataMovementCudaKernels(std::vector<CudaKernelDef> &table) {
       {"gather_nd", 3, checkGatherND, launchGatherND, kGatherNDFunctions});
   table.push_back(
       {"scatter_nd", 4, checkScatterND, launchScatterND, kScatterNDFunctions});
-  table.push_back({"cumsum", 2, checkCumsum, launchCumsum, kCumsumFunctions});
+  table.push_back({"cumsum", -1, checkCumsum, launchCumsum, kCumsumFunctions});
   table.push_back({"mod", 3, checkMod, launchMod, kModFunctions});
   table.push_back({"sign", 2, checkSign, launchSign, kSignFunctions});
 }

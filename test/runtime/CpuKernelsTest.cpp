@@ -186,7 +186,7 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "reduce_max", "softmax",    "matmul",    "linear",     "rms_norm",
       "layer_norm", "rope",       "attention", "embedding",  "transpose",
       "slice",      "concat",     "split",     "broadcast",  "copy",
-      // Indexing (DataMovementKernels.cpp, ElementwiseKernels.cpp).
+      // Indexing (IndexingKernels.cpp, ElementwiseKernels.cpp).
       "gather_elements", "scatter_elements", "gather_nd", "scatter_nd",
       "cumsum", "mod", "sign",
       // Training (GradientKernels.cpp, ElementwiseGradientKernels.cpp,

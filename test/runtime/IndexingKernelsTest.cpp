@@ -282,6 +282,17 @@ TEST(CpuIndexingTest, CumsumExclusiveReverseAndWrap) {
     }
   }
   expectAllNear(my, want, 0, 0, "cumsum axis 1");
+  // The run-time axis form (x, axis, y): negative counts from the end, out
+  // of range is a run error.
+  for (DType dtype : {DType::I32, DType::I64}) {
+    Buffer axis = scalar(dtype, -2);
+    Buffer ry(DType::I64, {3, 4, 300});
+    ASSERT_EQ(runKernel("cumsum", {&m, &axis, &ry}), "");
+    expectAllNear(ry, want, 0, 0, "cumsum run-time axis");
+    Buffer bad = filled(dtype, {1}, {3});
+    EXPECT_EQ(runKernel("cumsum", {&m, &bad, &ry}),
+              "cumsum: axis 3 is out of range for rank 3");
+  }
   // int32 sums wrap instead of overflowing.
   Buffer big = filled(DType::I32, {2}, {2147483647, 1});
   Buffer by(DType::I32, {2});

@@ -726,6 +726,33 @@ func.func @cumsum_axis(%x: tensor<2x8xf32>) {
 
 // -----
 
+// Tests that cumsum takes its axis once: attribute or operand.
+func.func @cumsum_two_axes(%x: tensor<2x8xf32>, %a: tensor<i64>) {
+  // expected-error @+1 {{'tg.cumsum' op expected either an axis attribute or a run-time axis operand, not both}}
+  %0 = tg.cumsum %x, %a : tensor<i64> axis = 1 : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that cumsum needs an axis.
+func.func @cumsum_no_axis(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'tg.cumsum' op expected either an axis attribute or a run-time axis operand, not neither}}
+  %0 = tg.cumsum %x : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a run-time axis holds one element.
+func.func @cumsum_axis_shape(%x: tensor<2x8xf32>, %a: tensor<2xi64>) {
+  // expected-error @+1 {{'tg.cumsum' op expected a run-time axis of one element, got 'tensor<2xi64>'}}
+  %0 = tg.cumsum %x, %a : tensor<2xi64> : tensor<2x8xf32>
+  return
+}
+
+// -----
+
 // Tests that mod's operands share one element type.
 func.func @mod_types(%a: tensor<4xi64>, %b: tensor<4xi32>) {
   // expected-error @+1 {{'tg.mod' op expected operands and result of one element type}}

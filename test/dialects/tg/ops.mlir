@@ -229,19 +229,23 @@ func.func @nd_gather_scatter(%d: tensor<2x5x3xf32>, %i: tensor<2x4x1xi32>, %j: t
 
 // -----
 
-// Tests that cumsum, mod and sign round-trip with their flags.
+// Tests that cumsum (axis attribute or run-time axis), mod and sign
+// round-trip with their flags.
 // CHECK-LABEL: func.func @cumsum_mod_sign
 // CHECK-SAME: (%[[X:.+]]: tensor<2x8xi64>, %[[Y:.+]]: tensor<8xi64>, %[[F:.+]]: tensor<2x8xf32>)
-func.func @cumsum_mod_sign(%x: tensor<2x8xi64>, %y: tensor<8xi64>, %f: tensor<2x8xf32>) -> (tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>) {
+func.func @cumsum_mod_sign(%x: tensor<2x8xi64>, %y: tensor<8xi64>, %f: tensor<2x8xf32>) -> (tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>) {
   // CHECK: tg.cumsum %[[X]] axis = 1 : tensor<2x8xi64>
   %0 = tg.cumsum %x axis = 1 : tensor<2x8xi64>
   // CHECK: tg.cumsum %[[F]] axis = 0 exclusive reverse : tensor<2x8xf32>
   %1 = tg.cumsum %f axis = 0 exclusive reverse : tensor<2x8xf32>
+  // CHECK: tg.cumsum %[[F]], %{{.+}} : tensor<i64> reverse : tensor<2x8xf32>
+  %a = arith.constant dense<-1> : tensor<i64>
+  %5 = tg.cumsum %f, %a : tensor<i64> reverse : tensor<2x8xf32>
   // CHECK: tg.mod %[[X]], %[[Y]] : (tensor<2x8xi64>, tensor<8xi64>) -> tensor<2x8xi64>
   %2 = tg.mod %x, %y : (tensor<2x8xi64>, tensor<8xi64>) -> tensor<2x8xi64>
   // CHECK: tg.mod %[[F]], %[[F]] fmod : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   %3 = tg.mod %f, %f fmod : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   // CHECK: tg.sign %[[X]] : tensor<2x8xi64>
   %4 = tg.sign %x : tensor<2x8xi64>
-  return %0, %1, %2, %3, %4 : tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>
 }

@@ -68,6 +68,19 @@ func.func @forward(%x: tensor<2x8xf32> {tg.name = "x"}) -> (tensor<2x8xf32> {tg.
 
 // -----
 
+// Tests that a cumsum along a run-time axis differentiates along the same
+// run-time axis.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %[[A:[^:]+]]: tensor<i64> {tg.name = "a"}, %[[DZ:[^:]+]]: tensor<2x8xf32> {tg.name = "grad.z"}
+// CHECK: %[[DX:.+]] = tg.cumsum %[[DZ]], %[[A]] : tensor<i64> reverse : tensor<2x8xf32>
+// CHECK: return %{{.+}}, %[[DX]]
+func.func @forward(%x: tensor<2x8xf32> {tg.name = "x"}, %a: tensor<i64> {tg.name = "a"}) -> (tensor<2x8xf32> {tg.name = "z"}) {
+  %c = tg.cumsum %x, %a : tensor<i64> : tensor<2x8xf32>
+  return %c : tensor<2x8xf32>
+}
+
+// -----
+
 // Tests that a float mod passes the cotangent to its dividend (summed back
 // to its shape); its divisor here is a constant.
 // CHECK-LABEL: func.func @forward

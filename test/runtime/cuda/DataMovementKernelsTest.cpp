@@ -498,6 +498,12 @@ TEST_F(CudaKernelTest, IndexingChecks) {
                  HostTensor(DType::I64, {1, 9}), HostTensor(DType::F32, {1})},
                 {}),
       "index tuples of length 9, at most 8 supported");
+  EXPECT_EQ(checkCuda("cumsum",
+                      {HostTensor(DType::F32, {4}), HostTensor(DType::I64, {}),
+                       HostTensor(DType::F32, {4})},
+                      {}),
+            "cumsum with a run-time axis (operand 1) runs on the CPU backend "
+            "only: the CUDA launcher needs the axis on the host");
 }
 
 } // namespace
