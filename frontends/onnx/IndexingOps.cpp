@@ -97,8 +97,8 @@ LogicalResult importCumSum(NodeContext &ctx) {
     if (failed(x)) {
       return failure();
     }
-    return ctx.setOutput(
-        0, foldCumSum(*x, axisAttr.getInt(), exclusive, reverse));
+    return ctx.setOutput(0,
+                         foldCumSum(*x, axisAttr.getInt(), exclusive, reverse));
   }
   FailureOr<Value> x = ctx.value(0);
   if (failed(x)) {

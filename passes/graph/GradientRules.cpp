@@ -265,8 +265,8 @@ static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op, Value dy,
       })
       .Case([&](tg::SignOp) { return success(); }) // zero almost everywhere
       .Default([&](Operation *) {
-        return op->emitError() << "internal: " << op->getName()
-                               << " is not an indexing op";
+        return op->emitError()
+               << "internal: " << op->getName() << " is not an indexing op";
       });
 }
 

@@ -585,11 +585,11 @@ std::string checkCumsum(const KernelCall &call) {
   }
   const Tensor &x = call.operands[0];
   size_t y = call.operands.size() - 1;
-  if (auto e = firstError({expectDTypeIn(call, 0, {DType::F32, DType::F64,
-                                                   DType::I32, DType::I64}),
-                           expectSameDType(call, y, 0),
-                           expectShape(call, y, x.shape),
-                           expectMinRank(call, 0, 1)});
+  if (auto e = firstError(
+          {expectDTypeIn(call, 0,
+                         {DType::F32, DType::F64, DType::I32, DType::I64}),
+           expectSameDType(call, y, 0), expectShape(call, y, x.shape),
+           expectMinRank(call, 0, 1)});
       !e.empty()) {
     return e;
   }
