@@ -81,19 +81,15 @@ static int64_t rankOf(Value value) {
 /// name.
 static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
   int64_t arity = arityOf(op);
-  auto axisOf = [&](Operation *o) {
-    return static_cast<int64_t>(
-        o->getAttrOfType<IntegerAttr>("axis").getValue().getSExtValue());
-  };
   return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
-      .Case([&](tg::GatherElementsOp) {
+      .Case([&](tg::GatherElementsOp gather) {
         return ChoiceBuilder(op, "gather_elements", arity)
-            .i("axis", axisOf(op))
+            .i("axis", static_cast<int64_t>(gather.getAxis()))
             .done();
       })
       .Case([&](tg::ScatterElementsOp scatter) {
         return ChoiceBuilder(op, "scatter_elements", arity)
-            .i("axis", axisOf(op))
+            .i("axis", static_cast<int64_t>(scatter.getAxis()))
             .s("reduction",
                tg::stringifyScatterReduction(scatter.getReduction()))
             .done();
@@ -150,13 +146,13 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
 
   return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
       // Elementwise: the kernel is named like the op.
-      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp, tg::RsqrtOp,
-            tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp, tg::SiluOp, tg::ReluOp,
-            tg::ErfOp, tg::SinOp, tg::CosOp, tg::IsNanOp, tg::AddOp, tg::SubOp,
-            tg::MulOp, tg::DivOp, tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp,
-            tg::LtOp, tg::GtOp, tg::SelectOp, tg::CastOp, tg::MatmulOp,
-            tg::EmbeddingOp, tg::BroadcastOp>(
-          [&](Operation *) { return simple(mnemonic); })
+      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp,
+            tg::RsqrtOp, tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp,
+            tg::SiluOp, tg::ReluOp, tg::ErfOp, tg::SinOp, tg::CosOp,
+            tg::IsNanOp, tg::AddOp, tg::SubOp, tg::MulOp, tg::DivOp,
+            tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp, tg::LtOp, tg::GtOp,
+            tg::SelectOp, tg::CastOp, tg::MatmulOp, tg::EmbeddingOp,
+            tg::BroadcastOp>([&](Operation *) { return simple(mnemonic); })
       .Case([&](tg::BandMaskOp band) -> FailureOr<CpuKernelChoice> {
         return ChoiceBuilder(op, "band_mask", arity)
             .i("lower", band.getLowerDiagonal())

@@ -42,7 +42,7 @@ FailureOr<tg::ScatterReduction> scatterReduction(NodeContext &ctx) {
   return *kind;
 }
 
-/// Fails unless input `i` holds integer indices.
+/// Fails unless input `i` holds int32 or int64 values (indices, axes).
 LogicalResult expectIndices(NodeContext &ctx, size_t i) {
   ElementType type = ctx.elementType(i);
   if (type != ElementType::Int64 && type != ElementType::Int32) {
@@ -56,6 +56,9 @@ LogicalResult expectIndices(NodeContext &ctx, size_t i) {
 /// one-element tensor the kernel reads.
 LogicalResult cumsumAxis(NodeContext &ctx, IntegerAttr &attr, Value &value) {
   if (!ctx.isConstant(1)) {
+    if (failed(expectIndices(ctx, 1))) {
+      return failure();
+    }
     if (product(ctx.shape(1)) != 1) {
       return ctx.error() << "axis must hold one value, got "
                          << tg::formatShape(ctx.shape(1));

@@ -124,10 +124,10 @@ bool hasGradientRule(Operation *op) {
       tg::CastOp, tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp,
       tg::SoftmaxOp, tg::RMSNormOp, tg::LayerNormOp, tg::RopeOp,
       tg::AttentionOp, tg::EmbeddingOp, tg::CrossEntropyOp, tg::ReshapeOp,
-      tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp, tg::SplitOp,
-      tg::MatmulOp, tg::LinearOp, tg::DropoutOp, tg::GatherElementsOp,
-      tg::ScatterElementsOp, tg::GatherNDOp, tg::ScatterNDOp, tg::CumsumOp,
-      tg::ModOp, tg::SignOp>(op);
+      tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp,
+      tg::SplitOp, tg::MatmulOp, tg::LinearOp, tg::DropoutOp,
+      tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
+      tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(op);
 }
 
 //===----------------------------------------------------------------------===//
@@ -146,8 +146,9 @@ struct IndexingGradients {
   ArrayRef<bool> needed;
   SmallVectorImpl<Value> &grads;
 
+  bool wants(unsigned i) const { return i < needed.size() && needed[i]; }
   void set(unsigned i, Value grad) {
-    if (i < needed.size() && needed[i]) {
+    if (wants(i)) {
       grads[i] = grad;
     }
   }
@@ -160,6 +161,9 @@ struct IndexingGradients {
   }
 
   LogicalResult gatherElements(tg::GatherElementsOp op, Value dy) {
+    if (!wants(0)) {
+      return success();
+    }
     auto data = tensorTypeOf(op.getData());
     set(0, tg::ScatterElementsOp::create(b, loc, data, zerosOf(b, loc, data),
                                          op.getIndices(), dy, op.getAxisAttr(),
@@ -168,6 +172,9 @@ struct IndexingGradients {
   }
 
   LogicalResult gatherND(tg::GatherNDOp op, Value dy) {
+    if (!wants(0)) {
+      return success();
+    }
     auto data = tensorTypeOf(op.getData());
     set(0, tg::ScatterNDOp::create(
                b, loc, data, zerosOf(b, loc, data), op.getIndices(), dy,
@@ -182,17 +189,16 @@ struct IndexingGradients {
                         GatherFn &&gather, MaskFn &&maskData) {
     if (kind != tg::ScatterReduction::None &&
         kind != tg::ScatterReduction::Add) {
-      if ((needed.size() > 0 && needed[0]) ||
-          (needed.size() > 2 && needed[2])) {
+      if (wants(0) || wants(2)) {
         return unsupported(op, "only scatters with reduction none or add have "
                                "a gradient rule");
       }
       return success();
     }
-    if (needed.size() > 0 && needed[0]) {
+    if (wants(0)) {
       set(0, kind == tg::ScatterReduction::Add ? dy : maskData());
     }
-    if (needed.size() > 2 && needed[2]) {
+    if (wants(2)) {
       set(2, gather());
     }
     return success();
@@ -245,6 +251,9 @@ static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op, Value dy,
             });
       })
       .Case([&](tg::CumsumOp cumsum) {
+        if (!g.wants(0)) {
+          return success();
+        }
         // The transpose of a running sum is the running sum the other way.
         auto grad = tg::CumsumOp::create(
             b, loc, dy.getType(), dy, cumsum.getAxisValue(),
@@ -256,11 +265,13 @@ static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op, Value dy,
       })
       .Case([&](tg::ModOp mod) -> LogicalResult {
         // a - b * floor(a / b) (or trunc): d/da is 1 almost everywhere.
-        if (needed.size() > 1 && needed[1]) {
+        if (g.wants(1)) {
           return g.unsupported(op, "there is no gradient rule for its "
                                    "divisor");
         }
-        g.set(0, unbroadcast(b, loc, dy, tensorTypeOf(mod.getLhs())));
+        if (g.wants(0)) {
+          g.set(0, unbroadcast(b, loc, dy, tensorTypeOf(mod.getLhs())));
+        }
         return success();
       })
       .Case([&](tg::SignOp) { return success(); }) // zero almost everywhere
@@ -336,8 +347,7 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
   Value y = op->getNumResults() ? op->getResult(0) : Value();
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case(
-          [&](tg::NegOp) { return set(0, e.unary<tg::NegOp>(dy)), success(); })
+      .Case([&](tg::NegOp) { return set(0, e.unary<tg::NegOp>(dy)), success(); })
       .Case([&](tg::AbsOp) {
         // sign(x), with 0 at 0 as torch.abs's gradient.
         Value positive = e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy);
