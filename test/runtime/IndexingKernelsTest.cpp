@@ -2,10 +2,9 @@
 //
 // Each kernel against the ONNX operator documentation's examples where it
 // has them (onnx/docs/Operators.md), small hand-checked cases, a naive
-// reference on random
-// data at odd sizes with negative indices, and its run errors: an index
-// outside [-n, n) and an integer mod by zero fail naming the kernel, with
-// the output untouched. Results must be exact (these kernels only move or
+// reference on random data at odd sizes with negative indices, and its run
+// errors: an index outside [-n, n) and an integer mod by zero fail naming
+// the kernel, with the output untouched. Results must be exact (these kernels only move or
 // combine values in a fixed order).
 //
 //===----------------------------------------------------------------------===//
