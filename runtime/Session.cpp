@@ -434,6 +434,15 @@ int Session::findEntry(std::string_view name) const {
   return -1;
 }
 
+std::string Session::recordTimeline(bool on) {
+  if (on && cuda) {
+    return "launch timelines are recorded on the CPU backend only (GPU "
+           "launches are asynchronous)";
+  }
+  recording = on;
+  return "";
+}
+
 std::string Session::runEntry(uint32_t index) {
   if (index >= entries.size()) {
     return "no entry " + std::to_string(index) + " (the plan has " +
@@ -450,6 +459,13 @@ std::string Session::runEntry(uint32_t index) {
        ++it) {
     auto started = std::chrono::steady_clock::now();
     std::string problem = it->kernel->run(it->call);
+    if (recording) {
+      auto seconds = [&](std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration<double>(t - epoch).count();
+      };
+      timeline.push_back({it->step, seconds(started),
+                          seconds(std::chrono::steady_clock::now())});
+    }
     if (profile) {
       size_t index = static_cast<size_t>(it - launches.begin());
       profileSeconds[index] += std::chrono::duration<double>(

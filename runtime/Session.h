@@ -7,6 +7,7 @@
 #include "runtime/Plan.h"
 #include "runtime/cuda/CudaBackend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -53,6 +54,19 @@ public:
   /// Whether the plan runs on a GPU.
   bool onGpu() const;
 
+  /// One launch as it ran: its index in the plan's ops, and when it started
+  /// and ended (seconds since the session was created).
+  struct LaunchTiming {
+    uint32_t step = 0;
+    double start = 0;
+    double end = 0;
+  };
+  /// Starts (true) or stops recording every launch's timing; returns "" or
+  /// why it cannot (GPU sessions: launches are asynchronous, so a host
+  /// clock around them would measure the queue, not the kernel).
+  std::string recordTimeline(bool on);
+  /// The timings recorded so far, in order; the record is emptied.
+  std::vector<LaunchTiming> takeTimeline() { return std::move(timeline); }
   /// Bytes allocated per category.
   const CategoryBytes &allocatedBytes() const { return allocated; }
 
@@ -95,6 +109,10 @@ private:
   bool profile = false;
   std::vector<double> profileSeconds;
   std::vector<uint64_t> profileCalls;
+  /// recordTimeline(true): every launch's timing, from `epoch`.
+  bool recording = false;
+  std::vector<LaunchTiming> timeline;
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 };
 
 } // namespace tailor::runtime

@@ -2,6 +2,8 @@
 
 #include "runtime/train/Trainer.h"
 
+#include "runtime/Timeline.h"
+
 #include "runtime/Session.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/Checkpoint.h"
@@ -627,11 +629,47 @@ std::string finish(Run &run, TrainResult &result) {
   return "";
 }
 
+/// `--trace`: the launches of the run's first steps, written once
+/// `traceSteps` are in.
+class StepTracer {
+public:
+  explicit StepTracer(Run &run) : run(run) {}
+  std::string start() {
+    return run.options.tracePath.empty() ? ""
+                                         : run.session->recordTimeline(true);
+  }
+  /// Called after a step's optimizer entry; writes the trace when done.
+  std::string stepDone(int64_t step) {
+    if (run.options.tracePath.empty() || finished) {
+      return "";
+    }
+    steps.push_back({step, run.session->takeTimeline()});
+    if (int64_t(steps.size()) < std::max<int64_t>(1, run.options.traceSteps) &&
+        step < run.maxSteps) {
+      return "";
+    }
+    finished = true;
+    (void)run.session->recordTimeline(false);
+    return runtime::writeMeasuredTrace(*run.plan, steps, run.options.tracePath);
+  }
+  /// Drops what ran outside a step (validation).
+  void discard() { (void)run.session->takeTimeline(); }
+
+private:
+  Run &run;
+  std::vector<runtime::MeasuredStep> steps;
+  bool finished = false;
+};
+
 /// The training loop from the step after `state`'s to max_steps.
 std::string loop(Run &run, TrainerState &state, Progress &progress,
                  TrainResult &result) {
   // (Returning early destroys `progress`, which erases the bar first.)
   SignalGuard signals(run.options.handleSignals);
+  StepTracer tracer(run);
+  if (std::string problem = tracer.start(); !problem.empty()) {
+    return "--trace: " + problem;
+  }
   for (int64_t step = state.globalStep + 1; step <= run.maxSteps; ++step) {
     auto start = std::chrono::steady_clock::now();
     double stepLoss = 0;
@@ -647,6 +685,9 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
+    if (std::string problem = tracer.stepDone(step); !problem.empty()) {
+      return "--trace: " + problem;
+    }
     double stepLr = readScalar(run.lr);
     double stepNorm = readScalar(run.gradNorm);
     if (!std::isfinite(stepNorm)) {
@@ -673,6 +714,7 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
       }
       report.evalLoss = evalLoss;
       report.log = true;
+      tracer.discard();
     }
     state.globalStep = result.finalStep = step;
     state.data = run.data->position();

@@ -59,6 +59,10 @@ struct TrainOptions {
   /// Where progress lines go (stdout) and the live bar and notes (stderr).
   FILE *out = stdout;
   FILE *err = stderr;
+  /// Writes the launches of the first `traceSteps` steps of this run as a
+  /// Chrome/Perfetto trace (runtime/Timeline.h) to this file; "" for none.
+  std::string tracePath;
+  int64_t traceSteps = 1;
 };
 
 struct TrainResult {

@@ -22,6 +22,10 @@ int runTrain(int argc, const char **argv);
 /// `tailor quantize MODEL.onnx --scheme gptq --calib DATA -o OUT`.
 int runQuantize(int argc, const char **argv);
 
+/// `tailor calibrate PLAN [-o HW.yaml]`: time a plan's launches on this
+/// machine and write the cost model's figures as a hardware file.
+int runCalibrate(int argc, const char **argv);
+
 } // namespace tailor
 
 #endif // TAILOR_TOOLS_TAILOR_COMMANDS_H

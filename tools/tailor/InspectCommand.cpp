@@ -1054,13 +1054,21 @@ int runInspect(int argc, const char **argv) {
   }
   PlanSummary summary = summarize(*loaded);
   llvm::Expected<CostTarget> target = costTargetOf(loaded->root(), hardware);
-  if (!target) {
+  PredictionView view;
+  if (target) {
+    view = {target->hardware.name, predictPlan(loaded->root(), *target)};
+  } else if (hardware.empty() && trace.empty()) {
+    // A plan compiled for a hardware file: say how to predict, show the rest.
+    const fb::Target *t = loaded->root().target();
+    view.hardware = t && t->name() ? t->name()->str() : "?";
+    view.prediction.unpredictable =
+        llvm::toString(target.takeError()) +
+        "; give the hardware file with --hardware";
+  } else {
     llvm::errs() << "tailor inspect: error: "
                  << llvm::toString(target.takeError()) << "\n";
     return 1;
   }
-  PredictionView view{target->hardware.name,
-                      predictPlan(loaded->root(), *target)};
   if (!trace.empty() && writeTrace(*loaded, *target, trace) != 0) {
     return 1;
   }

@@ -93,6 +93,16 @@ int runTrain(int argc, const char **argv) {
       cl::desc("checkpoint every N steps (default: the plan's; 0: only at "
                "the end)"),
       cl::value_desc("n"), cl::init(-1), cl::cat(category));
+  cl::opt<std::string> trace(
+      "trace",
+      cl::desc("write the measured timeline of the first steps "
+               "(Chrome/Perfetto trace JSON, as tailor inspect --trace "
+               "writes the predicted one) to this file"),
+      cl::value_desc("file.json"), cl::cat(category));
+  cl::opt<int64_t> traceSteps("trace-steps",
+                              cl::desc("steps --trace records (default 1)"),
+                              cl::value_desc("n"), cl::init(1),
+                              cl::cat(category));
   cl::HideUnrelatedOptions(category);
 
   std::vector<std::string> args = joinResumeValue(argc, argv);
@@ -109,6 +119,10 @@ int runTrain(int argc, const char **argv) {
     llvm::errs() << "tailor train: error: --data-dtype must be uint16 or "
                     "uint32, not '"
                  << dataDType << "'\n";
+    return 1;
+  }
+  if (traceSteps < 1) {
+    llvm::errs() << "tailor train: error: --trace-steps must be at least 1\n";
     return 1;
   }
   if (maxSteps < 0 || threads < 0 || saveSteps < -1) {
@@ -130,6 +144,8 @@ int runTrain(int argc, const char **argv) {
   options.initAdapter = initAdapter;
   options.threads = threads;
   options.saveSteps = saveSteps;
+  options.tracePath = trace;
+  options.traceSteps = traceSteps;
   // llvm::outs() buffers separately from stdio; flush it so nothing the
   // trainer prints overtakes it.
   llvm::outs().flush();

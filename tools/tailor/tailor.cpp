@@ -30,6 +30,7 @@ COMMANDS:
   inspect     show what a plan holds: memory by category, inputs, kernels
   train       run a training plan on tokenized data; checkpoints, resume
   quantize    GPTQ-quantize a model's linear weights on calibration data
+  calibrate   time a plan on this machine; write the cost model's figures
   devices     list the GPUs the runtime can use (name, SM, memory)
 
 Run 'tailor <command> --help' for a command's options.
@@ -113,6 +114,9 @@ int main(int argc, char **argv) {
   }
   if (command == "quantize") {
     return tailor::runQuantize(commandArgc, commandArgs.data());
+  }
+  if (command == "calibrate") {
+    return tailor::runCalibrate(commandArgc, commandArgs.data());
   }
   if (command == "devices") {
     return runDevices(commandArgc, commandArgs.data());

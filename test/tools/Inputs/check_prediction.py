@@ -1,6 +1,6 @@
 """Checks `tailor inspect --json` prediction contract and a predicted trace.
 
-  check_prediction.py INSPECT.json TRACE.json
+  check_prediction.py INSPECT.json TRACE.json [MEASURED.json STEPS]
 
 The JSON must carry, per rank, device_peak_bytes, host_peak_bytes, bytes
 per category, predicted_step_seconds and predicted_tokens_per_second. The
@@ -8,7 +8,9 @@ trace must parse as Chrome trace JSON with one complete ("X") slice per
 launch of a step (train_step once per accumulation step, optimizer_step
 once), whose durations sum to the predicted step time, counter ("C") events
 for the activations arena that never exceed its size, and a peak marker.
-Prints "ok" or what failed, and exits 0 or 1.
+A measured trace (`tailor train --trace`) must hold STEPS steps whose
+slices are, in order, the same launches (kernel and entry) as the
+predicted step's. Prints "ok" or what failed, and exits 0 or 1.
 """
 
 import json
@@ -56,8 +58,23 @@ def main():
     if not any(e["ph"] == "i" and e["name"].startswith("peak activations")
                for e in trace["traceEvents"]):
         fail("no peak marker")
-    print(f"ok: {len(slices)} slices, {total_s * 1e3:.3f} ms, activations "
-          f"peak {top} of {size} bytes")
+    line = (f"ok: {len(slices)} slices, {total_s * 1e3:.3f} ms, activations "
+            f"peak {top} of {size} bytes")
+    if len(sys.argv) > 3:
+        measured = json.load(open(sys.argv[3]))
+        steps = int(sys.argv[4])
+        got = [(e["name"], e["cat"]) for e in measured["traceEvents"]
+               if e["ph"] == "X"]
+        want = [(e["name"], e["cat"]) for e in slices] * steps
+        if got != want:
+            first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                         min(len(got), len(want)))
+            fail(f"measured launches differ from the plan's at slice {first} "
+                 f"({len(got)} measured, {len(want)} expected)")
+        if any(e["dur"] < 0 for e in measured["traceEvents"] if e["ph"] == "X"):
+            fail("a measured slice has a negative duration")
+        line += f"; measured: {steps} steps, launches match the plan one to one"
+    print(line)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""How well the cost model predicts a step of the ~134M Llama on this CPU.
+
+1. Compiles the LoRA plan of bench/cpu_train_100m.sh at --calibrate-seq with
+   --calibrate-threads and runs `tailor calibrate` on it (hardware file in
+   BUILD/bench/cost_model_100m/calibrated.yaml).
+2. For every (threads, seq) in --threads x --seqs, compiles the plan for that
+   hardware file, reads the predicted step time from `tailor inspect --json
+   --hardware FILE`, trains --steps steps and takes the measured mean ms/step
+   over steps 2..N, and reports the error. Also the uncalibrated built-in
+   `cpu` prediction, for comparison.
+
+  bench/cost_model_100m.py [--threads 1,2] [--seqs 128,256] [--steps 4]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import cpu_forward_100m as fwd  # noqa: E402
+import cpu_train_100m as trn  # noqa: E402
+
+
+def predicted_seconds(tailor, plan, hardware):
+    doc = json.loads(subprocess.run(
+        [tailor, "inspect", plan, "--json", "--hardware", hardware],
+        capture_output=True, text=True, check=True).stdout)
+    return doc["ranks"][0]["predicted_step_seconds"]
+
+
+def compile_plan(tailor, onnx_path, args, run_dir, seq, threads, hardware):
+    args.seq = seq
+    recipe = os.path.join(run_dir, f"recipe.t{seq}.yaml")
+    with open(recipe, "w") as f:
+        f.write(trn.recipe_text(args, "lora"))
+    plan = os.path.join(run_dir, f"lora.t{seq}.th{threads}.tplan")
+    subprocess.run([tailor, "compile", onnx_path, "--recipe", recipe,
+                    "--threads", str(threads), "--hardware", hardware,
+                    "-o", plan], check=True, capture_output=True)
+    return plan
+
+
+def measured_ms(tailor, plan, data, run_dir, args, threads):
+    out = os.path.join(run_dir, "out")
+    subprocess.run(["rm", "-rf", out])
+    rc, _, _, text = trn.run_measured(
+        [tailor, "train", plan, "--data", data, "--max-steps", str(args.steps),
+         "--output-dir", out, "--threads", str(threads)], trn.child_env(threads))
+    if rc != 0:
+        sys.exit(f"tailor train exited {rc}:\n{text[-2000:]}")
+    metrics = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))
+               if line.strip()]
+    return trn.stats([float(m["step_ms"]) for m in metrics])[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--seqs", default="128,256")
+    ap.add_argument("--calibrate-threads", type=int, default=2)
+    ap.add_argument("--calibrate-seq", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    for flag, default in (("--rank", 8), ("--hidden", 768), ("--layers", 12),
+                          ("--heads", 12), ("--kv-heads", 12),
+                          ("--intermediate", 2048), ("--vocab", 32000),
+                          ("--seed", 0)):
+        ap.add_argument(flag, type=int, default=default)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    args = ap.parse_args()
+    tailor = os.path.join(args.build, "bin", "tailor")
+    args.seq = args.calibrate_seq
+    work = os.path.join(args.build, "bench", "cpu_forward_100m", fwd.export_key(args))
+    onnx_path = os.path.join(work, "model.onnx")
+    if not os.path.exists(os.path.join(work, "done")):
+        os.makedirs(work, exist_ok=True)
+        fwd.export(fwd.build_model(args), onnx_path)
+        open(os.path.join(work, "done"), "w").write("ok\n")
+    run_dir = os.path.join(args.build, "bench", "cost_model_100m")
+    os.makedirs(run_dir, exist_ok=True)
+    calibrated = os.path.join(run_dir, "calibrated.yaml")
+
+    plan = compile_plan(tailor, onnx_path, args, run_dir, args.calibrate_seq,
+                        args.calibrate_threads, "cpu")
+    subprocess.run([tailor, "calibrate", plan, "--threads",
+                    str(args.calibrate_threads), "-o", calibrated], check=True)
+    print(open(calibrated).read().strip())
+    print(f"load average: {os.getloadavg()[0]:.2f}")
+    print(f"{'threads':>7s} {'seq':>5s} {'measured':>10s} {'calibrated':>11s}"
+          f" {'error':>7s} {'built-in cpu':>13s} {'error':>7s}")
+    for threads in [int(t) for t in args.threads.split(",")]:
+        for seq in [int(s) for s in args.seqs.split(",")]:
+            plan = compile_plan(tailor, onnx_path, args, run_dir, seq, threads,
+                                calibrated)
+            args.seq = seq
+            data = os.path.join(run_dir, f"data.t{seq}.jsonl")
+            trn.write_data(data, args)
+            measured = measured_ms(tailor, plan, data, run_dir, args, threads)
+            ours = 1e3 * predicted_seconds(tailor, plan, calibrated)
+            builtin = 1e3 * predicted_seconds(tailor, plan, "cpu")
+            print(f"{threads:7d} {seq:5d} {measured:8.1f}ms {ours:9.1f}ms "
+                  f"{ours / measured - 1:+7.1%} {builtin:11.1f}ms "
+                  f"{builtin / measured - 1:+7.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
