@@ -76,12 +76,7 @@ def main():
     args = ap.parse_args()
     tailor = os.path.join(args.build, "bin", "tailor")
     args.seq = args.calibrate_seq
-    work = os.path.join(args.build, "bench", "cpu_forward_100m", fwd.export_key(args))
-    onnx_path = os.path.join(work, "model.onnx")
-    if not os.path.exists(os.path.join(work, "done")):
-        os.makedirs(work, exist_ok=True)
-        fwd.export(fwd.build_model(args), onnx_path)
-        open(os.path.join(work, "done"), "w").write("ok\n")
+    onnx_path = fwd.exported_model(args, args.build)
     run_dir = os.path.join(args.build, "bench", "cost_model_100m")
     os.makedirs(run_dir, exist_ok=True)
     calibrated = os.path.join(run_dir, "calibrated.yaml")

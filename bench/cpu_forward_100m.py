@@ -92,6 +92,18 @@ def export(model, path):
                                       external_data=False)
 
 
+def exported_model(args, build):
+    """The path of the cached export for `args` under BUILD/bench, exported
+    first when it is not there yet."""
+    work = os.path.join(build, "bench", "cpu_forward_100m", export_key(args))
+    onnx_path = os.path.join(work, "model.onnx")
+    if not os.path.exists(os.path.join(work, "done")):
+        os.makedirs(work, exist_ok=True)
+        export(build_model(args), onnx_path)
+        open(os.path.join(work, "done"), "w").write("ok\n")
+    return onnx_path
+
+
 def time_pytorch(model, ids, args):
     """Returns (mean ms, min ms, logits) over --repeat forwards."""
     import torch
