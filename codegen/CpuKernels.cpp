@@ -67,6 +67,16 @@ static void addAttentionMasking(ChoiceBuilder &choice,
   }
 }
 
+/// tg.attention's document masking: `positions` names the operand that
+/// holds each token's position within its example (absent: none), so the
+/// kernels find it whatever other optional operands the op has.
+static void addAttentionPositions(ChoiceBuilder &choice,
+                                  MutableOperandRange positions) {
+  if (!positions.empty()) {
+    choice.i("positions", positions[0].getOperandNumber());
+  }
+}
+
 /// The op's fixed arity: operands then results.
 static int64_t arityOf(Operation *op) {
   return static_cast<int64_t>(op->getNumOperands() + op->getNumResults());
@@ -164,10 +174,12 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
         double scale = attention.getScale()
                            ? attention.getScale()->convertToDouble()
                            : 1.0 / std::sqrt(static_cast<double>(headDim));
-        ChoiceBuilder choice(op, "attention", arity + 1);
+        // Variadic: document masking adds a positions operand.
+        ChoiceBuilder choice(op, "attention", -1);
         choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
         addAttentionMasking(choice, attention.getWindow(),
                             attention.getSoftcap());
+        addAttentionPositions(choice, attention.getPositionsMutable());
         choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
                                        kAttentionBlockRows * keys *
                                        static_cast<int64_t>(sizeof(float));
@@ -231,9 +243,10 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
             grad.getScale()
                 ? grad.getScale()->convertToDouble()
                 : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
-        ChoiceBuilder choice(op, "attention_grad", arity + 1);
+        ChoiceBuilder choice(op, "attention_grad", -1);
         choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
         addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap());
+        addAttentionPositions(choice, grad.getPositionsMutable());
         // Per worker: one 64 x S block of probabilities, one of their
         // gradients, and with a softcap one of the cap's derivative.
         int64_t blocks = grad.getSoftcap() ? 3 : 2;

@@ -339,16 +339,35 @@ def TG_AttentionOp : TG_Op<"attention", [Pure]> {
     before that diagonal, s <= t + (S - T) - window (Mistral's and Gemma-2's
     sliding windows). `softcap` caps the scaled scores as
     softcap * tanh(scores / softcap) before masking (Gemma-2).
+    `positions: [B, T]` (integer, with `causal`) is document masking for
+    packed sequences: each token's position within its example, so key s
+    is also masked for query t when s < t + (S - T) - positions[b, t]
+    (before its example's first token): attention never crosses an
+    example, and no T x S mask is materialized.
   }];
   let arguments = (ins TG_FloatTensor:$query, TG_FloatTensor:$key,
-                       TG_FloatTensor:$value, UnitAttr:$causal,
+                       TG_FloatTensor:$value,
+                       Optional<TG_IndexTensor>:$positions,
+                       UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap);
   let results = (outs TG_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value (`positions` $positions^)? attr-dict `:`
+    functional-type(operands, results)
   }];
+  // The builder without document masking (what raising creates).
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$query,
+                   "::mlir::Value":$key, "::mlir::Value":$value,
+                   "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale,
+                   "::mlir::IntegerAttr":$window,
+                   "::mlir::FloatAttr":$softcap), [{
+      build($_builder, $_state, result, query, key, value,
+            /*positions=*/::mlir::Value(), causal, scale, window, softcap);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -60,18 +60,20 @@ def TG_AttentionGradOp : TG_Op<"attention_grad", [Pure]> {
   let summary = "gradients of tg.attention for query, key and value";
   let description = [{
     Recomputes the attention probabilities block by block (nothing T x S is
-    saved by the forward op), with tg.attention's shapes and attributes.
+    saved by the forward op), with tg.attention's shapes, attributes and
+    optional `positions` (document masking; it has no gradient).
   }];
   let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$query,
                        TG_FloatTensor:$key, TG_FloatTensor:$value,
+                       Optional<TG_IndexTensor>:$positions,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap);
   let results = (outs TG_FloatTensor:$query_grad, TG_FloatTensor:$key_grad,
                       TG_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $output_grad `,` $query `,` $key `,` $value attr-dict `:`
-    functional-type(operands, results)
+    $output_grad `,` $query `,` $key `,` $value (`positions` $positions^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

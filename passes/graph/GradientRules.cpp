@@ -378,7 +378,8 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
             b, loc, attention.getQuery().getType(),
             attention.getKey().getType(), attention.getValue().getType(), dy,
             attention.getQuery(), attention.getKey(), attention.getValue(),
-            attention.getCausalAttr(), attention.getScaleAttr(),
+            attention.getPositions(), attention.getCausalAttr(),
+            attention.getScaleAttr(),
             attention.getWindowAttr(), attention.getSoftcapAttr());
         set(0, grad.getQueryGrad());
         set(1, grad.getKeyGrad());

@@ -281,7 +281,8 @@ template <bool Layer> std::string runNormGrad(const KernelCall &call) {
 
 constexpr int64_t kBlockRows = 64;
 
-/// Operands: dout, q, k, v, dq, dk, dv, workspace.
+/// Operands: dout, q, k, v, [positions,] dq, dk, dv, workspace (the last
+/// four always last).
 struct AttentionGradShape {
   int64_t b, hq, hkv, t, s, d, dv;
 };
@@ -299,14 +300,20 @@ int64_t attentionGradBlocks(const KernelCall &call) {
 }
 
 std::string checkAttentionGrad(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 8); !e.empty()) {
+  bool documents = call.attributes.find("positions") != nullptr;
+  size_t count = documents ? 9 : 8;
+  if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
-  if (auto e = expectAllF32(call); !e.empty()) {
-    return e;
-  }
-  for (size_t i = 0; i < 8; ++i) {
-    if (auto e = expectRank(call, i, i == 7 ? 1 : 4); !e.empty()) {
+  size_t dq = count - 4, ws = count - 1;
+  for (size_t i = 0; i < count; ++i) {
+    if (documents && i == 4) {
+      continue; // positions: checked below
+    }
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
+    if (auto e = expectRank(call, i, i == ws ? 1 : 4); !e.empty()) {
       return e;
     }
   }
@@ -317,8 +324,9 @@ std::string checkAttentionGrad(const KernelCall &call) {
   if (auto e = firstError(
           {expectShape(call, 0, {a.b, a.hq, a.t, a.dv}),
            expectShape(call, 2, kShape), expectShape(call, 3, vShape),
-           expectShape(call, 4, qShape), expectShape(call, 5, kShape),
-           expectShape(call, 6, vShape)});
+           expectShape(call, dq, qShape), expectShape(call, dq + 1, kShape),
+           expectShape(call, dq + 2, vShape),
+           checkAttentionPositions(call, 1, dq)});
       !e.empty()) {
     return e;
   }
@@ -331,7 +339,7 @@ std::string checkAttentionGrad(const KernelCall &call) {
     return e;
   }
   int64_t blocks = attentionGradBlocks(call);
-  int64_t w = call.operands[7].shape[0], slot = blocks * kBlockRows * a.s;
+  int64_t w = call.operands[ws].shape[0], slot = blocks * kBlockRows * a.s;
   if (slot > 0 && (w < slot || w % slot != 0)) {
     return "workspace of " + std::to_string(w) +
            " floats must be a positive multiple of " + std::to_string(blocks) +
@@ -379,29 +387,35 @@ std::string runAttentionGrad(const KernelCall &call) {
   const float *q = call.operands[1].as<float>();
   const float *k = call.operands[2].as<float>();
   const float *v = call.operands[3].as<float>();
-  float *dq = call.operands[4].as<float>();
-  float *dk = call.operands[5].as<float>();
-  float *dv = call.operands[6].as<float>();
-  float *workspace = call.operands[7].as<float>();
+  size_t last = call.operands.size() - 1;
+  const Tensor &dqTensor = call.operands[last - 3];
+  float *dq = dqTensor.as<float>();
+  float *dk = call.operands[last - 2].as<float>();
+  float *dv = call.operands[last - 1].as<float>();
+  const Tensor &ws = call.operands[last];
+  float *workspace = ws.as<float>();
   if (a.s == 0) {
-    parallelZero(call, dq, call.operands[4].numel()); // no key: zeros
+    parallelZero(call, dq, dqTensor.numel()); // no key: zeros
     return "";
   }
   if (a.hkv == 0) {
     return "";
   }
-  AttentionKeys visible = attentionKeys(call, a.t, a.s);
+  if (std::string e = checkPositionValues(call); !e.empty()) {
+    return e;
+  }
+  AttentionKeys all = attentionKeys(call, a.t, a.s);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = attentionGradBlocks(call) * kBlockRows * a.s;
-  int64_t slots = call.operands[7].shape[0] / slotSize;
+  int64_t slots = ws.shape[0] / slotSize;
   int64_t group = a.hq / a.hkv;
   int64_t tasks = a.b * a.hkv;
 
   auto runTasks = [&](int64_t begin, int64_t end, int worker) {
     float *p = workspace + worker * slotSize;
     float *dp = p + kBlockRows * a.s;
-    float *capGrad = visible.softcap > 0 ? dp + kBlockRows * a.s : nullptr;
+    float *capGrad = all.softcap > 0 ? dp + kBlockRows * a.s : nullptr;
     for (int64_t task = begin; task < end; ++task) {
       // task = bi * Hkv + kv head: the kv tensors' own head index.
       const float *kp = k + task * a.s * a.d, *vp = v + task * a.s * a.dv;
@@ -409,13 +423,14 @@ std::string runAttentionGrad(const KernelCall &call) {
       std::memset(dkp, 0, a.s * a.d * sizeof(float));
       std::memset(dvp, 0, a.s * a.dv * sizeof(float));
       int64_t bi = task / a.hkv, kvHead = task % a.hkv;
+      AttentionKeys visible = all.atBatch(bi);
       for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
         int64_t bh = bi * a.hq + h;
         for (int64_t t0 = 0; t0 < a.t; t0 += kBlockRows) {
           int64_t rows = std::min(kBlockRows, a.t - t0);
-          // The block's keys [first, first + keys): from its first row's
-          // first to its last row's limit.
-          int64_t first = visible.first(t0);
+          // The block's keys [first, first + keys): from its rows' first
+          // to its last row's limit.
+          int64_t first = visible.blockFirst(t0, rows);
           int64_t keys = visible.limit(t0 + rows - 1) - first;
           const float *qb = q + (bh * a.t + t0) * a.d;
           const float *dob = dout + (bh * a.t + t0) * a.dv;
@@ -536,7 +551,8 @@ void addGradientKernels(std::vector<KernelDef> &table) {
       {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
   table.push_back(
       {"layer_norm_grad", 7, checkNormGrad<true>, runNormGrad<true>});
-  table.push_back({"attention_grad", 8, checkAttentionGrad, runAttentionGrad});
+  // Variadic: document masking adds a positions operand.
+  table.push_back({"attention_grad", -1, checkAttentionGrad, runAttentionGrad});
   table.push_back({"embedding_grad", 3, checkEmbeddingGrad, runEmbeddingGrad});
 }
 

@@ -125,7 +125,8 @@ std::string runRope(const KernelCall &call) {
 // The score block lives in the calling worker's workspace slot (64 x S
 // floats), so memory stays O(S) per worker rather than O(T S) per head.
 // With causal masking, row t sees keys s <= t + (S - T), and with a sliding
-// window of W also only s > t + (S - T) - W (AttentionKeys); a block
+// window of W also only s > t + (S - T) - W, and with document masking
+// only the keys of the row's own example (AttentionKeys); a block
 // computes only the keys from its first row's first to its last row's
 // limit, so about half the square is skipped (all but a band with a
 // window). A row that sees no key (S < T) gets zeros. A softcap c caps the
@@ -154,15 +155,20 @@ AttentionShape attentionShape(const KernelCall &call) {
   return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
 }
 
+/// Operands: q, k, v, [positions,] y, workspace (y and the workspace are
+/// always the last two).
 std::string checkAttention(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 5); !e.empty()) {
+  bool documents = call.attributes.find("positions") != nullptr;
+  size_t count = documents ? 6 : 5;
+  if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
-  for (size_t i = 0; i < 5; ++i) {
+  size_t y = count - 2, ws = count - 1;
+  for (size_t i : {size_t(0), size_t(1), size_t(2), y, ws}) {
     if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
       return e;
     }
-    if (auto e = expectRank(call, i, i == 4 ? 1 : 4); !e.empty()) {
+    if (auto e = expectRank(call, i, i == ws ? 1 : 4); !e.empty()) {
       return e;
     }
   }
@@ -173,7 +179,10 @@ std::string checkAttention(const KernelCall &call) {
   if (auto e = expectShape(call, 2, {a.b, a.hkv, a.s, a.dv}); !e.empty()) {
     return e;
   }
-  if (auto e = expectShape(call, 3, {a.b, a.hq, a.t, a.dv}); !e.empty()) {
+  if (auto e = expectShape(call, y, {a.b, a.hq, a.t, a.dv}); !e.empty()) {
+    return e;
+  }
+  if (auto e = checkAttentionPositions(call, 0, y); !e.empty()) {
     return e;
   }
   if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
@@ -181,7 +190,7 @@ std::string checkAttention(const KernelCall &call) {
            ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
            ")";
   }
-  int64_t w = call.operands[4].shape[0];
+  int64_t w = call.operands[ws].shape[0];
   if (a.s > 0 && w < kBlockRows * a.s) {
     return "workspace of " + std::to_string(w) + " floats holds no 64 x " +
            std::to_string(a.s) + " score block";
@@ -227,17 +236,21 @@ std::string runAttention(const KernelCall &call) {
   const float *q = call.operands[0].as<float>();
   const float *k = call.operands[1].as<float>();
   const float *v = call.operands[2].as<float>();
-  float *y = call.operands[3].as<float>();
-  float *workspace = call.operands[4].as<float>();
-  if (call.operands[3].numel() == 0) {
+  size_t count = call.operands.size();
+  const Tensor &out = call.operands[count - 2], &ws = call.operands[count - 1];
+  float *y = out.as<float>();
+  float *workspace = ws.as<float>();
+  if (out.numel() == 0) {
     return "";
   }
-  AttentionKeys visible = attentionKeys(call, a.t, a.s);
+  if (std::string e = checkPositionValues(call); !e.empty()) {
+    return e;
+  }
+  AttentionKeys all = attentionKeys(call, a.t, a.s);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = kBlockRows * a.s;
-  int64_t slots =
-      a.s > 0 ? call.operands[4].shape[0] / slotSize : int64_t(1) << 30;
+  int64_t slots = a.s > 0 ? ws.shape[0] / slotSize : int64_t(1) << 30;
   int64_t group = a.hq / a.hkv;
   int64_t blocks = (a.t + kBlockRows - 1) / kBlockRows;
   int64_t tasks = a.b * a.hq * blocks;
@@ -253,9 +266,10 @@ std::string runAttention(const KernelCall &call) {
       int64_t rows = std::min(kBlockRows, a.t - t0);
       const float *qp = q + (bh * a.t + t0) * a.d;
       int64_t kvHead = bi * a.hkv + h / group;
-      // The block's keys: from its first row's first to its last row's
-      // limit (rows see later keys as t grows).
-      int64_t first = visible.first(t0);
+      AttentionKeys visible = all.atBatch(bi);
+      // The block's keys: from its rows' first to its last row's limit
+      // (rows see later keys as t grows).
+      int64_t first = visible.blockFirst(t0, rows);
       int64_t keys = visible.limit(t0 + rows - 1) - first;
       const float *kp = k + (kvHead * a.s + first) * a.d;
       const float *vp = v + (kvHead * a.s + first) * a.dv;
@@ -351,7 +365,8 @@ std::string runEmbedding(const KernelCall &call) {
 
 void addTransformerKernels(std::vector<KernelDef> &table) {
   table.push_back({"rope", 4, checkRope, runRope});
-  table.push_back({"attention", 5, checkAttention, runAttention});
+  // Variadic: document masking adds a positions operand.
+  table.push_back({"attention", -1, checkAttention, runAttention});
   table.push_back({"embedding", 3, checkEmbedding, runEmbedding});
 }
 

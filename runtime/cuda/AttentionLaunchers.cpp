@@ -109,6 +109,11 @@ Dims dimsOf(const Shape &a, const Attributes &attributes) {
 /// of the device kernels.
 std::string checkCommon(const KernelCall &call, const char *kernel,
                         size_t count, size_t qi) {
+  if (call.attributes.find("positions")) {
+    return "document masking (attention positions, from sample_packing: "
+           "true) runs on the CPU backend only: the CUDA attention kernels "
+           "do not implement it yet";
+  }
   if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
@@ -301,10 +306,12 @@ const char *const kAttentionGradFunctions[] = {
 } // namespace
 
 void addAttentionCudaKernels(std::vector<CudaKernelDef> &table) {
+  // Variadic as on the CPU (document masking adds a positions operand,
+  // which checkCommon refuses).
   table.push_back(
-      {"attention", 5, checkAttention, launchAttention, kAttentionFunctions});
-  table.push_back({"attention_grad", 8, checkAttentionGrad, launchAttentionGrad,
-                   kAttentionGradFunctions});
+      {"attention", -1, checkAttention, launchAttention, kAttentionFunctions});
+  table.push_back({"attention_grad", -1, checkAttentionGrad,
+                   launchAttentionGrad, kAttentionGradFunctions});
 }
 
 } // namespace tailor::runtime::cuda
