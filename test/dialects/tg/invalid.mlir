@@ -651,3 +651,30 @@ func.func @broadcast_bad_dim(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
 // Tests that an integer mask holds integers.
 // expected-error @+1 {{'tg.band_mask' op expected an integer inside for 'i64', got 5.000000e-01}}
 %0 = tg.band_mask {inside = 0.5 : f64, lower = -7 : i64, outside = 0.0 : f64, upper = 0 : i64} : tensor<8x8xi64>
+
+// -----
+
+// Tests that document-masking positions need a causal attention.
+func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<2x8xi64>) {
+  // expected-error @+1 {{expected positions (document masking) on a causal attention only}}
+  %0 = tg.attention %q, %q, %q positions %p : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that document-masking positions are [batch, query rows].
+func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<1x8xi64>) {
+  // expected-error @+1 {{expected positions of shape [2, 8] (batch, query rows), got [1, 8]}}
+  %0 = tg.attention %q, %q, %q positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<1x8xi64>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that the gradient's positions are checked as the forward's.
+func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<2x7xi64>) {
+  // expected-error @+1 {{expected positions of shape [2, 8] (batch, query rows), got [2, 7]}}
+  %0:3 = tg.attention_grad %q, %q, %q, %q positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x7xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+  return
+}

@@ -197,3 +197,17 @@ func.func @band_mask() -> (tensor<1x1x8x8xf32>, tensor<8x8xi1>) {
   %1 = tg.band_mask {inside = 1.0 : f64, lower = -3 : i64, outside = 0.0 : f64, upper = 0 : i64} : tensor<8x8xi1>
   return %0, %1 : tensor<1x1x8x8xf32>, tensor<8x8xi1>
 }
+
+// -----
+
+// Tests that attention and its gradient round-trip with document-masking
+// positions.
+// CHECK-LABEL: func.func @packed_attention
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8x16xf32>, %[[K:.+]]: tensor<2x2x8x16xf32>, %[[P:.+]]: tensor<2x8xi64>)
+// CHECK: %[[Y:.+]] = tg.attention %[[Q]], %[[K]], %[[K]] positions %[[P]] {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+// CHECK: tg.attention_grad %[[Y]], %[[Q]], %[[K]], %[[K]] positions %[[P]] {causal, window = 4 : i64}
+func.func @packed_attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %p: tensor<2x8xi64>) {
+  %y = tg.attention %q, %k, %k positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+  %dq, %dk, %dv = tg.attention_grad %y, %q, %k, %k positions %p {causal, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
