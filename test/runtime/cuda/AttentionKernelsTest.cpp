@@ -256,6 +256,16 @@ TEST_F(CudaKernelTest, AttentionChecks) {
       "either");
   EXPECT_EQ(checkCuda("attention_grad", backwardOperands(c), attributesOf(c)),
             "");
+
+  // Document masking (sample packing) runs on the CPU only for now.
+  std::vector<Attribute> packed = attributesOf(c);
+  packed.push_back(intAttr("positions", 3));
+  ops = forwardOperands(c);
+  ops.insert(ops.begin() + 3, HostTensor(DType::I64, {1, 4}));
+  EXPECT_NE(checkCuda("attention", ops, packed)
+                .find("document masking (attention positions, from "
+                      "sample_packing: true) runs on the CPU backend only"),
+            std::string::npos);
 }
 
 } // namespace
