@@ -4,13 +4,15 @@ against PyTorch running every packed example on its own.
 
 The tiny models of train_common (hidden 64, 2 layers, vocab 256, fp32) are
 exported to ONNX: the Llama (rotary positions, whose tables the export folds
-to constants) and GPT-2 (learned position embeddings). A seeded JSONL set of
+to constants), GPT-2 (learned position embeddings), Mistral with a sliding
+window of 4 keys and Gemma-2 (sliding windows on alternate layers, soft-capped
+scores): document masking combined with the other masks. A seeded JSONL set of
 short examples of different lengths (input_ids rows, rows with their own
 labels, prompt + completion rows, one longer than sequence_len, so
 truncated) is packed by tailor greedily, in file order, into sequences of
 sequence_len (16) with position ids restarting per example and document
-masking in attention; micro-batches of 2 sequences. PEFT's LoRA (r 8; Llama
-q_proj and v_proj, GPT-2 c_attn) starts from PEFT's init with lora_B drawn
+masking in attention; micro-batches of 2 sequences. PEFT's LoRA (r 8;
+q_proj and v_proj, GPT-2's c_attn) starts from PEFT's init with lora_B drawn
 non-zero, so every adapter tensor has a gradient, and both sides start from
 that adapter (--init-adapter).
 
@@ -47,7 +49,9 @@ import train_common as tc  # noqa: E402
 TOL = 1e-4
 IGNORE = -100
 T, B = 16, 2
-TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"]}
+TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"],
+           "mistral-window": ["q_proj", "v_proj"],
+           "gemma2": ["q_proj", "v_proj"]}
 
 
 # ---------------------------------------------------------------------------
@@ -253,7 +257,7 @@ def main():
              ("train", dict(optimizer="adamw", learning_rate=2e-3,
                             max_steps=4))]
     failures, total = [], 0
-    for family in args.family or ["llama", "gpt2"]:
+    for family in args.family or list(TARGETS):
         onnx_path = os.path.join(args.work, f"{family}.onnx")
         base, info = tc.build_and_export(onnx_path, family=family)
         print(f"model: tiny {info['model_class']}, {info['params']:,} parameters")
