@@ -67,15 +67,15 @@ struct Table {
   double at(int64_t r, int64_t c) const { return values[r * columns + c]; }
 };
 
-/// Whether `shape` keeps rows of `t` whole in row-major order: ones, then
-/// t, then anything.
-bool keepsRows(ArrayRef<int64_t> shape, int64_t t) {
-  for (int64_t dim : shape) {
-    if (dim != 1) {
-      return dim == t;
+/// The axis of the T rows when `shape` keeps them whole in row-major order
+/// (ones, then t, then anything); -1 otherwise.
+int64_t rowAxis(ArrayRef<int64_t> shape, int64_t t) {
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (shape[axis] != 1) {
+      return shape[axis] == t ? static_cast<int64_t>(axis) : -1;
     }
   }
-  return false;
+  return -1;
 }
 
 /// The constant behind `value`, read as T rows, through reshapes and
@@ -83,7 +83,8 @@ bool keepsRows(ArrayRef<int64_t> shape, int64_t t) {
 /// fails with why.
 FailureOr<Table> constantRows(Value value, int64_t t, std::string &why) {
   while (true) {
-    if (!keepsRows(shapeOf(value), t)) {
+    int64_t axis = rowAxis(shapeOf(value), t);
+    if (axis < 0) {
       why = "its rows are not the " + std::to_string(t) + " positions";
       return failure();
     }
@@ -93,13 +94,14 @@ FailureOr<Table> constantRows(Value value, int64_t t, std::string &why) {
       continue;
     }
     if (auto broadcast = llvm::dyn_cast_or_null<tg::BroadcastOp>(op)) {
-      // Only trailing dims may grow: the row axis stays where it is.
-      ArrayRef<int64_t> in = shapeOf(broadcast.getInput());
-      if (in.size() != shapeOf(value).size()) {
-        why = "a broadcast changes its rank";
+      // Only dims after the rows may grow: the row axis stays where it is.
+      Value input = broadcast.getInput();
+      if (shapeOf(input).size() != shapeOf(value).size() ||
+          rowAxis(shapeOf(input), t) != axis) {
+        why = "a broadcast moves or makes its rows";
         return failure();
       }
-      value = broadcast.getInput();
+      value = input;
       continue;
     }
     break;
@@ -145,7 +147,8 @@ LogicalResult checkRotaryRows(const Table &cos, const Table &sin,
     if (!(a > 0) || std::abs(sin.at(0, c)) > 4 * cos.epsilon * a) {
       return message("row 0 is not the angle 0 of position 0", 0, c);
     }
-    double c1 = cos.at(1, c), s1 = sin.at(1, c);
+    double c1 = cos.rows > 1 ? cos.at(1, c) : a;
+    double s1 = cos.rows > 1 ? sin.at(1, c) : 0;
     for (int64_t t = 1; t + 1 < cos.rows; ++t) {
       // Each stored angle t * f is rounded on its own: the error grows with t.
       double tolerance =

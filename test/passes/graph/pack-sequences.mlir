@@ -116,3 +116,27 @@ func.func @forward(%q: tensor<1x1x4x4xf32>) -> tensor<4x4xf32> {
   %z = tg.add %c, %s : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %z : tensor<4x4xf32>
 }
+
+// -----
+
+// Tests that an interleaved (GPT-J) table, one angle per pair widened to
+// both members by raise-rope's reshape/broadcast, is recognized through the
+// widening and gathered where tg.rope reads it.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %[[POS:[a-z0-9]+]]: tensor<1x4xi64> {tg.name = "position_ids"}
+// CHECK: %[[C:.+]] = tg.reshape %{{.+}} : tensor<4x2x2xf32> -> tensor<4x4xf32>
+// CHECK: %[[GC:.+]] = tg.embedding %[[C]], %[[POS]] : (tensor<4x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+// CHECK: tg.rope %{{.+}}, %[[GC]], %{{.+}} {interleaved}
+func.func @forward(%q: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  %c = arith.constant dense<[[1.000000000e+00, 1.000000000e+00], [5.403023059e-01, 9.999500004e-01], [-4.161468365e-01, 9.998000067e-01], [-9.899924966e-01, 9.995500337e-01]]> : tensor<4x2xf32>
+  %s = arith.constant dense<[[0.000000000e+00, 0.000000000e+00], [8.414709848e-01, 9.999833334e-03], [9.092974268e-01, 1.999866669e-02], [1.411200081e-01, 2.999550020e-02]]> : tensor<4x2xf32>
+  %c1 = tg.reshape %c : tensor<4x2xf32> -> tensor<4x2x1xf32>
+  %c2 = tg.broadcast %c1 : tensor<4x2x1xf32> -> tensor<4x2x2xf32>
+  %cw = tg.reshape %c2 : tensor<4x2x2xf32> -> tensor<4x4xf32>
+  %s1 = tg.reshape %s : tensor<4x2xf32> -> tensor<4x2x1xf32>
+  %s2 = tg.broadcast %s1 : tensor<4x2x1xf32> -> tensor<4x2x2xf32>
+  %sw = tg.reshape %s2 : tensor<4x2x2xf32> -> tensor<4x4xf32>
+  %r = tg.rope %q, %cw, %sw {interleaved} : (tensor<1x1x4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<1x1x4x4xf32>
+  %y = tg.attention %r, %r, %r {causal} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}
