@@ -46,6 +46,10 @@ struct ChoiceBuilder {
     choice.attributes.append(name, b.getDenseI64ArrayAttr(values));
     return *this;
   }
+  ChoiceBuilder &floats(StringRef name, ArrayRef<double> values) {
+    choice.attributes.append(name, b.getDenseF64ArrayAttr(values));
+    return *this;
+  }
   ChoiceBuilder &s(StringRef name, StringRef value) {
     choice.attributes.append(name, b.getStringAttr(value));
     return *this;
@@ -54,16 +58,25 @@ struct ChoiceBuilder {
 };
 } // namespace
 
-/// tg.attention's optional masking, as the attention kernels read it
-/// (runtime/cpu/AttentionKeys.h): absent attributes mean none.
+/// tg.attention's optional masking and score biases, as the attention
+/// kernels read them (runtime/cpu/AttentionKeys.h): absent attributes mean
+/// none; `bias` = 1 says the launch carries the bias operand after v.
 static void addAttentionMasking(ChoiceBuilder &choice,
                                 std::optional<uint64_t> window,
-                                std::optional<APFloat> softcap) {
+                                std::optional<APFloat> softcap,
+                                std::optional<ArrayRef<double>> alibiSlopes,
+                                Value bias) {
   if (window) {
     choice.i("window", static_cast<int64_t>(*window));
   }
   if (softcap) {
     choice.f("softcap", softcap->convertToDouble());
+  }
+  if (alibiSlopes) {
+    choice.floats("alibi_slopes", *alibiSlopes);
+  }
+  if (bias) {
+    choice.i("bias", 1);
   }
 }
 
@@ -174,11 +187,12 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
         double scale = attention.getScale()
                            ? attention.getScale()->convertToDouble()
                            : 1.0 / std::sqrt(static_cast<double>(headDim));
-        // Variadic: document masking adds a positions operand.
+        // Variadic: q, k, v, [bias], [positions], y, workspace.
         ChoiceBuilder choice(op, "attention", -1);
         choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
         addAttentionMasking(choice, attention.getWindow(),
-                            attention.getSoftcap());
+                            attention.getSoftcap(),
+                            attention.getAlibiSlopes(), attention.getBias());
         addAttentionPositions(choice, attention.getPositionsMutable());
         choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
                                        kAttentionBlockRows * keys *
@@ -243,9 +257,12 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
             grad.getScale()
                 ? grad.getScale()->convertToDouble()
                 : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
+        // Variadic: dout, q, k, v, [bias], [positions], dq, dk, dv,
+        // workspace.
         ChoiceBuilder choice(op, "attention_grad", -1);
         choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
-        addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap());
+        addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap(),
+                            grad.getAlibiSlopes(), grad.getBias());
         addAttentionPositions(choice, grad.getPositionsMutable());
         // Per worker: one 64 x S block of probabilities, one of their
         // gradients, and with a softcap one of the cap's derivative.

@@ -33,6 +33,9 @@ void buildGraphPipeline(mlir::OpPassManager &pm, llvm::StringRef tiePolicy) {
   // slices).
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(mlir::createCSEPass());
+  // --- What raising left unannotated inside a layer (residual adds, gating
+  // products) joins its layer: recomputation reasons per layer.
+  fn.addPass(graph::createAssignLayersPass());
   // --- An exporter's copy of a tied embedding reads the table instead.
   graph::TieEmbeddingsPassOptions tie;
   tie.policy = tiePolicy.str();
@@ -160,6 +163,13 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(graph::createOptimizerPass(optimizer));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
+  // --- Recomputation, last: a CSE after it would fold the clones back.
+  memory::RecomputePassOptions recompute;
+  recompute.policy = recipe.recomputePolicy;
+  recompute.budgetFraction = recipe.activationMemoryBudget;
+  recompute.budgetBytes = static_cast<int64_t>(
+      recipe.activationMemoryBudgetGib * double(int64_t(1) << 30));
+  pm.addPass(memory::createRecomputePass(recompute));
   if (!schedule) {
     return;
   }

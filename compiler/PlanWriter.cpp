@@ -28,6 +28,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Compression.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
@@ -394,19 +395,47 @@ using AttributeVector = flatbuffers::Offset<
 /// Writes one sched.program into a flatbuffer, op by op, in program order
 /// (the order objects are created in fixes the plan's bytes), then the
 /// tables that sum it up.
+/// tailor-recompute's summary as one line a person reads in `inspect`.
+static std::string recomputeNote(DictionaryAttr summary) {
+  auto integer = [&](StringRef key) -> int64_t {
+    auto value = summary.getAs<IntegerAttr>(key);
+    return value ? value.getInt() : 0;
+  };
+  auto flops = summary.getAs<FloatAttr>("flops");
+  double mib = 1024.0 * 1024.0;
+  return llvm::formatv(
+      "policy {0}: {1} saved tensors rebuilt in backward by {2} ops, "
+      "{3:F3} GFLOP a step; train_step activations {4:F2} MiB (without "
+      "recomputation {5:F2} MiB)",
+      summary.getAs<StringAttr>("policy").getValue(), integer("tensors"),
+      integer("ops"), (flops ? flops.getValueAsDouble() : 0.0) / 1e9,
+      double(integer("activation_bytes")) / mib,
+      double(integer("activation_bytes_without")) / mib);
+}
+
 /// The module's notes for the plan: each attention raise-attention left as
 /// kernels ({module, reason} in `tg.unraised_attention`); 0 when none.
 static flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Note>>>
 writeNotes(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   auto list = module->getAttrOfType<ArrayAttr>(
       tg::TGDialect::kUnraisedAttentionAttrName);
-  if (!list) {
+  auto recompute = module->getAttrOfType<DictionaryAttr>(
+      tg::TGDialect::kRecomputeSummaryAttrName);
+  if (!list && !recompute) {
     return 0;
   }
   std::vector<flatbuffers::Offset<fb::Note>> notes;
-  for (auto entry : list.getAsRange<DictionaryAttr>()) {
+  if (recompute) {
+    auto kind = fbb.CreateString("recompute");
+    auto where = fbb.CreateString("");
+    auto message = fbb.CreateString(recomputeNote(recompute));
+    notes.push_back(fb::CreateNote(fbb, kind, where, message));
+  }
+  ArrayRef<Attribute> unraised = list ? list.getValue() : ArrayRef<Attribute>();
+  for (auto entry : unraised) {
+    auto dict = llvm::cast<DictionaryAttr>(entry);
     auto text = [&](StringRef key) {
-      auto value = entry.getAs<StringAttr>(key);
+      auto value = dict.getAs<StringAttr>(key);
       return fbb.CreateString(value ? value.getValue().str() : "");
     };
     auto kind = fbb.CreateString("unraised_attention");
@@ -553,6 +582,10 @@ FailureOr<AttributeVector> PlanBuilder::attributesOf(DictionaryAttr dict) {
         auto vec = fbb.CreateVector(ints.asArrayRef().data(), ints.size());
         attrs.push_back(
             fb::CreateAttribute(fbb, name, fb::AttrKind::Ints, 0, 0, vec));
+      } else if (auto fs = llvm::dyn_cast<DenseF64ArrayAttr>(value)) {
+        auto vec = fbb.CreateVector(fs.asArrayRef().data(), fs.size());
+        attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::Floats, 0,
+                                            0, 0, vec));
       } else if (auto s = llvm::dyn_cast<StringAttr>(value)) {
         auto str = text(s.strref());
         attrs.push_back(fb::CreateAttribute(fbb, name, fb::AttrKind::String, 0,

@@ -262,14 +262,18 @@ const std::map<std::string, Setter> &setters() {
        }},
       {"eval_steps", integer(&R::evalSteps, 0)},
       {"base_model", text(&R::baseModel)},
-      // Known keys of features that have not landed: refuse, don't ignore.
-      {"gradient_checkpointing",
-       [](R &, const Value &v) -> Error {
-         if (v.scalar == "false" || v.scalar == "False") {
-           return Error::success();
-         }
-         return bad("", v, "false (recomputation is not implemented yet)");
-       }},
+      {"gradient_checkpointing", choice(&R::recomputePolicy,
+                                        {{"false", "none"},
+                                         {"none", "none"},
+                                         {"False", "none"},
+                                         {"true", "full"},
+                                         {"True", "full"},
+                                         {"full", "full"},
+                                         {"selective", "selective"}})},
+      {"activation_memory_budget",
+       number(&R::activationMemoryBudget, 1e-6, 1.0)},
+      {"activation_memory_budget_gib",
+       number(&R::activationMemoryBudgetGib, 1e-9, 1e9)},
   };
   return table;
 }
@@ -371,6 +375,34 @@ Error applyYaml(TrainingRecipe &recipe, StringRef buffer, StringRef name,
   return Error::success();
 }
 
+/// A budget key selects the budget policy; it cannot be combined with an
+/// explicit `gradient_checkpointing` choice, nor with the other budget key.
+Error resolveRecomputation(TrainingRecipe &recipe) {
+  bool fraction = recipe.givenKeys.count("activation_memory_budget");
+  bool gib = recipe.givenKeys.count("activation_memory_budget_gib");
+  if (fraction && gib) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'activation_memory_budget' and "
+                             "'activation_memory_budget_gib' both set: give "
+                             "one");
+  }
+  if (!fraction && !gib) {
+    return Error::success();
+  }
+  if (recipe.givenKeys.count("gradient_checkpointing") &&
+      recipe.recomputePolicy != "none") {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'gradient_checkpointing: " + recipe.recomputePolicy +
+            "' and '" +
+            (fraction ? "activation_memory_budget"
+                      : "activation_memory_budget_gib") +
+            "' both choose what to recompute: give one");
+  }
+  recipe.recomputePolicy = "budget";
+  return Error::success();
+}
+
 } // namespace
 
 Expected<TrainingRecipe> loadRecipe(StringRef path,
@@ -412,6 +444,9 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
             "' needs 'lora_dropout' 0: the validation loss is computed by "
             "the plan's train_step, which applies dropout (plans have no "
             "evaluation entry yet)");
+  }
+  if (Error error = resolveRecomputation(recipe)) {
+    return error;
   }
   if (recipe.warmupSteps > recipe.maxSteps) {
     return createStringError(inconvertibleErrorCode(),

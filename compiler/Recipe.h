@@ -79,6 +79,15 @@ struct TrainingRecipe {
   double momentum = 0.0;
   bool nesterov = false;
   double maxGradNorm = 1.0;
+  // --- recomputation (tailor-recompute): none, full, selective or budget.
+  /// `gradient_checkpointing: true|false|selective`, or a budget.
+  std::string recomputePolicy = "none";
+  /// `activation_memory_budget`: the activation peak as a fraction of no
+  /// recomputation's (PyTorch's knob), in (0, 1]; 0 when not given.
+  double activationMemoryBudget = 0;
+  /// `activation_memory_budget_gib`: the activation peak in GiB; 0 when
+  /// not given.
+  double activationMemoryBudgetGib = 0;
   // --- run
   int64_t seed = 42;
   int64_t saveSteps = 0;

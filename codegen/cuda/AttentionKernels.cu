@@ -6,9 +6,15 @@
 //
 // Layout: q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], y and dout
 // [B, Hq, T, Dv], row-major; query head h reads kv head h / (Hq / Hkv).
-// With causal masking query row t sees keys s <= t + (S - T); a row that
-// sees no key gets zeros (forward) and zero gradients (backward), as on the
-// CPU.
+// With causal masking query row t sees keys s <= t + (S - T), and with a
+// sliding window of W keys also only s > t + (S - T) - W; a row that sees
+// no key gets zeros (forward) and zero gradients (backward), as on the
+// CPU. The score of a visible key is (tg.attention's order, AttentionKeys.h)
+//   x = scale * q.k, capped to c * tanh(x / c) with a softcap c,
+//       + slope[h] * (s - t - (S - T)) with ALiBi, + bias[b, h, t, s] with
+//       a bias operand (broadcast through zero strides);
+// the backward multiplies dS by the cap's derivative 1 - (capped / c)^2
+// (the additive terms are constants to q and k).
 //
 // Precision: q, k, v (and dout, and the probabilities) are rounded to bf16
 // for the tensor cores (mma.sync m16n8k16, f32 accumulation); scores,
@@ -66,6 +72,9 @@ constexpr int kBlockRows = 16 * kWarps;
 /// Rows of the walked-over operand staged per step.
 constexpr int kTileRows = 64;
 
+/// Query heads an ALiBi launch may have (the slopes travel in Dims).
+constexpr int kMaxAlibiHeads = 256;
+
 /// Shapes and attributes, passed by value to every entry point.
 struct Dims {
   int hq, hkv, t, s, d, dv;
@@ -73,6 +82,18 @@ struct Dims {
   float scale;
   /// Floats between the statistics of consecutive query rows.
   long long statsStride;
+  /// Keys in the sliding window (0: none; only with causal).
+  int window;
+  /// Soft cap of the scaled scores (0: none).
+  float softcap;
+  /// 1: `slopes` holds one ALiBi slope per query head.
+  int alibi;
+  int unused;
+  /// The additive bias in the storage type of q (null: none), and its
+  /// element strides over [B, Hq, T, S] (0 on broadcast dims).
+  const void *bias;
+  long long biasStride[4];
+  float slopes[kMaxAlibiHeads];
 };
 
 TL_DEVICE float negativeInfinity() { return bitsFloat(0xff800000u); }
@@ -163,7 +184,55 @@ TL_DEVICE float quadMax(float v) {
 
 /// Whether query row t sees key s.
 TL_DEVICE bool visible(const Dims &p, int t, int s) {
-  return s < p.s && t < p.t && (!p.causal || s <= t + (p.s - p.t));
+  int diagonal = t + (p.s - p.t);
+  return s < p.s && t < p.t && s >= 0 && (!p.causal || s <= diagonal) &&
+         (p.window <= 0 || s > diagonal - p.window);
+}
+
+/// The first key any of the query rows from t0 on sees (0 without a
+/// window).
+TL_DEVICE int keyBegin(const Dims &p, int t0) {
+  if (p.window <= 0) {
+    return 0;
+  }
+  int begin = t0 + 1 + (p.s - p.t) - p.window;
+  return begin < 0 ? 0 : (begin > p.s ? p.s : begin);
+}
+
+/// One past the last query that sees any of the keys [n0, n0 + keys).
+TL_DEVICE int queryEnd(const Dims &p, int n0, int keys) {
+  if (p.window <= 0) {
+    return p.t;
+  }
+  long long end = (long long)n0 + keys - (p.s - p.t) + p.window - 1;
+  return end < 0 ? 0 : (end > p.t ? p.t : (int)end);
+}
+
+/// The score of query t, key s of (batch b, query head h) from the raw dot
+/// product: scaled, capped, biased. `capGrad` (may be null) gets the cap's
+/// derivative with respect to the scaled score.
+template <typename T>
+TL_DEVICE float scoreOf(const Dims &p, int b, int h, int t, int s, float dot,
+                        float *capGrad) {
+  float x = dot * p.scale;
+  float grad = 1.0f;
+  if (p.softcap > 0.0f) {
+    x = p.softcap * tanhf(x / p.softcap);
+    float c = x / p.softcap;
+    grad = 1.0f - c * c;
+  }
+  if (capGrad) {
+    *capGrad = grad;
+  }
+  if (p.alibi) {
+    x += p.slopes[h] * float(s - t - (p.s - p.t));
+  }
+  if (p.bias) {
+    i64 at = i64(b) * p.biasStride[0] + i64(h) * p.biasStride[1] +
+             i64(t) * p.biasStride[2] + i64(s) * p.biasStride[3];
+    x += load(static_cast<const T *>(p.bias), at);
+  }
+  return x;
 }
 
 /// Keys [0, end) any of the query rows [t0, t0 + rows) sees.
@@ -220,7 +289,7 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
   const T *kp = k + kvh * p.s * p.d;
   const T *vp = v + kvh * p.s * p.dv;
   int end = keyEnd(p, t0, kBlockRows);
-  for (int n0 = 0; n0 < end; n0 += kTileRows) {
+  for (int n0 = keyBegin(p, t0); n0 < end; n0 += kTileRows) {
     int keys = end - n0 < kTileRows ? end - n0 : kTileRows;
     stageRows<T, HD>(kTile, kp + i64(n0) * p.d, kTileRows, keys, p.d);
     stageRows<T, HD>(vTile, vp + i64(n0) * p.dv, kTileRows, keys, p.dv);
@@ -243,8 +312,10 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int key = n0 + 8 * j + 2 * tq + (e & 1);
-        float x = visible(p, rowA + 8 * (e >> 1), key) ? s[j][e] * p.scale
-                                                       : negativeInfinity();
+        int row = rowA + 8 * (e >> 1);
+        float x = visible(p, row, key)
+                      ? scoreOf<T>(p, b, h, row, key, s[j][e], nullptr)
+                      : negativeInfinity();
         s[j][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
@@ -367,9 +438,11 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
   // The first query that sees key n0; earlier tiles see none of the block.
   int first = p.causal ? n0 - (p.s - p.t) : 0;
   first = first < 0 ? 0 : first - first % kTileRows;
+  // One past the last query that sees the block's keys (a window ends it).
+  int last = queryEnd(p, n0, keys);
   for (int h = hk * group; h < (hk + 1) * group; ++h) {
     i64 bh = i64(b) * p.hq + h;
-    for (int t0 = first; t0 < p.t; t0 += kTileRows) {
+    for (int t0 = first; t0 < last; t0 += kTileRows) {
       int rows = p.t - t0 < kTileRows ? p.t - t0 : kTileRows;
       // The barrier ending the previous step (or, on the first step, the
       // K/V staging above) orders these stores after every read.
@@ -415,11 +488,15 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
           for (int e = 0; e < 4; ++e) {
             int col = 16 * c + 8 * j + 2 * tq + (e & 1);
             int key = keyA + 8 * (e >> 1);
-            float prob = visible(p, t0 + col, key)
-                             ? __expf(sT[j][e] * p.scale - lTile[col])
-                             : 0.0f;
+            float capGrad = 1.0f;
+            float prob =
+                visible(p, t0 + col, key)
+                    ? __expf(scoreOf<T>(p, b, h, t0 + col, key, sT[j][e],
+                                        &capGrad) -
+                             lTile[col])
+                    : 0.0f;
             sT[j][e] = prob;
-            dpT[j][e] = prob * (dpT[j][e] - deltaTile[col]);
+            dpT[j][e] = prob * (dpT[j][e] - deltaTile[col]) * capGrad;
           }
         }
         u32 pa[4], dsa[4];
@@ -508,7 +585,7 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
   const T *kp = k + kvh * p.s * p.d;
   const T *vp = v + kvh * p.s * p.dv;
   int end = keyEnd(p, t0, kBlockRows);
-  for (int n0 = 0; n0 < end; n0 += kTileRows) {
+  for (int n0 = keyBegin(p, t0); n0 < end; n0 += kTileRows) {
     int keys = end - n0 < kTileRows ? end - n0 : kTileRows;
     stageRows<T, HD>(kTile, kp + i64(n0) * p.d, kTileRows, keys, p.d);
     stageRows<T, HD>(vTile, vp + i64(n0) * p.dv, kTileRows, keys, p.dv);
@@ -543,10 +620,14 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
       for (int e = 0; e < 4; ++e) {
         int r = e >> 1;
         int key = n0 + 8 * j + 2 * tq + (e & 1);
-        float prob = visible(p, rowA + 8 * r, key)
-                         ? __expf(s[j][e] * p.scale - lse[r])
-                         : 0.0f;
-        dp[j][e] = prob * (dp[j][e] - delta[r]);
+        int row = rowA + 8 * r;
+        float capGrad = 1.0f;
+        float prob =
+            visible(p, row, key)
+                ? __expf(scoreOf<T>(p, b, h, row, key, s[j][e], &capGrad) -
+                         lse[r])
+                : 0.0f;
+        dp[j][e] = prob * (dp[j][e] - delta[r]) * capGrad;
       }
     }
 #pragma unroll

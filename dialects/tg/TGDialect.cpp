@@ -51,6 +51,33 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kRecomputeAttrName || name == kRecomputedAttrName) {
+    if (!llvm::isa<UnitAttr>(attribute.getValue())) {
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    }
+    return success();
+  }
+  if (name == kRecomputeSummaryAttrName) {
+    auto summary = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!llvm::isa<ModuleOp>(op) || !summary ||
+        !summary.getAs<StringAttr>("policy")) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary with a policy on a "
+                                "builtin module";
+    }
+    return success();
+  }
+  if (name == kRecomputePolicyAttrName) {
+    auto policy = llvm::dyn_cast<StringAttr>(attribute.getValue());
+    if (op->getName().getStringRef() != "func.func" || !policy ||
+        !llvm::is_contained({"none", "full", "selective", "budget"},
+                            policy.getValue())) {
+      return op->emitError() << "'" << name
+                             << "' must be none, full, selective or budget "
+                                "on a function";
+    }
+    return success();
+  }
   if (name == kSourceAttrName) {
     if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(attribute.getValue())) {
       return op->emitError() << "'" << kSourceAttrName

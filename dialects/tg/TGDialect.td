@@ -30,6 +30,18 @@ def TG_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLayerAttrName = "tg.layer";
     /// Name of the discardable attribute holding an op's HF module path.
     static constexpr ::llvm::StringLiteral kModuleAttrName = "tg.module";
+    /// tailor-recompute's decision: on a forward op whose results backward
+    /// recomputes (unit), on the recomputing clones (unit), and on the
+    /// training step, the policy (a string).
+    static constexpr ::llvm::StringLiteral kRecomputeAttrName = "tg.recompute";
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName = "tg.recomputed";
+    static constexpr ::llvm::StringLiteral kRecomputePolicyAttrName =
+        "tg.recompute_policy";
+    /// On the builtin module: what tailor-recompute chose, for the plan's
+    /// notes ({policy, tensors, ops, flops, activation_bytes,
+    /// activation_bytes_without}).
+    static constexpr ::llvm::StringLiteral kRecomputeSummaryAttrName =
+        "tg.recompute_summary";
     /// On the builtin module: the model file the graph was imported from
     /// (external data locations are resolved against its folder).
     static constexpr ::llvm::StringLiteral kSourceAttrName = "tg.source";

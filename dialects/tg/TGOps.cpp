@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
 
@@ -473,6 +474,52 @@ LogicalResult tailor::tg::verifyAttentionPositions(Operation *op,
   return success();
 }
 
+LogicalResult tailor::tg::verifyAttentionBias(
+    Operation *op, Value query, Value key,
+    std::optional<ArrayRef<double>> alibiSlopes, Value bias) {
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key);
+  if (q.size() != 4 || k.size() != 4) {
+    return success(); // the shape check reports it
+  }
+  if (alibiSlopes) {
+    if (static_cast<int64_t>(alibiSlopes->size()) != q[1]) {
+      return op->emitOpError()
+             << "expected one ALiBi slope per query head (" << q[1]
+             << "), got " << alibiSlopes->size();
+    }
+    for (double slope : *alibiSlopes) {
+      if (!std::isfinite(slope)) {
+        return op->emitOpError() << "expected finite ALiBi slopes, got "
+                                 << slope;
+      }
+    }
+  }
+  if (!bias) {
+    return success();
+  }
+  if (getElementTypeOrSelf(bias.getType()) !=
+      getElementTypeOrSelf(query.getType())) {
+    return op->emitOpError() << "expected a bias of the query's element type "
+                             << getElementTypeOrSelf(query.getType())
+                             << ", got "
+                             << getElementTypeOrSelf(bias.getType());
+  }
+  Shape scores = {q[0], q[1], q[2], k[2]};
+  ArrayRef<int64_t> b = shapeOf(bias);
+  bool fits = b.size() == 4;
+  for (size_t i = 0; fits && i < 4; ++i) {
+    fits = b[i] == 1 || b[i] == scores[i] || ShapedType::isDynamic(b[i]) ||
+           ShapedType::isDynamic(scores[i]);
+  }
+  if (!fits) {
+    return op->emitOpError()
+           << "expected a bias broadcastable to the scores "
+           << formatShape(scores) << " (rank 4, each dim equal or 1), got "
+           << formatShape(b);
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifySameElementType(
           *this, {getQuery(), getKey(), getValue(), getResult()},
@@ -493,7 +540,9 @@ LogicalResult AttentionOp::verify() {
   FailureOr<Shape> shape =
       attentionShape(shapeOf(getQuery()), shapeOf(getKey()),
                      shapeOf(getValue()), [&] { return emitOpError(); });
-  if (failed(shape)) {
+  if (failed(shape) ||
+      failed(verifyAttentionBias(*this, getQuery(), getKey(),
+                                 getAlibiSlopes(), getBias()))) {
     return failure();
   }
   return verifyResultShape(*this, getResult(), *shape);

@@ -32,6 +32,14 @@ mlir::LogicalResult verifyAttentionMasking(mlir::Operation *op, bool causal,
 mlir::LogicalResult verifyAttentionPositions(mlir::Operation *op,
                                              mlir::Value positions,
                                              mlir::Value query, bool causal);
+/// The score biases tg.attention and tg.attention_grad share:
+/// `alibiSlopes` holds one finite slope per query head, and `bias` (may be
+/// null) is rank 4 with each dim equal to the scores' [B, Hq, T, S] dim or
+/// 1, of the query's element type.
+mlir::LogicalResult
+verifyAttentionBias(mlir::Operation *op, mlir::Value query, mlir::Value key,
+                    std::optional<llvm::ArrayRef<double>> alibiSlopes,
+                    mlir::Value bias);
 } // namespace tailor::tg
 
 #endif // TAILOR_DIALECTS_TG_TGOPS_H

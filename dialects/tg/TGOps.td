@@ -328,7 +328,7 @@ def TG_RopeOp : TG_Op<"rope", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TG_AttentionOp : TG_Op<"attention", [Pure]> {
+def TG_AttentionOp : TG_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention, optionally causal, with GQA";
   let description = [{
     `q: [B, Hq, T, D]`, `k: [B, Hkv, S, D]`, `v: [B, Hkv, S, Dv]` with Hq a
@@ -339,6 +339,29 @@ def TG_AttentionOp : TG_Op<"attention", [Pure]> {
     before that diagonal, s <= t + (S - T) - window (Mistral's and Gemma-2's
     sliding windows). `softcap` caps the scaled scores as
     softcap * tanh(scores / softcap) before masking (Gemma-2).
+
+    The score of query t and key s, before the softmax, is
+      x = scale * q[t] . k[s], capped by `softcap` if given,
+          + alibi_slopes[h] * (s - t - (S - T))   with `alibi_slopes`,
+          + bias[b, h, t, s]                      with a `bias` operand,
+    and masked keys are left out of the softmax.
+
+    `alibi_slopes` (ALiBi, one slope per query head, Hq entries) adds a
+    bias linear in the key index. Softmax is invariant to adding a constant
+    per query row, so every ALiBi form that differs by a per-row constant is
+    the same attention: BLOOM's slope * s, MPT's slope * (s - (S - 1)) and
+    the relative form slope * (s - t) all read as this one. The canonical
+    offset is the causal diagonal, s - t - (S - T): zero at the query's own
+    key and negative for earlier keys, so the added values stay small next
+    to the scores whatever the sequence length (no f32 cancellation at long
+    S).
+
+    `bias` (optional) is any other additive bias of the scores (a padding
+    mask read at run time, a relative-position table, ...): a rank-4 tensor
+    of the result's element type whose dims [b0, b1, b2, b3] each equal the
+    score dim [B, Hq, T, S] or are 1 (broadcast), checked by the verifier.
+    Its gradient is not taken: autodiff rejects a trainable bias.
+
     `positions: [B, T]` (integer, with `causal`) is document masking for
     packed sequences: each token's position within its example, so key s
     is also masked for query t when s < t + (S - T) - positions[b, t]
@@ -347,25 +370,28 @@ def TG_AttentionOp : TG_Op<"attention", [Pure]> {
   }];
   let arguments = (ins TG_FloatTensor:$query, TG_FloatTensor:$key,
                        TG_FloatTensor:$value,
-                       Optional<TG_IndexTensor>:$positions,
-                       UnitAttr:$causal,
+                       Optional<TG_FloatTensor>:$bias,
+                       Optional<TG_IndexTensor>:$positions, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
-                       OptionalAttr<F64Attr>:$softcap);
+                       OptionalAttr<F64Attr>:$softcap,
+                       OptionalAttr<DenseF64ArrayAttr>:$alibi_slopes);
   let results = (outs TG_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`positions` $positions^)? attr-dict `:`
-    functional-type(operands, results)
+    $query `,` $key `,` $value (`bias` $bias^)? (`positions` $positions^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   // The builder without document masking (what raising creates).
   let builders = [
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$query,
                    "::mlir::Value":$key, "::mlir::Value":$value,
-                   "::mlir::UnitAttr":$causal, "::mlir::FloatAttr":$scale,
-                   "::mlir::IntegerAttr":$window,
-                   "::mlir::FloatAttr":$softcap), [{
-      build($_builder, $_state, result, query, key, value,
-            /*positions=*/::mlir::Value(), causal, scale, window, softcap);
+                   "::mlir::Value":$bias, "::mlir::UnitAttr":$causal,
+                   "::mlir::FloatAttr":$scale, "::mlir::IntegerAttr":$window,
+                   "::mlir::FloatAttr":$softcap,
+                   "::mlir::DenseF64ArrayAttr":$alibi_slopes), [{
+      build($_builder, $_state, result, query, key, value, bias,
+            /*positions=*/::mlir::Value(), causal, scale, window, softcap,
+            alibi_slopes);
     }]>
   ];
   let hasVerifier = 1;

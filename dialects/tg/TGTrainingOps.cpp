@@ -122,7 +122,9 @@ LogicalResult AttentionGradOp::verify() {
   FailureOr<Shape> shape =
       attentionShape(shapeOf(getQuery()), shapeOf(getKey()),
                      shapeOf(getValue()), [&] { return emitOpError(); });
-  if (failed(shape)) {
+  if (failed(shape) ||
+      failed(verifyAttentionBias(*this, getQuery(), getKey(),
+                                 getAlibiSlopes(), getBias()))) {
     return failure();
   }
   if (!shapesCompatible(shapeOf(getOutputGrad()), *shape)) {

@@ -161,7 +161,14 @@ void AutodiffPass::runOnOperation() {
       slot = grad;
       return;
     }
-    slot = tg::AddOp::create(builder, loc, value.getType(), slot, grad);
+    auto sum = tg::AddOp::create(builder, loc, value.getType(), slot, grad);
+    // A sum of cotangents is backward work of the layer that made `value`.
+    if (Operation *primal = value.getDefiningOp()) {
+      if (Attribute layer = primal->getAttr(tg::TGDialect::kLayerAttrName)) {
+        sum->setAttr(tg::TGDialect::kLayerAttrName, layer);
+      }
+    }
+    slot = sum;
   };
   for (auto &[value, cotangent] : seeds) {
     if (useful.contains(value)) {

@@ -373,14 +373,20 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
                                       rope.getSin(), rope.getInterleavedAttr()));
         return success();
       })
-      .Case([&](tg::AttentionOp attention) {
+      .Case([&](tg::AttentionOp attention) -> LogicalResult {
+        // The additive bias is read again by the backward, not
+        // differentiated (operand 3 when present).
+        if (attention.getBias() && needed.size() > 3 && needed[3]) {
+          return unsupported("additive bias (no kernel computes its gradient)");
+        }
         auto grad = tg::AttentionGradOp::create(
             b, loc, attention.getQuery().getType(),
             attention.getKey().getType(), attention.getValue().getType(), dy,
             attention.getQuery(), attention.getKey(), attention.getValue(),
-            attention.getPositions(), attention.getCausalAttr(),
-            attention.getScaleAttr(),
-            attention.getWindowAttr(), attention.getSoftcapAttr());
+            attention.getBias(), attention.getPositions(),
+            attention.getCausalAttr(), attention.getScaleAttr(),
+            attention.getWindowAttr(), attention.getSoftcapAttr(),
+            attention.getAlibiSlopesAttr());
         set(0, grad.getQueryGrad());
         set(1, grad.getKeyGrad());
         set(2, grad.getValueGrad());

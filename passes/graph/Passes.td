@@ -87,6 +87,23 @@ def RaiseEmbeddingPass : Pass<"tailor-raise-embedding", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def AssignLayersPass : Pass<"tailor-assign-layers", "::mlir::func::FuncOp"> {
+  let summary = "gives every op inside a transformer layer its `tg.layer`";
+  let description = [{
+    Raising annotates the ops it builds with their layer (from the weight's
+    module path); what it leaves alone (residual adds, a gate times an up
+    projection, casts and shape ops of hand-written models) has none.
+    Recomputation, sharding and offload reason per layer, so this pass
+    fills the gaps in program order: an op without `tg.layer` and without
+    a `tg.module` of its own takes the largest layer among the producers of
+    its operands. Ops that read nothing layered (the embedding, position
+    tables) and ops whose module is outside the layers (the final norm,
+    lm_head) keep no layer: they belong to no transformer layer. Parameter,
+    state and constant references are data, not work, and get none.
+  }];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def TieEmbeddingsPass : Pass<"tailor-tie-embeddings", "::mlir::ModuleOp"> {
   let summary = "reads a tied lm_head from the embedding table it copies";
   let description = [{

@@ -1,17 +1,25 @@
 //===- RaiseAttention.cpp - softmax(q k^T * s + mask) v -> tg.attention ---===//
 //
 // Matches from the output matmul backwards:
-//   out    = matmul(probs, v)
+//   out    = matmul(probs, v)      (4-D, or 3-D on flattened heads [B*H, ..])
 //   probs  = softmax(masked, axis = -1)
-//   masked = scores + M | where(C, scores, -inf) | scores
-//   scores = matmul(q, k^T) * s | matmul(q, k^T) / s | matmul(q*a, k^T*b)
-// M and C must be generated masks (tg.band_mask, what the importer makes of
-// every mask an export computes from shapes, seen through casts, reshapes and
-// broadcasts) or constants; they decide `causal` (a mask that hides exactly
-// the keys after each query) or no mask at all. Anything else (a padding mask
-// computed from an attention_mask input, a sliding window) is left alone.
-// Key/value heads repeated for grouped-query attention by reshape ->
-// broadcast -> reshape are unrepeated: tg.attention reads them natively.
+//   masked = sum of terms | where(C, sum, -inf) | where(C, -inf, sum)
+//   terms  = scores, masks M, ALiBi A, at most one other bias X
+//   scores = [c tanh(] matmul(q, k^T) * s [/ c)] | ... / s | matmul(q*a, k^T*b)
+// The sum is read through adds, casts and a reshape from flattened heads
+// (BLOOM's baddbmm(alibi, q, k^T) on [B*H, T, S]). M and C must be generated
+// masks (tg.band_mask, what the importer makes of every mask an export
+// computes from shapes, seen through casts, reshapes and broadcasts) or
+// constants; they decide `causal` (a mask that hides exactly the keys after
+// each query, with or without a sliding window) or no mask at all. A
+// compile-time term whose every [b, h, t] row is c + slope_h * s (one slope
+// per head) is ALiBi: `alibi_slopes` (the per-row constant c cancels in the
+// softmax, so BLOOM's slope * s and MPT's slope * (s - S + 1) are one
+// form). Any other term (a padding mask computed from an attention_mask
+// input, a constant that is neither mask nor ALiBi) becomes the `bias`
+// operand, reshaped to rank 4. Key/value heads repeated for grouped-query
+// attention by reshape -> broadcast -> reshape are unrepeated: tg.attention
+// reads them natively.
 //
 //===----------------------------------------------------------------------===//
 
@@ -228,17 +236,6 @@ std::optional<Unrepeated> unrepeatHeads(Value x, ArrayRef<int64_t> shape) {
   return Unrepeated{inner, {wide[0], wide[1], wide[3], wide[4]}};
 }
 
-/// `u.source` with shape `u.shape` (a reshape when it differs).
-Value materializeUnrepeated(PatternRewriter &rewriter, const Unrepeated &u) {
-  if (shapeOf(u.source) == ArrayRef<int64_t>(u.shape)) {
-    return u.source;
-  }
-  return tg::ReshapeOp::create(
-      rewriter, u.source.getLoc(),
-      RankedTensorType::get(u.shape, getElementTypeOrSelf(u.source.getType())),
-      u.source);
-}
-
 /// How to get k [B, H, S, D] from the k^T operand of the scores matmul,
 /// decided before anything is created.
 struct KeyPlan {
@@ -317,6 +314,247 @@ std::pair<Value, double> splitScale(Value v) {
   return {v, 1.0};
 }
 
+/// A term of the sum the softmax reads. `flat`: found below a reshape of
+/// [B*H, T, S] to [B, H, T, S] (BLOOM's baddbmm on flattened heads), so
+/// its leading dim counts B*H.
+struct ScoreTerm {
+  Value value;
+  bool flat;
+};
+
+/// Flattens the sum feeding the softmax over scores `scores` = [B, H, T, S]
+/// into its terms, through adds, casts and one reshape from flattened heads.
+void collectTerms(Value v, bool flat, ArrayRef<int64_t> scores,
+                  SmallVectorImpl<ScoreTerm> &terms) {
+  v = skipCasts(v);
+  if (auto add = v.getDefiningOp<tg::AddOp>()) {
+    collectTerms(add.getLhs(), flat, scores, terms);
+    collectTerms(add.getRhs(), flat, scores, terms);
+    return;
+  }
+  if (auto reshape = v.getDefiningOp<tg::ReshapeOp>(); reshape && !flat) {
+    ArrayRef<int64_t> in = shapeOf(reshape.getInput());
+    if (in.size() == 3 && shapeOf(v) == scores &&
+        in == ArrayRef<int64_t>{scores[0] * scores[1], scores[2], scores[3]}) {
+      collectTerms(reshape.getInput(), true, scores, terms);
+      return;
+    }
+  }
+  terms.push_back({v, flat});
+}
+
+/// The shape of `term` read as [B, H, T, S]-broadcastable (rank 4), or
+/// nothing: leading ones added, and a flat term's leading dim (1 or B*H)
+/// split into two.
+std::optional<SmallVector<int64_t>> shape4Of(ArrayRef<int64_t> shape,
+                                             bool flat,
+                                             ArrayRef<int64_t> scores) {
+  size_t rank = flat ? 3 : 4;
+  if (shape.size() > rank) {
+    return std::nullopt;
+  }
+  SmallVector<int64_t> padded(rank - shape.size(), 1);
+  padded.append(shape.begin(), shape.end());
+  if (flat) {
+    if (padded[0] != 1 && padded[0] != scores[0] * scores[1]) {
+      return std::nullopt;
+    }
+    bool whole = padded[0] != 1;
+    padded = {whole ? scores[0] : 1, whole ? scores[1] : 1, padded[1],
+              padded[2]};
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    if (padded[i] != 1 && padded[i] != scores[i]) {
+      return std::nullopt;
+    }
+  }
+  return padded;
+}
+
+/// Reads a compile-time score bias as ALiBi: per [B, H, T] row, values
+/// c + slope_h * s with one slope per head (a per-row constant, slope 0,
+/// is no bias at all under softmax). Returns Hq slopes, or nothing.
+std::optional<SmallVector<double>> alibiSlopesOf(DenseElementsAttr attr,
+                                                 ArrayRef<int64_t> shape4,
+                                                 int64_t heads) {
+  if (!llvm::isa<FloatType>(attr.getElementType())) {
+    return std::nullopt;
+  }
+  SmallVector<double> values;
+  for (const APFloat &v : attr.getValues<APFloat>()) {
+    values.push_back(v.convertToDouble());
+  }
+  int64_t s = shape4[3], rows = s == 0 ? 0 : attr.getNumElements() / s;
+  if (attr.isSplat()) {
+    return SmallVector<double>(heads, 0.0);
+  }
+  SmallVector<std::optional<double>> perHead(shape4[1]);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = values.data() + r * s;
+    double slope = s > 1 ? (row[s - 1] - row[0]) / static_cast<double>(s - 1)
+                         : 0.0;
+    for (int64_t j = 0; j < s; ++j) {
+      double expected = row[0] + slope * static_cast<double>(j);
+      if (!std::isfinite(row[j]) ||
+          std::fabs(row[j] - expected) >
+              1e-6 * (1.0 + std::fabs(row[0]) + std::fabs(expected))) {
+        return std::nullopt;
+      }
+    }
+    std::optional<double> &known = perHead[(r / shape4[2]) % shape4[1]];
+    if (known && std::fabs(*known - slope) > 1e-6 * std::fabs(slope)) {
+      return std::nullopt;
+    }
+    known = slope;
+  }
+  SmallVector<double> slopes;
+  for (int64_t h = 0; h < heads; ++h) {
+    slopes.push_back(perHead[shape4[1] == 1 ? 0 : h].value_or(0.0));
+  }
+  return slopes;
+}
+
+/// How to get an operand [B, H, N, D] from what the attention matmuls read:
+/// `source`, transposed by `permutation` or reshaped to `reshape` (empty:
+/// neither), decided before anything is created.
+Value materialize(PatternRewriter &rewriter, const KeyPlan &plan) {
+  Value x = plan.source;
+  auto type =
+      RankedTensorType::get(plan.shape, getElementTypeOrSelf(x.getType()));
+  if (!plan.permutation.empty()) {
+    return tg::TransposeOp::create(
+        rewriter, x.getLoc(), type, x,
+        rewriter.getDenseI64ArrayAttr(plan.permutation));
+  }
+  if (!plan.reshape.empty()) {
+    return tg::ReshapeOp::create(rewriter, x.getLoc(), type, x);
+  }
+  return x;
+}
+
+/// A flattened-heads operand x [B*H, N, D] as [B, H, N, D]: the reshape's
+/// source when x is one (before repeat_kv when that was repeated), else a
+/// reshape of x.
+std::optional<KeyPlan> planFlat(Value x, int64_t batch) {
+  ArrayRef<int64_t> flat = shapeOf(x);
+  if (flat.size() != 3 || batch <= 0 || flat[0] % batch != 0) {
+    return std::nullopt;
+  }
+  SmallVector<int64_t> shape{batch, flat[0] / batch, flat[1], flat[2]};
+  if (std::optional<Unrepeated> base = unrepeatHeads(x, shape)) {
+    return planOf(*base);
+  }
+  if (auto reshape = x.getDefiningOp<tg::ReshapeOp>()) {
+    if (shapeOf(reshape.getInput()) == ArrayRef<int64_t>(shape)) {
+      return KeyPlan{reshape.getInput(), {}, {}, shape};
+    }
+  }
+  return KeyPlan{x, {}, shape, shape};
+}
+
+/// How to get q, k, v [B, H, N, D] (decided, nothing created).
+struct OperandPlans {
+  std::optional<KeyPlan> query, key, value;
+};
+
+/// Plans q, k, v from the q k^T product's operands and the output
+/// matmul's v, on flattened heads [B*H, N, D] where `flatScores` /
+/// `flatOutput` say so; nothing (with `why`) when they do not fit.
+std::optional<OperandPlans> planOperands(Value query, Value keyT, Value value,
+                                         bool flatScores, bool flatOutput,
+                                         int64_t batch, std::string &why) {
+  OperandPlans plans;
+  why = "unexpected head shapes";
+  if (flatScores) {
+    auto transpose = keyT.getDefiningOp<tg::TransposeOp>();
+    if (!transpose ||
+        transpose.getPermutation() != ArrayRef<int64_t>{0, 2, 1}) {
+      why = "k^T is not a transposed key";
+      return std::nullopt;
+    }
+    plans.query = planFlat(query, batch);
+    plans.key = planFlat(transpose.getInput(), batch);
+  } else {
+    plans.query = KeyPlan{query, {}, {}, SmallVector<int64_t>(shapeOf(query))};
+    plans.key = planKey(keyT);
+    if (!plans.key) {
+      why = "k^T is not a transposed key";
+      return std::nullopt;
+    }
+  }
+  if (flatOutput) {
+    plans.value = planFlat(value, batch);
+  } else if (std::optional<Unrepeated> base =
+                 unrepeatHeads(value, shapeOf(value))) {
+    plans.value = planOf(*base);
+  } else {
+    plans.value = KeyPlan{value, {}, {}, SmallVector<int64_t>(shapeOf(value))};
+  }
+  if (!plans.query || !plans.key || !plans.value) {
+    return std::nullopt;
+  }
+  return plans;
+}
+
+/// The scores term peeled down to q k^T: softcap, then scale.
+struct PeeledScores {
+  tg::MatmulOp qk;
+  double scale = 1.0;
+  std::optional<double> softcap;
+};
+
+/// Peels `scores` = [c * tanh(] s * matmul(q * a, k^T * b) [/ c)]; fails
+/// with the reason when no q k^T product is under it.
+FailureOr<PeeledScores> peelScores(Value scores, std::string &why) {
+  PeeledScores peeled;
+  // Soft-capping (Gemma-2): tanh(scores / c) * c, before the mask.
+  auto [capped, outer] = splitScale(scores);
+  if (auto tanh = capped.getDefiningOp<tg::TanhOp>(); tanh && outer > 0) {
+    Value inner = tanh.getInput();
+    std::optional<double> cap;
+    if (auto div = inner.getDefiningOp<tg::DivOp>()) {
+      cap = splatValue(div.getRhs());
+      inner = div.getLhs();
+    } else if (auto [unscaled, c] = splitScale(inner); c != 1.0) {
+      cap = 1.0 / c;
+      inner = unscaled;
+    }
+    if (cap && std::fabs(*cap - outer) <= 1e-6 * outer) {
+      peeled.softcap = outer;
+      scores = inner;
+    }
+  }
+  if (auto div = scores.getDefiningOp<tg::DivOp>()) {
+    std::optional<double> c = splatValue(div.getRhs());
+    if (!c || *c == 0.0) {
+      why = "scores divided by a non-constant";
+      return failure();
+    }
+    peeled.scale /= *c;
+    scores = div.getLhs();
+  } else {
+    auto [unscaled, c] = splitScale(scores);
+    peeled.scale *= c;
+    scores = unscaled;
+  }
+  peeled.qk = scores.getDefiningOp<tg::MatmulOp>();
+  if (!peeled.qk) {
+    why = "no q k^T product";
+    return failure();
+  }
+  return peeled;
+}
+
+/// What the terms added to the scores amount to.
+struct ScoreBiases {
+  MaskKind kind = MaskKind::None;
+  int64_t window = 0;
+  std::optional<SmallVector<double>> alibi;
+  /// A bias operand to pass (a run-time or non-ALiBi compile-time term).
+  std::optional<ScoreTerm> bias;
+  std::optional<ScoreTerm> scores;
+};
+
 struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
   /// `unraised` collects, per attention-like matmul (softmax(...) @ v) the
   /// pattern gave up on, why.
@@ -334,9 +572,99 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     return rewriter.notifyMatchFailure(op, why);
   }
 
+  /// Sorts the terms of the sum under the softmax (scores [B, H, T, S]):
+  /// masks (generated or constant), ALiBi (compile-time, affine in the key
+  /// index), the q k^T scores, and at most one other bias. Fails with why.
+  LogicalResult sortTerms(ArrayRef<ScoreTerm> terms, ArrayRef<int64_t> scores,
+                          ScoreBiases &out, std::string &why) const {
+    int64_t t = scores[2], s = scores[3];
+    for (const ScoreTerm &term : terms) {
+      if (isMaskSource(term.value)) {
+        int64_t window = 0;
+        MaskKind kind = classifyMask(term.value, t, s, MaskUse::Additive,
+                                     maskCache, window);
+        if (kind == MaskKind::None) {
+          continue;
+        }
+        if (kind == MaskKind::Causal) {
+          if (out.kind == MaskKind::Causal) {
+            why = "two causal masks are added to the scores";
+            return failure();
+          }
+          out.kind = kind;
+          out.window = window;
+          continue;
+        }
+      }
+      DenseElementsAttr attr;
+      std::optional<SmallVector<int64_t>> shape4 =
+          shape4Of(shapeOf(term.value), term.flat, scores);
+      if (!shape4) {
+        why = "a term added to the scores does not broadcast to them";
+        return failure();
+      }
+      if (!out.alibi &&
+          matchPattern(skipCasts(term.value), m_Constant(&attr))) {
+        if ((out.alibi = alibiSlopesOf(attr, *shape4, scores[1]))) {
+          continue;
+        }
+      }
+      if (!out.scores) {
+        std::string ignored;
+        if (succeeded(peelScores(term.value, ignored))) {
+          out.scores = term;
+          continue;
+        }
+      }
+      if (out.bias) {
+        why = "several run-time biases are added to the scores";
+        return failure();
+      }
+      out.bias = term;
+    }
+    if (!out.scores) {
+      // Report why the most likely candidate (a lone term) failed.
+      if (out.bias && terms.size() == 1) {
+        (void)peelScores(out.bias->value, why);
+      } else {
+        why = "no q k^T product";
+      }
+      return failure();
+    }
+    return success();
+  }
+
+  /// The bias operand [.., .., .., S] as rank 4 (a reshape when it is not).
+  Value materializeBias(PatternRewriter &rewriter, const ScoreTerm &term,
+                        ArrayRef<int64_t> scores) const {
+    SmallVector<int64_t> shape4 =
+        *shape4Of(shapeOf(term.value), term.flat, scores);
+    if (shapeOf(term.value) == ArrayRef<int64_t>(shape4)) {
+      return term.value;
+    }
+    return tg::ReshapeOp::create(
+        rewriter, term.value.getLoc(),
+        RankedTensorType::get(shape4,
+                              getElementTypeOrSelf(term.value.getType())),
+        term.value);
+  }
+
   LogicalResult matchAndRewrite(tg::MatmulOp op,
                                 PatternRewriter &rewriter) const override {
+    // 4-D [B, H, T, S] probabilities, or BLOOM's flattened heads: the 3-D
+    // [B*H, T, S] reshape of them.
     Value probs = skipCasts(op.getLhs());
+    bool flatOutput = false;
+    if (auto reshape = probs.getDefiningOp<tg::ReshapeOp>();
+        reshape && shapeOf(probs).size() == 3) {
+      ArrayRef<int64_t> in = shapeOf(reshape.getInput());
+      ArrayRef<int64_t> out = shapeOf(probs);
+      if (in.size() == 4 && in[0] * in[1] == out[0] && in[2] == out[1] &&
+          in[3] == out[2]) {
+        probs = skipCasts(reshape.getInput());
+        flatOutput = true;
+      }
+    }
     // SDPA exports zero fully masked rows: where(is_nan(p), 0, p).
     if (auto select = probs.getDefiningOp<tg::SelectOp>()) {
       auto isNan = select.getCondition().getDefiningOp<tg::IsNanOp>();
@@ -346,28 +674,17 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       }
     }
     auto softmax = probs.getDefiningOp<tg::SoftmaxOp>();
-    if (!softmax || shapeOf(op.getLhs()).size() != 4 ||
-        softmax.getAxis() != 3) {
+    if (!softmax || shapeOf(probs).size() != 4 || softmax.getAxis() != 3 ||
+        (!flatOutput && shapeOf(op.getLhs()).size() != 4)) {
       return rewriter.notifyMatchFailure(op, "lhs is not a softmax over keys");
     }
+    SmallVector<int64_t> scoreShape(shapeOf(probs));
     Value scores = skipCasts(softmax.getInput());
-    std::optional<Value> mask;
-    MaskUse use = MaskUse::Additive;
-    if (auto add = scores.getDefiningOp<tg::AddOp>()) {
-      // The generated or constant side is the mask.
-      if (isMaskSource(add.getRhs())) {
-        mask = add.getRhs();
-        scores = add.getLhs();
-      } else if (isMaskSource(add.getLhs())) {
-        mask = add.getLhs();
-        scores = add.getRhs();
-      } else {
-        return giveUp(op, rewriter, "mask is computed at run time");
-      }
-    } else if (auto select = scores.getDefiningOp<tg::SelectOp>()) {
+    ScoreBiases biases;
+    if (auto select = scores.getDefiningOp<tg::SelectOp>()) {
       std::optional<double> keepFill = splatValue(select.getOnFalse());
       std::optional<double> hideFill = splatValue(select.getOnTrue());
-      mask = select.getCondition();
+      MaskUse use;
       if (keepFill && *keepFill <= -1e4) {
         use = MaskUse::Keep;
         scores = select.getOnTrue();
@@ -377,104 +694,87 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       } else {
         return giveUp(op, rewriter, "select does not fill -inf");
       }
-    }
-    // Soft-capping (Gemma-2): tanh(scores / c) * c, before the mask.
-    std::optional<double> softcap;
-    {
-      auto [capped, outer] = splitScale(scores);
-      if (auto tanh = capped.getDefiningOp<tg::TanhOp>(); tanh && outer > 0) {
-        Value inner = tanh.getInput();
-        std::optional<double> cap;
-        if (auto div = inner.getDefiningOp<tg::DivOp>()) {
-          cap = splatValue(div.getRhs());
-          inner = div.getLhs();
-        } else if (auto [unscaled, c] = splitScale(inner); c != 1.0) {
-          cap = 1.0 / c;
-          inner = unscaled;
-        }
-        if (cap && std::fabs(*cap - outer) <= 1e-6 * outer) {
-          softcap = outer;
-          scores = inner;
-        }
+      biases.kind = classifyMask(select.getCondition(), scoreShape[2],
+                                 scoreShape[3], use, maskCache, biases.window);
+      if (biases.kind == MaskKind::Other) {
+        return giveUp(op, rewriter,
+                      "the mask is neither causal (with or without a sliding "
+                      "window) nor empty");
       }
     }
-    // Scale on the scores.
-    double scale = 1.0;
-    if (auto div = scores.getDefiningOp<tg::DivOp>()) {
-      std::optional<double> c = splatValue(div.getRhs());
-      if (!c || *c == 0.0) {
-        return giveUp(op, rewriter, "scores divided by a non-constant");
-      }
-      scale /= *c;
-      scores = div.getLhs();
-    } else {
-      auto [unscaled, c] = splitScale(scores);
-      scale *= c;
-      scores = unscaled;
+    SmallVector<ScoreTerm> terms;
+    collectTerms(scores, false, scoreShape, terms);
+    std::string why;
+    if (failed(sortTerms(terms, scoreShape, biases, why))) {
+      return giveUp(op, rewriter, why);
     }
-    auto qk = scores.getDefiningOp<tg::MatmulOp>();
-    if (!qk) {
-      return giveUp(op, rewriter, "no q k^T product");
-    }
+    FailureOr<PeeledScores> peeled = peelScores(biases.scores->value, why);
+    tg::MatmulOp qk = peeled->qk;
     auto [query, qScale] = splitScale(qk.getLhs());
     auto [keyT, kScale] = splitScale(qk.getRhs());
-    scale *= qScale * kScale;
+    double scale = peeled->scale * qScale * kScale;
     // Nothing is created until every check passed (a pattern that fails
     // must leave the IR untouched).
-    std::optional<KeyPlan> keyPlan = planKey(keyT);
-    if (!keyPlan) {
-      return giveUp(op, rewriter, "k^T is not a transposed key");
-    }
-    SmallVector<int64_t> keyShape = keyPlan->shape;
-    Value value = op.getRhs();
-    std::optional<Unrepeated> valueBase = unrepeatHeads(value, shapeOf(value));
-    SmallVector<int64_t> valueShape(valueBase ? ArrayRef<int64_t>(valueBase->shape)
-                                              : shapeOf(value));
-    ArrayRef<int64_t> q = shapeOf(query), k = keyShape, v = valueShape;
-    if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
-        q[1] % k[1] != 0) {
+    bool flatScores = shapeOf(qk.getResult()).size() == 3;
+    if (flatScores != biases.scores->flat) {
       return giveUp(op, rewriter, "unexpected head shapes");
     }
-    int64_t window = 0;
-    MaskKind kind = mask ? classifyMask(*mask, q[2], k[2], use, maskCache, window)
-                         : MaskKind::None;
-    if (kind == MaskKind::Other) {
-      return giveUp(op, rewriter, "the mask is neither causal (with or without a sliding window) nor empty");
+    std::optional<OperandPlans> plans = planOperands(
+        query, keyT, op.getRhs(), flatScores, flatOutput, scoreShape[0], why);
+    if (!plans) {
+      return giveUp(op, rewriter, why);
+    }
+    std::optional<KeyPlan> &queryPlan = plans->query, &keyPlan = plans->key,
+                           &valuePlan = plans->value;
+    ArrayRef<int64_t> q = queryPlan->shape, k = keyPlan->shape,
+                      v = valuePlan->shape;
+    if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
+        q[1] % k[1] != 0 || q[1] != scoreShape[1] || q[2] != scoreShape[2] ||
+        k[2] != scoreShape[3]) {
+      return giveUp(op, rewriter, "unexpected head shapes");
+    }
+    Type element = getElementTypeOrSelf(op.getType());
+    if (getElementTypeOrSelf(query.getType()) != element ||
+        (biases.bias &&
+         getElementTypeOrSelf(biases.bias->value.getType()) != element)) {
+      return giveUp(op, rewriter, "mixed precision attention");
     }
     double defaultScale = 1.0 / std::sqrt(static_cast<double>(q[3]));
     FloatAttr scaleAttr;
     if (std::fabs(scale - defaultScale) > 1e-6 * defaultScale) {
       scaleAttr = rewriter.getF64FloatAttr(scale);
     }
-    if (getElementTypeOrSelf(query.getType()) != getElementTypeOrSelf(op.getType())) {
-      return giveUp(op, rewriter, "mixed precision attention");
-    }
-    Value key = keyPlan->source;
-    Type keyElement = getElementTypeOrSelf(key.getType());
-    if (!keyPlan->permutation.empty()) {
-      key = tg::TransposeOp::create(
-          rewriter, key.getLoc(), RankedTensorType::get(keyShape, keyElement),
-          key, rewriter.getDenseI64ArrayAttr(keyPlan->permutation));
-    } else if (!keyPlan->reshape.empty()) {
-      key = tg::ReshapeOp::create(rewriter, key.getLoc(),
-                                  RankedTensorType::get(keyShape, keyElement), key);
-    }
-    if (valueBase) {
-      value = materializeUnrepeated(rewriter, *valueBase);
+    DenseF64ArrayAttr alibiAttr;
+    if (biases.alibi && llvm::any_of(*biases.alibi,
+                                     [](double m) { return m != 0.0; })) {
+      alibiAttr = rewriter.getDenseF64ArrayAttr(*biases.alibi);
     }
     unraised.erase(op);
+    Value bias = biases.bias
+                     ? materializeBias(rewriter, *biases.bias, scoreShape)
+                     : Value();
+    auto resultType = RankedTensorType::get({q[0], q[1], q[2], v[3]}, element);
     auto attention = tg::AttentionOp::create(
-        rewriter, op.getLoc(), op.getType(), query, key, value,
-        kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr, scaleAttr,
-        window > 0 ? rewriter.getI64IntegerAttr(window) : nullptr,
-        softcap ? rewriter.getF64FloatAttr(*softcap) : nullptr);
+        rewriter, op.getLoc(), resultType, materialize(rewriter, *queryPlan),
+        materialize(rewriter, *keyPlan), materialize(rewriter, *valuePlan),
+        bias,
+        biases.kind == MaskKind::Causal ? rewriter.getUnitAttr() : nullptr,
+        scaleAttr,
+        biases.window > 0 ? rewriter.getI64IntegerAttr(biases.window) : nullptr,
+        peeled->softcap ? rewriter.getF64FloatAttr(*peeled->softcap) : nullptr,
+        alibiAttr);
     // The scores matmul was exported inside the attention module itself.
     std::optional<std::string> path = modulePathFromLoc(qk.getLoc());
     if (!path) {
       path = nearestParentModule(query);
     }
     annotate(attention, path);
-    rewriter.replaceOp(op, attention.getResult());
+    Value result = attention.getResult();
+    if (flatOutput) {
+      result =
+          tg::ReshapeOp::create(rewriter, op.getLoc(), op.getType(), result);
+    }
+    rewriter.replaceOp(op, result);
     return success();
   }
 };

@@ -11,6 +11,7 @@
 #include "codegen/CpuKernels.h"
 #include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
+#include "passes/memory/Fusions.h"
 #include "passes/memory/PlannedProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -45,6 +46,9 @@ static std::string originOf(Operation *op) {
         break;
       }
     }
+  }
+  if (op->hasAttr(tg::TGDialect::kRecomputedAttrName)) {
+    origin += " (recomputed)";
   }
   return origin;
 }
@@ -87,17 +91,7 @@ private:
   LogicalResult planFunction(ModuleOp module, func::FuncOp func,
                              PlannedEntry &entry, int64_t &step);
 
-  /// What planning folds away rather than launching.
-  struct Fusions {
-    /// transpose(W) read only as linear weights: the kernel reads W as is.
-    DenseSet<Operation *> foldedTransposes;
-    /// Quantized weights read only by linear layers: dequantized per tile.
-    DenseSet<Operation *> fusedDequantizes;
-    /// Gradients whose only use is an accumulation: written into it.
-    DenseMap<Operation *, tg::AccumulateOp> accumulatedInPlace;
-  };
   LogicalResult planInputs(func::FuncOp func, PlannedEntry &entry);
-  Fusions decideFusions(Block &body);
   /// Plans one op at `step`: a root (parameter, state, constant, view) or a
   /// launch.
   LogicalResult planOp(ModuleOp module, Operation &op, const Fusions &fusions,
@@ -255,12 +249,6 @@ LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
   return success();
 }
 
-/// Kernels that can add their result into an accumulator instead of
-/// writing a fresh buffer (attribute `accumulate`).
-static bool canAccumulateInPlace(Operation *op) {
-  return llvm::isa_and_nonnull<tg::LinearWeightGradOp, tg::EmbeddingGradOp>(op);
-}
-
 LogicalResult LowerToSchedPass::planInputs(func::FuncOp func,
                                            PlannedEntry &entry) {
   for (BlockArgument arg : func.getBody().front().getArguments()) {
@@ -278,50 +266,6 @@ LogicalResult LowerToSchedPass::planInputs(func::FuncOp func,
     entry.inputs.push_back(rootOf[arg]);
   }
   return success();
-}
-
-LowerToSchedPass::Fusions LowerToSchedPass::decideFusions(Block &body) {
-  Fusions fusions;
-  // Exporters that pre-transpose Linear weights leave `transpose(W)` feeding
-  // tg.linear, and the backward pass of a linear layer multiplies by W
-  // through `linear(dy, transpose(W))`; the linear kernel reads W as stored
-  // instead (attribute `transpose_weight`), so no launch copies a weight.
-  for (auto transpose : body.getOps<tg::TransposeOp>()) {
-    bool swap2d = transpose.getPermutation() == ArrayRef<int64_t>{1, 0};
-    bool onlyLinearWeights =
-        !transpose->use_empty() &&
-        llvm::all_of(transpose->getUses(), [](OpOperand &use) {
-          return llvm::isa<tg::LinearOp>(use.getOwner()) &&
-                 use.getOperandNumber() == 1;
-        });
-    if (swap2d && onlyLinearWeights) {
-      fusions.foldedTransposes.insert(transpose);
-    }
-  }
-  // Quantized weights read only by linear layers (directly or through a
-  // folded transpose) are never dequantized whole: the linear kernel
-  // dequantizes tiles of the stored weight.
-  for (auto dequantize : body.getOps<tg::DequantizeOp>()) {
-    bool onlyLinear = llvm::all_of(dequantize->getUses(), [&](OpOperand &use) {
-      Operation *user = use.getOwner();
-      if (fusions.foldedTransposes.contains(user)) {
-        return true;
-      }
-      return llvm::isa<tg::LinearOp>(user) && use.getOperandNumber() == 1;
-    });
-    if (onlyLinear) {
-      fusions.fusedDequantizes.insert(dequantize);
-    }
-  }
-  // Weight and embedding gradients whose only use is an accumulation add
-  // straight into the accumulator.
-  for (auto accumulate : body.getOps<tg::AccumulateOp>()) {
-    Operation *producer = accumulate.getValue().getDefiningOp();
-    if (canAccumulateInPlace(producer) && accumulate.getValue().hasOneUse()) {
-      fusions.accumulatedInPlace[producer] = accumulate;
-    }
-  }
-  return fusions;
 }
 
 PlannedLaunch LowerToSchedPass::launchOf(Operation *op, StringRef kernel,
@@ -530,12 +474,21 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
     launch.operands.push_back(accessOf(operand));
   }
   auto inPlace = fusions.accumulatedInPlace.find(&op);
+  auto overOperand = fusions.resultOverOperand.find(&op);
   for (Value result : op.getResults()) {
     auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
     if (!type || !type.hasStaticShape()) {
       return op.emitError() << "result has no static shape";
     }
-    if (inPlace != fusions.accumulatedInPlace.end()) {
+    if (overOperand != fusions.resultOverOperand.end()) {
+      // Written over an input read here for the last time.
+      std::optional<unsigned> root =
+          findRoot(op.getOperand(overOperand->second));
+      if (!root) {
+        return failure();
+      }
+      rootOf[result] = *root;
+    } else if (inPlace != fusions.accumulatedInPlace.end()) {
       tg::AccumulateOp accumulate = inPlace->second;
       FailureOr<unsigned> target =
           stateRoot(module, accumulate, accumulate.getTargetAttr());

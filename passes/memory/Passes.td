@@ -5,6 +5,54 @@
 
 include "mlir/Pass/PassBase.td"
 
+def RecomputePass : Pass<"tailor-recompute", "::mlir::ModuleOp"> {
+  let summary = "recomputes activations in backward instead of keeping them";
+  let description = [{
+    Activation checkpointing on the training step. The forward ops are
+    those the loss is computed from; a forward value read by a backward op
+    is *saved* (kept from forward to backward). The policy picks saved
+    values to recompute instead; each is cloned, with whatever it needs
+    that is not kept, right before its first backward reader, and the
+    backward readers use the clone, so the original dies at the end of
+    forward. Recomputation never crosses a layer: a value a later layer
+    reads (the residual stream), and everything outside the layers, is
+    kept. Parameters, constants and what is made from them alone
+    (transposed or dequantized weights) are never saved.
+
+    - `none`: keep everything;
+    - `full`: keep each layer's inputs only and recompute the rest of the
+      layer (HF's `gradient_checkpointing: true`);
+    - `selective`: recompute what is cheap and large -- norms, rotary,
+      activations, elementwise, dropout -- and keep what GEMMs, attention
+      and embeddings made (Megatron-LM's choice): a saved value is
+      recomputed when rebuilding it needs no such op;
+    - `budget`: the activation peak (passes/memory/ActivationMemory.h) must
+      come under `budget-fraction` of the no-recompute peak, or under
+      `budget-bytes`. Saved values, grouped by their place in the layer
+      (the same tensor of every layer), are recomputed in increasing order
+      of recompute FLOPs per byte freed (passes/memory/OpCost.h) until the
+      peak fits; a budget below what `full` reaches is a warning and
+      `full`'s choice.
+
+    The decision is recorded before the rewrite: every forward op whose
+    results are recomputed carries `tg.recompute`, the function
+    `tg.recompute_policy`, and the clones `tg.recomputed`. Recomputed ops
+    are the same kernels on the same inputs, so losses and gradients are
+    bit-identical to `none`.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "the training step to rewrite">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+           "none, full, selective or budget">,
+    Option<"budgetFraction", "budget-fraction", "double", /*default=*/"0",
+           "budget: the activation peak as a fraction of no recomputation's">,
+    Option<"budgetBytes", "budget-bytes", "int64_t", /*default=*/"0",
+           "budget: the activation peak in bytes">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
   let summary = "plans one rank: tg function -> sched.program with arena offsets";
   let description = [{

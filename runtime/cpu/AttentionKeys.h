@@ -19,6 +19,12 @@
 // softmax (Gemma-2's attention logit soft-capping); its derivative is
 // 1 - (capped / c)^2.
 //
+// Then the score biases, added after the cap (AttentionOp's order): ALiBi
+// adds slope[h] * (s - t - (S - T)) (zero on the causal diagonal), and an
+// additive bias operand [b0, b1, b2, b3], each dim 1 or the scores' [B, Hq,
+// T, S] dim, adds its broadcast element. Neither changes the gradients of
+// q, k or v beyond the probabilities they shift.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TAILOR_RUNTIME_CPU_ATTENTIONKEYS_H
@@ -29,6 +35,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <vector>
 
 namespace tailor::runtime::cpu {
 
@@ -68,6 +75,33 @@ struct AttentionKeys {
     }
     return lo;
   }
+  /// ALiBi slopes, one per query head (empty: none).
+  std::vector<float> slopes;
+  /// The additive bias operand (null: none) and its element strides over
+  /// [B, Hq, T, S] (0 on broadcast dims).
+  const float *bias = nullptr;
+  int64_t biasStride[4] = {0, 0, 0, 0};
+
+  bool hasScoreBias() const { return !slopes.empty() || bias; }
+  /// Adds the ALiBi and bias terms to the scores of query `row` of (batch
+  /// bi, query head h) against keys [key0, key0 + n).
+  void biasRow(float *scores, int64_t bi, int64_t h, int64_t row, int64_t key0,
+               int64_t n) const {
+    if (!slopes.empty()) {
+      float slope = slopes[h];
+      int64_t offset = key0 - row - (s - t);
+      for (int64_t i = 0; i < n; ++i) {
+        scores[i] += slope * static_cast<float>(offset + i);
+      }
+    }
+    if (bias) {
+      const float *b = bias + bi * biasStride[0] + h * biasStride[1] +
+                       row * biasStride[2] + key0 * biasStride[3];
+      for (int64_t i = 0; i < n; ++i) {
+        scores[i] += b[i * biasStride[3]];
+      }
+    }
+  }
   /// Caps `n` scores in place (nothing without a softcap).
   void capRow(float *row, int64_t n) const {
     if (softcap > 0) {
@@ -78,15 +112,23 @@ struct AttentionKeys {
   }
 };
 
+/// Whether a launch carries the additive bias operand (attribute `bias`).
+inline bool hasBiasOperand(const KernelCall &call) {
+  return call.attributes.getInt("bias", 0) != 0;
+}
+
 /// The masking attributes of an attention launch: `causal` (0/1), `window`
 /// (keys, >= 1, only with causal; absent or 0: none), `softcap` (> 0;
-/// absent or 0: none), and `scale`.
-inline std::string checkAttentionMasking(const KernelCall &call) {
-  int64_t causal = 0, window = 0;
+/// absent or 0: none), `scale`, `alibi_slopes` (floats, one per query
+/// head) and `bias` (0/1: the bias operand follows v). `heads` is Hq.
+inline std::string checkAttentionMasking(const KernelCall &call,
+                                         int64_t heads) {
+  int64_t causal = 0, window = 0, bias = 0;
   double scale = 0, softcap = 0;
   std::string error = firstError(
       {expectIntAttr(call, "causal", 0, 1, false, 0, causal),
        expectIntAttr(call, "window", 0, INT64_MAX, false, 0, window),
+       expectIntAttr(call, "bias", 0, 1, false, 0, bias),
        expectFloatAttr(call, "softcap", false, 0, softcap),
        expectFloatAttr(call, "scale", false, 0, scale)});
   if (!error.empty()) {
@@ -97,6 +139,18 @@ inline std::string checkAttentionMasking(const KernelCall &call) {
   }
   if (!(softcap >= 0) || std::isinf(softcap)) {
     return "attribute 'softcap' must be a finite number >= 0";
+  }
+  if (const Attribute *slopes = call.attributes.find("alibi_slopes")) {
+    if (slopes->kind != Attribute::Kind::Floats ||
+        static_cast<int64_t>(slopes->floats.size()) != heads) {
+      return "attribute 'alibi_slopes' must hold " + std::to_string(heads) +
+             " floats, one per query head";
+    }
+    for (double slope : slopes->floats) {
+      if (!std::isfinite(slope)) {
+        return "attribute 'alibi_slopes' must hold finite numbers";
+      }
+    }
   }
   return "";
 }
@@ -152,16 +206,47 @@ inline std::string checkPositionValues(const KernelCall &call) {
   return "";
 }
 
-/// The masking of a launch that checkAttentionMasking and
-/// checkAttentionPositions accepted.
+/// Checks the bias operand `index` (f32, rank 4, each dim 1 or the
+/// scores' dim).
+inline std::string checkBiasOperand(const KernelCall &call, size_t index,
+                                    const std::vector<int64_t> &scores) {
+  if (auto e = firstError({expectDType(call, index, DType::F32),
+                           expectRank(call, index, 4)});
+      !e.empty()) {
+    return e;
+  }
+  const std::vector<int64_t> &b = call.operands[index].shape;
+  for (size_t i = 0; i < 4; ++i) {
+    if (b[i] != 1 && b[i] != scores[i]) {
+      return "operand " + std::to_string(index) + " (bias) of shape " +
+             shapeString(b) + " does not broadcast to the scores " +
+             shapeString(scores);
+    }
+  }
+  return "";
+}
+
+/// The masking and biases of a launch that checkAttentionMasking (and
+/// checkAttentionPositions) accepted; `bias` is the bias operand or null.
 inline AttentionKeys attentionKeys(const KernelCall &call, int64_t t,
-                                   int64_t s) {
+                                   int64_t s, const Tensor *bias = nullptr) {
   AttentionKeys keys;
   keys.causal = call.attributes.getInt("causal", 0) != 0;
   keys.window = call.attributes.getInt("window", 0);
   keys.softcap = static_cast<float>(call.attributes.getFloat("softcap", 0));
   keys.t = t;
   keys.s = s;
+  if (const Attribute *slopes = call.attributes.find("alibi_slopes")) {
+    keys.slopes.assign(slopes->floats.begin(), slopes->floats.end());
+  }
+  if (bias) {
+    keys.bias = bias->as<float>();
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      keys.biasStride[i] = bias->shape[i] == 1 ? 0 : stride;
+      stride *= bias->shape[i];
+    }
+  }
   if (int64_t index = attentionPositionsOperand(call); index >= 0) {
     keys.allPositions =
         call.operands[static_cast<size_t>(index)].as<int64_t>();

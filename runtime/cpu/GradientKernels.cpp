@@ -281,8 +281,7 @@ template <bool Layer> std::string runNormGrad(const KernelCall &call) {
 
 constexpr int64_t kBlockRows = 64;
 
-/// Operands: dout, q, k, v, [positions,] dq, dk, dv, workspace (the last
-/// four always last).
+/// Operands: dout, q, k, v, [bias,] [positions,] dq, dk, dv, workspace.
 struct AttentionGradShape {
   int64_t b, hq, hkv, t, s, d, dv;
 };
@@ -299,16 +298,22 @@ int64_t attentionGradBlocks(const KernelCall &call) {
   return call.attributes.getFloat("softcap", 0) > 0 ? 3 : 2;
 }
 
+/// Index of dq: after dout, q, k, v and the bias and positions operands if
+/// any (dk, dv and the workspace follow it).
+size_t attentionGradOutputs(const KernelCall &call) {
+  return 4 + hasBiasOperand(call) +
+         (call.attributes.find("positions") != nullptr);
+}
+
 std::string checkAttentionGrad(const KernelCall &call) {
-  bool documents = call.attributes.find("positions") != nullptr;
-  size_t count = documents ? 9 : 8;
-  if (auto e = expectOperandCount(call, count); !e.empty()) {
+  size_t dq = attentionGradOutputs(call), ws = dq + 3;
+  if (auto e = expectOperandCount(call, ws + 1); !e.empty()) {
     return e;
   }
-  size_t dq = count - 4, ws = count - 1;
-  for (size_t i = 0; i < count; ++i) {
-    if (documents && i == 4) {
-      continue; // positions: checked below
+  bool documents = call.attributes.find("positions") != nullptr;
+  for (size_t i = 0; i <= ws; ++i) {
+    if (documents && i == dq - 1) {
+      continue; // the positions: checkAttentionPositions
     }
     if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
       return e;
@@ -330,12 +335,18 @@ std::string checkAttentionGrad(const KernelCall &call) {
       !e.empty()) {
     return e;
   }
+  if (hasBiasOperand(call)) {
+    if (auto e = checkBiasOperand(call, 4, {a.b, a.hq, a.t, a.s});
+        !e.empty()) {
+      return e;
+    }
+  }
   if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
     return "query heads (" + std::to_string(a.hq) +
            ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
            ")";
   }
-  if (auto e = checkAttentionMasking(call); !e.empty()) {
+  if (auto e = checkAttentionMasking(call, a.hq); !e.empty()) {
     return e;
   }
   int64_t blocks = attentionGradBlocks(call);
@@ -351,11 +362,13 @@ std::string checkAttentionGrad(const KernelCall &call) {
 /// Rows of the [rows, width] score block (keys from `first` on) become
 /// probabilities in place: row r over the keys it sees, capped first when
 /// there is a softcap (the cap's derivative, 1 - (capped / c)^2, goes to
-/// `capGrad`, same layout), and 0 elsewhere.
+/// `capGrad`, same layout) and then biased (ALiBi, bias operand: constants
+/// to q and k, so no derivative) for query head h of batch bi, and 0
+/// elsewhere.
 TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t width,
                                        const AttentionKeys &visible,
-                                       int64_t t0, int64_t first,
-                                       float *capGrad) {
+                                       int64_t bi, int64_t h, int64_t t0,
+                                       int64_t first, float *capGrad) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = p + r * width;
     int64_t begin = visible.first(t0 + r) - first;
@@ -368,6 +381,9 @@ TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t width,
         float c = (i >= begin && i < begin + n) ? row[i] / visible.softcap : 0;
         g[i] = 1.0f - c * c;
       }
+    }
+    if (n > 0 && visible.hasScoreBias()) {
+      visible.biasRow(row + begin, bi, h, t0 + r, first + begin, n);
     }
     if (n > 0) {
       float *seen = row + begin;
@@ -387,15 +403,14 @@ std::string runAttentionGrad(const KernelCall &call) {
   const float *q = call.operands[1].as<float>();
   const float *k = call.operands[2].as<float>();
   const float *v = call.operands[3].as<float>();
-  size_t last = call.operands.size() - 1;
-  const Tensor &dqTensor = call.operands[last - 3];
-  float *dq = dqTensor.as<float>();
-  float *dk = call.operands[last - 2].as<float>();
-  float *dv = call.operands[last - 1].as<float>();
-  const Tensor &ws = call.operands[last];
+  size_t out = attentionGradOutputs(call);
+  float *dq = call.operands[out].as<float>();
+  float *dk = call.operands[out + 1].as<float>();
+  float *dv = call.operands[out + 2].as<float>();
+  const Tensor &ws = call.operands[out + 3];
   float *workspace = ws.as<float>();
   if (a.s == 0) {
-    parallelZero(call, dq, dqTensor.numel()); // no key: zeros
+    parallelZero(call, dq, call.operands[out].numel()); // no key: zeros
     return "";
   }
   if (a.hkv == 0) {
@@ -404,7 +419,8 @@ std::string runAttentionGrad(const KernelCall &call) {
   if (std::string e = checkPositionValues(call); !e.empty()) {
     return e;
   }
-  AttentionKeys all = attentionKeys(call, a.t, a.s);
+  AttentionKeys all = attentionKeys(
+      call, a.t, a.s, hasBiasOperand(call) ? &call.operands[4] : nullptr);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = attentionGradBlocks(call) * kBlockRows * a.s;
@@ -445,7 +461,7 @@ std::string runAttentionGrad(const KernelCall &call) {
           float *dkb = dkp + first * a.d, *dvb = dvp + first * a.dv;
           sgemm(false, true, rows, keys, a.d, scale, qb, ld, kb, ld, 0.0f, p,
                 keys);
-          softmaxBlock(p, rows, keys, visible, t0, first, capGrad);
+          softmaxBlock(p, rows, keys, visible, bi, h, t0, first, capGrad);
           sgemm(true, false, keys, a.dv, rows, 1.0f, p, keys, dob, ldv, 1.0f,
                 dvb, ldv);
           sgemm(false, true, rows, keys, a.dv, 1.0f, dob, ldv, vb, ldv, 0.0f,
@@ -551,7 +567,8 @@ void addGradientKernels(std::vector<KernelDef> &table) {
       {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
   table.push_back(
       {"layer_norm_grad", 7, checkNormGrad<true>, runNormGrad<true>});
-  // Variadic: document masking adds a positions operand.
+  // dout, q, k, v, [bias], [positions], dq, dk, dv, workspace: 8 to 10
+  // operands (attributes `bias` and `positions`).
   table.push_back({"attention_grad", -1, checkAttentionGrad, runAttentionGrad});
   table.push_back({"embedding_grad", 3, checkEmbeddingGrad, runEmbeddingGrad});
 }

@@ -130,7 +130,10 @@ std::string runRope(const KernelCall &call) {
 // computes only the keys from its first row's first to its last row's
 // limit, so about half the square is skipped (all but a band with a
 // window). A row that sees no key (S < T) gets zeros. A softcap c caps the
-// scaled scores as c * tanh(s / c) before the softmax (Gemma-2).
+// scaled scores as c * tanh(s / c) before the softmax (Gemma-2); ALiBi
+// slopes and the optional bias operand (q, k, v, bias, y, workspace) are
+// then added to the visible scores of each row (AttentionKeys::biasRow), so
+// neither costs a T x S tensor beyond what the caller's bias holds.
 //
 // Precision: all f32, as PyTorch's math SDPA on f32 inputs; masked keys are
 // skipped rather than added as -inf, which gives the same probabilities.
@@ -155,16 +158,19 @@ AttentionShape attentionShape(const KernelCall &call) {
   return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
 }
 
-/// Operands: q, k, v, [positions,] y, workspace (y and the workspace are
-/// always the last two).
+/// Operands: q, k, v, [bias,] [positions,] y, workspace (y and the
+/// workspace are always the last two).
 std::string checkAttention(const KernelCall &call) {
+  bool withBias = hasBiasOperand(call);
   bool documents = call.attributes.find("positions") != nullptr;
-  size_t count = documents ? 6 : 5;
+  size_t count = 5 + withBias + documents, y = count - 2, ws = count - 1;
   if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
-  size_t y = count - 2, ws = count - 1;
-  for (size_t i : {size_t(0), size_t(1), size_t(2), y, ws}) {
+  for (size_t i = 0; i < count; ++i) {
+    if (documents && i == y - 1) {
+      continue; // the positions: checkAttentionPositions
+    }
     if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
       return e;
     }
@@ -185,6 +191,12 @@ std::string checkAttention(const KernelCall &call) {
   if (auto e = checkAttentionPositions(call, 0, y); !e.empty()) {
     return e;
   }
+  if (withBias) {
+    if (auto e = checkBiasOperand(call, 3, {a.b, a.hq, a.t, a.s});
+        !e.empty()) {
+      return e;
+    }
+  }
   if (a.hkv == 0 ? a.hq != 0 : a.hq % a.hkv != 0) {
     return "query heads (" + std::to_string(a.hq) +
            ") must be a multiple of key/value heads (" + std::to_string(a.hkv) +
@@ -195,23 +207,28 @@ std::string checkAttention(const KernelCall &call) {
     return "workspace of " + std::to_string(w) + " floats holds no 64 x " +
            std::to_string(a.s) + " score block";
   }
-  return checkAttentionMasking(call);
+  return checkAttentionMasking(call, a.hq);
 }
 
 /// Turns each row of the [rows, keys] score block (keys from `first` on)
 /// into unnormalized probabilities in place: exp(s - rowmax) over the keys
 /// row r may see, [keys.first(t0 + r), keys.limit(t0 + r)), capped first
-/// when softcap > 0, and 0 elsewhere. inv[r] gets 1 / rowsum, or 0 for a
+/// when softcap > 0 and then biased (ALiBi, bias operand) for query head h
+/// of batch bi, and 0 elsewhere. inv[r] gets 1 / rowsum, or 0 for a
 /// row that sees no key (its output is then zeros).
 TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t width,
-                                    const AttentionKeys &visible, int64_t t0,
-                                    int64_t first, float *inv) {
+                                    const AttentionKeys &visible, int64_t bi,
+                                    int64_t h, int64_t t0, int64_t first,
+                                    float *inv) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = scores + r * width;
     int64_t begin = visible.first(t0 + r) - first;
     int64_t n = visible.limit(t0 + r) - first - begin;
     std::memset(row, 0, begin * sizeof(float));
     visible.capRow(row + begin, n);
+    if (n > 0 && visible.hasScoreBias()) {
+      visible.biasRow(row + begin, bi, h, t0 + r, first + begin, n);
+    }
     float sum = n > 0 ? vmath::rowExpShiftSum(row + begin, row + begin, n,
                                               vmath::rowMax(row + begin, n))
                       : 0.0f;
@@ -236,6 +253,7 @@ std::string runAttention(const KernelCall &call) {
   const float *q = call.operands[0].as<float>();
   const float *k = call.operands[1].as<float>();
   const float *v = call.operands[2].as<float>();
+  bool withBias = hasBiasOperand(call);
   size_t count = call.operands.size();
   const Tensor &out = call.operands[count - 2], &ws = call.operands[count - 1];
   float *y = out.as<float>();
@@ -246,7 +264,8 @@ std::string runAttention(const KernelCall &call) {
   if (std::string e = checkPositionValues(call); !e.empty()) {
     return e;
   }
-  AttentionKeys all = attentionKeys(call, a.t, a.s);
+  AttentionKeys all = attentionKeys(call, a.t, a.s,
+                                    withBias ? &call.operands[3] : nullptr);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = kBlockRows * a.s;
@@ -284,7 +303,7 @@ std::string runAttention(const KernelCall &call) {
       } else {
         std::memset(scores, 0, rows * keys * sizeof(float));
       }
-      expScores(scores, rows, keys, visible, t0, first, inv);
+      expScores(scores, rows, keys, visible, bi, h, t0, first, inv);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.dv, keys,
                   1.0f, scores, keys, vp, a.dv, 0.0f, yp, a.dv);
       scaleRows(yp, rows, a.dv, inv);
@@ -365,7 +384,8 @@ std::string runEmbedding(const KernelCall &call) {
 
 void addTransformerKernels(std::vector<KernelDef> &table) {
   table.push_back({"rope", 4, checkRope, runRope});
-  // Variadic: document masking adds a positions operand.
+  // q, k, v, [bias], [positions], y, workspace: 5 to 7 operands
+  // (attributes `bias` and `positions`).
   table.push_back({"attention", -1, checkAttention, runAttention});
   table.push_back({"embedding", 3, checkEmbedding, runEmbedding});
 }

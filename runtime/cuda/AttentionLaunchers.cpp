@@ -2,12 +2,16 @@
 //
 // Launchers of codegen/cuda/AttentionKernels.cu (flash-style, tensor
 // cores). Operands, attributes and semantics are the CPU kernels'
-// (runtime/cpu/README.md) with two differences:
+// (runtime/cpu/README.md: causal, window, softcap, alibi_slopes, and the
+// optional bias operand after v when attribute `bias` is 1) with three
+// differences:
 //   - storage is f32 or bf16, every operand but the workspace alike (the
 //     kernels compute in bf16 x bf16 -> f32 on the tensor cores either way);
 //   - the workspace keeps its place and must be a rank-1 f32 tensor, but
 //     its size is free: the forward needs none, and the backward uses it for
 //     its per-row statistics only when it holds them (see below).
+//   - ALiBi slopes travel by value in the kernels' Dims: at most 256 query
+//     heads with ALiBi.
 // Head dims D and Dv up to 128 are supported (padded to the class 32, 64,
 // 96 or 128 of the larger one).
 //
@@ -48,14 +52,24 @@ using cpu::expectOperandCount;
 using cpu::expectRank;
 using cpu::expectSameDType;
 
+constexpr int kMaxAlibiHeads = 256;
+
 /// The layout of tl::attn::Dims in the device code.
 struct Dims {
   int hq, hkv, t, s, d, dv;
   int causal;
   float scale;
   long long statsStride;
+  int window;
+  float softcap;
+  int alibi;
+  int unused;
+  const void *bias;
+  long long biasStride[4];
+  float slopes[kMaxAlibiHeads];
 };
-static_assert(sizeof(Dims) == 40, "must match tl::attn::Dims");
+static_assert(sizeof(Dims) == 96 + 4 * kMaxAlibiHeads,
+              "must match tl::attn::Dims");
 
 constexpr int64_t kMaxHeadDim = 128;
 /// Rows (queries or keys) per block and per staged tile; threads per block.
@@ -89,7 +103,8 @@ std::string function(const char *kernel, int64_t hd, DType dtype) {
          floatSuffix(dtype);
 }
 
-Dims dimsOf(const Shape &a, const Attributes &attributes) {
+/// The launch's Dims; `bias` is the bias operand or null.
+Dims dimsOf(const Shape &a, const Attributes &attributes, const Tensor *bias) {
   Dims p{};
   p.hq = static_cast<int>(a.hq);
   p.hkv = static_cast<int>(a.hkv);
@@ -100,13 +115,34 @@ Dims dimsOf(const Shape &a, const Attributes &attributes) {
   p.causal = attributes.getInt("causal", 0) != 0;
   p.scale = static_cast<float>(attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
+  p.window = static_cast<int>(attributes.getInt("window", 0));
+  p.softcap = static_cast<float>(attributes.getFloat("softcap", 0));
+  if (const Attribute *slopes = attributes.find("alibi_slopes")) {
+    p.alibi = 1;
+    for (size_t h = 0; h < slopes->floats.size(); ++h) {
+      p.slopes[h] = static_cast<float>(slopes->floats[h]);
+    }
+  }
+  if (bias) {
+    p.bias = bias->data;
+    long long stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      p.biasStride[i] = bias->shape[i] == 1 ? 0 : stride;
+      stride *= bias->shape[i];
+    }
+  }
   return p;
+}
+
+/// Whether the launch carries the bias operand.
+bool withBias(const KernelCall &call) {
+  return call.attributes.getInt("bias", 0) != 0;
 }
 
 /// The common part of both checks: dtypes, then the CPU kernel's check on
 /// a view with bf16 read as f32 and a workspace the CPU would accept (so
 /// shape and attribute errors are phrased as on the CPU), then the limits
-/// of the device kernels.
+/// of the device kernels. `count` counts the operands without a bias.
 std::string checkCommon(const KernelCall &call, const char *kernel,
                         size_t count, size_t qi) {
   if (call.attributes.find("positions")) {
@@ -114,6 +150,7 @@ std::string checkCommon(const KernelCall &call, const char *kernel,
            "true) runs on the CPU backend only: the CUDA attention kernels "
            "do not implement it yet";
   }
+  count += withBias(call) ? 1 : 0;
   if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
@@ -137,17 +174,14 @@ std::string checkCommon(const KernelCall &call, const char *kernel,
       return e;
     }
   }
-  if (call.attributes.getInt("window", 0) > 0 ||
-      call.attributes.getFloat("softcap", 0) > 0) {
-    return "sliding-window and soft-capped attention run on the CPU backend "
-           "only: the CUDA attention kernels do not implement them yet";
-  }
   KernelCall view = call;
   for (Tensor &t : view.operands) {
     t.dtype = DType::F32;
   }
   Shape a = shapeOf(call.operands, qi);
-  view.operands[ws].shape = {std::max<int64_t>(2 * kBlockRows * a.s, 1)};
+  // The CPU backward wants 3 score blocks per worker with a softcap, else 2.
+  int64_t blocks = call.attributes.getFloat("softcap", 0) > 0 ? 3 : 2;
+  view.operands[ws].shape = {std::max<int64_t>(blocks * kBlockRows * a.s, 1)};
   if (auto e = findCpuKernel(kernel)->check(view); !e.empty()) {
     return e;
   }
@@ -164,6 +198,14 @@ std::string checkCommon(const KernelCall &call, const char *kernel,
     return "sequence lengths " + std::to_string(a.t) + " and " +
            std::to_string(a.s) + " must fit in 32 bits";
   }
+  if (call.attributes.find("alibi_slopes") && a.hq > kMaxAlibiHeads) {
+    return "ALiBi attention on CUDA takes at most " +
+           std::to_string(kMaxAlibiHeads) + " query heads, got " +
+           std::to_string(a.hq);
+  }
+  if (call.attributes.getInt("window", 0) > INT32_MAX) {
+    return "a sliding window must fit in 32 bits";
+  }
   return "";
 }
 
@@ -176,13 +218,14 @@ std::string checkAttention(const KernelCall &call) {
 }
 
 std::string launchAttention(const CudaCall &call) {
+  bool biased = call.attributes.getInt("bias", 0) != 0;
   const Tensor &q = call.operands[0], &k = call.operands[1],
-               &v = call.operands[2], &y = call.operands[3];
+               &v = call.operands[2], &y = call.operands[biased ? 4 : 3];
   if (y.numel() == 0) {
     return "";
   }
   Shape a = shapeOf(call.operands, 0);
-  Dims p = dimsOf(a, call.attributes);
+  Dims p = dimsOf(a, call.attributes, biased ? &call.operands[3] : nullptr);
   int64_t hd = headClass(a);
   const void *pq = q.data, *pk = k.data, *pv = v.data;
   void *py = y.data;
@@ -204,13 +247,14 @@ struct StatsPlace {
   int64_t stride = 0;
 };
 
-StatsPlace statsPlace(const std::vector<Tensor> &operands) {
+/// `out` is the index of dq (4, or 5 after a bias operand).
+StatsPlace statsPlace(const std::vector<Tensor> &operands, size_t out) {
   Shape a = shapeOf(operands, 1);
   int64_t rows = a.b * a.hq * a.t;
-  if (operands[7].shape[0] >= 2 * rows) {
+  if (operands[out + 3].shape[0] >= 2 * rows) {
     return {true, 2};
   }
-  int64_t bytes = a.d * static_cast<int64_t>(dtypeSize(operands[4].dtype));
+  int64_t bytes = a.d * static_cast<int64_t>(dtypeSize(operands[out].dtype));
   if (bytes >= 8 && bytes % 4 == 0) {
     return {false, bytes / 4};
   }
@@ -222,8 +266,9 @@ std::string checkAttentionGrad(const KernelCall &call) {
     return e;
   }
   Shape a = shapeOf(call.operands, 1);
-  if (a.s > 0 && statsPlace(call.operands).stride == 0) {
-    return "workspace of " + std::to_string(call.operands[7].shape[0]) +
+  size_t out = withBias(call) ? 5 : 4;
+  if (a.s > 0 && statsPlace(call.operands, out).stride == 0) {
+    return "workspace of " + std::to_string(call.operands[out + 3].shape[0]) +
            " floats holds no 2 statistics for each of the " +
            std::to_string(a.b * a.hq * a.t) +
            " query rows, and dq rows of head dim " + std::to_string(a.d) +
@@ -233,10 +278,12 @@ std::string checkAttentionGrad(const KernelCall &call) {
 }
 
 std::string launchAttentionGrad(const CudaCall &call) {
+  size_t out = call.attributes.getInt("bias", 0) != 0 ? 5 : 4;
   const Tensor &dout = call.operands[0], &q = call.operands[1],
                &k = call.operands[2], &v = call.operands[3],
-               &dq = call.operands[4], &dk = call.operands[5],
-               &dv = call.operands[6], &workspace = call.operands[7];
+               &dq = call.operands[out], &dk = call.operands[out + 1],
+               &dv = call.operands[out + 2],
+               &workspace = call.operands[out + 3];
   Shape a = shapeOf(call.operands, 1);
   if (a.s == 0) {
     // No key: every row sees nothing, and dk, dv are empty.
@@ -245,8 +292,8 @@ std::string launchAttentionGrad(const CudaCall &call) {
   if (a.hkv == 0) {
     return "";
   }
-  Dims p = dimsOf(a, call.attributes);
-  StatsPlace place = statsPlace(call.operands);
+  Dims p = dimsOf(a, call.attributes, out == 5 ? &call.operands[4] : nullptr);
+  StatsPlace place = statsPlace(call.operands, out);
   p.statsStride = place.stride;
   float *stats = place.inWorkspace ? workspace.as<float>() : dq.as<float>();
   int64_t hd = headClass(a);
@@ -306,8 +353,8 @@ const char *const kAttentionGradFunctions[] = {
 } // namespace
 
 void addAttentionCudaKernels(std::vector<CudaKernelDef> &table) {
-  // Variadic as on the CPU (document masking adds a positions operand,
-  // which checkCommon refuses).
+  // Variadic like the CPU kernels: the bias operand is optional (and
+  // document masking's positions operand, which checkCommon refuses).
   table.push_back(
       {"attention", -1, checkAttention, launchAttention, kAttentionFunctions});
   table.push_back({"attention_grad", -1, checkAttentionGrad,

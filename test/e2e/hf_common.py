@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORTER = os.path.join(HERE, "..", "generators", "export_hf.py")
 
 FAMILIES = ("llama", "mistral", "qwen2", "gpt2", "phi", "mistral-window",
-            "gemma2", "falcon")
+            "gemma2", "falcon", "bloom")
 
 # (family, exporter, opset, external data): TorchScript opsets 14 and 17 and
 # dynamo opset 18 for every family, plus one export with external data.

@@ -31,8 +31,8 @@ import sys
 
 from hf_common import case_name, export_all
 
-# Per family: linear layers per block, norms (kind, count per block, final),
-# ropes per block.
+# Per family: linear layers per block, norms (kind, count per block; one
+# final norm, plus `extra_norms` outside the blocks), ropes per block.
 FAMILY = {
     "llama": dict(linear=7, norm="rms_norm", norms=2, rope=2),
     "mistral": dict(linear=7, norm="rms_norm", norms=2, rope=2),
@@ -44,6 +44,11 @@ FAMILY = {
     "qwen2": dict(linear=7, norm="rms_norm", norms=2, rope=2),
     "gpt2": dict(linear=4, norm="layer_norm", norms=2, rope=0),
     "phi": dict(linear=6, norm="layer_norm", norms=1, rope=2),
+    # BLOOM: fused qkv, dense, the MLP's two; LayerNorms before attention and
+    # MLP, plus one after the embedding; ALiBi instead of rope (raised as
+    # tg.attention's alibi_slopes).
+    "bloom": dict(linear=4, norm="layer_norm", norms=2, rope=0,
+                  extra_norms=1),
 }
 
 
@@ -58,7 +63,7 @@ def check_graph(ir, family, layers):
     expect = {
         "linear": spec["linear"] * layers + 1,
         "attention": layers,
-        spec["norm"]: spec["norms"] * layers + 1,
+        spec["norm"]: spec["norms"] * layers + 1 + spec.get("extra_norms", 0),
         "rope": spec["rope"] * layers,
         "embedding": 1,
     }

@@ -2,7 +2,8 @@
 """End-to-end numerics: tailor's CPU forward pass on real Hugging Face exports.
 
 For every export in the HF import matrix (hf_common.CASES: Llama, Mistral,
-Qwen2, GPT-2, Phi; TorchScript opsets 14 and 17, dynamo opset 18, one export
+Qwen2, GPT-2, Phi, Gemma-2, Falcon, BLOOM; TorchScript opsets 14 and 17,
+dynamo opset 18, one export
 with external data; the same cached exports hf_import.py uses), compiles a
 plan with `tailor compile X.onnx -o X.tplan --batch 2 --seq 8`, runs
 `tailor-run X.tplan --input input_ids=... --output-dir DIR` on the seeded
@@ -14,7 +15,8 @@ reference input_ids [2, 8] stored in X.ref.npz, and compares the logits with
 Every graph input the export declares is fed: input_ids from the reference,
 attention_mask as ones and position_ids as arange(seq) should an export
 declare them (the current exports take input_ids only). A model passes when
-the max abs error is <= --tol (1e-4) against both references.
+the max abs error is <= --tol (1e-4) against both references and the compile
+raised every attention (no "attention left as matmul" warning).
 
   hf_logits.py --tailor build/bin/tailor --tailor-run build/bin/tailor-run \\
       --cache build/test/hf-exports
@@ -91,6 +93,8 @@ def run_tailor(args, model, work, feeds):
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return None, "compile failed: " + first_line(proc.stderr + proc.stdout)
+    if "attention left as matmul" in proc.stderr:
+        return None, "attention not raised: " + first_line(proc.stderr)
     cmd = [args.tailor_run, plan]
     for name, value in feeds.items():
         path = os.path.join(work, f"in.{name}.npy")

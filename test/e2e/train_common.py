@@ -39,7 +39,7 @@ ROWS = 20 * B         # dataset rows (each exactly T tokens)
 # Model
 # ---------------------------------------------------------------------------
 
-FAMILIES = ("llama", "gpt2", "qwen2", "gemma2", "mistral-window")
+FAMILIES = ("llama", "gpt2", "qwen2", "gemma2", "mistral-window", "bloom")
 
 
 def disable_dropout(model):

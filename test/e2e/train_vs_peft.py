@@ -75,7 +75,8 @@ ZERO_GRAD_BOUND = 1e-3
 
 
 MODES = ["all", "lora", "full", "lora-fa", "gpt2-full", "gpt2-lora",
-         "qwen2-lora", "qlora", "gemma2-lora", "mistral-window-lora"]
+         "qwen2-lora", "qlora", "gemma2-lora", "mistral-window-lora",
+         "bloom-lora"]
 
 
 def cases(mode):
@@ -108,6 +109,11 @@ def cases(mode):
     by_mode["gemma2-lora"] = [("gemma2-lora", "gemma2", {})]
     by_mode["mistral-window-lora"] = [("mistral-window-lora", "mistral-window",
                                        {})]
+    # BLOOM: ALiBi (raised as tg.attention's alibi_slopes, so the backward
+    # runs through the ALiBi attention kernels), LoRA on the fused
+    # query_key_value.
+    by_mode["bloom-lora"] = [("bloom-lora", "bloom",
+                              dict(lora_target_modules=["query_key_value"]))]
     # QLoRA: NF4 with double quantization of every frozen linear weight but
     # lm_head, LoRA r=8 on all linear layers. The reference is PEFT on the
     # model whose linear weights are bitsandbytes' own dequantization of

@@ -34,7 +34,7 @@ import sys
 import warnings
 
 FAMILIES = ("llama", "mistral", "qwen2", "gpt2", "phi", "mistral-window",
-            "gemma2", "falcon")
+            "gemma2", "falcon", "bloom")
 EXPORTERS = ("torchscript", "dynamo")
 
 # Example input used for tracing / export and for the numeric reference.
@@ -88,6 +88,16 @@ def _build_model(family, attn_implementation=None):
         model = tf.FalconForCausalLM(cfg)
         ess = dict(hidden_size=cfg.hidden_size, num_layers=cfg.num_hidden_layers,
                    heads=cfg.num_attention_heads, kv_heads=1,
+                   intermediate=4 * cfg.hidden_size, vocab=cfg.vocab_size)
+    elif family == "bloom":
+        # BLOOM: ALiBi position biases added to the scores (no rotary or
+        # learned positions), fused query_key_value, LayerNorm after the
+        # embedding, tied lm_head.
+        cfg = tf.BloomConfig(hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+                             vocab_size=VOCAB, **kw)
+        model = tf.BloomForCausalLM(cfg)
+        ess = dict(hidden_size=cfg.hidden_size, num_layers=cfg.n_layer,
+                   heads=cfg.n_head, kv_heads=cfg.n_head,
                    intermediate=4 * cfg.hidden_size, vocab=cfg.vocab_size)
     elif family == "gpt2":
         cfg = tf.GPT2Config(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,

@@ -205,7 +205,7 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
   EXPECT_EQ(seen.size(), std::size(names));
   EXPECT_EQ(findCpuKernel("no_such_kernel"), nullptr);
   EXPECT_EQ(findCpuKernel("linear")->arity, -1);
-  // Document masking adds a positions operand.
+  // q, k, v, [bias], [positions], y, workspace.
   EXPECT_EQ(findCpuKernel("attention")->arity, -1);
 }
 

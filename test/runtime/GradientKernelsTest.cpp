@@ -191,7 +191,23 @@ struct AttentionCase {
   bool causal;
   int64_t window = 0;  // keys in a sliding window (0: none)
   double softcap = 0;  // c * tanh(score / c) (0: none)
+  std::vector<double> slopes = {}; // ALiBi, one per query head (empty: none)
+  const Buffer *bias = nullptr;    // additive [b0, b1, b2, b3] (null: none)
 };
+
+/// The bias element of (bi, h, t, s) broadcast from c.bias's shape.
+double biasAt(const AttentionCase &c, int64_t bi, int64_t h, int64_t t,
+              int64_t s) {
+  if (!c.bias) {
+    return 0;
+  }
+  const std::vector<int64_t> &b = c.bias->shape;
+  int64_t index[4] = {bi, h, t, s}, flat = 0;
+  for (int i = 0; i < 4; ++i) {
+    flat = flat * b[i] + (b[i] == 1 ? 0 : index[i]);
+  }
+  return c.bias->at(flat);
+}
 
 /// dq, dk, dv of attention in double: the softmax VJP per query row.
 std::vector<std::vector<double>>
@@ -219,6 +235,10 @@ attentionGradRef(const AttentionCase &c, const Buffer &dout, const Buffer &q,
             p[s] = c.softcap * th;
             capGrad[s] = 1 - th * th;
           }
+          if (!c.slopes.empty()) {
+            p[s] += c.slopes[h] * static_cast<double>(s - t - (c.s - c.t));
+          }
+          p[s] += biasAt(c, bi, h, t, s);
           m = std::max(m, p[s]);
         }
         for (int64_t s = from; s < n; ++s) {
@@ -375,6 +395,82 @@ TEST(GradientKernelsTest, AttentionGradGqaCausalAndPlain) {
     expectMatchesFd(dk, "attention", forward, 3, 1, dout, attrs);
     expectMatchesFd(dv, "attention", forward, 3, 2, dout, attrs);
   }
+}
+
+// Tests ALiBi slopes and additive bias operands (full, and broadcast as a
+// padding mask's [B, 1, 1, S]) against the double reference and finite
+// differences of the forward kernel, with a window and a softcap too.
+TEST(GradientKernelsTest, AttentionGradAlibiAndBias) {
+  Buffer full = randomBuffer({2, 4, 6, 9}, -1, 1, 30);
+  Buffer padding = randomBuffer({2, 1, 1, 9}, -1, 1, 31);
+  std::vector<double> slopes = {0.5, 0.25, -0.125, 0.0625};
+  const AttentionCase cases[] = {
+      {2, 4, 2, 6, 9, 8, 6, true, 0, 0, slopes},           // ALiBi, T < S
+      {2, 4, 2, 6, 9, 8, 6, false, 0, 0, {}, &full},       // full bias
+      {2, 4, 2, 6, 9, 8, 6, true, 3, 2.0, slopes, &padding}, // all of them
+      {1, 4, 4, 70, 70, 8, 8, true, 0, 0, slopes},         // two row blocks
+  };
+  for (const AttentionCase &c : cases) {
+    std::string what = "attention_grad T " + std::to_string(c.t) +
+                       (c.bias ? " bias" : "") +
+                       (c.slopes.empty() ? "" : " alibi");
+    Buffer q = randomBuffer({c.b, c.hq, c.t, c.d}, -1, 1, 20);
+    Buffer k = randomBuffer({c.b, c.hkv, c.s, c.d}, -1, 1, 21);
+    Buffer v = randomBuffer({c.b, c.hkv, c.s, c.dv}, -1, 1, 22);
+    Buffer dout = randomBuffer({c.b, c.hq, c.t, c.dv}, -1, 1, 23);
+    Buffer dq = randomBuffer(q.shape, -9, 9, 24),
+           dk = randomBuffer(k.shape, -9, 9, 25),
+           dv = randomBuffer(v.shape, -9, 9, 26);
+    int64_t blocks = c.softcap > 0 ? 3 : 2;
+    Buffer ws(DType::F32, {2 * blocks * 64 * c.s});
+    double scale = 0.6;
+    std::vector<Attribute> attrs = {intAttr("causal", c.causal),
+                                    floatAttr("scale", scale)};
+    if (c.window > 0) {
+      attrs.push_back(intAttr("window", c.window));
+    }
+    if (c.softcap > 0) {
+      attrs.push_back(floatAttr("softcap", c.softcap));
+    }
+    if (!c.slopes.empty()) {
+      Attribute a;
+      a.kind = Attribute::Kind::Floats;
+      a.name = "alibi_slopes";
+      a.floats = c.slopes;
+      attrs.push_back(a);
+    }
+    Buffer bias = c.bias ? *c.bias : Buffer(DType::F32, {1});
+    std::vector<Buffer *> ops = {&dout, &q, &k, &v};
+    std::vector<Buffer *> forwardOps = {&q, &k, &v};
+    if (c.bias) {
+      attrs.push_back(intAttr("bias", 1));
+      ops.push_back(&bias);
+      forwardOps.push_back(&bias);
+    }
+    size_t out = ops.size();
+    ops.insert(ops.end(), {&dq, &dk, &dv, &ws});
+    runGrad("attention_grad", ops, out, attrs, true);
+    auto want = attentionGradRef(c, dout, q, k, v, scale);
+    expectAllNear(dq, want[0], kRtol, 1e-4, what + " dq");
+    expectAllNear(dk, want[1], kRtol, 1e-4, what + " dk");
+    expectAllNear(dv, want[2], kRtol, 1e-4, what + " dv");
+    if (c.t * c.s > 1000) {
+      continue; // finite differences on the small cases only
+    }
+    Buffer y(DType::F32, dout.shape), fws(DType::F32, {64 * c.s});
+    size_t y0 = forwardOps.size();
+    forwardOps.insert(forwardOps.end(), {&y, &fws});
+    expectMatchesFd(dq, "attention", forwardOps, y0, 0, dout, attrs);
+    expectMatchesFd(dk, "attention", forwardOps, y0, 1, dout, attrs);
+    expectMatchesFd(dv, "attention", forwardOps, y0, 2, dout, attrs);
+  }
+  // A bias that does not broadcast is named.
+  Buffer q(DType::F32, {1, 2, 3, 4}), bad(DType::F32, {1, 3, 3, 5});
+  Buffer y(DType::F32, {1, 2, 3, 4}), fws(DType::F32, {64 * 3});
+  EXPECT_EQ(checkKernel("attention", {&q, &q, &q, &bad, &y, &fws},
+                        {intAttr("bias", 1)}),
+            "operand 3 (bias) of shape [1, 3, 3, 5] does not broadcast to the "
+            "scores [1, 2, 3, 3]");
 }
 
 //===----------------------------------------------------------------------===//

@@ -852,19 +852,33 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
   }
 }
 
-/// Attention regions left as kernels, and why (nothing when every
-/// attention was raised).
+/// The plan's notes: what recomputation chose, and attention regions left
+/// as kernels, and why (nothing when there is nothing to say).
 void printNotes(llvm::raw_ostream &os, const fb::Plan &p) {
-  if (!p.notes() || p.notes()->size() == 0) {
+  if (!p.notes()) {
+    return;
+  }
+  auto str = [](const flatbuffers::String *s) {
+    return s ? s->str() : std::string();
+  };
+  std::vector<const fb::Note *> unraised;
+  for (const fb::Note *note : *p.notes()) {
+    if (str(note->kind()) == "recompute") {
+      os << "recompute: " << str(note->message()) << "\n";
+    } else {
+      unraised.push_back(note);
+    }
+  }
+  if (unraised.empty()) {
     return;
   }
   os << "attention not raised (runs as matmul + softmax over a T x S score "
         "tensor): "
-     << p.notes()->size() << "\n";
-  for (const fb::Note *note : *p.notes()) {
-    std::string where = note->module_path() ? note->module_path()->str() : "";
+     << unraised.size() << "\n";
+  for (const fb::Note *note : unraised) {
+    std::string where = str(note->module_path());
     os << "  " << (where.empty() ? "(unknown module)" : where) << ": "
-       << (note->message() ? note->message()->str() : "") << "\n";
+       << str(note->message()) << "\n";
   }
 }
 

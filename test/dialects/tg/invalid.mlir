@@ -397,6 +397,51 @@ func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>) {
 
 // -----
 
+// Tests that attention has one ALiBi slope per query head.
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>) {
+  // expected-error @+1 {{expected one ALiBi slope per query head (8), got 2}}
+  %0 = tg.attention %q, %k, %k {alibi_slopes = array<f64: 0.5, 0.25>} : (tensor<1x8x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention's bias broadcasts to the scores [B, Hq, T, S].
+func.func @f(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x12x32xf32>, %b: tensor<1x1x16x16xf32>) {
+  // expected-error @+1 {{expected a bias broadcastable to the scores [1, 8, 16, 12] (rank 4, each dim equal or 1), got [1, 1, 16, 16]}}
+  %0 = tg.attention %q, %k, %k bias %b : (tensor<1x8x16x32xf32>, tensor<1x2x12x32xf32>, tensor<1x2x12x32xf32>, tensor<1x1x16x16xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention's bias has rank 4.
+func.func @f(%q: tensor<1x8x16x32xf32>, %b: tensor<16x16xf32>) {
+  // expected-error @+1 {{expected a bias broadcastable to the scores [1, 8, 16, 16] (rank 4, each dim equal or 1), got [16, 16]}}
+  %0 = tg.attention %q, %q, %q bias %b : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<16x16xf32>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention's bias has the query's element type.
+func.func @f(%q: tensor<1x8x16x32xf32>, %b: tensor<1x1x16x16xbf16>) {
+  // expected-error @+1 {{expected a bias of the query's element type 'f32', got 'bf16'}}
+  %0 = tg.attention %q, %q, %q bias %b : (tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x8x16x32xf32>, tensor<1x1x16x16xbf16>) -> tensor<1x8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad checks its bias like attention.
+func.func @f(%q: tensor<1x2x4x8xf32>, %b: tensor<1x3x4x4xf32>) {
+  // expected-error @+1 {{expected a bias broadcastable to the scores [1, 2, 4, 4] (rank 4, each dim equal or 1), got [1, 3, 4, 4]}}
+  %0:3 = tg.attention_grad %q, %q, %q, %q bias %b : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x3x4x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
 // Tests that an embedding table is [vocab, dim].
 func.func @f(%t: tensor<100xf32>, %ids: tensor<4xi64>) {
   // expected-error @+1 {{expected a table of shape [vocab, dim], got [100]}}

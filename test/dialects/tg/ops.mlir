@@ -156,6 +156,22 @@ func.func @transformer(%q: tensor<1x8x16x32xf32>, %k: tensor<1x2x16x32xf32>, %co
 
 // -----
 
+// Tests that attention's ALiBi slopes and additive bias operand (broadcast
+// over heads and queries) round-trip, on the forward and gradient ops.
+// CHECK-LABEL: func.func @attention_biases
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8x16xf32>, %[[B:.+]]: tensor<2x1x1x8xf32>)
+// CHECK: %[[Y:.+]] = tg.attention %[[Q]], %[[Q]], %[[Q]] bias %[[B]] {alibi_slopes = array<f64: 2.500000e-01, 6.250000e-02, 1.562500e-02, 3.906250e-03>, causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x16xf32>
+// CHECK: tg.attention_grad %[[Y]], %[[Q]], %[[Q]], %[[Q]] bias %[[B]] {causal}
+// CHECK: tg.attention_grad %[[Y]], %[[Q]], %[[Q]], %[[Q]] {alibi_slopes = array<f64: 1.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00>} :
+func.func @attention_biases(%q: tensor<2x4x8x16xf32>, %b: tensor<2x1x1x8xf32>) {
+  %y = tg.attention %q, %q, %q bias %b {causal, alibi_slopes = array<f64: 0.25, 0.0625, 0.015625, 0.00390625>} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x16xf32>
+  %g:3 = tg.attention_grad %y, %q, %q, %q bias %b {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+  %h:3 = tg.attention_grad %y, %q, %q, %q {alibi_slopes = array<f64: 1.0, 1.0, 1.0, 1.0>} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+  return
+}
+
+// -----
+
 // Tests that the data-movement ops round-trip.
 // CHECK-LABEL: func.func @data_movement
 // CHECK-SAME: (%[[X:.+]]: tensor<2x6x8xf32>)

@@ -18,3 +18,16 @@ func.func @forward(%x: tensor<1x1x4x8xf32>, %s: tensor<4x8xf32>) -> tensor<f32> 
   %l = tg.reduce_sum %r axes = [0, 1, 2, 3] : tensor<1x1x4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that an attention bias on the trainable path is an error: the
+// attention kernels do not compute its gradient.
+tg.param @bias : tensor<1x1x4x4xf32> trainable init <"zeros", 0.0 : f64>
+func.func @forward(%x: tensor<1x2x4x8xf32>) -> tensor<f32> {
+  %b = tg.param_ref @bias : tensor<1x1x4x4xf32>
+  // expected-error @below {{cannot differentiate tg.attention with respect to its additive bias (no kernel computes its gradient)}}
+  %y = tg.attention %x, %x, %x bias %b : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x8xf32>
+  %l = tg.reduce_sum %y axes = [0, 1, 2, 3] : tensor<1x2x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

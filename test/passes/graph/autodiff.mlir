@@ -37,3 +37,24 @@ func.func @forward(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<f32> {tg.name
   %l = tg.reduce_mean %s axes = [0, 1] : tensor<3x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+tg.param @wq : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+
+// Tests that attention's gradient op reads the forward's additive bias and
+// ALiBi slopes again (the bias itself needs no gradient: a constant).
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[M:.+]] = arith.constant dense<{{.+}}> : tensor<1x1x1x4xf32>
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[M]] {alibi_slopes = array<f64: 5.000000e-01, 2.500000e-01>, causal}
+// CHECK: tg.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} bias %[[M]] {alibi_slopes = array<f64: 5.000000e-01, 2.500000e-01>, causal}
+// VJP-LABEL: func.func @forward
+// VJP: tg.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} {alibi_slopes
+func.func @forward(%x: tensor<1x2x4x4xf32> {tg.name = "x"}) -> (tensor<f32> {tg.name = "loss"}) {
+  %wq = tg.param_ref @wq : tensor<4x4xf32>
+  %q = tg.linear %x, %wq : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = arith.constant dense<[[[[0.0, -1.0, 0.5, 0.0]]]]> : tensor<1x1x1x4xf32>
+  %y = tg.attention %q, %x, %x bias %m {causal, alibi_slopes = array<f64: 0.5, 0.25>} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %l = tg.reduce_mean %y axes = [0, 1, 2, 3] : tensor<1x2x4x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -7,12 +7,18 @@
 // and dims below the class), sequence lengths that are not multiples of the
 // 64-row tile, f32 and bf16 storage, both places the backward keeps its
 // statistics (workspace, dq rows), empty shapes, determinism, and the
-// checks' messages.
+// checks' messages; sliding windows (smaller than T, spanning tiles, with
+// the causal offset), soft-capping, ALiBi slopes and additive bias operands
+// (full and broadcast, f32 and bf16), forward and backward, odd T/S/D and
+// grouped heads.
 //
 // Tolerance: the device kernels multiply bf16-rounded operands on the
 // tensor cores (f32 accumulation), the CPU computes in f32, so results on
 // O(1) data agree to about 1e-2; inputs are uniform in [-2, 2] so the
-// softmax is peaked but not saturated.
+// softmax is peaked but not saturated. The same tolerance holds with a
+// softcap (tanh is 1-Lipschitz) and with additive biases of O(1): ALiBi
+// slopes below 1 over distances under 40 shift scores by the same f32
+// values on both sides, and a bias is added after the bf16 product.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,7 +41,22 @@ struct Case {
   DType dtype = DType::F32;
   /// Backward workspace in floats; 0 picks one that holds the statistics.
   int64_t workspace = 0;
+  /// Sliding window in keys (0: none) and soft cap (0: none).
+  int64_t window = 0;
+  double softcap = 0;
+  /// ALiBi slopes, one per query head (empty: none).
+  std::vector<double> slopes = {};
+  /// Shape of the additive bias operand (empty: none).
+  std::vector<int64_t> bias = {};
 };
+
+Attribute floatsAttr(const char *name, std::vector<double> values) {
+  Attribute a;
+  a.kind = Attribute::Kind::Floats;
+  a.name = name;
+  a.floats = std::move(values);
+  return a;
+}
 
 HostTensor input(std::vector<int64_t> shape, uint64_t seed, DType dtype) {
   HostTensor t = randomF32(std::move(shape), seed, -2.0f, 2.0f);
@@ -43,45 +64,98 @@ HostTensor input(std::vector<int64_t> shape, uint64_t seed, DType dtype) {
 }
 
 std::vector<Attribute> attributesOf(const Case &c) {
-  return {
+  std::vector<Attribute> attrs = {
       intAttr("causal", c.causal ? 1 : 0),
       floatAttr("scale", 1.0 / std::sqrt(double(std::max<int64_t>(c.d, 1))))};
+  if (c.window > 0) {
+    attrs.push_back(intAttr("window", c.window));
+  }
+  if (c.softcap > 0) {
+    attrs.push_back(floatAttr("softcap", c.softcap));
+  }
+  if (!c.slopes.empty()) {
+    attrs.push_back(floatsAttr("alibi_slopes", c.slopes));
+  }
+  if (!c.bias.empty()) {
+    attrs.push_back(intAttr("bias", 1));
+  }
+  return attrs;
+}
+
+/// Index of the first output: after q, k, v (after dout, q, k, v in the
+/// backward, `backward` = 1) and the bias operand if any.
+size_t outputIndex(const Case &c, size_t backward = 0) {
+  return 3 + backward + (c.bias.empty() ? 0 : 1);
+}
+
+/// Appends the bias operand (uniform in [-1, 1]) when the case has one.
+void addBias(std::vector<HostTensor> &ops, const Case &c) {
+  if (!c.bias.empty()) {
+    HostTensor t = randomF32(c.bias, 9, -1.0f, 1.0f);
+    ops.push_back(c.dtype == DType::F32 ? t : converted(t, c.dtype));
+  }
 }
 
 std::vector<HostTensor> forwardOperands(const Case &c) {
-  return {input({c.b, c.hq, c.t, c.d}, 1, c.dtype),
-          input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
-          input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype),
-          HostTensor(c.dtype, {c.b, c.hq, c.t, c.dv}),
-          HostTensor(DType::F32, {std::max<int64_t>(64 * c.s, 1)})};
+  std::vector<HostTensor> ops = {input({c.b, c.hq, c.t, c.d}, 1, c.dtype),
+                                 input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
+                                 input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype)};
+  addBias(ops, c);
+  ops.push_back(HostTensor(c.dtype, {c.b, c.hq, c.t, c.dv}));
+  ops.push_back(HostTensor(DType::F32, {std::max<int64_t>(64 * c.s, 1)}));
+  return ops;
 }
 
 std::vector<HostTensor> backwardOperands(const Case &c) {
-  // The CPU wants a positive multiple of 2 x 64 x S floats.
-  int64_t slot = std::max<int64_t>(2 * 64 * c.s, 1);
+  // The CPU wants a positive multiple of 2 (3 with a softcap) x 64 x S
+  // floats.
+  int64_t slot = std::max<int64_t>((c.softcap > 0 ? 3 : 2) * 64 * c.s, 1);
   int64_t w = c.workspace;
   if (w == 0) {
     int64_t need = 2 * c.b * c.hq * c.t;
     w = std::max<int64_t>((need + slot - 1) / slot, 1) * slot;
   }
-  return {input({c.b, c.hq, c.t, c.dv}, 4, c.dtype),
-          input({c.b, c.hq, c.t, c.d}, 1, c.dtype),
-          input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
-          input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype),
-          HostTensor(c.dtype, {c.b, c.hq, c.t, c.d}),
-          HostTensor(c.dtype, {c.b, c.hkv, c.s, c.d}),
-          HostTensor(c.dtype, {c.b, c.hkv, c.s, c.dv}),
-          HostTensor(DType::F32, {w})};
+  std::vector<HostTensor> ops = {input({c.b, c.hq, c.t, c.dv}, 4, c.dtype),
+                                 input({c.b, c.hq, c.t, c.d}, 1, c.dtype),
+                                 input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
+                                 input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype)};
+  addBias(ops, c);
+  ops.push_back(HostTensor(c.dtype, {c.b, c.hq, c.t, c.d}));
+  ops.push_back(HostTensor(c.dtype, {c.b, c.hkv, c.s, c.d}));
+  ops.push_back(HostTensor(c.dtype, {c.b, c.hkv, c.s, c.dv}));
+  ops.push_back(HostTensor(DType::F32, {w}));
+  return ops;
 }
 
 void expectForward(TestBackend &backend, const Case &c) {
   expectMatchesCpu(backend, "attention", forwardOperands(c), attributesOf(c),
-                   {3}, kBf16Compute);
+                   {outputIndex(c)}, kBf16Compute);
 }
 
 void expectBackward(TestBackend &backend, const Case &c) {
+  size_t out = outputIndex(c, 1);
   expectMatchesCpu(backend, "attention_grad", backwardOperands(c),
-                   attributesOf(c), {4, 5, 6}, kBf16Compute);
+                   attributesOf(c), {out, out + 1, out + 2}, kBf16Compute);
+}
+
+/// BLOOM's ALiBi slopes for `heads` heads (a power of two):
+/// 2^(-8 (h + 1) / heads).
+std::vector<double> alibiSlopes(int64_t heads) {
+  std::vector<double> slopes;
+  for (int64_t h = 0; h < heads; ++h) {
+    slopes.push_back(std::pow(2.0, -8.0 * double(h + 1) / double(heads)));
+  }
+  return slopes;
+}
+
+/// A case with a window, softcap, slopes or bias set on `base`.
+Case with(Case base, int64_t window, double softcap,
+          std::vector<double> slopes = {}, std::vector<int64_t> bias = {}) {
+  base.window = window;
+  base.softcap = softcap;
+  base.slopes = std::move(slopes);
+  base.bias = std::move(bias);
+  return base;
 }
 
 //===----------------------------------------------------------------------===//
@@ -225,6 +299,81 @@ TEST_F(CudaKernelTest, AttentionGradDeterministic) {
 }
 
 //===----------------------------------------------------------------------===//
+// Windows, soft-capping, ALiBi and bias operands.
+//===----------------------------------------------------------------------===//
+
+// Tests sliding windows smaller than T: GQA, odd T and D, one tile and
+// several (a window of 40 over 150 keys skips whole key tiles), and T < S.
+TEST_F(CudaKernelTest, AttentionWindow) {
+  expectForward(*backend, with({2, 4, 2, 37, 37, 40, 24, true}, 5, 0));
+  expectForward(*backend, with({1, 2, 1, 150, 150, 32, 32, true}, 40, 0));
+  expectForward(*backend, with({1, 4, 2, 37, 100, 64, 64, true}, 9, 0));
+  expectForward(*backend, with({1, 2, 2, 33, 33, 7, 5, true}, 1, 0));
+}
+
+// Tests soft-capping alone, with a window, and in bf16.
+TEST_F(CudaKernelTest, AttentionSoftcap) {
+  expectForward(*backend, with({2, 4, 2, 37, 37, 40, 24, false}, 0, 1.5));
+  expectForward(*backend, with({1, 4, 2, 70, 70, 64, 64, true}, 17, 2.0));
+  expectForward(*backend,
+                with({1, 2, 1, 37, 37, 32, 32, true, DType::BF16}, 0, 1.5));
+}
+
+// Tests ALiBi slopes: causal with GQA, T < S, no mask, with a window and a
+// softcap.
+TEST_F(CudaKernelTest, AttentionAlibi) {
+  expectForward(*backend,
+                with({2, 4, 2, 37, 37, 40, 24, true}, 0, 0, alibiSlopes(4)));
+  expectForward(*backend,
+                with({1, 4, 4, 20, 70, 32, 32, true}, 0, 0, alibiSlopes(4)));
+  expectForward(*backend, with({1, 2, 1, 33, 33, 64, 64, false}, 0, 0,
+                               {0.3, -0.05}));
+  expectForward(*backend,
+                with({1, 4, 2, 70, 70, 32, 32, true}, 20, 2.0, alibiSlopes(4)));
+}
+
+// Tests additive bias operands: full [B, Hq, T, S], broadcast over heads
+// and queries (a padding mask's shape), over batches, f32 and bf16, with
+// ALiBi and a window.
+TEST_F(CudaKernelTest, AttentionBias) {
+  expectForward(*backend, with({2, 4, 2, 37, 37, 40, 24, true}, 0, 0, {},
+                               {2, 4, 37, 37}));
+  expectForward(*backend, with({2, 2, 1, 20, 70, 32, 32, false}, 0, 0, {},
+                               {2, 1, 1, 70}));
+  expectForward(*backend, with({2, 4, 2, 37, 37, 64, 64, true}, 7, 0,
+                               alibiSlopes(4), {1, 4, 37, 37}));
+  expectForward(*backend, with({1, 2, 1, 37, 37, 32, 32, true, DType::BF16},
+                               0, 0, {}, {1, 2, 37, 37}));
+}
+
+// Tests the backward of windows, softcaps, ALiBi and biases (the same
+// shapes as the forward).
+TEST_F(CudaKernelTest, AttentionGradWindowSoftcap) {
+  expectBackward(*backend, with({2, 4, 2, 37, 37, 40, 24, true}, 5, 0));
+  expectBackward(*backend, with({1, 2, 1, 150, 150, 32, 32, true}, 40, 0));
+  expectBackward(*backend, with({1, 4, 2, 37, 100, 64, 64, true}, 9, 1.5));
+  expectBackward(*backend, with({2, 4, 2, 37, 37, 40, 24, false}, 0, 1.5));
+  expectBackward(*backend,
+                 with({1, 2, 1, 37, 37, 32, 32, true, DType::BF16}, 11, 2.0));
+}
+
+// Tests the backward with ALiBi and bias operands, and the statistics in
+// dq's rows.
+TEST_F(CudaKernelTest, AttentionGradAlibiBias) {
+  expectBackward(*backend,
+                 with({2, 4, 2, 37, 37, 40, 24, true}, 0, 0, alibiSlopes(4)));
+  expectBackward(*backend,
+                 with({1, 4, 4, 20, 70, 32, 32, true}, 0, 0, alibiSlopes(4)));
+  expectBackward(*backend, with({2, 4, 2, 37, 37, 64, 64, true}, 0, 0, {},
+                                {2, 4, 37, 37}));
+  expectBackward(*backend, with({2, 2, 1, 20, 70, 32, 32, false}, 0, 2.0,
+                                alibiSlopes(2), {2, 1, 1, 70}));
+  expectBackward(*backend, with({2, 4, 2, 100, 8, 32, 32, true, DType::F32,
+                                 1024},
+                                0, 0, alibiSlopes(4), {1, 1, 100, 8}));
+}
+
+//===----------------------------------------------------------------------===//
 // Checks.
 //===----------------------------------------------------------------------===//
 
@@ -256,6 +405,23 @@ TEST_F(CudaKernelTest, AttentionChecks) {
       "either");
   EXPECT_EQ(checkCuda("attention_grad", backwardOperands(c), attributesOf(c)),
             "");
+
+  // ALiBi slopes travel by value: at most 256 query heads.
+  Case wide{1, 300, 1, 4, 4, 32, 32, true};
+  EXPECT_EQ(checkCuda("attention", forwardOperands(wide),
+                      attributesOf(with(wide, 0, 0, alibiSlopes(300)))),
+            "ALiBi attention on CUDA takes at most 256 query heads, got 300");
+  // A bias that does not broadcast, and one of another storage type.
+  Case biased = with(c, 0, 0, {}, {1, 3, 4, 4});
+  EXPECT_EQ(checkCuda("attention", forwardOperands(biased),
+                      attributesOf(biased)),
+            "operand 3 (bias) of shape [1, 3, 4, 4] does not broadcast to the "
+            "scores [1, 2, 4, 4]");
+  biased.bias = {1, 2, 4, 4};
+  ops = forwardOperands(biased);
+  ops[3] = converted(ops[3], DType::BF16);
+  EXPECT_EQ(checkCuda("attention", ops, attributesOf(biased)),
+            "operand 3 must be f32 like operand 0, got bf16");
 
   // Document masking (sample packing) runs on the CPU only for now.
   std::vector<Attribute> packed = attributesOf(c);
