@@ -1065,10 +1065,21 @@ TEST(CpuTransformerTest, AttentionPositionsKeepPackedExamplesApart) {
   std::vector<Attribute> attrs = {intAttr("causal", 1),
                                   floatAttr("scale", scale),
                                   intAttr("positions", 3)};
-  for (ThreadPool *pool : {&pool4(), static_cast<ThreadPool *>(nullptr)}) {
+  // With a (zero) bias operand too, the positions come after it.
+  Buffer zeroBias(DType::F32, {1, 1, 1, 1});
+  std::vector<Attribute> biasAttrs = {intAttr("causal", 1),
+                                      floatAttr("scale", scale),
+                                      intAttr("bias", 1),
+                                      intAttr("positions", 4)};
+  for (int run = 0; run < 3; ++run) {
+    ThreadPool *pool = run == 1 ? nullptr : &pool4();
     Buffer y = randomBuffer(DType::F32, {2, hq, t, dv}, -9, 9, 34);
-    ASSERT_EQ(runKernel("attention", {&q, &k, &v, &positions, &y, &ws}, attrs,
-                        pool),
+    ASSERT_EQ(run == 2 ? runKernel("attention",
+                                   {&q, &k, &v, &zeroBias, &positions, &y, &ws},
+                                   biasAttrs, pool)
+                       : runKernel("attention",
+                                   {&q, &k, &v, &positions, &y, &ws}, attrs,
+                                   pool),
               "");
     for (int64_t b = 0; b < 2; ++b) {
       for (size_t e = 0; e + 1 < starts[b].size(); ++e) {
