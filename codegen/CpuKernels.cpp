@@ -99,6 +99,58 @@ static int64_t rankOf(Value value) {
   return llvm::cast<ShapedType>(value.getType()).getRank();
 }
 
+/// The CPU choice for the gathers, scatters, cumsum, mod and sign: the
+/// attributes their kernels read (runtime/cpu/README.md), reductions by
+/// name.
+static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
+  int64_t arity = arityOf(op);
+  return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
+      .Case([&](tg::GatherElementsOp gather) {
+        return ChoiceBuilder(op, "gather_elements", arity)
+            .i("axis", static_cast<int64_t>(gather.getAxis()))
+            .done();
+      })
+      .Case([&](tg::ScatterElementsOp scatter) {
+        return ChoiceBuilder(op, "scatter_elements", arity)
+            .i("axis", static_cast<int64_t>(scatter.getAxis()))
+            .s("reduction",
+               tg::stringifyScatterReduction(scatter.getReduction()))
+            .done();
+      })
+      .Case([&](tg::GatherNDOp gather) {
+        return ChoiceBuilder(op, "gather_nd", arity)
+            .i("batch_dims", static_cast<int64_t>(gather.getBatchDims()))
+            .done();
+      })
+      .Case([&](tg::ScatterNDOp scatter) {
+        return ChoiceBuilder(op, "scatter_nd", arity)
+            .s("reduction",
+               tg::stringifyScatterReduction(scatter.getReduction()))
+            .i("batch_dims", static_cast<int64_t>(scatter.getBatchDims()))
+            .done();
+      })
+      .Case([&](tg::CumsumOp cumsum) {
+        // Variadic: x, y, or x, axis, y when the axis is a run-time value.
+        ChoiceBuilder choice(op, "cumsum", -1);
+        if (std::optional<uint64_t> axis = cumsum.getAxis()) {
+          choice.i("axis", static_cast<int64_t>(*axis));
+        }
+        return choice.i("exclusive", cumsum.getExclusive() ? 1 : 0)
+            .i("reverse", cumsum.getReverse() ? 1 : 0)
+            .done();
+      })
+      .Case([&](tg::ModOp mod) {
+        return ChoiceBuilder(op, "mod", arity)
+            .i("fmod", mod.getFmod() ? 1 : 0)
+            .done();
+      })
+      .Case([&](tg::SignOp) { return ChoiceBuilder(op, "sign", arity).done(); })
+      .Default([&](Operation *) -> FailureOr<CpuKernelChoice> {
+        return op->emitError()
+               << "internal: " << op->getName() << " is not an indexing op";
+      });
+}
+
 FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
   for (Type type : llvm::concat<Type>(op->getOperandTypes(),
                                       op->getResultTypes())) {
@@ -319,6 +371,10 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
       .Case([&](tg::GlobalNormOp) -> FailureOr<CpuKernelChoice> {
         return ChoiceBuilder(op, "global_norm", -1).done();
       })
+      // --- Gathers, scatters, cumsum, mod and sign on run-time tensors.
+      .Case<tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
+            tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(
+          [&](Operation *) { return selectIndexingKernel(op); })
       .Default([&](Operation *) -> FailureOr<CpuKernelChoice> {
         return op->emitError() << "the CPU backend has no kernel for "
                                << op->getName();

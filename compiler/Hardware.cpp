@@ -9,6 +9,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 
+#include <set>
+
 using namespace llvm;
 
 namespace tailor {
@@ -25,29 +27,41 @@ HardwareSpec builtin(StringRef name) {
   HardwareSpec h;
   h.name = name.str();
   h.backend = "cuda";
+  h.launchOverheadUs = 4;
+  auto gpu = [&](int64_t sm, uint64_t memory, double bf16, double fp32,
+                 double bandwidth, double link, const char *linkKind) {
+    h.sm = sm, h.memoryBytes = memory, h.bf16Tflops = bf16,
+    h.fp32Tflops = fp32, h.memoryBandwidthGBs = bandwidth, h.linkGBs = link,
+    h.link = linkKind;
+  };
   if (name == "h100" || name == "h100-sxm") {
-    h.sm = 90, h.memoryBytes = 80 * kGB, h.bf16Tflops = 989,
-    h.memoryBandwidthGBs = 3350, h.linkGBs = 450, h.link = "nvlink4";
+    gpu(90, 80 * kGB, 989, 67, 3350, 450, "nvlink4");
+  } else if (name == "h100-pcie") {
+    gpu(90, 80 * kGB, 756, 51, 2000, 64, "pcie5");
   } else if (name == "h200") {
-    h.sm = 90, h.memoryBytes = 141 * kGB, h.bf16Tflops = 989,
-    h.memoryBandwidthGBs = 4800, h.linkGBs = 450, h.link = "nvlink4";
+    gpu(90, 141 * kGB, 989, 67, 4800, 450, "nvlink4");
   } else if (name == "a100-80gb" || name == "a100") {
-    h.sm = 80, h.memoryBytes = 80 * kGB, h.bf16Tflops = 312,
-    h.memoryBandwidthGBs = 2040, h.linkGBs = 300, h.link = "nvlink3";
+    gpu(80, 80 * kGB, 312, 19.5, 2040, 300, "nvlink3");
   } else if (name == "a100-40gb") {
-    h.sm = 80, h.memoryBytes = 40 * kGB, h.bf16Tflops = 312,
-    h.memoryBandwidthGBs = 1560, h.linkGBs = 300, h.link = "nvlink3";
+    gpu(80, 40 * kGB, 312, 19.5, 1560, 300, "nvlink3");
+  } else if (name == "l4") {
+    gpu(89, 24 * kGB, 121, 30.3, 300, 32, "pcie4");
+  } else if (name == "a10g") {
+    gpu(86, 24 * kGiB, 125, 31.2, 600, 32, "pcie4");
   } else if (name == "rtx4090") {
-    h.sm = 89, h.memoryBytes = 24 * kGiB, h.bf16Tflops = 165,
-    h.memoryBandwidthGBs = 1010, h.linkGBs = 32, h.link = "pcie4";
+    gpu(89, 24 * kGiB, 165, 82.6, 1010, 32, "pcie4");
   } else if (name == "rtx3090") {
-    h.sm = 86, h.memoryBytes = 24 * kGiB, h.bf16Tflops = 71,
-    h.memoryBandwidthGBs = 936, h.linkGBs = 32, h.link = "pcie4";
+    gpu(86, 24 * kGiB, 71, 35.6, 936, 32, "pcie4");
   } else if (name == "t4") {
-    h.sm = 75, h.memoryBytes = 16 * kGiB, h.bf16Tflops = 65,
-    h.memoryBandwidthGBs = 320, h.linkGBs = 16, h.link = "pcie3";
+    gpu(75, 16 * kGiB, 65, 8.1, 320, 16, "pcie3");
   } else if (name == "cpu") {
+    // A generic x86-64 core with two 256-bit FMA units: ~80 GFLOP/s fp32
+    // peak at 2.5 GHz, of which a BLAS GEMM sustains most; one socket's
+    // DRAM bandwidth. `tailor calibrate` replaces both with measurements.
     h.backend = "cpu";
+    h.cpuGflopsPerThread = 60;
+    h.memoryBandwidthGBs = 20;
+    h.launchOverheadUs = 1;
   } else {
     h.name.clear();
   }
@@ -81,6 +95,7 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
   HardwareSpec h;
   h.name = sys::path::stem(path).str();
   bool sawBackend = false;
+  std::set<std::string> given;
   for (yaml::Document &document : stream) {
     auto *mapping = dyn_cast_or_null<yaml::MappingNode>(document.getRoot());
     if (!mapping) {
@@ -100,6 +115,7 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
       }
       SmallString<32> keyStorage, valueStorage;
       StringRef key = keyNode->getValue(keyStorage);
+      given.insert(key.str());
       StringRef value = valueNode->getValue(valueStorage).trim();
       auto bad = [&](StringRef expected) {
         return fileError(where(valueNode) + ": bad value for '" + key +
@@ -146,10 +162,31 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
         h.linkGBs = number;
       } else if (key == "link") {
         h.link = value.str();
+      } else if (key == "fp32_tflops" || key == "cpu_gflops_per_thread" ||
+                 key == "launch_overhead_us") {
+        if (!isNumber) {
+          return bad("a number");
+        }
+        (key == "fp32_tflops"             ? h.fp32Tflops
+         : key == "cpu_gflops_per_thread" ? h.cpuGflopsPerThread
+                                          : h.launchOverheadUs) = number;
+      } else if (key.starts_with("efficiency_")) {
+        StringRef kind = key.drop_front(strlen("efficiency_"));
+        if (!llvm::is_contained(costKernelKinds(), kind)) {
+          return fileError(where(keyNode) + ": unknown kernel kind in '" +
+                           key + "' (known: " +
+                           join(costKernelKinds(), ", ") + ")");
+        }
+        if (!isNumber || number <= 0 || number > 1) {
+          return bad("a fraction in (0, 1]");
+        }
+        h.efficiency[kind.str()] = number;
       } else {
         return fileError(where(keyNode) + ": unknown key '" + key +
                          "' (known: name, backend, sm, gpus, memory_gib, "
-                         "memory_gb, bf16_tflops, bandwidth_gbs, link, "
+                         "memory_gb, bf16_tflops, fp32_tflops, "
+                         "cpu_gflops_per_thread, bandwidth_gbs, "
+                         "launch_overhead_us, efficiency_<kind>, link, "
                          "link_gbs)");
       }
     }
@@ -160,6 +197,19 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
   }
   if (!sawBackend) {
     h.backend = h.sm > 0 ? "cuda" : "cpu";
+  }
+  if (!h.isCuda()) {
+    // A CPU file inherits the built-in CPU figures it does not set.
+    HardwareSpec cpu = builtin("cpu");
+    if (!given.count("cpu_gflops_per_thread")) {
+      h.cpuGflopsPerThread = cpu.cpuGflopsPerThread;
+    }
+    if (!given.count("bandwidth_gbs")) {
+      h.memoryBandwidthGBs = cpu.memoryBandwidthGBs;
+    }
+    if (!given.count("launch_overhead_us")) {
+      h.launchOverheadUs = cpu.launchOverheadUs;
+    }
   }
   if (h.isCuda() && h.sm == 0) {
     return fileError("hardware file '" + path +
@@ -183,8 +233,14 @@ std::string cubinArchFor(int64_t sm) {
 }
 
 std::vector<std::string> knownHardwareNames() {
-  return {"cpu", "h100", "h200", "a100-80gb", "a100-40gb", "rtx4090",
-          "rtx3090", "t4"};
+  return {"cpu",  "h100", "h100-pcie", "h200",    "a100-80gb", "a100-40gb",
+          "l4",   "a10g", "rtx4090",   "rtx3090", "t4"};
+}
+
+const std::vector<std::string> &costKernelKinds() {
+  static const std::vector<std::string> kinds = {
+      "gemm", "attention", "norm", "elementwise", "loss", "optimizer", "copy"};
+  return kinds;
 }
 
 Expected<HardwareSpec> resolveHardware(StringRef spec) {

@@ -1,10 +1,11 @@
 //===- Hardware.h - the machines tailor compiles for ------------*- C++ -*-===//
 //
 // `--hardware NAME|FILE` picks the target: a name from the built-in table
-// (cpu, h100, h200, a100-80gb, a100-40gb, rtx4090, rtx3090, t4, optionally
-// prefixed by a GPU count, `2xrtx3090`) or a YAML file with the same fields.
-// The figures (../shared/FORMATS.md, dense tensor-core rates) feed the plan's
-// memory proof now and the cost model later.
+// (cpu, h100, h100-pcie, h200, a100-80gb, a100-40gb, l4, a10g, rtx4090,
+// rtx3090, t4, optionally prefixed by a GPU count, `2xrtx3090`) or a YAML
+// file with the same fields (what `tailor calibrate` writes). The figures
+// (../shared/FORMATS.md, dense tensor-core rates, vendor datasheets) feed
+// the plan's memory proof and the cost model (compiler/CostModel.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,16 @@ struct HardwareSpec {
   /// GPU-to-GPU link, GB/s per direction, and its kind ("nvlink4", "pcie4").
   double linkGBs = 0;
   std::string link;
+  /// Plain fp32 rate (CUDA cores, no tensor cores), TFLOP/s.
+  double fp32Tflops = 0;
+  /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM.
+  double cpuGflopsPerThread = 0;
+  /// Fixed cost of one kernel launch, microseconds.
+  double launchOverheadUs = 0;
+  /// Fraction of the peak each kind of kernel reaches (gemm, attention,
+  /// norm, elementwise, loss, optimizer, copy); `tailor calibrate` measures
+  /// them, defaults otherwise.
+  std::map<std::string, double> efficiency;
 
   bool isCuda() const { return backend == "cuda"; }
 };
@@ -44,6 +56,10 @@ struct HardwareSpec {
 /// `sm` (major * 10 + minor): "sm_90a" for 90, "sm_80" for 80 to 88
 /// (Ampere's cubin runs on sm_86/87), else "sm_<sm>".
 std::string cubinArchFor(int64_t sm);
+
+/// The kinds of kernel the cost model tells apart, each with its own
+/// efficiency (`efficiency_<kind>` in a hardware file).
+const std::vector<std::string> &costKernelKinds();
 
 /// The built-in names, in the order `--help` lists them.
 std::vector<std::string> knownHardwareNames();

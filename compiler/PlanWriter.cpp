@@ -768,8 +768,10 @@ LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
   }
   auto operandsVec = fbb.CreateVector(operands);
   auto origin = text(launch.getOrigin().value_or(""));
-  auto step =
-      fb::CreateLaunch(fbb, *kernelAt, operandsVec, *attrs, *streamAt, origin);
+  auto step = fb::CreateLaunch(
+      fbb, *kernelAt, operandsVec, *attrs, *streamAt, origin,
+      launch.getFlops() ? launch.getFlops()->convertToDouble() : 0.0,
+      launch.getBytes() ? launch.getBytes()->convertToDouble() : 0.0);
   steps.push_back(fb::CreateOp(fbb, fb::Step::Launch, step.Union()));
   return success();
 }

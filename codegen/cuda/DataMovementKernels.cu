@@ -1,4 +1,4 @@
-//===- DataMovementKernels.cu - copies, embedding, rope --------*- CUDA -*-===//
+//===- DataMovementKernels.cu - copies, gathers, scatters ------*- CUDA -*-===//
 //
 // Device code of runtime/cuda/DataMovementLaunchers.cpp. Kernels that only
 // move bytes take elements as unsigned integers of their size (1, 2, 4, 8
@@ -19,6 +19,9 @@
 //   - embedding: one block per token row, the row copied in the widest unit
 //     its size allows.
 //   - rope: one thread per rotated pair, f32 arithmetic on f32 or bf16.
+//   - gather_elements, gather_nd (bytes, by size), scatter_elements,
+//     scatter_nd (bytes for reduction none, else typed), cumsum, mod and
+//     sign: see their section below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,6 +184,258 @@ TL_DEVICE void rope(const T *x, const C *cosT, const C *sinT, T *y,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// gather_elements, scatter_elements, gather_nd, scatter_nd, cumsum, mod, sign
+//===----------------------------------------------------------------------===//
+//
+// Indices are i32 or i64 (`indices64` says which: one uniform branch per
+// load instead of twice the entry points) and may be negative. A kernel
+// cannot report an index outside [-n, n): a gather writes a zero element
+// for it and a scatter skips the update, so no access leaves the tensors
+// (the CPU kernels fail the launch instead). Scatters run one thread per
+// output fiber (scatter_elements: the elements of one line along `axis`;
+// scatter_nd: one element of the slice, every tuple in order), so repeated
+// indices combine in the CPU kernels' order with no atomics, bit for bit.
+
+/// Shapes of the element gather/scatter: `extent` is the indices' shape,
+/// `dataStride`/`indexStride` the row-major strides of data and indices.
+struct ElementIndex {
+  int rank, axis;
+  long long axisExtent;
+  long long extent[kMaxRank];
+  long long dataStride[kMaxRank];
+  long long indexStride[kMaxRank];
+};
+
+/// Index tuples of gather_nd/scatter_nd (see runtime/cpu TupleLayout).
+struct TupleIndex {
+  long long batch, tuples, k, slice, batchStride;
+  long long dims[kMaxRank];
+};
+
+TL_DEVICE long long loadIndex(const void *indices, int indices64, long long i) {
+  return indices64 ? ((const long long *)indices)[i]
+                   : (long long)((const int *)indices)[i];
+}
+
+/// `v` normalized into [0, n), or -1 when outside [-n, n).
+TL_DEVICE long long normalizeIndex(long long v, long long n) {
+  if (v < -n || v >= n) {
+    return -1;
+  }
+  return v < 0 ? v + n : v;
+}
+
+enum Reduce { kNone, kAdd, kMul, kMax, kMin };
+
+template <int R, typename T> TL_DEVICE T combine(T old, T update) {
+  if (R == kAdd) {
+    return old + update;
+  } else if (R == kMul) {
+    return old * update;
+  } else if (R == kMax) {
+    return old < update ? update : old;
+  } else if (R == kMin) {
+    return update < old ? update : old;
+  }
+  return update;
+}
+
+// Integers wrap as on the CPU (unsigned arithmetic).
+template <> TL_DEVICE int combine<kAdd, int>(int a, int b) {
+  return int(u32(a) + u32(b));
+}
+template <> TL_DEVICE int combine<kMul, int>(int a, int b) {
+  return int(u32(a) * u32(b));
+}
+template <>
+TL_DEVICE long long combine<kAdd, long long>(long long a, long long b) {
+  return (long long)(u64(a) + u64(b));
+}
+template <>
+TL_DEVICE long long combine<kMul, long long>(long long a, long long b) {
+  return (long long)(u64(a) * u64(b));
+}
+
+// One thread per output element.
+template <typename U>
+TL_DEVICE void gatherElements(const U *x, const void *indices, int indices64,
+                              U *y, long long total, ElementIndex s) {
+  for (long long i = globalThread(); i < total; i += gridThreads()) {
+    long long rest = i, offset = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      long long c = rest % s.extent[d];
+      rest /= s.extent[d];
+      if (d != s.axis) {
+        offset += c * s.dataStride[d];
+      }
+    }
+    long long v =
+        normalizeIndex(loadIndex(indices, indices64, i), s.axisExtent);
+    y[i] = v < 0 ? U() : x[offset + v * s.dataStride[s.axis]];
+  }
+}
+
+// One thread per line of the indices along `axis`, updates applied in order.
+template <int R, typename T>
+TL_DEVICE void scatterElements(T *y, const void *indices, int indices64,
+                               const T *updates, long long lines,
+                               ElementIndex s) {
+  for (long long line = globalThread(); line < lines; line += gridThreads()) {
+    long long rest = line, dBase = 0, iBase = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      if (d == s.axis) {
+        continue;
+      }
+      long long c = rest % s.extent[d];
+      rest /= s.extent[d];
+      dBase += c * s.dataStride[d];
+      iBase += c * s.indexStride[d];
+    }
+    for (long long k = 0; k < s.extent[s.axis]; ++k) {
+      long long at = iBase + k * s.indexStride[s.axis];
+      long long v =
+          normalizeIndex(loadIndex(indices, indices64, at), s.axisExtent);
+      if (v >= 0) {
+        T &dst = y[dBase + v * s.dataStride[s.axis]];
+        dst = combine<R, T>(dst, updates[at]);
+      }
+    }
+  }
+}
+
+/// The slice offset of tuple g within its batch, or -1 for a bad index.
+TL_DEVICE long long tupleOffset(const void *indices, int indices64, long long g,
+                                const TupleIndex &t) {
+  long long offset = 0;
+  for (long long j = 0; j < t.k; ++j) {
+    long long v =
+        normalizeIndex(loadIndex(indices, indices64, g * t.k + j), t.dims[j]);
+    if (v < 0) {
+      return -1;
+    }
+    offset = offset * t.dims[j] + v;
+  }
+  return offset;
+}
+
+// One thread per output element.
+template <typename U>
+TL_DEVICE void gatherND(const U *x, const void *indices, int indices64, U *y,
+                        long long total, TupleIndex t) {
+  for (long long i = globalThread(); i < total; i += gridThreads()) {
+    long long g = i / t.slice, e = i % t.slice;
+    long long offset = tupleOffset(indices, indices64, g, t);
+    y[i] = offset < 0
+               ? U()
+               : x[(g / t.tuples) * t.batchStride + offset * t.slice + e];
+  }
+}
+
+// One thread per slice element, every tuple in order.
+template <int R, typename T>
+TL_DEVICE void scatterND(T *y, const void *indices, int indices64,
+                         const T *updates, TupleIndex t) {
+  for (long long e = globalThread(); e < t.slice; e += gridThreads()) {
+    for (long long g = 0; g < t.batch * t.tuples; ++g) {
+      long long offset = tupleOffset(indices, indices64, g, t);
+      if (offset >= 0) {
+        T &dst = y[(g / t.tuples) * t.batchStride + offset * t.slice + e];
+        dst = combine<R, T>(dst, updates[g * t.slice + e]);
+      }
+    }
+  }
+}
+
+// x, y [outer, n, inner]: one thread per (outer, inner) fiber, neighbouring
+// threads on neighbouring inner elements (coalesced), the scan in A (the
+// CPU kernel's accumulator: T, unsigned for integers).
+template <typename T, typename A>
+TL_DEVICE void cumsum(const T *x, T *y, long long outer, long long n,
+                      long long inner, int exclusive, int reverse) {
+  for (long long f = globalThread(); f < outer * inner; f += gridThreads()) {
+    long long o = f / inner, c = f % inner;
+    A acc = A(0);
+    for (long long s = 0; s < n; ++s) {
+      long long i = reverse ? n - 1 - s : s;
+      long long at = (o * n + i) * inner + c;
+      A v = A(x[at]);
+      if (exclusive) {
+        y[at] = T(acc);
+        acc += v;
+      } else {
+        acc += v;
+        y[at] = T(acc);
+      }
+    }
+  }
+}
+
+/// Element strides of mod's two inputs per output dimension (0 where they
+/// broadcast).
+struct Broadcast2 {
+  int rank;
+  long long extent[kMaxRank];
+  long long aStride[kMaxRank];
+  long long bStride[kMaxRank];
+};
+
+template <typename T> TL_DEVICE T remainder(T a, T b, int fmod) {
+  if (b == T(-1)) {
+    return T(0);
+  }
+  if (b == T(0)) {
+    return T(0); // integer division by zero: the CPU kernel fails instead
+  }
+  T r = a % b;
+  if (!fmod && r != 0 && ((r < 0) != (b < 0))) {
+    r += b;
+  }
+  return r;
+}
+template <> TL_DEVICE float remainder<float>(float a, float b, int fmod) {
+  float r = fmodf(a, b);
+  if (fmod) {
+    return r;
+  }
+  if (r != 0) {
+    return (r < 0) != (b < 0) ? r + b : r;
+  }
+  return copysignf(0.0f, b);
+}
+template <> TL_DEVICE double remainder<double>(double a, double b, int fmod) {
+  double r = ::fmod(a, b);
+  if (fmod) {
+    return r;
+  }
+  if (r != 0) {
+    return (r < 0) != (b < 0) ? r + b : r;
+  }
+  return copysign(0.0, b);
+}
+
+template <typename T>
+TL_DEVICE void mod(const T *a, const T *b, T *y, long long total, Broadcast2 s,
+                   int fmod) {
+  for (long long i = globalThread(); i < total; i += gridThreads()) {
+    long long rest = i, oa = 0, ob = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      long long c = rest % s.extent[d];
+      rest /= s.extent[d];
+      oa += c * s.aStride[d];
+      ob += c * s.bStride[d];
+    }
+    y[i] = remainder<T>(a[oa], b[ob], fmod);
+  }
+}
+
+template <typename T> TL_DEVICE void sign(const T *x, T *y, long long total) {
+  for (long long i = globalThread(); i < total; i += gridThreads()) {
+    T v = x[i];
+    y[i] = v > T(0) ? T(1) : v < T(0) ? T(-1) : v;
+  }
+}
+
 } // namespace tl::move
 
 #define TL_GATHER_ENTRIES(U, SUFFIX)                                           \
@@ -254,6 +509,82 @@ TL_ROPE_ENTRY(float, tl::bf16, f32_bf16)
 TL_ROPE_ENTRY(tl::bf16, float, bf16_f32)
 TL_ROPE_ENTRY(tl::bf16, tl::bf16, bf16_bf16)
 
+#define TL_INDEX_GATHER_ENTRIES(U, SUFFIX)                                     \
+  TL_GLOBAL void tailor_gather_elements_##SUFFIX(                              \
+      const U *x, const void *indices, int indices64, U *y, long long total,   \
+      tl::move::ElementIndex s) {                                              \
+    tl::move::gatherElements<U>(x, indices, indices64, y, total, s);           \
+  }                                                                            \
+  TL_REGISTER(tailor_gather_elements_##SUFFIX)                                 \
+  TL_GLOBAL void tailor_gather_nd_##SUFFIX(                                    \
+      const U *x, const void *indices, int indices64, U *y, long long total,   \
+      tl::move::TupleIndex t) {                                                \
+    tl::move::gatherND<U>(x, indices, indices64, y, total, t);                 \
+  }                                                                            \
+  TL_REGISTER(tailor_gather_nd_##SUFFIX)
+
+TL_INDEX_GATHER_ENTRIES(unsigned char, u8)
+TL_INDEX_GATHER_ENTRIES(tl::u16, u16)
+TL_INDEX_GATHER_ENTRIES(tl::u32, u32)
+TL_INDEX_GATHER_ENTRIES(tl::u64, u64)
+
+// Suffixed with the reduction, then the type it computes in (none moves
+// bytes, by size).
+#define TL_SCATTER_ENTRIES(R, T, SUFFIX)                                       \
+  TL_GLOBAL void tailor_scatter_elements_##SUFFIX(                             \
+      T *y, const void *indices, int indices64, const T *updates,              \
+      long long lines, tl::move::ElementIndex s) {                             \
+    tl::move::scatterElements<R, T>(y, indices, indices64, updates, lines, s); \
+  }                                                                            \
+  TL_REGISTER(tailor_scatter_elements_##SUFFIX)                                \
+  TL_GLOBAL void tailor_scatter_nd_##SUFFIX(T *y, const void *indices,         \
+                                            int indices64, const T *updates,   \
+                                            tl::move::TupleIndex t) {          \
+    tl::move::scatterND<R, T>(y, indices, indices64, updates, t);              \
+  }                                                                            \
+  TL_REGISTER(tailor_scatter_nd_##SUFFIX)
+
+TL_SCATTER_ENTRIES(tl::move::kNone, unsigned char, none_u8)
+TL_SCATTER_ENTRIES(tl::move::kNone, tl::u16, none_u16)
+TL_SCATTER_ENTRIES(tl::move::kNone, tl::u32, none_u32)
+TL_SCATTER_ENTRIES(tl::move::kNone, tl::u64, none_u64)
+#define TL_SCATTER_TYPED(R, NAME)                                              \
+  TL_SCATTER_ENTRIES(R, float, NAME##_f32)                                     \
+  TL_SCATTER_ENTRIES(R, double, NAME##_f64)                                    \
+  TL_SCATTER_ENTRIES(R, int, NAME##_i32)                                       \
+  TL_SCATTER_ENTRIES(R, long long, NAME##_i64)
+TL_SCATTER_TYPED(tl::move::kAdd, add)
+TL_SCATTER_TYPED(tl::move::kMul, mul)
+TL_SCATTER_TYPED(tl::move::kMax, max)
+TL_SCATTER_TYPED(tl::move::kMin, min)
+
+#define TL_ARITH_ENTRIES(T, A, SUFFIX)                                         \
+  TL_GLOBAL void tailor_cumsum_##SUFFIX(const T *x, T *y, long long outer,     \
+                                        long long n, long long inner,          \
+                                        int exclusive, int reverse) {          \
+    tl::move::cumsum<T, A>(x, y, outer, n, inner, exclusive, reverse);         \
+  }                                                                            \
+  TL_REGISTER(tailor_cumsum_##SUFFIX)                                          \
+  TL_GLOBAL void tailor_mod_##SUFFIX(const T *a, const T *b, T *y,             \
+                                     long long total, tl::move::Broadcast2 s,  \
+                                     int fmod) {                               \
+    tl::move::mod<T>(a, b, y, total, s, fmod);                                 \
+  }                                                                            \
+  TL_REGISTER(tailor_mod_##SUFFIX)                                             \
+  TL_GLOBAL void tailor_sign_##SUFFIX(const T *x, T *y, long long total) {     \
+    tl::move::sign<T>(x, y, total);                                            \
+  }                                                                            \
+  TL_REGISTER(tailor_sign_##SUFFIX)
+
+TL_ARITH_ENTRIES(float, float, f32)
+TL_ARITH_ENTRIES(double, double, f64)
+TL_ARITH_ENTRIES(int, tl::u32, i32)
+TL_ARITH_ENTRIES(long long, tl::u64, i64)
+
+#undef TL_ARITH_ENTRIES
+#undef TL_SCATTER_TYPED
+#undef TL_SCATTER_ENTRIES
+#undef TL_INDEX_GATHER_ENTRIES
 #undef TL_ROPE_ENTRY
 #undef TL_EMBEDDING_ENTRY
 #undef TL_COPY_ROWS_ENTRY

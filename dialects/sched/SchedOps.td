@@ -284,14 +284,18 @@ def Sched_LaunchOp : Sched_Op<"launch", [
   let summary = "runs a kernel on buffers, on a stream";
   let description = [{
     `kernel_attrs` are the kernel's parameters (axes, epsilon, ...), which
-    the plan carries per launch; `origin` names the op it came from.
+    the plan carries per launch; `origin` names the op it came from;
+    `flops` and `bytes` are the work it does (passes/memory/OpCost.h), which
+    the cost model turns into time.
   }];
   let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<Sched_Buffer>:$args,
                        FlatSymbolRefAttr:$stream,
                        OptionalAttr<DictionaryAttr>:$kernel_attrs,
                        OptionalAttr<StrAttr>:$origin,
                        OptionalAttr<DenseI64ArrayAttr>:$grid,
-                       OptionalAttr<DenseI64ArrayAttr>:$block);
+                       OptionalAttr<DenseI64ArrayAttr>:$block,
+                       OptionalAttr<F64Attr>:$flops,
+                       OptionalAttr<F64Attr>:$bytes);
   let assemblyFormat = [{
     $kernel `(` $args `)` `on` $stream (`with` $kernel_attrs^)?
     attr-dict (`:` type($args)^)?

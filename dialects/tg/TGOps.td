@@ -498,6 +498,153 @@ def TG_SplitOp : TG_Op<"split", [Pure, SameOperandsAndResultElementType]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Indexing and integer arithmetic on run-time tensors
+//===----------------------------------------------------------------------===//
+
+def TG_ScatterReduction : I32EnumAttr<"ScatterReduction",
+    "how a scattered update combines with the value it lands on", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Add", 1, "add">,
+      I32EnumAttrCase<"Mul", 2, "mul">,
+      I32EnumAttrCase<"Max", 3, "max">,
+      I32EnumAttrCase<"Min", 4, "min">
+    ]> {
+  let cppNamespace = "::tailor::tg";
+  let genSpecializedAttr = 0;
+}
+def TG_ScatterReductionAttr
+    : EnumAttr<TG_Dialect, TG_ScatterReduction, "scatter_reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def TG_GatherElementsOp : TG_Op<"gather_elements", [Pure]> {
+  let summary = "reads data at per-element indices along one axis";
+  let description = [{
+    ONNX GatherElements (torch.gather): `data` and `indices` have one rank;
+    `result[i][j][k] = data[indices[i][j][k]][j][k]` for `axis = 0` (and so
+    on for other axes). The result has the indices' shape; every other dim
+    of `indices` is at most the data's. Indices may be negative (counted
+    from the end); kernels fail on an index outside `[-n, n)`.
+  }];
+  let arguments = (ins TG_Tensor:$data, TG_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_ScatterElementsOp : TG_Op<"scatter_elements", [Pure]> {
+  let summary = "writes updates into a copy of data at per-element indices";
+  let description = [{
+    ONNX ScatterElements (torch.scatter / scatter_add / scatter_reduce): the
+    result is `data` with `result[indices[i][j]][j] = updates[i][j]` for
+    `axis = 0`, combined by `reduction` (none replaces; with none, repeated
+    indices leave any one of their updates). `indices` and `updates` have
+    one shape, of the data's rank, no larger than the data outside `axis`.
+  }];
+  let arguments = (ins TG_Tensor:$data, TG_IndexTensor:$indices,
+                       TG_Tensor:$updates, I64Attr:$axis,
+                       DefaultValuedAttr<TG_ScatterReductionAttr,
+                           "::tailor::tg::ScatterReduction::None">:$reduction);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_GatherNDOp : TG_Op<"gather_nd", [Pure]> {
+  let summary = "reads slices of data at index tuples (ONNX GatherND)";
+  let description = [{
+    `data: [B..., D...]`, `indices: [B..., N..., k]` with `batch_dims` leading
+    dims B shared; each k-tuple indexes the first k dims after the batch
+    dims, and the result is `[B..., N..., data dims after b + k]`.
+  }];
+  let arguments = (ins TG_Tensor:$data, TG_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_ScatterNDOp : TG_Op<"scatter_nd", [Pure]> {
+  let summary = "writes slices into a copy of data at index tuples (ONNX ScatterND)";
+  let description = [{
+    `indices: [B..., N..., k]` indexes the k dims of `data` after its
+    `batch_dims` leading dims B (which indices share); `updates` is
+    `[B..., N..., data dims after b + k]`; each slice combines by
+    `reduction`, tuples applied in order. ONNX ScatterND has no batch dims;
+    the gradient of a batched tg.gather_nd uses them.
+  }];
+  let arguments = (ins TG_Tensor:$data, TG_IndexTensor:$indices,
+                       TG_Tensor:$updates,
+                       DefaultValuedAttr<TG_ScatterReductionAttr,
+                           "::tailor::tg::ScatterReduction::None">:$reduction,
+                       DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs TG_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_CumsumOp : TG_Op<"cumsum",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "running sum along one axis (ONNX CumSum)";
+  let description = [{
+    `exclusive` leaves each element out of its own sum (the first is 0);
+    `reverse` sums from the end. Integer sums wrap. The axis is the `axis`
+    attribute, or, when an export computes it at run time (ONNX's own
+    CumSum cases feed it as a graph input), the one-element `axis_value`
+    operand, which the kernel reads and checks (negative counts from the
+    end); exactly one of the two is given.
+
+    ```mlir
+    %p = tg.cumsum %mask axis = 1 : tensor<2x8xi64>
+    %q = tg.cumsum %x, %a : tensor<i64> exclusive : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins TG_NumericTensor:$input,
+                       Optional<TG_IndexTensor>:$axis_value,
+                       OptionalAttr<I64Attr>:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs TG_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` $axis_value^ `:` type($axis_value))? (`axis` `=` $axis^)?
+    (`exclusive` $exclusive^)? (`reverse` $reverse^)? attr-dict `:`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_ModOp : TG_Op<"mod", [Pure]> {
+  let summary = "elementwise remainder with NumPy broadcasting (ONNX Mod)";
+  let description = [{
+    Without `fmod` the remainder takes the divisor's sign (Python's `%`,
+    torch.remainder); with `fmod` the dividend's (C's fmod, torch.fmod).
+    An integer division by zero is a kernel error.
+  }];
+  let arguments = (ins TG_NumericTensor:$lhs, TG_NumericTensor:$rhs,
+                       UnitAttr:$fmod);
+  let results = (outs TG_NumericTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`fmod` $fmod^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_SignOp : TG_Op<"sign", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise sign: -1, 0 or 1 (NaN stays NaN)";
+  let arguments = (ins TG_NumericTensor:$input);
+  let results = (outs TG_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 include "dialects/tg/TGTrainingOps.td"
 
 #endif // TAILOR_DIALECTS_TG_TGOPS_TD

@@ -1,9 +1,10 @@
 //===- ElementwiseOps.cpp - import of ONNX elementwise ops ----------------===//
 //
-// Unary and broadcasting binary ops, Where, Cast, Clip, Gelu. Each folds on
-// the host when its inputs are compile-time tensors and emits the matching tg
-// op otherwise. Logic ops and comparisons tg has no run-time form for (And,
-// Not, LessOrEqual, ...) only ever appear in mask arithmetic, which folds.
+// Unary and broadcasting binary ops (Mod and Sign on ints too), Where,
+// Cast, Clip, Gelu. Each folds on the host when its inputs are compile-time
+// tensors and emits the matching tg op otherwise. Logic ops and comparisons
+// tg has no run-time form for (And, Not, LessOrEqual, ...) only ever appear
+// in mask arithmetic, which folds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -281,6 +282,10 @@ LogicalResult importUnary(NodeContext &ctx) {
     default: break;
     }
   }
+  if (!result && Fn == UnaryFn::Sign &&
+      ctx.elementType(0) != ElementType::Bool) {
+    result = createUnary<tg::SignOp>(ctx, *x);
+  }
   if (!result && Fn == UnaryFn::Not &&
       ctx.elementType(0) == ElementType::Bool) {
     // not x is eq(x, false): the eq kernel reads bools.
@@ -296,9 +301,40 @@ LogicalResult importUnary(NodeContext &ctx) {
 }
 
 /// Mod: fmod = 0 takes the divisor's sign (Python), fmod = 1 the dividend's.
+/// Folded when both inputs are known, a tg.mod otherwise.
 LogicalResult importMod(NodeContext &ctx) {
-  return ctx.attrInt("fmod", 0) ? importBinary<BinaryFn::FMod>(ctx)
-                                : importBinary<BinaryFn::Mod>(ctx);
+  bool fmod = ctx.attrInt("fmod", 0) != 0;
+  if (ctx.numInputs() != 2 || ctx.allConstant()) {
+    return fmod ? importBinary<BinaryFn::FMod>(ctx)
+                : importBinary<BinaryFn::Mod>(ctx);
+  }
+  ElementType type =
+      ctx.isConstant(0) ? ctx.elementType(1) : ctx.elementType(0);
+  FailureOr<Value> lhs = valueAs(ctx, 0, type);
+  FailureOr<Value> rhs = valueAs(ctx, 1, type);
+  if (failed(lhs) || failed(rhs)) {
+    return failure();
+  }
+  auto lt = llvm::cast<RankedTensorType>(lhs->getType());
+  auto rt = llvm::cast<RankedTensorType>(rhs->getType());
+  if (lt.getElementType() != rt.getElementType()) {
+    return ctx.error() << "operands have different element types ("
+                       << lt.getElementType() << " and " << rt.getElementType()
+                       << ")";
+  }
+  FailureOr<tg::Shape> shape =
+      tg::broadcastShapes(lt.getShape(), rt.getShape(), ctx.shapeErrorFn());
+  if (failed(shape)) {
+    return failure();
+  }
+  auto mod = tg::ModOp::create(ctx.builder(), ctx.loc(),
+                               ctx.tensorType(*shape, lt.getElementType()),
+                               *lhs, *rhs);
+  if (fmod) {
+    mod.setFmod(true);
+  }
+  ctx.setOutput(0, mod.getResult());
+  return success();
 }
 
 /// IsInf with detect_positive / detect_negative (compile time only).

@@ -165,6 +165,7 @@ bool isKnownOp(llvm::StringRef domain, llvm::StringRef opType);
 void appendElementwiseImporters(std::vector<OpImporter> &table);
 void appendTensorImporters(std::vector<OpImporter> &table);
 void appendNeuralImporters(std::vector<OpImporter> &table);
+void appendIndexingImporters(std::vector<OpImporter> &table);
 
 /// The last opset the importer knows for the default domain.
 constexpr int64_t kMaxDefaultOpset = 23;

@@ -24,6 +24,7 @@ struct Table {
     appendElementwiseImporters(rows);
     appendTensorImporters(rows);
     appendNeuralImporters(rows);
+    appendIndexingImporters(rows);
     for (size_t i = 0; i < rows.size(); ++i) {
       byName[key(rows[i].domain, rows[i].opType)].push_back(i);
     }
@@ -68,7 +69,8 @@ int64_t requiredInputs(llvm::StringRef opType, int64_t opset) {
       {"Expand", 2}, {"Tile", 2}, {"Gather", 2}, {"GatherND", 2}, {"MatMul", 2},
       {"Gemm", 2}, {"Einsum", 1}, {"LayerNormalization", 2},
       {"RMSNormalization", 2}, {"SimplifiedLayerNormalization", 2},
-      {"Constant", 0},
+      {"Constant", 0}, {"GatherElements", 2}, {"Scatter", 3},
+      {"ScatterElements", 3}, {"ScatterND", 3},
   };
   if (opType == "Reshape") {
     return opset >= 5 ? 2 : 1;

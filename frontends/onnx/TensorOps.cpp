@@ -1,10 +1,11 @@
 //===- TensorOps.cpp - import of ONNX shape and data-movement ops ---------===//
 //
-// Constant, Shape, ConstantOfShape, Range, Trilu, CumSum (compile time only),
-// and Reshape, Flatten, Squeeze, Unsqueeze, Expand, Transpose, Slice, Concat,
-// Split, Gather (folded when known, tg data-movement ops otherwise). This is
-// where the shape arithmetic of an export disappears: with every dim bound,
-// Shape yields a compile-time tensor and everything downstream of it folds.
+// Constant, Shape, ConstantOfShape, Range, Trilu, and Reshape, Flatten,
+// Squeeze, Unsqueeze, Expand, Transpose, Slice, Concat, Split (folded when
+// known, tg data-movement ops otherwise; gathers, scatters and CumSum are in
+// IndexingOps.cpp). This is where the shape arithmetic of an export
+// disappears: with every dim bound, Shape yields a compile-time tensor and
+// everything downstream of it folds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -199,23 +200,6 @@ LogicalResult importTrilu(NodeContext &ctx) {
     return failure();
   }
   return ctx.setOutput(0, foldTrilu(**x, upper, k));
-}
-
-LogicalResult importCumSum(NodeContext &ctx) {
-  FailureOr<HostTensor> x = ctx.heldConstant(0, "x");
-  FailureOr<std::vector<int64_t>> axis = ctx.constantInts(1, "axis");
-  if (failed(x) || failed(axis)) {
-    return failure();
-  }
-  if (axis->size() != 1) {
-    return ctx.error() << "axis must hold one value, got " << axis->size();
-  }
-  FailureOr<int64_t> a = ctx.normalizeAxis(axis->front(), x->rank(), "axis");
-  if (failed(a)) {
-    return failure();
-  }
-  return ctx.setOutput(0, foldCumSum(*x, *a, ctx.attrInt("exclusive", 0),
-                                     ctx.attrInt("reverse", 0)));
 }
 
 /// Sets output 0 to input 0 with new dims (folded or a tg.reshape).
@@ -786,235 +770,6 @@ LogicalResult importSplit(NodeContext &ctx) {
   return success();
 }
 
-/// Gather: folded when both inputs are known; run-time data with constant
-/// indices becomes slices; run-time indices on axis 0 become an embedding
-/// lookup (that is what token embeddings export as).
-LogicalResult importGather(NodeContext &ctx) {
-  ArrayRef<int64_t> data = ctx.shape(0);
-  int64_t rank = static_cast<int64_t>(data.size());
-  FailureOr<int64_t> axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), rank, "axis");
-  if (failed(axis)) {
-    return failure();
-  }
-  Dims indexDims(ctx.shape(1));
-  Dims outDims(data.begin(), data.begin() + *axis);
-  outDims.append(indexDims.begin(), indexDims.end());
-  outDims.append(data.begin() + *axis + 1, data.end());
-
-  if (ctx.isConstant(1)) {
-    FailureOr<HostTensor> indices = ctx.heldConstant(1, "indices");
-    if (failed(indices)) {
-      return failure();
-    }
-    if (indices->isFloat()) {
-      return ctx.error() << "indices must be integers";
-    }
-    HostTensor normalized = indices->castTo(ElementType::Int64);
-    for (int64_t i = 0; i < normalized.size(); ++i) {
-      int64_t v = normalized.getInt(i);
-      if (v < -data[*axis] || v >= data[*axis]) {
-        return ctx.error() << "index " << v << " is out of range for dim "
-                           << *axis << " of size " << data[*axis];
-      }
-      normalized.setInt(i, v < 0 ? v + data[*axis] : v);
-    }
-    if (ctx.isConstant(0)) {
-      FailureOr<const HostTensor *> x = ctx.constant(0, "data");
-      if (failed(x)) {
-        return failure();
-      }
-      if (failed(ctx.checkFoldSize(outDims))) {
-        return failure();
-      }
-      return ctx.setOutput(0, foldGather(**x, normalized, *axis));
-    }
-    // Run-time data, known indices: a contiguous run is one slice.
-    bool contiguous = normalized.size() > 0;
-    for (int64_t i = 1; i < normalized.size(); ++i) {
-      contiguous &= normalized.getInt(i) == normalized.getInt(i - 1) + 1;
-    }
-    if (contiguous) {
-      FailureOr<Value> x = ctx.value(0);
-      if (failed(x)) {
-        return failure();
-      }
-      SmallVector<int64_t> starts(rank, 0), ends(data), steps(rank, 1);
-      starts[*axis] = normalized.getInt(0);
-      ends[*axis] = normalized.getInt(0) + normalized.size();
-      SmallVector<int64_t> sliceDims(data);
-      sliceDims[*axis] = normalized.size();
-      Type elem = getElementTypeOrSelf(x->getType());
-      Value sliced = *x;
-      if (ArrayRef<int64_t>(sliceDims) != data) {
-        sliced = tg::SliceOp::create(
-            ctx.builder(), ctx.loc(), ctx.tensorType(sliceDims, elem), *x,
-            ctx.builder().getDenseI64ArrayAttr(starts),
-            ctx.builder().getDenseI64ArrayAttr(ends),
-            ctx.builder().getDenseI64ArrayAttr(steps));
-      }
-      ctx.setOutput(0, ctx.reshape(sliced, outDims));
-      return success();
-    }
-  }
-  if (*axis != 0 || !isFloatType(ctx.elementType(0))) {
-    return ctx.error() << "gathering along axis " << *axis
-                       << " with run-time or scattered indices is only "
-                          "supported on axis 0 of a float tensor";
-  }
-  FailureOr<Value> table = ctx.value(0);
-  FailureOr<Value> ids = ctx.value(1);
-  if (failed(table) || failed(ids)) {
-    return failure();
-  }
-  int64_t rows = data[0];
-  int64_t width = product(data.drop_front());
-  Value table2d = ctx.reshape(*table, {rows, width});
-  SmallVector<int64_t> lookupDims(indexDims.begin(), indexDims.end());
-  lookupDims.push_back(width);
-  Value lookup = tg::EmbeddingOp::create(
-      ctx.builder(), ctx.loc(),
-      ctx.tensorType(lookupDims, getElementTypeOrSelf(table->getType())),
-      table2d, *ids);
-  ctx.setOutput(0, ctx.reshape(lookup, outDims));
-  return success();
-}
-
-/// GatherND (compile time only: exports use it for mask indexing).
-/// Most index tuples a GatherND on run-time data becomes slices for.
-constexpr int64_t kMaxStaticGatherTuples = 4096;
-
-/// GatherND of run-time data at compile-time indices (batch_dims 0), as
-/// exporters write x[:, :, i] on a transposed tensor: each index tuple is a
-/// slice of the data's leading dims; the slices are concatenated (runs of
-/// consecutive tuples along the first dim are one slice) and reshaped to
-/// indices.shape[:-1] + data.shape[k:]. Gradients flow through slice and
-/// concat as usual.
-LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx) {
-  if (ctx.attrInt("batch_dims", 0) != 0) {
-    return ctx.error() << "batch_dims " << ctx.attrInt("batch_dims", 0)
-                       << " on run-time data is not supported (only 0)";
-  }
-  FailureOr<HostTensor> indices = ctx.heldConstant(1, "indices");
-  FailureOr<Value> data = ctx.value(0);
-  if (failed(indices) || failed(data)) {
-    return failure();
-  }
-  ArrayRef<int64_t> dd = ctx.shape(0), id = indices->dims();
-  int64_t k = id.empty() ? 0 : id.back();
-  int64_t r = static_cast<int64_t>(dd.size());
-  if (id.empty() || k < 1 || k > r) {
-    return ctx.error() << "index tuples of length " << k
-                       << " do not fit data " << tg::formatShape(dd);
-  }
-  int64_t tuples = product(id.drop_back());
-  if (tuples > kMaxStaticGatherTuples) {
-    return ctx.error() << "gathers " << tuples
-                       << " index tuples from run-time data (at most "
-                       << kMaxStaticGatherTuples << " become slices)";
-  }
-  Type elem = getElementTypeOrSelf(data->getType());
-  ArrayRef<int64_t> rest = dd.drop_front(k);
-  SmallVector<Value> pieces;
-  for (int64_t t = 0; t < tuples; ++t) {
-    SmallVector<int64_t> starts(r, 0), ends(dd), steps(r, 1);
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t v = indices->getInt(t * k + j);
-      if (v < -dd[j] || v >= dd[j]) {
-        return ctx.error() << "index " << v << " is out of range for dim "
-                           << j << " of size " << dd[j];
-      }
-      starts[j] = v < 0 ? v + dd[j] : v;
-      ends[j] = starts[j] + 1;
-    }
-    SmallVector<int64_t> sliceDims(k, 1);
-    sliceDims.append(rest.begin(), rest.end());
-    Value slice = tg::SliceOp::create(
-        ctx.builder(), ctx.loc(), ctx.tensorType(sliceDims, elem), *data,
-        ctx.builder().getDenseI64ArrayAttr(starts),
-        ctx.builder().getDenseI64ArrayAttr(ends),
-        ctx.builder().getDenseI64ArrayAttr(steps));
-    SmallVector<int64_t> rowDims{1};
-    rowDims.append(rest.begin(), rest.end());
-    pieces.push_back(ctx.reshape(slice, rowDims));
-  }
-  SmallVector<int64_t> stacked{tuples};
-  stacked.append(rest.begin(), rest.end());
-  Value all = pieces.size() == 1
-                  ? pieces.front()
-                  : tg::ConcatOp::create(ctx.builder(), ctx.loc(),
-                                         ctx.tensorType(stacked, elem), pieces,
-                                         ctx.builder().getI64IntegerAttr(0))
-                        .getResult();
-  SmallVector<int64_t> outDims(id.drop_back());
-  outDims.append(rest.begin(), rest.end());
-  ctx.setOutput(0, ctx.reshape(all, outDims));
-  return success();
-}
-
-LogicalResult importGatherND(NodeContext &ctx) {
-  if (!ctx.isConstant(0) && ctx.isConstant(1)) {
-    return importGatherNDOfRuntimeData(ctx);
-  }
-  FailureOr<const HostTensor *> data = ctx.constant(0, "data");
-  FailureOr<const HostTensor *> indices = ctx.constant(1, "indices");
-  if (failed(data) || failed(indices)) {
-    return failure();
-  }
-  ArrayRef<int64_t> dd = (*data)->dims(), id = (*indices)->dims();
-  int64_t b = ctx.attrInt("batch_dims", 0);
-  if (id.empty() || b < 0 || b >= static_cast<int64_t>(id.size()) ||
-      b > static_cast<int64_t>(dd.size())) {
-    return ctx.error() << "invalid batch_dims " << b << " for data "
-                       << tg::formatShape(dd) << " and indices "
-                       << tg::formatShape(id);
-  }
-  int64_t k = id.back();
-  int64_t r = static_cast<int64_t>(dd.size());
-  if (k < 1 || b + k > r) {
-    return ctx.error() << "index tuples of length " << k
-                       << " do not fit data " << tg::formatShape(dd);
-  }
-  for (int64_t i = 0; i < b; ++i) {
-    if (dd[i] != id[i]) {
-      return ctx.error() << "batch dim " << i << " differs between data and indices";
-    }
-  }
-  Dims outDims(id.begin(), id.end() - 1);
-  outDims.append(dd.begin() + b + k, dd.end());
-  if (failed(ctx.checkFoldSize(outDims))) {
-    return failure();
-  }
-  HostTensor out((*data)->type(), outDims);
-  int64_t batch = product(dd.take_front(b));
-  int64_t tuples = product(id.drop_back()) / std::max<int64_t>(batch, 1);
-  int64_t slice = product(dd.drop_front(b + k));
-  int64_t batchStride = product(dd.drop_front(b));
-  int64_t to = 0;
-  for (int64_t bi = 0; bi < std::max<int64_t>(batch, 1); ++bi) {
-    for (int64_t t = 0; t < tuples; ++t) {
-      int64_t offset = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t dim = dd[b + j];
-        int64_t v = (*indices)->getInt((bi * tuples + t) * k + j);
-        if (v < -dim || v >= dim) {
-          return ctx.error() << "index " << v << " is out of range for dim "
-                             << b + j << " of size " << dim;
-        }
-        offset = offset * dim + (v < 0 ? v + dim : v);
-      }
-      int64_t base = bi * batchStride + offset * slice;
-      for (int64_t e = 0; e < slice; ++e, ++to) {
-        if (out.isFloat()) {
-          out.setDouble(to, (*data)->getDouble(base + e));
-        } else {
-          out.setInt(to, (*data)->getInt(base + e));
-        }
-      }
-    }
-  }
-  return ctx.setOutput(0, std::move(out));
-}
-
 } // namespace
 
 void appendTensorImporters(std::vector<OpImporter> &table) {
@@ -1028,7 +783,6 @@ void appendTensorImporters(std::vector<OpImporter> &table) {
   add("ConstantOfShape", 9, last, importConstantOfShape);
   add("Range", 11, last, importRange);
   add("Trilu", 14, last, importTrilu);
-  add("CumSum", 11, last, importCumSum);
   add("Reshape", 5, last, importReshape);
   add("Flatten", 1, last, importFlatten);
   // Squeeze/Unsqueeze: axes attribute before 13, an input from 13.
@@ -1047,8 +801,6 @@ void appendTensorImporters(std::vector<OpImporter> &table) {
   add("Split", 2, 12, importSplit);
   add("Split", 13, 17, importSplit);
   add("Split", 18, last, importSplit);
-  add("Gather", 1, last, importGather);
-  add("GatherND", 11, last, importGatherND);
 }
 
 } // namespace tailor::onnx_import

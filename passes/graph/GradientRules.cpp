@@ -125,7 +125,160 @@ bool hasGradientRule(Operation *op) {
       tg::SoftmaxOp, tg::RMSNormOp, tg::LayerNormOp, tg::RopeOp,
       tg::AttentionOp, tg::EmbeddingOp, tg::CrossEntropyOp, tg::ReshapeOp,
       tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp,
-      tg::SplitOp, tg::MatmulOp, tg::LinearOp, tg::DropoutOp>(op);
+      tg::SplitOp, tg::MatmulOp, tg::LinearOp, tg::DropoutOp,
+      tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
+      tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(op);
+}
+
+//===----------------------------------------------------------------------===//
+// Gathers, scatters, cumsum, mod, sign
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Gradients of the indexing ops: a gather's is a scatter-add of dy into
+/// zeros, a scatter's reads dy back at the indices (updates) and masks the
+/// overwritten elements (data, reduction none) or passes dy through (add).
+/// Other scatter reductions and a float mod's divisor have no rule: they
+/// fail naming the op.
+struct IndexingGradients {
+  OpBuilder &b;
+  Location loc;
+  ArrayRef<bool> needed;
+  SmallVectorImpl<Value> &grads;
+
+  bool wants(unsigned i) const { return i < needed.size() && needed[i]; }
+  void set(unsigned i, Value grad) {
+    if (wants(i)) {
+      grads[i] = grad;
+    }
+  }
+  tg::ScatterReductionAttr reduction(tg::ScatterReduction kind) {
+    return tg::ScatterReductionAttr::get(b.getContext(), kind);
+  }
+  LogicalResult unsupported(Operation *op, StringRef why) {
+    return op->emitError() << "cannot differentiate " << op->getName() << ": "
+                           << why;
+  }
+
+  LogicalResult gatherElements(tg::GatherElementsOp op, Value dy) {
+    if (!wants(0)) {
+      return success();
+    }
+    auto data = tensorTypeOf(op.getData());
+    set(0, tg::ScatterElementsOp::create(b, loc, data, zerosOf(b, loc, data),
+                                         op.getIndices(), dy, op.getAxisAttr(),
+                                         reduction(tg::ScatterReduction::Add)));
+    return success();
+  }
+
+  LogicalResult gatherND(tg::GatherNDOp op, Value dy) {
+    if (!wants(0)) {
+      return success();
+    }
+    auto data = tensorTypeOf(op.getData());
+    set(0, tg::ScatterNDOp::create(
+               b, loc, data, zerosOf(b, loc, data), op.getIndices(), dy,
+               reduction(tg::ScatterReduction::Add), op.getBatchDimsAttr()));
+    return success();
+  }
+
+  /// Shared by both scatters: `gather` reads dy at the indices, `maskData`
+  /// scatters zeros into dy where updates landed.
+  template <typename GatherFn, typename MaskFn>
+  LogicalResult scatter(Operation *op, tg::ScatterReduction kind, Value dy,
+                        GatherFn &&gather, MaskFn &&maskData) {
+    if (kind != tg::ScatterReduction::None &&
+        kind != tg::ScatterReduction::Add) {
+      if (wants(0) || wants(2)) {
+        return unsupported(op, "only scatters with reduction none or add have "
+                               "a gradient rule");
+      }
+      return success();
+    }
+    if (wants(0)) {
+      set(0, kind == tg::ScatterReduction::Add ? dy : maskData());
+    }
+    if (wants(2)) {
+      set(2, gather());
+    }
+    return success();
+  }
+};
+} // namespace
+
+/// Gradients of the indexing ops; `dy` is the result's cotangent.
+static LogicalResult emitIndexingGradient(OpBuilder &b, Operation *op, Value dy,
+                                          ArrayRef<bool> needed,
+                                          SmallVectorImpl<Value> &grads) {
+  Location loc = op->getLoc();
+  IndexingGradients g{b, loc, needed, grads};
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](tg::GatherElementsOp gather) {
+        return g.gatherElements(gather, dy);
+      })
+      .Case([&](tg::GatherNDOp gather) { return g.gatherND(gather, dy); })
+      .Case([&](tg::ScatterElementsOp scatter) {
+        auto updates = tensorTypeOf(scatter.getUpdates());
+        return g.scatter(
+            op, scatter.getReduction(), dy,
+            [&] {
+              return tg::GatherElementsOp::create(b, loc, updates, dy,
+                                                  scatter.getIndices(),
+                                                  scatter.getAxisAttr());
+            },
+            [&] {
+              return tg::ScatterElementsOp::create(
+                  b, loc, dy.getType(), dy, scatter.getIndices(),
+                  zerosOf(b, loc, updates), scatter.getAxisAttr(),
+                  g.reduction(tg::ScatterReduction::None));
+            });
+      })
+      .Case([&](tg::ScatterNDOp scatter) {
+        auto updates = tensorTypeOf(scatter.getUpdates());
+        return g.scatter(
+            op, scatter.getReduction(), dy,
+            [&] {
+              return tg::GatherNDOp::create(b, loc, updates, dy,
+                                            scatter.getIndices(),
+                                            scatter.getBatchDimsAttr());
+            },
+            [&] {
+              return tg::ScatterNDOp::create(
+                  b, loc, dy.getType(), dy, scatter.getIndices(),
+                  zerosOf(b, loc, updates),
+                  g.reduction(tg::ScatterReduction::None),
+                  scatter.getBatchDimsAttr());
+            });
+      })
+      .Case([&](tg::CumsumOp cumsum) {
+        if (!g.wants(0)) {
+          return success();
+        }
+        // The transpose of a running sum is the running sum the other way.
+        auto grad = tg::CumsumOp::create(
+            b, loc, dy.getType(), dy, cumsum.getAxisValue(),
+            cumsum.getAxisAttr(), UnitAttr(), UnitAttr());
+        grad.setExclusive(cumsum.getExclusive());
+        grad.setReverse(!cumsum.getReverse());
+        g.set(0, grad);
+        return success();
+      })
+      .Case([&](tg::ModOp mod) -> LogicalResult {
+        // a - b * floor(a / b) (or trunc): d/da is 1 almost everywhere.
+        if (g.wants(1)) {
+          return g.unsupported(op, "there is no gradient rule for its "
+                                   "divisor");
+        }
+        if (g.wants(0)) {
+          g.set(0, unbroadcast(b, loc, dy, tensorTypeOf(mod.getLhs())));
+        }
+        return success();
+      })
+      .Case([&](tg::SignOp) { return success(); }) // zero almost everywhere
+      .Default([&](Operation *) {
+        return op->emitError()
+               << "internal: " << op->getName() << " is not an indexing op";
+      });
 }
 
 /// `dy` broadcast back to the shape of a reduction's input, as if the
@@ -497,6 +650,11 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
                                             dropout.getSaltAttr())),
                success();
       })
+      .Case<tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
+            tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(
+          [&](Operation *) {
+            return emitIndexingGradient(b, op, dy, needed, operandGrads);
+          })
       .Default([&](Operation *) -> LogicalResult {
         for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
           if (needed[i] && isFloatTensor(operand)) {

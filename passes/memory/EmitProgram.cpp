@@ -354,7 +354,8 @@ void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
       builder, launchLoc,
       FlatSymbolRefAttr::get(builder.getContext(), launch.choice.kernel), args,
       stream, attrs, builder.getStringAttr(launch.origin), DenseI64ArrayAttr(),
-      DenseI64ArrayAttr());
+      DenseI64ArrayAttr(), builder.getF64FloatAttr(launch.flops),
+      builder.getF64FloatAttr(launch.bytes));
 }
 
 void ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {

@@ -12,6 +12,7 @@
 #include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
 #include "passes/memory/Fusions.h"
+#include "passes/memory/OpCost.h"
 #include "passes/memory/PlannedProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -111,6 +112,8 @@ private:
                                  int64_t step);
   LogicalResult planOutputs(func::FuncOp func, func::ReturnOp ret,
                             PlannedEntry &entry, int64_t &step);
+  /// Each launch's FLOPs and bytes, for the cost model.
+  void recordWork(PlannedEntry &entry);
   /// A launch whose operands are whole roots (states, parameters) or values
   /// seen with their own type (a reshape's view of a gradient, say).
   PlannedLaunch launchOf(Operation *op, StringRef kernel, int64_t arity,
@@ -623,7 +626,20 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
   if (failed(planOutputs(func, ret, entry, step))) {
     return failure();
   }
+  recordWork(entry);
   return failure(missingRoot);
+}
+
+void LowerToSchedPass::recordWork(PlannedEntry &entry) {
+  for (PlannedLaunch &launch : entry.launches) {
+    if (launch.op) {
+      OpCost cost = costOf(launch.op);
+      launch.flops = cost.flops;
+      launch.bytes = cost.bytes;
+    } else if (!launch.operands.empty()) { // an output copy: read, write
+      launch.bytes = 2.0 * double(storageBytes(launch.operands[0].type));
+    }
+  }
 }
 
 void LowerToSchedPass::runOnOperation() {

@@ -82,6 +82,9 @@ struct PlannedLaunch {
   codegen::CpuKernelChoice choice;
   llvm::SmallVector<Access> operands; // inputs then results
   std::string origin;
+  /// The work the launch does (passes/memory/OpCost.h).
+  double flops = 0;
+  double bytes = 0;
 };
 
 /// One planned function: an entry of the program.

@@ -355,6 +355,138 @@ std::string runBandMask(const KernelCall &call) {
   return "";
 }
 
+//===----------------------------------------------------------------------===//
+// mod, sign (f32, f64, i32, i64)
+//===----------------------------------------------------------------------===//
+//
+// mod follows ONNX Mod: with `fmod` the remainder has the dividend's sign
+// (C's fmod and %), without it the divisor's (Python, NumPy's remainder,
+// including NumPy's zero, which takes the divisor's sign). An integer
+// divisor of 0 fails the launch (checked before anything is written); x % -1
+// is 0 without the overflow INT_MIN % -1 would be.
+
+template <typename T> inline T remainder(T a, T b, bool fmod) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == -1) {
+      return 0;
+    }
+    T r = a % b;
+    if (!fmod && r != 0 && ((r < 0) != (b < 0))) {
+      r += b;
+    }
+    return r;
+  } else {
+    T r = std::fmod(a, b);
+    if (fmod) {
+      return r;
+    }
+    if (r != 0) {
+      if ((r < 0) != (b < 0)) {
+        r += b;
+      }
+      return r;
+    }
+    return std::copysign(T(0), b);
+  }
+}
+
+std::string checkMod(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  const Tensor &y = call.operands[2];
+  return firstError(
+      {expectDTypeIn(call, 0, {DType::F32, DType::F64, DType::I32, DType::I64}),
+       expectSameDType(call, 1, 0), expectSameDType(call, 2, 0),
+       expectBroadcastsTo(call, 0, y.shape),
+       expectBroadcastsTo(call, 1, y.shape)});
+}
+
+template <typename T> std::string runModOf(const KernelCall &call) {
+  const Tensor &a = call.operands[0], &b = call.operands[1],
+               &y = call.operands[2];
+  const T *pa = a.as<T>(), *pb = b.as<T>();
+  if constexpr (std::is_integral_v<T>) {
+    if (y.numel() > 0) {
+      for (int64_t i = 0; i < b.numel(); ++i) {
+        if (pb[i] == 0) {
+          return "mod: integer division by zero (divisor element " +
+                 std::to_string(i) + ")";
+        }
+      }
+    }
+  }
+  bool fmod = call.attributes.getInt("fmod", 0) != 0;
+  BroadcastPlan plan(y.shape, {&a.shape, &b.shape});
+  T *py = y.as<T>();
+  parallelFor(
+      call, y.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
+        plan.forEachRun(
+            begin, end, [&](const auto &off, int64_t pos, int64_t len) {
+              int64_t sa = plan.innerStride(0), sb = plan.innerStride(1);
+              for (int64_t i = 0; i < len; ++i) {
+                py[pos + i] = remainder<T>(pa[off[0] + i * sa],
+                                           pb[off[1] + i * sb], fmod);
+              }
+            });
+      });
+  return "";
+}
+
+std::string runMod(const KernelCall &call) {
+  switch (call.operands[0].dtype) {
+  case DType::F32:
+    return runModOf<float>(call);
+  case DType::F64:
+    return runModOf<double>(call);
+  case DType::I32:
+    return runModOf<int32_t>(call);
+  default:
+    return runModOf<int64_t>(call);
+  }
+}
+
+std::string checkSign(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 2); !e.empty()) {
+    return e;
+  }
+  return firstError(
+      {expectDTypeIn(call, 0, {DType::F32, DType::F64, DType::I32, DType::I64}),
+       expectSameDType(call, 1, 0),
+       expectShape(call, 1, call.operands[0].shape)});
+}
+
+/// -1, 0 or 1; NaN (which compares false both ways) stays NaN.
+template <typename T> void signOf(const KernelCall &call) {
+  const T *x = call.operands[0].as<T>();
+  T *y = call.operands[1].as<T>();
+  parallelFor(call, call.operands[0].numel(), kElementwiseGrain,
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t i = begin; i < end; ++i) {
+                  T v = x[i];
+                  y[i] = v > T(0) ? T(1) : v < T(0) ? T(-1) : v;
+                }
+              });
+}
+
+std::string runSign(const KernelCall &call) {
+  switch (call.operands[0].dtype) {
+  case DType::F32:
+    signOf<float>(call);
+    break;
+  case DType::F64:
+    signOf<double>(call);
+    break;
+  case DType::I32:
+    signOf<int32_t>(call);
+    break;
+  default:
+    signOf<int64_t>(call);
+    break;
+  }
+  return "";
+}
+
 } // namespace
 
 void addElementwiseKernels(std::vector<KernelDef> &table) {
@@ -376,6 +508,8 @@ void addElementwiseKernels(std::vector<KernelDef> &table) {
   table.push_back({"is_nan", 2, checkIsNan, runIsNan});
   table.push_back({"cast", 2, checkCast, runCast});
   table.push_back({"band_mask", 1, checkBandMask, runBandMask});
+  table.push_back({"mod", 3, checkMod, runMod});
+  table.push_back({"sign", 2, checkSign, runSign});
 }
 
 } // namespace tailor::runtime::cpu

@@ -28,6 +28,7 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addLinearAlgebraKernels(defs);
     cpu::addTransformerKernels(defs);
     cpu::addDataMovementKernels(defs);
+    cpu::addIndexingKernels(defs);
     cpu::addGradientKernels(defs);
     cpu::addElementwiseGradientKernels(defs);
     cpu::addLossKernels(defs);

@@ -32,6 +32,7 @@ void addNormalizationKernels(std::vector<KernelDef> &table);
 void addLinearAlgebraKernels(std::vector<KernelDef> &table);
 void addTransformerKernels(std::vector<KernelDef> &table);
 void addDataMovementKernels(std::vector<KernelDef> &table);
+void addIndexingKernels(std::vector<KernelDef> &table);
 void addGradientKernels(std::vector<KernelDef> &table);
 void addElementwiseGradientKernels(std::vector<KernelDef> &table);
 void addLossKernels(std::vector<KernelDef> &table);

@@ -1,4 +1,4 @@
-//===- DataMovementLaunchers.cpp - transpose, slice, concat, ..., rope ----===//
+//===- DataMovementLaunchers.cpp - transpose, slice, gathers, scatters ----===//
 //
 // Launchers of codegen/cuda/DataMovementKernels.cu, with the CPU kernels'
 // operands, attributes and semantics (runtime/cpu/README.md):
@@ -23,6 +23,13 @@
 //     (never a read outside the table) where the CPU kernel reports a run
 //     error.
 //   - rope: x and y f32 or bf16 alike, cos and sin f32 or bf16 alike.
+//   - gather_elements, gather_nd: any dtype, indices i32 or i64, rank (and
+//     tuple length) at most 8; scatter_elements, scatter_nd: any dtype with
+//     reduction none, f32/f64/i32/i64 with add, mul, max or min (the output
+//     starts as a copy of data); cumsum, mod, sign: f32, f64, i32, i64, with
+//     integer sums and products wrapping as on the CPU. An index outside
+//     [-n, n) cannot be reported from the device: a gather writes zero, a
+//     scatter skips it, mod by an integer 0 gives 0 (the CPU kernels fail).
 // Checks test the dtypes, then run the CPU kernel's check on a view of the
 // launch with bf16 read as f32, so other errors read exactly as on the CPU.
 //
@@ -73,6 +80,20 @@ const char *sizeSuffix(size_t bytes) {
     return "u128";
   default:
     return "u64";
+  }
+}
+
+/// "f32", "f64", "i32", "i64": the type an arithmetic kernel computes in.
+const char *arithSuffix(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  default:
+    return "i64";
   }
 }
 
@@ -496,6 +517,374 @@ const char *const kRopeFunctions[] = {
     "tailor_rope_f32_f32", "tailor_rope_f32_bf16", "tailor_rope_bf16_f32",
     "tailor_rope_bf16_bf16", nullptr};
 
+//===----------------------------------------------------------------------===//
+// gather_elements, scatter_elements, gather_nd, scatter_nd, cumsum, mod, sign
+//===----------------------------------------------------------------------===//
+
+/// The layouts of tl::move::ElementIndex, TupleIndex and Broadcast2.
+struct ElementIndex {
+  int rank, axis;
+  long long axisExtent;
+  long long extent[kMaxRank];
+  long long dataStride[kMaxRank];
+  long long indexStride[kMaxRank];
+};
+struct TupleIndex {
+  long long batch, tuples, k, slice, batchStride;
+  long long dims[kMaxRank];
+};
+struct Broadcast2 {
+  int rank;
+  long long extent[kMaxRank];
+  long long aStride[kMaxRank];
+  long long bStride[kMaxRank];
+};
+static_assert(sizeof(ElementIndex) == 208, "must match tl::move::ElementIndex");
+static_assert(sizeof(TupleIndex) == 104, "must match tl::move::TupleIndex");
+static_assert(sizeof(Broadcast2) == 200, "must match tl::move::Broadcast2");
+
+/// "none_u32", "add_f32", ...: the scatter entry point's suffix.
+std::string scatterSuffix(const CudaCall &call, DType dtype) {
+  std::string reduction = call.attributes.getString("reduction", "none");
+  if (reduction == "none") {
+    return std::string("none_") + sizeSuffix(dtypeSize(dtype));
+  }
+  return reduction + "_" + arithSuffix(dtype);
+}
+
+std::string expectRankAtMost(const KernelCall &call, size_t index) {
+  if (call.operands[index].rank() <= kMaxRank) {
+    return "";
+  }
+  return "operand " + std::to_string(index) + " has rank " +
+         std::to_string(call.operands[index].rank()) + ", at most " +
+         std::to_string(kMaxRank) + " supported";
+}
+
+/// The CUDA scatters compute reductions in f32, f64, i32 and i64 (bf16 only
+/// moves, with reduction none).
+std::string expectScatterDType(const KernelCall &call) {
+  std::string reduction = call.attributes.getString("reduction", "none");
+  if (reduction == "none") {
+    return "";
+  }
+  return expectDTypeIn(call, 0,
+                       {DType::F32, DType::F64, DType::I32, DType::I64});
+}
+
+std::string checkGatherElements(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectRankAtMost(call, 1); !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("gather_elements", call);
+}
+
+std::string checkScatterElements(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 4); !e.empty()) {
+    return e;
+  }
+  if (auto e = cpu::firstError(
+          {expectRankAtMost(call, 1), expectScatterDType(call)});
+      !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("scatter_elements", call);
+}
+
+ElementIndex elementIndex(const Tensor &data, const Tensor &indices,
+                          int64_t axis) {
+  ElementIndex s{};
+  s.rank = static_cast<int>(indices.rank());
+  s.axis = static_cast<int>(axis);
+  s.axisExtent = data.shape[axis];
+  std::vector<int64_t> dStride = contiguousStrides(data.shape);
+  std::vector<int64_t> iStride = contiguousStrides(indices.shape);
+  for (int d = 0; d < s.rank; ++d) {
+    s.extent[d] = indices.shape[d];
+    s.dataStride[d] = dStride[d];
+    s.indexStride[d] = iStride[d];
+  }
+  return s;
+}
+
+std::string launchGatherElements(const CudaCall &call) {
+  const Tensor &data = call.operands[0], &indices = call.operands[1],
+               &out = call.operands[2];
+  long long total = out.numel();
+  if (total == 0) {
+    return "";
+  }
+  ElementIndex s =
+      elementIndex(data, indices, call.attributes.getInt("axis", 0));
+  const void *px = data.data, *pi = indices.data;
+  void *py = out.data;
+  int indices64 = indices.dtype == DType::I64 ? 1 : 0;
+  void *args[] = {&px, &pi, &indices64, &py, &total, &s};
+  std::string function = std::string("tailor_gather_elements_") +
+                         sizeSuffix(dtypeSize(data.dtype));
+  return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
+                              0, args);
+}
+
+/// out = data (in stream order), unless they are one buffer.
+std::string copyToOutput(const CudaCall &call, const Tensor &data,
+                         const Tensor &out) {
+  if (data.data == out.data || data.bytes() == 0) {
+    return "";
+  }
+  return call.context->copy(out.data, data.data, data.bytes());
+}
+
+std::string launchScatterElements(const CudaCall &call) {
+  const Tensor &data = call.operands[0], &indices = call.operands[1],
+               &updates = call.operands[2], &out = call.operands[3];
+  if (auto e = copyToOutput(call, data, out); !e.empty()) {
+    return e;
+  }
+  int64_t axis = call.attributes.getInt("axis", 0);
+  if (indices.numel() == 0) {
+    return "";
+  }
+  long long lines = indices.numel() / indices.shape[axis];
+  ElementIndex s = elementIndex(data, indices, axis);
+  void *py = out.data;
+  const void *pi = indices.data, *pu = updates.data;
+  int indices64 = indices.dtype == DType::I64 ? 1 : 0;
+  void *args[] = {&py, &pi, &indices64, &pu, &lines, &s};
+  std::string function =
+      "tailor_scatter_elements_" + scatterSuffix(call, data.dtype);
+  return call.context->launch(function.c_str(), {blocksFor(lines, 128)}, {128},
+                              0, args);
+}
+
+/// gather_nd's and scatter_nd's tuples (shapes already checked).
+TupleIndex tupleIndex(const Tensor &data, const Tensor &indices, int64_t b) {
+  TupleIndex t{};
+  t.k = indices.shape.back();
+  t.batch = t.tuples = t.slice = t.batchStride = 1;
+  for (int64_t d = 0; d < b; ++d) {
+    t.batch *= data.shape[d];
+  }
+  for (int64_t d = b; d + 1 < indices.rank(); ++d) {
+    t.tuples *= indices.shape[d];
+  }
+  for (int64_t d = b; d < data.rank(); ++d) {
+    t.batchStride *= data.shape[d];
+    if (d >= b + t.k) {
+      t.slice *= data.shape[d];
+    }
+  }
+  for (int64_t j = 0; j < t.k; ++j) {
+    t.dims[j] = data.shape[b + j];
+  }
+  return t;
+}
+
+std::string expectTupleLength(const KernelCall &call) {
+  const Tensor &indices = call.operands[1];
+  if (indices.rank() == 0 || indices.shape.back() <= kMaxRank) {
+    return "";
+  }
+  return "index tuples of length " + std::to_string(indices.shape.back()) +
+         ", at most " + std::to_string(kMaxRank) + " supported";
+}
+
+std::string checkGatherND(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 3); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectTupleLength(call); !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("gather_nd", call);
+}
+
+std::string checkScatterND(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 4); !e.empty()) {
+    return e;
+  }
+  if (auto e =
+          cpu::firstError({expectTupleLength(call), expectScatterDType(call)});
+      !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("scatter_nd", call);
+}
+
+std::string launchGatherND(const CudaCall &call) {
+  const Tensor &data = call.operands[0], &indices = call.operands[1],
+               &out = call.operands[2];
+  long long total = out.numel();
+  if (total == 0) {
+    return "";
+  }
+  TupleIndex t =
+      tupleIndex(data, indices, call.attributes.getInt("batch_dims", 0));
+  const void *px = data.data, *pi = indices.data;
+  void *py = out.data;
+  int indices64 = indices.dtype == DType::I64 ? 1 : 0;
+  void *args[] = {&px, &pi, &indices64, &py, &total, &t};
+  std::string function =
+      std::string("tailor_gather_nd_") + sizeSuffix(dtypeSize(data.dtype));
+  return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
+                              0, args);
+}
+
+std::string launchScatterND(const CudaCall &call) {
+  const Tensor &data = call.operands[0], &indices = call.operands[1],
+               &updates = call.operands[2], &out = call.operands[3];
+  if (auto e = copyToOutput(call, data, out); !e.empty()) {
+    return e;
+  }
+  TupleIndex t =
+      tupleIndex(data, indices, call.attributes.getInt("batch_dims", 0));
+  if (t.slice == 0 || t.batch * t.tuples == 0) {
+    return "";
+  }
+  void *py = out.data;
+  const void *pi = indices.data, *pu = updates.data;
+  int indices64 = indices.dtype == DType::I64 ? 1 : 0;
+  void *args[] = {&py, &pi, &indices64, &pu, &t};
+  std::string function = "tailor_scatter_nd_" + scatterSuffix(call, data.dtype);
+  return call.context->launch(function.c_str(), {blocksFor(t.slice, 128)},
+                              {128}, 0, args);
+}
+
+std::string launchCumsum(const CudaCall &call) {
+  const Tensor &x = call.operands[0], &y = call.operands[1];
+  int64_t axis = call.attributes.getInt("axis", 0);
+  long long outer = 1, inner = 1, n = x.shape[axis];
+  for (int64_t d = 0; d < axis; ++d) {
+    outer *= x.shape[d];
+  }
+  for (int64_t d = axis + 1; d < x.rank(); ++d) {
+    inner *= x.shape[d];
+  }
+  if (x.numel() == 0) {
+    return "";
+  }
+  int exclusive = call.attributes.getInt("exclusive", 0) != 0 ? 1 : 0;
+  int reverse = call.attributes.getInt("reverse", 0) != 0 ? 1 : 0;
+  const void *px = x.data;
+  void *py = y.data;
+  void *args[] = {&px, &py, &outer, &n, &inner, &exclusive, &reverse};
+  std::string function = std::string("tailor_cumsum_") + arithSuffix(x.dtype);
+  return call.context->launch(function.c_str(), {blocksFor(outer * inner, 128)},
+                              {128}, 0, args);
+}
+
+/// cumsum and sign: f32, f64, i32 or i64 (no bf16: the CPU view would
+/// read it as f32).
+template <int Arity> std::string checkArithmetic(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, Arity); !e.empty()) {
+    return e;
+  }
+  return expectDTypeIn(call, 0,
+                       {DType::F32, DType::F64, DType::I32, DType::I64});
+}
+
+/// The axis operand of the CPU kernel's run-time form lives in device
+/// memory, where the launcher (which never synchronizes) cannot read it.
+std::string checkCumsum(const KernelCall &call) {
+  if (call.operands.size() == 3) {
+    return "cumsum with a run-time axis (operand 1) runs on the CPU backend "
+           "only: the CUDA launcher needs the axis on the host";
+  }
+  if (auto e = checkArithmetic<2>(call); !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("cumsum", call);
+}
+
+std::string checkSign(const KernelCall &call) {
+  if (auto e = checkArithmetic<2>(call); !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("sign", call);
+}
+
+std::string checkMod(const KernelCall &call) {
+  if (auto e = checkArithmetic<3>(call); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectRankAtMost(call, 2); !e.empty()) {
+    return e;
+  }
+  return checkLikeCpu("mod", call);
+}
+
+std::string launchMod(const CudaCall &call) {
+  const Tensor &a = call.operands[0], &b = call.operands[1],
+               &y = call.operands[2];
+  long long total = y.numel();
+  if (total == 0) {
+    return "";
+  }
+  Broadcast2 s{};
+  s.rank = static_cast<int>(y.rank());
+  // Right-aligned strides; broadcast dims read with stride 0.
+  auto strides = [&](const Tensor &t, long long *out) {
+    std::vector<int64_t> st = contiguousStrides(t.shape);
+    int64_t lead = y.rank() - t.rank();
+    for (int64_t d = 0; d < y.rank(); ++d) {
+      int64_t td = d - lead;
+      out[d] = td < 0 || t.shape[td] == 1 ? 0 : st[td];
+    }
+  };
+  strides(a, s.aStride);
+  strides(b, s.bStride);
+  for (int d = 0; d < s.rank; ++d) {
+    s.extent[d] = y.shape[d];
+  }
+  const void *pa = a.data, *pb = b.data;
+  void *py = y.data;
+  int fmod = call.attributes.getInt("fmod", 0) != 0 ? 1 : 0;
+  void *args[] = {&pa, &pb, &py, &total, &s, &fmod};
+  std::string function = std::string("tailor_mod_") + arithSuffix(a.dtype);
+  return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
+                              0, args);
+}
+
+std::string launchSign(const CudaCall &call) {
+  const Tensor &x = call.operands[0], &y = call.operands[1];
+  long long total = x.numel();
+  if (total == 0) {
+    return "";
+  }
+  const void *px = x.data;
+  void *py = y.data;
+  void *args[] = {&px, &py, &total};
+  std::string function = std::string("tailor_sign_") + arithSuffix(x.dtype);
+  return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
+                              0, args);
+}
+
+#define TL_SIZED(NAME) NAME "_u8", NAME "_u16", NAME "_u32", NAME "_u64"
+#define TL_TYPED(NAME) NAME "_f32", NAME "_f64", NAME "_i32", NAME "_i64"
+const char *const kGatherElementsFunctions[] = {
+    TL_SIZED("tailor_gather_elements"), nullptr};
+const char *const kGatherNDFunctions[] = {TL_SIZED("tailor_gather_nd"),
+                                          nullptr};
+const char *const kScatterElementsFunctions[] = {
+    TL_SIZED("tailor_scatter_elements_none"),
+    TL_TYPED("tailor_scatter_elements_add"),
+    TL_TYPED("tailor_scatter_elements_mul"),
+    TL_TYPED("tailor_scatter_elements_max"),
+    TL_TYPED("tailor_scatter_elements_min"),
+    nullptr};
+const char *const kScatterNDFunctions[] = {
+    TL_SIZED("tailor_scatter_nd_none"), TL_TYPED("tailor_scatter_nd_add"),
+    TL_TYPED("tailor_scatter_nd_mul"),  TL_TYPED("tailor_scatter_nd_max"),
+    TL_TYPED("tailor_scatter_nd_min"),  nullptr};
+const char *const kCumsumFunctions[] = {TL_TYPED("tailor_cumsum"), nullptr};
+const char *const kModFunctions[] = {TL_TYPED("tailor_mod"), nullptr};
+const char *const kSignFunctions[] = {TL_TYPED("tailor_sign"), nullptr};
+#undef TL_TYPED
+#undef TL_SIZED
+
 } // namespace
 
 void addDataMovementCudaKernels(std::vector<CudaKernelDef> &table) {
@@ -512,6 +901,17 @@ void addDataMovementCudaKernels(std::vector<CudaKernelDef> &table) {
   table.push_back(
       {"embedding", 3, checkEmbedding, launchEmbedding, kEmbeddingFunctions});
   table.push_back({"rope", 4, checkRope, launchRope, kRopeFunctions});
+  table.push_back({"gather_elements", 3, checkGatherElements,
+                   launchGatherElements, kGatherElementsFunctions});
+  table.push_back({"scatter_elements", 4, checkScatterElements,
+                   launchScatterElements, kScatterElementsFunctions});
+  table.push_back(
+      {"gather_nd", 3, checkGatherND, launchGatherND, kGatherNDFunctions});
+  table.push_back(
+      {"scatter_nd", 4, checkScatterND, launchScatterND, kScatterNDFunctions});
+  table.push_back({"cumsum", -1, checkCumsum, launchCumsum, kCumsumFunctions});
+  table.push_back({"mod", 3, checkMod, launchMod, kModFunctions});
+  table.push_back({"sign", 2, checkSign, launchSign, kSignFunctions});
 }
 
 } // namespace tailor::runtime::cuda

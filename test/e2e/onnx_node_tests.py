@@ -9,7 +9,7 @@ and run on the CPU (`tailor-run case.tplan --input NAME=X.npy ...
 --output-dir DIR`); each output is compared with the expected TensorProto.
 
 The supported op set is parsed at run time from the importer's table rows in
-frontends/onnx/{ElementwiseOps,TensorOps,NeuralOps}.cpp (`add("Op", ...)` and
+frontends/onnx/{ElementwiseOps,TensorOps,NeuralOps,IndexingOps}.cpp (`add("Op", ...)` and
 `table.push_back({"domain", "Op", since, until, fn})`), so it follows the
 sources. Cases whose graph inputs or outputs are not dense tensors of a dtype
 tailor-run reads and writes (int64, int32, float32, float64, bool) are skipped
@@ -48,7 +48,8 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 FRONTEND = os.path.join(ROOT, "frontends", "onnx")
-TABLE_SOURCES = ("ElementwiseOps.cpp", "TensorOps.cpp", "NeuralOps.cpp")
+TABLE_SOURCES = ("ElementwiseOps.cpp", "TensorOps.cpp", "NeuralOps.cpp",
+                 "IndexingOps.cpp")
 EXPECTED = os.path.join(HERE, "onnx_node_expected.txt")
 
 # Tolerances. ONNX's backend runner defaults to rtol=1e-3, atol=1e-7 (every

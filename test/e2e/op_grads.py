@@ -33,7 +33,9 @@ attention (causal and not, GQA 4/2 heads, T != S, Dv != D, an explicit
 scale), embedding (table gradient, repeated ids), cross_entropy (mean, sum,
 none; ignored labels), reshape, broadcast, transpose, strided slice, concat
 (an operand used twice), split, matmul (batched, broadcast batch, rank-2
-rhs), linear (with bias on 3-D input, without), and one composite chain.
+rhs), linear (with bias on 3-D input, without), gather_elements,
+scatter_elements (none, add), gather_nd (batch dims), scatter_nd, cumsum
+(plain; exclusive and reverse), and one composite chain.
 
 Prints one line per case and `summary: N/M op gradient cases match
 torch.autograd`; exits 1 if any case fails. Everything is written under
@@ -342,6 +344,50 @@ def build_cases():
     add("linear_nobias", [Arg("x", (3, 4)), Arg("w", (5, 4))], [("y", (3, 5), "f32")],
         f"%y = tg.linear %x, %w : ({ty((3, 4))}, {ty((5, 4))}) -> {ty((3, 5))}",
         lambda x, w: (F.linear(x, w),))
+
+    # Gathers, scatters and cumsum (repeated and negative indices).
+    gidx = [[2, -1, 0, 2], [1, 1, -3, 0]]
+    add("gather_elements", [Arg("x", (3, 4)),
+                            Arg("i", (2, 4), "i64", gen=lambda rng, shape: gidx)],
+        [("y", (2, 4), "f32")],
+        f"%y = tg.gather_elements %x, %i axis = 0 : ({ty((3, 4))}, {ty((2, 4), 'i64')}) -> {ty((2, 4))}",
+        lambda x, i: (torch.gather(x, 0, i % 3),))
+    sidx = [[0, 2, 1, 0], [1, 0, 1, 2]]
+    for red in ("none", "add"):
+        attr = "" if red == "none" else " {reduction = #tg.scatter_reduction<add>}"
+        add(f"scatter_elements_{red}",
+            [Arg("x", (3, 4)), Arg("i", (2, 4), "i64", gen=lambda rng, shape: sidx),
+             Arg("u", (2, 4))],
+            [("y", (3, 4), "f32")],
+            f"%y = tg.scatter_elements %x, %i, %u axis = 0{attr} : ({ty((3, 4))}, "
+            f"{ty((2, 4), 'i64')}, {ty((2, 4))}) -> {ty((3, 4))}",
+            lambda x, i, u, red=red: ((x.scatter(0, i, u) if red == "none"
+                                       else x.scatter_add(0, i, u)),))
+    nidx = [[[1], [4], [1]], [[0], [-1], [2]]]
+    add("gather_nd_batch", [Arg("x", (2, 5, 3)),
+                            Arg("i", (2, 3, 1), "i64", gen=lambda rng, shape: nidx)],
+        [("y", (2, 3, 3), "f32")],
+        f"%y = tg.gather_nd %x, %i {{batch_dims = 1 : i64}} : ({ty((2, 5, 3))}, "
+        f"{ty((2, 3, 1), 'i64')}) -> {ty((2, 3, 3))}",
+        lambda x, i: (torch.stack([x[b][i[b, :, 0] % 5] for b in range(2)]),))
+    tidx = [[3, 1], [0, 0], [2, 2]]
+    add("scatter_nd_none", [Arg("x", (4, 3, 2)),
+                            Arg("i", (2, 2), "i64", gen=lambda rng, shape: tidx[::2]),
+                            Arg("u", (2, 2))],
+        [("y", (4, 3, 2), "f32")],
+        f"%y = tg.scatter_nd %x, %i, %u : ({ty((4, 3, 2))}, {ty((2, 2), 'i64')}, "
+        f"{ty((2, 2))}) -> {ty((4, 3, 2))}",
+        lambda x, i, u: (x.index_put((i[:, 0], i[:, 1]), u),))
+    for flags, (excl, rev) in {"": (0, 0), " exclusive reverse": (1, 1)}.items():
+        def cumsum_ref(x, excl=excl, rev=rev):
+            y = x.flip(1) if rev else x
+            y = y.cumsum(1)
+            if excl:
+                y = y - (x.flip(1) if rev else x)
+            return ((y.flip(1) if rev else y),)
+        add("cumsum" + flags.replace(" ", "_"), [Arg("x", (2, 5, 3))],
+            [("y", (2, 5, 3), "f32")],
+            f"%y = tg.cumsum %x axis = 1{flags} : {ty((2, 5, 3))}", cumsum_ref)
 
     # A chain: the chain rule across ops, and a value with two uses.
     add("chain_linear_rmsnorm_silu_mean",

@@ -186,6 +186,9 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "reduce_max", "softmax",    "matmul",    "linear",     "rms_norm",
       "layer_norm", "rope",       "attention", "embedding",  "transpose",
       "slice",      "concat",     "split",     "broadcast",  "copy",
+      // Indexing (IndexingKernels.cpp, ElementwiseKernels.cpp).
+      "gather_elements", "scatter_elements", "gather_nd", "scatter_nd",
+      "cumsum", "mod", "sign",
       // Training (GradientKernels.cpp, ElementwiseGradientKernels.cpp,
       // LossKernels.cpp, OptimizerKernels.cpp).
       "linear_weight_grad", "rms_norm_grad", "layer_norm_grad",

@@ -15,6 +15,8 @@
 #include "tools/tailor/Commands.h"
 
 #include "compiler/Hardware.h"
+#include "compiler/PlanPrediction.h"
+#include "runtime/schema/plan_generated.h"
 #include "compiler/PeftAdapter.h"
 #include "compiler/Pipelines.h"
 #include "compiler/Recipe.h"
@@ -28,8 +30,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -162,11 +166,27 @@ struct CompileFlags {
       "threads",
       llvm::cl::desc("CPU workers the plan sizes per-worker workspaces for"),
       llvm::cl::value_desc("N"), llvm::cl::init(8), llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> passPipeline{
+      "pass-pipeline",
+      llvm::cl::desc("run this textual pass pipeline (as --print-pipeline "
+                     "prints it, anchored on builtin.module) instead of the "
+                     "one the recipe and flags imply"),
+      llvm::cl::value_desc("pipeline"), llvm::cl::cat(category)};
+  llvm::cl::opt<bool> printPipeline{
+      "print-pipeline",
+      llvm::cl::desc("print the pass pipeline the recipe and flags imply "
+                     "(for tailor-opt --pass-pipeline) and exit"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<bool> printIRAfterAll{
+      "mlir-print-ir-after-all",
+      llvm::cl::desc("print the IR after every pass, to stderr"),
+      llvm::cl::cat(category)};
   llvm::cl::opt<std::string> hardwareName{
       "hardware",
-      llvm::cl::desc("the target: cpu (default), h100, h200, a100-80gb, "
-                     "a100-40gb, rtx4090, rtx3090, t4, a hardware YAML file, "
-                     "or auto (GPU 0 of this machine)"),
+      llvm::cl::desc("the target: cpu (default), h100, h100-pcie, h200, "
+                     "a100-80gb, a100-40gb, l4, a10g, rtx4090, rtx3090, t4 "
+                     "(NxNAME for N GPUs), a hardware YAML file (as tailor "
+                     "calibrate writes), or auto (GPU 0 of this machine)"),
       llvm::cl::value_desc("name|file"), llvm::cl::init("cpu"),
       llvm::cl::cat(category)};
 };
@@ -183,6 +203,9 @@ struct CompileRequest {
   HardwareSpec hardware;
   int64_t threads = 8;
   onnx_import::ImportOptions importOptions;
+  /// --pass-pipeline: replaces the implied pipeline when not empty.
+  std::string passPipeline;
+  bool printIRAfterAll = false;
 };
 
 /// Prints `tailor compile: error: MESSAGE` and returns failure.
@@ -360,10 +383,10 @@ mlir::LogicalResult applyAdapter(mlir::ModuleOp module,
   return mlir::success();
 }
 
-/// The pipeline from the imported graph to the requested stage.
-mlir::LogicalResult runPipelines(mlir::ModuleOp module,
+/// The pipeline from the imported graph to the requested stage, as the
+/// recipe and flags imply it; returns what it is called in errors.
+const char *buildImpliedPipeline(mlir::PassManager &pm,
                                  const CompileRequest &req) {
-  mlir::PassManager pm(module.getContext());
   const char *what = "graph";
   ScheduleOptions scheduleOptions = scheduleOptionsFor(
       req.hardware, req.recipe.mixedPrecision, req.threads);
@@ -386,11 +409,69 @@ mlir::LogicalResult runPipelines(mlir::ModuleOp module,
     buildSchedulePipeline(pm, scheduleOptions);
     what = "schedule";
   }
+  return what;
+}
+
+/// Runs --pass-pipeline, or the implied pipeline, on the imported module.
+mlir::LogicalResult runPipelines(mlir::ModuleOp module,
+                                 const CompileRequest &req) {
+  mlir::PassManager pm(module.getContext(),
+                      mlir::ModuleOp::getOperationName());
+  const char *what = "given";
+  if (req.passPipeline.empty()) {
+    what = buildImpliedPipeline(pm, req);
+  } else {
+    std::string message;
+    llvm::raw_string_ostream errors(message);
+    mlir::FailureOr<mlir::OpPassManager> parsed =
+        mlir::parsePassPipeline(req.passPipeline, errors);
+    if (failed(parsed)) {
+      return compileError("--pass-pipeline: " + llvm::StringRef(message).trim());
+    }
+    if (parsed->getOpAnchorName() != mlir::ModuleOp::getOperationName() &&
+        parsed->getOpAnchorName() != mlir::OpPassManager::getAnyOpAnchorName()) {
+      return compileError("--pass-pipeline must be anchored on "
+                          "builtin.module(...), got '" +
+                          parsed->getOpAnchorName() + "'");
+    }
+    static_cast<mlir::OpPassManager &>(pm) = *parsed;
+  }
+  if (req.printIRAfterAll) {
+    pm.enableIRPrinting();
+  }
   if (failed(pm.run(module))) {
     return compileError(llvm::Twine("the ") + what + " pipeline failed on '" +
                         req.input + "'");
   }
   return mlir::success();
+}
+
+/// One line on stderr: what the cost model predicts for a step of the plan
+/// just written, on the hardware it was compiled for.
+void reportPrediction(const CompileRequest &req,
+                      const std::vector<uint8_t> &planBytes) {
+  const plan::Plan *p = plan::GetSizePrefixedPlan(planBytes.data());
+  CostTarget target;
+  target.hardware = req.hardware;
+  target.precision = p->target() && p->target()->precision()
+                         ? p->target()->precision()->str()
+                         : "fp32";
+  target.threads = req.threads;
+  PlanPrediction prediction = predictPlan(*p, target);
+  llvm::errs() << "tailor compile: " << req.output << ": ";
+  if (!prediction.unpredictable.empty()) {
+    llvm::errs() << "no predicted step time (" << prediction.unpredictable
+                 << ")\n";
+    return;
+  }
+  llvm::errs() << llvm::format("predicted step %.3f ms on %s",
+                               prediction.step.seconds * 1e3,
+                               req.hardware.name.c_str());
+  if (prediction.tokensPerStep > 0) {
+    llvm::errs() << llvm::format(" (%.0f tokens/s)",
+                                 prediction.tokensPerSecond());
+  }
+  llvm::errs() << "; tailor inspect shows the breakdown\n";
 }
 
 /// Writes the plan or the MLIR; a file only appears once complete.
@@ -426,6 +507,9 @@ mlir::LogicalResult writeOutput(mlir::ModuleOp module,
     return compileError("writing '" + req.output + "' failed: " + message);
   }
   out.keep();
+  if (req.format == Emit::Plan && req.output != "-") {
+    reportPrediction(req, planBytes);
+  }
   return mlir::success();
 }
 
@@ -446,10 +530,23 @@ int runCompile(int argc, const char **argv) {
     return 1;
   }
 
+  req.passPipeline = flags.passPipeline;
+  req.printIRAfterAll = flags.printIRAfterAll;
+  if (!req.passPipeline.empty() || flags.printPipeline) {
+    registerTailorPasses();
+  }
+
   mlir::DialectRegistry registry;
   registerTailorDialects(registry);
   mlir::MLIRContext context(registry);
   context.disableMultithreading();
+  if (flags.printPipeline) {
+    mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+    buildImpliedPipeline(pm, req);
+    pm.printAsTextualPipeline(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
+  }
   // Errors name the op; a dump of the whole module would bury them.
   context.printOpOnDiagnostic(false);
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {

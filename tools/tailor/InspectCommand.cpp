@@ -13,12 +13,14 @@
 
 #include "tools/tailor/Commands.h"
 
+#include "compiler/PlanPrediction.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/cuda/DeviceImage.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -555,8 +557,61 @@ llvm::json::Array notesJson(const fb::Plan &p) {
   return notes;
 }
 
+/// What `--hardware` (or the plan's own target) predicts.
+struct PredictionView {
+  std::string hardware;
+  PlanPrediction prediction;
+};
+
+llvm::json::Object predictionJson(const PredictionView &view) {
+  const PlanPrediction &prediction = view.prediction;
+  llvm::json::Object byKind;
+  for (const auto &[kind, seconds] : prediction.step.secondsByKind) {
+    byKind[kind] = seconds;
+  }
+  llvm::json::Object out{{"hardware", view.hardware}};
+  if (!prediction.unpredictable.empty()) {
+    out["unpredictable"] = prediction.unpredictable;
+    return out;
+  }
+  out["step_seconds"] = prediction.step.seconds;
+  out["tokens_per_step"] = prediction.tokensPerStep;
+  out["tokens_per_second"] = prediction.tokensPerSecond();
+  out["seconds_by_kind"] = std::move(byKind);
+  return out;
+}
+
+/// The per-rank contract other programs read (README, "inspect --json"):
+/// device and host peak bytes, bytes per category, predicted step time and
+/// tokens per second (null when the target cannot be predicted).
+llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
+                            const PredictionView &view) {
+  int64_t device = 0, host = 0;
+  for (const fb::Arena *arena : *p.arenas()) {
+    (arena->kind() == fb::ArenaKind::Device ? device : host) +=
+        static_cast<int64_t>(arena->size());
+  }
+  llvm::json::Object bytes;
+  for (size_t c = 0; c < runtime::kMemoryCategoryCount; ++c) {
+    bytes[runtime::kMemoryCategoryNames[c]] =
+        static_cast<int64_t>(s.byCategory[c]);
+  }
+  bool known = view.prediction.unpredictable.empty();
+  llvm::json::Object rank{
+      {"rank", p.rank()},
+      {"device_peak_bytes", device},
+      {"host_peak_bytes", host},
+      {"bytes", std::move(bytes)},
+      {"predicted_step_seconds",
+       known ? llvm::json::Value(view.prediction.step.seconds) : nullptr},
+      {"predicted_tokens_per_second",
+       known ? llvm::json::Value(view.prediction.tokensPerSecond())
+             : nullptr}};
+  return llvm::json::Array{llvm::json::Value(std::move(rank))};
+}
+
 void printJson(const LoadedPlan &loaded, const PlanSummary &s,
-               const std::string &input) {
+               const std::string &input, const PredictionView &view) {
   const fb::Plan &p = loaded.root();
   llvm::json::Object root;
   root["plan"] = input;
@@ -584,6 +639,8 @@ void printJson(const LoadedPlan &loaded, const PlanSummary &s,
   root["kernels"] = std::move(kernels);
   root["steps"] = static_cast<int64_t>(p.ops()->size());
   root["notes"] = notesJson(p);
+  root["prediction"] = predictionJson(view);
+  root["ranks"] = ranksJson(p, s, view);
   llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                << "\n";
 }
@@ -882,8 +939,37 @@ void printNotes(llvm::raw_ostream &os, const fb::Plan &p) {
   }
 }
 
+/// One line: the predicted step time, its largest parts, tokens/s.
+void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
+  const PlanPrediction &prediction = view.prediction;
+  if (!prediction.unpredictable.empty()) {
+    os << "predicted step: unknown on " << view.hardware << " ("
+       << prediction.unpredictable << ")\n";
+    return;
+  }
+  os << llvm::format("predicted step: %.3f ms on %s",
+                     prediction.step.seconds * 1e3, view.hardware.c_str());
+  std::vector<std::pair<double, std::string>> parts;
+  for (const auto &[kind, seconds] : prediction.step.secondsByKind) {
+    parts.push_back({seconds, kind});
+  }
+  llvm::sort(parts, [](const auto &a, const auto &b) { return a > b; });
+  const char *sep = " (";
+  for (const auto &[seconds, kind] : parts) {
+    os << sep << kind << " "
+       << llvm::format("%.0f%%", 100.0 * seconds / prediction.step.seconds);
+    sep = ", ";
+  }
+  os << (parts.empty() ? "" : ")");
+  if (prediction.tokensPerStep > 0) {
+    os << llvm::format(", %.0f tokens/s", prediction.tokensPerSecond());
+  }
+  os << "\n";
+}
+
 void printText(const LoadedPlan &loaded, const PlanSummary &s,
-               const std::string &input, bool listParams, bool listSteps) {
+               const std::string &input, bool listParams, bool listSteps,
+               const PredictionView &view) {
   const fb::Plan &p = loaded.root();
   llvm::raw_ostream &os = llvm::outs();
   printTarget(os, p, s, input);
@@ -891,6 +977,7 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
     printTraining(os, *training);
   }
   printMemory(os, p, s);
+  printPrediction(os, view);
   printEntriesAndBindings(os, p, s);
   printParameterSummary(os, p, s);
   if (listParams) {
@@ -901,6 +988,29 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
   if (listSteps) {
     printSteps(os, p);
   }
+}
+
+/// Writes the predicted timeline to `path` (atomically: a temporary, then
+/// renamed); 1 with a message when it cannot.
+int writeTrace(const LoadedPlan &loaded, const CostTarget &target,
+               const std::string &path) {
+  std::string temporary = path + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(temporary, ec);
+    if (ec) {
+      llvm::errs() << "tailor inspect: error: cannot write '" << path
+                   << "': " << ec.message() << "\n";
+      return 1;
+    }
+    writePredictedTrace(loaded.root(), target, out);
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
+    llvm::errs() << "tailor inspect: error: cannot write '" << path
+                 << "': " << ec.message() << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 } // namespace
@@ -917,6 +1027,16 @@ int runInspect(int argc, const char **argv) {
                            cl::cat(category));
   cl::opt<bool> listSteps("steps", cl::desc("list every step"),
                           cl::cat(category));
+  cl::opt<std::string> hardware(
+      "hardware",
+      cl::desc("predict for this hardware (a name or a hardware file, as "
+               "tailor calibrate writes) instead of the plan's target"),
+      cl::value_desc("name|file"), cl::cat(category));
+  cl::opt<std::string> trace(
+      "trace",
+      cl::desc("write the predicted timeline of one step (Chrome/Perfetto "
+               "trace JSON) to this file"),
+      cl::value_desc("file.json"), cl::cat(category));
   cl::HideUnrelatedOptions(category);
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "tailor inspect: show what a plan holds\n",
@@ -933,10 +1053,21 @@ int runInspect(int argc, const char **argv) {
     return 1;
   }
   PlanSummary summary = summarize(*loaded);
+  llvm::Expected<CostTarget> target = costTargetOf(loaded->root(), hardware);
+  if (!target) {
+    llvm::errs() << "tailor inspect: error: "
+                 << llvm::toString(target.takeError()) << "\n";
+    return 1;
+  }
+  PredictionView view{target->hardware.name,
+                      predictPlan(loaded->root(), *target)};
+  if (!trace.empty() && writeTrace(*loaded, *target, trace) != 0) {
+    return 1;
+  }
   if (json) {
-    printJson(*loaded, summary, input);
+    printJson(*loaded, summary, input, view);
   } else {
-    printText(*loaded, summary, input, listParams, listSteps);
+    printText(*loaded, summary, input, listParams, listSteps, view);
   }
   return 0;
 }

@@ -699,6 +699,123 @@ func.func @broadcast_bad_dim(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
 
 // -----
 
+// Tests that gather_elements' indices have the data's rank.
+func.func @gather_elements_rank(%d: tensor<3x4xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{'tg.gather_elements' op expected indices of the data's rank 2, got [4]}}
+  %0 = tg.gather_elements %d, %i axis = 0 : (tensor<3x4xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_elements' indices fit the data outside the axis.
+func.func @gather_elements_larger(%d: tensor<3x4xf32>, %i: tensor<2x5xi64>) {
+  // expected-error @+1 {{'tg.gather_elements' op expected indices [2, 5] no larger than data [3, 4] outside axis 0}}
+  %0 = tg.gather_elements %d, %i axis = 0 : (tensor<3x4xf32>, tensor<2x5xi64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that the axis lies inside the rank.
+func.func @scatter_elements_axis(%d: tensor<3x4xf32>, %i: tensor<2x4xi64>, %u: tensor<2x4xf32>) {
+  // expected-error @+1 {{'tg.scatter_elements' op expected axis in [0, 2) for rank 2, got 2}}
+  %0 = tg.scatter_elements %d, %i, %u axis = 2 : (tensor<3x4xf32>, tensor<2x4xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_elements' updates have the indices' shape.
+func.func @scatter_elements_updates(%d: tensor<3x4xf32>, %i: tensor<2x4xi64>, %u: tensor<2x3xf32>) {
+  // expected-error @+1 {{'tg.scatter_elements' op expected updates of shape [2, 4] and element type 'f32', got 'tensor<2x3xf32>'}}
+  %0 = tg.scatter_elements %d, %i, %u axis = 0 : (tensor<3x4xf32>, tensor<2x4xi64>, tensor<2x3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_nd's tuples fit the data after the batch dims.
+func.func @gather_nd_tuple(%d: tensor<2x5xf32>, %i: tensor<2x4x2xi64>) {
+  // expected-error @+1 {{'tg.gather_nd' op expected index tuples of length in [1, 1] (the data's dims after batch_dims), got 2}}
+  %0 = tg.gather_nd %d, %i {batch_dims = 1 : i64} : (tensor<2x5xf32>, tensor<2x4x2xi64>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_nd's result is indices[:-1] + data[b + k:].
+func.func @gather_nd_result(%d: tensor<5x3xf32>, %i: tensor<4x1xi64>) {
+  // expected-error @+1 {{'tg.gather_nd' op expected result of shape [4, 3] and element type 'f32', got 'tensor<4x5xf32>'}}
+  %0 = tg.gather_nd %d, %i : (tensor<5x3xf32>, tensor<4x1xi64>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd's updates are indices[:-1] + data[k:].
+func.func @scatter_nd_updates(%d: tensor<5x3xf32>, %i: tensor<4x1xi64>, %u: tensor<4xf32>) {
+  // expected-error @+1 {{'tg.scatter_nd' op expected updates of shape [4, 3] and element type 'f32', got 'tensor<4xf32>'}}
+  %0 = tg.scatter_nd %d, %i, %u : (tensor<5x3xf32>, tensor<4x1xi64>, tensor<4xf32>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+
+// Tests that cumsum's axis lies inside the rank.
+func.func @cumsum_axis(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'tg.cumsum' op expected axis in [0, 2) for rank 2, got 3}}
+  %0 = tg.cumsum %x axis = 3 : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that cumsum takes its axis once: attribute or operand.
+func.func @cumsum_two_axes(%x: tensor<2x8xf32>, %a: tensor<i64>) {
+  // expected-error @+1 {{'tg.cumsum' op expected either an axis attribute or a run-time axis operand, not both}}
+  %0 = tg.cumsum %x, %a : tensor<i64> axis = 1 : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that cumsum needs an axis.
+func.func @cumsum_no_axis(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'tg.cumsum' op expected either an axis attribute or a run-time axis operand, not neither}}
+  %0 = tg.cumsum %x : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a run-time axis holds one element.
+func.func @cumsum_axis_shape(%x: tensor<2x8xf32>, %a: tensor<2xi64>) {
+  // expected-error @+1 {{'tg.cumsum' op expected a run-time axis of one element, got 'tensor<2xi64>'}}
+  %0 = tg.cumsum %x, %a : tensor<2xi64> : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that mod's operands share one element type.
+func.func @mod_types(%a: tensor<4xi64>, %b: tensor<4xi32>) {
+  // expected-error @+1 {{'tg.mod' op expected operands and result of one element type}}
+  %0 = tg.mod %a, %b : (tensor<4xi64>, tensor<4xi32>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+// Tests that mod's result has the broadcast shape.
+func.func @mod_shape(%a: tensor<2x4xi64>, %b: tensor<4xi64>) {
+  // expected-error @+1 {{'tg.mod' op expected result of shape [2, 4] and element type 'i64', got 'tensor<4xi64>'}}
+  %0 = tg.mod %a, %b : (tensor<2x4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
 // Tests that document-masking positions need a causal attention.
 func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<2x8xi64>) {
   // expected-error @+1 {{expected positions (document masking) on a causal attention only}}

@@ -216,14 +216,68 @@ func.func @band_mask() -> (tensor<1x1x8x8xf32>, tensor<8x8xi1>) {
 
 // -----
 
+// Tests that the element gathers and scatters round-trip, with the default
+// reduction elided and others printed.
+// CHECK-LABEL: func.func @element_gather_scatter
+// CHECK-SAME: (%[[D:.+]]: tensor<3x4xf32>, %[[I:.+]]: tensor<2x4xi64>, %[[U:.+]]: tensor<2x4xf32>)
+func.func @element_gather_scatter(%d: tensor<3x4xf32>, %i: tensor<2x4xi64>, %u: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) {
+  // CHECK: tg.gather_elements %[[D]], %[[I]] axis = 0 : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  %0 = tg.gather_elements %d, %i axis = 0 : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  // CHECK: tg.scatter_elements %[[D]], %[[I]], %[[U]] axis = 0 : (tensor<3x4xf32>, tensor<2x4xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  %1 = tg.scatter_elements %d, %i, %u axis = 0 : (tensor<3x4xf32>, tensor<2x4xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  // CHECK: tg.scatter_elements %[[D]], %[[I]], %[[U]] axis = 0 {reduction = #tg.scatter_reduction<max>} : (tensor<3x4xf32>, tensor<2x4xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  %2 = tg.scatter_elements %d, %i, %u axis = 0 {reduction = #tg.scatter_reduction<max>} : (tensor<3x4xf32>, tensor<2x4xi64>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}
+
+// -----
+
+// Tests that gather_nd (with batch dims) and scatter_nd round-trip.
+// CHECK-LABEL: func.func @nd_gather_scatter
+// CHECK-SAME: (%[[D:.+]]: tensor<2x5x3xf32>, %[[I:.+]]: tensor<2x4x1xi32>, %[[J:.+]]: tensor<4x2xi64>, %[[U:.+]]: tensor<4x3xf32>)
+func.func @nd_gather_scatter(%d: tensor<2x5x3xf32>, %i: tensor<2x4x1xi32>, %j: tensor<4x2xi64>, %u: tensor<4x3xf32>) -> (tensor<2x4x3xf32>, tensor<2x5x3xf32>) {
+  // CHECK: tg.gather_nd %[[D]], %[[I]] {batch_dims = 1 : i64} : (tensor<2x5x3xf32>, tensor<2x4x1xi32>) -> tensor<2x4x3xf32>
+  %0 = tg.gather_nd %d, %i {batch_dims = 1 : i64} : (tensor<2x5x3xf32>, tensor<2x4x1xi32>) -> tensor<2x4x3xf32>
+  // CHECK: tg.scatter_nd %[[D]], %[[J]], %[[U]] {reduction = #tg.scatter_reduction<add>} : (tensor<2x5x3xf32>, tensor<4x2xi64>, tensor<4x3xf32>) -> tensor<2x5x3xf32>
+  %1 = tg.scatter_nd %d, %j, %u {reduction = #tg.scatter_reduction<add>} : (tensor<2x5x3xf32>, tensor<4x2xi64>, tensor<4x3xf32>) -> tensor<2x5x3xf32>
+  return %0, %1 : tensor<2x4x3xf32>, tensor<2x5x3xf32>
+}
+
+// -----
+
+// Tests that cumsum (axis attribute or run-time axis), mod and sign
+// round-trip with their flags.
+// CHECK-LABEL: func.func @cumsum_mod_sign
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8xi64>, %[[Y:.+]]: tensor<8xi64>, %[[F:.+]]: tensor<2x8xf32>)
+func.func @cumsum_mod_sign(%x: tensor<2x8xi64>, %y: tensor<8xi64>, %f: tensor<2x8xf32>) -> (tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>) {
+  // CHECK: tg.cumsum %[[X]] axis = 1 : tensor<2x8xi64>
+  %0 = tg.cumsum %x axis = 1 : tensor<2x8xi64>
+  // CHECK: tg.cumsum %[[F]] axis = 0 exclusive reverse : tensor<2x8xf32>
+  %1 = tg.cumsum %f axis = 0 exclusive reverse : tensor<2x8xf32>
+  // CHECK: tg.cumsum %[[F]], %{{.+}} : tensor<i64> reverse : tensor<2x8xf32>
+  %a = arith.constant dense<-1> : tensor<i64>
+  %5 = tg.cumsum %f, %a : tensor<i64> reverse : tensor<2x8xf32>
+  // CHECK: tg.mod %[[X]], %[[Y]] : (tensor<2x8xi64>, tensor<8xi64>) -> tensor<2x8xi64>
+  %2 = tg.mod %x, %y : (tensor<2x8xi64>, tensor<8xi64>) -> tensor<2x8xi64>
+  // CHECK: tg.mod %[[F]], %[[F]] fmod : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %3 = tg.mod %f, %f fmod : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: tg.sign %[[X]] : tensor<2x8xi64>
+  %4 = tg.sign %x : tensor<2x8xi64>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>
+}
+
+// -----
+
 // Tests that attention and its gradient round-trip with document-masking
-// positions.
+// positions, alone and after a bias.
 // CHECK-LABEL: func.func @packed_attention
-// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8x16xf32>, %[[K:.+]]: tensor<2x2x8x16xf32>, %[[P:.+]]: tensor<2x8xi64>)
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8x16xf32>, %[[K:.+]]: tensor<2x2x8x16xf32>, %[[P:.+]]: tensor<2x8xi64>, %[[B:.+]]: tensor<1x1x1x8xf32>)
 // CHECK: %[[Y:.+]] = tg.attention %[[Q]], %[[K]], %[[K]] positions %[[P]] {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+// CHECK: tg.attention %[[Q]], %[[K]], %[[K]] bias %[[B]] positions %[[P]] {causal}
 // CHECK: tg.attention_grad %[[Y]], %[[Q]], %[[K]], %[[K]] positions %[[P]] {causal, window = 4 : i64}
-func.func @packed_attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %p: tensor<2x8xi64>) {
+func.func @packed_attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %p: tensor<2x8xi64>, %b: tensor<1x1x1x8xf32>) {
   %y = tg.attention %q, %k, %k positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+  %z = tg.attention %q, %k, %k bias %b positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<1x1x1x8xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
   %dq, %dk, %dv = tg.attention_grad %y, %q, %k, %k positions %p {causal, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return
 }

@@ -7,7 +7,9 @@ tg.param @g : tensor<8xf32> at #tg.external<"weights.bin", offset = 128, length 
 // their lifetimes do not overlap: h is dead once n exists, so s takes h's
 // bytes; the input stays intact for the whole run (callers may run again);
 // parameters are laid out back to back; the arena sizes are the memory
-// figures, here equal to the live-bytes lower bound.
+// figures, here equal to the live-bytes lower bound. Each launch records its
+// work for the cost model: the 3x4 by 8x4 linear does 2*3*8*4 FLOPs and
+// moves 48 + 128 + 96 bytes.
 // CHECK-LABEL: sched.program @rank0 rank 0 of 1
 // CHECK-SAME: sched.activations_live_bytes = 320
 // CHECK: sched.arena @parameters host parameters size 192 align 64
@@ -21,7 +23,7 @@ tg.param @g : tensor<8xf32> at #tg.external<"weights.bin", offset = 128, length 
 // CHECK: %[[G:.+]] = sched.param "g" @parameters[128, 32] from "weights.bin"[128, 32] : memref<8xf32>
 // CHECK: %[[X:.+]] = sched.input "x" @activations[256, 48] : memref<3x4xf32>
 // CHECK: %[[H:.+]] = sched.buffer @activations[[[HOFF:[0-9]+]], 96] : memref<3x8xf32>
-// CHECK: sched.launch @linear(%[[X]], %[[W]], %[[H]]) on @compute {origin = "tg.linear model.q"}
+// CHECK: sched.launch @linear(%[[X]], %[[W]], %[[H]]) on @compute {bytes = 2.720000e+02 : f64, flops = 1.920000e+02 : f64, origin = "tg.linear model.q"}
 // CHECK: %[[N:.+]] = sched.buffer @activations[{{[0-9]+}}, 96] : memref<3x8xf32>
 // CHECK: sched.launch @rms_norm(%[[H]], %[[G]], %[[N]]) on @compute with {epsilon = 1.000000e-05 : f64}
 // CHECK: %[[S:.+]] = sched.buffer @activations[[[HOFF]], 96] : memref<3x8xf32>
@@ -69,7 +71,7 @@ func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
 // CHECK: sched.launch @add(%[[X]], %[[C]], %[[S]])
 // CHECK-NOT: output copy of output0
 // CHECK: %[[CP:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<2x3xf32>
-// CHECK: sched.launch @copy(%[[X]], %[[CP]]) on @compute {origin = "output copy of output1"}
+// CHECK: sched.launch @copy(%[[X]], %[[CP]]) on @compute {bytes = 4.800000e+01 : f64, flops = 0.000000e+00 : f64, origin = "output copy of output1"}
 // CHECK: %[[V:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<6xf32>
 // CHECK: sched.output "output0" %[[V]]
 // CHECK: sched.output "output1" %[[CP]]

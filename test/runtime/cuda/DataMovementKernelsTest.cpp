@@ -5,7 +5,10 @@
 // every element size (1, 2, 4, 8 bytes) and reach both gather paths
 // (strided and tiled) and every copy unit; embedding also checks what the
 // GPU does with an id the trainer should have rejected; rope covers both
-// layouts, both table shapes and mixed f32/bf16 storage.
+// layouts, both table shapes and mixed f32/bf16 storage. The gathers,
+// scatters (every reduction, repeated indices), cumsum, mod and sign run at
+// odd sizes and must match the CPU kernels exactly (mod within f32 ulps:
+// the device's fmodf), with negative indices; bad indices are skipped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -292,6 +295,215 @@ TEST_F(CudaKernelTest, RopeChecks) {
   EXPECT_EQ(
       checkCuda("rope", {x, c, c, HostTensor(DType::BF16, {1, 2, 3, 4})}, {}),
       "");
+}
+
+//===----------------------------------------------------------------------===//
+// gather_elements, scatter_elements, gather_nd, scatter_nd, cumsum, mod, sign
+//===----------------------------------------------------------------------===//
+
+/// Random indices in [-n, n) (negative ones count from the end).
+HostTensor indicesIn(std::vector<int64_t> shape, uint64_t seed, int64_t n,
+                     DType dtype) {
+  return randomInts(std::move(shape), seed, -n, n, dtype);
+}
+
+TEST_F(CudaKernelTest, GatherElementsEveryAxisAndSize) {
+  // Odd sizes, indices smaller than the data outside the axis.
+  std::vector<int64_t> shape{3, 7, 5};
+  for (DType dtype : kDTypes) {
+    for (int64_t axis = 0; axis < 3; ++axis) {
+      for (DType index : {DType::I32, DType::I64}) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " axis " +
+                     std::to_string(axis) + " " + dtypeName(index));
+        std::vector<int64_t> is{2, 5, 3};
+        is[axis] = 9;
+        expectMatchesCpu(*backend, "gather_elements",
+                         {sample(dtype, shape, 70 + axis),
+                          indicesIn(is, 71 + axis, shape[axis], index),
+                          HostTensor(dtype, is)},
+                         {intAttr("axis", axis)}, {2}, kExact);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, ScatterElementsEveryReduction) {
+  std::vector<int64_t> shape{4, 3, 5};
+  for (const char *reduction : {"none", "add", "mul", "max", "min"}) {
+    bool typed = std::string(reduction) != "none";
+    for (DType dtype :
+         typed ? std::vector<DType>{DType::F32, DType::I64, DType::I32}
+               : std::vector<DType>{DType::U8, DType::BF16, DType::F32,
+                                    DType::I64}) {
+      for (int64_t axis = 0; axis < 3; ++axis) {
+        SCOPED_TRACE(std::string(reduction) + " " + dtypeName(dtype) +
+                     " axis " + std::to_string(axis));
+        std::vector<int64_t> is{3, 2, 5};
+        is[axis] = 7; // repeated indices combine in order
+        HostTensor updates = dtype == DType::I32
+                                 ? randomInts(is, 81 + axis, -4, 5, DType::I32)
+                                 : sample(dtype, is, 81 + axis);
+        expectMatchesCpu(
+            *backend, "scatter_elements",
+            {sample(dtype, shape, 80 + axis),
+             indicesIn(is, 82 + axis, shape[axis], DType::I64), updates,
+             HostTensor(dtype, shape)},
+            {intAttr("axis", axis), stringAttr("reduction", reduction)}, {3},
+            kExact);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, GatherNDWithBatchDims) {
+  for (DType dtype : kDTypes) {
+    for (int64_t batch : {0, 1}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " batch_dims " +
+                   std::to_string(batch));
+      // data [3, 5, 7, 3], tuples of 2 after the batch dims.
+      std::vector<int64_t> shape{3, 5, 7, 3};
+      HostTensor indices(DType::I64, batch ? std::vector<int64_t>{3, 4, 2}
+                                           : std::vector<int64_t>{6, 2});
+      HostTensor first =
+          indicesIn({indices.numel() / 2}, 90, shape[batch], DType::I64);
+      HostTensor second =
+          indicesIn({indices.numel() / 2}, 91, shape[batch + 1], DType::I64);
+      for (int64_t t = 0; t < indices.numel() / 2; ++t) {
+        indices.as<int64_t>()[2 * t] = first.as<int64_t>()[t];
+        indices.as<int64_t>()[2 * t + 1] = second.as<int64_t>()[t];
+      }
+      std::vector<int64_t> out =
+          batch ? std::vector<int64_t>{3, 4, 3} : std::vector<int64_t>{6, 7, 3};
+      expectMatchesCpu(
+          *backend, "gather_nd",
+          {sample(dtype, shape, 92), indices, HostTensor(dtype, out)},
+          {intAttr("batch_dims", batch)}, {2}, kExact);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, ScatterNDEveryReductionInOrder) {
+  for (const char *reduction : {"none", "add", "mul", "max", "min"}) {
+    for (DType dtype : {DType::F32, DType::I64}) {
+      for (int64_t batch : {0, 1}) {
+        SCOPED_TRACE(std::string(reduction) + " " + dtypeName(dtype) +
+                     " batch_dims " + std::to_string(batch));
+        // data [3, 9, 5]; 11 tuples of 1 per batch (repeats likely).
+        std::vector<int64_t> shape{3, 9, 5};
+        std::vector<int64_t> is = batch ? std::vector<int64_t>{3, 11, 1}
+                                        : std::vector<int64_t>{11, 1};
+        std::vector<int64_t> us = batch ? std::vector<int64_t>{3, 11, 5}
+                                        : std::vector<int64_t>{11, 9, 5};
+        expectMatchesCpu(
+            *backend, "scatter_nd",
+            {sample(dtype, shape, 100),
+             indicesIn(is, 101, shape[batch], DType::I32),
+             sample(dtype, us, 102), HostTensor(dtype, shape)},
+            {stringAttr("reduction", reduction), intAttr("batch_dims", batch)},
+            {3}, kExact);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, GatherAndScatterSkipBadIndices) {
+  // The device cannot fail a launch: a gather reads zero, a scatter skips.
+  HostTensor data = randomF32({3, 4}, 110, 1, 2);
+  HostTensor indices(DType::I64, {1, 4});
+  const int64_t values[] = {0, 3, -4, 2};
+  std::memcpy(indices.data(), values, sizeof(values));
+  std::vector<HostTensor> out = runCuda(
+      *backend, "gather_elements",
+      {data, indices, HostTensor(DType::F32, {1, 4})}, {intAttr("axis", 0)});
+  EXPECT_EQ(out[2].as<float>()[0], data.as<float>()[0]);
+  EXPECT_EQ(out[2].as<float>()[1], 0.0f);
+  EXPECT_EQ(out[2].as<float>()[2], 0.0f);
+  EXPECT_EQ(out[2].as<float>()[3], data.as<float>()[2 * 4 + 3]);
+  HostTensor updates = randomF32({1, 4}, 111, 5, 6);
+  out = runCuda(*backend, "scatter_elements",
+                {data, indices, updates, HostTensor(DType::F32, {3, 4})},
+                {intAttr("axis", 0)});
+  for (int64_t i = 0; i < 12; ++i) {
+    float want = i == 0    ? updates.as<float>()[0]
+                 : i == 11 ? updates.as<float>()[3]
+                           : data.as<float>()[i];
+    EXPECT_EQ(out[3].as<float>()[i], want) << "element " << i;
+  }
+}
+
+TEST_F(CudaKernelTest, CumsumEveryAxisAndDirection) {
+  for (DType dtype : {DType::F32, DType::I64, DType::I32}) {
+    for (int64_t axis = 0; axis < 3; ++axis) {
+      for (int flags = 0; flags < 4; ++flags) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " axis " +
+                     std::to_string(axis) + " flags " + std::to_string(flags));
+        std::vector<int64_t> shape{3, 17, 5};
+        expectMatchesCpu(
+            *backend, "cumsum",
+            {sample(dtype, shape, 120 + axis), HostTensor(dtype, shape)},
+            {intAttr("axis", axis), intAttr("exclusive", flags & 1),
+             intAttr("reverse", flags >> 1)},
+            {1}, kExact);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, ModAndSign) {
+  for (DType dtype : {DType::F32, DType::I64, DType::I32}) {
+    for (int fmod : {0, 1}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " fmod " +
+                   std::to_string(fmod));
+      HostTensor a = dtype == DType::F32
+                         ? randomF32({5, 1, 7}, 130, -20, 20)
+                         : randomInts({5, 1, 7}, 130, -50, 50, dtype);
+      // Non-zero divisors of both signs.
+      HostTensor b = dtype == DType::F32 ? randomF32({3, 7}, 131, 0.5, 6)
+                                         : randomInts({3, 7}, 131, 1, 9, dtype);
+      for (int64_t i = 0; i < b.numel(); i += 2) {
+        if (dtype == DType::F32) {
+          b.as<float>()[i] = -b.as<float>()[i];
+        } else if (dtype == DType::I32) {
+          b.as<int32_t>()[i] = -b.as<int32_t>()[i];
+        } else {
+          b.as<int64_t>()[i] = -b.as<int64_t>()[i];
+        }
+      }
+      expectMatchesCpu(*backend, "mod", {a, b, HostTensor(dtype, {5, 3, 7})},
+                       {intAttr("fmod", fmod)}, {2}, kF32);
+    }
+    HostTensor x = dtype == DType::F32 ? randomF32({37}, 132)
+                                       : randomInts({37}, 132, -3, 4, dtype);
+    expectMatchesCpu(*backend, "sign", {x, HostTensor(dtype, {37})}, {}, {1},
+                     kExact);
+  }
+}
+
+TEST_F(CudaKernelTest, IndexingChecks) {
+  // bf16 has no arithmetic here: the CPU view would read it as f32.
+  EXPECT_EQ(
+      checkCuda("cumsum",
+                {HostTensor(DType::BF16, {4}), HostTensor(DType::BF16, {4})},
+                {intAttr("axis", 0)}),
+      "operand 0 must be f32, f64, i32 or i64, got bf16");
+  EXPECT_EQ(
+      checkCuda("scatter_nd",
+                {HostTensor(DType::BF16, {4}), HostTensor(DType::I64, {2, 1}),
+                 HostTensor(DType::BF16, {2}), HostTensor(DType::BF16, {4})},
+                {stringAttr("reduction", "add")}),
+      "operand 0 must be f32, f64, i32 or i64, got bf16");
+  EXPECT_EQ(
+      checkCuda("gather_nd",
+                {HostTensor(DType::F32, std::vector<int64_t>(9, 1)),
+                 HostTensor(DType::I64, {1, 9}), HostTensor(DType::F32, {1})},
+                {}),
+      "index tuples of length 9, at most 8 supported");
+  EXPECT_EQ(checkCuda("cumsum",
+                      {HostTensor(DType::F32, {4}), HostTensor(DType::I64, {}),
+                       HostTensor(DType::F32, {4})},
+                      {}),
+            "cumsum with a run-time axis (operand 1) runs on the CPU backend "
+            "only: the CUDA launcher needs the axis on the host");
 }
 
 } // namespace

@@ -1,0 +1,103 @@
+//===- CostModel.cpp - predicted step time from work and the target -------===//
+
+#include "compiler/CostModel.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+
+namespace tailor {
+
+llvm::StringRef costKindOf(llvm::StringRef kernel) {
+  if (kernel.starts_with("linear") || kernel.starts_with("matmul")) {
+    return "gemm"; // linear, linear_quantized, linear_weight_grad, matmul
+  }
+  if (kernel.starts_with("attention")) {
+    return "attention";
+  }
+  if (kernel.contains("norm") || kernel.starts_with("softmax")) {
+    return "norm";
+  }
+  if (kernel.starts_with("cross_entropy")) {
+    return "loss";
+  }
+  if (kernel.starts_with("adamw") || kernel.starts_with("sgd") ||
+      kernel == "accumulate" || kernel == "global_norm") {
+    return "optimizer";
+  }
+  if (kernel == "copy" || kernel == "dequantize") {
+    return "copy";
+  }
+  return "elementwise";
+}
+
+double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind) {
+  auto it = hardware.efficiency.find(kind.str());
+  if (it != hardware.efficiency.end()) {
+    return it->second;
+  }
+  // Uncalibrated: what tuned libraries reach on large shapes (GEMMs ~70%
+  // of peak, flash attention ~50%) and what streaming kernels reach of
+  // the memory bandwidth (~70-80%).
+  return llvm::StringSwitch<double>(kind)
+      .Case("gemm", 0.7)
+      .Case("attention", 0.5)
+      .Case("copy", 0.8)
+      .Default(0.7);
+}
+
+/// Peak FLOP/s for `kind` at `target`'s precision.
+static double peakFlops(const CostTarget &target, llvm::StringRef kind) {
+  const HardwareSpec &h = target.hardware;
+  if (!h.isCuda()) {
+    return h.cpuGflopsPerThread * 1e9 * double(std::max<int64_t>(1, target.threads));
+  }
+  bool tensorCores = target.precision == "bf16" &&
+                     (kind == "gemm" || kind == "attention");
+  return (tensorCores ? h.bf16Tflops : h.fp32Tflops) * 1e12;
+}
+
+double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
+  llvm::StringRef kind = costKindOf(work.kernel);
+  double efficiency = efficiencyOf(target.hardware, kind);
+  double compute = work.flops / (peakFlops(target, kind) * efficiency);
+  double memory =
+      work.bytes / (target.hardware.memoryBandwidthGBs * 1e9 * efficiency);
+  return std::max(compute, memory) + target.hardware.launchOverheadUs * 1e-6;
+}
+
+void TimeEstimate::add(const TimeEstimate &other, double times) {
+  seconds += other.seconds * times;
+  for (const auto &[kind, s] : other.secondsByKind) {
+    secondsByKind[kind] += s * times;
+  }
+}
+
+TimeEstimate predictLaunches(const CostTarget &target,
+                             const std::vector<LaunchWork> &launches) {
+  TimeEstimate estimate;
+  for (const LaunchWork &work : launches) {
+    double s = predictLaunchSeconds(target, work);
+    estimate.seconds += s;
+    estimate.secondsByKind[costKindOf(work.kernel).str()] += s;
+  }
+  return estimate;
+}
+
+std::string unpredictableBecause(const CostTarget &target) {
+  const HardwareSpec &h = target.hardware;
+  if (h.memoryBandwidthGBs <= 0) {
+    return "the hardware '" + h.name + "' gives no memory bandwidth";
+  }
+  if (!h.isCuda() && h.cpuGflopsPerThread <= 0) {
+    return "the hardware '" + h.name + "' gives no cpu_gflops_per_thread";
+  }
+  if (h.isCuda() && (h.fp32Tflops <= 0 ||
+                     (target.precision == "bf16" && h.bf16Tflops <= 0))) {
+    return "the hardware '" + h.name + "' gives no " +
+           (h.fp32Tflops <= 0 ? "fp32_tflops" : "bf16_tflops");
+  }
+  return "";
+}
+
+} // namespace tailor

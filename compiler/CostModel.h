@@ -1,0 +1,69 @@
+//===- CostModel.h - predicted step time from work and the target -*- C++ -*-===//
+//
+// Time is a roofline per launch: the larger of its FLOPs over the target's
+// peak rate for the kernel's kind and precision, and its bytes over the
+// memory bandwidth, each derated by that kind's efficiency (measured by
+// `tailor calibrate`, defaults otherwise), plus a fixed launch cost. One
+// stream runs its launches in order, so an entry's time is their sum. A
+// training step runs train_step once per micro-batch (gradient accumulation
+// steps times) and optimizer_step once.
+//
+// The inputs are plain records (kernel name, FLOPs, bytes), which a plan
+// carries per launch (plan format 1.5) and the compiler has for every op, so
+// `tailor compile`, `tailor inspect` and (later) `tailor explore` share it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_COMPILER_COSTMODEL_H
+#define TAILOR_COMPILER_COSTMODEL_H
+
+#include "compiler/Hardware.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tailor {
+
+/// One launch's work.
+struct LaunchWork {
+  std::string kernel;
+  double flops = 0;
+  double bytes = 0;
+};
+
+/// How a target runs: the hardware, the plan's precision ("fp32" or
+/// "bf16") and, on the CPU, its worker threads.
+struct CostTarget {
+  HardwareSpec hardware;
+  std::string precision = "fp32";
+  int64_t threads = 1;
+};
+
+/// The kind the cost model files `kernel` under (one of costKernelKinds()).
+llvm::StringRef costKindOf(llvm::StringRef kernel);
+
+/// The efficiency of `kind` on `hardware`: calibrated, or the default.
+double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind);
+
+/// Predicted seconds of one launch.
+double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work);
+
+/// Predicted time of a sequence of launches, with the part of each kind.
+struct TimeEstimate {
+  double seconds = 0;
+  std::map<std::string, double> secondsByKind;
+  void add(const TimeEstimate &other, double times = 1);
+};
+TimeEstimate predictLaunches(const CostTarget &target,
+                             const std::vector<LaunchWork> &launches);
+
+/// Why `target` cannot be predicted (a rate the hardware does not give),
+/// or "" when it can.
+std::string unpredictableBecause(const CostTarget &target);
+
+} // namespace tailor
+
+#endif // TAILOR_COMPILER_COSTMODEL_H

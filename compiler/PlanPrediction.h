@@ -1,0 +1,56 @@
+//===- PlanPrediction.h - a plan's predicted step time and timeline -*- C++ -*-===//
+//
+// Reads the work each launch of a plan records (plan format 1.5) and asks
+// the cost model (CostModel.h) for time: per entry, and for one training
+// step (train_step once per micro-batch, then optimizer_step), with tokens
+// per second. The predicted timeline is Chrome/Perfetto trace JSON: a track
+// per stream with a slice per launch (named by kernel, with its origin,
+// FLOPs and bytes), and a counter track per arena of the bytes its buffers
+// hold over time, the peak marked. `tailor compile`, `tailor inspect` and
+// its --json contract use these.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_COMPILER_PLANPREDICTION_H
+#define TAILOR_COMPILER_PLANPREDICTION_H
+
+#include "compiler/CostModel.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace tailor {
+namespace plan {
+struct Plan;
+} // namespace plan
+
+struct PlanPrediction {
+  /// Empty when predicted; otherwise why not (a rate the hardware lacks, or
+  /// a plan older than format 1.5 that records no work).
+  std::string unpredictable;
+  /// One step: every micro-batch's train_step and one optimizer_step (or
+  /// the forward of an inference plan).
+  TimeEstimate step;
+  /// Tokens one step trains on (0 for an inference plan).
+  double tokensPerStep = 0;
+  double tokensPerSecond() const {
+    return step.seconds > 0 ? tokensPerStep / step.seconds : 0;
+  }
+};
+
+/// The target a plan was compiled for, from its own record: the built-in
+/// hardware of its name (or `override` when given), its precision and
+/// threads.
+llvm::Expected<CostTarget> costTargetOf(const plan::Plan &p,
+                                        llvm::StringRef hardwareOverride = "");
+
+PlanPrediction predictPlan(const plan::Plan &p, const CostTarget &target);
+
+/// Writes the predicted timeline of one step of `p` as trace JSON.
+void writePredictedTrace(const plan::Plan &p, const CostTarget &target,
+                         llvm::raw_ostream &os);
+
+} // namespace tailor
+
+#endif // TAILOR_COMPILER_PLANPREDICTION_H
