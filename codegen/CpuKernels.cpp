@@ -80,6 +80,16 @@ static void addAttentionMasking(ChoiceBuilder &choice,
   }
 }
 
+/// tg.attention's document masking: `positions` names the operand that
+/// holds each token's position within its example (absent: none), so the
+/// kernels find it whatever other optional operands the op has.
+static void addAttentionPositions(ChoiceBuilder &choice,
+                                  MutableOperandRange positions) {
+  if (!positions.empty()) {
+    choice.i("positions", positions[0].getOperandNumber());
+  }
+}
+
 /// The op's fixed arity: operands then results.
 static int64_t arityOf(Operation *op) {
   return static_cast<int64_t>(op->getNumOperands() + op->getNumResults());
@@ -229,12 +239,13 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
         double scale = attention.getScale()
                            ? attention.getScale()->convertToDouble()
                            : 1.0 / std::sqrt(static_cast<double>(headDim));
-        // Variadic: q, k, v, [bias], y, workspace.
+        // Variadic: q, k, v, [bias], [positions], y, workspace.
         ChoiceBuilder choice(op, "attention", -1);
         choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
         addAttentionMasking(choice, attention.getWindow(),
                             attention.getSoftcap(),
                             attention.getAlibiSlopes(), attention.getBias());
+        addAttentionPositions(choice, attention.getPositionsMutable());
         choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
                                        kAttentionBlockRows * keys *
                                        static_cast<int64_t>(sizeof(float));
@@ -298,11 +309,13 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
             grad.getScale()
                 ? grad.getScale()->convertToDouble()
                 : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
-        // Variadic: dout, q, k, v, [bias], dq, dk, dv, workspace.
+        // Variadic: dout, q, k, v, [bias], [positions], dq, dk, dv,
+        // workspace.
         ChoiceBuilder choice(op, "attention_grad", -1);
         choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
         addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap(),
                             grad.getAlibiSlopes(), grad.getBias());
+        addAttentionPositions(choice, grad.getPositionsMutable());
         // Per worker: one 64 x S block of probabilities, one of their
         // gradients, and with a softcap one of the cap's derivative.
         int64_t blocks = grad.getSoftcap() ? 3 : 2;

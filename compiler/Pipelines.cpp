@@ -88,6 +88,11 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule) {
   buildGraphPipeline(pm, recipe.tieWordEmbeddings);
+  // --- Sample packing: per-example positions (a position_ids input) and
+  // document masking in every attention, before anything reads positions.
+  if (recipe.samplePacking.value_or(false)) {
+    pm.addPass(graph::createPackSequencesPass());
+  }
   // --- Adapters (or trainable weights), then the loss on the logits.
   graph::InsertLoraPassOptions lora;
   lora.variant = recipe.adapter;

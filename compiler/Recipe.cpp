@@ -245,16 +245,7 @@ const std::map<std::string, Setter> &setters() {
          if (Error error = parseBool(v, on)) {
            return error;
          }
-         if (on) {
-           // Concatenating examples without that would let them attend to
-           // each other: refuse rather than call it packing.
-           return bad("", v,
-                      "false (packing needs per-example position ids and "
-                      "document masking in attention, which tailor does "
-                      "not have yet; false pads each example to "
-                      "sequence_len)");
-         }
-         r.samplePacking = false;
+         r.samplePacking = on;
          return Error::success();
        }},
       {"pad_token_id", integer(&R::padTokenId, 0)},

@@ -96,7 +96,8 @@ struct TrainingRecipe {
   // --- data (runtime/train/DataLoader.h)
   /// `sample_packing`: unset lets the data decide (JSONL examples one per
   /// padded sequence, binary token streams cut); false asks for one
-  /// example per sequence; true is refused (needs document masking).
+  /// example per sequence; true packs examples into sequences, with
+  /// per-example position ids and document masking (tailor-pack-sequences).
   std::optional<bool> samplePacking;
   int64_t padTokenId = 0;
   /// Examples held out for validation: 0 none, a fraction in (0, 1), or a

@@ -454,6 +454,26 @@ LogicalResult tailor::tg::verifyAttentionMasking(Operation *op, bool causal,
   return success();
 }
 
+LogicalResult tailor::tg::verifyAttentionPositions(Operation *op,
+                                                   Value positions, Value query,
+                                                   bool causal) {
+  if (!positions) {
+    return success();
+  }
+  if (!causal) {
+    return op->emitOpError() << "expected positions (document masking) on a "
+                                "causal attention only";
+  }
+  ArrayRef<int64_t> q = shapeOf(query), p = shapeOf(positions);
+  if (q.size() == 4 && (p.size() != 2 || !dimsCompatible(p[0], q[0]) ||
+                        !dimsCompatible(p[1], q[2]))) {
+    return op->emitOpError() << "expected positions of shape [" << q[0] << ", "
+                             << q[2] << "] (batch, query rows), got "
+                             << formatShape(p);
+  }
+  return success();
+}
+
 LogicalResult tailor::tg::verifyAttentionBias(
     Operation *op, Value query, Value key,
     std::optional<ArrayRef<double>> alibiSlopes, Value bias) {
@@ -512,7 +532,9 @@ LogicalResult AttentionOp::verify() {
                          << scale->convertToDouble();
   }
   if (failed(verifyAttentionMasking(*this, getCausal(), getWindow(),
-                                    getSoftcap()))) {
+                                    getSoftcap())) ||
+      failed(verifyAttentionPositions(*this, getPositions(), getQuery(),
+                                      getCausal()))) {
     return failure();
   }
   FailureOr<Shape> shape =

@@ -26,6 +26,12 @@ namespace tailor::tg {
 mlir::LogicalResult verifyAttentionMasking(mlir::Operation *op, bool causal,
                                            std::optional<uint64_t> window,
                                            std::optional<llvm::APFloat> softcap);
+/// tg.attention's and tg.attention_grad's optional document masking:
+/// `positions` (null: none) needs `causal` and the shape [B, T] of
+/// `query`'s batch and query rows.
+mlir::LogicalResult verifyAttentionPositions(mlir::Operation *op,
+                                             mlir::Value positions,
+                                             mlir::Value query, bool causal);
 /// The score biases tg.attention and tg.attention_grad share:
 /// `alibiSlopes` holds one finite slope per query head, and `bias` (may be
 /// null) is rank 4 with each dim equal to the scores' [B, Hq, T, S] dim or

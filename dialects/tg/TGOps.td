@@ -328,7 +328,7 @@ def TG_RopeOp : TG_Op<"rope", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TG_AttentionOp : TG_Op<"attention", [Pure]> {
+def TG_AttentionOp : TG_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention, optionally causal, with GQA";
   let description = [{
     `q: [B, Hq, T, D]`, `k: [B, Hkv, S, D]`, `v: [B, Hkv, S, Dv]` with Hq a
@@ -360,22 +360,40 @@ def TG_AttentionOp : TG_Op<"attention", [Pure]> {
     mask read at run time, a relative-position table, ...): a rank-4 tensor
     of the result's element type whose dims [b0, b1, b2, b3] each equal the
     score dim [B, Hq, T, S] or are 1 (broadcast), checked by the verifier.
-    Its gradient is not taken: autodiff rejects a trainable bias. (A second
-    optional operand joins it with AttrSizedOperandSegments; MLIR accepts
-    that trait only from two variadic operands on.)
+    Its gradient is not taken: autodiff rejects a trainable bias.
+
+    `positions: [B, T]` (integer, with `causal`) is document masking for
+    packed sequences: each token's position within its example, so key s
+    is also masked for query t when s < t + (S - T) - positions[b, t]
+    (before its example's first token): attention never crosses an
+    example, and no T x S mask is materialized.
   }];
   let arguments = (ins TG_FloatTensor:$query, TG_FloatTensor:$key,
                        TG_FloatTensor:$value,
-                       Optional<TG_FloatTensor>:$bias, UnitAttr:$causal,
+                       Optional<TG_FloatTensor>:$bias,
+                       Optional<TG_IndexTensor>:$positions, UnitAttr:$causal,
                        OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap,
                        OptionalAttr<DenseF64ArrayAttr>:$alibi_slopes);
   let results = (outs TG_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`bias` $bias^)? attr-dict `:`
-    functional-type(operands, results)
+    $query `,` $key `,` $value (`bias` $bias^)? (`positions` $positions^)?
+    attr-dict `:` functional-type(operands, results)
   }];
+  // The builder without document masking (what raising creates).
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$query,
+                   "::mlir::Value":$key, "::mlir::Value":$value,
+                   "::mlir::Value":$bias, "::mlir::UnitAttr":$causal,
+                   "::mlir::FloatAttr":$scale, "::mlir::IntegerAttr":$window,
+                   "::mlir::FloatAttr":$softcap,
+                   "::mlir::DenseF64ArrayAttr":$alibi_slopes), [{
+      build($_builder, $_state, result, query, key, value, bias,
+            /*positions=*/::mlir::Value(), causal, scale, window, softcap,
+            alibi_slopes);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -114,7 +114,9 @@ LogicalResult LayerNormGradOp::verify() {
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionMasking(*this, getCausal(), getWindow(),
-                                    getSoftcap()))) {
+                                    getSoftcap())) ||
+      failed(verifyAttentionPositions(*this, getPositions(), getQuery(),
+                                      getCausal()))) {
     return failure();
   }
   FailureOr<Shape> shape =

@@ -56,16 +56,19 @@ def TG_LayerNormGradOp : TG_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TG_AttentionGradOp : TG_Op<"attention_grad", [Pure]> {
+def TG_AttentionGradOp : TG_Op<"attention_grad",
+                               [Pure, AttrSizedOperandSegments]> {
   let summary = "gradients of tg.attention for query, key and value";
   let description = [{
     Recomputes the attention probabilities block by block (nothing T x S is
     saved by the forward op), with tg.attention's shapes, attributes and
-    optional additive `bias` (read, not differentiated).
+    optional additive `bias` (read, not differentiated) and `positions`
+    (document masking; no gradient).
   }];
   let arguments = (ins TG_FloatTensor:$output_grad, TG_FloatTensor:$query,
                        TG_FloatTensor:$key, TG_FloatTensor:$value,
                        Optional<TG_FloatTensor>:$bias,
+                       Optional<TG_IndexTensor>:$positions,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap,
@@ -73,8 +76,8 @@ def TG_AttentionGradOp : TG_Op<"attention_grad", [Pure]> {
   let results = (outs TG_FloatTensor:$query_grad, TG_FloatTensor:$key_grad,
                       TG_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $output_grad `,` $query `,` $key `,` $value (`bias` $bias^)? attr-dict `:`
-    functional-type(operands, results)
+    $output_grad `,` $query `,` $key `,` $value (`bias` $bias^)?
+    (`positions` $positions^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -536,9 +536,10 @@ LogicalResult emitGradient(OpBuilder &b, Operation *op,
             b, loc, attention.getQuery().getType(),
             attention.getKey().getType(), attention.getValue().getType(), dy,
             attention.getQuery(), attention.getKey(), attention.getValue(),
-            attention.getBias(), attention.getCausalAttr(),
-            attention.getScaleAttr(), attention.getWindowAttr(),
-            attention.getSoftcapAttr(), attention.getAlibiSlopesAttr());
+            attention.getBias(), attention.getPositions(),
+            attention.getCausalAttr(), attention.getScaleAttr(),
+            attention.getWindowAttr(), attention.getSoftcapAttr(),
+            attention.getAlibiSlopesAttr());
         set(0, grad.getQueryGrad());
         set(1, grad.getKeyGrad());
         set(2, grad.getValueGrad());

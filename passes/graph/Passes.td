@@ -218,6 +218,26 @@ def QuantizePass : Pass<"tailor-quantize", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def PackSequencesPass : Pass<"tailor-pack-sequences", "::mlir::ModuleOp"> {
+  let summary = "per-example positions and document masking for sample packing";
+  let description = [{
+    For `sample_packing: true`, where one sequence holds several examples:
+    the function gains an i64 input `position_ids [B, T]` (each token's
+    position within its example), which replaces the positions 0..T-1 the
+    export baked in -- the rotary tables tg.rope reads (recognized by their
+    values: row t holds the angles of position t) and the rows a learned
+    position embedding adds -- by gathers of their rows at position_ids, and
+    becomes the `positions` operand of every tg.attention, so no token
+    attends across an example. Fails, naming why, when it cannot find the
+    positions or cannot mask every attention.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "the forward function">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def AddLossPass : Pass<"tailor-add-loss", "::mlir::ModuleOp"> {
   let summary = "causal-LM cross-entropy of the logits against shifted labels";
   let description = [{

@@ -7,6 +7,14 @@
 // every row sees all S keys. Both bounds grow with t, so a block of rows
 // [t0, t1) needs keys [first(t0), limit(t1 - 1)) only.
 //
+// Document masking (packed sequences): with `positions` ([B, T] i64, each
+// token's position within its example; operand number `positions`), row t
+// of batch entry b also starts at its example's first token,
+// first(t) >= t + (S - T) - positions[b, t]. Within an example that bound
+// is constant and it jumps up at the next example, so it still grows with
+// t for positions that restart at 0 and count up; blockFirst() takes the
+// minimum over a block's rows all the same, so any positions are safe.
+//
 // A softcap c > 0 maps each scaled score s to c * tanh(s / c) before the
 // softmax (Gemma-2's attention logit soft-capping); its derivative is
 // 1 - (capped / c)^2.
@@ -37,13 +45,35 @@ struct AttentionKeys {
   int64_t window = 0;
   float softcap = 0;
   int64_t t = 0, s = 0;
+  /// Document masking: the [B, T] positions of the whole call, and those of
+  /// the batch entry atBatch() chose (both null without).
+  const int64_t *allPositions = nullptr;
+  const int64_t *positions = nullptr;
 
+  /// The masking of batch entry `b` (its row of positions).
+  AttentionKeys atBatch(int64_t b) const {
+    AttentionKeys keys = *this;
+    keys.positions = allPositions ? allPositions + b * t : nullptr;
+    return keys;
+  }
   int64_t limit(int64_t row) const {
     return causal ? std::clamp<int64_t>(row + 1 + s - t, 0, s) : s;
   }
   int64_t first(int64_t row) const {
-    return window > 0 ? std::clamp<int64_t>(row + 1 + s - t - window, 0, s)
-                      : 0;
+    int64_t lo = window > 0 ? row + 1 + s - t - window : 0;
+    if (positions) {
+      // Clamped so a huge position cannot overflow: it means "from key 0".
+      lo = std::max(lo, row + s - t - std::min(positions[row], row + s));
+    }
+    return std::clamp<int64_t>(lo, 0, limit(row));
+  }
+  /// The first key any of rows [row, row + rows) sees.
+  int64_t blockFirst(int64_t row, int64_t rows) const {
+    int64_t lo = first(row);
+    for (int64_t r = 1; positions && r < rows; ++r) {
+      lo = std::min(lo, first(row + r));
+    }
+    return lo;
   }
   /// ALiBi slopes, one per query head (empty: none).
   std::vector<float> slopes;
@@ -125,6 +155,57 @@ inline std::string checkAttentionMasking(const KernelCall &call,
   return "";
 }
 
+/// The operand number of a launch's positions (attribute `positions`), or
+/// -1 without document masking.
+inline int64_t attentionPositionsOperand(const KernelCall &call) {
+  return call.attributes.getInt("positions", -1);
+}
+
+/// The document masking of a launch whose query is operand `query` and
+/// whose inputs are operands [0, inputs): `positions` names an input
+/// other than the query, key and value that is an i64 [B, T] tensor, and
+/// needs `causal`.
+inline std::string checkAttentionPositions(const KernelCall &call,
+                                           size_t query, size_t inputs) {
+  if (!call.attributes.find("positions")) {
+    return "";
+  }
+  int64_t index = attentionPositionsOperand(call);
+  if (index < static_cast<int64_t>(query + 3) ||
+      index >= static_cast<int64_t>(inputs)) {
+    return "attribute 'positions' is " + std::to_string(index) +
+           ", expected an input operand after query, key and value";
+  }
+  if (call.attributes.getInt("causal", 0) == 0) {
+    return "attribute 'positions' needs 'causal' (document masking is "
+           "causal)";
+  }
+  const auto &q = call.operands[query].shape;
+  return firstError(
+      {expectDType(call, static_cast<size_t>(index), DType::I64),
+       expectShape(call, static_cast<size_t>(index), {q[0], q[2]})});
+}
+
+/// Checks a launch's positions before it runs: none negative (a token
+/// cannot come before its example's start); "" or the first offender.
+inline std::string checkPositionValues(const KernelCall &call) {
+  int64_t index = attentionPositionsOperand(call);
+  if (index < 0) {
+    return "";
+  }
+  const Tensor &positions = call.operands[static_cast<size_t>(index)];
+  const int64_t *p = positions.as<int64_t>();
+  for (int64_t i = 0, n = positions.numel(); i < n; ++i) {
+    if (p[i] < 0) {
+      int64_t t = positions.shape[1];
+      return "positions[" + std::to_string(i / t) + ", " +
+             std::to_string(i % t) + "] = " + std::to_string(p[i]) +
+             " is negative";
+    }
+  }
+  return "";
+}
+
 /// Checks the bias operand `index` (f32, rank 4, each dim 1 or the
 /// scores' dim).
 inline std::string checkBiasOperand(const KernelCall &call, size_t index,
@@ -145,8 +226,8 @@ inline std::string checkBiasOperand(const KernelCall &call, size_t index,
   return "";
 }
 
-/// The masking and biases of a launch that checkAttentionMasking accepted;
-/// `bias` is the bias operand or null.
+/// The masking and biases of a launch that checkAttentionMasking (and
+/// checkAttentionPositions) accepted; `bias` is the bias operand or null.
 inline AttentionKeys attentionKeys(const KernelCall &call, int64_t t,
                                    int64_t s, const Tensor *bias = nullptr) {
   AttentionKeys keys;
@@ -165,6 +246,10 @@ inline AttentionKeys attentionKeys(const KernelCall &call, int64_t t,
       keys.biasStride[i] = bias->shape[i] == 1 ? 0 : stride;
       stride *= bias->shape[i];
     }
+  }
+  if (int64_t index = attentionPositionsOperand(call); index >= 0) {
+    keys.allPositions =
+        call.operands[static_cast<size_t>(index)].as<int64_t>();
   }
   return keys;
 }

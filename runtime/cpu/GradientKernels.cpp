@@ -281,7 +281,7 @@ template <bool Layer> std::string runNormGrad(const KernelCall &call) {
 
 constexpr int64_t kBlockRows = 64;
 
-/// Operands: dout, q, k, v, dq, dk, dv, workspace.
+/// Operands: dout, q, k, v, [bias,] [positions,] dq, dk, dv, workspace.
 struct AttentionGradShape {
   int64_t b, hq, hkv, t, s, d, dv;
 };
@@ -298,10 +298,11 @@ int64_t attentionGradBlocks(const KernelCall &call) {
   return call.attributes.getFloat("softcap", 0) > 0 ? 3 : 2;
 }
 
-/// Index of dq: after dout, q, k, v and the bias operand if any (dk, dv
-/// and the workspace follow it).
+/// Index of dq: after dout, q, k, v and the bias and positions operands if
+/// any (dk, dv and the workspace follow it).
 size_t attentionGradOutputs(const KernelCall &call) {
-  return hasBiasOperand(call) ? 5 : 4;
+  return 4 + hasBiasOperand(call) +
+         (call.attributes.find("positions") != nullptr);
 }
 
 std::string checkAttentionGrad(const KernelCall &call) {
@@ -309,10 +310,14 @@ std::string checkAttentionGrad(const KernelCall &call) {
   if (auto e = expectOperandCount(call, ws + 1); !e.empty()) {
     return e;
   }
-  if (auto e = expectAllF32(call); !e.empty()) {
-    return e;
-  }
+  bool documents = call.attributes.find("positions") != nullptr;
   for (size_t i = 0; i <= ws; ++i) {
+    if (documents && i == dq - 1) {
+      continue; // the positions: checkAttentionPositions
+    }
+    if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
+      return e;
+    }
     if (auto e = expectRank(call, i, i == ws ? 1 : 4); !e.empty()) {
       return e;
     }
@@ -325,11 +330,12 @@ std::string checkAttentionGrad(const KernelCall &call) {
           {expectShape(call, 0, {a.b, a.hq, a.t, a.dv}),
            expectShape(call, 2, kShape), expectShape(call, 3, vShape),
            expectShape(call, dq, qShape), expectShape(call, dq + 1, kShape),
-           expectShape(call, dq + 2, vShape)});
+           expectShape(call, dq + 2, vShape),
+           checkAttentionPositions(call, 1, dq)});
       !e.empty()) {
     return e;
   }
-  if (dq == 5) {
+  if (hasBiasOperand(call)) {
     if (auto e = checkBiasOperand(call, 4, {a.b, a.hq, a.t, a.s});
         !e.empty()) {
       return e;
@@ -410,8 +416,11 @@ std::string runAttentionGrad(const KernelCall &call) {
   if (a.hkv == 0) {
     return "";
   }
-  AttentionKeys visible = attentionKeys(
-      call, a.t, a.s, out == 5 ? &call.operands[4] : nullptr);
+  if (std::string e = checkPositionValues(call); !e.empty()) {
+    return e;
+  }
+  AttentionKeys all = attentionKeys(
+      call, a.t, a.s, hasBiasOperand(call) ? &call.operands[4] : nullptr);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = attentionGradBlocks(call) * kBlockRows * a.s;
@@ -422,7 +431,7 @@ std::string runAttentionGrad(const KernelCall &call) {
   auto runTasks = [&](int64_t begin, int64_t end, int worker) {
     float *p = workspace + worker * slotSize;
     float *dp = p + kBlockRows * a.s;
-    float *capGrad = visible.softcap > 0 ? dp + kBlockRows * a.s : nullptr;
+    float *capGrad = all.softcap > 0 ? dp + kBlockRows * a.s : nullptr;
     for (int64_t task = begin; task < end; ++task) {
       // task = bi * Hkv + kv head: the kv tensors' own head index.
       const float *kp = k + task * a.s * a.d, *vp = v + task * a.s * a.dv;
@@ -430,13 +439,14 @@ std::string runAttentionGrad(const KernelCall &call) {
       std::memset(dkp, 0, a.s * a.d * sizeof(float));
       std::memset(dvp, 0, a.s * a.dv * sizeof(float));
       int64_t bi = task / a.hkv, kvHead = task % a.hkv;
+      AttentionKeys visible = all.atBatch(bi);
       for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
         int64_t bh = bi * a.hq + h;
         for (int64_t t0 = 0; t0 < a.t; t0 += kBlockRows) {
           int64_t rows = std::min(kBlockRows, a.t - t0);
-          // The block's keys [first, first + keys): from its first row's
-          // first to its last row's limit.
-          int64_t first = visible.first(t0);
+          // The block's keys [first, first + keys): from its rows' first
+          // to its last row's limit.
+          int64_t first = visible.blockFirst(t0, rows);
           int64_t keys = visible.limit(t0 + rows - 1) - first;
           const float *qb = q + (bh * a.t + t0) * a.d;
           const float *dob = dout + (bh * a.t + t0) * a.dv;
@@ -557,7 +567,8 @@ void addGradientKernels(std::vector<KernelDef> &table) {
       {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
   table.push_back(
       {"layer_norm_grad", 7, checkNormGrad<true>, runNormGrad<true>});
-  // dout, q, k, v, [bias], dq, dk, dv, workspace: 8 or 9 operands.
+  // dout, q, k, v, [bias], [positions], dq, dk, dv, workspace: 8 to 10
+  // operands (attributes `bias` and `positions`).
   table.push_back({"attention_grad", -1, checkAttentionGrad, runAttentionGrad});
   table.push_back({"embedding_grad", 3, checkEmbeddingGrad, runEmbeddingGrad});
 }

@@ -125,7 +125,8 @@ std::string runRope(const KernelCall &call) {
 // The score block lives in the calling worker's workspace slot (64 x S
 // floats), so memory stays O(S) per worker rather than O(T S) per head.
 // With causal masking, row t sees keys s <= t + (S - T), and with a sliding
-// window of W also only s > t + (S - T) - W (AttentionKeys); a block
+// window of W also only s > t + (S - T) - W, and with document masking
+// only the keys of the row's own example (AttentionKeys); a block
 // computes only the keys from its first row's first to its last row's
 // limit, so about half the square is skipped (all but a band with a
 // window). A row that sees no key (S < T) gets zeros. A softcap c caps the
@@ -157,13 +158,19 @@ AttentionShape attentionShape(const KernelCall &call) {
   return {q[0], q[1], k[1], q[2], k[2], q[3], v[3]};
 }
 
+/// Operands: q, k, v, [bias,] [positions,] y, workspace (y and the
+/// workspace are always the last two).
 std::string checkAttention(const KernelCall &call) {
-  // q, k, v, [bias], y, workspace.
-  size_t count = hasBiasOperand(call) ? 6 : 5, y = count - 2, ws = count - 1;
+  bool withBias = hasBiasOperand(call);
+  bool documents = call.attributes.find("positions") != nullptr;
+  size_t count = 5 + withBias + documents, y = count - 2, ws = count - 1;
   if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
   for (size_t i = 0; i < count; ++i) {
+    if (documents && i == y - 1) {
+      continue; // the positions: checkAttentionPositions
+    }
     if (auto e = expectDType(call, i, DType::F32); !e.empty()) {
       return e;
     }
@@ -181,7 +188,10 @@ std::string checkAttention(const KernelCall &call) {
   if (auto e = expectShape(call, y, {a.b, a.hq, a.t, a.dv}); !e.empty()) {
     return e;
   }
-  if (count == 6) {
+  if (auto e = checkAttentionPositions(call, 0, y); !e.empty()) {
+    return e;
+  }
+  if (withBias) {
     if (auto e = checkBiasOperand(call, 3, {a.b, a.hq, a.t, a.s});
         !e.empty()) {
       return e;
@@ -244,20 +254,22 @@ std::string runAttention(const KernelCall &call) {
   const float *k = call.operands[1].as<float>();
   const float *v = call.operands[2].as<float>();
   bool withBias = hasBiasOperand(call);
-  const Tensor &out = call.operands[withBias ? 4 : 3];
-  const Tensor &ws = call.operands[withBias ? 5 : 4];
+  size_t count = call.operands.size();
+  const Tensor &out = call.operands[count - 2], &ws = call.operands[count - 1];
   float *y = out.as<float>();
   float *workspace = ws.as<float>();
   if (out.numel() == 0) {
     return "";
   }
-  AttentionKeys visible = attentionKeys(call, a.t, a.s,
-                                        withBias ? &call.operands[3] : nullptr);
+  if (std::string e = checkPositionValues(call); !e.empty()) {
+    return e;
+  }
+  AttentionKeys all = attentionKeys(call, a.t, a.s,
+                                    withBias ? &call.operands[3] : nullptr);
   float scale = static_cast<float>(call.attributes.getFloat(
       "scale", a.d > 0 ? 1.0 / std::sqrt(static_cast<double>(a.d)) : 1.0));
   int64_t slotSize = kBlockRows * a.s;
-  int64_t slots =
-      a.s > 0 ? ws.shape[0] / slotSize : int64_t(1) << 30;
+  int64_t slots = a.s > 0 ? ws.shape[0] / slotSize : int64_t(1) << 30;
   int64_t group = a.hq / a.hkv;
   int64_t blocks = (a.t + kBlockRows - 1) / kBlockRows;
   int64_t tasks = a.b * a.hq * blocks;
@@ -273,9 +285,10 @@ std::string runAttention(const KernelCall &call) {
       int64_t rows = std::min(kBlockRows, a.t - t0);
       const float *qp = q + (bh * a.t + t0) * a.d;
       int64_t kvHead = bi * a.hkv + h / group;
-      // The block's keys: from its first row's first to its last row's
-      // limit (rows see later keys as t grows).
-      int64_t first = visible.first(t0);
+      AttentionKeys visible = all.atBatch(bi);
+      // The block's keys: from its rows' first to its last row's limit
+      // (rows see later keys as t grows).
+      int64_t first = visible.blockFirst(t0, rows);
       int64_t keys = visible.limit(t0 + rows - 1) - first;
       const float *kp = k + (kvHead * a.s + first) * a.d;
       const float *vp = v + (kvHead * a.s + first) * a.dv;
@@ -371,7 +384,8 @@ std::string runEmbedding(const KernelCall &call) {
 
 void addTransformerKernels(std::vector<KernelDef> &table) {
   table.push_back({"rope", 4, checkRope, runRope});
-  // q, k, v, [bias], y, workspace: 5 or 6 operands (attribute `bias`).
+  // q, k, v, [bias], [positions], y, workspace: 5 to 7 operands
+  // (attributes `bias` and `positions`).
   table.push_back({"attention", -1, checkAttention, runAttention});
   table.push_back({"embedding", 3, checkEmbedding, runEmbedding});
 }

@@ -145,6 +145,11 @@ bool withBias(const KernelCall &call) {
 /// of the device kernels. `count` counts the operands without a bias.
 std::string checkCommon(const KernelCall &call, const char *kernel,
                         size_t count, size_t qi) {
+  if (call.attributes.find("positions")) {
+    return "document masking (attention positions, from sample_packing: "
+           "true) runs on the CPU backend only: the CUDA attention kernels "
+           "do not implement it yet";
+  }
   count += withBias(call) ? 1 : 0;
   if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
@@ -348,7 +353,8 @@ const char *const kAttentionGradFunctions[] = {
 } // namespace
 
 void addAttentionCudaKernels(std::vector<CudaKernelDef> &table) {
-  // Variadic like the CPU kernels: the bias operand is optional.
+  // Variadic like the CPU kernels: the bias operand is optional (and
+  // document masking's positions operand, which checkCommon refuses).
   table.push_back(
       {"attention", -1, checkAttention, launchAttention, kAttentionFunctions});
   table.push_back({"attention_grad", -1, checkAttentionGrad,

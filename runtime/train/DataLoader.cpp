@@ -443,13 +443,18 @@ std::unique_ptr<DataLoader> DataLoader::open(const DataOptions &options,
       error = "dummy data needs the plan's vocab_size";
       return nullptr;
     }
-    if (options.layout == SequenceLayout::Padded || options.valSetSize > 0) {
+    bool examplesNeeded = options.layout == SequenceLayout::Padded ||
+                          options.layout == SequenceLayout::Packed;
+    if (examplesNeeded || options.valSetSize > 0) {
       error = std::string("dummy data is an endless token stream without "
                           "examples, so ") +
               (options.valSetSize > 0 ? "it has none to hold out for "
                                         "val_set_size"
-                                      : "sample_packing: false (one example "
-                                        "per sequence) cannot apply");
+               : options.layout == SequenceLayout::Packed
+                   ? "sample_packing: true (examples packed with their own "
+                     "positions) cannot apply"
+                   : "sample_packing: false (one example per sequence) "
+                     "cannot apply");
       return nullptr;
     }
     loader->dummy = true;
@@ -524,13 +529,19 @@ std::string DataLoader::arrange(const std::string &what) {
     padded = false;
     break;
   case SequenceLayout::Padded:
+  case SequenceLayout::Packed:
     if (firstBinary) {
+      bool packing = options.layout == SequenceLayout::Packed;
       return firstBinary->path +
-             ": a binary token stream has no example boundaries, so "
-             "sample_packing: false (one example per sequence) cannot apply; "
-             "use JSONL examples or leave sample_packing unset";
+             ": a binary token stream has no example boundaries, so " +
+             (packing ? "sample_packing: true (examples packed with their "
+                        "own positions)"
+                      : "sample_packing: false (one example per sequence)") +
+             " cannot apply; use JSONL examples" +
+             (packing ? "" : " or leave sample_packing unset");
     }
     padded = true;
+    packed = options.layout == SequenceLayout::Packed;
     break;
   case SequenceLayout::ByData:
     if (firstJsonl && firstBinary) {
@@ -605,7 +616,10 @@ std::string DataLoader::arrangeExamples(const std::string &what) {
       return problem;
     }
   }
-  sequences = examples.size();
+  if (packed) {
+    packs = packExamples(examples);
+  }
+  sequences = packed ? packs.size() : examples.size();
   std::string rows = " of " + std::to_string(rowsRead) + " examples ";
   if (truncated > 0) {
     addWarning(std::to_string(truncated) + rows +
@@ -617,8 +631,8 @@ std::string DataLoader::arrangeExamples(const std::string &what) {
                "have no token to train on (empty, or every label after the "
                "first is -100) and were left out");
   }
-  description = what + ": " + std::to_string(sequences) + " examples, " +
-                describeExamples(examples);
+  description = what + ": " + std::to_string(examples.size()) +
+                " examples, " + describeExamples(examples);
   if (dropped > 0) {
     description +=
         ", " + std::to_string(dropped) + " left out (nothing to train)";
@@ -639,8 +653,12 @@ DataLoader::describeExamples(const std::vector<Example> &list) const {
     real += example.length;
     truncated += example.truncated;
   }
-  uint64_t total = list.size() * length;
-  std::string text = "one per sequence of " + std::to_string(length);
+  uint64_t count = packed ? packExamples(list).size() : list.size();
+  uint64_t total = count * length;
+  std::string text =
+      packed ? "packed into " + std::to_string(count) + " sequences of " +
+                   std::to_string(length) + " with per-example positions"
+             : "one per sequence of " + std::to_string(length);
   if (truncated > 0) {
     text += " (" + std::to_string(truncated) + " truncated)";
   }
@@ -653,6 +671,22 @@ DataLoader::describeExamples(const std::vector<Example> &list) const {
                     static_cast<double>(total));
   return text + ", padded with id " + std::to_string(options.padTokenId) +
          " (" + share + " of the tokens)";
+}
+
+std::vector<DataLoader::Pack>
+DataLoader::packExamples(const std::vector<Example> &list) const {
+  uint64_t length = static_cast<uint64_t>(options.sequenceLen);
+  std::vector<Pack> result;
+  uint64_t used = length; // no open sequence yet
+  for (uint64_t i = 0; i < list.size(); ++i) {
+    if (used + list[i].length > length) {
+      result.push_back({i, 0});
+      used = 0;
+    }
+    ++result.back().count;
+    used += list[i].length;
+  }
+  return result;
 }
 
 std::string DataLoader::holdOut(const std::string &what) {
@@ -697,11 +731,15 @@ std::unique_ptr<DataLoader> DataLoader::heldOut() const {
   loader->options.shuffle = false;
   loader->options.valSetSize = 0;
   loader->padded = true;
+  loader->packed = packed;
   loader->segments = segments;
   loader->tokens = tokens;
   loader->rowsRead = held.size();
   loader->examples = held;
-  loader->sequences = held.size();
+  if (packed) {
+    loader->packs = packExamples(held);
+  }
+  loader->sequences = packed ? loader->packs.size() : held.size();
   loader->description = heldDescription + describeExamples(held);
   return loader;
 }
@@ -751,12 +789,22 @@ uint64_t DataLoader::sequenceAt(uint64_t epoch, uint64_t index) {
   return order[index];
 }
 
-void DataLoader::next(int64_t *inputIds, int64_t *labels) {
+/// Positions 0, 1, ... over `count` tokens (null: nothing to write).
+static void countUp(int64_t *positions, uint64_t count) {
+  for (uint64_t i = 0; positions && i < count; ++i) {
+    positions[i] = static_cast<int64_t>(i);
+  }
+}
+
+void DataLoader::next(int64_t *inputIds, int64_t *labels,
+                      int64_t *positions) {
   uint64_t length = static_cast<uint64_t>(options.sequenceLen);
   for (int64_t row = 0; row < options.microBatchSize; ++row) {
     int64_t *ids = inputIds + row * length;
     int64_t *rowLabels = labels + row * length;
+    int64_t *rowPositions = positions ? positions + row * length : nullptr;
     if (dummy) {
+      countUp(rowPositions, length);
       // Counter-based, so any position can be resumed without replaying.
       uint64_t base = splitMix64(options.seed ^ 0x7461696c6f72ull);
       for (uint64_t t = 0; t < length; ++t) {
@@ -769,7 +817,8 @@ void DataLoader::next(int64_t *inputIds, int64_t *labels) {
       ++pos.index;
       continue;
     }
-    fillSequence(sequenceAt(pos.epoch, pos.index), ids, rowLabels);
+    fillSequence(sequenceAt(pos.epoch, pos.index), ids, rowLabels,
+                 rowPositions);
     if (++pos.index == sequences) {
       pos.index = 0;
       ++pos.epoch;
@@ -778,18 +827,39 @@ void DataLoader::next(int64_t *inputIds, int64_t *labels) {
 }
 
 void DataLoader::fillSequence(uint64_t sequence, int64_t *ids,
-                              int64_t *labels) const {
+                              int64_t *labels, int64_t *positions) const {
   uint64_t length = static_cast<uint64_t>(options.sequenceLen);
   if (!padded) {
     copyTokens(sequence * length, length, ids, labels);
+    countUp(positions, length);
     return;
   }
-  const Example &example = examples[sequence];
-  copyTokens(example.start, example.length, ids, labels);
+  uint64_t used = 0;
+  Pack one = {sequence, 1};
+  const Pack &pack = packed ? packs[sequence] : one;
+  for (uint64_t i = pack.first; i < pack.first + pack.count; ++i) {
+    const Example &example = examples[i];
+    copyTokens(example.start, example.length, ids + used, labels + used);
+    countUp(positions ? positions + used : nullptr, example.length);
+    // Label t + 1 is what token t predicts: the previous example's last
+    // token must not predict this one's first. (The first label of a
+    // sequence never counts anyway; padded rows keep theirs as read.)
+    if (packed) {
+      labels[used] = kIgnoreIndex;
+    }
+    used += example.length;
+  }
   // Right padding: under a causal mask no real token sees a pad, and the
-  // pads' labels do not count, so the loss is that of the example alone.
-  std::fill(ids + example.length, ids + length, options.padTokenId);
-  std::fill(labels + example.length, labels + length, kIgnoreIndex);
+  // pads' labels do not count, so the loss is that of the examples alone.
+  // Packed, the pads are one more example (positions from 0); one example
+  // per row, the row counts 0..T-1 through them.
+  std::fill(ids + used, ids + length, options.padTokenId);
+  std::fill(labels + used, labels + length, kIgnoreIndex);
+  if (packed) {
+    countUp(positions ? positions + used : nullptr, length - used);
+  } else {
+    countUp(positions, length);
+  }
 }
 
 uint64_t DataLoader::batchesPerPass() const {
@@ -797,21 +867,23 @@ uint64_t DataLoader::batchesPerPass() const {
   return dummy ? 0 : (sequences + batch - 1) / batch;
 }
 
-void DataLoader::batchAt(uint64_t batch, int64_t *inputIds,
-                         int64_t *labels) const {
+void DataLoader::batchAt(uint64_t batch, int64_t *inputIds, int64_t *labels,
+                         int64_t *positions) const {
   uint64_t length = static_cast<uint64_t>(options.sequenceLen);
   uint64_t rows = static_cast<uint64_t>(options.microBatchSize);
   for (uint64_t row = 0; row < rows; ++row) {
     int64_t *ids = inputIds + row * length;
     int64_t *rowLabels = labels + row * length;
+    int64_t *rowPositions = positions ? positions + row * length : nullptr;
     uint64_t sequence = batch * rows + row;
     if (!dummy && sequence < sequences) {
-      fillSequence(sequence, ids, rowLabels);
+      fillSequence(sequence, ids, rowLabels, rowPositions);
       continue;
     }
     // Past the last sequence: a row that counts for nothing.
     std::fill(ids, ids + length, options.padTokenId);
     std::fill(rowLabels, rowLabels + length, kIgnoreIndex);
+    countUp(rowPositions, length);
   }
 }
 

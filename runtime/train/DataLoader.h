@@ -12,20 +12,31 @@
 // prompt + completion, labels -100 over the prompt: loss on the completion
 // only, as TRL's prompt-completion datasets).
 //
-// Two layouts turn data into sequences of exactly sequence_len tokens:
+// Three layouts turn data into sequences of exactly sequence_len tokens:
 //  - padded (JSONL; the recipe's `sample_packing: false`): each example is
 //    its own sequence, right-padded with pad_token_id whose labels are -100
 //    (exact under a causal model: no real token attends to a later pad), or
 //    truncated to sequence_len. Examples left with no trained token are
 //    dropped; both are counted in the description and the warning.
+//  - packed (JSONL; `sample_packing: true`): examples, truncated and dropped
+//    as in padded, are packed greedily in file order: each sequence takes
+//    the next examples while they fit, and its remainder is padding
+//    (pad_token_id, labels -100). Every sequence comes with position ids
+//    that restart at 0 at each example's first token (and at the padding,
+//    which counts as one more example), which the plan uses both as the
+//    rotary/learned positions and as document masking in attention (the
+//    compiler's tailor-pack-sequences), so each example is computed
+//    exactly as it would be alone. The label of each example's first token
+//    is -100: the model shifts labels (token t predicts label t + 1), and
+//    that label would have the previous example's last token predict this
+//    example's first one. The loss is then the mean over the counted tokens
+//    of the micro-batch, as padded batches give. The packing is fixed when
+//    the data is opened; epochs shuffle the packed sequences.
 //  - stream (binary files and dummy, which have no example boundaries; and
 //    `tailor quantize`'s calibration): everything is concatenated and cut
 //    into non-overlapping sequences; a trailing remainder is dropped.
-// JSONL rows of exactly sequence_len tokens give the same sequences either
-// way. Packing several examples into one sequence needs per-example
-// positions and document masking in attention, which the plans do not have
-// yet; concatenating them without that would let examples attend to each
-// other, so there is no such layout.
+// JSONL rows of exactly sequence_len tokens give the same sequences in
+// every layout (and position ids 0..T-1).
 //
 // Each epoch visits the sequences in a permutation drawn from a seeded PRNG
 // (or in file order), and a micro-batch is the next micro_batch_size
@@ -62,6 +73,10 @@ enum class SequenceLayout {
   /// Everything concatenated and cut into sequences (calibration data,
   /// where every sequence must be full).
   Stream,
+  /// Examples packed greedily into sequences, with per-example position
+  /// ids (`sample_packing: true`); data without example boundaries is an
+  /// error.
+  Packed,
 };
 
 struct DataOptions {
@@ -107,8 +122,10 @@ public:
   DataLoader &operator=(const DataLoader &) = delete;
 
   /// Writes the next micro-batch, micro_batch_size x sequence_len row-major,
-  /// into `inputIds` and `labels`, and advances.
-  void next(int64_t *inputIds, int64_t *labels);
+  /// into `inputIds` and `labels` (and, unless null, each token's position
+  /// within its example into `positions`: 0..T-1 per row unless packed),
+  /// and advances.
+  void next(int64_t *inputIds, int64_t *labels, int64_t *positions = nullptr);
 
   /// The examples held out by `valSetSize`, as a loader of their own (in
   /// file order, not shuffled; it shares this loader's storage and may
@@ -119,7 +136,8 @@ public:
   uint64_t batchesPerPass() const;
   /// Writes micro-batch `batch` of a pass over the sequences in file order
   /// (for validation); does not move the position.
-  void batchAt(uint64_t batch, int64_t *inputIds, int64_t *labels) const;
+  void batchAt(uint64_t batch, int64_t *inputIds, int64_t *labels,
+               int64_t *positions = nullptr) const;
 
   DataPosition position() const { return pos; }
   /// Moves to `position` (from a checkpoint); fails if it does not fit this
@@ -136,13 +154,19 @@ public:
   std::string warning() const { return warningText; }
 
 private:
-  /// A run of the token stream that is one example (padded layout).
+  /// A run of the token stream that is one example (padded and packed
+  /// layouts).
   struct Example {
     uint64_t start = 0;
     /// At most sequence_len.
     uint64_t length = 0;
     /// Longer than sequence_len in the file.
     bool truncated = false;
+  };
+  /// A packed sequence: examples [first, first + count) of the list.
+  struct Pack {
+    uint64_t first = 0;
+    uint64_t count = 0;
   };
 
   DataLoader() = default;
@@ -151,28 +175,37 @@ private:
   /// Picks the layout and cuts the stream into sequences or examples.
   std::string arrange(const std::string &what);
   std::string arrangeExamples(const std::string &what);
-  /// "one per sequence of 16, padded with id 0 (12.5% of the tokens)".
+  /// "one per sequence of 16, padded with id 0 (12.5% of the tokens)", or
+  /// "packed into 3 sequences of 16, ..." when packed.
   std::string describeExamples(const std::vector<Example> &list) const;
+  /// Packs `list` greedily, in order, into sequences of sequence_len.
+  std::vector<Pack> packExamples(const std::vector<Example> &list) const;
   void addWarning(const std::string &text);
   /// Moves `valSetSize` examples (a seeded choice) into `held`.
   std::string holdOut(const std::string &what);
   /// Copies `count` tokens of the stream starting at token `start`.
   void copyTokens(uint64_t start, uint64_t count, int64_t *tokens,
                   int64_t *labels) const;
-  /// Writes sequence `sequence` (padded if it is a short example).
-  void fillSequence(uint64_t sequence, int64_t *ids, int64_t *labels) const;
+  /// Writes sequence `sequence` (padded if it is a short example or a
+  /// pack) and, unless null, its position ids.
+  void fillSequence(uint64_t sequence, int64_t *ids, int64_t *labels,
+                    int64_t *positions) const;
   /// The sequence at `index` of epoch `epoch`'s order.
   uint64_t sequenceAt(uint64_t epoch, uint64_t index);
 
   DataOptions options;
   bool dummy = false;
   bool padded = false;
+  /// Packed layout (with `padded`: examples, several per sequence).
+  bool packed = false;
   std::vector<std::shared_ptr<DataSegment>> segments;
   uint64_t tokens = 0;
   uint64_t sequences = 0;
   /// Padded layout: the examples (one per sequence), and those held out.
   std::vector<Example> examples;
   std::vector<Example> held;
+  /// Packed layout: the sequences, as runs of `examples`.
+  std::vector<Pack> packs;
   std::string heldDescription;
   /// JSONL rows read (examples before any was left out).
   uint64_t rowsRead = 0;

@@ -182,7 +182,7 @@ struct Run {
   const fb::Training *training = nullptr;
   int trainEntry = -1, optimizerEntry = -1;
   int64_t microBatch = 0, sequenceLen = 0, accumulation = 1;
-  Slot inputIds, labels, seedSlot, loss, stepSlot, lr, gradNorm;
+  Slot inputIds, labels, positionIds, seedSlot, loss, stepSlot, lr, gradNorm;
   /// The gradient accumulators train_step adds into.
   std::vector<uint32_t> gradBuffers;
   CheckpointLayout layout;
@@ -190,6 +190,9 @@ struct Run {
   int64_t stopAfter = -1;
   std::unique_ptr<DataLoader> data, validation;
   std::vector<int64_t> ids, targets;
+  /// Each token's position within its example (sample packing's
+  /// position_ids input); empty when the plan takes none.
+  std::vector<int64_t> positions;
 
   explicit Run(const TrainOptions &options)
       : options(options), out(options.out), err(options.err) {}
@@ -247,6 +250,7 @@ std::string bindSlots(Run &run) {
           plan, session, root.inputs(), run.trainEntry, "train_step", "input",
           {{"input_ids", true, tokenShape, ints, &run.inputIds},
            {"labels", true, tokenShape, ints, &run.labels},
+           {"position_ids", false, tokenShape, ints, &run.positionIds},
            {"seed", false, {}, ints, &run.seedSlot}});
       !problem.empty()) {
     return problem;
@@ -317,10 +321,11 @@ std::string readSettings(Run &run) {
 std::string openData(Run &run) {
   const TrainOptions &options = run.options;
   const fb::Training &training = *run.training;
-  if (training.sample_packing() && *training.sample_packing()) {
-    return run.name() + ": the plan asks for sample_packing: true, which "
-                        "needs per-example position ids and document masking "
-                        "that this runtime does not have";
+  bool packing = training.sample_packing() && *training.sample_packing();
+  if (packing && run.positionIds.buffer < 0) {
+    return run.name() + ": the plan asks for sample_packing: true but its "
+                        "train_step takes no position_ids (compiled by an "
+                        "older tailor?); recompile it";
   }
   DataOptions dataOptions;
   dataOptions.path = options.dataPath;
@@ -330,8 +335,9 @@ std::string openData(Run &run) {
   dataOptions.vocabSize = training.vocab_size();
   dataOptions.shuffle = training.shuffle();
   dataOptions.seed = training.seed();
-  dataOptions.layout = training.sample_packing() ? SequenceLayout::Padded
-                                                 : SequenceLayout::ByData;
+  dataOptions.layout = packing                    ? SequenceLayout::Packed
+                        : training.sample_packing() ? SequenceLayout::Padded
+                                                    : SequenceLayout::ByData;
   dataOptions.padTokenId = training.pad_token_id();
   dataOptions.valSetSize = training.val_set_size();
   if (dataOptions.valSetSize > 0 && !options.evalDataPath.empty()) {
@@ -492,10 +498,18 @@ void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   std::fflush(out);
 }
 
+/// Where the loader writes position ids: null when the plan takes none.
+int64_t *positionsOf(Run &run) {
+  return run.positions.empty() ? nullptr : run.positions.data();
+}
+
 /// Writes one micro-batch into the plan's inputs.
 void feed(Run &run, int64_t step, int64_t micro) {
   writeInts(run.inputIds, run.ids.data(), run.ids.size());
   writeInts(run.labels, run.targets.data(), run.targets.size());
+  if (run.positionIds.buffer >= 0) {
+    writeInts(run.positionIds, run.positions.data(), run.positions.size());
+  }
   if (run.seedSlot.buffer >= 0) {
     int64_t seed = dropoutSeed(run.training->seed(), step, micro);
     writeInts(run.seedSlot, &seed, 1);
@@ -506,7 +520,7 @@ void feed(Run &run, int64_t step, int64_t micro) {
 std::string accumulate(Run &run, int64_t step, double &meanLoss) {
   double lossSum = 0;
   for (int64_t micro = 0; micro < run.accumulation; ++micro) {
-    run.data->next(run.ids.data(), run.targets.data());
+    run.data->next(run.ids.data(), run.targets.data(), positionsOf(run));
     feed(run, step, micro);
     if (std::string problem = run.session->runEntry(run.trainEntry);
         !problem.empty()) {
@@ -563,7 +577,8 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
   uint64_t counted = 0;
   DataLoader &validation = *run.validation;
   for (uint64_t batch = 0; batch < validation.batchesPerPass(); ++batch) {
-    validation.batchAt(batch, run.ids.data(), run.targets.data());
+    validation.batchAt(batch, run.ids.data(), run.targets.data(),
+                       positionsOf(run));
     feed(run, step, 0);
     if (std::string problem = run.session->runEntry(run.trainEntry);
         !problem.empty()) {
@@ -774,6 +789,9 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
   printHeader(run, state.globalStep, tokensPerStep);
   run.ids.resize(static_cast<size_t>(run.microBatch * run.sequenceLen));
   run.targets.resize(run.ids.size());
+  if (run.positionIds.buffer >= 0) {
+    run.positions.resize(run.ids.size());
+  }
   if (state.globalStep >= run.maxSteps) {
     return finish(run, result);
   }

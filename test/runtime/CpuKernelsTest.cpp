@@ -208,7 +208,7 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
   EXPECT_EQ(seen.size(), std::size(names));
   EXPECT_EQ(findCpuKernel("no_such_kernel"), nullptr);
   EXPECT_EQ(findCpuKernel("linear")->arity, -1);
-  // q, k, v, [bias], y, workspace.
+  // q, k, v, [bias], [positions], y, workspace.
   EXPECT_EQ(findCpuKernel("attention")->arity, -1);
 }
 
@@ -1017,6 +1017,108 @@ TEST(CpuTransformerTest, AttentionGqaCausalAndPlain) {
       }
     }
   }
+}
+
+namespace {
+/// Rows [s0, s0 + len) of batch entry b of a [B, H, T, X] tensor, as
+/// [1, H, len, X].
+Buffer segmentRows(const Buffer &x, int64_t b, int64_t s0, int64_t len) {
+  int64_t h = x.shape[1], t = x.shape[2], w = x.shape[3];
+  Buffer out(x.dtype, {1, h, len, w});
+  for (int64_t hi = 0; hi < h; ++hi) {
+    for (int64_t r = 0; r < len; ++r) {
+      for (int64_t i = 0; i < w; ++i) {
+        out.set((hi * len + r) * w + i,
+                x.at(((b * h + hi) * t + s0 + r) * w + i));
+      }
+    }
+  }
+  return out;
+}
+
+/// Packed sequences of T = 70 (two row blocks): batch 0 holds examples of
+/// 10, 50 and 10 tokens, batch 1 of 64 (a whole block) and 6. Returns the
+/// [B, T] positions and each batch entry's example starts (end included).
+Buffer packedPositions(std::vector<std::vector<int64_t>> &starts) {
+  starts = {{0, 10, 60, 70}, {0, 64, 70}};
+  Buffer positions(DType::I64, {2, 70});
+  for (int64_t b = 0; b < 2; ++b) {
+    for (size_t e = 0; e + 1 < starts[b].size(); ++e) {
+      for (int64_t t = starts[b][e]; t < starts[b][e + 1]; ++t) {
+        positions.set(b * 70 + t, static_cast<double>(t - starts[b][e]));
+      }
+    }
+  }
+  return positions;
+}
+} // namespace
+
+// Tests that document masking (positions) computes each packed example as
+// the reference computes it alone, across row blocks, with GQA, and that
+// negative positions are refused.
+TEST(CpuTransformerTest, AttentionPositionsKeepPackedExamplesApart) {
+  std::vector<std::vector<int64_t>> starts;
+  Buffer positions = packedPositions(starts);
+  const int64_t hq = 4, hkv = 2, t = 70, d = 16, dv = 8;
+  Buffer q = randomBuffer(DType::F32, {2, hq, t, d}, -1, 1, 31);
+  Buffer k = randomBuffer(DType::F32, {2, hkv, t, d}, -1, 1, 32);
+  Buffer v = randomBuffer(DType::F32, {2, hkv, t, dv}, -1, 1, 33);
+  Buffer ws(DType::F32, {3 * 64 * t});
+  double scale = 0.3;
+  std::vector<Attribute> attrs = {intAttr("causal", 1),
+                                  floatAttr("scale", scale),
+                                  intAttr("positions", 3)};
+  // With a (zero) bias operand too, the positions come after it.
+  Buffer zeroBias(DType::F32, {1, 1, 1, 1});
+  std::vector<Attribute> biasAttrs = {intAttr("causal", 1),
+                                      floatAttr("scale", scale),
+                                      intAttr("bias", 1),
+                                      intAttr("positions", 4)};
+  for (int run = 0; run < 3; ++run) {
+    ThreadPool *pool = run == 1 ? nullptr : &pool4();
+    Buffer y = randomBuffer(DType::F32, {2, hq, t, dv}, -9, 9, 34);
+    ASSERT_EQ(run == 2 ? runKernel("attention",
+                                   {&q, &k, &v, &zeroBias, &positions, &y, &ws},
+                                   biasAttrs, pool)
+                       : runKernel("attention",
+                                   {&q, &k, &v, &positions, &y, &ws}, attrs,
+                                   pool),
+              "");
+    for (int64_t b = 0; b < 2; ++b) {
+      for (size_t e = 0; e + 1 < starts[b].size(); ++e) {
+        int64_t s0 = starts[b][e], len = starts[b][e + 1] - s0;
+        AttentionCase alone{1, hq, hkv, len, len, d, dv, true, 1};
+        std::vector<double> want =
+            attentionRef(alone, segmentRows(q, b, s0, len),
+                         segmentRows(k, b, s0, len), segmentRows(v, b, s0, len),
+                         scale);
+        expectAllNear(segmentRows(y, b, s0, len), want, 1e-4, 1e-5,
+                      "packed example " + std::to_string(e) + " of batch " +
+                          std::to_string(b));
+      }
+    }
+  }
+  // Checks: positions need causal, i64 [B, T], an operand after q, k, v.
+  Buffer y(DType::F32, {2, hq, t, dv});
+  Buffer wrong(DType::I64, {2, 69});
+  auto check = [](std::vector<Buffer *> ops, std::vector<Attribute> a) {
+    return checkKernel("attention", ops, a);
+  };
+  EXPECT_NE(check({&q, &k, &v, &positions, &y, &ws},
+                  {intAttr("causal", 0), intAttr("positions", 3)})
+                .find("attribute 'positions' needs 'causal'"),
+            std::string::npos);
+  EXPECT_NE(check({&q, &k, &v, &wrong, &y, &ws},
+                  {intAttr("causal", 1), intAttr("positions", 3)})
+                .find("operand 3 must have shape [2, 70]"),
+            std::string::npos);
+  EXPECT_NE(check({&q, &k, &v, &positions, &y, &ws},
+                  {intAttr("causal", 1), intAttr("positions", 1)})
+                .find("expected an input operand after query, key and value"),
+            std::string::npos);
+  positions.set(75, -1);
+  EXPECT_EQ(runKernel("attention", {&q, &k, &v, &positions, &y, &ws}, attrs),
+            "positions[1, 5] = -1 is negative");
 }
 
 TEST(CpuTransformerTest, EmbeddingGathersAndRejectsBadIds) {

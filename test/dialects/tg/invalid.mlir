@@ -813,3 +813,30 @@ func.func @mod_shape(%a: tensor<2x4xi64>, %b: tensor<4xi64>) {
   %0 = tg.mod %a, %b : (tensor<2x4xi64>, tensor<4xi64>) -> tensor<4xi64>
   return
 }
+
+// -----
+
+// Tests that document-masking positions need a causal attention.
+func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<2x8xi64>) {
+  // expected-error @+1 {{expected positions (document masking) on a causal attention only}}
+  %0 = tg.attention %q, %q, %q positions %p : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that document-masking positions are [batch, query rows].
+func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<1x8xi64>) {
+  // expected-error @+1 {{expected positions of shape [2, 8] (batch, query rows), got [1, 8]}}
+  %0 = tg.attention %q, %q, %q positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<1x8xi64>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that the gradient's positions are checked as the forward's.
+func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<2x7xi64>) {
+  // expected-error @+1 {{expected positions of shape [2, 8] (batch, query rows), got [2, 7]}}
+  %0:3 = tg.attention_grad %q, %q, %q, %q positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x7xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+  return
+}

@@ -265,3 +265,19 @@ func.func @cumsum_mod_sign(%x: tensor<2x8xi64>, %y: tensor<8xi64>, %f: tensor<2x
   %4 = tg.sign %x : tensor<2x8xi64>
   return %0, %1, %2, %3, %4, %5 : tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>, tensor<2x8xi64>, tensor<2x8xf32>
 }
+
+// -----
+
+// Tests that attention and its gradient round-trip with document-masking
+// positions, alone and after a bias.
+// CHECK-LABEL: func.func @packed_attention
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8x16xf32>, %[[K:.+]]: tensor<2x2x8x16xf32>, %[[P:.+]]: tensor<2x8xi64>, %[[B:.+]]: tensor<1x1x1x8xf32>)
+// CHECK: %[[Y:.+]] = tg.attention %[[Q]], %[[K]], %[[K]] positions %[[P]] {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+// CHECK: tg.attention %[[Q]], %[[K]], %[[K]] bias %[[B]] positions %[[P]] {causal}
+// CHECK: tg.attention_grad %[[Y]], %[[Q]], %[[K]], %[[K]] positions %[[P]] {causal, window = 4 : i64}
+func.func @packed_attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %p: tensor<2x8xi64>, %b: tensor<1x1x1x8xf32>) {
+  %y = tg.attention %q, %k, %k positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+  %z = tg.attention %q, %k, %k bias %b positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<1x1x1x8xf32>, tensor<2x8xi64>) -> tensor<2x4x8x16xf32>
+  %dq, %dk, %dv = tg.attention_grad %y, %q, %k, %k positions %p {causal, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}

@@ -422,6 +422,16 @@ TEST_F(CudaKernelTest, AttentionChecks) {
   ops[3] = converted(ops[3], DType::BF16);
   EXPECT_EQ(checkCuda("attention", ops, attributesOf(biased)),
             "operand 3 must be f32 like operand 0, got bf16");
+
+  // Document masking (sample packing) runs on the CPU only for now.
+  std::vector<Attribute> packed = attributesOf(c);
+  packed.push_back(intAttr("positions", 3));
+  ops = forwardOperands(c);
+  ops.insert(ops.begin() + 3, HostTensor(DType::I64, {1, 4}));
+  EXPECT_NE(checkCuda("attention", ops, packed)
+                .find("document masking (attention positions, from "
+                      "sample_packing: true) runs on the CPU backend only"),
+            std::string::npos);
 }
 
 } // namespace

@@ -528,6 +528,123 @@ TEST(DataLoader, RowsOfSequenceLenGiveTheSameBatchesInEitherLayout) {
   }
 }
 
+/// A micro-batch with position ids.
+struct PackedBatch {
+  std::vector<int64_t> ids, labels, positions;
+};
+
+PackedBatch nextPacked(DataLoader &loader, const DataOptions &o) {
+  PackedBatch batch;
+  batch.ids.resize(static_cast<size_t>(o.sequenceLen * o.microBatchSize));
+  batch.labels.resize(batch.ids.size());
+  batch.positions.resize(batch.ids.size());
+  loader.next(batch.ids.data(), batch.labels.data(), batch.positions.data());
+  return batch;
+}
+
+TEST(DataLoader, PackedExamplesRestartPositionsAndNeverPredictAcross) {
+  TempDir dir;
+  std::string path = writeJsonl(
+      dir.path + "/rows.jsonl",
+      {"{\"input_ids\": [1, 2, 3]}", "{\"input_ids\": [4, 5]}",
+       "{\"input_ids\": [6, 7, 8, 9], \"labels\": [6, -100, 8, 9]}",
+       // Longer than sequence_len: truncated to 6, a sequence of its own.
+       "{\"input_ids\": [10, 11, 12, 13, 14, 15, 16, 17]}",
+       "{\"prompt\": [20, 21], \"completion\": [22]}",
+       // Nothing to train: left out before packing.
+       "{\"input_ids\": [30], \"labels\": [30]}"});
+  DataOptions o = options(path, 6, 2);
+  o.layout = SequenceLayout::Packed;
+  o.padTokenId = 99;
+  o.vocabSize = 100;
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  // [1 2 3 | 4 5] [6 7 8 9] [10..15] [20 21 22]: greedy, in file order.
+  EXPECT_EQ(loader->sequencesPerEpoch(), 4u);
+  PackedBatch a = nextPacked(*loader, o), b = nextPacked(*loader, o);
+  EXPECT_EQ(a.ids, (std::vector<int64_t>{1, 2, 3, 4, 5, 99, //
+                                         6, 7, 8, 9, 99, 99}));
+  // Each example's first label is -100 (token 3 must not predict 4), pads
+  // are -100.
+  EXPECT_EQ(a.labels, (std::vector<int64_t>{I, 2, 3, I, 5, I, //
+                                            I, I, 8, 9, I, I}));
+  // Positions restart per example, and at the padding.
+  EXPECT_EQ(a.positions, (std::vector<int64_t>{0, 1, 2, 0, 1, 0, //
+                                               0, 1, 2, 3, 0, 1}));
+  EXPECT_EQ(b.ids, (std::vector<int64_t>{10, 11, 12, 13, 14, 15, //
+                                         20, 21, 22, 99, 99, 99}));
+  EXPECT_EQ(b.labels, (std::vector<int64_t>{I, 11, 12, 13, 14, 15, //
+                                            I, I, 22, I, I, I}));
+  EXPECT_EQ(b.positions, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, //
+                                               0, 1, 2, 0, 1, 2}));
+  EXPECT_NE(loader->describe().find(
+                "rows.jsonl: 5 examples, packed into 4 sequences of 6 with "
+                "per-example positions (1 truncated), padded with id 99 "
+                "(25.0% of the tokens), 1 left out"),
+            std::string::npos)
+      << loader->describe();
+
+  // Validation passes pack the same way, and fill past the end with pads.
+  std::vector<int64_t> ids(12), labels(12), positions(12);
+  loader->batchAt(1, ids.data(), labels.data(), positions.data());
+  EXPECT_EQ(ids, b.ids);
+  EXPECT_EQ(positions, b.positions);
+
+  // Shuffled, the packs stay whole: every epoch is a permutation of them.
+  o.shuffle = true;
+  auto shuffled = openOk(o);
+  ASSERT_TRUE(shuffled);
+  std::multiset<std::vector<int64_t>> seen, want = {
+      {1, 2, 3, 4, 5, 99}, {6, 7, 8, 9, 99, 99},
+      {10, 11, 12, 13, 14, 15}, {20, 21, 22, 99, 99, 99}};
+  for (int i = 0; i < 2; ++i) {
+    PackedBatch x = nextPacked(*shuffled, o);
+    seen.insert(std::vector<int64_t>(x.ids.begin(), x.ids.begin() + 6));
+    seen.insert(std::vector<int64_t>(x.ids.begin() + 6, x.ids.end()));
+  }
+  EXPECT_EQ(seen, want);
+}
+
+TEST(DataLoader, PackedHeldOutExamplesArePackedToo) {
+  TempDir dir;
+  std::vector<std::string> rows;
+  for (int i = 0; i < 10; ++i) {
+    rows.push_back("{\"input_ids\": [" + std::to_string(i) + ", " +
+                   std::to_string(i + 10) + "]}");
+  }
+  std::string path = writeJsonl(dir.path + "/rows.jsonl", rows);
+  DataOptions o = options(path, 4, 1);
+  o.layout = SequenceLayout::Packed;
+  o.valSetSize = 4;
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  // 6 training examples of 2 tokens, two per sequence of 4.
+  EXPECT_EQ(loader->sequencesPerEpoch(), 3u);
+  auto held = loader->heldOut();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->sequencesPerEpoch(), 2u);
+  std::vector<int64_t> ids(4), labels(4), positions(4);
+  held->batchAt(0, ids.data(), labels.data(), positions.data());
+  EXPECT_EQ(positions, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(labels[0], I);
+  EXPECT_EQ(labels[2], I);
+  EXPECT_NE(held->describe().find("packed into 2 sequences of 4"),
+            std::string::npos)
+      << held->describe();
+}
+
+TEST(DataLoader, UnpackedLayoutsGivePositionsFromZero) {
+  TempDir dir;
+  std::string path = writeJsonl(dir.path + "/rows.jsonl",
+                                {"{\"input_ids\": [1, 2]}"});
+  DataOptions o = options(path, 4, 1);
+  auto loader = openOk(o);
+  ASSERT_TRUE(loader);
+  PackedBatch a = nextPacked(*loader, o);
+  EXPECT_EQ(a.positions, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(a.labels, (std::vector<int64_t>{1, 2, I, I}));
+}
+
 TEST(DataLoader, StreamsHaveNoExamplesToPadOrHoldOut) {
   TempDir dir;
   std::string bin = dir.path + "/train.bin";
@@ -544,10 +661,22 @@ TEST(DataLoader, StreamsHaveNoExamplesToPadOrHoldOut) {
             std::string::npos)
       << openError(o);
 
+  o.layout = SequenceLayout::Packed;
+  o.valSetSize = 0;
+  EXPECT_NE(openError(o).find("train.bin: a binary token stream has no "
+                              "example boundaries, so sample_packing: true"),
+            std::string::npos)
+      << openError(o);
+
   DataOptions dummy = options("dummy", 4, 1, false, 50);
   dummy.layout = SequenceLayout::Padded;
   EXPECT_NE(openError(dummy).find("dummy data is an endless token stream"),
             std::string::npos);
+  dummy.layout = SequenceLayout::Packed;
+  EXPECT_NE(openError(dummy).find("sample_packing: true (examples packed "
+                                  "with their own positions) cannot apply"),
+            std::string::npos)
+      << openError(dummy);
 
   // A directory of both kinds: which one the user meant is unclear.
   writeJsonl(dir.path + "/train.jsonl", {"{\"input_ids\": [1, 2]}"});
