@@ -726,7 +726,8 @@ void printTraining(llvm::raw_ostream &os, const fb::Training &training) {
   os << "  data: sample_packing "
      << (!packing   ? "unset (JSONL: one padded example per sequence; token "
                       "streams: cut)"
-         : *packing ? "true"
+         : *packing ? "true (examples packed: positions restart and attention "
+                      "stays within each example)"
                     : "false (one padded example per sequence)")
      << ", pad_token_id " << training.pad_token_id() << ", shuffle "
      << (training.shuffle() ? "on" : "off") << "\n";
