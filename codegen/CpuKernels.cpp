@@ -151,7 +151,225 @@ static FailureOr<CpuKernelChoice> selectIndexingKernel(Operation *op) {
       });
 }
 
-FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
+/// A rank-relative axis counted from the front.
+static int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// tg.gelu's and tg.gelu_grad's `approximate` attribute as the kernels read
+/// it.
+static StringRef approximateName(tg::GeluApproximation approximation) {
+  return approximation == tg::GeluApproximation::Tanh ? "tanh" : "none";
+}
+
+namespace {
+/// The choice for each op kind whose kernel reads attributes or a
+/// workspace, one `select` overload per kind (or a shared helper for kinds
+/// that differ only in name). `threads` sizes per-worker workspaces.
+struct KernelSelector {
+  int64_t threads;
+
+  // --- Forward ops.
+  FailureOr<CpuKernelChoice> select(tg::BandMaskOp band) {
+    return ChoiceBuilder(band, "band_mask", arityOf(band))
+        .i("lower", band.getLowerDiagonal())
+        .i("upper", band.getUpperDiagonal())
+        .f("inside", band.getInside().convertToDouble())
+        .f("outside", band.getOutside().convertToDouble())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::GeluOp gelu) {
+    return ChoiceBuilder(gelu, "gelu", arityOf(gelu))
+        .s("approximate", approximateName(gelu.getApproximation()))
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::ReduceSumOp op) { return reduce(op); }
+  FailureOr<CpuKernelChoice> select(tg::ReduceMeanOp op) { return reduce(op); }
+  FailureOr<CpuKernelChoice> select(tg::ReduceMaxOp op) { return reduce(op); }
+  /// Reductions: the kernel is named like the op and reads sorted,
+  /// non-negative axes.
+  FailureOr<CpuKernelChoice> reduce(Operation *op) {
+    auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+    int64_t rank = rankOf(op->getOperand(0));
+    SmallVector<int64_t> normalized;
+    for (int64_t axis : axes.asArrayRef()) {
+      normalized.push_back(normalizeAxis(axis, rank));
+    }
+    llvm::sort(normalized);
+    return ChoiceBuilder(op, op->getName().stripDialect(), arityOf(op))
+        .ints("axes", normalized)
+        .i("keep_dims", op->hasAttr("keep_dims") ? 1 : 0)
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::SoftmaxOp softmax) {
+    return ChoiceBuilder(softmax, "softmax", arityOf(softmax))
+        .i("axis", normalizeAxis(softmax.getAxis(), rankOf(softmax.getInput())))
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::LinearOp linear) {
+    return ChoiceBuilder(linear, "linear", -1).done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::RMSNormOp norm) {
+    return ChoiceBuilder(norm, "rms_norm", arityOf(norm))
+        .f("epsilon", norm.getEpsilon().convertToDouble())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::LayerNormOp norm) {
+    return ChoiceBuilder(norm, "layer_norm", -1)
+        .f("epsilon", norm.getEpsilon().convertToDouble())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::RopeOp rope) {
+    return ChoiceBuilder(rope, "rope", arityOf(rope))
+        .i("interleaved", rope.getInterleaved() ? 1 : 0)
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::AttentionOp attention) {
+    auto query = llvm::cast<ShapedType>(attention.getQuery().getType());
+    auto key = llvm::cast<ShapedType>(attention.getKey().getType());
+    int64_t headDim = query.getShape().back();
+    int64_t keys = key.getShape()[2];
+    double scale = attention.getScale()
+                       ? attention.getScale()->convertToDouble()
+                       : 1.0 / std::sqrt(static_cast<double>(headDim));
+    // Variadic: q, k, v, [bias], [positions], y, workspace.
+    ChoiceBuilder choice(attention, "attention", -1);
+    choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
+    addAttentionMasking(choice, attention.getWindow(), attention.getSoftcap(),
+                        attention.getAlibiSlopes(), attention.getBias());
+    addAttentionPositions(choice, attention.getPositionsMutable());
+    choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
+                                   kAttentionBlockRows * keys *
+                                   static_cast<int64_t>(sizeof(float));
+    return choice.done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::TransposeOp transpose) {
+    return ChoiceBuilder(transpose, "transpose", arityOf(transpose))
+        .ints("permutation", transpose.getPermutation())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::SliceOp slice) {
+    return ChoiceBuilder(slice, "slice", arityOf(slice))
+        .ints("starts", slice.getStarts())
+        .ints("steps", slice.getSteps())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::ConcatOp concat) {
+    return ChoiceBuilder(concat, "concat", -1)
+        .i("axis", normalizeAxis(concat.getAxis(), rankOf(concat.getResult())))
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::SplitOp split) {
+    return ChoiceBuilder(split, "split", -1)
+        .i("axis", normalizeAxis(split.getAxis(), rankOf(split.getInput())))
+        .done();
+  }
+
+  // --- Training: gradients, loss, dropout, norms of gradients.
+  FailureOr<CpuKernelChoice> select(tg::GeluGradOp gelu) {
+    return ChoiceBuilder(gelu, "gelu_grad", arityOf(gelu))
+        .s("approximate", approximateName(gelu.getApproximation()))
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::RMSNormGradOp op) {
+    return normGrad(op, /*perRow=*/1);
+  }
+  FailureOr<CpuKernelChoice> select(tg::LayerNormGradOp op) {
+    return normGrad(op, /*perRow=*/2);
+  }
+  /// The workspace holds `perRow` statistics per row: 1/rms, or mean and
+  /// 1/std.
+  FailureOr<CpuKernelChoice> normGrad(Operation *op, int64_t perRow) {
+    auto input = llvm::cast<ShapedType>(op->getOperand(1).getType());
+    int64_t rows = input.getNumElements() / input.getShape().back();
+    ChoiceBuilder choice(op, op->getName().stripDialect(), arityOf(op) + 1);
+    choice.f("epsilon",
+             op->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble());
+    choice.choice.workspaceBytes =
+        std::max<int64_t>(1, rows * perRow) * sizeof(float);
+    return choice.done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::AttentionGradOp grad) {
+    auto query = llvm::cast<ShapedType>(grad.getQuery().getType());
+    auto key = llvm::cast<ShapedType>(grad.getKey().getType());
+    int64_t keys = key.getShape()[2];
+    double scale =
+        grad.getScale()
+            ? grad.getScale()->convertToDouble()
+            : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
+    // Variadic: dout, q, k, v, [bias], [positions], dq, dk, dv, workspace.
+    ChoiceBuilder choice(grad, "attention_grad", -1);
+    choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
+    addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap(),
+                        grad.getAlibiSlopes(), grad.getBias());
+    addAttentionPositions(choice, grad.getPositionsMutable());
+    // Per worker: one 64 x S block of probabilities, one of their
+    // gradients, and with a softcap one of the cap's derivative.
+    int64_t blocks = grad.getSoftcap() ? 3 : 2;
+    choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) * blocks *
+                                   kAttentionBlockRows * keys *
+                                   static_cast<int64_t>(sizeof(float));
+    return choice.done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::CrossEntropyOp op) {
+    return crossEntropy(op, /*forward=*/true);
+  }
+  FailureOr<CpuKernelChoice> select(tg::CrossEntropyGradOp op) {
+    return crossEntropy(op, /*forward=*/false);
+  }
+  /// The loss and its gradient read the same attributes; the forward also
+  /// has a workspace of per-row losses, summed in a fixed order.
+  FailureOr<CpuKernelChoice> crossEntropy(Operation *op, bool forward) {
+    auto reduction = op->getAttrOfType<tg::LossReductionAttr>("reduction");
+    tg::LossReduction kind =
+        reduction ? reduction.getValue() : tg::LossReduction::Mean;
+    int64_t ignore = -100;
+    if (auto attr = op->getAttrOfType<IntegerAttr>("ignore_index")) {
+      ignore = attr.getInt();
+    }
+    int64_t arity = arityOf(op);
+    ChoiceBuilder choice(op, op->getName().stripDialect(),
+                         forward ? arity + 1 : arity);
+    choice.i("ignore_index", ignore)
+        .s("reduction", tg::stringifyLossReduction(kind));
+    if (forward) {
+      auto logits = llvm::cast<ShapedType>(op->getOperand(0).getType());
+      choice.choice.workspaceBytes =
+          std::max<int64_t>(1, logits.getShape()[0]) * sizeof(float);
+    }
+    return choice.done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::SoftmaxGradOp grad) {
+    return ChoiceBuilder(grad, "softmax_grad", arityOf(grad))
+        .i("axis", static_cast<int64_t>(grad.getAxis()))
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::RopeGradOp rope) {
+    return ChoiceBuilder(rope, "rope_grad", arityOf(rope))
+        .i("interleaved", rope.getInterleaved() ? 1 : 0)
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::SliceGradOp slice) {
+    return ChoiceBuilder(slice, "slice_grad", arityOf(slice))
+        .ints("starts", slice.getStarts())
+        .ints("steps", slice.getSteps())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::DropoutOp dropout) {
+    return ChoiceBuilder(dropout, "dropout", arityOf(dropout))
+        .f("p", dropout.getP().convertToDouble())
+        .i("salt", dropout.getSalt())
+        .done();
+  }
+  FailureOr<CpuKernelChoice> select(tg::GlobalNormOp norm) {
+    return ChoiceBuilder(norm, "global_norm", -1).done();
+  }
+};
+} // namespace
+
+/// Fails naming the op when an operand or result has an element type no
+/// CPU kernel computes on.
+static LogicalResult checkCpuElementTypes(Operation *op) {
   for (Type type : llvm::concat<Type>(op->getOperandTypes(),
                                       op->getResultTypes())) {
     Type element = getElementTypeOrSelf(type);
@@ -161,217 +379,36 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
                              << " (it computes on f32, f64, i32, i64 and i1)";
     }
   }
-  StringRef mnemonic = op->getName().stripDialect();
-  int64_t arity = arityOf(op);
-  auto simple = [&](StringRef kernel) {
-    return ChoiceBuilder(op, kernel, arity).done();
-  };
+  return success();
+}
 
+FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
+  if (failed(checkCpuElementTypes(op))) {
+    return failure();
+  }
+  KernelSelector selector{threads};
   return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
-      // Elementwise: the kernel is named like the op.
-      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp,
-            tg::RsqrtOp, tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp,
-            tg::SiluOp, tg::ReluOp, tg::ErfOp, tg::SinOp, tg::CosOp,
-            tg::IsNanOp, tg::AddOp, tg::SubOp, tg::MulOp, tg::DivOp,
-            tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp, tg::LtOp, tg::GtOp,
-            tg::SelectOp, tg::CastOp, tg::MatmulOp, tg::EmbeddingOp,
-            tg::BroadcastOp>([&](Operation *) { return simple(mnemonic); })
-      .Case([&](tg::BandMaskOp band) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "band_mask", arity)
-            .i("lower", band.getLowerDiagonal())
-            .i("upper", band.getUpperDiagonal())
-            .f("inside", band.getInside().convertToDouble())
-            .f("outside", band.getOutside().convertToDouble())
-            .done();
-      })
-      .Case([&](tg::GeluOp gelu) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "gelu", arity)
-            .s("approximate", gelu.getApproximation() ==
-                                      tg::GeluApproximation::Tanh
-                                  ? "tanh"
-                                  : "none")
-            .done();
-      })
-      .Case<tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp>(
+      // Kernels named like the op that read no attributes.
+      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp, tg::RsqrtOp,
+            tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp, tg::SiluOp, tg::ReluOp,
+            tg::ErfOp, tg::SinOp, tg::CosOp, tg::IsNanOp, tg::AddOp, tg::SubOp,
+            tg::MulOp, tg::DivOp, tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp,
+            tg::LtOp, tg::GtOp, tg::SelectOp, tg::CastOp, tg::MatmulOp,
+            tg::EmbeddingOp, tg::BroadcastOp, tg::SiluGradOp,
+            tg::LinearWeightGradOp, tg::EmbeddingGradOp>(
           [&](Operation *) -> FailureOr<CpuKernelChoice> {
-            auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
-            int64_t rank = rankOf(op->getOperand(0));
-            SmallVector<int64_t> normalized;
-            for (int64_t axis : axes.asArrayRef()) {
-              normalized.push_back(axis < 0 ? axis + rank : axis);
-            }
-            llvm::sort(normalized);
-            return ChoiceBuilder(op, mnemonic, arity)
-                .ints("axes", normalized)
-                .i("keep_dims", op->hasAttr("keep_dims") ? 1 : 0)
+            return ChoiceBuilder(op, op->getName().stripDialect(), arityOf(op))
                 .done();
           })
-      .Case([&](tg::SoftmaxOp softmax) -> FailureOr<CpuKernelChoice> {
-        int64_t axis = softmax.getAxis();
-        int64_t rank = rankOf(softmax.getInput());
-        return ChoiceBuilder(op, "softmax", arity)
-            .i("axis", axis < 0 ? axis + rank : axis)
-            .done();
-      })
-      .Case([&](tg::LinearOp linear) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "linear", -1).done();
-      })
-      .Case([&](tg::RMSNormOp norm) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "rms_norm", arity)
-            .f("epsilon", norm.getEpsilon().convertToDouble())
-            .done();
-      })
-      .Case([&](tg::LayerNormOp norm) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "layer_norm", -1)
-            .f("epsilon", norm.getEpsilon().convertToDouble())
-            .done();
-      })
-      .Case([&](tg::RopeOp rope) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "rope", arity)
-            .i("interleaved", rope.getInterleaved() ? 1 : 0)
-            .done();
-      })
-      .Case([&](tg::AttentionOp attention) -> FailureOr<CpuKernelChoice> {
-        auto query = llvm::cast<ShapedType>(attention.getQuery().getType());
-        auto key = llvm::cast<ShapedType>(attention.getKey().getType());
-        int64_t headDim = query.getShape().back();
-        int64_t keys = key.getShape()[2];
-        double scale = attention.getScale()
-                           ? attention.getScale()->convertToDouble()
-                           : 1.0 / std::sqrt(static_cast<double>(headDim));
-        // Variadic: q, k, v, [bias], [positions], y, workspace.
-        ChoiceBuilder choice(op, "attention", -1);
-        choice.i("causal", attention.getCausal() ? 1 : 0).f("scale", scale);
-        addAttentionMasking(choice, attention.getWindow(),
-                            attention.getSoftcap(),
-                            attention.getAlibiSlopes(), attention.getBias());
-        addAttentionPositions(choice, attention.getPositionsMutable());
-        choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) *
-                                       kAttentionBlockRows * keys *
-                                       static_cast<int64_t>(sizeof(float));
-        return choice.done();
-      })
-      .Case([&](tg::TransposeOp transpose) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "transpose", arity)
-            .ints("permutation", transpose.getPermutation())
-            .done();
-      })
-      .Case([&](tg::SliceOp slice) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "slice", arity)
-            .ints("starts", slice.getStarts())
-            .ints("steps", slice.getSteps())
-            .done();
-      })
-      .Case([&](tg::ConcatOp concat) -> FailureOr<CpuKernelChoice> {
-        int64_t rank = rankOf(concat.getResult());
-        int64_t axis = concat.getAxis();
-        return ChoiceBuilder(op, "concat", -1)
-            .i("axis", axis < 0 ? axis + rank : axis)
-            .done();
-      })
-      .Case([&](tg::SplitOp split) -> FailureOr<CpuKernelChoice> {
-        int64_t rank = rankOf(split.getInput());
-        int64_t axis = split.getAxis();
-        return ChoiceBuilder(op, "split", -1)
-            .i("axis", axis < 0 ? axis + rank : axis)
-            .done();
-      })
-      // --- Training: gradients, loss, dropout, norms of gradients.
-      .Case<tg::SiluGradOp, tg::LinearWeightGradOp, tg::EmbeddingGradOp>(
-          [&](Operation *) { return simple(mnemonic); })
-      .Case([&](tg::GeluGradOp gelu) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "gelu_grad", arity)
-            .s("approximate", gelu.getApproximation() ==
-                                      tg::GeluApproximation::Tanh
-                                  ? "tanh"
-                                  : "none")
-            .done();
-      })
-      .Case<tg::RMSNormGradOp, tg::LayerNormGradOp>(
-          [&](Operation *) -> FailureOr<CpuKernelChoice> {
-            // The workspace holds per-row statistics: 1/rms, or mean and
-            // 1/std.
-            auto input = llvm::cast<ShapedType>(op->getOperand(1).getType());
-            int64_t rows = input.getNumElements() / input.getShape().back();
-            int64_t perRow = llvm::isa<tg::RMSNormGradOp>(op) ? 1 : 2;
-            ChoiceBuilder choice(op, mnemonic, arity + 1);
-            choice.f("epsilon",
-                     op->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble());
-            choice.choice.workspaceBytes =
-                std::max<int64_t>(1, rows * perRow) * sizeof(float);
-            return choice.done();
-          })
-      .Case([&](tg::AttentionGradOp grad) -> FailureOr<CpuKernelChoice> {
-        auto query = llvm::cast<ShapedType>(grad.getQuery().getType());
-        auto key = llvm::cast<ShapedType>(grad.getKey().getType());
-        int64_t keys = key.getShape()[2];
-        double scale =
-            grad.getScale()
-                ? grad.getScale()->convertToDouble()
-                : 1.0 / std::sqrt(static_cast<double>(query.getShape().back()));
-        // Variadic: dout, q, k, v, [bias], [positions], dq, dk, dv,
-        // workspace.
-        ChoiceBuilder choice(op, "attention_grad", -1);
-        choice.i("causal", grad.getCausal() ? 1 : 0).f("scale", scale);
-        addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap(),
-                            grad.getAlibiSlopes(), grad.getBias());
-        addAttentionPositions(choice, grad.getPositionsMutable());
-        // Per worker: one 64 x S block of probabilities, one of their
-        // gradients, and with a softcap one of the cap's derivative.
-        int64_t blocks = grad.getSoftcap() ? 3 : 2;
-        choice.choice.workspaceBytes = std::max<int64_t>(threads, 1) * blocks *
-                                       kAttentionBlockRows * keys *
-                                       static_cast<int64_t>(sizeof(float));
-        return choice.done();
-      })
-      .Case<tg::CrossEntropyOp, tg::CrossEntropyGradOp>(
-          [&](Operation *) -> FailureOr<CpuKernelChoice> {
-            auto reduction =
-                op->getAttrOfType<tg::LossReductionAttr>("reduction");
-            tg::LossReduction kind =
-                reduction ? reduction.getValue() : tg::LossReduction::Mean;
-            int64_t ignore = -100;
-            if (auto attr = op->getAttrOfType<IntegerAttr>("ignore_index")) {
-              ignore = attr.getInt();
-            }
-            bool forward = llvm::isa<tg::CrossEntropyOp>(op);
-            ChoiceBuilder choice(op, mnemonic, forward ? arity + 1 : arity);
-            choice.i("ignore_index", ignore)
-                .s("reduction", tg::stringifyLossReduction(kind));
-            if (forward) {
-              // Per-row losses, summed in a fixed order.
-              auto logits = llvm::cast<ShapedType>(op->getOperand(0).getType());
-              choice.choice.workspaceBytes =
-                  std::max<int64_t>(1, logits.getShape()[0]) * sizeof(float);
-            }
-            return choice.done();
-          })
-      .Case([&](tg::SoftmaxGradOp grad) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "softmax_grad", arity)
-            .i("axis", static_cast<int64_t>(grad.getAxis()))
-            .done();
-      })
-      .Case([&](tg::RopeGradOp rope) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "rope_grad", arity)
-            .i("interleaved", rope.getInterleaved() ? 1 : 0)
-            .done();
-      })
-      .Case([&](tg::SliceGradOp slice) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "slice_grad", arity)
-            .ints("starts", slice.getStarts())
-            .ints("steps", slice.getSteps())
-            .done();
-      })
-      .Case([&](tg::DropoutOp dropout) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "dropout", arity)
-            .f("p", dropout.getP().convertToDouble())
-            .i("salt", dropout.getSalt())
-            .done();
-      })
-      .Case([&](tg::GlobalNormOp) -> FailureOr<CpuKernelChoice> {
-        return ChoiceBuilder(op, "global_norm", -1).done();
-      })
-      // --- Gathers, scatters, cumsum, mod and sign on run-time tensors.
+      .Case<tg::BandMaskOp, tg::GeluOp, tg::ReduceSumOp, tg::ReduceMeanOp,
+            tg::ReduceMaxOp, tg::SoftmaxOp, tg::LinearOp, tg::RMSNormOp,
+            tg::LayerNormOp, tg::RopeOp, tg::AttentionOp, tg::TransposeOp,
+            tg::SliceOp, tg::ConcatOp, tg::SplitOp, tg::GeluGradOp,
+            tg::RMSNormGradOp, tg::LayerNormGradOp, tg::AttentionGradOp,
+            tg::CrossEntropyOp, tg::CrossEntropyGradOp, tg::SoftmaxGradOp,
+            tg::RopeGradOp, tg::SliceGradOp, tg::DropoutOp, tg::GlobalNormOp>(
+          [&](auto kind) { return selector.select(kind); })
+      // Gathers, scatters, cumsum, mod and sign on run-time tensors.
       .Case<tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
             tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(
           [&](Operation *) { return selectIndexingKernel(op); })

@@ -53,24 +53,83 @@ struct AutodiffPass : public graph::impl::AutodiffPassBase<AutodiffPass> {
   void runOnOperation() override;
 };
 
+/// Differentiates one single-block function in place, in the steps the
+/// file comment names: seed, mark forward, mark backward, sweep in
+/// reverse, then return the gradients and rewrite the signature.
+class Differentiator {
+public:
+  Differentiator(ModuleOp module, func::FuncOp func, StringRef function,
+                 bool wrtInputs, bool cotangents)
+      : module(module), func(func), function(function), wrtInputs(wrtInputs),
+        cotangents(cotangents), body(func.getBody().front()),
+        ret(llvm::cast<func::ReturnOp>(body.getTerminator())),
+        loc(ret.getLoc()), builder(ret), originalArgs(body.getNumArguments()) {}
+
+  LogicalResult run() {
+    if (failed(seedResults())) {
+      return failure();
+    }
+    markVaried();
+    markUseful();
+    if (failed(sweepInReverse())) {
+      return failure();
+    }
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      resultAttrs.push_back(func.getResultAttrDict(i));
+    }
+    addGradientResults(results, resultAttrs);
+    rewriteSignature(results, resultAttrs);
+    return success();
+  }
+
+private:
+  /// Which results flow back, with which cotangent: a block argument per
+  /// float result with cotangents, else 1 for the scalar loss.
+  LogicalResult seedResults();
+  /// Marks the values that depend on something differentiable.
+  void markVaried();
+  /// Marks the varied values whose cotangent reaches a seed.
+  void markUseful();
+  /// Applies each op's rule in reverse order, summing cotangents.
+  LogicalResult sweepInReverse();
+  /// The rule of one op whose results have a cotangent.
+  LogicalResult differentiate(Operation *op);
+  /// Gives the ops created after `before` the primal's layer and module.
+  void inheritPlacement(Operation *primal, Operation *before);
+  /// Adds `grad` to the cotangent of `value`.
+  void accumulate(Value value, Value grad);
+  /// The sum of the cotangents of `values`, or zeros of `type`.
+  Value gradientOf(ArrayRef<Value> values, RankedTensorType type);
+  /// Appends the input (wrt-inputs) and trainable parameter gradients.
+  void addGradientResults(SmallVectorImpl<Value> &results,
+                          SmallVectorImpl<DictionaryAttr> &resultAttrs);
+  /// Returns `results` and names the new cotangent arguments.
+  void rewriteSignature(ArrayRef<Value> results,
+                        ArrayRef<DictionaryAttr> resultAttrs);
+
+  ModuleOp module;
+  func::FuncOp func;
+  StringRef function;
+  bool wrtInputs, cotangents;
+  Block &body;
+  func::ReturnOp ret;
+  Location loc;
+  OpBuilder builder;
+  unsigned originalArgs;
+
+  SmallVector<std::pair<Value, Value>> seeds; // (result value, cotangent)
+  DenseSet<Value> varied;
+  llvm::MapVector<StringAttr, SmallVector<Value>> paramRefs;
+  SmallVector<Operation *> ops;
+  DenseSet<Value> useful;
+  DenseMap<Value, Value> grads;
+};
+
 } // namespace
 
-void AutodiffPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto func = module.lookupSymbol<func::FuncOp>(function);
-  if (!func || func.isExternal() || !func.getBody().hasOneBlock()) {
-    module.emitError() << "no single-block function @" << function
-                       << " to differentiate";
-    return signalPassFailure();
-  }
-  Block &body = func.getBody().front();
-  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-  Location loc = ret.getLoc();
-  OpBuilder builder(ret);
-
-  // --- Seeds: which results flow back, with which cotangent -------------
-  SmallVector<std::pair<Value, Value>> seeds; // (result value, cotangent)
-  unsigned originalArgs = body.getNumArguments();
+LogicalResult Differentiator::seedResults() {
   if (cotangents) {
     for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
       if (!isFloatTensor(value.getType())) {
@@ -79,28 +138,28 @@ void AutodiffPass::runOnOperation() {
       BlockArgument cotangent = body.addArgument(value.getType(), loc);
       seeds.emplace_back(value, cotangent);
     }
-  } else {
-    if (ret.getNumOperands() == 0 ||
-        !isFloatTensor(ret.getOperand(0).getType()) ||
-        llvm::cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() !=
-            0) {
-      func.emitError() << "@" << function
-                       << " must return a scalar float loss first (run "
-                          "tailor-add-loss), or differentiate with cotangents";
-      return signalPassFailure();
-    }
-    Value loss = ret.getOperand(0);
-    auto type = llvm::cast<RankedTensorType>(loss.getType());
-    Value one = arith::ConstantOp::create(
-        builder, loc,
-        DenseElementsAttr::get(type,
-                               builder.getFloatAttr(type.getElementType(), 1.0)));
-    seeds.emplace_back(loss, one);
+    return success();
   }
+  if (ret.getNumOperands() == 0 ||
+      !isFloatTensor(ret.getOperand(0).getType()) ||
+      llvm::cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() !=
+          0) {
+    return func.emitError()
+           << "@" << function
+           << " must return a scalar float loss first (run "
+              "tailor-add-loss), or differentiate with cotangents";
+  }
+  Value loss = ret.getOperand(0);
+  auto type = llvm::cast<RankedTensorType>(loss.getType());
+  Value one = arith::ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(type,
+                             builder.getFloatAttr(type.getElementType(), 1.0)));
+  seeds.emplace_back(loss, one);
+  return success();
+}
 
-  // --- Forward: values that depend on something differentiable ----------
-  DenseSet<Value> varied;
-  llvm::MapVector<StringAttr, SmallVector<Value>> paramRefs;
+void Differentiator::markVaried() {
   if (wrtInputs) {
     for (unsigned i = 0; i < originalArgs; ++i) {
       if (isFloatTensor(body.getArgument(i).getType())) {
@@ -108,7 +167,6 @@ void AutodiffPass::runOnOperation() {
       }
     }
   }
-  SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator()) {
     ops.push_back(&op);
     if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
@@ -133,9 +191,9 @@ void AutodiffPass::runOnOperation() {
       }
     }
   }
+}
 
-  // --- Backward: values whose cotangent reaches a seed ----------------------
-  DenseSet<Value> useful;
+void Differentiator::markUseful() {
   for (auto &[value, cotangent] : seeds) {
     if (varied.contains(value)) {
       useful.insert(value);
@@ -152,24 +210,25 @@ void AutodiffPass::runOnOperation() {
       }
     }
   }
+}
 
-  // --- Reverse sweep -------------------------------------------------------
-  DenseMap<Value, Value> grads;
-  auto accumulate = [&](Value value, Value grad) {
-    Value &slot = grads[value];
-    if (!slot) {
-      slot = grad;
-      return;
+void Differentiator::accumulate(Value value, Value grad) {
+  Value &slot = grads[value];
+  if (!slot) {
+    slot = grad;
+    return;
+  }
+  auto sum = tg::AddOp::create(builder, loc, value.getType(), slot, grad);
+  // A sum of cotangents is backward work of the layer that made `value`.
+  if (Operation *primal = value.getDefiningOp()) {
+    if (Attribute layer = primal->getAttr(tg::TGDialect::kLayerAttrName)) {
+      sum->setAttr(tg::TGDialect::kLayerAttrName, layer);
     }
-    auto sum = tg::AddOp::create(builder, loc, value.getType(), slot, grad);
-    // A sum of cotangents is backward work of the layer that made `value`.
-    if (Operation *primal = value.getDefiningOp()) {
-      if (Attribute layer = primal->getAttr(tg::TGDialect::kLayerAttrName)) {
-        sum->setAttr(tg::TGDialect::kLayerAttrName, layer);
-      }
-    }
-    slot = sum;
-  };
+  }
+  slot = sum;
+}
+
+LogicalResult Differentiator::sweepInReverse() {
   for (auto &[value, cotangent] : seeds) {
     if (useful.contains(value)) {
       accumulate(value, cotangent);
@@ -179,65 +238,78 @@ void AutodiffPass::runOnOperation() {
     if (llvm::isa<tg::ParamRefOp>(op) || !graph::hasGradientRule(op)) {
       continue;
     }
-    SmallVector<Value> resultGrads;
-    bool any = false;
-    for (Value result : op->getResults()) {
-      resultGrads.push_back(useful.contains(result) ? grads.lookup(result)
-                                                    : Value());
-      any |= static_cast<bool>(resultGrads.back());
-    }
-    if (!any) {
-      continue;
-    }
-    SmallVector<bool> needed;
-    for (Value operand : op->getOperands()) {
-      needed.push_back(useful.contains(operand));
-    }
-    // The ops a rule creates inherit the primal's layer and module, so
-    // plans, recomputation and sharding see backward work where it belongs.
-    Operation *before = ret->getPrevNode();
-    SmallVector<Value> operandGrads;
-    if (failed(graph::emitGradient(builder, op, resultGrads, needed,
-                                   operandGrads))) {
-      return signalPassFailure();
-    }
-    for (Operation *created = before ? before->getNextNode() : &body.front();
-         created && created != ret.getOperation();
-         created = created->getNextNode()) {
-      for (StringRef name : {tg::TGDialect::kLayerAttrName,
-                             tg::TGDialect::kModuleAttrName}) {
-        if (Attribute attr = op->getAttr(name); attr && !created->hasAttr(name)) {
-          created->setAttr(name, attr);
-        }
-      }
-    }
-    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
-      if (grad) {
-        accumulate(operand, grad);
-      }
+    if (failed(differentiate(op))) {
+      return failure();
     }
   }
+  return success();
+}
 
-  // --- New results ----------------------------------------------------------
-  SmallVector<Value> results(ret.getOperands());
-  SmallVector<DictionaryAttr> resultAttrs;
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    resultAttrs.push_back(func.getResultAttrDict(i));
+LogicalResult Differentiator::differentiate(Operation *op) {
+  SmallVector<Value> resultGrads;
+  bool any = false;
+  for (Value result : op->getResults()) {
+    resultGrads.push_back(useful.contains(result) ? grads.lookup(result)
+                                                  : Value());
+    any |= static_cast<bool>(resultGrads.back());
   }
+  if (!any) {
+    return success();
+  }
+  SmallVector<bool> needed;
+  for (Value operand : op->getOperands()) {
+    needed.push_back(useful.contains(operand));
+  }
+  Operation *before = ret->getPrevNode();
+  SmallVector<Value> operandGrads;
+  if (failed(graph::emitGradient(builder, op, resultGrads, needed,
+                                 operandGrads))) {
+    return failure();
+  }
+  inheritPlacement(op, before);
+  for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+    if (grad) {
+      accumulate(operand, grad);
+    }
+  }
+  return success();
+}
+
+void Differentiator::inheritPlacement(Operation *primal, Operation *before) {
+  // The ops a rule creates inherit the primal's layer and module, so
+  // plans, recomputation and sharding see backward work where it belongs.
+  for (Operation *created = before ? before->getNextNode() : &body.front();
+       created && created != ret.getOperation();
+       created = created->getNextNode()) {
+    for (StringRef name :
+         {tg::TGDialect::kLayerAttrName, tg::TGDialect::kModuleAttrName}) {
+      if (Attribute attr = primal->getAttr(name);
+          attr && !created->hasAttr(name)) {
+        created->setAttr(name, attr);
+      }
+    }
+  }
+}
+
+Value Differentiator::gradientOf(ArrayRef<Value> values,
+                                 RankedTensorType type) {
+  Value sum;
+  for (Value value : values) {
+    Value grad = grads.lookup(value);
+    if (grad) {
+      sum = sum ? tg::AddOp::create(builder, loc, type, sum, grad).getResult()
+                : grad;
+    }
+  }
+  return sum ? sum : graph::zerosOf(builder, loc, type);
+}
+
+void Differentiator::addGradientResults(
+    SmallVectorImpl<Value> &results,
+    SmallVectorImpl<DictionaryAttr> &resultAttrs) {
   auto addResult = [&](Value value, ArrayRef<NamedAttribute> attrs) {
     results.push_back(value);
     resultAttrs.push_back(builder.getDictionaryAttr(attrs));
-  };
-  auto gradientOf = [&](ArrayRef<Value> values, RankedTensorType type) {
-    Value sum;
-    for (Value value : values) {
-      Value grad = grads.lookup(value);
-      if (grad) {
-        sum = sum ? tg::AddOp::create(builder, loc, type, sum, grad).getResult()
-                  : grad;
-      }
-    }
-    return sum ? sum : graph::zerosOf(builder, loc, type);
   };
   if (wrtInputs) {
     for (unsigned i = 0; i < originalArgs; ++i) {
@@ -266,8 +338,10 @@ void AutodiffPass::runOnOperation() {
                builder.getNamedAttr("tg.grad_of",
                                     FlatSymbolRefAttr::get(param.getSymNameAttr()))});
   }
+}
 
-  // --- Rewrite the signature -------------------------------------------------
+void Differentiator::rewriteSignature(ArrayRef<Value> results,
+                                      ArrayRef<DictionaryAttr> resultAttrs) {
   SmallVector<DictionaryAttr> argAttrs;
   for (unsigned i = 0; i < originalArgs; ++i) {
     argAttrs.push_back(func.getArgAttrDict(i));
@@ -281,8 +355,22 @@ void AutodiffPass::runOnOperation() {
   }
   func::ReturnOp::create(builder, loc, results);
   ret.erase();
-  func.setType(FunctionType::get(&getContext(), body.getArgumentTypes(),
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
                                  ValueRange(results).getTypes()));
   func.setAllArgAttrs(argAttrs);
   func.setAllResultAttrs(resultAttrs);
+}
+
+void AutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto func = module.lookupSymbol<func::FuncOp>(function);
+  if (!func || func.isExternal() || !func.getBody().hasOneBlock()) {
+    module.emitError() << "no single-block function @" << function
+                       << " to differentiate";
+    return signalPassFailure();
+  }
+  Differentiator differentiator(module, func, function, wrtInputs, cotangents);
+  if (failed(differentiator.run())) {
+    return signalPassFailure();
+  }
 }

@@ -323,346 +323,423 @@ static Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs) {
       lhs, rhs);
 }
 
+//===----------------------------------------------------------------------===//
+// One rule per op kind
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The rules of the non-indexing ops, one `rule` overload per op kind. Each
+/// reads the op's first operand `x`, first result `y` and the first result's
+/// cotangent `dy`, and records operand cotangents with `set`, which skips
+/// those not needed and sums away broadcast dims.
+struct OpGradients {
+  OpBuilder &b;
+  Location loc;
+  Emitter e;
+  Operation *op;
+  ArrayRef<Value> resultGrads;
+  ArrayRef<bool> needed;
+  SmallVectorImpl<Value> &operandGrads;
+  Value dy, x, y;
+
+  RankedTensorType operandType(unsigned i) {
+    return tensorTypeOf(op->getOperand(i));
+  }
+  void set(unsigned i, Value grad) {
+    if (i < needed.size() && needed[i] && grad) {
+      operandGrads[i] = unbroadcast(b, loc, grad, operandType(i));
+    }
+  }
+  LogicalResult unsupported(StringRef what) {
+    return op->emitError() << "cannot differentiate " << op->getName()
+                           << " with respect to its " << what;
+  }
+
+  // Elementwise unary math.
+  LogicalResult rule(tg::NegOp) {
+    set(0, e.unary<tg::NegOp>(dy));
+    return success();
+  }
+  LogicalResult rule(tg::AbsOp) {
+    // sign(x), with 0 at 0 as torch.abs's gradient.
+    Value positive = e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy);
+    Value negative = e.where(e.compare<tg::LtOp>(x, e.scalar(0, x)), dy);
+    set(0, e.sub(positive, negative));
+    return success();
+  }
+  LogicalResult rule(tg::ExpOp) {
+    set(0, e.mul(dy, y));
+    return success();
+  }
+  LogicalResult rule(tg::LogOp) {
+    set(0, e.div(dy, x));
+    return success();
+  }
+  LogicalResult rule(tg::SqrtOp) {
+    set(0, e.div(e.mul(dy, 0.5), y));
+    return success();
+  }
+  LogicalResult rule(tg::RsqrtOp) {
+    // d(x^-1/2) = -1/2 x^-3/2 = -1/2 y^3.
+    set(0, e.mul(e.mul(dy, -0.5), e.mul(e.mul(y, y), y)));
+    return success();
+  }
+  LogicalResult rule(tg::ReciprocalOp) {
+    set(0, e.mul(e.mul(dy, -1.0), e.mul(y, y)));
+    return success();
+  }
+  LogicalResult rule(tg::TanhOp) {
+    set(0, e.mul(dy, e.sub(e.scalar(1, y), e.mul(y, y))));
+    return success();
+  }
+  LogicalResult rule(tg::SigmoidOp) {
+    set(0, e.mul(dy, e.mul(y, e.sub(e.scalar(1, y), y))));
+    return success();
+  }
+  LogicalResult rule(tg::ErfOp) {
+    Value gauss = e.unary<tg::ExpOp>(e.mul(e.mul(x, x), -1.0));
+    set(0, e.mul(e.mul(dy, 2.0 / std::sqrt(M_PI)), gauss));
+    return success();
+  }
+  LogicalResult rule(tg::SinOp) {
+    set(0, e.mul(dy, e.unary<tg::CosOp>(x)));
+    return success();
+  }
+  LogicalResult rule(tg::CosOp) {
+    set(0, e.mul(dy, e.mul(e.unary<tg::SinOp>(x), -1.0)));
+    return success();
+  }
+
+  // Activations.
+  LogicalResult rule(tg::SiluOp) {
+    set(0, tg::SiluGradOp::create(b, loc, x.getType(), x, dy));
+    return success();
+  }
+  LogicalResult rule(tg::GeluOp gelu) {
+    set(0, tg::GeluGradOp::create(b, loc, x.getType(), x, dy,
+                                  gelu.getApproximationAttr()));
+    return success();
+  }
+  LogicalResult rule(tg::ReluOp) {
+    set(0, e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy));
+    return success();
+  }
+
+  // Elementwise binary and ternary.
+  LogicalResult rule(tg::AddOp) {
+    set(0, dy);
+    set(1, dy);
+    return success();
+  }
+  LogicalResult rule(tg::SubOp) {
+    set(0, dy);
+    if (needed[1]) {
+      set(1, e.unary<tg::NegOp>(dy));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::MulOp mul) {
+    if (needed[0]) {
+      set(0, e.mul(dy, mul.getRhs()));
+    }
+    if (needed[1]) {
+      set(1, e.mul(dy, mul.getLhs()));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::DivOp div) {
+    Value g = e.div(dy, div.getRhs());
+    set(0, g);
+    if (needed[1]) {
+      set(1, e.unary<tg::NegOp>(e.mul(g, y)));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::PowOp pow) {
+    Value a = pow.getLhs(), p = pow.getRhs();
+    if (needed[0]) {
+      Value lowered = e.binary<tg::PowOp>(a, e.sub(p, e.scalar(1, p)));
+      set(0, e.mul(dy, e.mul(p, lowered)));
+    }
+    if (needed[1]) {
+      set(1, e.mul(dy, e.mul(y, e.unary<tg::LogOp>(a))));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::MaxOp max) { return minMax(max, /*isMax=*/true); }
+  LogicalResult rule(tg::MinOp min) { return minMax(min, /*isMax=*/false); }
+  LogicalResult minMax(Operation *minmax, bool isMax) {
+    // The winner takes dy; ties split it evenly (torch.maximum/minimum).
+    Value a = minmax->getOperand(0), c = minmax->getOperand(1);
+    Value aWins = isMax ? e.compare<tg::GtOp>(a, c) : e.compare<tg::LtOp>(a, c);
+    Value cWins = isMax ? e.compare<tg::LtOp>(a, c) : e.compare<tg::GtOp>(a, c);
+    Value half = e.where(e.compare<tg::EqOp>(a, c), e.mul(dy, 0.5));
+    if (needed[0]) {
+      set(0, e.add(e.where(aWins, dy), half));
+    }
+    if (needed[1]) {
+      set(1, e.add(e.where(cWins, dy), half));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::SelectOp select) {
+    Value zero = e.scalar(0, dy);
+    if (needed[1]) {
+      set(1, tg::SelectOp::create(b, loc, dy.getType(), select.getCondition(),
+                                  dy, zero));
+    }
+    if (needed[2]) {
+      set(2, tg::SelectOp::create(b, loc, dy.getType(), select.getCondition(),
+                                  zero, dy));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::CastOp) {
+    set(0, tg::CastOp::create(b, loc, x.getType(), dy));
+    return success();
+  }
+
+  // Reductions.
+  LogicalResult rule(tg::ReduceSumOp sum) { return sumOrMean(sum); }
+  LogicalResult rule(tg::ReduceMeanOp mean) { return sumOrMean(mean); }
+  LogicalResult sumOrMean(Operation *reduce) {
+    auto axes = reduce->getAttrOfType<DenseI64ArrayAttr>("axes");
+    Value g = expandReduced(b, loc, dy, operandType(0), axes.asArrayRef());
+    if (llvm::isa<tg::ReduceMeanOp>(reduce)) {
+      int64_t count = 1;
+      for (int64_t axis : axes.asArrayRef()) {
+        count *= operandType(0).getDimSize(axis);
+      }
+      g = e.mul(g, 1.0 / static_cast<double>(count));
+    }
+    set(0, g);
+    return success();
+  }
+  LogicalResult rule(tg::ReduceMaxOp reduce) {
+    // Ties share the gradient evenly (torch.amax).
+    ArrayRef<int64_t> axes = reduce.getAxes();
+    RankedTensorType input = operandType(0);
+    Value maxima = expandReduced(b, loc, y, input, axes);
+    Value mask = e.compare<tg::EqOp>(x, maxima);
+    Value ones = tg::CastOp::create(b, loc, input, mask);
+    SmallVector<int64_t> kept(input.getShape());
+    for (int64_t axis : axes) {
+      kept[axis] = 1;
+    }
+    Value count = tg::ReduceSumOp::create(
+        b, loc, RankedTensorType::get(kept, input.getElementType()), ones,
+        b.getDenseI64ArrayAttr(axes), b.getUnitAttr());
+    Value share = e.div(expandReduced(b, loc, dy, input, axes), count);
+    set(0, e.mul(share, ones));
+    return success();
+  }
+
+  // Ops whose gradient is a kernel of its own.
+  LogicalResult rule(tg::SoftmaxOp softmax) {
+    set(0, tg::SoftmaxGradOp::create(b, loc, y.getType(), y, dy,
+                                     softmax.getAxisAttr()));
+    return success();
+  }
+  LogicalResult rule(tg::RMSNormOp norm) {
+    auto grad = tg::RMSNormGradOp::create(
+        b, loc, x.getType(), norm.getWeight().getType(), dy, x,
+        norm.getWeight(), norm.getEpsilonAttr());
+    set(0, grad.getInputGrad());
+    set(1, grad.getWeightGrad());
+    return success();
+  }
+  LogicalResult rule(tg::LayerNormOp norm) {
+    Type weightType = norm.getWeight().getType();
+    auto grad = tg::LayerNormGradOp::create(b, loc, x.getType(), weightType,
+                                            weightType, dy, x, norm.getWeight(),
+                                            norm.getEpsilonAttr());
+    set(0, grad.getInputGrad());
+    set(1, grad.getWeightGrad());
+    if (norm.getBias()) {
+      set(2, grad.getBiasGrad());
+    }
+    return success();
+  }
+  LogicalResult rule(tg::RopeOp rope) {
+    if (needed[1] || needed[2]) {
+      return unsupported("cos/sin tables");
+    }
+    set(0, tg::RopeGradOp::create(b, loc, x.getType(), dy, rope.getCos(),
+                                  rope.getSin(), rope.getInterleavedAttr()));
+    return success();
+  }
+  LogicalResult rule(tg::AttentionOp attention) {
+    // The additive bias is read again by the backward, not
+    // differentiated (operand 3 when present).
+    if (attention.getBias() && needed.size() > 3 && needed[3]) {
+      return unsupported("additive bias (no kernel computes its gradient)");
+    }
+    auto grad = tg::AttentionGradOp::create(
+        b, loc, attention.getQuery().getType(), attention.getKey().getType(),
+        attention.getValue().getType(), dy, attention.getQuery(),
+        attention.getKey(), attention.getValue(), attention.getBias(),
+        attention.getPositions(), attention.getCausalAttr(),
+        attention.getScaleAttr(),
+        attention.getWindowAttr(), attention.getSoftcapAttr(),
+        attention.getAlibiSlopesAttr());
+    set(0, grad.getQueryGrad());
+    set(1, grad.getKeyGrad());
+    set(2, grad.getValueGrad());
+    return success();
+  }
+  LogicalResult rule(tg::EmbeddingOp embedding) {
+    set(0, tg::EmbeddingGradOp::create(b, loc, embedding.getTable().getType(),
+                                       dy, embedding.getIds()));
+    return success();
+  }
+  LogicalResult rule(tg::CrossEntropyOp loss) {
+    set(0, tg::CrossEntropyGradOp::create(b, loc, loss.getLogits().getType(),
+                                          loss.getLogits(), loss.getLabels(),
+                                          dy, loss.getIgnoreIndexAttr(),
+                                          loss.getReductionAttr()));
+    return success();
+  }
+  LogicalResult rule(tg::DropoutOp dropout) {
+    set(0, tg::DropoutOp::create(b, loc, x.getType(), dy, dropout.getSeed(),
+                                 dropout.getPAttr(), dropout.getSaltAttr()));
+    return success();
+  }
+
+  // Shape ops.
+  LogicalResult rule(tg::ReshapeOp) {
+    set(0, tg::ReshapeOp::create(b, loc, x.getType(), dy));
+    return success();
+  }
+  LogicalResult rule(tg::BroadcastOp) {
+    set(0, dy);
+    return success();
+  }
+  LogicalResult rule(tg::TransposeOp transpose) {
+    ArrayRef<int64_t> perm = transpose.getPermutation();
+    SmallVector<int64_t> inverse(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm)) {
+      inverse[p] = static_cast<int64_t>(i);
+    }
+    set(0, tg::TransposeOp::create(b, loc, x.getType(), dy,
+                                   b.getDenseI64ArrayAttr(inverse)));
+    return success();
+  }
+  LogicalResult rule(tg::SliceOp slice) {
+    set(0,
+        tg::SliceGradOp::create(b, loc, x.getType(), dy, slice.getStartsAttr(),
+                                slice.getStepsAttr()));
+    return success();
+  }
+  LogicalResult rule(tg::ConcatOp concat) {
+    int64_t axis = static_cast<int64_t>(concat.getAxis());
+    int64_t offset = 0;
+    RankedTensorType whole = tensorTypeOf(y);
+    for (auto [i, piece] : llvm::enumerate(concat.getInputs())) {
+      RankedTensorType type = tensorTypeOf(piece);
+      if (needed[i]) {
+        SmallVector<int64_t> starts(whole.getRank(), 0);
+        SmallVector<int64_t> ends(whole.getShape());
+        SmallVector<int64_t> steps(whole.getRank(), 1);
+        starts[axis] = offset;
+        ends[axis] = offset + type.getDimSize(axis);
+        set(i, tg::SliceOp::create(b, loc, type, dy,
+                                   b.getDenseI64ArrayAttr(starts),
+                                   b.getDenseI64ArrayAttr(ends),
+                                   b.getDenseI64ArrayAttr(steps)));
+      }
+      offset += type.getDimSize(axis);
+    }
+    return success();
+  }
+  LogicalResult rule(tg::SplitOp split) {
+    SmallVector<Value> pieces;
+    for (auto [result, grad] : llvm::zip(split.getResults(), resultGrads)) {
+      pieces.push_back(grad ? grad : zerosOf(b, loc, tensorTypeOf(result)));
+    }
+    set(0,
+        tg::ConcatOp::create(b, loc, x.getType(), pieces, split.getAxisAttr()));
+    return success();
+  }
+
+  // Matrix products.
+  LogicalResult rule(tg::MatmulOp mm) {
+    if (needed[0]) {
+      set(0, matmul(b, loc, dy, transposeLast2(b, loc, mm.getRhs())));
+    }
+    if (needed[1]) {
+      set(1, matmul(b, loc, transposeLast2(b, loc, mm.getLhs()), dy));
+    }
+    return success();
+  }
+  LogicalResult rule(tg::LinearOp linear) {
+    Value weight = linear.getWeight();
+    if (needed[0]) {
+      // dx = dy W: a linear layer whose weight is W^T (the lowering
+      // reads W in place instead of transposing it).
+      RankedTensorType w = tensorTypeOf(weight);
+      auto wt = RankedTensorType::get({w.getDimSize(1), w.getDimSize(0)},
+                                      w.getElementType());
+      Value transposed = tg::TransposeOp::create(
+          b, loc, wt, weight, b.getDenseI64ArrayAttr({1, 0}));
+      SmallVector<int64_t> shape(tensorTypeOf(dy).getShape());
+      shape.back() = w.getDimSize(1);
+      set(0, tg::LinearOp::create(
+                 b, loc, RankedTensorType::get(shape, w.getElementType()), dy,
+                 transposed, Value()));
+    }
+    if (needed[1]) {
+      set(1, tg::LinearWeightGradOp::create(b, loc, weight.getType(), dy,
+                                            linear.getInput()));
+    }
+    if (linear.getBias() && needed[2]) {
+      set(2, dy); // unbroadcast sums the leading dims
+    }
+    return success();
+  }
+
+  /// An op with no rule: fine unless a float operand needs a gradient.
+  LogicalResult noRule() {
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      if (needed[i] && isFloatTensor(operand)) {
+        return unsupported("operand " + std::to_string(i));
+      }
+    }
+    return success();
+  }
+};
+} // namespace
+
 LogicalResult emitGradient(OpBuilder &b, Operation *op,
                            ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
                            SmallVectorImpl<Value> &operandGrads) {
   Location loc = op->getLoc();
-  Emitter e{b, loc};
   operandGrads.assign(op->getNumOperands(), Value());
   Value dy = resultGrads.empty() ? Value() : resultGrads.front();
-  auto operandType = [&](unsigned i) { return tensorTypeOf(op->getOperand(i)); };
-  auto set = [&](unsigned i, Value grad) {
-    if (i < needed.size() && needed[i] && grad) {
-      operandGrads[i] = unbroadcast(b, loc, grad, operandType(i));
-    }
-  };
-  auto unsupported = [&](StringRef what) {
-    return op->emitError() << "cannot differentiate " << op->getName()
-                           << " with respect to its " << what;
-  };
   if (!dy && op->getNumResults() == 1) {
     return success();
   }
   Value x = op->getNumOperands() ? op->getOperand(0) : Value();
   Value y = op->getNumResults() ? op->getResult(0) : Value();
+  OpGradients g{
+      b, loc, Emitter{b, loc}, op, resultGrads, needed, operandGrads, dy, x, y};
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](tg::NegOp) { return set(0, e.unary<tg::NegOp>(dy)), success(); })
-      .Case([&](tg::AbsOp) {
-        // sign(x), with 0 at 0 as torch.abs's gradient.
-        Value positive = e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy);
-        Value negative = e.where(e.compare<tg::LtOp>(x, e.scalar(0, x)), dy);
-        set(0, e.sub(positive, negative));
-        return success();
-      })
-      .Case([&](tg::ExpOp) { return set(0, e.mul(dy, y)), success(); })
-      .Case([&](tg::LogOp) { return set(0, e.div(dy, x)), success(); })
-      .Case([&](tg::SqrtOp) {
-        return set(0, e.div(e.mul(dy, 0.5), y)), success();
-      })
-      .Case([&](tg::RsqrtOp) {
-        // d(x^-1/2) = -1/2 x^-3/2 = -1/2 y^3.
-        return set(0, e.mul(e.mul(dy, -0.5), e.mul(e.mul(y, y), y))), success();
-      })
-      .Case([&](tg::ReciprocalOp) {
-        return set(0, e.mul(e.mul(dy, -1.0), e.mul(y, y))), success();
-      })
-      .Case([&](tg::TanhOp) {
-        return set(0, e.mul(dy, e.sub(e.scalar(1, y), e.mul(y, y)))), success();
-      })
-      .Case([&](tg::SigmoidOp) {
-        return set(0, e.mul(dy, e.mul(y, e.sub(e.scalar(1, y), y)))), success();
-      })
-      .Case([&](tg::SiluOp) {
-        return set(0, tg::SiluGradOp::create(b, loc, x.getType(), x, dy)),
-               success();
-      })
-      .Case([&](tg::GeluOp gelu) {
-        return set(0, tg::GeluGradOp::create(b, loc, x.getType(), x, dy,
-                                             gelu.getApproximationAttr())),
-               success();
-      })
-      .Case([&](tg::ReluOp) {
-        return set(0, e.where(e.compare<tg::GtOp>(x, e.scalar(0, x)), dy)),
-               success();
-      })
-      .Case([&](tg::ErfOp) {
-        Value gauss = e.unary<tg::ExpOp>(e.mul(e.mul(x, x), -1.0));
-        return set(0, e.mul(e.mul(dy, 2.0 / std::sqrt(M_PI)), gauss)),
-               success();
-      })
-      .Case([&](tg::SinOp) {
-        return set(0, e.mul(dy, e.unary<tg::CosOp>(x))), success();
-      })
-      .Case([&](tg::CosOp) {
-        return set(0, e.mul(dy, e.mul(e.unary<tg::SinOp>(x), -1.0))),
-               success();
-      })
-      .Case([&](tg::AddOp) { return set(0, dy), set(1, dy), success(); })
-      .Case([&](tg::SubOp) {
-        set(0, dy);
-        if (needed[1]) {
-          set(1, e.unary<tg::NegOp>(dy));
-        }
-        return success();
-      })
-      .Case([&](tg::MulOp mul) {
-        if (needed[0]) {
-          set(0, e.mul(dy, mul.getRhs()));
-        }
-        if (needed[1]) {
-          set(1, e.mul(dy, mul.getLhs()));
-        }
-        return success();
-      })
-      .Case([&](tg::DivOp div) {
-        Value g = e.div(dy, div.getRhs());
-        set(0, g);
-        if (needed[1]) {
-          set(1, e.unary<tg::NegOp>(e.mul(g, y)));
-        }
-        return success();
-      })
-      .Case([&](tg::PowOp pow) {
-        Value a = pow.getLhs(), p = pow.getRhs();
-        if (needed[0]) {
-          Value lowered = e.binary<tg::PowOp>(a, e.sub(p, e.scalar(1, p)));
-          set(0, e.mul(dy, e.mul(p, lowered)));
-        }
-        if (needed[1]) {
-          set(1, e.mul(dy, e.mul(y, e.unary<tg::LogOp>(a))));
-        }
-        return success();
-      })
-      .Case<tg::MaxOp, tg::MinOp>([&](Operation *minmax) {
-        // The winner takes dy; ties split it evenly (torch.maximum/minimum).
-        Value a = minmax->getOperand(0), c = minmax->getOperand(1);
-        bool isMax = llvm::isa<tg::MaxOp>(minmax);
-        Value aWins = isMax ? e.compare<tg::GtOp>(a, c) : e.compare<tg::LtOp>(a, c);
-        Value cWins = isMax ? e.compare<tg::LtOp>(a, c) : e.compare<tg::GtOp>(a, c);
-        Value half = e.where(e.compare<tg::EqOp>(a, c), e.mul(dy, 0.5));
-        if (needed[0]) {
-          set(0, e.add(e.where(aWins, dy), half));
-        }
-        if (needed[1]) {
-          set(1, e.add(e.where(cWins, dy), half));
-        }
-        return success();
-      })
-      .Case([&](tg::SelectOp select) {
-        Value zero = e.scalar(0, dy);
-        if (needed[1]) {
-          set(1, tg::SelectOp::create(b, loc, dy.getType(),
-                                      select.getCondition(), dy, zero));
-        }
-        if (needed[2]) {
-          set(2, tg::SelectOp::create(b, loc, dy.getType(),
-                                      select.getCondition(), zero, dy));
-        }
-        return success();
-      })
-      .Case([&](tg::CastOp) {
-        return set(0, tg::CastOp::create(b, loc, x.getType(), dy)), success();
-      })
-      .Case<tg::ReduceSumOp, tg::ReduceMeanOp>([&](Operation *reduce) {
-        auto axes = reduce->getAttrOfType<DenseI64ArrayAttr>("axes");
-        Value g = expandReduced(b, loc, dy, operandType(0), axes.asArrayRef());
-        if (llvm::isa<tg::ReduceMeanOp>(reduce)) {
-          int64_t count = 1;
-          for (int64_t axis : axes.asArrayRef()) {
-            count *= operandType(0).getDimSize(axis);
-          }
-          g = e.mul(g, 1.0 / static_cast<double>(count));
-        }
-        return set(0, g), success();
-      })
-      .Case([&](tg::ReduceMaxOp reduce) {
-        // Ties share the gradient evenly (torch.amax).
-        ArrayRef<int64_t> axes = reduce.getAxes();
-        RankedTensorType input = operandType(0);
-        Value maxima = expandReduced(b, loc, y, input, axes);
-        Value mask = e.compare<tg::EqOp>(x, maxima);
-        Value ones = tg::CastOp::create(b, loc, input, mask);
-        SmallVector<int64_t> kept(input.getShape());
-        for (int64_t axis : axes) {
-          kept[axis] = 1;
-        }
-        Value count = tg::ReduceSumOp::create(
-            b, loc, RankedTensorType::get(kept, input.getElementType()), ones,
-            b.getDenseI64ArrayAttr(axes), b.getUnitAttr());
-        Value share = e.div(expandReduced(b, loc, dy, input, axes), count);
-        return set(0, e.mul(share, ones)), success();
-      })
-      .Case([&](tg::SoftmaxOp softmax) {
-        return set(0, tg::SoftmaxGradOp::create(b, loc, y.getType(), y, dy,
-                                                softmax.getAxisAttr())),
-               success();
-      })
-      .Case([&](tg::RMSNormOp norm) {
-        auto grad = tg::RMSNormGradOp::create(
-            b, loc, x.getType(), norm.getWeight().getType(), dy, x,
-            norm.getWeight(), norm.getEpsilonAttr());
-        set(0, grad.getInputGrad());
-        set(1, grad.getWeightGrad());
-        return success();
-      })
-      .Case([&](tg::LayerNormOp norm) {
-        Type weightType = norm.getWeight().getType();
-        auto grad = tg::LayerNormGradOp::create(
-            b, loc, x.getType(), weightType, weightType, dy, x,
-            norm.getWeight(), norm.getEpsilonAttr());
-        set(0, grad.getInputGrad());
-        set(1, grad.getWeightGrad());
-        if (norm.getBias()) {
-          set(2, grad.getBiasGrad());
-        }
-        return success();
-      })
-      .Case([&](tg::RopeOp rope) -> LogicalResult {
-        if (needed[1] || needed[2]) {
-          return unsupported("cos/sin tables");
-        }
-        set(0, tg::RopeGradOp::create(b, loc, x.getType(), dy, rope.getCos(),
-                                      rope.getSin(), rope.getInterleavedAttr()));
-        return success();
-      })
-      .Case([&](tg::AttentionOp attention) -> LogicalResult {
-        // The additive bias is read again by the backward, not
-        // differentiated (operand 3 when present).
-        if (attention.getBias() && needed.size() > 3 && needed[3]) {
-          return unsupported("additive bias (no kernel computes its gradient)");
-        }
-        auto grad = tg::AttentionGradOp::create(
-            b, loc, attention.getQuery().getType(),
-            attention.getKey().getType(), attention.getValue().getType(), dy,
-            attention.getQuery(), attention.getKey(), attention.getValue(),
-            attention.getBias(), attention.getPositions(),
-            attention.getCausalAttr(), attention.getScaleAttr(),
-            attention.getWindowAttr(), attention.getSoftcapAttr(),
-            attention.getAlibiSlopesAttr());
-        set(0, grad.getQueryGrad());
-        set(1, grad.getKeyGrad());
-        set(2, grad.getValueGrad());
-        return success();
-      })
-      .Case([&](tg::EmbeddingOp embedding) {
-        return set(0, tg::EmbeddingGradOp::create(
-                          b, loc, embedding.getTable().getType(), dy,
-                          embedding.getIds())),
-               success();
-      })
-      .Case([&](tg::CrossEntropyOp loss) {
-        return set(0, tg::CrossEntropyGradOp::create(
-                          b, loc, loss.getLogits().getType(), loss.getLogits(),
-                          loss.getLabels(), dy, loss.getIgnoreIndexAttr(),
-                          loss.getReductionAttr())),
-               success();
-      })
-      .Case([&](tg::ReshapeOp) {
-        return set(0, tg::ReshapeOp::create(b, loc, x.getType(), dy)), success();
-      })
-      .Case([&](tg::BroadcastOp) { return set(0, dy), success(); })
-      .Case([&](tg::TransposeOp transpose) {
-        ArrayRef<int64_t> perm = transpose.getPermutation();
-        SmallVector<int64_t> inverse(perm.size());
-        for (auto [i, p] : llvm::enumerate(perm)) {
-          inverse[p] = static_cast<int64_t>(i);
-        }
-        return set(0, tg::TransposeOp::create(b, loc, x.getType(), dy,
-                                              b.getDenseI64ArrayAttr(inverse))),
-               success();
-      })
-      .Case([&](tg::SliceOp slice) {
-        return set(0, tg::SliceGradOp::create(b, loc, x.getType(), dy,
-                                              slice.getStartsAttr(),
-                                              slice.getStepsAttr())),
-               success();
-      })
-      .Case([&](tg::ConcatOp concat) {
-        int64_t axis = static_cast<int64_t>(concat.getAxis());
-        int64_t offset = 0;
-        RankedTensorType whole = tensorTypeOf(y);
-        for (auto [i, piece] : llvm::enumerate(concat.getInputs())) {
-          RankedTensorType type = tensorTypeOf(piece);
-          if (needed[i]) {
-            SmallVector<int64_t> starts(whole.getRank(), 0);
-            SmallVector<int64_t> ends(whole.getShape());
-            SmallVector<int64_t> steps(whole.getRank(), 1);
-            starts[axis] = offset;
-            ends[axis] = offset + type.getDimSize(axis);
-            set(i, tg::SliceOp::create(b, loc, type, dy,
-                                       b.getDenseI64ArrayAttr(starts),
-                                       b.getDenseI64ArrayAttr(ends),
-                                       b.getDenseI64ArrayAttr(steps)));
-          }
-          offset += type.getDimSize(axis);
-        }
-        return success();
-      })
-      .Case([&](tg::SplitOp split) {
-        SmallVector<Value> pieces;
-        for (auto [result, grad] : llvm::zip(split.getResults(), resultGrads)) {
-          pieces.push_back(grad ? grad
-                                : zerosOf(b, loc, tensorTypeOf(result)));
-        }
-        return set(0, tg::ConcatOp::create(b, loc, x.getType(), pieces,
-                                           split.getAxisAttr())),
-               success();
-      })
-      .Case([&](tg::MatmulOp mm) {
-        if (needed[0]) {
-          set(0, matmul(b, loc, dy, transposeLast2(b, loc, mm.getRhs())));
-        }
-        if (needed[1]) {
-          set(1, matmul(b, loc, transposeLast2(b, loc, mm.getLhs()), dy));
-        }
-        return success();
-      })
-      .Case([&](tg::LinearOp linear) {
-        Value weight = linear.getWeight();
-        if (needed[0]) {
-          // dx = dy W: a linear layer whose weight is W^T (the lowering
-          // reads W in place instead of transposing it).
-          RankedTensorType w = tensorTypeOf(weight);
-          auto wt = RankedTensorType::get({w.getDimSize(1), w.getDimSize(0)},
-                                          w.getElementType());
-          Value transposed = tg::TransposeOp::create(
-              b, loc, wt, weight, b.getDenseI64ArrayAttr({1, 0}));
-          SmallVector<int64_t> shape(tensorTypeOf(dy).getShape());
-          shape.back() = w.getDimSize(1);
-          set(0, tg::LinearOp::create(
-                     b, loc, RankedTensorType::get(shape, w.getElementType()),
-                     dy, transposed, Value()));
-        }
-        if (needed[1]) {
-          set(1, tg::LinearWeightGradOp::create(b, loc, weight.getType(), dy,
-                                                linear.getInput()));
-        }
-        if (linear.getBias() && needed[2]) {
-          set(2, dy); // unbroadcast sums the leading dims
-        }
-        return success();
-      })
-      .Case([&](tg::DropoutOp dropout) {
-        return set(0, tg::DropoutOp::create(b, loc, x.getType(), dy,
-                                            dropout.getSeed(),
-                                            dropout.getPAttr(),
-                                            dropout.getSaltAttr())),
-               success();
-      })
+      .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp, tg::RsqrtOp,
+            tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp, tg::SiluOp, tg::GeluOp,
+            tg::ReluOp, tg::ErfOp, tg::SinOp, tg::CosOp, tg::AddOp, tg::SubOp,
+            tg::MulOp, tg::DivOp, tg::PowOp, tg::MaxOp, tg::MinOp, tg::SelectOp,
+            tg::CastOp, tg::ReduceSumOp, tg::ReduceMeanOp, tg::ReduceMaxOp,
+            tg::SoftmaxOp, tg::RMSNormOp, tg::LayerNormOp, tg::RopeOp,
+            tg::AttentionOp, tg::EmbeddingOp, tg::CrossEntropyOp, tg::ReshapeOp,
+            tg::BroadcastOp, tg::TransposeOp, tg::SliceOp, tg::ConcatOp,
+            tg::SplitOp, tg::MatmulOp, tg::LinearOp, tg::DropoutOp>(
+          [&](auto kind) { return g.rule(kind); })
       .Case<tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,
             tg::ScatterNDOp, tg::CumsumOp, tg::ModOp, tg::SignOp>(
           [&](Operation *) {
             return emitIndexingGradient(b, op, dy, needed, operandGrads);
           })
-      .Default([&](Operation *) -> LogicalResult {
-        for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-          if (needed[i] && isFloatTensor(operand)) {
-            return unsupported("operand " + std::to_string(i));
-          }
-        }
-        return success();
-      });
+      .Default([&](Operation *) { return g.noRule(); });
 }
 
 } // namespace tailor::graph

@@ -65,6 +65,25 @@ struct InsertLoraPass : public graph::impl::InsertLoraPassBase<InsertLoraPass> {
 
 private:
   LogicalResult makeTrainable(ModuleOp module, ArrayRef<std::string> names);
+  /// The comma-separated `targets`, trimmed; fails when there are none or
+  /// `variant` is unknown.
+  FailureOr<SmallVector<std::string>> parseTargets(ModuleOp module);
+  /// Fails unless rank > 0, alpha > 0 and dropout is in [0, 1).
+  LogicalResult checkHyperparameters(ModuleOp module);
+  /// Records what was done as the module's `tg.adapter` dictionary.
+  void recordAdapter(ModuleOp module, ArrayRef<std::string> targetNames,
+                     const std::set<int64_t> &layerSet,
+                     ArrayRef<Attribute> modules);
+  /// The linear layers of `func` that get an adapter.
+  SmallVector<tg::LinearOp> chooseLinears(func::FuncOp func,
+                                          ArrayRef<std::string> targetNames,
+                                          const std::set<int64_t> &layerSet);
+  /// Adds the dropout seed as an input of `func` of its own.
+  Value addSeedInput(func::FuncOp func);
+  /// Declares `linear`'s A and B parameters and adds
+  /// `B(A(dropout(x))) * scaling` to its result.
+  LogicalResult addAdapter(func::FuncOp func, tg::LinearOp linear, Value seed,
+                           double scaling, int64_t &salt);
 };
 
 } // namespace
@@ -134,11 +153,8 @@ static void recordExportNames(ModuleOp module) {
   });
 }
 
-void InsertLoraPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  recordExportNames(module);
-  MLIRContext *context = &getContext();
-  OpBuilder builder(context);
+FailureOr<SmallVector<std::string>>
+InsertLoraPass::parseTargets(ModuleOp module) {
   SmallVector<std::string> targetNames;
   for (StringRef target : llvm::split(StringRef(targets), ',')) {
     if (!target.trim().empty()) {
@@ -146,60 +162,57 @@ void InsertLoraPass::runOnOperation() {
     }
   }
   if (targetNames.empty()) {
-    module.emitError() << "no targets given (e.g. targets=q_proj,v_proj)";
-    return signalPassFailure();
+    return module.emitError()
+           << "no targets given (e.g. targets=q_proj,v_proj)";
   }
   if (variant != "lora" && variant != "lora-fa" && variant != "full") {
-    module.emitError() << "unknown variant '" << variant
-                       << "' (expected lora, lora-fa or full)";
-    return signalPassFailure();
+    return module.emitError() << "unknown variant '" << variant
+                              << "' (expected lora, lora-fa or full)";
   }
-  FailureOr<std::set<int64_t>> layerSet = parseLayers(layers, module);
-  if (failed(layerSet)) {
-    return signalPassFailure();
-  }
-  auto recordAdapter = [&](ArrayRef<Attribute> modules) {
-    SmallVector<Attribute> targetAttrs, layerAttrs;
-    for (const std::string &name : targetNames) {
-      targetAttrs.push_back(builder.getStringAttr(name));
-    }
-    for (int64_t layer : *layerSet) {
-      layerAttrs.push_back(builder.getI64IntegerAttr(layer));
-    }
-    module->setAttr(
-        "tg.adapter",
-        builder.getDictionaryAttr(
-            {builder.getNamedAttr("variant", builder.getStringAttr(variant)),
-             builder.getNamedAttr("r", builder.getI64IntegerAttr(rank)),
-             builder.getNamedAttr("alpha", builder.getF64FloatAttr(alpha)),
-             builder.getNamedAttr("dropout", builder.getF64FloatAttr(dropout)),
-             builder.getNamedAttr("use_rslora", builder.getBoolAttr(rslora)),
-             builder.getNamedAttr("target_modules",
-                                  builder.getArrayAttr(targetAttrs)),
-             builder.getNamedAttr("layers", builder.getArrayAttr(layerAttrs)),
-             builder.getNamedAttr("modules", builder.getArrayAttr(modules))}));
-  };
-  if (variant == "full") {
-    if (failed(makeTrainable(module, targetNames))) {
-      return signalPassFailure();
-    }
-    recordAdapter({});
-    return;
-  }
-  if (rank <= 0 || !(alpha > 0.0) || !(dropout >= 0.0 && dropout < 1.0)) {
-    module.emitError() << "expected rank > 0, alpha > 0 and dropout in [0, 1), "
-                          "got rank="
-                       << rank << " alpha=" << alpha << " dropout=" << dropout;
-    return signalPassFailure();
-  }
-  auto func = module.lookupSymbol<func::FuncOp>(function);
-  if (!func || func.isExternal()) {
-    module.emitError() << "no function @" << function << " to adapt";
-    return signalPassFailure();
-  }
-  bool allLinear = llvm::is_contained(targetNames, "all-linear");
+  return targetNames;
+}
 
-  // --- Which linear layers -------------------------------------------------
+LogicalResult InsertLoraPass::checkHyperparameters(ModuleOp module) {
+  if (rank <= 0 || !(alpha > 0.0) || !(dropout >= 0.0 && dropout < 1.0)) {
+    return module.emitError()
+           << "expected rank > 0, alpha > 0 and dropout in [0, 1), "
+              "got rank="
+           << rank << " alpha=" << alpha << " dropout=" << dropout;
+  }
+  return success();
+}
+
+void InsertLoraPass::recordAdapter(ModuleOp module,
+                                   ArrayRef<std::string> targetNames,
+                                   const std::set<int64_t> &layerSet,
+                                   ArrayRef<Attribute> modules) {
+  OpBuilder builder(module.getContext());
+  SmallVector<Attribute> targetAttrs, layerAttrs;
+  for (const std::string &name : targetNames) {
+    targetAttrs.push_back(builder.getStringAttr(name));
+  }
+  for (int64_t layer : layerSet) {
+    layerAttrs.push_back(builder.getI64IntegerAttr(layer));
+  }
+  module->setAttr(
+      "tg.adapter",
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr("variant", builder.getStringAttr(variant)),
+           builder.getNamedAttr("r", builder.getI64IntegerAttr(rank)),
+           builder.getNamedAttr("alpha", builder.getF64FloatAttr(alpha)),
+           builder.getNamedAttr("dropout", builder.getF64FloatAttr(dropout)),
+           builder.getNamedAttr("use_rslora", builder.getBoolAttr(rslora)),
+           builder.getNamedAttr("target_modules",
+                                builder.getArrayAttr(targetAttrs)),
+           builder.getNamedAttr("layers", builder.getArrayAttr(layerAttrs)),
+           builder.getNamedAttr("modules", builder.getArrayAttr(modules))}));
+}
+
+SmallVector<tg::LinearOp>
+InsertLoraPass::chooseLinears(func::FuncOp func,
+                              ArrayRef<std::string> targetNames,
+                              const std::set<int64_t> &layerSet) {
+  bool allLinear = llvm::is_contained(targetNames, "all-linear");
   SmallVector<tg::LinearOp> chosen;
   llvm::StringSet<> seenModules;
   func.walk([&](tg::LinearOp linear) {
@@ -217,7 +230,7 @@ void InsertLoraPass::runOnOperation() {
       return;
     }
     auto layer = linear->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName);
-    if (!layerSet->empty() && (!layer || !layerSet->count(layer.getInt()))) {
+    if (!layerSet.empty() && (!layer || !layerSet.count(layer.getInt()))) {
       return;
     }
     if (!seenModules.insert(path.getValue()).second) {
@@ -227,97 +240,144 @@ void InsertLoraPass::runOnOperation() {
     }
     chosen.push_back(linear);
   });
+  return chosen;
+}
+
+Value InsertLoraPass::addSeedInput(func::FuncOp func) {
+  OpBuilder builder(func.getContext());
+  Block &body = func.getBody().front();
+  auto seedType = RankedTensorType::get({}, builder.getI64Type());
+  Value seed = body.addArgument(seedType, func.getLoc());
+  SmallVector<Type> inputs(body.getArgumentTypes());
+  func.setType(FunctionType::get(func.getContext(), inputs,
+                                 func.getFunctionType().getResults()));
+  func.setArgAttrs(
+      body.getNumArguments() - 1,
+      {builder.getNamedAttr("tg.name", builder.getStringAttr("seed"))});
+  return seed;
+}
+
+LogicalResult InsertLoraPass::addAdapter(func::FuncOp func, tg::LinearOp linear,
+                                         Value seed, double scaling,
+                                         int64_t &salt) {
+  MLIRContext *context = func.getContext();
+  OpBuilder builder(context);
+  auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
+  auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
+  auto output = llvm::cast<RankedTensorType>(linear.getType());
+  Type element = builder.getF32Type();
+  if (weight.getElementType() != element ||
+      output.getElementType() != element) {
+    return linear.emitError()
+           << "LoRA adapters are f32 and need an f32 layer, got "
+           << weight.getElementType();
+  }
+  int64_t out = weight.getDimSize(0), in = weight.getDimSize(1);
+  std::string prefix = path.str();
+  builder.setInsertionPoint(func);
+  auto aType = RankedTensorType::get({rank, in}, element);
+  auto bType = RankedTensorType::get({out, rank}, element);
+  auto paramA = tg::ParamOp::create(
+      builder, linear.getLoc(), prefix + ".lora_A.weight", aType,
+      /*trainable=*/variant == "lora", /*location=*/Attribute(),
+      tg::InitAttr::get(context, builder.getStringAttr("kaiming_uniform"),
+                        builder.getF64FloatAttr(std::sqrt(5.0))),
+      /*quant=*/DictionaryAttr());
+  auto paramB = tg::ParamOp::create(
+      builder, linear.getLoc(), prefix + ".lora_B.weight", bType,
+      /*trainable=*/true, Attribute(),
+      tg::InitAttr::get(context, builder.getStringAttr("zeros"),
+                        builder.getF64FloatAttr(0.0)),
+      /*quant=*/DictionaryAttr());
+
+  // The update's ops carry the linear layer's layer and module.
+  builder.setInsertionPointAfter(linear);
+  Location loc = linear.getLoc();
+  NamedAttrList tags;
+  for (StringRef name :
+       {tg::TGDialect::kLayerAttrName, tg::TGDialect::kModuleAttrName}) {
+    if (Attribute attr = linear->getAttr(name)) {
+      tags.set(name, attr);
+    }
+  }
+  auto tag = [&](Operation *op) {
+    for (NamedAttribute attr : tags) {
+      op->setAttr(attr.getName(), attr.getValue());
+    }
+    return op->getResult(0);
+  };
+  Value x = linear.getInput();
+  if (seed) {
+    x = tag(tg::DropoutOp::create(builder, loc, x.getType(), x, seed,
+                                  builder.getF64FloatAttr(dropout),
+                                  builder.getI64IntegerAttr(salt++)));
+  }
+  Value a =
+      tag(tg::ParamRefOp::create(builder, loc, aType, paramA.getSymName()));
+  Value b =
+      tag(tg::ParamRefOp::create(builder, loc, bType, paramB.getSymName()));
+  SmallVector<int64_t> lowShape(output.getShape());
+  lowShape.back() = rank;
+  Value low = tag(tg::LinearOp::create(
+      builder, loc, RankedTensorType::get(lowShape, element), x, a, Value()));
+  Value up = tag(tg::LinearOp::create(builder, loc, output, low, b, Value()));
+  Value scale = arith::ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({}, element),
+          builder.getF32FloatAttr(static_cast<float>(scaling))));
+  Value scaled = tag(tg::MulOp::create(builder, loc, output, up, scale));
+  auto sum =
+      tg::AddOp::create(builder, loc, output, linear.getResult(), scaled);
+  tag(sum);
+  linear.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+  return success();
+}
+
+void InsertLoraPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  recordExportNames(module);
+  FailureOr<SmallVector<std::string>> targetNames = parseTargets(module);
+  if (failed(targetNames)) {
+    return signalPassFailure();
+  }
+  FailureOr<std::set<int64_t>> layerSet = parseLayers(layers, module);
+  if (failed(layerSet)) {
+    return signalPassFailure();
+  }
+  if (variant == "full") {
+    if (failed(makeTrainable(module, *targetNames))) {
+      return signalPassFailure();
+    }
+    recordAdapter(module, *targetNames, *layerSet, {});
+    return;
+  }
+  if (failed(checkHyperparameters(module))) {
+    return signalPassFailure();
+  }
+  auto func = module.lookupSymbol<func::FuncOp>(function);
+  if (!func || func.isExternal()) {
+    module.emitError() << "no function @" << function << " to adapt";
+    return signalPassFailure();
+  }
+  SmallVector<tg::LinearOp> chosen =
+      chooseLinears(func, *targetNames, *layerSet);
   if (chosen.empty()) {
     module.emitError() << "no linear layer matches targets '" << targets << "'"
                        << (layers.empty() ? "" : " in layers '" + layers + "'");
     return signalPassFailure();
   }
-
-  // --- The dropout seed, an input of its own --------------------------------
-  Value seed;
-  if (dropout > 0.0) {
-    Block &body = func.getBody().front();
-    auto seedType = RankedTensorType::get({}, builder.getI64Type());
-    seed = body.addArgument(seedType, func.getLoc());
-    SmallVector<Type> inputs(body.getArgumentTypes());
-    func.setType(FunctionType::get(context, inputs,
-                                   func.getFunctionType().getResults()));
-    func.setArgAttrs(body.getNumArguments() - 1,
-                     {builder.getNamedAttr("tg.name", builder.getStringAttr("seed"))});
-  }
-
-  // --- Adapters ----------------------------------------------------------------
+  Value seed = dropout > 0.0 ? addSeedInput(func) : Value();
   double scaling = rslora ? alpha / std::sqrt(static_cast<double>(rank))
                           : alpha / static_cast<double>(rank);
   SmallVector<Attribute> modules;
   int64_t salt = 0;
   for (tg::LinearOp linear : chosen) {
-    auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
-    auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
-    auto output = llvm::cast<RankedTensorType>(linear.getType());
-    Type element = builder.getF32Type();
-    if (weight.getElementType() != element || output.getElementType() != element) {
-      linear.emitError() << "LoRA adapters are f32 and need an f32 layer, got "
-                         << weight.getElementType();
+    if (failed(addAdapter(func, linear, seed, scaling, salt))) {
       return signalPassFailure();
     }
-    int64_t out = weight.getDimSize(0), in = weight.getDimSize(1);
-    std::string prefix = path.str();
-    builder.setInsertionPoint(func);
-    auto aType = RankedTensorType::get({rank, in}, element);
-    auto bType = RankedTensorType::get({out, rank}, element);
-    auto paramA = tg::ParamOp::create(
-        builder, linear.getLoc(), prefix + ".lora_A.weight", aType,
-        /*trainable=*/variant == "lora", /*location=*/Attribute(),
-        tg::InitAttr::get(context, builder.getStringAttr("kaiming_uniform"),
-                          builder.getF64FloatAttr(std::sqrt(5.0))),
-        /*quant=*/DictionaryAttr());
-    auto paramB = tg::ParamOp::create(
-        builder, linear.getLoc(), prefix + ".lora_B.weight", bType,
-        /*trainable=*/true, Attribute(),
-        tg::InitAttr::get(context, builder.getStringAttr("zeros"),
-                          builder.getF64FloatAttr(0.0)),
-        /*quant=*/DictionaryAttr());
-    modules.push_back(path);
-
-    builder.setInsertionPointAfter(linear);
-    Location loc = linear.getLoc();
-    NamedAttrList tags;
-    for (StringRef name :
-         {tg::TGDialect::kLayerAttrName, tg::TGDialect::kModuleAttrName}) {
-      if (Attribute attr = linear->getAttr(name)) {
-        tags.set(name, attr);
-      }
-    }
-    auto tag = [&](Operation *op) {
-      for (NamedAttribute attr : tags) {
-        op->setAttr(attr.getName(), attr.getValue());
-      }
-      return op->getResult(0);
-    };
-    Value x = linear.getInput();
-    if (seed) {
-      x = tag(tg::DropoutOp::create(builder, loc, x.getType(), x, seed,
-                                    builder.getF64FloatAttr(dropout),
-                                    builder.getI64IntegerAttr(salt++)));
-    }
-    Value a = tag(tg::ParamRefOp::create(builder, loc, aType,
-                                         paramA.getSymName()));
-    Value b = tag(tg::ParamRefOp::create(builder, loc, bType,
-                                         paramB.getSymName()));
-    SmallVector<int64_t> lowShape(output.getShape());
-    lowShape.back() = rank;
-    Value low = tag(tg::LinearOp::create(
-        builder, loc, RankedTensorType::get(lowShape, element), x, a, Value()));
-    Value up = tag(tg::LinearOp::create(builder, loc, output, low, b, Value()));
-    Value scale = arith::ConstantOp::create(
-        builder, loc,
-        DenseElementsAttr::get(RankedTensorType::get({}, element),
-                               builder.getF32FloatAttr(static_cast<float>(scaling))));
-    Value scaled = tag(tg::MulOp::create(builder, loc, output, up, scale));
-    auto sum = tg::AddOp::create(builder, loc, output, linear.getResult(), scaled);
-    tag(sum);
-    linear.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+    modules.push_back(
+        linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName));
   }
-  recordAdapter(modules);
+  recordAdapter(module, *targetNames, *layerSet, modules);
 }

@@ -52,9 +52,39 @@ struct WeightRead {
   tg::TransposeOp transpose;
 };
 
+/// The linear weights that may be stored quantized, found by walking the
+/// module: candidates by parameter, with the Hugging Face module path of
+/// their linear layer and every read of them.
+struct Candidates {
+  llvm::MapVector<StringAttr, tg::ParamOp> params;
+  /// Parameters that also feed something else, or an unselected layer.
+  DenseSet<StringAttr> rejected;
+  /// What checkpoints name each candidate, also when the exporter renamed
+  /// the weight.
+  DenseMap<StringAttr, StringAttr> modulePaths;
+  llvm::MapVector<StringAttr, SmallVector<WeightRead>> reads;
+};
+
 struct QuantizePass : public graph::impl::QuantizePassBase<QuantizePass> {
   using QuantizePassBase::QuantizePassBase;
   void runOnOperation() override;
+
+private:
+  /// The spec every weight starts from: the options, or a GPTQ
+  /// checkpoint's settings (opened into `checkpointFile`).
+  FailureOr<quant::QuantSpec>
+  baseSpec(ModuleOp module,
+           std::unique_ptr<quant::GptqCheckpoint> &checkpointFile);
+  /// Weights of the linear layers `modules` selects and `skip` does not.
+  void findCandidates(ModuleOp module, Candidates &found);
+  /// Keeps a candidate only if every read of it is a linear layer's weight.
+  void collectReads(ModuleOp module, Candidates &found);
+  /// The `quant` dictionary of `param` as `spec`, with its checkpoint
+  /// entry when there is one.
+  FailureOr<DictionaryAttr> quantAttr(tg::ParamOp param,
+                                      const quant::QuantSpec &spec,
+                                      bool transposed, StringAttr modulePath,
+                                      quant::GptqCheckpoint *checkpointFile);
 };
 
 } // namespace
@@ -83,15 +113,27 @@ static bool onlyLinearWeights(Value value) {
   });
 }
 
-void QuantizePass::runOnOperation() {
-  ModuleOp module = getOperation();
-  MLIRContext *context = &getContext();
+/// Reads `read`'s weight through a tg.dequantize of `weightType` instead.
+static void dequantizeAt(WeightRead &read, RankedTensorType weightType) {
+  OpBuilder builder(read.ref);
+  auto dequantize = tg::DequantizeOp::create(
+      builder, read.ref.getLoc(), weightType, read.ref.getNameAttr());
+  if (read.transpose) {
+    read.transpose.getResult().replaceAllUsesWith(dequantize.getResult());
+    read.transpose.erase();
+  } else {
+    read.ref.getResult().replaceAllUsesWith(dequantize.getResult());
+  }
+  read.ref.erase();
+}
 
+FailureOr<quant::QuantSpec>
+QuantizePass::baseSpec(ModuleOp module,
+                       std::unique_ptr<quant::GptqCheckpoint> &checkpointFile) {
   quant::QuantSpec base;
   if (!quant::parseScheme(scheme, base.scheme)) {
-    module.emitError() << "unknown quantization scheme '" << scheme
-                       << "' (expected nf4, int8, gptq, bf16 or fp16)";
-    return signalPassFailure();
+    return module.emitError() << "unknown quantization scheme '" << scheme
+                              << "' (expected nf4, int8, gptq, bf16 or fp16)";
   }
   base.blockSize = static_cast<int>(blockSize);
   base.doubleQuant = doubleQuant;
@@ -100,39 +142,31 @@ void QuantizePass::runOnOperation() {
   base.groupSize = static_cast<int>(groupSize);
   base.actOrder = actOrder;
   base.outlierThreshold = static_cast<float>(outlierThreshold);
-  // A GPTQ checkpoint fixes the settings and must hold every weight.
-  std::unique_ptr<quant::GptqCheckpoint> gptqCheckpoint;
-  if (!checkpoint.empty()) {
-    if (base.scheme != quant::Scheme::GPTQ) {
-      module.emitError() << "a quantization checkpoint is read for gptq only, "
-                            "not "
-                         << scheme;
-      return signalPassFailure();
-    }
-    std::string error;
-    gptqCheckpoint = quant::GptqCheckpoint::open(checkpoint, error);
-    if (!gptqCheckpoint) {
-      module.emitError() << error;
-      return signalPassFailure();
-    }
-    base.bits = gptqCheckpoint->options().bits;
-    base.groupSize = gptqCheckpoint->options().groupSize;
-    base.actOrder = gptqCheckpoint->options().actOrder;
+  if (checkpoint.empty()) {
+    return base;
   }
+  // A GPTQ checkpoint fixes the settings and must hold every weight.
+  if (base.scheme != quant::Scheme::GPTQ) {
+    return module.emitError()
+           << "a quantization checkpoint is read for gptq only, "
+              "not "
+           << scheme;
+  }
+  std::string error;
+  checkpointFile = quant::GptqCheckpoint::open(checkpoint, error);
+  if (!checkpointFile) {
+    return module.emitError() << error;
+  }
+  base.bits = checkpointFile->options().bits;
+  base.groupSize = checkpointFile->options().groupSize;
+  base.actOrder = checkpointFile->options().actOrder;
+  return base;
+}
+
+void QuantizePass::findCandidates(ModuleOp module, Candidates &found) {
   SmallVector<std::string> wanted = splitList(modules);
   SmallVector<std::string> skipped = splitList(skip);
   bool allLinear = wanted.size() == 1 && wanted.front() == "all-linear";
-  if (wanted.empty()) {
-    module.emitError() << "no modules to quantize (modules is empty)";
-    return signalPassFailure();
-  }
-
-  // --- Candidates: weights of selected linear layers, by parameter --------
-  llvm::MapVector<StringAttr, tg::ParamOp> candidates;
-  DenseSet<StringAttr> rejected;
-  // The Hugging Face module path of each candidate's linear layer: what
-  // checkpoints name it, also when the exporter renamed the weight.
-  DenseMap<StringAttr, StringAttr> modulePaths;
   module.walk([&](tg::LinearOp linear) {
     auto path =
         linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
@@ -149,7 +183,7 @@ void QuantizePass::runOnOperation() {
         });
     StringAttr name = read.ref.getNameAttr().getAttr();
     if (!selected) {
-      rejected.insert(name);
+      found.rejected.insert(name);
       return;
     }
     auto param = module.lookupSymbol<tg::ParamOp>(read.ref.getNameAttr());
@@ -158,16 +192,16 @@ void QuantizePass::runOnOperation() {
         llvm::isa_and_nonnull<tg::ExternalDataAttr>(param.getLocationAttr()) &&
         param.getTensorType().getRank() == 2 &&
         llvm::isa<FloatType>(param.getTensorType().getElementType())) {
-      candidates.insert({name, param});
-      modulePaths[name] = path;
+      found.params.insert({name, param});
+      found.modulePaths[name] = path;
     }
   });
+}
 
-  // --- Every read of a candidate must be a linear layer's weight ---------
-  llvm::MapVector<StringAttr, SmallVector<WeightRead>> reads;
+void QuantizePass::collectReads(ModuleOp module, Candidates &found) {
   module.walk([&](tg::ParamRefOp ref) {
     StringAttr name = ref.getNameAttr().getAttr();
-    if (!candidates.contains(name) || rejected.contains(name)) {
+    if (!found.params.contains(name) || found.rejected.contains(name)) {
       return;
     }
     WeightRead read{ref, {}};
@@ -181,17 +215,62 @@ void QuantizePass::runOnOperation() {
       }
     }
     if (!ok) {
-      rejected.insert(name);
+      found.rejected.insert(name);
       return;
     }
-    reads[name].push_back(read);
+    found.reads[name].push_back(read);
   });
+}
+
+FailureOr<DictionaryAttr>
+QuantizePass::quantAttr(tg::ParamOp param, const quant::QuantSpec &spec,
+                        bool transposed, StringAttr modulePath,
+                        quant::GptqCheckpoint *checkpointFile) {
+  MLIRContext *context = &getContext();
+  if (std::string problem = quant::checkSpec(spec); !problem.empty()) {
+    return param.emitError()
+           << "cannot quantize @" << param.getSymName() << " [" << spec.rows
+           << ", " << spec.cols << "] as " << scheme << ": " << problem;
+  }
+  DictionaryAttr dict = tg::quantSpecToDict(context, spec, transposed);
+  if (!checkpointFile) {
+    return dict;
+  }
+  // Checkpoints name Linear modules as Hugging Face does.
+  StringRef hfName = modulePath.getValue();
+  const quant::GptqCheckpointModule *found = checkpointFile->find(hfName.str());
+  if (!found || found->spec.rows != spec.rows ||
+      found->spec.cols != spec.cols) {
+    return param.emitError() << "checkpoint '" << checkpoint << "' has no "
+                             << "quantized module '" << hfName << "' ["
+                             << spec.rows << ", " << spec.cols << "]";
+  }
+  NamedAttrList entries(dict.getValue());
+  entries.set("checkpoint", StringAttr::get(context, checkpoint));
+  entries.set("module", modulePath);
+  return entries.getDictionary(context);
+}
+
+void QuantizePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  std::unique_ptr<quant::GptqCheckpoint> checkpointFile;
+  FailureOr<quant::QuantSpec> base = baseSpec(module, checkpointFile);
+  if (failed(base)) {
+    return signalPassFailure();
+  }
+  if (splitList(modules).empty()) {
+    module.emitError() << "no modules to quantize (modules is empty)";
+    return signalPassFailure();
+  }
+  Candidates found;
+  findCandidates(module, found);
+  collectReads(module, found);
 
   // --- Rewrite: the parameter's storage, and dequantize at each read ------
   int64_t count = 0;
-  for (auto &[name, param] : candidates) {
-    auto it = reads.find(name);
-    if (rejected.contains(name) || it == reads.end()) {
+  for (auto &[name, param] : found.params) {
+    auto it = found.reads.find(name);
+    if (found.rejected.contains(name) || it == found.reads.end()) {
       continue;
     }
     // All reads agree on the layout (a file holds one tensor one way).
@@ -202,7 +281,7 @@ void QuantizePass::runOnOperation() {
       continue;
     }
     RankedTensorType stored = param.getTensorType();
-    quant::QuantSpec spec = base;
+    quant::QuantSpec spec = *base;
     spec.rows = stored.getDimSize(transposed ? 1 : 0);
     spec.cols = stored.getDimSize(transposed ? 0 : 1);
     if (spec.scheme == quant::Scheme::Int8 && spec.outlierThreshold > 0) {
@@ -210,44 +289,17 @@ void QuantizePass::runOnOperation() {
                                 ? outlierColumns
                                 : std::max<int64_t>(1, spec.cols / 64);
     }
-    if (std::string problem = quant::checkSpec(spec); !problem.empty()) {
-      param.emitError() << "cannot quantize @" << param.getSymName() << " ["
-                        << spec.rows << ", " << spec.cols << "] as " << scheme
-                        << ": " << problem;
+    FailureOr<DictionaryAttr> dict =
+        quantAttr(param, spec, transposed, found.modulePaths.lookup(name),
+                  checkpointFile.get());
+    if (failed(dict)) {
       return signalPassFailure();
     }
-    DictionaryAttr dict = tg::quantSpecToDict(context, spec, transposed);
-    if (gptqCheckpoint) {
-      // Checkpoints name Linear modules as Hugging Face does.
-      StringRef hfName = modulePaths.lookup(name).getValue();
-      const quant::GptqCheckpointModule *found =
-          gptqCheckpoint->find(hfName.str());
-      if (!found || found->spec.rows != spec.rows ||
-          found->spec.cols != spec.cols) {
-        param.emitError() << "checkpoint '" << checkpoint << "' has no "
-                          << "quantized module '" << hfName << "' ["
-                          << spec.rows << ", " << spec.cols << "]";
-        return signalPassFailure();
-      }
-      NamedAttrList entries(dict.getValue());
-      entries.set("checkpoint", StringAttr::get(context, checkpoint));
-      entries.set("module", modulePaths.lookup(name));
-      dict = entries.getDictionary(context);
-    }
-    param.setQuantAttr(dict);
+    param.setQuantAttr(*dict);
     auto weightType = RankedTensorType::get({spec.rows, spec.cols},
                                             stored.getElementType());
     for (WeightRead &read : it->second) {
-      OpBuilder builder(read.ref);
-      auto dequantize = tg::DequantizeOp::create(
-          builder, read.ref.getLoc(), weightType, read.ref.getNameAttr());
-      if (read.transpose) {
-        read.transpose.getResult().replaceAllUsesWith(dequantize.getResult());
-        read.transpose.erase();
-      } else {
-        read.ref.getResult().replaceAllUsesWith(dequantize.getResult());
-      }
-      read.ref.erase();
+      dequantizeAt(read, weightType);
     }
     ++count;
   }

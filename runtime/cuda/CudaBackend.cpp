@@ -71,6 +71,28 @@ struct Impl {
 };
 
 namespace {
+/// Why a step of CudaBackend::create failed: the C API status and the
+/// message (the plan's name is prefixed later); status TAILOR_OK when it
+/// did not.
+struct SetupError {
+  int status = TAILOR_OK;
+  std::string message;
+  explicit operator bool() const { return status != TAILOR_OK; }
+};
+
+/// The device code chosen for this GPU, one image per module.
+struct DeviceCodeChoice {
+  std::vector<DeviceContext::Image> images;
+  /// "module arch, ..." for messages.
+  std::string archs;
+};
+
+/// The gemm_workspace arena, if the plan has one (cuBLASLt's scratch).
+struct GemmWorkspace {
+  void *memory = nullptr;
+  size_t bytes = 0;
+};
+
 /// The CudaBackend of one session.
 class GpuBackend final : public CudaBackend {
 public:
@@ -81,6 +103,23 @@ public:
   std::string runSteps(uint32_t first, uint32_t count) override;
   const CategoryBytes &allocatedBytes() const override { return allocated; }
   const std::string &deviceDescription() const override { return description; }
+
+  // The steps of CudaBackend::create, in order.
+  /// Opens the default GPU and describes it.
+  SetupError openGpu();
+  /// Per module, its cubin for this GPU's SM, else the PTX the driver
+  /// compiles.
+  SetupError chooseDeviceCode(DeviceCodeChoice &choice);
+  SetupError chooseModuleCode(const std::string &module,
+                              DeviceCodeChoice &choice);
+  /// Proves the arenas fit before allocating any, then allocates and
+  /// zeroes them.
+  SetupError allocateArenas(GemmWorkspace &workspace);
+  SetupError createStreamsAndEvents();
+  SetupError loadDeviceCode(const DeviceCodeChoice &choice,
+                            const GemmWorkspace &workspace);
+  /// Resolves and checks every launch once.
+  SetupError prepareLaunches();
 
   std::unique_ptr<Impl> impl;
   CategoryBytes allocated{};
@@ -96,168 +135,177 @@ static std::string bytesText(uint64_t bytes) {
   return text;
 }
 
-std::unique_ptr<CudaBackend> CudaBackend::create(const LoadedPlan &plan,
-                                                 std::string &error,
-                                                 int &status) {
-  const fb::Plan &p = plan.root();
-  std::unique_ptr<GpuBackend> backend(new GpuBackend());
-  backend->impl = std::make_unique<Impl>();
-  Impl &impl = *backend->impl;
-  impl.plan = &plan;
-  auto failWith = [&](int code, const std::string &message) {
-    status = code;
-    error = plan.name() + ": " + message;
-    return nullptr;
-  };
-
-  // --- The GPU --------------------------------------------------------------
+SetupError GpuBackend::openGpu() {
+  const fb::Plan &p = impl->plan->root();
   int ordinal = defaultDeviceOrdinal();
-  if (std::string problem = openDevice(ordinal, impl.device); !problem.empty()) {
-    return failWith(TAILOR_ERROR_UNAVAILABLE,
-                    "the plan targets CUDA (" + p.target()->name()->str() +
-                        ", sm_" + std::to_string(p.target()->sm()) +
-                        ") but " + problem);
+  if (std::string problem = openDevice(ordinal, impl->device);
+      !problem.empty()) {
+    return {TAILOR_ERROR_UNAVAILABLE,
+            "the plan targets CUDA (" + p.target()->name()->str() + ", sm_" +
+                std::to_string(p.target()->sm()) + ") but " + problem};
   }
-  backend->description = impl.device.name + " (GPU " + std::to_string(ordinal) +
-                         ", sm_" + std::to_string(impl.device.sm) + ")";
+  description = impl->device.name + " (GPU " + std::to_string(ordinal) +
+                ", sm_" + std::to_string(impl->device.sm) + ")";
+  return {};
+}
 
-  // --- Device code for this GPU's SM, per module: its cubin, else the PTX
-  // the driver compiles.
-  std::vector<DeviceContext::Image> images;
-  std::string chosenArchs;
-  {
-    std::vector<std::string> modules;
+SetupError GpuBackend::chooseDeviceCode(DeviceCodeChoice &choice) {
+  const fb::Plan &p = impl->plan->root();
+  std::vector<std::string> modules;
+  for (const fb::DeviceCode *code : *p.device_code()) {
+    std::string module = code->module_name() ? code->module_name()->str() : "";
+    if (std::find(modules.begin(), modules.end(), module) == modules.end()) {
+      modules.push_back(module);
+    }
+  }
+  for (const std::string &module : modules) {
+    if (SetupError error = chooseModuleCode(module, choice)) {
+      return error;
+    }
+  }
+  return {};
+}
+
+SetupError GpuBackend::chooseModuleCode(const std::string &module,
+                                        DeviceCodeChoice &choice) {
+  const fb::Plan &p = impl->plan->root();
+  Impl &m = *impl;
+  const fb::DeviceCode *chosen = nullptr;
+  std::string built;
+  for (bool ptx : {false, true}) {
     for (const fb::DeviceCode *code : *p.device_code()) {
-      std::string module = code->module_name() ? code->module_name()->str() : "";
-      if (std::find(modules.begin(), modules.end(), module) == modules.end()) {
-        modules.push_back(module);
+      std::string name = code->module_name() ? code->module_name()->str() : "";
+      if (chosen || name != module) {
+        continue;
       }
-    }
-    for (const std::string &module : modules) {
-      const fb::DeviceCode *chosen = nullptr;
-      std::string built;
-      for (bool ptx : {false, true}) {
-        for (const fb::DeviceCode *code : *p.device_code()) {
-          std::string name = code->module_name() ? code->module_name()->str() : "";
-          if (chosen || name != module) {
-            continue;
-          }
-          if (!ptx) {
-            built += (built.empty() ? "" : ", ") + code->arch()->str();
-          }
-          bool archSpecific = code->arch()->str().back() == 'a';
-          if (!ptx && code->kind() == fb::DeviceCodeKind::Cubin &&
-              cubinRunsOn(code->sm(), archSpecific, impl.device.sm)) {
-            chosen = code;
-          }
-          if (ptx && code->kind() == fb::DeviceCodeKind::Ptx &&
-              ptxRunsOn(code->sm(), impl.device.sm)) {
-            chosen = code;
-          }
-        }
+      if (!ptx) {
+        built += (built.empty() ? "" : ", ") + code->arch()->str();
       }
-      if (!chosen) {
-        return failWith(TAILOR_ERROR_UNAVAILABLE,
-                        "no device code of module '" + module + "' for " +
-                            backend->description + " (the plan carries " +
-                            built + "); recompile it with --hardware for "
-                            "this GPU");
+      bool archSpecific = code->arch()->str().back() == 'a';
+      if (!ptx && code->kind() == fb::DeviceCodeKind::Cubin &&
+          cubinRunsOn(code->sm(), archSpecific, m.device.sm)) {
+        chosen = code;
       }
-      impl.imageBytes.emplace_back();
-      if (std::string problem = deviceCodeBytes(*chosen, impl.imageBytes.back());
-          !problem.empty()) {
-        return failWith(TAILOR_ERROR_INVALID_PLAN,
-                        "device code " + chosen->arch()->str() + ": " + problem);
+      if (ptx && code->kind() == fb::DeviceCodeKind::Ptx &&
+          ptxRunsOn(code->sm(), m.device.sm)) {
+        chosen = code;
       }
-      images.push_back({module, impl.imageBytes.back().data(),
-                        impl.imageBytes.back().size()});
-      chosenArchs += (chosenArchs.empty() ? "" : ", ") + module + " " +
-                     chosen->arch()->str();
     }
   }
+  if (!chosen) {
+    return {TAILOR_ERROR_UNAVAILABLE,
+            "no device code of module '" + module + "' for " + description +
+                " (the plan carries " + built +
+                "); recompile it with --hardware for this GPU"};
+  }
+  m.imageBytes.emplace_back();
+  if (std::string problem = deviceCodeBytes(*chosen, m.imageBytes.back());
+      !problem.empty()) {
+    return {TAILOR_ERROR_INVALID_PLAN,
+            "device code " + chosen->arch()->str() + ": " + problem};
+  }
+  choice.images.push_back(
+      {module, m.imageBytes.back().data(), m.imageBytes.back().size()});
+  choice.archs +=
+      (choice.archs.empty() ? "" : ", ") + module + " " + chosen->arch()->str();
+  return {};
+}
 
-  // --- Memory: prove the arenas fit before allocating any -----------------
+SetupError GpuBackend::allocateArenas(GemmWorkspace &workspace) {
+  const fb::Plan &p = impl->plan->root();
+  Impl &m = *impl;
   uint64_t needed = 0;
   for (const fb::Arena *arena : *p.arenas()) {
     needed += arena->size();
   }
-  if (needed > impl.device.freeMemory) {
-    return failWith(TAILOR_ERROR_UNAVAILABLE,
-                    "the plan needs " + bytesText(needed) + " of GPU memory; " +
-                        backend->description + " has " +
-                        bytesText(impl.device.freeMemory) + " free of " +
-                        bytesText(impl.device.totalMemory));
+  if (needed > m.device.freeMemory) {
+    return {TAILOR_ERROR_UNAVAILABLE,
+            "the plan needs " + bytesText(needed) + " of GPU memory; " +
+                description + " has " + bytesText(m.device.freeMemory) +
+                " free of " + bytesText(m.device.totalMemory)};
   }
-  void *gemmWorkspace = nullptr;
-  size_t gemmWorkspaceBytes = 0;
   for (const fb::Arena *arena : *p.arenas()) {
     void *memory = nullptr;
     if (arena->size() > 0) {
       cudaError_t e = cudaMalloc(&memory, arena->size());
       if (e != cudaSuccess) {
-        return failWith(TAILOR_ERROR_UNAVAILABLE,
-                        "cannot allocate arena '" + arena->name()->str() +
-                            "' (" + bytesText(arena->size()) + ") on " +
-                            backend->description + ": " +
-                            cudaCallError("cudaMalloc", e));
+        return {TAILOR_ERROR_UNAVAILABLE,
+                "cannot allocate arena '" + arena->name()->str() + "' (" +
+                    bytesText(arena->size()) + ") on " + description + ": " +
+                    cudaCallError("cudaMalloc", e)};
       }
-      impl.arenas.push_back(memory);
+      m.arenas.push_back(memory);
       if ((e = cudaMemset(memory, 0, arena->size())) != cudaSuccess) {
-        return failWith(TAILOR_ERROR_INTERNAL, cudaCallError("cudaMemset", e));
+        return {TAILOR_ERROR_INTERNAL, cudaCallError("cudaMemset", e)};
       }
     } else {
-      impl.arenas.push_back(nullptr);
+      m.arenas.push_back(nullptr);
     }
-    backend->allocated[static_cast<size_t>(arena->category())] +=
-        arena->size();
+    allocated[static_cast<size_t>(arena->category())] += arena->size();
     if (arena->name()->string_view() == "gemm_workspace") {
-      gemmWorkspace = memory;
-      gemmWorkspaceBytes = arena->size();
+      workspace.memory = memory;
+      workspace.bytes = arena->size();
     }
   }
+  return {};
+}
 
-  // --- Streams, events, the module ------------------------------------------
+SetupError GpuBackend::createStreamsAndEvents() {
+  const fb::Plan &p = impl->plan->root();
+  Impl &m = *impl;
   uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
   for (uint32_t i = 0; i < std::max<uint32_t>(streamCount, 1); ++i) {
     cudaStream_t stream = nullptr;
     cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-      return failWith(TAILOR_ERROR_INTERNAL,
-                      cudaCallError("cudaStreamCreateWithFlags", e));
+      return {TAILOR_ERROR_INTERNAL,
+              cudaCallError("cudaStreamCreateWithFlags", e)};
     }
-    impl.streams.push_back(stream);
+    m.streams.push_back(stream);
   }
   if (p.events()) {
     for (uint32_t i = 0; i < p.events()->size(); ++i) {
       cudaEvent_t event = nullptr;
       cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
       if (e != cudaSuccess) {
-        return failWith(TAILOR_ERROR_INTERNAL,
-                        cudaCallError("cudaEventCreateWithFlags", e));
+        return {TAILOR_ERROR_INTERNAL,
+                cudaCallError("cudaEventCreateWithFlags", e)};
       }
-      impl.events.push_back(event);
+      m.events.push_back(event);
     }
   }
+  return {};
+}
+
+SetupError GpuBackend::loadDeviceCode(const DeviceCodeChoice &choice,
+                                      const GemmWorkspace &workspace) {
+  const fb::Plan &p = impl->plan->root();
   std::string problem;
   bool bf16 = p.target()->precision() &&
               p.target()->precision()->string_view() == "bf16";
-  impl.context = DeviceContext::create(impl.device, images, gemmWorkspace,
-                                       gemmWorkspaceBytes, bf16, problem);
-  if (!impl.context) {
-    return failWith(TAILOR_ERROR_INTERNAL,
-                    "cannot load its device code (" + chosenArchs + ") on " +
-                        backend->description + ": " + problem);
+  impl->context =
+      DeviceContext::create(impl->device, choice.images, workspace.memory,
+                            workspace.bytes, bf16, problem);
+  if (!impl->context) {
+    return {TAILOR_ERROR_INTERNAL, "cannot load its device code (" +
+                                       choice.archs + ") on " + description +
+                                       ": " + problem};
   }
+  return {};
+}
 
-  // --- Launches: resolve and check once -------------------------------------
+SetupError GpuBackend::prepareLaunches() {
+  const LoadedPlan &plan = *impl->plan;
+  const fb::Plan &p = plan.root();
+  Impl &m = *impl;
   const auto &ops = *p.ops();
-  impl.launches.resize(ops.size());
+  m.launches.resize(ops.size());
   for (uint32_t i = 0; i < ops.size(); ++i) {
     const fb::Launch *launch = ops.Get(i)->step_as_Launch();
     if (!launch) {
       continue;
     }
-    PreparedLaunch &prepared = impl.launches[i];
+    PreparedLaunch &prepared = m.launches[i];
     const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
     prepared.kernel = findCudaKernel(kernel->name()->string_view());
     prepared.origin = launch->origin() ? launch->origin()->str() : "";
@@ -265,7 +313,7 @@ std::unique_ptr<CudaBackend> CudaBackend::create(const LoadedPlan &plan,
     KernelCall check;
     for (uint32_t operand : *launch->operands()) {
       Tensor tensor;
-      tensor.data = backend->deviceBuffer(operand);
+      tensor.data = deviceBuffer(operand);
       tensor.dtype = plan.bufferDType(operand);
       tensor.shape = plan.bufferShape(operand);
       check.operands.push_back(tensor);
@@ -274,7 +322,7 @@ std::unique_ptr<CudaBackend> CudaBackend::create(const LoadedPlan &plan,
     std::string message = prepared.kernel->check(check);
     for (const char *const *f = prepared.kernel->functions;
          message.empty() && f && *f; ++f) {
-      if (!impl.context->hasFunction(*f)) {
+      if (!m.context->hasFunction(*f)) {
         message = std::string("the device code has no function '") + *f + "'";
       }
     }
@@ -283,15 +331,48 @@ std::unique_ptr<CudaBackend> CudaBackend::create(const LoadedPlan &plan,
       text << "step " << i << " (" << kernel->name()->str()
            << (prepared.origin.empty() ? "" : ", " + prepared.origin)
            << "): " << message;
-      return failWith(TAILOR_ERROR_INVALID_PLAN, text.str());
+      return {TAILOR_ERROR_INVALID_PLAN, text.str()};
     }
     prepared.call.operands = std::move(check.operands);
     prepared.call.attributes = std::move(check.attributes);
-    prepared.call.context = impl.context.get();
+    prepared.call.context = m.context.get();
+  }
+  return {};
+}
+
+std::unique_ptr<CudaBackend>
+CudaBackend::create(const LoadedPlan &plan, std::string &error, int &status) {
+  std::unique_ptr<GpuBackend> backend(new GpuBackend());
+  backend->impl = std::make_unique<Impl>();
+  backend->impl->plan = &plan;
+  auto failWith = [&](const SetupError &failure) {
+    status = failure.status;
+    error = plan.name() + ": " + failure.message;
+    return nullptr;
+  };
+  DeviceCodeChoice code;
+  GemmWorkspace workspace;
+  if (SetupError failure = backend->openGpu()) {
+    return failWith(failure);
+  }
+  if (SetupError failure = backend->chooseDeviceCode(code)) {
+    return failWith(failure);
+  }
+  if (SetupError failure = backend->allocateArenas(workspace)) {
+    return failWith(failure);
+  }
+  if (SetupError failure = backend->createStreamsAndEvents()) {
+    return failWith(failure);
+  }
+  if (SetupError failure = backend->loadDeviceCode(code, workspace)) {
+    return failWith(failure);
+  }
+  if (SetupError failure = backend->prepareLaunches()) {
+    return failWith(failure);
   }
   if (const char *flag = std::getenv("TAILOR_CUDA_SYNC");
       flag && *flag && std::string(flag) != "0") {
-    impl.syncEachStep = true;
+    backend->impl->syncEachStep = true;
   }
   return backend;
 }

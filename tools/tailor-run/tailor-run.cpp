@@ -338,6 +338,224 @@ void printList(const Plan &plan) {
   }
 }
 
+/// The entry to run (--entry, else the first) and the inputs and outputs
+/// that belong to it.
+struct EntryTensors {
+  std::string entry;
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+};
+
+bool chooseEntry(const Plan &plan, const Options &opts, EntryTensors &chosen,
+                 std::string &error) {
+  std::vector<std::string> entries = plan.entries();
+  std::string entry = opts.entry.empty() ? entries.front() : opts.entry;
+  auto entryIt = std::find(entries.begin(), entries.end(), entry);
+  if (entryIt == entries.end()) {
+    std::string known;
+    for (const std::string &name : entries) {
+      known += (known.empty() ? "" : ", ") + name;
+    }
+    error = "the plan has no entry '" + entry + "' (it has: " + known + ")";
+    return false;
+  }
+  int entryIndex = static_cast<int>(entryIt - entries.begin());
+  auto ofEntry = [&](std::vector<TensorInfo> infos) {
+    infos.erase(std::remove_if(infos.begin(), infos.end(),
+                               [&](const TensorInfo &info) {
+                                 return info.entry != entryIndex;
+                               }),
+                infos.end());
+    return infos;
+  };
+  chosen.entry = entry;
+  chosen.inputs = ofEntry(plan.inputs());
+  chosen.outputs = ofEntry(plan.outputs());
+  return true;
+}
+
+/// Every plan input exactly once, read and converted up front.
+bool readInputs(const Options &opts, const std::vector<TensorInfo> &inputInfos,
+                std::vector<std::vector<uint8_t>> &inputBytes,
+                std::string &error) {
+  std::map<std::string, std::string> inputFiles;
+  for (const std::string &spec : opts.inputs) {
+    std::string name, file;
+    if (!splitSpec("--input", spec, inputInfos, name, file, error)) {
+      return false;
+    }
+    if (!inputFiles.emplace(name, file).second) {
+      error = "input '" + name + "' is given twice";
+      return false;
+    }
+  }
+  inputBytes.resize(inputInfos.size());
+  for (size_t i = 0; i < inputInfos.size(); ++i) {
+    auto it = inputFiles.find(inputInfos[i].name);
+    if (it == inputFiles.end()) {
+      error = "missing --input " + inputInfos[i].name +
+              "=FILE.npy (the plan's inputs: " + joinNames(inputInfos) + ")";
+      return false;
+    }
+    if (!loadInput(inputInfos[i], it->second, inputBytes[i], error)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Where outputs go: (output name, destination path) pairs, each path
+/// claimed once and its folder checked before running.
+class Destinations {
+public:
+  std::vector<std::pair<std::string, std::string>> list;
+
+  bool add(const std::string &name, const std::string &path,
+           std::string &error) {
+    auto [it, added] = byPath.emplace(path, name);
+    if (!added) {
+      error = "'" + path + "' would receive both output '" + it->second +
+              "' and output '" + name + "'";
+      return false;
+    }
+    // A missing or read-only folder is found now, not after the run.
+    std::string folder = std::filesystem::path(path).parent_path().string();
+    folder = folder.empty() ? "." : folder;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec) ||
+        ::access(folder.c_str(), W_OK) != 0) {
+      error = "cannot write output '" + name + "' to '" + path + "': '" +
+              folder + "' is not a writable folder";
+      return false;
+    }
+    list.emplace_back(name, path);
+    return true;
+  }
+
+private:
+  std::map<std::string, std::string> byPath;
+};
+
+/// The destinations of --output NAME=FILE and of every output under
+/// --output-dir.
+bool chooseDestinations(const Options &opts,
+                        const std::vector<TensorInfo> &outputInfos,
+                        Destinations &destinations, std::string &error) {
+  for (const std::string &spec : opts.outputs) {
+    std::string name, file;
+    if (!splitSpec("--output", spec, outputInfos, name, file, error) ||
+        !destinations.add(name, file, error)) {
+      return false;
+    }
+  }
+  if (opts.outputDir.empty()) {
+    return true;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(opts.outputDir, ec);
+  if (ec || !std::filesystem::is_directory(opts.outputDir)) {
+    error = "--output-dir '" + opts.outputDir + "': cannot create the folder" +
+            (ec ? ": " + ec.message() : "");
+    return false;
+  }
+  for (const TensorInfo &info : outputInfos) {
+    std::string file = info.name.empty() ? "_" : info.name;
+    for (char &c : file) {
+      c = c == '/' ? '_' : c;
+    }
+    if (!destinations.add(info.name, opts.outputDir + "/" + file + ".npy",
+                          error)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Runs the entry --repeat times, setting the inputs before each run
+/// (outside the timing: a plan may reuse an input's memory for activations
+/// once it is consumed); with --time prints the mean and min.
+bool runRepeatedly(Session &session, const Options &opts,
+                   const EntryTensors &tensors,
+                   const std::vector<std::vector<uint8_t>> &inputBytes,
+                   std::string &error) {
+  using Clock = std::chrono::steady_clock;
+  double totalMs = 0, minMs = 0;
+  for (int run = 0; run < opts.repeat; ++run) {
+    for (size_t i = 0; i < tensors.inputs.size(); ++i) {
+      const TensorInfo &info = tensors.inputs[i];
+      Status status =
+          session.setInput(info.name, info.dtype, info.shape,
+                           inputBytes[i].data(), inputBytes[i].size());
+      if (!status) {
+        error = "input '" + info.name + "': " + status.message();
+        return false;
+      }
+    }
+    Clock::time_point start = Clock::now();
+    if (Status status = session.runEntry(tensors.entry); !status) {
+      error = "run failed: " + status.message();
+      return false;
+    }
+    double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    totalMs += ms;
+    minMs = run == 0 ? ms : std::min(minMs, ms);
+  }
+  if (opts.timed) {
+    std::fprintf(stderr, "tailor-run: %d run(s), mean %.3f ms/run (min %.3f)\n",
+                 opts.repeat, totalMs / opts.repeat, minMs);
+  }
+  return true;
+}
+
+/// Output `name` as an array, never read past what the runtime says it
+/// holds.
+bool fetchOutput(Session &session, const std::string &name, NpyArray &array,
+                 std::string &error) {
+  Expected<OutputView> view = session.output(name);
+  if (!view) {
+    error = "output '" + name + "': " + view.error().message();
+    return false;
+  }
+  const TensorInfo &info = view->info;
+  uint64_t expected = dtypeSize(info.dtype);
+  for (int64_t dim : info.shape) {
+    expected *= uint64_t(dim);
+  }
+  if (info.bytes != expected || (expected && !view->data)) {
+    error = "output '" + name + "': the runtime returned " +
+            std::to_string(info.bytes) + " bytes for " + dtypeName(info.dtype) +
+            " " + formatShape(info.shape);
+    return false;
+  }
+  array = toArray(*view);
+  return true;
+}
+
+/// Writes each destination's .npy, or with none prints a summary of every
+/// output.
+bool emitOutputs(Session &session, const Destinations &destinations,
+                 const std::vector<TensorInfo> &outputInfos,
+                 std::string &error) {
+  for (const auto &[name, path] : destinations.list) {
+    NpyArray array;
+    if (!fetchOutput(session, name, array, error) ||
+        !writeNpy(path, array, error)) {
+      return false;
+    }
+  }
+  if (destinations.list.empty()) {
+    for (const TensorInfo &info : outputInfos) {
+      NpyArray array;
+      if (!fetchOutput(session, info.name, array, error)) {
+        return false;
+      }
+      printSummary(info.name, array, info.dtype);
+    }
+  }
+  return true;
+}
+
 int runMain(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
@@ -362,169 +580,22 @@ int runMain(int argc, char **argv) {
     printList(*plan);
     return 0;
   }
-  // The entry to run, and the inputs and outputs that belong to it.
-  std::vector<std::string> entries = plan->entries();
-  std::string entry = opts.entry.empty() ? entries.front() : opts.entry;
-  auto entryIt = std::find(entries.begin(), entries.end(), entry);
-  if (entryIt == entries.end()) {
-    std::string known;
-    for (const std::string &name : entries) {
-      known += (known.empty() ? "" : ", ") + name;
-    }
-    return fail("the plan has no entry '" + entry + "' (it has: " + known + ")");
-  }
-  int entryIndex = static_cast<int>(entryIt - entries.begin());
-  auto ofEntry = [&](std::vector<TensorInfo> infos) {
-    infos.erase(std::remove_if(infos.begin(), infos.end(),
-                               [&](const TensorInfo &info) {
-                                 return info.entry != entryIndex;
-                               }),
-                infos.end());
-    return infos;
-  };
-  std::vector<TensorInfo> inputInfos = ofEntry(plan->inputs());
-  std::vector<TensorInfo> outputInfos = ofEntry(plan->outputs());
-
-  // Inputs: every plan input exactly once, read and converted up front.
-  std::map<std::string, std::string> inputFiles;
-  for (const std::string &spec : opts.inputs) {
-    std::string name, file;
-    if (!splitSpec("--input", spec, inputInfos, name, file, error)) {
-      return fail(error);
-    }
-    if (!inputFiles.emplace(name, file).second) {
-      return fail("input '" + name + "' is given twice");
-    }
-  }
-  std::vector<std::vector<uint8_t>> inputBytes(inputInfos.size());
-  for (size_t i = 0; i < inputInfos.size(); ++i) {
-    auto it = inputFiles.find(inputInfos[i].name);
-    if (it == inputFiles.end()) {
-      return fail("missing --input " + inputInfos[i].name +
-                  "=FILE.npy (the plan's inputs: " + joinNames(inputInfos) +
-                  ")");
-    }
-    if (!loadInput(inputInfos[i], it->second, inputBytes[i], error)) {
-      return fail(error);
-    }
-  }
-
-  // Outputs: destination path -> output name, checked before running.
-  std::vector<std::pair<std::string, std::string>> destinations;
-  std::map<std::string, std::string> byPath;
-  auto addDestination = [&](const std::string &name, const std::string &path) {
-    auto [it, added] = byPath.emplace(path, name);
-    if (!added) {
-      error = "'" + path + "' would receive both output '" + it->second +
-              "' and output '" + name + "'";
-      return false;
-    }
-    // A missing or read-only folder is found now, not after the run.
-    std::string folder = std::filesystem::path(path).parent_path().string();
-    folder = folder.empty() ? "." : folder;
-    std::error_code ec;
-    if (!std::filesystem::is_directory(folder, ec) ||
-        ::access(folder.c_str(), W_OK) != 0) {
-      error = "cannot write output '" + name + "' to '" + path + "': '" +
-              folder + "' is not a writable folder";
-      return false;
-    }
-    destinations.emplace_back(name, path);
-    return true;
-  };
-  for (const std::string &spec : opts.outputs) {
-    std::string name, file;
-    if (!splitSpec("--output", spec, outputInfos, name, file, error) ||
-        !addDestination(name, file)) {
-      return fail(error);
-    }
-  }
-  if (!opts.outputDir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opts.outputDir, ec);
-    if (ec || !std::filesystem::is_directory(opts.outputDir)) {
-      return fail("--output-dir '" + opts.outputDir +
-                  "': cannot create the folder" +
-                  (ec ? ": " + ec.message() : ""));
-    }
-    for (const TensorInfo &info : outputInfos) {
-      std::string file = info.name.empty() ? "_" : info.name;
-      for (char &c : file) {
-        c = c == '/' ? '_' : c;
-      }
-      if (!addDestination(info.name, opts.outputDir + "/" + file + ".npy")) {
-        return fail(error);
-      }
-    }
+  EntryTensors tensors;
+  std::vector<std::vector<uint8_t>> inputBytes;
+  Destinations destinations;
+  if (!chooseEntry(*plan, opts, tensors, error) ||
+      !readInputs(opts, tensors.inputs, inputBytes, error) ||
+      !chooseDestinations(opts, tensors.outputs, destinations, error)) {
+    return fail(error);
   }
 
   Expected<Session> session = Session::create(*plan, opts.threads);
   if (!session) {
     return fail(session.error().message());
   }
-  using Clock = std::chrono::steady_clock;
-  double totalMs = 0, minMs = 0;
-  for (int run = 0; run < opts.repeat; ++run) {
-    // Inputs are set before every run, outside the timing: a plan may reuse
-    // an input's memory for activations once it is consumed.
-    for (size_t i = 0; i < inputInfos.size(); ++i) {
-      const TensorInfo &info = inputInfos[i];
-      Status status =
-          session->setInput(info.name, info.dtype, info.shape,
-                            inputBytes[i].data(), inputBytes[i].size());
-      if (!status) {
-        return fail("input '" + info.name + "': " + status.message());
-      }
-    }
-    Clock::time_point start = Clock::now();
-    if (Status status = session->runEntry(entry); !status) {
-      return fail("run failed: " + status.message());
-    }
-    double ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    totalMs += ms;
-    minMs = run == 0 ? ms : std::min(minMs, ms);
-  }
-  if (opts.timed) {
-    std::fprintf(stderr, "tailor-run: %d run(s), mean %.3f ms/run (min %.3f)\n",
-                 opts.repeat, totalMs / opts.repeat, minMs);
-  }
-
-  auto fetch = [&](const std::string &name, NpyArray &array) {
-    Expected<OutputView> view = session->output(name);
-    if (!view) {
-      error = "output '" + name + "': " + view.error().message();
-      return false;
-    }
-    // Never read past what the runtime says it holds.
-    const TensorInfo &info = view->info;
-    uint64_t expected = dtypeSize(info.dtype);
-    for (int64_t dim : info.shape) {
-      expected *= uint64_t(dim);
-    }
-    if (info.bytes != expected || (expected && !view->data)) {
-      error = "output '" + name + "': the runtime returned " +
-              std::to_string(info.bytes) + " bytes for " +
-              dtypeName(info.dtype) + " " + formatShape(info.shape);
-      return false;
-    }
-    array = toArray(*view);
-    return true;
-  };
-  for (const auto &[name, path] : destinations) {
-    NpyArray array;
-    if (!fetch(name, array) || !writeNpy(path, array, error)) {
-      return fail(error);
-    }
-  }
-  if (destinations.empty()) {
-    for (const TensorInfo &info : outputInfos) {
-      NpyArray array;
-      if (!fetch(info.name, array)) {
-        return fail(error);
-      }
-      printSummary(info.name, array, info.dtype);
-    }
+  if (!runRepeatedly(*session, opts, tensors, inputBytes, error) ||
+      !emitOutputs(*session, destinations, tensors.outputs, error)) {
+    return fail(error);
   }
   return 0;
 }
