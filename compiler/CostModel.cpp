@@ -50,7 +50,9 @@ double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind) {
 static double peakFlops(const CostTarget &target, llvm::StringRef kind) {
   const HardwareSpec &h = target.hardware;
   if (!h.isCuda()) {
-    return h.cpuGflopsPerThread * 1e9 * double(std::max<int64_t>(1, target.threads));
+    double extra = double(std::max<int64_t>(1, target.threads) - 1);
+    return h.cpuGflopsPerThread * 1e9 *
+           (1.0 + extra * h.cpuParallelEfficiency);
   }
   bool tensorCores = target.precision == "bf16" &&
                      (kind == "gemm" || kind == "attention");

@@ -170,6 +170,11 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
         (key == "fp32_tflops"             ? h.fp32Tflops
          : key == "cpu_gflops_per_thread" ? h.cpuGflopsPerThread
                                           : h.launchOverheadUs) = number;
+      } else if (key == "cpu_parallel_efficiency") {
+        if (!isNumber || number > 1) {
+          return bad("a fraction in [0, 1]");
+        }
+        h.cpuParallelEfficiency = number;
       } else if (key.starts_with("efficiency_")) {
         StringRef kind = key.drop_front(strlen("efficiency_"));
         if (!llvm::is_contained(costKernelKinds(), kind)) {
@@ -185,7 +190,8 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
         return fileError(where(keyNode) + ": unknown key '" + key +
                          "' (known: name, backend, sm, gpus, memory_gib, "
                          "memory_gb, bf16_tflops, fp32_tflops, "
-                         "cpu_gflops_per_thread, bandwidth_gbs, "
+                         "cpu_gflops_per_thread, cpu_parallel_efficiency, "
+                         "bandwidth_gbs, "
                          "launch_overhead_us, efficiency_<kind>, link, "
                          "link_gbs)");
       }

@@ -40,8 +40,11 @@ struct HardwareSpec {
   std::string link;
   /// Plain fp32 rate (CUDA cores, no tensor cores), TFLOP/s.
   double fp32Tflops = 0;
-  /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM.
+  /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM, and what each
+  /// further thread adds, as a fraction of that (1: linear scaling); T
+  /// threads reach cpuGflopsPerThread * (1 + (T - 1) * efficiency).
   double cpuGflopsPerThread = 0;
+  double cpuParallelEfficiency = 1;
   /// Fixed cost of one kernel launch, microseconds.
   double launchOverheadUs = 0;
   /// Fraction of the peak each kind of kernel reaches (gemm, attention,

@@ -3,7 +3,9 @@
 // Runs every entry of a plan on this machine's CPU with each launch timed
 // (Session::recordTimeline), then fits the cost model's figures to what it
 // saw, on the model's own shapes:
-//  - cpu_gflops_per_thread: the GEMMs' FLOPs over their seconds, per thread;
+//  - cpu_gflops_per_thread: the GEMMs' FLOPs over their seconds on one
+//    thread, and cpu_parallel_efficiency: what each further thread adds
+//    (from a second run at --threads);
 //  - bandwidth_gbs: the elementwise kernels' bytes over their seconds;
 //  - launch_overhead_us: the median time of the launches that move under
 //    4 KiB and compute under 4 KFLOP (nothing but the call);
@@ -113,9 +115,23 @@ totalsByKind(const fb::Plan &p, const std::vector<Session::LaunchTiming> &timeli
   return totals;
 }
 
-/// The calibrated CPU description from the measured totals.
+/// GEMM GFLOP/s the timeline shows, the launch overhead taken out.
+double gemmGflops(const std::map<std::string, KindTotals> &totals,
+                  double overhead) {
+  auto gemm = totals.find("gemm");
+  if (gemm == totals.end() || gemm->second.flops <= 0) {
+    return 0;
+  }
+  const KindTotals &k = gemm->second;
+  return k.flops /
+         std::max(k.seconds - double(k.launches) * overhead, 1e-9) / 1e9;
+}
+
+/// The calibrated CPU description from the measured totals at `threads`,
+/// with the GEMM rate of one thread measured apart (`singleGflops`; 0 when
+/// `threads` is 1).
 HardwareSpec fitHardware(const std::map<std::string, KindTotals> &totals,
-                         double overhead, int threads) {
+                         double overhead, int threads, double singleGflops) {
   HardwareSpec h;
   h.name = "calibrated";
   h.backend = "cpu";
@@ -123,11 +139,15 @@ HardwareSpec fitHardware(const std::map<std::string, KindTotals> &totals,
   auto busy = [&](const KindTotals &k) {
     return std::max(k.seconds - double(k.launches) * overhead, 1e-9);
   };
-  auto gemm = totals.find("gemm");
-  h.cpuGflopsPerThread = gemm != totals.end() && gemm->second.flops > 0
-                             ? gemm->second.flops / busy(gemm->second) / 1e9 /
-                                   double(threads)
-                             : 0;
+  double parallel = gemmGflops(totals, overhead);
+  h.cpuGflopsPerThread = threads > 1 && singleGflops > 0 ? singleGflops : parallel;
+  h.cpuParallelEfficiency =
+      threads > 1 && singleGflops > 0
+          ? std::clamp((parallel / singleGflops - 1.0) / double(threads - 1),
+                       0.0, 1.0)
+          : 1.0;
+  double peak = h.cpuGflopsPerThread *
+                (1.0 + double(threads - 1) * h.cpuParallelEfficiency);
   auto streaming = totals.find("elementwise");
   h.memoryBandwidthGBs = streaming != totals.end() && streaming->second.bytes > 0
                              ? streaming->second.bytes / busy(streaming->second) / 1e9
@@ -137,12 +157,34 @@ HardwareSpec fitHardware(const std::map<std::string, KindTotals> &totals,
       h.efficiency[kind] = 1.0;
       continue;
     }
-    double ideal =
-        std::max(k.flops / std::max(h.cpuGflopsPerThread * 1e9 * threads, 1.0),
-                 k.bytes / std::max(h.memoryBandwidthGBs * 1e9, 1.0));
+    double ideal = std::max(k.flops / std::max(peak * 1e9, 1.0),
+                            k.bytes / std::max(h.memoryBandwidthGBs * 1e9, 1.0));
     h.efficiency[kind] = std::clamp(ideal / busy(k), 0.01, 1.0);
   }
   return h;
+}
+
+/// Times every launch of `plan` at `threads`, `rounds` times, into
+/// per-kind totals; false with a message when it cannot.
+bool measure(const LoadedPlan &plan, int threads, int rounds,
+             std::map<std::string, KindTotals> &totals, double &overhead) {
+  std::string error;
+  int status = 0;
+  std::unique_ptr<Session> session =
+      Session::create(plan, threads, error, status);
+  if (!session) {
+    llvm::errs() << "tailor calibrate: error: " << error << "\n";
+    return false;
+  }
+  fillInputs(plan.root(), *session);
+  std::vector<Session::LaunchTiming> timeline;
+  if (std::string problem = timeEntries(*session, rounds, timeline);
+      !problem.empty()) {
+    llvm::errs() << "tailor calibrate: error: " << problem << "\n";
+    return false;
+  }
+  totals = totalsByKind(plan.root(), timeline, overhead);
+  return true;
 }
 
 /// The hardware file `tailor compile/inspect --hardware` read back.
@@ -154,6 +196,8 @@ std::string hardwareYaml(const HardwareSpec &h, int threads,
      << " threads\n";
   os << "name: " << h.name << "\nbackend: cpu\n";
   os << llvm::format("cpu_gflops_per_thread: %.4f\n", h.cpuGflopsPerThread);
+  os << llvm::format("cpu_parallel_efficiency: %.4f\n",
+                     h.cpuParallelEfficiency);
   os << llvm::format("bandwidth_gbs: %.4f\n", h.memoryBandwidthGBs);
   os << llvm::format("launch_overhead_us: %.4f\n", h.launchOverheadUs);
   for (const auto &[kind, efficiency] : h.efficiency) {
@@ -228,23 +272,23 @@ int runCalibrate(int argc, const char **argv) {
   }
   int useThreads = threads > 0 ? int(threads)
                                : std::max(1, p.target() ? p.target()->threads() : 1);
-  int status = 0;
-  std::unique_ptr<Session> session =
-      Session::create(*plan, useThreads, error, status);
-  if (!session) {
-    llvm::errs() << "tailor calibrate: error: " << error << "\n";
-    return 1;
-  }
-  fillInputs(p, *session);
-  std::vector<Session::LaunchTiming> timeline;
-  if (std::string problem = timeEntries(*session, rounds, timeline);
-      !problem.empty()) {
-    llvm::errs() << "tailor calibrate: error: " << problem << "\n";
-    return 1;
-  }
+  std::map<std::string, KindTotals> totals;
   double overhead = 0;
-  std::map<std::string, KindTotals> totals = totalsByKind(p, timeline, overhead);
-  HardwareSpec fitted = fitHardware(totals, overhead, useThreads);
+  if (!measure(*plan, useThreads, rounds, totals, overhead)) {
+    return 1;
+  }
+  // GEMMs do not scale linearly in threads: one thread measured apart gives
+  // the rate each further thread adds.
+  double singleGflops = 0;
+  if (useThreads > 1) {
+    std::map<std::string, KindTotals> single;
+    double singleOverhead = 0;
+    if (!measure(*plan, 1, rounds, single, singleOverhead)) {
+      return 1;
+    }
+    singleGflops = gemmGflops(single, singleOverhead);
+  }
+  HardwareSpec fitted = fitHardware(totals, overhead, useThreads, singleGflops);
   std::string yaml = hardwareYaml(fitted, useThreads, planPath);
   for (const auto &[kind, k] : totals) {
     llvm::errs() << llvm::format(
