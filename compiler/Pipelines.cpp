@@ -141,6 +141,11 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     pm.addPass(graph::createQuantizePass(quantize));
   }
   pm.addPass(graph::createAddLossPass());
+  // --- A validation loss (val_set_size, eval_steps): a forward-only copy
+  // without dropout, planned as its own entry.
+  if (recipe.valSetSize > 0 || recipe.evalSteps > 0) {
+    pm.addPass(graph::createAddEvalStepPass());
+  }
   // --- Backward pass; fold the transposes it stacks on pre-transposed
   // weights before the optimizer splits the step.
   pm.addPass(graph::createAutodiffPass());

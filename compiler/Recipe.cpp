@@ -436,15 +436,6 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
     return createStringError(inconvertibleErrorCode(),
                              "'nesterov' needs a 'momentum' above 0");
   }
-  if ((recipe.valSetSize > 0 || recipe.evalSteps > 0) &&
-      recipe.loraDropout > 0 && recipe.adapter != "full") {
-    return createStringError(
-        inconvertibleErrorCode(),
-        "'" + Twine(recipe.valSetSize > 0 ? "val_set_size" : "eval_steps") +
-            "' needs 'lora_dropout' 0: the validation loss is computed by "
-            "the plan's train_step, which applies dropout (plans have no "
-            "evaluation entry yet)");
-  }
   if (Error error = resolveRecomputation(recipe)) {
     return error;
   }

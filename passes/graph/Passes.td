@@ -260,6 +260,25 @@ def AddLossPass : Pass<"tailor-add-loss", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def AddEvalStepPass : Pass<"tailor-add-eval-step", "::mlir::ModuleOp"> {
+  let summary = "a forward-only copy of the loss for validation, without dropout";
+  let description = [{
+    Copies `function` (the model scored by tailor-add-loss) into
+    `eval_step`, which returns only the loss, with every tg.dropout replaced
+    by its input (evaluation mode, as `model.eval()`) and the inputs nothing
+    reads any more (the dropout seed) removed; its inputs and result are
+    named `eval_<name>` (`eval_input_ids`, `eval_labels`, `eval_loss`), as a
+    plan's names are unique across its entries. Autodiff and the optimizer
+    leave it alone, so the plan gains an entry that computes the validation
+    loss without a backward pass and without dropout.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "the scored function to copy">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def AutodiffPass : Pass<"tailor-autodiff", "::mlir::ModuleOp"> {
   let summary = "reverse-mode differentiation of a tg function";
   let description = [{

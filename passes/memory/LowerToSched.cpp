@@ -656,6 +656,9 @@ void LowerToSchedPass::runOnOperation() {
       names = {"forward"};
     } else {
       names = {"train_step", "optimizer_step"};
+      if (module.lookupSymbol<func::FuncOp>("eval_step")) {
+        names.push_back("eval_step");
+      }
     }
   } else {
     for (StringRef name : llvm::split(StringRef(functionName), ',')) {

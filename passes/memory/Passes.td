@@ -85,7 +85,7 @@ def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
   let options = [
     Option<"functionName", "function", "std::string", /*default=*/"\"\"",
            "comma-separated functions to plan, in order (default: forward, "
-           "or train_step,optimizer_step)">,
+           "or train_step,optimizer_step and eval_step when there is one)">,
     Option<"threads", "threads", "int64_t", /*default=*/"8",
            "CPU workers the per-worker workspaces are sized for">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",

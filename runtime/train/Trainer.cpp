@@ -181,8 +181,12 @@ struct Run {
   std::unique_ptr<Session> session;
   const fb::Training *training = nullptr;
   int trainEntry = -1, optimizerEntry = -1;
+  /// The plan's forward-only validation entry (tailor-add-eval-step), or -1:
+  /// validation then runs train_step and clears the gradients it adds.
+  int evalEntry = -1;
   int64_t microBatch = 0, sequenceLen = 0, accumulation = 1;
   Slot inputIds, labels, positionIds, seedSlot, loss, stepSlot, lr, gradNorm;
+  Slot evalIds, evalLabels, evalPositions, evalLoss;
   /// The gradient accumulators train_step adds into.
   std::vector<uint32_t> gradBuffers;
   CheckpointLayout layout;
@@ -221,6 +225,7 @@ std::string openPlan(Run &run) {
   }
   run.trainEntry = run.session->findEntry("train_step");
   run.optimizerEntry = run.session->findEntry("optimizer_step");
+  run.evalEntry = run.session->findEntry("eval_step");
   if (run.trainEntry < 0 || run.optimizerEntry < 0 || !run.training) {
     return run.name() + ": not a training plan (no " +
            (run.trainEntry < 0       ? "train_step entry"
@@ -239,6 +244,29 @@ std::string openPlan(Run &run) {
 }
 
 /// Binds the entries' inputs and outputs, and finds the accumulators.
+/// The eval_step entry's inputs and loss, when the plan has one.
+std::string bindEvalEntry(Run &run) {
+  if (run.evalEntry < 0) {
+    return "";
+  }
+  const fb::Plan &root = run.plan->root();
+  std::vector<int64_t> tokenShape = {run.microBatch, run.sequenceLen};
+  std::vector<DType> ints = {DType::I64, DType::I32};
+  if (std::string problem = bindEntry(
+          *run.plan, *run.session, root.inputs(), run.evalEntry, "eval_step",
+          "input",
+          {{"eval_input_ids", true, tokenShape, ints, &run.evalIds},
+           {"eval_labels", true, tokenShape, ints, &run.evalLabels},
+           {"eval_position_ids", false, tokenShape, ints,
+            &run.evalPositions}});
+      !problem.empty()) {
+    return problem;
+  }
+  return bindEntry(*run.plan, *run.session, root.outputs(), run.evalEntry,
+                   "eval_step", "output",
+                   {{"eval_loss", true, {}, {DType::F32}, &run.evalLoss}});
+}
+
 std::string bindSlots(Run &run) {
   const fb::Plan &root = run.plan->root();
   LoadedPlan &plan = *run.plan;
@@ -273,6 +301,9 @@ std::string bindSlots(Run &run) {
                     {{"lr", true, {}, floats, &run.lr},
                      {"grad_norm", true, {}, floats, &run.gradNorm}});
       !problem.empty()) {
+    return problem;
+  }
+  if (std::string problem = bindEvalEntry(run); !problem.empty()) {
     return problem;
   }
   if (root.states()) {
@@ -374,11 +405,12 @@ std::string openData(Run &run) {
     }
     return "";
   }
-  if (run.seedSlot.buffer >= 0) {
+  if (run.seedSlot.buffer >= 0 && run.evalEntry < 0) {
     return run.name() + ": the plan's train_step applies dropout (it takes "
-                        "a seed), so it cannot compute a validation loss "
-                        "(plans have no evaluation entry yet); compile with "
-                        "lora_dropout 0 to evaluate";
+                        "a seed) and the plan has no eval_step to compute "
+                        "a validation loss without it; compile with "
+                        "val_set_size or eval_steps (which add eval_step), "
+                        "or lora_dropout 0";
   }
   return "";
 }
@@ -572,6 +604,21 @@ std::string zeroAccumulators(Session &session,
 /// gradients; it runs right after an optimizer step, which leaves every
 /// accumulator at exactly +0, so zeroing them afterwards restores the
 /// training state bit for bit.
+/// One validation micro-batch (already in run.ids/targets/positions):
+/// through eval_step when the plan has it, else through train_step.
+std::string runValidationBatch(Run &run, int64_t step) {
+  if (run.evalEntry < 0) {
+    feed(run, step, 0);
+    return run.session->runEntry(run.trainEntry);
+  }
+  writeInts(run.evalIds, run.ids.data(), run.ids.size());
+  writeInts(run.evalLabels, run.targets.data(), run.targets.size());
+  if (run.evalPositions.buffer >= 0) {
+    writeInts(run.evalPositions, run.positions.data(), run.positions.size());
+  }
+  return run.session->runEntry(run.evalEntry);
+}
+
 std::string evaluate(Run &run, int64_t step, double &meanLoss) {
   double sum = 0;
   uint64_t counted = 0;
@@ -579,13 +626,12 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
   for (uint64_t batch = 0; batch < validation.batchesPerPass(); ++batch) {
     validation.batchAt(batch, run.ids.data(), run.targets.data(),
                        positionsOf(run));
-    feed(run, step, 0);
-    if (std::string problem = run.session->runEntry(run.trainEntry);
+    if (std::string problem = runValidationBatch(run, step);
         !problem.empty()) {
       return "step " + std::to_string(step) + ", validation micro-batch " +
              std::to_string(batch) + ": " + problem;
     }
-    float value = readScalar(run.loss);
+    float value = readScalar(run.evalEntry >= 0 ? run.evalLoss : run.loss);
     if (!std::isfinite(value)) {
       return "step " + std::to_string(step) + ": validation loss is " +
              (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
@@ -596,9 +642,11 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
     sum += static_cast<double>(value) * static_cast<double>(tokens);
     counted += tokens;
   }
-  if (std::string problem = zeroAccumulators(*run.session, run.gradBuffers);
-      !problem.empty()) {
-    return run.name() + ": " + problem;
+  if (run.evalEntry < 0) {
+    if (std::string problem = zeroAccumulators(*run.session, run.gradBuffers);
+        !problem.empty()) {
+      return run.name() + ": " + problem;
+    }
   }
   meanLoss = counted > 0 ? sum / static_cast<double>(counted) : 0.0;
   return "";

@@ -727,12 +727,13 @@ TEST(Trainer, DataAndValidationErrorsNameTheProblem) {
   options.dataPath = writeExamples(dir.path + "/train.jsonl", 8, 0);
   options.outputDir = dir.path + "/out";
 
-  // Dropout in train_step would make the validation loss random.
+  // Dropout in train_step would make the validation loss random, and this
+  // plan has no eval_step to compute it without.
   options.planPath = writePlan(dir.path);
   options.evalDataPath = options.dataPath;
   EXPECT_NE(train(options).error.find("the plan's train_step applies dropout "
-                                      "(it takes a seed), so it cannot "
-                                      "compute a validation loss"),
+                                      "(it takes a seed) and the plan has no "
+                                      "eval_step"),
             std::string::npos);
 
   ToyPlan plan;
