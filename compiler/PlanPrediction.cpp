@@ -17,10 +17,11 @@ namespace fb = tailor::plan;
 
 namespace {
 
-/// The launches of entry `e` as work records, in order.
-std::vector<LaunchWork> launchesOf(const fb::Plan &p, const fb::Entry &e) {
+/// The launches of ops [first, first + count) as work records, in order.
+std::vector<LaunchWork> launchesOf(const fb::Plan &p, uint32_t first,
+                                   uint32_t count) {
   std::vector<LaunchWork> work;
-  for (uint32_t i = e.first_op(); i < e.first_op() + e.op_count(); ++i) {
+  for (uint32_t i = first; i < first + count; ++i) {
     const fb::Launch *launch = p.ops()->Get(i)->step_as_Launch();
     if (!launch) {
       continue;
@@ -85,12 +86,18 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
     return prediction;
   }
   prediction.unpredictable = unpredictableBecause(target);
-  if (!prediction.unpredictable.empty() || !p.entries()) {
+  if (!prediction.unpredictable.empty()) {
+    return prediction;
+  }
+  if (!p.entries() || p.entries()->size() == 0) {
+    // An inference plan without an entry table: its ops are the forward.
+    prediction.step = predictLaunches(target, launchesOf(p, 0, p.ops()->size()));
     return prediction;
   }
   for (const fb::Entry *e : *p.entries()) {
-    prediction.step.add(predictLaunches(target, launchesOf(p, *e)),
-                        runsPerStep(p, e->name()->string_view()));
+    prediction.step.add(
+        predictLaunches(target, launchesOf(p, e->first_op(), e->op_count())),
+        runsPerStep(p, e->name()->string_view()));
   }
   if (const fb::Training *training = p.training()) {
     prediction.tokensPerStep = double(training->micro_batch_size()) *

@@ -7,9 +7,11 @@
 // Layout: q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], y and dout
 // [B, Hq, T, Dv], row-major; query head h reads kv head h / (Hq / Hkv).
 // With causal masking query row t sees keys s <= t + (S - T), and with a
-// sliding window of W keys also only s > t + (S - T) - W; a row that sees
-// no key gets zeros (forward) and zero gradients (backward), as on the
-// CPU. The score of a visible key is (tg.attention's order, AttentionKeys.h)
+// sliding window of W keys also only s > t + (S - T) - W, and with document
+// masking (sample packing's positions [B, T]) only keys of the query's own
+// example, s >= t + (S - T) - positions[b, t] (a negative position counts
+// as 0 here; the CPU kernel refuses it); a row that sees no key gets zeros
+// (forward) and zero gradients (backward), as on the CPU. The score of a visible key is (tg.attention's order, AttentionKeys.h)
 //   x = scale * q.k, capped to c * tanh(x / c) with a softcap c,
 //       + slope[h] * (s - t - (S - T)) with ALiBi, + bias[b, h, t, s] with
 //       a bias operand (broadcast through zero strides);
@@ -93,6 +95,10 @@ struct Dims {
   /// element strides over [B, Hq, T, S] (0 on broadcast dims).
   const void *bias;
   long long biasStride[4];
+  /// Document masking (sample packing): each query token's position within
+  /// its example, i64 [B, T] (null: none); query t sees no key before
+  /// t - positions[b, t] (a negative position counts as 0).
+  const long long *positions;
   float slopes[kMaxAlibiHeads];
 };
 
@@ -182,11 +188,16 @@ TL_DEVICE float quadMax(float v) {
   return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
 }
 
-/// Whether query row t sees key s.
-TL_DEVICE bool visible(const Dims &p, int t, int s) {
+/// Whether query row t of batch b sees key s.
+TL_DEVICE bool visible(const Dims &p, int b, int t, int s) {
   int diagonal = t + (p.s - p.t);
-  return s < p.s && t < p.t && s >= 0 && (!p.causal || s <= diagonal) &&
-         (p.window <= 0 || s > diagonal - p.window);
+  bool seen = s < p.s && t < p.t && s >= 0 && (!p.causal || s <= diagonal) &&
+              (p.window <= 0 || s > diagonal - p.window);
+  if (!seen || !p.positions) {
+    return seen;
+  }
+  long long position = p.positions[(long long)b * p.t + t];
+  return (long long)s >= diagonal - (position < 0 ? 0 : position);
 }
 
 /// The first key any of the query rows from t0 on sees (0 without a
@@ -313,7 +324,7 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
       for (int e = 0; e < 4; ++e) {
         int key = n0 + 8 * j + 2 * tq + (e & 1);
         int row = rowA + 8 * (e >> 1);
-        float x = visible(p, row, key)
+        float x = visible(p, b, row, key)
                       ? scoreOf<T>(p, b, h, row, key, s[j][e], nullptr)
                       : negativeInfinity();
         s[j][e] = x;
@@ -490,7 +501,7 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
             int key = keyA + 8 * (e >> 1);
             float capGrad = 1.0f;
             float prob =
-                visible(p, t0 + col, key)
+                visible(p, b, t0 + col, key)
                     ? __expf(scoreOf<T>(p, b, h, t0 + col, key, sT[j][e],
                                         &capGrad) -
                              lTile[col])
@@ -623,7 +634,7 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
         int row = rowA + 8 * r;
         float capGrad = 1.0f;
         float prob =
-            visible(p, row, key)
+            visible(p, b, row, key)
                 ? __expf(scoreOf<T>(p, b, h, row, key, s[j][e], &capGrad) -
                          lse[r])
                 : 0.0f;

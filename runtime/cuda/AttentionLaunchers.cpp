@@ -66,9 +66,10 @@ struct Dims {
   int unused;
   const void *bias;
   long long biasStride[4];
+  const long long *positions;
   float slopes[kMaxAlibiHeads];
 };
-static_assert(sizeof(Dims) == 96 + 4 * kMaxAlibiHeads,
+static_assert(sizeof(Dims) == 104 + 4 * kMaxAlibiHeads,
               "must match tl::attn::Dims");
 
 constexpr int64_t kMaxHeadDim = 128;
@@ -103,8 +104,9 @@ std::string function(const char *kernel, int64_t hd, DType dtype) {
          floatSuffix(dtype);
 }
 
-/// The launch's Dims; `bias` is the bias operand or null.
-Dims dimsOf(const Shape &a, const Attributes &attributes, const Tensor *bias) {
+/// The launch's Dims; `bias` and `positions` are those operands or null.
+Dims dimsOf(const Shape &a, const Attributes &attributes, const Tensor *bias,
+            const Tensor *positions) {
   Dims p{};
   p.hq = static_cast<int>(a.hq);
   p.hkv = static_cast<int>(a.hkv);
@@ -131,7 +133,16 @@ Dims dimsOf(const Shape &a, const Attributes &attributes, const Tensor *bias) {
       stride *= bias->shape[i];
     }
   }
+  if (positions) {
+    p.positions = positions->as<long long>();
+  }
   return p;
+}
+
+/// The index of the positions operand (document masking), or -1.
+int64_t positionsOperand(const Attributes &attributes) {
+  return attributes.find("positions") ? attributes.getInt("positions", -1)
+                                      : -1;
 }
 
 /// Whether the launch carries the bias operand.
@@ -145,19 +156,19 @@ bool withBias(const KernelCall &call) {
 /// of the device kernels. `count` counts the operands without a bias.
 std::string checkCommon(const KernelCall &call, const char *kernel,
                         size_t count, size_t qi) {
-  if (call.attributes.find("positions")) {
-    return "document masking (attention positions, from sample_packing: "
-           "true) runs on the CPU backend only: the CUDA attention kernels "
-           "do not implement it yet";
-  }
-  count += withBias(call) ? 1 : 0;
+  int64_t positions = positionsOperand(call.attributes);
+  count += (withBias(call) ? 1 : 0) + (positions >= 0 ? 1 : 0);
   if (auto e = expectOperandCount(call, count); !e.empty()) {
     return e;
   }
   if (auto e = expectDTypeIn(call, 0, {DType::F32, DType::BF16}); !e.empty()) {
     return e;
   }
+  // The positions (i64) are checked by the CPU kernel's check below.
   for (size_t i = 1; i + 1 < count; ++i) {
+    if (static_cast<int64_t>(i) == positions) {
+      continue;
+    }
     if (auto e = expectSameDType(call, i, 0); !e.empty()) {
       return e;
     }
@@ -170,13 +181,18 @@ std::string checkCommon(const KernelCall &call, const char *kernel,
     return e;
   }
   for (size_t i = 0; i < ws; ++i) {
+    if (static_cast<int64_t>(i) == positions) {
+      continue;
+    }
     if (auto e = expectRank(call, i, 4); !e.empty()) {
       return e;
     }
   }
   KernelCall view = call;
-  for (Tensor &t : view.operands) {
-    t.dtype = DType::F32;
+  for (size_t i = 0; i < view.operands.size(); ++i) {
+    if (static_cast<int64_t>(i) != positions) {
+      view.operands[i].dtype = DType::F32;
+    }
   }
   Shape a = shapeOf(call.operands, qi);
   // The CPU backward wants 3 score blocks per worker with a softcap, else 2.
@@ -219,13 +235,16 @@ std::string checkAttention(const KernelCall &call) {
 
 std::string launchAttention(const CudaCall &call) {
   bool biased = call.attributes.getInt("bias", 0) != 0;
+  int64_t positions = positionsOperand(call.attributes);
+  size_t out = 3 + (biased ? 1 : 0) + (positions >= 0 ? 1 : 0);
   const Tensor &q = call.operands[0], &k = call.operands[1],
-               &v = call.operands[2], &y = call.operands[biased ? 4 : 3];
+               &v = call.operands[2], &y = call.operands[out];
   if (y.numel() == 0) {
     return "";
   }
   Shape a = shapeOf(call.operands, 0);
-  Dims p = dimsOf(a, call.attributes, biased ? &call.operands[3] : nullptr);
+  Dims p = dimsOf(a, call.attributes, biased ? &call.operands[3] : nullptr,
+                  positions >= 0 ? &call.operands[positions] : nullptr);
   int64_t hd = headClass(a);
   const void *pq = q.data, *pk = k.data, *pv = v.data;
   void *py = y.data;
@@ -247,7 +266,7 @@ struct StatsPlace {
   int64_t stride = 0;
 };
 
-/// `out` is the index of dq (4, or 5 after a bias operand).
+/// `out` is the index of dq (4, plus one per bias or positions operand).
 StatsPlace statsPlace(const std::vector<Tensor> &operands, size_t out) {
   Shape a = shapeOf(operands, 1);
   int64_t rows = a.b * a.hq * a.t;
@@ -261,12 +280,19 @@ StatsPlace statsPlace(const std::vector<Tensor> &operands, size_t out) {
   return {};
 }
 
+/// dq's index in attention_grad: after dout, q, k, v and the optional bias
+/// and positions.
+size_t gradOutputIndex(const Attributes &attributes) {
+  return 4 + (attributes.getInt("bias", 0) != 0 ? 1 : 0) +
+         (positionsOperand(attributes) >= 0 ? 1 : 0);
+}
+
 std::string checkAttentionGrad(const KernelCall &call) {
   if (auto e = checkCommon(call, "attention_grad", 8, 1); !e.empty()) {
     return e;
   }
   Shape a = shapeOf(call.operands, 1);
-  size_t out = withBias(call) ? 5 : 4;
+  size_t out = gradOutputIndex(call.attributes);
   if (a.s > 0 && statsPlace(call.operands, out).stride == 0) {
     return "workspace of " + std::to_string(call.operands[out + 3].shape[0]) +
            " floats holds no 2 statistics for each of the " +
@@ -278,7 +304,9 @@ std::string checkAttentionGrad(const KernelCall &call) {
 }
 
 std::string launchAttentionGrad(const CudaCall &call) {
-  size_t out = call.attributes.getInt("bias", 0) != 0 ? 5 : 4;
+  size_t out = gradOutputIndex(call.attributes);
+  int64_t positions = positionsOperand(call.attributes);
+  bool biased = call.attributes.getInt("bias", 0) != 0;
   const Tensor &dout = call.operands[0], &q = call.operands[1],
                &k = call.operands[2], &v = call.operands[3],
                &dq = call.operands[out], &dk = call.operands[out + 1],
@@ -292,7 +320,8 @@ std::string launchAttentionGrad(const CudaCall &call) {
   if (a.hkv == 0) {
     return "";
   }
-  Dims p = dimsOf(a, call.attributes, out == 5 ? &call.operands[4] : nullptr);
+  Dims p = dimsOf(a, call.attributes, biased ? &call.operands[4] : nullptr,
+                  positions >= 0 ? &call.operands[positions] : nullptr);
   StatsPlace place = statsPlace(call.operands, out);
   p.statsStride = place.stride;
   float *stats = place.inWorkspace ? workspace.as<float>() : dq.as<float>();
@@ -353,8 +382,8 @@ const char *const kAttentionGradFunctions[] = {
 } // namespace
 
 void addAttentionCudaKernels(std::vector<CudaKernelDef> &table) {
-  // Variadic like the CPU kernels: the bias operand is optional (and
-  // document masking's positions operand, which checkCommon refuses).
+  // Variadic like the CPU kernels: the bias and document masking's
+  // positions operands are optional.
   table.push_back(
       {"attention", -1, checkAttention, launchAttention, kAttentionFunctions});
   table.push_back({"attention_grad", -1, checkAttentionGrad,

@@ -48,6 +48,9 @@ struct Case {
   std::vector<double> slopes = {};
   /// Shape of the additive bias operand (empty: none).
   std::vector<int64_t> bias = {};
+  /// Document masking: the lengths of the packed examples, repeated along
+  /// each row of T tokens (empty: none).
+  std::vector<int64_t> documents = {};
 };
 
 Attribute floatsAttr(const char *name, std::vector<double> values) {
@@ -82,10 +85,44 @@ std::vector<Attribute> attributesOf(const Case &c) {
   return attrs;
 }
 
+/// The attributes of the forward (`backward` 0) or backward (1), with the
+/// positions operand's index when the case packs documents.
+std::vector<Attribute> attributesOf(const Case &c, size_t backward) {
+  std::vector<Attribute> attrs = attributesOf(c);
+  if (!c.documents.empty()) {
+    attrs.push_back(intAttr(
+        "positions", static_cast<int64_t>(3 + backward + (c.bias.empty() ? 0 : 1))));
+  }
+  return attrs;
+}
+
 /// Index of the first output: after q, k, v (after dout, q, k, v in the
-/// backward, `backward` = 1) and the bias operand if any.
+/// backward, `backward` = 1), the bias and the positions operands if any.
 size_t outputIndex(const Case &c, size_t backward = 0) {
-  return 3 + backward + (c.bias.empty() ? 0 : 1);
+  return 3 + backward + (c.bias.empty() ? 0 : 1) +
+         (c.documents.empty() ? 0 : 1);
+}
+
+/// Appends the positions operand (i64 [B, T]: each token's place in its
+/// example, the examples' lengths cycling) when the case packs documents.
+void addPositions(std::vector<HostTensor> &ops, const Case &c) {
+  if (c.documents.empty()) {
+    return;
+  }
+  HostTensor positions(DType::I64, {c.b, c.t});
+  int64_t *p = positions.as<int64_t>();
+  for (int64_t b = 0; b < c.b; ++b) {
+    size_t document = static_cast<size_t>(b) % c.documents.size();
+    int64_t within = 0;
+    for (int64_t t = 0; t < c.t; ++t) {
+      if (within == c.documents[document]) {
+        document = (document + 1) % c.documents.size();
+        within = 0;
+      }
+      p[b * c.t + t] = within++;
+    }
+  }
+  ops.push_back(positions);
 }
 
 /// Appends the bias operand (uniform in [-1, 1]) when the case has one.
@@ -101,6 +138,7 @@ std::vector<HostTensor> forwardOperands(const Case &c) {
                                  input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
                                  input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype)};
   addBias(ops, c);
+  addPositions(ops, c);
   ops.push_back(HostTensor(c.dtype, {c.b, c.hq, c.t, c.dv}));
   ops.push_back(HostTensor(DType::F32, {std::max<int64_t>(64 * c.s, 1)}));
   return ops;
@@ -120,6 +158,7 @@ std::vector<HostTensor> backwardOperands(const Case &c) {
                                  input({c.b, c.hkv, c.s, c.d}, 2, c.dtype),
                                  input({c.b, c.hkv, c.s, c.dv}, 3, c.dtype)};
   addBias(ops, c);
+  addPositions(ops, c);
   ops.push_back(HostTensor(c.dtype, {c.b, c.hq, c.t, c.d}));
   ops.push_back(HostTensor(c.dtype, {c.b, c.hkv, c.s, c.d}));
   ops.push_back(HostTensor(c.dtype, {c.b, c.hkv, c.s, c.dv}));
@@ -128,14 +167,14 @@ std::vector<HostTensor> backwardOperands(const Case &c) {
 }
 
 void expectForward(TestBackend &backend, const Case &c) {
-  expectMatchesCpu(backend, "attention", forwardOperands(c), attributesOf(c),
-                   {outputIndex(c)}, kBf16Compute);
+  expectMatchesCpu(backend, "attention", forwardOperands(c),
+                   attributesOf(c, 0), {outputIndex(c)}, kBf16Compute);
 }
 
 void expectBackward(TestBackend &backend, const Case &c) {
   size_t out = outputIndex(c, 1);
   expectMatchesCpu(backend, "attention_grad", backwardOperands(c),
-                   attributesOf(c), {out, out + 1, out + 2}, kBf16Compute);
+                   attributesOf(c, 1), {out, out + 1, out + 2}, kBf16Compute);
 }
 
 /// BLOOM's ALiBi slopes for `heads` heads (a power of two):
@@ -373,6 +412,30 @@ TEST_F(CudaKernelTest, AttentionGradAlibiBias) {
                                 0, 0, alibiSlopes(4), {1, 1, 100, 8}));
 }
 
+// Tests document masking (sample packing): examples of several lengths
+// packed along T, queries never seeing keys of an earlier example, with
+// GQA, a window, ALiBi, a bias operand in front, and bf16; forward and
+// backward.
+TEST_F(CudaKernelTest, AttentionDocuments) {
+  Case gqa{2, 4, 2, 37, 37, 40, 24, true};
+  gqa.documents = {5, 11, 1, 20};
+  expectForward(*backend, gqa);
+  expectBackward(*backend, gqa);
+  Case long_{1, 2, 1, 150, 150, 64, 64, true};
+  long_.documents = {70, 9, 100};
+  expectForward(*backend, long_);
+  expectBackward(*backend, long_);
+  Case mixed = with({2, 4, 2, 37, 37, 32, 32, true}, 9, 0, alibiSlopes(4),
+                    {2, 4, 37, 37});
+  mixed.documents = {13, 4};
+  expectForward(*backend, mixed);
+  expectBackward(*backend, mixed);
+  Case bf16{1, 2, 1, 37, 37, 32, 32, true, DType::BF16};
+  bf16.documents = {8, 30};
+  expectForward(*backend, bf16);
+  expectBackward(*backend, bf16);
+}
+
 //===----------------------------------------------------------------------===//
 // Checks.
 //===----------------------------------------------------------------------===//
@@ -423,15 +486,15 @@ TEST_F(CudaKernelTest, AttentionChecks) {
   EXPECT_EQ(checkCuda("attention", ops, attributesOf(biased)),
             "operand 3 must be f32 like operand 0, got bf16");
 
-  // Document masking (sample packing) runs on the CPU only for now.
-  std::vector<Attribute> packed = attributesOf(c);
-  packed.push_back(intAttr("positions", 3));
-  ops = forwardOperands(c);
-  ops.insert(ops.begin() + 3, HostTensor(DType::I64, {1, 4}));
-  EXPECT_NE(checkCuda("attention", ops, packed)
-                .find("document masking (attention positions, from "
-                      "sample_packing: true) runs on the CPU backend only"),
-            std::string::npos);
+  // Document masking needs causal attention and i64 positions [B, T].
+  Case packed{1, 2, 1, 4, 4, 32, 32, true};
+  packed.documents = {3};
+  EXPECT_EQ(checkCuda("attention", forwardOperands(packed),
+                      attributesOf(packed, 0)),
+            "");
+  ops = forwardOperands(packed);
+  ops[3] = HostTensor(DType::I32, {1, 4});
+  EXPECT_NE(checkCuda("attention", ops, attributesOf(packed, 0)), "");
 }
 
 } // namespace
