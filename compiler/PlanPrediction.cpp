@@ -40,15 +40,26 @@ double runsPerStep(const fb::Plan &p, llvm::StringRef name) {
   return 1;
 }
 
+/// A run of the plan's ops one entry owns (an inference plan without an
+/// entry table: all of them, as entry 0, `forward`).
+struct EntryOps {
+  uint32_t index = 0;
+  uint32_t first = 0;
+  uint32_t count = 0;
+  std::string name;
+};
+
 /// Entries in the order one step runs them, each as often as it runs.
-std::vector<const fb::Entry *> stepOrder(const fb::Plan &p) {
-  std::vector<const fb::Entry *> order;
-  if (!p.entries()) {
+std::vector<EntryOps> stepOrder(const fb::Plan &p) {
+  std::vector<EntryOps> order;
+  if (!p.entries() || p.entries()->size() == 0) {
+    order.push_back({0, 0, p.ops()->size(), "forward"});
     return order;
   }
-  for (const fb::Entry *e : *p.entries()) {
+  for (uint32_t index = 0; index < p.entries()->size(); ++index) {
+    const fb::Entry *e = p.entries()->Get(index);
     for (double i = 0; i < runsPerStep(p, e->name()->string_view()); ++i) {
-      order.push_back(e);
+      order.push_back({index, e->first_op(), e->op_count(), e->name()->str()});
     }
   }
   return order;
@@ -112,9 +123,9 @@ namespace {
 /// Bytes of `arena` held at each op of entry `e`: every buffer a launch
 /// names, from its first to its last launch (the entry's inputs from its
 /// start, its outputs to its end).
-std::vector<uint64_t> arenaBytesOverEntry(const fb::Plan &p, const fb::Entry &e,
+std::vector<uint64_t> arenaBytesOverEntry(const fb::Plan &p, const EntryOps &e,
                                           uint32_t arena) {
-  uint32_t n = e.op_count();
+  uint32_t n = e.count;
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> span; // buffer -> [a, b]
   auto use = [&](uint32_t buffer, uint32_t at) {
     if (p.buffers()->Get(buffer)->arena() != arena) {
@@ -126,16 +137,13 @@ std::vector<uint64_t> arenaBytesOverEntry(const fb::Plan &p, const fb::Entry &e,
   };
   for (uint32_t i = 0; i < n; ++i) {
     if (const fb::Launch *launch =
-            p.ops()->Get(e.first_op() + i)->step_as_Launch()) {
+            p.ops()->Get(e.first + i)->step_as_Launch()) {
       for (uint32_t buffer : *launch->operands()) {
         use(buffer, i);
       }
     }
   }
-  uint32_t entryIndex = 0;
-  while (p.entries()->Get(entryIndex) != &e) {
-    ++entryIndex;
-  }
+  uint32_t entryIndex = e.index;
   auto bind = [&](const auto *bindings, uint32_t at) {
     if (!bindings) {
       return;
@@ -226,14 +234,13 @@ void writePredictedTrace(const fb::Plan &p, const CostTarget &target,
     json.attributeArray("traceEvents", [&] {
       writeMetadata(p, json);
       double now = 0; // microseconds
-      for (const fb::Entry *e : stepOrder(p)) {
+      for (const EntryOps &e : stepOrder(p)) {
         std::vector<std::vector<uint64_t>> live;
         for (uint32_t arena : arenas) {
-          live.push_back(arenaBytesOverEntry(p, *e, arena));
+          live.push_back(arenaBytesOverEntry(p, e, arena));
         }
-        for (uint32_t i = 0; i < e->op_count(); ++i) {
-          const fb::Launch *launch =
-              p.ops()->Get(e->first_op() + i)->step_as_Launch();
+        for (uint32_t i = 0; i < e.count; ++i) {
+          const fb::Launch *launch = p.ops()->Get(e.first + i)->step_as_Launch();
           if (!launch) {
             continue;
           }
@@ -244,7 +251,7 @@ void writePredictedTrace(const fb::Plan &p, const CostTarget &target,
           json.object([&] {
             json.attribute("ph", "X");
             json.attribute("name", kernel);
-            json.attribute("cat", e->name()->str());
+            json.attribute("cat", e.name);
             json.attribute("pid", p.rank());
             json.attribute("tid", int(launch->stream()) + 1);
             json.attribute("ts", now);
