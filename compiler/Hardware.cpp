@@ -72,6 +72,52 @@ Error fileError(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
+/// The keys that are one non-negative number each, and where they go.
+struct PlainFigure {
+  const char *key;
+  double HardwareSpec::*field;
+};
+
+const PlainFigure *plainFigure(StringRef key) {
+  static const PlainFigure figures[] = {
+      {"bf16_tflops", &HardwareSpec::bf16Tflops},
+      {"fp32_tflops", &HardwareSpec::fp32Tflops},
+      {"bandwidth_gbs", &HardwareSpec::memoryBandwidthGBs},
+      {"link_gbs", &HardwareSpec::linkGBs},
+      {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
+      {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
+  for (const PlainFigure &figure : figures) {
+    if (key == figure.key) {
+      return &figure;
+    }
+  }
+  return nullptr;
+}
+
+/// What a file leaves unsaid: the backend (cuda when it names an SM), and
+/// on the CPU the built-in figures it does not set; a cuda file needs `sm`.
+Expected<HardwareSpec> completeHardware(HardwareSpec h, bool sawBackend,
+                                        const std::set<std::string> &given,
+                                        StringRef path) {
+  if (!sawBackend) {
+    h.backend = h.sm > 0 ? "cuda" : "cpu";
+  }
+  if (!h.isCuda()) {
+    HardwareSpec cpu = builtin("cpu");
+    for (const char *key : {"cpu_gflops_per_thread", "bandwidth_gbs",
+                            "launch_overhead_us"}) {
+      if (!given.count(key)) {
+        h.*(plainFigure(key)->field) = cpu.*(plainFigure(key)->field);
+      }
+    }
+  }
+  if (h.isCuda() && h.sm == 0) {
+    return fileError("hardware file '" + path +
+                     "': a cuda machine needs `sm` (e.g. 90 for H100)");
+  }
+  return h;
+}
+
 Expected<HardwareSpec> readHardwareFile(StringRef path) {
   auto buffer = MemoryBuffer::getFile(path);
   if (!buffer) {
@@ -145,31 +191,13 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
         }
         h.memoryBytes = static_cast<uint64_t>(
             number * static_cast<double>(key == "memory_gib" ? kGiB : kGB));
-      } else if (key == "bf16_tflops") {
+      } else if (const auto *figure = plainFigure(key)) {
         if (!isNumber) {
           return bad("a number");
         }
-        h.bf16Tflops = number;
-      } else if (key == "bandwidth_gbs") {
-        if (!isNumber) {
-          return bad("a number");
-        }
-        h.memoryBandwidthGBs = number;
-      } else if (key == "link_gbs") {
-        if (!isNumber) {
-          return bad("a number");
-        }
-        h.linkGBs = number;
+        h.*(figure->field) = number;
       } else if (key == "link") {
         h.link = value.str();
-      } else if (key == "fp32_tflops" || key == "cpu_gflops_per_thread" ||
-                 key == "launch_overhead_us") {
-        if (!isNumber) {
-          return bad("a number");
-        }
-        (key == "fp32_tflops"             ? h.fp32Tflops
-         : key == "cpu_gflops_per_thread" ? h.cpuGflopsPerThread
-                                          : h.launchOverheadUs) = number;
       } else if (key == "cpu_parallel_efficiency") {
         if (!isNumber || number > 1) {
           return bad("a fraction in [0, 1]");
@@ -201,27 +229,7 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
     return fileError("hardware file '" + path + "' is not valid YAML: " +
                      StringRef(diagnostics).trim());
   }
-  if (!sawBackend) {
-    h.backend = h.sm > 0 ? "cuda" : "cpu";
-  }
-  if (!h.isCuda()) {
-    // A CPU file inherits the built-in CPU figures it does not set.
-    HardwareSpec cpu = builtin("cpu");
-    if (!given.count("cpu_gflops_per_thread")) {
-      h.cpuGflopsPerThread = cpu.cpuGflopsPerThread;
-    }
-    if (!given.count("bandwidth_gbs")) {
-      h.memoryBandwidthGBs = cpu.memoryBandwidthGBs;
-    }
-    if (!given.count("launch_overhead_us")) {
-      h.launchOverheadUs = cpu.launchOverheadUs;
-    }
-  }
-  if (h.isCuda() && h.sm == 0) {
-    return fileError("hardware file '" + path +
-                     "': a cuda machine needs `sm` (e.g. 90 for H100)");
-  }
-  return h;
+  return completeHardware(std::move(h), sawBackend, given, path);
 }
 
 } // namespace

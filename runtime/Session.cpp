@@ -103,6 +103,40 @@ std::string Session::upload(uint32_t index) {
 
 bool Session::onGpu() const { return cuda != nullptr; }
 
+std::string Session::allocateArenas(bool gpu) {
+  // Arenas: exactly the planned sizes (the plan's memory report is the
+  // truth), zeroed so a plan never reads garbage. A GPU session allocates
+  // its arenas on the device; here it stages only what the host fills
+  // (parameters and constants), one arena at a time on the way up.
+  const fb::Plan &p = loaded.root();
+  for (const fb::Arena *arena : *p.arenas()) {
+    if (gpu && arena->category() != fb::Category::Parameters &&
+        arena->category() != fb::Category::Constants) {
+      arenas.push_back(nullptr);
+      continue;
+    }
+    size_t alignment = std::max<size_t>(arena->alignment(), sizeof(void *));
+    size_t size = arena->size();
+    void *memory = nullptr;
+    if (size > 0) {
+      // aligned_alloc wants a multiple of the alignment; the planner's
+      // arenas already are, a hand-written plan may not be.
+      size_t rounded = (size + alignment - 1) / alignment * alignment;
+      memory = std::aligned_alloc(alignment, rounded);
+      if (!memory) {
+        return "cannot allocate arena '" + arena->name()->str() + "' (" +
+               std::to_string(size) + " bytes)";
+      }
+      std::memset(memory, 0, size);
+    }
+    arenas.push_back(memory);
+    if (!gpu) {
+      allocated[static_cast<size_t>(arena->category())] += size;
+    }
+  }
+  return "";
+}
+
 std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
                                          std::string &error, int &status) {
   std::unique_ptr<Session> session(new Session(plan));
@@ -124,38 +158,10 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
 #endif
   }
 
-  // Arenas: exactly the planned sizes (the plan's memory report is the
-  // truth), zeroed so a plan never reads garbage. A GPU session allocates
-  // its arenas on the device; here it stages only what the host fills
-  // (parameters and constants), one arena at a time on the way up.
-  for (const fb::Arena *arena : *p.arenas()) {
-    if (gpu && arena->category() != fb::Category::Parameters &&
-        arena->category() != fb::Category::Constants) {
-      session->arenas.push_back(nullptr);
-      continue;
-    }
-    size_t alignment = std::max<size_t>(arena->alignment(), sizeof(void *));
-    size_t size = arena->size();
-    void *memory = nullptr;
-    if (size > 0) {
-      // aligned_alloc wants a multiple of the alignment; the planner's
-      // arenas already are, a hand-written plan may not be.
-      size_t rounded = (size + alignment - 1) / alignment * alignment;
-      memory = std::aligned_alloc(alignment, rounded);
-      if (!memory) {
-        std::ostringstream message;
-        message << plan.name() << ": cannot allocate arena '"
-                << arena->name()->str() << "' (" << size << " bytes)";
-        error = message.str();
-        status = TAILOR_ERROR_INTERNAL;
-        return nullptr;
-      }
-      std::memset(memory, 0, size);
-    }
-    session->arenas.push_back(memory);
-    if (!gpu) {
-      session->allocated[static_cast<size_t>(arena->category())] += size;
-    }
+  if (std::string problem = session->allocateArenas(gpu); !problem.empty()) {
+    error = plan.name() + ": " + problem;
+    status = TAILOR_ERROR_INTERNAL;
+    return nullptr;
   }
 
   if (const auto *constants = p.constants()) {

@@ -74,6 +74,10 @@ public:
 
 private:
   explicit Session(const LoadedPlan &plan) : loaded(plan) {}
+  /// Allocates the planned arenas, zeroed (on a GPU only the parameter
+  /// and constant staging arenas, the rest live on the device); "" or why
+  /// not.
+  std::string allocateArenas(bool gpu);
   std::string bindParameters();
   /// Host bytes of buffer `index` while the session is being created: the
   /// arena itself on the CPU, the staging copy of the parameter and

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/TensorLayout.h"
 
 #include <cstring>
 #include <limits>
@@ -25,14 +26,6 @@ namespace {
 
 /// Bytes per parallel chunk of a plain copy: large enough to stream.
 constexpr int64_t kCopyChunk = int64_t(1) << 18;
-
-std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * shape[d + 1];
-  }
-  return strides;
-}
 
 //===----------------------------------------------------------------------===//
 // Strided gather (transpose, slice)
@@ -135,25 +128,6 @@ void gatherStrided(const KernelCall &call, const U *src, U *y,
                   }
                 }
               });
-}
-
-/// Calls fn.template operator()<U>() with U the unsigned type of `dtype`'s
-/// size.
-template <typename Fn> void bySize(DType dtype, Fn &&fn) {
-  switch (dtypeSize(dtype)) {
-  case 1:
-    fn(uint8_t());
-    break;
-  case 2:
-    fn(uint16_t());
-    break;
-  case 4:
-    fn(uint32_t());
-    break;
-  default:
-    fn(uint64_t());
-    break;
-  }
 }
 
 std::string checkSameDType2(const KernelCall &call) {

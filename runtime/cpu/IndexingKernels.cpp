@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/TensorLayout.h"
 
 #include <atomic>
 #include <cstring>
@@ -23,33 +24,6 @@
 
 namespace tailor::runtime::cpu {
 namespace {
-
-std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * shape[d + 1];
-  }
-  return strides;
-}
-
-/// Calls fn(U()) with U the unsigned type of `dtype`'s size: values that
-/// are only moved are moved as bits.
-template <typename Fn> void bySize(DType dtype, Fn &&fn) {
-  switch (dtypeSize(dtype)) {
-  case 1:
-    fn(uint8_t());
-    break;
-  case 2:
-    fn(uint16_t());
-    break;
-  case 4:
-    fn(uint32_t());
-    break;
-  default:
-    fn(uint64_t());
-    break;
-  }
-}
 
 /// Calls fn(I()) with I the indices' element type.
 template <typename Fn> void byIndexType(DType dtype, Fn &&fn) {

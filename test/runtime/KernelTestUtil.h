@@ -328,6 +328,44 @@ inline void expectMatchesFd(const Buffer &got, const char *forward,
                     std::to_string(wrt));
 }
 
+//===----------------------------------------------------------------------===//
+// Document masking (sample packing) fixtures, shared by the attention
+// forward and backward tests.
+//===----------------------------------------------------------------------===//
+
+/// Rows [s0, s0 + len) of batch entry b of a [B, H, T, X] tensor, as
+/// [1, H, len, X].
+inline Buffer segmentRows(const Buffer &x, int64_t b, int64_t s0,
+                          int64_t len) {
+  int64_t h = x.shape[1], t = x.shape[2], w = x.shape[3];
+  Buffer out(x.dtype, {1, h, len, w});
+  for (int64_t hi = 0; hi < h; ++hi) {
+    for (int64_t r = 0; r < len; ++r) {
+      for (int64_t i = 0; i < w; ++i) {
+        out.set((hi * len + r) * w + i,
+                x.at(((b * h + hi) * t + s0 + r) * w + i));
+      }
+    }
+  }
+  return out;
+}
+
+/// Packed sequences of T = 70 (two row blocks): batch 0 holds examples of
+/// 10, 50 and 10 tokens, batch 1 of 64 (a whole block) and 6. Returns the
+/// [B, T] positions and each batch entry's example starts (end included).
+inline Buffer packedPositions(std::vector<std::vector<int64_t>> &starts) {
+  starts = {{0, 10, 60, 70}, {0, 64, 70}};
+  Buffer positions(DType::I64, {2, 70});
+  for (int64_t b = 0; b < 2; ++b) {
+    for (size_t e = 0; e + 1 < starts[b].size(); ++e) {
+      for (int64_t t = starts[b][e]; t < starts[b][e + 1]; ++t) {
+        positions.set(b * 70 + t, static_cast<double>(t - starts[b][e]));
+      }
+    }
+  }
+  return positions;
+}
+
 } // namespace tailor::runtime::testing
 
 #endif // TAILOR_TEST_RUNTIME_KERNELTESTUTIL_H

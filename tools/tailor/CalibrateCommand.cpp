@@ -23,9 +23,9 @@
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
 #include "runtime/schema/plan_generated.h"
+#include "runtime/train/AtomicFile.h"
 
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -206,27 +206,6 @@ std::string hardwareYaml(const HardwareSpec &h, int threads,
   return text;
 }
 
-/// Writes `text` to `path` through a temporary; 1 with a message on failure.
-int writeFile(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(temporary, ec);
-    if (ec) {
-      llvm::errs() << "tailor calibrate: error: cannot write '" << path
-                   << "': " << ec.message() << "\n";
-      return 1;
-    }
-    out << text;
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
-    llvm::errs() << "tailor calibrate: error: cannot write '" << path
-                 << "': " << ec.message() << "\n";
-    return 1;
-  }
-  return 0;
-}
-
 } // namespace
 
 int runCalibrate(int argc, const char **argv) {
@@ -299,7 +278,11 @@ int runCalibrate(int argc, const char **argv) {
     llvm::outs() << yaml;
     return 0;
   }
-  return writeFile(output, yaml);
+  if (!train::writeFileAtomically(output, yaml, error)) {
+    llvm::errs() << "tailor calibrate: error: " << error << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 } // namespace tailor

@@ -17,10 +17,10 @@
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/cuda/DeviceImage.h"
+#include "runtime/train/AtomicFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -991,24 +991,15 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
   }
 }
 
-/// Writes the predicted timeline to `path` (atomically: a temporary, then
-/// renamed); 1 with a message when it cannot.
+/// Writes the predicted timeline to `path` atomically; 1 with a message
+/// when it cannot.
 int writeTrace(const LoadedPlan &loaded, const CostTarget &target,
                const std::string &path) {
-  std::string temporary = path + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(temporary, ec);
-    if (ec) {
-      llvm::errs() << "tailor inspect: error: cannot write '" << path
-                   << "': " << ec.message() << "\n";
-      return 1;
-    }
-    writePredictedTrace(loaded.root(), target, out);
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
-    llvm::errs() << "tailor inspect: error: cannot write '" << path
-                 << "': " << ec.message() << "\n";
+  std::string text, error;
+  llvm::raw_string_ostream out(text);
+  writePredictedTrace(loaded.root(), target, out);
+  if (!train::writeFileAtomically(path, text, error)) {
+    llvm::errs() << "tailor inspect: error: " << error << "\n";
     return 1;
   }
   return 0;
