@@ -606,6 +606,34 @@ static std::string verifyKernels(const fb::Plan &p, bool gpu,
   return "";
 }
 
+/// A launch's operands either are the same bytes (an op written in place
+/// over its input, or one buffer passed twice) or do not overlap at all:
+/// kernels copy between operands with memcpy, which a partial overlap would
+/// make undefined. The planner never places live operands so.
+static std::string verifyOperandOverlap(const fb::Plan &p, uint32_t i,
+                                        const fb::Launch &launch) {
+  const auto &operands = *launch.operands();
+  for (uint32_t a = 0; a < operands.size(); ++a) {
+    const fb::Buffer *x = p.buffers()->Get(operands[a]);
+    for (uint32_t b = a + 1; b < operands.size(); ++b) {
+      const fb::Buffer *y = p.buffers()->Get(operands[b]);
+      if (x->arena() != y->arena() ||
+          (x->offset() == y->offset() && x->size() == y->size())) {
+        continue;
+      }
+      bool disjoint = x->offset() + x->size() <= y->offset() ||
+                      y->offset() + y->size() <= x->offset();
+      if (!disjoint) {
+        return Message() << "step " << i << " passes buffers " << operands[a]
+                         << " and " << operands[b]
+                         << ", which partly overlap in arena "
+                         << x->arena();
+      }
+    }
+  }
+  return "";
+}
+
 /// Step `i`, a launch: a known kernel on a known stream, as many valid
 /// buffers as the kernel takes, attributes the runtime can read.
 static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
@@ -634,6 +662,10 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
       return Message() << "step " << i << " uses buffer " << operand << " of "
                        << bufferCount;
     }
+  }
+  if (std::string problem = verifyOperandOverlap(p, i, launch);
+      !problem.empty()) {
+    return problem;
   }
   if (const auto *attrs = launch.attributes()) {
     for (const fb::Attribute *attr : *attrs) {

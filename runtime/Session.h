@@ -17,6 +17,10 @@
 
 namespace tailor::runtime {
 
+namespace comm {
+class Communicator;
+} // namespace comm
+
 
 /// Owns the arenas of one plan (exactly the sizes it names), the bound
 /// parameters, and the prepared launches.
@@ -72,6 +76,15 @@ public:
 
   const LoadedPlan &plan() const { return loaded; }
 
+  /// The communicator a plan of several ranks runs its collectives on
+  /// (runtime/comm/Communicator.h); the caller owns it and keeps it alive
+  /// while the session runs. Required before running an entry with a
+  /// collective; a single-rank plan has none.
+  void setCommunicator(comm::Communicator *communicator) {
+    comm = communicator;
+  }
+  comm::Communicator *communicator() const { return comm; }
+
 private:
   explicit Session(const LoadedPlan &plan) : loaded(plan) {}
   /// Allocates the planned arenas, zeroed (on a GPU only the parameter
@@ -100,6 +113,7 @@ private:
   };
 
   const LoadedPlan &loaded;
+  comm::Communicator *comm = nullptr;
   std::vector<void *> arenas;
   std::unique_ptr<cuda::CudaBackend> cuda;
   /// Host copies of GPU buffers handed out by bufferData(), 8-byte aligned.

@@ -1,0 +1,125 @@
+//===- Communicator.h - collectives between ranks ---------------*- C++ -*-===//
+//
+// A plan compiled for several ranks names collectives (all-reduce,
+// reduce-scatter, all-gather, broadcast) over groups of ranks; the runtime
+// runs them through a Communicator. Two implementations, each a thin layer
+// over a real library and nothing home-made underneath: MPI (OpenMPI) for
+// CPU ranks, NCCL for GPU ranks (bootstrapped through MPI_Bcast of the
+// unique id, or under torchrun through a rendezvous on MASTER_ADDR).
+//
+// Every call returns "" or an error naming the call, the rank and the
+// library's own message; nothing here exits the process or throws.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_COMM_COMMUNICATOR_H
+#define TAILOR_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/cpu/Kernel.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tailor::runtime::comm {
+
+/// How a reduction combines ranks' elements (the plan's Reduction).
+enum class ReduceOp { Sum = 0, Avg, Max, Min };
+
+/// Where this process sits in the launch, read from the launcher's
+/// environment: OpenMPI (OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/
+/// _LOCAL_SIZE), torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+/// MASTER_ADDR, MASTER_PORT) or SLURM (SLURM_PROCID, SLURM_NTASKS,
+/// SLURM_LOCALID, SLURM_NTASKS_PER_NODE).
+struct LaunchInfo {
+  /// "mpirun", "torchrun", "slurm" or "none" (a plain single process).
+  std::string launcher = "none";
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  int localWorldSize = 1;
+  /// torchrun's rendezvous address and port ("" / 0 otherwise).
+  std::string masterAddr;
+  int masterPort = 0;
+};
+
+/// Reads the launch from the environment; "" or an error naming the
+/// variable that is missing, malformed or inconsistent (a rank outside
+/// the world, say).
+std::string detectLaunch(LaunchInfo &info);
+
+/// A group of ranks that run collectives together. Buffers are host memory
+/// for MPI and device memory for NCCL; `stream` is the cudaStream_t NCCL
+/// enqueues on (ignored by MPI, whose calls complete before returning).
+/// `send == recv` runs in place where the operation allows it.
+class Communicator {
+public:
+  virtual ~Communicator();
+
+  /// This rank's index in the group, and the group's size.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi" or "nccl".
+  virtual const char *backend() const = 0;
+
+  /// recv[i] = op over ranks of send[i], `count` elements on every rank.
+  virtual std::string allReduce(const void *send, void *recv, size_t count,
+                                DType dtype, ReduceOp op,
+                                void *stream = nullptr) = 0;
+  /// recv (recvCount elements) = op over ranks of this rank's block of
+  /// send (size() * recvCount elements, block r goes to rank r).
+  virtual std::string reduceScatter(const void *send, void *recv,
+                                    size_t recvCount, DType dtype,
+                                    ReduceOp op, void *stream = nullptr) = 0;
+  /// recv (size() * sendCount elements) = every rank's send, in rank order.
+  virtual std::string allGather(const void *send, void *recv, size_t sendCount,
+                                DType dtype, void *stream = nullptr) = 0;
+  /// buffer on every rank = buffer on `root`.
+  virtual std::string broadcast(void *buffer, size_t count, DType dtype,
+                                int root, void *stream = nullptr) = 0;
+  /// Point to point (layer split across ranks): blocks until matched.
+  virtual std::string send(const void *buffer, size_t count, DType dtype,
+                           int peer, void *stream = nullptr) = 0;
+  virtual std::string recv(void *buffer, size_t count, DType dtype, int peer,
+                           void *stream = nullptr) = 0;
+  /// Waits until every rank of the group arrives.
+  virtual std::string barrier() = 0;
+
+  /// A communicator over the ranks of this group that pass the same
+  /// `color`, ordered by `key` (MPI_Comm_split's semantics; NCCL's
+  /// ncclCommSplit). Null with `error` set on failure.
+  virtual std::unique_ptr<Communicator> split(int color, int key,
+                                              std::string &error) = 0;
+
+  /// Bytes this rank has sent so far, counted as the ring algorithms the
+  /// plan's cost model assumes move them: all-reduce 2(p-1)/p n,
+  /// reduce-scatter and all-gather (p-1)/p n (n the full buffer), broadcast
+  /// n from the root, send n. Compared with the plan's prediction.
+  uint64_t bytesSent() const { return sentBytes; }
+
+protected:
+  void countSent(uint64_t bytes) { sentBytes += bytes; }
+
+private:
+  uint64_t sentBytes = 0;
+};
+
+/// The MPI communicator over MPI_COMM_WORLD (initializing MPI with
+/// MPI_THREAD_FUNNELED if nobody has, and finalizing it when the last
+/// communicator goes away). Errors return instead of aborting
+/// (MPI_ERRORS_RETURN). Null with `error` set when MPI cannot start or the
+/// world is not the launch's.
+std::unique_ptr<Communicator> createMpiCommunicator(const LaunchInfo &launch,
+                                                    std::string &error);
+
+/// The NCCL communicator for GPU `launch.localRank`: the unique id comes
+/// from rank 0 through MPI_Bcast (under mpirun) or the torchrun rendezvous
+/// (MASTER_ADDR, port MASTER_PORT + 1). Null with `error` set when built
+/// without CUDA, when no GPU is present, or when NCCL fails.
+std::unique_ptr<Communicator> createNcclCommunicator(const LaunchInfo &launch,
+                                                     std::string &error);
+
+} // namespace tailor::runtime::comm
+
+#endif // TAILOR_RUNTIME_COMM_COMMUNICATOR_H
