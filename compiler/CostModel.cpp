@@ -8,7 +8,39 @@
 
 namespace tailor {
 
+double ringBytesSent(llvm::StringRef kind, double bytes, int64_t ranks) {
+  if (ranks <= 1) {
+    return 0;
+  }
+  double p = double(ranks);
+  if (kind == "all_reduce") {
+    return 2 * (p - 1) / p * bytes;
+  }
+  if (kind == "broadcast") {
+    return bytes;
+  }
+  return (p - 1) / p * bytes; // reduce_scatter, all_gather
+}
+
+/// A collective's time, alpha-beta over the ring: the bytes each rank
+/// sends over the link's bandwidth, plus one link latency per ring step
+/// (2(p-1) for all-reduce, p-1 otherwise).
+static double collectiveSeconds(const CostTarget &target,
+                                const LaunchWork &work) {
+  const HardwareSpec &h = target.hardware;
+  double p = double(work.ranks);
+  double hops = (work.kernel == "all_reduce" ? 2 : 1) * (p - 1);
+  double efficiency = efficiencyOf(h, "comm");
+  double seconds = ringBytesSent(work.kernel, work.bytes, work.ranks) /
+                   (h.linkGBs * 1e9 * efficiency);
+  return seconds + hops * h.linkLatencyUs * 1e-6;
+}
+
 llvm::StringRef costKindOf(llvm::StringRef kernel) {
+  if (kernel == "all_reduce" || kernel == "reduce_scatter" ||
+      kernel == "all_gather" || kernel == "broadcast") {
+    return "comm";
+  }
   if (kernel.starts_with("linear") || kernel.starts_with("matmul")) {
     return "gemm"; // linear, linear_quantized, linear_weight_grad, matmul
   }
@@ -60,6 +92,9 @@ static double peakFlops(const CostTarget &target, llvm::StringRef kind) {
 }
 
 double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
+  if (work.ranks > 0) {
+    return work.ranks == 1 ? 0 : collectiveSeconds(target, work);
+  }
   llvm::StringRef kind = costKindOf(work.kernel);
   double efficiency = efficiencyOf(target.hardware, kind);
   double compute = work.flops / (peakFlops(target, kind) * efficiency);
@@ -90,6 +125,10 @@ std::string unpredictableBecause(const CostTarget &target) {
   const HardwareSpec &h = target.hardware;
   if (h.memoryBandwidthGBs <= 0) {
     return "the hardware '" + h.name + "' gives no memory bandwidth";
+  }
+  if (h.ranks() > 1 && h.linkGBs <= 0) {
+    return "the hardware '" + h.name + "' has " + std::to_string(h.ranks()) +
+           " ranks but gives no link bandwidth (link_gbs)";
   }
   if (!h.isCuda() && h.cpuGflopsPerThread <= 0) {
     return "the hardware '" + h.name + "' gives no cpu_gflops_per_thread";

@@ -27,12 +27,20 @@
 
 namespace tailor {
 
-/// One launch's work.
+/// One launch's work, or a collective's: then `kernel` is its kind
+/// (all_reduce, reduce_scatter, all_gather, broadcast), `bytes` the size
+/// of the full buffer and `ranks` the group's size.
 struct LaunchWork {
   std::string kernel;
   double flops = 0;
   double bytes = 0;
+  int64_t ranks = 0;
 };
+
+/// Bytes one rank sends in a ring collective of `kind` over `ranks` ranks
+/// on a buffer of `bytes` (../shared/FORMATS.md): all-reduce 2(p-1)/p n,
+/// reduce-scatter and all-gather (p-1)/p n, broadcast n.
+double ringBytesSent(llvm::StringRef kind, double bytes, int64_t ranks);
 
 /// How a target runs: the hardware, the plan's precision ("fp32" or
 /// "bf16") and, on the CPU, its worker threads.

@@ -62,6 +62,11 @@ HardwareSpec builtin(StringRef name) {
     h.cpuGflopsPerThread = 60;
     h.memoryBandwidthGBs = 20;
     h.launchOverheadUs = 1;
+    // CPU ranks of one machine talk through MPI's shared memory: a copy in
+    // and out of a shared segment, about half the DRAM bandwidth.
+    h.linkGBs = 10;
+    h.link = "shm";
+    h.linkLatencyUs = 2;
   } else {
     h.name.clear();
   }
@@ -84,6 +89,7 @@ const PlainFigure *plainFigure(StringRef key) {
       {"fp32_tflops", &HardwareSpec::fp32Tflops},
       {"bandwidth_gbs", &HardwareSpec::memoryBandwidthGBs},
       {"link_gbs", &HardwareSpec::linkGBs},
+      {"link_latency_us", &HardwareSpec::linkLatencyUs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
       {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
   for (const PlainFigure &figure : figures) {
@@ -185,6 +191,11 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
         if (value.getAsInteger(10, h.gpus) || h.gpus < 1 || h.gpus > 4096) {
           return bad("a GPU count in [1, 4096]");
         }
+      } else if (key == "nodes") {
+        if (value.getAsInteger(10, h.nodes) || h.nodes < 1 ||
+            h.nodes > 4096) {
+          return bad("a node count in [1, 4096]");
+        }
       } else if (key == "memory_gib" || key == "memory_gb") {
         if (!isNumber || number <= 0) {
           return bad("a positive number");
@@ -216,7 +227,7 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
         h.efficiency[kind.str()] = number;
       } else {
         return fileError(where(keyNode) + ": unknown key '" + key +
-                         "' (known: name, backend, sm, gpus, memory_gib, "
+                         "' (known: name, backend, sm, gpus, nodes, memory_gib, "
                          "memory_gb, bf16_tflops, fp32_tflops, "
                          "cpu_gflops_per_thread, cpu_parallel_efficiency, "
                          "bandwidth_gbs, "
@@ -263,16 +274,20 @@ Expected<HardwareSpec> resolveHardware(StringRef spec) {
   }
   std::string lowered = spec.trim().lower();
   StringRef name = lowered;
-  int64_t count = 1;
-  auto [prefix, rest] = name.split('x');
-  if (!rest.empty() && !prefix.getAsInteger(10, count)) {
-    name = rest;
-    if (count < 1 || count > 4096) {
-      return fileError("hardware '" + spec + "': a GPU count in [1, 4096] "
-                       "is expected before 'x'");
+  // Up to two leading counts: [nodes x] devices x NAME.
+  SmallVector<int64_t, 2> counts;
+  while (counts.size() < 2) {
+    auto [prefix, rest] = name.split('x');
+    int64_t count = 0;
+    if (rest.empty() || prefix.getAsInteger(10, count)) {
+      break;
     }
-  } else {
-    count = 1;
+    if (count < 1 || count > 4096) {
+      return fileError("hardware '" + spec + "': a count in [1, 4096] is "
+                       "expected before 'x'");
+    }
+    counts.push_back(count);
+    name = rest;
   }
   HardwareSpec h = builtin(name);
   if (h.name.empty()) {
@@ -281,11 +296,11 @@ Expected<HardwareSpec> resolveHardware(StringRef spec) {
       known += (known.empty() ? "" : ", ") + n;
     }
     return fileError("unknown hardware '" + spec + "' (known: " + known +
-                     ", optionally as NxNAME, or a hardware YAML file)");
+                     ", optionally as NxNAME or NODESxNxNAME, or a hardware "
+                     "YAML file)");
   }
-  if (!h.isCuda() && count != 1) {
-    return fileError("hardware '" + spec + "': cpu takes no GPU count");
-  }
+  int64_t count = counts.empty() ? 1 : counts.back();
+  h.nodes = counts.size() == 2 ? counts.front() : 1;
   h.gpus = count;
   h.name = lowered;
   return h;

@@ -28,8 +28,12 @@ struct HardwareSpec {
   std::string backend = "cpu";
   /// Compute capability major * 10 + minor (90 for H100); 0 on the CPU.
   int64_t sm = 0;
-  /// GPUs in the machine (ranks of the plan; 1 on the CPU).
+  /// Devices per node: GPUs, or CPU ranks (processes) for `NxCPU`; each
+  /// is one rank of the plan.
   int64_t gpus = 1;
+  /// Nodes of the cluster (`2x8xh100`: 2 nodes of 8); ranks are
+  /// nodes * gpus.
+  int64_t nodes = 1;
   /// Memory of one GPU in bytes (0: unknown, no memory proof).
   uint64_t memoryBytes = 0;
   /// Dense bf16 tensor-core rate, TFLOP/s, and memory bandwidth, GB/s.
@@ -38,6 +42,9 @@ struct HardwareSpec {
   /// GPU-to-GPU link, GB/s per direction, and its kind ("nvlink4", "pcie4").
   double linkGBs = 0;
   std::string link;
+  /// One hop's latency on that link, microseconds (the alpha of the
+  /// collectives' alpha-beta cost).
+  double linkLatencyUs = 10;
   /// Plain fp32 rate (CUDA cores, no tensor cores), TFLOP/s.
   double fp32Tflops = 0;
   /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM, and what each
@@ -53,6 +60,7 @@ struct HardwareSpec {
   std::map<std::string, double> efficiency;
 
   bool isCuda() const { return backend == "cuda"; }
+  int64_t ranks() const { return nodes * gpus; }
 };
 
 /// nvcc's architecture of the cubin tailor embeds for compute capability
@@ -67,8 +75,9 @@ const std::vector<std::string> &costKernelKinds();
 /// The built-in names, in the order `--help` lists them.
 std::vector<std::string> knownHardwareNames();
 
-/// Resolves `--hardware`: a known name (with an optional `Nx` count
-/// prefix) or, if `spec` names an existing file, that YAML file. Errors
+/// Resolves `--hardware`: a known name, with an optional `Nx` count of
+/// devices per node and `MxNx` nodes of them (`4xcpu`: four CPU ranks,
+/// `2x2xcpu`: two nodes of two, `2x8xh100`), or, if `spec` names an existing file, that YAML file. Errors
 /// name the unknown hardware (listing the known ones) or the file, line
 /// and key.
 llvm::Expected<HardwareSpec> resolveHardware(llvm::StringRef spec);

@@ -6,6 +6,7 @@
 #include "compiler/Recipe.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -50,6 +51,8 @@ ScheduleOptions scheduleOptionsFor(const HardwareSpec &hardware,
   options.hardware = hardware.name;
   options.sm = hardware.sm;
   options.deviceMemory = static_cast<int64_t>(hardware.memoryBytes);
+  options.worldSize = hardware.ranks();
+  options.ranksPerNode = hardware.gpus;
   if (hardware.isCuda()) {
     options.precision = precision.empty() ? "bf16" : precision.str();
     options.gemmWorkspace = (hardware.sm >= 90 ? 32 : 4) * (int64_t(1) << 20);
@@ -168,6 +171,15 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(graph::createOptimizerPass(optimizer));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
+  // --- Data parallelism: what the ranks share (gradients averaged over the
+  // world for ddp), recorded on the module for planning.
+  parallel::ShardPassOptions shard;
+  shard.strategy = recipe.sharding;
+  shard.worldSize = options.worldSize;
+  shard.ranksPerNode = options.ranksPerNode;
+  shard.bucketBytes =
+      static_cast<int64_t>(recipe.ddpBucketCapMb * double(int64_t(1) << 20));
+  pm.addPass(parallel::createShardPass(shard));
   // --- Recomputation, last: a CSE after it would fold the clones back.
   memory::RecomputePassOptions recompute;
   recompute.policy = recipe.recomputePolicy;

@@ -34,6 +34,10 @@ struct ScheduleOptions {
   std::string precision = "fp32";
   /// Bytes of cuBLASLt workspace a GPU plan reserves.
   int64_t gemmWorkspace = 0;
+  /// Ranks the training step is split over, and ranks per node
+  /// (tailor-shard).
+  int64_t worldSize = 1;
+  int64_t ranksPerNode = 1;
 };
 
 struct HardwareSpec;

@@ -5,6 +5,7 @@
 #include "runtime/Plan.h"
 #include "runtime/schema/plan_generated.h"
 
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
@@ -22,6 +23,23 @@ std::vector<LaunchWork> launchesOf(const fb::Plan &p, uint32_t first,
                                    uint32_t count) {
   std::vector<LaunchWork> work;
   for (uint32_t i = first; i < first + count; ++i) {
+    if (const fb::Collective *collective =
+            p.ops()->Get(i)->step_as_Collective()) {
+      std::string kind = fb::EnumNameCollectiveKind(collective->kind());
+      const fb::Buffer *in = p.buffers()->Get(collective->input());
+      const fb::Buffer *out = p.buffers()->Get(collective->output());
+      double bytes = double(std::max(in->size(), out->size()));
+      LaunchWork moved;
+      moved.kernel = llvm::StringSwitch<std::string>(kind)
+                        .Case("AllReduce", "all_reduce")
+                        .Case("ReduceScatter", "reduce_scatter")
+                        .Case("AllGather", "all_gather")
+                        .Default("broadcast");
+      moved.bytes = bytes;
+      moved.ranks = collective->group() ? collective->group()->size() : 1;
+      work.push_back(moved);
+      continue;
+    }
     const fb::Launch *launch = p.ops()->Get(i)->step_as_Launch();
     if (!launch) {
       continue;
@@ -106,14 +124,22 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
     return prediction;
   }
   for (const fb::Entry *e : *p.entries()) {
-    prediction.step.add(
-        predictLaunches(target, launchesOf(p, e->first_op(), e->op_count())),
-        runsPerStep(p, e->name()->string_view()));
+    std::vector<LaunchWork> work = launchesOf(p, e->first_op(), e->op_count());
+    double runs = runsPerStep(p, e->name()->string_view());
+    if (e->name()->string_view() == "eval_step") {
+      continue; // validation is not part of a training step
+    }
+    prediction.step.add(predictLaunches(target, work), runs);
+    for (const LaunchWork &w : work) {
+      prediction.bytesSentPerStep +=
+          runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
+    }
   }
   if (const fb::Training *training = p.training()) {
     prediction.tokensPerStep = double(training->micro_batch_size()) *
                                double(training->sequence_len()) *
-                               runsPerStep(p, "train_step");
+                               runsPerStep(p, "train_step") *
+                               double(std::max(1, p.world_size()));
   }
   return prediction;
 }

@@ -32,8 +32,11 @@ struct PlanPrediction {
   /// One step: every micro-batch's train_step and one optimizer_step (or
   /// the forward of an inference plan).
   TimeEstimate step;
-  /// Tokens one step trains on (0 for an inference plan).
+  /// Tokens one step trains on, over all ranks (0 for an inference plan).
   double tokensPerStep = 0;
+  /// Bytes each rank sends in one step's collectives, counted as ring
+  /// algorithms move them (CostModel.h's ringBytesSent).
+  double bytesSentPerStep = 0;
   double tokensPerSecond() const {
     return step.seconds > 0 ? tokensPerStep / step.seconds : 0;
   }

@@ -478,6 +478,7 @@ private:
   gptqSections(sched::ParamOp param, DictionaryAttr dict);
   FailureOr<flatbuffers::Offset<fb::Init>> paramInit(sched::ParamOp param);
   LogicalResult addLaunch(sched::LaunchOp launch);
+  LogicalResult addCollective(sched::CollectiveOp collective);
   template <typename OpTy, typename CreateFn>
   LogicalResult addEventStep(OpTy op, fb::Step kind, CreateFn create);
   FailureOr<flatbuffers::Offset<
@@ -776,6 +777,29 @@ LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
   return success();
 }
 
+LogicalResult PlanBuilder::addCollective(sched::CollectiveOp collective) {
+  FailureOr<uint32_t> input = bufferOf(collective, collective.getInput());
+  FailureOr<uint32_t> output = bufferOf(collective, collective.getOutput());
+  FailureOr<uint32_t> streamAt =
+      symbolIndex(streamIndex, collective.getStream(), collective, "stream");
+  if (failed(input) || failed(output) || failed(streamAt)) {
+    return failure();
+  }
+  std::vector<int32_t> group;
+  for (int64_t rank : collective.getGroup()) {
+    group.push_back(static_cast<int32_t>(rank));
+  }
+  auto groupVec = fbb.CreateVector(group);
+  auto reduction = static_cast<fb::Reduction>(
+      static_cast<int>(collective.getReduction().value_or(sched::Reduction::Sum)));
+  auto step = fb::CreateCollective(
+      fbb, static_cast<fb::CollectiveKind>(static_cast<int>(collective.getKind())),
+      *input, *output, groupVec, reduction,
+      static_cast<int32_t>(collective.getRoot().value_or(0)), *streamAt);
+  steps.push_back(fb::CreateOp(fbb, fb::Step::Collective, step.Union()));
+  return success();
+}
+
 template <typename OpTy, typename CreateFn>
 LogicalResult PlanBuilder::addEventStep(OpTy op, fb::Step kind,
                                         CreateFn create) {
@@ -870,6 +894,9 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
         return success();
       })
       .Case([&](sched::LaunchOp launch) { return addLaunch(launch); })
+      .Case([&](sched::CollectiveOp collective) {
+        return addCollective(collective);
+      })
       .Case([&](sched::RecordOp record) {
         return addEventStep(record, fb::Step::Record,
                             [](auto &b, uint32_t event, uint32_t stream) {

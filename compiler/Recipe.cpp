@@ -270,6 +270,17 @@ const std::map<std::string, Setter> &setters() {
                                          {"True", "full"},
                                          {"full", "full"},
                                          {"selective", "selective"}})},
+      {"zero_stage", choice(&R::zeroStageSharding, {{"0", "ddp"},
+                                            {"1", "zero1"},
+                                            {"2", "zero2"},
+                                            {"3", "zero3"}})},
+      {"fsdp_sharding_strategy", choice(&R::fsdpSharding,
+                                        {{"NO_SHARD", "ddp"},
+                                         {"SHARD_GRAD_OP", "zero2"},
+                                         {"FULL_SHARD", "zero3"},
+                                         {"HYBRID_SHARD", "hybrid"}})},
+      {"ddp_bucket_cap_mb", number(&R::ddpBucketCapMb, 1e-3, 1e6)},
+      {"reshard_after_forward", boolean(&R::reshardAfterForward)},
       {"activation_memory_budget",
        number(&R::activationMemoryBudget, 1e-6, 1.0)},
       {"activation_memory_budget_gib",
@@ -403,6 +414,22 @@ Error resolveRecomputation(TrainingRecipe &recipe) {
   return Error::success();
 }
 
+/// DeepSpeed's and FSDP's keys name the same choice; both may be given
+/// only when they agree.
+Error resolveSharding(TrainingRecipe &recipe) {
+  const std::string &stage = recipe.zeroStageSharding;
+  const std::string &strategy = recipe.fsdpSharding;
+  if (!stage.empty() && !strategy.empty() && stage != strategy) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'zero_stage' chooses " + stage +
+                                 " but 'fsdp_sharding_strategy' chooses " +
+                                 strategy + ": give one, or agree");
+  }
+  recipe.sharding = !stage.empty() ? stage : !strategy.empty() ? strategy
+                                                                : "ddp";
+  return Error::success();
+}
+
 } // namespace
 
 Expected<TrainingRecipe> loadRecipe(StringRef path,
@@ -435,6 +462,9 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
   if (recipe.optimizer == "sgd" && recipe.nesterov && recipe.momentum == 0.0) {
     return createStringError(inconvertibleErrorCode(),
                              "'nesterov' needs a 'momentum' above 0");
+  }
+  if (Error error = resolveSharding(recipe)) {
+    return error;
   }
   if (Error error = resolveRecomputation(recipe)) {
     return error;

@@ -88,6 +88,20 @@ struct TrainingRecipe {
   /// `activation_memory_budget_gib`: the activation peak in GiB; 0 when
   /// not given.
   double activationMemoryBudgetGib = 0;
+  // --- data parallelism (tailor-shard), in DeepSpeed's and FSDP's words.
+  /// ddp, zero1, zero2, zero3 or hybrid: from `zero_stage: 0..3` or
+  /// `fsdp_sharding_strategy: NO_SHARD|SHARD_GRAD_OP|FULL_SHARD|
+  /// HYBRID_SHARD`; ddp when neither is given.
+  std::string sharding = "ddp";
+  /// What `zero_stage` and `fsdp_sharding_strategy` chose ("" when not
+  /// given); `sharding` is resolved from them.
+  std::string zeroStageSharding;
+  std::string fsdpSharding;
+  /// `ddp_bucket_cap_mb`: most MiB of gradients one all-reduce carries.
+  double ddpBucketCapMb = 25;
+  /// `reshard_after_forward` (FSDP2): free gathered parameters after the
+  /// forward (zero3).
+  bool reshardAfterForward = true;
   // --- run
   int64_t seed = 42;
   int64_t saveSteps = 0;

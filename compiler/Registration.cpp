@@ -7,6 +7,7 @@
 #include "dialects/tg/TGOps.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,6 +27,7 @@ void registerTailorPasses() {
   mlir::registerTransformsPasses();
   graph::registerGraphPasses();
   memory::registerMemoryPasses();
+  parallel::registerParallelPasses();
   registerTailorPipelines();
 }
 

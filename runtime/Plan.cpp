@@ -284,6 +284,9 @@ std::string LoadedPlan::verifyDeviceCode() const {
 // before what names them). Each returns "" or the first problem.
 //===----------------------------------------------------------------------===//
 
+/// Ranks a plan may name (a guard against absurd group sizes).
+static constexpr int32_t kMaxWorldSize = 65536;
+
 /// The format version, and the rank this runtime can run.
 static std::string verifyFormat(const fb::Plan &p) {
   if (p.version() / 100 != kPlanVersion / 100) {
@@ -296,10 +299,9 @@ static std::string verifyFormat(const fb::Plan &p) {
     return Message() << "rank " << p.rank() << " is outside world size "
                      << p.world_size();
   }
-  if (p.world_size() != 1) {
-    return Message() << "the plan is for rank " << p.rank() << " of "
-                     << p.world_size()
-                     << "; this runtime runs single-rank plans only";
+  if (p.world_size() > kMaxWorldSize) {
+    return Message() << "the plan is for " << p.world_size()
+                     << " ranks; this runtime runs at most " << kMaxWorldSize;
   }
   if (p.target() && p.target()->backend() != fb::Backend::Cuda &&
       p.target()->backend() != fb::Backend::Cpu) {
@@ -683,8 +685,69 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
   return "";
 }
 
-/// Every step: launches, and records and waits on known events and
-/// streams; copies and collectives are not run yet.
+/// Step `i`, a collective: known buffers of one element type whose sizes
+/// fit the kind over its group (all_reduce and broadcast keep the size,
+/// reduce_scatter leaves 1/p, all_gather makes p times), a group of
+/// distinct ranks of the world, a known reduction and stream.
+static std::string verifyCollective(const fb::Plan &p, uint32_t i,
+                                    const fb::Collective &collective) {
+  uint32_t bufferCount = p.buffers()->size();
+  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
+  if (collective.input() >= bufferCount || collective.output() >= bufferCount ||
+      collective.stream() >= streamCount) {
+    return Message() << "step " << i
+                     << " (collective) names a buffer or stream out of range";
+  }
+  auto kind = static_cast<int>(collective.kind());
+  auto reduction = static_cast<int>(collective.reduction());
+  if (kind < 0 || kind > static_cast<int>(fb::CollectiveKind::MAX) ||
+      reduction < 0 || reduction > static_cast<int>(fb::Reduction::MAX)) {
+    return Message() << "step " << i
+                     << " (collective) has an unknown kind or reduction";
+  }
+  const auto *group = collective.group();
+  if (!group || group->size() == 0 || !aligned(group)) {
+    return Message() << "step " << i << " (collective) has no group of ranks";
+  }
+  std::vector<bool> seen(static_cast<size_t>(p.world_size()), false);
+  for (int32_t rank : *group) {
+    if (rank < 0 || rank >= p.world_size() || seen[static_cast<size_t>(rank)]) {
+      return Message() << "step " << i << " (collective) names rank " << rank
+                       << " twice or outside the world of "
+                       << p.world_size();
+    }
+    seen[static_cast<size_t>(rank)] = true;
+  }
+  const fb::Buffer *in = p.buffers()->Get(collective.input());
+  const fb::Buffer *out = p.buffers()->Get(collective.output());
+  uint64_t ranks = group->size();
+  uint64_t inBytes = in->size(), outBytes = out->size();
+  bool fits = false;
+  switch (collective.kind()) {
+  case fb::CollectiveKind::AllReduce:
+  case fb::CollectiveKind::Broadcast:
+    fits = inBytes == outBytes;
+    break;
+  case fb::CollectiveKind::ReduceScatter:
+    fits = inBytes / ranks == outBytes && inBytes % ranks == 0;
+    break;
+  case fb::CollectiveKind::AllGather:
+    fits = outBytes / ranks == inBytes && outBytes % ranks == 0;
+    break;
+  }
+  if (!fits || in->dtype() != out->dtype()) {
+    return Message() << "step " << i << " ("
+                     << fb::EnumNameCollectiveKind(collective.kind())
+                     << ") moves " << inBytes << " bytes into " << outBytes
+                     << " over " << ranks
+                     << " ranks, which do not fit, or changes the element "
+                        "type";
+  }
+  return "";
+}
+
+/// Every step: launches, collectives, and records and waits on known
+/// events and streams; copies are not run yet.
 static std::string verifySteps(const fb::Plan &p,
                                const std::vector<int> &arities) {
   uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
@@ -714,8 +777,14 @@ static std::string verifySteps(const fb::Plan &p,
       }
       break;
     }
-    case fb::Step::Copy:
     case fb::Step::Collective:
+      if (std::string problem =
+              verifyCollective(p, i, *op->step_as_Collective());
+          !problem.empty()) {
+        return problem;
+      }
+      break;
+    case fb::Step::Copy:
       return Message() << "step " << i << " is a "
                        << fb::EnumNameStep(op->step_type())
                        << ", which the CPU runtime does not run yet";

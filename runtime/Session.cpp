@@ -2,6 +2,8 @@
 
 #include "runtime/Session.h"
 
+#include "runtime/comm/Communicator.h"
+
 #include "runtime/cuda/CudaBackend.h"
 
 #include "runtime/include/tailor/runtime.h"
@@ -30,7 +32,8 @@ Session::~Session() {
     std::map<std::string, std::pair<double, uint64_t>> byKernel;
     double total = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
-      auto &entry = byKernel[launches[i].kernel->name];
+      auto &entry = byKernel[launches[i].kernel ? launches[i].kernel->name
+                                                : std::string("collective")];
       entry.first += profileSeconds[i];
       entry.second += profileCalls[i];
       total += profileSeconds[i];
@@ -230,6 +233,10 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
   // launch now, so run() never meets a malformed one.
   const auto &ops = *p.ops();
   for (uint32_t i = 0; i < ops.size(); ++i) {
+    if (const fb::Collective *collective = ops.Get(i)->step_as_Collective()) {
+      session->launches.push_back(session->prepareCollective(i, *collective));
+      continue;
+    }
     const fb::Launch *launch = ops.Get(i)->step_as_Launch();
     if (!launch) {
       continue;
@@ -464,7 +471,8 @@ std::string Session::runEntry(uint32_t index) {
   for (auto it = begin; it != launches.end() && it->step < entry.first + entry.count;
        ++it) {
     auto started = std::chrono::steady_clock::now();
-    std::string problem = it->kernel->run(it->call);
+    std::string problem = it->collective ? runCollective(*it->collective)
+                                         : it->kernel->run(it->call);
     if (recording) {
       auto seconds = [&](std::chrono::steady_clock::time_point t) {
         return std::chrono::duration<double>(t - epoch).count();
@@ -480,7 +488,8 @@ std::string Session::runEntry(uint32_t index) {
       ++profileCalls[index];
     }
     if (!problem.empty()) {
-      return "step " + std::to_string(it->step) + " (" + it->kernel->name +
+      return "step " + std::to_string(it->step) + " (" +
+             (it->kernel ? it->kernel->name : std::string("collective")) +
              (it->origin.empty() ? "" : ", " + it->origin) + "): " + problem;
     }
   }

@@ -5,6 +5,7 @@
 
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/cuda/CudaBackend.h"
 
 #include <chrono>
@@ -16,10 +17,6 @@
 #include <vector>
 
 namespace tailor::runtime {
-
-namespace comm {
-class Communicator;
-} // namespace comm
 
 
 /// Owns the arenas of one plan (exactly the sizes it names), the bound
@@ -77,12 +74,12 @@ public:
   const LoadedPlan &plan() const { return loaded; }
 
   /// The communicator a plan of several ranks runs its collectives on
-  /// (runtime/comm/Communicator.h); the caller owns it and keeps it alive
-  /// while the session runs. Required before running an entry with a
-  /// collective; a single-rank plan has none.
-  void setCommunicator(comm::Communicator *communicator) {
-    comm = communicator;
-  }
+  /// (runtime/comm/Communicator.h): the world, of the plan's size. The
+  /// caller owns it and keeps it alive while the session runs. Every rank
+  /// calls this together: the sub-groups the plan's collectives name
+  /// (nodes, or the same index across nodes) are split from it here.
+  /// Returns "" or why the plan cannot run on it.
+  std::string setCommunicator(comm::Communicator *communicator);
   comm::Communicator *communicator() const { return comm; }
 
 private:
@@ -100,12 +97,37 @@ private:
   /// Fills parameters without a source as their Init says.
   std::string initializeParameters();
 
+  /// A collective step, resolved: its buffers and element counts, and
+  /// rank 0's group (the plan's), run on this rank's matching group.
+  struct PreparedCollective {
+    int kind = 0;      // plan::CollectiveKind
+    int reduction = 0; // plan::Reduction
+    void *input = nullptr;
+    void *output = nullptr;
+    size_t inputElements = 0;
+    size_t outputElements = 0;
+    DType dtype = DType::F32;
+    /// Broadcast's root, an index into the group.
+    int root = 0;
+    std::vector<int> group;
+  };
+  std::string runCollective(const PreparedCollective &collective);
+  /// This rank's communicator for the plan's (rank 0's) `group`.
+  std::string groupCommunicator(const std::vector<int> &group,
+                                comm::Communicator *&result);
+
   struct PreparedLaunch {
+    /// Null for a collective.
     const KernelDef *kernel = nullptr;
+    std::unique_ptr<PreparedCollective> collective;
     KernelCall call;
     std::string origin;
     uint32_t step = 0; // index in the plan's ops
   };
+  /// Step `step`, a collective, with its buffers resolved.
+  PreparedLaunch prepareCollective(uint32_t step,
+                                   const plan::Collective &collective) const;
+
   struct EntryRange {
     std::string name;
     uint32_t first = 0;
@@ -114,6 +136,8 @@ private:
 
   const LoadedPlan &loaded;
   comm::Communicator *comm = nullptr;
+  /// Sub-groups split from `comm`, keyed by this rank's members.
+  std::map<std::vector<int>, std::unique_ptr<comm::Communicator>> subgroups;
   std::vector<void *> arenas;
   std::unique_ptr<cuda::CudaBackend> cuda;
   /// Host copies of GPU buffers handed out by bufferData(), 8-byte aligned.

@@ -78,6 +78,21 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  // tailor-shard's decision (passes/parallel/Shard.cpp): the world the
+  // step is split over and how.
+  if (name == "tg.parallel") {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!llvm::isa<ModuleOp>(op) || !dict ||
+        !dict.getAs<IntegerAttr>("world_size") ||
+        !dict.getAs<IntegerAttr>("ranks_per_node") ||
+        !dict.getAs<StringAttr>("strategy")) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary of world_size, "
+                                "ranks_per_node and strategy on a builtin "
+                                "module";
+    }
+    return success();
+  }
   if (name == kSourceAttrName) {
     if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(attribute.getValue())) {
       return op->emitError() << "'" << kSourceAttrName

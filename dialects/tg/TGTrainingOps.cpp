@@ -283,6 +283,33 @@ LogicalResult AccumulateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return lookupState(*this, symbols, getTargetAttr(), getValue().getType());
 }
 
+LogicalResult AllReduceStatesOp::verify() {
+  if (getStates().empty()) {
+    return emitOpError() << "expected at least one state";
+  }
+  return success();
+}
+
+LogicalResult
+AllReduceStatesOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  Type element;
+  for (Attribute name : getStates()) {
+    FailureOr<StateOp> state = lookupState(
+        *this, symbols, llvm::cast<FlatSymbolRefAttr>(name), Type());
+    if (failed(state)) {
+      return failure();
+    }
+    Type type = state->getTensorType().getElementType();
+    if (element && type != element) {
+      return emitOpError() << "state " << name << " holds " << type
+                           << ", the bucket's first " << element
+                           << ": a bucket is one element type";
+    }
+    element = type;
+  }
+  return success();
+}
+
 LogicalResult GlobalNormOp::verify() {
   if (getInputs().empty()) {
     return emitOpError() << "expected at least one tensor";

@@ -282,4 +282,45 @@ def TG_SGDUpdateOp : TG_Op<"sgd_update", [
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Data parallelism (passes/parallel/Shard.cpp writes these)
+//===----------------------------------------------------------------------===//
+
+def TG_CommReduction : I32EnumAttr<"CommReduction",
+    "how a collective combines ranks", [
+      I32EnumAttrCase<"Sum", 0, "sum">,
+      I32EnumAttrCase<"Avg", 1, "avg">
+    ]> {
+  let cppNamespace = "::tailor::tg";
+}
+
+def TG_CommGroup : I32EnumAttr<"CommGroup", "the ranks a collective spans", [
+      I32EnumAttrCase<"World", 0, "world">,
+      I32EnumAttrCase<"Node", 1, "node">,
+      I32EnumAttrCase<"CrossNode", 2, "cross_node">
+    ]> {
+  let cppNamespace = "::tailor::tg";
+}
+
+def TG_AllReduceStatesOp : TG_Op<"all_reduce_states", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reduces state tensors over a group of ranks, in place";
+  let description = [{
+    One bucket of DDP's gradient all-reduce: every listed state (all of one
+    element type) becomes the reduction over the ranks of `group` (`world`:
+    every rank; `node`: the ranks of this rank's node; `cross_node`: the
+    ranks with this rank's index on the other nodes). Planning places a
+    bucket's states back to back, so it runs as one collective.
+
+    ```mlir
+    tg.all_reduce_states [@w.grad, @b.grad] avg over world
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$states,
+                       TG_CommReduction:$reduction, TG_CommGroup:$group);
+  let assemblyFormat = "$states $reduction `over` $group attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // TAILOR_DIALECTS_TG_TGTRAININGOPS_TD

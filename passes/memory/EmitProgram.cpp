@@ -45,7 +45,7 @@ public:
   LogicalResult checkParameterBytes();
   /// Parameters first, in declaration order of first use, then states.
   void defineParametersAndStates();
-  void emitEntries(std::vector<PlannedEntry> &entries);
+  LogicalResult emitEntries(std::vector<PlannedEntry> &entries);
 
 private:
   Value createBuffer(MemRefType type, FlatSymbolRefAttr arena, int64_t offset,
@@ -58,6 +58,11 @@ private:
   /// The buffer an access reads or writes: its root, or a view of it.
   Value bufferFor(Access access);
   void emitLaunch(const PlannedLaunch &launch);
+  /// A collective over its operands' roots, which must lie back to back in
+  /// one arena: one buffer from the first to the end of the last.
+  LogicalResult emitCollective(const PlannedLaunch &launch);
+  /// Rank 0's ranks in `group`.
+  SmallVector<int64_t> groupRanks(tg::CommGroup group) const;
 
   OpBuilder builder;
   ModuleOp module;
@@ -66,6 +71,8 @@ private:
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
   DenseMap<std::pair<unsigned, Type>, Value> views;
+  int64_t worldSize = 1;
+  int64_t ranksPerNode = 1;
 };
 
 } // namespace
@@ -122,7 +129,12 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
                                 const ProgramTarget &target) {
   uint64_t align = static_cast<uint64_t>(alignment);
   builder.setInsertionPointToEnd(module.getBody());
-  auto program = sched::ProgramOp::create(builder, loc, "rank0", 0, 1);
+  // Every rank of a data-parallel world runs the same program; it is
+  // written as rank 0's.
+  auto program = sched::ProgramOp::create(builder, loc, "rank0", 0,
+                                          target.worldSize);
+  worldSize = target.worldSize;
+  ranksPerNode = target.ranksPerNode;
   program.getBody().emplaceBlock();
   builder.setInsertionPointToStart(&program.getBody().front());
   // A GPU program lives in device memory; parameters are bound through a
@@ -176,6 +188,9 @@ void ProgramEmitter::declareKernels(const std::vector<PlannedEntry> &entries) {
   llvm::StringMap<int64_t> kernels;
   for (const PlannedEntry &entry : entries) {
     for (const PlannedLaunch &launch : entry.launches) {
+      if (launch.collective) {
+        continue;
+      }
       auto [it, inserted] =
           kernels.try_emplace(launch.choice.kernel, launch.choice.arity);
       if (inserted) {
@@ -358,7 +373,58 @@ void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
       builder.getF64FloatAttr(launch.bytes));
 }
 
-void ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
+SmallVector<int64_t> ProgramEmitter::groupRanks(tg::CommGroup group) const {
+  SmallVector<int64_t> ranks;
+  switch (group) {
+  case tg::CommGroup::World:
+    for (int64_t r = 0; r < worldSize; ++r) {
+      ranks.push_back(r);
+    }
+    break;
+  case tg::CommGroup::Node:
+    for (int64_t r = 0; r < ranksPerNode; ++r) {
+      ranks.push_back(r);
+    }
+    break;
+  case tg::CommGroup::CrossNode:
+    for (int64_t r = 0; r < worldSize; r += ranksPerNode) {
+      ranks.push_back(r);
+    }
+    break;
+  }
+  return ranks;
+}
+
+LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch) {
+  const Root &first = roots[launch.operands.front().root];
+  Type element = first.type.getElementType();
+  uint64_t end = first.offset;
+  for (Access operand : launch.operands) {
+    const Root &root = roots[operand.root];
+    if (root.home != first.home || arenaOf(root) != arenaOf(first) ||
+        root.type.getElementType() != element || root.offset < end) {
+      return launch.op->emitError()
+             << "a collective's buffers must lie back to back in one arena, "
+                "in order, of one element type";
+    }
+    end = root.offset + static_cast<uint64_t>(root.bytes);
+  }
+  int64_t bytes = static_cast<int64_t>(end - first.offset);
+  int64_t elementBytes = std::max<int64_t>(1, tg::byteSize(RankedTensorType::get(
+                                                  {1}, element)));
+  auto type = MemRefType::get({bytes / elementBytes}, element);
+  Value bucket = createBuffer(type, arenaOf(first),
+                              static_cast<int64_t>(first.offset), bytes);
+  const PlannedCollective &collective = *launch.collective;
+  sched::CollectiveOp::create(
+      builder, launch.op->getLoc(), collective.kind, bucket, bucket,
+      groupRanks(collective.group),
+      sched::ReductionAttr::get(builder.getContext(), collective.reduction),
+      IntegerAttr(), stream.getValue());
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
   // A lone `forward` function is the whole program; otherwise every
   // function is an entry.
   bool markEntries = entries.size() > 1 || entries.front().name != "forward";
@@ -370,12 +436,17 @@ void ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
       defineRoot(roots[input]);
     }
     for (const PlannedLaunch &launch : entry.launches) {
-      emitLaunch(launch);
+      if (!launch.collective) {
+        emitLaunch(launch);
+      } else if (failed(emitCollective(launch))) {
+        return failure();
+      }
     }
     for (auto &[name, access] : entry.outputs) {
       sched::OutputOp::create(builder, loc, name, bufferFor(access));
     }
   }
+  return success();
 }
 
 LogicalResult emitProgram(ModuleOp module, Location loc,
@@ -395,8 +466,7 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
     return failure();
   }
   emitter.defineParametersAndStates();
-  emitter.emitEntries(entries);
-  return success();
+  return emitter.emitEntries(entries);
 }
 
 } // namespace tailor::memory

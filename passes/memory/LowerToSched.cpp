@@ -105,6 +105,12 @@ private:
   LogicalResult planStateUpdate(ModuleOp module, Operation &op,
                                 const Fusions &fusions, PlannedEntry &entry,
                                 int64_t step);
+  /// Gives the states of every gradient bucket their roots first, bucket
+  /// after bucket, so each bucket's bytes are contiguous in the arena.
+  LogicalResult placeBuckets(ModuleOp module);
+  /// A bucket's all-reduce: a collective over its states.
+  LogicalResult planAllReduce(ModuleOp module, tg::AllReduceStatesOp op,
+                              PlannedEntry &entry);
   /// Any other op: the CPU kernel selection's launch, its results new
   /// activations (or an accumulator written in place).
   LogicalResult planKernelLaunch(ModuleOp module, Operation &op,
@@ -274,7 +280,9 @@ LogicalResult LowerToSchedPass::planInputs(func::FuncOp func,
 PlannedLaunch LowerToSchedPass::launchOf(Operation *op, StringRef kernel,
                                          int64_t arity,
                                          ArrayRef<Access> operands) {
-  PlannedLaunch launch{op, {}, {}, originOf(op)};
+  PlannedLaunch launch;
+  launch.op = op;
+  launch.origin = originOf(op);
   launch.choice.kernel = kernel.str();
   launch.choice.arity = arity;
   launch.operands.assign(operands.begin(), operands.end());
@@ -431,6 +439,45 @@ LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
   return success();
 }
 
+LogicalResult LowerToSchedPass::placeBuckets(ModuleOp module) {
+  WalkResult walk = module.walk([&](tg::AllReduceStatesOp reduce) {
+    for (Attribute name : reduce.getStates()) {
+      if (failed(stateRoot(module, reduce,
+                           llvm::cast<FlatSymbolRefAttr>(name)))) {
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult LowerToSchedPass::planAllReduce(ModuleOp module,
+                                              tg::AllReduceStatesOp op,
+                                              PlannedEntry &entry) {
+  PlannedLaunch launch;
+  launch.op = op;
+  PlannedCollective collective;
+  collective.kind = sched::CollectiveKind::AllReduce;
+  collective.reduction = op.getReduction() == tg::CommReduction::Avg
+                             ? sched::Reduction::Avg
+                             : sched::Reduction::Sum;
+  collective.group = op.getGroup();
+  launch.collective = collective;
+  for (Attribute name : op.getStates()) {
+    FailureOr<unsigned> root =
+        stateRoot(module, op, llvm::cast<FlatSymbolRefAttr>(name));
+    if (failed(root)) {
+      return failure();
+    }
+    launch.operands.push_back(whole(*root));
+  }
+  launch.origin = "tg.all_reduce_states (" +
+                  std::to_string(op.getStates().size()) + " gradients)";
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
 LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
                                                  const Fusions &fusions,
                                                  PlannedEntry &entry,
@@ -444,7 +491,10 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
   if (failed(choice)) {
     return failure();
   }
-  PlannedLaunch launch{&op, std::move(*choice), {}, originOf(&op)};
+  PlannedLaunch launch;
+  launch.op = &op;
+  launch.choice = std::move(*choice);
+  launch.origin = originOf(&op);
   SmallVector<Value> operands(op.getOperands());
   if (auto linear = llvm::dyn_cast<tg::LinearOp>(op)) {
     Operation *weight = linear.getWeight().getDefiningOp();
@@ -552,6 +602,9 @@ LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
   if (llvm::isa<tg::AccumulateOp, tg::AdamWUpdateOp, tg::SGDUpdateOp>(op)) {
     return planStateUpdate(module, op, fusions, entry, step);
   }
+  if (auto reduce = llvm::dyn_cast<tg::AllReduceStatesOp>(op)) {
+    return planAllReduce(module, reduce, entry);
+  }
   return planKernelLaunch(module, op, fusions, entry, step);
 }
 
@@ -586,8 +639,11 @@ LogicalResult LowerToSchedPass::planOutputs(func::FuncOp func,
       copy.kernel = "copy";
       copy.arity = 2;
       Access copied{rootIndex, stored.type};
-      entry.launches.push_back({nullptr, std::move(copy), {stored, copied},
-                                "output copy of " + outputName});
+      PlannedLaunch launch;
+      launch.choice = std::move(copy);
+      launch.operands = {stored, copied};
+      launch.origin = "output copy of " + outputName;
+      entry.launches.push_back(std::move(launch));
       stored = copied;
     }
     roots[rootIndex].last = endStep;
@@ -632,7 +688,11 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
 
 void LowerToSchedPass::recordWork(PlannedEntry &entry) {
   for (PlannedLaunch &launch : entry.launches) {
-    if (launch.op) {
+    if (launch.collective) {
+      for (Access operand : launch.operands) {
+        launch.bytes += double(storageBytes(operand.type));
+      }
+    } else if (launch.op) {
       OpCost cost = costOf(launch.op);
       launch.flops = cost.flops;
       launch.bytes = cost.bytes;
@@ -700,6 +760,9 @@ void LowerToSchedPass::runOnOperation() {
   missingRoot = false;
 
   // --- Roots and lifetimes, one timeline through every entry ----------------
+  if (failed(placeBuckets(module))) {
+    return signalPassFailure();
+  }
   std::vector<PlannedEntry> entries(funcs.size());
   int64_t step = 0;
   for (auto [func, entry] : llvm::zip(funcs, entries)) {
@@ -723,6 +786,11 @@ void LowerToSchedPass::runOnOperation() {
   target.precision = precision;
   target.deviceMemory = deviceMemory;
   target.gemmWorkspaceBytes = gemmWorkspace;
+  if (auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel")) {
+    target.worldSize = parallel.getAs<IntegerAttr>("world_size").getInt();
+    target.ranksPerNode =
+        parallel.getAs<IntegerAttr>("ranks_per_node").getInt();
+  }
   if (failed(memory::emitProgram(module, funcs.front().getLoc(), roots, entries,
                                  workspaceThreads, alignment, target))) {
     return signalPassFailure();

@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,22 +77,33 @@ struct Access {
   mlir::MemRefType type;
 };
 
-/// One planned kernel launch (or output copy).
+/// A collective in place of a kernel: it reduces its operands, roots
+/// placed back to back, as one buffer over a group of ranks.
+struct PlannedCollective {
+  sched::CollectiveKind kind = sched::CollectiveKind::AllReduce;
+  sched::Reduction reduction = sched::Reduction::Avg;
+  tg::CommGroup group = tg::CommGroup::World;
+};
+
+/// One planned kernel launch (or output copy, or collective).
 struct PlannedLaunch {
   mlir::Operation *op = nullptr; // null for an output copy
   codegen::CpuKernelChoice choice;
   llvm::SmallVector<Access> operands; // inputs then results
   std::string origin;
-  /// The work the launch does (passes/memory/OpCost.h).
+  /// The work the launch does (passes/memory/OpCost.h); for a collective,
+  /// the bytes of the buffer it reduces.
   double flops = 0;
   double bytes = 0;
+  /// Set for a collective (no kernel).
+  std::optional<PlannedCollective> collective;
 };
 
 /// One planned function: an entry of the program.
 struct PlannedEntry {
   std::string name;
   llvm::SmallVector<unsigned> inputs; // roots, in argument order
-  llvm::SmallVector<PlannedLaunch> launches;
+  std::vector<PlannedLaunch> launches;
   llvm::SmallVector<std::pair<std::string, Access>> outputs;
 };
 
@@ -106,6 +118,10 @@ struct ProgramTarget {
   std::string precision = "fp32";
   int64_t deviceMemory = 0;
   int64_t gemmWorkspaceBytes = 0;
+  /// Ranks the program is one of (tailor-shard's tg.world_size), and ranks
+  /// per node; every rank runs the same program.
+  int64_t worldSize = 1;
+  int64_t ranksPerNode = 1;
   bool isCuda() const { return backend == "cuda"; }
 };
 

@@ -55,7 +55,7 @@ std::string detectLaunch(LaunchInfo &info);
 /// `send == recv` runs in place where the operation allows it.
 class Communicator {
 public:
-  virtual ~Communicator();
+  virtual ~Communicator() = default;
 
   /// This rank's index in the group, and the group's size.
   virtual int rank() const = 0;

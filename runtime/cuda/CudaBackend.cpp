@@ -18,6 +18,7 @@
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceContext.h"
 #include "runtime/cuda/DeviceImage.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/include/tailor/runtime.h"
 
 #include <cuda_runtime_api.h>
@@ -101,6 +102,9 @@ public:
   std::string download(void *host, const void *device, size_t bytes) override;
   std::string uploadArena(uint32_t arena, const void *host) override;
   std::string runSteps(uint32_t first, uint32_t count) override;
+  /// Enqueues a collective on its stream through the communicator (the
+  /// world only: sub-groups are split on the CPU path so far).
+  std::string runCollective(const plan::Collective &collective);
   const CategoryBytes &allocatedBytes() const override { return allocated; }
   const std::string &deviceDescription() const override { return description; }
 
@@ -126,6 +130,38 @@ public:
   std::string description;
 };
 } // namespace
+
+std::string GpuBackend::runCollective(const plan::Collective &collective) {
+  const LoadedPlan &plan = *impl->plan;
+  if (!comm) {
+    return "the plan runs collectives over " +
+           std::to_string(plan.root().world_size()) +
+           " ranks but the session has no communicator";
+  }
+  if (static_cast<int>(collective.group()->size()) != comm->size()) {
+    return "collectives over part of the world run on the CPU backend only "
+           "so far";
+  }
+  void *input = deviceBuffer(collective.input());
+  void *output = deviceBuffer(collective.output());
+  DType dtype = plan.bufferDType(collective.input());
+  size_t element = dtypeSize(dtype);
+  size_t inCount = plan.bufferBytes(collective.input()) / element;
+  size_t outCount = plan.bufferBytes(collective.output()) / element;
+  void *stream = impl->streams[collective.stream()];
+  auto op = static_cast<comm::ReduceOp>(collective.reduction());
+  switch (collective.kind()) {
+  case plan::CollectiveKind::AllReduce:
+    return comm->allReduce(input, output, inCount, dtype, op, stream);
+  case plan::CollectiveKind::ReduceScatter:
+    return comm->reduceScatter(input, output, outCount, dtype, op, stream);
+  case plan::CollectiveKind::AllGather:
+    return comm->allGather(input, output, inCount, dtype, stream);
+  case plan::CollectiveKind::Broadcast:
+    return comm->broadcast(output, outCount, dtype, collective.root(), stream);
+  }
+  return "unknown collective kind";
+}
 
 static std::string bytesText(uint64_t bytes) {
   char text[64];
@@ -441,8 +477,11 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
                               0);
       break;
     }
+    case fb::Step::Collective:
+      problem = runCollective(*op->step_as_Collective());
+      break;
     default:
-      problem = "collectives need a multi-rank runtime, which this is not yet";
+      problem = "a step kind this runtime does not know";
       break;
     }
     if (e != cudaSuccess) {

@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace tailor::runtime::comm {
+class Communicator;
+} // namespace tailor::runtime::comm
+
 namespace tailor::runtime::cuda {
 
 class CudaBackend {
@@ -49,10 +53,19 @@ public:
   /// for all of them; "" or the failure (the step when it is known).
   virtual std::string runSteps(uint32_t first, uint32_t count) = 0;
 
+  /// The communicator (NCCL) the plan's collectives run on, over the
+  /// whole world; null until a multi-rank session sets it.
+  void setCommunicator(comm::Communicator *communicator) {
+    comm = communicator;
+  }
+
   /// Bytes allocated per category, as the CPU session reports them.
   virtual const CategoryBytes &allocatedBytes() const = 0;
   /// "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
   virtual const std::string &deviceDescription() const = 0;
+
+protected:
+  comm::Communicator *comm = nullptr;
 };
 
 } // namespace tailor::runtime::cuda

@@ -248,11 +248,11 @@ mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
   if (!hardware) {
     return compileError(llvm::toString(hardware.takeError()));
   }
-  if (hardware->gpus != 1) {
+  if (hardware->ranks() != 1 && !req.training) {
     return compileError("--hardware " + flags.hardwareName + " has " +
-                        llvm::Twine(hardware->gpus) +
-                        " GPUs; plans are single-rank until sharding lands "
-                        "(use one GPU)");
+                        llvm::Twine(hardware->ranks()) +
+                        " ranks; a plan of several ranks is a training plan "
+                        "(give --recipe), inference plans run on one");
   }
   req.hardware = std::move(*hardware);
   return mlir::success();

@@ -597,17 +597,26 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
         static_cast<int64_t>(s.byCategory[c]);
   }
   bool known = view.prediction.unpredictable.empty();
-  llvm::json::Object rank{
-      {"rank", p.rank()},
-      {"device_peak_bytes", device},
-      {"host_peak_bytes", host},
-      {"bytes", std::move(bytes)},
-      {"predicted_step_seconds",
-       known ? llvm::json::Value(view.prediction.step.seconds) : nullptr},
-      {"predicted_tokens_per_second",
-       known ? llvm::json::Value(view.prediction.tokensPerSecond())
-             : nullptr}};
-  return llvm::json::Array{llvm::json::Value(std::move(rank))};
+  // Every rank of a data-parallel plan runs the same program: the same
+  // figures, once per rank.
+  llvm::json::Array ranks;
+  for (int r = 0; r < std::max(1, p.world_size()); ++r) {
+    llvm::json::Object rank{
+        {"rank", r},
+        {"device_peak_bytes", device},
+        {"host_peak_bytes", host},
+        {"bytes", llvm::json::Object(bytes)},
+        {"predicted_step_seconds",
+         known ? llvm::json::Value(view.prediction.step.seconds) : nullptr},
+        {"predicted_tokens_per_second",
+         known ? llvm::json::Value(view.prediction.tokensPerSecond())
+               : nullptr},
+        {"predicted_bytes_sent_per_step",
+         known ? llvm::json::Value(view.prediction.bytesSentPerStep)
+               : nullptr}};
+    ranks.push_back(std::move(rank));
+  }
+  return ranks;
 }
 
 void printJson(const LoadedPlan &loaded, const PlanSummary &s,
@@ -701,7 +710,8 @@ void printAdapter(llvm::raw_ostream &os, const fb::Adapter *adapter) {
      << " module(s))\n";
 }
 
-void printTraining(llvm::raw_ostream &os, const fb::Training &training) {
+void printTraining(llvm::raw_ostream &os, const fb::Training &training,
+                   int32_t worldSize) {
   os << "training:\n";
   printAdapter(os, training.adapter());
   os << "  optimizer: "
@@ -711,11 +721,13 @@ void printTraining(llvm::raw_ostream &os, const fb::Training &training) {
      << " schedule, warmup " << training.warmup_steps() << ", max steps "
      << training.max_steps() << "\n";
   int64_t accumulation = std::max(1, training.gradient_accumulation_steps());
+  int64_t ranks = std::max(1, worldSize);
   os << "  batch: " << training.micro_batch_size() << " x "
      << training.sequence_len() << " tokens x " << accumulation
-     << " accumulation = "
+     << " accumulation"
+     << (ranks > 1 ? " x " + std::to_string(ranks) + " ranks" : "") << " = "
      << training.micro_batch_size() * int64_t(training.sequence_len()) *
-            accumulation
+            accumulation * ranks
      << " tokens/step\n";
   os << "  max_grad_norm "
      << (training.max_grad_norm() > 0 ? formatNumber(training.max_grad_norm())
@@ -966,6 +978,11 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
     os << llvm::format(", %.0f tokens/s", prediction.tokensPerSecond());
   }
   os << "\n";
+  if (prediction.bytesSentPerStep > 0) {
+    os << llvm::format("communication: %.2f MiB sent per rank per step (as "
+                       "ring collectives move them)\n",
+                       prediction.bytesSentPerStep / double(1 << 20));
+  }
 }
 
 void printText(const LoadedPlan &loaded, const PlanSummary &s,
@@ -975,7 +992,7 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
   llvm::raw_ostream &os = llvm::outs();
   printTarget(os, p, s, input);
   if (const fb::Training *training = p.training()) {
-    printTraining(os, *training);
+    printTraining(os, *training, p.world_size());
   }
   printMemory(os, p, s);
   printPrediction(os, view);

@@ -1,0 +1,167 @@
+//===- SessionCollectives.cpp - a session's collectives between ranks -----===//
+//
+// A plan of several ranks is one program every rank runs; its collectives
+// name rank 0's group (all ranks, the first node's ranks, or rank 0's index
+// on every node). Each rank runs them on its own matching group, split
+// once from the world communicator when the session gets it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Session.h"
+
+#include "runtime/comm/Communicator.h"
+
+#include <algorithm>
+
+namespace tailor::runtime {
+
+namespace fb = tailor::plan;
+
+Session::PreparedLaunch
+Session::prepareCollective(uint32_t step,
+                           const fb::Collective &collective) const {
+  PreparedLaunch prepared;
+  prepared.step = step;
+  prepared.origin = fb::EnumNameCollectiveKind(collective.kind());
+  auto resolved = std::make_unique<PreparedCollective>();
+  resolved->kind = static_cast<int>(collective.kind());
+  resolved->reduction = static_cast<int>(collective.reduction());
+  resolved->input = bufferData(collective.input());
+  resolved->output = bufferData(collective.output());
+  resolved->dtype = loaded.bufferDType(collective.input());
+  resolved->root = collective.root();
+  size_t element = dtypeSize(resolved->dtype);
+  resolved->inputElements = loaded.bufferBytes(collective.input()) / element;
+  resolved->outputElements = loaded.bufferBytes(collective.output()) / element;
+  for (int32_t rank : *collective.group()) {
+    resolved->group.push_back(rank);
+  }
+  std::sort(resolved->group.begin(), resolved->group.end());
+  prepared.collective = std::move(resolved);
+  return prepared;
+}
+
+/// The members of `rank`'s group of the same shape as rank 0's `group`
+/// (sorted): all ranks; a block of consecutive ranks from 0 (a node); or
+/// every `stride`-th rank from 0 (one index across nodes). The color
+/// MPI_Comm_split needs is returned through `color`; empty when the group
+/// has none of these shapes.
+static std::vector<int> matchingGroup(const std::vector<int> &group, int rank,
+                                      int worldSize, int &color) {
+  int size = static_cast<int>(group.size());
+  std::vector<int> members;
+  bool block = true, strided = size > 1;
+  int stride = size > 1 ? group[1] - group[0] : 1;
+  for (int i = 0; i < size; ++i) {
+    block = block && group[static_cast<size_t>(i)] == i;
+    strided = strided && group[static_cast<size_t>(i)] == i * stride;
+  }
+  if (block && worldSize % size == 0) {
+    color = rank / size;
+    for (int i = 0; i < size; ++i) {
+      members.push_back(color * size + i);
+    }
+  } else if (strided && stride > 0 && stride * size == worldSize) {
+    color = rank % stride;
+    for (int i = 0; i < size; ++i) {
+      members.push_back(color + i * stride);
+    }
+  }
+  return members;
+}
+
+std::string Session::setCommunicator(comm::Communicator *communicator) {
+  comm = communicator;
+  subgroups.clear();
+#if TAILOR_ENABLE_CUDA
+  if (cuda) {
+    cuda->setCommunicator(communicator);
+  }
+#endif
+  int world = loaded.root().world_size();
+  if (!comm) {
+    return "";
+  }
+  if (comm->size() != world) {
+    return loaded.name() + " was compiled for " + std::to_string(world) +
+           " ranks but the communicator has " + std::to_string(comm->size());
+  }
+  // Split every sub-group now, in plan order, so all ranks take part in
+  // each split together.
+  for (const PreparedLaunch &launch : launches) {
+    if (!launch.collective ||
+        static_cast<int>(launch.collective->group.size()) == world) {
+      continue;
+    }
+    int color = 0;
+    std::vector<int> members =
+        matchingGroup(launch.collective->group, comm->rank(), world, color);
+    if (members.empty()) {
+      return "step " + std::to_string(launch.step) +
+             ": its group of ranks is neither a node nor one index across "
+             "nodes, so ranks other than 0 cannot tell their own";
+    }
+    if (subgroups.count(members)) {
+      continue;
+    }
+    std::string error;
+    std::unique_ptr<comm::Communicator> split =
+        comm->split(color, comm->rank(), error);
+    if (!split) {
+      return "step " + std::to_string(launch.step) +
+             ": cannot form its group of ranks: " + error;
+    }
+    subgroups[members] = std::move(split);
+  }
+  return "";
+}
+
+std::string Session::groupCommunicator(const std::vector<int> &group,
+                                       comm::Communicator *&result) {
+  if (!comm) {
+    return "the plan runs collectives over " +
+           std::to_string(loaded.root().world_size()) +
+           " ranks but the session has no communicator (launch it with "
+           "mpirun -np " +
+           std::to_string(loaded.root().world_size()) + ")";
+  }
+  if (static_cast<int>(group.size()) == comm->size()) {
+    result = comm;
+    return "";
+  }
+  int color = 0;
+  auto it = subgroups.find(
+      matchingGroup(group, comm->rank(), comm->size(), color));
+  if (it == subgroups.end()) {
+    return "no communicator for this group of ranks";
+  }
+  result = it->second.get();
+  return "";
+}
+
+std::string Session::runCollective(const PreparedCollective &collective) {
+  comm::Communicator *group = nullptr;
+  if (std::string problem = groupCommunicator(collective.group, group);
+      !problem.empty()) {
+    return problem;
+  }
+  auto op = static_cast<comm::ReduceOp>(collective.reduction);
+  switch (static_cast<fb::CollectiveKind>(collective.kind)) {
+  case fb::CollectiveKind::AllReduce:
+    return group->allReduce(collective.input, collective.output,
+                            collective.inputElements, collective.dtype, op);
+  case fb::CollectiveKind::ReduceScatter:
+    return group->reduceScatter(collective.input, collective.output,
+                                collective.outputElements, collective.dtype,
+                                op);
+  case fb::CollectiveKind::AllGather:
+    return group->allGather(collective.input, collective.output,
+                            collective.inputElements, collective.dtype);
+  case fb::CollectiveKind::Broadcast:
+    return group->broadcast(collective.output, collective.outputElements,
+                            collective.dtype, collective.root);
+  }
+  return "unknown collective kind " + std::to_string(collective.kind);
+}
+
+} // namespace tailor::runtime
