@@ -49,6 +49,10 @@ struct LaunchInfo {
 /// the world, say).
 std::string detectLaunch(LaunchInfo &info);
 
+/// How the launch reads in a message: "mpirun -np 4", "torchrun,
+/// WORLD_SIZE=2", "slurm, 8 tasks" or "a single process".
+std::string describeLaunch(const LaunchInfo &info);
+
 /// A group of ranks that run collectives together. Buffers are host memory
 /// for MPI and device memory for NCCL; `stream` is the cudaStream_t NCCL
 /// enqueues on (ignored by MPI, whose calls complete before returning).
@@ -85,6 +89,12 @@ public:
                            void *stream = nullptr) = 0;
   /// Waits until every rank of the group arrives.
   virtual std::string barrier() = 0;
+
+  /// Waits until what this communicator enqueued on `stream` has finished,
+  /// turning a peer that died or stopped answering into an error (NCCL's
+  /// asynchronous errors, polled with a timeout) rather than a hang. MPI's
+  /// calls complete before returning: nothing to wait for.
+  virtual std::string synchronize(void *stream = nullptr);
 
   /// A communicator over the ranks of this group that pass the same
   /// `color`, ordered by `key` (MPI_Comm_split's semantics; NCCL's

@@ -1,0 +1,33 @@
+//===- CommSupport.h - checks the communicators share -----------*- C++ -*-===//
+//
+// Internal to runtime/comm: what MPI and NCCL communicators check the same
+// way before a call reaches their library, and the nominal byte counts of
+// Communicator::bytesSent.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_RUNTIME_COMM_COMMSUPPORT_H
+#define TAILOR_RUNTIME_COMM_COMMSUPPORT_H
+
+#include "runtime/comm/Communicator.h"
+
+namespace tailor::runtime::comm::detail {
+
+/// "" or what is wrong with reducing `dtype` by `op` (integer averages,
+/// bool sums), phrased to follow "cannot reduce ".
+std::string checkReduction(DType dtype, ReduceOp op);
+
+/// Bytes a ring moves out of each rank for `hops` passes over a buffer of
+/// `bytes` among `size` ranks: hops (p-1)/p n, rounded down (1 for
+/// reduce-scatter and all-gather, 2 for all-reduce).
+uint64_t ringBytes(uint64_t bytes, int size, int hops);
+
+/// Whether two byte ranges share a byte.
+bool overlaps(const void *a, size_t aBytes, const void *b, size_t bBytes);
+
+/// "sum", "avg", "max", "min".
+const char *opName(ReduceOp op);
+
+} // namespace tailor::runtime::comm::detail
+
+#endif // TAILOR_RUNTIME_COMM_COMMSUPPORT_H

@@ -1,0 +1,485 @@
+//===- CommunicatorTest.cpp - MPI collectives on 2 and 4 ranks ------------===//
+//
+// Runs under `mpirun -np N` (ctest runs it at N = 2 and 4; label
+// multirank): every operation and dtype against values computed here, in
+// place and not, groups split 2 x 2 as hybrid sharding splits them, the
+// byte counts against the ring formulas, and calls that must fail on every
+// rank without hanging. Every rank runs every test; only rank 0 prints
+// progress, every rank prints its failures, and the exit status is the
+// same on all ranks (a failure anywhere fails them all). The values are the
+// same on every rank, so a failure normally stops every rank at the same
+// assertion; one that stops a single rank early leaves the others waiting,
+// which ctest's timeout ends.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/quant/Half.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace tailor::runtime;
+using namespace tailor::runtime::comm;
+
+namespace {
+
+Communicator *world = nullptr;
+
+/// Element i of rank r's input: small integers, exact in every dtype (bf16
+/// and fp16 hold integers to 256 and 2048), whose sums over 4 ranks are
+/// exact too and divisible by the world size (so averages are exact).
+double inputValue(int rank, size_t i, int size) {
+  return size * ((rank + 1) * static_cast<double>(i % 5) - 3.0 * (i % 2));
+}
+
+/// Writes `value` as one element of `dtype` at `out[i]`.
+void store(std::vector<uint8_t> &out, DType dtype, size_t i, double value) {
+  uint8_t *p = out.data() + i * dtypeSize(dtype);
+  switch (dtype) {
+  case DType::F32: {
+    float v = static_cast<float>(value);
+    std::memcpy(p, &v, 4);
+    break;
+  }
+  case DType::F64:
+    std::memcpy(p, &value, 8);
+    break;
+  case DType::BF16: {
+    uint16_t v = tailor::quant::floatToBf16(static_cast<float>(value));
+    std::memcpy(p, &v, 2);
+    break;
+  }
+  case DType::F16: {
+    uint16_t v = tailor::quant::floatToFp16(static_cast<float>(value));
+    std::memcpy(p, &v, 2);
+    break;
+  }
+  case DType::I64: {
+    auto v = static_cast<int64_t>(value);
+    std::memcpy(p, &v, 8);
+    break;
+  }
+  case DType::I32: {
+    auto v = static_cast<int32_t>(value);
+    std::memcpy(p, &v, 4);
+    break;
+  }
+  case DType::I16: {
+    auto v = static_cast<int16_t>(value);
+    std::memcpy(p, &v, 2);
+    break;
+  }
+  case DType::I8: {
+    auto v = static_cast<int8_t>(value);
+    std::memcpy(p, &v, 1);
+    break;
+  }
+  case DType::U8:
+  case DType::Bool: {
+    auto v = static_cast<uint8_t>(value);
+    std::memcpy(p, &v, 1);
+    break;
+  }
+  }
+}
+
+double load(const std::vector<uint8_t> &in, DType dtype, size_t i) {
+  const uint8_t *p = in.data() + i * dtypeSize(dtype);
+  switch (dtype) {
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::F64: {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  case DType::BF16:
+  case DType::F16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return dtype == DType::BF16 ? tailor::quant::bf16ToFloat(v)
+                                : tailor::quant::fp16ToFloat(v);
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return static_cast<double>(v);
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::I8: {
+    int8_t v;
+    std::memcpy(&v, p, 1);
+    return v;
+  }
+  case DType::U8:
+  case DType::Bool:
+    return p[0];
+  }
+  return 0;
+}
+
+/// Rank `rank`'s input of `count` elements of `dtype`: inputValue, folded
+/// into what unsigned and boolean types hold.
+double valueFor(DType dtype, int rank, size_t i, int size) {
+  double v = inputValue(rank, i, size);
+  if (dtype == DType::Bool) {
+    return (rank + i) % 3 == 0 ? 1 : 0;
+  }
+  if (dtype == DType::U8) {
+    return std::fabs(v);
+  }
+  if (dtype == DType::I8) {
+    return std::fmod(v, 24.0); // 4 ranks' sums stay within int8
+  }
+  return v;
+}
+
+std::vector<uint8_t> makeInput(DType dtype, int rank, size_t count,
+                               int size) {
+  std::vector<uint8_t> out(count * dtypeSize(dtype));
+  for (size_t i = 0; i < count; ++i) {
+    store(out, dtype, i, valueFor(dtype, rank, i, size));
+  }
+  return out;
+}
+
+double reduceExpected(DType dtype, ReduceOp op, size_t i, int size) {
+  double sum = 0, high = -1e300, low = 1e300;
+  for (int r = 0; r < size; ++r) {
+    double v = valueFor(dtype, r, i, size);
+    sum += v;
+    high = std::max(high, v);
+    low = std::min(low, v);
+  }
+  switch (op) {
+  case ReduceOp::Sum:
+    return sum;
+  case ReduceOp::Avg:
+    return sum / size;
+  case ReduceOp::Max:
+    return high;
+  case ReduceOp::Min:
+    return low;
+  }
+  return 0;
+}
+
+const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                           DType::I64, DType::I32, DType::I16, DType::I8,
+                           DType::U8,  DType::Bool};
+const ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max,
+                            ReduceOp::Min};
+
+bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
+         dtype == DType::BF16;
+}
+
+/// Whether `op` over `dtype` is a reduction the communicators run.
+bool reduces(DType dtype, ReduceOp op) {
+  if (op == ReduceOp::Avg) {
+    return isFloat(dtype);
+  }
+  return !(dtype == DType::Bool && op == ReduceOp::Sum);
+}
+
+std::string label(DType dtype, ReduceOp op, bool inPlace) {
+  const char *ops[] = {"sum", "avg", "max", "min"};
+  return std::string(dtypeName(dtype)) + " " + ops[static_cast<int>(op)] +
+         (inPlace ? " in place" : "");
+}
+
+TEST(Mpi, AllReduceEveryDTypeAndOp) {
+  Communicator &c = *world;
+  const size_t count = 37;
+  for (DType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (bool inPlace : {false, true}) {
+        std::vector<uint8_t> send = makeInput(dtype, c.rank(), count, c.size());
+        std::vector<uint8_t> recv(send.size(), 0xee);
+        std::vector<uint8_t> &out = inPlace ? send : recv;
+        std::string error =
+            c.allReduce(send.data(), out.data(), count, dtype, op);
+        if (!reduces(dtype, op)) {
+          EXPECT_NE(error.find("cannot reduce"), std::string::npos)
+              << label(dtype, op, inPlace) << ": " << error;
+          continue;
+        }
+        ASSERT_EQ(error, "") << label(dtype, op, inPlace);
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(load(out, dtype, i),
+                    reduceExpected(dtype, op, i, c.size()))
+              << label(dtype, op, inPlace) << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Mpi, ReduceScatterGivesEachRankItsBlock) {
+  Communicator &c = *world;
+  const size_t block = 5;
+  const size_t total = block * static_cast<size_t>(c.size());
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::I32}) {
+    for (ReduceOp op : kAllOps) {
+      if (!reduces(dtype, op)) {
+        continue;
+      }
+      for (bool inPlace : {false, true}) {
+        std::vector<uint8_t> send = makeInput(dtype, c.rank(), total, c.size());
+        std::vector<uint8_t> recv(block * dtypeSize(dtype), 0xee);
+        void *out = inPlace ? send.data() : recv.data();
+        ASSERT_EQ(c.reduceScatter(send.data(), out, block, dtype, op), "")
+            << label(dtype, op, inPlace);
+        std::vector<uint8_t> &result = inPlace ? send : recv;
+        for (size_t i = 0; i < block; ++i) {
+          size_t global = static_cast<size_t>(c.rank()) * block + i;
+          ASSERT_EQ(load(result, dtype, i),
+                    reduceExpected(dtype, op, global, c.size()))
+              << label(dtype, op, inPlace) << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Mpi, AllGatherEveryDTypeInAndOutOfPlace) {
+  Communicator &c = *world;
+  const size_t block = 6;
+  for (DType dtype : kAllTypes) {
+    size_t bytes = block * dtypeSize(dtype);
+    std::vector<uint8_t> mine = makeInput(dtype, c.rank(), block, c.size());
+    // 0: separate buffers; 1: send == recv (data at the start); 2: MPI's
+    // in-place form (data at this rank's block).
+    for (int form = 0; form < 3; ++form) {
+      std::vector<uint8_t> recv(bytes * c.size(), 0xee);
+      const void *send = mine.data();
+      if (form == 1) {
+        std::memcpy(recv.data(), mine.data(), bytes);
+        send = recv.data();
+      } else if (form == 2) {
+        std::memcpy(recv.data() + bytes * c.rank(), mine.data(), bytes);
+        send = recv.data() + bytes * c.rank();
+      }
+      ASSERT_EQ(c.allGather(send, recv.data(), block, dtype), "")
+          << dtypeName(dtype) << " form " << form;
+      for (int r = 0; r < c.size(); ++r) {
+        for (size_t i = 0; i < block; ++i) {
+          ASSERT_EQ(load(recv, dtype, r * block + i),
+                    valueFor(dtype, r, i, c.size()))
+              << dtypeName(dtype) << " form " << form << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(Mpi, BroadcastFromEveryRoot) {
+  Communicator &c = *world;
+  for (int root = 0; root < c.size(); ++root) {
+    for (DType dtype : {DType::F32, DType::BF16, DType::I64, DType::Bool}) {
+      std::vector<uint8_t> buffer = makeInput(dtype, c.rank(), 9, c.size());
+      ASSERT_EQ(c.broadcast(buffer.data(), 9, dtype, root), "");
+      for (size_t i = 0; i < 9; ++i) {
+        ASSERT_EQ(load(buffer, dtype, i), valueFor(dtype, root, i, c.size()));
+      }
+    }
+  }
+}
+
+TEST(Mpi, SendAndRecvAroundARing) {
+  Communicator &c = *world;
+  int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) %
+                                                c.size();
+  std::vector<uint8_t> out = makeInput(DType::F32, c.rank(), 11, c.size());
+  std::vector<uint8_t> in(out.size(), 0);
+  // Even ranks send first, odd ranks receive first: no cycle of waits.
+  for (int phase = 0; phase < 2; ++phase) {
+    if ((c.rank() % 2 == 0) == (phase == 0)) {
+      ASSERT_EQ(c.send(out.data(), 11, DType::F32, next), "");
+    } else {
+      ASSERT_EQ(c.recv(in.data(), 11, DType::F32, prev), "");
+    }
+  }
+  for (size_t i = 0; i < 11; ++i) {
+    ASSERT_EQ(load(in, DType::F32, i), valueFor(DType::F32, prev, i, c.size()));
+  }
+  EXPECT_EQ(c.barrier(), "");
+}
+
+TEST(Mpi, SplitIntoHybridGroups) {
+  Communicator &c = *world;
+  // Hybrid sharding on 2 "nodes" of 2: shard within a node (color rank / 2),
+  // replicate across nodes (color rank % 2).
+  std::string error;
+  std::unique_ptr<Communicator> node = c.split(c.rank() / 2, c.rank(), error);
+  ASSERT_TRUE(node) << error;
+  std::unique_ptr<Communicator> across = c.split(c.rank() % 2, c.rank(), error);
+  ASSERT_TRUE(across) << error;
+  int nodeSize = 0, acrossSize = 0;
+  for (int r = 0; r < c.size(); ++r) {
+    nodeSize += r / 2 == c.rank() / 2;
+    acrossSize += r % 2 == c.rank() % 2;
+  }
+  EXPECT_EQ(node->size(), nodeSize);
+  EXPECT_EQ(node->rank(), c.rank() % 2);
+  EXPECT_EQ(across->size(), acrossSize);
+  EXPECT_EQ(across->rank(), c.rank() / 2);
+  EXPECT_STREQ(node->backend(), "mpi");
+  // Sums within each group: ranks' numbers.
+  int64_t mine = c.rank(), nodeSum = 0, acrossSum = 0;
+  ASSERT_EQ(node->allReduce(&mine, &nodeSum, 1, DType::I64, ReduceOp::Sum),
+            "");
+  ASSERT_EQ(across->allReduce(&mine, &acrossSum, 1, DType::I64,
+                              ReduceOp::Sum),
+            "");
+  int64_t expectNode = 0, expectAcross = 0;
+  for (int r = 0; r < c.size(); ++r) {
+    expectNode += r / 2 == c.rank() / 2 ? r : 0;
+    expectAcross += r % 2 == c.rank() % 2 ? r : 0;
+  }
+  EXPECT_EQ(nodeSum, expectNode);
+  EXPECT_EQ(acrossSum, expectAcross);
+  // A negative color is an error, not MPI_UNDEFINED's null communicator.
+  EXPECT_FALSE(c.split(-1, 0, error));
+  EXPECT_NE(error.find("negative"), std::string::npos) << error;
+}
+
+TEST(Mpi, BytesSentFollowTheRingFormulas) {
+  Communicator &c = *world;
+  std::string error;
+  // A fresh communicator counts from zero.
+  std::unique_ptr<Communicator> fresh = c.split(0, c.rank(), error);
+  ASSERT_TRUE(fresh) << error;
+  uint64_t p = static_cast<uint64_t>(c.size());
+  std::vector<float> buffer(1000 * p, 1.0f);
+  uint64_t n = buffer.size() * sizeof(float);
+  uint64_t expected = 0;
+  ASSERT_EQ(fresh->allReduce(buffer.data(), buffer.data(), buffer.size(),
+                             DType::F32, ReduceOp::Sum),
+            "");
+  expected += 2 * (p - 1) * n / p;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  ASSERT_EQ(fresh->reduceScatter(buffer.data(), buffer.data(), 1000,
+                                 DType::F32, ReduceOp::Sum),
+            "");
+  expected += (p - 1) * n / p;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  ASSERT_EQ(fresh->allGather(buffer.data(), buffer.data(), 1000, DType::F32),
+            "");
+  expected += (p - 1) * n / p;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  ASSERT_EQ(fresh->broadcast(buffer.data(), 500, DType::F32, 1), "");
+  expected += c.rank() == 1 ? 500 * sizeof(float) : 0;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  // A 3-element bf16 all-reduce: 2 (p-1)/p of 6 bytes, rounded down.
+  uint16_t odd[3] = {0, 0, 0};
+  ASSERT_EQ(fresh->allReduce(odd, odd, 3, DType::BF16, ReduceOp::Sum), "");
+  expected += 2 * (p - 1) * 6 / p;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+}
+
+TEST(Mpi, BadCallsFailOnEveryRankWithoutHanging) {
+  Communicator &c = *world;
+  std::vector<float> buffer(64, 1.0f);
+  // A root outside the group.
+  std::string error =
+      c.broadcast(buffer.data(), 4, DType::F32, c.size());
+  EXPECT_NE(error.find("root " + std::to_string(c.size()) +
+                       " is not a rank of the group"),
+            std::string::npos)
+      << error;
+  // Counts that differ between ranks: MPI itself may hang on these.
+  error = c.allReduce(buffer.data(), buffer.data(), 4 + c.rank() % 2,
+                      DType::F32, ReduceOp::Sum);
+  EXPECT_NE(error.find("the ranks disagree on the element count"),
+            std::string::npos)
+      << error;
+  error = c.reduceScatter(buffer.data(), buffer.data(), 2, DType::F32,
+                          c.rank() == 0 ? ReduceOp::Max : ReduceOp::Sum);
+  EXPECT_NE(error.find("the ranks disagree on the operation"),
+            std::string::npos)
+      << error;
+  // Only rank 0 passes a bad root: the others must not wait for it.
+  error = c.broadcast(buffer.data(), 4, DType::F32, c.rank() == 0 ? -1 : 0);
+  EXPECT_NE(error, "");
+  error = c.allGather(buffer.data(), buffer.data() + 8, 4,
+                      c.rank() == 0 ? DType::I32 : DType::F32);
+  EXPECT_NE(error.find("the ranks disagree on the dtype"), std::string::npos)
+      << error;
+  // Integer averages and bool sums are errors.
+  int32_t ints[2] = {1, 2};
+  error = c.allReduce(ints, ints, 2, DType::I32, ReduceOp::Avg);
+  EXPECT_NE(error.find("cannot reduce an average of i32"), std::string::npos)
+      << error;
+  // Errors name the call and the rank.
+  EXPECT_NE(error.find("allReduce on rank " + std::to_string(c.rank())),
+            std::string::npos)
+      << error;
+  // After all that, the group still works.
+  float one = 1, sum = 0;
+  ASSERT_EQ(c.allReduce(&one, &sum, 1, DType::F32, ReduceOp::Sum), "");
+  EXPECT_EQ(sum, static_cast<float>(c.size()));
+}
+
+/// Prints only rank 0's progress; every rank's failures, prefixed.
+class RankPrinter : public ::testing::EmptyTestEventListener {
+public:
+  explicit RankPrinter(int rank) : rank(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult &result) override {
+    if (result.failed()) {
+      std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank,
+                   result.file_name() ? result.file_name() : "?",
+                   result.line_number(), result.summary());
+    }
+  }
+
+private:
+  int rank;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  LaunchInfo launch;
+  if (std::string error = detectLaunch(launch); !error.empty()) {
+    std::fprintf(stderr, "CommunicatorTest: %s\n", error.c_str());
+    return 1;
+  }
+  std::string error;
+  std::unique_ptr<Communicator> communicator =
+      createMpiCommunicator(launch, error);
+  if (!communicator) {
+    std::fprintf(stderr, "CommunicatorTest: %s\n", error.c_str());
+    return 1;
+  }
+  world = communicator.get();
+  if (world->rank() != 0) {
+    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankPrinter(world->rank()));
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int anyFailed = 0;
+  error = world->allReduce(&failed, &anyFailed, 1, DType::I32, ReduceOp::Max);
+  world = nullptr;
+  communicator.reset(); // finalizes MPI
+  return error.empty() && anyFailed == 0 ? 0 : 1;
+}
