@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Data parallelism gives the numbers one rank gives (issue: many ranks).
+
+The tiny Hugging Face Llama exported by torch.onnx is trained for 20 steps
+with LoRA and with full fine-tuning at the
+same global batch (micro-batch 2 x 4 sequences per step):
+
+  * world 1: `tailor compile` for the CPU, gradient_accumulation_steps 4;
+  * world 2 (`--hardware 2xcpu`, accumulation 2) and world 4 (`4xcpu`,
+    accumulation 1), DDP (zero_stage: 0), launched with
+    `mpirun --oversubscribe -np N tailor train`;
+  * world 4 as two "nodes" of two ranks (`--hardware 2x2xcpu`).
+
+Checks: every step's loss and grad_norm (rank 0's metrics.jsonl, averaged
+over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
+tensors to 1e-5; the plan's bytes sent per step (inspect --json) are the
+ring all-reduce of its gradient buckets; and a plan for 4 ranks launched
+on 2 fails with exit status 1 and a message that says so.
+
+  train_ddp.py --bin build/bin --work build/test/train-ddp
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "generators"))
+
+import train_common as tc  # noqa: E402
+
+STEPS = 20
+GLOBAL_MICRO_BATCHES = 4
+TOL = 1e-5
+
+
+def mpirun(n):
+    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd
+
+
+def compile_plan(args, onnx_path, recipe, work, hardware):
+    os.makedirs(work, exist_ok=True)
+    recipe_path = os.path.join(work, "recipe.yaml")
+    tc.write_recipe(recipe, recipe_path)
+    plan = os.path.join(work, "plan.tplan")
+    ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile", onnx_path,
+                      "--recipe", recipe_path, "--hardware", hardware,
+                      "-o", plan], 900, os.path.join(work, "tailor.log"))
+    return (plan, None) if ok else (None, "compile: " + msg)
+
+
+def train(args, plan, work, ranks, data):
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
+           "--max-steps", str(STEPS), "--output-dir", out, "--threads", "1"]
+    if ranks > 1:
+        cmd = mpirun(ranks) + cmd
+    ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
+    return (out, None) if ok else (None, f"train at world {ranks}: " + msg)
+
+
+def run_world(args, onnx_path, data, base, name, hardware, ranks):
+    recipe = dict(base)
+    recipe["gradient_accumulation_steps"] = GLOBAL_MICRO_BATCHES // ranks
+    work = os.path.join(args.work, name)
+    plan, err = compile_plan(args, onnx_path, recipe, work, hardware)
+    if err:
+        return None, err
+    out, err = train(args, plan, work, ranks, data)
+    if err:
+        return None, err
+    metrics = [(m["loss"], m["grad_norm"])
+               for _, m in sorted(tc.read_metrics(out).items())]
+    adapter_file = ("adapter_model.safetensors"
+                    if recipe["adapter"] != "full" else "model.safetensors")
+    tensors = tc.load_safetensors(os.path.join(out, adapter_file))
+    doc = json.loads(subprocess.run(
+        [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    return dict(metrics=metrics, tensors=tensors, plan=plan, doc=doc), None
+
+
+def compare(name, got, ref):
+    failures = []
+    if len(got["metrics"]) != len(ref["metrics"]) or not got["metrics"]:
+        return [f"{name}: {len(got['metrics'])} steps logged, world 1 "
+                f"logged {len(ref['metrics'])}"]
+    worst = 0.0
+    for step, ((loss, norm), (rloss, rnorm)) in enumerate(
+            zip(got["metrics"], ref["metrics"]), start=1):
+        for what, a, b in (("loss", loss, rloss), ("grad_norm", norm, rnorm)):
+            err = abs(a - b) / max(abs(b), 1e-12)
+            worst = max(worst, err)
+            if err > TOL:
+                failures.append(f"{name}: step {step} {what} {a} vs world 1's "
+                                f"{b} (relative {err:.2e})")
+    tensor_worst = 0.0
+    for key, ref_tensor in ref["tensors"].items():
+        if key not in got["tensors"]:
+            failures.append(f"{name}: adapter lacks {key}")
+            continue
+        err = tc.rel_err(got["tensors"][key], ref_tensor)
+        tensor_worst = max(tensor_worst, err)
+        if err > TOL:
+            failures.append(f"{name}: {key} differs by {err:.2e} relative")
+    print(f"{name}: {len(got['metrics'])} steps, worst loss/grad_norm "
+          f"relative error {worst:.2e}, adapter {tensor_worst:.2e}, last loss "
+          f"{got['metrics'][-1][0]:.6f}")
+    return failures
+
+
+def check_bytes_sent(name, result, ranks):
+    """The plan predicts 2(p-1)/p of its gradient bytes per step."""
+    doc = result["doc"]
+    grads = doc["memory"]["gradients"]
+    sent = doc["ranks"][0]["predicted_bytes_sent_per_step"]
+    if len(doc["ranks"]) != ranks:
+        return [f"{name}: inspect --json lists {len(doc['ranks'])} ranks"]
+    # Buckets are contiguous runs of the gradient arena: at most its size.
+    upper = 2 * (ranks - 1) / ranks * grads
+    if not 0 < sent <= upper:
+        return [f"{name}: predicted {sent} bytes sent per step, expected at "
+                f"most {upper} (2(p-1)/p of {grads} gradient bytes)"]
+    print(f"{name}: predicts {sent / 2**10:.1f} KiB sent per rank per step "
+          f"(gradients {grads / 2**10:.1f} KiB)")
+    return []
+
+
+def check_world_mismatch(args, plan4):
+    proc = subprocess.run(mpirun(2) + [
+        os.path.join(args.bin, "tailor"), "train", plan4, "--data", "dummy",
+        "--max-steps", "1", "--output-dir",
+        os.path.join(args.work, "mismatch")], capture_output=True, text=True,
+        timeout=300)
+    text = proc.stdout + proc.stderr
+    if proc.returncode == 0 or "4 ranks" not in text:
+        return [f"a 4-rank plan on 2 ranks: exit {proc.returncode}, "
+                f"{tc.first_lines(text)}"]
+    print("a 4-rank plan on 2 ranks:", tc.first_lines(text, n=1))
+    return []
+
+
+def check_recipe(args, onnx_path, data, base, label):
+    failures = []
+    ref, err = run_world(args, onnx_path, data, base, f"{label}-world1", "cpu",
+                         1)
+    if err:
+        return [f"{label} world 1: {err}"], None
+    results = {}
+    for name, hardware, ranks in ((f"{label}-world2", "2xcpu", 2),
+                                  (f"{label}-world4", "4xcpu", 4),
+                                  (f"{label}-2x2", "2x2xcpu", 4)):
+        got, err = run_world(args, onnx_path, data, base, name, hardware,
+                             ranks)
+        if err:
+            failures.append(f"{name}: {err}")
+            continue
+        results[name] = got
+        failures += compare(name, got, ref)
+        failures += check_bytes_sent(name, got, ranks)
+    return failures, results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if shutil.which("mpirun") is None:
+        print("SKIP: mpirun not found")
+        return 77
+    onnx_path = os.path.join(args.work, "llama", "model.onnx")
+    if not os.path.exists(onnx_path):
+        tc.build_and_export(onnx_path, seed=0, family="llama")
+    rows = tc.make_rows(n_rows=STEPS * GLOBAL_MICRO_BATCHES * tc.B)
+    data = os.path.join(args.work, "rows.jsonl")
+    tc.write_jsonl(rows, data)
+
+    lora = tc.recipe_defaults()
+    lora.update(lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                max_steps=STEPS, save_steps=STEPS, max_grad_norm=1.0,
+                zero_stage=0)
+    failures, results = check_recipe(args, onnx_path, data, lora, "lora")
+    full = dict(lora)
+    full.update(adapter="full")
+    for key in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+                "use_rslora"):
+        full.pop(key, None)
+    more, _ = check_recipe(args, onnx_path, data, full, "full")
+    failures += more
+    if results and "lora-world4" in results:
+        failures += check_world_mismatch(args, results["lora-world4"]["plan"])
+    for failure in failures:
+        print("FAIL:", failure)
+    print("summary:", "ok" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
