@@ -131,3 +131,39 @@ TEST(CostModel, HardwareDatabaseCoversTheTargets) {
 }
 
 } // namespace
+
+TEST(CostModel, ClustersNameNodesAndRanks) {
+  CostTarget four = targetFor("4xcpu");
+  EXPECT_EQ(four.hardware.ranks(), 4);
+  EXPECT_EQ(four.hardware.nodes, 1);
+  CostTarget nodes = targetFor("2x2xcpu");
+  EXPECT_EQ(nodes.hardware.nodes, 2);
+  EXPECT_EQ(nodes.hardware.gpus, 2);
+  EXPECT_EQ(nodes.hardware.ranks(), 4);
+  CostTarget gpus = targetFor("2x8xh100");
+  EXPECT_EQ(gpus.hardware.ranks(), 16);
+  EXPECT_TRUE(gpus.hardware.isCuda());
+  llvm::Expected<HardwareSpec> bad = resolveHardware("0x2xcpu");
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("a count in [1, 4096]"),
+            std::string::npos);
+}
+
+TEST(CostModel, CollectivesFollowTheRingFormulas) {
+  // FORMATS.md: all-reduce sends 2(p-1)/p n per rank, reduce-scatter and
+  // all-gather (p-1)/p n.
+  EXPECT_DOUBLE_EQ(ringBytesSent("all_reduce", 1000, 4), 1500);
+  EXPECT_DOUBLE_EQ(ringBytesSent("reduce_scatter", 1000, 4), 750);
+  EXPECT_DOUBLE_EQ(ringBytesSent("all_gather", 1000, 4), 750);
+  EXPECT_DOUBLE_EQ(ringBytesSent("all_reduce", 1000, 1), 0);
+  // Time: bytes over the link (times its efficiency) plus a latency per
+  // ring hop, 2(p-1) of them for all-reduce.
+  CostTarget h100 = targetFor("8xh100");
+  LaunchWork reduce{"all_reduce", 0, 1e9, 8};
+  double bandwidth = h100.hardware.linkGBs * 1e9 *
+                     efficiencyOf(h100.hardware, "comm");
+  double expected = 2.0 * 7 / 8 * 1e9 / bandwidth +
+                    14 * h100.hardware.linkLatencyUs * 1e-6;
+  EXPECT_NEAR(predictLaunchSeconds(h100, reduce), expected, 1e-12);
+  EXPECT_EQ(costKindOf("all_reduce"), "comm");
+}

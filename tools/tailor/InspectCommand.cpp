@@ -898,6 +898,19 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
   for (uint32_t i = 0; i < p.ops()->size(); ++i) {
     const fb::Op *op = p.ops()->Get(i);
     os << "  " << i << ": ";
+    if (const fb::Collective *collective = op->step_as_Collective()) {
+      const fb::Buffer *in = buffers.Get(collective->input());
+      os << fb::EnumNameCollectiveKind(collective->kind()) << "("
+         << fb::EnumNameReduction(collective->reduction()) << ", %"
+         << collective->input() << ":" << dtypeOf(*in)
+         << formatShape(*in->shape()) << ", " << in->size()
+         << " B) over ranks [";
+      for (uint32_t j = 0; j < collective->group()->size(); ++j) {
+        os << (j ? ", " : "") << collective->group()->Get(j);
+      }
+      os << "]\n";
+      continue;
+    }
     const fb::Launch *launch = op->step_as_Launch();
     if (!launch) {
       os << fb::EnumNameStep(op->step_type()) << "\n";
