@@ -19,6 +19,17 @@ namespace tailor::runtime::comm {
 
 std::string Communicator::synchronize(void *) { return ""; }
 
+std::string Communicator::allReduceHost(const void *send, void *recv,
+                                        size_t count, DType dtype,
+                                        ReduceOp op) {
+  // Backends whose collectives take host memory (MPI) run it as any other
+  // all-reduce, without counting it.
+  uint64_t before = sentBytes;
+  std::string error = allReduce(send, recv, count, dtype, op);
+  sentBytes = before;
+  return error;
+}
+
 namespace {
 
 /// Parses the whole of `text` as a decimal int.

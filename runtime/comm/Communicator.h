@@ -90,6 +90,13 @@ public:
   /// Waits until every rank of the group arrives.
   virtual std::string barrier() = 0;
 
+  /// An all-reduce of a few values in host memory, whichever memory the
+  /// backend's collectives take (NCCL stages them through the GPU), done
+  /// when it returns: the trainer's loss sums and stop flags. Not counted
+  /// in bytesSent, which the plan's prediction is compared with.
+  virtual std::string allReduceHost(const void *send, void *recv,
+                                    size_t count, DType dtype, ReduceOp op);
+
   /// Waits until what this communicator enqueued on `stream` has finished,
   /// turning a peer that died or stopped answering into an error (NCCL's
   /// asynchronous errors, polled with a timeout) rather than a hang. MPI's

@@ -148,6 +148,8 @@ public:
   std::string recv(void *buffer, size_t count, DType dtype, int peer,
                    void *stream) override;
   std::string barrier() override;
+  std::string allReduceHost(const void *send, void *recv, size_t count,
+                            DType dtype, ReduceOp op) override;
   std::string synchronize(void *stream) override;
   std::unique_ptr<Communicator> split(int color, int key,
                                       std::string &error) override;
@@ -176,6 +178,9 @@ private:
   double timeout;
   /// One int of device memory barrier() all-reduces.
   int *scratch = nullptr;
+  /// Device memory allReduceHost stages its values through.
+  void *staging = nullptr;
+  size_t stagingBytes = 0;
   /// The MPI communicator the id came through: kept so MPI is finalized
   /// only after NCCL is done.
   std::unique_ptr<Communicator> mpi;
@@ -206,6 +211,9 @@ NcclCommunicator::~NcclCommunicator() {
   }
   if (scratch) {
     cudaFree(scratch);
+  }
+  if (staging) {
+    cudaFree(staging);
   }
 }
 
@@ -433,6 +441,34 @@ std::string NcclCommunicator::barrier() {
   TAILOR_NCCL(ncclAllReduce, scratch, scratch, 1, ncclInt32, ncclSum, comm,
               nullptr);
   return synchronize(nullptr);
+}
+
+std::string NcclCommunicator::allReduceHost(const void *send, void *recv,
+                                            size_t count, DType dtype,
+                                            ReduceOp op) {
+  ncclDataType_t type;
+  if (std::string problem = reducedType("allReduceHost", dtype, op, type);
+      !problem.empty()) {
+    return problem;
+  }
+  size_t bytes = count * dtypeSize(dtype);
+  if (bytes > stagingBytes) {
+    if (staging) {
+      cudaFree(staging);
+      staging = nullptr;
+      stagingBytes = 0;
+    }
+    TAILOR_CUDA(cudaMalloc, &staging, bytes);
+    stagingBytes = bytes;
+  }
+  TAILOR_CUDA(cudaMemcpy, staging, send, bytes, cudaMemcpyHostToDevice);
+  TAILOR_NCCL(ncclAllReduce, staging, staging, count, type, ncclOp(op), comm,
+              nullptr);
+  if (std::string problem = synchronize(nullptr); !problem.empty()) {
+    return problem;
+  }
+  TAILOR_CUDA(cudaMemcpy, recv, staging, bytes, cudaMemcpyDeviceToHost);
+  return "";
 }
 
 std::string NcclCommunicator::synchronize(void *stream) {

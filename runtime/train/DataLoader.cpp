@@ -826,6 +826,17 @@ void DataLoader::next(int64_t *inputIds, int64_t *labels,
   }
 }
 
+void DataLoader::skip(uint64_t microBatches) {
+  uint64_t rows = microBatches * static_cast<uint64_t>(options.microBatchSize);
+  if (dummy || sequences == 0) {
+    pos.index += rows;
+    return;
+  }
+  uint64_t index = pos.index + rows;
+  pos.epoch += index / sequences;
+  pos.index = index % sequences;
+}
+
 void DataLoader::fillSequence(uint64_t sequence, int64_t *ids,
                               int64_t *labels, int64_t *positions) const {
   uint64_t length = static_cast<uint64_t>(options.sequenceLen);

@@ -126,6 +126,10 @@ public:
   /// within its example into `positions`: 0..T-1 per row unless packed),
   /// and advances.
   void next(int64_t *inputIds, int64_t *labels, int64_t *positions = nullptr);
+  /// Advances past `microBatches` micro-batches without reading them: the
+  /// other ranks' share of a global batch (Trainer.h), so every rank's
+  /// position stays the global one.
+  void skip(uint64_t microBatches);
 
   /// The examples held out by `valSetSize`, as a loader of their own (in
   /// file order, not shuffled; it shares this loader's storage and may

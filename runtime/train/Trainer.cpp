@@ -5,11 +5,13 @@
 #include "runtime/Timeline.h"
 
 #include "runtime/Session.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataLoader.h"
 #include "runtime/train/Progress.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -19,6 +21,7 @@
 namespace tailor::train {
 
 namespace fb = tailor::plan;
+namespace comm = runtime::comm;
 using runtime::DType;
 using runtime::LoadedPlan;
 using runtime::Session;
@@ -177,6 +180,12 @@ struct Run {
   const TrainOptions &options;
   FILE *out;
   FILE *err;
+  /// Where this process sits among the ranks, and the communicator the
+  /// session and the loop share (declared before the session, which holds
+  /// a pointer to it, so it outlives it); null on one rank.
+  comm::LaunchInfo launch;
+  std::unique_ptr<comm::Communicator> comm;
+  int rank = 0, world = 1;
   std::unique_ptr<LoadedPlan> plan;
   std::unique_ptr<Session> session;
   const fb::Training *training = nullptr;
@@ -201,12 +210,85 @@ struct Run {
   explicit Run(const TrainOptions &options)
       : options(options), out(options.out), err(options.err) {}
   const std::string &name() const { return plan->name(); }
+  /// Rank 0: the one that prints and writes.
+  bool leader() const { return rank == 0; }
 };
 
 std::string formatDouble(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", value);
   return text;
+}
+
+/// Sums `count` values over the ranks, in place (nothing to do on one).
+std::string sumOverRanks(Run &run, double *values, size_t count) {
+  if (!run.comm) {
+    return "";
+  }
+  return run.comm->allReduceHost(values, values, count, DType::F64,
+                                 comm::ReduceOp::Sum);
+}
+
+/// Lets every rank learn whether any rank's part of `what` failed: a rank
+/// that failed returns its own `problem`, the others an error saying that
+/// another rank failed, so none goes on alone (rank 0 writes, the others
+/// wait for it here).
+std::string shareOutcome(Run &run, const std::string &problem,
+                         const std::string &what) {
+  double failed = problem.empty() ? 0 : 1;
+  if (std::string error = sumOverRanks(run, &failed, 1); !error.empty()) {
+    return problem.empty() ? error : problem;
+  }
+  if (!problem.empty()) {
+    return problem;
+  }
+  if (failed > 0) {
+    return what + " failed on another rank (its error says why)";
+  }
+  return "";
+}
+
+/// Checks the launch against the plan's world size and, on several ranks,
+/// starts the communicator: MPI for CPU plans, NCCL for GPU plans. A plan
+/// for one rank launched alone starts nothing (no MPI_Init).
+std::string joinLaunch(Run &run) {
+  int planWorld = run.plan->root().world_size();
+  std::string launchText = comm::describeLaunch(run.launch);
+  if (planWorld != run.world) {
+    auto ranks = [](int n) {
+      return std::to_string(n) + (n == 1 ? " rank" : " ranks");
+    };
+    std::string fix =
+        planWorld == 1 ? "run it as a single process, or compile it for " +
+                             ranks(run.world) + " (--hardware " +
+                             std::to_string(run.world) + "xcpu, say)"
+                       : "launch it with mpirun -np " +
+                             std::to_string(planWorld) +
+                             " (or torchrun --nproc-per-node " +
+                             std::to_string(planWorld) +
+                             " for a GPU plan), or recompile it";
+    return run.name() + " was compiled for " + ranks(planWorld) +
+           " but launched on " + std::to_string(run.world) + " (" +
+           launchText + "); " + fix;
+  }
+  if (run.world == 1) {
+    return "";
+  }
+  const fb::Target *target = run.plan->root().target();
+  bool gpu = target && target->backend() == fb::Backend::Cuda;
+  if (!gpu && run.launch.launcher == "torchrun") {
+    return run.name() + " is a CPU plan, whose ranks communicate through "
+                        "MPI: launch it with mpirun -np " +
+           std::to_string(run.world) + " tailor train ... (torchrun starts "
+                                       "no MPI)";
+  }
+  std::string error;
+  run.comm = gpu ? comm::createNcclCommunicator(run.launch, error)
+                 : comm::createMpiCommunicator(run.launch, error);
+  if (!run.comm) {
+    return error;
+  }
+  return "";
 }
 
 /// Loads the plan, binds it to a session and finds the two entries.
@@ -217,12 +299,16 @@ std::string openPlan(Run &run) {
   if (!run.plan) {
     return error;
   }
+  if (std::string problem = joinLaunch(run); !problem.empty()) {
+    return problem;
+  }
   run.training = run.plan->root().training();
   int status = 0;
   run.session = Session::create(*run.plan, run.options.threads, error, status);
   if (!run.session) {
     return error;
   }
+  run.session->setCommunicator(run.comm.get());
   run.trainEntry = run.session->findEntry("train_step");
   run.optimizerEntry = run.session->findEntry("optimizer_step");
   run.evalEntry = run.session->findEntry("eval_step");
@@ -458,17 +544,23 @@ std::string resumeFrom(Run &run, TrainerState &state) {
 std::string startState(Run &run, TrainerState &state) {
   const TrainOptions &options = run.options;
   std::string error;
-  if (!makeDirectories(options.outputDir, error)) {
-    return error;
+  // Rank 0 prepares the directory; the others read from it only once it
+  // has (a checkpoint-N.old-PID may be renamed back, say).
+  if (run.leader()) {
+    if (!makeDirectories(options.outputDir, error)) {
+      // error is set
+    } else if (StaleTemporaries stale;
+               !removeStaleTemporaries(options.outputDir, stale, error)) {
+      // A run killed mid-write left temporaries no one else removes.
+    } else if (!stale.empty()) {
+      std::fprintf(run.err, "tailor train: %s\n",
+                   stale.describe(options.outputDir).c_str());
+    }
   }
-  // A run killed mid-write left temporaries no one else removes.
-  StaleTemporaries stale;
-  if (!removeStaleTemporaries(options.outputDir, stale, error)) {
-    return error;
-  }
-  if (!stale.empty()) {
-    std::fprintf(run.err, "tailor train: %s\n",
-                 stale.describe(options.outputDir).c_str());
+  if (std::string problem =
+          shareOutcome(run, error, "preparing " + options.outputDir);
+      !problem.empty()) {
+    return problem;
   }
   if (!options.initAdapter.empty() &&
       !loadPeftAdapter(run.layout, options.initAdapter, error)) {
@@ -498,12 +590,14 @@ std::string startState(Run &run, TrainerState &state) {
 /// Prints what is about to happen: the plan, the batch, the data.
 void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   FILE *out = run.out;
+  std::string ranks =
+      run.world > 1 ? " x " + std::to_string(run.world) + " ranks" : "";
   std::fprintf(out,
                "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
-               " accumulation = %" PRId64 " tokens/step, ",
+               " accumulation%s = %" PRId64 " tokens/step, ",
                run.name().c_str(), run.layout.adapter.variant.c_str(),
                run.microBatch, run.sequenceLen, run.accumulation,
-               tokensPerStep);
+               ranks.c_str(), tokensPerStep);
   if (startStep < run.maxSteps) {
     std::fprintf(out, "steps %" PRId64 "..%" PRId64 "\n", startStep + 1,
                  run.maxSteps);
@@ -548,10 +642,25 @@ void feed(Run &run, int64_t step, int64_t micro) {
   }
 }
 
-/// Runs train_step on every micro-batch of `step`; their mean loss.
+std::string lossNotFinite(int64_t step, double value, int64_t micro) {
+  return "step " + std::to_string(step) + ": loss is " +
+         (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
+         std::to_string(micro) + "); stopped without a checkpoint";
+}
+
+/// Runs train_step on this rank's micro-batches of the global batch of
+/// `step` (micro-batches are numbered across the global batch, which picks
+/// their dropout seeds too) and skips the other ranks'; the mean loss over
+/// every rank's micro-batches. On several ranks every rank runs all its
+/// micro-batches whatever their losses (the plan's collectives need every
+/// rank), and a non-finite loss anywhere fails every rank.
 std::string accumulate(Run &run, int64_t step, double &meanLoss) {
   double lossSum = 0;
-  for (int64_t micro = 0; micro < run.accumulation; ++micro) {
+  double badValue = 0;
+  int64_t badMicro = -1;
+  int64_t first = firstMicroBatchOfRank(run.rank, run.accumulation);
+  run.data->skip(static_cast<uint64_t>(first));
+  for (int64_t micro = first; micro < first + run.accumulation; ++micro) {
     run.data->next(run.ids.data(), run.targets.data(), positionsOf(run));
     feed(run, step, micro);
     if (std::string problem = run.session->runEntry(run.trainEntry);
@@ -560,14 +669,28 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
              std::to_string(micro) + ": " + problem;
     }
     float value = readScalar(run.loss);
-    if (!std::isfinite(value)) {
-      return "step " + std::to_string(step) + ": loss is " +
-             (std::isnan(value) ? "nan" : "inf") + " (micro-batch " +
-             std::to_string(micro) + "); stopped without a checkpoint";
+    if (!std::isfinite(value) && badMicro < 0) {
+      if (!run.comm) {
+        return lossNotFinite(step, value, micro);
+      }
+      badMicro = micro;
+      badValue = value;
     }
     lossSum += value;
   }
-  meanLoss = lossSum / static_cast<double>(run.accumulation);
+  run.data->skip(static_cast<uint64_t>((run.world - run.rank - 1) *
+                                       run.accumulation));
+  if (std::string problem = sumOverRanks(run, &lossSum, 1); !problem.empty()) {
+    return "step " + std::to_string(step) + ": " + problem;
+  }
+  if (badMicro >= 0) {
+    return lossNotFinite(step, badValue, badMicro);
+  }
+  if (!std::isfinite(lossSum)) {
+    return "step " + std::to_string(step) + ": the loss is not finite on "
+           "another rank; stopped without a checkpoint";
+  }
+  meanLoss = lossSum / static_cast<double>(run.accumulation * run.world);
   return "";
 }
 
@@ -619,11 +742,37 @@ std::string runValidationBatch(Run &run, int64_t step) {
   return run.session->runEntry(run.evalEntry);
 }
 
+/// A micro-batch of padding only (labels all -100): what a rank runs when
+/// the validation set has no batch left for it, so that every rank runs
+/// the plan the same number of times.
+void paddingBatch(Run &run) {
+  std::fill(run.ids.begin(), run.ids.end(), run.training->pad_token_id());
+  std::fill(run.targets.begin(), run.targets.end(), -100);
+  for (size_t i = 0; i < run.positions.size(); ++i) {
+    run.positions[i] = static_cast<int64_t>(i) % run.sequenceLen;
+  }
+}
+
+/// On several ranks, rank r evaluates micro-batches r, r + N, ... and the
+/// sums are added over the ranks.
 std::string evaluate(Run &run, int64_t step, double &meanLoss) {
-  double sum = 0;
-  uint64_t counted = 0;
+  // The sum of loss x counted tokens, and the counted tokens.
+  double totals[2] = {0, 0};
   DataLoader &validation = *run.validation;
-  for (uint64_t batch = 0; batch < validation.batchesPerPass(); ++batch) {
+  uint64_t batches = validation.batchesPerPass();
+  uint64_t world = static_cast<uint64_t>(run.world);
+  uint64_t rounds = (batches + world - 1) / world;
+  for (uint64_t round = 0; round < rounds; ++round) {
+    uint64_t batch = round * world + static_cast<uint64_t>(run.rank);
+    if (batch >= batches) {
+      paddingBatch(run);
+      if (std::string problem = runValidationBatch(run, step);
+          !problem.empty()) {
+        return "step " + std::to_string(step) +
+               ", validation padding batch: " + problem;
+      }
+      continue;
+    }
     validation.batchAt(batch, run.ids.data(), run.targets.data(),
                        positionsOf(run));
     if (std::string problem = runValidationBatch(run, step);
@@ -639,8 +788,8 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
     }
     uint64_t tokens =
         countedTokens(run.targets, run.microBatch, run.sequenceLen);
-    sum += static_cast<double>(value) * static_cast<double>(tokens);
-    counted += tokens;
+    totals[0] += static_cast<double>(value) * static_cast<double>(tokens);
+    totals[1] += static_cast<double>(tokens);
   }
   if (run.evalEntry < 0) {
     if (std::string problem = zeroAccumulators(*run.session, run.gradBuffers);
@@ -648,20 +797,33 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
       return run.name() + ": " + problem;
     }
   }
-  meanLoss = counted > 0 ? sum / static_cast<double>(counted) : 0.0;
+  if (std::string problem = sumOverRanks(run, totals, 2); !problem.empty()) {
+    return "step " + std::to_string(step) + ", validation: " + problem;
+  }
+  meanLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
   return "";
 }
 
 /// Writes a checkpoint of `state` into the output directory.
+/// Rank 0 writes it; the others wait until it has (or failed).
 std::string checkpoint(Run &run, const TrainerState &state,
                        TrainResult &result) {
-  if (std::string problem = syncLayout(*run.session, run.layout, true);
-      !problem.empty()) {
-    return run.name() + ": " + problem;
-  }
   std::string error;
-  if (!saveCheckpoint(run.layout, state, run.options.outputDir, error)) {
-    return error;
+  if (!run.leader()) {
+    // Replicated state: rank 0's copy is the whole.
+  } else if (std::string problem =
+                 syncLayout(*run.session, run.layout, true);
+             !problem.empty()) {
+    error = run.name() + ": " + problem;
+  } else {
+    saveCheckpoint(run.layout, state, run.options.outputDir, error);
+  }
+  if (std::string problem =
+          shareOutcome(run, error,
+                       "step " + std::to_string(state.globalStep) +
+                           ": writing the checkpoint");
+      !problem.empty()) {
+    return problem;
   }
   result.lastCheckpoint =
       checkpointPath(run.options.outputDir, state.globalStep);
@@ -671,13 +833,20 @@ std::string checkpoint(Run &run, const TrainerState &state,
 /// Writes the final weights directly in the output directory, so
 /// PeftModel.from_pretrained(model, DIR) loads them.
 std::string finish(Run &run, TrainResult &result) {
-  if (std::string problem = syncLayout(*run.session, run.layout, true);
-      !problem.empty()) {
-    return run.name() + ": " + problem;
-  }
   std::string error;
-  if (!writeModelFiles(run.layout, run.options.outputDir, error)) {
-    return error;
+  if (!run.leader()) {
+    // Rank 0 writes the weights.
+  } else if (std::string problem =
+                 syncLayout(*run.session, run.layout, true);
+             !problem.empty()) {
+    error = run.name() + ": " + problem;
+  } else {
+    writeModelFiles(run.layout, run.options.outputDir, error);
+  }
+  if (std::string problem =
+          shareOutcome(run, error, "writing the final weights");
+      !problem.empty()) {
+    return problem;
   }
   if (result.lastCheckpoint.empty()) {
     // Resumed at max_steps: the checkpoint already exists.
@@ -698,12 +867,11 @@ class StepTracer {
 public:
   explicit StepTracer(Run &run) : run(run) {}
   std::string start() {
-    return run.options.tracePath.empty() ? ""
-                                         : run.session->recordTimeline(true);
+    return !active() ? "" : run.session->recordTimeline(true);
   }
   /// Called after a step's optimizer entry; writes the trace when done.
   std::string stepDone(int64_t step) {
-    if (run.options.tracePath.empty() || finished) {
+    if (!active() || finished) {
       return "";
     }
     steps.push_back({step, run.session->takeTimeline()});
@@ -719,6 +887,9 @@ public:
   void discard() { (void)run.session->takeTimeline(); }
 
 private:
+  /// Rank 0 alone records (every rank would write the same file).
+  bool active() const { return !run.options.tracePath.empty() && run.leader(); }
+
   Run &run;
   std::vector<runtime::MeasuredStep> steps;
   bool finished = false;
@@ -792,6 +963,15 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
     // The flag is read once: a signal after this point (during the write,
     // say) only sets it again, and the next step sees it.
     bool stop = stopRequested != 0 || step == run.stopAfter;
+    if (run.comm) {
+      // Every rank stops after the same step, whichever was asked to.
+      double anyStop = stop ? 1 : 0;
+      if (std::string problem = sumOverRanks(run, &anyStop, 1);
+          !problem.empty()) {
+        return "step " + std::to_string(step) + ": " + problem;
+      }
+      stop = anyStop > 0;
+    }
     if ((run.saveSteps > 0 && step % run.saveSteps == 0) ||
         step == run.maxSteps || stop) {
       if (std::string problem = checkpoint(run, state, result);
@@ -814,9 +994,11 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
 
 } // namespace
 
-std::string runTraining(const TrainOptions &options, TrainResult &result) {
-  result = TrainResult();
-  Run run(options);
+namespace {
+
+/// The run proper, once the launch is known.
+std::string trainOnRank(Run &run, TrainResult &result) {
+  const TrainOptions &options = run.options;
   for (auto stage : {openPlan, bindSlots, readSettings, openData}) {
     if (std::string problem = stage(run); !problem.empty()) {
       return problem;
@@ -827,11 +1009,15 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     return problem;
   }
   result.startStep = result.finalStep = state.globalStep;
-  int64_t tokensPerStep = run.microBatch * run.sequenceLen * run.accumulation;
+  int64_t tokensPerStep =
+      run.microBatch * run.sequenceLen * run.accumulation * run.world;
   Progress progress(run.out, run.err, state.globalStep, run.maxSteps,
                     tokensPerStep);
   std::string error;
-  if (!progress.openMetrics(options.outputDir + "/" + kMetricsFile, error)) {
+  if (run.leader() &&
+      !progress.openMetrics(options.outputDir + "/" + kMetricsFile, error)) {
+    // (The others stop at the next checkpoint's shared outcome at the
+    // latest; under mpirun, rank 0's exit ends the job first.)
     return error;
   }
   printHeader(run, state.globalStep, tokensPerStep);
@@ -844,6 +1030,39 @@ std::string runTraining(const TrainOptions &options, TrainResult &result) {
     return finish(run, result);
   }
   return loop(run, state, progress, result);
+}
+
+} // namespace
+
+std::string runTraining(const TrainOptions &options, TrainResult &result) {
+  result = TrainResult();
+  comm::LaunchInfo launch;
+  if (std::string problem = comm::detectLaunch(launch); !problem.empty()) {
+    return problem;
+  }
+  // Only rank 0 prints: the others' notes, warnings and progress go to a
+  // sink (declared before the run, so it outlives it), and their errors
+  // come back prefixed with their rank.
+  std::unique_ptr<FILE, int (*)(FILE *)> sink(nullptr, std::fclose);
+  if (launch.rank != 0) {
+    sink.reset(std::fopen("/dev/null", "w"));
+    if (!sink) {
+      return "rank " + std::to_string(launch.rank) +
+             ": cannot open /dev/null: " + std::strerror(errno);
+    }
+  }
+  Run run(options);
+  run.launch = launch;
+  run.rank = result.rank = launch.rank;
+  run.world = result.worldSize = launch.worldSize;
+  if (sink) {
+    run.out = run.err = sink.get();
+  }
+  std::string problem = trainOnRank(run, result);
+  if (!problem.empty() && run.world > 1) {
+    return "rank " + std::to_string(run.rank) + ": " + problem;
+  }
+  return problem;
 }
 
 } // namespace tailor::train

@@ -11,6 +11,20 @@
 // terminal's stderr, DIR/metrics.jsonl), writes checkpoints, and resumes from
 // them bit-identically.
 //
+// On several ranks (`mpirun -np N tailor train ...` for CPU plans; NCCL
+// for GPU plans, under mpirun or torchrun) the plan's world_size must be
+// the launch's. A global batch is micro_batch_size x accumulation x N
+// sequences, read in the order one rank with N times the accumulation
+// would read them; rank r trains on micro-batches r x accumulation ..
+// (r + 1) x accumulation - 1 of it (DistributedSampler semantics) and the
+// loader's position stays the global one, so checkpoints resume under any
+// world size. Losses (training and validation) and tokens/s are over all
+// ranks, so N ranks report what one rank reports at the same global batch.
+// Rank 0 alone prints progress, writes metrics.jsonl, checkpoints and the
+// final weights (replicated state: its copy is the whole); the others
+// print only their errors, prefixed "rank N: ". A stop request on any rank
+// stops every rank after the same step.
+//
 // SIGINT and SIGTERM do not kill a run: the current step finishes, a
 // checkpoint is written, and the run returns success. For deterministic
 // tests, TAILOR_TRAIN_STOP_AFTER=N makes the run behave exactly as if SIGINT
@@ -74,9 +88,19 @@ struct TrainResult {
   bool interrupted = false;
   /// The last checkpoint written, if any.
   std::string lastCheckpoint;
-  /// The mean micro-batch loss of the last step.
+  /// The mean micro-batch loss of the last step (over every rank's
+  /// micro-batches).
   double lastLoss = 0;
+  /// This process's rank and the launch's world size.
+  int rank = 0;
+  int worldSize = 1;
 };
+
+/// The first of the `accumulation` consecutive micro-batches rank `rank`
+/// trains on in each global batch (see the file comment).
+inline int64_t firstMicroBatchOfRank(int rank, int64_t accumulation) {
+  return static_cast<int64_t>(rank) * accumulation;
+}
 
 /// Runs the training loop; returns "" on success (interrupted runs
 /// included) or an error message that names the file, step or place.

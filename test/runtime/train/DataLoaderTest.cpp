@@ -2,6 +2,7 @@
 
 #include "test/runtime/train/TrainTestUtil.h"
 #include "runtime/train/DataLoader.h"
+#include "runtime/train/Trainer.h"
 #include "runtime/train/AtomicFile.h"
 
 #include <gtest/gtest.h>
@@ -348,6 +349,45 @@ TEST(DataLoader, PositionRestoresTheSameBatches) {
     }
     EXPECT_FALSE(resumed->setPosition({0, 10}, error));
     EXPECT_NE(error.find("does not fit"), std::string::npos) << error;
+  }
+}
+
+TEST(DataLoader, RanksReadTheirShareOfTheOneRankBatches) {
+  // What the trainer does on N ranks with A micro-batches each: rank r
+  // skips r x A micro-batches, reads A, skips the rest of the global
+  // batch. Together the ranks must read exactly what one rank reading
+  // N x A micro-batches a step reads, in order, across shuffled epochs,
+  // and every rank's position must stay the one rank's.
+  TempDir dir;
+  std::string path = dir.path + "/d.bin";
+  writeTokens(path, iota16(44)); // 11 sequences of 4: epochs cut batches
+  for (std::string source : {path, std::string("dummy")}) {
+    for (int world : {2, 3}) {
+      const int64_t accumulation = 2;
+      DataOptions o = options(source, 4, 2, /*shuffle=*/true, 50);
+      auto single = openOk(o);
+      std::vector<std::unique_ptr<DataLoader>> ranks;
+      for (int r = 0; r < world; ++r) {
+        ranks.push_back(openOk(o));
+      }
+      for (int step = 0; step < 7; ++step) {
+        for (int r = 0; r < world; ++r) {
+          DataLoader &rank = *ranks[static_cast<size_t>(r)];
+          int64_t first = tailor::train::firstMicroBatchOfRank(r, accumulation);
+          rank.skip(static_cast<uint64_t>(first));
+          for (int64_t micro = 0; micro < accumulation; ++micro) {
+            ASSERT_EQ(next(rank, o), next(*single, o))
+                << source << " world " << world << " step " << step
+                << " rank " << r << " micro " << micro;
+          }
+          rank.skip(static_cast<uint64_t>((world - r - 1) * accumulation));
+        }
+        for (const auto &rank : ranks) {
+          EXPECT_EQ(rank->position().epoch, single->position().epoch);
+          EXPECT_EQ(rank->position().index, single->position().index);
+        }
+      }
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/train/Trainer.h"
 #include "runtime/Plan.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/DataLoader.h"
 #include "test/runtime/train/TrainTestUtil.h"
@@ -50,6 +51,10 @@ struct ToyPlan {
   double valSetSize = 0;
   int64_t evalSteps = 0;
   std::string name = "toy.tplan";
+  /// Micro-batches per step on each rank, and the ranks the plan is for
+  /// (no collectives: the toy's ranks share nothing but the loop's sums).
+  int accumulation = 2;
+  int worldSize = 1;
 };
 
 /// Writes the toy plan (and its embedding weights) into `dir`; returns the
@@ -154,7 +159,7 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   std::vector<flatbuffers::Offset<fb::Constant>> constants = {
       fb::CreateConstant(b, 27, scalar(1.0f)),
       fb::CreateConstant(b, 28, scalar(0.05f)),
-      fb::CreateConstant(b, 29, scalar(0.5f))};
+      fb::CreateConstant(b, 29, scalar(1.0f / toy.accumulation))};
 
   std::vector<std::string> kernelNames;
   std::vector<flatbuffers::Offset<fb::Op>> ops;
@@ -254,7 +259,7 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
         b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
             b.CreateString("model.layers.0.proj")}));
     trainingTable = fb::CreateTraining(
-        b, kBatch, kSeq, kVocab, /*shuffle=*/true, /*accumulation=*/2,
+        b, kBatch, kSeq, kVocab, /*shuffle=*/true, toy.accumulation,
         /*max_steps=*/6, /*seed=*/42, b.CreateString("adamw"), 0.05,
         b.CreateString("constant"), 0, 0.01, 0, /*save_steps=*/2, 1,
         b.CreateString("toy"), adapter, /*recipe=*/0, toy.samplePacking,
@@ -263,7 +268,8 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   auto plan = fb::CreatePlan(
       b, tailor::runtime::kPlanVersion, b.CreateString("TrainerTest"),
       b.CreateString("toy"),
-      fb::CreateTarget(b, fb::Backend::Cpu, b.CreateString("cpu"), 0, 2), 0, 1,
+      fb::CreateTarget(b, fb::Backend::Cpu, b.CreateString("cpu"), 0, 2), 0,
+      toy.worldSize,
       b.CreateVector(arenas), b.CreateVector(buffers), b.CreateVector(params),
       b.CreateVector(constants), b.CreateVector(kernels),
       b.CreateVector(std::vector<flatbuffers::Offset<fb::Stream>>{
@@ -772,6 +778,153 @@ TEST(Trainer, DataAndValidationErrorsNameTheProblem) {
   // Unset, the same binary data streams as it always did.
   options.planPath = writePlan(dir.path);
   EXPECT_EQ(train(options).error, "");
+}
+
+// Several ranks. ctest runs these under `mpirun -np 2` (label
+// multirank); in a plain run they skip.
+
+/// The launch these tests run in; skips unless it has two ranks.
+#define TAILOR_NEED_TWO_RANKS(launch)                                          \
+  tailor::runtime::comm::LaunchInfo launch;                                    \
+  ASSERT_EQ(tailor::runtime::comm::detectLaunch(launch), "");                  \
+  if (launch.worldSize != 2) {                                                 \
+    GTEST_SKIP() << "runs under mpirun -np 2";                                 \
+  }
+
+TEST(TrainerRanks, APlanForOneRankFailsOnEveryRankOfALaunch) {
+  TAILOR_NEED_TWO_RANKS(launch);
+  TempDir dir;
+  TrainOptions options = toyOptions(dir.path, "out");
+  TrainRun run = train(options);
+  EXPECT_EQ(run.error,
+            "rank " + std::to_string(launch.rank) + ": " + options.planPath +
+                " was compiled for 1 rank but launched on 2 "
+                "(mpirun -np 2); run it as a single process, or compile it "
+                "for 2 ranks (--hardware 2xcpu, say)");
+  EXPECT_EQ(run.result.worldSize, 2);
+  struct stat info;
+  EXPECT_NE(::stat(options.outputDir.c_str(), &info), 0)
+      << "nothing is written";
+}
+
+/// Hides the launch from the trainer while alive: a run in this process
+/// is then a single rank's (MPI, already started, stays untouched).
+class HiddenLaunch {
+public:
+  HiddenLaunch() {
+    for (const char *name :
+         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+          "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+      if (const char *value = std::getenv(name)) {
+        saved[name] = value;
+        unsetenv(name);
+      }
+    }
+  }
+  ~HiddenLaunch() {
+    for (const auto &[name, value] : saved) {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+
+private:
+  std::map<std::string, std::string> saved;
+};
+
+/// `"data":{...}` of a checkpoint's trainer_state.json.
+std::string dataPosition(const std::string &checkpoint) {
+  std::string text = readFile(checkpoint + "/trainer_state.json");
+  size_t at = text.find("\"data\"");
+  return at == std::string::npos ? ""
+                                 : text.substr(at, text.find('}', at) - at);
+}
+
+TEST(TrainerRanks, RanksSplitEachGlobalBatchAndOnlyRankZeroWrites) {
+  TAILOR_NEED_TWO_RANKS(launch);
+  std::string error;
+  std::unique_ptr<tailor::runtime::comm::Communicator> world =
+      tailor::runtime::comm::createMpiCommunicator(launch, error);
+  ASSERT_TRUE(world) << error;
+  // One directory for both ranks: rank 0's, broadcast.
+  std::unique_ptr<TempDir> own;
+  char shared[256] = {};
+  if (launch.rank == 0) {
+    own = std::make_unique<TempDir>();
+    std::snprintf(shared, sizeof(shared), "%s", own->path.c_str());
+  }
+  ASSERT_EQ(world->broadcast(shared, sizeof(shared),
+                             tailor::runtime::DType::U8, 0),
+            "");
+  std::string dir = shared;
+  ToyPlan two;
+  two.worldSize = 2;
+  two.name = "two.tplan";
+  ToyPlan one;
+  one.accumulation = 4; // the same global batch on one rank
+  one.name = "one.tplan";
+  std::string twoPath, onePath;
+  if (launch.rank == 0) {
+    twoPath = writePlan(dir, two);
+    onePath = writePlan(dir, one);
+    writeData(dir);
+  }
+  ASSERT_EQ(world->barrier(), "");
+  twoPath = dir + "/two.tplan";
+  onePath = dir + "/one.tplan";
+  {
+    std::unique_ptr<tailor::runtime::LoadedPlan> plan =
+        tailor::runtime::LoadedPlan::load(twoPath, {}, error);
+    if (!plan) {
+      GTEST_SKIP() << "the plan loader does not take plans for 2 ranks yet: "
+                   << error;
+    }
+  }
+  // The reference: one rank, four micro-batches a step (rank 0 only).
+  TrainRun reference;
+  if (launch.rank == 0) {
+    HiddenLaunch hidden;
+    TrainOptions options;
+    options.planPath = onePath;
+    options.dataPath = dir + "/train.bin";
+    options.outputDir = dir + "/one";
+    reference = train(options);
+    ASSERT_EQ(reference.error, "");
+  }
+  ASSERT_EQ(world->barrier(), "");
+  TrainOptions options;
+  options.planPath = twoPath;
+  options.dataPath = dir + "/train.bin";
+  options.outputDir = dir + "/two";
+  // Rank 1 alone is asked to stop after step 3: both stop there.
+  options.stopAfterStep = launch.rank == 1 ? 3 : 100;
+  TrainRun run = train(options);
+  ASSERT_EQ(run.error, "");
+  EXPECT_EQ(run.result.finalStep, 3);
+  EXPECT_TRUE(run.result.interrupted);
+  EXPECT_EQ(run.result.lastCheckpoint, dir + "/two/checkpoint-3");
+  if (launch.rank != 0) {
+    EXPECT_EQ(run.out, "");
+    EXPECT_EQ(run.err, "");
+    return;
+  }
+  EXPECT_NE(run.out.find("2 x 4 tokens x 2 accumulation x 2 ranks = 32 "
+                         "tokens/step"),
+            std::string::npos)
+      << run.out;
+  // Step 1 starts from the same weights: the mean over both ranks'
+  // micro-batches is the one-rank loss of the same four micro-batches.
+  // (The toy shares no gradients, so later steps differ.)
+  std::vector<std::string> rows = losses(dir + "/two");
+  ASSERT_EQ(rows.size(), 3u);
+  double twoLoss = std::stod(rows[0].substr(rows[0].find("\"loss\":") + 7));
+  std::vector<std::string> oneRows = losses(dir + "/one");
+  double oneLoss =
+      std::stod(oneRows[0].substr(oneRows[0].find("\"loss\":") + 7));
+  EXPECT_NEAR(twoLoss, oneLoss, 1e-6 * std::fabs(oneLoss));
+  // The data position is the global one: a checkpoint resumes anywhere.
+  EXPECT_NE(dataPosition(dir + "/two/checkpoint-2"), "");
+  EXPECT_EQ(dataPosition(dir + "/two/checkpoint-2"),
+            dataPosition(dir + "/one/checkpoint-2"));
 }
 
 } // namespace
