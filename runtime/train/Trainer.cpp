@@ -308,7 +308,10 @@ std::string openPlan(Run &run) {
   if (!run.session) {
     return error;
   }
-  run.session->setCommunicator(run.comm.get());
+  if (std::string problem = run.session->setCommunicator(run.comm.get());
+      !problem.empty()) {
+    return problem;
+  }
   run.trainEntry = run.session->findEntry("train_step");
   run.optimizerEntry = run.session->findEntry("optimizer_step");
   run.evalEntry = run.session->findEntry("eval_step");
