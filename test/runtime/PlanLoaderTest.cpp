@@ -266,8 +266,15 @@ TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
                   "the plan targets sm_0; tailor's CUDA kernels need sm_80");
   spec = {};
-  spec.worldSize = 2;
-  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "rank 0 of 2");
+  // Plans of several ranks load (1.6); an absurd or empty world does not.
+  spec.worldSize = 70000;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "the plan is for 70000 ranks; this runtime runs at most "
+                  "65536");
+  spec = {};
+  spec.worldSize = 0;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "rank 0 is outside world size 0");
 }
 
 TEST_F(PlanLoaderTest, RejectsTruncationAtEveryLength) {
