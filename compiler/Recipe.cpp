@@ -128,6 +128,20 @@ Setter names(std::vector<std::string> TrainingRecipe::*field) {
   };
 }
 
+/// axolotl's `load_in_4bit` / `load_in_8bit`: true picks `scheme`.
+Setter loadsQuantized(const char *scheme) {
+  return [scheme](TrainingRecipe &r, const Value &v) -> Error {
+    bool on = false;
+    if (Error error = parseBool(v, on)) {
+      return error;
+    }
+    if (on) {
+      r.quantization = scheme;
+    }
+    return Error::success();
+  };
+}
+
 const std::map<std::string, Setter> &setters() {
   using R = TrainingRecipe;
   static const std::map<std::string, Setter> table = {
@@ -152,28 +166,8 @@ const std::map<std::string, Setter> &setters() {
                                                   {"fp16", "fp16"},
                                                   {"none", "none"}})},
       // axolotl's spellings of the bitsandbytes loaders.
-      {"load_in_4bit",
-       [](R &r, const Value &v) -> Error {
-         bool on = false;
-         if (Error error = parseBool(v, on)) {
-           return error;
-         }
-         if (on) {
-           r.quantization = "nf4";
-         }
-         return Error::success();
-       }},
-      {"load_in_8bit",
-       [](R &r, const Value &v) -> Error {
-         bool on = false;
-         if (Error error = parseBool(v, on)) {
-           return error;
-         }
-         if (on) {
-           r.quantization = "int8";
-         }
-         return Error::success();
-       }},
+      {"load_in_4bit", loadsQuantized("nf4")},
+      {"load_in_8bit", loadsQuantized("int8")},
       {"double_quant", boolean(&R::doubleQuant)},
       {"bnb_4bit_use_double_quant", boolean(&R::doubleQuant)},
       {"quant_block_size", integer(&R::quantBlockSize, 32)},

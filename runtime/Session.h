@@ -19,6 +19,12 @@
 namespace tailor::runtime {
 
 
+/// The call a plan's collective step makes: kind, reduction, element
+/// counts, dtype and root; the caller sets the buffers (host or device)
+/// and the stream.
+comm::CollectiveCall collectiveCallOf(const LoadedPlan &plan,
+                                      const plan::Collective &collective);
+
 /// Owns the arenas of one plan (exactly the sizes it names), the bound
 /// parameters, and the prepared launches.
 class Session {
@@ -97,18 +103,10 @@ private:
   /// Fills parameters without a source as their Init says.
   std::string initializeParameters();
 
-  /// A collective step, resolved: its buffers and element counts, and
-  /// rank 0's group (the plan's), run on this rank's matching group.
+  /// A collective step, resolved: the call, and rank 0's group (the
+  /// plan's), run on this rank's matching group.
   struct PreparedCollective {
-    int kind = 0;      // plan::CollectiveKind
-    int reduction = 0; // plan::Reduction
-    void *input = nullptr;
-    void *output = nullptr;
-    size_t inputElements = 0;
-    size_t outputElements = 0;
-    DType dtype = DType::F32;
-    /// Broadcast's root, an index into the group.
-    int root = 0;
+    comm::CollectiveCall call;
     std::vector<int> group;
   };
   std::string runCollective(const PreparedCollective &collective);

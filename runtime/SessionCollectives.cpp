@@ -17,6 +17,19 @@ namespace tailor::runtime {
 
 namespace fb = tailor::plan;
 
+comm::CollectiveCall collectiveCallOf(const LoadedPlan &plan,
+                                      const fb::Collective &collective) {
+  comm::CollectiveCall call;
+  call.kind = static_cast<comm::CollectiveKind>(collective.kind());
+  call.op = static_cast<comm::ReduceOp>(collective.reduction());
+  call.dtype = plan.bufferDType(collective.input());
+  call.root = collective.root();
+  size_t element = dtypeSize(call.dtype);
+  call.inputElements = plan.bufferBytes(collective.input()) / element;
+  call.outputElements = plan.bufferBytes(collective.output()) / element;
+  return call;
+}
+
 Session::PreparedLaunch
 Session::prepareCollective(uint32_t step,
                            const fb::Collective &collective) const {
@@ -24,15 +37,9 @@ Session::prepareCollective(uint32_t step,
   prepared.step = step;
   prepared.origin = fb::EnumNameCollectiveKind(collective.kind());
   auto resolved = std::make_unique<PreparedCollective>();
-  resolved->kind = static_cast<int>(collective.kind());
-  resolved->reduction = static_cast<int>(collective.reduction());
-  resolved->input = bufferData(collective.input());
-  resolved->output = bufferData(collective.output());
-  resolved->dtype = loaded.bufferDType(collective.input());
-  resolved->root = collective.root();
-  size_t element = dtypeSize(resolved->dtype);
-  resolved->inputElements = loaded.bufferBytes(collective.input()) / element;
-  resolved->outputElements = loaded.bufferBytes(collective.output()) / element;
+  resolved->call = collectiveCallOf(loaded, collective);
+  resolved->call.input = bufferData(collective.input());
+  resolved->call.output = bufferData(collective.output());
   for (int32_t rank : *collective.group()) {
     resolved->group.push_back(rank);
   }
@@ -145,23 +152,7 @@ std::string Session::runCollective(const PreparedCollective &collective) {
       !problem.empty()) {
     return problem;
   }
-  auto op = static_cast<comm::ReduceOp>(collective.reduction);
-  switch (static_cast<fb::CollectiveKind>(collective.kind)) {
-  case fb::CollectiveKind::AllReduce:
-    return group->allReduce(collective.input, collective.output,
-                            collective.inputElements, collective.dtype, op);
-  case fb::CollectiveKind::ReduceScatter:
-    return group->reduceScatter(collective.input, collective.output,
-                                collective.outputElements, collective.dtype,
-                                op);
-  case fb::CollectiveKind::AllGather:
-    return group->allGather(collective.input, collective.output,
-                            collective.inputElements, collective.dtype);
-  case fb::CollectiveKind::Broadcast:
-    return group->broadcast(collective.output, collective.outputElements,
-                            collective.dtype, collective.root);
-  }
-  return "unknown collective kind " + std::to_string(collective.kind);
+  return comm::runCollective(*group, collective.call);
 }
 
 } // namespace tailor::runtime

@@ -290,4 +290,23 @@ const char *opName(ReduceOp op) {
 
 } // namespace detail
 
+std::string runCollective(Communicator &group, const CollectiveCall &call) {
+  switch (call.kind) {
+  case CollectiveKind::AllReduce:
+    return group.allReduce(call.input, call.output, call.inputElements,
+                           call.dtype, call.op, call.stream);
+  case CollectiveKind::ReduceScatter:
+    return group.reduceScatter(call.input, call.output, call.outputElements,
+                               call.dtype, call.op, call.stream);
+  case CollectiveKind::AllGather:
+    return group.allGather(call.input, call.output, call.inputElements,
+                           call.dtype, call.stream);
+  case CollectiveKind::Broadcast:
+    return group.broadcast(call.output, call.outputElements, call.dtype,
+                           call.root, call.stream);
+  }
+  return "unknown collective kind " +
+         std::to_string(static_cast<int>(call.kind));
+}
+
 } // namespace tailor::runtime::comm

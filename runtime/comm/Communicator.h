@@ -122,6 +122,28 @@ private:
   uint64_t sentBytes = 0;
 };
 
+/// The collectives a plan names, numbered as the plan's CollectiveKind.
+enum class CollectiveKind { AllReduce = 0, ReduceScatter, AllGather, Broadcast };
+
+/// One collective step as a plan gives it: element counts of both buffers
+/// (reduce-scatter reads size() times what it writes, all-gather writes
+/// size() times what it reads), the broadcast root, and the stream (GPU).
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  ReduceOp op = ReduceOp::Sum;
+  const void *input = nullptr;
+  void *output = nullptr;
+  size_t inputElements = 0;
+  size_t outputElements = 0;
+  DType dtype = DType::F32;
+  int root = 0;
+  void *stream = nullptr;
+};
+
+/// Runs `call` on `group`: the one place a plan's collective kind becomes
+/// a Communicator call (CPU sessions and the CUDA backend alike).
+std::string runCollective(Communicator &group, const CollectiveCall &call);
+
 /// The MPI communicator over MPI_COMM_WORLD (initializing MPI with
 /// MPI_THREAD_FUNNELED if nobody has, and finalizing it when the last
 /// communicator goes away). Errors return instead of aborting

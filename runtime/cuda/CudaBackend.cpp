@@ -18,6 +18,7 @@
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceContext.h"
 #include "runtime/cuda/DeviceImage.h"
+#include "runtime/Session.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/include/tailor/runtime.h"
 
@@ -142,25 +143,11 @@ std::string GpuBackend::runCollective(const plan::Collective &collective) {
     return "collectives over part of the world run on the CPU backend only "
            "so far";
   }
-  void *input = deviceBuffer(collective.input());
-  void *output = deviceBuffer(collective.output());
-  DType dtype = plan.bufferDType(collective.input());
-  size_t element = dtypeSize(dtype);
-  size_t inCount = plan.bufferBytes(collective.input()) / element;
-  size_t outCount = plan.bufferBytes(collective.output()) / element;
-  void *stream = impl->streams[collective.stream()];
-  auto op = static_cast<comm::ReduceOp>(collective.reduction());
-  switch (collective.kind()) {
-  case plan::CollectiveKind::AllReduce:
-    return comm->allReduce(input, output, inCount, dtype, op, stream);
-  case plan::CollectiveKind::ReduceScatter:
-    return comm->reduceScatter(input, output, outCount, dtype, op, stream);
-  case plan::CollectiveKind::AllGather:
-    return comm->allGather(input, output, inCount, dtype, stream);
-  case plan::CollectiveKind::Broadcast:
-    return comm->broadcast(output, outCount, dtype, collective.root(), stream);
-  }
-  return "unknown collective kind";
+  comm::CollectiveCall call = collectiveCallOf(plan, collective);
+  call.input = deviceBuffer(collective.input());
+  call.output = deviceBuffer(collective.output());
+  call.stream = impl->streams[collective.stream()];
+  return comm::runCollective(*comm, call);
 }
 
 static std::string bytesText(uint64_t bytes) {
