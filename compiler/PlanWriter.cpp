@@ -465,7 +465,11 @@ private:
     return static_cast<uint32_t>(entryName.empty() ? 0 : entries.size());
   }
   FailureOr<uint32_t> addBuffer(Operation *op, StringRef arena, int64_t offset,
-                                int64_t size, MemRefType type);
+                                int64_t size, MemRefType type,
+                                int64_t rankStride = 0, int64_t rankPeriod = 0);
+  /// A sharded state's StateShard (a null offset for a whole state).
+  FailureOr<flatbuffers::Offset<fb::StateShard>>
+  addStateShard(sched::StateOp state);
   FailureOr<uint32_t> bufferOf(Operation *user, Value value) const;
   FailureOr<AttributeVector> attributesOf(DictionaryAttr dict);
 
@@ -540,7 +544,8 @@ void PlanBuilder::closeEntry() {
 
 FailureOr<uint32_t> PlanBuilder::addBuffer(Operation *op, StringRef arena,
                                            int64_t offset, int64_t size,
-                                           MemRefType type) {
+                                           MemRefType type, int64_t rankStride,
+                                           int64_t rankPeriod) {
   FailureOr<fb::DType> dtype = dtypeOf(op, type.getElementType());
   if (failed(dtype)) {
     return failure();
@@ -552,10 +557,49 @@ FailureOr<uint32_t> PlanBuilder::addBuffer(Operation *op, StringRef arena,
   auto shape = fbb.CreateVector(type.getShape().data(), type.getShape().size());
   buffers.push_back(
       fb::CreateBuffer(fbb, *arenaAt, static_cast<uint64_t>(offset),
-                       static_cast<uint64_t>(size), *dtype, shape));
+                       static_cast<uint64_t>(size), *dtype, shape,
+                       static_cast<uint64_t>(rankStride),
+                       static_cast<uint32_t>(rankPeriod)));
   uint32_t index = static_cast<uint32_t>(buffers.size() - 1);
   bufferIndex[op->getResult(0)] = index;
   return index;
+}
+
+FailureOr<flatbuffers::Offset<fb::StateShard>>
+PlanBuilder::addStateShard(sched::StateOp state) {
+  DictionaryAttr shard = state.getShardAttr();
+  if (!shard) {
+    return flatbuffers::Offset<fb::StateShard>();
+  }
+  auto members = shard.getAs<ArrayAttr>("members");
+  auto offsets = shard.getAs<DenseI64ArrayAttr>("offsets");
+  auto numels = shard.getAs<DenseI64ArrayAttr>("numels");
+  auto flat = shard.getAs<IntegerAttr>("flat_elements");
+  auto group = shard.getAs<DenseI64ArrayAttr>("group");
+  if (!members || !offsets || !numels || !flat || !group ||
+      offsets.size() != static_cast<int64_t>(members.size()) ||
+      numels.size() != static_cast<int64_t>(members.size())) {
+    return state.emitError() << "state '" << state.getName()
+                             << "': shard needs members, offsets, numels, "
+                                "flat_elements and group, one offset and "
+                                "numel per member";
+  }
+  std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+  for (Attribute member : members) {
+    auto name = llvm::dyn_cast<StringAttr>(member);
+    if (!name) {
+      return state.emitError() << "state '" << state.getName()
+                               << "': shard members must be strings";
+    }
+    names.push_back(text(name.getValue()));
+  }
+  std::vector<int32_t> ranks(group.asArrayRef().begin(),
+                             group.asArrayRef().end());
+  return fb::CreateStateShard(
+      fbb, fbb.CreateVector(names),
+      fbb.CreateVector(offsets.asArrayRef().data(), offsets.size()),
+      fbb.CreateVector(numels.asArrayRef().data(), numels.size()),
+      flat.getInt(), fbb.CreateVector(ranks));
 }
 
 FailureOr<uint32_t> PlanBuilder::bufferOf(Operation *user, Value value) const {
@@ -840,7 +884,9 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
       })
       .Case([&](sched::BufferOp buffer) {
         return addBuffer(buffer, buffer.getArena(), buffer.getOffset(),
-                         buffer.getSize(), buffer.getType());
+                         buffer.getSize(), buffer.getType(),
+                         buffer.getRankStride().value_or(0),
+                         buffer.getRankPeriod().value_or(0));
       })
       .Case([&](sched::ParamOp param) { return addParam(param); })
       .Case([&](sched::StateOp state) -> LogicalResult {
@@ -850,9 +896,14 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
         if (failed(index)) {
           return failure();
         }
+        FailureOr<flatbuffers::Offset<fb::StateShard>> shard =
+            addStateShard(state);
+        if (failed(shard)) {
+          return failure();
+        }
         states.push_back(fb::CreateState(fbb, text(state.getName()), *index,
                                          text(state.getParameter()),
-                                         text(state.getKind())));
+                                         text(state.getKind()), *shard));
         return success();
       })
       .Case([&](sched::EntryOp entry) {

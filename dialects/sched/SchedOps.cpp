@@ -167,8 +167,25 @@ ArenaOp BufferOp::lookupArena(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t stride = getRankStride().value_or(0);
+  if (stride < 0) {
+    return emitOpError() << "rank_stride must not be negative, got " << stride;
+  }
+  // The view must lie in its arena at the last position of any rank.
+  int64_t positions = 1;
+  if (stride > 0) {
+    auto program = (*this)->getParentOfType<ProgramOp>();
+    int64_t world = program ? static_cast<int64_t>(program.getWorldSize()) : 1;
+    positions = getRankPeriod() ? static_cast<int64_t>(*getRankPeriod()) : world;
+    if (positions < 1 || world % positions != 0) {
+      return emitOpError() << "rank period " << positions
+                           << " does not divide the world of " << world
+                           << " ranks";
+    }
+  }
   return verifyViewInArena(*this, symbolTable, getArenaAttr(),
-                           getOffsetAttr().getInt(), getSizeAttr().getInt());
+                           getOffsetAttr().getInt(),
+                           (positions - 1) * stride + getSizeAttr().getInt());
 }
 
 LogicalResult ParamOp::verify() {

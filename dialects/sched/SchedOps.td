@@ -157,12 +157,25 @@ def Sched_BufferOp : Sched_Op<"buffer", [
     `size` may exceed the bytes of the view's type (padding the planner
     keeps), never fall short of them; `offset` is aligned to the element
     size; `[offset, offset + size)` lies inside the arena.
+
+    With `rank_stride`, the view is rank-dependent: on rank r it starts at
+    `offset + (r mod period) * rank_stride` (`period` defaults to the
+    program's world size), and it lies inside the arena on every rank --
+    this rank's chunk of a ZeRO bucket, say.
+
+    ```mlir
+    %chunk = sched.buffer @parameters [0, 3328] rank_stride 3328
+        : memref<832xf32>
+    ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$arena, I64Attr:$offset,
-                       I64Attr:$size);
+                       I64Attr:$size, OptionalAttr<I64Attr>:$rank_stride,
+                       OptionalAttr<I64Attr>:$rank_period);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
-    $arena `[` $offset `,` $size `]` attr-dict `:` type($result)
+    $arena `[` $offset `,` $size `]`
+    (`rank_stride` $rank_stride^ (`period` $rank_period^)?)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -231,7 +244,10 @@ def Sched_StateOp : Sched_Op<"state", [
   let description = [{
     A view like `sched.buffer` that outlives every run: zero when the
     session starts, saved and restored by checkpoints under (`parameter`,
-    `kind`).
+    `kind`). A state sharded over ranks (ZeRO) names its bucket as
+    `parameter` and carries `shard = {members, offsets, numels,
+    flat_elements, group}` (the plan's StateShard): this rank's chunk of
+    the members laid out flat.
 
     ```mlir
     %g = sched.state "model.norm.weight.grad" @gradients [0, 256]
@@ -240,11 +256,11 @@ def Sched_StateOp : Sched_Op<"state", [
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena,
                        I64Attr:$offset, I64Attr:$size, StrAttr:$parameter,
-                       StrAttr:$kind);
+                       StrAttr:$kind, OptionalAttr<DictionaryAttr>:$shard);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
     $name $arena `[` $offset `,` $size `]` `of` $parameter `kind` $kind
-    attr-dict `:` type($result)
+    (`shard` $shard^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -317,31 +317,47 @@ LogicalResult GlobalNormOp::verify() {
   return expectScalar(*this, getResult(), "result");
 }
 
-/// Checks an update: a trainable parameter, and states of its type that
-/// belong to it.
+/// Checks that the states an update names exist, have `type`, and belong
+/// to `owner` (a parameter or a bucket).
+static LogicalResult verifyUpdateStates(Operation *op,
+                                        SymbolTableCollection &symbols,
+                                        FlatSymbolRefAttr owner, Type type,
+                                        ArrayRef<FlatSymbolRefAttr> stateNames) {
+  for (FlatSymbolRefAttr name : stateNames) {
+    FailureOr<StateOp> state = lookupState(op, symbols, name, type);
+    if (failed(state)) {
+      return failure();
+    }
+    if (state->getParameter() != owner.getValue()) {
+      return op->emitOpError() << "state " << name << " belongs to @"
+                               << state->getParameter() << ", not " << owner;
+    }
+  }
+  return success();
+}
+
+/// Checks an update: a trainable parameter (or a bucket of them), states
+/// of its type (a chunk's) that belong to it, and scalar hyperparameters.
 static LogicalResult verifyUpdate(Operation *op, SymbolTableCollection &symbols,
                                   FlatSymbolRefAttr paramName,
                                   ArrayRef<FlatSymbolRefAttr> stateNames,
                                   ValueRange scalars) {
-  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(op, paramName);
-  if (!param) {
-    return op->emitOpError() << paramName << " does not name a tg.param";
-  }
-  if (!param.getTrainable()) {
-    return op->emitOpError() << "parameter " << paramName
-                             << " is not trainable";
-  }
-  for (FlatSymbolRefAttr name : stateNames) {
-    FailureOr<StateOp> state =
-        lookupState(op, symbols, name, param.getType());
-    if (failed(state)) {
-      return failure();
+  Type type;
+  if (auto bucket = symbols.lookupNearestSymbolFrom<BucketOp>(op, paramName)) {
+    type = bucket.getChunkType();
+  } else if (auto param =
+                 symbols.lookupNearestSymbolFrom<ParamOp>(op, paramName)) {
+    if (!param.getTrainable()) {
+      return op->emitOpError() << "parameter " << paramName
+                               << " is not trainable";
     }
-    if (state->getParameter() != paramName.getValue()) {
-      return op->emitOpError() << "state " << name << " belongs to @"
-                               << state->getParameter() << ", not "
-                               << paramName;
-    }
+    type = param.getType();
+  } else {
+    return op->emitOpError() << paramName
+                             << " does not name a tg.param or a tg.bucket";
+  }
+  if (failed(verifyUpdateStates(op, symbols, paramName, type, stateNames))) {
+    return failure();
   }
   for (Value scalar : scalars) {
     if (failed(expectScalar(op, scalar, "lr, step and scale"))) {
@@ -361,4 +377,90 @@ LogicalResult SGDUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyUpdate(*this, symbols, getParamAttr(),
                       {getGradAttr(), getMomentumBufferAttr()},
                       {getLr(), getGradScale()});
+}
+
+//===----------------------------------------------------------------------===//
+// Sharded optimizer state and gradients
+//===----------------------------------------------------------------------===//
+
+LogicalResult BucketOp::verify() {
+  if (getMembers().empty() ||
+      getMembers().size() != getOffsets().size()) {
+    return emitOpError() << "expected one offset per member, got "
+                         << getOffsets().size() << " for "
+                         << getMembers().size() << " members";
+  }
+  auto size = static_cast<int64_t>(getSize());
+  auto shards = static_cast<int64_t>(getShards());
+  if (shards < 1 || size < 1 || size % shards != 0) {
+    return emitOpError() << "size " << size
+                         << " must be a positive multiple of shards " << shards;
+  }
+  return success();
+}
+
+LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  int64_t end = 0;
+  auto size = static_cast<int64_t>(getSize());
+  for (auto [name, offset] : llvm::zip(getMembers(), getOffsets())) {
+    auto ref = llvm::cast<FlatSymbolRefAttr>(name);
+    auto param = symbols.lookupNearestSymbolFrom<ParamOp>(*this, ref);
+    if (!param || !param.getTrainable()) {
+      return emitOpError() << ref << " does not name a trainable tg.param";
+    }
+    auto type = llvm::cast<RankedTensorType>(param.getType());
+    if (type.getElementType() != getElementType()) {
+      return emitOpError() << "member " << ref << " holds "
+                           << type.getElementType() << ", the bucket "
+                           << getElementType();
+    }
+    int64_t numel = numElements(type.getShape());
+    if (offset < end || offset + numel > size) {
+      return emitOpError() << "member " << ref << " at [" << offset << ", "
+                           << offset + numel << ") overlaps the one before "
+                           << "or leaves the bucket's " << size
+                           << " elements";
+    }
+    end = offset + numel;
+  }
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  auto shards = static_cast<int64_t>(getShards());
+  if (input.getRank() != 1 || result.getRank() != 1 ||
+      input.getElementType() != result.getElementType() || shards < 1 ||
+      input.getDimSize(0) != result.getDimSize(0) * shards) {
+    return emitOpError() << "expected a 1-D input of " << shards
+                         << " chunks of the 1-D result's type, got "
+                         << input << " -> " << result;
+  }
+  return success();
+}
+
+LogicalResult
+AllGatherBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (!symbols.lookupNearestSymbolFrom<BucketOp>(*this, getBucketAttr())) {
+    return emitOpError() << getBucketAttr() << " does not name a tg.bucket";
+  }
+  return success();
+}
+
+LogicalResult ZeroStatesOp::verify() {
+  if (getStates().empty()) {
+    return emitOpError() << "expected at least one state";
+  }
+  return success();
+}
+
+LogicalResult ZeroStatesOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  for (Attribute name : getStates()) {
+    if (failed(lookupState(*this, symbols, llvm::cast<FlatSymbolRefAttr>(name),
+                           Type()))) {
+      return failure();
+    }
+  }
+  return success();
 }

@@ -194,7 +194,8 @@ def TG_StateOp : TG_Op<"state", [Symbol]> {
   let summary = "a training state tensor, zero at the start, kept across steps";
   let description = [{
     A gradient accumulator or an optimizer moment (PyTorch's names) of one
-    trainable parameter. Checkpoints key it by (parameter, kind).
+    trainable parameter, or of this rank's chunk of a `tg.bucket`.
+    Checkpoints key it by (parameter, kind), a bucket's by its members.
 
     ```mlir
     tg.state @grad.model.norm.weight : tensor<64xf32> of @model.norm.weight grad
@@ -247,7 +248,9 @@ def TG_AdamWUpdateOp : TG_Op<"adamw_update", [
     `v = b2 v + (1 - b2) g^2`, then
     `p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)`.
     The gradient accumulator is zeroed for the next step. `lr`, `step`
-    (1-based, i64) and `grad_scale` are scalars.
+    (1-based, i64) and `grad_scale` are scalars. `param` may name a
+    `tg.bucket`: the update then runs on this rank's chunk of its members,
+    with states of the bucket.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
@@ -320,6 +323,111 @@ def TG_AllReduceStatesOp : TG_Op<"all_reduce_states", [
   let arguments = (ins FlatSymbolRefArrayAttr:$states,
                        TG_CommReduction:$reduction, TG_CommGroup:$group);
   let assemblyFormat = "$states $reduction `over` $group attr-dict";
+  let hasVerifier = 1;
+}
+
+
+//===----------------------------------------------------------------------===//
+// Sharded optimizer state and gradients (ZeRO-1/2; Shard.cpp writes these)
+//===----------------------------------------------------------------------===//
+
+def TG_BucketOp : TG_Op<"bucket", [
+    Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "trainable parameters laid out flat and cut into one chunk per rank";
+  let description = [{
+    DeepSpeed's flat partition: the member parameters lie in one flat space
+    of `size` elements, member i's elements (row-major) at
+    `[offsets[i], offsets[i] + numel)`, the rest zero padding. The space is
+    cut into `shards` equal chunks, one per rank of `group` in rank order.
+    States `of` a bucket hold this rank's chunk (`size / shards` elements);
+    an update on a bucket updates this rank's chunk of its members, and
+    `tg.all_gather_bucket` gives every rank every chunk. Planning keeps the
+    members in this layout in memory.
+
+    ```mlir
+    tg.bucket @zero.b0 [@head, @table] offsets [0, 832] size 1664 over world
+        shards 2 : f32
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       FlatSymbolRefArrayAttr:$members,
+                       DenseI64ArrayAttr:$offsets, I64Attr:$size,
+                       TG_CommGroup:$group, I64Attr:$shards,
+                       TypeAttr:$element_type);
+  let assemblyFormat = [{
+    $sym_name $members `offsets` $offsets `size` $size `over` $group
+    `shards` $shards attr-dict `:` $element_type
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Elements of one rank's chunk.
+    int64_t getChunkElements() {
+      return static_cast<int64_t>(getSize() / getShards());
+    }
+    /// The type of a state that holds one chunk.
+    ::mlir::RankedTensorType getChunkType() {
+      return ::mlir::RankedTensorType::get({getChunkElements()},
+                                           getElementType());
+    }
+  }];
+}
+
+def TG_ReduceScatterOp : TG_Op<"reduce_scatter", [
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "reduces a flat tensor over ranks; each rank keeps its chunk";
+  let description = [{
+    The input (1-D, `shards` chunks) is reduced over the ranks of `group`;
+    the rank at position p of the group gets chunk p. Collectives are
+    ordered (every rank issues them in the same order), so this is not
+    `Pure`.
+  }];
+  let arguments = (ins TG_FloatTensor:$input, TG_CommReduction:$reduction,
+                       TG_CommGroup:$group, I64Attr:$shards);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input $reduction `over` $group `shards` $shards attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_AllReduceOp : TG_Op<"all_reduce", [
+    MemoryEffects<[MemRead, MemWrite]>, SameOperandsAndResultType]> {
+  let summary = "reduces a tensor over the ranks of a group";
+  let description = [{
+    Every rank gets the reduction of every rank's input (the sum of the
+    ranks' squared gradient norms, say, when gradients are sharded).
+  }];
+  let arguments = (ins TG_FloatTensor:$input, TG_CommReduction:$reduction,
+                       TG_CommGroup:$group);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input $reduction `over` $group attr-dict `:` type($input)
+  }];
+}
+
+def TG_AllGatherBucketOp : TG_Op<"all_gather_bucket", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "gives every rank every rank's chunk of a bucket's parameters";
+  let description = [{
+    After each rank updated its chunk of the bucket's flat parameters, the
+    chunks are gathered in place so every rank holds all of them again.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$bucket);
+  let assemblyFormat = "$bucket attr-dict";
+}
+
+def TG_ZeroStatesOp : TG_Op<"zero_states", [
+    MemoryEffects<[MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "sets state tensors to zero";
+  let description = [{
+    Gradient accumulators that no update zeroes (ZeRO-1 keeps whole
+    gradients on every rank and updates from their reduce-scattered chunk).
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$states);
+  let assemblyFormat = "$states attr-dict";
   let hasVerifier = 1;
 }
 

@@ -57,6 +57,8 @@ private:
   Value defineRoot(Root &root);
   /// The buffer an access reads or writes: its root, or a view of it.
   Value bufferFor(Access access);
+  /// A sched.state's `shard` when `state` holds a chunk of a tg.bucket.
+  DictionaryAttr shardOf(tg::StateOp state);
   void emitLaunch(const PlannedLaunch &launch);
   /// A collective over its operands' roots, which must lie back to back in
   /// one arena: one buffer from the first to the end of the last.
@@ -70,7 +72,7 @@ private:
   std::vector<Root> &roots;
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
-  DenseMap<std::pair<unsigned, Type>, Value> views;
+  DenseMap<std::tuple<unsigned, Type, int64_t>, Value> views;
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
 };
@@ -90,6 +92,9 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
     arenaBytes = alignTo(arenaBytes + root.bytes, align);
   };
   for (auto [index, root] : llvm::enumerate(roots)) {
+    if (root.within) {
+      continue; // placed with the root that holds it, below
+    }
     switch (root.home) {
     case Home::Param:
       place(root, layout.paramBytes);
@@ -108,6 +113,11 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
           {root.first, root.last, static_cast<uint64_t>(root.bytes), 0});
       liveRoots.push_back(index);
       break;
+    }
+  }
+  for (Root &root : roots) {
+    if (root.within) {
+      root.offset = roots[*root.within].offset + root.withinOffset;
     }
   }
   layout.packing = memory::packBuffers(live, align);
@@ -203,7 +213,7 @@ void ProgramEmitter::declareKernels(const std::vector<PlannedEntry> &entries) {
 
 LogicalResult ProgramEmitter::checkParameterBytes() {
   for (Root &root : roots) {
-    if (root.home != Home::Param) {
+    if (root.home != Home::Param || root.bucket) {
       continue;
     }
     auto init = root.param.getInitAttr();
@@ -230,7 +240,8 @@ Value ProgramEmitter::createBuffer(MemRefType type, FlatSymbolRefAttr arena,
                                    int64_t offset, int64_t size) {
   return sched::BufferOp::create(builder, loc, type, arena,
                                  builder.getI64IntegerAttr(offset),
-                                 builder.getI64IntegerAttr(size));
+                                 builder.getI64IntegerAttr(size),
+                                 IntegerAttr(), IntegerAttr());
 }
 
 FlatSymbolRefAttr ProgramEmitter::stateArena(const Root &root) const {
@@ -299,7 +310,9 @@ Value ProgramEmitter::defineRoot(Root &root) {
         builder.getI64IntegerAttr(root.bytes));
     break;
   case Home::Param:
-    root.view = createParamView(root);
+    root.view = root.bucket
+                    ? createBuffer(root.type, arenas.params, offset, root.bytes)
+                    : createParamView(root);
     break;
   case Home::State:
     root.view = sched::StateOp::create(
@@ -308,7 +321,8 @@ Value ProgramEmitter::defineRoot(Root &root) {
         builder.getI64IntegerAttr(offset),
         builder.getI64IntegerAttr(root.bytes),
         builder.getStringAttr(root.state.getParameter()),
-        builder.getStringAttr(tg::stringifyStateKind(root.state.getKind())));
+        builder.getStringAttr(tg::stringifyStateKind(root.state.getKind())),
+        shardOf(root.state));
     break;
   case Home::Constant:
     root.view =
@@ -335,17 +349,50 @@ void ProgramEmitter::defineParametersAndStates() {
 }
 
 Value ProgramEmitter::bufferFor(Access access) {
-  Value &view = views[{access.root, access.type}];
+  Value &view = views[{access.root, access.type, access.rankStride}];
   if (view) {
     return view;
   }
   Root &root = roots[access.root];
   view = defineRoot(root);
-  if (access.type != root.type) {
+  if (access.rankStride != 0) {
+    view = sched::BufferOp::create(
+        builder, loc, access.type, arenaOf(root),
+        builder.getI64IntegerAttr(static_cast<int64_t>(root.offset)),
+        builder.getI64IntegerAttr(access.rankStride),
+        builder.getI64IntegerAttr(access.rankStride),
+        access.rankPeriod ? builder.getI64IntegerAttr(access.rankPeriod)
+                          : IntegerAttr());
+  } else if (access.type != root.type) {
     view = createBuffer(access.type, arenaOf(root),
                         static_cast<int64_t>(root.offset), root.bytes);
   }
   return view;
+}
+
+DictionaryAttr ProgramEmitter::shardOf(tg::StateOp state) {
+  auto bucket = module.lookupSymbol<tg::BucketOp>(state.getParameterAttr());
+  if (!bucket) {
+    return DictionaryAttr();
+  }
+  SmallVector<Attribute> members;
+  SmallVector<int64_t> numels;
+  for (Attribute member : bucket.getMembers()) {
+    auto param = module.lookupSymbol<tg::ParamOp>(
+        llvm::cast<FlatSymbolRefAttr>(member));
+    members.push_back(builder.getStringAttr(param.getSymName()));
+    numels.push_back(tg::numElements(param.getTensorType().getShape()));
+  }
+  return builder.getDictionaryAttr(
+      {builder.getNamedAttr("members", builder.getArrayAttr(members)),
+       builder.getNamedAttr("offsets",
+                            builder.getDenseI64ArrayAttr(bucket.getOffsets())),
+       builder.getNamedAttr("numels", builder.getDenseI64ArrayAttr(numels)),
+       builder.getNamedAttr("flat_elements",
+                            builder.getI64IntegerAttr(
+                                static_cast<int64_t>(bucket.getSize()))),
+       builder.getNamedAttr("group", builder.getDenseI64ArrayAttr(
+                                         groupRanks(bucket.getGroup())))});
 }
 
 void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
@@ -396,6 +443,21 @@ SmallVector<int64_t> ProgramEmitter::groupRanks(tg::CommGroup group) const {
 }
 
 LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch) {
+  const PlannedCollective &planned = *launch.collective;
+  if (!planned.inPlace) {
+    Value input = bufferFor(launch.operands[0]);
+    Value output = bufferFor(launch.operands[1]);
+    bool reduces = planned.kind == sched::CollectiveKind::AllReduce ||
+                   planned.kind == sched::CollectiveKind::ReduceScatter;
+    sched::CollectiveOp::create(
+        builder, launch.op->getLoc(), planned.kind, input, output,
+        groupRanks(planned.group),
+        reduces
+            ? sched::ReductionAttr::get(builder.getContext(), planned.reduction)
+            : sched::ReductionAttr(),
+        IntegerAttr(), stream.getValue());
+    return success();
+  }
   const Root &first = roots[launch.operands.front().root];
   Type element = first.type.getElementType();
   uint64_t end = first.offset;

@@ -111,6 +111,23 @@ private:
   /// A bucket's all-reduce: a collective over its states.
   LogicalResult planAllReduce(ModuleOp module, tg::AllReduceStatesOp op,
                               PlannedEntry &entry);
+  /// ZeRO buckets: one parameter root per bucket, its members placed in it
+  /// at their offsets.
+  LogicalResult placeShardBuckets(ModuleOp module);
+  /// This rank's chunk of a bucket's flat parameters.
+  Access chunkOf(tg::BucketOp bucket);
+  /// The parameter operand of an update: a parameter's root, or this
+  /// rank's chunk of a bucket.
+  FailureOr<Access> updatedParam(ModuleOp module, Operation *update,
+                                 FlatSymbolRefAttr name);
+  /// ZeRO's collectives and resets: reduce-scatter, all-reduce of a value,
+  /// the bucket all-gather, and zeroing states.
+  LogicalResult planShardOp(ModuleOp module, Operation &op,
+                            PlannedEntry &entry, int64_t step);
+  /// A collective from `input` into a new activation of `result`'s type.
+  LogicalResult planValueCollective(Operation &op, Value input, Value result,
+                                    PlannedCollective collective,
+                                    PlannedEntry &entry, int64_t step);
   /// Any other op: the CPU kernel selection's launch, its results new
   /// activations (or an accumulator written in place).
   LogicalResult planKernelLaunch(ModuleOp module, Operation &op,
@@ -139,6 +156,10 @@ private:
   /// The storage root of each tg.dequantize result.
   DenseMap<Value, unsigned> quantizedStorage;
   llvm::StringMap<unsigned> symbolRoots;
+  /// The root of each ZeRO bucket's flat parameters.
+  llvm::StringMap<unsigned> bucketRoots;
+  /// Ranks per node (tg.parallel), for chunks of buckets split per node.
+  int64_t ranksPerNode = 1;
   DenseMap<Attribute, unsigned> constantRoots;
   /// CPU workers per-worker workspaces are sized for (1 on a GPU).
   int64_t workspaceThreads = 1;
@@ -390,11 +411,11 @@ LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
       }
       operands.push_back(whole(*root));
     }
-    FailureOr<unsigned> param = paramRoot(module, &op, adamw.getParamAttr());
+    FailureOr<Access> param = updatedParam(module, &op, adamw.getParamAttr());
     if (failed(param)) {
       return failure();
     }
-    operands.insert(operands.begin(), whole(*param));
+    operands.insert(operands.begin(), *param);
     for (Value scalar : {adamw.getLr(), adamw.getStep(), adamw.getGradScale()}) {
       if (failed(useAt(scalar, step))) {
         return op.emitError() << "operand defined outside the planned function";
@@ -413,7 +434,7 @@ LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
     return success();
   }
   auto sgd = llvm::cast<tg::SGDUpdateOp>(op);
-  FailureOr<unsigned> param = paramRoot(module, &op, sgd.getParamAttr());
+  FailureOr<Access> param = updatedParam(module, &op, sgd.getParamAttr());
   FailureOr<unsigned> grad = stateRoot(module, &op, sgd.getGradAttr());
   FailureOr<unsigned> buffer =
       stateRoot(module, &op, sgd.getMomentumBufferAttr());
@@ -426,7 +447,7 @@ LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
   }
   PlannedLaunch launch = launchOf(
       &op, "sgd", 5,
-      {whole(*param), whole(*grad), whole(*buffer), accessOf(sgd.getLr()),
+      {*param, whole(*grad), whole(*buffer), accessOf(sgd.getLr()),
        accessOf(sgd.getGradScale())});
   launch.choice.attributes.set("momentum",
                                f64AttrOf(context, sgd.getMomentum()));
@@ -475,6 +496,127 @@ LogicalResult LowerToSchedPass::planAllReduce(ModuleOp module,
   launch.origin = "tg.all_reduce_states (" +
                   std::to_string(op.getStates().size()) + " gradients)";
   entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
+  for (tg::BucketOp bucket : module.getOps<tg::BucketOp>()) {
+    Root flat = makeRoot(Home::Param,
+                         MemRefType::get({static_cast<int64_t>(
+                                             bucket.getSize())},
+                                         bucket.getElementType()));
+    flat.bucket = bucket;
+    unsigned index = newRoot(std::move(flat));
+    bucketRoots[bucket.getSymName()] = index;
+    int64_t elementBytes = tg::byteSize(
+        RankedTensorType::get({1}, bucket.getElementType()));
+    for (auto [name, offset] :
+         llvm::zip(bucket.getMembers(), bucket.getOffsets())) {
+      FailureOr<unsigned> member =
+          paramRoot(module, bucket, llvm::cast<FlatSymbolRefAttr>(name));
+      if (failed(member)) {
+        return failure();
+      }
+      if (roots[*member].within) {
+        return bucket.emitError() << name << " is in two buckets";
+      }
+      roots[*member].within = index;
+      roots[*member].withinOffset = static_cast<uint64_t>(offset * elementBytes);
+    }
+  }
+  return success();
+}
+
+Access LowerToSchedPass::chunkOf(tg::BucketOp bucket) {
+  RankedTensorType chunk = bucket.getChunkType();
+  Access access{bucketRoots.lookup(bucket.getSymName()), memrefFor(chunk)};
+  access.rankStride = tg::byteSize(chunk);
+  access.rankPeriod =
+      bucket.getGroup() == tg::CommGroup::Node ? ranksPerNode : 0;
+  return access;
+}
+
+FailureOr<Access> LowerToSchedPass::updatedParam(ModuleOp module,
+                                                 Operation *update,
+                                                 FlatSymbolRefAttr name) {
+  if (auto bucket = module.lookupSymbol<tg::BucketOp>(name)) {
+    return chunkOf(bucket);
+  }
+  FailureOr<unsigned> root = paramRoot(module, update, name);
+  if (failed(root)) {
+    return failure();
+  }
+  return whole(*root);
+}
+
+LogicalResult LowerToSchedPass::planValueCollective(
+    Operation &op, Value input, Value result, PlannedCollective collective,
+    PlannedEntry &entry, int64_t step) {
+  if (failed(useAt(input, step))) {
+    return op.emitError() << "operand defined outside the planned function";
+  }
+  Root root = makeRoot(Home::Activation, memrefFor(result.getType()));
+  root.first = root.last = step;
+  rootOf[result] = newRoot(std::move(root));
+  PlannedLaunch launch;
+  launch.op = &op;
+  launch.origin = originOf(&op);
+  collective.inPlace = false;
+  launch.collective = collective;
+  launch.operands = {accessOf(input), accessOf(result)};
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+static sched::Reduction schedReduction(tg::CommReduction reduction) {
+  return reduction == tg::CommReduction::Avg ? sched::Reduction::Avg
+                                             : sched::Reduction::Sum;
+}
+
+LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
+                                            PlannedEntry &entry, int64_t step) {
+  if (auto scatter = llvm::dyn_cast<tg::ReduceScatterOp>(op)) {
+    return planValueCollective(
+        op, scatter.getInput(), scatter.getResult(),
+        {sched::CollectiveKind::ReduceScatter,
+         schedReduction(scatter.getReduction()), scatter.getGroup()},
+        entry, step);
+  }
+  if (auto reduce = llvm::dyn_cast<tg::AllReduceOp>(op)) {
+    return planValueCollective(
+        op, reduce.getInput(), reduce.getResult(),
+        {sched::CollectiveKind::AllReduce,
+         schedReduction(reduce.getReduction()), reduce.getGroup()},
+        entry, step);
+  }
+  if (auto gather = llvm::dyn_cast<tg::AllGatherBucketOp>(op)) {
+    auto bucket = module.lookupSymbol<tg::BucketOp>(gather.getBucketAttr());
+    if (!bucket) {
+      return op.emitError() << gather.getBucketAttr()
+                            << " does not name a tg.bucket";
+    }
+    PlannedLaunch launch;
+    launch.op = &op;
+    launch.origin = originOf(&op);
+    PlannedCollective collective;
+    collective.kind = sched::CollectiveKind::AllGather;
+    collective.group = bucket.getGroup();
+    collective.inPlace = false;
+    launch.collective = collective;
+    Access chunk = chunkOf(bucket);
+    launch.operands = {chunk, whole(chunk.root)};
+    entry.launches.push_back(std::move(launch));
+    return success();
+  }
+  auto zero = llvm::cast<tg::ZeroStatesOp>(op);
+  for (Attribute name : zero.getStates()) {
+    FailureOr<unsigned> root =
+        stateRoot(module, &op, llvm::cast<FlatSymbolRefAttr>(name));
+    if (failed(root)) {
+      return failure();
+    }
+    entry.launches.push_back(launchOf(&op, "zero", 1, {whole(*root)}));
+  }
   return success();
 }
 
@@ -605,6 +747,10 @@ LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
   if (auto reduce = llvm::dyn_cast<tg::AllReduceStatesOp>(op)) {
     return planAllReduce(module, reduce, entry);
   }
+  if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
+                tg::ZeroStatesOp>(op)) {
+    return planShardOp(module, op, entry, step);
+  }
   return planKernelLaunch(module, op, fusions, entry, step);
 }
 
@@ -692,6 +838,8 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
       for (Access operand : launch.operands) {
         launch.bytes += double(storageBytes(operand.type));
       }
+    } else if (launch.choice.kernel == "zero") { // one write of the state
+      launch.bytes = double(storageBytes(launch.operands[0].type));
     } else if (launch.op) {
       OpCost cost = costOf(launch.op);
       launch.flops = cost.flops;
@@ -756,11 +904,16 @@ void LowerToSchedPass::runOnOperation() {
   rootOf.clear();
   quantizedStorage.clear();
   symbolRoots.clear();
+  bucketRoots.clear();
   constantRoots.clear();
   missingRoot = false;
+  ranksPerNode = 1;
+  if (auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel")) {
+    ranksPerNode = parallel.getAs<IntegerAttr>("ranks_per_node").getInt();
+  }
 
   // --- Roots and lifetimes, one timeline through every entry ----------------
-  if (failed(placeBuckets(module))) {
+  if (failed(placeShardBuckets(module)) || failed(placeBuckets(module))) {
     return signalPassFailure();
   }
   std::vector<PlannedEntry> entries(funcs.size());
@@ -837,7 +990,7 @@ void LowerToSchedPass::runOnOperation() {
     func.erase();
   }
   for (Operation &op : llvm::make_early_inc_range(module.getOps())) {
-    if (llvm::isa<tg::ParamOp, tg::StateOp>(op)) {
+    if (llvm::isa<tg::ParamOp, tg::StateOp, tg::BucketOp>(op)) {
       op.erase();
     }
   }

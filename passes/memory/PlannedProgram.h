@@ -43,6 +43,13 @@ struct Root {
   tg::StateOp state;
   mlir::Attribute constant;
   std::string inputName;
+  /// A ZeRO bucket's flat parameters (Home::Param without `param`): its
+  /// members are roots placed inside it.
+  tg::BucketOp bucket;
+  /// A root placed inside another (a bucket member): that root, and the
+  /// byte offset in it. It takes no arena space of its own.
+  std::optional<unsigned> within;
+  uint64_t withinOffset = 0;
   /// Set once the sched op that defines the storage has been emitted.
   mlir::Value view;
 };
@@ -75,6 +82,11 @@ inline mlir::MemRefType memrefFor(mlir::Type tensorType) {
 struct Access {
   unsigned root;
   mlir::MemRefType type;
+  /// A rank-dependent view: on rank r it starts
+  /// `(r mod rankPeriod) * rankStride` bytes into the root (rankPeriod 0:
+  /// the world size). This rank's chunk of a ZeRO bucket.
+  int64_t rankStride = 0;
+  int64_t rankPeriod = 0;
 };
 
 /// A collective in place of a kernel: it reduces its operands, roots
@@ -83,6 +95,9 @@ struct PlannedCollective {
   sched::CollectiveKind kind = sched::CollectiveKind::AllReduce;
   sched::Reduction reduction = sched::Reduction::Avg;
   tg::CommGroup group = tg::CommGroup::World;
+  /// In place over its operands' roots back to back (DDP's buckets), or
+  /// from operands[0] into operands[1].
+  bool inPlace = true;
 };
 
 /// One planned kernel launch (or output copy, or collective).

@@ -26,19 +26,20 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"ddp\"",
-           "ddp (zero1, zero2, zero3 and hybrid are planned, not built yet)">,
+           "ddp, zero1 or zero2 (zero3 and hybrid are planned, not built yet)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "ranks in the world">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
            "ranks on one node (0: all of them)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"25 * 1024 * 1024",
-           "most bytes of gradients one all-reduce carries">,
+           "most bytes of gradients one collective carries">,
     Option<"function", "function", "std::string",
            /*default=*/"\"optimizer_step\"",
            "the function that consumes the accumulated gradients">
   ];
-  let dependentDialects = ["::tailor::tg::TGDialect"];
+  let dependentDialects = ["::tailor::tg::TGDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 #endif // TAILOR_PASSES_PARALLEL_PASSES_TD

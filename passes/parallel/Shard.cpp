@@ -2,11 +2,14 @@
 //
 // Records how the training step is split over ranks and rewrites it: with
 // `ddp`, the gradients each rank accumulated are averaged over the world,
-// bucket by bucket, before the optimizer reads them.
+// bucket by bucket, before the optimizer reads them; with `zero1` and
+// `zero2`, optimizer state (and gradients) are cut into one chunk per rank
+// (ZeroSharding.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/ZeroSharding.h"
 
 #include "dialects/tg/TGShapes.h"
 
@@ -57,11 +60,11 @@ LogicalResult ShardPass::checkOptions(ModuleOp module) {
                               << strategy
                               << "' (ddp, zero1, zero2, zero3, hybrid)";
   }
-  if (strategy != "ddp" && worldSize > 1) {
+  if ((strategy == "zero3" || strategy == "hybrid") && worldSize > 1) {
     return module.emitError()
            << "tailor-shard: strategy '" << strategy
-           << "' is not built yet; ddp is (zero_stage: 0, "
-              "fsdp_sharding_strategy: NO_SHARD)";
+           << "' is not built yet; ddp, zero1 and zero2 are (zero_stage: "
+              "0..2, fsdp_sharding_strategy: NO_SHARD or SHARD_GRAD_OP)";
   }
   if (bucketBytes <= 0) {
     return module.emitError()
@@ -130,6 +133,17 @@ void ShardPass::runOnOperation() {
                                 builder.getI64IntegerAttr(perNode)),
            builder.getNamedAttr("strategy", builder.getStringAttr(strategy))}));
   if (worldSize == 1) {
+    return;
+  }
+  if (strategy == "zero1" || strategy == "zero2") {
+    ZeroOptions options;
+    options.stage = strategy == "zero1" ? 1 : 2;
+    options.shards = worldSize;
+    options.bucketBytes = bucketBytes;
+    options.optimizerFunction = this->function;
+    if (failed(shardOptimizerState(module, options))) {
+      signalPassFailure();
+    }
     return;
   }
   auto function = module.lookupSymbol<func::FuncOp>(this->function);

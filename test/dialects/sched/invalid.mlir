@@ -352,3 +352,21 @@ sched.program @p rank 0 of 1 {
   // expected-error @+1 {{expected an input name}}
   %x = sched.input "" @a[0, 16] : memref<4xf32>
 }
+
+// -----
+
+// Tests that a rank-dependent view lies in its arena on every rank.
+sched.program @rank0 rank 0 of 4 {
+  sched.arena @params host parameters size 1024
+  // expected-error @+1 {{buffer [512, 1536) overruns arena @params of 1024 bytes}}
+  %chunk = sched.buffer @params[512, 256] rank_stride 256 : memref<64xf32>
+}
+
+// -----
+
+// Tests that a rank period divides the world.
+sched.program @rank0 rank 0 of 4 {
+  sched.arena @params host parameters size 1024
+  // expected-error @+1 {{rank period 3 does not divide the world of 4 ranks}}
+  %chunk = sched.buffer @params[0, 256] rank_stride 256 period 3 : memref<64xf32>
+}

@@ -92,3 +92,22 @@ sched.program @rank0 rank 0 of 1 {
   sched.launch @embedding(%t, %x, %y) on @compute with {scale = 1.0 : f64} {origin = "tg.embedding model.embed_tokens"} : memref<32x32xf32>, memref<1x8xi64>, memref<1x8x32xf32>
   sched.output "hidden" %y : memref<1x8x32xf32>
 }
+
+// -----
+
+// Tests that a rank-dependent view (this rank's chunk of a ZeRO bucket) and
+// a sharded state round-trip.
+// CHECK-LABEL: sched.program @rank0 rank 0 of 4
+// CHECK: %[[FLAT:.+]] = sched.buffer @params[0, 512] : memref<128xf32>
+// CHECK: %[[CHUNK:.+]] = sched.buffer @params[0, 256] rank_stride 256 period 2 : memref<64xf32>
+// CHECK: sched.state "zero.b0.exp_avg" @opt[0, 256] of "zero.b0" kind "exp_avg" shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, members = ["w"], numels = array<i64: 100>, offsets = array<i64: 0>} : memref<64xf32>
+// CHECK: sched.collective all_gather %[[CHUNK]] to %[[FLAT]] group [0, 1]
+sched.program @rank0 rank 0 of 4 {
+  sched.arena @params host parameters size 1024
+  sched.arena @opt host optimizer_state size 256
+  sched.stream @compute
+  %flat = sched.buffer @params[0, 512] : memref<128xf32>
+  %chunk = sched.buffer @params[0, 256] rank_stride 256 period 2 : memref<64xf32>
+  %m = sched.state "zero.b0.exp_avg" @opt[0, 256] of "zero.b0" kind "exp_avg" shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, members = ["w"], numels = array<i64: 100>, offsets = array<i64: 0>} : memref<64xf32>
+  sched.collective all_gather %chunk to %flat group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
+}

@@ -840,3 +840,48 @@ func.func @f(%q: tensor<2x4x8x16xf32>, %p: tensor<2x7xi64>) {
   %0:3 = tg.attention_grad %q, %q, %q, %q positions %p {causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x7xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
   return
 }
+
+// -----
+
+// Tests that a bucket's size is a whole number of chunks.
+tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+// expected-error @+1 {{size 130 must be a positive multiple of shards 4}}
+tg.bucket @zero.b0 [@w] offsets [0] size 130 over world shards 4 : f32
+
+// -----
+
+// Tests that bucket members do not overlap.
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @v : tensor<8xf32> trainable init <"zeros", 0.0 : f64>
+// expected-error @+1 {{member @v at [8, 16) overlaps the one before or leaves the bucket's 64 elements}}
+tg.bucket @zero.b0 [@w, @v] offsets [0, 8] size 64 over world shards 2 : f32
+
+// -----
+
+// Tests that only trainable parameters go into a bucket.
+tg.param @w : tensor<4xf32> init <"zeros", 0.0 : f64>
+// expected-error @+1 {{@w does not name a trainable tg.param}}
+tg.bucket @zero.b0 [@w] offsets [0] size 64 over world shards 2 : f32
+
+// -----
+
+// Tests that a reduce-scatter's result is one chunk of its input.
+func.func @f(%x: tensor<128xf32>) {
+  // expected-error @+1 {{expected a 1-D input of 4 chunks of the 1-D result's type, got 'tensor<128xf32>' -> 'tensor<64xf32>'}}
+  %0 = tg.reduce_scatter %x avg over world shards 4 : tensor<128xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Tests that an update on a bucket takes states of the chunk's type.
+tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.bucket @zero.b0 [@w] offsets [0] size 64 over world shards 2 : f32
+tg.state @g : tensor<64xf32> of @zero.b0 grad
+tg.state @m : tensor<32xf32> of @zero.b0 exp_avg
+tg.state @v : tensor<32xf32> of @zero.b0 exp_avg_sq
+func.func @f(%lr: tensor<f32>, %step: tensor<i64>) {
+  // expected-error @+1 {{state @g has type 'tensor<64xf32>', expected 'tensor<32xf32>'}}
+  tg.adamw_update @zero.b0 grad @g moments(@m, @v) lr %lr step %step scale %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
+  return
+}

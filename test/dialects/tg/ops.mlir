@@ -281,3 +281,32 @@ func.func @packed_attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, 
   %dq, %dk, %dv = tg.attention_grad %y, %q, %k, %k positions %p {causal, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x8xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return
 }
+
+// -----
+
+// Tests that a ZeRO bucket, its chunk states, the sharded update and the
+// collectives round-trip.
+// CHECK: tg.bucket @zero.b0 [@w, @v] offsets [0, 64] size 128 over world shards 2 : f32
+// CHECK: tg.state @zero.b0.grad : tensor<64xf32> of @zero.b0 grad
+// CHECK-LABEL: func.func @zero_step
+// CHECK: %[[CHUNK:.+]] = tg.reduce_scatter %{{.+}} avg over world shards 2 : tensor<128xf32> -> tensor<64xf32>
+// CHECK: %[[SUM:.+]] = tg.all_reduce %{{.+}} sum over world : tensor<f32>
+// CHECK: tg.adamw_update @zero.b0 grad @zero.b0.grad moments(@zero.b0.exp_avg, @zero.b0.exp_avg_sq)
+// CHECK: tg.all_gather_bucket @zero.b0
+// CHECK: tg.zero_states [@w.grad]
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @v : tensor<8xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<4x4xf32> of @w grad
+tg.bucket @zero.b0 [@w, @v] offsets [0, 64] size 128 over world shards 2 : f32
+tg.state @zero.b0.grad : tensor<64xf32> of @zero.b0 grad
+tg.state @zero.b0.exp_avg : tensor<64xf32> of @zero.b0 exp_avg
+tg.state @zero.b0.exp_avg_sq : tensor<64xf32> of @zero.b0 exp_avg_sq
+func.func @zero_step(%flat: tensor<128xf32>, %n: tensor<f32>, %step: tensor<i64>) {
+  %chunk = tg.reduce_scatter %flat avg over world shards 2 : tensor<128xf32> -> tensor<64xf32>
+  tg.accumulate %chunk into @zero.b0.grad : tensor<64xf32>
+  %sum = tg.all_reduce %n sum over world : tensor<f32>
+  tg.adamw_update @zero.b0 grad @zero.b0.grad moments(@zero.b0.exp_avg, @zero.b0.exp_avg_sq) lr %sum step %step scale %sum {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
+  tg.all_gather_bucket @zero.b0
+  tg.zero_states [@w.grad]
+  return
+}

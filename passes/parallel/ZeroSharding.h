@@ -1,0 +1,45 @@
+//===- ZeroSharding.h - ZeRO-1/2: optimizer state in chunks -----*- C++ -*-===//
+//
+// The rewrite tailor-shard applies for `zero1` and `zero2`: trainable
+// parameters are grouped into flat buckets (tg.bucket), each rank keeps one
+// chunk of every bucket's optimizer state (and, with stage 2, of its
+// gradients), updates its chunk of the parameters and all-gathers them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_PASSES_PARALLEL_ZEROSHARDING_H
+#define TAILOR_PASSES_PARALLEL_ZEROSHARDING_H
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace tailor::parallel {
+
+struct ZeroOptions {
+  /// 1: optimizer state in chunks; 2: gradients too (reduce-scattered per
+  /// micro-batch in train_step).
+  int stage = 1;
+  /// Ranks a bucket is cut over, and which group they are.
+  int64_t shards = 1;
+  tg::CommGroup group = tg::CommGroup::World;
+  /// Most bytes of parameters one bucket (and so one collective) holds.
+  int64_t bucketBytes = 25 * 1024 * 1024;
+  std::string trainFunction = "train_step";
+  std::string optimizerFunction = "optimizer_step";
+};
+
+/// Elements a bucket member's offset and a chunk are rounded up to, so
+/// every member and every rank's chunk starts 256-byte aligned for f32.
+constexpr int64_t kZeroAlignElements = 64;
+
+/// Rewrites the training step of `module` as `options` says; on failure
+/// an error is emitted on the offending op.
+mlir::LogicalResult shardOptimizerState(mlir::ModuleOp module,
+                                        const ZeroOptions &options);
+
+} // namespace tailor::parallel
+
+#endif // TAILOR_PASSES_PARALLEL_ZEROSHARDING_H

@@ -1,0 +1,91 @@
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero1 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO1
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO2
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
+
+tg.param @a : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @b : tensor<30xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @c : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @a.grad : tensor<4x4xf32> of @a grad
+tg.state @b.grad : tensor<30xf32> of @b grad
+tg.state @c.grad : tensor<4x4xf32> of @c grad
+tg.state @a.m : tensor<4x4xf32> of @a exp_avg
+tg.state @a.v : tensor<4x4xf32> of @a exp_avg_sq
+tg.state @b.m : tensor<30xf32> of @b exp_avg
+tg.state @b.v : tensor<30xf32> of @b exp_avg_sq
+tg.state @c.m : tensor<4x4xf32> of @c exp_avg
+tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
+
+// Tests that zero1 groups the parameters into flat buckets from the last
+// gradient back (c and b: 64 + 120 bytes; a would make 248 > 200, so it
+// starts the next), members at 64-element boundaries, each bucket padded
+// to two chunks of 64 elements, keeps whole gradients in train_step, and in
+// optimizer_step reduce-scatters each bucket into its chunk accumulator,
+// zeroes the whole gradients, takes the norm over the ranks' chunks, runs one
+// update per bucket on this rank's chunk and gathers the chunks.
+// ZERO1: tg.bucket @zero.b0 [@c, @b] offsets [0, 64] size 128 over world shards 2 : f32
+// ZERO1: tg.state @zero.b0.grad : tensor<64xf32> of @zero.b0 grad
+// ZERO1: tg.state @zero.b0.exp_avg : tensor<64xf32> of @zero.b0 exp_avg
+// ZERO1: tg.bucket @zero.b1 [@a] offsets [0] size 128 over world shards 2 : f32
+// ZERO1-NOT: tg.state @a.m
+// ZERO1-LABEL: func.func @train_step
+// ZERO1: tg.accumulate %{{.+}} into @b.grad
+// ZERO1-LABEL: func.func @optimizer_step
+// ZERO1: %[[C:.+]] = tg.state_ref @c.grad
+// ZERO1: %[[FLAT:.+]] = tg.concat
+// ZERO1: %[[CHUNK:.+]] = tg.reduce_scatter %[[FLAT]] avg over world shards 2 : tensor<128xf32> -> tensor<64xf32>
+// ZERO1: tg.accumulate %[[CHUNK]] into @zero.b0.grad
+// ZERO1: tg.zero_states [@c.grad, @b.grad]
+// ZERO1: tg.reduce_scatter %{{.+}} avg over world shards 2 : tensor<128xf32> -> tensor<64xf32>
+// ZERO1: tg.zero_states [@a.grad]
+// ZERO1: %[[LOCAL:.+]] = tg.global_norm %{{.+}}, %{{.+}} : (tensor<64xf32>, tensor<64xf32>) -> tensor<f32>
+// ZERO1: %[[SQ:.+]] = tg.mul %[[LOCAL]], %[[LOCAL]]
+// ZERO1: %[[SUM:.+]] = tg.all_reduce %[[SQ]] sum over world
+// ZERO1: %[[NORM:.+]] = tg.sqrt %[[SUM]]
+// ZERO1-NOT: tg.adamw_update @a
+// ZERO1: tg.adamw_update @zero.b1 grad @zero.b1.grad moments(@zero.b1.exp_avg, @zero.b1.exp_avg_sq) lr %{{.+}} step %{{.+}} scale %[[NORM]]
+// ZERO1-NEXT: tg.all_gather_bucket @zero.b1
+// ZERO1: tg.adamw_update @zero.b0 grad @zero.b0.grad
+// ZERO1-NEXT: tg.all_gather_bucket @zero.b0
+// ZERO1: return %{{.+}}, %[[NORM]]
+// ZERO2-NOT: tg.state @b.grad
+// ZERO2-LABEL: func.func @train_step
+// ZERO2: %[[G:.+]] = tg.mul
+// ZERO2-NOT: tg.accumulate %[[G]] into @b.grad
+// ZERO2: %[[FLAT:.+]] = tg.concat %{{.+}}, %{{.+}}, %[[G]], %{{.+}} axis = 0 : (tensor<16xf32>, tensor<48xf32>, tensor<30xf32>, tensor<34xf32>) -> tensor<128xf32>
+// ZERO2: %[[CHUNK:.+]] = tg.reduce_scatter %[[FLAT]] avg over world shards 2
+// ZERO2: tg.accumulate %[[CHUNK]] into @zero.b0.grad : tensor<64xf32>
+// ZERO2-LABEL: func.func @optimizer_step
+// ZERO2-NOT: tg.reduce_scatter
+// ZERO2: tg.all_reduce
+// ZERO2: tg.adamw_update @zero.b1
+// ZERO2: tg.adamw_update @zero.b0
+// SCHED: sched.program @rank0 rank 0 of 2
+// SCHED: %[[B0:.+]] = sched.buffer @parameters[0, 512] : memref<128xf32>
+// SCHED: sched.param "c" @parameters[0, 64]
+// SCHED: sched.param "b" @parameters[256, 120]
+// SCHED: sched.state "zero.b0.grad" @gradients[{{[0-9]+}}, 256] of "zero.b0" kind "grad" shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, members = ["c", "b"], numels = array<i64: 16, 30>, offsets = array<i64: 0, 64>}
+// SCHED: sched.collective reduce_scatter %{{.+}} to %{{.+}} reduce avg group [0, 1] on @compute : memref<128xf32> to memref<64xf32>
+// SCHED: sched.collective all_reduce %{{.+}} to %{{.+}} reduce sum group [0, 1] on @compute : memref<f32> to memref<f32>
+// SCHED: %[[CHUNK0:.+]] = sched.buffer @parameters[0, 256] rank_stride 256 : memref<64xf32>
+// SCHED: sched.launch @adamw(%[[CHUNK0]],
+// SCHED: sched.collective all_gather %[[CHUNK0]] to %[[B0]] group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
+func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
+  %g = tg.mul %x, %x : (tensor<30xf32>, tensor<30xf32>) -> tensor<30xf32>
+  tg.accumulate %g into @b.grad : tensor<30xf32>
+  tg.accumulate %y into @a.grad : tensor<4x4xf32>
+  %h = tg.mul %y, %y : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  tg.accumulate %h into @c.grad : tensor<4x4xf32>
+  %s = tg.reduce_sum %g axes = [0] : tensor<30xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+func.func @optimizer_step(%step: tensor<i64>) -> (tensor<f32>, tensor<f32>) {
+  %lr = arith.constant dense<0.01> : tensor<f32>
+  %ga = tg.state_ref @a.grad : tensor<4x4xf32>
+  %gb = tg.state_ref @b.grad : tensor<30xf32>
+  %gc = tg.state_ref @c.grad : tensor<4x4xf32>
+  %norm = tg.global_norm %ga, %gb, %gc : (tensor<4x4xf32>, tensor<30xf32>, tensor<4x4xf32>) -> tensor<f32>
+  tg.adamw_update @a grad @a.grad moments(@a.m, @a.v) lr %lr step %step scale %norm {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
+  tg.adamw_update @b grad @b.grad moments(@b.m, @b.v) lr %lr step %step scale %norm {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
+  tg.adamw_update @c grad @c.grad moments(@c.m, @c.v) lr %lr step %step scale %norm {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
+  return %lr, %norm : tensor<f32>, tensor<f32>
+}
