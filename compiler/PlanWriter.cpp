@@ -192,6 +192,20 @@ static std::string planRelativePath(StringRef file, StringRef directory) {
   return std::string(absolute);
 }
 
+/// tailor-shard's decision (tg.parallel), when it ran.
+static flatbuffers::Offset<fb::Parallel>
+writeParallel(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
+  auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel");
+  if (!parallel) {
+    return 0;
+  }
+  auto strategy = parallel.getAs<StringAttr>("strategy");
+  auto perNode = parallel.getAs<IntegerAttr>("ranks_per_node");
+  return fb::CreateParallel(
+      fbb, fbb.CreateString(strategy ? strategy.getValue().str() : "ddp"),
+      perNode ? static_cast<int32_t>(perNode.getInt()) : 1);
+}
+
 /// The plan's training table, from the module's `tg.training` (the recipe,
 /// as the compile command read it) and `tg.adapter` (what insert-lora
 /// did); null for an inference plan.
@@ -1020,7 +1034,7 @@ FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda) {
       fbb.CreateVector(outputs), memory,
       entries.empty() ? 0 : fbb.CreateVector(entries),
       states.empty() ? 0 : fbb.CreateVector(states), writeTraining(fbb, module),
-      *deviceCode, writeNotes(fbb, module));
+      *deviceCode, writeNotes(fbb, module), writeParallel(fbb, module));
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());
