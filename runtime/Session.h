@@ -51,8 +51,9 @@ public:
   /// Number of entries (at least 1).
   uint32_t entryCount() const { return static_cast<uint32_t>(entries.size()); }
 
-  /// The bytes of buffer `index`: inside a CPU arena, or for a GPU session a
-  /// host copy made at the first call. On a GPU, runEntry() uploads the
+  /// The bytes of buffer `index` (this rank's view of a rank-strided one):
+  /// inside a CPU arena, or for a GPU session a host copy made at the first
+  /// call. On a GPU, runEntry() uploads the
   /// host copies of the entry's inputs before it runs and refreshes those
   /// of its outputs after; any other copy moves only through download()
   /// and upload().

@@ -491,7 +491,8 @@ std::string NcclCommunicator::allGatherHost(const void *send, void *recv,
   // each in place in the staging memory, then out to its place in recv.
   constexpr size_t kPieceBytes = size_t(16) << 20;
   size_t element = dtypeSize(dtype);
-  size_t piece = std::max<size_t>(1, std::min(sendCount, kPieceBytes / element));
+  size_t piece =
+      std::max<size_t>(1, std::min(sendCount, kPieceBytes / element));
   if (std::string problem = stage(piece * element * sizeValue);
       !problem.empty()) {
     return problem;

@@ -85,7 +85,8 @@ std::string runZero(const KernelCall &call) {
   int64_t bytes = static_cast<int64_t>(call.operands[0].bytes());
   parallelFor(call, bytes, kElementwiseGrain * 4,
               [&](int64_t begin, int64_t end, int) {
-                std::memset(target + begin, 0, static_cast<size_t>(end - begin));
+                std::memset(target + begin, 0,
+                            static_cast<size_t>(end - begin));
               });
   return "";
 }

@@ -1086,7 +1086,8 @@ TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
     }
   }
   // Checkpoints name the moments per parameter, as the one rank does.
-  std::string optimizer = readFile(dir + "/zero/checkpoint-4/optimizer.safetensors");
+  std::string optimizer =
+      readFile(dir + "/zero/checkpoint-4/optimizer.safetensors");
   for (const char *name : {"model.layers.0.proj.lora_A.weight.exp_avg",
                            "model.layers.0.proj.lora_B.weight.exp_avg_sq"}) {
     EXPECT_NE(optimizer.find(name), std::string::npos) << name;

@@ -215,6 +215,15 @@ std::unique_ptr<Session> open(const LoadedPlan &plan, int rank,
   return Session::create(plan, 1, error, status, rank);
 }
 
+/// Runs the plan's entry `name`; "" or why it failed.
+std::string runEntry(Session &session, const char *name) {
+  int entry = session.findEntry(name);
+  if (entry < 0) {
+    return std::string("no entry ") + name;
+  }
+  return session.runEntry(static_cast<uint32_t>(entry));
+}
+
 float *floats(Session &session, uint32_t buffer) {
   return static_cast<float *>(session.bufferData(buffer));
 }
@@ -440,8 +449,7 @@ TEST(ZeroSession, PlacesRankStridedBuffersByItsRank) {
   ASSERT_NE(session, nullptr) << error;
   float *whole = floats(*session, 5);
   std::iota(whole, whole + 12, 1.0f);
-  ASSERT_EQ(session->runEntry(static_cast<uint32_t>(session->findEntry("clear"))),
-            "");
+  ASSERT_EQ(runEntry(*session, "clear"), "");
   for (int i = 0; i < 12; ++i) {
     EXPECT_EQ(whole[i], i < 6 ? i + 1.0f : 0.0f) << "element " << i;
   }
@@ -613,8 +621,7 @@ TEST(ZeroRanks, TheSessionGathersInPlaceScattersAndCheckpointsShards) {
   for (int i = 0; i < chunk; ++i) {
     mine[i] = valueOf(rank, i);
   }
-  ASSERT_EQ(session->runEntry(static_cast<uint32_t>(session->findEntry("gather"))),
-            "");
+  ASSERT_EQ(runEntry(*session, "gather"), "");
   const float *whole = floats(*session, 5);
   for (int i = 0; i < 12; ++i) {
     EXPECT_EQ(whole[i], valueOf(i / chunk, i % chunk)) << "element " << i;
@@ -625,9 +632,7 @@ TEST(ZeroRanks, TheSessionGathersInPlaceScattersAndCheckpointsShards) {
   for (int i = 0; i < 12; ++i) {
     input[i] = valueOf(rank, i);
   }
-  ASSERT_EQ(
-      session->runEntry(static_cast<uint32_t>(session->findEntry("scatter"))),
-      "");
+  ASSERT_EQ(runEntry(*session, "scatter"), "");
   for (int i = 0; i < chunk; ++i) {
     float sum = 0;
     for (int r = 0; r < size; ++r) {
@@ -635,8 +640,7 @@ TEST(ZeroRanks, TheSessionGathersInPlaceScattersAndCheckpointsShards) {
     }
     EXPECT_EQ(floats(*session, 7)[i], sum) << "element " << i;
   }
-  ASSERT_EQ(session->runEntry(static_cast<uint32_t>(session->findEntry("clear"))),
-            "");
+  ASSERT_EQ(runEntry(*session, "clear"), "");
   for (int i = 0; i < 12; ++i) {
     EXPECT_EQ(input[i], 0.0f);
   }
