@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -215,6 +216,23 @@ uint64_t LoadedPlan::bufferBytes(uint32_t buffer) const {
   return count;
 }
 
+uint64_t rankOffset(const fb::Buffer &buffer, int rank, int worldSize) {
+  if (buffer.rank_stride() == 0) {
+    return buffer.offset();
+  }
+  uint32_t period = buffer.rank_period() == 0
+                        ? static_cast<uint32_t>(worldSize)
+                        : buffer.rank_period();
+  return buffer.offset() +
+         static_cast<uint64_t>(static_cast<uint32_t>(rank) % period) *
+             buffer.rank_stride();
+}
+
+uint64_t LoadedPlan::bufferOffset(uint32_t buffer, int rank) const {
+  return rankOffset(*planRoot->buffers()->Get(buffer), rank,
+                    planRoot->world_size());
+}
+
 std::string LoadedPlan::verifyDeviceCode() const {
   const fb::Plan &p = *planRoot;
   if (p.target()->sm() < 80) {
@@ -354,6 +372,49 @@ static std::string verifyArenas(const fb::Plan &p) {
   return "";
 }
 
+/// The rank positions a buffer's view moves over: its rank period, or the
+/// world size for period 0 (verifyRankStride has checked it divides it).
+static uint32_t rankPositions(const fb::Plan &p, const fb::Buffer &buffer) {
+  return buffer.rank_period() == 0
+             ? static_cast<uint32_t>(p.world_size())
+             : std::min<uint32_t>(buffer.rank_period(),
+                                  static_cast<uint32_t>(p.world_size()));
+}
+
+/// Buffer `i`'s rank stride (plan 1.7): a period that divides the world, a
+/// stride of whole elements, and a view inside the arena on every rank.
+static std::string verifyRankStride(const fb::Plan &p, uint32_t i) {
+  const fb::Buffer *buffer = p.buffers()->Get(i);
+  uint32_t period = buffer->rank_period();
+  if (period != 0 && static_cast<uint32_t>(p.world_size()) % period != 0) {
+    return Message() << "buffer " << i << " has rank period " << period
+                     << ", which does not divide the world size "
+                     << p.world_size();
+  }
+  uint64_t stride = buffer->rank_stride();
+  if (stride == 0) {
+    return "";
+  }
+  size_t element = dtypeSize(static_cast<DType>(buffer->dtype()));
+  if (stride % element != 0) {
+    return Message() << "buffer " << i << " rank stride " << stride
+                     << " is not a whole number of its " << element
+                     << "-byte elements";
+  }
+  const fb::Arena *arena = p.arenas()->Get(buffer->arena());
+  uint64_t lastPosition = rankPositions(p, *buffer) - 1;
+  uint64_t shift = 0;
+  if (!checkedMul(lastPosition, stride, shift) ||
+      shift > arena->size() - buffer->offset() - buffer->size()) {
+    return Message() << "buffer " << i << " [" << buffer->offset() << ", +"
+                     << buffer->size() << ") with rank stride " << stride
+                     << " lies outside arena '" << arena->name()->str()
+                     << "' of " << arena->size() << " bytes at rank position "
+                     << lastPosition;
+  }
+  return "";
+}
+
 /// Buffer `i`: inside its arena, with a shape that fits its size.
 static std::string verifyBuffer(const fb::Plan &p, uint32_t i) {
   const auto &arenas = *p.arenas();
@@ -398,7 +459,7 @@ static std::string verifyBuffer(const fb::Plan &p, uint32_t i) {
                      << " is not aligned to its " << element
                      << "-byte elements";
   }
-  return "";
+  return verifyRankStride(p, i);
 }
 
 static std::string verifyBuffers(const fb::Plan &p) {
@@ -608,10 +669,48 @@ static std::string verifyKernels(const fb::Plan &p, bool gpu,
   return "";
 }
 
+/// Whether byte ranges [a, a + aSize) and [b, b + bSize) are disjoint.
+static bool disjoint(uint64_t a, uint64_t aSize, uint64_t b, uint64_t bSize) {
+  return a + aSize <= b || b + bSize <= a;
+}
+
+/// The bytes a buffer's view covers on some rank: from its offset to the
+/// end of its view at the last rank position.
+static uint64_t rankExtent(const fb::Plan &p, const fb::Buffer &buffer) {
+  return (rankPositions(p, buffer) - 1) * buffer.rank_stride() + buffer.size();
+}
+
+/// Whether buffers `x` and `y` are, on every rank, the same bytes or
+/// disjoint (rank-strided views are compared rank by rank where their
+/// extents meet).
+static bool sameOrDisjoint(const fb::Plan &p, const fb::Buffer &x,
+                           const fb::Buffer &y) {
+  if (x.arena() != y.arena()) {
+    return true;
+  }
+  if (x.rank_stride() == 0 && y.rank_stride() == 0) {
+    return (x.offset() == y.offset() && x.size() == y.size()) ||
+           disjoint(x.offset(), x.size(), y.offset(), y.size());
+  }
+  if (disjoint(x.offset(), rankExtent(p, x), y.offset(), rankExtent(p, y))) {
+    return true;
+  }
+  for (int rank = 0; rank < p.world_size(); ++rank) {
+    uint64_t a = rankOffset(x, rank, p.world_size());
+    uint64_t b = rankOffset(y, rank, p.world_size());
+    if (!(a == b && x.size() == y.size()) &&
+        !disjoint(a, x.size(), b, y.size())) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// A launch's operands either are the same bytes (an op written in place
-/// over its input, or one buffer passed twice) or do not overlap at all:
-/// kernels copy between operands with memcpy, which a partial overlap would
-/// make undefined. The planner never places live operands so.
+/// over its input, or one buffer passed twice) or do not overlap at all,
+/// on every rank: kernels copy between operands with memcpy, which a
+/// partial overlap would make undefined. The planner never places live
+/// operands so.
 static std::string verifyOperandOverlap(const fb::Plan &p, uint32_t i,
                                         const fb::Launch &launch) {
   const auto &operands = *launch.operands();
@@ -619,13 +718,7 @@ static std::string verifyOperandOverlap(const fb::Plan &p, uint32_t i,
     const fb::Buffer *x = p.buffers()->Get(operands[a]);
     for (uint32_t b = a + 1; b < operands.size(); ++b) {
       const fb::Buffer *y = p.buffers()->Get(operands[b]);
-      if (x->arena() != y->arena() ||
-          (x->offset() == y->offset() && x->size() == y->size())) {
-        continue;
-      }
-      bool disjoint = x->offset() + x->size() <= y->offset() ||
-                      y->offset() + y->size() <= x->offset();
-      if (!disjoint) {
+      if (!sameOrDisjoint(p, *x, *y)) {
         return Message() << "step " << i << " passes buffers " << operands[a]
                          << " and " << operands[b]
                          << ", which partly overlap in arena "
@@ -634,6 +727,58 @@ static std::string verifyOperandOverlap(const fb::Plan &p, uint32_t i,
     }
   }
   return "";
+}
+
+/// The in-place all-gather (ZeRO's parameter gather): the input is this
+/// rank's block of the output, a view at the output's offset strided by
+/// its own size, whose rank position is the rank's position in its group
+/// (the world, period 0, or a node of ranks 0..size-1, period size).
+static bool isInPlaceAllGather(const fb::Plan &p,
+                               const fb::Collective &collective,
+                               const fb::Buffer &in, const fb::Buffer &out) {
+  const auto &group = *collective.group();
+  uint32_t period =
+      in.rank_period() == 0 ? static_cast<uint32_t>(p.world_size())
+                            : in.rank_period();
+  if (collective.kind() != fb::CollectiveKind::AllGather ||
+      in.arena() != out.arena() || in.offset() != out.offset() ||
+      out.rank_stride() != 0 || in.rank_stride() != in.size() ||
+      period != group.size() || in.size() * group.size() != out.size()) {
+    return false;
+  }
+  std::vector<int32_t> members(group.begin(), group.end());
+  std::sort(members.begin(), members.end());
+  for (uint32_t k = 0; k < members.size(); ++k) {
+    if (members[k] != static_cast<int32_t>(k)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// A collective's input and output: the same buffer (in place), disjoint
+/// on every rank, the in-place all-gather, or a reduce-scatter whose output
+/// is the start of its input (MPI_IN_PLACE's form, which both communicators
+/// run).
+static std::string verifyCollectiveOverlap(const fb::Plan &p, uint32_t i,
+                                           const fb::Collective &collective) {
+  const fb::Buffer *in = p.buffers()->Get(collective.input());
+  const fb::Buffer *out = p.buffers()->Get(collective.output());
+  bool reduceScatterInPlace =
+      collective.kind() == fb::CollectiveKind::ReduceScatter &&
+      in->arena() == out->arena() && in->offset() == out->offset() &&
+      in->rank_stride() == 0 && out->rank_stride() == 0;
+  if (reduceScatterInPlace || isInPlaceAllGather(p, collective, *in, *out) ||
+      sameOrDisjoint(p, *in, *out)) {
+    return "";
+  }
+  return Message() << "step " << i << " ("
+                   << fb::EnumNameCollectiveKind(collective.kind())
+                   << ") reads buffer " << collective.input()
+                   << " and writes buffer " << collective.output()
+                   << ", which partly overlap in arena " << in->arena()
+                   << " (only the same buffer, the in-place all-gather and "
+                      "the in-place reduce-scatter may overlap)";
 }
 
 /// Step `i`, a launch: a known kernel on a known stream, as many valid
@@ -685,6 +830,26 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
   return "";
 }
 
+/// A group of ranks (a collective's, a sharded state's): some ranks, each
+/// in the world once. `what` names its owner in the message.
+static std::string verifyGroup(const fb::Plan &p,
+                               const flatbuffers::Vector<int32_t> *group,
+                               const std::string &what) {
+  if (!group || group->size() == 0 || !aligned(group)) {
+    return Message() << what << " has no group of ranks";
+  }
+  std::vector<bool> seen(static_cast<size_t>(p.world_size()), false);
+  for (int32_t rank : *group) {
+    if (rank < 0 || rank >= p.world_size() || seen[static_cast<size_t>(rank)]) {
+      return Message() << what << " names rank " << rank
+                       << " twice or outside the world of "
+                       << p.world_size();
+    }
+    seen[static_cast<size_t>(rank)] = true;
+  }
+  return "";
+}
+
 /// Step `i`, a collective: known buffers of one element type whose sizes
 /// fit the kind over its group (all_reduce and broadcast keep the size,
 /// reduce_scatter leaves 1/p, all_gather makes p times), a group of
@@ -706,17 +871,10 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
                      << " (collective) has an unknown kind or reduction";
   }
   const auto *group = collective.group();
-  if (!group || group->size() == 0 || !aligned(group)) {
-    return Message() << "step " << i << " (collective) has no group of ranks";
-  }
-  std::vector<bool> seen(static_cast<size_t>(p.world_size()), false);
-  for (int32_t rank : *group) {
-    if (rank < 0 || rank >= p.world_size() || seen[static_cast<size_t>(rank)]) {
-      return Message() << "step " << i << " (collective) names rank " << rank
-                       << " twice or outside the world of "
-                       << p.world_size();
-    }
-    seen[static_cast<size_t>(rank)] = true;
+  if (std::string problem = verifyGroup(
+          p, group, Message() << "step " << i << " (collective)");
+      !problem.empty()) {
+    return problem;
   }
   const fb::Buffer *in = p.buffers()->Get(collective.input());
   const fb::Buffer *out = p.buffers()->Get(collective.output());
@@ -743,7 +901,7 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
                      << " ranks, which do not fit, or changes the element "
                         "type";
   }
-  return "";
+  return verifyCollectiveOverlap(p, i, collective);
 }
 
 /// Every step: launches, collectives, and records and waits on known
@@ -825,8 +983,90 @@ static std::string verifyEntries(const fb::Plan &p, uint32_t &entryCount) {
   return "";
 }
 
+/// The elements of buffer `buffer`'s tensor.
+static uint64_t bufferElements(const fb::Plan &p, uint32_t buffer) {
+  uint64_t count = 1;
+  for (int64_t d : *p.buffers()->Get(buffer)->shape()) {
+    count *= static_cast<uint64_t>(d); // verifyBuffer bounded the product
+  }
+  return count;
+}
+
+/// A sharded state's members (plan 1.7): parameters of the plan of the
+/// state's element type, each at its own ascending range of the flat space,
+/// which is exactly group.size chunks of the state's buffer.
+static std::string verifyStateShard(const fb::Plan &p, const fb::State &state) {
+  const fb::StateShard &shard = *state.shard();
+  std::string what = "sharded state '" + state.name()->str() + "'";
+  const auto &members = *shard.members();
+  const auto &offsets = *shard.offsets();
+  const auto &numels = *shard.numels();
+  if (!aligned(shard.offsets()) || !aligned(shard.numels()) ||
+      members.size() == 0 || offsets.size() != members.size() ||
+      numels.size() != members.size()) {
+    return Message() << what << " needs one offset and one element count "
+                     << "for each of its " << members.size() << " members";
+  }
+  if (std::string problem = verifyGroup(p, shard.group(), what);
+      !problem.empty()) {
+    return problem;
+  }
+  if (std::find(shard.group()->begin(), shard.group()->end(), 0) ==
+      shard.group()->end()) {
+    return Message() << what << " names a group without rank 0 (plans name "
+                     << "rank 0's group)";
+  }
+  const fb::Buffer *buffer = p.buffers()->Get(state.buffer());
+  uint64_t chunk = bufferElements(p, state.buffer());
+  uint64_t flat = 0;
+  if (shard.flat_elements() < 0 ||
+      !checkedMul(chunk, shard.group()->size(), flat) ||
+      flat != static_cast<uint64_t>(shard.flat_elements())) {
+    return Message() << what << " has " << shard.flat_elements()
+                     << " flat elements, not its " << shard.group()->size()
+                     << " ranks' chunks of " << chunk;
+  }
+  std::map<std::string, const fb::Parameter *> parameters;
+  if (p.parameters()) {
+    for (const fb::Parameter *param : *p.parameters()) {
+      parameters[param->name()->str()] = param;
+    }
+  }
+  int64_t end = 0;
+  for (uint32_t k = 0; k < members.size(); ++k) {
+    std::string member = members.Get(k)->str();
+    auto it = parameters.find(member);
+    if (it == parameters.end()) {
+      return Message() << what << ": member '" << member
+                       << "' is not a parameter of the plan";
+    }
+    uint32_t memberBuffer = it->second->buffer();
+    if (p.buffers()->Get(memberBuffer)->dtype() != buffer->dtype()) {
+      return Message() << what << ": member '" << member
+                       << "' has another element type than the state";
+    }
+    int64_t offset = offsets[k], numel = numels[k];
+    if (numel < 0 ||
+        static_cast<uint64_t>(numel) != bufferElements(p, memberBuffer)) {
+      return Message() << what << ": member '" << member << "' counts "
+                       << numel << " elements, its parameter has "
+                       << bufferElements(p, memberBuffer);
+    }
+    if (offset < end || offset > shard.flat_elements() ||
+        numel > shard.flat_elements() - offset) {
+      return Message() << what << ": member '" << member << "' at ["
+                       << offset << ", +" << numel
+                       << ") overlaps the one before it or leaves the flat "
+                          "space of "
+                       << shard.flat_elements() << " elements";
+    }
+    end = offset + numel;
+  }
+  return "";
+}
+
 /// Training state: uniquely named buffers in a gradients or optimizer-state
-/// arena.
+/// arena; sharded states' members as verifyStateShard says.
 static std::string verifyStates(const fb::Plan &p) {
   const auto *states = p.states();
   if (!states) {
@@ -850,6 +1090,12 @@ static std::string verifyStates(const fb::Plan &p) {
     if (!names.insert(state->name()->str()).second) {
       return Message() << "two states are called '" << state->name()->str()
                        << "'";
+    }
+    if (state->shard()) {
+      if (std::string problem = verifyStateShard(p, *state);
+          !problem.empty()) {
+        return problem;
+      }
     }
   }
   return "";

@@ -47,6 +47,12 @@ bool quantSpecOf(const tailor::plan::Quantization &table,
 std::string deviceCodeBytes(const tailor::plan::DeviceCode &code,
                             std::vector<uint8_t> &bytes);
 
+/// Where `buffer` starts in its arena on rank `rank` of a world of
+/// `worldSize`: `offset + (rank mod period) * rank_stride`, period 0 being
+/// the world size.
+uint64_t rankOffset(const tailor::plan::Buffer &buffer, int rank,
+                    int worldSize);
+
 /// A launch's attributes as kernels read them.
 Attributes decodeLaunchAttributes(const tailor::plan::Launch &launch);
 
@@ -74,6 +80,9 @@ public:
   DType bufferDType(uint32_t buffer) const;
   std::vector<int64_t> bufferShape(uint32_t buffer) const;
   uint64_t bufferBytes(uint32_t buffer) const;
+  /// Where buffer `buffer` starts in its arena on rank `rank`: its offset,
+  /// moved by the rank's position times its rank stride (plan 1.7).
+  uint64_t bufferOffset(uint32_t buffer, int rank) const;
 
 private:
   LoadedPlan() = default;

@@ -58,7 +58,8 @@ Session::~Session() {
 
 void *Session::hostData(uint32_t index) const {
   const fb::Buffer *buffer = loaded.root().buffers()->Get(index);
-  return static_cast<uint8_t *>(arenas[buffer->arena()]) + buffer->offset();
+  return static_cast<uint8_t *>(arenas[buffer->arena()]) +
+         loaded.bufferOffset(index, rankValue);
 }
 
 void *Session::bufferData(uint32_t index) const {
@@ -141,13 +142,22 @@ std::string Session::allocateArenas(bool gpu) {
 }
 
 std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
-                                         std::string &error, int &status) {
+                                         std::string &error, int &status,
+                                         int rank) {
   std::unique_ptr<Session> session(new Session(plan));
   const fb::Plan &p = plan.root();
+  if (rank < 0 || rank >= p.world_size()) {
+    error = plan.name() + ": rank " + std::to_string(rank) +
+            " is outside the plan's world of " +
+            std::to_string(p.world_size());
+    status = TAILOR_ERROR_INVALID_ARGUMENT;
+    return nullptr;
+  }
+  session->rankValue = rank;
   bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
   if (gpu) {
 #if TAILOR_ENABLE_CUDA
-    session->cuda = cuda::CudaBackend::create(plan, error, status);
+    session->cuda = cuda::CudaBackend::create(plan, rank, error, status);
     if (!session->cuda) {
       return nullptr;
     }

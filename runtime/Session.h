@@ -30,10 +30,13 @@ comm::CollectiveCall collectiveCallOf(const LoadedPlan &plan,
 class Session {
 public:
   /// Allocates arenas, copies constants, binds parameters from their files,
-  /// and checks every launch with its kernel. Returns null and sets `error`
+  /// and checks every launch with its kernel. `rank` is the rank of the
+  /// plan's world this process is: it places rank-strided buffers (plan
+  /// 1.7) and must be the communicator's. Returns null and sets `error`
   /// (and `status`) on failure.
   static std::unique_ptr<Session> create(const LoadedPlan &plan, int threads,
-                                         std::string &error, int &status);
+                                         std::string &error, int &status,
+                                         int rank = 0);
   ~Session();
 
   /// Runs the steps of the first entry (an inference plan's whole program)
@@ -48,8 +51,9 @@ public:
   /// Number of entries (at least 1).
   uint32_t entryCount() const { return static_cast<uint32_t>(entries.size()); }
 
-  /// The bytes of buffer `index`: inside a CPU arena, or for a GPU session a
-  /// host copy made at the first call. On a GPU, runEntry() uploads the
+  /// The bytes of buffer `index` (this rank's view of a rank-strided one):
+  /// inside a CPU arena, or for a GPU session a host copy made at the first
+  /// call. On a GPU, runEntry() uploads the
   /// host copies of the entry's inputs before it runs and refreshes those
   /// of its outputs after; any other copy moves only through download()
   /// and upload().
@@ -78,15 +82,28 @@ public:
   const CategoryBytes &allocatedBytes() const { return allocated; }
 
   const LoadedPlan &plan() const { return loaded; }
+  /// The rank of the plan's world this session runs as.
+  int rank() const { return rankValue; }
 
   /// The communicator a plan of several ranks runs its collectives on
   /// (runtime/comm/Communicator.h): the world, of the plan's size. The
   /// caller owns it and keeps it alive while the session runs. Every rank
   /// calls this together: the sub-groups the plan's collectives name
   /// (nodes, or the same index across nodes) are split from it here.
-  /// Returns "" or why the plan cannot run on it.
+  /// Returns "" or why the plan cannot run on it (another world size, or
+  /// another rank than the session's).
   std::string setCommunicator(comm::Communicator *communicator);
   comm::Communicator *communicator() const { return comm; }
+  /// This rank's communicator for the plan's (rank 0's) `group` of a
+  /// collective or a sharded state: the world's, or the sub-group split
+  /// for it by setCommunicator; "" or why there is none.
+  std::string groupCommunicator(const std::vector<int> &group,
+                                comm::Communicator *&result);
+  /// This rank's position in its group of the same shape as rank 0's
+  /// `group` (sorted): the chunk of a sharded state it holds, and its rank
+  /// in that group's communicator. -1 when the group has no shape ranks
+  /// other than 0 can tell (see setCommunicator).
+  int groupPosition(const std::vector<int> &group) const;
 
 private:
   explicit Session(const LoadedPlan &plan) : loaded(plan) {}
@@ -110,9 +127,6 @@ private:
     std::vector<int> group;
   };
   std::string runCollective(const PreparedCollective &collective);
-  /// This rank's communicator for the plan's (rank 0's) `group`.
-  std::string groupCommunicator(const std::vector<int> &group,
-                                comm::Communicator *&result);
 
   struct PreparedLaunch {
     /// Null for a collective.
@@ -133,6 +147,7 @@ private:
   };
 
   const LoadedPlan &loaded;
+  int rankValue = 0;
   comm::Communicator *comm = nullptr;
   /// Sub-groups split from `comm`, keyed by this rank's members.
   std::map<std::vector<int>, std::unique_ptr<comm::Communicator>> subgroups;

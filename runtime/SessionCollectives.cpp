@@ -77,12 +77,45 @@ static std::vector<int> matchingGroup(const std::vector<int> &group, int rank,
   return members;
 }
 
+/// Rank 0's groups of ranks the plan names, sorted, each with what names it
+/// ("step 7", "sharded state 'zero.b0.exp_avg'"), in plan order: its
+/// collectives' (CPU or GPU), then its sharded states'.
+static std::vector<std::pair<std::vector<int>, std::string>>
+namedGroups(const fb::Plan &p) {
+  std::vector<std::pair<std::vector<int>, std::string>> groups;
+  auto add = [&](const flatbuffers::Vector<int32_t> &group,
+                 std::string what) {
+    std::vector<int> members(group.begin(), group.end());
+    std::sort(members.begin(), members.end());
+    groups.emplace_back(std::move(members), std::move(what));
+  };
+  const auto &ops = *p.ops();
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    if (const fb::Collective *collective = ops.Get(i)->step_as_Collective()) {
+      add(*collective->group(), "step " + std::to_string(i));
+    }
+  }
+  if (p.states()) {
+    for (const fb::State *state : *p.states()) {
+      if (state->shard()) {
+        add(*state->shard()->group(),
+            "sharded state '" + state->name()->str() + "'");
+      }
+    }
+  }
+  return groups;
+}
+
 std::string Session::setCommunicator(comm::Communicator *communicator) {
   comm = communicator;
   subgroups.clear();
 #if TAILOR_ENABLE_CUDA
   if (cuda) {
     cuda->setCommunicator(communicator);
+    cuda->setGroupResolver(
+        [this](const std::vector<int> &group, comm::Communicator *&result) {
+          return groupCommunicator(group, result);
+        });
   }
 #endif
   int world = loaded.root().world_size();
@@ -93,20 +126,23 @@ std::string Session::setCommunicator(comm::Communicator *communicator) {
     return loaded.name() + " was compiled for " + std::to_string(world) +
            " ranks but the communicator has " + std::to_string(comm->size());
   }
+  if (comm->rank() != rankValue) {
+    return loaded.name() + ": the session runs as rank " +
+           std::to_string(rankValue) + " but the communicator is rank " +
+           std::to_string(comm->rank());
+  }
   // Split every sub-group now, in plan order, so all ranks take part in
   // each split together.
-  for (const PreparedLaunch &launch : launches) {
-    if (!launch.collective ||
-        static_cast<int>(launch.collective->group.size()) == world) {
+  for (const auto &[group, what] : namedGroups(loaded.root())) {
+    if (static_cast<int>(group.size()) == world) {
       continue;
     }
     int color = 0;
-    std::vector<int> members =
-        matchingGroup(launch.collective->group, comm->rank(), world, color);
+    std::vector<int> members = matchingGroup(group, comm->rank(), world, color);
     if (members.empty()) {
-      return "step " + std::to_string(launch.step) +
-             ": its group of ranks is neither a node nor one index across "
-             "nodes, so ranks other than 0 cannot tell their own";
+      return what + ": its group of ranks is neither a node nor one index "
+                    "across nodes, so ranks other than 0 cannot tell their "
+                    "own";
     }
     if (subgroups.count(members)) {
       continue;
@@ -115,8 +151,7 @@ std::string Session::setCommunicator(comm::Communicator *communicator) {
     std::unique_ptr<comm::Communicator> split =
         comm->split(color, comm->rank(), error);
     if (!split) {
-      return "step " + std::to_string(launch.step) +
-             ": cannot form its group of ranks: " + error;
+      return what + ": cannot form its group of ranks: " + error;
     }
     subgroups[members] = std::move(split);
   }
@@ -144,6 +179,14 @@ std::string Session::groupCommunicator(const std::vector<int> &group,
   }
   result = it->second.get();
   return "";
+}
+
+int Session::groupPosition(const std::vector<int> &group) const {
+  int color = 0;
+  std::vector<int> members =
+      matchingGroup(group, rankValue, loaded.root().world_size(), color);
+  auto it = std::find(members.begin(), members.end(), rankValue);
+  return it == members.end() ? -1 : static_cast<int>(it - members.begin());
 }
 
 std::string Session::runCollective(const PreparedCollective &collective) {

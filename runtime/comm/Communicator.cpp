@@ -30,6 +30,14 @@ std::string Communicator::allReduceHost(const void *send, void *recv,
   return error;
 }
 
+std::string Communicator::allGatherHost(const void *send, void *recv,
+                                        size_t sendCount, DType dtype) {
+  uint64_t before = sentBytes;
+  std::string error = allGather(send, recv, sendCount, dtype);
+  sentBytes = before;
+  return error;
+}
+
 namespace {
 
 /// Parses the whole of `text` as a decimal int.

@@ -97,6 +97,14 @@ public:
   virtual std::string allReduceHost(const void *send, void *recv,
                                     size_t count, DType dtype, ReduceOp op);
 
+  /// An all-gather of host memory (recv, size() * sendCount elements, =
+  /// every rank's send in rank order; send may be this rank's block of
+  /// recv), whichever memory the backend's collectives take (NCCL stages
+  /// it through the GPU in pieces of bounded size), done when it returns:
+  /// checkpoints of sharded states. Not counted in bytesSent.
+  virtual std::string allGatherHost(const void *send, void *recv,
+                                    size_t sendCount, DType dtype);
+
   /// Waits until what this communicator enqueued on `stream` has finished,
   /// turning a peer that died or stopped answering into an error (NCCL's
   /// asynchronous errors, polled with a timeout) rather than a hang. MPI's

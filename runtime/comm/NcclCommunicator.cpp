@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,8 @@ public:
   std::string barrier() override;
   std::string allReduceHost(const void *send, void *recv, size_t count,
                             DType dtype, ReduceOp op) override;
+  std::string allGatherHost(const void *send, void *recv, size_t sendCount,
+                            DType dtype) override;
   std::string synchronize(void *stream) override;
   std::unique_ptr<Communicator> split(int color, int key,
                                       std::string &error) override;
@@ -170,6 +173,8 @@ private:
   std::string reducedType(const char *what, DType dtype, ReduceOp op,
                           ncclDataType_t &type) const;
   std::string checkPeer(const char *what, int peer, const char *role) const;
+  /// Grows the staging memory to at least `bytes`.
+  std::string stage(size_t bytes);
 
   ncclComm_t comm = nullptr;
   bool aborted = false;
@@ -452,14 +457,8 @@ std::string NcclCommunicator::allReduceHost(const void *send, void *recv,
     return problem;
   }
   size_t bytes = count * dtypeSize(dtype);
-  if (bytes > stagingBytes) {
-    if (staging) {
-      cudaFree(staging);
-      staging = nullptr;
-      stagingBytes = 0;
-    }
-    TAILOR_CUDA(cudaMalloc, &staging, bytes);
-    stagingBytes = bytes;
+  if (std::string problem = stage(bytes); !problem.empty()) {
+    return problem;
   }
   TAILOR_CUDA(cudaMemcpy, staging, send, bytes, cudaMemcpyHostToDevice);
   TAILOR_NCCL(ncclAllReduce, staging, staging, count, type, ncclOp(op), comm,
@@ -468,6 +467,58 @@ std::string NcclCommunicator::allReduceHost(const void *send, void *recv,
     return problem;
   }
   TAILOR_CUDA(cudaMemcpy, recv, staging, bytes, cudaMemcpyDeviceToHost);
+  return "";
+}
+
+std::string NcclCommunicator::stage(size_t bytes) {
+  if (bytes <= stagingBytes) {
+    return "";
+  }
+  if (staging) {
+    cudaFree(staging);
+    staging = nullptr;
+    stagingBytes = 0;
+  }
+  TAILOR_CUDA(cudaMalloc, &staging, bytes);
+  stagingBytes = bytes;
+  return "";
+}
+
+std::string NcclCommunicator::allGatherHost(const void *send, void *recv,
+                                            size_t sendCount, DType dtype) {
+  // A sharded state's chunk can be a large part of the GPU's memory, which
+  // the plan has spent: the gather goes in pieces of at most 16 MiB a rank,
+  // each in place in the staging memory, then out to its place in recv.
+  constexpr size_t kPieceBytes = size_t(16) << 20;
+  size_t element = dtypeSize(dtype);
+  size_t piece =
+      std::max<size_t>(1, std::min(sendCount, kPieceBytes / element));
+  if (std::string problem = stage(piece * element * sizeValue);
+      !problem.empty()) {
+    return problem;
+  }
+  auto *staged = static_cast<char *>(staging);
+  const auto *source = static_cast<const char *>(send);
+  auto *target = static_cast<char *>(recv);
+  for (size_t at = 0; at < sendCount; at += piece) {
+    size_t count = std::min(piece, sendCount - at);
+    size_t bytes = count * element;
+    char *mine = staged + bytes * rankIndex;
+    TAILOR_CUDA(cudaMemcpy, mine, source + at * element, bytes,
+                cudaMemcpyHostToDevice);
+    size_t moved = count;
+    ncclDataType_t type = movedType(dtype, moved);
+    TAILOR_NCCL(ncclAllGather, mine, staged, moved, type, comm, nullptr);
+    if (std::string problem = synchronize(nullptr); !problem.empty()) {
+      return problem;
+    }
+    for (int q = 0; q < sizeValue; ++q) {
+      TAILOR_CUDA(cudaMemcpy,
+                  target + (static_cast<size_t>(q) * sendCount + at) * element,
+                  staged + bytes * static_cast<size_t>(q), bytes,
+                  cudaMemcpyDeviceToHost);
+    }
+  }
   return "";
 }
 

@@ -1,7 +1,8 @@
 //===- OptimizerKernels.cpp - accumulation, global norm, optimizers -------===//
 //
 // The kernels of a training step that turn gradients into an update:
-// gradient accumulation across micro-batches, the global gradient norm (for
+// gradient accumulation across micro-batches (and `zero`, which clears an
+// accumulator), the global gradient norm (for
 // clipping) and the AdamW and SGD updates. All f32, dense and row-major like
 // every CPU kernel.
 //
@@ -15,6 +16,7 @@
 #include "runtime/cpu/VectorMath.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace tailor::runtime::cpu {
@@ -61,6 +63,30 @@ std::string runAccumulate(const KernelCall &call) {
   parallelFor(call, call.operands[0].numel(), kElementwiseGrain,
               [&](int64_t begin, int64_t end, int) {
                 accumulateLoop(value + begin, target + begin, end - begin);
+              });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// zero
+//===----------------------------------------------------------------------===//
+//
+// target (any dtype and shape): every byte set to 0, in place. ZeRO-1
+// clears the full gradient accumulators once they are reduce-scattered, so
+// the next step accumulates from +0 (the bit pattern of +0 in every dtype).
+// A memset per chunk on the pool: bytes are independent.
+
+std::string checkZero(const KernelCall &call) {
+  return expectOperandCount(call, 1);
+}
+
+std::string runZero(const KernelCall &call) {
+  auto *target = static_cast<uint8_t *>(call.operands[0].data);
+  int64_t bytes = static_cast<int64_t>(call.operands[0].bytes());
+  parallelFor(call, bytes, kElementwiseGrain * 4,
+              [&](int64_t begin, int64_t end, int) {
+                std::memset(target + begin, 0,
+                            static_cast<size_t>(end - begin));
               });
   return "";
 }
@@ -398,6 +424,7 @@ void addOptimizerKernels(std::vector<KernelDef> &table) {
   table.push_back({"global_norm", -1, checkGlobalNorm, runGlobalNorm});
   table.push_back({"adamw", 7, checkAdamW, runAdamW});
   table.push_back({"sgd", 5, checkSgd, runSgd});
+  table.push_back({"zero", 1, checkZero, runZero});
 }
 
 } // namespace tailor::runtime::cpu

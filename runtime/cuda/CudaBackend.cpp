@@ -45,6 +45,8 @@ struct PreparedLaunch {
 
 struct Impl {
   const LoadedPlan *plan = nullptr;
+  /// The rank this process is, which places rank-strided buffers.
+  int rank = 0;
   DeviceProperties device;
   std::vector<void *> arenas;
   std::vector<cudaStream_t> streams;
@@ -103,8 +105,8 @@ public:
   std::string download(void *host, const void *device, size_t bytes) override;
   std::string uploadArena(uint32_t arena, const void *host) override;
   std::string runSteps(uint32_t first, uint32_t count) override;
-  /// Enqueues a collective on its stream through the communicator (the
-  /// world only: sub-groups are split on the CPU path so far).
+  /// Enqueues a collective on its stream through the communicator of its
+  /// group (the world's, or a sub-group's from the group resolver).
   std::string runCollective(const plan::Collective &collective);
   const CategoryBytes &allocatedBytes() const override { return allocated; }
   const std::string &deviceDescription() const override { return description; }
@@ -139,15 +141,24 @@ std::string GpuBackend::runCollective(const plan::Collective &collective) {
            std::to_string(plan.root().world_size()) +
            " ranks but the session has no communicator";
   }
+  comm::Communicator *group = comm;
   if (static_cast<int>(collective.group()->size()) != comm->size()) {
-    return "collectives over part of the world run on the CPU backend only "
-           "so far";
+    std::vector<int> members(collective.group()->begin(),
+                             collective.group()->end());
+    std::sort(members.begin(), members.end());
+    if (!groups) {
+      return "no communicator for a group of " +
+             std::to_string(members.size()) + " ranks";
+    }
+    if (std::string problem = groups(members, group); !problem.empty()) {
+      return problem;
+    }
   }
   comm::CollectiveCall call = collectiveCallOf(plan, collective);
   call.input = deviceBuffer(collective.input());
   call.output = deviceBuffer(collective.output());
   call.stream = impl->streams[collective.stream()];
-  return comm::runCollective(*comm, call);
+  return comm::runCollective(*group, call);
 }
 
 static std::string bytesText(uint64_t bytes) {
@@ -364,10 +375,12 @@ SetupError GpuBackend::prepareLaunches() {
 }
 
 std::unique_ptr<CudaBackend>
-CudaBackend::create(const LoadedPlan &plan, std::string &error, int &status) {
+CudaBackend::create(const LoadedPlan &plan, int rank, std::string &error,
+                    int &status) {
   std::unique_ptr<GpuBackend> backend(new GpuBackend());
   backend->impl = std::make_unique<Impl>();
   backend->impl->plan = &plan;
+  backend->impl->rank = rank;
   auto failWith = [&](const SetupError &failure) {
     status = failure.status;
     error = plan.name() + ": " + failure.message;
@@ -402,7 +415,8 @@ CudaBackend::create(const LoadedPlan &plan, std::string &error, int &status) {
 
 void *GpuBackend::deviceBuffer(uint32_t index) const {
   const fb::Buffer *buffer = impl->plan->root().buffers()->Get(index);
-  return static_cast<uint8_t *>(impl->arenas[buffer->arena()]) + buffer->offset();
+  return static_cast<uint8_t *>(impl->arenas[buffer->arena()]) +
+         impl->plan->bufferOffset(index, impl->rank);
 }
 
 std::string GpuBackend::upload(void *device, const void *host, size_t bytes) {

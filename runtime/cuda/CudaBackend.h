@@ -19,6 +19,7 @@
 #include "runtime/Plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,12 +36,13 @@ public:
   /// for its SM, checks that the arenas fit in free memory, allocates them
   /// (zeroed), loads the code and prepares every launch. On failure returns
   /// null with `error` naming the plan, the GPU and what is missing, and
-  /// `status` a tailor_status. Defined only in CUDA builds.
-  static std::unique_ptr<CudaBackend> create(const LoadedPlan &plan,
+  /// `status` a tailor_status. `rank` places the plan's rank-strided
+  /// buffers. Defined only in CUDA builds.
+  static std::unique_ptr<CudaBackend> create(const LoadedPlan &plan, int rank,
                                              std::string &error, int &status);
   virtual ~CudaBackend() = default;
 
-  /// The device address of buffer `index`.
+  /// The device address of buffer `index` (on this rank).
   virtual void *deviceBuffer(uint32_t index) const = 0;
   /// Synchronous copies between host memory and device buffer bytes.
   virtual std::string upload(void *device, const void *host, size_t bytes) = 0;
@@ -59,6 +61,15 @@ public:
     comm = communicator;
   }
 
+  /// How a collective over part of the world (rank 0's `group`, as the
+  /// plan names it) finds this rank's communicator: the session's
+  /// sub-groups, split from the world when it got its communicator.
+  using GroupResolver = std::function<std::string(
+      const std::vector<int> &group, comm::Communicator *&result)>;
+  void setGroupResolver(GroupResolver resolver) {
+    groups = std::move(resolver);
+  }
+
   /// Bytes allocated per category, as the CPU session reports them.
   virtual const CategoryBytes &allocatedBytes() const = 0;
   /// "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
@@ -66,6 +77,7 @@ public:
 
 protected:
   comm::Communicator *comm = nullptr;
+  GroupResolver groups;
 };
 
 } // namespace tailor::runtime::cuda

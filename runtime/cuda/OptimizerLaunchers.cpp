@@ -1,4 +1,4 @@
-//===- OptimizerLaunchers.cpp - accumulate, global_norm, adamw, sgd -------===//
+//===- OptimizerLaunchers.cpp - accumulate, zero, global_norm, adamw, sgd -===//
 //
 // Launchers of codegen/cuda/OptimizerKernels.cu. Operands, attributes and
 // semantics are the CPU kernels' (runtime/cpu/README.md), with the same
@@ -88,6 +88,21 @@ std::string launchAccumulate(const CudaCall &call) {
                 value.dtype == DType::BF16 ? "tailor_accumulate_bf16"
                                            : "tailor_accumulate_f32",
                 blocksFor(n, kElementwiseThreads), kElementwiseThreads, args);
+}
+
+//===----------------------------------------------------------------------===//
+// zero
+//===----------------------------------------------------------------------===//
+
+std::string checkZero(const KernelCall &call) {
+  return findCpuKernel("zero")->check(call);
+}
+
+/// cudaMemsetAsync on the launch's stream: the copy engine clears bytes
+/// faster than a kernel would, and no device code is needed.
+std::string launchZero(const CudaCall &call) {
+  const Tensor &target = call.operands[0];
+  return call.context->memsetZero(target.data, target.bytes());
 }
 
 //===----------------------------------------------------------------------===//
@@ -190,6 +205,7 @@ const char *const kAccumulateFunctions[] = {"tailor_accumulate_f32",
 const char *const kGlobalNormFunctions[] = {"tailor_global_norm_f32", nullptr};
 const char *const kAdamWFunctions[] = {"tailor_adamw_f32", nullptr};
 const char *const kSgdFunctions[] = {"tailor_sgd_f32", nullptr};
+const char *const kNoFunctions[] = {nullptr};
 
 } // namespace
 
@@ -200,6 +216,7 @@ void addOptimizerCudaKernels(std::vector<CudaKernelDef> &table) {
                    kGlobalNormFunctions});
   table.push_back({"adamw", 7, checkAdamW, launchAdamW, kAdamWFunctions});
   table.push_back({"sgd", 5, checkSgd, launchSgd, kSgdFunctions});
+  table.push_back({"zero", 1, checkZero, launchZero, kNoFunctions});
 }
 
 } // namespace tailor::runtime::cuda

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstring>
 #include <dirent.h>
+#include <map>
 #include <optional>
 #include <set>
 #include <sys/stat.h>
@@ -70,6 +71,51 @@ void computeFingerprint(CheckpointLayout &layout) {
   std::snprintf(text, sizeof(text), "%016llx",
                 static_cast<unsigned long long>(hash));
   layout.fingerprint = text;
+}
+
+/// The slots of sharded state `state`: one per member, named and shaped as
+/// the member's unsharded state, pointing into the state's flat host copy,
+/// which the layout keeps.
+static bool addShardedState(const runtime::LoadedPlan &plan,
+                            const runtime::Session &session,
+                            const fb::State &state, CheckpointLayout &layout,
+                            std::string &error) {
+  const fb::StateShard &shard = *state.shard();
+  auto sharded = std::make_unique<ShardedState>();
+  sharded->name = state.name()->str();
+  sharded->buffer = state.buffer();
+  sharded->dtype = plan.bufferDType(state.buffer());
+  sharded->group.assign(shard.group()->begin(), shard.group()->end());
+  std::sort(sharded->group.begin(), sharded->group.end());
+  sharded->position = session.groupPosition(sharded->group);
+  if (sharded->position < 0) {
+    error = plan.name() + ": sharded state '" + sharded->name +
+            "': its group of ranks is neither a node nor one index across "
+            "nodes, so this rank cannot tell which chunk it holds";
+    return false;
+  }
+  size_t element = runtime::dtypeSize(sharded->dtype);
+  sharded->chunkElements = plan.bufferBytes(state.buffer()) / element;
+  uint64_t flatBytes = static_cast<uint64_t>(shard.flat_elements()) * element;
+  sharded->flat.assign((flatBytes + 7) / 8, 0);
+  std::map<std::string, uint32_t> parameterBuffers;
+  for (const fb::Parameter *param : *plan.root().parameters()) {
+    parameterBuffers[param->name()->str()] = param->buffer();
+  }
+  auto *flat = reinterpret_cast<uint8_t *>(sharded->flat.data());
+  for (uint32_t k = 0; k < shard.members()->size(); ++k) {
+    std::string member = shard.members()->Get(k)->str();
+    TensorSlot slot;
+    slot.name = member + "." + state.kind()->str();
+    slot.dtype = sharded->dtype;
+    slot.shape = plan.bufferShape(parameterBuffers.at(member));
+    slot.data = flat + static_cast<uint64_t>(shard.offsets()->Get(k)) * element;
+    slot.buffer = state.buffer();
+    slot.shard = static_cast<int>(layout.shards.size());
+    layout.states.push_back(std::move(slot));
+  }
+  layout.shards.push_back(std::move(sharded));
+  return true;
 }
 
 bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
@@ -161,6 +207,12 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
   }
   if (p.states()) {
     for (const fb::State *state : *p.states()) {
+      if (state->shard()) {
+        if (!addShardedState(plan, session, *state, layout, error)) {
+          return false;
+        }
+        continue;
+      }
       layout.states.push_back(
           slotOf(state->parameter()->str() + "." + state->kind()->str(),
                  state->buffer()));
@@ -514,18 +566,63 @@ std::string StaleTemporaries::describe(const std::string &outputDir) const {
   return line;
 }
 
-std::string syncLayout(runtime::Session &session, const CheckpointLayout &layout,
-                       bool toHost) {
-  if (!session.onGpu()) {
+/// Gathers every rank's chunk of `state` into its flat host copy over the
+/// state's group (GPU: from the chunk's refreshed host copy).
+static std::string gatherShard(runtime::Session &session,
+                               ShardedState &state) {
+  if (std::string problem = session.download(state.buffer); !problem.empty()) {
+    return problem;
+  }
+  const void *chunk = session.bufferData(state.buffer);
+  if (state.group.size() == 1) {
+    std::memcpy(state.chunkOf(0), chunk, state.chunkBytes());
     return "";
   }
-  for (const std::vector<TensorSlot> *slots : {&layout.parameters, &layout.states}) {
-    for (const TensorSlot &slot : *slots) {
-      std::string problem = toHost ? session.download(slot.buffer)
-                                   : session.upload(slot.buffer);
-      if (!problem.empty()) {
-        return "'" + slot.name + "': " + problem;
+  runtime::comm::Communicator *group = nullptr;
+  if (std::string problem = session.groupCommunicator(state.group, group);
+      !problem.empty()) {
+    return problem;
+  }
+  if (group->rank() != state.position) {
+    return "the group's communicator has this rank at " +
+           std::to_string(group->rank()) + ", its chunk is " +
+           std::to_string(state.position);
+  }
+  return group->allGatherHost(chunk, state.chunkOf(0), state.chunkElements,
+                              state.dtype);
+}
+
+/// Copies this rank's chunk of `state`'s flat host copy into the state (GPU:
+/// its host copy, then the device).
+static std::string scatterShard(runtime::Session &session,
+                                ShardedState &state) {
+  std::memcpy(session.bufferData(state.buffer), state.chunkOf(state.position),
+              state.chunkBytes());
+  return session.upload(state.buffer);
+}
+
+std::string syncLayout(runtime::Session &session, CheckpointLayout &layout,
+                       bool toHost) {
+  if (session.onGpu()) {
+    for (const std::vector<TensorSlot> *slots :
+         {&layout.parameters, &layout.states}) {
+      for (const TensorSlot &slot : *slots) {
+        if (slot.shard >= 0) {
+          continue; // its state's chunk moves below
+        }
+        std::string problem = toHost ? session.download(slot.buffer)
+                                     : session.upload(slot.buffer);
+        if (!problem.empty()) {
+          return "'" + slot.name + "': " + problem;
+        }
       }
+    }
+  }
+  for (const std::unique_ptr<ShardedState> &state : layout.shards) {
+    std::string problem = toHost ? gatherShard(session, *state)
+                                 : scatterShard(session, *state);
+    if (!problem.empty()) {
+      return "sharded state '" + state->name + "': " + problem;
     }
   }
   return "";

@@ -22,6 +22,7 @@
 #include "runtime/train/DataLoader.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct TensorSlot {
   /// The plan holds the transpose of the Hugging Face 2-D weight
   /// (Parameter.export_transposed); files hold the Hugging Face layout.
   bool transposed = false;
+  /// A member of a sharded state: its index in CheckpointLayout::shards
+  /// (`data` then lies in that state's flat host copy, `buffer` is the
+  /// state's chunk); -1 otherwise.
+  int shard = -1;
 
   uint64_t bytes() const;
   const std::string &fileName() const {
@@ -76,22 +81,60 @@ struct AdapterInfo {
   bool isAdapter() const { return variant != "full"; }
 };
 
+/// A state sharded over ranks (ZeRO, plan 1.7): this rank holds chunk
+/// `position` of a flat space whose members' logical tensors are the
+/// layout's slots `<member>.<kind>`. Their data point into `flat`, a host
+/// copy of the whole space that syncLayout gathers from every rank's chunk
+/// and scatters back to this rank's.
+struct ShardedState {
+  /// The state's name in the plan, and its buffer (this rank's chunk).
+  std::string name;
+  uint32_t buffer = 0;
+  runtime::DType dtype = runtime::DType::F32;
+  /// Rank 0's group (sorted), as the plan names it; this rank's position
+  /// in its own group of that shape, which is the chunk it holds.
+  std::vector<int> group;
+  int position = 0;
+  uint64_t chunkElements = 0;
+  /// The flat space's flat_elements, 8-byte aligned; padding stays 0.
+  std::vector<uint64_t> flat;
+
+  uint64_t chunkBytes() const {
+    return chunkElements * runtime::dtypeSize(dtype);
+  }
+  uint8_t *chunkOf(int rankPosition) {
+    return reinterpret_cast<uint8_t *>(flat.data()) +
+           static_cast<uint64_t>(rankPosition) * chunkBytes();
+  }
+};
+
 /// What a checkpoint holds for one plan and session.
 struct CheckpointLayout {
   AdapterInfo adapter;
   /// LoRA plans: every LoRA weight (frozen lora_A of LoRA-FA included, since
   /// PEFT needs it); full fine-tuning: every trainable parameter.
   std::vector<TensorSlot> parameters;
-  /// Gradient accumulators and optimizer moments.
+  /// Gradient accumulators and optimizer moments: one slot per state, or
+  /// per member of a sharded state (named as the unsharded plan names it,
+  /// `<member>.<kind>`, so checkpoints move between DDP and ZeRO and
+  /// between world sizes).
   std::vector<TensorSlot> states;
+  /// The sharded states whose host copies the slots above point into
+  /// (owned here, never moved once built).
+  std::vector<std::unique_ptr<ShardedState>> shards;
   /// A hash of the names, dtypes and shapes above.
   std::string fingerprint;
 };
 
-/// GPU sessions keep tensors on the device: refreshes the host copies of
-/// every slot (`toHost`, before a checkpoint is written) or writes them to
-/// the device (after one was read). "" or the failure; no-op on the CPU.
-std::string syncLayout(runtime::Session &session, const CheckpointLayout &layout,
+/// Brings the slots and session memory together. `toHost` (before a
+/// checkpoint or the weights are written): GPU sessions refresh the host
+/// copies of every slot, and every rank gathers the chunks of the sharded
+/// states into their flat host copies -- a collective over each state's
+/// group, so EVERY rank calls it. Otherwise (after a checkpoint was read):
+/// GPU sessions write the host copies to the device, and each sharded state
+/// takes its chunk from the flat copy (no communication). "" or the
+/// failure; on the CPU only sharded states have anything to do.
+std::string syncLayout(runtime::Session &session, CheckpointLayout &layout,
                        bool toHost);
 
 /// One logged step.

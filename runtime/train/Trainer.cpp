@@ -304,7 +304,8 @@ std::string openPlan(Run &run) {
   }
   run.training = run.plan->root().training();
   int status = 0;
-  run.session = Session::create(*run.plan, run.options.threads, error, status);
+  run.session = Session::create(*run.plan, run.options.threads, error, status,
+                                run.comm ? run.comm->rank() : 0);
   if (!run.session) {
     return error;
   }
@@ -807,18 +808,18 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
   return "";
 }
 
-/// Writes a checkpoint of `state` into the output directory.
-/// Rank 0 writes it; the others wait until it has (or failed).
+/// Writes a checkpoint of `state` into the output directory. Every rank
+/// brings the layout to the host (sharded states are gathered from all of
+/// them); rank 0 writes it, the others wait until it has (or failed).
 std::string checkpoint(Run &run, const TrainerState &state,
                        TrainResult &result) {
   std::string error;
-  if (!run.leader()) {
-    // Replicated state: rank 0's copy is the whole.
-  } else if (std::string problem =
-                 syncLayout(*run.session, run.layout, true);
-             !problem.empty()) {
+  if (std::string problem = syncLayout(*run.session, run.layout, true);
+      !problem.empty()) {
     error = run.name() + ": " + problem;
-  } else {
+  } else if (run.leader()) {
+    // Replicated tensors, and the gathered sharded states: rank 0's copy is
+    // the whole.
     saveCheckpoint(run.layout, state, run.options.outputDir, error);
   }
   if (std::string problem =
@@ -837,13 +838,12 @@ std::string checkpoint(Run &run, const TrainerState &state,
 /// PeftModel.from_pretrained(model, DIR) loads them.
 std::string finish(Run &run, TrainResult &result) {
   std::string error;
-  if (!run.leader()) {
-    // Rank 0 writes the weights.
-  } else if (std::string problem =
-                 syncLayout(*run.session, run.layout, true);
-             !problem.empty()) {
+  // Every rank takes part (syncLayout gathers sharded states); rank 0
+  // writes the weights.
+  if (std::string problem = syncLayout(*run.session, run.layout, true);
+      !problem.empty()) {
     error = run.name() + ": " + problem;
-  } else {
+  } else if (run.leader()) {
     writeModelFiles(run.layout, run.options.outputDir, error);
   }
   if (std::string problem =

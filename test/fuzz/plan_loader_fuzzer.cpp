@@ -1,9 +1,9 @@
 //===- plan_loader_fuzzer.cpp - libFuzzer target for the plan loader ------===//
 //
 // Feeds arbitrary bytes to the runtime's plan loader. Plans that load are
-// also bound (when their arenas are small) and each entry run once on zeroed
-// inputs: whatever the loader accepts, every kernel's check must make safe
-// to run.
+// also bound (when their arenas are small), at rank 0 and at the world's
+// last rank, and each entry run once on zeroed inputs: whatever the loader
+// accepts, every kernel's check must make safe to run on every rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,12 +28,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (arenaBytes > (64u << 20)) {
     return 0;
   }
-  int status = 0;
-  auto session = tailor::runtime::Session::create(*plan, 1, error, status);
-  if (session) {
-    // Every entry: a training plan's optimizer_step too.
-    for (uint32_t entry = 0; entry < session->entryCount(); ++entry) {
-      (void)session->runEntry(entry);
+  // Rank 0 and the world's last rank, whose rank-strided buffers lie
+  // furthest into their arenas.
+  int lastRank = plan->root().world_size() - 1;
+  for (int rank : {0, lastRank}) {
+    int status = 0;
+    auto session =
+        tailor::runtime::Session::create(*plan, 1, error, status, rank);
+    if (session) {
+      // Every entry: a training plan's optimizer_step too.
+      for (uint32_t entry = 0; entry < session->entryCount(); ++entry) {
+        (void)session->runEntry(entry);
+      }
+    }
+    if (lastRank == 0) {
+      break;
     }
   }
   return 0;

@@ -195,7 +195,7 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "attention_grad", "embedding_grad", "softmax_grad", "rope_grad",
       "silu_grad", "gelu_grad", "slice_grad", "cross_entropy",
       "cross_entropy_grad", "dropout", "accumulate", "global_norm", "adamw",
-      "sgd",
+      "sgd", "zero",
       // Quantized weights (QuantizedLinearKernels.cpp).
       "linear_quantized", "dequantize"};
   std::set<std::string> seen;

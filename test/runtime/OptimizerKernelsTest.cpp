@@ -42,8 +42,50 @@ void expectUlpsEqual(const Buffer &got, const std::vector<double> &want,
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// accumulate, global_norm
+// zero, accumulate, global_norm
 //===----------------------------------------------------------------------===//
+
+TEST(OptimizerKernelsTest, ZeroClearsEveryByteOfItsOperandAndNoMore) {
+  // Reference: a byte array of the operand's size, every byte 0. The
+  // operand lies inside a larger allocation whose guard bytes on both sides
+  // must stay as they were; sizes cover one element, one pool chunk's edge
+  // and several chunks with a tail, for dtypes of 1, 2, 4 and 8 bytes.
+  for (DType dtype : {DType::U8, DType::BF16, DType::F32, DType::I64}) {
+    for (int64_t n : {int64_t(1), int64_t(32768), int64_t(3 * 65536 + 7)}) {
+      size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
+      std::vector<uint64_t> storage((bytes + 7) / 8 + 2);
+      auto *raw = reinterpret_cast<uint8_t *>(storage.data());
+      for (size_t i = 0; i < storage.size() * 8; ++i) {
+        raw[i] = static_cast<uint8_t>(0x80 | (i * 37 % 127));
+      }
+      std::vector<uint8_t> before(raw, raw + storage.size() * 8);
+      KernelCall call;
+      Tensor target;
+      target.data = raw + 8;
+      target.dtype = dtype;
+      target.shape = {n};
+      call.operands.push_back(target);
+      call.pool = &pool3();
+      const KernelDef *zero = findCpuKernel("zero");
+      ASSERT_NE(zero, nullptr);
+      ASSERT_EQ(zero->check(call), "");
+      ASSERT_EQ(zero->run(call), "");
+      std::vector<uint8_t> want = before;
+      std::fill(want.begin() + 8, want.begin() + 8 + bytes, 0);
+      ASSERT_EQ(std::vector<uint8_t>(raw, raw + storage.size() * 8), want)
+          << dtypeName(dtype) << " x " << n;
+    }
+  }
+}
+
+TEST(OptimizerKernelsTest, ZeroTakesOneOperandOfAnyShape) {
+  Buffer scalarTarget = randomBuffer({}, 1, 2, 73);
+  ASSERT_EQ(runKernel("zero", {&scalarTarget}), "");
+  EXPECT_EQ(scalarTarget.at(0), 0.0);
+  Buffer a(DType::F32, {2, 3}), b(DType::F32, {2, 3});
+  EXPECT_EQ(checkKernel("zero", {&a, &b}), "expected 1 operands, got 2");
+}
+
 
 TEST(OptimizerKernelsTest, AccumulateAddsIntoTarget) {
   Buffer value = randomBuffer({3, 70001}, -1, 1, 71);
@@ -348,7 +390,8 @@ TEST(OptimizerKernelsTest, ThreeThreadsMatchOneThreadBitForBit) {
 
 TEST(OptimizerKernelsTest, KernelsAreRegisteredWithTheirArity) {
   std::vector<std::pair<const char *, int>> kernels = {
-      {"accumulate", 2}, {"global_norm", -1}, {"adamw", 7}, {"sgd", 5}};
+      {"accumulate", 2}, {"global_norm", -1}, {"adamw", 7}, {"sgd", 5},
+      {"zero", 1}};
   for (auto [name, arity] : kernels) {
     const KernelDef *def = findCpuKernel(name);
     ASSERT_NE(def, nullptr) << name;

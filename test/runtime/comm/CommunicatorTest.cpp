@@ -2,7 +2,8 @@
 //
 // Runs under `mpirun -np N` (ctest runs it at N = 2 and 4; label
 // multirank): every operation and dtype against values computed here, in
-// place and not, groups split 2 x 2 as hybrid sharding splits them, the
+// place and not, groups split 2 x 2 as hybrid sharding splits them, ZeRO's
+// reduce-scatter and in-place all-gather on the world and its nodes, the
 // byte counts against the ring formulas, and calls that must fail on every
 // rank without hanging. Every rank runs every test; only rank 0 prints
 // progress, every rank prints its failures, and the exit status is the
@@ -18,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -288,6 +290,80 @@ TEST(Mpi, AllGatherEveryDTypeInAndOutOfPlace) {
       }
     }
   }
+}
+
+/// ZeRO's step on communicator `c`: reduce-scatter a flat gradient out of
+/// place, then all-gather the chunks in place (each rank's chunk already at
+/// its block of the bucket), as a ZeRO plan runs them; checked against
+/// sums formed here.
+void reduceScatterThenGatherInPlace(Communicator &c, int worldRank) {
+  const size_t chunk = 7;
+  size_t total = chunk * static_cast<size_t>(c.size());
+  std::vector<float> gradient(total), mine(chunk, -1.0f), bucket(total, -1.0f);
+  for (size_t i = 0; i < total; ++i) {
+    gradient[i] = static_cast<float>((worldRank + 1) * 10 + i);
+  }
+  ASSERT_EQ(c.reduceScatter(gradient.data(), mine.data(), chunk, DType::F32,
+                            ReduceOp::Sum),
+            "");
+  // The group's members' world ranks, from the members themselves.
+  std::vector<int> ranks(static_cast<size_t>(c.size()));
+  ASSERT_EQ(c.allGather(&worldRank, ranks.data(), 1, DType::I32), "");
+  for (size_t i = 0; i < chunk; ++i) {
+    size_t global = static_cast<size_t>(c.rank()) * chunk + i;
+    float sum = 0;
+    for (int r : ranks) {
+      sum += static_cast<float>((r + 1) * 10 + global);
+    }
+    ASSERT_EQ(mine[i], sum) << "element " << i;
+  }
+  float *ownBlock = bucket.data() + static_cast<size_t>(c.rank()) * chunk;
+  std::copy(mine.begin(), mine.end(), ownBlock);
+  uint64_t before = c.bytesSent();
+  ASSERT_EQ(c.allGather(ownBlock, bucket.data(), chunk, DType::F32), "");
+  uint64_t p = static_cast<uint64_t>(c.size());
+  EXPECT_EQ(c.bytesSent() - before, (p - 1) * total * sizeof(float) / p);
+  for (size_t i = 0; i < total; ++i) {
+    float sum = 0;
+    for (int r : ranks) {
+      sum += static_cast<float>((r + 1) * 10 + i);
+    }
+    ASSERT_EQ(bucket[i], sum) << "element " << i;
+  }
+}
+
+TEST(Mpi, ZeroReduceScatterAndInPlaceGatherOnTheWorldAndItsNodes) {
+  Communicator &c = *world;
+  reduceScatterThenGatherInPlace(c, c.rank());
+  // Nodes of 2 (a world of 2 is one node).
+  std::string error;
+  std::unique_ptr<Communicator> node = c.split(c.rank() / 2, c.rank(), error);
+  ASSERT_TRUE(node) << error;
+  reduceScatterThenGatherInPlace(*node, c.rank());
+}
+
+TEST(Mpi, AllGatherHostGathersWithoutCounting) {
+  Communicator &c = *world;
+  const size_t block = 5;
+  std::vector<double> mine(block), all(block * c.size(), -1.0);
+  for (size_t i = 0; i < block; ++i) {
+    mine[i] = c.rank() * 100.0 + static_cast<double>(i);
+  }
+  uint64_t before = c.bytesSent();
+  ASSERT_EQ(c.allGatherHost(mine.data(), all.data(), block, DType::F64), "");
+  EXPECT_EQ(c.bytesSent(), before);
+  for (int r = 0; r < c.size(); ++r) {
+    for (size_t i = 0; i < block; ++i) {
+      ASSERT_EQ(all[r * block + i], r * 100.0 + static_cast<double>(i));
+    }
+  }
+  // In place: this rank's block already at its place.
+  std::vector<double> inPlace(block * c.size(), -1.0);
+  std::copy(mine.begin(), mine.end(), inPlace.begin() + c.rank() * block);
+  ASSERT_EQ(c.allGatherHost(inPlace.data() + c.rank() * block, inPlace.data(),
+                            block, DType::F64),
+            "");
+  EXPECT_EQ(inPlace, all);
 }
 
 TEST(Mpi, BroadcastFromEveryRoot) {

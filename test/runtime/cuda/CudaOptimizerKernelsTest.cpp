@@ -1,7 +1,8 @@
 //===- CudaOptimizerKernelsTest.cpp - CUDA optimizer kernels vs the CPU ---===//
 //
 // Every launcher of runtime/cuda/OptimizerLaunchers.cpp against the CPU
-// kernel of the same name: accumulate (f32 and bf16 values), global_norm
+// kernel of the same name: accumulate (f32 and bf16 values), zero (and the
+// bytes around its operand), global_norm
 // (including more tensors than one launch takes), and several AdamW and
 // SGD steps in a row, each side carrying its own state, over the vectorized
 // path with its tail and the misaligned scalar path. On the emulator the
@@ -96,6 +97,51 @@ TEST_F(CudaKernelTest, AccumulateMatchesCpu) {
   expectMatchesCpu(*backend, "accumulate",
                    {HostTensor(DType::F32, {0}), HostTensor(DType::F32, {0})},
                    {}, {1}, {0, 0});
+}
+
+//===----------------------------------------------------------------------===//
+// zero
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernelTest, ZeroMatchesCpu) {
+  expectMatchesCpu(*backend, "zero", {randomF32({5, 333}, 7)}, {}, {0}, {0, 0});
+  expectMatchesCpu(*backend, "zero", {randomF32({}, 8)}, {}, {0}, {0, 0});
+  expectMatchesCpu(*backend, "zero", {HostTensor(DType::F32, {0})}, {}, {0},
+                   {0, 0});
+}
+
+TEST_F(CudaKernelTest, ZeroClearsItsBytesAndNothingAround) {
+  // Reference: every byte of the operand 0, the guard bytes around it (at
+  // an odd offset into the allocation) unchanged.
+  for (DType dtype : {DType::BF16, DType::F32, DType::I64}) {
+    for (size_t offset : {size_t(0), size_t(6)}) {
+      HostTensor target = converted(randomF32({3, 1001}, 9, 1, 2), dtype);
+      std::vector<uint8_t> guard(target.bytes() + offset + 64);
+      for (size_t i = 0; i < guard.size(); ++i) {
+        guard[i] = static_cast<uint8_t>(0x80 | (i * 29 % 113));
+      }
+      void *device = backend->allocate(guard.size());
+      backend->upload(device, guard.data(), guard.size());
+      CudaCall call;
+      call.context = &backend->context();
+      Tensor operand = target.tensor();
+      operand.data = static_cast<char *>(device) + offset;
+      call.operands.push_back(operand);
+      KernelCall check;
+      check.operands = call.operands;
+      ASSERT_EQ(findCudaKernel("zero")->check(check), "");
+      ASSERT_EQ(findCudaKernel("zero")->launch(call), "");
+      ASSERT_EQ(backend->synchronize(), "");
+      std::vector<uint8_t> got(guard.size());
+      backend->download(got.data(), device, got.size());
+      std::vector<uint8_t> want = guard;
+      std::fill(want.begin() + static_cast<std::ptrdiff_t>(offset),
+                want.begin() +
+                    static_cast<std::ptrdiff_t>(offset + target.bytes()),
+                0);
+      EXPECT_EQ(got, want) << dtypeName(dtype) << " at offset " << offset;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
