@@ -94,6 +94,9 @@ public:
   /// another rank than the session's).
   std::string setCommunicator(comm::Communicator *communicator);
   comm::Communicator *communicator() const { return comm; }
+  /// Bytes this rank's collectives have sent so far, over the world and
+  /// every sub-group (as the communicators count them: ring algorithms).
+  uint64_t bytesSent() const;
   /// This rank's communicator for the plan's (rank 0's) `group` of a
   /// collective or a sharded state: the world's, or the sub-group split
   /// for it by setCommunicator; "" or why there is none.

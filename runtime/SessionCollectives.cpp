@@ -181,6 +181,19 @@ std::string Session::groupCommunicator(const std::vector<int> &group,
   return "";
 }
 
+uint64_t Session::bytesSent() const {
+  if (!comm) {
+    return 0;
+  }
+  uint64_t total = comm->bytesSent();
+  for (const auto &[members, group] : subgroups) {
+    if (group.get() != comm) {
+      total += group->bytesSent();
+    }
+  }
+  return total;
+}
+
 int Session::groupPosition(const std::vector<int> &group) const {
   int color = 0;
   std::vector<int> members =

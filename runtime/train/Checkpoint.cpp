@@ -206,8 +206,23 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
     return false;
   }
   if (p.states()) {
+    // ZeRO-1 keeps whole gradient accumulators and a chunk one the update
+    // zeroes: at a step boundary the chunk holds nothing, and the whole
+    // accumulators are what a checkpoint saves under the members' names.
+    std::set<std::string> wholeGradients;
     for (const fb::State *state : *p.states()) {
-      if (state->shard()) {
+      if (!state->shard() && state->kind()->string_view() == "grad") {
+        wholeGradients.insert(state->parameter()->str());
+      }
+    }
+    for (const fb::State *state : *p.states()) {
+      const fb::StateShard *shard = state->shard();
+      if (shard && state->kind()->string_view() == "grad" &&
+          shard->members()->size() > 0 &&
+          wholeGradients.count(shard->members()->Get(0)->str())) {
+        continue;
+      }
+      if (shard) {
         if (!addShardedState(plan, session, *state, layout, error)) {
           return false;
         }

@@ -102,6 +102,9 @@ void Progress::step(const StepReport &report) {
     if (report.evalLoss) {
       std::fprintf(metrics, ",\"eval_loss\":%.17g", *report.evalLoss);
     }
+    if (report.bytesSent) {
+      std::fprintf(metrics, ",\"bytes_sent\":%" PRIu64, *report.bytesSent);
+    }
     std::fputs("}\n", metrics);
     std::fflush(metrics);
   }

@@ -29,6 +29,10 @@ struct StepReport {
   bool log = true;
   /// The validation loss measured after the step, if it was.
   std::optional<double> evalLoss;
+  /// On several ranks: bytes this rank's collectives sent during the step
+  /// (train_step and optimizer_step, not validation), to compare with the
+  /// plan's prediction.
+  std::optional<uint64_t> bytesSent;
 };
 
 class Progress {

@@ -909,6 +909,7 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
   }
   for (int64_t step = state.globalStep + 1; step <= run.maxSteps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    uint64_t sentBefore = run.session->bytesSent();
     double stepLoss = 0;
     if (std::string problem = accumulate(run, step, stepLoss);
         !problem.empty()) {
@@ -938,6 +939,9 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
     report.learningRate = stepLr;
     report.gradNorm = stepNorm;
     report.seconds = seconds;
+    if (run.comm) {
+      report.bytesSent = run.session->bytesSent() - sentBefore;
+    }
     report.log = step % run.loggingSteps == 0 || step == run.maxSteps ||
                  step == result.startStep + 1;
     bool evaluating =
