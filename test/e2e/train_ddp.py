@@ -2,21 +2,25 @@
 """Data parallelism gives the numbers one rank gives (issue: many ranks).
 
 The tiny Hugging Face Llama exported by torch.onnx is trained for 20 steps
-with LoRA and with full fine-tuning at the
-same global batch (micro-batch 2 x 4 sequences per step):
+with LoRA and with full fine-tuning at the same global batch (micro-batch
+2 x 4 sequences per step):
 
   * world 1: `tailor compile` for the CPU, gradient_accumulation_steps 4;
-  * world 2 (`--hardware 2xcpu`, accumulation 2) and world 4 (`4xcpu`,
-    accumulation 1), DDP (zero_stage: 0), launched with
-    `mpirun --oversubscribe -np N tailor train`;
-  * world 4 as two "nodes" of two ranks (`--hardware 2x2xcpu`).
+  * DDP (zero_stage: 0) at world 2 (`--hardware 2xcpu`, accumulation 2),
+    world 4 (`4xcpu`, accumulation 1) and two "nodes" of two ranks
+    (`2x2xcpu`); ZeRO-1 and ZeRO-2 (zero_stage: 1, 2) at world 2 and 4;
+    all launched with `mpirun --oversubscribe -np N tailor train`;
+  * a run that changes world size and strategy as it resumes: steps 1-7
+    with ZeRO-2 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank.
 
 Checks: every step's loss and grad_norm (rank 0's metrics.jsonl, averaged
 over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
 (model's) tensors to 1e-5 of each tensor's scale but for at most 0.5% of
-elements, AdamW's near-zero-gradient elements, within 1e-3; the plan's bytes sent per step (inspect --json) are the
-ring all-reduce of its gradient buckets; and a plan for 4 ranks launched
-on 2 fails with exit status 1 and a message that says so.
+elements, AdamW's near-zero-gradient elements, within 1e-3; the bytes each
+step sent, as the communicator counted them (metrics.jsonl `bytes_sent`),
+equal the plan's prediction (inspect --json) exactly; ZeRO's optimizer
+state per rank is 1/N of DDP's (plus padding); and a plan for 4 ranks
+launched on 2 fails with exit status 1 and a message that says so.
 
   train_ddp.py --bin build/bin --work build/test/train-ddp
 """
@@ -65,20 +69,37 @@ def compile_plan(args, onnx_path, recipe, work, hardware):
     return (plan, None) if ok else (None, "compile: " + msg)
 
 
-def train(args, plan, work, ranks, data):
-    out = os.path.join(work, "out")
-    shutil.rmtree(out, ignore_errors=True)
+def train(args, plan, work, ranks, data, out=None, max_steps=STEPS,
+          resume=None):
+    out = out or os.path.join(work, "out")
+    if resume is None:
+        shutil.rmtree(out, ignore_errors=True)
     cmd = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
-           "--max-steps", str(STEPS), "--output-dir", out, "--threads", "1"]
+           "--max-steps", str(max_steps), "--output-dir", out, "--threads",
+           "1"]
+    if resume:
+        cmd += ["--resume", resume]
     if ranks > 1:
         cmd = mpirun(ranks) + cmd
     ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
     return (out, None) if ok else (None, f"train at world {ranks}: " + msg)
 
 
-def run_world(args, onnx_path, data, base, name, hardware, ranks):
+def world_recipe(base, ranks, strategy):
     recipe = dict(base)
     recipe["gradient_accumulation_steps"] = GLOBAL_MICRO_BATCHES // ranks
+    recipe["zero_stage"] = {"ddp": 0, "zero1": 1, "zero2": 2}[strategy]
+    return recipe
+
+
+def model_file(recipe):
+    return ("adapter_model.safetensors" if recipe["adapter"] != "full"
+            else "model.safetensors")
+
+
+def run_world(args, onnx_path, data, base, name, hardware, ranks,
+              strategy="ddp"):
+    recipe = world_recipe(base, ranks, strategy)
     work = os.path.join(args.work, name)
     plan, err = compile_plan(args, onnx_path, recipe, work, hardware)
     if err:
@@ -86,15 +107,14 @@ def run_world(args, onnx_path, data, base, name, hardware, ranks):
     out, err = train(args, plan, work, ranks, data)
     if err:
         return None, err
-    metrics = [(m["loss"], m["grad_norm"])
-               for _, m in sorted(tc.read_metrics(out).items())]
-    adapter_file = ("adapter_model.safetensors"
-                    if recipe["adapter"] != "full" else "model.safetensors")
-    tensors = tc.load_safetensors(os.path.join(out, adapter_file))
+    rows = [m for _, m in sorted(tc.read_metrics(out).items())]
+    metrics = [(m["loss"], m["grad_norm"]) for m in rows]
+    tensors = tc.load_safetensors(os.path.join(out, model_file(recipe)))
     doc = json.loads(subprocess.run(
         [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
         capture_output=True, text=True, check=True).stdout)
-    return dict(metrics=metrics, tensors=tensors, plan=plan, doc=doc), None
+    return dict(metrics=metrics, tensors=tensors, plan=plan, doc=doc,
+                sent=[m.get("bytes_sent") for m in rows]), None
 
 
 def compare(name, got, ref):
@@ -137,19 +157,30 @@ def compare(name, got, ref):
 
 
 def check_bytes_sent(name, result, ranks):
-    """The plan predicts 2(p-1)/p of its gradient bytes per step."""
+    """Every step sent exactly the bytes the plan predicts."""
     doc = result["doc"]
-    grads = doc["memory"]["gradients"]
-    sent = doc["ranks"][0]["predicted_bytes_sent_per_step"]
+    predicted = doc["ranks"][0]["predicted_bytes_sent_per_step"]
     if len(doc["ranks"]) != ranks:
         return [f"{name}: inspect --json lists {len(doc['ranks'])} ranks"]
-    # Buckets are contiguous runs of the gradient arena: at most its size.
-    upper = 2 * (ranks - 1) / ranks * grads
-    if not 0 < sent <= upper:
-        return [f"{name}: predicted {sent} bytes sent per step, expected at "
-                f"most {upper} (2(p-1)/p of {grads} gradient bytes)"]
-    print(f"{name}: predicts {sent / 2**10:.1f} KiB sent per rank per step "
-          f"(gradients {grads / 2**10:.1f} KiB)")
+    wrong = [(step, sent) for step, sent in enumerate(result["sent"], 1)
+             if sent != predicted]
+    if predicted <= 0 or wrong:
+        return [f"{name}: predicted {predicted} bytes sent per step; the "
+                f"communicator counted {wrong[:3]} (step, bytes)"]
+    print(f"{name}: {len(result['sent'])} steps sent {predicted} bytes each "
+          f"({predicted / 2**10:.1f} KiB), as predicted")
+    return []
+
+
+def check_sharded_memory(name, result, ddp, ranks):
+    """ZeRO keeps 1/N of DDP's optimizer state per rank (plus padding)."""
+    got = result["doc"]["memory"]["optimizer_state"]
+    whole = ddp["doc"]["memory"]["optimizer_state"]
+    # Buckets pad members to 64 elements and chunks to 64 elements.
+    if not whole / ranks <= got <= whole / ranks * 1.25 + 4096:
+        return [f"{name}: {got} bytes of optimizer state per rank, DDP's "
+                f"{whole} over {ranks} ranks is {whole / ranks:.0f}"]
+    print(f"{name}: optimizer state {got} B per rank (DDP {whole} B)")
     return []
 
 
@@ -174,18 +205,54 @@ def check_recipe(args, onnx_path, data, base, label):
     if err:
         return [f"{label} world 1: {err}"], None
     results = {}
-    for name, hardware, ranks in ((f"{label}-world2", "2xcpu", 2),
-                                  (f"{label}-world4", "4xcpu", 4),
-                                  (f"{label}-2x2", "2x2xcpu", 4)):
+    for name, hardware, ranks, strategy in (
+            (f"{label}-world2", "2xcpu", 2, "ddp"),
+            (f"{label}-world4", "4xcpu", 4, "ddp"),
+            (f"{label}-2x2", "2x2xcpu", 4, "ddp"),
+            (f"{label}-zero1-world2", "2xcpu", 2, "zero1"),
+            (f"{label}-zero1-world4", "4xcpu", 4, "zero1"),
+            (f"{label}-zero2-world2", "2xcpu", 2, "zero2"),
+            (f"{label}-zero2-world4", "4xcpu", 4, "zero2")):
         got, err = run_world(args, onnx_path, data, base, name, hardware,
-                             ranks)
+                             ranks, strategy)
         if err:
             failures.append(f"{name}: {err}")
             continue
         results[name] = got
         failures += compare(name, got, ref)
         failures += check_bytes_sent(name, got, ranks)
-    return failures, results
+        ddp = results.get(f"{label}-world{ranks}")
+        if strategy != "ddp" and ddp:
+            failures += check_sharded_memory(name, got, ddp, ranks)
+    return failures, dict(results, world1=ref)
+
+
+def check_resume_across(args, onnx_path, data, base, ref):
+    """Steps 1-7 ZeRO-2 on 2 ranks, 8-14 DDP on 4, 15-20 on 1 rank, each
+    resuming the one before's checkpoint: world 1's uninterrupted run."""
+    out = os.path.join(args.work, "resume-across", "out")
+    shutil.rmtree(out, ignore_errors=True)
+    legs = (("zero2-world2", "2xcpu", 2, "zero2", 7),
+            ("ddp-world4", "4xcpu", 4, "ddp", 14),
+            ("world1", "cpu", 1, "ddp", STEPS))
+    resume = None
+    for name, hardware, ranks, strategy, until in legs:
+        recipe = world_recipe(base, ranks, strategy)
+        recipe["save_steps"] = 7
+        work = os.path.join(args.work, "resume-across", name)
+        plan, err = compile_plan(args, onnx_path, recipe, work, hardware)
+        if err:
+            return [f"resume across, {name}: {err}"]
+        _, err = train(args, plan, work, ranks, data, out=out,
+                       max_steps=until, resume=resume)
+        if err:
+            return [f"resume across, {name}: {err}"]
+        resume = os.path.join(out, f"checkpoint-{until}")
+    rows = [m for _, m in sorted(tc.read_metrics(out).items())]
+    got = dict(metrics=[(m["loss"], m["grad_norm"]) for m in rows],
+               tensors=tc.load_safetensors(os.path.join(out,
+                                                        model_file(base))))
+    return compare("resume zero2@2 -> ddp@4 -> 1 rank", got, ref)
 
 
 def main():
@@ -214,8 +281,11 @@ def main():
     for key in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
                 "use_rslora"):
         full.pop(key, None)
-    more, _ = check_recipe(args, onnx_path, data, full, "full")
+    more, full_results = check_recipe(args, onnx_path, data, full, "full")
     failures += more
+    if full_results:
+        failures += check_resume_across(args, onnx_path, data, full,
+                                        full_results["world1"])
     if results and "lora-world4" in results:
         failures += check_world_mismatch(args, results["lora-world4"]["plan"])
     for failure in failures:
