@@ -14,6 +14,7 @@
 #include "tools/tailor/Commands.h"
 
 #include "compiler/PlanPrediction.h"
+#include "compiler/ShardingFigures.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/cuda/DeviceImage.h"
@@ -619,6 +620,26 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
   return ranks;
 }
 
+/// printSharding's figures for --json (null for one rank).
+llvm::json::Value shardingJson(const fb::Plan &p) {
+  std::optional<ShardingFigures> f = shardingFigures(p);
+  if (!f) {
+    return nullptr;
+  }
+  return llvm::json::Object{
+      {"strategy", f->strategy},
+      {"world_size", f->worldSize},
+      {"ranks_per_node", f->ranksPerNode},
+      {"trainable_parameters", f->trainableParameters},
+      {"bytes_per_trainable_parameter",
+       llvm::json::Object{{"parameters", f->parameterBytes},
+                          {"gradients", f->gradientBytes},
+                          {"optimizer_state", f->optimizerBytes},
+                          {"total", f->total()}}},
+      {"textbook_bytes_per_trainable_parameter", f->textbookBytes},
+      {"textbook_formula", f->textbookFormula}};
+}
+
 void printJson(const LoadedPlan &loaded, const PlanSummary &s,
                const std::string &input, const PredictionView &view) {
   const fb::Plan &p = loaded.root();
@@ -633,6 +654,7 @@ void printJson(const LoadedPlan &loaded, const PlanSummary &s,
   root["rank"] = p.rank();
   root["world_size"] = p.world_size();
   root["memory"] = memoryJson(p, s);
+  root["sharding"] = shardingJson(p);
   root["arenas"] = arenasJson(p);
   root["inputs"] = bindingsJson(p, s, p.inputs());
   root["outputs"] = bindingsJson(p, s, p.outputs());
@@ -782,6 +804,33 @@ void printMemory(llvm::raw_ostream &os, const fb::Plan &p,
        << runtime::kMemoryCategoryNames[static_cast<size_t>(arena->category())]
        << ", " << arena->size() << " B, align " << arena->alignment() << "\n";
   }
+}
+
+/// Memory per trainable parameter on each rank, next to the ZeRO paper's
+/// figure for the plan's strategy.
+void printSharding(llvm::raw_ostream &os, const fb::Plan &p) {
+  std::optional<ShardingFigures> f = shardingFigures(p);
+  if (!f) {
+    return;
+  }
+  os << "sharding: " << f->strategy << " over " << f->worldSize << " ranks, "
+     << f->ranksPerNode << " per node\n";
+  os << llvm::format("  per trainable parameter (%lld of %lld bytes, %lld "
+                     "optimizer states) on each rank: parameters %.2f B, "
+                     "gradients %.2f B, optimizer state %.2f B = %.2f B\n",
+                     static_cast<long long>(f->trainableParameters),
+                     static_cast<long long>(f->elementBytes),
+                     static_cast<long long>(f->optimizerStates),
+                     f->parameterBytes, f->gradientBytes, f->optimizerBytes,
+                     f->total());
+  os << "  the ZeRO paper's figure for " << f->strategy
+     << " in these precisions: " << f->textbookFormula << " = "
+     << llvm::format("%.2f B", f->textbookBytes)
+     << " (the rest: alignment padding";
+  if (f->strategy == "zero1") {
+    os << ", and the reduce-scattered gradient chunk";
+  }
+  os << ")\n";
 }
 
 void printEntriesAndBindings(llvm::raw_ostream &os, const fb::Plan &p,
@@ -1008,6 +1057,7 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
     printTraining(os, *training, p.world_size());
   }
   printMemory(os, p, s);
+  printSharding(os, p);
   printPrediction(os, view);
   printEntriesAndBindings(os, p, s);
   printParameterSummary(os, p, s);
