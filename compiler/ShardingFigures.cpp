@@ -35,10 +35,11 @@ void setTextbook(ShardingFigures &f) {
   if (f.strategy == "zero1") {
     f.textbookBytes = p + g + k / n;
     f.textbookFormula = ps + " + " + ps + " + " + ks + "/" + ns;
-  } else if (f.strategy == "zero2") {
+  } else if (f.strategy == "zero2" || f.strategy == "hybrid") {
+    // tailor's hybrid is zero2 within each node.
     f.textbookBytes = p + (g + k) / n;
     f.textbookFormula = ps + " + (" + ps + " + " + ks + ")/" + ns;
-  } else if (f.strategy == "zero3" || f.strategy == "hybrid") {
+  } else if (f.strategy == "zero3") {
     f.textbookBytes = (p + g + k) / n;
     f.textbookFormula = "(" + ps + " + " + ps + " + " + ks + ")/" + ns;
   } else {

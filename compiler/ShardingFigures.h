@@ -5,7 +5,8 @@
 // state), next to the ZeRO paper's figure for the same strategy in the
 // plan's own precisions: DDP keeps P + G + K bytes, ZeRO-1 P + G + K/N,
 // ZeRO-2 P + (G + K)/N, ZeRO-3 (P + G + K)/N, with P and G the bytes of a
-// parameter and of its gradient and K those of its optimizer state.
+// parameter and of its gradient and K those of its optimizer state (hybrid:
+// ZeRO-2's with N the ranks of a node).
 // `tailor inspect` prints them; they read the plan only.
 //
 //===----------------------------------------------------------------------===//

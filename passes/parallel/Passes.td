@@ -19,6 +19,19 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
       finishes them (the last layer's first). Each bucket is one
       `tg.all_reduce_states`; planning places its states back to back so
       it is one collective over contiguous bytes.
+    - `zero1` (DeepSpeed stage 1): trainable parameters are grouped, in the
+      same order and sizes, into `tg.bucket`s laid out flat and cut into one
+      chunk per rank. Each rank keeps its chunk of the optimizer moments;
+      `optimizer_step` reduce-scatters each bucket's whole accumulated
+      gradients (average) into a chunk accumulator, updates its chunk of the
+      parameters and all-gathers them. The clipping norm sums the ranks'
+      squared chunk norms.
+    - `zero2` (stage 2, FSDP's SHARD_GRAD_OP): as zero1, and gradients are
+      reduce-scattered in `train_step` as soon as a bucket's last gradient
+      of the micro-batch exists, so only chunks are accumulated.
+    - `hybrid` (FSDP's HYBRID_SHARD without sharded parameters): zero2
+      within each node (`ranks-per-node` ranks), one replica per node; the
+      chunk gradients are averaged across nodes before the update.
 
     The decision is recorded on the module before anything is rewritten:
     `tg.parallel = {ranks_per_node, strategy, world_size}`. With a world of
@@ -26,7 +39,7 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"ddp\"",
-           "ddp, zero1 or zero2 (zero3 and hybrid are planned, not built yet)">,
+           "ddp, zero1, zero2 or hybrid (zero3 is planned, not built yet)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "ranks in the world">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",

@@ -4,7 +4,8 @@
 // `ddp`, the gradients each rank accumulated are averaged over the world,
 // bucket by bucket, before the optimizer reads them; with `zero1` and
 // `zero2`, optimizer state (and gradients) are cut into one chunk per rank
-// (ZeroSharding.cpp).
+// (ZeroSharding.cpp); `hybrid` cuts them as zero2 within each node and
+// keeps one replica per node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,11 +61,12 @@ LogicalResult ShardPass::checkOptions(ModuleOp module) {
                               << strategy
                               << "' (ddp, zero1, zero2, zero3, hybrid)";
   }
-  if ((strategy == "zero3" || strategy == "hybrid") && worldSize > 1) {
+  if (strategy == "zero3" && worldSize > 1) {
     return module.emitError()
-           << "tailor-shard: strategy '" << strategy
-           << "' is not built yet; ddp, zero1 and zero2 are (zero_stage: "
-              "0..2, fsdp_sharding_strategy: NO_SHARD or SHARD_GRAD_OP)";
+           << "tailor-shard: strategy 'zero3' is not built yet; ddp, zero1, "
+              "zero2 and hybrid are (zero_stage: 0..2, "
+              "fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP or "
+              "HYBRID_SHARD)";
   }
   if (bucketBytes <= 0) {
     return module.emitError()
@@ -135,10 +137,15 @@ void ShardPass::runOnOperation() {
   if (worldSize == 1) {
     return;
   }
-  if (strategy == "zero1" || strategy == "zero2") {
+  if (strategy == "zero1" || strategy == "zero2" || strategy == "hybrid") {
     ZeroOptions options;
     options.stage = strategy == "zero1" ? 1 : 2;
     options.shards = worldSize;
+    if (strategy == "hybrid") {
+      options.shards = perNode;
+      options.group = tg::CommGroup::Node;
+      options.replicas = worldSize / perNode;
+    }
     options.bucketBytes = bucketBytes;
     options.optimizerFunction = this->function;
     if (failed(shardOptimizerState(module, options))) {

@@ -13,7 +13,9 @@
 //   - one update runs on this rank's chunk with chunk-sized moments, and
 //     tg.all_gather_bucket gives every rank the updated parameters.
 // The gradient norm for clipping is the square root of the sum, over
-// ranks, of each rank's chunk's squared norm.
+// ranks, of each rank's chunk's squared norm. Hybrid sharding cuts the
+// buckets over the ranks of each node and keeps one replica per node: the
+// chunk gradients are then also averaged across nodes before the update.
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,6 +101,9 @@ private:
   LogicalResult rewriteStageOne();
   LogicalResult rewriteStageTwo();
   LogicalResult rewriteGlobalNorms();
+  /// Hybrid: averages each chunk accumulator over the nodes' replicas at
+  /// the start of the optimizer step.
+  void averageReplicas();
   void rewriteUpdates();
   LogicalResult eraseMemberStates();
 
@@ -355,8 +360,9 @@ LogicalResult ZeroRewriter::rewriteGlobalNorms() {
     Type scalar = norm.getResult().getType();
     Value local = tg::GlobalNormOp::create(builder, loc, scalar, chunks);
     Value square = tg::MulOp::create(builder, loc, scalar, local, local);
-    Value total = tg::AllReduceOp::create(
-        builder, loc, square, tg::CommReduction::Sum, tg::CommGroup::World);
+    // The chunks of one shard group (a node, with replicas) are the whole.
+    Value total = tg::AllReduceOp::create(builder, loc, square,
+                                          tg::CommReduction::Sum, options.group);
     Value root = tg::SqrtOp::create(builder, loc, scalar, total);
     SmallVector<Operation *> refs;
     for (Value input : norm.getInputs()) {
@@ -371,6 +377,32 @@ LogicalResult ZeroRewriter::rewriteGlobalNorms() {
     }
   }
   return success();
+}
+
+void ZeroRewriter::averageReplicas() {
+  if (options.replicas <= 1) {
+    return;
+  }
+  Block &body = optimizer.getBody().front();
+  // After stage 1's reduce-scatters, which open the optimizer step.
+  Operation *after = nullptr;
+  for (Operation &op : body) {
+    if (llvm::isa<tg::ZeroStatesOp>(op)) {
+      after = &op;
+    }
+  }
+  if (after) {
+    builder.setInsertionPointAfter(after);
+  } else {
+    builder.setInsertionPointToStart(&body);
+  }
+  for (Bucket &bucket : buckets) {
+    tg::AllReduceStatesOp::create(
+        builder, bucket.op.getLoc(),
+        builder.getArrayAttr(
+            {FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr())}),
+        tg::CommReduction::Avg, tg::CommGroup::CrossNode);
+  }
 }
 
 /// One update per bucket, on this rank's chunk, where the bucket's last
@@ -438,8 +470,11 @@ LogicalResult ZeroRewriter::run() {
   }
   formBuckets(members);
   declareBuckets();
-  if (failed(options.stage >= 2 ? rewriteStageTwo() : rewriteStageOne()) ||
-      failed(rewriteGlobalNorms())) {
+  if (failed(options.stage >= 2 ? rewriteStageTwo() : rewriteStageOne())) {
+    return failure();
+  }
+  averageReplicas();
+  if (failed(rewriteGlobalNorms())) {
     return failure();
   }
   rewriteUpdates();

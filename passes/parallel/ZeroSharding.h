@@ -25,6 +25,10 @@ struct ZeroOptions {
   /// Ranks a bucket is cut over, and which group they are.
   int64_t shards = 1;
   tg::CommGroup group = tg::CommGroup::World;
+  /// Hybrid sharding: the buckets are cut over each node (`group` is
+  /// Node) and the nodes hold replicas, whose chunk gradients are averaged
+  /// over `replicas` ranks (one per node) before the update.
+  int64_t replicas = 1;
   /// Most bytes of parameters one bucket (and so one collective) holds.
   int64_t bucketBytes = 25 * 1024 * 1024;
   std::string trainFunction = "train_step";

@@ -9,6 +9,7 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
   * DDP (zero_stage: 0) at world 2 (`--hardware 2xcpu`, accumulation 2),
     world 4 (`4xcpu`, accumulation 1) and two "nodes" of two ranks
     (`2x2xcpu`); ZeRO-1 and ZeRO-2 (zero_stage: 1, 2) at world 2 and 4;
+    hybrid sharding (fsdp_sharding_strategy: HYBRID_SHARD) on 2x2xcpu;
     all launched with `mpirun --oversubscribe -np N tailor train`;
   * a run that changes world size and strategy as it resumes: steps 1-7
     with ZeRO-2 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank.
@@ -88,7 +89,11 @@ def train(args, plan, work, ranks, data, out=None, max_steps=STEPS,
 def world_recipe(base, ranks, strategy):
     recipe = dict(base)
     recipe["gradient_accumulation_steps"] = GLOBAL_MICRO_BATCHES // ranks
-    recipe["zero_stage"] = {"ddp": 0, "zero1": 1, "zero2": 2}[strategy]
+    if strategy == "hybrid":
+        recipe.pop("zero_stage", None)
+        recipe["fsdp_sharding_strategy"] = "HYBRID_SHARD"
+    else:
+        recipe["zero_stage"] = {"ddp": 0, "zero1": 1, "zero2": 2}[strategy]
     return recipe
 
 
@@ -212,7 +217,8 @@ def check_recipe(args, onnx_path, data, base, label):
             (f"{label}-zero1-world2", "2xcpu", 2, "zero1"),
             (f"{label}-zero1-world4", "4xcpu", 4, "zero1"),
             (f"{label}-zero2-world2", "2xcpu", 2, "zero2"),
-            (f"{label}-zero2-world4", "4xcpu", 4, "zero2")):
+            (f"{label}-zero2-world4", "4xcpu", 4, "zero2"),
+            (f"{label}-hybrid-2x2", "2x2xcpu", 4, "hybrid")):
         got, err = run_world(args, onnx_path, data, base, name, hardware,
                              ranks, strategy)
         if err:
@@ -223,7 +229,8 @@ def check_recipe(args, onnx_path, data, base, label):
         failures += check_bytes_sent(name, got, ranks)
         ddp = results.get(f"{label}-world{ranks}")
         if strategy != "ddp" and ddp:
-            failures += check_sharded_memory(name, got, ddp, ranks)
+            shards = 2 if strategy == "hybrid" else ranks
+            failures += check_sharded_memory(name, got, ddp, shards)
     return failures, dict(results, world1=ref)
 
 

@@ -1,6 +1,7 @@
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero1 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO1
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO2
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=hybrid world-size=4 ranks-per-node=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=HYBRID
 
 tg.param @a : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @b : tensor<30xf32> trainable init <"zeros", 0.0 : f64>
@@ -69,6 +70,16 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // SCHED: %[[CHUNK0:.+]] = sched.buffer @parameters[0, 256] rank_stride 256 : memref<64xf32>
 // SCHED: sched.launch @adamw(%[[CHUNK0]],
 // SCHED: sched.collective all_gather %[[CHUNK0]] to %[[B0]] group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
+// Tests that hybrid sharding cuts the buckets over each node (chunks at a
+// rank stride of period 2), averages the chunk gradients across the nodes
+// before the update, and sums the squared norm over the node only.
+// HYBRID: sched.program @rank0 rank 0 of 4
+// HYBRID: sched.collective reduce_scatter %{{.+}} to %{{.+}} reduce avg group [0, 1] on @compute : memref<128xf32> to memref<64xf32>
+// HYBRID-LABEL: sched.entry "optimizer_step"
+// HYBRID: sched.collective all_reduce %[[G:.+]] to %[[G]] reduce avg group [0, 2] on @compute : memref<64xf32>
+// HYBRID: sched.collective all_reduce %{{.+}} to %{{.+}} reduce sum group [0, 1] on @compute : memref<f32>
+// HYBRID: %[[CHUNK:.+]] = sched.buffer @parameters[{{[0-9]+}}, 256] rank_stride 256 period 2 : memref<64xf32>
+// HYBRID: sched.collective all_gather %[[CHUNK]] to %{{.+}} group [0, 1]
 func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
   %g = tg.mul %x, %x : (tensor<30xf32>, tensor<30xf32>) -> tensor<30xf32>
   tg.accumulate %g into @b.grad : tensor<30xf32>
