@@ -20,8 +20,10 @@ over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
 elements, AdamW's near-zero-gradient elements, within 1e-3; the bytes each
 step sent, as the communicator counted them (metrics.jsonl `bytes_sent`),
 equal the plan's prediction (inspect --json) exactly; ZeRO's optimizer
-state per rank is 1/N of DDP's (plus padding); and a plan for 4 ranks
-launched on 2 fails with exit status 1 and a message that says so.
+state per rank is 1/N of DDP's (plus padding); kill -9 of one rank mid-run
+ends every rank within 60 s with a message naming it, the last complete
+checkpoint intact; and a plan for 4 ranks launched on 2 fails with exit
+status 1 and a message that says so.
 
   train_ddp.py --bin build/bin --work build/test/train-ddp
 """
@@ -189,6 +191,76 @@ def check_sharded_memory(name, result, ddp, ranks):
     return []
 
 
+def rank_pid(launcher_pid, rank):
+    """The pid of the process of `rank` among mpirun's children."""
+    children = subprocess.run(["pgrep", "-P", str(launcher_pid)],
+                              capture_output=True, text=True).stdout.split()
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(pid)
+    return None
+
+
+def check_rank_death(args, onnx_path, data, base):
+    """kill -9 of rank 1 mid-run: every rank is gone within 60 s, the
+    message names the lost rank, and the last checkpoint is complete."""
+    import signal
+    import time
+
+    recipe = world_recipe(base, 2, "ddp")
+    recipe.update(max_steps=100000, save_steps=5)
+    work = os.path.join(args.work, "rank-death")
+    plan, err = compile_plan(args, onnx_path, recipe, work, "2xcpu")
+    if err:
+        return [f"rank death: {err}"]
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.Popen(
+        mpirun(2) + [os.path.join(args.bin, "tailor"), "train", plan,
+                     "--data", data, "--output-dir", out, "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not os.path.isdir(
+            os.path.join(out, "checkpoint-10")):
+        time.sleep(0.05)
+    victim = rank_pid(proc.pid, 1)
+    if victim is None or proc.poll() is not None:
+        proc.kill()
+        return [f"rank death: no rank 1 to kill (mpirun {proc.poll()})"]
+    os.kill(victim, signal.SIGKILL)
+    killed = time.time()
+    try:
+        text, _ = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return ["rank death: the ranks still ran 90 s after rank 1 died"]
+    elapsed = time.time() - killed
+    failures = []
+    if proc.returncode == 0 or elapsed > 60 or "rank 1" not in text:
+        failures.append(f"rank death: exit {proc.returncode} after "
+                        f"{elapsed:.1f} s: {tc.first_lines(text)}")
+    complete = sorted(
+        (int(d.split("-")[1]), d) for d in os.listdir(out)
+        if d.startswith("checkpoint-") and d.split("-")[1].isdigit()
+        and os.path.exists(os.path.join(out, d, "trainer_state.json")))
+    if not complete:
+        failures.append("rank death: no complete checkpoint left")
+    else:
+        last = os.path.join(out, complete[-1][1])
+        tc.load_safetensors(os.path.join(last, model_file(recipe)))
+        tc.load_safetensors(os.path.join(last, "optimizer.safetensors"))
+    line = next((l for l in text.splitlines() if "rank 1" in l), "")
+    print(f"rank death: all ranks exited {elapsed:.1f} s after kill -9 of "
+          f"rank 1 (exit {proc.returncode}: {line.strip()}); last complete "
+          f"checkpoint {complete[-1][1] if complete else None} reads back")
+    return failures
+
+
 def check_world_mismatch(args, plan4):
     proc = subprocess.run(mpirun(2) + [
         os.path.join(args.bin, "tailor"), "train", plan4, "--data", "dummy",
@@ -293,6 +365,7 @@ def main():
     if full_results:
         failures += check_resume_across(args, onnx_path, data, full,
                                         full_results["world1"])
+    failures += check_rank_death(args, onnx_path, data, full)
     if results and "lora-world4" in results:
         failures += check_world_mismatch(args, results["lora-world4"]["plan"])
     for failure in failures:
