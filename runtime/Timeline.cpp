@@ -44,15 +44,48 @@ std::string entryOf(const fb::Plan &p, uint32_t step) {
   return "forward";
 }
 
-/// One complete slice for `timing`.
+/// A collective's name in traces: the cost model's (all_reduce, ...).
+std::string collectiveName(fb::CollectiveKind kind) {
+  switch (kind) {
+  case fb::CollectiveKind::AllReduce:
+    return "all_reduce";
+  case fb::CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case fb::CollectiveKind::AllGather:
+    return "all_gather";
+  case fb::CollectiveKind::Broadcast:
+    return "broadcast";
+  }
+  return "collective";
+}
+
+/// One complete slice for `timing`: a kernel launch or a collective.
 std::string sliceOf(const fb::Plan &p, const Session::LaunchTiming &timing) {
-  const fb::Launch *launch = p.ops()->Get(timing.step)->step_as_Launch();
-  std::string kernel = p.kernels()->Get(launch->kernel())->name()->str();
-  std::string origin = launch->origin() ? launch->origin()->str() : "";
+  const fb::Op *op = p.ops()->Get(timing.step);
+  std::string kernel, origin;
+  uint32_t stream = 0;
+  if (const fb::Launch *launch = op->step_as_Launch()) {
+    kernel = p.kernels()->Get(launch->kernel())->name()->str();
+    origin = launch->origin() ? launch->origin()->str() : "";
+    stream = launch->stream();
+  } else if (const fb::Collective *collective = op->step_as_Collective()) {
+    // Named as the cost model names collectives (all_reduce, ...).
+    kernel = collectiveName(collective->kind());
+    origin = std::to_string(p.buffers()->Get(collective->input())->size()) +
+             " B in, " +
+             std::to_string(p.buffers()->Get(collective->output())->size()) +
+             " B out over " +
+             std::to_string(collective->group() ? collective->group()->size()
+                                                : 1) +
+             " ranks";
+    stream = collective->stream();
+  } else {
+    kernel = fb::EnumNameStep(op->step_type());
+  }
   char numbers[160];
   std::snprintf(numbers, sizeof(numbers),
                 "\"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f",
-                p.rank(), launch->stream() + 1, timing.start * 1e6,
+                p.rank(), stream + 1, timing.start * 1e6,
                 (timing.end - timing.start) * 1e6);
   return "{\"ph\": \"X\", \"name\": " + quoted(kernel) +
          ", \"cat\": " + quoted(entryOf(p, timing.step)) + ", " + numbers +

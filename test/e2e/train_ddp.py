@@ -261,6 +261,31 @@ def check_rank_death(args, onnx_path, data, base):
     return failures
 
 
+def check_trace(args, plan, data):
+    """--trace on several ranks records the collectives with the kernels."""
+    work = os.path.join(args.work, "trace")
+    trace = os.path.join(work, "trace.json")
+    _, err = train(args, plan, work, 2, data, out=os.path.join(work, "out"),
+                   max_steps=2)
+    if err:
+        return [f"trace: {err}"]
+    cmd = mpirun(2) + [os.path.join(args.bin, "tailor"), "train", plan,
+                       "--data", data, "--max-steps", "2", "--output-dir",
+                       os.path.join(work, "out2"), "--threads", "1",
+                       "--trace", trace]
+    ok, msg = tc.run(cmd, 300, os.path.join(work, "tailor.log"))
+    if not ok:
+        return [f"trace: {msg}"]
+    with open(trace) as f:
+        names = {e["name"] for e in json.load(f)["traceEvents"]
+                 if e.get("ph") == "X"}
+    missing = {"reduce_scatter", "all_gather", "all_reduce", "adamw"} - names
+    if missing:
+        return [f"trace: no {sorted(missing)} slices in {trace}"]
+    print(f"trace: {len(names)} kinds of slices, collectives included")
+    return []
+
+
 def check_world_mismatch(args, plan4):
     proc = subprocess.run(mpirun(2) + [
         os.path.join(args.bin, "tailor"), "train", plan4, "--data", "dummy",
@@ -366,6 +391,9 @@ def main():
         failures += check_resume_across(args, onnx_path, data, full,
                                         full_results["world1"])
     failures += check_rank_death(args, onnx_path, data, full)
+    if full_results and "full-zero2-world2" in full_results:
+        failures += check_trace(args, full_results["full-zero2-world2"]["plan"],
+                                data)
     if results and "lora-world4" in results:
         failures += check_world_mismatch(args, results["lora-world4"]["plan"])
     for failure in failures:
