@@ -949,11 +949,23 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
     os << "  " << i << ": ";
     if (const fb::Collective *collective = op->step_as_Collective()) {
       const fb::Buffer *in = buffers.Get(collective->input());
-      os << fb::EnumNameCollectiveKind(collective->kind()) << "("
-         << fb::EnumNameReduction(collective->reduction()) << ", %"
-         << collective->input() << ":" << dtypeOf(*in)
-         << formatShape(*in->shape()) << ", " << in->size()
-         << " B) over ranks [";
+      const fb::Buffer *out = buffers.Get(collective->output());
+      bool reduces = collective->kind() == fb::CollectiveKind::AllReduce ||
+                     collective->kind() == fb::CollectiveKind::ReduceScatter;
+      os << fb::EnumNameCollectiveKind(collective->kind()) << "(";
+      if (reduces) {
+        os << fb::EnumNameReduction(collective->reduction()) << ", ";
+      }
+      os << "%" << collective->input() << ":" << dtypeOf(*in)
+         << formatShape(*in->shape()) << ", " << in->size() << " B";
+      if (collective->output() != collective->input()) {
+        os << " -> %" << collective->output() << ":" << dtypeOf(*out)
+           << formatShape(*out->shape());
+      }
+      if (in->rank_stride() != 0) {
+        os << ", this rank's chunk";
+      }
+      os << ") over ranks [";
       for (uint32_t j = 0; j < collective->group()->size(); ++j) {
         os << (j ? ", " : "") << collective->group()->Get(j);
       }
