@@ -177,6 +177,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   shard.strategy = recipe.sharding;
   shard.worldSize = options.worldSize;
   shard.ranksPerNode = options.ranksPerNode;
+  shard.reshardAfterForward = recipe.reshardAfterForward;
   shard.bucketBytes =
       static_cast<int64_t>(recipe.ddpBucketCapMb * double(int64_t(1) << 20));
   pm.addPass(parallel::createShardPass(shard));

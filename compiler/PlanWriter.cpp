@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 using namespace mlir;
 namespace fb = tailor::plan;
@@ -489,6 +490,10 @@ private:
 
   void addArena(sched::ArenaOp arena);
   LogicalResult addParam(sched::ParamOp param);
+  FailureOr<flatbuffers::Offset<fb::ParameterShard>>
+  parameterShard(sched::ParamOp param);
+  /// The chunk buffer of each ZeRO-3 bucket, by (arena, offset).
+  std::map<std::pair<std::string, int64_t>, uint32_t> chunkBuffers;
   FailureOr<flatbuffers::Offset<fb::Source>> paramSource(sched::ParamOp param);
   FailureOr<flatbuffers::Offset<fb::Quantization>>
   paramQuantization(sched::ParamOp param);
@@ -775,11 +780,25 @@ PlanBuilder::paramInit(sched::ParamOp param) {
 }
 
 LogicalResult PlanBuilder::addParam(sched::ParamOp param) {
+  // ZeRO-3 members of one bucket share its chunk: one buffer.
+  auto chunkKey = std::make_pair(param.getArena().str(), param.getOffset());
+  auto shared = chunkBuffers.find(chunkKey);
   FailureOr<uint32_t> index =
-      addBuffer(param, param.getArena(), param.getOffset(), param.getSize(),
-                param.getType());
+      param.getShard() && shared != chunkBuffers.end()
+          ? FailureOr<uint32_t>(shared->second)
+          : addBuffer(param, param.getArena(), param.getOffset(),
+                      param.getSize(), param.getType());
   if (failed(index)) {
     return failure();
+  }
+  bufferIndex[param.getResult()] = *index;
+  FailureOr<flatbuffers::Offset<fb::ParameterShard>> shard =
+      parameterShard(param);
+  if (failed(shard)) {
+    return failure();
+  }
+  if (param.getShard()) {
+    chunkBuffers[chunkKey] = *index;
   }
   FailureOr<flatbuffers::Offset<fb::Source>> source = paramSource(param);
   if (failed(source)) {
@@ -800,8 +819,30 @@ LogicalResult PlanBuilder::addParam(sched::ParamOp param) {
   }
   parameters.push_back(fb::CreateParameter(
       fbb, text(param.getName()), *index, *source, param.getTrainable(), *init,
-      exportName, param->hasAttr("tg.export_transposed"), *quant));
+      exportName, param->hasAttr("tg.export_transposed"), *quant, *shard));
   return success();
+}
+
+FailureOr<flatbuffers::Offset<fb::ParameterShard>>
+PlanBuilder::parameterShard(sched::ParamOp param) {
+  DictionaryAttr shard = param.getShardAttr();
+  if (!shard) {
+    return flatbuffers::Offset<fb::ParameterShard>();
+  }
+  auto shape = shard.getAs<DenseI64ArrayAttr>("shape");
+  auto offset = shard.getAs<IntegerAttr>("offset");
+  auto flat = shard.getAs<IntegerAttr>("flat_elements");
+  auto group = shard.getAs<DenseI64ArrayAttr>("group");
+  if (!shape || !offset || !flat || !group) {
+    return param.emitError() << "parameter '" << param.getName()
+                             << "': shard needs shape, offset, "
+                                "flat_elements and group";
+  }
+  std::vector<int32_t> ranks(group.asArrayRef().begin(),
+                             group.asArrayRef().end());
+  return fb::CreateParameterShard(
+      fbb, fbb.CreateVector(shape.asArrayRef().data(), shape.size()),
+      offset.getInt(), flat.getInt(), fbb.CreateVector(ranks));
 }
 
 LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {

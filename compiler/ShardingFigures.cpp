@@ -59,15 +59,27 @@ std::optional<ShardingFigures> shardingFigures(const fb::Plan &p) {
   f.strategy = p.parallel() ? p.parallel()->strategy()->str() : "ddp";
   f.ranksPerNode = p.parallel() ? p.parallel()->ranks_per_node() : f.worldSize;
   double trainableBytes = 0;
+  // ZeRO-3 members of a bucket share one chunk buffer: count it once.
+  std::set<uint32_t> counted;
   for (const fb::Parameter *param : *p.parameters()) {
     if (!param->trainable()) {
       continue;
     }
     const fb::Buffer &buffer = *p.buffers()->Get(param->buffer());
-    f.trainableParameters += elementsOf(buffer);
+    if (const fb::ParameterShard *shard = param->shard()) {
+      int64_t n = 1;
+      for (int64_t d : *shard->shape()) {
+        n *= d;
+      }
+      f.trainableParameters += n;
+    } else {
+      f.trainableParameters += elementsOf(buffer);
+    }
     f.elementBytes = static_cast<int64_t>(runtime::dtypeSize(
         static_cast<runtime::DType>(buffer.dtype())));
-    trainableBytes += double(buffer.size());
+    if (counted.insert(param->buffer()).second) {
+      trainableBytes += double(buffer.size());
+    }
   }
   if (f.trainableParameters == 0) {
     return std::nullopt;

@@ -232,6 +232,15 @@ LogicalResult ParamOp::verify() {
                            << "' cannot be trainable";
     }
   }
+  if (getShard()) {
+    if (spec) {
+      return emitOpError() << "sharded parameter '" << getName()
+                           << "' cannot be quantized";
+    }
+    if (failed(logicalBytes())) {
+      return failure();
+    }
+  }
   if (getFile()) {
     int64_t length = getFileLengthAttr().getInt();
     if (getFileOffsetAttr().getInt() < 0 || length < 0) {
@@ -248,15 +257,51 @@ LogicalResult ParamOp::verify() {
                                 "holds "
                              << expected;
       }
-    } else if (length != tailor::tg::byteSize(getType())) {
-      return emitOpError() << "parameter '" << getName() << "' reads "
-                           << length << " bytes from its file but "
-                           << getType() << " holds "
-                           << tailor::tg::byteSize(getType());
+    } else if (FailureOr<int64_t> logical = logicalBytes();
+               failed(logical)) {
+      return failure();
+    } else if (length != *logical) {
+      InFlightDiagnostic diag = emitOpError()
+                                << "parameter '" << getName() << "' reads "
+                                << length << " bytes from its file but ";
+      if (getShard()) {
+        diag << "its shard's shape holds " << *logical;
+      } else {
+        diag << getType() << " holds " << *logical;
+      }
+      return diag;
     }
   }
   return verifyView(*this, getType(), getOffsetAttr().getInt(),
                     getSizeAttr().getInt());
+}
+
+FailureOr<int64_t> ParamOp::logicalBytes() {
+  DictionaryAttr shard = getShardAttr();
+  if (!shard) {
+    return tailor::tg::byteSize(getType());
+  }
+  auto shape = shard.getAs<DenseI64ArrayAttr>("shape");
+  auto offset = shard.getAs<IntegerAttr>("offset");
+  auto flat = shard.getAs<IntegerAttr>("flat_elements");
+  auto group = shard.getAs<DenseI64ArrayAttr>("group");
+  if (!shape || !offset || !flat || !group || group.empty() ||
+      flat.getInt() % static_cast<int64_t>(group.size()) != 0 ||
+      flat.getInt() / static_cast<int64_t>(group.size()) !=
+          getType().getNumElements()) {
+    return emitOpError() << "sharded parameter '" << getName()
+                         << "' needs shard {shape, offset, flat_elements, "
+                            "group} with a view of flat_elements / "
+                            "group size elements";
+  }
+  int64_t numel = tailor::tg::numElements(shape.asArrayRef());
+  if (offset.getInt() < 0 || offset.getInt() + numel > flat.getInt()) {
+    return emitOpError() << "sharded parameter '" << getName() << "' at "
+                         << offset.getInt() << " leaves its bucket of "
+                         << flat.getInt() << " elements";
+  }
+  return tailor::tg::byteSize(
+      RankedTensorType::get(shape.asArrayRef(), getType().getElementType()));
 }
 
 LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {

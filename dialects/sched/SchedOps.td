@@ -202,6 +202,11 @@ def Sched_ParamOp : Sched_Op<"param", [
     (`quantized {...}`, keys in dialects/tg/TGQuant.h) as `ui8`; its file
     bytes are the float weight, of element type `source_type`, which the
     runtime quantizes when it binds them.
+
+    A ZeRO-3 parameter carries `shard = {shape, offset, flat_elements,
+    group}` (the plan's ParameterShard): the view is this rank's chunk of
+    its bucket, shared with the bucket's other members, and the parameter
+    (of `shape`) lies at `offset` of the bucket's flat space.
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena,
                        I64Attr:$offset, I64Attr:$size,
@@ -212,16 +217,22 @@ def Sched_ParamOp : Sched_Op<"param", [
                        OptionalAttr<StrAttr>:$init,
                        OptionalAttr<F64Attr>:$init_value,
                        OptionalAttr<DictionaryAttr>:$quantization,
-                       OptionalAttr<TypeAttr>:$source_type);
+                       OptionalAttr<TypeAttr>:$source_type,
+                       OptionalAttr<DictionaryAttr>:$shard);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
     $name $arena `[` $offset `,` $size `]`
     (`from` $file^ `[` $file_offset `,` $file_length `]`)?
     (`trainable` $trainable^)? (`init` $init^ `(` $init_value `)`)?
     (`quantized` $quantization^ `source` $source_type)?
-    attr-dict `:` type($result)
+    (`shard` $shard^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of the parameter's whole tensor: the view's, or a ZeRO-3
+    /// shard's `shape`; an error when the shard is malformed.
+    ::mlir::FailureOr<int64_t> logicalBytes();
+  }];
 }
 
 def Sched_ConstantOp : Sched_Op<"constant", [

@@ -464,3 +464,30 @@ LogicalResult ZeroStatesOp::verifySymbolUses(SymbolTableCollection &symbols) {
   }
   return success();
 }
+
+LogicalResult GatherBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto bucket = symbols.lookupNearestSymbolFrom<BucketOp>(*this, getBucketAttr());
+  if (!bucket) {
+    return emitOpError() << getBucketAttr() << " does not name a tg.bucket";
+  }
+  auto expected = RankedTensorType::get(
+      {static_cast<int64_t>(bucket.getSize())}, bucket.getElementType());
+  if (getResult().getType() != expected) {
+    return emitOpError() << "expected " << expected << " (the bucket's "
+                         << "flat space), got " << getResult().getType();
+  }
+  return success();
+}
+
+LogicalResult BucketMemberOp::verify() {
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  auto offset = static_cast<int64_t>(getOffset());
+  int64_t numel = numElements(result.getShape());
+  if (input.getRank() != 1 || !result.hasStaticShape() || offset < 0 ||
+      offset + numel > input.getDimSize(0)) {
+    return emitOpError() << "expected " << numel << " elements at " << offset
+                         << " inside a 1-D input, got " << input;
+  }
+  return success();
+}

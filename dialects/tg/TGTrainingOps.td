@@ -342,7 +342,10 @@ def TG_BucketOp : TG_Op<"bucket", [
     States `of` a bucket hold this rank's chunk (`size / shards` elements);
     an update on a bucket updates this rank's chunk of its members, and
     `tg.all_gather_bucket` gives every rank every chunk. Planning keeps the
-    members in this layout in memory.
+    members in this layout in memory. With `sharded_params` (ZeRO-3) a rank
+    keeps only its chunk of the members' values: functions read them
+    through `tg.gather_bucket` and `tg.bucket_member`, and the update writes
+    the chunk.
 
     ```mlir
     tg.bucket @zero.b0 [@head, @table] offsets [0, 832] size 1664 over world
@@ -353,10 +356,11 @@ def TG_BucketOp : TG_Op<"bucket", [
                        FlatSymbolRefArrayAttr:$members,
                        DenseI64ArrayAttr:$offsets, I64Attr:$size,
                        TG_CommGroup:$group, I64Attr:$shards,
-                       TypeAttr:$element_type);
+                       TypeAttr:$element_type, UnitAttr:$sharded_params);
   let assemblyFormat = [{
     $sym_name $members `offsets` $offsets `size` $size `over` $group
-    `shards` $shards attr-dict `:` $element_type
+    `shards` $shards (`sharded_params` $sharded_params^)? attr-dict `:`
+    $element_type
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -428,6 +432,35 @@ def TG_ZeroStatesOp : TG_Op<"zero_states", [
   }];
   let arguments = (ins FlatSymbolRefArrayAttr:$states);
   let assemblyFormat = "$states attr-dict";
+  let hasVerifier = 1;
+}
+
+def TG_GatherBucketOp : TG_Op<"gather_bucket", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "every rank's chunk of a ZeRO-3 bucket's parameters, flat";
+  let description = [{
+    The members' current values laid out flat (`tg.bucket`'s layout), from
+    the chunks every rank of the bucket's group keeps; a transient that
+    `tg.bucket_member` views take the parameters from. Collectives are
+    ordered, so this is not `Pure`.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$bucket);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = "$bucket attr-dict `:` type($result)";
+}
+
+def TG_BucketMemberOp : TG_Op<"bucket_member", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "the elements [offset, offset + numel) of a flat tensor, reshaped";
+  let description = [{
+    A view, never a copy: one member parameter out of a gathered bucket.
+  }];
+  let arguments = (ins TG_FloatTensor:$input, I64Attr:$offset);
+  let results = (outs TG_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $offset `]` attr-dict `:` type($input) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

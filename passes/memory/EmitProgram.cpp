@@ -72,7 +72,7 @@ private:
   std::vector<Root> &roots;
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
-  DenseMap<std::tuple<unsigned, Type, int64_t>, Value> views;
+  DenseMap<std::tuple<unsigned, Type, int64_t, int64_t>, Value> views;
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
 };
@@ -279,6 +279,21 @@ Value ProgramEmitter::createParamView(Root &root) {
     initValue = builder.getF64FloatAttr(init.getValue().getValueAsDouble());
   }
   DictionaryAttr quant = root.param.getQuantAttr();
+  DictionaryAttr shard;
+  if (root.shardOf) {
+    shard = builder.getDictionaryAttr(
+        {builder.getNamedAttr(
+             "shape", builder.getDenseI64ArrayAttr(
+                          root.param.getTensorType().getShape())),
+         builder.getNamedAttr("offset",
+                              builder.getI64IntegerAttr(root.shardOffset)),
+         builder.getNamedAttr("flat_elements",
+                              builder.getI64IntegerAttr(static_cast<int64_t>(
+                                  root.shardOf.getSize()))),
+         builder.getNamedAttr("group",
+                              builder.getDenseI64ArrayAttr(groupRanks(
+                                  root.shardOf.getGroup())))});
+  }
   Value view = sched::ParamOp::create(
       builder, root.param.getLoc(), root.type,
       builder.getStringAttr(root.param.getSymName()), arenas.params,
@@ -287,7 +302,8 @@ Value ProgramEmitter::createParamView(Root &root) {
       root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr(), initKind,
       initValue, quant,
       quant ? TypeAttr::get(root.param.getTensorType().getElementType())
-            : TypeAttr());
+            : TypeAttr(),
+      shard);
   for (StringRef name : {tg::TGDialect::kExportNameAttrName,
                          tg::TGDialect::kExportTransposedAttrName}) {
     if (Attribute attr = root.param->getAttr(name)) {
@@ -349,13 +365,19 @@ void ProgramEmitter::defineParametersAndStates() {
 }
 
 Value ProgramEmitter::bufferFor(Access access) {
-  Value &view = views[{access.root, access.type, access.rankStride}];
+  Value &view =
+      views[{access.root, access.type, access.rankStride, access.byteOffset}];
   if (view) {
     return view;
   }
   Root &root = roots[access.root];
   view = defineRoot(root);
-  if (access.rankStride != 0) {
+  if (access.byteOffset != 0) {
+    view = createBuffer(
+        access.type, arenaOf(root),
+        static_cast<int64_t>(root.offset) + access.byteOffset,
+        storageBytes(access.type));
+  } else if (access.rankStride != 0) {
     view = sched::BufferOp::create(
         builder, loc, access.type, arenaOf(root),
         builder.getI64IntegerAttr(static_cast<int64_t>(root.offset)),

@@ -39,8 +39,11 @@ Value storageOwner(Value value) {
 /// parameter, a constant or a function result.
 bool lastReaderOfActivation(Value owner, Operation *op) {
   Operation *producer = owner.getDefiningOp();
-  if (!producer || llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
-                             arith::ConstantOp>(producer)) {
+  // A gathered ZeRO-3 bucket holds every member: never written over.
+  if (!producer ||
+      llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
+                arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp>(
+          producer)) {
     return false;
   }
   SmallVector<Value> worklist{owner};

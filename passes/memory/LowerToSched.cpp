@@ -79,7 +79,9 @@ private:
   /// Only meaningful while findRoot finds `value`; a miss has already failed
   /// planning.
   Access accessOf(Value value) {
-    return {findRoot(value).value_or(0), memrefFor(value.getType())};
+    Access access{findRoot(value).value_or(0), memrefFor(value.getType())};
+    access.byteOffset = viewOffsets.lookup(value);
+    return access;
   }
 
   /// The root of a declared parameter or state, made on first use.
@@ -156,8 +158,11 @@ private:
   /// The storage root of each tg.dequantize result.
   DenseMap<Value, unsigned> quantizedStorage;
   llvm::StringMap<unsigned> symbolRoots;
-  /// The root of each ZeRO bucket's flat parameters.
+  /// The root of each ZeRO bucket's flat parameters (ZeRO-3: its chunk).
   llvm::StringMap<unsigned> bucketRoots;
+  /// Values that are views at a byte offset into their root (members of a
+  /// gathered ZeRO-3 bucket, and reshapes of them).
+  DenseMap<Value, int64_t> viewOffsets;
   /// Ranks per node (tg.parallel), for chunks of buckets split per node.
   int64_t ranksPerNode = 1;
   DenseMap<Attribute, unsigned> constantRoots;
@@ -501,10 +506,13 @@ LogicalResult LowerToSchedPass::planAllReduce(ModuleOp module,
 
 LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
   for (tg::BucketOp bucket : module.getOps<tg::BucketOp>()) {
-    Root flat = makeRoot(Home::Param,
-                         MemRefType::get({static_cast<int64_t>(
-                                             bucket.getSize())},
-                                         bucket.getElementType()));
+    // ZeRO-3 keeps one chunk; otherwise the whole flat space.
+    bool chunked = bucket.getShardedParams();
+    MemRefType flatType =
+        chunked ? memrefFor(bucket.getChunkType())
+                : MemRefType::get({static_cast<int64_t>(bucket.getSize())},
+                                  bucket.getElementType());
+    Root flat = makeRoot(Home::Param, flatType);
     flat.bucket = bucket;
     unsigned index = newRoot(std::move(flat));
     bucketRoots[bucket.getSymName()] = index;
@@ -517,11 +525,20 @@ LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
       if (failed(member)) {
         return failure();
       }
-      if (roots[*member].within) {
+      Root &root = roots[*member];
+      if (root.within) {
         return bucket.emitError() << name << " is in two buckets";
       }
-      roots[*member].within = index;
-      roots[*member].withinOffset = static_cast<uint64_t>(offset * elementBytes);
+      root.within = index;
+      if (chunked) {
+        // Its bytes are this rank's chunk, which all members share.
+        root.type = flatType;
+        root.bytes = storageBytes(flatType);
+        root.shardOf = bucket;
+        root.shardOffset = offset;
+      } else {
+        root.withinOffset = static_cast<uint64_t>(offset * elementBytes);
+      }
     }
   }
   return success();
@@ -530,6 +547,9 @@ LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
 Access LowerToSchedPass::chunkOf(tg::BucketOp bucket) {
   RankedTensorType chunk = bucket.getChunkType();
   Access access{bucketRoots.lookup(bucket.getSymName()), memrefFor(chunk)};
+  if (bucket.getShardedParams()) {
+    return access; // the root is the chunk
+  }
   access.rankStride = tg::byteSize(chunk);
   access.rankPeriod =
       bucket.getGroup() == tg::CommGroup::Node ? ranksPerNode : 0;
@@ -606,6 +626,42 @@ LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
     Access chunk = chunkOf(bucket);
     launch.operands = {chunk, whole(chunk.root)};
     entry.launches.push_back(std::move(launch));
+    return success();
+  }
+  if (auto gather = llvm::dyn_cast<tg::GatherBucketOp>(op)) {
+    auto bucket = module.lookupSymbol<tg::BucketOp>(gather.getBucketAttr());
+    if (!bucket || !bucket.getShardedParams()) {
+      return op.emitError() << gather.getBucketAttr()
+                            << " is not a tg.bucket of sharded parameters";
+    }
+    Root root = makeRoot(Home::Activation, memrefFor(gather.getType()));
+    root.first = root.last = step;
+    rootOf[gather.getResult()] = newRoot(std::move(root));
+    PlannedLaunch launch;
+    launch.op = &op;
+    launch.origin = originOf(&op);
+    PlannedCollective collective;
+    collective.kind = sched::CollectiveKind::AllGather;
+    collective.group = bucket.getGroup();
+    collective.inPlace = false;
+    launch.collective = collective;
+    launch.operands = {chunkOf(bucket), accessOf(gather.getResult())};
+    entry.launches.push_back(std::move(launch));
+    return success();
+  }
+  if (auto member = llvm::dyn_cast<tg::BucketMemberOp>(op)) {
+    // A view into the gathered bucket; it extends the gather's life.
+    std::optional<unsigned> input = findRoot(member.getInput());
+    if (!input) {
+      return failure();
+    }
+    auto inputType = llvm::cast<RankedTensorType>(member.getInput().getType());
+    rootOf[member.getResult()] = *input;
+    viewOffsets[member.getResult()] =
+        viewOffsets.lookup(member.getInput()) +
+        static_cast<int64_t>(member.getOffset()) *
+            tg::byteSize(RankedTensorType::get({1}, inputType.getElementType()));
+    touch(member.getInput(), step);
     return success();
   }
   auto zero = llvm::cast<tg::ZeroStatesOp>(op);
@@ -735,6 +791,9 @@ LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
       return failure();
     }
     rootOf[reshape.getResult()] = *input;
+    if (int64_t offset = viewOffsets.lookup(reshape.getInput())) {
+      viewOffsets[reshape.getResult()] = offset;
+    }
     touch(reshape.getInput(), step);
     return success();
   }
@@ -748,7 +807,7 @@ LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
     return planAllReduce(module, reduce, entry);
   }
   if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
-                tg::ZeroStatesOp>(op)) {
+                tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp>(op)) {
     return planShardOp(module, op, entry, step);
   }
   return planKernelLaunch(module, op, fusions, entry, step);
@@ -905,6 +964,7 @@ void LowerToSchedPass::runOnOperation() {
   quantizedStorage.clear();
   symbolRoots.clear();
   bucketRoots.clear();
+  viewOffsets.clear();
   constantRoots.clear();
   missingRoot = false;
   ranksPerNode = 1;

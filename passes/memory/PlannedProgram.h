@@ -50,6 +50,11 @@ struct Root {
   /// byte offset in it. It takes no arena space of its own.
   std::optional<unsigned> within;
   uint64_t withinOffset = 0;
+  /// A ZeRO-3 member parameter: kept only as this rank's chunk of this
+  /// bucket (its root is the chunk, shared with the bucket's root), at
+  /// `shardOffset` elements of the bucket's flat space.
+  tg::BucketOp shardOf;
+  int64_t shardOffset = 0;
   /// Set once the sched op that defines the storage has been emitted.
   mlir::Value view;
 };
@@ -87,6 +92,9 @@ struct Access {
   /// the world size). This rank's chunk of a ZeRO bucket.
   int64_t rankStride = 0;
   int64_t rankPeriod = 0;
+  /// A view at this many bytes into the root (a member of a gathered
+  /// ZeRO-3 bucket).
+  int64_t byteOffset = 0;
 };
 
 /// A collective in place of a kernel: it reduces its operands, roots

@@ -29,6 +29,12 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
     - `zero2` (stage 2, FSDP's SHARD_GRAD_OP): as zero1, and gradients are
       reduce-scattered in `train_step` as soon as a bucket's last gradient
       of the micro-batch exists, so only chunks are accumulated.
+    - `zero3` (stage 3, FSDP's FULL_SHARD): as zero2, and the trainable
+      parameters themselves are kept only as chunks (`tg.bucket ...
+      sharded_params`). `train_step` and `eval_step` read them from a
+      `tg.gather_bucket` made right before their first read, again before
+      backward (`reshard-after-forward`), through `tg.bucket_member`
+      views; the update writes the chunk, and nothing is gathered after it.
     - `hybrid` (FSDP's HYBRID_SHARD without sharded parameters): zero2
       within each node (`ranks-per-node` ranks), one replica per node; the
       chunk gradients are averaged across nodes before the update.
@@ -39,7 +45,7 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"ddp\"",
-           "ddp, zero1, zero2 or hybrid (zero3 is planned, not built yet)">,
+           "ddp, zero1, zero2, zero3 or hybrid">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "ranks in the world">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
@@ -47,6 +53,10 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"25 * 1024 * 1024",
            "most bytes of gradients one collective carries">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool",
+           /*default=*/"true",
+           "zero3: gather the parameters again for backward instead of "
+           "keeping the forward's gather (FSDP2's reshard_after_forward)">,
     Option<"function", "function", "std::string",
            /*default=*/"\"optimizer_step\"",
            "the function that consumes the accumulated gradients">

@@ -4,8 +4,8 @@
 // `ddp`, the gradients each rank accumulated are averaged over the world,
 // bucket by bucket, before the optimizer reads them; with `zero1` and
 // `zero2`, optimizer state (and gradients) are cut into one chunk per rank
-// (ZeroSharding.cpp); `hybrid` cuts them as zero2 within each node and
-// keeps one replica per node.
+// (ZeroSharding.cpp), with `zero3` the parameters too; `hybrid` cuts them
+// as zero2 within each node and keeps one replica per node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,13 +60,6 @@ LogicalResult ShardPass::checkOptions(ModuleOp module) {
     return module.emitError() << "tailor-shard: unknown strategy '"
                               << strategy
                               << "' (ddp, zero1, zero2, zero3, hybrid)";
-  }
-  if (strategy == "zero3" && worldSize > 1) {
-    return module.emitError()
-           << "tailor-shard: strategy 'zero3' is not built yet; ddp, zero1, "
-              "zero2 and hybrid are (zero_stage: 0..2, "
-              "fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP or "
-              "HYBRID_SHARD)";
   }
   if (bucketBytes <= 0) {
     return module.emitError()
@@ -137,9 +130,10 @@ void ShardPass::runOnOperation() {
   if (worldSize == 1) {
     return;
   }
-  if (strategy == "zero1" || strategy == "zero2" || strategy == "hybrid") {
+  if (strategy != "ddp") {
     ZeroOptions options;
-    options.stage = strategy == "zero1" ? 1 : 2;
+    options.stage = strategy == "zero1" ? 1 : strategy == "zero3" ? 3 : 2;
+    options.reshardAfterForward = reshardAfterForward;
     options.shards = worldSize;
     if (strategy == "hybrid") {
       options.shards = perNode;

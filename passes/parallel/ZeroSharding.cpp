@@ -11,7 +11,11 @@
 //     as the bucket's last one exists and reduce-scatters them into the
 //     chunk accumulator, so whole gradients never outlive the bucket;
 //   - one update runs on this rank's chunk with chunk-sized moments, and
-//     tg.all_gather_bucket gives every rank the updated parameters.
+//     tg.all_gather_bucket gives every rank the updated parameters;
+//   - stage 3 keeps no whole parameters at all: functions read them from a
+//     tg.gather_bucket made right before their first read (and again
+//     before backward), through tg.bucket_member views, and the update
+//     writes the chunk, which nothing gathers afterwards.
 // The gradient norm for clipping is the square root of the sum, over
 // ranks, of each rank's chunk's squared norm. Hybrid sharding cuts the
 // buckets over the ranks of each node and keeps one replica per node: the
@@ -30,6 +34,8 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseSet.h"
+
+#include <array>
 #include "llvm/Support/MathExtras.h"
 
 namespace tailor::parallel {
@@ -105,6 +111,11 @@ private:
   /// the start of the optimizer step.
   void averageReplicas();
   void rewriteUpdates();
+  /// Stage 3: the reads of members' values in `function`.
+  LogicalResult rewriteParamReads(func::FuncOp function);
+  /// Stage 3: one segment's reads of `bucket`'s members: a gather before
+  /// the first of them and a view per member.
+  void gatherForReads(Bucket &bucket, ArrayRef<OpOperand *> uses);
   LogicalResult eraseMemberStates();
 
   ModuleOp module;
@@ -212,7 +223,7 @@ void ZeroRewriter::declareBuckets() {
     bucket.op = tg::BucketOp::create(
         builder, loc, name, builder.getArrayAttr(members), offsets,
         static_cast<uint64_t>(bucket.size), options.group,
-        static_cast<uint64_t>(options.shards), element);
+        static_cast<uint64_t>(options.shards), element, options.stage >= 3);
     RankedTensorType chunk = bucket.op.getChunkType();
     bucket.grad = tg::StateOp::create(builder, loc, name + ".grad", chunk, name,
                                       tg::StateKind::Grad);
@@ -423,12 +434,90 @@ void ZeroRewriter::rewriteUpdates() {
       update->setAttr(tg::stringifyStateKind(moment.getKind()),
                       FlatSymbolRefAttr::get(moment.getSymNameAttr()));
     }
-    tg::AllGatherBucketOp::create(builder, update->getLoc(),
-                                  bucket.op.getSymName());
+    if (options.stage < 3) {
+      tg::AllGatherBucketOp::create(builder, update->getLoc(),
+                                    bucket.op.getSymName());
+    }
     for (Member &member : bucket.members) {
       member.update->erase();
     }
   }
+}
+
+void ZeroRewriter::gatherForReads(Bucket &bucket, ArrayRef<OpOperand *> uses) {
+  Operation *first = uses.front()->getOwner();
+  for (OpOperand *use : uses) {
+    if (use->getOwner()->isBeforeInBlock(first)) {
+      first = use->getOwner();
+    }
+  }
+  builder.setInsertionPoint(first);
+  Location loc = first->getLoc();
+  Value flat = tg::GatherBucketOp::create(
+      builder, loc,
+      RankedTensorType::get({bucket.size}, bucket.op.getElementType()),
+      bucket.op.getSymName());
+  llvm::StringMap<Value> views;
+  for (Member &member : bucket.members) {
+    views[member.param.getSymName()] = tg::BucketMemberOp::create(
+        builder, loc, member.param.getType(), flat,
+        static_cast<uint64_t>(member.offset));
+  }
+  for (OpOperand *use : uses) {
+    auto ref = use->get().getDefiningOp<tg::ParamRefOp>();
+    use->set(views.lookup(ref.getName()));
+  }
+}
+
+/// Reads from the loss gradient on are backward's; with
+/// reshard-after-forward they get a gather of their own, so the forward's
+/// dies with the forward.
+LogicalResult ZeroRewriter::rewriteParamReads(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  Operation *backward = nullptr;
+  for (Operation &op : body) {
+    if (llvm::isa<tg::CrossEntropyGradOp>(op)) {
+      backward = &op;
+      break;
+    }
+  }
+  llvm::StringMap<unsigned> bucketOf;
+  for (auto [index, bucket] : llvm::enumerate(buckets)) {
+    for (Member &member : bucket.members) {
+      bucketOf[member.param.getSymName()] = index;
+    }
+  }
+  // Per bucket, the forward's and the backward's reads.
+  std::vector<std::array<SmallVector<OpOperand *>, 2>> reads(buckets.size());
+  SmallVector<tg::ParamRefOp> refs;
+  for (auto ref : body.getOps<tg::ParamRefOp>()) {
+    auto it = bucketOf.find(ref.getName());
+    if (it == bucketOf.end()) {
+      continue;
+    }
+    refs.push_back(ref);
+    for (OpOperand &use : ref->getUses()) {
+      Operation *user = use.getOwner();
+      if (user->getBlock() != &body) {
+        return user->emitError() << "tailor-shard: zero3 reads @"
+                                 << ref.getName() << " inside a region";
+      }
+      bool late = options.reshardAfterForward && backward &&
+                  (user == backward || backward->isBeforeInBlock(user));
+      reads[it->second][late ? 1 : 0].push_back(&use);
+    }
+  }
+  for (auto [bucket, segments] : llvm::zip(buckets, reads)) {
+    for (SmallVector<OpOperand *> &uses : segments) {
+      if (!uses.empty()) {
+        gatherForReads(bucket, uses);
+      }
+    }
+  }
+  for (tg::ParamRefOp ref : refs) {
+    ref.erase();
+  }
+  return success();
 }
 
 /// The members' moments (and, with stage 2, whole gradients) are now
@@ -478,6 +567,15 @@ LogicalResult ZeroRewriter::run() {
     return failure();
   }
   rewriteUpdates();
+  if (options.stage >= 3) {
+    for (func::FuncOp function : {train, optimizer,
+                                  module.lookupSymbol<func::FuncOp>(
+                                      options.evalFunction)}) {
+      if (function && failed(rewriteParamReads(function))) {
+        return failure();
+      }
+    }
+  }
   return eraseMemberStates();
 }
 

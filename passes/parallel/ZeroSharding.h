@@ -1,9 +1,10 @@
 //===- ZeroSharding.h - ZeRO-1/2: optimizer state in chunks -----*- C++ -*-===//
 //
-// The rewrite tailor-shard applies for `zero1` and `zero2`: trainable
-// parameters are grouped into flat buckets (tg.bucket), each rank keeps one
-// chunk of every bucket's optimizer state (and, with stage 2, of its
-// gradients), updates its chunk of the parameters and all-gathers them.
+// The rewrite tailor-shard applies for `zero1`, `zero2`, `zero3` and
+// `hybrid`: trainable parameters are grouped into flat buckets (tg.bucket),
+// each rank keeps one chunk of every bucket's optimizer state (stage 2: and
+// of its gradients; stage 3: and of the parameters themselves) and updates
+// its chunk of the parameters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +21,11 @@ namespace tailor::parallel {
 
 struct ZeroOptions {
   /// 1: optimizer state in chunks; 2: gradients too (reduce-scattered per
-  /// micro-batch in train_step).
+  /// micro-batch in train_step); 3: parameters too (gathered before use).
   int stage = 1;
+  /// Stage 3: gather the parameters again for backward rather than keep
+  /// the forward's gather alive through the step.
+  bool reshardAfterForward = true;
   /// Ranks a bucket is cut over, and which group they are.
   int64_t shards = 1;
   tg::CommGroup group = tg::CommGroup::World;
@@ -32,6 +36,7 @@ struct ZeroOptions {
   /// Most bytes of parameters one bucket (and so one collective) holds.
   int64_t bucketBytes = 25 * 1024 * 1024;
   std::string trainFunction = "train_step";
+  std::string evalFunction = "eval_step";
   std::string optimizerFunction = "optimizer_step";
 };
 

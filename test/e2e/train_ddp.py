@@ -8,11 +8,11 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
   * world 1: `tailor compile` for the CPU, gradient_accumulation_steps 4;
   * DDP (zero_stage: 0) at world 2 (`--hardware 2xcpu`, accumulation 2),
     world 4 (`4xcpu`, accumulation 1) and two "nodes" of two ranks
-    (`2x2xcpu`); ZeRO-1 and ZeRO-2 (zero_stage: 1, 2) at world 2 and 4;
+    (`2x2xcpu`); ZeRO-1, 2 and 3 (zero_stage: 1..3) at world 2 and 4;
     hybrid sharding (fsdp_sharding_strategy: HYBRID_SHARD) on 2x2xcpu;
     all launched with `mpirun --oversubscribe -np N tailor train`;
   * a run that changes world size and strategy as it resumes: steps 1-7
-    with ZeRO-2 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank.
+    with ZeRO-3 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank.
 
 Checks: every step's loss and grad_norm (rank 0's metrics.jsonl, averaged
 over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
@@ -20,7 +20,8 @@ over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
 elements, AdamW's near-zero-gradient elements, within 1e-3; the bytes each
 step sent, as the communicator counted them (metrics.jsonl `bytes_sent`),
 equal the plan's prediction (inspect --json) exactly; ZeRO's optimizer
-state per rank is 1/N of DDP's (plus padding); kill -9 of one rank mid-run
+state per rank is 1/N of DDP's (plus padding), and ZeRO-3's trainable
+parameters too; kill -9 of one rank mid-run
 ends every rank within 60 s with a message naming it, the last complete
 checkpoint intact; and a plan for 4 ranks launched on 2 fails with exit
 status 1 and a message that says so.
@@ -95,7 +96,8 @@ def world_recipe(base, ranks, strategy):
         recipe.pop("zero_stage", None)
         recipe["fsdp_sharding_strategy"] = "HYBRID_SHARD"
     else:
-        recipe["zero_stage"] = {"ddp": 0, "zero1": 1, "zero2": 2}[strategy]
+        recipe["zero_stage"] = {"ddp": 0, "zero1": 1, "zero2": 2,
+                                "zero3": 3}[strategy]
     return recipe
 
 
@@ -179,16 +181,28 @@ def check_bytes_sent(name, result, ranks):
     return []
 
 
-def check_sharded_memory(name, result, ddp, ranks):
-    """ZeRO keeps 1/N of DDP's optimizer state per rank (plus padding)."""
+def check_sharded_memory(name, result, ddp, ranks, strategy):
+    """ZeRO keeps 1/N of DDP's optimizer state per rank (plus padding), and
+    ZeRO-3 1/N of its trainable parameters."""
+    failures = []
     got = result["doc"]["memory"]["optimizer_state"]
     whole = ddp["doc"]["memory"]["optimizer_state"]
     # Buckets pad members to 64 elements and chunks to 64 elements.
     if not whole / ranks <= got <= whole / ranks * 1.25 + 4096:
-        return [f"{name}: {got} bytes of optimizer state per rank, DDP's "
-                f"{whole} over {ranks} ranks is {whole / ranks:.0f}"]
-    print(f"{name}: optimizer state {got} B per rank (DDP {whole} B)")
-    return []
+        failures.append(f"{name}: {got} bytes of optimizer state per rank, "
+                        f"DDP's {whole} over {ranks} ranks is "
+                        f"{whole / ranks:.0f}")
+    line = f"{name}: optimizer state {got} B per rank (DDP {whole} B)"
+    if strategy == "zero3":
+        sharding = result["doc"]["sharding"]
+        per_param = sharding["bytes_per_trainable_parameter"]["parameters"]
+        if not 4 / ranks <= per_param <= 4 / ranks * 1.25 + 0.05:
+            failures.append(f"{name}: {per_param:.3f} bytes of parameters "
+                            f"per trainable parameter, expected 4/{ranks}")
+        line += (f"; parameters {per_param:.3f} B per trainable parameter "
+                 f"(DDP 4)")
+    print(line)
+    return failures
 
 
 def rank_pid(launcher_pid, rank):
@@ -315,6 +329,8 @@ def check_recipe(args, onnx_path, data, base, label):
             (f"{label}-zero1-world4", "4xcpu", 4, "zero1"),
             (f"{label}-zero2-world2", "2xcpu", 2, "zero2"),
             (f"{label}-zero2-world4", "4xcpu", 4, "zero2"),
+            (f"{label}-zero3-world2", "2xcpu", 2, "zero3"),
+            (f"{label}-zero3-world4", "4xcpu", 4, "zero3"),
             (f"{label}-hybrid-2x2", "2x2xcpu", 4, "hybrid")):
         got, err = run_world(args, onnx_path, data, base, name, hardware,
                              ranks, strategy)
@@ -327,16 +343,17 @@ def check_recipe(args, onnx_path, data, base, label):
         ddp = results.get(f"{label}-world{ranks}")
         if strategy != "ddp" and ddp:
             shards = 2 if strategy == "hybrid" else ranks
-            failures += check_sharded_memory(name, got, ddp, shards)
+            failures += check_sharded_memory(name, got, ddp, shards,
+                                             strategy)
     return failures, dict(results, world1=ref)
 
 
 def check_resume_across(args, onnx_path, data, base, ref):
-    """Steps 1-7 ZeRO-2 on 2 ranks, 8-14 DDP on 4, 15-20 on 1 rank, each
+    """Steps 1-7 ZeRO-3 on 2 ranks, 8-14 DDP on 4, 15-20 on 1 rank, each
     resuming the one before's checkpoint: world 1's uninterrupted run."""
     out = os.path.join(args.work, "resume-across", "out")
     shutil.rmtree(out, ignore_errors=True)
-    legs = (("zero2-world2", "2xcpu", 2, "zero2", 7),
+    legs = (("zero3-world2", "2xcpu", 2, "zero3", 7),
             ("ddp-world4", "4xcpu", 4, "ddp", 14),
             ("world1", "cpu", 1, "ddp", STEPS))
     resume = None
@@ -356,7 +373,7 @@ def check_resume_across(args, onnx_path, data, base, ref):
     got = dict(metrics=[(m["loss"], m["grad_norm"]) for m in rows],
                tensors=tc.load_safetensors(os.path.join(out,
                                                         model_file(base))))
-    return compare("resume zero2@2 -> ddp@4 -> 1 rank", got, ref)
+    return compare("resume zero3@2 -> ddp@4 -> 1 rank", got, ref)
 
 
 def main():

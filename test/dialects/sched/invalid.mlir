@@ -370,3 +370,21 @@ sched.program @rank0 rank 0 of 4 {
   // expected-error @+1 {{rank period 3 does not divide the world of 4 ranks}}
   %chunk = sched.buffer @params[0, 256] rank_stride 256 period 3 : memref<64xf32>
 }
+
+// -----
+
+// Tests that a ZeRO-3 parameter's view is one chunk of its bucket.
+sched.program @rank0 rank 0 of 2 {
+  sched.arena @a host parameters size 1024
+  // expected-error @+1 {{sharded parameter 'w' needs shard {shape, offset, flat_elements, group} with a view of flat_elements / group size elements}}
+  %w = sched.param "w" @a[0, 256] trainable init "zeros"(0.0) shard {flat_elements = 256 : i64, group = array<i64: 0, 1>, offset = 0 : i64, shape = array<i64: 4, 8>} : memref<64xf32>
+}
+
+// -----
+
+// Tests that a ZeRO-3 parameter lies inside its bucket.
+sched.program @rank0 rank 0 of 2 {
+  sched.arena @a host parameters size 1024
+  // expected-error @+1 {{sharded parameter 'w' at 100 leaves its bucket of 128 elements}}
+  %w = sched.param "w" @a[0, 256] trainable init "zeros"(0.0) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 100 : i64, shape = array<i64: 4, 8>} : memref<64xf32>
+}

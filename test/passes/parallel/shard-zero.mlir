@@ -2,6 +2,9 @@
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO2
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=hybrid world-size=4 ranks-per-node=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=HYBRID
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO3
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200 reshard-after-forward=false" | FileCheck %s --check-prefix=KEEP
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED3
 
 tg.param @a : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @b : tensor<30xf32> trainable init <"zeros", 0.0 : f64>
@@ -50,7 +53,7 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // ZERO1: return %{{.+}}, %[[NORM]]
 // ZERO2-NOT: tg.state @b.grad
 // ZERO2-LABEL: func.func @train_step
-// ZERO2: %[[G:.+]] = tg.mul
+// ZERO2: %[[G:.+]] = tg.mul %arg0, %arg0
 // ZERO2-NOT: tg.accumulate %[[G]] into @b.grad
 // ZERO2: %[[FLAT:.+]] = tg.concat %{{.+}}, %{{.+}}, %[[G]], %{{.+}} axis = 0 : (tensor<16xf32>, tensor<48xf32>, tensor<30xf32>, tensor<34xf32>) -> tensor<128xf32>
 // ZERO2: %[[CHUNK:.+]] = tg.reduce_scatter %[[FLAT]] avg over world shards 2
@@ -80,10 +83,44 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // HYBRID: sched.collective all_reduce %{{.+}} to %{{.+}} reduce sum group [0, 1] on @compute : memref<f32>
 // HYBRID: %[[CHUNK:.+]] = sched.buffer @parameters[{{[0-9]+}}, 256] rank_stride 256 period 2 : memref<64xf32>
 // HYBRID: sched.collective all_gather %[[CHUNK]] to %{{.+}} group [0, 1]
+// Tests that zero3 keeps the parameters only as chunks: train_step reads
+// them through a gather of their bucket made right before the first read
+// and views of it, again for the reads from the loss gradient on, the
+// update writes the chunk and nothing gathers after it; lowered, the
+// members share the chunk, carry their place in the bucket, and their reads
+// are views at offsets into the gathered buffer.
+// ZERO3: tg.bucket @zero.b0 [@c, @b] offsets [0, 64] size 128 over world shards 2 sharded_params : f32
+// ZERO3-LABEL: func.func @train_step
+// ZERO3-NOT: tg.param_ref
+// ZERO3: %[[F:.+]] = tg.gather_bucket @zero.b1 : tensor<128xf32>
+// ZERO3: %[[A:.+]] = tg.bucket_member %[[F]][0] : tensor<128xf32> -> tensor<4x4xf32>
+// ZERO3: tg.mul %{{.+}}, %[[A]]
+// ZERO3: tg.cross_entropy_grad
+// ZERO3: %[[F2:.+]] = tg.gather_bucket @zero.b1 : tensor<128xf32>
+// ZERO3: %[[A2:.+]] = tg.bucket_member %[[F2]][0]
+// ZERO3: tg.mul %{{.+}}, %[[A2]]
+// ZERO3-LABEL: func.func @optimizer_step
+// ZERO3: tg.adamw_update @zero.b1
+// ZERO3-NOT: tg.all_gather_bucket
+// KEEP-LABEL: func.func @train_step
+// KEEP-COUNT-1: tg.gather_bucket @zero.b1
+// KEEP-NOT: tg.gather_bucket @zero.b1
+// SCHED3: %[[CHUNK:.+]] = sched.buffer @parameters[0, 256] : memref<64xf32>
+// SCHED3: sched.param "c" @parameters[0, 256] trainable init "zeros"(0.000000e+00) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 0 : i64, shape = array<i64: 4, 4>} : memref<64xf32>
+// SCHED3: sched.param "b" @parameters[0, 256] trainable init "zeros"(0.000000e+00) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 64 : i64, shape = array<i64: 30>} : memref<64xf32>
+// SCHED3: sched.collective all_gather %{{.+}} to %[[FLAT:.+]] group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
+// SCHED3: sched.launch @adamw(%[[CHUNK]],
 func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
+  %pa = tg.param_ref @a : tensor<4x4xf32>
+  %fa = tg.mul %y, %pa : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %logits = tg.reshape %fa : tensor<4x4xf32> -> tensor<4x4xf32>
+  %labels = arith.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %dl = tg.cross_entropy_grad %logits, %labels, %one : (tensor<4x4xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x4xf32>
+  %ba = tg.mul %dl, %pa : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %g = tg.mul %x, %x : (tensor<30xf32>, tensor<30xf32>) -> tensor<30xf32>
   tg.accumulate %g into @b.grad : tensor<30xf32>
-  tg.accumulate %y into @a.grad : tensor<4x4xf32>
+  tg.accumulate %ba into @a.grad : tensor<4x4xf32>
   %h = tg.mul %y, %y : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   tg.accumulate %h into @c.grad : tensor<4x4xf32>
   %s = tg.reduce_sum %g axes = [0] : tensor<30xf32> -> tensor<f32>
