@@ -219,8 +219,7 @@ uint64_t LoadedPlan::bufferBytes(uint32_t buffer) const {
 std::vector<int64_t>
 LoadedPlan::parameterShape(const fb::Parameter &param) const {
   if (const fb::ParameterShard *shard = param.shard()) {
-    return std::vector<int64_t>(shard->shape()->begin(),
-                                shard->shape()->end());
+    return std::vector<int64_t>(shard->shape()->begin(), shard->shape()->end());
   }
   return bufferShape(param.buffer());
 }
@@ -523,8 +522,7 @@ static std::string verifyGroup(const fb::Plan &p,
   for (int32_t rank : *group) {
     if (rank < 0 || rank >= p.world_size() || seen[static_cast<size_t>(rank)]) {
       return Message() << what << " names rank " << rank
-                       << " twice or outside the world of "
-                       << p.world_size();
+                       << " twice or outside the world of " << p.world_size();
     }
     seen[static_cast<size_t>(rank)] = true;
   }
@@ -779,9 +777,8 @@ static std::string verifyParameter(const LoadedPlan &plan,
                      dtypeSize(plan.bufferDType(param.buffer()));
     if (source->length() != bytes) {
       return Message() << "parameter '" << name << "' source length "
-                       << source->length() << " does not match its "
-                       << bytes << "-byte "
-                       << (param.shard() ? "tensor" : "buffer");
+                       << source->length() << " does not match its " << bytes
+                       << "-byte " << (param.shard() ? "tensor" : "buffer");
     }
     reads.push_back(source);
   }
@@ -1206,9 +1203,8 @@ static std::string verifyStateShard(const fb::Plan &p, const fb::State &state) {
     int64_t offset = offsets[k], numel = numels[k];
     uint64_t logical = parameterElementsOf(p, *it->second);
     if (numel < 0 || static_cast<uint64_t>(numel) != logical) {
-      return Message() << what << ": member '" << member << "' counts "
-                       << numel << " elements, its parameter has "
-                       << logical;
+      return Message() << what << ": member '" << member << "' counts " << numel
+                       << " elements, its parameter has " << logical;
     }
     if (offset < end || offset > shard.flat_elements() ||
         numel > shard.flat_elements() - offset) {

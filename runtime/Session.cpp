@@ -338,7 +338,8 @@ std::string Session::ownedElements(const fb::Parameter &param,
   uint64_t begin = static_cast<uint64_t>(position) * chunk;
   uint64_t offset = static_cast<uint64_t>(shard->offset());
   uint64_t lo = std::max(begin, offset);
-  uint64_t hi = std::min(begin + chunk, offset + loaded.parameterElements(param));
+  uint64_t hi =
+      std::min(begin + chunk, offset + loaded.parameterElements(param));
   if (hi > lo) {
     owned.first = lo - offset;
     owned.count = hi - lo;
@@ -621,8 +622,8 @@ std::string Session::initializeParameters() {
     if (std::string problem = ownedElements(*param, owned); !problem.empty()) {
       return problem;
     }
-    float *values = static_cast<float *>(hostData(param->buffer())) +
-                    owned.target;
+    float *values =
+        static_cast<float *>(hostData(param->buffer())) + owned.target;
     uint64_t first = owned.first, count = owned.count;
     // Seeded by the plan's seed and the name (FNV-1a), so every parameter
     // draws its own reproducible stream.
@@ -658,9 +659,9 @@ std::string Session::initializeParameters() {
         uint64_t i = first + j;
         double u1 = std::max(uniform(2 * i), 0x1.0p-53);
         double u2 = uniform(2 * i + 1);
-        values[j] = static_cast<float>(init->std() *
-                                       std::sqrt(-2.0 * std::log(u1)) *
-                                       std::cos(2.0 * M_PI * u2));
+        values[j] =
+            static_cast<float>(init->std() * std::sqrt(-2.0 * std::log(u1)) *
+                               std::cos(2.0 * M_PI * u2));
       }
       break;
     default:

@@ -126,12 +126,12 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     // activation buffers, 128 and 256 bytes).
     specs[1] = {3, fb::DType::F32, {kRank, kDim}};
     specs[2] = {3, fb::DType::F32, {kVocab, kRank}};
-    specs.push_back({3, fb::DType::F32, {bucket}, 1});    // 30 gathered A, B
-    specs.push_back({0, fb::DType::F32, {chunk}});        // 31 the chunk
-    specs.push_back({1, fb::DType::F32, {bucket}, 3});    // 32 gradients
-    specs.push_back({3, fb::DType::F32, {chunk}});        // 33 reduced chunk
-    specs.push_back({2, fb::DType::F32, {chunk}});        // 34 exp_avg
-    specs.push_back({2, fb::DType::F32, {chunk}});        // 35 exp_avg_sq
+    specs.push_back({3, fb::DType::F32, {bucket}, 1}); // 30 gathered A, B
+    specs.push_back({0, fb::DType::F32, {chunk}});     // 31 the chunk
+    specs.push_back({1, fb::DType::F32, {bucket}, 3}); // 32 gradients
+    specs.push_back({3, fb::DType::F32, {chunk}});     // 33 reduced chunk
+    specs.push_back({2, fb::DType::F32, {chunk}});     // 34 exp_avg
+    specs.push_back({2, fb::DType::F32, {chunk}});     // 35 exp_avg_sq
   }
   if (toy.zero) {
     specs.push_back({0, fb::DType::F32, {bucket}, 1});    // 30 weights
@@ -186,21 +186,21 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   std::iota(world.begin(), world.end(), 0);
   // ZeRO-3: both adapter weights live in the chunk, buffer 31.
   auto shard = [&](std::vector<int64_t> shape, int64_t offset) {
-    return toy.zero3 ? fb::CreateParameterShard(b, b.CreateVector(shape),
-                                                offset, bucket,
-                                                b.CreateVector(world))
-                     : flatbuffers::Offset<fb::ParameterShard>();
+    return toy.zero3
+               ? fb::CreateParameterShard(b, b.CreateVector(shape), offset,
+                                          bucket, b.CreateVector(world))
+               : flatbuffers::Offset<fb::ParameterShard>();
   };
   std::vector<flatbuffers::Offset<fb::Parameter>> params = {
       fb::CreateParameter(b, b.CreateString("model.embed_tokens.weight"), 0,
                           fb::CreateSource(b, b.CreateString("embed.bin"), 0,
                                            embed.size() * 4, fb::DType::F32)),
-      fb::CreateParameter(
-          b, b.CreateString("model.layers.0.proj.lora_A.weight"),
-          toy.zero3 ? 31 : 1, 0, true,
-          fb::CreateInit(b, fb::InitKind::KaimingUniform, std::sqrt(5.0), kDim,
-                         0, 1),
-          0, false, 0, shard({kRank, kDim}, 0)),
+      fb::CreateParameter(b,
+                          b.CreateString("model.layers.0.proj.lora_A.weight"),
+                          toy.zero3 ? 31 : 1, 0, true,
+                          fb::CreateInit(b, fb::InitKind::KaimingUniform,
+                                         std::sqrt(5.0), kDim, 0, 1),
+                          0, false, 0, shard({kRank, kDim}, 0)),
       fb::CreateParameter(
           b, b.CreateString("model.layers.0.proj.lora_B.weight"),
           toy.zero3 ? 31 : 2, 0, true, fb::CreateInit(b, fb::InitKind::Zeros),
@@ -242,11 +242,11 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
                                value);
   };
   auto collective = [&](fb::CollectiveKind kind, uint32_t in, uint32_t out) {
-    ops.push_back(fb::CreateOp(
-        b, fb::Step::Collective,
-        fb::CreateCollective(b, kind, in, out, b.CreateVector(world),
-                             fb::Reduction::Sum)
-            .Union()));
+    ops.push_back(fb::CreateOp(b, fb::Step::Collective,
+                               fb::CreateCollective(b, kind, in, out,
+                                                    b.CreateVector(world),
+                                                    fb::Reduction::Sum)
+                                   .Union()));
   };
   // train_step: forward, loss, backward into the accumulators (ZeRO-3
   // gathers the weights first).
@@ -1165,7 +1165,8 @@ void expectSameTensors(const std::string &got, const std::string &want) {
   for (const auto &[name, values] : b) {
     ASSERT_EQ(a[name].size(), values.size()) << got << ": " << name;
     for (size_t i = 0; i < values.size(); ++i) {
-      EXPECT_NEAR(a[name][i], values[i], 1e-6 * std::max(1.0f, std::fabs(values[i])))
+      EXPECT_NEAR(a[name][i], values[i],
+                  1e-6 * std::max(1.0f, std::fabs(values[i])))
           << got << ": " << name << " element " << i;
     }
   }
@@ -1183,9 +1184,9 @@ TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
     own = std::make_unique<TempDir>();
     std::snprintf(shared, sizeof(shared), "%s", own->path.c_str());
   }
-  ASSERT_EQ(world->broadcast(shared, sizeof(shared),
-                             tailor::runtime::DType::U8, 0),
-            "");
+  ASSERT_EQ(
+      world->broadcast(shared, sizeof(shared), tailor::runtime::DType::U8, 0),
+      "");
   std::string dir = shared;
   // ZeRO-3 on two ranks, one micro-batch each; the reference: one rank,
   // two micro-batches a step (the same global batch and dropout seeds).

@@ -54,12 +54,12 @@ struct Zero3Plan {
   /// Per parameter (w, v): shard shape, offset, and overrides.
   std::vector<int64_t> wShape = {2, 3};
   int64_t wOffset = 0, vOffset = 7;
-  int64_t vFlat = -1;           // v's flat_elements, when not `flat`
-  std::vector<int> vGroup;      // v's group, when not `group`
+  int64_t vFlat = -1;      // v's flat_elements, when not `flat`
+  std::vector<int> vGroup; // v's group, when not `group`
   bool wTrainable = true;
   bool wQuantized = false;
-  int64_t chunk = -1;           // chunk elements, when not flat / group size
-  uint64_t wSourceLength = 24;  // bytes of w's source
+  int64_t chunk = -1;          // chunk elements, when not flat / group size
+  uint64_t wSourceLength = 24; // bytes of w's source
   /// A third, unsharded parameter "u" on the chunk buffer.
   bool strayOnChunk = false;
   /// The sharded states' member element counts (w, v).
@@ -97,8 +97,8 @@ std::vector<uint8_t> buildPlan(const Zero3Plan &spec) {
                buffer(1, 128, chunkBytes, {chunk}),
                buffer(2, 0, flatBytes, {spec.flat})};
   } else {
-    buffers = {buffer(0, 0, 24, {2, 3}),  buffer(0, 64, 20, {5}),
-               buffer(1, 0, 24, {2, 3}),  buffer(1, 64, 20, {5}),
+    buffers = {buffer(0, 0, 24, {2, 3}),   buffer(0, 64, 20, {5}),
+               buffer(1, 0, 24, {2, 3}),   buffer(1, 64, 20, {5}),
                buffer(1, 128, 24, {2, 3}), buffer(1, 192, 20, {5}),
                buffer(2, 0, 4, {1})};
   }
@@ -139,22 +139,22 @@ std::vector<uint8_t> buildPlan(const Zero3Plan &spec) {
       fb::CreateParameter(
           b, b.CreateString("v"), spec.sharded ? 0 : 1, source(24, 20), true,
           init(fb::InitKind::Normal), b.CreateString("model.v"), false, 0,
-          spec.sharded
-              ? shard({5}, spec.vOffset, spec.vFlat >= 0 ? spec.vFlat : spec.flat,
-                      spec.vGroup.empty() ? group : spec.vGroup)
-              : flatbuffers::Offset<fb::ParameterShard>())};
+          spec.sharded ? shard({5}, spec.vOffset,
+                               spec.vFlat >= 0 ? spec.vFlat : spec.flat,
+                               spec.vGroup.empty() ? group : spec.vGroup)
+                       : flatbuffers::Offset<fb::ParameterShard>())};
   if (spec.strayOnChunk) {
-    params.push_back(fb::CreateParameter(
-        b, b.CreateString("u"), 0, 0, true, fb::CreateInit(b)));
+    params.push_back(fb::CreateParameter(b, b.CreateString("u"), 0, 0, true,
+                                         fb::CreateInit(b)));
   }
   std::vector<flatbuffers::Offset<fb::Op>> ops;
   std::vector<flatbuffers::Offset<fb::Entry>> entries;
   if (spec.sharded) {
-    ops.push_back(fb::CreateOp(
-        b, fb::Step::Collective,
-        fb::CreateCollective(b, fb::CollectiveKind::AllGather, 0, 3,
-                             b.CreateVector(group))
-            .Union()));
+    ops.push_back(
+        fb::CreateOp(b, fb::Step::Collective,
+                     fb::CreateCollective(b, fb::CollectiveKind::AllGather, 0,
+                                          3, b.CreateVector(group))
+                         .Union()));
     entries.push_back(fb::CreateEntry(b, b.CreateString("gather"), 0, 1));
   }
   std::vector<flatbuffers::Offset<fb::State>> states;
@@ -165,8 +165,7 @@ std::vector<uint8_t> buildPlan(const Zero3Plan &spec) {
       for (uint32_t m = 0; m < 2; ++m) {
         states.push_back(fb::CreateState(
             b, b.CreateString(std::string(names[m]) + "." + kinds[k]),
-            2 + 2 * k + m, b.CreateString(names[m]),
-            b.CreateString(kinds[k])));
+            2 + 2 * k + m, b.CreateString(names[m]), b.CreateString(kinds[k])));
       }
       continue;
     }
@@ -559,9 +558,8 @@ TEST(Zero3Checkpoint, CheckpointsMoveBetweenShardedAndUnshardedPlans) {
       << error;
   // The model file holds the whole tensors under their export names, w
   // transposed as the Hugging Face layout has it.
-  std::unique_ptr<SafetensorsFile> model =
-      SafetensorsFile::open(dir.path + "/a/checkpoint-3/model.safetensors",
-                            error);
+  std::unique_ptr<SafetensorsFile> model = SafetensorsFile::open(
+      dir.path + "/a/checkpoint-3/model.safetensors", error);
   ASSERT_NE(model, nullptr) << error;
   const SafetensorsTensor *w = model->find("model.w");
   ASSERT_NE(w, nullptr);
@@ -572,12 +570,13 @@ TEST(Zero3Checkpoint, CheckpointsMoveBetweenShardedAndUnshardedPlans) {
   EXPECT_EQ(first, want[3] + 10.0f);
   // The unsharded plan resumes it and sees the trained values ...
   TrainerState loaded;
-  ASSERT_TRUE(loadCheckpoint(wholeLayout, dir.path + "/a/checkpoint-3",
-                             loaded, error))
+  ASSERT_TRUE(
+      loadCheckpoint(wholeLayout, dir.path + "/a/checkpoint-3", loaded, error))
       << error;
   ASSERT_EQ(syncLayout(*wholeSession, wholeLayout, false), "");
   for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(floats(*wholeSession, 0)[i], want[static_cast<size_t>(i)] + 10.0f);
+    EXPECT_EQ(floats(*wholeSession, 0)[i],
+              want[static_cast<size_t>(i)] + 10.0f);
   }
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(floats(*wholeSession, 1)[i],
@@ -629,8 +628,9 @@ TEST(Zero3Ranks, TheChunksGatherIntoTheWholeTensorsAndScatterBack) {
   ASSERT_NE(session, nullptr) << error;
   ASSERT_EQ(session->setCommunicator(world.get()), "");
   // The plan's own gather (what a ZeRO-3 step does before using them).
-  ASSERT_EQ(session->runEntry(static_cast<uint32_t>(session->findEntry("gather"))),
-            "");
+  ASSERT_EQ(
+      session->runEntry(static_cast<uint32_t>(session->findEntry("gather"))),
+      "");
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(floats(*session, 3)[i], want[static_cast<size_t>(i)])
         << "element " << i;
@@ -654,7 +654,7 @@ TEST(Zero3Ranks, TheChunksGatherIntoTheWholeTensorsAndScatterBack) {
   int chunk = 16 / size;
   for (int i = 0; i < chunk; ++i) {
     int at = rank * chunk + i;
-    float expected = at < 6                ? 100.0f + at
+    float expected = at < 6               ? 100.0f + at
                      : at >= 7 && at < 12 ? 200.0f + (at - 7)
                                           : 0.0f;
     EXPECT_EQ(floats(*session, 0)[i], expected) << "flat element " << at;
