@@ -791,6 +791,24 @@ static std::string verifyParameter(const LoadedPlan &plan,
   return "";
 }
 
+/// A CUDA plan's buffer that the host fills (a parameter's or a
+/// constant's, `what`): in a parameters or constants arena, the only ones a
+/// GPU session stages on the host before they go to the device.
+static std::string verifyStagedArena(const fb::Plan &p, uint32_t buffer,
+                                     const std::string &what) {
+  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  const fb::Arena *arena = p.arenas()->Get(p.buffers()->Get(buffer)->arena());
+  if (!gpu || arena->category() == fb::Category::Parameters ||
+      arena->category() == fb::Category::Constants) {
+    return "";
+  }
+  return Message() << what << " lies in arena '" << arena->name()->str()
+                   << "' (" << fb::EnumNameCategory(arena->category())
+                   << "); a CUDA plan's parameters and constants must lie in "
+                      "parameters or constants arenas, which the runtime "
+                      "fills on the host";
+}
+
 /// Parameters, then constants: valid buffers holding the right bytes.
 static std::string verifyParametersAndConstants(const LoadedPlan &plan,
                                                 const LoadOptions &options) {
@@ -798,6 +816,11 @@ static std::string verifyParametersAndConstants(const LoadedPlan &plan,
   if (const auto *params = p.parameters()) {
     for (const fb::Parameter *param : *params) {
       if (std::string problem = verifyParameter(plan, *param, options);
+          !problem.empty()) {
+        return problem;
+      }
+      if (std::string problem = verifyStagedArena(
+              p, param->buffer(), "parameter '" + param->name()->str() + "'");
           !problem.empty()) {
         return problem;
       }
@@ -819,6 +842,11 @@ static std::string verifyParametersAndConstants(const LoadedPlan &plan,
                        << constant->data()->size() << " bytes for a "
                        << plan.bufferBytes(constant->buffer())
                        << "-byte buffer";
+    }
+    if (std::string problem = verifyStagedArena(p, constant->buffer(),
+                                                Message() << "constant " << i);
+        !problem.empty()) {
+      return problem;
     }
   }
   return "";

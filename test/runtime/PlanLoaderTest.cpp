@@ -43,6 +43,8 @@ struct PlanSpec {
   /// w is a trainable ZeRO-3 parameter: the one member of a bucket of 4
   /// elements over the group {0} (plan 1.7).
   bool sharded = false;
+  /// The arena w lies in (1: activations, at offset 32).
+  uint32_t parameterArena = 0;
   /// CUDA plans: the target's SM and the device images.
   int sm = 0;
   struct Image {
@@ -68,7 +70,8 @@ std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
   std::vector<int64_t> outShape = {spec.outputDim};
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {
       fb::CreateBuffer(b, 1, 0, 16, fb::DType::F32, b.CreateVector(shape)),
-      fb::CreateBuffer(b, 0, 0, 16, fb::DType::F32, b.CreateVector(shape)),
+      fb::CreateBuffer(b, spec.parameterArena, spec.parameterArena ? 32 : 0, 16,
+                       fb::DType::F32, b.CreateVector(shape)),
       fb::CreateBuffer(b, 1, spec.outputOffset, 16, fb::DType::F32,
                        b.CreateVector(outShape))};
   auto source = fb::CreateSource(b, b.CreateString(spec.weightsFile),
@@ -398,6 +401,17 @@ TEST_F(PlanLoaderTest, RejectsUnusableDeviceCode) {
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
                   "the plan targets sm_86 but no cubin for it has the entry "
                   "point 'tailor_softmax_");
+
+  // The host fills only parameters and constants arenas of a GPU plan (the
+  // rest live on the device alone).
+  spec.sm = 86;
+  spec.kernel = "add";
+  spec.operands = {0, 1, 2};
+  spec.parameterArena = 1;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "parameter 'w' lies in arena 'activations' (Activations); "
+                  "a CUDA plan's parameters and constants must lie in "
+                  "parameters or constants arenas");
 
   // A good plan gets as far as the GPU; without one, it says why.
   spec = {};
