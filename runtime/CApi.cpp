@@ -317,6 +317,14 @@ tailor_status tailor_session_run(tailor_session *session) {
   });
 }
 
+/// Why a ZeRO-3 parameter has no tensor of its own to hand out.
+static std::string shardedParameterMessage(const fb::Parameter &param) {
+  return "parameter '" + param.name()->str() +
+         "' is sharded over ranks (ZeRO-3): this rank holds only its chunk "
+         "of a bucket; checkpoints and the trainer's weight files hold the "
+         "whole tensor";
+}
+
 tailor_status tailor_session_tensor(tailor_session *session, const char *name,
                                     void **data, tailor_tensor_info *info) {
   return guard(__func__, [&]() -> tailor_status {
@@ -338,6 +346,10 @@ tailor_status tailor_session_tensor(tailor_session *session, const char *name,
     if (root.parameters()) {
       for (const fb::Parameter *param : *root.parameters()) {
         if (param->name()->string_view() == name) {
+          if (param->shard()) {
+            return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                        shardedParameterMessage(*param));
+          }
           return found(param->name(), param->buffer());
         }
       }
@@ -366,6 +378,10 @@ tailor_status tailor_session_tensor_upload(tailor_session *session,
     if (root.parameters()) {
       for (const fb::Parameter *param : *root.parameters()) {
         if (param->name()->string_view() == name) {
+          if (param->shard()) {
+            return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                        shardedParameterMessage(*param));
+          }
           buffer = param->buffer();
         }
       }

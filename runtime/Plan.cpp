@@ -216,6 +216,22 @@ uint64_t LoadedPlan::bufferBytes(uint32_t buffer) const {
   return count;
 }
 
+std::vector<int64_t>
+LoadedPlan::parameterShape(const fb::Parameter &param) const {
+  if (const fb::ParameterShard *shard = param.shard()) {
+    return std::vector<int64_t>(shard->shape()->begin(), shard->shape()->end());
+  }
+  return bufferShape(param.buffer());
+}
+
+uint64_t LoadedPlan::parameterElements(const fb::Parameter &param) const {
+  uint64_t count = 1;
+  for (int64_t d : parameterShape(param)) {
+    count *= static_cast<uint64_t>(d);
+  }
+  return count;
+}
+
 uint64_t rankOffset(const fb::Buffer &buffer, int rank, int worldSize) {
   if (buffer.rank_stride() == 0) {
     return buffer.offset();
@@ -471,6 +487,167 @@ static std::string verifyBuffers(const fb::Plan &p) {
   return "";
 }
 
+/// The elements of buffer `buffer`'s tensor.
+static uint64_t bufferElements(const fb::Plan &p, uint32_t buffer) {
+  uint64_t count = 1;
+  for (int64_t d : *p.buffers()->Get(buffer)->shape()) {
+    count *= static_cast<uint64_t>(d); // verifyBuffer bounded the product
+  }
+  return count;
+}
+
+/// The elements of `param`'s logical tensor: its shard's shape (ZeRO-3)
+/// or its buffer's.
+static uint64_t parameterElementsOf(const fb::Plan &p,
+                                    const fb::Parameter &param) {
+  if (const fb::ParameterShard *shard = param.shard()) {
+    uint64_t count = 1;
+    for (int64_t d : *shard->shape()) {
+      count *= static_cast<uint64_t>(d); // verifyParameterShard bounded it
+    }
+    return count;
+  }
+  return bufferElements(p, param.buffer());
+}
+
+/// A group of ranks (a collective's, a sharded state's): some ranks, each
+/// in the world once. `what` names its owner in the message.
+static std::string verifyGroup(const fb::Plan &p,
+                               const flatbuffers::Vector<int32_t> *group,
+                               const std::string &what) {
+  if (!group || group->size() == 0 || !aligned(group)) {
+    return Message() << what << " has no group of ranks";
+  }
+  std::vector<bool> seen(static_cast<size_t>(p.world_size()), false);
+  for (int32_t rank : *group) {
+    if (rank < 0 || rank >= p.world_size() || seen[static_cast<size_t>(rank)]) {
+      return Message() << what << " names rank " << rank
+                       << " twice or outside the world of " << p.world_size();
+    }
+    seen[static_cast<size_t>(rank)] = true;
+  }
+  return "";
+}
+
+/// The group of a sharded state or parameter (plan 1.7): valid as for a
+/// collective, and rank 0's own (rank 0 is in it), as plans name groups.
+static std::string verifyShardGroup(const fb::Plan &p,
+                                    const flatbuffers::Vector<int32_t> *group,
+                                    const std::string &what) {
+  if (std::string problem = verifyGroup(p, group, what); !problem.empty()) {
+    return problem;
+  }
+  if (std::find(group->begin(), group->end(), 0) == group->end()) {
+    return Message() << what << " names a group without rank 0 (plans name "
+                     << "rank 0's group)";
+  }
+  return "";
+}
+
+/// A ZeRO-3 parameter's shard (plan 1.7): a trainable, unquantized tensor
+/// of a positive element count lying inside a flat space that is exactly
+/// group.size chunks of its buffer.
+static std::string verifyParameterShard(const LoadedPlan &plan,
+                                        const fb::Parameter &param) {
+  const fb::Plan &p = plan.root();
+  const fb::ParameterShard &shard = *param.shard();
+  std::string what = "sharded parameter '" + param.name()->str() + "'";
+  if (!param.trainable() || param.quant()) {
+    return Message() << what << " must be trainable and not quantized (only "
+                     << "trainable parameters are sharded)";
+  }
+  const auto *shape = shard.shape();
+  if (!aligned(shape) || shape->size() == 0 || shape->size() > kMaxPlanRank) {
+    return Message() << what << " has a shard shape of rank " << shape->size()
+                     << " (expected 1 to " << kMaxPlanRank << ")";
+  }
+  uint64_t numel = 1;
+  for (int64_t d : *shape) {
+    if (d <= 0 || !checkedMul(numel, static_cast<uint64_t>(d), numel) ||
+        numel > (uint64_t(1) << 48)) {
+      return Message() << what << " has a bad shard dim " << d;
+    }
+  }
+  if (std::string problem = verifyShardGroup(p, shard.group(), what);
+      !problem.empty()) {
+    return problem;
+  }
+  uint64_t ranks = shard.group()->size();
+  uint64_t chunk = bufferElements(p, param.buffer());
+  uint64_t flat = 0;
+  if (shard.flat_elements() <= 0 || !checkedMul(chunk, ranks, flat) ||
+      flat != static_cast<uint64_t>(shard.flat_elements())) {
+    return Message() << what << " has " << shard.flat_elements()
+                     << " flat elements, not its " << ranks
+                     << " ranks' chunks of " << chunk << " (buffer "
+                     << param.buffer() << ")";
+  }
+  if (shard.offset() < 0 || static_cast<uint64_t>(shard.offset()) > flat ||
+      numel > flat - static_cast<uint64_t>(shard.offset())) {
+    return Message() << what << " at [" << shard.offset() << ", +" << numel
+                     << ") leaves the flat space of " << flat << " elements";
+  }
+  return "";
+}
+
+/// Parameters that share a buffer: only sharded ones of one bucket (the
+/// same flat space and group) at disjoint ranges of it.
+static std::string verifySharedChunks(const fb::Plan &p) {
+  std::map<uint32_t, std::vector<const fb::Parameter *>> byBuffer;
+  for (const fb::Parameter *param : *p.parameters()) {
+    byBuffer[param->buffer()].push_back(param);
+  }
+  for (auto &[buffer, params] : byBuffer) {
+    bool anySharded = std::any_of(params.begin(), params.end(),
+                                  [](auto *q) { return q->shard(); });
+    if (params.size() < 2 || !anySharded) {
+      continue;
+    }
+    // The first sharded one in plan order is the bucket's reference.
+    const fb::Parameter *reference = *std::find_if(
+        params.begin(), params.end(), [](auto *q) { return q->shard(); });
+    std::sort(params.begin(), params.end(), [](auto *x, auto *y) {
+      bool xs = x->shard(), ys = y->shard();
+      if (xs != ys || !xs) {
+        return xs < ys; // unsharded ones first
+      }
+      return x->shard()->offset() < y->shard()->offset();
+    });
+    const fb::ParameterShard *first = reference->shard();
+    std::vector<int32_t> group(first->group()->begin(), first->group()->end());
+    std::sort(group.begin(), group.end());
+    int64_t end = 0;
+    for (const fb::Parameter *param : params) {
+      const fb::ParameterShard *shard = param->shard();
+      std::vector<int32_t> own;
+      if (shard) {
+        own.assign(shard->group()->begin(), shard->group()->end());
+        std::sort(own.begin(), own.end());
+      }
+      if (!shard || shard->flat_elements() != first->flat_elements() ||
+          own != group) {
+        return Message() << "parameter '" << param->name()->str()
+                         << "' shares buffer " << buffer
+                         << " with sharded parameter '"
+                         << reference->name()->str()
+                         << "' but is not a member of the same bucket (the "
+                            "same flat space and group)";
+      }
+      int64_t numel = 1;
+      for (int64_t d : *shard->shape()) {
+        numel *= d; // verifyParameterShard bounded the product
+      }
+      if (shard->offset() < end) {
+        return Message() << "sharded parameter '" << param->name()->str()
+                         << "' at [" << shard->offset() << ", +" << numel
+                         << ") overlaps another member of buffer " << buffer;
+      }
+      end = shard->offset() + numel;
+    }
+  }
+  return "";
+}
+
 /// A quantized parameter: its storage buffer, and the file bytes it is read
 /// from (GPTQ's sections, or the float weight), appended to `reads`.
 static std::string
@@ -566,6 +743,12 @@ static std::string verifyParameter(const LoadedPlan &plan,
     return Message() << "parameter '" << name << "' names buffer "
                      << param.buffer() << " of " << bufferCount;
   }
+  if (param.shard()) {
+    if (std::string problem = verifyParameterShard(plan, param);
+        !problem.empty()) {
+      return problem;
+    }
+  }
   const fb::Source *source = param.source();
   std::vector<const fb::Source *> reads;
   if (const fb::Quantization *table = param.quant()) {
@@ -589,10 +772,13 @@ static std::string verifyParameter(const LoadedPlan &plan,
                        << "' is stored as another dtype than its buffer;"
                           " conversion on load is not supported yet";
     }
-    if (source->length() != plan.bufferBytes(param.buffer())) {
+    // A sharded parameter's source is the whole tensor, not its chunk.
+    uint64_t bytes = plan.parameterElements(param) *
+                     dtypeSize(plan.bufferDType(param.buffer()));
+    if (source->length() != bytes) {
       return Message() << "parameter '" << name << "' source length "
-                       << source->length() << " does not match its "
-                       << plan.bufferBytes(param.buffer()) << "-byte buffer";
+                       << source->length() << " does not match its " << bytes
+                       << "-byte " << (param.shard() ? "tensor" : "buffer");
     }
     reads.push_back(source);
   }
@@ -605,6 +791,24 @@ static std::string verifyParameter(const LoadedPlan &plan,
   return "";
 }
 
+/// A CUDA plan's buffer that the host fills (a parameter's or a
+/// constant's, `what`): in a parameters or constants arena, the only ones a
+/// GPU session stages on the host before they go to the device.
+static std::string verifyStagedArena(const fb::Plan &p, uint32_t buffer,
+                                     const std::string &what) {
+  bool gpu = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  const fb::Arena *arena = p.arenas()->Get(p.buffers()->Get(buffer)->arena());
+  if (!gpu || arena->category() == fb::Category::Parameters ||
+      arena->category() == fb::Category::Constants) {
+    return "";
+  }
+  return Message() << what << " lies in arena '" << arena->name()->str()
+                   << "' (" << fb::EnumNameCategory(arena->category())
+                   << "); a CUDA plan's parameters and constants must lie in "
+                      "parameters or constants arenas, which the runtime "
+                      "fills on the host";
+}
+
 /// Parameters, then constants: valid buffers holding the right bytes.
 static std::string verifyParametersAndConstants(const LoadedPlan &plan,
                                                 const LoadOptions &options) {
@@ -615,6 +819,14 @@ static std::string verifyParametersAndConstants(const LoadedPlan &plan,
           !problem.empty()) {
         return problem;
       }
+      if (std::string problem = verifyStagedArena(
+              p, param->buffer(), "parameter '" + param->name()->str() + "'");
+          !problem.empty()) {
+        return problem;
+      }
+    }
+    if (std::string problem = verifySharedChunks(p); !problem.empty()) {
+      return problem;
     }
   }
   const auto *constants = p.constants();
@@ -630,6 +842,11 @@ static std::string verifyParametersAndConstants(const LoadedPlan &plan,
                        << constant->data()->size() << " bytes for a "
                        << plan.bufferBytes(constant->buffer())
                        << "-byte buffer";
+    }
+    if (std::string problem = verifyStagedArena(p, constant->buffer(),
+                                                Message() << "constant " << i);
+        !problem.empty()) {
+      return problem;
     }
   }
   return "";
@@ -830,26 +1047,6 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
   return "";
 }
 
-/// A group of ranks (a collective's, a sharded state's): some ranks, each
-/// in the world once. `what` names its owner in the message.
-static std::string verifyGroup(const fb::Plan &p,
-                               const flatbuffers::Vector<int32_t> *group,
-                               const std::string &what) {
-  if (!group || group->size() == 0 || !aligned(group)) {
-    return Message() << what << " has no group of ranks";
-  }
-  std::vector<bool> seen(static_cast<size_t>(p.world_size()), false);
-  for (int32_t rank : *group) {
-    if (rank < 0 || rank >= p.world_size() || seen[static_cast<size_t>(rank)]) {
-      return Message() << what << " names rank " << rank
-                       << " twice or outside the world of "
-                       << p.world_size();
-    }
-    seen[static_cast<size_t>(rank)] = true;
-  }
-  return "";
-}
-
 /// Step `i`, a collective: known buffers of one element type whose sizes
 /// fit the kind over its group (all_reduce and broadcast keep the size,
 /// reduce_scatter leaves 1/p, all_gather makes p times), a group of
@@ -983,15 +1180,6 @@ static std::string verifyEntries(const fb::Plan &p, uint32_t &entryCount) {
   return "";
 }
 
-/// The elements of buffer `buffer`'s tensor.
-static uint64_t bufferElements(const fb::Plan &p, uint32_t buffer) {
-  uint64_t count = 1;
-  for (int64_t d : *p.buffers()->Get(buffer)->shape()) {
-    count *= static_cast<uint64_t>(d); // verifyBuffer bounded the product
-  }
-  return count;
-}
-
 /// A sharded state's members (plan 1.7): parameters of the plan of the
 /// state's element type, each at its own ascending range of the flat space,
 /// which is exactly group.size chunks of the state's buffer.
@@ -1007,14 +1195,9 @@ static std::string verifyStateShard(const fb::Plan &p, const fb::State &state) {
     return Message() << what << " needs one offset and one element count "
                      << "for each of its " << members.size() << " members";
   }
-  if (std::string problem = verifyGroup(p, shard.group(), what);
+  if (std::string problem = verifyShardGroup(p, shard.group(), what);
       !problem.empty()) {
     return problem;
-  }
-  if (std::find(shard.group()->begin(), shard.group()->end(), 0) ==
-      shard.group()->end()) {
-    return Message() << what << " names a group without rank 0 (plans name "
-                     << "rank 0's group)";
   }
   const fb::Buffer *buffer = p.buffers()->Get(state.buffer());
   uint64_t chunk = bufferElements(p, state.buffer());
@@ -1046,11 +1229,10 @@ static std::string verifyStateShard(const fb::Plan &p, const fb::State &state) {
                        << "' has another element type than the state";
     }
     int64_t offset = offsets[k], numel = numels[k];
-    if (numel < 0 ||
-        static_cast<uint64_t>(numel) != bufferElements(p, memberBuffer)) {
-      return Message() << what << ": member '" << member << "' counts "
-                       << numel << " elements, its parameter has "
-                       << bufferElements(p, memberBuffer);
+    uint64_t logical = parameterElementsOf(p, *it->second);
+    if (numel < 0 || static_cast<uint64_t>(numel) != logical) {
+      return Message() << what << ": member '" << member << "' counts " << numel
+                       << " elements, its parameter has " << logical;
     }
     if (offset < end || offset > shard.flat_elements() ||
         numel > shard.flat_elements() - offset) {

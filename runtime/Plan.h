@@ -80,6 +80,11 @@ public:
   DType bufferDType(uint32_t buffer) const;
   std::vector<int64_t> bufferShape(uint32_t buffer) const;
   uint64_t bufferBytes(uint32_t buffer) const;
+  /// A parameter's logical (unsharded) shape and element count: its
+  /// shard's shape for a ZeRO-3 parameter (whose buffer is a chunk of a
+  /// bucket, plan 1.7), its buffer's otherwise.
+  std::vector<int64_t> parameterShape(const plan::Parameter &param) const;
+  uint64_t parameterElements(const plan::Parameter &param) const;
   /// Where buffer `buffer` starts in its arena on rank `rank`: its offset,
   /// moved by the rank's position times its rank stride (plan 1.7).
   uint64_t bufferOffset(uint32_t buffer, int rank) const;

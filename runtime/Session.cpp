@@ -315,8 +315,42 @@ static void widenToFloat(fb::DType dtype, const uint8_t *bytes, int64_t count,
   }
 }
 
+std::string Session::ownedElements(const fb::Parameter &param,
+                                   OwnedElements &owned) const {
+  owned = OwnedElements();
+  const fb::ParameterShard *shard = param.shard();
+  if (!shard) {
+    owned.count = loaded.parameterElements(param);
+    return "";
+  }
+  std::vector<int> group(shard->group()->begin(), shard->group()->end());
+  std::sort(group.begin(), group.end());
+  int position = groupPosition(group);
+  if (position < 0) {
+    return "sharded parameter '" + param.name()->str() +
+           "': its group of ranks is neither a node nor one index across "
+           "nodes, so this rank cannot tell which chunk it holds";
+  }
+  // Chunk p holds flat elements [p*C, (p+1)*C); the member lies at
+  // [offset, offset + numel). Their intersection is what this rank binds.
+  uint64_t chunk = loaded.bufferBytes(param.buffer()) /
+                   dtypeSize(loaded.bufferDType(param.buffer()));
+  uint64_t begin = static_cast<uint64_t>(position) * chunk;
+  uint64_t offset = static_cast<uint64_t>(shard->offset());
+  uint64_t lo = std::max(begin, offset);
+  uint64_t hi =
+      std::min(begin + chunk, offset + loaded.parameterElements(param));
+  if (hi > lo) {
+    owned.first = lo - offset;
+    owned.count = hi - lo;
+    owned.target = lo - begin;
+  }
+  return "";
+}
+
 /// Reads every parameter's bytes from its source file into its buffer,
-/// quantizing those the plan stores quantized.
+/// quantizing those the plan stores quantized. A ZeRO-3 parameter reads
+/// only the part of its source that falls in this rank's chunk.
 std::string Session::bindParameters() {
   const fb::Plan &p = loaded.root();
   if (!p.parameters()) {
@@ -324,11 +358,15 @@ std::string Session::bindParameters() {
   }
   // One read: `source` into the buffer at `target`, or (quantize) into a
   // scratch copy that is quantized into the parameter's buffer.
+  // `skip` and `length`: the bytes of the source read (all of it, or the
+  // part in this rank's chunk of a ZeRO-3 bucket).
   struct Read {
     const fb::Parameter *param;
     const fb::Source *source;
     uint8_t *target;
     bool quantize;
+    uint64_t skip;
+    uint64_t length;
   };
   std::map<std::string, std::vector<Read>> byFile;
   for (const fb::Parameter *param : *p.parameters()) {
@@ -338,12 +376,23 @@ std::string Session::bindParameters() {
       uint64_t at = 0;
       for (const fb::Source *section : *quant->sections()) {
         byFile[loaded.resolveSourcePath(section->file()->str())].push_back(
-            {param, section, buffer + at, false});
+            {param, section, buffer + at, false, 0, section->length()});
         at += section->length();
       }
-    } else if (param->source()) {
-      byFile[loaded.resolveSourcePath(param->source()->file()->str())]
-          .push_back({param, param->source(), buffer, quant != nullptr});
+    } else if (const fb::Source *source = param->source()) {
+      OwnedElements owned;
+      if (std::string problem = ownedElements(*param, owned);
+          !problem.empty()) {
+        return problem;
+      }
+      if (param->shard() && owned.count == 0) {
+        continue; // no element of it in this rank's chunk
+      }
+      uint64_t element = dtypeSize(loaded.bufferDType(param->buffer()));
+      uint64_t length = quant ? source->length() : owned.count * element;
+      byFile[loaded.resolveSourcePath(source->file()->str())].push_back(
+          {param, source, buffer + owned.target * element, quant != nullptr,
+           owned.first * element, length});
     }
   }
   // Quantization streams one tensor at a time: the scratch holds the largest
@@ -382,8 +431,8 @@ std::string Session::bindParameters() {
         break;
       }
       if (!read.quantize) {
-        problem = readFully(fd, path, name, source->offset(), source->length(),
-                            read.target);
+        problem = readFully(fd, path, name, source->offset() + read.skip,
+                            read.length, read.target);
         if (!problem.empty()) {
           break;
         }
@@ -566,8 +615,16 @@ std::string Session::initializeParameters() {
     if (plan().bufferDType(param->buffer()) != DType::F32) {
       return "parameter '" + name + "': only f32 parameters can be initialized";
     }
-    auto *values = static_cast<float *>(hostData(param->buffer()));
-    uint64_t count = loaded.bufferBytes(param->buffer()) / sizeof(float);
+    // Element i of the logical tensor is drawn from (key, i) alone, so a
+    // ZeRO-3 rank draws exactly its chunk's elements of what one rank
+    // would draw for the whole tensor.
+    OwnedElements owned;
+    if (std::string problem = ownedElements(*param, owned); !problem.empty()) {
+      return problem;
+    }
+    float *values =
+        static_cast<float *>(hostData(param->buffer())) + owned.target;
+    uint64_t first = owned.first, count = owned.count;
     // Seeded by the plan's seed and the name (FNV-1a), so every parameter
     // draws its own reproducible stream.
     uint64_t key = 1469598103934665603ull;
@@ -590,19 +647,21 @@ std::string Session::initializeParameters() {
       double gain = std::sqrt(2.0 / (1.0 + a * a));
       double bound = std::sqrt(3.0) * gain /
                      std::sqrt(static_cast<double>(init->fan_in()));
-      for (uint64_t i = 0; i < count; ++i) {
-        values[i] = static_cast<float>((2.0 * uniform(i) - 1.0) * bound);
+      for (uint64_t j = 0; j < count; ++j) {
+        values[j] =
+            static_cast<float>((2.0 * uniform(first + j) - 1.0) * bound);
       }
       break;
     }
     case fb::InitKind::Normal:
-      for (uint64_t i = 0; i < count; ++i) {
+      for (uint64_t j = 0; j < count; ++j) {
         // Box-Muller on two independent draws.
+        uint64_t i = first + j;
         double u1 = std::max(uniform(2 * i), 0x1.0p-53);
         double u2 = uniform(2 * i + 1);
-        values[i] = static_cast<float>(init->std() *
-                                       std::sqrt(-2.0 * std::log(u1)) *
-                                       std::cos(2.0 * M_PI * u2));
+        values[j] =
+            static_cast<float>(init->std() * std::sqrt(-2.0 * std::log(u1)) *
+                               std::cos(2.0 * M_PI * u2));
       }
       break;
     default:

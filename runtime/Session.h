@@ -122,6 +122,17 @@ private:
   std::string runEntryOnGpu(uint32_t index);
   /// Fills parameters without a source as their Init says.
   std::string initializeParameters();
+  /// What of a parameter's logical tensor this rank binds: elements
+  /// [first, first + count) go to element `target` of its buffer. All of
+  /// it at 0 for an ordinary parameter; for a ZeRO-3 one (plan 1.7) the
+  /// elements that fall in this rank's chunk of the bucket, possibly none.
+  struct OwnedElements {
+    uint64_t first = 0;
+    uint64_t count = 0;
+    uint64_t target = 0;
+  };
+  std::string ownedElements(const plan::Parameter &param,
+                            OwnedElements &owned) const;
 
   /// A collective step, resolved: the call, and rank 0's group (the
   /// plan's), run on this rank's matching group.

@@ -79,7 +79,8 @@ static std::vector<int> matchingGroup(const std::vector<int> &group, int rank,
 
 /// Rank 0's groups of ranks the plan names, sorted, each with what names it
 /// ("step 7", "sharded state 'zero.b0.exp_avg'"), in plan order: its
-/// collectives' (CPU or GPU), then its sharded states'.
+/// collectives' (CPU or GPU), then its sharded states', then its sharded
+/// parameters' (which checkpoints gather).
 static std::vector<std::pair<std::vector<int>, std::string>>
 namedGroups(const fb::Plan &p) {
   std::vector<std::pair<std::vector<int>, std::string>> groups;
@@ -100,6 +101,14 @@ namedGroups(const fb::Plan &p) {
       if (state->shard()) {
         add(*state->shard()->group(),
             "sharded state '" + state->name()->str() + "'");
+      }
+    }
+  }
+  if (p.parameters()) {
+    for (const fb::Parameter *param : *p.parameters()) {
+      if (param->shard()) {
+        add(*param->shard()->group(),
+            "sharded parameter '" + param->name()->str() + "'");
       }
     }
   }

@@ -83,6 +83,7 @@ static bool addShardedState(const runtime::LoadedPlan &plan,
   const fb::StateShard &shard = *state.shard();
   auto sharded = std::make_unique<ShardedState>();
   sharded->name = state.name()->str();
+  sharded->what = "sharded state '" + sharded->name + "'";
   sharded->buffer = state.buffer();
   sharded->dtype = plan.bufferDType(state.buffer());
   sharded->group.assign(shard.group()->begin(), shard.group()->end());
@@ -98,9 +99,9 @@ static bool addShardedState(const runtime::LoadedPlan &plan,
   sharded->chunkElements = plan.bufferBytes(state.buffer()) / element;
   uint64_t flatBytes = static_cast<uint64_t>(shard.flat_elements()) * element;
   sharded->flat.assign((flatBytes + 7) / 8, 0);
-  std::map<std::string, uint32_t> parameterBuffers;
+  std::map<std::string, const fb::Parameter *> parameters;
   for (const fb::Parameter *param : *plan.root().parameters()) {
-    parameterBuffers[param->name()->str()] = param->buffer();
+    parameters[param->name()->str()] = param;
   }
   auto *flat = reinterpret_cast<uint8_t *>(sharded->flat.data());
   for (uint32_t k = 0; k < shard.members()->size(); ++k) {
@@ -108,13 +109,60 @@ static bool addShardedState(const runtime::LoadedPlan &plan,
     TensorSlot slot;
     slot.name = member + "." + state.kind()->str();
     slot.dtype = sharded->dtype;
-    slot.shape = plan.bufferShape(parameterBuffers.at(member));
+    slot.shape = plan.parameterShape(*parameters.at(member));
     slot.data = flat + static_cast<uint64_t>(shard.offsets()->Get(k)) * element;
     slot.buffer = state.buffer();
     slot.shard = static_cast<int>(layout.shards.size());
     layout.states.push_back(std::move(slot));
   }
   layout.shards.push_back(std::move(sharded));
+  return true;
+}
+
+/// The slot of ZeRO-3 parameter `param`: its whole tensor in the flat host
+/// copy of its bucket, which is added to the layout with the bucket's
+/// first member (holding this rank's chunk, see CheckpointLayout::shards).
+/// `buckets` maps chunk buffers to their index in layout.shards.
+static bool shardedParameterSlot(const runtime::LoadedPlan &plan,
+                                 const runtime::Session &session,
+                                 const fb::Parameter &param,
+                                 CheckpointLayout &layout,
+                                 std::map<uint32_t, int> &buckets,
+                                 TensorSlot &slot, std::string &error) {
+  const fb::ParameterShard &shard = *param.shard();
+  size_t element = runtime::dtypeSize(plan.bufferDType(param.buffer()));
+  auto [it, added] = buckets.try_emplace(
+      param.buffer(), static_cast<int>(layout.shards.size()));
+  if (added) {
+    auto bucket = std::make_unique<ShardedState>();
+    bucket->name = param.name()->str();
+    bucket->what = "sharded parameter '" + bucket->name + "'";
+    bucket->buffer = param.buffer();
+    bucket->dtype = plan.bufferDType(param.buffer());
+    bucket->group.assign(shard.group()->begin(), shard.group()->end());
+    std::sort(bucket->group.begin(), bucket->group.end());
+    bucket->position = session.groupPosition(bucket->group);
+    if (bucket->position < 0) {
+      error = plan.name() + ": " + bucket->what +
+              ": its group of ranks is neither a node nor one index across "
+              "nodes, so this rank cannot tell which chunk it holds";
+      return false;
+    }
+    bucket->chunkElements = plan.bufferBytes(param.buffer()) / element;
+    uint64_t flatBytes = static_cast<uint64_t>(shard.flat_elements()) * element;
+    bucket->flat.assign((flatBytes + 7) / 8, 0);
+    std::memcpy(bucket->chunkOf(bucket->position),
+                session.bufferData(param.buffer()), bucket->chunkBytes());
+    layout.shards.push_back(std::move(bucket));
+  }
+  ShardedState &bucket = *layout.shards[static_cast<size_t>(it->second)];
+  slot.name = param.name()->str();
+  slot.dtype = bucket.dtype;
+  slot.shape = plan.parameterShape(param);
+  slot.data = reinterpret_cast<uint8_t *>(bucket.flat.data()) +
+              static_cast<uint64_t>(shard.offset()) * element;
+  slot.buffer = param.buffer();
+  slot.shard = it->second;
   return true;
 }
 
@@ -174,19 +222,34 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
     slot.buffer = buffer;
     return slot;
   };
+  std::map<uint32_t, int> buckets;
+  auto parameterSlot = [&](const fb::Parameter &param, TensorSlot &slot) {
+    if (param.shard()) {
+      return shardedParameterSlot(plan, session, param, layout, buckets, slot,
+                                  error);
+    }
+    slot = slotOf(param.name()->str(), param.buffer());
+    return true;
+  };
   if (p.parameters()) {
     for (const fb::Parameter *param : *p.parameters()) {
       std::string name = param->name()->str();
+      TensorSlot slot;
       if (adapter.isAdapter()) {
         if (isLoraWeight(name)) {
-          layout.parameters.push_back(slotOf(name, param->buffer()));
+          if (!parameterSlot(*param, slot)) {
+            return false;
+          }
+          layout.parameters.push_back(std::move(slot));
         } else if (param->trainable()) {
           error = plan.name() + ": trainable parameter '" + name +
                   "' is not a LoRA weight, which a PEFT adapter cannot hold";
           return false;
         }
       } else if (param->trainable()) {
-        TensorSlot slot = slotOf(name, param->buffer());
+        if (!parameterSlot(*param, slot)) {
+          return false;
+        }
         if (param->export_name()) {
           slot.exportName = param->export_name()->str();
         }
@@ -637,7 +700,7 @@ std::string syncLayout(runtime::Session &session, CheckpointLayout &layout,
     std::string problem = toHost ? gatherShard(session, *state)
                                  : scatterShard(session, *state);
     if (!problem.empty()) {
-      return "sharded state '" + state->name + "': " + problem;
+      return state->what + ": " + problem;
     }
   }
   return "";

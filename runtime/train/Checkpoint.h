@@ -51,9 +51,9 @@ struct TensorSlot {
   /// The plan holds the transpose of the Hugging Face 2-D weight
   /// (Parameter.export_transposed); files hold the Hugging Face layout.
   bool transposed = false;
-  /// A member of a sharded state: its index in CheckpointLayout::shards
-  /// (`data` then lies in that state's flat host copy, `buffer` is the
-  /// state's chunk); -1 otherwise.
+  /// A member of a sharded state or a ZeRO-3 parameter: its index in
+  /// CheckpointLayout::shards (`data` then lies in that flat host copy,
+  /// `buffer` is the chunk); -1 otherwise.
   int shard = -1;
 
   uint64_t bytes() const;
@@ -81,15 +81,20 @@ struct AdapterInfo {
   bool isAdapter() const { return variant != "full"; }
 };
 
-/// A state sharded over ranks (ZeRO, plan 1.7): this rank holds chunk
-/// `position` of a flat space whose members' logical tensors are the
-/// layout's slots `<member>.<kind>`. Their data point into `flat`, a host
-/// copy of the whole space that syncLayout gathers from every rank's chunk
-/// and scatters back to this rank's.
+/// A state or a bucket of parameters sharded over ranks (ZeRO, plan 1.7):
+/// this rank holds chunk `position` of a flat space whose members' logical
+/// tensors are the layout's slots (`<member>.<kind>` for a state, the
+/// parameters' names for ZeRO-3 parameters). Their data point into `flat`,
+/// a host copy of the whole space that syncLayout gathers from every
+/// rank's chunk and scatters back to this rank's.
 struct ShardedState {
-  /// The state's name in the plan, and its buffer (this rank's chunk).
+  /// The state's name in the plan (a parameter bucket: its first member's
+  /// name), and its buffer (this rank's chunk).
   std::string name;
   uint32_t buffer = 0;
+  /// What errors call it: "sharded state 'NAME'" or "sharded parameter
+  /// 'NAME'".
+  std::string what;
   runtime::DType dtype = runtime::DType::F32;
   /// Rank 0's group (sorted), as the plan names it; this rank's position
   /// in its own group of that shape, which is the chunk it holds.
@@ -112,15 +117,20 @@ struct ShardedState {
 struct CheckpointLayout {
   AdapterInfo adapter;
   /// LoRA plans: every LoRA weight (frozen lora_A of LoRA-FA included, since
-  /// PEFT needs it); full fine-tuning: every trainable parameter.
+  /// PEFT needs it); full fine-tuning: every trainable parameter. A ZeRO-3
+  /// parameter's slot is its whole logical tensor, in the flat host copy of
+  /// its bucket (one shard per distinct chunk buffer), so files, the
+  /// fingerprint and resuming are those of DDP.
   std::vector<TensorSlot> parameters;
   /// Gradient accumulators and optimizer moments: one slot per state, or
   /// per member of a sharded state (named as the unsharded plan names it,
   /// `<member>.<kind>`, so checkpoints move between DDP and ZeRO and
   /// between world sizes).
   std::vector<TensorSlot> states;
-  /// The sharded states whose host copies the slots above point into
-  /// (owned here, never moved once built).
+  /// The sharded states and parameter buckets whose host copies the slots
+  /// above point into (owned here, never moved once built). A bucket's copy
+  /// starts out holding this rank's chunk, so scattering it back before
+  /// anything was read into it changes nothing.
   std::vector<std::unique_ptr<ShardedState>> shards;
   /// A hash of the names, dtypes and shapes above.
   std::string fingerprint;
@@ -129,11 +139,12 @@ struct CheckpointLayout {
 /// Brings the slots and session memory together. `toHost` (before a
 /// checkpoint or the weights are written): GPU sessions refresh the host
 /// copies of every slot, and every rank gathers the chunks of the sharded
-/// states into their flat host copies -- a collective over each state's
-/// group, so EVERY rank calls it. Otherwise (after a checkpoint was read):
-/// GPU sessions write the host copies to the device, and each sharded state
-/// takes its chunk from the flat copy (no communication). "" or the
-/// failure; on the CPU only sharded states have anything to do.
+/// states and ZeRO-3 parameter buckets into their flat host copies -- a
+/// collective over each one's group, so EVERY rank calls it. Otherwise
+/// (after a checkpoint or an adapter was read): GPU sessions write the host
+/// copies to the device, and each shard takes its chunk from the flat copy
+/// (no communication). "" or the failure; on the CPU only shards have
+/// anything to do.
 std::string syncLayout(runtime::Session &session, CheckpointLayout &layout,
                        bool toHost);
 

@@ -40,6 +40,11 @@ struct PlanSpec {
   uint64_t reportedActivations = 128;
   fb::Backend backend = fb::Backend::Cpu;
   int worldSize = 1;
+  /// w is a trainable ZeRO-3 parameter: the one member of a bucket of 4
+  /// elements over the group {0} (plan 1.7).
+  bool sharded = false;
+  /// The arena w lies in (1: activations, at offset 32).
+  uint32_t parameterArena = 0;
   /// CUDA plans: the target's SM and the device images.
   int sm = 0;
   struct Image {
@@ -65,14 +70,20 @@ std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
   std::vector<int64_t> outShape = {spec.outputDim};
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {
       fb::CreateBuffer(b, 1, 0, 16, fb::DType::F32, b.CreateVector(shape)),
-      fb::CreateBuffer(b, 0, 0, 16, fb::DType::F32, b.CreateVector(shape)),
+      fb::CreateBuffer(b, spec.parameterArena, spec.parameterArena ? 32 : 0, 16,
+                       fb::DType::F32, b.CreateVector(shape)),
       fb::CreateBuffer(b, 1, spec.outputOffset, 16, fb::DType::F32,
                        b.CreateVector(outShape))};
   auto source = fb::CreateSource(b, b.CreateString(spec.weightsFile),
                                  spec.weightsOffset, spec.weightsLength,
                                  fb::DType::F32);
-  std::vector<flatbuffers::Offset<fb::Parameter>> params = {
-      fb::CreateParameter(b, b.CreateString("w"), 1, source)};
+  auto shard =
+      spec.sharded
+          ? fb::CreateParameterShard(b, b.CreateVector(shape), 0, 4,
+                                     b.CreateVector(std::vector<int>{0}))
+          : flatbuffers::Offset<fb::ParameterShard>();
+  std::vector<flatbuffers::Offset<fb::Parameter>> params = {fb::CreateParameter(
+      b, b.CreateString("w"), 1, source, spec.sharded, 0, 0, false, 0, shard)};
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {
       fb::CreateKernel(b, b.CreateString(spec.kernel), 3)};
   std::vector<flatbuffers::Offset<fb::Stream>> streams = {
@@ -220,6 +231,37 @@ TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
     EXPECT_NE(error.find(needle), std::string::npos) << error;                 \
   } while (0)
 
+TEST_F(PlanLoaderTest, ShardedParametersHaveNoWholeTensorInTheCApi) {
+  // One rank's chunk of a ZeRO-3 bucket of one member is the whole tensor:
+  // the plan binds and runs as the unsharded one does, but the C API does
+  // not hand out a parameter that is sharded.
+  PlanSpec spec;
+  spec.sharded = true;
+  tailor_plan *plan = nullptr;
+  tailor_session *session = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan(spec), &plan, &session));
+  float x[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  ASSERT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_OK);
+  ASSERT_EQ(tailor_session_run(session), TAILOR_OK) << tailor_last_error();
+  const void *data = nullptr;
+  ASSERT_EQ(tailor_session_output(session, "y", &data, nullptr), TAILOR_OK);
+  EXPECT_FLOAT_EQ(static_cast<const float *>(data)[3], 44);
+  void *w = nullptr;
+  EXPECT_EQ(tailor_session_tensor(session, "w", &w, nullptr),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tailor_last_error())
+                .find("parameter 'w' is sharded over ranks (ZeRO-3)"),
+            std::string::npos)
+      << tailor_last_error();
+  EXPECT_EQ(tailor_session_tensor_upload(session, "w"),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  tailor_session_free(session);
+  tailor_plan_free(plan);
+}
+
 TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
   PlanSpec spec;
   spec.version = 200;
@@ -359,6 +401,17 @@ TEST_F(PlanLoaderTest, RejectsUnusableDeviceCode) {
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
                   "the plan targets sm_86 but no cubin for it has the entry "
                   "point 'tailor_softmax_");
+
+  // The host fills only parameters and constants arenas of a GPU plan (the
+  // rest live on the device alone).
+  spec.sm = 86;
+  spec.kernel = "add";
+  spec.operands = {0, 1, 2};
+  spec.parameterArena = 1;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "parameter 'w' lies in arena 'activations' (Activations); "
+                  "a CUDA plan's parameters and constants must lie in "
+                  "parameters or constants arenas");
 
   // A good plan gets as far as the GPU; without one, it says why.
   spec = {};

@@ -205,7 +205,9 @@ tailor_status tailor_session_output(const tailor_session *session,
  * weights and optimizer moments through it between runs. Valid until
  * tailor_session_free. For a plan that runs on a GPU it is a host copy,
  * refreshed from the device by each call; after writing to it, call
- * tailor_session_tensor_upload for the GPU to see the change.
+ * tailor_session_tensor_upload for the GPU to see the change. A parameter
+ * sharded over ranks (ZeRO-3) has no whole tensor in a session, so both
+ * calls refuse it (TAILOR_ERROR_INVALID_ARGUMENT).
  */
 tailor_status tailor_session_tensor(tailor_session *session, const char *name,
                                     void **data, tailor_tensor_info *info);

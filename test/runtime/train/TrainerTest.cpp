@@ -14,6 +14,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/DataLoader.h"
+#include "runtime/train/Safetensors.h"
 #include "test/runtime/train/TrainTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -61,6 +63,11 @@ struct ToyPlan {
   /// the gradient accumulators, zeroes them, updates this rank's chunk of
   /// the weights (a rank-strided view) and all-gathers them in place.
   bool zero = false;
+  /// ZeRO-3 over the world (plan 1.7): lora_A and lora_B themselves are
+  /// kept only as this rank's chunk of their bucket (Parameter.shard);
+  /// train_step all-gathers the chunk into activations before using them,
+  /// optimizer_step reduce-scatters the gradients and updates the chunk.
+  bool zero3 = false;
 };
 
 /// Writes the toy plan (and its embedding weights) into `dir`; returns the
@@ -114,6 +121,18 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   // gradients arena, which makes each pair one bucket of 96 elements.
   const int64_t bucket = kRank * kDim + kVocab * kRank;
   const int64_t chunk = bucket / toy.worldSize;
+  if (toy.zero3) {
+    // A and B are gathered into activations, back to back (the first
+    // activation buffers, 128 and 256 bytes).
+    specs[1] = {3, fb::DType::F32, {kRank, kDim}};
+    specs[2] = {3, fb::DType::F32, {kVocab, kRank}};
+    specs.push_back({3, fb::DType::F32, {bucket}, 1}); // 30 gathered A, B
+    specs.push_back({0, fb::DType::F32, {chunk}});     // 31 the chunk
+    specs.push_back({1, fb::DType::F32, {bucket}, 3}); // 32 gradients
+    specs.push_back({3, fb::DType::F32, {chunk}});     // 33 reduced chunk
+    specs.push_back({2, fb::DType::F32, {chunk}});     // 34 exp_avg
+    specs.push_back({2, fb::DType::F32, {chunk}});     // 35 exp_avg_sq
+  }
   if (toy.zero) {
     specs.push_back({0, fb::DType::F32, {bucket}, 1});    // 30 weights
     specs.push_back({0, fb::DType::F32, {chunk}, 1,       // 31 this rank's
@@ -163,17 +182,29 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   std::ofstream(dir + "/embed.bin", std::ios::binary)
       .write(reinterpret_cast<const char *>(embed.data()),
              static_cast<std::streamsize>(embed.size() * 4));
+  std::vector<int32_t> world(static_cast<size_t>(toy.worldSize));
+  std::iota(world.begin(), world.end(), 0);
+  // ZeRO-3: both adapter weights live in the chunk, buffer 31.
+  auto shard = [&](std::vector<int64_t> shape, int64_t offset) {
+    return toy.zero3
+               ? fb::CreateParameterShard(b, b.CreateVector(shape), offset,
+                                          bucket, b.CreateVector(world))
+               : flatbuffers::Offset<fb::ParameterShard>();
+  };
   std::vector<flatbuffers::Offset<fb::Parameter>> params = {
       fb::CreateParameter(b, b.CreateString("model.embed_tokens.weight"), 0,
                           fb::CreateSource(b, b.CreateString("embed.bin"), 0,
                                            embed.size() * 4, fb::DType::F32)),
+      fb::CreateParameter(b,
+                          b.CreateString("model.layers.0.proj.lora_A.weight"),
+                          toy.zero3 ? 31 : 1, 0, true,
+                          fb::CreateInit(b, fb::InitKind::KaimingUniform,
+                                         std::sqrt(5.0), kDim, 0, 1),
+                          0, false, 0, shard({kRank, kDim}, 0)),
       fb::CreateParameter(
-          b, b.CreateString("model.layers.0.proj.lora_A.weight"), 1, 0, true,
-          fb::CreateInit(b, fb::InitKind::KaimingUniform, std::sqrt(5.0), kDim,
-                         0, 1)),
-      fb::CreateParameter(
-          b, b.CreateString("model.layers.0.proj.lora_B.weight"), 2, 0, true,
-          fb::CreateInit(b, fb::InitKind::Zeros))};
+          b, b.CreateString("model.layers.0.proj.lora_B.weight"),
+          toy.zero3 ? 31 : 2, 0, true, fb::CreateInit(b, fb::InitKind::Zeros),
+          0, false, 0, shard({kVocab, kRank}, kRank * kDim))};
   auto scalar = [&](float value) {
     return b.CreateVector(reinterpret_cast<const uint8_t *>(&value), 4);
   };
@@ -182,8 +213,9 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
       fb::CreateConstant(b, 28, scalar(0.05f)),
       fb::CreateConstant(
           b, 29,
-          scalar(1.0f / static_cast<float>(toy.accumulation *
-                                           (toy.zero ? toy.worldSize : 1))))};
+          scalar(1.0f / static_cast<float>(
+                            toy.accumulation *
+                            (toy.zero || toy.zero3 ? toy.worldSize : 1))))};
 
   std::vector<std::string> kernelNames;
   std::vector<flatbuffers::Offset<fb::Op>> ops;
@@ -209,7 +241,18 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     return fb::CreateAttribute(b, b.CreateString(name), fb::AttrKind::Float, 0,
                                value);
   };
-  // train_step: forward, loss, backward into the accumulators.
+  auto collective = [&](fb::CollectiveKind kind, uint32_t in, uint32_t out) {
+    ops.push_back(fb::CreateOp(b, fb::Step::Collective,
+                               fb::CreateCollective(b, kind, in, out,
+                                                    b.CreateVector(world),
+                                                    fb::Reduction::Sum)
+                                   .Union()));
+  };
+  // train_step: forward, loss, backward into the accumulators (ZeRO-3
+  // gathers the weights first).
+  if (toy.zero3) {
+    collective(fb::CollectiveKind::AllGather, 31, 30);
+  }
   launch("embedding", {0, 9, 12});
   if (toy.dropout) {
     launch("dropout", {12, 11, 13}, {floatAttr("p", 0.25)});
@@ -230,16 +273,11 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   std::vector<flatbuffers::Offset<fb::Attribute>> adam = {
       floatAttr("beta1", 0.9), floatAttr("beta2", 0.999),
       floatAttr("epsilon", 1e-8), floatAttr("weight_decay", 0.01)};
-  std::vector<int32_t> world(static_cast<size_t>(toy.worldSize));
-  std::iota(world.begin(), world.end(), 0);
-  auto collective = [&](fb::CollectiveKind kind, uint32_t in, uint32_t out) {
-    ops.push_back(fb::CreateOp(
-        b, fb::Step::Collective,
-        fb::CreateCollective(b, kind, in, out, b.CreateVector(world),
-                             fb::Reduction::Sum)
-            .Union()));
-  };
-  if (toy.zero) {
+  if (toy.zero3) {
+    collective(fb::CollectiveKind::ReduceScatter, 32, 33);
+    launch("zero", {32});
+    launch("adamw", {31, 33, 34, 35, 25, 24, 29}, adam);
+  } else if (toy.zero) {
     collective(fb::CollectiveKind::ReduceScatter, 32, 33);
     launch("zero", {32});
     launch("adamw", {31, 33, 34, 35, 25, 24, 29}, adam);
@@ -283,14 +321,14 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     const char *kinds[3] = {"grad", "exp_avg", "exp_avg_sq"};
     uint32_t stateBuffers[2][3] = {{3, 5, 6}, {4, 7, 8}};
     for (int p = 0; p < 2; ++p) {
-      for (int k = 0; k < (toy.zero ? 1 : 3); ++k) {
+      for (int k = 0; k < (toy.zero || toy.zero3 ? 1 : 3); ++k) {
         stateList.push_back(fb::CreateState(
             b, b.CreateString(std::string(names[p]) + "." + kinds[k]),
             stateBuffers[p][k], b.CreateString(names[p]),
             b.CreateString(kinds[k])));
       }
     }
-    for (int k = 1; toy.zero && k < 3; ++k) {
+    for (int k = 1; (toy.zero || toy.zero3) && k < 3; ++k) {
       auto shard = fb::CreateStateShard(
           b,
           b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
@@ -1095,6 +1133,174 @@ TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
   EXPECT_EQ(optimizer.find("zero.b0"), std::string::npos);
   EXPECT_NE(fingerprintOf(dir + "/zero/checkpoint-4"), "");
   EXPECT_EQ(fingerprintOf(dir + "/zero/checkpoint-4"),
+            fingerprintOf(dir + "/one/checkpoint-4"));
+}
+
+/// The F32 tensors of a safetensors file, by name.
+std::map<std::string, std::vector<float>> tensorsOf(const std::string &path) {
+  std::map<std::string, std::vector<float>> tensors;
+  std::string error;
+  std::unique_ptr<SafetensorsFile> file = SafetensorsFile::open(path, error);
+  EXPECT_NE(file, nullptr) << error;
+  if (!file) {
+    return tensors;
+  }
+  for (const auto &[name, tensor] : file->tensors()) {
+    EXPECT_EQ(tensor.dtype, "F32") << name;
+    std::vector<float> &values = tensors[name];
+    values.resize(tensor.size / 4);
+    std::memcpy(values.data(), tensor.data, tensor.size);
+  }
+  return tensors;
+}
+
+/// `got` holds the tensors of `want`, each value within 1e-6 relative
+/// (bit for bit with OpenBLAS here; the bound allows another BLAS to round
+/// the accumulating GEMM differently).
+void expectSameTensors(const std::string &got, const std::string &want) {
+  std::map<std::string, std::vector<float>> a = tensorsOf(got);
+  std::map<std::string, std::vector<float>> b = tensorsOf(want);
+  ASSERT_FALSE(b.empty()) << want;
+  ASSERT_EQ(a.size(), b.size()) << got;
+  for (const auto &[name, values] : b) {
+    ASSERT_EQ(a[name].size(), values.size()) << got << ": " << name;
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_NEAR(a[name][i], values[i],
+                  1e-6 * std::max(1.0f, std::fabs(values[i])))
+          << got << ": " << name << " element " << i;
+    }
+  }
+}
+
+TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
+  TAILOR_NEED_TWO_RANKS(launch);
+  std::string error;
+  std::unique_ptr<tailor::runtime::comm::Communicator> world =
+      tailor::runtime::comm::createMpiCommunicator(launch, error);
+  ASSERT_TRUE(world) << error;
+  std::unique_ptr<TempDir> own;
+  char shared[256] = {};
+  if (launch.rank == 0) {
+    own = std::make_unique<TempDir>();
+    std::snprintf(shared, sizeof(shared), "%s", own->path.c_str());
+  }
+  ASSERT_EQ(
+      world->broadcast(shared, sizeof(shared), tailor::runtime::DType::U8, 0),
+      "");
+  std::string dir = shared;
+  // ZeRO-3 on two ranks, one micro-batch each; the reference: one rank,
+  // two micro-batches a step (the same global batch and dropout seeds).
+  ToyPlan zero3;
+  zero3.worldSize = 2;
+  zero3.accumulation = 1;
+  zero3.zero3 = true;
+  zero3.name = "zero3.tplan";
+  ToyPlan one;
+  one.name = "one.tplan";
+  if (launch.rank == 0) {
+    writePlan(dir, zero3);
+    writePlan(dir, one);
+    writeData(dir);
+  }
+  ASSERT_EQ(world->barrier(), "");
+  auto options = [&](const std::string &plan, const std::string &out) {
+    TrainOptions o;
+    o.planPath = dir + "/" + plan;
+    o.dataPath = dir + "/train.bin";
+    o.outputDir = dir + "/" + out;
+    return o;
+  };
+  auto alone = [&](TrainOptions o) {
+    TrainRun run;
+    if (launch.rank == 0) {
+      HiddenLaunch hidden;
+      run = train(std::move(o));
+    }
+    return run;
+  };
+  TrainRun reference = alone(options("one.tplan", "one"));
+  ASSERT_EQ(reference.error, "");
+  ASSERT_EQ(world->barrier(), "");
+  TrainRun run = train(options("zero3.tplan", "zero3"));
+  ASSERT_EQ(run.error, "");
+  EXPECT_EQ(run.result.finalStep, 6);
+  // Resuming across strategies: ZeRO-3 from the one-rank checkpoint 2 ...
+  TrainOptions fromOne = options("zero3.tplan", "zero3-from-one");
+  fromOne.resume = dir + "/one/checkpoint-2";
+  TrainRun resumedZero = train(fromOne);
+  ASSERT_EQ(resumedZero.error, "");
+  ASSERT_EQ(world->barrier(), "");
+  // ... and one rank from the ZeRO-3 checkpoint 4.
+  TrainOptions fromZero = options("one.tplan", "one-from-zero3");
+  fromZero.resume = dir + "/zero3/checkpoint-4";
+  TrainRun resumedOne = alone(fromZero);
+  ASSERT_EQ(resumedOne.error, "");
+  ASSERT_EQ(world->barrier(), "");
+  // Both start from the one-rank run's final adapter (--init-adapter).
+  TrainOptions adaptedZero = options("zero3.tplan", "zero3-adapted");
+  adaptedZero.initAdapter = dir + "/one";
+  adaptedZero.maxSteps = 2;
+  TrainRun adapted = train(adaptedZero);
+  ASSERT_EQ(adapted.error, "");
+  TrainOptions adaptedOne = options("one.tplan", "one-adapted");
+  adaptedOne.initAdapter = dir + "/one";
+  adaptedOne.maxSteps = 2;
+  TrainRun adaptedReference = alone(adaptedOne);
+  ASSERT_EQ(adaptedReference.error, "");
+  ASSERT_EQ(world->barrier(), "");
+  if (launch.rank != 0) {
+    return;
+  }
+  // Gradients summed over the ranks are the one rank's accumulated ones,
+  // and each rank's update of its chunk is the one rank's update of those
+  // elements, so losses and weights agree.
+  std::vector<double> want = lossValues(dir + "/one");
+  ASSERT_EQ(want.size(), 6u);
+  std::pair<const char *, size_t> runs[3] = {
+      {"/zero3", 0}, {"/zero3-from-one", 2}, {"/one-from-zero3", 4}};
+  for (const auto &[out, start] : runs) {
+    std::vector<double> got = lossValues(dir + out);
+    ASSERT_EQ(got.size(), 6u - start) << out;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double w = want[start + i];
+      EXPECT_NEAR(got[i], w, 1e-6 * std::fabs(w))
+          << out << " step " << start + i + 1;
+    }
+  }
+  // The adapter of every run is the one rank's: the gathered whole
+  // tensors under PEFT's names.
+  for (const char *out : {"/zero3", "/zero3-from-one", "/one-from-zero3"}) {
+    expectSameTensors(dir + out + "/adapter_model.safetensors",
+                      dir + "/one/adapter_model.safetensors");
+  }
+  expectSameTensors(dir + "/zero3/checkpoint-4/adapter_model.safetensors",
+                    dir + "/one/checkpoint-4/adapter_model.safetensors");
+  EXPECT_EQ(tensorsOf(dir + "/zero3/adapter_model.safetensors")
+                ["base_model.model.model.layers.0.proj.lora_A.weight"]
+                    .size(),
+            static_cast<size_t>(kRank * kDim));
+  // Starting from an adapter: the same losses and weights.
+  std::vector<double> adaptedWant = lossValues(dir + "/one-adapted");
+  std::vector<double> adaptedGot = lossValues(dir + "/zero3-adapted");
+  ASSERT_EQ(adaptedWant.size(), 2u);
+  ASSERT_EQ(adaptedGot.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(adaptedGot[i], adaptedWant[i], 1e-6 * std::fabs(adaptedWant[i]))
+        << "step " << i + 1;
+  }
+  // (The adapter differs from a fresh start: step 1 is not the first
+  // run's step 1.)
+  EXPECT_NE(adaptedWant[0], want[0]);
+  expectSameTensors(dir + "/zero3-adapted/adapter_model.safetensors",
+                    dir + "/one-adapted/adapter_model.safetensors");
+  // Checkpoints name tensors as the one rank does.
+  std::string optimizer =
+      readFile(dir + "/zero3/checkpoint-4/optimizer.safetensors");
+  EXPECT_NE(optimizer.find("model.layers.0.proj.lora_B.weight.exp_avg_sq"),
+            std::string::npos);
+  EXPECT_EQ(optimizer.find("zero.b0"), std::string::npos);
+  EXPECT_NE(fingerprintOf(dir + "/zero3/checkpoint-4"), "");
+  EXPECT_EQ(fingerprintOf(dir + "/zero3/checkpoint-4"),
             fingerprintOf(dir + "/one/checkpoint-4"));
 }
 
