@@ -769,7 +769,14 @@ PlanBuilder::paramInit(sched::ParamOp param) {
   }
   // The verifier has checked that a value comes with the kind.
   double value = param.getInitValue()->convertToDouble();
+  // A ZeRO-3 parameter's view is its bucket's chunk: its fan-in is that of
+  // its own shape.
   ArrayRef<int64_t> shape = param.getType().getShape();
+  if (DictionaryAttr shard = param.getShardAttr()) {
+    if (auto whole = shard.getAs<DenseI64ArrayAttr>("shape")) {
+      shape = whole.asArrayRef();
+    }
+  }
   int64_t fanIn = shape.size() >= 2 ? shape[1] : (shape.empty() ? 1 : shape[0]);
   for (size_t i = 2; i < shape.size(); ++i) {
     fanIn *= shape[i];
