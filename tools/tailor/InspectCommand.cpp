@@ -186,7 +186,13 @@ void summarizeParameters(const LoadedPlan &loaded, PlanSummary &s) {
     return;
   }
   for (const fb::Parameter *param : *p.parameters()) {
-    uint64_t bytes = loaded.bufferBytes(param->buffer());
+    // The whole tensor's bytes: a ZeRO-3 parameter's buffer is its bucket's
+    // chunk (the memory section says what a rank keeps).
+    uint64_t bytes =
+        param->shard()
+            ? static_cast<uint64_t>(loaded.parameterElements(*param)) *
+                  runtime::dtypeSize(loaded.bufferDType(param->buffer()))
+            : loaded.bufferBytes(param->buffer());
     s.paramBytes += bytes;
     if (param->source()) {
       std::string path =
@@ -906,8 +912,14 @@ void printParameterList(llvm::raw_ostream &os, const fb::Plan &p) {
   }
   for (const fb::Parameter *param : *p.parameters()) {
     const fb::Buffer &buffer = *p.buffers()->Get(param->buffer());
+    const fb::ParameterShard *shard = param->shard();
     os << "  " << param->name()->str() << ": " << dtypeOf(buffer) << " "
-       << formatShape(*buffer.shape());
+       << formatShape(shard ? *shard->shape() : *buffer.shape());
+    if (shard) {
+      os << " (ZeRO-3: at " << shard->offset() << " of a bucket of "
+         << shard->flat_elements() << " elements; this rank keeps "
+         << formatShape(*buffer.shape()) << ")";
+    }
     if (const fb::Source *source = param->source()) {
       os << " at " << source->file()->str() << "[" << source->offset() << ", +"
          << source->length() << "]";
