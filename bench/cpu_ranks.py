@@ -60,7 +60,7 @@ def write_data(path, args):
 
 
 def write_recipe(path, args, world, strategy):
-    stage = {"ddp": 0, "zero1": 1, "zero2": 2}.get(strategy)
+    stage = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}.get(strategy)
     lines = ["adapter: full", f"sequence_len: {args.seq}",
              f"micro_batch_size: {args.batch}",
              f"gradient_accumulation_steps: {GLOBAL_MICRO_BATCHES // world}",
