@@ -16,6 +16,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Safetensors.h"
 #include "test/runtime/train/TrainTestUtil.h"
+#include "test/runtime/train/ZeroTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -195,34 +196,17 @@ std::vector<uint8_t> buildPlan(const Zero3Plan &spec) {
 }
 
 std::unique_ptr<LoadedPlan> load(const Zero3Plan &spec, std::string &error) {
-  std::vector<uint8_t> bytes = buildPlan(spec);
-  error.clear();
-  return LoadedPlan::loadFromMemory(bytes.data(), bytes.size(), ".", "zero3",
-                                    LoadOptions(), error);
+  return loadPlanBytes(buildPlan(spec), "zero3", error);
 }
 
 /// The loader's message for `spec` ("" when it loads).
 std::string loadError(const Zero3Plan &spec) {
-  std::string error;
-  std::unique_ptr<LoadedPlan> plan = load(spec, error);
-  EXPECT_EQ(plan == nullptr, !error.empty()) << error;
-  return error;
-}
-
-::testing::AssertionResult mentions(const std::string &error,
-                                    const std::string &part) {
-  if (error.find(part) != std::string::npos) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "'" << error << "' does not mention '" << part << "'";
+  return loadErrorOf(buildPlan(spec), "zero3");
 }
 
 std::unique_ptr<Session> open(const LoadedPlan &plan, int rank,
                               std::string &error) {
-  int status = 0;
-  error.clear();
-  return Session::create(plan, 1, error, status, rank);
+  return openAtRank(plan, rank, error);
 }
 
 const float *floats(Session &session, uint32_t buffer) {

@@ -14,6 +14,7 @@
 #include "runtime/Session.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/train/Checkpoint.h"
+#include "test/runtime/train/ZeroTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,7 @@
 
 using namespace tailor::runtime;
 using namespace tailor::train;
+using namespace tailor::train::testing;
 namespace fb = tailor::plan;
 
 namespace {
@@ -185,34 +187,17 @@ std::vector<uint8_t> buildPlan(const ZeroPlan &spec) {
 }
 
 std::unique_ptr<LoadedPlan> load(const ZeroPlan &spec, std::string &error) {
-  std::vector<uint8_t> bytes = buildPlan(spec);
-  error.clear();
-  return LoadedPlan::loadFromMemory(bytes.data(), bytes.size(), ".", "zero",
-                                    LoadOptions(), error);
+  return loadPlanBytes(buildPlan(spec), "zero", error);
 }
 
 /// The loader's message for `spec` ("" when it loads).
 std::string loadError(const ZeroPlan &spec) {
-  std::string error;
-  std::unique_ptr<LoadedPlan> plan = load(spec, error);
-  EXPECT_EQ(plan == nullptr, !error.empty()) << error;
-  return error;
-}
-
-::testing::AssertionResult mentions(const std::string &error,
-                                    const std::string &part) {
-  if (error.find(part) != std::string::npos) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "'" << error << "' does not mention '" << part << "'";
+  return loadErrorOf(buildPlan(spec), "zero");
 }
 
 std::unique_ptr<Session> open(const LoadedPlan &plan, int rank,
                               std::string &error) {
-  int status = 0;
-  error.clear();
-  return Session::create(plan, 1, error, status, rank);
+  return openAtRank(plan, rank, error);
 }
 
 /// Runs the plan's entry `name`; "" or why it failed.
