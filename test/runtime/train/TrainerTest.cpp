@@ -1036,71 +1036,97 @@ std::string fingerprintOf(const std::string &checkpoint) {
                                  : text.substr(at + key.size(), 16);
 }
 
-TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
-  TAILOR_NEED_TWO_RANKS(launch);
-  std::string error;
-  std::unique_ptr<tailor::runtime::comm::Communicator> world =
-      tailor::runtime::comm::createMpiCommunicator(launch, error);
-  ASSERT_TRUE(world) << error;
+/// A sharded toy plan trained on two ranks next to one rank at the same
+/// global batch, and resumed across the strategies both ways: the one-rank
+/// reference in DIR/one, the sharded run in DIR/TAG, the sharded plan
+/// resuming the one-rank checkpoint 2 in DIR/TAG-from-one, and one rank
+/// resuming the sharded checkpoint 4 in DIR/one-from-TAG. Every rank calls
+/// it; only rank 0 trains the one-rank runs.
+struct ShardedToyRuns {
+  tailor::runtime::comm::LaunchInfo launch;
+  tailor::runtime::comm::Communicator *world = nullptr;
   std::unique_ptr<TempDir> own;
-  char shared[256] = {};
-  if (launch.rank == 0) {
-    own = std::make_unique<TempDir>();
-    std::snprintf(shared, sizeof(shared), "%s", own->path.c_str());
-  }
-  ASSERT_EQ(world->broadcast(shared, sizeof(shared),
-                             tailor::runtime::DType::U8, 0),
-            "");
-  std::string dir = shared;
-  // ZeRO-1 on two ranks, one micro-batch each; the reference: one rank,
-  // two micro-batches a step (the same global batch and dropout seeds).
-  ToyPlan zero;
-  zero.worldSize = 2;
-  zero.accumulation = 1;
-  zero.zero = true;
-  zero.name = "zero.tplan";
-  ToyPlan one;
-  one.name = "one.tplan";
-  if (launch.rank == 0) {
-    writePlan(dir, zero);
-    writePlan(dir, one);
-    writeData(dir);
-  }
-  ASSERT_EQ(world->barrier(), "");
-  auto options = [&](const std::string &plan, const std::string &out) {
+  std::string dir;
+
+  TrainOptions options(const std::string &plan, const std::string &out) const {
     TrainOptions o;
     o.planPath = dir + "/" + plan;
     o.dataPath = dir + "/train.bin";
     o.outputDir = dir + "/" + out;
     return o;
-  };
-  // The reference, and one rank resuming the ZeRO run's checkpoint.
-  auto alone = [&](TrainOptions o) {
+  }
+  /// A one-rank run on rank 0 (the others get an empty result).
+  TrainRun alone(TrainOptions o) const {
     TrainRun run;
     if (launch.rank == 0) {
       HiddenLaunch hidden;
       run = train(std::move(o));
     }
     return run;
-  };
-  TrainRun reference = alone(options("one.tplan", "one"));
-  ASSERT_EQ(reference.error, "");
-  ASSERT_EQ(world->barrier(), "");
-  TrainRun run = train(options("zero.tplan", "zero"));
-  ASSERT_EQ(run.error, "");
-  EXPECT_EQ(run.result.finalStep, 6);
-  // Resuming across strategies: ZeRO from the one-rank checkpoint 2 ...
-  TrainOptions fromOne = options("zero.tplan", "zero-from-one");
-  fromOne.resume = dir + "/one/checkpoint-2";
-  TrainRun resumedZero = train(fromOne);
-  ASSERT_EQ(resumedZero.error, "");
-  ASSERT_EQ(world->barrier(), "");
-  // ... and one rank from the ZeRO checkpoint 4.
-  TrainOptions fromZero = options("one.tplan", "one-from-zero");
-  fromZero.resume = dir + "/zero/checkpoint-4";
-  TrainRun resumedOne = alone(fromZero);
-  ASSERT_EQ(resumedOne.error, "");
-  ASSERT_EQ(world->barrier(), "");
+  }
+  /// Shares rank 0's scratch directory, writes the plans and data, and
+  /// runs the four trainings; "" or what failed.
+  std::string run(ToyPlan sharded, const std::string &tag) {
+    char shared[256] = {};
+    if (launch.rank == 0) {
+      own = std::make_unique<TempDir>();
+      std::snprintf(shared, sizeof(shared), "%s", own->path.c_str());
+    }
+    if (std::string problem = world->broadcast(
+            shared, sizeof(shared), tailor::runtime::DType::U8, 0);
+        !problem.empty()) {
+      return problem;
+    }
+    dir = shared;
+    sharded.worldSize = 2;
+    sharded.accumulation = 1;
+    sharded.name = tag + ".tplan";
+    ToyPlan one;
+    one.name = "one.tplan";
+    if (launch.rank == 0) {
+      writePlan(dir, sharded);
+      writePlan(dir, one);
+      writeData(dir);
+    }
+    TrainRun reference;
+    TrainOptions fromOne = options(sharded.name, tag + "-from-one");
+    fromOne.resume = dir + "/one/checkpoint-2";
+    TrainOptions fromSharded = options("one.tplan", "one-from-" + tag);
+    fromSharded.resume = dir + "/" + tag + "/checkpoint-4";
+    std::string problem = world->barrier();
+    if (problem.empty() &&
+        (problem = alone(options("one.tplan", "one")).error).empty() &&
+        (problem = world->barrier()).empty()) {
+      TrainRun run = train(options(sharded.name, tag));
+      problem = run.error.empty() && run.result.finalStep != 6
+                    ? "the sharded run stopped at step " +
+                          std::to_string(run.result.finalStep)
+                    : run.error;
+    }
+    if (problem.empty() && (problem = train(fromOne).error).empty() &&
+        (problem = world->barrier()).empty() &&
+        (problem = alone(fromSharded).error).empty()) {
+      problem = world->barrier();
+    }
+    return problem;
+  }
+};
+
+TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
+  TAILOR_NEED_TWO_RANKS(launch);
+  std::string error;
+  std::unique_ptr<tailor::runtime::comm::Communicator> world =
+      tailor::runtime::comm::createMpiCommunicator(launch, error);
+  ASSERT_TRUE(world) << error;
+  // ZeRO-1 on two ranks, one micro-batch each; the reference: one rank,
+  // two micro-batches a step (the same global batch and dropout seeds).
+  ShardedToyRuns sharded;
+  sharded.launch = launch;
+  sharded.world = world.get();
+  ToyPlan zero;
+  zero.zero = true;
+  ASSERT_EQ(sharded.run(zero, "zero"), "");
+  std::string dir = sharded.dir;
   if (launch.rank != 0) {
     return;
   }
@@ -1178,64 +1204,18 @@ TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
   std::unique_ptr<tailor::runtime::comm::Communicator> world =
       tailor::runtime::comm::createMpiCommunicator(launch, error);
   ASSERT_TRUE(world) << error;
-  std::unique_ptr<TempDir> own;
-  char shared[256] = {};
-  if (launch.rank == 0) {
-    own = std::make_unique<TempDir>();
-    std::snprintf(shared, sizeof(shared), "%s", own->path.c_str());
-  }
-  ASSERT_EQ(
-      world->broadcast(shared, sizeof(shared), tailor::runtime::DType::U8, 0),
-      "");
-  std::string dir = shared;
   // ZeRO-3 on two ranks, one micro-batch each; the reference: one rank,
   // two micro-batches a step (the same global batch and dropout seeds).
+  ShardedToyRuns sharded;
+  sharded.launch = launch;
+  sharded.world = world.get();
   ToyPlan zero3;
-  zero3.worldSize = 2;
-  zero3.accumulation = 1;
   zero3.zero3 = true;
-  zero3.name = "zero3.tplan";
-  ToyPlan one;
-  one.name = "one.tplan";
-  if (launch.rank == 0) {
-    writePlan(dir, zero3);
-    writePlan(dir, one);
-    writeData(dir);
-  }
-  ASSERT_EQ(world->barrier(), "");
+  ASSERT_EQ(sharded.run(zero3, "zero3"), "");
+  std::string dir = sharded.dir;
   auto options = [&](const std::string &plan, const std::string &out) {
-    TrainOptions o;
-    o.planPath = dir + "/" + plan;
-    o.dataPath = dir + "/train.bin";
-    o.outputDir = dir + "/" + out;
-    return o;
+    return sharded.options(plan, out);
   };
-  auto alone = [&](TrainOptions o) {
-    TrainRun run;
-    if (launch.rank == 0) {
-      HiddenLaunch hidden;
-      run = train(std::move(o));
-    }
-    return run;
-  };
-  TrainRun reference = alone(options("one.tplan", "one"));
-  ASSERT_EQ(reference.error, "");
-  ASSERT_EQ(world->barrier(), "");
-  TrainRun run = train(options("zero3.tplan", "zero3"));
-  ASSERT_EQ(run.error, "");
-  EXPECT_EQ(run.result.finalStep, 6);
-  // Resuming across strategies: ZeRO-3 from the one-rank checkpoint 2 ...
-  TrainOptions fromOne = options("zero3.tplan", "zero3-from-one");
-  fromOne.resume = dir + "/one/checkpoint-2";
-  TrainRun resumedZero = train(fromOne);
-  ASSERT_EQ(resumedZero.error, "");
-  ASSERT_EQ(world->barrier(), "");
-  // ... and one rank from the ZeRO-3 checkpoint 4.
-  TrainOptions fromZero = options("one.tplan", "one-from-zero3");
-  fromZero.resume = dir + "/zero3/checkpoint-4";
-  TrainRun resumedOne = alone(fromZero);
-  ASSERT_EQ(resumedOne.error, "");
-  ASSERT_EQ(world->barrier(), "");
   // Both start from the one-rank run's final adapter (--init-adapter).
   TrainOptions adaptedZero = options("zero3.tplan", "zero3-adapted");
   adaptedZero.initAdapter = dir + "/one";
@@ -1245,7 +1225,7 @@ TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
   TrainOptions adaptedOne = options("one.tplan", "one-adapted");
   adaptedOne.initAdapter = dir + "/one";
   adaptedOne.maxSteps = 2;
-  TrainRun adaptedReference = alone(adaptedOne);
+  TrainRun adaptedReference = sharded.alone(adaptedOne);
   ASSERT_EQ(adaptedReference.error, "");
   ASSERT_EQ(world->barrier(), "");
   if (launch.rank != 0) {
