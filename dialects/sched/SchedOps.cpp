@@ -219,9 +219,14 @@ LogicalResult ParamOp::verify() {
     spec = *parsed;
     auto source = llvm::dyn_cast<FloatType>(*getSourceType());
     uint64_t storage = tailor::quant::storageBytes(*spec);
+    // A ZeRO-3 shard keeps a chunk of the bytes; its shape is the whole.
+    uint64_t held = static_cast<uint64_t>(getType().getNumElements());
+    if (DictionaryAttr shard = getShardAttr()) {
+      auto shape = shard.getAs<DenseI64ArrayAttr>("shape");
+      held = shape && shape.size() == 1 ? static_cast<uint64_t>(shape[0]) : 0;
+    }
     if (!source || getType().getRank() != 1 ||
-        !getType().getElementType().isUnsignedInteger(8) ||
-        static_cast<uint64_t>(getType().getNumElements()) != storage) {
+        !getType().getElementType().isUnsignedInteger(8) || held != storage) {
       return emitOpError() << "quantized parameter '" << getName()
                            << "' needs a float source type and a buffer of "
                            << storage << " ui8, got " << *getSourceType()
@@ -232,14 +237,8 @@ LogicalResult ParamOp::verify() {
                            << "' cannot be trainable";
     }
   }
-  if (getShard()) {
-    if (spec) {
-      return emitOpError() << "sharded parameter '" << getName()
-                           << "' cannot be quantized";
-    }
-    if (failed(logicalBytes())) {
-      return failure();
-    }
+  if (getShard() && failed(logicalBytes())) {
+    return failure();
   }
   if (getFile()) {
     int64_t length = getFileLengthAttr().getInt();

@@ -219,6 +219,17 @@ DequantizeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                          << ", " << (cols ? cols.getInt() : 0) << "] of "
                          << param.getTensorType().getElementType() << ")";
   }
+  if (Value storage = getStorage()) {
+    FailureOr<RankedTensorType> bytes =
+        quantizedStorageType(quant, [&] { return emitOpError(); });
+    if (failed(bytes)) {
+      return failure();
+    }
+    if (storage.getType() != *bytes) {
+      return emitOpError() << "reads @" << getName() << "'s bytes from "
+                           << storage.getType() << ", expected " << *bytes;
+    }
+  }
   return success();
 }
 

@@ -71,10 +71,18 @@ def TG_DequantizeOp : TG_Op<"dequantize",
     ```mlir
     %w = tg.dequantize @model.layers.0.mlp.down_proj.weight : tensor<64x128xf32>
     ```
+
+    With `from %bytes`, the stored bytes are read from `%bytes` (1-D `ui8`,
+    the scheme's storage) rather than from the parameter's own buffer: a
+    view of a gathered ZeRO-3 bucket, whose ranks each keep a chunk of the
+    bytes.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins FlatSymbolRefAttr:$name,
+                       Optional<RankedTensorOf<[UI8]>>:$storage);
   let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $name (`from` $storage^ `:` type($storage))? attr-dict `:` type($result)
+  }];
 }
 
 def TG_ParamRefOp : TG_Op<"param_ref",

@@ -8,6 +8,18 @@ using namespace mlir;
 
 namespace tailor::tg {
 
+FailureOr<RankedTensorType>
+quantizedStorageType(DictionaryAttr dict,
+                     llvm::function_ref<InFlightDiagnostic()> emitError) {
+  FailureOr<quant::QuantSpec> spec = quantSpecFromDict(dict, emitError);
+  if (failed(spec)) {
+    return failure();
+  }
+  return RankedTensorType::get(
+      {static_cast<int64_t>(quant::storageBytes(*spec))},
+      IntegerType::get(dict.getContext(), 8, IntegerType::Unsigned));
+}
+
 FailureOr<quant::QuantSpec>
 quantSpecFromDict(DictionaryAttr dict,
                   llvm::function_ref<InFlightDiagnostic()> emitError) {

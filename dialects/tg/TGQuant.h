@@ -19,6 +19,7 @@
 #include "runtime/quant/QuantizedWeight.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/LLVM.h"
 
@@ -29,6 +30,12 @@ namespace tailor::tg {
 mlir::FailureOr<quant::QuantSpec>
 quantSpecFromDict(mlir::DictionaryAttr dict,
                   llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// The bytes a quantized parameter stores, as a 1-D `ui8` tensor; an
+/// error through `emitError` when its quantization is malformed.
+mlir::FailureOr<mlir::RankedTensorType>
+quantizedStorageType(mlir::DictionaryAttr dict,
+                     llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
 
 /// Whether the dictionary says the source tensor is stored transposed.
 bool quantSourceTransposed(mlir::DictionaryAttr dict);

@@ -1,6 +1,7 @@
 //===- TGTrainingOps.cpp - verifiers of gradient, state and update ops ----===//
 
 #include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
 
 #include "mlir/IR/Builders.h"
@@ -405,10 +406,20 @@ LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
   for (auto [name, offset] : llvm::zip(getMembers(), getOffsets())) {
     auto ref = llvm::cast<FlatSymbolRefAttr>(name);
     auto param = symbols.lookupNearestSymbolFrom<ParamOp>(*this, ref);
-    if (!param || !param.getTrainable()) {
+    // Only ZeRO-3 shards frozen parameters (read, never updated).
+    if (!param || (!param.getTrainable() && !getShardedParams())) {
       return emitOpError() << ref << " does not name a trainable tg.param";
     }
     auto type = llvm::cast<RankedTensorType>(param.getType());
+    if (DictionaryAttr quant = param.getQuantAttr()) {
+      // A quantized parameter is its stored bytes.
+      FailureOr<RankedTensorType> bytes =
+          quantizedStorageType(quant, [&] { return emitOpError(); });
+      if (failed(bytes)) {
+        return failure();
+      }
+      type = *bytes;
+    }
     if (type.getElementType() != getElementType()) {
       return emitOpError() << "member " << ref << " holds "
                            << type.getElementType() << ", the bucket "

@@ -446,7 +446,8 @@ def TG_GatherBucketOp : TG_Op<"gather_bucket", [
     ordered, so this is not `Pure`.
   }];
   let arguments = (ins FlatSymbolRefAttr:$bucket);
-  let results = (outs TG_FloatTensor:$result);
+  // Floats, or a bucket of quantized weights' stored bytes (ui8).
+  let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$bucket attr-dict `:` type($result)";
 }
 
@@ -456,8 +457,8 @@ def TG_BucketMemberOp : TG_Op<"bucket_member", [Pure,
   let description = [{
     A view, never a copy: one member parameter out of a gathered bucket.
   }];
-  let arguments = (ins TG_FloatTensor:$input, I64Attr:$offset);
-  let results = (outs TG_FloatTensor:$result);
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$offset);
+  let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $input `[` $offset `]` attr-dict `:` type($input) `->` type($result)
   }];

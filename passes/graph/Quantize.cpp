@@ -117,7 +117,8 @@ static bool onlyLinearWeights(Value value) {
 static void dequantizeAt(WeightRead &read, RankedTensorType weightType) {
   OpBuilder builder(read.ref);
   auto dequantize = tg::DequantizeOp::create(
-      builder, read.ref.getLoc(), weightType, read.ref.getNameAttr());
+      builder, read.ref.getLoc(), weightType, read.ref.getNameAttr(),
+      /*storage=*/Value());
   if (read.transpose) {
     read.transpose.getResult().replaceAllUsesWith(dequantize.getResult());
     read.transpose.erase();

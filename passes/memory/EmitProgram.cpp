@@ -2,6 +2,8 @@
 
 #include "passes/memory/PlannedProgram.h"
 
+#include "dialects/tg/TGQuant.h"
+
 #include "passes/memory/ArenaPacking.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -281,10 +283,17 @@ Value ProgramEmitter::createParamView(Root &root) {
   DictionaryAttr quant = root.param.getQuantAttr();
   DictionaryAttr shard;
   if (root.shardOf) {
+    // A quantized parameter's whole is its stored bytes.
+    ArrayRef<int64_t> shape = root.param.getTensorType().getShape();
+    RankedTensorType bytes;
+    if (quant) {
+      bytes = *tg::quantizedStorageType(quant, [&] {
+        return root.param.emitError();
+      });
+      shape = bytes.getShape();
+    }
     shard = builder.getDictionaryAttr(
-        {builder.getNamedAttr(
-             "shape", builder.getDenseI64ArrayAttr(
-                          root.param.getTensorType().getShape())),
+        {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(shape)),
          builder.getNamedAttr("offset",
                               builder.getI64IntegerAttr(root.shardOffset)),
          builder.getNamedAttr("flat_elements",

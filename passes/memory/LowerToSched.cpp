@@ -70,7 +70,7 @@ private:
   /// the value (once) and planning fails, rather than aliasing root 0.
   std::optional<unsigned> findRoot(Value value);
   /// The storage root of a tg.dequantize's weight; an error if it has none.
-  FailureOr<unsigned> storageOf(tg::DequantizeOp dequantize);
+  FailureOr<Access> storageOf(tg::DequantizeOp dequantize);
   void touch(Value value, int64_t step) {
     if (std::optional<unsigned> root = findRoot(value)) {
       roots[*root].last = std::max(roots[*root].last, step);
@@ -156,7 +156,7 @@ private:
   std::vector<Root> roots;
   DenseMap<Value, unsigned> rootOf;
   /// The storage root of each tg.dequantize result.
-  DenseMap<Value, unsigned> quantizedStorage;
+  DenseMap<Value, Access> quantizedStorage;
   llvm::StringMap<unsigned> symbolRoots;
   /// The root of each ZeRO bucket's flat parameters (ZeRO-3: its chunk).
   llvm::StringMap<unsigned> bucketRoots;
@@ -195,7 +195,7 @@ std::optional<unsigned> LowerToSchedPass::findRoot(Value value) {
   return std::nullopt;
 }
 
-FailureOr<unsigned> LowerToSchedPass::storageOf(tg::DequantizeOp dequantize) {
+FailureOr<Access> LowerToSchedPass::storageOf(tg::DequantizeOp dequantize) {
   auto it = quantizedStorage.find(dequantize.getResult());
   if (it == quantizedStorage.end()) {
     return dequantize.emitError()
@@ -258,11 +258,13 @@ LogicalResult
 LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
                                         bool transposeWeight,
                                         codegen::CpuKernelChoice &choice) {
-  FailureOr<unsigned> storage = storageOf(dequantize);
-  if (failed(storage)) {
-    return failure();
+  auto param = SymbolTable::lookupNearestSymbolFrom<tg::ParamOp>(
+      dequantize, dequantize.getNameAttr());
+  if (!param) {
+    return dequantize.emitError() << "parameter " << dequantize.getNameAttr()
+                                  << " is not declared";
   }
-  DictionaryAttr quant = roots[*storage].param.getQuantAttr();
+  DictionaryAttr quant = param.getQuantAttr();
   FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
       quant, [&] { return dequantize.emitError(); });
   if (failed(spec)) {
@@ -338,22 +340,38 @@ LogicalResult LowerToSchedPass::planDequantize(ModuleOp module,
                                                PlannedEntry &entry,
                                                int64_t step) {
   Operation &op = *dequantize;
-  FailureOr<unsigned> storage = paramRoot(module, &op, dequantize.getNameAttr());
-  if (failed(storage)) {
-    return failure();
+  auto param = module.lookupSymbol<tg::ParamOp>(dequantize.getNameAttr());
+  if (!param) {
+    return op.emitError() << "parameter " << dequantize.getNameAttr()
+                          << " is not declared";
   }
-  quantizedStorage[dequantize.getResult()] = *storage;
+  // The stored bytes: the parameter's own, or a view of a gathered
+  // ZeRO-3 bucket.
+  Access storage;
+  if (Value bytes = dequantize.getStorage()) {
+    if (failed(useAt(bytes, step))) {
+      return op.emitError() << "its stored bytes are not planned";
+    }
+    storage = accessOf(bytes);
+  } else {
+    FailureOr<unsigned> root = paramRoot(module, &op, dequantize.getNameAttr());
+    if (failed(root)) {
+      return failure();
+    }
+    storage = whole(*root);
+  }
+  quantizedStorage[dequantize.getResult()] = storage;
   if (fusions.fusedDequantizes.contains(&op)) {
     return success(); // the GEMMs that read it dequantize per tile
   }
   // Another reader needs the whole dense weight.
-  roots[*storage].last = std::max(roots[*storage].last, step);
+  roots[storage.root].last = std::max(roots[storage.root].last, step);
   FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
-      roots[*storage].param.getQuantAttr(), [&] { return op.emitError(); });
+      param.getQuantAttr(), [&] { return op.emitError(); });
   if (failed(spec)) {
     return failure();
   }
-  PlannedLaunch launch = launchOf(&op, "dequantize", 2, {whole(*storage)});
+  PlannedLaunch launch = launchOf(&op, "dequantize", 2, {storage});
   launch.choice.attributes = NamedAttrList(
       tg::quantSpecToDict(module.getContext(), *spec, false).getValue());
   launch.choice.attributes.erase("source_transposed");
@@ -707,14 +725,14 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
                                        launch.choice))) {
         return failure();
       }
-      FailureOr<unsigned> storage = storageOf(dequantize);
+      FailureOr<Access> storage = storageOf(dequantize);
       if (failed(storage)) {
         return failure();
       }
-      roots[*storage].last = std::max(roots[*storage].last, step);
+      roots[storage->root].last = std::max(roots[storage->root].last, step);
       launch.operands.push_back(accessOf(linear.getInput()));
       touch(linear.getInput(), step);
-      launch.operands.push_back(whole(*storage));
+      launch.operands.push_back(*storage);
       operands.erase(operands.begin(), operands.begin() + 2);
     }
   }

@@ -25,6 +25,7 @@
 
 #include "passes/parallel/ZeroSharding.h"
 
+#include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,6 +35,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <array>
 #include "llvm/Support/MathExtras.h"
@@ -54,6 +56,9 @@ struct Member {
   SmallVector<tg::StateOp> moments;
   int64_t numel = 0;
   int64_t offset = 0;
+  /// What a read of it in the bucket is: the parameter's tensor, or a
+  /// quantized parameter's stored bytes (1-D ui8).
+  RankedTensorType flatType;
 };
 
 struct Bucket {
@@ -100,6 +105,12 @@ private:
   LogicalResult collectMembers(SmallVectorImpl<Member> &members);
   void formBuckets(ArrayRef<Member> members);
   void declareBuckets();
+  /// Stage 3: the frozen parameters the step reads (LoRA's base weights;
+  /// quantized ones as their stored bytes), in buckets of their own that
+  /// are only ever gathered.
+  LogicalResult formFrozenBuckets();
+  /// Lays a bucket's members out and sizes it.
+  void layOut(Bucket &bucket) const;
   /// Packs `values` (one per member, in bucket order) flat with zero
   /// padding, reduce-scatters them and adds the chunk into the bucket's
   /// gradient accumulator, at the builder's insertion point.
@@ -115,7 +126,7 @@ private:
   LogicalResult rewriteParamReads(func::FuncOp function);
   /// Stage 3: one segment's reads of `bucket`'s members: a gather before
   /// the first of them and a view per member.
-  void gatherForReads(Bucket &bucket, ArrayRef<OpOperand *> uses);
+  void gatherForReads(Bucket &bucket, ArrayRef<Operation *> readers);
   LogicalResult eraseMemberStates();
 
   ModuleOp module;
@@ -124,6 +135,7 @@ private:
   func::FuncOp train;
   func::FuncOp optimizer;
   std::vector<Bucket> buckets;
+  std::vector<Bucket> frozenBuckets;
 };
 
 } // namespace
@@ -161,6 +173,7 @@ LogicalResult ZeroRewriter::collectMembers(SmallVectorImpl<Member> &members) {
       }
     }
     member.numel = tg::numElements(state.getTensorType().getShape());
+    member.flatType = member.param.getTensorType();
     members.push_back(member);
   }
   if (members.empty()) {
@@ -196,15 +209,83 @@ void ZeroRewriter::formBuckets(ArrayRef<Member> members) {
     filled += bytes;
   }
   for (Bucket &bucket : buckets) {
-    int64_t end = 0;
-    for (Member &member : bucket.members) {
-      member.offset = llvm::alignTo(end, kZeroAlignElements);
-      end = member.offset + member.numel;
-    }
-    int64_t chunk = llvm::alignTo(llvm::divideCeil(end, options.shards),
-                                  kZeroAlignElements);
-    bucket.size = chunk * options.shards;
+    layOut(bucket);
   }
+}
+
+void ZeroRewriter::layOut(Bucket &bucket) const {
+  int64_t end = 0;
+  for (Member &member : bucket.members) {
+    member.offset = llvm::alignTo(end, kZeroAlignElements);
+    end = member.offset + member.numel;
+  }
+  int64_t chunk = llvm::alignTo(llvm::divideCeil(end, options.shards),
+                                kZeroAlignElements);
+  bucket.size = chunk * options.shards;
+}
+
+LogicalResult ZeroRewriter::formFrozenBuckets() {
+  llvm::DenseSet<StringRef> read;
+  for (func::FuncOp function :
+       {train, module.lookupSymbol<func::FuncOp>(options.evalFunction)}) {
+    if (!function) {
+      continue;
+    }
+    function.walk([&](Operation *op) {
+      if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
+        read.insert(ref.getName());
+      } else if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
+        read.insert(dequantize.getName());
+      }
+    });
+  }
+  int64_t filled = 0;
+  for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
+    if (param.getTrainable() || !read.contains(param.getSymName())) {
+      continue;
+    }
+    Member member;
+    member.param = param;
+    member.flatType = param.getTensorType();
+    if (DictionaryAttr quant = param.getQuantAttr()) {
+      FailureOr<RankedTensorType> bytes = tg::quantizedStorageType(
+          quant, [&] { return param.emitError() << "tailor-shard: "; });
+      if (failed(bytes)) {
+        return failure();
+      }
+      member.flatType = *bytes;
+    }
+    member.numel = tg::numElements(member.flatType.getShape());
+    int64_t bytes = tg::byteSize(member.flatType);
+    Type element = member.flatType.getElementType();
+    if (frozenBuckets.empty() ||
+        frozenBuckets.back().members.front().flatType.getElementType() !=
+            element ||
+        filled + bytes > options.bucketBytes) {
+      frozenBuckets.emplace_back();
+      filled = 0;
+    }
+    frozenBuckets.back().members.push_back(member);
+    filled += bytes;
+  }
+  builder.setInsertionPoint(train ? train.getOperation()
+                                  : optimizer.getOperation());
+  for (auto [index, bucket] : llvm::enumerate(frozenBuckets)) {
+    layOut(bucket);
+    SmallVector<Attribute> members;
+    SmallVector<int64_t> offsets;
+    for (Member &member : bucket.members) {
+      members.push_back(FlatSymbolRefAttr::get(member.param.getSymNameAttr()));
+      offsets.push_back(member.offset);
+    }
+    bucket.op = tg::BucketOp::create(
+        builder, bucket.members.front().param.getLoc(),
+        "zero.f" + std::to_string(index), builder.getArrayAttr(members),
+        offsets, static_cast<uint64_t>(bucket.size), options.group,
+        static_cast<uint64_t>(options.shards),
+        bucket.members.front().flatType.getElementType(), true);
+  }
+  return success();
 }
 
 void ZeroRewriter::declareBuckets() {
@@ -444,11 +525,12 @@ void ZeroRewriter::rewriteUpdates() {
   }
 }
 
-void ZeroRewriter::gatherForReads(Bucket &bucket, ArrayRef<OpOperand *> uses) {
-  Operation *first = uses.front()->getOwner();
-  for (OpOperand *use : uses) {
-    if (use->getOwner()->isBeforeInBlock(first)) {
-      first = use->getOwner();
+void ZeroRewriter::gatherForReads(Bucket &bucket,
+                                  ArrayRef<Operation *> readers) {
+  Operation *first = readers.front();
+  for (Operation *reader : readers) {
+    if (reader->isBeforeInBlock(first)) {
+      first = reader;
     }
   }
   builder.setInsertionPoint(first);
@@ -460,12 +542,20 @@ void ZeroRewriter::gatherForReads(Bucket &bucket, ArrayRef<OpOperand *> uses) {
   llvm::StringMap<Value> views;
   for (Member &member : bucket.members) {
     views[member.param.getSymName()] = tg::BucketMemberOp::create(
-        builder, loc, member.param.getType(), flat,
+        builder, loc, member.flatType, flat,
         static_cast<uint64_t>(member.offset));
   }
-  for (OpOperand *use : uses) {
-    auto ref = use->get().getDefiningOp<tg::ParamRefOp>();
-    use->set(views.lookup(ref.getName()));
+  for (Operation *reader : readers) {
+    if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(reader)) {
+      dequantize.getStorageMutable().assign(views.lookup(dequantize.getName()));
+      continue;
+    }
+    for (OpOperand &use : reader->getOpOperands()) {
+      auto ref = use.get().getDefiningOp<tg::ParamRefOp>();
+      if (ref && views.count(ref.getName())) {
+        use.set(views.lookup(ref.getName()));
+      }
+    }
   }
 }
 
@@ -481,36 +571,53 @@ LogicalResult ZeroRewriter::rewriteParamReads(func::FuncOp function) {
       break;
     }
   }
+  SmallVector<Bucket *> all;
+  for (std::vector<Bucket> *list : {&buckets, &frozenBuckets}) {
+    for (Bucket &bucket : *list) {
+      all.push_back(&bucket);
+    }
+  }
   llvm::StringMap<unsigned> bucketOf;
-  for (auto [index, bucket] : llvm::enumerate(buckets)) {
-    for (Member &member : bucket.members) {
+  for (auto [index, bucket] : llvm::enumerate(all)) {
+    for (Member &member : bucket->members) {
       bucketOf[member.param.getSymName()] = index;
     }
   }
-  // Per bucket, the forward's and the backward's reads.
-  std::vector<std::array<SmallVector<OpOperand *>, 2>> reads(buckets.size());
+  // Per bucket, the ops reading members in the forward and the backward
+  // (param_ref users, and dequantizes of quantized members).
+  std::vector<std::array<llvm::SetVector<Operation *>, 2>> reads(all.size());
+  auto addRead = [&](unsigned bucket, Operation *reader) {
+    bool late = options.reshardAfterForward && backward &&
+                (reader == backward || backward->isBeforeInBlock(reader));
+    reads[bucket][late ? 1 : 0].insert(reader);
+  };
   SmallVector<tg::ParamRefOp> refs;
-  for (auto ref : body.getOps<tg::ParamRefOp>()) {
-    auto it = bucketOf.find(ref.getName());
+  for (Operation &op : body) {
+    if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
+      auto it = bucketOf.find(dequantize.getName());
+      if (it != bucketOf.end()) {
+        addRead(it->second, &op);
+      }
+      continue;
+    }
+    auto ref = llvm::dyn_cast<tg::ParamRefOp>(op);
+    auto it = ref ? bucketOf.find(ref.getName()) : bucketOf.end();
     if (it == bucketOf.end()) {
       continue;
     }
     refs.push_back(ref);
-    for (OpOperand &use : ref->getUses()) {
-      Operation *user = use.getOwner();
+    for (Operation *user : ref->getUsers()) {
       if (user->getBlock() != &body) {
         return user->emitError() << "tailor-shard: zero3 reads @"
                                  << ref.getName() << " inside a region";
       }
-      bool late = options.reshardAfterForward && backward &&
-                  (user == backward || backward->isBeforeInBlock(user));
-      reads[it->second][late ? 1 : 0].push_back(&use);
+      addRead(it->second, user);
     }
   }
-  for (auto [bucket, segments] : llvm::zip(buckets, reads)) {
-    for (SmallVector<OpOperand *> &uses : segments) {
-      if (!uses.empty()) {
-        gatherForReads(bucket, uses);
+  for (auto [bucket, segments] : llvm::zip(all, reads)) {
+    for (llvm::SetVector<Operation *> &readers : segments) {
+      if (!readers.empty()) {
+        gatherForReads(*bucket, readers.getArrayRef());
       }
     }
   }
@@ -568,6 +675,9 @@ LogicalResult ZeroRewriter::run() {
   }
   rewriteUpdates();
   if (options.stage >= 3) {
+    if (failed(formFrozenBuckets())) {
+      return failure();
+    }
     for (func::FuncOp function : {train, optimizer,
                                   module.lookupSymbol<func::FuncOp>(
                                       options.evalFunction)}) {
