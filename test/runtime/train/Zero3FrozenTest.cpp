@@ -303,8 +303,8 @@ std::string loadError(const FrozenPlan &spec) {
   return loadErrorOf(buildPlan(spec), "zero3-frozen");
 }
 
-template <typename T> void writeFile(const std::string &path,
-                                     const std::vector<T> &values) {
+template <typename T>
+void writeFile(const std::string &path, const std::vector<T> &values) {
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char *>(values.data()),
              static_cast<std::streamsize>(values.size() * sizeof(T)));
@@ -412,7 +412,8 @@ void expectChunksOfTheReference(FrozenPlan spec, int worldSize) {
       std::vector<uint8_t> flat = bucketBytes(buffer);
       uint64_t chunk = plan->bufferBytes(buffer);
       ASSERT_EQ(chunk * static_cast<uint64_t>(worldSize), flat.size());
-      const auto *got = static_cast<const uint8_t *>(session->bufferData(buffer));
+      const auto *got =
+          static_cast<const uint8_t *>(session->bufferData(buffer));
       EXPECT_EQ(std::memcmp(got, flat.data() + rank * chunk, chunk), 0)
           << "rank " << rank << " of " << worldSize << ", buffer " << buffer;
     }
@@ -421,9 +422,10 @@ void expectChunksOfTheReference(FrozenPlan spec, int worldSize) {
     int64_t chunk = at.quantFlat / worldSize;
     for (int64_t i = 0; i < chunk; ++i) {
       int64_t flatAt = rank * chunk + i;
-      bool padding = (flatAt >= at.qBytes && flatAt < at.kOffset) ||
-                     (flatAt >= at.kOffset + at.kBytes && flatAt < at.gOffset) ||
-                     flatAt >= at.gOffset + at.gBytes;
+      bool padding =
+          (flatAt >= at.qBytes && flatAt < at.kOffset) ||
+          (flatAt >= at.kOffset + at.kBytes && flatAt < at.gOffset) ||
+          flatAt >= at.gOffset + at.gBytes;
       if (padding) {
         EXPECT_EQ(bytes[i], 0) << "padding byte " << flatAt;
       }
@@ -517,9 +519,8 @@ TEST(Zero3FrozenSession, GptqSectionsAreCheckedWhole) {
   TempDir dir("zero3-frozen");
   FrozenPlan spec = withFiles(dir.path, /*badGroup=*/7);
   Flats at;
-  int64_t badByte = at.gOffset +
-                    static_cast<int64_t>(quant::gptqLayout(specG()).gIdx.offset) +
-                    5 * 4;
+  int64_t gIdx = static_cast<int64_t>(quant::gptqLayout(specG()).gIdx.offset);
+  int64_t badByte = at.gOffset + gIdx + 5 * 4;
   std::string error;
   int failedWithoutTheByte = 0;
   for (int world : {1, 2, 4}) {
