@@ -544,18 +544,16 @@ static std::string verifyShardGroup(const fb::Plan &p,
   return "";
 }
 
-/// A ZeRO-3 parameter's shard (plan 1.7): a trainable, unquantized tensor
-/// of a positive element count lying inside a flat space that is exactly
-/// group.size chunks of its buffer.
+/// A ZeRO-3 parameter's shard (plan 1.7): a tensor of a positive element
+/// count lying inside a flat space that is exactly group.size chunks of its
+/// buffer. Trainable and frozen parameters are sharded alike; a quantized
+/// one shards its storage bytes (verifyQuantizedParameter checks the
+/// shape against its scheme).
 static std::string verifyParameterShard(const LoadedPlan &plan,
                                         const fb::Parameter &param) {
   const fb::Plan &p = plan.root();
   const fb::ParameterShard &shard = *param.shard();
   std::string what = "sharded parameter '" + param.name()->str() + "'";
-  if (!param.trainable() || param.quant()) {
-    return Message() << what << " must be trainable and not quantized (only "
-                     << "trainable parameters are sharded)";
-  }
   const auto *shape = shard.shape();
   if (!aligned(shape) || shape->size() == 0 || shape->size() > kMaxPlanRank) {
     return Message() << what << " has a shard shape of rank " << shape->size()
@@ -591,7 +589,8 @@ static std::string verifyParameterShard(const LoadedPlan &plan,
 }
 
 /// Parameters that share a buffer: only sharded ones of one bucket (the
-/// same flat space and group) at disjoint ranges of it.
+/// same flat space and group, all trainable or all frozen, all quantized
+/// or none) at disjoint ranges of it.
 static std::string verifySharedChunks(const fb::Plan &p) {
   std::map<uint32_t, std::vector<const fb::Parameter *>> byBuffer;
   for (const fb::Parameter *param : *p.parameters()) {
@@ -633,6 +632,19 @@ static std::string verifySharedChunks(const fb::Plan &p) {
                          << "' but is not a member of the same bucket (the "
                             "same flat space and group)";
       }
+      if (param->trainable() != reference->trainable() ||
+          (param->quant() != nullptr) != (reference->quant() != nullptr)) {
+        auto kind = [](const fb::Parameter *q) {
+          return std::string(q->trainable() ? "trainable" : "frozen") +
+                 (q->quant() ? " quantized" : "");
+        };
+        return Message() << kind(param) << " parameter '"
+                         << param->name()->str() << "' shares buffer "
+                         << buffer << " with " << kind(reference)
+                         << " parameter '" << reference->name()->str()
+                         << "' (a bucket holds trainable, frozen or "
+                            "quantized parameters, never a mix)";
+      }
       int64_t numel = 1;
       for (int64_t d : *shard->shape()) {
         numel *= d; // verifyParameterShard bounded the product
@@ -661,8 +673,18 @@ verifyQuantizedParameter(const LoadedPlan &plan, const fb::Parameter &param,
     return Message() << "parameter '" << name << "': " << problem;
   }
   uint64_t storage = quant::storageBytes(spec);
-  if (plan.root().buffers()->Get(param.buffer())->dtype() != fb::DType::U8 ||
-      plan.bufferBytes(param.buffer()) != storage) {
+  bool u8 =
+      plan.root().buffers()->Get(param.buffer())->dtype() == fb::DType::U8;
+  if (const fb::ParameterShard *shard = param.shard()) {
+    // ZeRO-3 shards the storage bytes: the bucket's chunk is u8 and the
+    // member is the whole storage, [storage] bytes.
+    if (!u8 || shard->shape()->size() != 1 ||
+        static_cast<uint64_t>(shard->shape()->Get(0)) != storage) {
+      return Message() << "sharded quantized parameter '" << name
+                       << "' needs a u8 chunk buffer and a shard shape of ["
+                       << storage << "] (its storage bytes)";
+    }
+  } else if (!u8 || plan.bufferBytes(param.buffer()) != storage) {
     return Message() << "quantized parameter '" << name << "' needs a "
                      << storage << "-byte u8 buffer";
   }

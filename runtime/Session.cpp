@@ -348,9 +348,161 @@ std::string Session::ownedElements(const fb::Parameter &param,
   return "";
 }
 
+/// Opens weights file `path` for binding: its descriptor and size, or the
+/// error.
+static std::string openWeights(const std::string &path, int &fd,
+                               uint64_t &fileSize) {
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return "cannot open weights file '" + path + "': " + std::strerror(errno);
+  }
+  struct stat info;
+  if (fstat(fd, &info) != 0) {
+    std::string message =
+        "cannot stat weights file '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    fd = -1;
+    return message;
+  }
+  fileSize = static_cast<uint64_t>(info.st_size);
+  // pread straight into the arenas: the bytes pass through the page cache
+  // only, so binding never holds a second copy of the weights in this
+  // process (an mmap would count every page in the resident set).
+  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return "";
+}
+
+/// Reads bytes [skip, skip + length) of `source` (a range of the open file
+/// `path` of `fileSize` bytes) into `target`, once the file is seen to
+/// still hold the range (it may have changed since the plan was loaded).
+static std::string readSource(int fd, const std::string &path,
+                              uint64_t fileSize, const std::string &name,
+                              const fb::Source &source, uint64_t skip,
+                              uint64_t length, uint8_t *target) {
+  if (source.offset() > fileSize ||
+      source.length() > fileSize - source.offset()) {
+    return "parameter '" + name + "': bytes [" +
+           std::to_string(source.offset()) + ", " +
+           std::to_string(source.offset() + source.length()) +
+           ") lie outside '" + path + "' (" + std::to_string(fileSize) +
+           " bytes)";
+  }
+  return readFully(fd, path, name, source.offset() + skip, length, target);
+}
+
+/// Quantizes the float weight `raw` (all of `source`'s bytes) of quantized
+/// parameter `param` into `storage` (storageBytes of its scheme), widening
+/// f16/bf16 or realigning f32 through `widened`.
+static std::string quantizeWeight(const fb::Parameter &param,
+                                  const fb::Source &source,
+                                  const std::vector<uint8_t> &raw,
+                                  std::vector<float> &widened,
+                                  uint8_t *storage) {
+  std::string name = param.name()->str();
+  quant::QuantSpec spec;
+  std::string problem;
+  if (!quantSpecOf(*param.quant(), spec, problem)) {
+    return "parameter '" + name + "': " + problem;
+  }
+  const float *weight = reinterpret_cast<const float *>(raw.data());
+  if (source.dtype() != fb::DType::F32) {
+    widened.resize(static_cast<size_t>(spec.rows * spec.cols));
+    widenToFloat(source.dtype(), raw.data(), spec.rows * spec.cols,
+                 widened.data());
+    weight = widened.data();
+  } else if (reinterpret_cast<uintptr_t>(weight) % alignof(float) != 0) {
+    widened.resize(static_cast<size_t>(spec.rows * spec.cols));
+    std::memcpy(widened.data(), raw.data(), raw.size());
+    weight = widened.data();
+  }
+  problem = quant::quantizeInto(spec, weight,
+                                param.quant()->source_transposed(), storage);
+  return problem.empty() ? "" : "parameter '" + name + "': " + problem;
+}
+
+/// Pre-quantized bytes come from another program's file: a GPTQ group
+/// index out of range would send the kernels outside the storage.
+static std::string checkPrequantized(const fb::Parameter &param,
+                                     const uint8_t *storage) {
+  quant::QuantSpec spec;
+  std::string problem;
+  if (!quantSpecOf(*param.quant(), spec, problem)) {
+    return "parameter '" + param.name()->str() + "': " + problem;
+  }
+  if (spec.scheme == quant::Scheme::GPTQ) {
+    problem = quant::checkGptqStorage(spec, storage);
+  }
+  return problem.empty() ? "" : "parameter '" + param.name()->str() + "': " +
+                                    problem;
+}
+
+std::string Session::bindShardedStorage(const fb::Parameter &param,
+                                        BindScratch &scratch) {
+  OwnedElements owned;
+  if (std::string problem = ownedElements(param, owned); !problem.empty()) {
+    return problem;
+  }
+  if (owned.count == 0) {
+    return ""; // no byte of it in this rank's chunk
+  }
+  std::string name = param.name()->str();
+  const fb::Quantization &quant = *param.quant();
+  // The whole storage, as the unsharded parameter's buffer would hold it
+  // (zeroed as the arenas are, for bytes a scheme leaves unwritten).
+  scratch.storage.assign(loaded.parameterElements(param), 0);
+  auto readInto = [&](const fb::Source &source, uint8_t *target) {
+    std::string path = loaded.resolveSourcePath(source.file()->str());
+    int fd = -1;
+    uint64_t fileSize = 0;
+    if (std::string problem = openWeights(path, fd, fileSize);
+        !problem.empty()) {
+      return problem;
+    }
+    std::string problem = readSource(fd, path, fileSize, name, source, 0,
+                                     source.length(), target);
+    ::close(fd);
+    return problem;
+  };
+  if (const auto *sections = quant.sections()) {
+    uint64_t at = 0;
+    for (const fb::Source *section : *sections) {
+      if (std::string problem =
+              readInto(*section, scratch.storage.data() + at);
+          !problem.empty()) {
+        return problem;
+      }
+      at += section->length();
+    }
+    if (std::string problem =
+            checkPrequantized(param, scratch.storage.data());
+        !problem.empty()) {
+      return problem;
+    }
+  } else {
+    const fb::Source &source = *param.source();
+    scratch.raw.resize(source.length());
+    if (std::string problem = readInto(source, scratch.raw.data());
+        !problem.empty()) {
+      return problem;
+    }
+    if (std::string problem =
+            quantizeWeight(param, source, scratch.raw, scratch.widened,
+                           scratch.storage.data());
+        !problem.empty()) {
+      return problem;
+    }
+  }
+  auto *chunk = static_cast<uint8_t *>(hostData(param.buffer()));
+  std::memcpy(chunk + owned.target, scratch.storage.data() + owned.first,
+              owned.count);
+  return "";
+}
+
 /// Reads every parameter's bytes from its source file into its buffer,
 /// quantizing those the plan stores quantized. A ZeRO-3 parameter reads
-/// only the part of its source that falls in this rank's chunk.
+/// only the part of its source that falls in this rank's chunk; a sharded
+/// quantized one is quantized (or read, GPTQ) whole, one at a time, and
+/// its chunk's bytes copied out (bindShardedStorage).
 std::string Session::bindParameters() {
   const fb::Plan &p = loaded.root();
   if (!p.parameters()) {
@@ -369,10 +521,13 @@ std::string Session::bindParameters() {
     uint64_t length;
   };
   std::map<std::string, std::vector<Read>> byFile;
+  std::vector<const fb::Parameter *> shardedStorage;
   for (const fb::Parameter *param : *p.parameters()) {
     auto *buffer = static_cast<uint8_t *>(hostData(param->buffer()));
     const fb::Quantization *quant = param->quant();
-    if (quant && quant->sections()) {
+    if (quant && param->shard()) {
+      shardedStorage.push_back(param);
+    } else if (quant && quant->sections()) {
       uint64_t at = 0;
       for (const fb::Source *section : *quant->sections()) {
         byFile[loaded.resolveSourcePath(section->file()->str())].push_back(
@@ -397,73 +552,31 @@ std::string Session::bindParameters() {
   }
   // Quantization streams one tensor at a time: the scratch holds the largest
   // float weight once, never the whole model.
-  std::vector<uint8_t> raw;
-  std::vector<float> widened;
+  BindScratch scratch;
   for (const auto &[path, reads] : byFile) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return "cannot open weights file '" + path + "': " + std::strerror(errno);
+    int fd = -1;
+    uint64_t fileSize = 0;
+    if (std::string problem = openWeights(path, fd, fileSize);
+        !problem.empty()) {
+      return problem;
     }
-    struct stat info;
-    if (fstat(fd, &info) != 0) {
-      std::string message = "cannot stat weights file '" + path + "': " +
-                            std::strerror(errno);
-      ::close(fd);
-      return message;
-    }
-    uint64_t fileSize = static_cast<uint64_t>(info.st_size);
-    // pread straight into the arenas: the bytes pass through the page cache
-    // only, so binding never holds a second copy of the weights in this
-    // process (an mmap would count every page in the resident set).
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     std::string problem;
     for (const Read &read : reads) {
-      const fb::Source *source = read.source;
+      const fb::Source &source = *read.source;
       std::string name = read.param->name()->str();
-      // The file may have changed since the plan was loaded.
-      if (source->offset() > fileSize ||
-          source->length() > fileSize - source->offset()) {
-        problem = "parameter '" + name + "': bytes [" +
-                  std::to_string(source->offset()) + ", " +
-                  std::to_string(source->offset() + source->length()) +
-                  ") lie outside '" + path + "' (" + std::to_string(fileSize) +
-                  " bytes)";
-        break;
-      }
       if (!read.quantize) {
-        problem = readFully(fd, path, name, source->offset() + read.skip,
-                            read.length, read.target);
-        if (!problem.empty()) {
-          break;
+        problem = readSource(fd, path, fileSize, name, source, read.skip,
+                             read.length, read.target);
+      } else {
+        scratch.raw.resize(source.length());
+        problem = readSource(fd, path, fileSize, name, source, 0,
+                             source.length(), scratch.raw.data());
+        if (problem.empty()) {
+          problem = quantizeWeight(*read.param, source, scratch.raw,
+                                   scratch.widened, read.target);
         }
-        continue;
       }
-      quant::QuantSpec spec;
-      if (!quantSpecOf(*read.param->quant(), spec, problem)) {
-        break;
-      }
-      raw.resize(source->length());
-      problem = readFully(fd, path, name, source->offset(), source->length(),
-                          raw.data());
       if (!problem.empty()) {
-        break;
-      }
-      const float *weight = reinterpret_cast<const float *>(raw.data());
-      if (source->dtype() != fb::DType::F32) {
-        widened.resize(static_cast<size_t>(spec.rows * spec.cols));
-        widenToFloat(source->dtype(), raw.data(), spec.rows * spec.cols,
-                     widened.data());
-        weight = widened.data();
-      } else if (reinterpret_cast<uintptr_t>(weight) % alignof(float) != 0) {
-        widened.resize(static_cast<size_t>(spec.rows * spec.cols));
-        std::memcpy(widened.data(), raw.data(), raw.size());
-        weight = widened.data();
-      }
-      problem = quant::quantizeInto(spec, weight,
-                                    read.param->quant()->source_transposed(),
-                                    read.target);
-      if (!problem.empty()) {
-        problem = "parameter '" + name + "': " + problem;
         break;
       }
     }
@@ -472,24 +585,21 @@ std::string Session::bindParameters() {
       return problem;
     }
   }
-  // Pre-quantized bytes come from another program's file: a group index out
-  // of range would send the kernels outside the storage.
+  for (const fb::Parameter *param : shardedStorage) {
+    if (std::string problem = bindShardedStorage(*param, scratch);
+        !problem.empty()) {
+      return problem;
+    }
+  }
   for (const fb::Parameter *param : *p.parameters()) {
     const fb::Quantization *quant = param->quant();
-    if (!quant || !quant->sections()) {
-      continue;
+    if (!quant || !quant->sections() || param->shard()) {
+      continue; // bindShardedStorage checked the sharded ones whole
     }
-    quant::QuantSpec spec;
-    std::string problem;
-    if (!quantSpecOf(*quant, spec, problem)) {
-      return "parameter '" + param->name()->str() + "': " + problem;
-    }
-    if (spec.scheme == quant::Scheme::GPTQ) {
-      problem = quant::checkGptqStorage(
-          spec, static_cast<const uint8_t *>(hostData(param->buffer())));
-    }
-    if (!problem.empty()) {
-      return "parameter '" + param->name()->str() + "': " + problem;
+    if (std::string problem = checkPrequantized(
+            *param, static_cast<const uint8_t *>(hostData(param->buffer())));
+        !problem.empty()) {
+      return problem;
     }
   }
   return "";

@@ -133,6 +133,20 @@ private:
   };
   std::string ownedElements(const plan::Parameter &param,
                             OwnedElements &owned) const;
+  /// What binding reuses from one weight to the next: a float weight's
+  /// file bytes, their f32 widening, and a sharded quantized parameter's
+  /// whole storage. Each holds one parameter's tensor at a time.
+  struct BindScratch {
+    std::vector<uint8_t> raw;
+    std::vector<float> widened;
+    std::vector<uint8_t> storage;
+  };
+  /// Binds a ZeRO-3 quantized parameter (plan 1.7): its whole storage,
+  /// quantized from its float source or read from its sections (GPTQ,
+  /// checked whole), into `scratch.storage`, then the bytes that fall in
+  /// this rank's chunk into the chunk buffer.
+  std::string bindShardedStorage(const plan::Parameter &param,
+                                 BindScratch &scratch);
 
   /// A collective step, resolved: the call, and rank 0's group (the
   /// plan's), run on this rank's matching group.

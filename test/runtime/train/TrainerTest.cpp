@@ -12,6 +12,7 @@
 #include "runtime/train/Trainer.h"
 #include "runtime/Plan.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/quant/QuantizedWeight.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/DataLoader.h"
 #include "runtime/train/Safetensors.h"
@@ -68,7 +69,22 @@ struct ToyPlan {
   /// train_step all-gathers the chunk into activations before using them,
   /// optimizer_step reduce-scatters the gradients and updates the chunk.
   bool zero3 = false;
+  /// QLoRA: a frozen nf4 base weight W [kVocab, kDim] (double quantized
+  /// from base.bin) beside the adapter, logits = W x + B A dropout(x).
+  /// With zero3 its storage bytes are sharded in a u8 bucket of their own,
+  /// all-gathered into activations before use and read by linear_quantized
+  /// from a view of the gathered bytes.
+  bool quantizedBase = false;
 };
+
+/// The toy's base weight W [kVocab, kDim] as QLoRA stores it.
+tailor::quant::QuantSpec baseSpec() {
+  tailor::quant::QuantSpec spec;
+  spec.scheme = tailor::quant::Scheme::NF4;
+  spec.rows = kVocab;
+  spec.cols = kDim;
+  return spec;
+}
 
 /// Writes the toy plan (and its embedding weights) into `dir`; returns the
 /// plan path.
@@ -81,6 +97,9 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     std::vector<int64_t> shape;
     int alias = -1; // share another buffer's bytes
     uint64_t rankStride = 0;
+  };
+  auto elementBytes = [](fb::DType dtype) -> uint64_t {
+    return dtype == fb::DType::I64 ? 8 : dtype == fb::DType::U8 ? 1 : 4;
   };
   // Arenas: 0 parameters, 1 gradients, 2 optimizer state, 3 activations,
   // 4 constants.
@@ -142,10 +161,35 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     specs.push_back({2, fb::DType::F32, {chunk}});        // 34 exp_avg
     specs.push_back({2, fb::DType::F32, {chunk}});        // 35 exp_avg_sq
   }
+  // QLoRA: the base weight's storage (ZeRO-3: its bucket's u8 chunk, the
+  // gathered bucket and the storage's view in it), W x and B h apart, and
+  // linear_quantized's workspace (enough for 64 workers).
+  const tailor::quant::QuantSpec base = baseSpec();
+  const int64_t baseBytes =
+      static_cast<int64_t>(tailor::quant::storageBytes(base));
+  const int64_t baseFlat = (baseBytes + 63) / 64 * 64;
+  uint32_t baseStorage = 0, baseChunk = 0, baseOut = 0;
+  if (toy.quantizedBase) {
+    if (toy.zero3) {
+      baseChunk = static_cast<uint32_t>(specs.size());
+      specs.push_back({0, fb::DType::U8, {baseFlat / toy.worldSize}});
+      specs.push_back({3, fb::DType::U8, {baseFlat}});
+      specs.push_back({3, fb::DType::U8, {baseBytes}, int(baseChunk) + 1});
+      baseStorage = baseChunk + 2;
+    } else {
+      baseStorage = static_cast<uint32_t>(specs.size());
+      specs.push_back({0, fb::DType::U8, {baseBytes}});
+    }
+    baseOut = static_cast<uint32_t>(specs.size());
+    specs.push_back({3, fb::DType::F32, {kBatch, kSeq, kVocab}}); // W x
+    specs.push_back({3, fb::DType::F32, {kBatch, kSeq, kVocab}}); // B h
+    specs.push_back({3, fb::DType::F32,
+                     {tailor::quant::linearWorkspaceFloats(base, false, 64)}});
+  }
   std::vector<uint64_t> arenaSize(5, 0), offsets;
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (const BufferSpec &spec : specs) {
-    uint64_t bytes = spec.dtype == fb::DType::I64 ? 8 : 4;
+    uint64_t bytes = elementBytes(spec.dtype);
     for (int64_t d : spec.shape) {
       bytes *= static_cast<uint64_t>(d);
     }
@@ -205,6 +249,26 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
           b, b.CreateString("model.layers.0.proj.lora_B.weight"),
           toy.zero3 ? 31 : 2, 0, true, fb::CreateInit(b, fb::InitKind::Zeros),
           0, false, 0, shard({kVocab, kRank}, kRank * kDim))};
+  if (toy.quantizedBase) {
+    std::vector<float> weight(static_cast<size_t>(kVocab * kDim));
+    for (size_t i = 0; i < weight.size(); ++i) {
+      weight[i] = std::cos(0.3f * static_cast<float>(i)) * 0.4f;
+    }
+    std::ofstream(dir + "/base.bin", std::ios::binary)
+        .write(reinterpret_cast<const char *>(weight.data()),
+               static_cast<std::streamsize>(weight.size() * 4));
+    params.push_back(fb::CreateParameter(
+        b, b.CreateString("model.layers.0.proj.base_layer.weight"),
+        toy.zero3 ? baseChunk : baseStorage,
+        fb::CreateSource(b, b.CreateString("base.bin"), 0, weight.size() * 4,
+                         fb::DType::F32),
+        false, 0, 0, false,
+        fb::CreateQuantization(b, b.CreateString("nf4"), kVocab, kDim),
+        toy.zero3 ? fb::CreateParameterShard(
+                        b, b.CreateVector(std::vector<int64_t>{baseBytes}), 0,
+                        baseFlat, b.CreateVector(world))
+                  : flatbuffers::Offset<fb::ParameterShard>()));
+  }
   auto scalar = [&](float value) {
     return b.CreateVector(reinterpret_cast<const uint8_t *>(&value), 4);
   };
@@ -252,6 +316,9 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   // gathers the weights first).
   if (toy.zero3) {
     collective(fb::CollectiveKind::AllGather, 31, 30);
+    if (toy.quantizedBase) {
+      collective(fb::CollectiveKind::AllGather, baseChunk, baseChunk + 1);
+    }
   }
   launch("embedding", {0, 9, 12});
   if (toy.dropout) {
@@ -260,7 +327,19 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     launch("copy", {12, 13});
   }
   launch("linear", {13, 1, 14});
-  launch("linear", {14, 2, 15});
+  if (toy.quantizedBase) {
+    // The base weight sees x itself (LoRA's dropout is on the adapter's
+    // path only) and, being frozen, needs no gradient.
+    launch("linear_quantized", {12, baseStorage, baseOut, baseOut + 2},
+           {fb::CreateAttribute(b, b.CreateString("scheme"),
+                                fb::AttrKind::String, 0, 0, 0, 0,
+                                b.CreateString("nf4")),
+            intAttr("rows", kVocab), intAttr("cols", kDim)});
+    launch("linear", {14, 2, baseOut + 1});
+    launch("add", {baseOut, baseOut + 1, 15});
+  } else {
+    launch("linear", {14, 2, 15});
+  }
   launch("cross_entropy", {16, 17, 18, 19});
   launch("cross_entropy_grad", {16, 17, 27, 20});
   launch("linear_weight_grad", {20, 22, 4}, {intAttr("accumulate", 1)});
@@ -1083,6 +1162,7 @@ struct ShardedToyRuns {
     sharded.name = tag + ".tplan";
     ToyPlan one;
     one.name = "one.tplan";
+    one.quantizedBase = sharded.quantizedBase;
     if (launch.rank == 0) {
       writePlan(dir, sharded);
       writePlan(dir, one);
@@ -1281,6 +1361,61 @@ TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
   EXPECT_EQ(optimizer.find("zero.b0"), std::string::npos);
   EXPECT_NE(fingerprintOf(dir + "/zero3/checkpoint-4"), "");
   EXPECT_EQ(fingerprintOf(dir + "/zero3/checkpoint-4"),
+            fingerprintOf(dir + "/one/checkpoint-4"));
+}
+
+TEST(TrainerZero3QloraRanks, ShardsTheQuantizedBaseAndTrainsAsOneRankDoes) {
+  TAILOR_NEED_TWO_RANKS(launch);
+  std::string error;
+  std::unique_ptr<tailor::runtime::comm::Communicator> world =
+      tailor::runtime::comm::createMpiCommunicator(launch, error);
+  ASSERT_TRUE(world) << error;
+  // QLoRA under ZeRO-3 on two ranks: the nf4 base weight's bytes are
+  // sharded with the adapter; the reference is one rank holding it whole.
+  ShardedToyRuns sharded;
+  sharded.launch = launch;
+  sharded.world = world.get();
+  ToyPlan qlora;
+  qlora.zero3 = true;
+  qlora.quantizedBase = true;
+  ASSERT_EQ(sharded.run(qlora, "qlora"), "");
+  std::string dir = sharded.dir;
+  // The toy without the base, to see that the base weight counts.
+  TrainRun plain;
+  if (launch.rank == 0) {
+    ToyPlan toy;
+    toy.name = "plain.tplan";
+    writePlan(dir, toy);
+    plain = sharded.alone(sharded.options("plain.tplan", "plain"));
+  }
+  ASSERT_EQ(world->barrier(), "");
+  if (launch.rank != 0) {
+    return;
+  }
+  ASSERT_EQ(plain.error, "");
+  std::vector<double> want = lossValues(dir + "/one");
+  std::vector<double> without = lossValues(dir + "/plain");
+  ASSERT_EQ(want.size(), 6u);
+  ASSERT_EQ(without.size(), 6u);
+  EXPECT_GT(std::fabs(want[0] - without[0]), 1e-3 * std::fabs(without[0]));
+  std::pair<const char *, size_t> runs[3] = {
+      {"/qlora", 0}, {"/qlora-from-one", 2}, {"/one-from-qlora", 4}};
+  for (const auto &[out, start] : runs) {
+    std::vector<double> got = lossValues(dir + out);
+    ASSERT_EQ(got.size(), 6u - start) << out;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double w = want[start + i];
+      EXPECT_NEAR(got[i], w, 1e-6 * std::fabs(w))
+          << out << " step " << start + i + 1;
+    }
+  }
+  // The adapter holds the LoRA weights only, as the one rank's does.
+  for (const char *out : {"/qlora", "/qlora-from-one", "/one-from-qlora"}) {
+    expectSameTensors(dir + out + "/adapter_model.safetensors",
+                      dir + "/one/adapter_model.safetensors");
+  }
+  EXPECT_EQ(tensorsOf(dir + "/qlora/adapter_model.safetensors").size(), 2u);
+  EXPECT_EQ(fingerprintOf(dir + "/qlora/checkpoint-4"),
             fingerprintOf(dir + "/one/checkpoint-4"));
 }
 

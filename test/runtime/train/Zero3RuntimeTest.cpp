@@ -272,17 +272,19 @@ TEST(Zero3Loader, AcceptsShardedParametersAndTheirStates) {
   EXPECT_EQ(loadError(file), "");
 }
 
-TEST(Zero3Loader, RejectsShardsThatAreNotTrainableTensorsInTheirBucket) {
+TEST(Zero3Loader, RejectsShardsThatAreNotTensorsInTheirBucket) {
+  // Frozen and quantized parameters are sharded too (Zero3FrozenTest), in
+  // buckets of their own kind.
   Zero3Plan frozen;
   frozen.wTrainable = false;
   EXPECT_TRUE(mentions(loadError(frozen),
-                       "sharded parameter 'w' must be trainable and not "
-                       "quantized"));
+                       "trainable parameter 'v' shares buffer 0 with frozen "
+                       "parameter 'w'"));
   Zero3Plan quantized;
   quantized.wQuantized = true;
   EXPECT_TRUE(mentions(loadError(quantized),
-                       "sharded parameter 'w' must be trainable and not "
-                       "quantized"));
+                       "sharded quantized parameter 'w' needs a u8 chunk "
+                       "buffer and a shard shape of [12]"));
   Zero3Plan scalar;
   scalar.wShape = {};
   EXPECT_TRUE(mentions(loadError(scalar), "sharded parameter 'w' has a shard "
