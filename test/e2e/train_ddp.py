@@ -11,6 +11,8 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
     (`2x2xcpu`); ZeRO-1, 2 and 3 (zero_stage: 1..3) at world 2 and 4;
     hybrid sharding (fsdp_sharding_strategy: HYBRID_SHARD) on 2x2xcpu;
     all launched with `mpirun --oversubscribe -np N tailor train`;
+  * QLoRA (NF4 base weights) under ZeRO-3 at world 2 and 4, the NF4 bytes
+    sharded too;
   * a run that changes world size and strategy as it resumes: steps 1-7
     with ZeRO-3 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank.
 
@@ -348,6 +350,35 @@ def check_recipe(args, onnx_path, data, base, label):
     return failures, dict(results, world1=ref)
 
 
+def check_qlora(args, onnx_path, data, base):
+    """QLoRA under ZeRO-3: the NF4 base weights' stored bytes are sharded
+    too, gathered as bytes and dequantized on use: world 1's numbers, and
+    1/N of its parameter bytes per rank."""
+    ref, err = run_world(args, onnx_path, data, base, "qlora-world1", "cpu",
+                         1)
+    if err:
+        return [f"qlora world 1: {err}"]
+    failures = []
+    for name, hardware, ranks in (("qlora-zero3-world2", "2xcpu", 2),
+                                  ("qlora-zero3-world4", "4xcpu", 4)):
+        got, err = run_world(args, onnx_path, data, base, name, hardware,
+                             ranks, "zero3")
+        if err:
+            failures.append(f"{name}: {err}")
+            continue
+        failures += compare(name, got, ref)
+        failures += check_bytes_sent(name, got, ranks)
+        whole = ref["doc"]["memory"]["parameters"]
+        held = got["doc"]["memory"]["parameters"]
+        # Buckets pad to 64-element chunks: a little over 1/N.
+        if not whole / ranks <= held <= whole / ranks * 1.1 + 4096:
+            failures.append(f"{name}: {held} parameter bytes per rank, "
+                            f"world 1 holds {whole}")
+        print(f"{name}: parameters {held} B per rank (world 1 {whole} B, "
+              f"NF4 bytes included)")
+    return failures
+
+
 def check_resume_across(args, onnx_path, data, base, ref):
     """Steps 1-7 ZeRO-3 on 2 ranks, 8-14 DDP on 4, 15-20 on 1 rank, each
     resuming the one before's checkpoint: world 1's uninterrupted run."""
@@ -407,6 +438,9 @@ def main():
     if full_results:
         failures += check_resume_across(args, onnx_path, data, full,
                                         full_results["world1"])
+    qlora = dict(lora)
+    qlora.update(adapter="qlora")
+    failures += check_qlora(args, onnx_path, data, qlora)
     failures += check_rank_death(args, onnx_path, data, full)
     if full_results and "full-zero2-world2" in full_results:
         failures += check_trace(args, full_results["full-zero2-world2"]["plan"],

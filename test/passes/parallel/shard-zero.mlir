@@ -9,6 +9,7 @@
 tg.param @a : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @b : tensor<30xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @c : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @e : tensor<4x4xf32> init <"zeros", 0.0 : f64>
 tg.state @a.grad : tensor<4x4xf32> of @a grad
 tg.state @b.grad : tensor<30xf32> of @b grad
 tg.state @c.grad : tensor<4x4xf32> of @c grad
@@ -83,18 +84,23 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // HYBRID: sched.collective all_reduce %{{.+}} to %{{.+}} reduce sum group [0, 1] on @compute : memref<f32>
 // HYBRID: %[[CHUNK:.+]] = sched.buffer @parameters[{{[0-9]+}}, 256] rank_stride 256 period 2 : memref<64xf32>
 // HYBRID: sched.collective all_gather %[[CHUNK]] to %{{.+}} group [0, 1]
-// Tests that zero3 keeps the parameters only as chunks: train_step reads
+// Tests that zero3 keeps the parameters (frozen ones too, in buckets of
+// their own: @e) only as chunks: train_step reads
 // them through a gather of their bucket made right before the first read
 // and views of it, again for the reads from the loss gradient on, the
 // update writes the chunk and nothing gathers after it; lowered, the
 // members share the chunk, carry their place in the bucket, and their reads
 // are views at offsets into the gathered buffer.
 // ZERO3: tg.bucket @zero.b0 [@c, @b] offsets [0, 64] size 128 over world shards 2 sharded_params : f32
+// ZERO3: tg.bucket @zero.f0 [@e] offsets [0] size 128 over world shards 2 sharded_params : f32
 // ZERO3-LABEL: func.func @train_step
 // ZERO3-NOT: tg.param_ref
 // ZERO3: %[[F:.+]] = tg.gather_bucket @zero.b1 : tensor<128xf32>
 // ZERO3: %[[A:.+]] = tg.bucket_member %[[F]][0] : tensor<128xf32> -> tensor<4x4xf32>
 // ZERO3: tg.mul %{{.+}}, %[[A]]
+// ZERO3: %[[FE:.+]] = tg.gather_bucket @zero.f0 : tensor<128xf32>
+// ZERO3: %[[E:.+]] = tg.bucket_member %[[FE]][0] : tensor<128xf32> -> tensor<4x4xf32>
+// ZERO3: tg.add %{{.+}}, %[[E]]
 // ZERO3: tg.cross_entropy_grad
 // ZERO3: %[[F2:.+]] = tg.gather_bucket @zero.b1 : tensor<128xf32>
 // ZERO3: %[[A2:.+]] = tg.bucket_member %[[F2]][0]
@@ -112,7 +118,9 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // SCHED3: sched.launch @adamw(%[[CHUNK]],
 func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
   %pa = tg.param_ref @a : tensor<4x4xf32>
-  %fa = tg.mul %y, %pa : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %pe = tg.param_ref @e : tensor<4x4xf32>
+  %ya = tg.mul %y, %pa : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %fa = tg.add %ya, %pe : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %logits = tg.reshape %fa : tensor<4x4xf32> -> tensor<4x4xf32>
   %labels = arith.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
   %one = arith.constant dense<1.0> : tensor<f32>
