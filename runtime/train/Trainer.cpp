@@ -4,6 +4,7 @@
 
 #include "runtime/Timeline.h"
 
+#include "runtime/MemoryCategory.h"
 #include "runtime/Session.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/train/AtomicFile.h"
@@ -608,6 +609,11 @@ void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   } else {
     std::fprintf(out, "already at step %" PRId64 "\n", run.maxSteps);
   }
+  // The session allocated exactly the plan's arenas (on every rank: one
+  // program), which is what `tailor inspect` reports.
+  uint64_t allocated = runtime::totalBytes(run.session->allocatedBytes());
+  std::fprintf(out, "memory %" PRIu64 " B allocated%s\n", allocated,
+               run.world > 1 ? " per rank" : "");
   std::fprintf(out, "data %s\n", run.data->describe().c_str());
   if (!run.data->warning().empty()) {
     std::fprintf(run.err, "tailor train: warning: %s\n",

@@ -19,14 +19,15 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
 Checks: every step's loss and grad_norm (rank 0's metrics.jsonl, averaged
 over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
 (model's) tensors to 1e-5 of each tensor's scale but for at most 0.5% of
-elements, AdamW's near-zero-gradient elements, within 1e-3; the bytes each
-step sent, as the communicator counted them (metrics.jsonl `bytes_sent`),
-equal the plan's prediction (inspect --json) exactly; ZeRO's optimizer
-state per rank is 1/N of DDP's (plus padding), and ZeRO-3's trainable
-parameters too; kill -9 of one rank mid-run
-ends every rank within 60 s with a message naming it, the last complete
-checkpoint intact; and a plan for 4 ranks launched on 2 fails with exit
-status 1 and a message that says so.
+elements, AdamW's near-zero-gradient elements, within 1e-3; each rank
+allocated exactly the plan's arenas (`memory N B allocated` against
+inspect's total); the bytes each step sent, as the communicator counted
+them (metrics.jsonl `bytes_sent`), equal the plan's prediction (inspect
+--json) exactly; ZeRO's optimizer state per rank is 1/N of DDP's (plus
+padding), and ZeRO-3's parameters too (QLoRA's NF4 bytes included); kill
+-9 of one rank mid-run ends every rank within 60 s with a message naming
+it, the last complete checkpoint intact; and a plan for 4 ranks launched on
+2 fails with exit status 1 and a message that says so.
 
   train_ddp.py --bin build/bin --work build/test/train-ddp
 """
@@ -34,6 +35,7 @@ status 1 and a message that says so.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +90,10 @@ def train(args, plan, work, ranks, data, out=None, max_steps=STEPS,
     if ranks > 1:
         cmd = mpirun(ranks) + cmd
     ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
+    if ok:
+        match = re.search(r"^memory (\d+) B allocated", msg, re.M)
+        with open(os.path.join(out, "allocated.txt"), "w") as f:
+            f.write(match.group(1) if match else "")
     return (out, None) if ok else (None, f"train at world {ranks}: " + msg)
 
 
@@ -124,8 +130,11 @@ def run_world(args, onnx_path, data, base, name, hardware, ranks,
     doc = json.loads(subprocess.run(
         [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
         capture_output=True, text=True, check=True).stdout)
+    with open(os.path.join(out, "allocated.txt")) as f:
+        allocated = f.read().strip()
     return dict(metrics=metrics, tensors=tensors, plan=plan, doc=doc,
-                sent=[m.get("bytes_sent") for m in rows]), None
+                sent=[m.get("bytes_sent") for m in rows],
+                allocated=int(allocated) if allocated else None), None
 
 
 def compare(name, got, ref):
@@ -168,8 +177,12 @@ def compare(name, got, ref):
 
 
 def check_bytes_sent(name, result, ranks):
-    """Every step sent exactly the bytes the plan predicts."""
+    """Every step sent exactly the bytes the plan predicts, and each rank
+    allocated exactly the plan's arenas."""
     doc = result["doc"]
+    if result["allocated"] != doc["memory"]["total"]:
+        return [f"{name}: the trainer allocated {result['allocated']} bytes "
+                f"per rank, the plan's arenas hold {doc['memory']['total']}"]
     predicted = doc["ranks"][0]["predicted_bytes_sent_per_step"]
     if len(doc["ranks"]) != ranks:
         return [f"{name}: inspect --json lists {len(doc['ranks'])} ranks"]
@@ -179,7 +192,8 @@ def check_bytes_sent(name, result, ranks):
         return [f"{name}: predicted {predicted} bytes sent per step; the "
                 f"communicator counted {wrong[:3]} (step, bytes)"]
     print(f"{name}: {len(result['sent'])} steps sent {predicted} bytes each "
-          f"({predicted / 2**10:.1f} KiB), as predicted")
+          f"({predicted / 2**10:.1f} KiB), as predicted; "
+          f"{result['allocated']} B allocated per rank, as planned")
     return []
 
 
