@@ -12,10 +12,10 @@
 //     chunk accumulator, so whole gradients never outlive the bucket;
 //   - one update runs on this rank's chunk with chunk-sized moments, and
 //     tg.all_gather_bucket gives every rank the updated parameters;
-//   - stage 3 keeps no whole parameters at all: functions read them from a
-//     tg.gather_bucket made right before their first read (and again
-//     before backward), through tg.bucket_member views, and the update
-//     writes the chunk, which nothing gathers afterwards.
+//   - stage 3 keeps no whole parameters at all (ZeroStage3.cpp): functions
+//     read them from a tg.gather_bucket made right before their first read
+//     (and again before backward), through tg.bucket_member views, and the
+//     update writes the chunk, which nothing gathers afterwards.
 // The gradient norm for clipping is the square root of the sum, over
 // ranks, of each rank's chunk's squared norm. Hybrid sharding cuts the
 // buckets over the ranks of each node and keeps one replica per node: the
@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/parallel/ZeroSharding.h"
+#include "passes/parallel/ZeroRewriter.h"
 
 #include "dialects/tg/TGQuant.h"
 #include "dialects/tg/TGShapes.h"
@@ -35,41 +35,14 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/SetVector.h"
-
-#include <array>
 #include "llvm/Support/MathExtras.h"
 
 namespace tailor::parallel {
 
 using namespace mlir;
+using namespace detail;
 
 namespace {
-
-/// One trainable parameter's part in the step.
-struct Member {
-  tg::ParamOp param;
-  tg::StateOp grad;
-  /// Its tg.adamw_update or tg.sgd_update in optimizer_step.
-  Operation *update = nullptr;
-  /// The update's other states (exp_avg, exp_avg_sq / momentum_buffer).
-  SmallVector<tg::StateOp> moments;
-  int64_t numel = 0;
-  int64_t offset = 0;
-  /// What a read of it in the bucket is: the parameter's tensor, or a
-  /// quantized parameter's stored bytes (1-D ui8).
-  RankedTensorType flatType;
-};
-
-struct Bucket {
-  SmallVector<Member> members;
-  int64_t size = 0;
-  tg::BucketOp op;
-  /// This rank's chunk of the members' gradients, then of each moment (in
-  /// the members' moment order).
-  tg::StateOp grad;
-  SmallVector<tg::StateOp> moments;
-};
 
 /// The attributes naming an update's parameter and states: everything
 /// else about two updates must agree for one update to run on a bucket.
@@ -94,51 +67,8 @@ bool sameUpdate(Operation *a, Operation *b) {
   return a->getAttrs().size() == b->getAttrs().size();
 }
 
-class ZeroRewriter {
-public:
-  ZeroRewriter(ModuleOp module, const ZeroOptions &options)
-      : module(module), options(options), builder(module.getContext()) {}
-
-  LogicalResult run();
-
-private:
-  LogicalResult collectMembers(SmallVectorImpl<Member> &members);
-  void formBuckets(ArrayRef<Member> members);
-  void declareBuckets();
-  /// Stage 3: the frozen parameters the step reads (LoRA's base weights;
-  /// quantized ones as their stored bytes), in buckets of their own that
-  /// are only ever gathered.
-  LogicalResult formFrozenBuckets();
-  /// Lays a bucket's members out and sizes it.
-  void layOut(Bucket &bucket) const;
-  /// Packs `values` (one per member, in bucket order) flat with zero
-  /// padding, reduce-scatters them and adds the chunk into the bucket's
-  /// gradient accumulator, at the builder's insertion point.
-  void reduceScatterInto(Bucket &bucket, ArrayRef<Value> values, Location loc);
-  LogicalResult rewriteStageOne();
-  LogicalResult rewriteStageTwo();
-  LogicalResult rewriteGlobalNorms();
-  /// Hybrid: averages each chunk accumulator over the nodes' replicas at
-  /// the start of the optimizer step.
-  void averageReplicas();
-  void rewriteUpdates();
-  /// Stage 3: the reads of members' values in `function`.
-  LogicalResult rewriteParamReads(func::FuncOp function);
-  /// Stage 3: one segment's reads of `bucket`'s members: a gather before
-  /// the first of them and a view per member.
-  void gatherForReads(Bucket &bucket, ArrayRef<Operation *> readers);
-  LogicalResult eraseMemberStates();
-
-  ModuleOp module;
-  const ZeroOptions &options;
-  OpBuilder builder;
-  func::FuncOp train;
-  func::FuncOp optimizer;
-  std::vector<Bucket> buckets;
-  std::vector<Bucket> frozenBuckets;
-};
-
 } // namespace
+
 
 LogicalResult ZeroRewriter::collectMembers(SmallVectorImpl<Member> &members) {
   llvm::StringMap<Operation *> updates;
@@ -222,70 +152,6 @@ void ZeroRewriter::layOut(Bucket &bucket) const {
   int64_t chunk = llvm::alignTo(llvm::divideCeil(end, options.shards),
                                 kZeroAlignElements);
   bucket.size = chunk * options.shards;
-}
-
-LogicalResult ZeroRewriter::formFrozenBuckets() {
-  llvm::DenseSet<StringRef> read;
-  for (func::FuncOp function :
-       {train, module.lookupSymbol<func::FuncOp>(options.evalFunction)}) {
-    if (!function) {
-      continue;
-    }
-    function.walk([&](Operation *op) {
-      if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
-        read.insert(ref.getName());
-      } else if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
-        read.insert(dequantize.getName());
-      }
-    });
-  }
-  int64_t filled = 0;
-  for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
-    if (param.getTrainable() || !read.contains(param.getSymName())) {
-      continue;
-    }
-    Member member;
-    member.param = param;
-    member.flatType = param.getTensorType();
-    if (DictionaryAttr quant = param.getQuantAttr()) {
-      FailureOr<RankedTensorType> bytes = tg::quantizedStorageType(
-          quant, [&] { return param.emitError() << "tailor-shard: "; });
-      if (failed(bytes)) {
-        return failure();
-      }
-      member.flatType = *bytes;
-    }
-    member.numel = tg::numElements(member.flatType.getShape());
-    int64_t bytes = tg::byteSize(member.flatType);
-    Type element = member.flatType.getElementType();
-    if (frozenBuckets.empty() ||
-        frozenBuckets.back().members.front().flatType.getElementType() !=
-            element ||
-        filled + bytes > options.bucketBytes) {
-      frozenBuckets.emplace_back();
-      filled = 0;
-    }
-    frozenBuckets.back().members.push_back(member);
-    filled += bytes;
-  }
-  builder.setInsertionPoint(train ? train.getOperation()
-                                  : optimizer.getOperation());
-  for (auto [index, bucket] : llvm::enumerate(frozenBuckets)) {
-    layOut(bucket);
-    SmallVector<Attribute> members;
-    SmallVector<int64_t> offsets;
-    for (Member &member : bucket.members) {
-      members.push_back(FlatSymbolRefAttr::get(member.param.getSymNameAttr()));
-      offsets.push_back(member.offset);
-    }
-    bucket.op = tg::BucketOp::create(
-        builder, bucket.members.front().param.getLoc(),
-        "zero.f" + std::to_string(index), builder.getArrayAttr(members),
-        offsets, static_cast<uint64_t>(bucket.size), options.group,
-        static_cast<uint64_t>(options.shards),
-        bucket.members.front().flatType.getElementType(), true);
-  }
-  return success();
 }
 
 void ZeroRewriter::declareBuckets() {
@@ -523,108 +389,6 @@ void ZeroRewriter::rewriteUpdates() {
       member.update->erase();
     }
   }
-}
-
-void ZeroRewriter::gatherForReads(Bucket &bucket,
-                                  ArrayRef<Operation *> readers) {
-  Operation *first = readers.front();
-  for (Operation *reader : readers) {
-    if (reader->isBeforeInBlock(first)) {
-      first = reader;
-    }
-  }
-  builder.setInsertionPoint(first);
-  Location loc = first->getLoc();
-  Value flat = tg::GatherBucketOp::create(
-      builder, loc,
-      RankedTensorType::get({bucket.size}, bucket.op.getElementType()),
-      bucket.op.getSymName());
-  llvm::StringMap<Value> views;
-  for (Member &member : bucket.members) {
-    views[member.param.getSymName()] = tg::BucketMemberOp::create(
-        builder, loc, member.flatType, flat,
-        static_cast<uint64_t>(member.offset));
-  }
-  for (Operation *reader : readers) {
-    if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(reader)) {
-      dequantize.getStorageMutable().assign(views.lookup(dequantize.getName()));
-      continue;
-    }
-    for (OpOperand &use : reader->getOpOperands()) {
-      auto ref = use.get().getDefiningOp<tg::ParamRefOp>();
-      if (ref && views.count(ref.getName())) {
-        use.set(views.lookup(ref.getName()));
-      }
-    }
-  }
-}
-
-/// Reads from the loss gradient on are backward's; with
-/// reshard-after-forward they get a gather of their own, so the forward's
-/// dies with the forward.
-LogicalResult ZeroRewriter::rewriteParamReads(func::FuncOp function) {
-  Block &body = function.getBody().front();
-  Operation *backward = nullptr;
-  for (Operation &op : body) {
-    if (llvm::isa<tg::CrossEntropyGradOp>(op)) {
-      backward = &op;
-      break;
-    }
-  }
-  SmallVector<Bucket *> all;
-  for (std::vector<Bucket> *list : {&buckets, &frozenBuckets}) {
-    for (Bucket &bucket : *list) {
-      all.push_back(&bucket);
-    }
-  }
-  llvm::StringMap<unsigned> bucketOf;
-  for (auto [index, bucket] : llvm::enumerate(all)) {
-    for (Member &member : bucket->members) {
-      bucketOf[member.param.getSymName()] = index;
-    }
-  }
-  // Per bucket, the ops reading members in the forward and the backward
-  // (param_ref users, and dequantizes of quantized members).
-  std::vector<std::array<llvm::SetVector<Operation *>, 2>> reads(all.size());
-  auto addRead = [&](unsigned bucket, Operation *reader) {
-    bool late = options.reshardAfterForward && backward &&
-                (reader == backward || backward->isBeforeInBlock(reader));
-    reads[bucket][late ? 1 : 0].insert(reader);
-  };
-  SmallVector<tg::ParamRefOp> refs;
-  for (Operation &op : body) {
-    if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
-      auto it = bucketOf.find(dequantize.getName());
-      if (it != bucketOf.end()) {
-        addRead(it->second, &op);
-      }
-      continue;
-    }
-    auto ref = llvm::dyn_cast<tg::ParamRefOp>(op);
-    auto it = ref ? bucketOf.find(ref.getName()) : bucketOf.end();
-    if (it == bucketOf.end()) {
-      continue;
-    }
-    refs.push_back(ref);
-    for (Operation *user : ref->getUsers()) {
-      if (user->getBlock() != &body) {
-        return user->emitError() << "tailor-shard: zero3 reads @"
-                                 << ref.getName() << " inside a region";
-      }
-      addRead(it->second, user);
-    }
-  }
-  for (auto [bucket, segments] : llvm::zip(all, reads)) {
-    for (llvm::SetVector<Operation *> &readers : segments) {
-      if (!readers.empty()) {
-        gatherForReads(*bucket, readers.getArrayRef());
-      }
-    }
-  }
-  for (tg::ParamRefOp ref : refs) {
-    ref.erase();
-  }
-  return success();
 }
 
 /// The members' moments (and, with stage 2, whole gradients) are now
