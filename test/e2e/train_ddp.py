@@ -326,7 +326,9 @@ def check_world_mismatch(args, plan4):
     if proc.returncode == 0 or "4 ranks" not in text:
         return [f"a 4-rank plan on 2 ranks: exit {proc.returncode}, "
                 f"{tc.first_lines(text)}"]
-    print("a 4-rank plan on 2 ranks:", tc.first_lines(text, n=1))
+    line = next((l for l in text.splitlines() if "4 ranks" in l), "")
+    print(f"a 4-rank plan on 2 ranks: exit {proc.returncode}: "
+          f"{line.strip()}")
     return []
 
 
