@@ -1192,6 +1192,28 @@ struct ShardedToyRuns {
   }
 };
 
+/// Each run ShardedToyRuns::run made under `tag` logs the losses of the
+/// one-rank reference's steps it ran (a resumed run's fresh directory
+/// holds the steps after its checkpoint): summed gradients are the one
+/// rank's accumulated ones, so they agree (bit for bit with OpenBLAS here;
+/// the bound allows another BLAS to round the accumulating GEMM
+/// differently).
+void expectLossesOfOneRank(const std::string &dir, const std::string &tag) {
+  std::vector<double> want = lossValues(dir + "/one");
+  ASSERT_EQ(want.size(), 6u);
+  std::pair<std::string, size_t> runs[3] = {
+      {"/" + tag, 0}, {"/" + tag + "-from-one", 2}, {"/one-from-" + tag, 4}};
+  for (const auto &[out, start] : runs) {
+    std::vector<double> got = lossValues(dir + out);
+    ASSERT_EQ(got.size(), 6u - start) << out;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double w = want[start + i];
+      EXPECT_NEAR(got[i], w, 1e-6 * std::fabs(w))
+          << out << " step " << start + i + 1;
+    }
+  }
+}
+
 TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
   TAILOR_NEED_TWO_RANKS(launch);
   std::string error;
@@ -1210,25 +1232,7 @@ TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
   if (launch.rank != 0) {
     return;
   }
-  // Gradients summed over the ranks are the one rank's accumulated ones
-  // (the same addition of two micro-batches' gradients), so the losses
-  // agree (bit for bit with OpenBLAS here; the bound allows another BLAS
-  // to round the accumulating GEMM differently).
-  std::vector<double> want = lossValues(dir + "/one");
-  ASSERT_EQ(want.size(), 6u);
-  // A resumed run's fresh output directory logs the steps after its
-  // checkpoint.
-  std::pair<const char *, size_t> runs[3] = {
-      {"/zero", 0}, {"/zero-from-one", 2}, {"/one-from-zero", 4}};
-  for (const auto &[out, start] : runs) {
-    std::vector<double> got = lossValues(dir + out);
-    ASSERT_EQ(got.size(), 6u - start) << out;
-    for (size_t i = 0; i < got.size(); ++i) {
-      double w = want[start + i];
-      EXPECT_NEAR(got[i], w, 1e-6 * std::fabs(w))
-          << out << " step " << start + i + 1;
-    }
-  }
+  expectLossesOfOneRank(dir, "zero");
   // Checkpoints name the moments per parameter, as the one rank does.
   std::string optimizer =
       readFile(dir + "/zero/checkpoint-4/optimizer.safetensors");
@@ -1311,22 +1315,10 @@ TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
   if (launch.rank != 0) {
     return;
   }
-  // Gradients summed over the ranks are the one rank's accumulated ones,
-  // and each rank's update of its chunk is the one rank's update of those
+  // Each rank's update of its chunk is the one rank's update of those
   // elements, so losses and weights agree.
+  expectLossesOfOneRank(dir, "zero3");
   std::vector<double> want = lossValues(dir + "/one");
-  ASSERT_EQ(want.size(), 6u);
-  std::pair<const char *, size_t> runs[3] = {
-      {"/zero3", 0}, {"/zero3-from-one", 2}, {"/one-from-zero3", 4}};
-  for (const auto &[out, start] : runs) {
-    std::vector<double> got = lossValues(dir + out);
-    ASSERT_EQ(got.size(), 6u - start) << out;
-    for (size_t i = 0; i < got.size(); ++i) {
-      double w = want[start + i];
-      EXPECT_NEAR(got[i], w, 1e-6 * std::fabs(w))
-          << out << " step " << start + i + 1;
-    }
-  }
   // The adapter of every run is the one rank's: the gathered whole
   // tensors under PEFT's names.
   for (const char *out : {"/zero3", "/zero3-from-one", "/one-from-zero3"}) {
@@ -1398,17 +1390,7 @@ TEST(TrainerZero3QloraRanks, ShardsTheQuantizedBaseAndTrainsAsOneRankDoes) {
   ASSERT_EQ(want.size(), 6u);
   ASSERT_EQ(without.size(), 6u);
   EXPECT_GT(std::fabs(want[0] - without[0]), 1e-3 * std::fabs(without[0]));
-  std::pair<const char *, size_t> runs[3] = {
-      {"/qlora", 0}, {"/qlora-from-one", 2}, {"/one-from-qlora", 4}};
-  for (const auto &[out, start] : runs) {
-    std::vector<double> got = lossValues(dir + out);
-    ASSERT_EQ(got.size(), 6u - start) << out;
-    for (size_t i = 0; i < got.size(); ++i) {
-      double w = want[start + i];
-      EXPECT_NEAR(got[i], w, 1e-6 * std::fabs(w))
-          << out << " step " << start + i + 1;
-    }
-  }
+  expectLossesOfOneRank(dir, "qlora");
   // The adapter holds the LoRA weights only, as the one rank's does.
   for (const char *out : {"/qlora", "/qlora-from-one", "/one-from-qlora"}) {
     expectSameTensors(dir + out + "/adapter_model.safetensors",
