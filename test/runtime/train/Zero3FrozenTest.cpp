@@ -116,128 +116,147 @@ std::vector<int> worldOf(int size) {
   return all;
 }
 
-std::vector<uint8_t> buildPlan(const FrozenPlan &spec) {
-  flatbuffers::FlatBufferBuilder b;
-  Flats at;
-  int64_t w = spec.sharded ? spec.worldSize : 1;
-  std::vector<int> group = worldOf(spec.worldSize);
-  // Buffers: (arena, dtype, shape, alias into buffer 3 at a byte offset).
+/// Writes a FrozenPlan's flatbuffer, step by step: the buffers and arenas,
+/// the parameters, the ops that dequantize the base weights, the plan.
+class FrozenPlanBuilder {
+public:
+  explicit FrozenPlanBuilder(const FrozenPlan &spec)
+      : spec(spec), w(spec.sharded ? spec.worldSize : 1),
+        group(worldOf(spec.worldSize)) {}
+
+  std::vector<uint8_t> build() {
+    addBuffers();
+    addParameters();
+    addOps();
+    return finish();
+  }
+
+private:
+  /// Buffers: (arena, dtype, shape, alias into buffer 3 at a byte offset).
   struct BufferSpec {
     uint32_t arena;
     fb::DType dtype;
     std::vector<int64_t> shape;
     int64_t viewOf3 = -1;
   };
-  std::vector<BufferSpec> specs;
-  if (spec.sharded) {
-    specs = {{0, spec.quantDType, {at.quantFlat / w}},
-             {0, fb::DType::F32, {at.floatFlat / w}},
-             {0, fb::DType::F32, {at.trainFlat / w}},
-             {1, fb::DType::U8, {at.quantFlat}},
-             {1, fb::DType::U8, {at.qBytes}, at.qOffset},
-             {1, fb::DType::U8, {at.kBytes}, at.kOffset}};
-  } else {
-    specs = {{0, fb::DType::U8, {at.qBytes}}, {0, fb::DType::U8, {at.kBytes}},
-             {0, fb::DType::U8, {at.gBytes}}, {0, fb::DType::F32, {10}},
-             {0, fb::DType::F32, {2, 3}},      {0, fb::DType::F32, {4, 2}}};
-  }
-  uint32_t dq = static_cast<uint32_t>(specs.size());
-  specs.push_back({1, fb::DType::F32, {16, 24}});
-  specs.push_back({1, fb::DType::F32, {8, 12}});
-  std::vector<uint64_t> arenaSize(2, 0), offsets;
-  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
-  for (const BufferSpec &s : specs) {
-    uint64_t bytes = dtypeSize(static_cast<DType>(s.dtype));
-    for (int64_t d : s.shape) {
-      bytes *= static_cast<uint64_t>(d);
-    }
-    uint64_t offset;
-    if (s.viewOf3 >= 0) {
-      offset = offsets[3] + static_cast<uint64_t>(s.viewOf3);
-    } else {
-      offset = arenaSize[s.arena];
-      arenaSize[s.arena] += (bytes + 63) / 64 * 64;
-    }
-    offsets.push_back(offset);
-    buffers.push_back(fb::CreateBuffer(b, s.arena, offset, bytes, s.dtype,
-                                       b.CreateVector(s.shape)));
-  }
-  std::vector<flatbuffers::Offset<fb::Arena>> arenas = {
-      fb::CreateArena(b, b.CreateString("parameters"), fb::ArenaKind::Host,
-                      fb::Category::Parameters, arenaSize[0], 64),
-      fb::CreateArena(b, b.CreateString("activations"), fb::ArenaKind::Host,
-                      fb::Category::Activations, arenaSize[1], 64)};
 
-  auto shard = [&](std::vector<int64_t> shape, int64_t offset, int64_t flat) {
+  void addBuffers() {
+    std::vector<BufferSpec> specs;
+    if (spec.sharded) {
+      specs = {{0, spec.quantDType, {at.quantFlat / w}},
+               {0, fb::DType::F32, {at.floatFlat / w}},
+               {0, fb::DType::F32, {at.trainFlat / w}},
+               {1, fb::DType::U8, {at.quantFlat}},
+               {1, fb::DType::U8, {at.qBytes}, at.qOffset},
+               {1, fb::DType::U8, {at.kBytes}, at.kOffset}};
+    } else {
+      specs = {{0, fb::DType::U8, {at.qBytes}}, {0, fb::DType::U8, {at.kBytes}},
+               {0, fb::DType::U8, {at.gBytes}}, {0, fb::DType::F32, {10}},
+               {0, fb::DType::F32, {2, 3}},      {0, fb::DType::F32, {4, 2}}};
+    }
+    dq = static_cast<uint32_t>(specs.size());
+    specs.push_back({1, fb::DType::F32, {16, 24}});
+    specs.push_back({1, fb::DType::F32, {8, 12}});
+    std::vector<uint64_t> arenaSize(2, 0), offsets;
+    for (const BufferSpec &s : specs) {
+      uint64_t bytes = dtypeSize(static_cast<DType>(s.dtype));
+      for (int64_t d : s.shape) {
+        bytes *= static_cast<uint64_t>(d);
+      }
+      uint64_t offset;
+      if (s.viewOf3 >= 0) {
+        offset = offsets[3] + static_cast<uint64_t>(s.viewOf3);
+      } else {
+        offset = arenaSize[s.arena];
+        arenaSize[s.arena] += (bytes + 63) / 64 * 64;
+      }
+      offsets.push_back(offset);
+      buffers.push_back(fb::CreateBuffer(b, s.arena, offset, bytes, s.dtype,
+                                         b.CreateVector(s.shape)));
+    }
+    arenas = {fb::CreateArena(b, b.CreateString("parameters"),
+                              fb::ArenaKind::Host, fb::Category::Parameters,
+                              arenaSize[0], 64),
+              fb::CreateArena(b, b.CreateString("activations"),
+                              fb::ArenaKind::Host, fb::Category::Activations,
+                              arenaSize[1], 64)};
+  }
+
+  flatbuffers::Offset<fb::ParameterShard>
+  shard(std::vector<int64_t> shape, int64_t offset, int64_t flat) {
     return spec.sharded
                ? fb::CreateParameterShard(b, b.CreateVector(shape), offset,
                                           flat, b.CreateVector(group))
                : flatbuffers::Offset<fb::ParameterShard>();
-  };
-  auto source = [&](const std::string &file, uint64_t offset,
-                    uint64_t length) {
-    return fb::CreateSource(b, b.CreateString(file), offset, length,
+  }
+  flatbuffers::Offset<fb::Source> source(uint64_t offset, uint64_t length) {
+    return fb::CreateSource(b, b.CreateString(spec.weights), offset, length,
                             fb::DType::F32);
-  };
-  auto quantOf = [&](const quant::QuantSpec &q, bool transposed,
-                     flatbuffers::Offset<
-                         flatbuffers::Vector<flatbuffers::Offset<fb::Source>>>
-                         sections) {
+  }
+  flatbuffers::Offset<fb::Quantization>
+  quantOf(const quant::QuantSpec &q, bool transposed,
+          flatbuffers::Offset<
+              flatbuffers::Vector<flatbuffers::Offset<fb::Source>>>
+              sections) {
     return fb::CreateQuantization(
         b, b.CreateString(quant::schemeName(q.scheme)), q.rows, q.cols,
         q.blockSize, q.doubleQuant, q.nestedBlockSize, q.bits, q.groupSize,
         q.actOrder, q.outlierThreshold, q.outlierColumns, transposed,
         sections);
-  };
-  // g's sections lie in its file in order, 16 bytes apart.
-  quant::GptqLayout layout = quant::gptqLayout(specG());
-  std::vector<flatbuffers::Offset<fb::Source>> sections;
-  uint64_t fileAt = 16;
-  for (const quant::GptqSection *t :
-       {&layout.qweight, &layout.qzeros, &layout.scales, &layout.gIdx}) {
-    sections.push_back(fb::CreateSource(b, b.CreateString(spec.gptq), fileAt,
-                                        t->bytes, fb::DType::U8));
-    fileAt += t->bytes + 16;
   }
-  uint64_t qFloats = 16 * 24 * 4, kFloats = 8 * 12 * 4;
-  std::vector<int64_t> qShape = spec.qShape;
-  if (qShape.empty()) {
-    qShape = {at.qBytes};
+  /// g's sections lie in its file in order, 16 bytes apart.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Source>>>
+  gptqSections() {
+    quant::GptqLayout layout = quant::gptqLayout(specG());
+    std::vector<flatbuffers::Offset<fb::Source>> sections;
+    uint64_t fileAt = 16;
+    for (const quant::GptqSection *t :
+         {&layout.qweight, &layout.qzeros, &layout.scales, &layout.gIdx}) {
+      sections.push_back(fb::CreateSource(b, b.CreateString(spec.gptq),
+                                          fileAt, t->bytes, fb::DType::U8));
+      fileAt += t->bytes + 16;
+    }
+    return b.CreateVector(sections);
   }
-  std::vector<flatbuffers::Offset<fb::Parameter>> params = {
-      fb::CreateParameter(b, b.CreateString("q"), 0,
-                          source(spec.weights, 0, qFloats), spec.qTrainable, 0,
-                          0, false, quantOf(specQ(), true, 0),
-                          shard(qShape, at.qOffset, at.quantFlat)),
-      fb::CreateParameter(b, b.CreateString("k"), spec.sharded ? 0 : 1,
-                          source(spec.weights, qFloats, kFloats), false, 0, 0,
-                          false, quantOf(specK(), false, 0),
-                          shard({at.kBytes}, at.kOffset, at.quantFlat)),
-      fb::CreateParameter(
-          b, b.CreateString("g"), spec.sharded ? 0 : 2, 0, false, 0, 0, false,
-          quantOf(specG(), false, b.CreateVector(sections)),
-          shard({at.gBytes}, at.gOffset, at.quantFlat)),
-      fb::CreateParameter(
-          b, b.CreateString("f"), spec.sharded ? 1 : 3,
-          spec.fSource ? source(spec.weights, qFloats + kFloats, 40)
-                       : flatbuffers::Offset<fb::Source>(),
-          false, 0, 0, false, 0, shard({10}, at.fOffset, at.floatFlat)),
-      fb::CreateParameter(
-          b, b.CreateString(kLoraA), spec.sharded ? 1 : 4, 0, spec.aTrainable,
-          fb::CreateInit(b, fb::InitKind::KaimingUniform, std::sqrt(5.0), 3,
-                         0, 11),
-          0, false, 0, shard({2, 3}, at.aOffset, at.floatFlat)),
-      fb::CreateParameter(b, b.CreateString(kLoraB), spec.sharded ? 2 : 5, 0,
-                          true, fb::CreateInit(b, fb::InitKind::Normal, 0, 0,
-                                               0.5, 11),
-                          0, false, 0, shard({4, 2}, 0, at.trainFlat))};
 
-  // `dequantize`: the gathered bucket (sharded) or the whole buffers,
-  // dequantized as a compiled plan does before a base weight is used.
-  std::vector<flatbuffers::Offset<fb::Op>> ops;
-  std::vector<std::string> kernelNames = {"dequantize"};
-  auto dequantize = [&](uint32_t storage, uint32_t out,
-                        const quant::QuantSpec &q) {
+  void addParameters() {
+    uint64_t qFloats = 16 * 24 * 4, kFloats = 8 * 12 * 4;
+    std::vector<int64_t> qShape = spec.qShape;
+    if (qShape.empty()) {
+      qShape = {at.qBytes};
+    }
+    params = {
+        fb::CreateParameter(b, b.CreateString("q"), 0, source(0, qFloats),
+                            spec.qTrainable, 0, 0, false,
+                            quantOf(specQ(), true, 0),
+                            shard(qShape, at.qOffset, at.quantFlat)),
+        fb::CreateParameter(b, b.CreateString("k"), spec.sharded ? 0 : 1,
+                            source(qFloats, kFloats), false, 0, 0, false,
+                            quantOf(specK(), false, 0),
+                            shard({at.kBytes}, at.kOffset, at.quantFlat)),
+        fb::CreateParameter(b, b.CreateString("g"), spec.sharded ? 0 : 2, 0,
+                            false, 0, 0, false,
+                            quantOf(specG(), false, gptqSections()),
+                            shard({at.gBytes}, at.gOffset, at.quantFlat)),
+        fb::CreateParameter(
+            b, b.CreateString("f"), spec.sharded ? 1 : 3,
+            spec.fSource ? source(qFloats + kFloats, 40)
+                         : flatbuffers::Offset<fb::Source>(),
+            false, 0, 0, false, 0, shard({10}, at.fOffset, at.floatFlat)),
+        fb::CreateParameter(
+            b, b.CreateString(kLoraA), spec.sharded ? 1 : 4, 0,
+            spec.aTrainable,
+            fb::CreateInit(b, fb::InitKind::KaimingUniform, std::sqrt(5.0), 3,
+                           0, 11),
+            0, false, 0, shard({2, 3}, at.aOffset, at.floatFlat)),
+        fb::CreateParameter(b, b.CreateString(kLoraB), spec.sharded ? 2 : 5,
+                            0, true,
+                            fb::CreateInit(b, fb::InitKind::Normal, 0, 0, 0.5,
+                                           11),
+                            0, false, 0, shard({4, 2}, 0, at.trainFlat))};
+  }
+
+  void dequantize(uint32_t storage, uint32_t out, const quant::QuantSpec &q) {
     std::vector<flatbuffers::Offset<fb::Attribute>> attrs = {
         fb::CreateAttribute(b, b.CreateString("scheme"),
                             fb::AttrKind::String, 0, 0, 0, 0,
@@ -248,51 +267,77 @@ std::vector<uint8_t> buildPlan(const FrozenPlan &spec) {
                             q.cols)};
     ops.push_back(fb::CreateOp(
         b, fb::Step::Launch,
-        fb::CreateLaunch(b, 0, b.CreateVector(std::vector<uint32_t>{storage,
-                                                                    out}),
-                         b.CreateVector(attrs), 0, b.CreateString("dequantize"))
+        fb::CreateLaunch(b, 0,
+                         b.CreateVector(std::vector<uint32_t>{storage, out}),
+                         b.CreateVector(attrs), 0,
+                         b.CreateString("dequantize"))
             .Union()));
-  };
-  if (spec.sharded) {
-    ops.push_back(
-        fb::CreateOp(b, fb::Step::Collective,
-                     fb::CreateCollective(b, fb::CollectiveKind::AllGather, 0,
-                                          3, b.CreateVector(group))
-                         .Union()));
-    dequantize(4, dq, specQ());
-    dequantize(5, dq + 1, specK());
-  } else {
-    dequantize(0, dq, specQ());
-    dequantize(1, dq + 1, specK());
   }
-  std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {fb::CreateKernel(
-      b, b.CreateString("dequantize"), findCpuKernel("dequantize")->arity)};
-  std::vector<flatbuffers::Offset<fb::Entry>> entries = {fb::CreateEntry(
-      b, b.CreateString("dequantize_base"), 0,
-      static_cast<uint32_t>(ops.size()))};
-  auto adapter = fb::CreateAdapter(
-      b, b.CreateString("lora-fa"), 2, 4.0, 0.0, false,
-      b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
-          b.CreateString("proj")}),
-      0,
-      b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
-          b.CreateString("model.layers.0.proj")}));
-  auto training = fb::CreateTraining(
-      b, 1, 4, 16, true, 1, 1, 42, b.CreateString("adamw"), 0.01,
-      b.CreateString("constant"), 0, 0.0, 0, 1, 1, b.CreateString("toy"),
-      adapter);
-  auto plan = fb::CreatePlan(
-      b, kPlanVersion, b.CreateString("Zero3FrozenTest"),
-      b.CreateString("toy"),
-      fb::CreateTarget(b, fb::Backend::Cpu, b.CreateString("cpu"), 0, 1), 0,
-      spec.worldSize, b.CreateVector(arenas), b.CreateVector(buffers),
-      b.CreateVector(params), 0, b.CreateVector(kernels),
-      b.CreateVector(std::vector<flatbuffers::Offset<fb::Stream>>{
-          fb::CreateStream(b, b.CreateString("compute"))}),
-      0, b.CreateVector(ops), 0, 0, 0, b.CreateVector(entries), 0, training);
-  b.FinishSizePrefixed(plan, fb::PlanIdentifier());
-  return std::vector<uint8_t>(b.GetBufferPointer(),
-                              b.GetBufferPointer() + b.GetSize());
+
+  /// `dequantize`: the gathered bucket (sharded) or the whole buffers,
+  /// dequantized as a compiled plan does before a base weight is used.
+  void addOps() {
+    if (spec.sharded) {
+      ops.push_back(
+          fb::CreateOp(b, fb::Step::Collective,
+                       fb::CreateCollective(b, fb::CollectiveKind::AllGather,
+                                            0, 3, b.CreateVector(group))
+                           .Union()));
+      dequantize(4, dq, specQ());
+      dequantize(5, dq + 1, specK());
+    } else {
+      dequantize(0, dq, specQ());
+      dequantize(1, dq + 1, specK());
+    }
+  }
+
+  std::vector<uint8_t> finish() {
+    std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {fb::CreateKernel(
+        b, b.CreateString("dequantize"), findCpuKernel("dequantize")->arity)};
+    std::vector<flatbuffers::Offset<fb::Entry>> entries = {fb::CreateEntry(
+        b, b.CreateString("dequantize_base"), 0,
+        static_cast<uint32_t>(ops.size()))};
+    auto adapter = fb::CreateAdapter(
+        b, b.CreateString("lora-fa"), 2, 4.0, 0.0, false,
+        b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
+            b.CreateString("proj")}),
+        0,
+        b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
+            b.CreateString("model.layers.0.proj")}));
+    auto training = fb::CreateTraining(
+        b, 1, 4, 16, true, 1, 1, 42, b.CreateString("adamw"), 0.01,
+        b.CreateString("constant"), 0, 0.0, 0, 1, 1, b.CreateString("toy"),
+        adapter);
+    auto plan = fb::CreatePlan(
+        b, kPlanVersion, b.CreateString("Zero3FrozenTest"),
+        b.CreateString("toy"),
+        fb::CreateTarget(b, fb::Backend::Cpu, b.CreateString("cpu"), 0, 1), 0,
+        spec.worldSize, b.CreateVector(arenas), b.CreateVector(buffers),
+        b.CreateVector(params), 0, b.CreateVector(kernels),
+        b.CreateVector(std::vector<flatbuffers::Offset<fb::Stream>>{
+            fb::CreateStream(b, b.CreateString("compute"))}),
+        0, b.CreateVector(ops), 0, 0, 0, b.CreateVector(entries), 0,
+        training);
+    b.FinishSizePrefixed(plan, fb::PlanIdentifier());
+    return std::vector<uint8_t>(b.GetBufferPointer(),
+                                b.GetBufferPointer() + b.GetSize());
+  }
+
+  const FrozenPlan &spec;
+  int64_t w;
+  std::vector<int> group;
+  Flats at;
+  flatbuffers::FlatBufferBuilder b;
+  /// The first of the two dequantized outputs' buffers.
+  uint32_t dq = 0;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas;
+  std::vector<flatbuffers::Offset<fb::Parameter>> params;
+  std::vector<flatbuffers::Offset<fb::Op>> ops;
+};
+
+std::vector<uint8_t> buildPlan(const FrozenPlan &spec) {
+  return FrozenPlanBuilder(spec).build();
 }
 
 std::unique_ptr<LoadedPlan> load(const FrozenPlan &spec, std::string &error) {
