@@ -1123,7 +1123,7 @@ std::string fingerprintOf(const std::string &checkpoint) {
 /// it; only rank 0 trains the one-rank runs.
 struct ShardedToyRuns {
   tailor::runtime::comm::LaunchInfo launch;
-  tailor::runtime::comm::Communicator *world = nullptr;
+  std::unique_ptr<tailor::runtime::comm::Communicator> world;
   std::unique_ptr<TempDir> own;
   std::string dir;
 
@@ -1133,6 +1133,13 @@ struct ShardedToyRuns {
     o.dataPath = dir + "/train.bin";
     o.outputDir = dir + "/" + out;
     return o;
+  }
+  /// Joins the world of `launched` over MPI; "" or why not.
+  std::string join(const tailor::runtime::comm::LaunchInfo &launched) {
+    launch = launched;
+    std::string error;
+    world = tailor::runtime::comm::createMpiCommunicator(launch, error);
+    return world ? "" : error;
   }
   /// A one-rank run on rank 0 (the others get an empty result).
   TrainRun alone(TrainOptions o) const {
@@ -1216,15 +1223,10 @@ void expectLossesOfOneRank(const std::string &dir, const std::string &tag) {
 
 TEST(TrainerZeroRanks, ShardsTheMomentsAndTrainsAsOneRankDoes) {
   TAILOR_NEED_TWO_RANKS(launch);
-  std::string error;
-  std::unique_ptr<tailor::runtime::comm::Communicator> world =
-      tailor::runtime::comm::createMpiCommunicator(launch, error);
-  ASSERT_TRUE(world) << error;
   // ZeRO-1 on two ranks, one micro-batch each; the reference: one rank,
   // two micro-batches a step (the same global batch and dropout seeds).
   ShardedToyRuns sharded;
-  sharded.launch = launch;
-  sharded.world = world.get();
+  ASSERT_EQ(sharded.join(launch), "");
   ToyPlan zero;
   zero.zero = true;
   ASSERT_EQ(sharded.run(zero, "zero"), "");
@@ -1284,15 +1286,11 @@ void expectSameTensors(const std::string &got, const std::string &want) {
 
 TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
   TAILOR_NEED_TWO_RANKS(launch);
-  std::string error;
-  std::unique_ptr<tailor::runtime::comm::Communicator> world =
-      tailor::runtime::comm::createMpiCommunicator(launch, error);
-  ASSERT_TRUE(world) << error;
   // ZeRO-3 on two ranks, one micro-batch each; the reference: one rank,
   // two micro-batches a step (the same global batch and dropout seeds).
   ShardedToyRuns sharded;
-  sharded.launch = launch;
-  sharded.world = world.get();
+  ASSERT_EQ(sharded.join(launch), "");
+  tailor::runtime::comm::Communicator *world = sharded.world.get();
   ToyPlan zero3;
   zero3.zero3 = true;
   ASSERT_EQ(sharded.run(zero3, "zero3"), "");
@@ -1358,15 +1356,11 @@ TEST(TrainerZero3Ranks, ShardsTheWeightsAndTrainsAsOneRankDoes) {
 
 TEST(TrainerZero3QloraRanks, ShardsTheQuantizedBaseAndTrainsAsOneRankDoes) {
   TAILOR_NEED_TWO_RANKS(launch);
-  std::string error;
-  std::unique_ptr<tailor::runtime::comm::Communicator> world =
-      tailor::runtime::comm::createMpiCommunicator(launch, error);
-  ASSERT_TRUE(world) << error;
   // QLoRA under ZeRO-3 on two ranks: the nf4 base weight's bytes are
   // sharded with the adapter; the reference is one rank holding it whole.
   ShardedToyRuns sharded;
-  sharded.launch = launch;
-  sharded.world = world.get();
+  ASSERT_EQ(sharded.join(launch), "");
+  tailor::runtime::comm::Communicator *world = sharded.world.get();
   ToyPlan qlora;
   qlora.zero3 = true;
   qlora.quantizedBase = true;
