@@ -658,21 +658,14 @@ TEST(Zero3FrozenCheckpoint, AdaptersMoveBetweenShardedAndUnshardedPlans) {
   spec.worldSize = 1;
   FrozenPlan unsharded = spec;
   unsharded.sharded = false;
+  PlanWithLayout shardedOne, wholeOne;
+  ASSERT_EQ(openWithLayout(buildPlan(spec), "sharded", 0, shardedOne), "");
+  ASSERT_EQ(openWithLayout(buildPlan(unsharded), "whole", 0, wholeOne), "");
+  Session *sharded = shardedOne.session.get();
+  Session *whole = wholeOne.session.get();
+  CheckpointLayout &shardedLayout = shardedOne.layout;
+  CheckpointLayout &wholeLayout = wholeOne.layout;
   std::string error;
-  std::unique_ptr<LoadedPlan> shardedPlan = load(spec, error);
-  ASSERT_NE(shardedPlan, nullptr) << error;
-  std::unique_ptr<LoadedPlan> wholePlan = load(unsharded, error);
-  ASSERT_NE(wholePlan, nullptr) << error;
-  std::unique_ptr<Session> sharded = openAtRank(*shardedPlan, 0, error);
-  ASSERT_NE(sharded, nullptr) << error;
-  std::unique_ptr<Session> whole = openAtRank(*wholePlan, 0, error);
-  ASSERT_NE(whole, nullptr) << error;
-  CheckpointLayout shardedLayout, wholeLayout;
-  ASSERT_TRUE(
-      buildCheckpointLayout(*shardedPlan, *sharded, shardedLayout, error))
-      << error;
-  ASSERT_TRUE(buildCheckpointLayout(*wholePlan, *whole, wholeLayout, error))
-      << error;
   Flats at;
   // The sharded adapter, written: lora_A gathered whole under PEFT's name.
   auto *frozen = static_cast<float *>(sharded->bufferData(1));

@@ -512,21 +512,13 @@ TEST(Zero3Checkpoint, CheckpointsMoveBetweenShardedAndUnshardedPlans) {
   Zero3Plan unsharded = sharded;
   unsharded.sharded = false;
   std::string error;
-  std::unique_ptr<LoadedPlan> shardedPlan = load(sharded, error);
-  ASSERT_NE(shardedPlan, nullptr) << error;
-  std::unique_ptr<LoadedPlan> wholePlan = load(unsharded, error);
-  ASSERT_NE(wholePlan, nullptr) << error;
-  std::unique_ptr<Session> shardedSession = open(*shardedPlan, 0, error);
-  ASSERT_NE(shardedSession, nullptr) << error;
-  std::unique_ptr<Session> wholeSession = open(*wholePlan, 0, error);
-  ASSERT_NE(wholeSession, nullptr) << error;
-  CheckpointLayout shardedLayout, wholeLayout;
-  ASSERT_TRUE(buildCheckpointLayout(*shardedPlan, *shardedSession,
-                                    shardedLayout, error))
-      << error;
-  ASSERT_TRUE(
-      buildCheckpointLayout(*wholePlan, *wholeSession, wholeLayout, error))
-      << error;
+  PlanWithLayout shardedOne, wholeOne;
+  ASSERT_EQ(openWithLayout(buildPlan(sharded), "sharded", 0, shardedOne), "");
+  ASSERT_EQ(openWithLayout(buildPlan(unsharded), "whole", 0, wholeOne), "");
+  Session *shardedSession = shardedOne.session.get();
+  Session *wholeSession = wholeOne.session.get();
+  CheckpointLayout &shardedLayout = shardedOne.layout;
+  CheckpointLayout &wholeLayout = wholeOne.layout;
   // Train the sharded one a little: its chunk changes in place.
   auto *chunk = static_cast<float *>(shardedSession->bufferData(0));
   for (int i = 0; i < 16; ++i) {

@@ -11,6 +11,7 @@
 
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
+#include "runtime/train/Checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -56,6 +57,31 @@ openAtRank(const runtime::LoadedPlan &plan, int rank, std::string &error) {
   int status = 0;
   error.clear();
   return runtime::Session::create(plan, 1, error, status, rank);
+}
+
+/// A plan loaded from its bytes, a session of it at a rank, and its
+/// checkpoint layout: what checkpoint tests move tensors between.
+struct PlanWithLayout {
+  std::unique_ptr<runtime::LoadedPlan> plan;
+  std::unique_ptr<runtime::Session> session;
+  CheckpointLayout layout;
+};
+
+/// Fills `out` from `bytes` at `rank`; "" or why it failed.
+inline std::string openWithLayout(const std::vector<uint8_t> &bytes,
+                                  const char *name, int rank,
+                                  PlanWithLayout &out) {
+  std::string error;
+  out.plan = loadPlanBytes(bytes, name, error);
+  if (!out.plan) {
+    return error;
+  }
+  out.session = openAtRank(*out.plan, rank, error);
+  if (!out.session) {
+    return error;
+  }
+  buildCheckpointLayout(*out.plan, *out.session, out.layout, error);
+  return error;
 }
 
 } // namespace tailor::train::testing
