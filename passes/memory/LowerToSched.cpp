@@ -483,6 +483,12 @@ LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
   return success();
 }
 
+/// The sched reduction of a tg collective.
+static sched::Reduction schedReduction(tg::CommReduction reduction) {
+  return reduction == tg::CommReduction::Avg ? sched::Reduction::Avg
+                                             : sched::Reduction::Sum;
+}
+
 LogicalResult LowerToSchedPass::placeBuckets(ModuleOp module) {
   WalkResult walk = module.walk([&](tg::AllReduceStatesOp reduce) {
     for (Attribute name : reduce.getStates()) {
@@ -503,9 +509,7 @@ LogicalResult LowerToSchedPass::planAllReduce(ModuleOp module,
   launch.op = op;
   PlannedCollective collective;
   collective.kind = sched::CollectiveKind::AllReduce;
-  collective.reduction = op.getReduction() == tg::CommReduction::Avg
-                             ? sched::Reduction::Avg
-                             : sched::Reduction::Sum;
+  collective.reduction = schedReduction(op.getReduction());
   collective.group = op.getGroup();
   launch.collective = collective;
   for (Attribute name : op.getStates()) {
@@ -604,11 +608,6 @@ LogicalResult LowerToSchedPass::planValueCollective(
   launch.operands = {accessOf(input), accessOf(result)};
   entry.launches.push_back(std::move(launch));
   return success();
-}
-
-static sched::Reduction schedReduction(tg::CommReduction reduction) {
-  return reduction == tg::CommReduction::Avg ? sched::Reduction::Avg
-                                             : sched::Reduction::Sum;
 }
 
 LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
