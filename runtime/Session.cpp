@@ -212,8 +212,9 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     session->allocated = session->cuda->allocatedBytes();
   }
 #endif
-  if (const char *flag = std::getenv("TAILOR_PROFILE"); flag && *flag &&
-                                                         std::string(flag) != "0") {
+  // The CUDA backend profiles itself (with CUDA events).
+  if (const char *flag = std::getenv("TAILOR_PROFILE");
+      !gpu && flag && *flag && std::string(flag) != "0") {
     session->profile = true;
   }
   if (const auto *entries = p.entries(); entries && entries->size() > 0) {

@@ -88,8 +88,10 @@ cp "${device_code[@]}" "$BUNDLE/cuda/"
 strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/test/* "$BUNDLE"/lib/*.so 2>/dev/null || true
 
 # The GPU machine has the C/C++ runtime, zlib, the driver and the CUDA toolkit
-# (cuBLASLt is loaded with dlopen); everything else comes along.
-system_re='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libtailor_runtime)\.'
+# (cuBLASLt is loaded with dlopen), and NCCL in PyTorch's nvidia-nccl wheel
+# (run.sh finds it; at 208 MiB it could not be carried); everything else
+# comes along.
+system_re='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libnccl|libtailor_runtime)\.'
 for elf in "$BUNDLE"/bin/* "$BUNDLE"/test/* "$BUNDLE"/lib/libtailor_runtime.so; do
   if ldd "$elf" | grep -q 'not found'; then
     ldd "$elf" | grep 'not found' >&2

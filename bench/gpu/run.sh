@@ -15,6 +15,8 @@
 #          step's loss compared (compare_runs.py, bf16 tolerance); the f32
 #          h100 plan against the CPU at a tight one; tailor-embed-train (the
 #          C API) on both LoRA plans, 10 steps
+#   profile  TAILOR_PROFILE=1 on the 1.1B plans (PROFILE_STEPS, 3): GPU
+#          time per kernel and the costliest steps (CUDA events)
 #   bench  TinyLlama-1.1B: fill_weights.py, then tailor-train on the bf16
 #          LoRA and NF4 QLoRA plans and hf_peft_train.py (same weights, same
 #          tokens), WARMUP + STEPS steps each; tokens/s, ms/step, peak GPU
@@ -49,8 +51,8 @@ if [[ ! -f "$B/MANIFEST.txt" ]]; then
   exit 1
 fi
 for p in "${PARTS[@]}"; do
-  case "$p" in smi|tests|tiny|bench) ;; *)
-    echo "run.sh: error: unknown part '$p' (expected smi, tests, tiny or bench)" >&2
+  case "$p" in smi|tests|tiny|bench|profile) ;; *)
+    echo "run.sh: error: unknown part '$p' (expected smi, tests, tiny, bench or profile)" >&2
     exit 1 ;;
   esac
 done
@@ -97,8 +99,24 @@ for s in site.getsitepackages():
         print(os.path.dirname(p))
 EOF
 }
+# NCCL (libnccl.so.2, linked by tailor-train) is not carried: the toolkit's,
+# else the nvidia-nccl wheel's.
+nccl_dirs() {
+  local d
+  for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/targets/x86_64-linux/lib \
+           /usr/lib/x86_64-linux-gnu; do
+    [[ -e "$d/libnccl.so.2" ]] && echo "$d"
+  done
+  "$PY" - 2>/dev/null <<'EOF'
+import glob, os, site
+for s in site.getsitepackages():
+    for p in glob.glob(os.path.join(s, "nvidia", "**", "libnccl.so.2"), recursive=True):
+        print(os.path.dirname(p))
+EOF
+}
 CUBLAS_DIR="$(cublas_dirs | head -1)"
-TL_LIBS="$B/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+NCCL_DIR="$(nccl_dirs | head -1)"
+TL_LIBS="$B/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TAILOR_CUDA_MODULE_DIR="$B/cuda"
 tl() { LD_LIBRARY_PATH="$TL_LIBS" "$@"; }
 
@@ -119,6 +137,7 @@ echo "# run.sh ${PARTS[*]}, $(date -u '+%Y-%m-%d %H:%M:%S UTC')" >> "$OUTDIR/sum
 echo "tailor GPU run: $(sed -n 1,3p "$B/MANIFEST.txt" | tr '\n' ' ')"
 echo "out: $OUTDIR, work: $WORK, parts: ${PARTS[*]}"
 echo "cuBLASLt: ${CUBLAS_DIR:-not found (GEMMs will fail)}"
+echo "NCCL: ${NCCL_DIR:-not found (tailor-train will not load)}"
 
 # tailor-train RUN_NAME PLAN DATA MAX_STEPS LOGDIR: the run's directory in
 # WORK, its log and metrics.jsonl copied to LOGDIR.
@@ -163,7 +182,7 @@ part_smi() {
 
 # The bundle's libstdc++ fallback when the system's is too old (GLIBCXX_*).
 if ! tl "$B/bin/tailor-train" --help > /dev/null 2>&1 && [[ -d "$B/lib/fallback" ]]; then
-  TL_LIBS="$B/lib:$B/lib/fallback${CUBLAS_DIR:+:$CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  TL_LIBS="$B/lib:$B/lib/fallback${CUBLAS_DIR:+:$CUBLAS_DIR}${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "note: the system's C++ runtime is too old for the bundle; using .gpu-bundle/lib/fallback"
 fi
 
@@ -253,25 +272,52 @@ stop_sampler() {
 }
 peak_mib() { sort -n "$1" 2>/dev/null | tail -1; }
 
+# The seeded TinyLlama-1.1B weights into its data file, once: a warm machine
+# keeps the filled file between calls (a new carry of the bundle replaces
+# it, stamp included). LOGDIR gets fill_weights.log.
+fill_weights() {
+  local d=$1 json="$B/tinyllama/tinyllama.json"
+  local stamp="$B/tinyllama/tinyllama.onnx.data.filled"
+  if [[ -f "$stamp" && -f "${stamp%.filled}" ]]; then
+    echo "weights: filled by an earlier run ($(cat "$stamp"))"
+    return 0
+  fi
+  echo "+ fill_weights.py (the seeded TinyLlama-1.1B into tinyllama.onnx.data)"
+  if ! "$PY" "$ROOT/bench/gpu/fill_weights.py" "$json" 2>&1 | tee "$d/fill_weights.log"; then
+    record "fill_weights" FAIL "see $(basename "$d")/fill_weights.log"
+    return 1
+  fi
+  date -u '+%H:%M:%S UTC' > "$stamp"
+  record "fill_weights" PASS "$(grep -m1 -o '[0-9.]* GiB' "$d/fill_weights.log") written"
+}
+
+# --- (e) where the GPU time goes ---------------------------------------------
+# TAILOR_PROFILE=1 (CUDA events around every step) on the 1.1B plans,
+# PROFILE_STEPS steps: GPU time per kernel family and the costliest steps.
+part_profile() {
+  banner "profile: TinyLlama-1.1B plans, GPU time per kernel (TAILOR_PROFILE=1)"
+  local d="$OUTDIR/profile" v
+  mkdir -p "$d"
+  fill_weights "$d" || return
+  for v in lora qlora; do
+    TAILOR_PROFILE=1 train "profile-$v" "$B/tinyllama/$v-h100.tplan" \
+      "$B/data/tokens-2048.bin" "${PROFILE_STEPS:-3}" "$d"
+    local rc=$?
+    sed -n '/^tailor profile/,$p' "$d/profile-$v.log" | head -60
+    if [[ $rc -ne 0 ]] || ! grep -q '^tailor profile' "$d/profile-$v.log"; then
+      record "profile $v" FAIL "rc $rc, see profile/profile-$v.log"
+    else
+      record "profile $v" PASS "$(grep -m1 -o '[0-9.]* s in kernels' "$d/profile-$v.log") over ${PROFILE_STEPS:-3} steps"
+    fi
+  done
+}
+
 part_bench() {
   banner "bench: TinyLlama-1.1B, batch 1 x 2048, $WARMUP warmup + $STEPS timed steps"
   local d="$OUTDIR/bench" json="$B/tinyllama/tinyllama.json" tokens="$B/data/tokens-2048.bin"
   local n=$((WARMUP + STEPS)) base v plan_mem peak stats
   mkdir -p "$d"
-  # A warm machine keeps the filled file between calls (a new carry of the
-  # bundle replaces it, stamp included).
-  local stamp="$B/tinyllama/tinyllama.onnx.data.filled"
-  if [[ -f "$stamp" && -f "${stamp%.filled}" ]]; then
-    echo "weights: filled by an earlier run ($(cat "$stamp"))"
-  else
-    echo "+ fill_weights.py (the seeded TinyLlama-1.1B into tinyllama.onnx.data)"
-    if ! "$PY" "$ROOT/bench/gpu/fill_weights.py" "$json" 2>&1 | tee "$d/fill_weights.log"; then
-      record "bench fill_weights" FAIL "see bench/fill_weights.log"
-      return
-    fi
-    date -u '+%H:%M:%S UTC' > "$stamp"
-    record "bench fill_weights" PASS "$(grep -m1 -o '[0-9.]* GiB' "$d/fill_weights.log") written"
-  fi
+  fill_weights "$d" || return
   base="$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)"
   echo "GPU memory in use before the runs: ${base:-?} MiB"
   for v in lora qlora; do
@@ -334,7 +380,7 @@ for p in "${PARTS[@]}"; do
 done
 stop_sampler
 
-# --- (e) summary ------------------------------------------------------------
+# --- (f) summary ------------------------------------------------------------
 banner "summary"
 printf '%s\n' "${SUMMARY[@]}"
 if [[ ${#BENCH[@]} -gt 0 ]]; then

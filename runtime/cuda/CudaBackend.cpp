@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <cstring>
 #include <sstream>
 
@@ -43,6 +44,102 @@ struct PreparedLaunch {
 };
 } // namespace
 
+/// GPU time per step, measured with CUDA events (TAILOR_PROFILE=1).
+struct GpuProfile {
+  bool enabled = false;
+  /// Per plan op: start and stop events (created on first use), the
+  /// milliseconds summed over runs and the runs.
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
+  std::vector<double> milliseconds;
+  std::vector<uint64_t> calls;
+  /// Ops timed by the runSteps in flight, read once its streams are idle.
+  std::vector<uint32_t> pending;
+  /// Per op, what the report calls it: kernel name and origin.
+  std::vector<std::pair<std::string, std::string>> names;
+
+  std::string begin(uint32_t op, cudaStream_t stream);
+  std::string end(uint32_t op, cudaStream_t stream);
+  /// Adds the elapsed times of the pending ops (their streams synchronized).
+  std::string collect();
+  void print(const std::string &planName) const;
+};
+
+std::string GpuProfile::begin(uint32_t op, cudaStream_t stream) {
+  auto &[start, stop] = events[op];
+  if (!start) {
+    if (cudaError_t e = cudaEventCreate(&start); e != cudaSuccess) {
+      return cudaCallError("cudaEventCreate (profile)", e);
+    }
+    if (cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {
+      return cudaCallError("cudaEventCreate (profile)", e);
+    }
+  }
+  cudaError_t e = cudaEventRecord(start, stream);
+  return e == cudaSuccess ? "" : cudaCallError("cudaEventRecord (profile)", e);
+}
+
+std::string GpuProfile::end(uint32_t op, cudaStream_t stream) {
+  pending.push_back(op);
+  cudaError_t e = cudaEventRecord(events[op].second, stream);
+  return e == cudaSuccess ? "" : cudaCallError("cudaEventRecord (profile)", e);
+}
+
+std::string GpuProfile::collect() {
+  for (uint32_t op : pending) {
+    float ms = 0;
+    cudaError_t e = cudaEventElapsedTime(&ms, events[op].first, events[op].second);
+    if (e != cudaSuccess) {
+      pending.clear();
+      return cudaCallError("cudaEventElapsedTime (profile)", e);
+    }
+    milliseconds[op] += ms;
+    ++calls[op];
+  }
+  pending.clear();
+  return "";
+}
+
+void GpuProfile::print(const std::string &planName) const {
+  if (!enabled) {
+    return;
+  }
+  std::map<std::string, std::pair<double, uint64_t>> byKernel;
+  double total = 0;
+  std::vector<uint32_t> ops;
+  for (uint32_t op = 0; op < milliseconds.size(); ++op) {
+    if (calls[op] == 0) {
+      continue;
+    }
+    auto &entry = byKernel[names[op].first];
+    entry.first += milliseconds[op];
+    entry.second += calls[op];
+    total += milliseconds[op];
+    ops.push_back(op);
+  }
+  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(
+      byKernel.begin(), byKernel.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  std::fprintf(stderr, "tailor profile (%s, GPU): %.3f s in kernels\n",
+               planName.c_str(), total / 1e3);
+  for (const auto &[name, value] : rows) {
+    std::fprintf(stderr, "  %-24s %9.3f s %5.1f%% %8llu calls\n", name.c_str(),
+                 value.first / 1e3, total > 0 ? 100.0 * value.first / total : 0.0,
+                 static_cast<unsigned long long>(value.second));
+  }
+  std::sort(ops.begin(), ops.end(), [&](uint32_t a, uint32_t b) {
+    return milliseconds[a] > milliseconds[b];
+  });
+  std::fprintf(stderr, "tailor profile: the 25 costliest steps (ms per call)\n");
+  for (size_t i = 0; i < ops.size() && i < 25; ++i) {
+    uint32_t op = ops[i];
+    std::fprintf(stderr, "  step %-6u %-22s %9.3f  %s\n", op,
+                 names[op].first.c_str(), milliseconds[op] / double(calls[op]),
+                 names[op].second.c_str());
+  }
+}
+
 struct Impl {
   const LoadedPlan *plan = nullptr;
   /// The rank this process is, which places rank-strided buffers.
@@ -57,8 +154,17 @@ struct Impl {
   /// One entry per plan op; launches prepared, other steps read from the plan.
   std::vector<PreparedLaunch> launches;
   bool syncEachStep = false;
+  /// TAILOR_PROFILE=1: a pair of timing events around every launch and
+  /// collective, read after each runSteps; the GPU time per kernel and the
+  /// costliest launches are printed to stderr when the session ends.
+  GpuProfile profile;
 
   ~Impl() {
+    profile.print(plan ? plan->name() : std::string("plan"));
+    for (auto &[start, stop] : profile.events) {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
     context.reset();
     for (cudaEvent_t event : events) {
       cudaEventDestroy(event);
@@ -127,6 +233,11 @@ public:
                             const GemmWorkspace &workspace);
   /// Resolves and checks every launch once.
   SetupError prepareLaunches();
+  /// TAILOR_PROFILE: times every launch and collective from now on.
+  void startProfile();
+  /// The stream a profiled step runs on; null when not profiling or the
+  /// step is not timed (events: record and wait).
+  cudaStream_t timedStream(const fb::Op &op, uint32_t index) const;
 
   std::unique_ptr<Impl> impl;
   CategoryBytes allocated{};
@@ -410,7 +521,33 @@ CudaBackend::create(const LoadedPlan &plan, int rank, std::string &error,
       flag && *flag && std::string(flag) != "0") {
     backend->impl->syncEachStep = true;
   }
+  if (const char *flag = std::getenv("TAILOR_PROFILE");
+      flag && *flag && std::string(flag) != "0") {
+    backend->startProfile();
+  }
   return backend;
+}
+
+void GpuBackend::startProfile() {
+  Impl &m = *impl;
+  const fb::Plan &p = m.plan->root();
+  GpuProfile &profile = m.profile;
+  size_t ops = p.ops()->size();
+  profile.enabled = true;
+  profile.events.assign(ops, {nullptr, nullptr});
+  profile.milliseconds.assign(ops, 0.0);
+  profile.calls.assign(ops, 0);
+  profile.names.resize(ops);
+  for (uint32_t i = 0; i < ops; ++i) {
+    const PreparedLaunch &launch = m.launches[i];
+    if (launch.kernel) {
+      profile.names[i] = {launch.kernel->name, launch.origin};
+    } else if (p.ops()->Get(i)->step_type() == fb::Step::Collective) {
+      profile.names[i] = {"collective", ""};
+    } else if (p.ops()->Get(i)->step_type() == fb::Step::Copy) {
+      profile.names[i] = {"copy", ""};
+    }
+  }
 }
 
 void *GpuBackend::deviceBuffer(uint32_t index) const {
@@ -452,7 +589,11 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
     const fb::Op *op = p.ops()->Get(i);
     std::string problem;
     cudaError_t e = cudaSuccess;
-    switch (op->step_type()) {
+    cudaStream_t timed = timedStream(*op, i);
+    if (timed) {
+      problem = m.profile.begin(i, timed);
+    }
+    switch (problem.empty() ? op->step_type() : fb::Step::NONE) {
     case fb::Step::Launch: {
       PreparedLaunch &launch = m.launches[i];
       m.context->setStream(m.streams[launch.stream]);
@@ -482,11 +623,16 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
       problem = runCollective(*op->step_as_Collective());
       break;
     default:
-      problem = "a step kind this runtime does not know";
+      if (problem.empty()) {
+        problem = "a step kind this runtime does not know";
+      }
       break;
     }
     if (e != cudaSuccess) {
       problem = cudaCallError("enqueueing the step", e);
+    }
+    if (timed && problem.empty()) {
+      problem = m.profile.end(i, timed);
     }
     if (problem.empty() && m.syncEachStep) {
       if ((e = cudaDeviceSynchronize()) != cudaSuccess) {
@@ -505,7 +651,24 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
              " (TAILOR_CUDA_SYNC=1 names the failing step)";
     }
   }
-  return "";
+  return m.profile.collect();
+}
+
+cudaStream_t GpuBackend::timedStream(const fb::Op &op, uint32_t index) const {
+  const Impl &m = *impl;
+  if (!m.profile.enabled) {
+    return nullptr;
+  }
+  switch (op.step_type()) {
+  case fb::Step::Launch:
+    return m.streams[m.launches[index].stream];
+  case fb::Step::Copy:
+    return m.streams[op.step_as_Copy()->stream()];
+  case fb::Step::Collective:
+    return m.streams[op.step_as_Collective()->stream()];
+  default:
+    return nullptr;
+  }
 }
 
 } // namespace tailor::runtime::cuda

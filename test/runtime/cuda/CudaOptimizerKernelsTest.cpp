@@ -36,7 +36,9 @@ HostTensor i64Scalar(int64_t v) {
 
 /// The CUDA launcher with every operand `offset` bytes past a 256-byte
 /// aligned allocation (the kernels' unvectorized path when not a multiple
-/// of 16); the operands as left.
+/// of 16), rounded up to a multiple of the operand's element size: a plan
+/// never misaligns an element (an i64 step at 4 bytes is a misaligned
+/// address on a GPU); the operands as left.
 std::vector<HostTensor> runAtOffset(TestBackend &backend,
                                     const std::string &kernel,
                                     std::vector<HostTensor> operands,
@@ -48,8 +50,9 @@ std::vector<HostTensor> runAtOffset(TestBackend &backend,
   call.context = &backend.context();
   for (HostTensor &t : operands) {
     Tensor device = t.tensor();
-    device.data =
-        static_cast<char *>(backend.allocate(t.bytes() + offset)) + offset;
+    size_t element = dtypeSize(t.dtype);
+    size_t at = (offset + element - 1) / element * element;
+    device.data = static_cast<char *>(backend.allocate(t.bytes() + at)) + at;
     backend.upload(device.data, t.data(), t.bytes());
     call.operands.push_back(device);
   }
