@@ -188,6 +188,17 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   recompute.budgetBytes = static_cast<int64_t>(
       recipe.activationMemoryBudgetGib * double(int64_t(1) << 30));
   pm.addPass(memory::createRecomputePass(recompute));
+  // --- Gradient collectives on the communication stream, overlapping the
+  // rest of backward (DDP's all-reduces move into the step when it is one
+  // micro-batch).
+  bool overlap = recipe.overlapComm == "true" ||
+                 (recipe.overlapComm == "auto" && options.backend == "cuda");
+  if (options.worldSize > 1 && overlap) {
+    parallel::OverlapCollectivesPassOptions overlap;
+    overlap.inFlight = recipe.overlapBucketsInFlight;
+    overlap.moveDdpReductions = recipe.gradientAccumulationSteps == 1;
+    pm.addPass(parallel::createOverlapCollectivesPass(overlap));
+  }
   if (!schedule) {
     return;
   }

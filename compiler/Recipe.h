@@ -102,6 +102,14 @@ struct TrainingRecipe {
   /// `reshard_after_forward` (FSDP2): free gathered parameters after the
   /// forward (zero3).
   bool reshardAfterForward = true;
+  /// `overlap_comm` (DeepSpeed): gradient collectives run on a
+  /// communication stream while the rest of backward computes
+  /// (tailor-overlap-collectives): "true", "false", or "auto" (on GPUs,
+  /// whose NCCL runs beside the compute kernels; not on CPU ranks, whose
+  /// communication takes the cores compute would use).
+  /// `overlap_buckets_in_flight` bounds how many buckets are in flight.
+  std::string overlapComm = "auto";
+  int64_t overlapBucketsInFlight = 2;
   // --- run
   int64_t seed = 42;
   int64_t saveSteps = 0;

@@ -57,6 +57,16 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kOverlapAttrName) {
+    if (!llvm::isa<UnitAttr>(attribute.getValue()) ||
+        !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp>(op)) {
+      return op->emitError() << "'" << name
+                             << "' must be a unit attribute on a "
+                                "tg.reduce_scatter, tg.all_reduce or "
+                                "tg.all_reduce_states";
+    }
+    return success();
+  }
   if (name == kRecomputeSummaryAttrName) {
     auto summary = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
     if (!llvm::isa<ModuleOp>(op) || !summary ||

@@ -8,6 +8,8 @@
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
+#include <map>
+
 using namespace mlir;
 
 namespace tailor::memory {
@@ -44,6 +46,9 @@ public:
   void emitHeader(const ArenaLayout &layout, int64_t threads, int64_t alignment,
                   const ProgramTarget &target);
   void declareKernels(const std::vector<PlannedEntry> &entries);
+  /// Declares the communication stream and two events per tg.overlap
+  /// collective when there are any.
+  void declareOverlap(const std::vector<PlannedEntry> &entries);
   LogicalResult checkParameterBytes();
   /// Parameters first, in declaration order of first use, then states.
   void defineParametersAndStates();
@@ -63,8 +68,14 @@ private:
   DictionaryAttr shardOf(tg::StateOp state);
   void emitLaunch(const PlannedLaunch &launch);
   /// A collective over its operands' roots, which must lie back to back in
-  /// one arena: one buffer from the first to the end of the last.
-  LogicalResult emitCollective(const PlannedLaunch &launch);
+  /// one arena: one buffer from the first to the end of the last; on
+  /// `on` (the compute stream, or the communication stream).
+  LogicalResult emitCollective(const PlannedLaunch &launch,
+                               FlatSymbolRefAttr on);
+  /// An overlapped collective: the communication stream waits for the
+  /// compute stream, runs it, and marks `done` for compute to wait on.
+  LogicalResult emitOverlapped(const PlannedLaunch &launch, unsigned index);
+  void waitFor(unsigned index);
   /// Rank 0's ranks in `group`.
   SmallVector<int64_t> groupRanks(tg::CommGroup group) const;
 
@@ -74,6 +85,10 @@ private:
   std::vector<Root> &roots;
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
+  /// The communication stream (null without overlapped collectives).
+  FlatSymbolRefAttr commStream;
+  /// Overlapped collectives emitted so far (their events' numbers).
+  unsigned overlapped = 0;
   DenseMap<std::tuple<unsigned, Type, int64_t, int64_t>, Value> views;
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
@@ -473,7 +488,53 @@ SmallVector<int64_t> ProgramEmitter::groupRanks(tg::CommGroup group) const {
   return ranks;
 }
 
-LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch) {
+void ProgramEmitter::declareOverlap(const std::vector<PlannedEntry> &entries) {
+  unsigned count = 0;
+  for (const PlannedEntry &entry : entries) {
+    for (const PlannedLaunch &launch : entry.launches) {
+      count += launch.collective && launch.collective->overlap;
+    }
+  }
+  if (count == 0) {
+    return;
+  }
+  sched::StreamOp::create(builder, loc, "comm");
+  commStream = FlatSymbolRefAttr::get(builder.getContext(), "comm");
+  for (unsigned i = 0; i < count; ++i) {
+    sched::EventOp::create(builder, loc, "comm.ready." + std::to_string(i));
+    sched::EventOp::create(builder, loc, "comm.done." + std::to_string(i));
+  }
+}
+
+static FlatSymbolRefAttr eventRef(MLIRContext *context, StringRef kind,
+                                  unsigned index) {
+  return FlatSymbolRefAttr::get(context, ("comm." + kind + "." +
+                                          std::to_string(index))
+                                             .str());
+}
+
+LogicalResult ProgramEmitter::emitOverlapped(const PlannedLaunch &launch,
+                                             unsigned index) {
+  MLIRContext *context = builder.getContext();
+  sched::RecordOp::create(builder, loc, eventRef(context, "ready", index),
+                          stream);
+  sched::WaitOp::create(builder, loc, eventRef(context, "ready", index),
+                        commStream);
+  if (failed(emitCollective(launch, commStream))) {
+    return failure();
+  }
+  sched::RecordOp::create(builder, loc, eventRef(context, "done", index),
+                          commStream);
+  return success();
+}
+
+void ProgramEmitter::waitFor(unsigned index) {
+  sched::WaitOp::create(builder, loc,
+                        eventRef(builder.getContext(), "done", index), stream);
+}
+
+LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch,
+                                             FlatSymbolRefAttr on) {
   const PlannedCollective &planned = *launch.collective;
   if (!planned.inPlace) {
     Value input = bufferFor(launch.operands[0]);
@@ -486,7 +547,7 @@ LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch) {
         reduces
             ? sched::ReductionAttr::get(builder.getContext(), planned.reduction)
             : sched::ReductionAttr(),
-        IntegerAttr(), stream.getValue());
+        IntegerAttr(), on.getValue());
     return success();
   }
   const Root &first = roots[launch.operands.front().root];
@@ -513,7 +574,7 @@ LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch) {
       builder, launch.op->getLoc(), collective.kind, bucket, bucket,
       groupRanks(collective.group),
       sched::ReductionAttr::get(builder.getContext(), collective.reduction),
-      IntegerAttr(), stream.getValue());
+      IntegerAttr(), on.getValue());
   return success();
 }
 
@@ -528,12 +589,37 @@ LogicalResult ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
     for (unsigned input : entry.inputs) {
       defineRoot(roots[input]);
     }
-    for (const PlannedLaunch &launch : entry.launches) {
+    // Overlapped collectives by number, and the launch each is waited for
+    // before (none: the entry's end).
+    std::multimap<size_t, unsigned> waitsBefore;
+    SmallVector<unsigned> waitsAtEnd;
+    for (auto [index, launch] : llvm::enumerate(entry.launches)) {
+      auto [from, to] = waitsBefore.equal_range(index);
+      for (auto it = from; it != to; ++it) {
+        waitFor(it->second);
+      }
       if (!launch.collective) {
         emitLaunch(launch);
-      } else if (failed(emitCollective(launch))) {
+        continue;
+      }
+      if (!launch.collective->overlap) {
+        if (failed(emitCollective(launch, stream))) {
+          return failure();
+        }
+        continue;
+      }
+      unsigned number = overlapped++;
+      if (failed(emitOverlapped(launch, number))) {
         return failure();
       }
+      if (launch.collective->waitBefore) {
+        waitsBefore.emplace(*launch.collective->waitBefore, number);
+      } else {
+        waitsAtEnd.push_back(number);
+      }
+    }
+    for (unsigned number : waitsAtEnd) {
+      waitFor(number);
     }
     for (auto &[name, access] : entry.outputs) {
       sched::OutputOp::create(builder, loc, name, bufferFor(access));
@@ -554,6 +640,7 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
   ArenaLayout layout = assignOffsets(roots, entries, align);
   ProgramEmitter emitter(module, loc, roots);
   emitter.emitHeader(layout, threads, alignment, target);
+  emitter.declareOverlap(entries);
   emitter.declareKernels(entries);
   if (failed(emitter.checkParameterBytes())) {
     return failure();

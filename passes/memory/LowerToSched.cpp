@@ -139,6 +139,10 @@ private:
                             PlannedEntry &entry, int64_t &step);
   /// Each launch's FLOPs and bytes, for the cost model.
   void recordWork(PlannedEntry &entry);
+  /// For each tg.overlap collective: the first later launch touching one of
+  /// its roots (where compute waits for it), and its roots kept live until
+  /// then (`endStep` when none does).
+  void scheduleOverlaps(PlannedEntry &entry, int64_t endStep);
   /// A launch whose operands are whole roots (states, parameters) or values
   /// seen with their own type (a reshape's view of a gradient, say).
   PlannedLaunch launchOf(Operation *op, StringRef kernel, int64_t arity,
@@ -511,6 +515,7 @@ LogicalResult LowerToSchedPass::planAllReduce(ModuleOp module,
   collective.kind = sched::CollectiveKind::AllReduce;
   collective.reduction = schedReduction(op.getReduction());
   collective.group = op.getGroup();
+  collective.overlap = op->hasAttr(tg::TGDialect::kOverlapAttrName);
   launch.collective = collective;
   for (Attribute name : op.getStates()) {
     FailureOr<unsigned> root =
@@ -604,10 +609,22 @@ LogicalResult LowerToSchedPass::planValueCollective(
   launch.op = &op;
   launch.origin = originOf(&op);
   collective.inPlace = false;
+  collective.overlap = op.hasAttr(tg::TGDialect::kOverlapAttrName);
   launch.collective = collective;
   launch.operands = {accessOf(input), accessOf(result)};
   entry.launches.push_back(std::move(launch));
   return success();
+}
+
+/// A reducing collective of `kind` over `group`.
+static PlannedCollective reducing(sched::CollectiveKind kind,
+                                  tg::CommReduction reduction,
+                                  tg::CommGroup group) {
+  PlannedCollective collective;
+  collective.kind = kind;
+  collective.reduction = schedReduction(reduction);
+  collective.group = group;
+  return collective;
 }
 
 LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
@@ -615,15 +632,15 @@ LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
   if (auto scatter = llvm::dyn_cast<tg::ReduceScatterOp>(op)) {
     return planValueCollective(
         op, scatter.getInput(), scatter.getResult(),
-        {sched::CollectiveKind::ReduceScatter,
-         schedReduction(scatter.getReduction()), scatter.getGroup()},
+        reducing(sched::CollectiveKind::ReduceScatter,
+                 scatter.getReduction(), scatter.getGroup()),
         entry, step);
   }
   if (auto reduce = llvm::dyn_cast<tg::AllReduceOp>(op)) {
     return planValueCollective(
         op, reduce.getInput(), reduce.getResult(),
-        {sched::CollectiveKind::AllReduce,
-         schedReduction(reduce.getReduction()), reduce.getGroup()},
+        reducing(sched::CollectiveKind::AllReduce, reduce.getReduction(),
+                 reduce.getGroup()),
         entry, step);
   }
   if (auto gather = llvm::dyn_cast<tg::AllGatherBucketOp>(op)) {
@@ -894,18 +911,55 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
       ret = r;
       break;
     }
+    size_t planned = entry.launches.size();
     if (failed(planOp(module, op, fusions, entry, step))) {
       return failure();
+    }
+    for (size_t i = planned; i < entry.launches.size(); ++i) {
+      entry.launches[i].step = step;
     }
   }
   if (!ret) {
     return func.emitError() << "the function has no return";
   }
+  size_t planned = entry.launches.size();
   if (failed(planOutputs(func, ret, entry, step))) {
     return failure();
   }
+  for (size_t i = planned; i < entry.launches.size(); ++i) {
+    entry.launches[i].step = step;
+  }
+  scheduleOverlaps(entry, step);
   recordWork(entry);
   return failure(missingRoot);
+}
+
+void LowerToSchedPass::scheduleOverlaps(PlannedEntry &entry,
+                                        int64_t endStep) {
+  for (size_t i = 0; i < entry.launches.size(); ++i) {
+    PlannedLaunch &launch = entry.launches[i];
+    if (!launch.collective || !launch.collective->overlap) {
+      continue;
+    }
+    llvm::SmallDenseSet<unsigned> touched;
+    for (Access operand : launch.operands) {
+      touched.insert(operand.root);
+    }
+    int64_t until = endStep;
+    for (size_t j = i + 1; j < entry.launches.size(); ++j) {
+      if (llvm::any_of(entry.launches[j].operands, [&](Access operand) {
+            return touched.contains(operand.root);
+          })) {
+        launch.collective->waitBefore = j;
+        until = entry.launches[j].step;
+        break;
+      }
+    }
+    // In flight until the wait: nothing else may take its bytes.
+    for (unsigned root : touched) {
+      roots[root].last = std::max(roots[root].last, until);
+    }
+  }
 }
 
 void LowerToSchedPass::recordWork(PlannedEntry &entry) {

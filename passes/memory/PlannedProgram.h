@@ -106,6 +106,11 @@ struct PlannedCollective {
   /// In place over its operands' roots back to back (DDP's buckets), or
   /// from operands[0] into operands[1].
   bool inPlace = true;
+  /// tg.overlap: issued on the communication stream; the compute stream
+  /// waits for it before launch `waitBefore` of the entry (none: at the
+  /// entry's end), the first that touches one of its roots.
+  bool overlap = false;
+  std::optional<size_t> waitBefore;
 };
 
 /// One planned kernel launch (or output copy, or collective).
@@ -120,6 +125,8 @@ struct PlannedLaunch {
   double bytes = 0;
   /// Set for a collective (no kernel).
   std::optional<PlannedCollective> collective;
+  /// The step (op position) it was planned at.
+  int64_t step = 0;
 };
 
 /// One planned function: an entry of the program.

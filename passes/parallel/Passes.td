@@ -65,4 +65,48 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
+                                  "::mlir::ModuleOp"> {
+  let summary = "lets gradient collectives run while the rest of backward does";
+  let description = [{
+    A scheduling decision on the data-parallel training step (after
+    `tailor-shard` and recomputation, before planning). Each gradient
+    collective of `function` (ZeRO-2/3 and hybrid's `tg.reduce_scatter`,
+    `tg.all_reduce` of a value) is marked `tg.overlap`: planning issues it
+    on the communication stream right after the bucket's last gradient,
+    with events ordering it against the compute stream, and the compute
+    stream waits for it only before the first launch that touches its
+    buffers. To give it something to overlap with, its consumers (the
+    `tg.accumulate` into the bucket's chunk) move down to just before the
+    collective `in-flight` buckets later (or to the end of the function):
+    at most `in-flight` buckets are in flight at once, which bounds the
+    activation bytes the overlap keeps alive (planning counts them).
+
+    With `move-ddp-reductions` (set when a step is one micro-batch, so
+    `train_step` runs once per `optimizer_step`), DDP's
+    `tg.all_reduce_states` move from the start of `optimizer_step` into
+    `function`, right after the last op that writes one of their states,
+    and are marked too: DDP's overlap of the all-reduce with backward. With
+    several micro-batches they stay where they are (one reduction per
+    step, after the last micro-batch).
+
+    Consumers only move past ops that do not touch their state; one that
+    cannot move stays and its collective is not marked (no overlap, said
+    in a remark).
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "the function whose collectives overlap its compute">,
+    Option<"optimizerFunction", "optimizer-function", "std::string",
+           /*default=*/"\"optimizer_step\"",
+           "the function DDP's reductions start (move-ddp-reductions)">,
+    Option<"inFlight", "in-flight", "int64_t", /*default=*/"2",
+           "most gradient buckets in flight at once (>= 1)">,
+    Option<"moveDdpReductions", "move-ddp-reductions", "bool",
+           /*default=*/"false",
+           "move DDP's all-reduces into `function` (one micro-batch a step)">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 #endif // TAILOR_PASSES_PARALLEL_PASSES_TD

@@ -1,0 +1,191 @@
+//===- OverlapCollectives.cpp - gradient collectives overlap backward -----===//
+//
+// tailor-overlap-collectives (Passes.td): marks the gradient collectives of
+// the training step `tg.overlap`, so planning issues them on the
+// communication stream, and moves what consumes them down by `in-flight`
+// buckets so they have backward to overlap with. With
+// `move-ddp-reductions`, DDP's all-reduces first move from the optimizer
+// step into the training step, after their last gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/parallel/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+namespace tailor::parallel {
+
+#define GEN_PASS_DEF_OVERLAPCOLLECTIVESPASS
+#include "passes/parallel/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+
+/// The symbols `op` names in its attributes (states, parameters,
+/// buckets), leaf names.
+llvm::DenseSet<StringAttr> symbolsOf(Operation *op) {
+  llvm::DenseSet<StringAttr> names;
+  for (NamedAttribute attr : op->getAttrs()) {
+    attr.getValue().walk([&](SymbolRefAttr ref) {
+      names.insert(ref.getLeafReference());
+    });
+  }
+  return names;
+}
+
+/// Whether `op` names any of `names`.
+bool touchesAny(Operation *op, const llvm::DenseSet<StringAttr> &names) {
+  for (StringAttr name : symbolsOf(op)) {
+    if (names.contains(name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool isGradientCollective(Operation *op) {
+  return llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllReduceStatesOp>(
+      op);
+}
+
+struct OverlapCollectivesPass
+    : public impl::OverlapCollectivesPassBase<OverlapCollectivesPass> {
+  using OverlapCollectivesPassBase::OverlapCollectivesPassBase;
+
+  void runOnOperation() override;
+
+private:
+  /// DDP: each tg.all_reduce_states of the optimizer step moves into
+  /// `step`, right after the last op naming one of its states.
+  void moveDdpReductionsInto(func::FuncOp step, func::FuncOp optimizer);
+  /// Moves the consumers of collective `index` of `collectives` down to
+  /// the collective `inFlight` later (or the terminator); false when one
+  /// cannot move (it or an op in between touches what it writes).
+  bool deferConsumers(ArrayRef<Operation *> collectives, size_t index);
+};
+
+void OverlapCollectivesPass::moveDdpReductionsInto(func::FuncOp step,
+                                                   func::FuncOp optimizer) {
+  SmallVector<tg::AllReduceStatesOp> reductions(
+      optimizer.getOps<tg::AllReduceStatesOp>());
+  Block &body = step.getBody().front();
+  for (tg::AllReduceStatesOp reduce : reductions) {
+    llvm::DenseSet<StringAttr> states = symbolsOf(reduce);
+    // Nothing before the reduction in the optimizer step may touch them
+    // (the shard pass puts the reductions first); otherwise it stays.
+    Operation *before = nullptr;
+    for (Operation &op : optimizer.getBody().front()) {
+      if (&op == reduce.getOperation()) {
+        break;
+      }
+      if (!isGradientCollective(&op) && touchesAny(&op, states)) {
+        before = &op;
+        break;
+      }
+    }
+    if (before) {
+      reduce->emitRemark() << "tailor-overlap-collectives: stays in @"
+                           << optimizer.getSymName()
+                           << ": an op before it uses its states";
+      continue;
+    }
+    Operation *last = nullptr;
+    for (Operation &op : body.without_terminator()) {
+      if (touchesAny(&op, states)) {
+        last = &op;
+      }
+    }
+    if (last) {
+      reduce->moveAfter(last);
+    } else {
+      reduce->moveBefore(body.getTerminator());
+    }
+  }
+}
+
+bool OverlapCollectivesPass::deferConsumers(ArrayRef<Operation *> collectives,
+                                            size_t index) {
+  Operation *collective = collectives[index];
+  Operation *target = index + size_t(inFlight) < collectives.size()
+                          ? collectives[index + size_t(inFlight)]
+                          : collective->getBlock()->getTerminator();
+  SmallVector<Operation *> consumers;
+  for (Operation *user : collective->getUsers()) {
+    if (!llvm::isa<tg::AccumulateOp>(user) ||
+        user->getBlock() != collective->getBlock() ||
+        !user->isBeforeInBlock(target)) {
+      return false;
+    }
+    consumers.push_back(user);
+  }
+  // Each accumulator's state must not be named between the consumer and
+  // its new place (nothing else reads or writes a bucket's chunk there).
+  for (Operation *consumer : consumers) {
+    llvm::DenseSet<StringAttr> written = symbolsOf(consumer);
+    for (Operation *op = consumer->getNextNode(); op != target;
+         op = op->getNextNode()) {
+      if (touchesAny(op, written)) {
+        return false;
+      }
+    }
+  }
+  llvm::sort(consumers, [](Operation *a, Operation *b) {
+    return a->isBeforeInBlock(b);
+  });
+  for (Operation *consumer : consumers) {
+    consumer->moveBefore(target);
+  }
+  return true;
+}
+
+void OverlapCollectivesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (inFlight < 1) {
+    module.emitError() << "tailor-overlap-collectives: in-flight must be at "
+                          "least 1, got "
+                       << static_cast<int64_t>(inFlight);
+    return signalPassFailure();
+  }
+  auto step = module.lookupSymbol<func::FuncOp>(function);
+  if (!step) {
+    module.emitError() << "tailor-overlap-collectives: no function @"
+                       << function;
+    return signalPassFailure();
+  }
+  if (moveDdpReductions) {
+    auto optimizer = module.lookupSymbol<func::FuncOp>(optimizerFunction);
+    if (!optimizer) {
+      module.emitError() << "tailor-overlap-collectives: no function @"
+                         << optimizerFunction;
+      return signalPassFailure();
+    }
+    moveDdpReductionsInto(step, optimizer);
+  }
+  SmallVector<Operation *> collectives;
+  for (Operation &op : step.getBody().front()) {
+    if (isGradientCollective(&op)) {
+      collectives.push_back(&op);
+    }
+  }
+  Builder builder(module.getContext());
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    Operation *collective = collectives[i];
+    if (!llvm::isa<tg::AllReduceStatesOp>(collective) &&
+        !deferConsumers(collectives, i)) {
+      collective->emitRemark()
+          << "tailor-overlap-collectives: its consumers cannot move; it runs "
+             "on the compute stream";
+      continue;
+    }
+    collective->setAttr(tg::TGDialect::kOverlapAttrName,
+                        builder.getUnitAttr());
+  }
+}
+
+} // namespace
+
+} // namespace tailor::parallel
