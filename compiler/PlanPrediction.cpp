@@ -18,36 +18,102 @@ namespace fb = tailor::plan;
 
 namespace {
 
+/// A collective step as a work record: the larger buffer it moves, over
+/// its group.
+LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
+  std::string kind = fb::EnumNameCollectiveKind(collective.kind());
+  const fb::Buffer *in = p.buffers()->Get(collective.input());
+  const fb::Buffer *out = p.buffers()->Get(collective.output());
+  LaunchWork moved;
+  moved.kernel = llvm::StringSwitch<std::string>(kind)
+                     .Case("AllReduce", "all_reduce")
+                     .Case("ReduceScatter", "reduce_scatter")
+                     .Case("AllGather", "all_gather")
+                     .Default("broadcast");
+  moved.bytes = double(std::max(in->size(), out->size()));
+  moved.ranks = collective.group() ? collective.group()->size() : 1;
+  return moved;
+}
+
+/// Op `i`'s work record and stream; false for a step that does no work
+/// (a record or a wait).
+bool workOf(const fb::Plan &p, uint32_t i, LaunchWork &work,
+            uint32_t &stream) {
+  const fb::Op *op = p.ops()->Get(i);
+  if (const fb::Collective *collective = op->step_as_Collective()) {
+    work = collectiveWork(p, *collective);
+    stream = collective->stream();
+    return true;
+  }
+  if (const fb::Launch *launch = op->step_as_Launch()) {
+    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
+    work = {kernel->name()->str(), launch->flops(), launch->bytes()};
+    stream = launch->stream();
+    return true;
+  }
+  return false;
+}
+
 /// The launches of ops [first, first + count) as work records, in order.
 std::vector<LaunchWork> launchesOf(const fb::Plan &p, uint32_t first,
                                    uint32_t count) {
   std::vector<LaunchWork> work;
   for (uint32_t i = first; i < first + count; ++i) {
-    if (const fb::Collective *collective =
-            p.ops()->Get(i)->step_as_Collective()) {
-      std::string kind = fb::EnumNameCollectiveKind(collective->kind());
-      const fb::Buffer *in = p.buffers()->Get(collective->input());
-      const fb::Buffer *out = p.buffers()->Get(collective->output());
-      double bytes = double(std::max(in->size(), out->size()));
-      LaunchWork moved;
-      moved.kernel = llvm::StringSwitch<std::string>(kind)
-                        .Case("AllReduce", "all_reduce")
-                        .Case("ReduceScatter", "reduce_scatter")
-                        .Case("AllGather", "all_gather")
-                        .Default("broadcast");
-      moved.bytes = bytes;
-      moved.ranks = collective->group() ? collective->group()->size() : 1;
-      work.push_back(moved);
-      continue;
+    LaunchWork w;
+    uint32_t stream = 0;
+    if (workOf(p, i, w, stream)) {
+      work.push_back(std::move(w));
     }
-    const fb::Launch *launch = p.ops()->Get(i)->step_as_Launch();
-    if (!launch) {
-      continue;
-    }
-    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
-    work.push_back({kernel->name()->str(), launch->flops(), launch->bytes()});
   }
   return work;
+}
+
+/// Ops [first, first + count) on their streams: each stream runs its ops
+/// in order, a record marks the time its stream reached it, and a wait
+/// holds its stream until then. `start` and `end` per op (seconds from
+/// the entry's start; a record or wait takes none).
+struct StreamSchedule {
+  std::vector<double> start, end;
+  double seconds = 0;
+  double commSeconds = 0;
+};
+
+StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
+                               uint32_t first, uint32_t count) {
+  StreamSchedule schedule;
+  std::vector<double> clock(p.streams() ? p.streams()->size() : 1, 0.0);
+  std::vector<double> reached(p.events() ? p.events()->size() : 0, 0.0);
+  auto at = [](std::vector<double> &v, uint32_t i) -> double & {
+    if (i >= v.size()) {
+      v.resize(i + 1, 0.0);
+    }
+    return v[i];
+  };
+  for (uint32_t i = first; i < first + count; ++i) {
+    const fb::Op *op = p.ops()->Get(i);
+    LaunchWork work;
+    uint32_t stream = 0;
+    double begin = 0, seconds = 0;
+    if (workOf(p, i, work, stream)) {
+      seconds = predictLaunchSeconds(target, work);
+      begin = at(clock, stream);
+      at(clock, stream) = begin + seconds;
+      if (work.ranks > 0) {
+        schedule.commSeconds += seconds;
+      }
+    } else if (const fb::Record *record = op->step_as_Record()) {
+      at(reached, record->event()) = at(clock, record->stream());
+    } else if (const fb::Wait *wait = op->step_as_Wait()) {
+      double &c = at(clock, wait->stream());
+      c = std::max(c, at(reached, wait->event()));
+    }
+    schedule.start.push_back(begin);
+    schedule.end.push_back(begin + seconds);
+  }
+  for (double c : clock) {
+    schedule.seconds = std::max(schedule.seconds, c);
+  }
+  return schedule;
 }
 
 /// How many times one step runs entry `name`.
@@ -129,7 +195,13 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
     if (e->name()->string_view() == "eval_step") {
       continue; // validation is not part of a training step
     }
-    prediction.step.add(predictLaunches(target, work), runs);
+    TimeEstimate serial = predictLaunches(target, work);
+    StreamSchedule streams =
+        scheduleStreams(p, target, e->first_op(), e->op_count());
+    prediction.step.add(serial, runs);
+    prediction.step.seconds -= runs * (serial.seconds - streams.seconds);
+    prediction.commSeconds += runs * streams.commSeconds;
+    prediction.hiddenCommSeconds += runs * (serial.seconds - streams.seconds);
     for (const LaunchWork &w : work) {
       prediction.bytesSentPerStep +=
           runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
@@ -265,28 +337,29 @@ void writePredictedTrace(const fb::Plan &p, const CostTarget &target,
         for (uint32_t arena : arenas) {
           live.push_back(arenaBytesOverEntry(p, e, arena));
         }
+        StreamSchedule schedule = scheduleStreams(p, target, e.first, e.count);
         for (uint32_t i = 0; i < e.count; ++i) {
-          const fb::Launch *launch = p.ops()->Get(e.first + i)->step_as_Launch();
-          if (!launch) {
+          LaunchWork work;
+          uint32_t stream = 0;
+          if (!workOf(p, e.first + i, work, stream)) {
             continue;
           }
-          std::string kernel =
-              p.kernels()->Get(launch->kernel())->name()->str();
-          double us = 1e6 * predictLaunchSeconds(
-                                target, {kernel, launch->flops(), launch->bytes()});
+          const fb::Launch *launch = p.ops()->Get(e.first + i)->step_as_Launch();
+          double ts = now + 1e6 * schedule.start[i];
           json.object([&] {
             json.attribute("ph", "X");
-            json.attribute("name", kernel);
+            json.attribute("name", work.kernel);
             json.attribute("cat", e.name);
             json.attribute("pid", p.rank());
-            json.attribute("tid", int(launch->stream()) + 1);
-            json.attribute("ts", now);
-            json.attribute("dur", us);
+            json.attribute("tid", int(stream) + 1);
+            json.attribute("ts", ts);
+            json.attribute("dur", 1e6 * (schedule.end[i] - schedule.start[i]));
             json.attributeObject("args", [&] {
-              json.attribute("origin", launch->origin() ? launch->origin()->str()
-                                                        : std::string());
-              json.attribute("flops", launch->flops());
-              json.attribute("bytes", launch->bytes());
+              json.attribute("origin", launch && launch->origin()
+                                           ? launch->origin()->str()
+                                           : std::string());
+              json.attribute("flops", work.flops);
+              json.attribute("bytes", work.bytes);
             });
           });
           for (size_t a = 0; a < arenas.size(); ++a) {
@@ -295,18 +368,18 @@ void writePredictedTrace(const fb::Plan &p, const CostTarget &target,
               json.attribute("name",
                              p.arenas()->Get(arenas[a])->name()->str() + " bytes");
               json.attribute("pid", p.rank());
-              json.attribute("ts", now);
+              json.attribute("ts", ts);
               json.attributeObject("args", [&] {
                 json.attribute("bytes", int64_t(live[a][i]));
               });
             });
             if (live[a][i] > peak[a]) {
               peak[a] = live[a][i];
-              peakAt[a] = now;
+              peakAt[a] = ts;
             }
           }
-          now += us;
         }
+        now += 1e6 * schedule.seconds;
       }
       for (size_t a = 0; a < arenas.size(); ++a) {
         json.object([&] {

@@ -37,6 +37,12 @@ struct PlanPrediction {
   /// Bytes each rank sends in one step's collectives, counted as ring
   /// algorithms move them (CostModel.h's ringBytesSent).
   double bytesSentPerStep = 0;
+  /// Communication time in one step, and how much of it runs on the
+  /// communication stream while compute runs (step.seconds already lacks
+  /// it: the streams are simulated with the plan's events; the kinds in
+  /// step.secondsByKind still add up to the serial time).
+  double commSeconds = 0;
+  double hiddenCommSeconds = 0;
   double tokensPerSecond() const {
     return step.seconds > 0 ? tokensPerStep / step.seconds : 0;
   }

@@ -585,6 +585,8 @@ llvm::json::Object predictionJson(const PredictionView &view) {
   out["tokens_per_step"] = prediction.tokensPerStep;
   out["tokens_per_second"] = prediction.tokensPerSecond();
   out["seconds_by_kind"] = std::move(byKind);
+  out["comm_seconds"] = prediction.commSeconds;
+  out["hidden_comm_seconds"] = prediction.hiddenCommSeconds;
   return out;
 }
 
@@ -1049,14 +1051,16 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
   os << llvm::format("predicted step: %.3f ms on %s",
                      prediction.step.seconds * 1e3, view.hardware.c_str());
   std::vector<std::pair<double, std::string>> parts;
+  double serial = 0; // the kinds' shares are of the time run one by one
   for (const auto &[kind, seconds] : prediction.step.secondsByKind) {
     parts.push_back({seconds, kind});
+    serial += seconds;
   }
   llvm::sort(parts, [](const auto &a, const auto &b) { return a > b; });
   const char *sep = " (";
   for (const auto &[seconds, kind] : parts) {
     os << sep << kind << " "
-       << llvm::format("%.0f%%", 100.0 * seconds / prediction.step.seconds);
+       << llvm::format("%.0f%%", 100.0 * seconds / serial);
     sep = ", ";
   }
   os << (parts.empty() ? "" : ")");
@@ -1066,8 +1070,14 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
   os << "\n";
   if (prediction.bytesSentPerStep > 0) {
     os << llvm::format("communication: %.2f MiB sent per rank per step (as "
-                       "ring collectives move them)\n",
-                       prediction.bytesSentPerStep / double(1 << 20));
+                       "ring collectives move them), %.3f ms, %.0f%% of it "
+                       "hidden behind compute\n",
+                       prediction.bytesSentPerStep / double(1 << 20),
+                       prediction.commSeconds * 1e3,
+                       prediction.commSeconds > 0
+                           ? 100.0 * prediction.hiddenCommSeconds /
+                                 prediction.commSeconds
+                           : 0.0);
   }
 }
 
