@@ -21,13 +21,17 @@
 
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
+#include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
 #include "test/runtime/train/ZeroTestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -508,6 +512,23 @@ TEST(AsyncSession, TheTimelineSpansTheLaunchesBetween) {
   // Records and unblocked waits have no slice.
   EXPECT_EQ(sliceOf(timeline, 1), -1);
   EXPECT_EQ(sliceOf(timeline, 2), -1);
+
+  // In the trace: the collective on comm's track (tid 2), the wait on
+  // compute's (tid 1).
+  std::string path = ::testing::TempDir() + "async_trace.json";
+  ASSERT_EQ(writeMeasuredTrace(*opened.plan, {{0, timeline}}, path), "");
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  std::string trace = text.str();
+  EXPECT_TRUE(mentions(trace, "\"name\": \"stream comm\""));
+  EXPECT_TRUE(mentions(trace, "{\"ph\": \"X\", \"name\": \"all_reduce\", "
+                              "\"cat\": \"step\", \"pid\": 0, \"tid\": 2"));
+  EXPECT_TRUE(mentions(trace, "started nonblocking"));
+  EXPECT_TRUE(mentions(trace, "{\"ph\": \"X\", \"name\": \"wait\", "
+                              "\"cat\": \"step\", \"pid\": 0, \"tid\": 1"));
+  EXPECT_TRUE(mentions(trace, "\"origin\": \"event e1\""));
+  std::remove(path.c_str());
 }
 
 TEST(AsyncSession, CollectivesOfAStreamSharingBytesKeepTheirOrder) {
