@@ -108,15 +108,14 @@ std::vector<uint8_t> buildPlan(const AsyncPlan &spec) {
   uint64_t element = 4; // f32 or i32
   for (int64_t count : spec.buffers) {
     uint64_t bytes = static_cast<uint64_t>(count) * element;
-    buffers.push_back(fb::CreateBuffer(b, 0, offset, bytes, spec.dtype,
-                                       b.CreateVector(std::vector<int64_t>{
-                                           count})));
+    buffers.push_back(
+        fb::CreateBuffer(b, 0, offset, bytes, spec.dtype,
+                         b.CreateVector(std::vector<int64_t>{count})));
     offset += (bytes + 63) / 64 * 64;
   }
-  std::vector<flatbuffers::Offset<fb::Arena>> arenas = {
-      fb::CreateArena(b, b.CreateString("activations"), fb::ArenaKind::Host,
-                      fb::Category::Activations, std::max<uint64_t>(offset, 64),
-                      64)};
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas = {fb::CreateArena(
+      b, b.CreateString("activations"), fb::ArenaKind::Host,
+      fb::Category::Activations, std::max<uint64_t>(offset, 64), 64)};
   const char *kernelNames[] = {"mul", "add", "zero"};
   int arities[] = {3, 3, 1};
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
@@ -133,11 +132,11 @@ std::vector<uint8_t> buildPlan(const AsyncPlan &spec) {
     switch (step.kind) {
     case StepSpec::Launch: {
       uint32_t kernel = step.kernel == "mul" ? 0 : step.kernel == "add" ? 1 : 2;
-      ops.push_back(fb::CreateOp(
-          b, fb::Step::Launch,
-          fb::CreateLaunch(b, kernel, b.CreateVector(step.operands), 0,
-                           step.stream)
-              .Union()));
+      ops.push_back(fb::CreateOp(b, fb::Step::Launch,
+                                 fb::CreateLaunch(b, kernel,
+                                                  b.CreateVector(step.operands),
+                                                  0, step.stream)
+                                     .Union()));
       break;
     }
     case StepSpec::Collective:
@@ -299,8 +298,9 @@ public:
     error = "unused";
     return nullptr;
   }
-  std::string start(const comm::CollectiveCall &call,
-                    std::unique_ptr<comm::PendingCollective> &pending) override {
+  std::string
+  start(const comm::CollectiveCall &call,
+        std::unique_ptr<comm::PendingCollective> &pending) override {
     log.push_back(std::string("start ") + kindName(call.kind));
     if (!startFailure.empty()) {
       return startFailure;
@@ -377,8 +377,7 @@ void fillInputs(Session &session, const AsyncPlan &spec, int rank) {
 }
 
 /// The index of the first timeline slice of `step`, or -1.
-int sliceOf(const std::vector<Session::LaunchTiming> &timeline,
-            uint32_t step) {
+int sliceOf(const std::vector<Session::LaunchTiming> &timeline, uint32_t step) {
   for (size_t i = 0; i < timeline.size(); ++i) {
     if (timeline[i].step == step) {
       return static_cast<int>(i);
@@ -479,9 +478,9 @@ TEST(AsyncSession, CollectivesDoneEarlyAreNotWaitedForAgain) {
   fillInputs(*opened.session, spec, 0);
   ASSERT_EQ(opened.session->runEntry(0), "");
   // Polled once each, before the first launch between; never again.
-  CallLog expected = {"start all_reduce", "start reduce_scatter",
-                      "start all_gather",  "test",
-                      "complete all_reduce", "test",
+  CallLog expected = {"start all_reduce",        "start reduce_scatter",
+                      "start all_gather",        "test",
+                      "complete all_reduce",     "test",
                       "complete reduce_scatter", "test",
                       "complete all_gather"};
   EXPECT_EQ(world.log, expected);
@@ -495,8 +494,7 @@ TEST(AsyncSession, TheTimelineSpansTheLaunchesBetween) {
   fillInputs(*opened.session, spec, 0);
   ASSERT_EQ(opened.session->recordTimeline(true), "");
   ASSERT_EQ(opened.session->runEntry(0), "");
-  std::vector<Session::LaunchTiming> timeline =
-      opened.session->takeTimeline();
+  std::vector<Session::LaunchTiming> timeline = opened.session->takeTimeline();
   // Steps: 3 all-reduce (comm), 7..9 the launches between, 10 the wait.
   int collective = sliceOf(timeline, 3), first = sliceOf(timeline, 7),
       last = sliceOf(timeline, 9), waited = sliceOf(timeline, 10);
@@ -535,24 +533,25 @@ TEST(AsyncSession, CollectivesOfAStreamSharingBytesKeepTheirOrder) {
   FakeWorld world;
   AsyncPlan spec;
   spec.buffers = {8, 8, 8, 16};
-  spec.steps = {record(0, 0),
-                wait(0, 1),
+  spec.steps = {record(0, 0), wait(0, 1),
                 collective(fb::CollectiveKind::AllReduce, 0, 0, 1),
                 // Reads what the all-reduce writes: after it, on its stream.
                 collective(fb::CollectiveKind::AllGather, 0, 3, 1),
                 // Shares nothing: runs alongside.
                 collective(fb::CollectiveKind::AllReduce, 1, 1, 1),
-                record(1, 1),
-                launch("zero", {2}),
-                wait(1, 0)};
+                record(1, 1), launch("zero", {2}), wait(1, 0)};
   Opened opened;
   ASSERT_EQ(open(spec, &world, 0, opened), "");
   std::fill(floats(*opened.session, 0), floats(*opened.session, 0) + 8, 3.0f);
   ASSERT_EQ(opened.session->runEntry(0), "");
-  CallLog expected = {"start all_reduce", "complete all_reduce",
-                      "start all_gather", "start all_reduce",
-                      "test",             "test",
-                      "complete all_gather", "complete all_reduce"};
+  CallLog expected = {"start all_reduce",
+                      "complete all_reduce",
+                      "start all_gather",
+                      "start all_reduce",
+                      "test",
+                      "test",
+                      "complete all_gather",
+                      "complete all_reduce"};
   EXPECT_EQ(world.log, expected);
   // The gather saw the reduced values.
   EXPECT_EQ(floats(*opened.session, 3)[15], 6.0f);
@@ -775,10 +774,10 @@ TEST(AsyncRanks, OverlappedCollectivesGiveTheSynchronousResultsAndErrors) {
   bad.worldSize = size;
   bad.dtype = fb::DType::I32;
   bad.buffers = {8};
-  bad.steps = {record(0, 0), wait(0, 1),
-               collective(fb::CollectiveKind::AllReduce, 0, 0, 1,
-                          fb::Reduction::Avg),
-               record(1, 1), wait(1, 0)};
+  bad.steps = {
+      record(0, 0), wait(0, 1),
+      collective(fb::CollectiveKind::AllReduce, 0, 0, 1, fb::Reduction::Avg),
+      record(1, 1), wait(1, 0)};
   {
     Opened opened;
     ASSERT_EQ(open(bad, world.get(), rank, opened), "");
