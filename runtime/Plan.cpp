@@ -1202,6 +1202,50 @@ static std::string verifyEntries(const fb::Plan &p, uint32_t &entryCount) {
   return "";
 }
 
+/// The steps [first, first + count) of entry `entry`, which run in order
+/// from a fresh start: every wait names an event that a step of the same
+/// entry recorded before it (on the CPU a wait otherwise stands for
+/// nothing, and on a GPU for whatever an earlier run left behind).
+static std::string verifyEventOrder(const fb::Plan &p, const std::string &entry,
+                                    uint32_t first, uint32_t count) {
+  const auto &ops = *p.ops();
+  std::vector<bool> recorded(p.events() ? p.events()->size() : 0, false);
+  for (uint32_t i = first; i < first + count; ++i) {
+    const fb::Op *op = ops.Get(i);
+    if (const fb::Record *record = op->step_as_Record()) {
+      recorded[record->event()] = true;
+    } else if (const fb::Wait *wait = op->step_as_Wait()) {
+      if (!recorded[wait->event()]) {
+        return Message() << "step " << i << " waits on stream "
+                         << wait->stream() << " for event " << wait->event()
+                         << " ('"
+                         << p.events()->Get(wait->event())->name()->str()
+                         << "'), which no step of entry '" << entry
+                         << "' records before it";
+      }
+    }
+  }
+  return "";
+}
+
+/// The event discipline of every entry (verifyEventOrder); runs after
+/// verifySteps and verifyEntries checked the indices.
+static std::string verifyEvents(const fb::Plan &p) {
+  const auto *entries = p.entries();
+  if (!entries || entries->size() == 0) {
+    return verifyEventOrder(p, "forward", 0, p.ops()->size());
+  }
+  for (const fb::Entry *entry : *entries) {
+    if (std::string problem =
+            verifyEventOrder(p, entry->name()->str(), entry->first_op(),
+                             entry->op_count());
+        !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
+
 /// A sharded state's members (plan 1.7): parameters of the plan of the
 /// state's element type, each at its own ascending range of the flat space,
 /// which is exactly group.size chunks of the state's buffer.
@@ -1366,6 +1410,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
   }
   if (problem.empty()) {
     problem = verifyEntries(p, entryCount);
+  }
+  if (problem.empty()) {
+    problem = verifyEvents(p);
   }
   if (problem.empty()) {
     problem = verifyStates(p);

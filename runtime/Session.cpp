@@ -32,8 +32,17 @@ Session::~Session() {
     std::map<std::string, std::pair<double, uint64_t>> byKernel;
     double total = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
-      auto &entry = byKernel[launches[i].kernel ? launches[i].kernel->name
-                                                : std::string("collective")];
+      const PreparedLaunch &launch = launches[i];
+      if (launch.kind == PreparedLaunch::Kind::Record ||
+          launch.kind == PreparedLaunch::Kind::Wait) {
+        continue;
+      }
+      // A started collective counts the host's time in it: starting it
+      // (with its blocking agreement) and waiting for it to complete.
+      auto &entry = byKernel[launch.kernel ? std::string(launch.kernel->name)
+                             : launch.stream == 0
+                                 ? std::string("collective")
+                                 : std::string("collective (started)")];
       entry.first += profileSeconds[i];
       entry.second += profileCalls[i];
       total += profileSeconds[i];
@@ -49,6 +58,14 @@ Session::~Session() {
       std::fprintf(stderr, "  %-20s %9.3f s %5.1f%% %8llu calls\n", name.c_str(),
                    value.first, total > 0 ? 100.0 * value.first / total : 0.0,
                    static_cast<unsigned long long>(value.second));
+    }
+    if (profileOverlapCalls > 0) {
+      std::fprintf(stderr,
+                   "  started collectives: %.3f s from start to completion "
+                   "over %llu calls, overlapping the kernels (not in the "
+                   "total)\n",
+                   profileOverlapSeconds,
+                   static_cast<unsigned long long>(profileOverlapCalls));
     }
   }
   for (void *arena : arenas) {
@@ -248,13 +265,43 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
       session->launches.push_back(session->prepareCollective(i, *collective));
       continue;
     }
+    if (const fb::Record *record = ops.Get(i)->step_as_Record()) {
+      PreparedLaunch prepared;
+      prepared.kind = PreparedLaunch::Kind::Record;
+      prepared.step = i;
+      prepared.stream = record->stream();
+      prepared.event = record->event();
+      session->launches.push_back(std::move(prepared));
+      continue;
+    }
+    if (const fb::Wait *wait = ops.Get(i)->step_as_Wait()) {
+      PreparedLaunch prepared;
+      prepared.kind = PreparedLaunch::Kind::Wait;
+      prepared.step = i;
+      prepared.stream = wait->stream();
+      prepared.event = wait->event();
+      session->launches.push_back(std::move(prepared));
+      continue;
+    }
     const fb::Launch *launch = ops.Get(i)->step_as_Launch();
     if (!launch) {
       continue;
     }
+    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
+    if (launch->stream() != 0) {
+      // The CPU computes on the session's own thread: a second stream
+      // carries collectives only.
+      error = plan.name() + ": step " + std::to_string(i) + " (" +
+              kernel->name()->str() + ") runs on stream '" +
+              p.streams()->Get(launch->stream())->name()->str() + "' (" +
+              std::to_string(launch->stream()) +
+              "), but a CPU plan launches kernels on stream 0 only (other "
+              "streams carry collectives)";
+      status = TAILOR_ERROR_INVALID_PLAN;
+      return nullptr;
+    }
     PreparedLaunch prepared;
     prepared.step = i;
-    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
     prepared.kernel = findCpuKernel(kernel->name()->string_view());
     prepared.origin = launch->origin() ? launch->origin()->str() : "";
     for (uint32_t operand : *launch->operands()) {
@@ -281,6 +328,8 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
   }
   session->profileSeconds.assign(session->launches.size(), 0.0);
   session->profileCalls.assign(session->launches.size(), 0);
+  session->startedOn.assign(p.streams() ? p.streams()->size() : 0, 0);
+  session->marks.assign(p.events() ? p.events()->size() : 0, EventMark());
   return session;
 }
 
@@ -635,35 +684,109 @@ std::string Session::runEntry(uint32_t index) {
   if (cuda) {
     return runEntryOnGpu(index);
   }
-  auto begin = std::lower_bound(
-      launches.begin(), launches.end(), entry.first,
-      [](const PreparedLaunch &launch, uint32_t step) { return launch.step < step; });
-  for (auto it = begin; it != launches.end() && it->step < entry.first + entry.count;
-       ++it) {
-    auto started = std::chrono::steady_clock::now();
-    std::string problem = it->collective ? runCollective(*it->collective)
-                                         : it->kernel->run(it->call);
-    if (recording) {
-      auto seconds = [&](std::chrono::steady_clock::time_point t) {
-        return std::chrono::duration<double>(t - epoch).count();
-      };
-      timeline.push_back({it->step, seconds(started),
-                          seconds(std::chrono::steady_clock::now())});
-    }
-    if (profile) {
-      size_t index = static_cast<size_t>(it - launches.begin());
-      profileSeconds[index] += std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - started)
-                                   .count();
-      ++profileCalls[index];
-    }
-    if (!problem.empty()) {
-      return "step " + std::to_string(it->step) + " (" +
-             (it->kernel ? it->kernel->name : std::string("collective")) +
-             (it->origin.empty() ? "" : ", " + it->origin) + "): " + problem;
-    }
+  auto byStep = [](const PreparedLaunch &launch, uint32_t step) {
+    return launch.step < step;
+  };
+  auto begin = std::lower_bound(launches.begin(), launches.end(), entry.first,
+                                byStep);
+  auto end = std::lower_bound(begin, launches.end(),
+                              entry.first + entry.count, byStep);
+  return runSteps(static_cast<size_t>(begin - launches.begin()),
+                  static_cast<size_t>(end - launches.begin()));
+}
+
+double Session::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       epoch)
+      .count();
+}
+
+std::string Session::describeStep(size_t index) const {
+  const PreparedLaunch &launch = launches[index];
+  std::string what;
+  switch (launch.kind) {
+  case PreparedLaunch::Kind::Kernel:
+    what = launch.kernel->name;
+    break;
+  case PreparedLaunch::Kind::Collective:
+    what = "collective";
+    break;
+  case PreparedLaunch::Kind::Record:
+    what = "record of event " + std::to_string(launch.event);
+    break;
+  case PreparedLaunch::Kind::Wait:
+    what = "wait for event " + std::to_string(launch.event);
+    break;
   }
-  return "";
+  if (launch.kind == PreparedLaunch::Kind::Collective && launch.stream != 0) {
+    what += " on stream " + std::to_string(launch.stream);
+  }
+  return "step " + std::to_string(launch.step) + " (" + what +
+         (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
+}
+
+template <typename Body> std::string Session::timed(size_t index, Body body) {
+  double started = now();
+  std::string problem = body();
+  double ended = now();
+  if (recording) {
+    timeline.push_back({launches[index].step, started, ended});
+  }
+  if (profile) {
+    profileSeconds[index] += ended - started;
+    ++profileCalls[index];
+  }
+  return problem;
+}
+
+std::string Session::runStep(size_t index) {
+  PreparedLaunch &launch = launches[index];
+  switch (launch.kind) {
+  case PreparedLaunch::Kind::Record:
+    // The event stands for every collective its stream has started so far
+    // (on stream 0, whose work is done when the step is reached: nothing).
+    marks[launch.event] = {launch.stream, startedOn[launch.stream]};
+    return "";
+  case PreparedLaunch::Kind::Wait:
+    return waitEvent(index);
+  case PreparedLaunch::Kind::Collective:
+    if (launch.stream != 0) {
+      return startCollective(index);
+    }
+    if (std::string problem = orderAfterInFlight(index); !problem.empty()) {
+      return problem;
+    }
+    break;
+  case PreparedLaunch::Kind::Kernel:
+    // Polling before each launch is what moves MPI's started collectives
+    // along while the kernels run (OpenMPI progresses them inside MPI calls).
+    if (std::string problem = pollInFlight(); !problem.empty()) {
+      return problem;
+    }
+    if (std::string problem = checkNoRace(index); !problem.empty()) {
+      return problem;
+    }
+    break;
+  }
+  std::string problem = timed(index, [&] {
+    return launch.collective ? runCollective(*launch.collective)
+                             : launch.kernel->run(launch.call);
+  });
+  return problem.empty() ? "" : describeStep(index) + ": " + problem;
+}
+
+std::string Session::runSteps(size_t first, size_t last) {
+  std::fill(startedOn.begin(), startedOn.end(), 0);
+  std::fill(marks.begin(), marks.end(), EventMark());
+  std::string problem;
+  for (size_t i = first; i < last && problem.empty(); ++i) {
+    problem = runStep(i);
+  }
+  // The entry's outputs and states are final when it returns, and MPI
+  // forbids abandoning a started collective: complete them all, even after
+  // a failure (whose message comes first).
+  std::string drained = completeAll();
+  return problem.empty() ? drained : problem;
 }
 
 std::string Session::runEntryOnGpu(uint32_t index) {

@@ -66,7 +66,10 @@ public:
   bool onGpu() const;
 
   /// One launch as it ran: its index in the plan's ops, and when it started
-  /// and ended (seconds since the session was created).
+  /// and ended (seconds since the session was created). A collective
+  /// started on a stream other than 0 spans from its start to the moment
+  /// the session saw it complete, overlapping the launches between; a wait
+  /// that blocked spans the time the compute stream stood still.
   struct LaunchTiming {
     uint32_t step = 0;
     double start = 0;
@@ -156,17 +159,78 @@ private:
   };
   std::string runCollective(const PreparedCollective &collective);
 
+  /// A step the CPU runs: a kernel launch, a collective (synchronous on
+  /// stream 0, started nonblocking on any other), or a record or wait of an
+  /// event between streams.
   struct PreparedLaunch {
-    /// Null for a collective.
+    enum class Kind { Kernel, Collective, Record, Wait };
+    Kind kind = Kind::Kernel;
+    /// Null unless a kernel launch.
     const KernelDef *kernel = nullptr;
     std::unique_ptr<PreparedCollective> collective;
     KernelCall call;
     std::string origin;
     uint32_t step = 0; // index in the plan's ops
+    /// The stream it runs on, records or waits on.
+    uint32_t stream = 0;
+    /// Record and Wait: the event.
+    uint32_t event = 0;
   };
   /// Step `step`, a collective, with its buffers resolved.
   PreparedLaunch prepareCollective(uint32_t step,
                                    const plan::Collective &collective) const;
+  /// "step N (kernel, origin)": how errors name launch `index`.
+  std::string describeStep(size_t index) const;
+  /// Runs launches [first, last) on the CPU, then completes every
+  /// collective they started; "" or the first failure.
+  std::string runSteps(size_t first, size_t last);
+  std::string runStep(size_t index);
+  /// Runs `body` for launch `index`, timed for the timeline and profile.
+  template <typename Body> std::string timed(size_t index, Body body);
+  /// Seconds since the session was created.
+  double now() const;
+
+  /// A collective started on a stream other than 0 whose completion the
+  /// compute stream has not waited for yet (it may be done already).
+  struct InFlight {
+    std::unique_ptr<comm::PendingCollective> pending;
+    size_t launch = 0;     // index in `launches`
+    uint64_t sequence = 0; // its place among its stream's starts
+    bool done = false;
+    /// The stream whose wait completed it, -1 while none has: what that
+    /// stream runs next is ordered after it.
+    int64_t waitedOn = -1;
+    double started = 0, finished = 0;
+    size_t timelineSlot = SIZE_MAX;
+  };
+  /// Where an event stands: the stream that last recorded it, and how many
+  /// collectives that stream had started by then.
+  struct EventMark {
+    uint32_t stream = 0;
+    uint64_t started = 0;
+  };
+  /// Orders collective `index` after the collectives in flight it shares
+  /// bytes with: those of its own stream complete first (stream order);
+  /// one of another stream its stream has not waited for is a race in the
+  /// plan, an error.
+  std::string orderAfterInFlight(size_t index);
+  /// Starts collective `index` on its stream.
+  std::string startCollective(size_t index);
+  /// Tests every collective in flight once, so MPI moves their data while
+  /// the kernels run; "" or the failure of one, naming its step.
+  std::string pollInFlight();
+  /// Marks `flight` done (test or wait said so), timing its slice.
+  void settle(InFlight &flight);
+  /// Blocks until `flight` completes; "" or its failure, naming its step.
+  std::string complete(InFlight &flight);
+  /// Wait step `index`: completes what its event stands for.
+  std::string waitEvent(size_t index);
+  /// "" unless kernel launch `index` touches a buffer a collective in
+  /// flight writes (the plan waits for it too late).
+  std::string checkNoRace(size_t index) const;
+  /// Completes every collective in flight at the end of an entry; "" or
+  /// the first failure, naming its step.
+  std::string completeAll();
 
   struct EntryRange {
     std::string name;
@@ -192,10 +256,21 @@ private:
   bool profile = false;
   std::vector<double> profileSeconds;
   std::vector<uint64_t> profileCalls;
+  /// Started collectives (TAILOR_PROFILE): seconds from start to
+  /// completion, summed, and how many; the host's own time in them counts
+  /// in profileSeconds.
+  double profileOverlapSeconds = 0;
+  uint64_t profileOverlapCalls = 0;
   /// recordTimeline(true): every launch's timing, from `epoch`.
   bool recording = false;
   std::vector<LaunchTiming> timeline;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+  /// CPU streams while an entry runs: collectives in flight in start order,
+  /// collectives started per stream, and each event's mark. Declared last:
+  /// what is in flight goes before the communicators it runs on.
+  std::vector<InFlight> inFlight;
+  std::vector<uint64_t> startedOn;
+  std::vector<EventMark> marks;
 };
 
 } // namespace tailor::runtime

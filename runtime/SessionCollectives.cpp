@@ -5,6 +5,16 @@
 // on every node). Each rank runs them on its own matching group, split
 // once from the world communicator when the session gets it.
 //
+// On the CPU a collective on a stream other than 0 (the compute stream) is
+// started nonblocking and the kernels go on; the plan's events say when
+// compute needs it: a record on that stream marks everything it started so
+// far, a wait on stream 0 for that event completes them. The compute stream
+// is the session's own thread, so anything waiting on an event it recorded
+// is satisfied already. Collectives of one stream keep their order where
+// they share bytes (the later one waits for the earlier) and otherwise run
+// together, as NCCL's would on one CUDA stream when they do not depend on
+// each other. Every entry ends with all of them complete.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Session.h"
@@ -34,7 +44,9 @@ Session::PreparedLaunch
 Session::prepareCollective(uint32_t step,
                            const fb::Collective &collective) const {
   PreparedLaunch prepared;
+  prepared.kind = PreparedLaunch::Kind::Collective;
   prepared.step = step;
+  prepared.stream = collective.stream();
   prepared.origin = fb::EnumNameCollectiveKind(collective.kind());
   auto resolved = std::make_unique<PreparedCollective>();
   resolved->call = collectiveCallOf(loaded, collective);
@@ -218,6 +230,202 @@ std::string Session::runCollective(const PreparedCollective &collective) {
     return problem;
   }
   return comm::runCollective(*group, collective.call);
+}
+
+/// The bytes a collective reads and those it writes.
+struct Footprint {
+  const uint8_t *read;
+  size_t readBytes;
+  const uint8_t *written;
+  size_t writtenBytes;
+};
+
+static Footprint footprintOf(const comm::CollectiveCall &call) {
+  size_t element = dtypeSize(call.dtype);
+  return {static_cast<const uint8_t *>(call.input), call.inputElements * element,
+          static_cast<const uint8_t *>(call.output),
+          call.outputElements * element};
+}
+
+static bool overlap(const uint8_t *a, size_t aBytes, const uint8_t *b,
+                    size_t bBytes) {
+  return aBytes > 0 && bBytes > 0 && a < b + bBytes && b < a + aBytes;
+}
+
+/// Whether one of two collectives writes bytes the other reads or writes.
+static bool conflict(const Footprint &x, const Footprint &y) {
+  return overlap(x.written, x.writtenBytes, y.read, y.readBytes) ||
+         overlap(x.written, x.writtenBytes, y.written, y.writtenBytes) ||
+         overlap(y.written, y.writtenBytes, x.read, x.readBytes);
+}
+
+void Session::settle(InFlight &flight) {
+  flight.done = true;
+  flight.finished = now();
+  if (flight.timelineSlot < timeline.size()) {
+    timeline[flight.timelineSlot].end = flight.finished;
+  }
+  if (profile) {
+    profileOverlapSeconds += flight.finished - flight.started;
+    ++profileOverlapCalls;
+  }
+}
+
+std::string Session::complete(InFlight &flight) {
+  if (flight.done) {
+    return "";
+  }
+  double waited = now();
+  std::string problem = flight.pending->wait();
+  if (profile) {
+    profileSeconds[flight.launch] += now() - waited;
+  }
+  settle(flight);
+  return problem.empty() ? "" : describeStep(flight.launch) + ": " + problem;
+}
+
+std::string Session::pollInFlight() {
+  for (InFlight &flight : inFlight) {
+    if (flight.done) {
+      continue;
+    }
+    bool done = false;
+    std::string problem = flight.pending->test(done);
+    if (done) {
+      settle(flight);
+    }
+    if (!problem.empty()) {
+      return describeStep(flight.launch) + ": " + problem;
+    }
+  }
+  return "";
+}
+
+std::string Session::orderAfterInFlight(size_t index) {
+  const PreparedLaunch &launch = launches[index];
+  Footprint mine = footprintOf(launch.collective->call);
+  for (InFlight &flight : inFlight) {
+    const PreparedLaunch &earlier = launches[flight.launch];
+    if (!conflict(mine, footprintOf(earlier.collective->call)) ||
+        flight.waitedOn == static_cast<int64_t>(launch.stream)) {
+      continue;
+    }
+    if (earlier.stream != launch.stream) {
+      return describeStep(index) + " shares bytes with " +
+             describeStep(flight.launch) +
+             ", which its stream has not waited for (no event between "
+             "them)";
+    }
+    if (std::string problem = complete(flight); !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
+
+std::string Session::startCollective(size_t index) {
+  const PreparedLaunch &launch = launches[index];
+  const comm::CollectiveCall &call = launch.collective->call;
+  if (std::string problem = orderAfterInFlight(index); !problem.empty()) {
+    return problem;
+  }
+  comm::Communicator *group = nullptr;
+  if (std::string problem =
+          groupCommunicator(launch.collective->group, group);
+      !problem.empty()) {
+    return describeStep(index) + ": " + problem;
+  }
+  InFlight flight;
+  flight.launch = index;
+  flight.sequence = startedOn[launch.stream];
+  flight.started = now();
+  std::string problem = group->start(call, flight.pending);
+  if (profile) {
+    profileSeconds[index] += now() - flight.started;
+    ++profileCalls[index];
+  }
+  if (!problem.empty()) {
+    return describeStep(index) + ": " + problem;
+  }
+  if (recording) {
+    flight.timelineSlot = timeline.size();
+    timeline.push_back({launch.step, flight.started, flight.started});
+  }
+  ++startedOn[launch.stream];
+  inFlight.push_back(std::move(flight));
+  return "";
+}
+
+std::string Session::waitEvent(size_t index) {
+  const PreparedLaunch &wait = launches[index];
+  EventMark mark = marks[wait.event];
+  if (mark.stream == 0 || mark.stream == wait.stream) {
+    // Recorded on the compute stream (synchronous: its work is done), or
+    // on the waiting stream itself (its own order).
+    return "";
+  }
+  double started = now();
+  bool blocked = false;
+  std::string problem;
+  for (InFlight &flight : inFlight) {
+    if (launches[flight.launch].stream != mark.stream ||
+        flight.sequence >= mark.started) {
+      continue;
+    }
+    blocked = blocked || !flight.done;
+    flight.waitedOn = wait.stream;
+    if (std::string failure = complete(flight); problem.empty()) {
+      problem = failure;
+    }
+  }
+  if (wait.stream == 0) {
+    // The compute stream has caught up with them: they are no longer in
+    // flight for it (a wait on another stream orders only that stream).
+    inFlight.erase(std::remove_if(inFlight.begin(), inFlight.end(),
+                                  [&](const InFlight &flight) {
+                                    return flight.waitedOn == 0;
+                                  }),
+                   inFlight.end());
+  }
+  if (recording && blocked) {
+    timeline.push_back({wait.step, started, now()});
+  }
+  return problem.empty() ? ""
+                         : describeStep(index) + ": collective " + problem;
+}
+
+std::string Session::checkNoRace(size_t index) const {
+  const PreparedLaunch &launch = launches[index];
+  for (const InFlight &flight : inFlight) {
+    Footprint footprint =
+        footprintOf(launches[flight.launch].collective->call);
+    for (size_t k = 0; k < launch.call.operands.size(); ++k) {
+      const Tensor &operand = launch.call.operands[k];
+      size_t bytes = static_cast<size_t>(operand.numel()) *
+                     dtypeSize(operand.dtype);
+      if (overlap(static_cast<const uint8_t *>(operand.data), bytes,
+                  footprint.written, footprint.writtenBytes)) {
+        return describeStep(index) + ": operand " + std::to_string(k) +
+               " shares bytes with the output of " +
+               describeStep(flight.launch) +
+               ", which the compute stream has not waited for (the plan "
+               "waits for it too late, or not at all)";
+      }
+    }
+  }
+  return "";
+}
+
+std::string Session::completeAll() {
+  std::string problem;
+  for (InFlight &flight : inFlight) {
+    if (std::string failure = complete(flight);
+        problem.empty() && !failure.empty()) {
+      problem = failure + " (completed at the end of the entry)";
+    }
+  }
+  inFlight.clear();
+  return problem;
 }
 
 } // namespace tailor::runtime

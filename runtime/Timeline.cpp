@@ -79,6 +79,18 @@ std::string sliceOf(const fb::Plan &p, const Session::LaunchTiming &timing) {
                                                 : 1) +
              " ranks";
     stream = collective->stream();
+    if (stream != 0) {
+      origin += ", started nonblocking: the slice runs to its completion";
+    }
+  } else if (const fb::Wait *wait = op->step_as_Wait()) {
+    // Only a wait that blocked has a slice: the time its stream stood
+    // still for the collectives behind the event.
+    kernel = "wait";
+    uint32_t event = wait->event();
+    origin = "event " + (p.events() && event < p.events()->size()
+                             ? p.events()->Get(event)->name()->str()
+                             : std::to_string(event));
+    stream = wait->stream();
   } else {
     kernel = fb::EnumNameStep(op->step_type());
   }

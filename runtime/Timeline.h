@@ -5,7 +5,11 @@
 // format of `tailor inspect --trace` (the predicted timeline), so the two
 // open side by side in ui.perfetto.dev: one process per rank, one track per
 // stream, a slice per launch named by its kernel with its origin, the
-// entry as the category, and a marker at the start of each step.
+// entry as the category, and a marker at the start of each step. A
+// collective started on another stream than compute (`comm`) is one slice
+// on that stream's track from its start to its completion, beside the
+// compute it overlapped; a wait that blocked the compute stream is a slice
+// `wait` on compute's track.
 //
 //===----------------------------------------------------------------------===//
 

@@ -53,6 +53,24 @@ std::string detectLaunch(LaunchInfo &info);
 /// WORLD_SIZE=2", "slurm, 8 tasks" or "a single process".
 std::string describeLaunch(const LaunchInfo &info);
 
+struct CollectiveCall;
+
+/// A collective Communicator::start began and that may still be moving
+/// data: until test() reports it done or wait() returns, its input must not
+/// be written nor its output touched. Destroying one that is not done waits
+/// for it (MPI forbids abandoning a collective's request), so destroy it
+/// before its communicator.
+class PendingCollective {
+public:
+  virtual ~PendingCollective() = default;
+  /// Polls without blocking (and lets MPI progress the transfer): `done`
+  /// becomes true once the collective has completed, and the result is ""
+  /// or its failure; asked again after that, it repeats the same answer.
+  virtual std::string test(bool &done) = 0;
+  /// Blocks until the collective completes; "" or its failure.
+  virtual std::string wait() = 0;
+};
+
 /// A group of ranks that run collectives together. Buffers are host memory
 /// for MPI and device memory for NCCL; `stream` is the cudaStream_t NCCL
 /// enqueues on (ignored by MPI, whose calls complete before returning).
@@ -89,6 +107,18 @@ public:
                            void *stream = nullptr) = 0;
   /// Waits until every rank of the group arrives.
   virtual std::string barrier() = 0;
+
+  /// Starts `call` and returns without waiting for its data to move: "" and
+  /// `pending` set, or the failure and `pending` null (then nothing was
+  /// started on any rank). The ranks start their collectives on a group in
+  /// the same order, and call nothing else on this thread but Communicator
+  /// and PendingCollective methods for MPI (MPI_THREAD_FUNNELED). MPI runs
+  /// MPI_I* calls that progress while the caller polls test(); this base
+  /// form runs the blocking call and hands back a finished one (NCCL's
+  /// calls are asynchronous on their CUDA stream already). bytesSent counts
+  /// it as the blocking call does, once it has completed.
+  virtual std::string start(const CollectiveCall &call,
+                            std::unique_ptr<PendingCollective> &pending);
 
   /// An all-reduce of a few values in host memory, whichever memory the
   /// backend's collectives take (NCCL stages them through the GPU), done

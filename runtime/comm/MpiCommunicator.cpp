@@ -19,6 +19,19 @@
 // every rank returns an error when they differ, or when one of them found
 // its arguments wrong: then no rank enters a collective the others skip.
 //
+// start() runs the same checks and agreement, blocking, then the
+// nonblocking MPI_I* call, and hands back a PendingCollective over its
+// request. The agreement stays blocking on purpose: it must be over on every
+// rank before any rank enters the data collective, since a collective the
+// ranks entered with different counts hangs or truncates at completion, and
+// then its error would never be reported. Agreeing nonblockingly and
+// starting the data call once that completes would need every rank to start
+// its collectives in one order on the communicator whichever agreement
+// happened to finish first, which per-request polling cannot promise. The
+// price is one all-reduce of 16 integers per collective, taken where the
+// ranks run the same program in step anyway. The agreement also compares
+// the form (blocking or started): MPI never matches the two.
+//
 // bytesSent counts the nominal bytes of the ring algorithms the plan's cost
 // model assumes (Communicator.h), not what OpenMPI's own choice of
 // algorithm (recursive doubling, binomial trees, ...) moves.
@@ -187,6 +200,41 @@ void scale(void *data, size_t count, DType dtype, int divisor) {
   }
 }
 
+/// What is left once a collective's data has moved: scaling an average,
+/// and counting the bytes it sent.
+struct Completion {
+  void *averaged = nullptr; // null unless the reduction was Avg
+  size_t count = 0;
+  DType dtype = DType::F32;
+  uint64_t bytes = 0;
+};
+
+class MpiCommunicator;
+
+/// A collective started with an MPI_I* call: its request, and the
+/// completion step it runs once, when MPI_Test or MPI_Wait finds it done.
+class MpiPending final : public PendingCollective {
+public:
+  MpiPending(MpiCommunicator &owner, const char *call, MPI_Request request,
+             const Completion &completion)
+      : owner(owner), call(call), request(request), completion(completion) {}
+  ~MpiPending() override;
+  std::string test(bool &done) override;
+  std::string wait() override;
+
+private:
+  /// Records the outcome of MPI_Test or MPI_Wait, the first time it says
+  /// the request is over (or failed).
+  void settle(const char *how, int code, bool over, int line);
+
+  MpiCommunicator &owner;
+  const char *call;
+  MPI_Request request;
+  Completion completion;
+  bool finished = false;
+  std::string result;
+};
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(MPI_Comm comm, int rank, int size)
@@ -214,8 +262,35 @@ public:
   std::string barrier() override;
   std::unique_ptr<Communicator> split(int color, int key,
                                       std::string &error) override;
+  std::string start(const CollectiveCall &call,
+                    std::unique_ptr<PendingCollective> &pending) override;
+
+  /// Scales an average and counts the bytes: the last step of every
+  /// collective, blocking or started.
+  void complete(const Completion &completion);
+  std::string prefix(const char *what) const {
+    return std::string(what) + " on rank " + std::to_string(rankIndex) +
+           " of " + std::to_string(sizeValue) + ": ";
+  }
 
 private:
+  /// The checks and the agreement of each collective (`started`: the
+  /// nonblocking form), shared by the blocking calls and start(): "" when
+  /// every rank may enter it, with what completing it takes in
+  /// `completion`.
+  std::string admitAllReduce(const void *send, void *recv, size_t count,
+                             DType dtype, ReduceOp op, bool started,
+                             Completion &completion);
+  std::string admitReduceScatter(const void *send, void *recv,
+                                 size_t recvCount, DType dtype, ReduceOp op,
+                                 bool started, Completion &completion);
+  /// Also moves a block given at recv's start to this rank's place.
+  std::string admitAllGather(const void *send, void *recv, size_t sendCount,
+                             DType dtype, bool started, bool &inPlace,
+                             Completion &completion);
+  std::string admitBroadcast(void *buffer, size_t count, DType dtype,
+                             int root, bool started, Completion &completion);
+
   /// "" or why `count` elements cannot go through one MPI call (MPI counts
   /// are ints).
   std::string checkCount(const char *what, size_t count) const;
@@ -224,11 +299,7 @@ private:
   /// root and none found a `problem` of its own; else an error on every
   /// rank (a rank's own problem, or what differs).
   std::string agree(const char *what, size_t count, DType dtype, int op,
-                    int root, const std::string &problem);
-  std::string prefix(const char *what) const {
-    return std::string(what) + " on rank " + std::to_string(rankIndex) +
-           " of " + std::to_string(sizeValue) + ": ";
-  }
+                    int root, bool started, const std::string &problem);
 
   MPI_Comm comm;
   int rankIndex;
@@ -265,15 +336,22 @@ std::string MpiCommunicator::checkPeer(const char *what, int peer,
 
 std::string MpiCommunicator::agree(const char *what, size_t count,
                                    DType dtype, int op, int root,
-                                   const std::string &problem) {
+                                   bool started, const std::string &problem) {
   if (sizeValue == 1) {
     return problem;
   }
-  constexpr int kFields = 5;
-  const char *names[kFields] = {"element count", "dtype", "operation", "root",
+  constexpr int kFields = 6;
+  const char *names[kFields] = {"element count",
+                                "dtype",
+                                "operation",
+                                "root",
+                                "form (0 blocking, 1 started nonblocking)",
                                 ""};
   int64_t mine[kFields] = {static_cast<int64_t>(count),
-                           static_cast<int64_t>(dtype), op, root,
+                           static_cast<int64_t>(dtype),
+                           op,
+                           root,
+                           started ? 1 : 0,
                            problem.empty() ? 0 : 1};
   // One MPI_MAX over (x, -x) gives every field's maximum and minimum.
   int64_t both[2 * kFields], extremes[2 * kFields];
@@ -301,9 +379,17 @@ std::string MpiCommunicator::agree(const char *what, size_t count,
   return "";
 }
 
-std::string MpiCommunicator::allReduce(const void *send, void *recv,
-                                       size_t count, DType dtype, ReduceOp op,
-                                       void *) {
+void MpiCommunicator::complete(const Completion &completion) {
+  if (completion.averaged) {
+    scale(completion.averaged, completion.count, completion.dtype, sizeValue);
+  }
+  countSent(completion.bytes);
+}
+
+std::string MpiCommunicator::admitAllReduce(const void *send, void *recv,
+                                            size_t count, DType dtype,
+                                            ReduceOp op, bool started,
+                                            Completion &completion) {
   size_t bytes = count * dtypeSize(dtype);
   bool inPlace = send == recv;
   std::string problem = detail::checkReduction(dtype, op);
@@ -314,23 +400,31 @@ std::string MpiCommunicator::allReduce(const void *send, void *recv,
     problem = prefix("allReduce") + "send and recv overlap without being "
                                     "the same buffer";
   }
-  if (std::string error = agree("allReduce", count, dtype,
-                                static_cast<int>(op), 0, problem);
+  completion = {op == ReduceOp::Avg ? recv : nullptr, count, dtype,
+                detail::ringBytes(bytes, sizeValue, 2)};
+  return agree("allReduce", count, dtype, static_cast<int>(op), 0, started,
+               problem);
+}
+
+std::string MpiCommunicator::allReduce(const void *send, void *recv,
+                                       size_t count, DType dtype, ReduceOp op,
+                                       void *) {
+  Completion completion;
+  if (std::string error =
+          admitAllReduce(send, recv, count, dtype, op, false, completion);
       !error.empty()) {
     return error;
   }
-  TAILOR_MPI(MPI_Allreduce, inPlace ? MPI_IN_PLACE : send, recv,
+  TAILOR_MPI(MPI_Allreduce, send == recv ? MPI_IN_PLACE : send, recv,
              static_cast<int>(count), mpiType(dtype), mpiOp(dtype, op), comm);
-  if (op == ReduceOp::Avg) {
-    scale(recv, count, dtype, sizeValue);
-  }
-  countSent(detail::ringBytes(bytes, sizeValue, 2));
+  complete(completion);
   return "";
 }
 
-std::string MpiCommunicator::reduceScatter(const void *send, void *recv,
-                                           size_t recvCount, DType dtype,
-                                           ReduceOp op, void *) {
+std::string MpiCommunicator::admitReduceScatter(const void *send, void *recv,
+                                                size_t recvCount, DType dtype,
+                                                ReduceOp op, bool started,
+                                                Completion &completion) {
   size_t blockBytes = recvCount * dtypeSize(dtype);
   bool inPlace = send == recv;
   std::string problem = detail::checkReduction(dtype, op);
@@ -344,31 +438,40 @@ std::string MpiCommunicator::reduceScatter(const void *send, void *recv,
     problem = prefix("reduceScatter") + "send and recv overlap without "
                                         "being the same buffer";
   }
-  if (std::string error = agree("reduceScatter", recvCount, dtype,
-                                static_cast<int>(op), 0, problem);
+  completion = {op == ReduceOp::Avg ? recv : nullptr, recvCount, dtype,
+                detail::ringBytes(blockBytes * sizeValue, sizeValue, 1)};
+  return agree("reduceScatter", recvCount, dtype, static_cast<int>(op), 0,
+               started, problem);
+}
+
+std::string MpiCommunicator::reduceScatter(const void *send, void *recv,
+                                           size_t recvCount, DType dtype,
+                                           ReduceOp op, void *) {
+  Completion completion;
+  if (std::string error = admitReduceScatter(send, recv, recvCount, dtype, op,
+                                             false, completion);
       !error.empty()) {
     return error;
   }
   // In place, MPI reads the whole input from recv and leaves this rank's
   // block at its start.
-  TAILOR_MPI(MPI_Reduce_scatter_block, inPlace ? MPI_IN_PLACE : send, recv,
-             static_cast<int>(recvCount), mpiType(dtype), mpiOp(dtype, op),
-             comm);
-  if (op == ReduceOp::Avg) {
-    scale(recv, recvCount, dtype, sizeValue);
-  }
-  countSent(detail::ringBytes(blockBytes * sizeValue, sizeValue, 1));
+  TAILOR_MPI(MPI_Reduce_scatter_block, send == recv ? MPI_IN_PLACE : send,
+             recv, static_cast<int>(recvCount), mpiType(dtype),
+             mpiOp(dtype, op), comm);
+  complete(completion);
   return "";
 }
 
-std::string MpiCommunicator::allGather(const void *send, void *recv,
-                                       size_t sendCount, DType dtype, void *) {
+std::string MpiCommunicator::admitAllGather(const void *send, void *recv,
+                                            size_t sendCount, DType dtype,
+                                            bool started, bool &inPlace,
+                                            Completion &completion) {
   size_t blockBytes = sendCount * dtypeSize(dtype);
   char *ownBlock = static_cast<char *>(recv) + blockBytes * rankIndex;
   // In place is MPI's (and NCCL's) form, this rank's block already at its
   // place in recv, or send == recv: the block at recv's start, moved to its
   // place first (the blocks are disjoint unless this is rank 0).
-  bool inPlace = send == ownBlock || send == recv;
+  inPlace = send == ownBlock || send == recv;
   std::string problem =
       checkCount("allGather", sendCount * static_cast<size_t>(sizeValue));
   if (problem.empty() && !inPlace &&
@@ -376,36 +479,167 @@ std::string MpiCommunicator::allGather(const void *send, void *recv,
     problem = prefix("allGather") + "send overlaps recv without being this "
                                     "rank's block of it or its start";
   }
-  if (std::string error = agree("allGather", sendCount, dtype, -1, 0, problem);
+  completion = {nullptr, 0, dtype,
+                detail::ringBytes(blockBytes * sizeValue, sizeValue, 1)};
+  if (std::string error =
+          agree("allGather", sendCount, dtype, -1, 0, started, problem);
       !error.empty()) {
     return error;
   }
   if (send == recv && send != ownBlock) {
     std::memmove(ownBlock, send, blockBytes);
   }
-  TAILOR_MPI(MPI_Allgather, inPlace ? MPI_IN_PLACE : send,
-             static_cast<int>(sendCount), mpiType(dtype), recv,
-             static_cast<int>(sendCount), mpiType(dtype), comm);
-  countSent(detail::ringBytes(blockBytes * sizeValue, sizeValue, 1));
   return "";
 }
 
-std::string MpiCommunicator::broadcast(void *buffer, size_t count, DType dtype,
-                                       int root, void *) {
+std::string MpiCommunicator::allGather(const void *send, void *recv,
+                                       size_t sendCount, DType dtype, void *) {
+  Completion completion;
+  bool inPlace = false;
+  if (std::string error = admitAllGather(send, recv, sendCount, dtype, false,
+                                         inPlace, completion);
+      !error.empty()) {
+    return error;
+  }
+  TAILOR_MPI(MPI_Allgather, inPlace ? MPI_IN_PLACE : send,
+             static_cast<int>(sendCount), mpiType(dtype), recv,
+             static_cast<int>(sendCount), mpiType(dtype), comm);
+  complete(completion);
+  return "";
+}
+
+std::string MpiCommunicator::admitBroadcast(void *, size_t count, DType dtype,
+                                            int root, bool started,
+                                            Completion &completion) {
   std::string problem = checkPeer("broadcast", root, "root");
   if (problem.empty()) {
     problem = checkCount("broadcast", count);
   }
-  if (std::string error = agree("broadcast", count, dtype, -1, root, problem);
+  completion = {nullptr, 0, dtype,
+                rankIndex == root && sizeValue > 1 ? count * dtypeSize(dtype)
+                                                   : 0};
+  return agree("broadcast", count, dtype, -1, root, started, problem);
+}
+
+std::string MpiCommunicator::broadcast(void *buffer, size_t count, DType dtype,
+                                       int root, void *) {
+  Completion completion;
+  if (std::string error =
+          admitBroadcast(buffer, count, dtype, root, false, completion);
       !error.empty()) {
     return error;
   }
   TAILOR_MPI(MPI_Bcast, buffer, static_cast<int>(count), mpiType(dtype), root,
              comm);
-  if (rankIndex == root && sizeValue > 1) {
-    countSent(count * dtypeSize(dtype));
-  }
+  complete(completion);
   return "";
+}
+
+std::string MpiCommunicator::start(const CollectiveCall &call,
+                                   std::unique_ptr<PendingCollective> &pending) {
+  pending.reset();
+  Completion completion;
+  MPI_Request request = MPI_REQUEST_NULL;
+  const char *name = "";
+  std::string error;
+  MPI_Datatype type = mpiType(call.dtype);
+  MPI_Op op = mpiOp(call.dtype, call.op);
+  switch (call.kind) {
+  case CollectiveKind::AllReduce:
+    name = "allReduce";
+    error = admitAllReduce(call.input, call.output, call.inputElements,
+                           call.dtype, call.op, true, completion);
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Iallreduce,
+                 call.input == call.output ? MPI_IN_PLACE : call.input,
+                 call.output, static_cast<int>(call.inputElements), type, op,
+                 comm, &request);
+    }
+    break;
+  case CollectiveKind::ReduceScatter:
+    name = "reduceScatter";
+    error = admitReduceScatter(call.input, call.output, call.outputElements,
+                               call.dtype, call.op, true, completion);
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Ireduce_scatter_block,
+                 call.input == call.output ? MPI_IN_PLACE : call.input,
+                 call.output, static_cast<int>(call.outputElements), type, op,
+                 comm, &request);
+    }
+    break;
+  case CollectiveKind::AllGather: {
+    name = "allGather";
+    bool inPlace = false;
+    error = admitAllGather(call.input, call.output, call.inputElements,
+                           call.dtype, true, inPlace, completion);
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Iallgather, inPlace ? MPI_IN_PLACE : call.input,
+                 static_cast<int>(call.inputElements), type, call.output,
+                 static_cast<int>(call.inputElements), type, comm, &request);
+    }
+    break;
+  }
+  case CollectiveKind::Broadcast:
+    name = "broadcast";
+    error = admitBroadcast(call.output, call.outputElements, call.dtype,
+                           call.root, true, completion);
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Ibcast, call.output,
+                 static_cast<int>(call.outputElements), type, call.root, comm,
+                 &request);
+    }
+    break;
+  }
+  if (*name == '\0') {
+    return prefix("start") + "unknown collective kind " +
+           std::to_string(static_cast<int>(call.kind));
+  }
+  if (!error.empty()) {
+    return error;
+  }
+  pending = std::make_unique<MpiPending>(*this, name, request, completion);
+  return "";
+}
+
+MpiPending::~MpiPending() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finished && !finalized) {
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+}
+
+void MpiPending::settle(const char *how, int code, bool over, int line) {
+  if (code != MPI_SUCCESS) {
+    // The request's state is unknown after a failure: it is not waited for
+    // again (a hang would hide this error).
+    finished = true;
+    result = owner.prefix(call) + "the started collective did not complete: " +
+             mpiFailure(how, owner.rank(), code, line);
+    return;
+  }
+  if (over) {
+    finished = true;
+    owner.complete(completion);
+  }
+}
+
+std::string MpiPending::test(bool &done) {
+  if (!finished) {
+    int flag = 0;
+    int code = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+    settle("MPI_Test", code, flag != 0, __LINE__);
+  }
+  done = finished;
+  return finished ? result : "";
+}
+
+std::string MpiPending::wait() {
+  if (!finished) {
+    int code = MPI_Wait(&request, MPI_STATUS_IGNORE);
+    settle("MPI_Wait", code, true, __LINE__);
+  }
+  return result;
 }
 
 std::string MpiCommunicator::send(const void *buffer, size_t count,

@@ -5,7 +5,9 @@
 // place and not, groups split 2 x 2 as hybrid sharding splits them, ZeRO's
 // reduce-scatter and in-place all-gather on the world and its nodes, the
 // byte counts against the ring formulas, and calls that must fail on every
-// rank without hanging. Every rank runs every test; only rank 0 prints
+// rank without hanging; the same for collectives started nonblocking
+// (Communicator::start), several in flight at once and completed by
+// polling, and mixed with blocking ones. Every rank runs every test; only rank 0 prints
 // progress, every rank prints its failures, and the exit status is the
 // same on all ranks (a failure anywhere fails them all). The values are the
 // same on every rank, so a failure normally stops every rank at the same
@@ -511,6 +513,274 @@ TEST(Mpi, BadCallsFailOnEveryRankWithoutHanging) {
   // After all that, the group still works.
   float one = 1, sum = 0;
   ASSERT_EQ(c.allReduce(&one, &sum, 1, DType::F32, ReduceOp::Sum), "");
+  EXPECT_EQ(sum, static_cast<float>(c.size()));
+}
+
+//===----------------------------------------------------------------------===//
+// Started (nonblocking) collectives: Communicator::start
+//===----------------------------------------------------------------------===//
+
+/// A call of `kind` over `send` into `recv`, as a plan step gives it.
+CollectiveCall callOf(CollectiveKind kind, const void *send, void *recv,
+                      size_t inputElements, size_t outputElements,
+                      DType dtype, ReduceOp op = ReduceOp::Sum, int root = 0) {
+  CollectiveCall call;
+  call.kind = kind;
+  call.op = op;
+  call.input = send;
+  call.output = recv;
+  call.inputElements = inputElements;
+  call.outputElements = outputElements;
+  call.dtype = dtype;
+  call.root = root;
+  return call;
+}
+
+/// Polls `pending` until it is done, doing some arithmetic between polls
+/// as a session runs kernels between them; "" or its failure.
+std::string pollUntilDone(PendingCollective &pending, int &polls) {
+  volatile double work = 0;
+  for (polls = 1;; ++polls) {
+    bool done = false;
+    std::string error = pending.test(done);
+    if (done) {
+      return error;
+    }
+    for (int i = 0; i < 1000; ++i) {
+      work = work + i * 0.5;
+    }
+  }
+}
+
+TEST(Mpi, StartedCollectivesGiveWhatTheBlockingOnesGive) {
+  Communicator &c = *world;
+  const size_t block = 9;
+  const size_t total = block * static_cast<size_t>(c.size());
+  for (DType dtype : {DType::F32, DType::BF16, DType::I32}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+      if (!reduces(dtype, op)) {
+        continue;
+      }
+      for (bool inPlace : {false, true}) {
+        std::string what = label(dtype, op, inPlace);
+        size_t element = dtypeSize(dtype);
+        // All four kinds in flight at once, on buffers of their own.
+        std::vector<uint8_t> arSend = makeInput(dtype, c.rank(), total,
+                                                c.size());
+        std::vector<uint8_t> arRecv(arSend.size(), 0xee);
+        std::vector<uint8_t> rsSend = makeInput(dtype, c.rank() + 1, total,
+                                                c.size());
+        std::vector<uint8_t> rsRecv(block * element, 0xee);
+        std::vector<uint8_t> agRecv(total * element, 0xee);
+        std::vector<uint8_t> agMine = makeInput(dtype, c.rank(), block,
+                                                c.size());
+        std::memcpy(agRecv.data() + block * element * c.rank(), agMine.data(),
+                    block * element);
+        std::vector<uint8_t> bcast = makeInput(dtype, c.rank(), block,
+                                               c.size());
+        int root = c.size() - 1;
+        // The blocking calls on copies give the expected results.
+        std::vector<uint8_t> arExpected(arSend.size()), rsExpected(
+                                                            rsRecv.size());
+        std::vector<uint8_t> agExpected(agRecv.size()), bcExpected = bcast;
+        ASSERT_EQ(c.allReduce(arSend.data(), arExpected.data(), total, dtype,
+                              op),
+                  "")
+            << what;
+        ASSERT_EQ(c.reduceScatter(rsSend.data(), rsExpected.data(), block,
+                                  dtype, op),
+                  "")
+            << what;
+        ASSERT_EQ(c.allGather(agMine.data(), agExpected.data(), block, dtype),
+                  "")
+            << what;
+        ASSERT_EQ(c.broadcast(bcExpected.data(), block, dtype, root), "")
+            << what;
+
+        std::unique_ptr<PendingCollective> pending[4];
+        ASSERT_EQ(c.start(callOf(CollectiveKind::AllReduce, arSend.data(),
+                                 inPlace ? arSend.data() : arRecv.data(),
+                                 total, total, dtype, op),
+                          pending[0]),
+                  "")
+            << what;
+        ASSERT_EQ(c.start(callOf(CollectiveKind::ReduceScatter, rsSend.data(),
+                                 inPlace ? rsSend.data() : rsRecv.data(),
+                                 total, block, dtype, op),
+                          pending[1]),
+                  "")
+            << what;
+        const void *agSend =
+            inPlace ? agRecv.data() + block * element * c.rank()
+                    : agMine.data();
+        ASSERT_EQ(c.start(callOf(CollectiveKind::AllGather, agSend,
+                                 agRecv.data(), block, total, dtype),
+                          pending[2]),
+                  "")
+            << what;
+        ASSERT_EQ(c.start(callOf(CollectiveKind::Broadcast, bcast.data(),
+                                 bcast.data(), block, block, dtype, op, root),
+                          pending[3]),
+                  "")
+            << what;
+        // Completed in another order than started, by polling.
+        for (int k : {3, 1, 0, 2}) {
+          ASSERT_NE(pending[k], nullptr);
+          int polls = 0;
+          ASSERT_EQ(pollUntilDone(*pending[k], polls), "") << what << " " << k;
+          // Done stays done, with the same answer.
+          bool done = false;
+          EXPECT_EQ(pending[k]->test(done), "");
+          EXPECT_TRUE(done);
+          EXPECT_EQ(pending[k]->wait(), "");
+        }
+        const uint8_t *ar = inPlace ? arSend.data() : arRecv.data();
+        const uint8_t *rs = inPlace ? rsSend.data() : rsRecv.data();
+        EXPECT_EQ(std::memcmp(ar, arExpected.data(), arExpected.size()), 0)
+            << what;
+        EXPECT_EQ(std::memcmp(rs, rsExpected.data(), rsExpected.size()), 0)
+            << what;
+        EXPECT_EQ(agRecv, agExpected) << what;
+        EXPECT_EQ(bcast, bcExpected) << what;
+      }
+    }
+  }
+}
+
+TEST(Mpi, StartedAllGatherMovesABlockGivenAtTheStart) {
+  Communicator &c = *world;
+  const size_t block = 4;
+  std::vector<float> recv(block * c.size(), -1.0f);
+  for (size_t i = 0; i < block; ++i) {
+    recv[i] = 10.0f * c.rank() + i;
+  }
+  std::unique_ptr<PendingCollective> pending;
+  ASSERT_EQ(c.start(callOf(CollectiveKind::AllGather, recv.data(),
+                           recv.data(), block, block * c.size(), DType::F32),
+                    pending),
+            "");
+  ASSERT_EQ(pending->wait(), "");
+  for (int r = 0; r < c.size(); ++r) {
+    for (size_t i = 0; i < block; ++i) {
+      EXPECT_EQ(recv[r * block + i], 10.0f * r + i) << "rank " << r;
+    }
+  }
+}
+
+TEST(Mpi, StartedCollectivesCountTheirBytesWhenComplete) {
+  Communicator &c = *world;
+  std::string error;
+  std::unique_ptr<Communicator> fresh = c.split(0, c.rank(), error);
+  ASSERT_TRUE(fresh) << error;
+  uint64_t p = static_cast<uint64_t>(c.size());
+  std::vector<float> buffer(1000 * p, 1.0f);
+  uint64_t n = buffer.size() * sizeof(float);
+  std::unique_ptr<PendingCollective> pending;
+  ASSERT_EQ(fresh->start(callOf(CollectiveKind::AllReduce, buffer.data(),
+                                buffer.data(), buffer.size(), buffer.size(),
+                                DType::F32),
+                         pending),
+            "");
+  // Nothing sent is counted before the collective completes.
+  EXPECT_EQ(fresh->bytesSent(), 0u);
+  ASSERT_EQ(pending->wait(), "");
+  uint64_t expected = 2 * (p - 1) * n / p;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  // Asking again does not count it twice.
+  bool done = false;
+  ASSERT_EQ(pending->test(done), "");
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  ASSERT_EQ(fresh->start(callOf(CollectiveKind::ReduceScatter, buffer.data(),
+                                buffer.data(), buffer.size(), 1000,
+                                DType::F32),
+                         pending),
+            "");
+  ASSERT_EQ(pending->wait(), "");
+  expected += (p - 1) * n / p;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  ASSERT_EQ(fresh->start(callOf(CollectiveKind::Broadcast, buffer.data(),
+                                buffer.data(), 500, 500, DType::F32,
+                                ReduceOp::Sum, 1),
+                         pending),
+            "");
+  ASSERT_EQ(pending->wait(), "");
+  expected += c.rank() == 1 ? 500 * sizeof(float) : 0;
+  EXPECT_EQ(fresh->bytesSent(), expected);
+  pending.reset();
+}
+
+TEST(Mpi, StartedAndBlockingCallsInterleaveOnOneGroup) {
+  Communicator &c = *world;
+  std::vector<float> started(64), blocking(64);
+  for (size_t i = 0; i < 64; ++i) {
+    started[i] = static_cast<float>(c.rank() + i);
+    blocking[i] = static_cast<float>(2 * c.rank() + i);
+  }
+  std::unique_ptr<PendingCollective> pending;
+  ASSERT_EQ(c.start(callOf(CollectiveKind::AllReduce, started.data(),
+                           started.data(), 64, 64, DType::F32),
+                    pending),
+            "");
+  // A blocking collective while the started one is in flight.
+  ASSERT_EQ(c.allReduce(blocking.data(), blocking.data(), 64, DType::F32,
+                        ReduceOp::Sum),
+            "");
+  ASSERT_EQ(pending->wait(), "");
+  float ranks = static_cast<float>(c.size() * (c.size() - 1) / 2);
+  for (size_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(started[i], ranks + c.size() * i);
+    EXPECT_EQ(blocking[i], 2 * ranks + c.size() * i);
+  }
+}
+
+TEST(Mpi, BadStartsFailOnEveryRankWithoutHanging) {
+  Communicator &c = *world;
+  std::vector<float> buffer(64, 1.0f);
+  std::unique_ptr<PendingCollective> pending;
+  // Counts that differ between ranks.
+  std::string error =
+      c.start(callOf(CollectiveKind::AllReduce, buffer.data(), buffer.data(),
+                     4 + c.rank() % 2, 4 + c.rank() % 2, DType::F32),
+              pending);
+  EXPECT_NE(error.find("allReduce on rank " + std::to_string(c.rank()) +
+                       " of " + std::to_string(c.size()) +
+                       ": the ranks disagree on the element count"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(pending, nullptr);
+  // One rank starts what the others call blocking: MPI never matches them.
+  if (c.rank() == 0) {
+    error = c.start(callOf(CollectiveKind::AllReduce, buffer.data(),
+                           buffer.data(), 4, 4, DType::F32),
+                    pending);
+    EXPECT_EQ(pending, nullptr);
+  } else {
+    error = c.allReduce(buffer.data(), buffer.data(), 4, DType::F32,
+                        ReduceOp::Sum);
+  }
+  EXPECT_NE(error.find("the ranks disagree on the form"), std::string::npos)
+      << error;
+  // A reduction the communicators do not run, on every rank.
+  int32_t ints[2] = {1, 2};
+  error = c.start(callOf(CollectiveKind::ReduceScatter, ints, ints, 2,
+                         2 / c.size(), DType::I32, ReduceOp::Avg),
+                  pending);
+  EXPECT_NE(error.find("cannot reduce an average of i32"), std::string::npos)
+      << error;
+  // Only rank 0 names a root outside the group.
+  error = c.start(callOf(CollectiveKind::Broadcast, buffer.data(),
+                         buffer.data(), 4, 4, DType::F32, ReduceOp::Sum,
+                         c.rank() == 0 ? c.size() : 0),
+                  pending);
+  EXPECT_NE(error, "");
+  EXPECT_EQ(pending, nullptr);
+  // The group still works, started or not.
+  float one = 1, sum = 0;
+  ASSERT_EQ(c.start(callOf(CollectiveKind::AllReduce, &one, &sum, 1, 1,
+                           DType::F32),
+                    pending),
+            "");
+  ASSERT_EQ(pending->wait(), "");
   EXPECT_EQ(sum, static_cast<float>(c.size()));
 }
 
