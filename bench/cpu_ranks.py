@@ -22,6 +22,7 @@ kernel on another stream. Ranks oversubscribing the cores (world x threads
 > cores) slow each other; the line says so.
 
   cpu_ranks.py [--worlds 1,2,4] [--strategies ddp,zero2] [--steps 8]
+               [--overlap false,true] [--bucket-mb 1]
                [--batch 2] [--seq 64] [--threads 1]
 """
 
@@ -59,14 +60,15 @@ def write_data(path, args):
                 0, args.vocab, args.seq).tolist()}) + "\n")
 
 
-def write_recipe(path, args, world, strategy):
+def write_recipe(path, args, world, strategy, overlap):
     stage = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}.get(strategy)
     lines = ["adapter: full", f"sequence_len: {args.seq}",
              f"micro_batch_size: {args.batch}",
              f"gradient_accumulation_steps: {GLOBAL_MICRO_BATCHES // world}",
              "learning_rate: 1e-4", "optimizer: adamw", "max_grad_norm: 1.0",
              f"max_steps: {args.steps}", f"save_steps: {args.steps}",
-             "shuffle: false"]
+             "shuffle: false", f"overlap_comm: {overlap}",
+             f"ddp_bucket_cap_mb: {args.bucket_mb}"]
     lines.append(f"zero_stage: {stage}" if stage is not None else
                  "fsdp_sharding_strategy: HYBRID_SHARD")
     with open(path, "w") as f:
@@ -96,12 +98,13 @@ def comm_shares(trace_path):
             hidden / comm_time if comm_time else 0.0)
 
 
-def run(args, onnx_path, data, world, strategy):
-    work = os.path.join(args.build, "bench", "cpu_ranks", f"{strategy}-{world}")
+def run(args, onnx_path, data, world, strategy, overlap):
+    work = os.path.join(args.build, "bench", "cpu_ranks",
+                        f"{strategy}-{world}-overlap-{overlap}")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     recipe = os.path.join(work, "recipe.yaml")
-    write_recipe(recipe, args, world, strategy)
+    write_recipe(recipe, args, world, strategy, overlap)
     plan = os.path.join(work, "plan.tplan")
     hardware = f"{world}xcpu" if strategy != "hybrid" else f"2x{world // 2}xcpu"
     tailor = os.path.join(args.build, "bin", "tailor")
@@ -126,13 +129,15 @@ def run(args, onnx_path, data, world, strategy):
     tokens = GLOBAL_MICRO_BATCHES * args.batch * args.seq
     comm, hidden = comm_shares(trace)
     rank = doc["ranks"][0]
-    return dict(world=world, strategy=strategy, ms=ms,
+    return dict(world=world, strategy=strategy, overlap=overlap, ms=ms,
                 tokens_per_s=tokens / (ms / 1e3),
                 predicted_ms=rank.get("predicted_step_seconds", 0) * 1e3,
                 sent=rows[-1].get("bytes_sent", 0),
                 predicted_sent=rank.get("predicted_bytes_sent_per_step", 0),
                 peak=rank.get("device_peak_bytes", 0) or
                 rank.get("host_peak_bytes", 0),
+                predicted_hidden=doc["prediction"].get("hidden_comm_seconds", 0) /
+                max(doc["prediction"].get("comm_seconds", 0), 1e-12),
                 comm=comm, hidden=hidden)
 
 
@@ -144,6 +149,10 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--overlap", default="false,true",
+                    help="overlap_comm values to run (false, true, auto)")
+    ap.add_argument("--bucket-mb", type=float, default=1.0,
+                    help="ddp_bucket_cap_mb (several buckets, so some overlap)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
@@ -169,20 +178,28 @@ def main():
           f"tokens; {args.threads} thread(s) per rank, {cores} cores")
     for strategy in args.strategies.split(","):
         for world in (int(w) for w in args.worlds.split(",")):
-            if world == 1 and strategy != "ddp":
-                continue
-            r = run(args, onnx_path, data, world, strategy)
-            over = (" (oversubscribed)" if world * args.threads > cores
-                    else "")
-            print(f"{r['strategy']:>6} world {r['world']}: {r['ms']:8.2f} "
-                  f"ms/step, {r['tokens_per_s']:8.0f} tok/s (predicted "
-                  f"{r['predicted_ms']:.2f} ms){over}; sent "
-                  f"{r['sent'] / 2**20:.2f} MiB/step/rank (predicted "
-                  f"{r['predicted_sent'] / 2**20:.2f}); communication "
-                  f"{100 * r['comm']:.0f}% of the step, "
-                  f"{100 * r['hidden']:.0f}% of it hidden; peak "
-                  f"{r['peak'] / 2**20:.1f} MiB/rank")
+            for overlap in args.overlap.split(","):
+                if world == 1 and (strategy != "ddp" or overlap != "false"):
+                    continue
+                report(run(args, onnx_path, data, world, strategy, overlap),
+                       args, cores)
     return 0
+
+
+def report(r, args, cores):
+    """One line per run."""
+    over = (" (oversubscribed)" if r["world"] * args.threads > cores
+            else "")
+    print(f"{r['strategy']:>6} world {r['world']} overlap "
+          f"{r['overlap']:>5}: {r['ms']:8.2f} "
+          f"ms/step, {r['tokens_per_s']:8.0f} tok/s (predicted "
+          f"{r['predicted_ms']:.2f} ms){over}; sent "
+          f"{r['sent'] / 2**20:.2f} MiB/step/rank (predicted "
+          f"{r['predicted_sent'] / 2**20:.2f}); communication "
+          f"{100 * r['comm']:.0f}% of the step, "
+          f"{100 * r['hidden']:.0f}% of it hidden (predicted "
+          f"{100 * r['predicted_hidden']:.0f}%); peak "
+          f"{r['peak'] / 2**20:.1f} MiB/rank")
 
 
 if __name__ == "__main__":

@@ -291,9 +291,10 @@ def check_rank_death(args, onnx_path, data, base):
     return failures
 
 
-def check_trace(args, plan, data):
-    """--trace on several ranks records the collectives with the kernels."""
-    work = os.path.join(args.work, "trace")
+def check_trace(args, plan, data, comm_track=False):
+    """--trace on several ranks records the collectives with the kernels
+    (with `comm_track`: on the communication stream's track, tid 2)."""
+    work = os.path.join(args.work, "trace-comm" if comm_track else "trace")
     trace = os.path.join(work, "trace.json")
     _, err = train(args, plan, work, 2, data, out=os.path.join(work, "out"),
                    max_steps=2)
@@ -307,11 +308,20 @@ def check_trace(args, plan, data):
     if not ok:
         return [f"trace: {msg}"]
     with open(trace) as f:
-        names = {e["name"] for e in json.load(f)["traceEvents"]
-                 if e.get("ph") == "X"}
+        slices = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    names = {e["name"] for e in slices}
     missing = {"reduce_scatter", "all_gather", "all_reduce", "adamw"} - names
     if missing:
         return [f"trace: no {sorted(missing)} slices in {trace}"]
+    if comm_track:
+        on_comm = [e for e in slices
+                   if e["name"] == "reduce_scatter" and e.get("tid") == 2]
+        if not on_comm:
+            return [f"trace: no reduce_scatter slice on the communication "
+                    f"track (tid 2) in {trace}"]
+        print(f"trace: {len(on_comm)} reduce_scatter slices on the "
+              f"communication stream's track")
+        return []
     print(f"trace: {len(names)} kinds of slices, collectives included")
     return []
 
@@ -364,6 +374,33 @@ def check_recipe(args, onnx_path, data, base, label):
             failures += check_sharded_memory(name, got, ddp, shards,
                                              strategy)
     return failures, dict(results, world1=ref)
+
+
+def check_overlap(args, onnx_path, data, base, ref):
+    """overlap_comm: true on CPU ranks (the collectives start nonblocking on
+    the communication stream; small buckets so several are in flight) gives
+    the losses of one rank, the predicted bytes, and a trace whose
+    collectives lie on the communication stream's track."""
+    failures = []
+    recipe = dict(base, overlap_comm="true", ddp_bucket_cap_mb=0.02)
+    for name, hardware, ranks, strategy in (
+            ("full-overlap-ddp-world4", "4xcpu", 4, "ddp"),
+            ("full-overlap-zero2-world2", "2xcpu", 2, "zero2"),
+            ("full-overlap-zero3-world2", "2xcpu", 2, "zero3")):
+        got, err = run_world(args, onnx_path, data, recipe, name, hardware,
+                             ranks, strategy)
+        if err:
+            failures.append(f"{name}: {err}")
+            continue
+        prediction = got["doc"]["prediction"]
+        if prediction.get("hidden_comm_seconds", 0) <= 0:
+            failures.append(f"{name}: the plan hides no communication "
+                            f"({prediction})")
+        failures += compare(name, got, ref)
+        failures += check_bytes_sent(name, got, ranks)
+        if name == "full-overlap-zero2-world2":
+            failures += check_trace(args, got["plan"], data, comm_track=True)
+    return failures
 
 
 def check_qlora(args, onnx_path, data, base):
@@ -454,6 +491,8 @@ def main():
     if full_results:
         failures += check_resume_across(args, onnx_path, data, full,
                                         full_results["world1"])
+        failures += check_overlap(args, onnx_path, data, full,
+                                  full_results["world1"])
     qlora = dict(lora)
     qlora.update(adapter="qlora")
     failures += check_qlora(args, onnx_path, data, qlora)
