@@ -44,16 +44,64 @@
 //                         row L = max + log(sum) (the logsumexp of the
 //                         scaled scores) and Delta = rowsum(dO * O), the two
 //                         row statistics the backward needs.
-//   attention_grad_kv:    one block per 64 keys of a (batch, kv head); walks
-//                         every query head of the group and every query
-//                         tile that sees its keys, recomputes
-//                         P = exp(scale S - L) and dS = P (dP - Delta), and
-//                         accumulates dV += P^T dO, dK += scale dS^T Q in
-//                         registers: each dk/dv row has one writer, no
-//                         atomics, deterministic.
+//   attention_grad_kv:    one block per 64 keys of a (batch, kv head,
+//                         slice), where a slice is kvSplits-th of the kv
+//                         head's group of query heads; walks those query
+//                         heads and every query tile that sees its keys,
+//                         recomputes P = exp(scale S - L) and
+//                         dS = P (dP - Delta), and accumulates
+//                         dV += P^T dO, dK += scale dS^T Q in registers.
+//                         One slice writes dk, dv; several write f32
+//                         partials to the workspace and
+//                         attention_grad_kv_sum adds them in slice order:
+//                         every element has one writer, no atomics,
+//                         deterministic.
 //   attention_grad_q:     one block per 64 query rows; walks the key tiles,
 //                         recomputes P and dS the same way and accumulates
 //                         dQ = scale dS K in registers.
+//
+// Why the key-major pass is split (GPU profile, TinyLlama-1.1B on an H200:
+// attention_grad 6.6 ms per layer against 1.0 ms for the forward). With
+// GQA one block per (64 keys, kv head) walks all `group` query heads: for
+// TinyLlama (4 kv heads, group 8, 2048 keys) that is 32 x 4 = 128 blocks of
+// 4 warps on 132 SMs -- one block per SM, 4 warps to hide every latency,
+// each block 8 times the work of a query-major block, and causally the
+// block of the first keys walks all 32 query tiles of 8 heads (256 steps)
+// while the last walks 8: the pass lasts as long as its heaviest block.
+// The options were
+//   (a) atomics into f32 dk, dv: not deterministic, which tailor's backward
+//       is (AttentionGradDeterministic);
+//   (b) splitting the query-tile range of a block: same partials and sum as
+//       (c), but with causal masking the work of a block depends on both
+//       its keys and its query range, and slices of one head re-stage the
+//       same K, V as (c) does;
+//   (c) splitting the group's query heads into kvSplits slices, each block
+//       writing f32 partial dk, dv and a small kernel adding the slices.
+// (c) is taken: each slice does the unsplit kernel's work for fewer heads
+// (no new masking logic), the sum is in a fixed order, and the slices are
+// chosen by a rule of the shape alone (runtime/cuda/AttentionWorkspace.h:
+// the smallest divisor of the group that reaches 1024 blocks) so the
+// compiler sizes the workspace for it. TinyLlama gets 8 slices: 1024
+// blocks of 1/8 the work, 4 resident per SM (127 registers at D64), and
+// the partials cost 4 x 8 x 2048 x 128 floats = 33.5 MB written once and
+// read once by the sum (~15 us at H200 bandwidth, against the pass's
+// ~0.2 ms of tensor-core work at a realistic 150 TFLOP/s). Without GQA
+// (Llama-7B: 32 x 32 = 1024 blocks already) nothing changes and no
+// workspace is needed. The expected gain on TinyLlama: the kv pass was
+// bounded by its heaviest block (256 tile steps at one block per SM); split,
+// its 16384 tile steps spread over 132 SMs x 4 blocks (~31 per block slot)
+// and the costliest blocks start first (see below), so about 4-6x faster
+// for that pass, the exact figure for AttentionKernelBench to give.
+//
+// Cheaper wins, in all kernels: blocks are ordered costliest first (the
+// last query tiles causally for the query-major kernels, the first key
+// tiles for the key-major one; heads vary fastest), so the cheap blocks
+// fill the tail of the grid; tiles whose every score is visible (all but
+// the diagonal ones causally, with no window or document mask) skip the
+// per-element visible() test; rows of bf16 (or f32) storage with D % 8 == 0
+// are staged with 16-byte loads instead of 2-byte ones. Register counts
+// at D64 stay at or under 128 (4 blocks per SM), the D128 key-major pass
+// drops from 246 to 198.
 // The statistics live in a caller-provided f32 buffer with `statsStride`
 // floats between rows; the launcher points it at the workspace when that is
 // big enough and otherwise at the first 8 bytes of each dq row (dq is not
@@ -138,10 +186,12 @@ TL_DEVICE uint4 chunkWords(const float *src) {
 /// Stages rows [0, rows) of a row-major [*, cols] matrix starting at `src`
 /// as bf16 pairs, zero beyond `valid` rows and `cols` columns (the padding
 /// of partial tiles and of head dims below the class). Rows that allow it
-/// (vectorRows) move 8 columns per
-/// thread and step, with 16-byte loads and one 16-byte shared store (rows
-/// are 16-byte aligned: kRowWords is a multiple of 4); the rest 2 columns
-/// per thread and step with scalar loads. Both stage the same bits.
+/// (vectorRows) move 8 columns per thread and step, with 16-byte loads and
+/// one 16-byte shared store (rows are 16-byte aligned: kRowWords is a
+/// multiple of 4); the rest 2 columns per thread and step with scalar
+/// loads. Both stage the same bits. (Issuing all of a thread's loads before
+/// its stores, unrolled, costs the D64 kernels 5-35 registers and with them
+/// a resident block per SM: not done without a GPU to measure it.)
 template <typename T, int HD>
 TL_DEVICE void stageRows(u32 *tile, const T *src, int rows, int valid,
                          int cols) {
@@ -243,6 +293,17 @@ TL_DEVICE bool visible(const Dims &p, int b, int t, int s) {
   }
   long long position = p.positions[(long long)b * p.t + t];
   return (long long)s >= diagonal - (position < 0 ? 0 : position);
+}
+
+/// Whether every query row of [t0, t0 + rows) sees every key of
+/// [n0, n0 + keys): all in range, no window and no document masking, and
+/// with causal masking the first row sees the last key. The inner loops
+/// then skip visible() (all tiles but the diagonal ones, causally).
+TL_DEVICE bool allVisible(const Dims &p, int t0, int rows, int n0, int keys) {
+  if (p.positions || p.window > 0 || t0 + rows > p.t || n0 + keys > p.s) {
+    return false;
+  }
+  return !p.causal || n0 + keys - 1 <= t0 + (p.s - p.t);
 }
 
 /// The first key any of the query rows from t0 on sees (0 without a
@@ -375,13 +436,14 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
       }
     }
     float mx[2] = {negativeInfinity(), negativeInfinity()};
+    bool all = allVisible(p, t0, kBlockRows, n0, kTileRows);
 #pragma unroll
     for (int j = 0; j < keyTiles; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int key = n0 + 8 * j + 2 * tq + (e & 1);
         int row = rowA + 8 * (e >> 1);
-        float x = visible(p, b, row, key)
+        float x = all || visible(p, b, row, key)
                       ? scoreOf<T>(p, b, h, row, key, s[j][e], nullptr)
                       : negativeInfinity();
         s[j][e] = x;
@@ -533,6 +595,7 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
       }
       __syncthreads();
 
+      bool all = allVisible(p, t0, kTileRows, n0, kBlockRows);
       for (int c = 0; c < kTileRows / 16; ++c) {
         // S^T and dP^T for this warp's 16 keys x 16 queries.
         float sT[2][4], dpT[2][4];
@@ -566,7 +629,7 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
             int key = keyA + 8 * (e >> 1);
             float capGrad = 1.0f;
             float prob =
-                visible(p, b, t0 + col, key)
+                all || visible(p, b, t0 + col, key)
                     ? __expf(scoreOf<T>(p, b, h, t0 + col, key, sT[j][e],
                                         &capGrad) -
                              lTile[col])
@@ -742,6 +805,7 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
         mmaBf16(dp[j], da, bf);
       }
     }
+    bool all = allVisible(p, t0, kBlockRows, n0, kTileRows);
 #pragma unroll
     for (int j = 0; j < keyTiles; ++j) {
 #pragma unroll
@@ -751,7 +815,7 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
         int row = rowA + 8 * r;
         float capGrad = 1.0f;
         float prob =
-            visible(p, b, row, key)
+            all || visible(p, b, row, key)
                 ? __expf(scoreOf<T>(p, b, h, row, key, s[j][e], &capGrad) -
                          lse[r])
                 : 0.0f;
