@@ -3,6 +3,7 @@
 #include "codegen/CpuKernels.h"
 
 #include "dialects/tg/TGOps.h"
+#include "runtime/cuda/AttentionWorkspace.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -168,6 +169,8 @@ namespace {
 /// that differ only in name). `threads` sizes per-worker workspaces.
 struct KernelSelector {
   int64_t threads;
+  /// Whether the plan runs on CUDA (workspaces sized for its kernels).
+  bool cuda = false;
 
   // --- Forward ops.
   FailureOr<CpuKernelChoice> select(tg::BandMaskOp band) {
@@ -303,6 +306,20 @@ struct KernelSelector {
     addAttentionMasking(choice, grad.getWindow(), grad.getSoftcap(),
                         grad.getAlibiSlopes(), grad.getBias());
     addAttentionPositions(choice, grad.getPositionsMutable());
+    if (cuda) {
+      // The key-major pass's partial dk, dv and the statistics
+      // (runtime/cuda/AttentionWorkspace.h).
+      auto value = llvm::cast<ShapedType>(grad.getValue().getType());
+      runtime::cuda::AttentionGradShape shape{
+          query.getShape()[0], query.getShape()[1], key.getShape()[1],
+          query.getShape()[2], keys,                query.getShape()[3],
+          value.getShape()[3]};
+      choice.choice.workspaceBytes =
+          std::max<int64_t>(
+              runtime::cuda::attentionGradWorkspaceFloats(shape), 1) *
+          static_cast<int64_t>(sizeof(float));
+      return choice.done();
+    }
     // Per worker: one 64 x S block of probabilities, one of their
     // gradients, and with a softcap one of the cap's derivative.
     int64_t blocks = grad.getSoftcap() ? 3 : 2;
@@ -382,11 +399,12 @@ static LogicalResult checkCpuElementTypes(Operation *op) {
   return success();
 }
 
-FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads) {
+FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads,
+                                           bool cuda) {
   if (failed(checkCpuElementTypes(op))) {
     return failure();
   }
-  KernelSelector selector{threads};
+  KernelSelector selector{threads, cuda};
   return llvm::TypeSwitch<Operation *, FailureOr<CpuKernelChoice>>(op)
       // Kernels named like the op that read no attributes.
       .Case<tg::NegOp, tg::AbsOp, tg::ExpOp, tg::LogOp, tg::SqrtOp, tg::RsqrtOp,

@@ -29,9 +29,12 @@ struct CpuKernelChoice {
 
 /// Chooses the kernel for `op`, or emits an error on `op` saying why the CPU
 /// backend cannot run it. `threads` is the number of workers the plan sizes
-/// per-worker workspaces for.
+/// per-worker workspaces for; `cuda` sizes the workspaces of kernels whose
+/// CUDA launchers need other scratch than the CPU kernels (attention_grad:
+/// runtime/cuda/AttentionWorkspace.h).
 mlir::FailureOr<CpuKernelChoice> selectCpuKernel(mlir::Operation *op,
-                                                 int64_t threads);
+                                                 int64_t threads,
+                                                 bool cuda = false);
 
 /// True for the element types CPU kernels compute on: f32, f64, i32, i64, i1.
 bool isCpuElementType(mlir::Type type);

@@ -5,7 +5,8 @@
 #
 #   bench/gpu/prepare.sh [BUILD_DIR]       (default /work/main/build)
 #
-#   bin/    tailor-run, tailor-train, tailor-embed-train (runtime only)
+#   bin/    tailor-run, tailor-train, tailor-embed-train (runtime only), and
+#           AttentionKernelBench (times the attention kernels; run.sh kernels)
 #   lib/    libtailor_runtime.so and every non-system library they load
 #           (openblas, gfortran, quadmath, ...); lib/fallback/ holds this
 #           machine's libstdc++ and libgcc_s, used by run.sh only if the GPU
@@ -55,6 +56,8 @@ for b in tailor tailor-run tailor-train tailor-embed-train; do
   [[ -x "$BUILD/bin/$b" ]] || die "$BUILD/bin/$b is missing (build it first)"
 done
 [[ -f "$BUILD/lib/libtailor_runtime.so" ]] || die "$BUILD/lib/libtailor_runtime.so is missing"
+KERNEL_BENCH="$BUILD/test/bench/AttentionKernelBench"
+[[ -x "$KERNEL_BENCH" ]] || die "$KERNEL_BENCH is missing (ninja -C $BUILD AttentionKernelBench)"
 "$TAILOR" compile --help 2>&1 | grep -q -- '--hardware' ||
   die "$TAILOR has no --hardware option (stale build?)"
 # The binaries behind ctest's `gpu.*` tests (test/runtime/cuda/CMakeLists.txt
@@ -79,6 +82,7 @@ step "binaries and the libraries they load"
 for b in tailor-run tailor-train tailor-embed-train; do
   cp "$BUILD/bin/$b" "$BUNDLE/bin/"
 done
+cp "$KERNEL_BENCH" "$BUNDLE/bin/"
 cp "$BUILD/lib/libtailor_runtime.so" "$BUNDLE/lib/"
 for t in "${tests[@]}"; do
   cp "$BUILD/test/unit/$t" "$BUNDLE/test/"

@@ -4,12 +4,18 @@
 # onnx -- but no tailor build. Runs from the repo root on what
 # bench/gpu/prepare.sh put in .gpu-bundle/:
 #
-#   bash bench/gpu/run.sh [OUT] [PART...]     parts: smi tests tiny bench
-#                                             (default: all four, in order)
+#   bash bench/gpu/run.sh [OUT] [PART...]     parts: smi tests kernels tiny
+#                                             bench profile (default: smi
+#                                             tests kernels tiny bench, in
+#                                             order)
 #
 #   smi    nvidia-smi, and whether the bundled binaries load here
 #   tests  every CUDA kernel test binary with TAILOR_TEST_BACKEND=cuda
 #          (each launcher against the CPU kernel, on the GPU)
+#   kernels  AttentionKernelBench: the attention forward and each
+#          attention_grad launch timed with CUDA events (ms, TFLOP/s) on
+#          KERNEL_SHAPES (tinyllama llama7b gqa-b4) with KERNEL_ARGS
+#          (--sweep: every kv_splits of the GQA group, not only the rule's)
 #   tiny   the tiny Llama: tailor-train on the CPU plan and on the h100 plan,
 #          LoRA and QLoRA, TINY_STEPS steps each on counting.jsonl, every
 #          step's loss compared (compare_runs.py, bf16 tolerance); the f32
@@ -28,7 +34,8 @@
 # defaults to $OUT if set, else ./gpu-results). Training runs write their
 # adapters and checkpoints to WORK (default a fresh /tmp dir), not to OUT.
 # Env: PYTHON (default python3), WARMUP (3), STEPS (10), TINY_STEPS (30),
-# WORK, TEST_TIMEOUT (300 s per test binary), TRAIN_TIMEOUT (300 s per run),
+# WORK, TEST_TIMEOUT (300 s per test binary, and for AttentionKernelBench),
+# TRAIN_TIMEOUT (300 s per run), KERNEL_SHAPES, KERNEL_ARGS,
 # HF_ARGS (extra hf_peft_train.py flags, e.g. "--device cpu --seq 128" for a
 # dry run of this script on a machine without a GPU).
 set -uo pipefail
@@ -38,7 +45,7 @@ B="$ROOT/.gpu-bundle"
 OUTDIR="${1:-${OUT:-$ROOT/gpu-results}}"
 shift $(( $# > 0 ? 1 : 0 ))
 PARTS=("$@")
-[[ ${#PARTS[@]} -gt 0 ]] || PARTS=(smi tests tiny bench)
+[[ ${#PARTS[@]} -gt 0 ]] || PARTS=(smi tests kernels tiny bench)
 PY="${PYTHON:-python3}"
 WARMUP="${WARMUP:-3}"
 STEPS="${STEPS:-10}"
@@ -51,8 +58,8 @@ if [[ ! -f "$B/MANIFEST.txt" ]]; then
   exit 1
 fi
 for p in "${PARTS[@]}"; do
-  case "$p" in smi|tests|tiny|bench|profile) ;; *)
-    echo "run.sh: error: unknown part '$p' (expected smi, tests, tiny, bench or profile)" >&2
+  case "$p" in smi|tests|kernels|tiny|bench|profile) ;; *)
+    echo "run.sh: error: unknown part '$p' (expected smi, tests, kernels, tiny, bench or profile)" >&2
     exit 1 ;;
   esac
 done
@@ -213,6 +220,32 @@ part_tests() {
       record "test $name" FAIL "rc $rc, ${failed:-?} failed of ${ran:-?}$([[ $rc -eq 124 ]] && echo ', timed out')"
     fi
   done
+}
+
+# --- (b2) the attention kernels alone ----------------------------------------
+# AttentionKernelBench: per launch ms and TFLOP/s; one summary line per
+# KERNELBENCH line (shape and kv_splits).
+part_kernels() {
+  banner "kernels: AttentionKernelBench (CUDA events per launch)"
+  local d="$OUTDIR/kernels" log rc line name splits
+  mkdir -p "$d"
+  log="$d/attention.log"
+  # shellcheck disable=SC2086  # KERNEL_ARGS and KERNEL_SHAPES are lists
+  timeout "$TEST_TIMEOUT" env LD_LIBRARY_PATH="$TL_LIBS" "$B/bin/AttentionKernelBench" \
+    ${KERNEL_ARGS---sweep} ${KERNEL_SHAPES:-tinyllama llama7b gqa-b4} > "$log" 2>&1
+  rc=$?
+  cat "$log"
+  while IFS= read -r line; do
+    name="$(val "$line" name)"
+    splits="$(val "$line" splits)"
+    record "kernels $name splits=$splits" PASS \
+      "bwd $(val "$line" bwd_ms) ms (stats $(val "$line" stats_ms), kv $(val "$line" kv_ms), sum $(val "$line" kv_sum_ms), q $(val "$line" q_ms)), fwd $(val "$line" fwd_ms) ms"
+  done < <(grep '^KERNELBENCH' "$log")
+  if [[ $rc -ne 0 ]]; then
+    record "kernels AttentionKernelBench" FAIL "rc $rc$([[ $rc -eq 124 ]] && echo ', timed out'): $(grep -m1 'AttentionKernelBench:' "$log" | cut -c1-140)"
+  elif ! grep -q '^KERNELBENCH' "$log"; then
+    record "kernels AttentionKernelBench" FAIL "no KERNELBENCH line (kernels/attention.log)"
+  fi
 }
 
 # --- (c) the tiny Llama: CPU plan vs GPU plan ------------------------------

@@ -44,16 +44,64 @@
 //                         row L = max + log(sum) (the logsumexp of the
 //                         scaled scores) and Delta = rowsum(dO * O), the two
 //                         row statistics the backward needs.
-//   attention_grad_kv:    one block per 64 keys of a (batch, kv head); walks
-//                         every query head of the group and every query
-//                         tile that sees its keys, recomputes
-//                         P = exp(scale S - L) and dS = P (dP - Delta), and
-//                         accumulates dV += P^T dO, dK += scale dS^T Q in
-//                         registers: each dk/dv row has one writer, no
-//                         atomics, deterministic.
+//   attention_grad_kv:    one block per 64 keys of a (batch, kv head,
+//                         slice), where a slice is kvSplits-th of the kv
+//                         head's group of query heads; walks those query
+//                         heads and every query tile that sees its keys,
+//                         recomputes P = exp(scale S - L) and
+//                         dS = P (dP - Delta), and accumulates
+//                         dV += P^T dO, dK += scale dS^T Q in registers.
+//                         One slice writes dk, dv; several write f32
+//                         partials to the workspace and
+//                         attention_grad_kv_sum adds them in slice order:
+//                         every element has one writer, no atomics,
+//                         deterministic.
 //   attention_grad_q:     one block per 64 query rows; walks the key tiles,
 //                         recomputes P and dS the same way and accumulates
 //                         dQ = scale dS K in registers.
+//
+// Why the key-major pass is split (GPU profile, TinyLlama-1.1B on an H200:
+// attention_grad 6.6 ms per layer against 1.0 ms for the forward). With
+// GQA one block per (64 keys, kv head) walks all `group` query heads: for
+// TinyLlama (4 kv heads, group 8, 2048 keys) that is 32 x 4 = 128 blocks of
+// 4 warps on 132 SMs -- one block per SM, 4 warps to hide every latency,
+// each block 8 times the work of a query-major block, and causally the
+// block of the first keys walks all 32 query tiles of 8 heads (256 steps)
+// while the last walks 8: the pass lasts as long as its heaviest block.
+// The options were
+//   (a) atomics into f32 dk, dv: not deterministic, which tailor's backward
+//       is (AttentionGradDeterministic);
+//   (b) splitting the query-tile range of a block: same partials and sum as
+//       (c), but with causal masking the work of a block depends on both
+//       its keys and its query range, and slices of one head re-stage the
+//       same K, V as (c) does;
+//   (c) splitting the group's query heads into kvSplits slices, each block
+//       writing f32 partial dk, dv and a small kernel adding the slices.
+// (c) is taken: each slice does the unsplit kernel's work for fewer heads
+// (no new masking logic), the sum is in a fixed order, and the slices are
+// chosen by a rule of the shape alone (runtime/cuda/AttentionWorkspace.h:
+// the smallest divisor of the group that reaches 1024 blocks) so the
+// compiler sizes the workspace for it. TinyLlama gets 8 slices: 1024
+// blocks of 1/8 the work, 4 resident per SM (127 registers at D64), and
+// the partials cost 4 x 8 x 2048 x 128 floats = 33.5 MB written once and
+// read once by the sum (~15 us at H200 bandwidth, against the pass's
+// ~0.2 ms of tensor-core work at a realistic 150 TFLOP/s). Without GQA
+// (Llama-7B: 32 x 32 = 1024 blocks already) nothing changes and no
+// workspace is needed. The expected gain on TinyLlama: the kv pass was
+// bounded by its heaviest block (256 tile steps at one block per SM); split,
+// its 16384 tile steps spread over 132 SMs x 4 blocks (~31 per block slot)
+// and the costliest blocks start first (see below), so about 4-6x faster
+// for that pass, the exact figure for AttentionKernelBench to give.
+//
+// Cheaper wins, in all kernels: blocks are ordered costliest first (the
+// last query tiles causally for the query-major kernels, the first key
+// tiles for the key-major one; heads vary fastest), so the cheap blocks
+// fill the tail of the grid; tiles whose every score is visible (all but
+// the diagonal ones causally, with no window or document mask) skip the
+// per-element visible() test; rows of bf16 (or f32) storage with D % 8 == 0
+// are staged with 16-byte loads instead of 2-byte ones. Register counts
+// at D64 stay at or under 128 (4 blocks per SM), the D128 key-major pass
+// drops from 246 to 198.
 // The statistics live in a caller-provided f32 buffer with `statsStride`
 // floats between rows; the launcher points it at the workspace when that is
 // big enough and otherwise at the first 8 bytes of each dq row (dq is not
@@ -90,7 +138,9 @@ struct Dims {
   float softcap;
   /// 1: `slopes` holds one ALiBi slope per query head.
   int alibi;
-  int unused;
+  /// Slices of each kv head's query-head group in attention_grad_kv (>= 1;
+  /// runtime/cuda/AttentionWorkspace.h).
+  int kvSplits;
   /// The additive bias in the storage type of q (null: none), and its
   /// element strides over [B, Hq, T, S] (0 on broadcast dims).
   const void *bias;
@@ -108,12 +158,57 @@ TL_DEVICE float negativeInfinity() { return bitsFloat(0xff800000u); }
 /// of padding against bank conflicts.
 template <int HD> constexpr int kRowWords = HD / 2 + 4;
 
+/// Whether rows of `cols` elements from `src` can be staged 8 columns at a
+/// time with 16-byte loads: every row starts 16-byte aligned and whole
+/// 8-column chunks cover it (a chunk is all data or all padding).
+template <typename T>
+TL_DEVICE bool vectorRows(const T *src, int cols) {
+  return cols % 8 == 0 &&
+         (reinterpret_cast<unsigned long long>(src) & 15ull) == 0;
+}
+
+/// The four staged words of the 8 columns at `src`: bf16 pairs are already
+/// the staged words (one 16-byte load); f32 takes two and rounds.
+TL_DEVICE uint4 chunkWords(const bf16 *src) {
+  return *reinterpret_cast<const uint4 *>(src);
+}
+TL_DEVICE uint4 chunkWords(const float *src) {
+  float4 lo = reinterpret_cast<const float4 *>(src)[0];
+  float4 hi = reinterpret_cast<const float4 *>(src)[1];
+  uint4 w;
+  w.x = packBf16(lo.x, lo.y);
+  w.y = packBf16(lo.z, lo.w);
+  w.z = packBf16(hi.x, hi.y);
+  w.w = packBf16(hi.z, hi.w);
+  return w;
+}
+
 /// Stages rows [0, rows) of a row-major [*, cols] matrix starting at `src`
 /// as bf16 pairs, zero beyond `valid` rows and `cols` columns (the padding
-/// of partial tiles and of head dims below the class).
+/// of partial tiles and of head dims below the class). Rows that allow it
+/// (vectorRows) move 8 columns per thread and step, with 16-byte loads and
+/// one 16-byte shared store (rows are 16-byte aligned: kRowWords is a
+/// multiple of 4); the rest 2 columns per thread and step with scalar
+/// loads. Both stage the same bits. (Issuing all of a thread's loads before
+/// its stores, unrolled, costs the D64 kernels 5-35 registers and with them
+/// a resident block per SM: not done without a GPU to measure it.)
 template <typename T, int HD>
 TL_DEVICE void stageRows(u32 *tile, const T *src, int rows, int valid,
                          int cols) {
+  constexpr int w = kRowWords<HD>;
+  if (vectorRows(src, cols)) {
+    constexpr int chunks = HD / 8;
+    for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+      int r = i / chunks, c = 8 * (i % chunks);
+      uint4 words;
+      words.x = words.y = words.z = words.w = 0u;
+      if (r < valid && c < cols) {
+        words = chunkWords(src + i64(r) * cols + c);
+      }
+      *reinterpret_cast<uint4 *>(tile + r * w + c / 2) = words;
+    }
+    return;
+  }
   constexpr int pairs = HD / 2;
   for (int i = threadIdx.x; i < rows * pairs; i += blockDim.x) {
     int r = i / pairs, c = 2 * (i % pairs);
@@ -127,7 +222,7 @@ TL_DEVICE void stageRows(u32 *tile, const T *src, int rows, int valid,
         hi = load(src, base + 1);
       }
     }
-    tile[r * kRowWords<HD> + i % pairs] = packBf16(lo, hi);
+    tile[r * w + i % pairs] = packBf16(lo, hi);
   }
 }
 
@@ -200,6 +295,17 @@ TL_DEVICE bool visible(const Dims &p, int b, int t, int s) {
   return (long long)s >= diagonal - (position < 0 ? 0 : position);
 }
 
+/// Whether every query row of [t0, t0 + rows) sees every key of
+/// [n0, n0 + keys): all in range, no window and no document masking, and
+/// with causal masking the first row sees the last key. The inner loops
+/// then skip visible() (all tiles but the diagonal ones, causally).
+TL_DEVICE bool allVisible(const Dims &p, int t0, int rows, int n0, int keys) {
+  if (p.positions || p.window > 0 || t0 + rows > p.t || n0 + keys > p.s) {
+    return false;
+  }
+  return !p.causal || n0 + keys - 1 <= t0 + (p.s - p.t);
+}
+
 /// The first key any of the query rows from t0 on sees (0 without a
 /// window).
 TL_DEVICE int keyBegin(const Dims &p, int t0) {
@@ -255,6 +361,17 @@ TL_DEVICE int keyEnd(const Dims &p, int t0, int rows) {
   return end < 0 ? 0 : (end > p.s ? p.s : end);
 }
 
+/// The first query row and the head of a query-major block. blockIdx.x
+/// runs over the heads fastest, then over the query tiles, the costliest
+/// first (with causal masking the last tiles see the most keys), so the
+/// blocks dispatched last are the cheap ones.
+TL_DEVICE void queryBlock(const Dims &p, int &t0, int &h) {
+  int tiles = (p.t + kBlockRows - 1) / kBlockRows;
+  int order = int(blockIdx.x / unsigned(p.hq));
+  h = int(blockIdx.x % unsigned(p.hq));
+  t0 = (p.causal ? tiles - 1 - order : order) * kBlockRows;
+}
+
 //===----------------------------------------------------------------------===//
 // Forward (and the backward's statistics pass)
 //===----------------------------------------------------------------------===//
@@ -274,7 +391,8 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
   u32 *vTile = kTile + kTileRows * w;
   int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   int g = lane / 4, tq = lane % 4;
-  int t0 = blockIdx.x * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  int t0, h, b = blockIdx.z;
+  queryBlock(p, t0, h);
   i64 bh = i64(b) * p.hq + h;
   i64 kvh = i64(b) * p.hkv + h / (p.hq / p.hkv);
   int rows = p.t - t0 < kBlockRows ? p.t - t0 : kBlockRows;
@@ -318,13 +436,14 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
       }
     }
     float mx[2] = {negativeInfinity(), negativeInfinity()};
+    bool all = allVisible(p, t0, kBlockRows, n0, kTileRows);
 #pragma unroll
     for (int j = 0; j < keyTiles; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int key = n0 + 8 * j + 2 * tq + (e & 1);
         int row = rowA + 8 * (e >> 1);
-        float x = visible(p, b, row, key)
+        float x = all || visible(p, b, row, key)
                       ? scoreOf<T>(p, b, h, row, key, s[j][e], nullptr)
                       : negativeInfinity();
         s[j][e] = x;
@@ -416,6 +535,7 @@ template <typename T, int HD>
 TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
                             const T *__restrict__ k, const T *__restrict__ v,
                             T *__restrict__ dk, T *__restrict__ dv,
+                            float *__restrict__ partial,
                             const float *__restrict__ stats, Dims p) {
   constexpr int w = kRowWords<HD>;
   constexpr int kSteps = HD / 16, outTiles = HD / 8;
@@ -427,9 +547,15 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
   float *deltaTile = lTile + kTileRows;
   int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   int g = lane / 4, tq = lane % 4;
-  int n0 = blockIdx.x * kBlockRows, hk = blockIdx.y, b = blockIdx.z;
+  // blockIdx.x runs over the slices fastest, then the kv heads, then the
+  // key tiles from the first: with causal masking the first keys are seen
+  // by the most queries, so the costliest blocks are dispatched first.
+  int slices = p.kvSplits > 1 ? p.kvSplits : 1;
+  int slice = int(blockIdx.x % unsigned(slices));
+  int rest = int(blockIdx.x / unsigned(slices));
+  int hk = rest % p.hkv, n0 = rest / p.hkv * kBlockRows, b = blockIdx.z;
   i64 kvh = i64(b) * p.hkv + hk;
-  int group = p.hq / p.hkv;
+  int group = p.hq / p.hkv, perSlice = group / slices;
   int keys = p.s - n0 < kBlockRows ? p.s - n0 : kBlockRows;
 
   stageRows<T, HD>(kTile, k + (kvh * p.s + n0) * p.d, kBlockRows, keys, p.d);
@@ -451,7 +577,8 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
   first = first < 0 ? 0 : first - first % kTileRows;
   // One past the last query that sees the block's keys (a window ends it).
   int last = queryEnd(p, n0, keys);
-  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+  int headBegin = hk * group + slice * perSlice;
+  for (int h = headBegin; h < headBegin + perSlice; ++h) {
     i64 bh = i64(b) * p.hq + h;
     for (int t0 = first; t0 < last; t0 += kTileRows) {
       int rows = p.t - t0 < kTileRows ? p.t - t0 : kTileRows;
@@ -468,6 +595,7 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
       }
       __syncthreads();
 
+      bool all = allVisible(p, t0, kTileRows, n0, kBlockRows);
       for (int c = 0; c < kTileRows / 16; ++c) {
         // S^T and dP^T for this warp's 16 keys x 16 queries.
         float sT[2][4], dpT[2][4];
@@ -501,7 +629,7 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
             int key = keyA + 8 * (e >> 1);
             float capGrad = 1.0f;
             float prob =
-                visible(p, b, t0 + col, key)
+                all || visible(p, b, t0 + col, key)
                     ? __expf(scoreOf<T>(p, b, h, t0 + col, key, sT[j][e],
                                         &capGrad) -
                              lTile[col])
@@ -525,6 +653,17 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
     }
   }
 
+  // One slice writes dk, dv; several write their f32 partials, dk's
+  // [B, Hkv, slices, S, D] then dv's [B, Hkv, slices, S, Dv], which
+  // attention_grad_kv_sum adds up.
+  i64 rowBase = kvh * p.s;
+  float *pk = nullptr, *pv = nullptr;
+  if (slices > 1) {
+    i64 keyRows = i64(gridDim.z) * p.hkv * slices * p.s;
+    rowBase = (kvh * slices + slice) * p.s;
+    pk = partial;
+    pv = partial + keyRows * p.d;
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     int key = keyA + 8 * r;
@@ -536,14 +675,54 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         int col = 8 * j + 2 * tq + c;
+        float gk = dkAcc[j][2 * r + c] * p.scale, gv = dvAcc[j][2 * r + c];
         if (col < p.d) {
-          store(dk, (kvh * p.s + key) * p.d + col,
-                dkAcc[j][2 * r + c] * p.scale);
+          i64 at = (rowBase + key) * p.d + col;
+          if (pk) {
+            pk[at] = gk;
+          } else {
+            store(dk, at, gk);
+          }
         }
         if (col < p.dv) {
-          store(dv, (kvh * p.s + key) * p.dv + col, dvAcc[j][2 * r + c]);
+          i64 at = (rowBase + key) * p.dv + col;
+          if (pv) {
+            pv[at] = gv;
+          } else {
+            store(dv, at, gv);
+          }
         }
       }
+    }
+  }
+}
+
+/// dk and dv as the sums of attention_grad_kv's slices (p.kvSplits > 1), in
+/// slice order: a grid-stride loop over dk's elements, then dv's.
+template <typename T>
+TL_DEVICE void sumKeyValueSlices(const float *__restrict__ partial,
+                                 T *__restrict__ dk, T *__restrict__ dv,
+                                 int batch, Dims p) {
+  int slices = p.kvSplits;
+  i64 kvRows = i64(batch) * p.hkv, keys = kvRows * p.s;
+  i64 nk = keys * p.d, n = nk + keys * p.dv;
+  const float *pv = partial + nk * slices;
+  for (i64 i = globalThread(); i < n; i += gridThreads()) {
+    bool isKey = i < nk;
+    i64 j = isKey ? i : i - nk;
+    int cols = isKey ? p.d : p.dv;
+    i64 row = j / cols, col = j % cols;
+    i64 kv = row / p.s, s = row % p.s;
+    const float *src = (isKey ? partial : pv) +
+                       ((kv * slices) * p.s + s) * cols + col;
+    float sum = 0.0f;
+    for (int slice = 0; slice < slices; ++slice) {
+      sum += src[i64(slice) * p.s * cols];
+    }
+    if (isKey) {
+      store(dk, j, sum);
+    } else {
+      store(dv, j, sum);
     }
   }
 }
@@ -567,7 +746,8 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
   u32 *vTile = kTile + kTileRows * w;
   int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   int g = lane / 4, tq = lane % 4;
-  int t0 = blockIdx.x * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  int t0, h, b = blockIdx.z;
+  queryBlock(p, t0, h);
   i64 bh = i64(b) * p.hq + h;
   i64 kvh = i64(b) * p.hkv + h / (p.hq / p.hkv);
   int rows = p.t - t0 < kBlockRows ? p.t - t0 : kBlockRows;
@@ -625,6 +805,7 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
         mmaBf16(dp[j], da, bf);
       }
     }
+    bool all = allVisible(p, t0, kBlockRows, n0, kTileRows);
 #pragma unroll
     for (int j = 0; j < keyTiles; ++j) {
 #pragma unroll
@@ -634,7 +815,7 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
         int row = rowA + 8 * r;
         float capGrad = 1.0f;
         float prob =
-            visible(p, b, row, key)
+            all || visible(p, b, row, key)
                 ? __expf(scoreOf<T>(p, b, h, row, key, s[j][e], &capGrad) -
                          lse[r])
                 : 0.0f;
@@ -678,10 +859,10 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
 } // namespace attn
 } // namespace tl
 
-// Entry points: grid (ceil(T / 64), Hq, B) for the query-major kernels and
-// (ceil(S / 64), Hkv, B) for attention_grad_kv; 128 threads; the dynamic
-// shared memory attentionSharedBytes() in runtime/cuda/AttentionLaunchers.cpp
-// computes.
+// Entry points: grid (ceil(T / 64) Hq, 1, B) for the query-major kernels
+// and (ceil(S / 64) Hkv kvSplits, 1, B) for attention_grad_kv (the block
+// orders: queryBlock, gradKeyValue); 128 threads; the dynamic shared memory
+// the table in runtime/cuda/AttentionLaunchers.cpp gives.
 #define TL_ATTENTION_ENTRY_POINTS(HD, SUFFIX, T)                               \
   TL_GLOBAL void tailor_attention_d##HD##_##SUFFIX(                            \
       const T *q, const T *k, const T *v, T *y, tl::attn::Dims p) {            \
@@ -696,8 +877,8 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
   TL_REGISTER(tailor_attention_grad_stats_d##HD##_##SUFFIX)                    \
   TL_GLOBAL void tailor_attention_grad_kv_d##HD##_##SUFFIX(                    \
       const T *dout, const T *q, const T *k, const T *v, T *dk, T *dv,         \
-      const float *stats, tl::attn::Dims p) {                                  \
-    tl::attn::gradKeyValue<T, HD>(dout, q, k, v, dk, dv, stats, p);            \
+      float *partial, const float *stats, tl::attn::Dims p) {                  \
+    tl::attn::gradKeyValue<T, HD>(dout, q, k, v, dk, dv, partial, stats, p);   \
   }                                                                            \
   TL_REGISTER(tailor_attention_grad_kv_d##HD##_##SUFFIX)                       \
   TL_GLOBAL void tailor_attention_grad_q_d##HD##_##SUFFIX(                     \
@@ -706,6 +887,18 @@ TL_DEVICE void gradQuery(const T *__restrict__ dout, const T *__restrict__ q,
     tl::attn::gradQuery<T, HD>(dout, q, k, v, dq, stats, p);                   \
   }                                                                            \
   TL_REGISTER(tailor_attention_grad_q_d##HD##_##SUFFIX)
+
+// attention_grad_kv_sum: any grid (a grid-stride loop), any block size.
+#define TL_ATTENTION_SUM_ENTRY_POINT(SUFFIX, T)                                \
+  TL_GLOBAL void tailor_attention_grad_kv_sum_##SUFFIX(                        \
+      const float *partial, T *dk, T *dv, int batch, tl::attn::Dims p) {       \
+    tl::attn::sumKeyValueSlices<T>(partial, dk, dv, batch, p);                 \
+  }                                                                            \
+  TL_REGISTER(tailor_attention_grad_kv_sum_##SUFFIX)
+
+TL_ATTENTION_SUM_ENTRY_POINT(f32, float)
+TL_ATTENTION_SUM_ENTRY_POINT(bf16, tl::bf16)
+#undef TL_ATTENTION_SUM_ENTRY_POINT
 
 TL_ATTENTION_ENTRY_POINTS(32, f32, float)
 TL_ATTENTION_ENTRY_POINTS(64, f32, float)

@@ -719,7 +719,7 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
     return op.emitError() << "ops with regions cannot be planned";
   }
   FailureOr<codegen::CpuKernelChoice> choice =
-      codegen::selectCpuKernel(&op, workspaceThreads);
+      codegen::selectCpuKernel(&op, workspaceThreads, backend == "cuda");
   if (failed(choice)) {
     return failure();
   }

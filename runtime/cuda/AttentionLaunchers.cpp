@@ -8,24 +8,35 @@
 //   - storage is f32 or bf16, every operand but the workspace alike (the
 //     kernels compute in bf16 x bf16 -> f32 on the tensor cores either way);
 //   - the workspace keeps its place and must be a rank-1 f32 tensor, but
-//     its size is free: the forward needs none, and the backward uses it for
-//     its per-row statistics only when it holds them (see below).
+//     its size is free: the forward needs none; the backward needs the
+//     partial dk, dv of its split key-major pass (with GQA, see below)
+//     and keeps its per-row statistics there when they fit.
 //   - ALiBi slopes travel by value in the kernels' Dims: at most 256 query
 //     heads with ALiBi.
 // Head dims D and Dv up to 128 are supported (padded to the class 32, 64,
 // 96 or 128 of the larger one).
 //
-// attention: one launch, grid (ceil(T / 64), Hq, B).
-// attention_grad: three launches in stream order,
+// attention: one launch, grid (ceil(T / 64) Hq, 1, B).
+// attention_grad: three or four launches in stream order,
 //   1. attention_grad_stats (query-major): L = logsumexp and
 //      Delta = rowsum(dO * O) per query row, into a stats buffer;
-//   2. attention_grad_kv (key-major, grid (ceil(S / 64), Hkv, B)): dk, dv;
+//   2. attention_grad_kv (key-major, grid (ceil(S / 64) Hkv splits, 1, B)):
+//      dk, dv, or with splits > 1 each slice's f32 partial dk, dv in the
+//      workspace, then attention_grad_kv_sum adds the slices in order;
 //   3. attention_grad_q (query-major): dq, last because the stats buffer
 //      may be dq itself.
-// The stats buffer (2 floats per query row) is the workspace when it holds
-// 2 B Hq T floats, else the first 8 bytes of each dq row (needs a dq row of
-// at least 8 bytes and a multiple of 4: D >= 2 in f32, D even and >= 4 in
-// bf16); a launch where neither fits is rejected by the check.
+// `splits` (runtime/cuda/AttentionWorkspace.h: a divisor of the GQA group,
+// 1 without GQA or with enough blocks already) depends on the shape alone,
+// so the compiler sizes the workspace for it; attribute `kv_splits` forces
+// another divisor (tests, AttentionKernelBench). A workspace that cannot
+// hold the partials is rejected by the check (there is no unsplit
+// fallback).
+// The stats buffer (2 floats per query row) is the workspace after the
+// partials when it holds 2 B Hq T more floats, else the first 8 bytes of
+// each dq row (needs a dq row of at least 8 bytes and a multiple of 4:
+// D >= 2 in f32, D even and >= 4 in bf16); a launch where neither fits is
+// rejected by the check. CUDA plans size the workspace for both
+// (attentionGradWorkspaceFloats); dq's rows serve smaller workspaces.
 //
 // Dynamic shared memory per block (bytes), by head-dim class 32/64/96/128:
 //   attention, attention_grad_stats: 10240 / 18432 / 26624 / 34816
@@ -37,6 +48,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cuda/AttentionWorkspace.h"
 #include "runtime/cuda/CudaKernelTable.h"
 
 #include <algorithm>
@@ -63,7 +75,7 @@ struct Dims {
   int window;
   float softcap;
   int alibi;
-  int unused;
+  int kvSplits;
   const void *bias;
   long long biasStride[4];
   const long long *positions;
@@ -102,6 +114,18 @@ size_t rowBytes(int64_t hd) { return static_cast<size_t>(hd / 2 + 4) * 4; }
 std::string function(const char *kernel, int64_t hd, DType dtype) {
   return std::string("tailor_") + kernel + "_d" + std::to_string(hd) + "_" +
          floatSuffix(dtype);
+}
+
+/// The grid of the query-major kernels: query tiles x query heads
+/// flattened into x (tl::attn::queryBlock), batches in z.
+Dim3 queryGrid(const Shape &a) {
+  return {static_cast<unsigned>((a.t + kBlockRows - 1) / kBlockRows * a.hq), 1,
+          static_cast<unsigned>(a.b)};
+}
+
+/// The shape as runtime/cuda/AttentionWorkspace.h takes it.
+AttentionGradShape gradShape(const Shape &a) {
+  return {a.b, a.hq, a.hkv, a.t, a.s, a.d, a.dv};
 }
 
 /// The launch's Dims; `bias` and `positions` are those operands or null.
@@ -214,6 +238,14 @@ std::string checkCommon(const KernelCall &call, const char *kernel,
     return "sequence lengths " + std::to_string(a.t) + " and " +
            std::to_string(a.s) + " must fit in 32 bits";
   }
+  // Query tiles x query heads, and key tiles x query heads (at most, in
+  // attention_grad_kv), are one grid dimension.
+  int64_t tiles = (std::max(a.t, a.s) + kBlockRows - 1) / kBlockRows;
+  if (tiles * a.hq > INT32_MAX) {
+    return "sequence tiles of 64 (" + std::to_string(tiles) +
+           ") times query heads (" + std::to_string(a.hq) +
+           ") must fit in 31 bits";
+  }
   if (call.attributes.find("alibi_slopes") && a.hq > kMaxAlibiHeads) {
     return "ALiBi attention on CUDA takes at most " +
            std::to_string(kMaxAlibiHeads) + " query heads, got " +
@@ -249,33 +281,43 @@ std::string launchAttention(const CudaCall &call) {
   const void *pq = q.data, *pk = k.data, *pv = v.data;
   void *py = y.data;
   void *args[] = {&pq, &pk, &pv, &py, &p};
-  Dim3 grid{static_cast<unsigned>((a.t + kBlockRows - 1) / kBlockRows),
-            static_cast<unsigned>(a.hq), static_cast<unsigned>(a.b)};
-  return call.context->launch(function("attention", hd, q.dtype).c_str(), grid,
-                              {kThreads}, 2 * kBlockRows * rowBytes(hd), args);
+  return call.context->launch(function("attention", hd, q.dtype).c_str(),
+                              queryGrid(a), {kThreads},
+                              2 * kBlockRows * rowBytes(hd), args);
 }
 
 //===----------------------------------------------------------------------===//
 // attention_grad
 //===----------------------------------------------------------------------===//
 
-/// Where the backward keeps its 2 floats per query row: the workspace, or
-/// dq's rows (stride in floats), or nowhere (stride 0).
+/// Where the backward keeps its 2 floats per query row: the workspace
+/// after the partial dk, dv (`offset` floats in), or dq's rows (stride in
+/// floats), or nowhere (stride 0).
 struct StatsPlace {
   bool inWorkspace = false;
   int64_t stride = 0;
+  int64_t offset = 0;
 };
 
+/// The slices of the key-major pass: attribute `kv_splits` if given, else
+/// the rule of runtime/cuda/AttentionWorkspace.h.
+int64_t kvSplitsOf(const Shape &a, const Attributes &attributes) {
+  return attributes.find("kv_splits") ? attributes.getInt("kv_splits", 1)
+                                      : attentionKvSplits(gradShape(a));
+}
+
 /// `out` is the index of dq (4, plus one per bias or positions operand).
-StatsPlace statsPlace(const std::vector<Tensor> &operands, size_t out) {
+StatsPlace statsPlace(const std::vector<Tensor> &operands, size_t out,
+                      int64_t splits) {
   Shape a = shapeOf(operands, 1);
   int64_t rows = a.b * a.hq * a.t;
-  if (operands[out + 3].shape[0] >= 2 * rows) {
-    return {true, 2};
+  int64_t offset = attentionGradStatsOffset(gradShape(a), splits);
+  if (operands[out + 3].shape[0] >= offset + 2 * rows) {
+    return {true, 2, offset};
   }
   int64_t bytes = a.d * static_cast<int64_t>(dtypeSize(operands[out].dtype));
   if (bytes >= 8 && bytes % 4 == 0) {
-    return {false, bytes / 4};
+    return {false, bytes / 4, 0};
   }
   return {};
 }
@@ -293,14 +335,69 @@ std::string checkAttentionGrad(const KernelCall &call) {
   }
   Shape a = shapeOf(call.operands, 1);
   size_t out = gradOutputIndex(call.attributes);
-  if (a.s > 0 && statsPlace(call.operands, out).stride == 0) {
-    return "workspace of " + std::to_string(call.operands[out + 3].shape[0]) +
+  int64_t floats = call.operands[out + 3].shape[0];
+  if (a.s == 0) {
+    return "";
+  }
+  AttentionGradShape shape = gradShape(a);
+  int64_t splits = kvSplitsOf(a, call.attributes);
+  int64_t group = a.hkv > 0 ? a.hq / a.hkv : 1;
+  if (splits < 1 || group % splits != 0) {
+    return "kv_splits " + std::to_string(splits) +
+           " must divide the group of " + std::to_string(group) +
+           " query heads per kv head";
+  }
+  int64_t partial = attentionKvPartialFloats(shape, splits);
+  if (floats < partial) {
+    return "workspace of " + std::to_string(floats) +
+           " floats cannot hold the partial dk, dv of the key-major pass (" +
+           std::to_string(splits) + " slices of the " + std::to_string(group) +
+           " query heads of each kv head): it needs at least " +
+           std::to_string(partial) + " floats, " +
+           std::to_string(attentionGradStatsOffset(shape, splits) +
+                          2 * a.b * a.hq * a.t) +
+           " with the statistics (runtime/cuda/AttentionWorkspace.h)";
+  }
+  if (statsPlace(call.operands, out, splits).stride == 0) {
+    return "workspace of " + std::to_string(floats) +
            " floats holds no 2 statistics for each of the " +
            std::to_string(a.b * a.hq * a.t) +
-           " query rows, and dq rows of head dim " + std::to_string(a.d) +
-           " cannot hold them either";
+           " query rows after the partial dk, dv, and dq rows of head dim " +
+           std::to_string(a.d) + " cannot hold them either";
   }
   return "";
+}
+
+/// The key-major pass: attention_grad_kv, and with several slices
+/// attention_grad_kv_sum. `p` has the slices.
+std::string launchKeyValue(const CudaCall &call, const Shape &a, Dims &p,
+                           float *partial, const float *stats) {
+  size_t out = gradOutputIndex(call.attributes);
+  const Tensor &q = call.operands[1], &dk = call.operands[out + 1],
+               &dv = call.operands[out + 2];
+  const void *pdout = call.operands[0].data, *pq = q.data,
+             *pk = call.operands[2].data, *pv = call.operands[3].data;
+  void *pdk = dk.data, *pdv = dv.data;
+  int64_t hd = headClass(a);
+  void *args[] = {&pdout, &pq, &pk, &pv, &pdk, &pdv, &partial, &stats, &p};
+  int64_t tiles = (a.s + kBlockRows - 1) / kBlockRows;
+  Dim3 grid{static_cast<unsigned>(tiles * a.hkv * p.kvSplits), 1,
+            static_cast<unsigned>(a.b)};
+  if (auto e = call.context->launch(
+          function("attention_grad_kv", hd, q.dtype).c_str(), grid, {kThreads},
+          4 * kBlockRows * rowBytes(hd) + 2 * kBlockRows * sizeof(float), args);
+      !e.empty() || p.kvSplits <= 1) {
+    return e;
+  }
+  const float *cpartial = partial;
+  int batch = static_cast<int>(a.b);
+  void *sumArgs[] = {&cpartial, &pdk, &pdv, &batch, &p};
+  constexpr unsigned kSumThreads = 256;
+  return call.context->launch(
+      (std::string("tailor_attention_grad_kv_sum_") + floatSuffix(q.dtype))
+          .c_str(),
+      {blocksFor(dk.numel() + dv.numel(), kSumThreads)}, {kSumThreads}, 0,
+      sumArgs);
 }
 
 std::string launchAttentionGrad(const CudaCall &call) {
@@ -322,35 +419,28 @@ std::string launchAttentionGrad(const CudaCall &call) {
   }
   Dims p = dimsOf(a, call.attributes, biased ? &call.operands[4] : nullptr,
                   positions >= 0 ? &call.operands[positions] : nullptr);
-  StatsPlace place = statsPlace(call.operands, out);
+  p.kvSplits = static_cast<int>(kvSplitsOf(a, call.attributes));
+  StatsPlace place = statsPlace(call.operands, out, p.kvSplits);
   p.statsStride = place.stride;
-  float *stats = place.inWorkspace ? workspace.as<float>() : dq.as<float>();
+  float *stats = place.inWorkspace ? workspace.as<float>() + place.offset
+                                   : dq.as<float>();
   int64_t hd = headClass(a);
   size_t row = rowBytes(hd);
   const void *pdout = dout.data, *pq = q.data, *pk = k.data, *pv = v.data;
-  void *pdq = dq.data, *pdk = dk.data, *pdv = dv.data;
-  Dim3 queryGrid{static_cast<unsigned>((a.t + kBlockRows - 1) / kBlockRows),
-                 static_cast<unsigned>(a.hq), static_cast<unsigned>(a.b)};
+  void *pdq = dq.data;
   bool queries = a.b * a.hq * a.t > 0;
   if (queries) {
     void *args[] = {&pdout, &pq, &pk, &pv, &stats, &p};
     if (auto e = call.context->launch(
-            function("attention_grad_stats", hd, q.dtype).c_str(), queryGrid,
-            {kThreads}, 2 * kBlockRows * row, args);
+            function("attention_grad_stats", hd, q.dtype).c_str(),
+            queryGrid(a), {kThreads}, 2 * kBlockRows * row, args);
         !e.empty()) {
       return e;
     }
   }
   if (dk.numel() + dv.numel() > 0) {
-    const float *cstats = stats;
-    void *args[] = {&pdout, &pq, &pk, &pv, &pdk, &pdv, &cstats, &p};
-    Dim3 grid{static_cast<unsigned>((a.s + kBlockRows - 1) / kBlockRows),
-              static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.b)};
-    if (auto e = call.context->launch(
-            function("attention_grad_kv", hd, q.dtype).c_str(), grid,
-            {kThreads}, 4 * kBlockRows * row + 2 * kBlockRows * sizeof(float),
-            args);
-        !e.empty()) {
+    float *partial = p.kvSplits > 1 ? workspace.as<float>() : nullptr;
+    if (auto e = launchKeyValue(call, a, p, partial, stats); !e.empty()) {
       return e;
     }
   }
@@ -358,7 +448,7 @@ std::string launchAttentionGrad(const CudaCall &call) {
     const float *cstats = stats;
     void *args[] = {&pdout, &pq, &pk, &pv, &pdq, &cstats, &p};
     return call.context->launch(
-        function("attention_grad_q", hd, q.dtype).c_str(), queryGrid,
+        function("attention_grad_q", hd, q.dtype).c_str(), queryGrid(a),
         {kThreads}, 4 * kBlockRows * row, args);
   }
   return "";
@@ -375,7 +465,10 @@ const char *const kAttentionFunctions[] = {TL_ATTENTION_FUNCTIONS("attention"),
 const char *const kAttentionGradFunctions[] = {
     TL_ATTENTION_FUNCTIONS("attention_grad_stats"),
     TL_ATTENTION_FUNCTIONS("attention_grad_kv"),
-    TL_ATTENTION_FUNCTIONS("attention_grad_q"), nullptr};
+    TL_ATTENTION_FUNCTIONS("attention_grad_q"),
+    "tailor_attention_grad_kv_sum_f32",
+    "tailor_attention_grad_kv_sum_bf16",
+    nullptr};
 
 #undef TL_ATTENTION_FUNCTIONS
 
