@@ -277,7 +277,36 @@ std::string NcclCommunicator::initSplit(ncclComm_t parent, int color, int key,
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclResult_t result = ncclCommSplit(parent, color, key, &comm, &config);
-  if (std::string problem = check(result, "ncclCommSplit", __LINE__,
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return failure(result, "ncclCommSplit", __LINE__);
+  }
+  // Nonblocking, the split is an operation of the parent: `comm` is filled
+  // only once the parent leaves ncclInProgress (NVIDIA/nccl#1472; seen on
+  // an H200: read earlier, it is null, as if this rank were left out).
+  auto deadline = Clock::now() + std::chrono::duration<double>(
+                                     std::max(timeout, kStartupTimeout));
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t asked = ncclCommGetAsyncError(parent, &state);
+    if (asked != ncclSuccess || (state != ncclSuccess &&
+                                 state != ncclInProgress)) {
+      return failure(asked != ncclSuccess ? asked : state,
+                     "ncclCommSplit (the parent's state)", __LINE__);
+    }
+    if (state == ncclSuccess) {
+      break;
+    }
+    if (Clock::now() > deadline) {
+      return prefix("split") + "ncclCommSplit did not finish in " +
+             std::to_string(static_cast<int>(
+                 std::max(timeout, kStartupTimeout))) +
+             " s (a peer died or stopped answering)" + where(__LINE__);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // The new communicator may still be starting.
+  if (std::string problem = check(comm ? ncclInProgress : ncclSuccess,
+                                  "ncclCommSplit", __LINE__,
                                   std::max(timeout, kStartupTimeout));
       !problem.empty()) {
     return problem;
