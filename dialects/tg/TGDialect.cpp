@@ -59,11 +59,12 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kOverlapAttrName) {
     if (!llvm::isa<UnitAttr>(attribute.getValue()) ||
-        !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp>(op)) {
+        !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp,
+                   GatherBucketOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
-                                "tg.reduce_scatter, tg.all_reduce or "
-                                "tg.all_reduce_states";
+                                "tg.reduce_scatter, tg.all_reduce, "
+                                "tg.all_reduce_states or tg.gather_bucket";
     }
     return success();
   }

@@ -61,8 +61,9 @@ def TG_Dialect : Dialect {
     /// {module, reason} dictionaries that become the plan's notes.
     static constexpr ::llvm::StringLiteral kUnraisedAttentionAttrName =
         "tg.unraised_attention";
-    /// tailor-overlap-collectives' decision, on a gradient collective
-    /// (unit): planning issues it on the communication stream.
+    /// tailor-overlap-collectives' decision, on a gradient collective or a
+    /// ZeRO-3 gather (unit): planning issues it on the communication
+    /// stream.
     static constexpr ::llvm::StringLiteral kOverlapAttrName = "tg.overlap";
     /// On a tg.param: stored as the transpose of the Hugging Face tensor.
     static constexpr ::llvm::StringLiteral kExportTransposedAttrName =

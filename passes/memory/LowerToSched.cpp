@@ -678,6 +678,7 @@ LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
     collective.kind = sched::CollectiveKind::AllGather;
     collective.group = bucket.getGroup();
     collective.inPlace = false;
+    collective.overlap = op.hasAttr(tg::TGDialect::kOverlapAttrName);
     launch.collective = collective;
     launch.operands = {chunkOf(bucket), accessOf(gather.getResult())};
     entry.launches.push_back(std::move(launch));

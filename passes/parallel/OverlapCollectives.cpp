@@ -5,7 +5,8 @@
 // communication stream, and moves what consumes them down by `in-flight`
 // buckets so they have backward to overlap with. With
 // `move-ddp-reductions`, DDP's all-reduces first move from the optimizer
-// step into the training step, after their last gradient.
+// step into the training step, after their last gradient; with `prefetch`,
+// ZeRO-3's gathers are issued one bucket ahead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,6 +63,11 @@ private:
   /// DDP: each tg.all_reduce_states of the optimizer step moves into
   /// `step`, right after the last op naming one of its states.
   void moveDdpReductionsInto(func::FuncOp step, func::FuncOp optimizer);
+  /// ZeRO-3: each tg.gather_bucket of `step` but the first moves up to
+  /// where compute starts using the one before it, so the communication
+  /// stream gathers the next bucket while compute uses the current one
+  /// (FSDP's prefetch of one); all are marked.
+  void prefetchGathers(func::FuncOp step);
   /// Moves the consumers of collective `index` of `collectives` down to
   /// the collective `inFlight` later (or the terminator); false when one
   /// cannot move (it or an op in between touches what it writes).
@@ -104,6 +110,42 @@ void OverlapCollectivesPass::moveDdpReductionsInto(func::FuncOp step,
     } else {
       reduce->moveBefore(body.getTerminator());
     }
+  }
+}
+
+/// The first op of `op`'s block that uses one of its results (through
+/// bucket_member views too); null if none.
+static Operation *firstUser(Operation *op) {
+  Operation *first = nullptr;
+  for (Operation *user : op->getUsers()) {
+    Operation *at = user;
+    if (llvm::isa<tg::BucketMemberOp>(user)) {
+      at = firstUser(user);
+    }
+    if (at && at->getBlock() == op->getBlock() &&
+        (!first || at->isBeforeInBlock(first))) {
+      first = at;
+    }
+  }
+  return first;
+}
+
+void OverlapCollectivesPass::prefetchGathers(func::FuncOp step) {
+  SmallVector<tg::GatherBucketOp> gathers(step.getOps<tg::GatherBucketOp>());
+  // Where compute starts using each gather, before anything moves: the
+  // next gather is issued there, so at most two gathered buckets (the one
+  // in use, the one in flight) are alive at once.
+  SmallVector<Operation *> uses;
+  for (tg::GatherBucketOp gather : gathers) {
+    uses.push_back(firstUser(gather));
+  }
+  Builder builder(step.getContext());
+  for (size_t i = 0; i < gathers.size(); ++i) {
+    if (i > 0 && uses[i - 1] && uses[i - 1]->isBeforeInBlock(gathers[i])) {
+      gathers[i]->moveBefore(uses[i - 1]);
+    }
+    gathers[i]->setAttr(tg::TGDialect::kOverlapAttrName,
+                        builder.getUnitAttr());
   }
 }
 
@@ -164,6 +206,9 @@ void OverlapCollectivesPass::runOnOperation() {
       return signalPassFailure();
     }
     moveDdpReductionsInto(step, optimizer);
+  }
+  if (prefetch) {
+    prefetchGathers(step);
   }
   SmallVector<Operation *> collectives;
   for (Operation &op : step.getBody().front()) {

@@ -90,6 +90,12 @@ def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
     several micro-batches they stay where they are (one reduction per
     step, after the last micro-batch).
 
+    ZeRO-3's `tg.gather_bucket`s of `function` (with `prefetch`) are issued
+    one ahead: each but the first moves up to where compute starts reading
+    the one before it, all marked, so the communication stream gathers
+    bucket k + 1 while compute reads bucket k (FSDP's forward and backward prefetch of one;
+    two gathered buckets are alive at once, and planning counts them).
+
     Consumers only move past ops that do not touch their state; one that
     cannot move stays and its collective is not marked (no overlap, said
     in a remark).
@@ -104,7 +110,9 @@ def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
            "most gradient buckets in flight at once (>= 1)">,
     Option<"moveDdpReductions", "move-ddp-reductions", "bool",
            /*default=*/"false",
-           "move DDP's all-reduces into `function` (one micro-batch a step)">
+           "move DDP's all-reduces into `function` (one micro-batch a step)">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"true",
+           "zero3: gather the next bucket while the current one is used">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }

@@ -96,6 +96,9 @@ totalsByKind(const fb::Plan &p, const std::vector<Session::LaunchTiming> &timeli
   std::vector<double> tiny;
   for (const Session::LaunchTiming &t : timeline) {
     const fb::Launch *launch = p.ops()->Get(t.step)->step_as_Launch();
+    if (!launch) {
+      continue; // a collective, or a wait for one: no kernel rate in it
+    }
     std::string kernel = p.kernels()->Get(launch->kernel())->name()->str();
     KindTotals &k = totals[costKindOf(kernel).str()];
     double seconds = t.end - t.start;

@@ -3,6 +3,9 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=2 bucket-bytes=200" --tailor-overlap-collectives="move-ddp-reductions=true" | FileCheck %s --check-prefix=DDP
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=2 bucket-bytes=200" --tailor-overlap-collectives="move-ddp-reductions=true" --tailor-lower-to-sched | FileCheck %s --check-prefix=DDPSCHED
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=2 bucket-bytes=200" --tailor-overlap-collectives | FileCheck %s --check-prefix=STAY
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-overlap-collectives | FileCheck %s --check-prefix=ZERO3
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-overlap-collectives --tailor-lower-to-sched | FileCheck %s --check-prefix=ZERO3SCHED
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-overlap-collectives="prefetch=false" | FileCheck %s --check-prefix=NOPREFETCH
 // RUN: not tailor-opt %s --tailor-overlap-collectives="in-flight=0" 2>&1 | FileCheck %s --check-prefix=BAD
 
 tg.param @a : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
@@ -89,6 +92,42 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // STAY-LABEL: func.func @optimizer_step
 // STAY: tg.all_reduce_states [@c.grad, @b.grad] avg over world
 // STAY-NOT: tg.overlap
+
+// Tests that ZeRO-3's gathers are issued one bucket ahead, marked: the
+// frozen bucket's gather moves up to where compute starts reading the
+// first one (its mul), and backward's gather of @zero.b1 to where compute
+// starts reading the frozen one (its add).
+// ZERO3-LABEL: func.func @train_step
+// ZERO3-NEXT: %[[G0:.+]] = tg.gather_bucket @zero.b1 {tg.overlap}
+// ZERO3-NEXT: %[[M0:.+]] = tg.bucket_member %[[G0]][0]
+// ZERO3-NEXT: %[[G1:.+]] = tg.gather_bucket @zero.f0 {tg.overlap}
+// ZERO3-NEXT: tg.mul %{{.+}}, %[[M0]]
+// ZERO3-NEXT: tg.bucket_member %[[G1]][0]
+// ZERO3-NEXT: tg.gather_bucket @zero.b1 {tg.overlap}
+// ZERO3-NEXT: tg.add
+
+// Tests that a prefetched gather runs on the communication stream while
+// compute waits only for the one it reads: both forward gathers are issued
+// before the first mul, which waits for the first alone; the next gather
+// may reuse the first one's bytes, since its ready event follows the mul.
+// ZERO3SCHED: sched.entry "train_step"
+// ZERO3SCHED: sched.collective all_gather %{{.+}} to %[[B0:.+]] group [0, 1] on @comm
+// ZERO3SCHED: sched.record @comm.ready.1 on @compute
+// ZERO3SCHED: sched.collective all_gather %{{.+}} to %{{.+}} group [0, 1] on @comm
+// ZERO3SCHED-NEXT: sched.record @comm.done.1 on @comm
+// ZERO3SCHED-NEXT: sched.wait @comm.done.0 on @compute
+// ZERO3SCHED: sched.launch @mul
+// ZERO3SCHED-NEXT: sched.record @comm.ready.2 on @compute
+// ZERO3SCHED: sched.wait @comm.done.1 on @compute
+// ZERO3SCHED: sched.launch @add
+
+// Tests that prefetch=false leaves each gather right before its first
+// reader, unmarked.
+// NOPREFETCH-LABEL: func.func @train_step
+// NOPREFETCH-NEXT: tg.gather_bucket @zero.b1 :
+// NOPREFETCH-NEXT: tg.bucket_member
+// NOPREFETCH-NEXT: tg.mul
+// NOPREFETCH-NEXT: tg.gather_bucket @zero.f0 :
 
 // BAD: error: tailor-overlap-collectives: in-flight must be at least 1, got 0
 func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
