@@ -57,7 +57,11 @@ llvm::StringRef costKindOf(llvm::StringRef kernel) {
       kernel == "accumulate" || kernel == "global_norm") {
     return "optimizer";
   }
-  if (kernel == "copy" || kernel == "dequantize") {
+  if (kernel == "copy_h2d" || kernel == "copy_d2h") {
+    return "host_copy"; // offload's copies, over the host link
+  }
+  if (kernel == "copy" || kernel == "dequantize" ||
+      kernel.starts_with("copy_")) {
     return "copy";
   }
   return "elementwise";
@@ -97,6 +101,10 @@ double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
   }
   llvm::StringRef kind = costKindOf(work.kernel);
   double efficiency = efficiencyOf(target.hardware, kind);
+  if (kind == "host_copy") {
+    return work.bytes / (target.hardware.hostLinkGBs * 1e9 * efficiency) +
+           target.hardware.launchOverheadUs * 1e-6;
+  }
   double compute = work.flops / (peakFlops(target, kind) * efficiency);
   double memory =
       work.bytes / (target.hardware.memoryBandwidthGBs * 1e9 * efficiency);

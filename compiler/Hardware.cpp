@@ -28,32 +28,35 @@ HardwareSpec builtin(StringRef name) {
   h.name = name.str();
   h.backend = "cuda";
   h.launchOverheadUs = 4;
+  // Host copies: what pinned-memory transfers reach over the card's PCIe
+  // generation (about 80% of the x16 link): gen5 50, gen4 25, gen3 12 GB/s.
   auto gpu = [&](int64_t sm, uint64_t memory, double bf16, double fp32,
-                 double bandwidth, double link, const char *linkKind) {
+                 double bandwidth, double link, const char *linkKind,
+                 double hostLink) {
     h.sm = sm, h.memoryBytes = memory, h.bf16Tflops = bf16,
     h.fp32Tflops = fp32, h.memoryBandwidthGBs = bandwidth, h.linkGBs = link,
-    h.link = linkKind;
+    h.link = linkKind, h.hostLinkGBs = hostLink;
   };
   if (name == "h100" || name == "h100-sxm") {
-    gpu(90, 80 * kGB, 989, 67, 3350, 450, "nvlink4");
+    gpu(90, 80 * kGB, 989, 67, 3350, 450, "nvlink4", 50);
   } else if (name == "h100-pcie") {
-    gpu(90, 80 * kGB, 756, 51, 2000, 64, "pcie5");
+    gpu(90, 80 * kGB, 756, 51, 2000, 64, "pcie5", 50);
   } else if (name == "h200") {
-    gpu(90, 141 * kGB, 989, 67, 4800, 450, "nvlink4");
+    gpu(90, 141 * kGB, 989, 67, 4800, 450, "nvlink4", 50);
   } else if (name == "a100-80gb" || name == "a100") {
-    gpu(80, 80 * kGB, 312, 19.5, 2040, 300, "nvlink3");
+    gpu(80, 80 * kGB, 312, 19.5, 2040, 300, "nvlink3", 25);
   } else if (name == "a100-40gb") {
-    gpu(80, 40 * kGB, 312, 19.5, 1560, 300, "nvlink3");
+    gpu(80, 40 * kGB, 312, 19.5, 1560, 300, "nvlink3", 25);
   } else if (name == "l4") {
-    gpu(89, 24 * kGB, 121, 30.3, 300, 32, "pcie4");
+    gpu(89, 24 * kGB, 121, 30.3, 300, 32, "pcie4", 25);
   } else if (name == "a10g") {
-    gpu(86, 24 * kGiB, 125, 31.2, 600, 32, "pcie4");
+    gpu(86, 24 * kGiB, 125, 31.2, 600, 32, "pcie4", 25);
   } else if (name == "rtx4090") {
-    gpu(89, 24 * kGiB, 165, 82.6, 1010, 32, "pcie4");
+    gpu(89, 24 * kGiB, 165, 82.6, 1010, 32, "pcie4", 25);
   } else if (name == "rtx3090") {
-    gpu(86, 24 * kGiB, 71, 35.6, 936, 32, "pcie4");
+    gpu(86, 24 * kGiB, 71, 35.6, 936, 32, "pcie4", 25);
   } else if (name == "t4") {
-    gpu(75, 16 * kGiB, 65, 8.1, 320, 16, "pcie3");
+    gpu(75, 16 * kGiB, 65, 8.1, 320, 16, "pcie3", 12);
   } else if (name == "cpu") {
     // A generic x86-64 core with two 256-bit FMA units: ~80 GFLOP/s fp32
     // peak at 2.5 GHz, of which a BLAS GEMM sustains most; one socket's
@@ -67,6 +70,9 @@ HardwareSpec builtin(StringRef name) {
     h.linkGBs = 10;
     h.link = "shm";
     h.linkLatencyUs = 2;
+    // "Device" and host memory are the same DRAM: a memcpy reads and
+    // writes it.
+    h.hostLinkGBs = 10;
   } else {
     h.name.clear();
   }
@@ -90,6 +96,7 @@ const PlainFigure *plainFigure(StringRef key) {
       {"bandwidth_gbs", &HardwareSpec::memoryBandwidthGBs},
       {"link_gbs", &HardwareSpec::linkGBs},
       {"link_latency_us", &HardwareSpec::linkLatencyUs},
+      {"host_link_gbs", &HardwareSpec::hostLinkGBs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
       {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
   for (const PlainFigure &figure : figures) {
@@ -232,7 +239,7 @@ Expected<HardwareSpec> readHardwareFile(StringRef path) {
                          "cpu_gflops_per_thread, cpu_parallel_efficiency, "
                          "bandwidth_gbs, "
                          "launch_overhead_us, efficiency_<kind>, link, "
-                         "link_gbs)");
+                         "link_gbs, link_latency_us, host_link_gbs)");
       }
     }
   }
@@ -264,7 +271,8 @@ std::vector<std::string> knownHardwareNames() {
 
 const std::vector<std::string> &costKernelKinds() {
   static const std::vector<std::string> kinds = {
-      "gemm", "attention", "norm", "elementwise", "loss", "optimizer", "copy"};
+      "gemm", "attention", "norm", "elementwise", "loss", "optimizer", "copy",
+      "host_copy"};
   return kinds;
 }
 

@@ -45,6 +45,9 @@ struct HardwareSpec {
   /// One hop's latency on that link, microseconds (the alpha of the
   /// collectives' alpha-beta cost).
   double linkLatencyUs = 10;
+  /// Host-to-device copies (offload), GB/s each way: PCIe as measured with
+  /// pinned memory, or on a CPU target a memcpy.
+  double hostLinkGBs = 0;
   /// Plain fp32 rate (CUDA cores, no tensor cores), TFLOP/s.
   double fp32Tflops = 0;
   /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM, and what each

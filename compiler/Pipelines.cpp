@@ -181,6 +181,13 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   shard.bucketBytes =
       static_cast<int64_t>(recipe.ddpBucketCapMb * double(int64_t(1) << 20));
   pm.addPass(parallel::createShardPass(shard));
+  // --- Offload: frozen parameters in host memory, copied in to be read.
+  if (recipe.offloadParams()) {
+    parallel::OffloadPassOptions offload;
+    offload.params = true;
+    offload.bucketBytes = shard.bucketBytes;
+    pm.addPass(parallel::createOffloadPass(offload));
+  }
   // --- Recomputation, last: a CSE after it would fold the clones back.
   memory::RecomputePassOptions recompute;
   recompute.policy = recipe.recomputePolicy;
@@ -193,7 +200,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // micro-batch).
   bool overlap = recipe.overlapComm == "true" ||
                  (recipe.overlapComm == "auto" && options.backend == "cuda");
-  if (options.worldSize > 1 && overlap) {
+  if ((options.worldSize > 1 || recipe.offloadParams()) && overlap) {
     parallel::OverlapCollectivesPassOptions overlap;
     overlap.inFlight = recipe.overlapBucketsInFlight;
     overlap.moveDdpReductions = recipe.gradientAccumulationSteps == 1;

@@ -51,6 +51,14 @@ bool workOf(const fb::Plan &p, uint32_t i, LaunchWork &work,
     stream = launch->stream();
     return true;
   }
+  if (const fb::Copy *copy = op->step_as_Copy()) {
+    static const char *names[] = {"copy_h2d", "copy_d2h", "copy_d2d",
+                                  "copy_h2h"};
+    work = {names[static_cast<int>(copy->kind()) & 3], 0,
+            double(p.buffers()->Get(copy->target())->size())};
+    stream = copy->stream();
+    return true;
+  }
   return false;
 }
 
@@ -183,6 +191,19 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   prediction.unpredictable = unpredictableBecause(target);
   if (!prediction.unpredictable.empty()) {
     return prediction;
+  }
+  if (target.hardware.hostLinkGBs <= 0) {
+    for (const fb::Op *op : *p.ops()) {
+      const fb::Copy *copy = op->step_as_Copy();
+      if (copy && (copy->kind() == fb::CopyKind::HostToDevice ||
+                   copy->kind() == fb::CopyKind::DeviceToHost)) {
+        prediction.unpredictable = "the plan copies between host and device "
+                                   "but the hardware '" +
+                                   target.hardware.name +
+                                   "' gives no host_link_gbs";
+        return prediction;
+      }
+    }
   }
   if (!p.entries() || p.entries()->size() == 0) {
     // An inference plan without an entry table: its ops are the forward.

@@ -502,6 +502,7 @@ private:
   FailureOr<flatbuffers::Offset<fb::Init>> paramInit(sched::ParamOp param);
   LogicalResult addLaunch(sched::LaunchOp launch);
   LogicalResult addCollective(sched::CollectiveOp collective);
+  LogicalResult addCopy(sched::CopyOp copy);
   template <typename OpTy, typename CreateFn>
   LogicalResult addEventStep(OpTy op, fb::Step kind, CreateFn create);
   FailureOr<flatbuffers::Offset<
@@ -906,6 +907,21 @@ LogicalResult PlanBuilder::addCollective(sched::CollectiveOp collective) {
   return success();
 }
 
+LogicalResult PlanBuilder::addCopy(sched::CopyOp copy) {
+  FailureOr<uint32_t> source = bufferOf(copy, copy.getSource());
+  FailureOr<uint32_t> target = bufferOf(copy, copy.getTarget());
+  FailureOr<uint32_t> streamAt =
+      symbolIndex(streamIndex, copy.getStream(), copy, "stream");
+  if (failed(source) || failed(target) || failed(streamAt)) {
+    return failure();
+  }
+  auto step = fb::CreateCopy(
+      fbb, static_cast<fb::CopyKind>(static_cast<int>(copy.getKind())),
+      *source, *target, *streamAt);
+  steps.push_back(fb::CreateOp(fbb, fb::Step::Copy, step.Union()));
+  return success();
+}
+
 template <typename OpTy, typename CreateFn>
 LogicalResult PlanBuilder::addEventStep(OpTy op, fb::Step kind,
                                         CreateFn create) {
@@ -1010,6 +1026,7 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
       .Case([&](sched::CollectiveOp collective) {
         return addCollective(collective);
       })
+      .Case([&](sched::CopyOp copy) { return addCopy(copy); })
       .Case([&](sched::RecordOp record) {
         return addEventStep(record, fb::Step::Record,
                             [](auto &b, uint32_t event, uint32_t stream) {

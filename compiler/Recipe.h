@@ -109,6 +109,17 @@ struct TrainingRecipe {
   /// communication takes the cores compute would use).
   /// `overlap_buckets_in_flight` bounds how many buckets are in flight.
   std::string overlapComm = "auto";
+  /// Offload (tailor-offload): `offload_param: cpu` (DeepSpeed) or
+  /// `fsdp_offload_params: true` (FSDP) put the frozen parameters in host
+  /// memory; `offload_optimizer: cpu` and `enable_activation_offloading`
+  /// are read so that asking for them is a clear error (not built yet).
+  std::string offloadParam = "none";
+  bool fsdpOffloadParams = false;
+  std::string offloadOptimizer = "none";
+  bool activationOffloading = false;
+  bool offloadParams() const {
+    return offloadParam == "cpu" || fsdpOffloadParams;
+  }
   int64_t overlapBucketsInFlight = 2;
   // --- run
   int64_t seed = 42;

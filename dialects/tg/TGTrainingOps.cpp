@@ -397,6 +397,11 @@ LogicalResult BucketOp::verify() {
     return emitOpError() << "size " << size
                          << " must be a positive multiple of shards " << shards;
   }
+  if (getHost() && (shards != 1 || !getShardedParams())) {
+    return emitOpError() << "a host bucket holds its members whole "
+                            "(shards 1, sharded_params); offload of sharded "
+                            "parameters is not built yet";
+  }
   return success();
 }
 

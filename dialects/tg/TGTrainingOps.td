@@ -347,6 +347,10 @@ def TG_BucketOp : TG_Op<"bucket", [
     through `tg.gather_bucket` and `tg.bucket_member`, and the update writes
     the chunk.
 
+    With `host` (offload, `tailor-offload`) the members' values live in
+    host memory, whole (one shard, `sharded_params`): a `tg.gather_bucket`
+    copies them to the device.
+
     ```mlir
     tg.bucket @zero.b0 [@head, @table] offsets [0, 832] size 1664 over world
         shards 2 : f32
@@ -356,11 +360,12 @@ def TG_BucketOp : TG_Op<"bucket", [
                        FlatSymbolRefArrayAttr:$members,
                        DenseI64ArrayAttr:$offsets, I64Attr:$size,
                        TG_CommGroup:$group, I64Attr:$shards,
-                       TypeAttr:$element_type, UnitAttr:$sharded_params);
+                       TypeAttr:$element_type, UnitAttr:$sharded_params,
+                       UnitAttr:$host);
   let assemblyFormat = [{
     $sym_name $members `offsets` $offsets `size` $size `over` $group
-    `shards` $shards (`sharded_params` $sharded_params^)? attr-dict `:`
-    $element_type
+    `shards` $shards (`sharded_params` $sharded_params^)? (`host` $host^)?
+    attr-dict `:` $element_type
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -438,12 +443,13 @@ def TG_ZeroStatesOp : TG_Op<"zero_states", [
 def TG_GatherBucketOp : TG_Op<"gather_bucket", [
     MemoryEffects<[MemRead, MemWrite]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "every rank's chunk of a ZeRO-3 bucket's parameters, flat";
+  let summary = "a ZeRO-3 or offloaded bucket's parameters, flat, on the device";
   let description = [{
     The members' current values laid out flat (`tg.bucket`'s layout), from
-    the chunks every rank of the bucket's group keeps; a transient that
-    `tg.bucket_member` views take the parameters from. Collectives are
-    ordered, so this is not `Pure`.
+    the chunks every rank of the bucket's group keeps (or, for a `host`
+    bucket, copied from host memory); a transient that `tg.bucket_member`
+    views take the parameters from. Collectives and copies are ordered, so
+    this is not `Pure`.
   }];
   let arguments = (ins FlatSymbolRefAttr:$bucket);
   // Floats, or a bucket of quantized weights' stored bytes (ui8).

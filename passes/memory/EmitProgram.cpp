@@ -20,6 +20,8 @@ namespace {
 /// offset.
 struct ArenaLayout {
   uint64_t paramBytes = 0;
+  /// Offloaded parameters (host buckets), in pinned host memory.
+  uint64_t hostParamBytes = 0;
   uint64_t constantBytes = 0;
   uint64_t gradientBytes = 0;
   uint64_t optimizerBytes = 0;
@@ -31,8 +33,22 @@ struct ArenaLayout {
 
 /// The arenas of the program being written, by what they hold.
 struct ProgramArenas {
-  FlatSymbolRefAttr params, constants, activations, workspace, gradients,
-      optimizer;
+  FlatSymbolRefAttr params, hostParams, constants, activations, workspace,
+      gradients, optimizer;
+};
+
+/// A stream beside compute and its events: `<name>.ready.N` (compute
+/// reached the work) and `<name>.done.N` (the work finished).
+struct AsyncLane {
+  std::string name;
+  FlatSymbolRefAttr stream;
+  /// Works emitted so far (their events' numbers).
+  unsigned next = 0;
+  FlatSymbolRefAttr event(MLIRContext *context, StringRef kind,
+                          unsigned index) const {
+    return FlatSymbolRefAttr::get(
+        context, (name + "." + kind + "." + std::to_string(index)).str());
+  }
 };
 
 /// Writes one sched.program from planned roots and entries: the arenas, the
@@ -72,10 +88,13 @@ private:
   /// `on` (the compute stream, or the communication stream).
   LogicalResult emitCollective(const PlannedLaunch &launch,
                                FlatSymbolRefAttr on);
-  /// An overlapped collective: the communication stream waits for the
+  /// A copy between memories, on `on`.
+  void emitCopy(const PlannedLaunch &launch, FlatSymbolRefAttr on);
+  /// A collective or a copy on `lane`'s stream: that stream waits for the
   /// compute stream, runs it, and marks `done` for compute to wait on.
-  LogicalResult emitOverlapped(const PlannedLaunch &launch, unsigned index);
-  void waitFor(unsigned index);
+  LogicalResult emitOverlapped(const PlannedLaunch &launch, AsyncLane &lane,
+                               unsigned index);
+  void waitFor(const AsyncLane &lane, unsigned index);
   /// Rank 0's ranks in `group`.
   SmallVector<int64_t> groupRanks(tg::CommGroup group) const;
 
@@ -85,10 +104,9 @@ private:
   std::vector<Root> &roots;
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
-  /// The communication stream (null without overlapped collectives).
-  FlatSymbolRefAttr commStream;
-  /// Overlapped collectives emitted so far (their events' numbers).
-  unsigned overlapped = 0;
+  /// Collectives on the communication stream, copies on the copy stream
+  /// (each declared only when used).
+  AsyncLane comm{"comm", {}, 0}, copies{"copy", {}, 0};
   DenseMap<std::tuple<unsigned, Type, int64_t, int64_t>, Value> views;
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
@@ -114,7 +132,7 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
     }
     switch (root.home) {
     case Home::Param:
-      place(root, layout.paramBytes);
+      place(root, root.host ? layout.hostParamBytes : layout.paramBytes);
       break;
     case Home::Constant:
       place(root, layout.constantBytes);
@@ -164,18 +182,25 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
   ranksPerNode = target.ranksPerNode;
   program.getBody().emplaceBlock();
   builder.setInsertionPointToStart(&program.getBody().front());
-  // A GPU program lives in device memory; parameters are bound through a
-  // host staging copy by the runtime, which the plan does not need to name.
-  sched::ArenaKind kind =
-      target.isCuda() ? sched::ArenaKind::Device : sched::ArenaKind::Host;
+  // Compute memory is the device's: a GPU's, or on a CPU target the memory
+  // its kernels run in (what offload moves bytes out of, so the CPU plan
+  // reports device and host bytes as a GPU plan does). Parameters are
+  // bound through a host staging copy by a GPU runtime, which the plan does
+  // not name; offloaded ones live in pinned host memory.
   auto arena = [&](StringRef name, sched::ArenaCategory category,
-                   uint64_t size) {
+                   uint64_t size,
+                   sched::ArenaKind kind = sched::ArenaKind::Device) {
     sched::ArenaOp::create(builder, loc, name, kind, category,
                            static_cast<int64_t>(size), alignment);
     return FlatSymbolRefAttr::get(builder.getContext(), name);
   };
   arenas.params =
       arena("parameters", sched::ArenaCategory::Parameters, layout.paramBytes);
+  if (layout.hostParamBytes > 0) {
+    arenas.hostParams =
+        arena("parameters_host", sched::ArenaCategory::Parameters,
+              layout.hostParamBytes, sched::ArenaKind::HostPinned);
+  }
   arenas.constants =
       arena("constants", sched::ArenaCategory::Constants, layout.constantBytes);
   arenas.activations = arena("activations", sched::ArenaCategory::Activations,
@@ -215,7 +240,7 @@ void ProgramEmitter::declareKernels(const std::vector<PlannedEntry> &entries) {
   llvm::StringMap<int64_t> kernels;
   for (const PlannedEntry &entry : entries) {
     for (const PlannedLaunch &launch : entry.launches) {
-      if (launch.collective) {
+      if (launch.collective || launch.copy) {
         continue;
       }
       auto [it, inserted] =
@@ -270,7 +295,7 @@ FlatSymbolRefAttr ProgramEmitter::stateArena(const Root &root) const {
 FlatSymbolRefAttr ProgramEmitter::arenaOf(const Root &root) const {
   switch (root.home) {
   case Home::Param:
-    return arenas.params;
+    return root.host ? arenas.hostParams : arenas.params;
   case Home::Constant:
     return arenas.constants;
   case Home::State:
@@ -489,48 +514,57 @@ SmallVector<int64_t> ProgramEmitter::groupRanks(tg::CommGroup group) const {
 }
 
 void ProgramEmitter::declareOverlap(const std::vector<PlannedEntry> &entries) {
-  unsigned count = 0;
+  unsigned collectives = 0, copyCount = 0;
   for (const PlannedEntry &entry : entries) {
     for (const PlannedLaunch &launch : entry.launches) {
-      count += launch.collective && launch.collective->overlap;
+      collectives += launch.collective && launch.collective->overlap;
+      copyCount += launch.copy && launch.copy->overlap;
     }
   }
-  if (count == 0) {
-    return;
-  }
-  sched::StreamOp::create(builder, loc, "comm");
-  commStream = FlatSymbolRefAttr::get(builder.getContext(), "comm");
-  for (unsigned i = 0; i < count; ++i) {
-    sched::EventOp::create(builder, loc, "comm.ready." + std::to_string(i));
-    sched::EventOp::create(builder, loc, "comm.done." + std::to_string(i));
+  for (auto [lane, count] : {std::pair<AsyncLane *, unsigned>{&comm, collectives},
+                             {&copies, copyCount}}) {
+    if (count == 0) {
+      continue;
+    }
+    sched::StreamOp::create(builder, loc, lane->name);
+    lane->stream = FlatSymbolRefAttr::get(builder.getContext(), lane->name);
+    for (unsigned i = 0; i < count; ++i) {
+      sched::EventOp::create(builder, loc,
+                             lane->name + ".ready." + std::to_string(i));
+      sched::EventOp::create(builder, loc,
+                             lane->name + ".done." + std::to_string(i));
+    }
   }
 }
 
-static FlatSymbolRefAttr eventRef(MLIRContext *context, StringRef kind,
-                                  unsigned index) {
-  return FlatSymbolRefAttr::get(context, ("comm." + kind + "." +
-                                          std::to_string(index))
-                                             .str());
+void ProgramEmitter::emitCopy(const PlannedLaunch &launch,
+                              FlatSymbolRefAttr on) {
+  Location at = launch.op ? launch.op->getLoc() : loc;
+  sched::CopyOp::create(builder, at, launch.copy->kind,
+                        bufferFor(launch.operands[0]),
+                        bufferFor(launch.operands[1]), on.getValue());
 }
 
 LogicalResult ProgramEmitter::emitOverlapped(const PlannedLaunch &launch,
-                                             unsigned index) {
+                                             AsyncLane &lane, unsigned index) {
   MLIRContext *context = builder.getContext();
-  sched::RecordOp::create(builder, loc, eventRef(context, "ready", index),
+  sched::RecordOp::create(builder, loc, lane.event(context, "ready", index),
                           stream);
-  sched::WaitOp::create(builder, loc, eventRef(context, "ready", index),
-                        commStream);
-  if (failed(emitCollective(launch, commStream))) {
+  sched::WaitOp::create(builder, loc, lane.event(context, "ready", index),
+                        lane.stream);
+  if (launch.copy) {
+    emitCopy(launch, lane.stream);
+  } else if (failed(emitCollective(launch, lane.stream))) {
     return failure();
   }
-  sched::RecordOp::create(builder, loc, eventRef(context, "done", index),
-                          commStream);
+  sched::RecordOp::create(builder, loc, lane.event(context, "done", index),
+                          lane.stream);
   return success();
 }
 
-void ProgramEmitter::waitFor(unsigned index) {
+void ProgramEmitter::waitFor(const AsyncLane &lane, unsigned index) {
   sched::WaitOp::create(builder, loc,
-                        eventRef(builder.getContext(), "done", index), stream);
+                        lane.event(builder.getContext(), "done", index), stream);
 }
 
 LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch,
@@ -589,37 +623,46 @@ LogicalResult ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
     for (unsigned input : entry.inputs) {
       defineRoot(roots[input]);
     }
-    // Overlapped collectives by number, and the launch each is waited for
-    // before (none: the entry's end).
-    std::multimap<size_t, unsigned> waitsBefore;
-    SmallVector<unsigned> waitsAtEnd;
+    // Overlapped work by lane and number, and the launch each is waited
+    // for before (none: the entry's end).
+    using Pending = std::pair<AsyncLane *, unsigned>;
+    std::multimap<size_t, Pending> waitsBefore;
+    SmallVector<Pending> waitsAtEnd;
     for (auto [index, launch] : llvm::enumerate(entry.launches)) {
       auto [from, to] = waitsBefore.equal_range(index);
       for (auto it = from; it != to; ++it) {
-        waitFor(it->second);
+        waitFor(*it->second.first, it->second.second);
       }
-      if (!launch.collective) {
+      if (!launch.collective && !launch.copy) {
         emitLaunch(launch);
         continue;
       }
-      if (!launch.collective->overlap) {
-        if (failed(emitCollective(launch, stream))) {
+      bool overlap = launch.copy ? launch.copy->overlap
+                                 : launch.collective->overlap;
+      if (!overlap) {
+        if (launch.copy) {
+          emitCopy(launch, stream);
+        } else if (failed(emitCollective(launch, stream))) {
           return failure();
         }
         continue;
       }
-      unsigned number = overlapped++;
-      if (failed(emitOverlapped(launch, number))) {
+      AsyncLane &lane = launch.copy ? copies : comm;
+      unsigned number = lane.next++;
+      if (failed(emitOverlapped(launch, lane, number))) {
         return failure();
       }
-      if (launch.collective->waitBefore) {
-        waitsBefore.emplace(*launch.collective->waitBefore, number);
+      std::optional<size_t> waitBefore = launch.copy
+                                             ? launch.copy->waitBefore
+                                             : launch.collective->waitBefore;
+      if (waitBefore) {
+        waitsBefore.emplace(*waitBefore, Pending{&lane, number});
       } else {
-        waitsAtEnd.push_back(number);
+        waitsAtEnd.push_back({&lane, number});
       }
     }
-    for (unsigned number : waitsAtEnd) {
-      waitFor(number);
+    for (auto [lane, number] : waitsAtEnd) {
+      waitFor(*lane, number);
     }
     for (auto &[name, access] : entry.outputs) {
       sched::OutputOp::create(builder, loc, name, bufferFor(access));

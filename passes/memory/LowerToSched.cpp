@@ -541,6 +541,7 @@ LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
                                   bucket.getElementType());
     Root flat = makeRoot(Home::Param, flatType);
     flat.bucket = bucket;
+    flat.host = bucket.getHost();
     unsigned index = newRoot(std::move(flat));
     bucketRoots[bucket.getSymName()] = index;
     int64_t elementBytes = tg::byteSize(
@@ -557,6 +558,7 @@ LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
         return bucket.emitError() << name << " is in two buckets";
       }
       root.within = index;
+      root.host = bucket.getHost();
       if (chunked) {
         // Its bytes are this rank's chunk, which all members share.
         root.type = flatType;
@@ -674,6 +676,16 @@ LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
     PlannedLaunch launch;
     launch.op = &op;
     launch.origin = originOf(&op);
+    if (bucket.getHost()) {
+      // Offloaded: the whole bucket, copied to the device.
+      PlannedCopy copy;
+      copy.kind = sched::CopyKind::HostToDevice;
+      copy.overlap = op.hasAttr(tg::TGDialect::kOverlapAttrName);
+      launch.copy = copy;
+      launch.operands = {chunkOf(bucket), accessOf(gather.getResult())};
+      entry.launches.push_back(std::move(launch));
+      return success();
+    }
     PlannedCollective collective;
     collective.kind = sched::CollectiveKind::AllGather;
     collective.group = bucket.getGroup();
@@ -939,7 +951,9 @@ void LowerToSchedPass::scheduleOverlaps(PlannedEntry &entry,
                                         int64_t endStep) {
   for (size_t i = 0; i < entry.launches.size(); ++i) {
     PlannedLaunch &launch = entry.launches[i];
-    if (!launch.collective || !launch.collective->overlap) {
+    bool overlapped = (launch.collective && launch.collective->overlap) ||
+                      (launch.copy && launch.copy->overlap);
+    if (!overlapped) {
       continue;
     }
     llvm::SmallDenseSet<unsigned> touched;
@@ -951,7 +965,8 @@ void LowerToSchedPass::scheduleOverlaps(PlannedEntry &entry,
       if (llvm::any_of(entry.launches[j].operands, [&](Access operand) {
             return touched.contains(operand.root);
           })) {
-        launch.collective->waitBefore = j;
+        (launch.collective ? launch.collective->waitBefore
+                           : launch.copy->waitBefore) = j;
         until = entry.launches[j].step;
         break;
       }
@@ -969,6 +984,8 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
       for (Access operand : launch.operands) {
         launch.bytes += double(storageBytes(operand.type));
       }
+    } else if (launch.copy) { // the bytes moved
+      launch.bytes = double(storageBytes(launch.operands[1].type));
     } else if (launch.choice.kernel == "zero") { // one write of the state
       launch.bytes = double(storageBytes(launch.operands[0].type));
     } else if (launch.op) {

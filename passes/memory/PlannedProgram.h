@@ -55,6 +55,9 @@ struct Root {
   /// `shardOffset` elements of the bucket's flat space.
   tg::BucketOp shardOf;
   int64_t shardOffset = 0;
+  /// Offloaded: in the host parameter arena (a `tg.bucket ... host` and
+  /// its members), copied to the device to be read.
+  bool host = false;
   /// Set once the sched op that defines the storage has been emitted.
   mlir::Value view;
 };
@@ -113,7 +116,17 @@ struct PlannedCollective {
   std::optional<size_t> waitBefore;
 };
 
-/// One planned kernel launch (or output copy, or collective).
+/// A copy between memories in place of a kernel: operands[0] into
+/// operands[1], whole.
+struct PlannedCopy {
+  sched::CopyKind kind = sched::CopyKind::HostToDevice;
+  /// Issued on the copy stream, ordered by events (a prefetch); compute
+  /// waits before launch `waitBefore` (none: at the entry's end).
+  bool overlap = false;
+  std::optional<size_t> waitBefore;
+};
+
+/// One planned kernel launch (or output copy, or collective, or copy).
 struct PlannedLaunch {
   mlir::Operation *op = nullptr; // null for an output copy
   codegen::CpuKernelChoice choice;
@@ -125,6 +138,8 @@ struct PlannedLaunch {
   double bytes = 0;
   /// Set for a collective (no kernel).
   std::optional<PlannedCollective> collective;
+  /// Set for a copy between memories (no kernel).
+  std::optional<PlannedCopy> copy;
   /// The step (op position) it was planned at.
   int64_t step = 0;
 };

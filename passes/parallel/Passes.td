@@ -117,4 +117,34 @@ def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
+  let summary = "places tensors in host memory, copied to the device to be used";
+  let description = [{
+    Offload decisions on the training step (after `tailor-shard`, before
+    `tailor-overlap-collectives`, which prefetches the copies).
+
+    - `params` (`offload_param: cpu`, `fsdp_offload_params: true`): every
+      frozen parameter the step reads (LoRA's and QLoRA's base weights; a
+      quantized one as its stored bytes) goes into `offload.fN` buckets of
+      at most `bucket-bytes` that live whole in host memory
+      (`tg.bucket ... host`). Each function reads them through a
+      `tg.gather_bucket` (a host-to-device copy into a transient) before
+      the forward's reads and again before the backward's, and
+      `tg.bucket_member` views; the device holds at most the buckets in
+      use. Trainable parameters, gradients and optimizer state stay on the
+      device (their offload is not built yet: an error says so).
+
+    Planning puts host buckets in the `parameters_host` arena (pinned host
+    memory) and lowers each gather to a `sched.copy h2d`.
+  }];
+  let options = [
+    Option<"params", "params", "bool", /*default=*/"false",
+           "frozen parameters in host memory">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"25 * 1024 * 1024",
+           "most bytes one host bucket (and so one copy) holds">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 #endif // TAILOR_PASSES_PARALLEL_PASSES_TD

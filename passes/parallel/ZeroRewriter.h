@@ -51,6 +51,11 @@ public:
       : module(module), options(options), builder(module.getContext()) {}
 
   LogicalResult run();
+  /// Offload (`ZeroOptions::hostFrozen`): the frozen parameters the step
+  /// reads go whole into host buckets (`offload.fN`), read through a
+  /// gather (a copy to the device) before the forward's and again before
+  /// the backward's reads; nothing else changes.
+  LogicalResult offloadFrozen();
 
 private:
   LogicalResult collectMembers(SmallVectorImpl<Member> &members);

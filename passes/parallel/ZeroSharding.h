@@ -35,6 +35,9 @@ struct ZeroOptions {
   int64_t replicas = 1;
   /// Most bytes of parameters one bucket (and so one collective) holds.
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// Offload: frozen buckets live whole in host memory (`tg.bucket ...
+  /// host`, one shard) and are copied to the device to be read.
+  bool hostFrozen = false;
   std::string trainFunction = "train_step";
   std::string evalFunction = "eval_step";
   std::string optimizerFunction = "optimizer_step";
@@ -47,6 +50,11 @@ constexpr int64_t kZeroAlignElements = 64;
 /// Rewrites the training step of `module` as `options` says; on failure
 /// an error is emitted on the offending op.
 mlir::LogicalResult shardOptimizerState(mlir::ModuleOp module,
+                                        const ZeroOptions &options);
+
+/// Offload of the frozen parameters (`options.hostFrozen`, one shard):
+/// host buckets read through copies to the device.
+mlir::LogicalResult offloadFrozenParams(mlir::ModuleOp module,
                                         const ZeroOptions &options);
 
 } // namespace tailor::parallel

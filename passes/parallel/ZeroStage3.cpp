@@ -78,10 +78,12 @@ LogicalResult ZeroRewriter::formFrozenBuckets() {
     }
     bucket.op = tg::BucketOp::create(
         builder, bucket.members.front().param.getLoc(),
-        "zero.f" + std::to_string(index), builder.getArrayAttr(members),
-        offsets, static_cast<uint64_t>(bucket.size), options.group,
+        (options.hostFrozen ? "offload.f" : "zero.f") + std::to_string(index),
+        builder.getArrayAttr(members), offsets,
+        static_cast<uint64_t>(bucket.size), options.group,
         static_cast<uint64_t>(options.shards),
-        bucket.members.front().flatType.getElementType(), true);
+        bucket.members.front().flatType.getElementType(), true,
+        options.hostFrozen);
   }
   return success();
 }
@@ -188,4 +190,28 @@ LogicalResult ZeroRewriter::rewriteParamReads(func::FuncOp function) {
   return success();
 }
 
+LogicalResult ZeroRewriter::offloadFrozen() {
+  train = module.lookupSymbol<func::FuncOp>(options.trainFunction);
+  optimizer = module.lookupSymbol<func::FuncOp>(options.optimizerFunction);
+  if (failed(formFrozenBuckets())) {
+    return failure();
+  }
+  for (func::FuncOp function :
+       {train, module.lookupSymbol<func::FuncOp>(options.evalFunction)}) {
+    if (function && failed(rewriteParamReads(function))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
 } // namespace tailor::parallel::detail
+
+namespace tailor::parallel {
+
+mlir::LogicalResult offloadFrozenParams(mlir::ModuleOp module,
+                                        const ZeroOptions &options) {
+  return detail::ZeroRewriter(module, options).offloadFrozen();
+}
+
+} // namespace tailor::parallel
