@@ -21,6 +21,7 @@
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
 #include "runtime/Timeline.h"
+#include "runtime/comm/Communicator.h"
 #include "test/runtime/train/TrainTestUtil.h"
 #include "test/runtime/train/ZeroTestUtil.h"
 
@@ -503,6 +504,134 @@ TEST(SessionCopy, ProfileCountsTheCopies) {
   EXPECT_NE(row("copy_h2d").find(" 2 calls"), std::string::npos) << report;
   EXPECT_NE(row("copy_h2h").find(" 2 calls"), std::string::npos) << report;
   EXPECT_NE(row("copy_d2d").find(" 4 calls"), std::string::npos) << report;
+}
+
+//===----------------------------------------------------------------------===//
+// Copies beside collectives in flight
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A started all-reduce of the fake: doubles its buffer (what 2 ranks
+/// holding the same values get) only when waited for.
+class FakePending final : public comm::PendingCollective {
+public:
+  explicit FakePending(comm::CollectiveCall call) : call(call) {}
+  std::string test(bool &done) override {
+    done = finished;
+    return "";
+  }
+  std::string wait() override {
+    if (!finished) {
+      finished = true;
+      auto *out = static_cast<float *>(call.output);
+      const auto *in = static_cast<const float *>(call.input);
+      for (size_t i = 0; i < call.outputElements; ++i) {
+        out[i] = 2 * in[i];
+      }
+    }
+    return "";
+  }
+
+private:
+  comm::CollectiveCall call;
+  bool finished = false;
+};
+
+/// Rank 0 of a world of 2 whose started collectives complete when waited.
+class FakeWorld final : public comm::Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const char *backend() const override { return "fake"; }
+  std::string allReduce(const void *, void *, size_t, DType, comm::ReduceOp,
+                        void *) override {
+    return "unused";
+  }
+  std::string reduceScatter(const void *, void *, size_t, DType,
+                            comm::ReduceOp, void *) override {
+    return "unused";
+  }
+  std::string allGather(const void *, void *, size_t, DType, void *) override {
+    return "unused";
+  }
+  std::string broadcast(void *, size_t, DType, int, void *) override {
+    return "unused";
+  }
+  std::string send(const void *, size_t, DType, int, void *) override {
+    return "unused";
+  }
+  std::string recv(void *, size_t, DType, int, void *) override {
+    return "unused";
+  }
+  std::string barrier() override { return "unused"; }
+  std::unique_ptr<Communicator> split(int, int, std::string &error) override {
+    error = "unused";
+    return nullptr;
+  }
+  std::string
+  start(const comm::CollectiveCall &call,
+        std::unique_ptr<comm::PendingCollective> &pending) override {
+    pending = std::make_unique<FakePending>(call);
+    return "";
+  }
+};
+
+/// g (buffer 0, Device) all-reduced in place on stream 1, then `after`.
+CopyPlan allReduceThen(std::vector<StepSpec> after) {
+  CopyPlan spec;
+  spec.worldSize = 2;
+  spec.buffers = roundTripBuffers();
+  StepSpec allReduce;
+  allReduce.kind = StepSpec::Collective;
+  allReduce.operands = {0, 0};
+  allReduce.stream = 1;
+  spec.steps = {record(0, 0), wait(0, 1), allReduce};
+  spec.steps.insert(spec.steps.end(), after.begin(), after.end());
+  return spec;
+}
+
+} // namespace
+
+TEST(SessionCopy, ACopyOnTheCollectivesStreamRunsAfterIt) {
+  // ZeRO-Offload's pattern: the reduced gradient goes to the host on the
+  // stream that reduced it, then compute waits for the copy.
+  CopyPlan spec =
+      allReduceThen({copy(fb::CopyKind::DeviceToHost, 0, 5, 1), record(1, 1),
+                     wait(1, 0), launch("add", {5, 5, 1})});
+  FakeWorld world;
+  Opened opened;
+  ASSERT_EQ(open(spec, opened), "");
+  ASSERT_EQ(opened.session->setCommunicator(&world), "");
+  fillInputs(*opened.session);
+  std::vector<float> g(floats(*opened.session, 0),
+                       floats(*opened.session, 0) + kCount);
+  ASSERT_EQ(opened.session->runEntry(0), "");
+  const float *host = floats(*opened.session, 5);
+  const float *sum = floats(*opened.session, 1);
+  for (int64_t i = 0; i < kCount; ++i) {
+    EXPECT_EQ(host[i], 2 * g[static_cast<size_t>(i)]) << i;
+    EXPECT_EQ(sum[i], 4 * g[static_cast<size_t>(i)]) << i;
+  }
+  EXPECT_EQ(opened.session->bytesCopied(), kBytes);
+}
+
+TEST(SessionCopy, ACopyRacingACollectiveOfAnotherStreamIsAnError) {
+  // Compute copies g while the all-reduce on stream 1 may still write it.
+  CopyPlan spec = allReduceThen({copy(fb::CopyKind::DeviceToHost, 0, 5, 0)});
+  FakeWorld world;
+  Opened opened;
+  ASSERT_EQ(open(spec, opened), "");
+  ASSERT_EQ(opened.session->setCommunicator(&world), "");
+  EXPECT_TRUE(mentions(opened.session->runEntry(0),
+                       "step 3 (copy_d2h) shares bytes with step 2 "
+                       "(collective on stream 1, AllReduce), which its "
+                       "stream has not waited for"));
+  // A copy of other bytes runs beside it.
+  spec = allReduceThen({copy(fb::CopyKind::DeviceToHost, 1, 5, 0)});
+  ASSERT_EQ(open(spec, opened), "");
+  ASSERT_EQ(opened.session->setCommunicator(&world), "");
+  EXPECT_EQ(opened.session->runEntry(0), "");
 }
 
 //===----------------------------------------------------------------------===//
