@@ -357,6 +357,11 @@ static std::string verifyArenas(const fb::Plan &p) {
       return Message() << "arena " << i << " has an unknown category "
                        << category;
     }
+    auto kind = static_cast<int>(arena->kind());
+    if (kind < 0 || kind > static_cast<int>(fb::ArenaKind::MAX)) {
+      return Message() << "arena '" << arena->name()->str()
+                       << "' has an unknown kind " << kind;
+    }
     if (!isPowerOfTwo(arena->alignment()) || arena->alignment() > 4096) {
       return Message() << "arena '" << arena->name()->str()
                        << "' has alignment " << arena->alignment()
@@ -945,6 +950,22 @@ static bool sameOrDisjoint(const fb::Plan &p, const fb::Buffer &x,
   return true;
 }
 
+/// Whether buffers `x` and `y` share no byte on any rank (memcpy's rule).
+static bool disjointOnEveryRank(const fb::Plan &p, const fb::Buffer &x,
+                                const fb::Buffer &y) {
+  if (x.arena() != y.arena() ||
+      disjoint(x.offset(), rankExtent(p, x), y.offset(), rankExtent(p, y))) {
+    return true;
+  }
+  for (int rank = 0; rank < p.world_size(); ++rank) {
+    if (!disjoint(rankOffset(x, rank, p.world_size()), x.size(),
+                  rankOffset(y, rank, p.world_size()), y.size())) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// A launch's operands either are the same bytes (an op written in place
 /// over its input, or one buffer passed twice) or do not overlap at all,
 /// on every rank: kernels copy between operands with memcpy, which a
@@ -1123,9 +1144,116 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
   return verifyCollectiveOverlap(p, i, collective);
 }
 
-/// Every step: launches, collectives, and records and waits on known
-/// events and streams; copies are not run yet.
-static std::string verifySteps(const fb::Plan &p,
+/// Whether arena kind `kind` is host memory (pinned or not).
+static bool isHostKind(fb::ArenaKind kind) {
+  return kind == fb::ArenaKind::Host || kind == fb::ArenaKind::HostPinned;
+}
+
+/// "buffer 3 (arena 'offload', Host)": how copy errors name a buffer.
+static std::string describeBuffer(const fb::Plan &p, uint32_t index) {
+  const fb::Arena *arena = p.arenas()->Get(p.buffers()->Get(index)->arena());
+  return Message() << "buffer " << index << " (arena '"
+                   << arena->name()->str() << "', "
+                   << fb::EnumNameArenaKind(arena->kind()) << ")";
+}
+
+/// Step `i`, a copy: valid buffers and stream, a known kind whose
+/// direction matches the arenas' kinds (host means Host or HostPinned),
+/// source and target of one size (the views' `size` and the tensors'
+/// bytes, which is what moves) that do not overlap on any rank.
+static std::string verifyCopy(const fb::Plan &p, uint32_t i,
+                              const fb::Copy &copy) {
+  uint32_t bufferCount = p.buffers()->size();
+  uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
+  auto kind = static_cast<int>(copy.kind());
+  if (kind < 0 || kind > static_cast<int>(fb::CopyKind::MAX)) {
+    return Message() << "step " << i << " (copy) has an unknown kind " << kind;
+  }
+  std::string what = Message() << "step " << i << " (copy "
+                               << fb::EnumNameCopyKind(copy.kind()) << ")";
+  if (copy.source() >= bufferCount || copy.target() >= bufferCount) {
+    return Message() << what << " names buffers " << copy.source() << " and "
+                     << copy.target() << " of " << bufferCount;
+  }
+  if (copy.stream() >= streamCount) {
+    return Message() << what << " runs on stream " << copy.stream() << " of "
+                     << streamCount;
+  }
+  const fb::Buffer *source = p.buffers()->Get(copy.source());
+  const fb::Buffer *target = p.buffers()->Get(copy.target());
+  bool sourceHost = isHostKind(p.arenas()->Get(source->arena())->kind());
+  bool targetHost = isHostKind(p.arenas()->Get(target->arena())->kind());
+  bool wantSourceHost = copy.kind() == fb::CopyKind::HostToDevice ||
+                        copy.kind() == fb::CopyKind::HostToHost;
+  bool wantTargetHost = copy.kind() == fb::CopyKind::DeviceToHost ||
+                        copy.kind() == fb::CopyKind::HostToHost;
+  if (sourceHost != wantSourceHost || targetHost != wantTargetHost) {
+    return Message() << what << " copies "
+                     << describeBuffer(p, copy.source()) << " to "
+                     << describeBuffer(p, copy.target()) << ", but it needs a "
+                     << (wantSourceHost ? "host" : "device") << " source and a "
+                     << (wantTargetHost ? "host" : "device")
+                     << " target (host: Host or HostPinned)";
+  }
+  uint64_t sourceBytes = bufferElements(p, copy.source()) *
+                         dtypeSize(static_cast<DType>(source->dtype()));
+  uint64_t targetBytes = bufferElements(p, copy.target()) *
+                         dtypeSize(static_cast<DType>(target->dtype()));
+  if (source->size() != target->size() || sourceBytes != targetBytes) {
+    return Message() << what << " copies buffer " << copy.source() << " ("
+                     << source->size() << " bytes, a tensor of " << sourceBytes
+                     << ") into buffer " << copy.target() << " ("
+                     << target->size() << " bytes, a tensor of " << targetBytes
+                     << "); a copy needs buffers of one size";
+  }
+  if (!disjointOnEveryRank(p, *source, *target)) {
+    return Message() << what << " copies buffer " << copy.source()
+                     << " into buffer " << copy.target()
+                     << ", which overlap in arena '"
+                     << p.arenas()->Get(source->arena())->name()->str() << "'";
+  }
+  return "";
+}
+
+/// On a GPU plan, step `i` (a launch or a collective) may touch only
+/// buffers in Device arenas: kernels and NCCL read device memory, and only
+/// copies cross to the host.
+static std::string verifyDeviceOperands(const fb::Plan &p, bool gpu,
+                                        uint32_t i, const fb::Op &op) {
+  if (!gpu) {
+    return "";
+  }
+  std::vector<uint32_t> buffers;
+  std::string what;
+  if (const fb::Launch *launch = op.step_as_Launch()) {
+    buffers.assign(launch->operands()->begin(), launch->operands()->end());
+    what = Message() << "step " << i << " ("
+                     << p.kernels()->Get(launch->kernel())->name()->str()
+                     << (launch->origin() ? ", " + launch->origin()->str()
+                                          : std::string())
+                     << ")";
+  } else if (const fb::Collective *collective = op.step_as_Collective()) {
+    buffers = {collective->input(), collective->output()};
+    what = Message() << "step " << i << " ("
+                     << fb::EnumNameCollectiveKind(collective->kind()) << ")";
+  }
+  for (uint32_t buffer : buffers) {
+    fb::ArenaKind kind =
+        p.arenas()->Get(p.buffers()->Get(buffer)->arena())->kind();
+    if (kind != fb::ArenaKind::Device) {
+      return Message() << what << " uses " << describeBuffer(p, buffer)
+                       << " on a GPU, where kernels and collectives run on "
+                          "Device arenas only (a copy must bring it to the "
+                          "device first)";
+    }
+  }
+  return "";
+}
+
+/// Every step: launches, copies, collectives, and records and waits on
+/// known events and streams; on a GPU, launches and collectives touch only
+/// device arenas.
+static std::string verifySteps(const fb::Plan &p, bool gpu,
                                const std::vector<int> &arities) {
   uint32_t streamCount = p.streams() ? p.streams()->size() : 0;
   uint32_t eventCount = p.events() ? p.events()->size() : 0;
@@ -1136,6 +1264,10 @@ static std::string verifySteps(const fb::Plan &p,
     case fb::Step::Launch:
       if (std::string problem =
               verifyLaunch(p, i, *op->step_as_Launch(), arities);
+          !problem.empty()) {
+        return problem;
+      }
+      if (std::string problem = verifyDeviceOperands(p, gpu, i, *op);
           !problem.empty()) {
         return problem;
       }
@@ -1160,11 +1292,17 @@ static std::string verifySteps(const fb::Plan &p,
           !problem.empty()) {
         return problem;
       }
+      if (std::string problem = verifyDeviceOperands(p, gpu, i, *op);
+          !problem.empty()) {
+        return problem;
+      }
       break;
     case fb::Step::Copy:
-      return Message() << "step " << i << " is a "
-                       << fb::EnumNameStep(op->step_type())
-                       << ", which the CPU runtime does not run yet";
+      if (std::string problem = verifyCopy(p, i, *op->step_as_Copy());
+          !problem.empty()) {
+        return problem;
+      }
+      break;
     default:
       return Message() << "step " << i << " has an unknown kind "
                        << static_cast<int>(op->step_type());
@@ -1406,7 +1544,7 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
     problem = verifyKernels(p, gpu, arities);
   }
   if (problem.empty()) {
-    problem = verifySteps(p, arities);
+    problem = verifySteps(p, gpu, arities);
   }
   if (problem.empty()) {
     problem = verifyEntries(p, entryCount);
@@ -1421,6 +1559,25 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
     problem = verifyBindings(p, entryCount);
   }
   return problem;
+}
+
+const char *copyStepName(fb::CopyKind kind) {
+  switch (kind) {
+  case fb::CopyKind::HostToDevice:
+    return "copy_h2d";
+  case fb::CopyKind::DeviceToHost:
+    return "copy_d2h";
+  case fb::CopyKind::DeviceToDevice:
+    return "copy_d2d";
+  case fb::CopyKind::HostToHost:
+    return "copy_h2h";
+  }
+  return "copy";
+}
+
+bool crossesHostAndDevice(fb::CopyKind kind) {
+  return kind == fb::CopyKind::HostToDevice ||
+         kind == fb::CopyKind::DeviceToHost;
 }
 
 Attributes decodeLaunchAttributes(const fb::Launch &launch) {

@@ -53,6 +53,14 @@ std::string deviceCodeBytes(const tailor::plan::DeviceCode &code,
 uint64_t rankOffset(const tailor::plan::Buffer &buffer, int rank,
                     int worldSize);
 
+/// A copy step's name in timelines and profiles: "copy_h2d", "copy_d2h",
+/// "copy_d2d" or "copy_h2h".
+const char *copyStepName(tailor::plan::CopyKind kind);
+
+/// Whether a copy of `kind` moves bytes between host and device memory
+/// (HostToDevice, DeviceToHost): the ones Session::bytesCopied counts.
+bool crossesHostAndDevice(tailor::plan::CopyKind kind);
+
 /// A launch's attributes as kernels read them.
 Attributes decodeLaunchAttributes(const tailor::plan::Launch &launch);
 

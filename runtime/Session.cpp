@@ -39,10 +39,13 @@ Session::~Session() {
       }
       // A started collective counts the host's time in it: starting it
       // (with its blocking agreement) and waiting for it to complete.
-      auto &entry = byKernel[launch.kernel ? std::string(launch.kernel->name)
-                             : launch.stream == 0
-                                 ? std::string("collective")
-                                 : std::string("collective (started)")];
+      std::string name =
+          launch.kernel ? std::string(launch.kernel->name)
+          : launch.kind == PreparedLaunch::Kind::Copy
+              ? std::string(copyStepName(launch.copy.kind))
+          : launch.stream == 0 ? std::string("collective")
+                               : std::string("collective (started)");
+      auto &entry = byKernel[name];
       entry.first += profileSeconds[i];
       entry.second += profileCalls[i];
       total += profileSeconds[i];
@@ -153,6 +156,8 @@ std::string Session::allocateArenas(bool gpu) {
     arenas.push_back(memory);
     if (!gpu) {
       allocated[static_cast<size_t>(arena->category())] += size;
+      (arena->kind() == fb::ArenaKind::Device ? allocatedDevice
+                                              : allocatedHost) += size;
     }
   }
   return "";
@@ -227,6 +232,8 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
       }
     }
     session->allocated = session->cuda->allocatedBytes();
+    session->allocatedDevice = session->cuda->allocatedDeviceBytes();
+    session->allocatedHost = session->cuda->allocatedHostBytes();
   }
 #endif
   // The CUDA backend profiles itself (with CUDA events).
@@ -265,6 +272,10 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
       session->launches.push_back(session->prepareCollective(i, *collective));
       continue;
     }
+    if (const fb::Copy *copy = ops.Get(i)->step_as_Copy()) {
+      session->launches.push_back(session->prepareCopy(i, *copy));
+      continue;
+    }
     if (const fb::Record *record = ops.Get(i)->step_as_Record()) {
       PreparedLaunch prepared;
       prepared.kind = PreparedLaunch::Kind::Record;
@@ -289,14 +300,14 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     }
     const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
     if (launch->stream() != 0) {
-      // The CPU computes on the session's own thread: a second stream
-      // carries collectives only.
+      // The CPU computes on the session's own thread: other streams
+      // carry collectives and copies only.
       error = plan.name() + ": step " + std::to_string(i) + " (" +
               kernel->name()->str() + ") runs on stream '" +
               p.streams()->Get(launch->stream())->name()->str() + "' (" +
               std::to_string(launch->stream()) +
               "), but a CPU plan launches kernels on stream 0 only (other "
-              "streams carry collectives)";
+              "streams carry collectives and copies)";
       status = TAILOR_ERROR_INVALID_PLAN;
       return nullptr;
     }
@@ -711,6 +722,9 @@ std::string Session::describeStep(size_t index) const {
   case PreparedLaunch::Kind::Collective:
     what = "collective";
     break;
+  case PreparedLaunch::Kind::Copy:
+    what = copyStepName(launch.copy.kind);
+    break;
   case PreparedLaunch::Kind::Record:
     what = "record of event " + std::to_string(launch.event);
     break;
@@ -718,7 +732,9 @@ std::string Session::describeStep(size_t index) const {
     what = "wait for event " + std::to_string(launch.event);
     break;
   }
-  if (launch.kind == PreparedLaunch::Kind::Collective && launch.stream != 0) {
+  if ((launch.kind == PreparedLaunch::Kind::Collective ||
+       launch.kind == PreparedLaunch::Kind::Copy) &&
+      launch.stream != 0) {
     what += " on stream " + std::to_string(launch.stream);
   }
   return "step " + std::to_string(launch.step) + " (" + what +
@@ -749,6 +765,8 @@ std::string Session::runStep(size_t index) {
     return "";
   case PreparedLaunch::Kind::Wait:
     return waitEvent(index);
+  case PreparedLaunch::Kind::Copy:
+    return runCopy(index);
   case PreparedLaunch::Kind::Collective:
     if (launch.stream != 0) {
       return startCollective(index);
@@ -773,6 +791,51 @@ std::string Session::runStep(size_t index) {
                              : launch.kernel->run(launch.call);
   });
   return problem.empty() ? "" : describeStep(index) + ": " + problem;
+}
+
+Session::PreparedLaunch Session::prepareCopy(uint32_t step,
+                                             const fb::Copy &copy) const {
+  PreparedLaunch prepared;
+  prepared.kind = PreparedLaunch::Kind::Copy;
+  prepared.step = step;
+  prepared.stream = copy.stream();
+  prepared.copy.kind = copy.kind();
+  prepared.copy.source = bufferData(copy.source());
+  prepared.copy.target = bufferData(copy.target());
+  // The loader checked that both tensors have this many bytes.
+  prepared.copy.bytes = loaded.bufferBytes(copy.source());
+  return prepared;
+}
+
+std::string Session::runCopy(size_t index) {
+  // Collectives in flight go first where they share bytes with the copy
+  // (those of its stream in stream order); then the copy runs at once, so
+  // whatever comes after it on any stream sees it done, and a record after
+  // it on its stream stands for nothing more than the collectives before.
+  if (std::string problem = pollInFlight(); !problem.empty()) {
+    return problem;
+  }
+  if (std::string problem = orderAfterInFlight(index); !problem.empty()) {
+    return problem;
+  }
+  const PreparedCopy &copy = launches[index].copy;
+  timed(index, [&] {
+    std::memcpy(copy.target, copy.source, copy.bytes);
+    return std::string();
+  });
+  if (crossesHostAndDevice(copy.kind)) {
+    copiedBytes += copy.bytes;
+  }
+  return "";
+}
+
+uint64_t Session::bytesCopied() const {
+#if TAILOR_ENABLE_CUDA
+  if (cuda) {
+    return cuda->bytesCopied();
+  }
+#endif
+  return copiedBytes;
 }
 
 std::string Session::runSteps(size_t first, size_t last) {

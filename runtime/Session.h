@@ -81,8 +81,18 @@ public:
   std::string recordTimeline(bool on);
   /// The timings recorded so far, in order; the record is emptied.
   std::vector<LaunchTiming> takeTimeline() { return std::move(timeline); }
-  /// Bytes allocated per category.
+  /// Bytes allocated per category (arenas of every kind).
   const CategoryBytes &allocatedBytes() const { return allocated; }
+  /// Bytes allocated in the plan's Device arenas, and in its Host and
+  /// HostPinned ones. Every arena is its own allocation; on the CPU every
+  /// kind is ordinary host memory, its Device arenas being the compute
+  /// memory the plan places offloaded tensors apart from.
+  uint64_t allocatedDeviceBytes() const { return allocatedDevice; }
+  uint64_t allocatedHostBytes() const { return allocatedHost; }
+  /// Bytes the plan's copy steps have moved between host and device
+  /// arenas so far (HostToDevice and DeviceToHost; copies within one side
+  /// are not counted), to compare with the plan's prediction.
+  uint64_t bytesCopied() const;
 
   const LoadedPlan &plan() const { return loaded; }
   /// The rank of the plan's world this session runs as.
@@ -159,15 +169,26 @@ private:
   };
   std::string runCollective(const PreparedCollective &collective);
 
+  /// A copy step, resolved to this rank's bytes.
+  struct PreparedCopy {
+    plan::CopyKind kind = plan::CopyKind::HostToDevice;
+    const void *source = nullptr;
+    void *target = nullptr;
+    size_t bytes = 0;
+  };
+
   /// A step the CPU runs: a kernel launch, a collective (synchronous on
-  /// stream 0, started nonblocking on any other), or a record or wait of an
-  /// event between streams.
+  /// stream 0, started nonblocking on any other), a copy (a memcpy in
+  /// program order on any stream: a valid serialization of its stream), or
+  /// a record or wait of an event between streams.
   struct PreparedLaunch {
-    enum class Kind { Kernel, Collective, Record, Wait };
+    enum class Kind { Kernel, Collective, Copy, Record, Wait };
     Kind kind = Kind::Kernel;
     /// Null unless a kernel launch.
     const KernelDef *kernel = nullptr;
     std::unique_ptr<PreparedCollective> collective;
+    /// Copy: its bytes.
+    PreparedCopy copy;
     KernelCall call;
     std::string origin;
     uint32_t step = 0; // index in the plan's ops
@@ -179,6 +200,11 @@ private:
   /// Step `step`, a collective, with its buffers resolved.
   PreparedLaunch prepareCollective(uint32_t step,
                                    const plan::Collective &collective) const;
+  /// Step `step`, a copy, with its buffers resolved.
+  PreparedLaunch prepareCopy(uint32_t step, const plan::Copy &copy) const;
+  /// Runs copy `index`: ordered after the collectives in flight it shares
+  /// bytes with (orderAfterInFlight), then copied and counted.
+  std::string runCopy(size_t index);
   /// "step N (kernel, origin)": how errors name launch `index`.
   std::string describeStep(size_t index) const;
   /// Runs launches [first, last) on the CPU, then completes every
@@ -209,10 +235,10 @@ private:
     uint32_t stream = 0;
     uint64_t started = 0;
   };
-  /// Orders collective `index` after the collectives in flight it shares
-  /// bytes with: those of its own stream complete first (stream order);
-  /// one of another stream its stream has not waited for is a race in the
-  /// plan, an error.
+  /// Orders collective or copy `index` after the collectives in flight it
+  /// shares bytes with: those of its own stream complete first (stream
+  /// order); one of another stream its stream has not waited for is a race
+  /// in the plan, an error.
   std::string orderAfterInFlight(size_t index);
   /// Starts collective `index` on its stream.
   std::string startCollective(size_t index);
@@ -248,6 +274,10 @@ private:
   /// Host copies of GPU buffers handed out by bufferData(), 8-byte aligned.
   mutable std::map<uint32_t, std::vector<uint64_t>> mirrors;
   CategoryBytes allocated{};
+  uint64_t allocatedDevice = 0;
+  uint64_t allocatedHost = 0;
+  /// CPU sessions: bytes moved by host<->device copies so far.
+  uint64_t copiedBytes = 0;
   std::unique_ptr<ThreadPool> pool;
   std::vector<PreparedLaunch> launches;
   std::vector<EntryRange> entries;

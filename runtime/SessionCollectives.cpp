@@ -15,6 +15,12 @@
 // together, as NCCL's would on one CUDA stream when they do not depend on
 // each other. Every entry ends with all of them complete.
 //
+// A copy on any stream is a memcpy in program order: it first completes
+// the collectives of its own stream it shares bytes with (stream order),
+// and one of another stream it shares bytes with, which its stream has not
+// waited for, is a race in the plan. Copies start nothing, so an event
+// recorded after one stands for no more than before it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Session.h"
@@ -303,7 +309,13 @@ std::string Session::pollInFlight() {
 
 std::string Session::orderAfterInFlight(size_t index) {
   const PreparedLaunch &launch = launches[index];
-  Footprint mine = footprintOf(launch.collective->call);
+  Footprint mine =
+      launch.kind == PreparedLaunch::Kind::Copy
+          ? Footprint{static_cast<const uint8_t *>(launch.copy.source),
+                      launch.copy.bytes,
+                      static_cast<const uint8_t *>(launch.copy.target),
+                      launch.copy.bytes}
+          : footprintOf(launch.collective->call);
   for (InFlight &flight : inFlight) {
     const PreparedLaunch &earlier = launches[flight.launch];
     if (!conflict(mine, footprintOf(earlier.collective->call)) ||

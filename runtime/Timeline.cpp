@@ -59,7 +59,8 @@ std::string collectiveName(fb::CollectiveKind kind) {
   return "collective";
 }
 
-/// One complete slice for `timing`: a kernel launch or a collective.
+/// One complete slice for `timing`: a kernel launch, a collective, a copy
+/// or a wait that blocked.
 std::string sliceOf(const fb::Plan &p, const Session::LaunchTiming &timing) {
   const fb::Op *op = p.ops()->Get(timing.step);
   std::string kernel, origin;
@@ -82,6 +83,14 @@ std::string sliceOf(const fb::Plan &p, const Session::LaunchTiming &timing) {
     if (stream != 0) {
       origin += ", started nonblocking: the slice runs to its completion";
     }
+  } else if (const fb::Copy *copy = op->step_as_Copy()) {
+    // Named by direction (copy_h2d, ...), on its stream's track: the CPU
+    // runs it as a memcpy where the plan places it.
+    kernel = copyStepName(copy->kind());
+    origin = std::to_string(p.buffers()->Get(copy->source())->size()) +
+             " B, buffer " + std::to_string(copy->source()) + " to buffer " +
+             std::to_string(copy->target());
+    stream = copy->stream();
   } else if (const fb::Wait *wait = op->step_as_Wait()) {
     // Only a wait that blocked has a slice: the time its stream stood
     // still for the collectives behind the event.

@@ -9,7 +9,8 @@
 // collective started on another stream than compute (`comm`) is one slice
 // on that stream's track from its start to its completion, beside the
 // compute it overlapped; a wait that blocked the compute stream is a slice
-// `wait` on compute's track.
+// `wait` on compute's track; a copy is a slice `copy_h2d`, `copy_d2h`,
+// `copy_d2d` or `copy_h2h` on its stream's track.
 //
 //===----------------------------------------------------------------------===//
 

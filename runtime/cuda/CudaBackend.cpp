@@ -1,9 +1,12 @@
 //===- CudaBackend.cpp - arenas, streams and launches on a GPU ------------===//
 //
 // The plan's memory figures are the truth on the GPU as on the CPU: each
-// arena is one cudaMalloc of exactly its planned size, and nothing else is
-// allocated on the device except what the CUDA runtime and cuBLASLt keep
-// for themselves (cuBLASLt's scratch is the plan's gemm_workspace arena).
+// Device arena is one cudaMalloc of exactly its planned size, and nothing
+// else is allocated on the device except what the CUDA runtime and
+// cuBLASLt keep for themselves (cuBLASLt's scratch is the plan's
+// gemm_workspace arena). HostPinned arenas are cudaHostAlloc'd, Host ones
+// aligned host allocations; only copy steps touch them (the loader keeps
+// launches and collectives on Device arenas).
 //
 // Steps run in plan order, each on its plan stream: launches through their
 // launchers (runtime/cuda/*Launchers.cpp), copies with cudaMemcpyAsync,
@@ -146,6 +149,8 @@ struct Impl {
   int rank = 0;
   DeviceProperties device;
   std::vector<void *> arenas;
+  /// Each arena's kind, which says how it was allocated and is freed.
+  std::vector<fb::ArenaKind> arenaKinds;
   std::vector<cudaStream_t> streams;
   std::vector<cudaEvent_t> events;
   std::unique_ptr<DeviceContext> context;
@@ -172,9 +177,20 @@ struct Impl {
     for (cudaStream_t stream : streams) {
       cudaStreamDestroy(stream);
     }
-    for (void *arena : arenas) {
-      if (arena) {
-        cudaFree(arena);
+    for (size_t a = 0; a < arenas.size(); ++a) {
+      if (!arenas[a]) {
+        continue;
+      }
+      switch (arenaKinds[a]) {
+      case fb::ArenaKind::Device:
+        cudaFree(arenas[a]);
+        break;
+      case fb::ArenaKind::HostPinned:
+        cudaFreeHost(arenas[a]);
+        break;
+      case fb::ArenaKind::Host:
+        std::free(arenas[a]);
+        break;
       }
     }
   }
@@ -215,6 +231,9 @@ public:
   /// group (the world's, or a sub-group's from the group resolver).
   std::string runCollective(const plan::Collective &collective);
   const CategoryBytes &allocatedBytes() const override { return allocated; }
+  uint64_t allocatedDeviceBytes() const override { return deviceBytes; }
+  uint64_t allocatedHostBytes() const override { return hostBytes; }
+  uint64_t bytesCopied() const override { return copiedBytes; }
   const std::string &deviceDescription() const override { return description; }
 
   // The steps of CudaBackend::create, in order.
@@ -225,9 +244,11 @@ public:
   SetupError chooseDeviceCode(DeviceCodeChoice &choice);
   SetupError chooseModuleCode(const std::string &module,
                               DeviceCodeChoice &choice);
-  /// Proves the arenas fit before allocating any, then allocates and
-  /// zeroes them.
+  /// Proves the Device arenas fit in free GPU memory before allocating
+  /// any, then allocates and zeroes every arena by its kind.
   SetupError allocateArenas(GemmWorkspace &workspace);
+  /// Allocates arena `arena` (zeroed) as its kind says into `memory`.
+  SetupError allocateArena(const fb::Arena &arena, void *&memory);
   SetupError createStreamsAndEvents();
   SetupError loadDeviceCode(const DeviceCodeChoice &choice,
                             const GemmWorkspace &workspace);
@@ -241,6 +262,9 @@ public:
 
   std::unique_ptr<Impl> impl;
   CategoryBytes allocated{};
+  uint64_t deviceBytes = 0;
+  uint64_t hostBytes = 0;
+  uint64_t copiedBytes = 0;
   std::string description;
 };
 } // namespace
@@ -359,9 +383,12 @@ SetupError GpuBackend::chooseModuleCode(const std::string &module,
 SetupError GpuBackend::allocateArenas(GemmWorkspace &workspace) {
   const fb::Plan &p = impl->plan->root();
   Impl &m = *impl;
+  // Only Device arenas take GPU memory; host ones are the host's.
   uint64_t needed = 0;
   for (const fb::Arena *arena : *p.arenas()) {
-    needed += arena->size();
+    if (arena->kind() == fb::ArenaKind::Device) {
+      needed += arena->size();
+    }
   }
   if (needed > m.device.freeMemory) {
     return {TAILOR_ERROR_UNAVAILABLE,
@@ -371,27 +398,68 @@ SetupError GpuBackend::allocateArenas(GemmWorkspace &workspace) {
   }
   for (const fb::Arena *arena : *p.arenas()) {
     void *memory = nullptr;
-    if (arena->size() > 0) {
-      cudaError_t e = cudaMalloc(&memory, arena->size());
-      if (e != cudaSuccess) {
-        return {TAILOR_ERROR_UNAVAILABLE,
-                "cannot allocate arena '" + arena->name()->str() + "' (" +
-                    bytesText(arena->size()) + ") on " + description + ": " +
-                    cudaCallError("cudaMalloc", e)};
-      }
-      m.arenas.push_back(memory);
-      if ((e = cudaMemset(memory, 0, arena->size())) != cudaSuccess) {
-        return {TAILOR_ERROR_INTERNAL, cudaCallError("cudaMemset", e)};
-      }
-    } else {
-      m.arenas.push_back(nullptr);
+    SetupError failure = allocateArena(*arena, memory);
+    // Recorded even on failure, so the Impl frees what was allocated.
+    m.arenas.push_back(memory);
+    m.arenaKinds.push_back(arena->kind());
+    if (failure) {
+      return failure;
     }
     allocated[static_cast<size_t>(arena->category())] += arena->size();
+    (arena->kind() == fb::ArenaKind::Device ? deviceBytes : hostBytes) +=
+        arena->size();
     if (arena->name()->string_view() == "gemm_workspace") {
       workspace.memory = memory;
       workspace.bytes = arena->size();
     }
   }
+  return {};
+}
+
+SetupError GpuBackend::allocateArena(const fb::Arena &arena, void *&memory) {
+  memory = nullptr;
+  size_t size = arena.size();
+  if (size == 0) {
+    return {};
+  }
+  std::string where = "arena '" + arena.name()->str() + "' (" +
+                      bytesText(size) + ", " +
+                      fb::EnumNameArenaKind(arena.kind()) + ")";
+  cudaError_t e = cudaSuccess;
+  switch (arena.kind()) {
+  case fb::ArenaKind::Device:
+    if ((e = cudaMalloc(&memory, size)) != cudaSuccess) {
+      memory = nullptr;
+      return {TAILOR_ERROR_UNAVAILABLE, "cannot allocate " + where + " on " +
+                                            description + ": " +
+                                            cudaCallError("cudaMalloc", e)};
+    }
+    if ((e = cudaMemset(memory, 0, size)) != cudaSuccess) {
+      return {TAILOR_ERROR_INTERNAL, cudaCallError("cudaMemset", e)};
+    }
+    return {};
+  case fb::ArenaKind::HostPinned:
+    if ((e = cudaHostAlloc(&memory, size, cudaHostAllocPortable)) !=
+        cudaSuccess) {
+      memory = nullptr;
+      return {TAILOR_ERROR_UNAVAILABLE,
+              "cannot allocate " + where + " in pinned host memory: " +
+                  cudaCallError("cudaHostAlloc", e)};
+    }
+    break;
+  case fb::ArenaKind::Host: {
+    // aligned_alloc wants a multiple of the alignment.
+    size_t alignment = std::max<size_t>(arena.alignment(), sizeof(void *));
+    memory = std::aligned_alloc(alignment,
+                                (size + alignment - 1) / alignment * alignment);
+    if (!memory) {
+      return {TAILOR_ERROR_UNAVAILABLE,
+              "cannot allocate " + where + " in host memory"};
+    }
+    break;
+  }
+  }
+  std::memset(memory, 0, size);
   return {};
 }
 
@@ -544,8 +612,8 @@ void GpuBackend::startProfile() {
       profile.names[i] = {launch.kernel->name, launch.origin};
     } else if (p.ops()->Get(i)->step_type() == fb::Step::Collective) {
       profile.names[i] = {"collective", ""};
-    } else if (p.ops()->Get(i)->step_type() == fb::Step::Copy) {
-      profile.names[i] = {"copy", ""};
+    } else if (const fb::Copy *copy = p.ops()->Get(i)->step_as_Copy()) {
+      profile.names[i] = {copyStepName(copy->kind()), ""};
     }
   }
 }
@@ -556,19 +624,25 @@ void *GpuBackend::deviceBuffer(uint32_t index) const {
          impl->plan->bufferOffset(index, impl->rank);
 }
 
+// cudaMemcpyDefault (unified addressing) takes the direction from the
+// addresses: a buffer of a host arena is copied host to host.
 std::string GpuBackend::upload(void *device, const void *host, size_t bytes) {
-  cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyDefault);
   return e == cudaSuccess ? "" : cudaCallError("cudaMemcpy (host to device)", e);
 }
 
 std::string GpuBackend::download(void *host, const void *device, size_t bytes) {
-  cudaError_t e = cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost);
+  cudaError_t e = cudaMemcpy(host, device, bytes, cudaMemcpyDefault);
   return e == cudaSuccess ? "" : cudaCallError("cudaMemcpy (device to host)", e);
 }
 
 std::string GpuBackend::uploadArena(uint32_t arena, const void *host) {
   const fb::Arena *a = impl->plan->root().arenas()->Get(arena);
   if (a->size() == 0) {
+    return "";
+  }
+  if (a->kind() != fb::ArenaKind::Device) {
+    std::memcpy(impl->arenas[arena], host, a->size());
     return "";
   }
   return upload(impl->arenas[arena], host, a->size());
@@ -579,6 +653,10 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
   const fb::Plan &p = m.plan->root();
   auto stepName = [&](uint32_t i) {
     const PreparedLaunch &launch = m.launches[i];
+    if (const fb::Copy *copy = p.ops()->Get(i)->step_as_Copy()) {
+      return "step " + std::to_string(i) + " (" + copyStepName(copy->kind()) +
+             ")";
+    }
     if (!launch.kernel) {
       return "step " + std::to_string(i);
     }
@@ -602,10 +680,13 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
     }
     case fb::Step::Copy: {
       const fb::Copy *copy = op->step_as_Copy();
+      uint64_t bytes = m.plan->bufferBytes(copy->source());
       e = cudaMemcpyAsync(deviceBuffer(copy->target()),
-                          deviceBuffer(copy->source()),
-                          m.plan->bufferBytes(copy->source()), cudaMemcpyDefault,
-                          m.streams[copy->stream()]);
+                          deviceBuffer(copy->source()), bytes,
+                          cudaMemcpyDefault, m.streams[copy->stream()]);
+      if (e == cudaSuccess && crossesHostAndDevice(copy->kind())) {
+        copiedBytes += bytes;
+      }
       break;
     }
     case fb::Step::Record: {

@@ -1,11 +1,13 @@
 //===- CudaBackend.h - a plan's arenas and steps on a GPU -------*- C++ -*-===//
 //
 // What a Session holds when its plan targets CUDA: the device, the plan's
-// arenas allocated with cudaMalloc exactly as planned (the GEMM workspace
-// is one of them), the plan's streams and events, the device code loaded
-// once, and every launch checked and resolved to its launcher. Parameters
-// and constants are filled on the host by the Session (the same binding
-// code as the CPU backend) and uploaded arena by arena.
+// arenas allocated exactly as planned by kind (Device with cudaMalloc --
+// the GEMM workspace is one of them --, HostPinned with cudaHostAlloc,
+// Host as aligned host memory), the plan's streams and events, the device
+// code loaded once, and every launch checked and resolved to its launcher.
+// Parameters and constants are filled on the host by the Session (the same
+// binding code as the CPU backend) and uploaded arena by arena (a memcpy
+// into a host arena).
 //
 // The header needs no CUDA headers; the implementation is built only with
 // the toolkit (TAILOR_ENABLE_CUDA).
@@ -42,13 +44,16 @@ public:
                                              std::string &error, int &status);
   virtual ~CudaBackend() = default;
 
-  /// The device address of buffer `index` (on this rank).
+  /// The address of buffer `index` (on this rank): device memory for a
+  /// Device arena, host memory (pinned or not) for the others.
   virtual void *deviceBuffer(uint32_t index) const = 0;
-  /// Synchronous copies between host memory and device buffer bytes.
+  /// Synchronous copies between host memory and a buffer's bytes (which
+  /// may be in a host arena: the direction is taken from the addresses).
   virtual std::string upload(void *device, const void *host, size_t bytes) = 0;
   virtual std::string download(void *host, const void *device,
                                size_t bytes) = 0;
-  /// Copies `host` (the arena's full size) into arena `arena`.
+  /// Copies `host` (the arena's full size) into arena `arena`: to the
+  /// device, or a memcpy into a host arena.
   virtual std::string uploadArena(uint32_t arena, const void *host) = 0;
 
   /// Enqueues plan steps [first, first + count) on their streams, then waits
@@ -70,8 +75,15 @@ public:
     groups = std::move(resolver);
   }
 
-  /// Bytes allocated per category, as the CPU session reports them.
+  /// Bytes allocated per category (arenas of every kind), as the CPU
+  /// session reports them.
   virtual const CategoryBytes &allocatedBytes() const = 0;
+  /// Bytes of the Device arenas (GPU memory), and of the Host and
+  /// HostPinned ones (host memory).
+  virtual uint64_t allocatedDeviceBytes() const = 0;
+  virtual uint64_t allocatedHostBytes() const = 0;
+  /// Bytes of the HostToDevice and DeviceToHost copy steps enqueued so far.
+  virtual uint64_t bytesCopied() const = 0;
   /// "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
   virtual const std::string &deviceDescription() const = 0;
 

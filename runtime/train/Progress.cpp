@@ -105,6 +105,10 @@ void Progress::step(const StepReport &report) {
     if (report.bytesSent) {
       std::fprintf(metrics, ",\"bytes_sent\":%" PRIu64, *report.bytesSent);
     }
+    if (report.bytesCopied) {
+      std::fprintf(metrics, ",\"bytes_copied\":%" PRIu64,
+                   *report.bytesCopied);
+    }
     std::fputs("}\n", metrics);
     std::fflush(metrics);
   }

@@ -33,6 +33,9 @@ struct StepReport {
   /// (train_step and optimizer_step, not validation), to compare with the
   /// plan's prediction.
   std::optional<uint64_t> bytesSent;
+  /// For a plan with copy steps: bytes its host<->device copies moved
+  /// during the step (Session::bytesCopied), the same way.
+  std::optional<uint64_t> bytesCopied;
 };
 
 class Progress {

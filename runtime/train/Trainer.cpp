@@ -12,6 +12,7 @@
 #include "runtime/train/DataLoader.h"
 #include "runtime/train/Progress.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -611,9 +612,17 @@ void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   }
   // The session allocated exactly the plan's arenas (on every rank: one
   // program), which is what `tailor inspect` reports.
+  // A plan that places arenas in host memory also says how much is
+  // where (device: its Device arenas, host: the others).
   uint64_t allocated = runtime::totalBytes(run.session->allocatedBytes());
-  std::fprintf(out, "memory %" PRIu64 " B allocated%s\n", allocated,
-               run.world > 1 ? " per rank" : "");
+  uint64_t host = run.session->allocatedHostBytes();
+  std::string placed =
+      host > 0 ? " (device " +
+                     std::to_string(run.session->allocatedDeviceBytes()) +
+                     " B, host " + std::to_string(host) + " B)"
+               : "";
+  std::fprintf(out, "memory %" PRIu64 " B allocated%s%s\n", allocated,
+               run.world > 1 ? " per rank" : "", placed.c_str());
   std::fprintf(out, "data %s\n", run.data->describe().c_str());
   if (!run.data->warning().empty()) {
     std::fprintf(run.err, "tailor train: warning: %s\n",
@@ -913,9 +922,15 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
   if (std::string problem = tracer.start(); !problem.empty()) {
     return "--trace: " + problem;
   }
+  // Plans with copy steps (offload) report the bytes they move per step.
+  const auto &ops = *run.plan->root().ops();
+  bool hasCopies = std::any_of(ops.begin(), ops.end(), [](const fb::Op *op) {
+    return op->step_type() == fb::Step::Copy;
+  });
   for (int64_t step = state.globalStep + 1; step <= run.maxSteps; ++step) {
     auto start = std::chrono::steady_clock::now();
     uint64_t sentBefore = run.session->bytesSent();
+    uint64_t copiedBefore = run.session->bytesCopied();
     double stepLoss = 0;
     if (std::string problem = accumulate(run, step, stepLoss);
         !problem.empty()) {
@@ -947,6 +962,9 @@ std::string loop(Run &run, TrainerState &state, Progress &progress,
     report.seconds = seconds;
     if (run.comm) {
       report.bytesSent = run.session->bytesSent() - sentBefore;
+    }
+    if (hasCopies) {
+      report.bytesCopied = run.session->bytesCopied() - copiedBefore;
     }
     report.log = step % run.loggingSteps == 0 || step == run.maxSteps ||
                  step == result.startStep + 1;

@@ -61,10 +61,14 @@ struct PlanSpec {
 /// y = x + w for f32[4]: x is an input, w a parameter read from a file.
 std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
   flatbuffers::FlatBufferBuilder b;
+  // A GPU plan's launches use Device arenas only.
+  fb::ArenaKind kind = spec.backend == fb::Backend::Cuda
+                           ? fb::ArenaKind::Device
+                           : fb::ArenaKind::Host;
   std::vector<flatbuffers::Offset<fb::Arena>> arenas = {
-      fb::CreateArena(b, b.CreateString("parameters"), fb::ArenaKind::Host,
+      fb::CreateArena(b, b.CreateString("parameters"), kind,
                       fb::Category::Parameters, 64, 64),
-      fb::CreateArena(b, b.CreateString("activations"), fb::ArenaKind::Host,
+      fb::CreateArena(b, b.CreateString("activations"), kind,
                       fb::Category::Activations, spec.activationArena, 64)};
   std::vector<int64_t> shape = {4};
   std::vector<int64_t> outShape = {spec.outputDim};

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cinttypes>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -75,6 +76,12 @@ struct ToyPlan {
   /// all-gathered into activations before use and read by linear_quantized
   /// from a view of the gathered bytes.
   bool quantizedBase = false;
+  /// Activation offload (issue 18): arenas 0-4 are Device arenas and a
+  /// Host arena holds dropout(x) between forward and backward. On a copy
+  /// stream, ordered by events, train_step copies it out after its last
+  /// forward use, wipes it, and copies it back before the backward reads
+  /// it.
+  bool offload = false;
 };
 
 /// The toy's base weight W [kVocab, kDim] as QLoRA stores it.
@@ -186,7 +193,12 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     specs.push_back({3, fb::DType::F32,
                      {tailor::quant::linearWorkspaceFloats(base, false, 64)}});
   }
-  std::vector<uint64_t> arenaSize(5, 0), offsets;
+  uint32_t offloaded = 0;
+  if (toy.offload) {
+    offloaded = static_cast<uint32_t>(specs.size());
+    specs.push_back({5, fb::DType::F32, {kBatch, kSeq, kDim}});
+  }
+  std::vector<uint64_t> arenaSize(6, 0), offsets;
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (const BufferSpec &spec : specs) {
     uint64_t bytes = elementBytes(spec.dtype);
@@ -205,16 +217,18 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
                                        b.CreateVector(spec.shape),
                                        spec.rankStride));
   }
-  const char *arenaNames[5] = {"parameters", "gradients", "optimizer",
-                               "activations", "constants"};
-  fb::Category categories[5] = {
-      fb::Category::Parameters, fb::Category::Gradients,
+  const char *arenaNames[6] = {"parameters", "gradients", "optimizer",
+                               "activations", "constants", "offload"};
+  fb::Category categories[6] = {
+      fb::Category::Parameters,  fb::Category::Gradients,
       fb::Category::OptimizerState, fb::Category::Activations,
-      fb::Category::Constants};
+      fb::Category::Constants,   fb::Category::Activations};
   std::vector<flatbuffers::Offset<fb::Arena>> arenas;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < (toy.offload ? 6 : 5); ++i) {
+    fb::ArenaKind kind = toy.offload && i < 5 ? fb::ArenaKind::Device
+                                              : fb::ArenaKind::Host;
     arenas.push_back(fb::CreateArena(
-        b, b.CreateString(arenaNames[i]), fb::ArenaKind::Host, categories[i],
+        b, b.CreateString(arenaNames[i]), kind, categories[i],
         std::max<uint64_t>(arenaSize[static_cast<size_t>(i)], 64), 64));
   }
 
@@ -305,6 +319,21 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     return fb::CreateAttribute(b, b.CreateString(name), fb::AttrKind::Float, 0,
                                value);
   };
+  // Offload: compute (stream 0) hands buffer `from` to the copy stream
+  // (1), which copies it to `to` and hands back (events `event`, +1).
+  auto copyOnStream = [&](fb::CopyKind kind, uint32_t from, uint32_t to,
+                          uint32_t event) {
+    ops.push_back(fb::CreateOp(b, fb::Step::Record,
+                               fb::CreateRecord(b, event, 0).Union()));
+    ops.push_back(fb::CreateOp(b, fb::Step::Wait,
+                               fb::CreateWait(b, event, 1).Union()));
+    ops.push_back(fb::CreateOp(b, fb::Step::Copy,
+                               fb::CreateCopy(b, kind, from, to, 1).Union()));
+    ops.push_back(fb::CreateOp(b, fb::Step::Record,
+                               fb::CreateRecord(b, event + 1, 1).Union()));
+    ops.push_back(fb::CreateOp(b, fb::Step::Wait,
+                               fb::CreateWait(b, event + 1, 0).Union()));
+  };
   auto collective = [&](fb::CollectiveKind kind, uint32_t in, uint32_t out) {
     ops.push_back(fb::CreateOp(b, fb::Step::Collective,
                                fb::CreateCollective(b, kind, in, out,
@@ -327,6 +356,10 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
     launch("copy", {12, 13});
   }
   launch("linear", {13, 1, 14});
+  if (toy.offload) {
+    copyOnStream(fb::CopyKind::DeviceToHost, 13, offloaded, 0);
+    launch("zero", {13});
+  }
   if (toy.quantizedBase) {
     // The base weight sees x itself (LoRA's dropout is on the adapter's
     // path only) and, being frozen, needs no gradient.
@@ -344,6 +377,9 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
   launch("cross_entropy_grad", {16, 17, 27, 20});
   launch("linear_weight_grad", {20, 22, 4}, {intAttr("accumulate", 1)});
   launch("linear", {20, 2, 23}, {intAttr("transpose_weight", 1)});
+  if (toy.offload) {
+    copyOnStream(fb::CopyKind::HostToDevice, offloaded, 13, 2);
+  }
   launch("linear_weight_grad", {23, 21, 3}, {intAttr("accumulate", 1)});
   uint32_t trainOps = static_cast<uint32_t>(ops.size());
   // optimizer_step: norm, constant learning rate, AdamW.
@@ -435,6 +471,16 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
         b.CreateString("toy"), adapter, /*recipe=*/0, toy.samplePacking,
         /*pad_token_id=*/0, toy.valSetSize, toy.evalSteps);
   }
+  std::vector<flatbuffers::Offset<fb::Stream>> streams = {
+      fb::CreateStream(b, b.CreateString("compute"))};
+  std::vector<flatbuffers::Offset<fb::Event>> events;
+  if (toy.offload) {
+    streams.push_back(fb::CreateStream(b, b.CreateString("copy")));
+    for (int e = 0; e < 4; ++e) {
+      events.push_back(
+          fb::CreateEvent(b, b.CreateString("e" + std::to_string(e))));
+    }
+  }
   auto plan = fb::CreatePlan(
       b, tailor::runtime::kPlanVersion, b.CreateString("TrainerTest"),
       b.CreateString("toy"),
@@ -442,9 +488,8 @@ std::string writePlan(const std::string &dir, const ToyPlan &toy = {}) {
       toy.worldSize,
       b.CreateVector(arenas), b.CreateVector(buffers), b.CreateVector(params),
       b.CreateVector(constants), b.CreateVector(kernels),
-      b.CreateVector(std::vector<flatbuffers::Offset<fb::Stream>>{
-          fb::CreateStream(b, b.CreateString("compute"))}),
-      0, b.CreateVector(ops), b.CreateVector(inputs), b.CreateVector(outputs),
+      b.CreateVector(streams), toy.offload ? b.CreateVector(events) : 0,
+      b.CreateVector(ops), b.CreateVector(inputs), b.CreateVector(outputs),
       0, entries, states, trainingTable);
   b.FinishSizePrefixed(plan, fb::PlanIdentifier());
   std::string path = dir + "/" + toy.name;
@@ -545,6 +590,57 @@ TEST(Trainer, TrainsWritesMetricsCheckpointsAndTheAdapter) {
   EXPECT_EQ(
       readFile(options.outputDir + "/adapter_model.safetensors"),
       readFile(options.outputDir + "/checkpoint-6/adapter_model.safetensors"));
+}
+
+TEST(Trainer, OffloadedActivationsTrainBitIdenticallyAndCountTheCopies) {
+  TempDir dir;
+  TrainOptions plain = toyOptions(dir.path, "plain");
+  ToyPlan toy;
+  toy.offload = true;
+  toy.name = "offload.tplan";
+  TrainOptions offload = plain;
+  offload.planPath = writePlan(dir.path, toy);
+  offload.outputDir = dir.path + "/offload";
+  TrainRun plainRun = train(plain);
+  TrainRun offloadRun = train(offload);
+  ASSERT_EQ(plainRun.error, "");
+  ASSERT_EQ(offloadRun.error, "");
+  // dropout(x) went to the host and back between forward and backward (it
+  // was wiped on the device meanwhile): the same losses and adapter bits.
+  EXPECT_EQ(losses(offload.outputDir), losses(plain.outputDir));
+  EXPECT_EQ(readFile(offload.outputDir + "/adapter_model.safetensors"),
+            readFile(plain.outputDir + "/adapter_model.safetensors"));
+  // Per step: 2 micro-batches, each copying its 256 bytes out and back.
+  std::istringstream metrics(readFile(offload.outputDir + "/metrics.jsonl"));
+  std::string line;
+  int rows = 0;
+  while (std::getline(metrics, line)) {
+    EXPECT_NE(line.find(",\"bytes_copied\":1024"), std::string::npos) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 6);
+  EXPECT_EQ(readFile(plain.outputDir + "/metrics.jsonl").find("bytes_copied"),
+            std::string::npos);
+  // The memory line: its total as before, and where it lies.
+  uint64_t total = 0, device = 0, host = 0;
+  size_t at = offloadRun.out.find("memory ");
+  ASSERT_NE(at, std::string::npos) << offloadRun.out;
+  ASSERT_EQ(std::sscanf(offloadRun.out.c_str() + at,
+                        "memory %" SCNu64 " B allocated (device %" SCNu64
+                        " B, host %" SCNu64 " B)",
+                        &total, &device, &host),
+            3)
+      << offloadRun.out;
+  EXPECT_EQ(host, 256u);
+  EXPECT_EQ(device + host, total);
+  at = plainRun.out.find("memory ");
+  ASSERT_NE(at, std::string::npos);
+  // The plain toy's arenas are Host arenas (as CPU plans were before
+  // placement): all of it on the host side.
+  std::string rest = std::to_string(total - host);
+  EXPECT_EQ(plainRun.out.substr(at, plainRun.out.find('\n', at) - at),
+            "memory " + rest + " B allocated (device 0 B, host " + rest +
+                " B)");
 }
 
 TEST(Trainer, InterruptedAndResumedRunIsBitIdentical) {
