@@ -224,6 +224,9 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
     prediction.commSeconds += runs * streams.commSeconds;
     prediction.hiddenCommSeconds += runs * (serial.seconds - streams.seconds);
     for (const LaunchWork &w : work) {
+      if (costKindOf(w.kernel) == "host_copy") {
+        prediction.bytesCopiedPerStep += runs * w.bytes;
+      }
       prediction.bytesSentPerStep +=
           runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
     }

@@ -43,6 +43,8 @@ struct PlanPrediction {
   /// step.secondsByKind still add up to the serial time).
   double commSeconds = 0;
   double hiddenCommSeconds = 0;
+  /// Bytes copied between host and device memory in one step (offload).
+  double bytesCopiedPerStep = 0;
   double tokensPerSecond() const {
     return step.seconds > 0 ? tokensPerStep / step.seconds : 0;
   }

@@ -345,7 +345,7 @@ Value ProgramEmitter::createParamView(Root &root) {
   }
   Value view = sched::ParamOp::create(
       builder, root.param.getLoc(), root.type,
-      builder.getStringAttr(root.param.getSymName()), arenas.params,
+      builder.getStringAttr(root.param.getSymName()), arenaOf(root),
       builder.getI64IntegerAttr(static_cast<int64_t>(root.offset)),
       builder.getI64IntegerAttr(root.bytes), file, fileOffset, fileLength,
       root.param.getTrainable() ? builder.getUnitAttr() : UnitAttr(), initKind,
@@ -376,7 +376,7 @@ Value ProgramEmitter::defineRoot(Root &root) {
     break;
   case Home::Param:
     root.view = root.bucket
-                    ? createBuffer(root.type, arenas.params, offset, root.bytes)
+                    ? createBuffer(root.type, arenaOf(root), offset, root.bytes)
                     : createParamView(root);
     break;
   case Home::State:

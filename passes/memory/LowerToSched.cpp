@@ -533,8 +533,9 @@ LogicalResult LowerToSchedPass::planAllReduce(ModuleOp module,
 
 LogicalResult LowerToSchedPass::placeShardBuckets(ModuleOp module) {
   for (tg::BucketOp bucket : module.getOps<tg::BucketOp>()) {
-    // ZeRO-3 keeps one chunk; otherwise the whole flat space.
-    bool chunked = bucket.getShardedParams();
+    // ZeRO-3 keeps one chunk; otherwise (an offloaded host bucket too:
+    // one shard, every rank's own) the whole flat space.
+    bool chunked = bucket.getShardedParams() && !bucket.getHost();
     MemRefType flatType =
         chunked ? memrefFor(bucket.getChunkType())
                 : MemRefType::get({static_cast<int64_t>(bucket.getSize())},
@@ -682,7 +683,8 @@ LogicalResult LowerToSchedPass::planShardOp(ModuleOp module, Operation &op,
       copy.kind = sched::CopyKind::HostToDevice;
       copy.overlap = op.hasAttr(tg::TGDialect::kOverlapAttrName);
       launch.copy = copy;
-      launch.operands = {chunkOf(bucket), accessOf(gather.getResult())};
+      launch.operands = {whole(bucketRoots.lookup(bucket.getSymName())),
+                         accessOf(gather.getResult())};
       entry.launches.push_back(std::move(launch));
       return success();
     }

@@ -19,8 +19,34 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <array>
+#include <optional>
 
 namespace tailor::parallel::detail {
+
+/// The transformer layer of the first op that reads each parameter in
+/// `function` (tg.layer; absent where the reader carries none).
+static llvm::StringMap<int64_t> readerLayers(func::FuncOp function) {
+  llvm::StringMap<int64_t> layers;
+  if (!function) {
+    return layers;
+  }
+  auto note = [&](StringRef name, Operation *reader) {
+    if (auto layer = reader->getAttrOfType<IntegerAttr>(
+            tg::TGDialect::kLayerAttrName)) {
+      layers.try_emplace(name, layer.getInt());
+    }
+  };
+  function.walk([&](Operation *op) {
+    if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
+      for (Operation *user : ref->getUsers()) {
+        note(ref.getName(), user);
+      }
+    } else if (auto dequantize = llvm::dyn_cast<tg::DequantizeOp>(op)) {
+      note(dequantize.getName(), op);
+    }
+  });
+  return layers;
+}
 
 LogicalResult ZeroRewriter::formFrozenBuckets() {
   llvm::DenseSet<StringRef> read;
@@ -37,6 +63,10 @@ LogicalResult ZeroRewriter::formFrozenBuckets() {
       }
     });
   }
+  // A bucket never spans two transformer layers, so a gather (or an
+  // offload's copy) brings one layer's weights at most.
+  llvm::StringMap<int64_t> layers = readerLayers(train);
+  std::optional<int64_t> bucketLayer;
   int64_t filled = 0;
   for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
     if (param.getTrainable() || !read.contains(param.getSymName())) {
@@ -56,12 +86,17 @@ LogicalResult ZeroRewriter::formFrozenBuckets() {
     member.numel = tg::numElements(member.flatType.getShape());
     int64_t bytes = tg::byteSize(member.flatType);
     Type element = member.flatType.getElementType();
+    std::optional<int64_t> layer;
+    if (auto it = layers.find(param.getSymName()); it != layers.end()) {
+      layer = it->second;
+    }
     if (frozenBuckets.empty() ||
         frozenBuckets.back().members.front().flatType.getElementType() !=
             element ||
-        filled + bytes > options.bucketBytes) {
+        filled + bytes > options.bucketBytes || layer != bucketLayer) {
       frozenBuckets.emplace_back();
       filled = 0;
+      bucketLayer = layer;
     }
     frozenBuckets.back().members.push_back(member);
     filled += bytes;

@@ -622,6 +622,9 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
                : nullptr},
         {"predicted_bytes_sent_per_step",
          known ? llvm::json::Value(view.prediction.bytesSentPerStep)
+               : nullptr},
+        {"predicted_bytes_copied_per_step",
+         known ? llvm::json::Value(view.prediction.bytesCopiedPerStep)
                : nullptr}};
     ranks.push_back(std::move(rank));
   }
@@ -1068,6 +1071,11 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
     os << llvm::format(", %.0f tokens/s", prediction.tokensPerSecond());
   }
   os << "\n";
+  if (prediction.bytesCopiedPerStep > 0) {
+    os << llvm::format("offload: %.2f MiB copied between host and device per "
+                       "step\n",
+                       prediction.bytesCopiedPerStep / double(1 << 20));
+  }
   if (prediction.bytesSentPerStep > 0) {
     os << llvm::format("communication: %.2f MiB sent per rank per step (as "
                        "ring collectives move them), %.3f ms, %.0f%% of it "

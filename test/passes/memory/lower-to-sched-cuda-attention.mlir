@@ -12,7 +12,7 @@
 // CUDA: %[[WS:.+]] = sched.buffer @workspace[0, 108800] : memref<27200xf32>
 // CUDA: sched.launch @attention_grad({{.+}}, %[[WS]]) on @compute
 // CPU-LABEL: sched.program @rank0
-// CPU: sched.arena @workspace host workspace size 102400
+// CPU: sched.arena @workspace device workspace size 102400
 // CPU: %[[WS:.+]] = sched.buffer @workspace[0, 102400] : memref<25600xf32>
 // CPU: sched.launch @attention_grad({{.+}}, %[[WS]]) on @compute
 func.func @forward(%dy: tensor<1x8x100x16xf32>, %q: tensor<1x8x100x16xf32>, %k: tensor<1x2x100x16xf32>, %v: tensor<1x2x100x16xf32>) -> (tensor<1x8x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>) {
@@ -28,7 +28,7 @@ func.func @forward(%dy: tensor<1x8x100x16xf32>, %q: tensor<1x8x100x16xf32>, %k: 
 // CUDA: sched.arena @workspace device workspace size 1600
 // CUDA: sched.launch @attention_grad
 // CPU-LABEL: sched.program @rank0
-// CPU: sched.arena @workspace host workspace size 102400
+// CPU: sched.arena @workspace device workspace size 102400
 func.func @forward(%dy: tensor<1x2x100x16xf32>, %q: tensor<1x2x100x16xf32>, %k: tensor<1x2x100x16xf32>, %v: tensor<1x2x100x16xf32>) -> (tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>) {
   %dq, %dk, %dv = tg.attention_grad %dy, %q, %k, %v {causal} : (tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>) -> (tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>)
   return %dq, %dk, %dv : tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>

@@ -12,10 +12,10 @@ tg.param @g : tensor<8xf32> at #tg.external<"weights.bin", offset = 128, length 
 // moves 48 + 128 + 96 bytes.
 // CHECK-LABEL: sched.program @rank0 rank 0 of 1
 // CHECK-SAME: sched.activations_live_bytes = 320
-// CHECK: sched.arena @parameters host parameters size 192 align 64
-// CHECK: sched.arena @constants host constants size 0 align 64
-// CHECK: sched.arena @activations host activations size 320 align 64
-// CHECK: sched.arena @workspace host workspace size 0 align 64
+// CHECK: sched.arena @parameters device parameters size 192 align 64
+// CHECK: sched.arena @constants device constants size 0 align 64
+// CHECK: sched.arena @activations device activations size 320 align 64
+// CHECK: sched.arena @workspace device workspace size 0 align 64
 // CHECK: sched.kernel @linear arity -1
 // CHECK: sched.kernel @rms_norm arity 3
 // CHECK: sched.kernel @silu arity 2
@@ -64,7 +64,7 @@ func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
 // an output which is an input gets its own copy, and that constants land in
 // the constants arena.
 // CHECK-LABEL: sched.program @rank0
-// CHECK: sched.arena @constants host constants size 64
+// CHECK: sched.arena @constants device constants size 64
 // CHECK: %[[X:.+]] = sched.input "input0" @activations[0, 24] : memref<2x3xf32>
 // CHECK: %[[C:.+]] = sched.constant @constants[0, 12] dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32> : memref<3xf32>
 // CHECK: %[[S:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<2x3xf32>
@@ -87,7 +87,7 @@ func.func @forward(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<2x3xf32>) {
 // Tests that attention gets a per-worker workspace: threads (2) x 64 query
 // rows x S (16) keys x 4 bytes.
 // CHECK-LABEL: sched.program @rank0
-// CHECK: sched.arena @workspace host workspace size 8192
+// CHECK: sched.arena @workspace device workspace size 8192
 // CHECK: %[[WS:.+]] = sched.buffer @workspace[0, 8192] : memref<2048xf32>
 // CHECK: sched.launch @attention(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[WS]]) on @compute with {causal = 1 : i64, scale = 2.500000e-01 : f64}
 func.func @forward(%q: tensor<1x4x16x16xf32>, %k: tensor<1x2x16x16xf32>, %v: tensor<1x2x16x16xf32>) -> tensor<1x4x16x16xf32> {
@@ -100,7 +100,7 @@ func.func @forward(%q: tensor<1x4x16x16xf32>, %k: tensor<1x2x16x16xf32>, %v: ten
 // Tests that cross-entropy sums per-row losses from a workspace, so the
 // loss does not depend on the thread count.
 // CHECK-LABEL: sched.program @rank0
-// CHECK: sched.arena @workspace host workspace size 64
+// CHECK: sched.arena @workspace device workspace size 64
 // CHECK: sched.launch @cross_entropy(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) on @compute with {ignore_index = -100 : i64, reduction = "mean"}
 func.func @forward(%x: tensor<4x8xf32>, %l: tensor<4xi64>) -> tensor<f32> {
   %y = tg.cross_entropy %x, %l : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
@@ -141,8 +141,8 @@ tg.state @w.exp_avg_sq : tensor<8x4xf32> of @w exp_avg_sq
 // inputs of both entries keep their own bytes, and AdamW updates the
 // parameter and its moments in place.
 // CHECK-LABEL: sched.program @rank0
-// CHECK: sched.arena @gradients host gradients size 192
-// CHECK: sched.arena @optimizer_state host optimizer_state size 256
+// CHECK: sched.arena @gradients device gradients size 192
+// CHECK: sched.arena @optimizer_state device optimizer_state size 256
 // CHECK: %[[W:.+]] = sched.param "w" @parameters[0, 128] from "w.bin"[0, 128] trainable
 // CHECK: %[[WG:.+]] = sched.state "w.grad" @gradients[0, 128] of "w" kind "grad" : memref<8x4xf32>
 // CHECK: %[[BG:.+]] = sched.state "bias.grad" @gradients[128, 16] of "bias" kind "grad" : memref<4xf32>
