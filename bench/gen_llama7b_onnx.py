@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes a Llama-2-7B-shaped ONNX model whose weights live in a sparse file.
 
---preset tinyllama gives the TinyLlama-1.1B shape instead (hidden 2048, 32
+--preset llama13b, llama34b (CodeLlama-34B, 8 kv heads) and llama70b
+(Llama-2-70B, 8 kv heads) give the larger shapes (for memory plans: no
+weight bytes either). --preset tinyllama gives the TinyLlama-1.1B shape instead (hidden 2048, 32
 heads, 4 kv heads, intermediate 5632, vocab 32000, 22 layers, untied head):
 the GPU benchmark's model (bench/gpu/), whose weights bench/gpu/fill_weights.py
 writes into the sparse file at the offsets of the side JSON's `layout`.
@@ -69,9 +71,22 @@ SHAPE_7B = dict(hidden_size=4096, num_attention_heads=32,
 SHAPE_TINYLLAMA = dict(hidden_size=2048, num_attention_heads=32,
                        num_key_value_heads=4, intermediate_size=5632,
                        vocab_size=32000, max_position_embeddings=2048)
+SHAPE_13B = dict(hidden_size=5120, num_attention_heads=40,
+                 num_key_value_heads=40, intermediate_size=13824,
+                 vocab_size=32000, max_position_embeddings=4096)
+# CodeLlama-34B's shape (grouped-query attention, 8 kv heads).
+SHAPE_34B = dict(hidden_size=8192, num_attention_heads=64,
+                 num_key_value_heads=8, intermediate_size=22016,
+                 vocab_size=32000, max_position_embeddings=4096)
+SHAPE_70B = dict(hidden_size=8192, num_attention_heads=64,
+                 num_key_value_heads=8, intermediate_size=28672,
+                 vocab_size=32000, max_position_embeddings=4096)
 # --preset: shape, default layers, parameter count at those layers.
 PRESETS = {
     "llama7b": (SHAPE_7B, 32, 6_738_415_616),
+    "llama13b": (SHAPE_13B, 40, 13_015_864_320),
+    "llama34b": (SHAPE_34B, 48, 33_743_970_304),
+    "llama70b": (SHAPE_70B, 80, 68_976_648_192),
     "tinyllama": (SHAPE_TINYLLAMA, 22, 1_100_048_384),
 }
 SHAPE_TINY = dict(hidden_size=64, num_attention_heads=4,

@@ -106,7 +106,7 @@ private:
   FlatSymbolRefAttr stream;
   /// Collectives on the communication stream, copies on the copy stream
   /// (each declared only when used).
-  AsyncLane comm{"comm", {}, 0}, copies{"copy", {}, 0};
+  AsyncLane comm{"comm", {}, 0}, copies{"host_copy", {}, 0};
   DenseMap<std::tuple<unsigned, Type, int64_t, int64_t>, Value> views;
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
