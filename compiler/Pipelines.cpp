@@ -210,8 +210,12 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     return;
   }
   // --- Plan one rank: train_step and optimizer_step share the activation
-  // arena; gradients and moments get arenas of their own.
-  pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
+  // arena; gradients and moments get arenas of their own; the device
+  // arenas must fit the card and the recipe's budget.
+  memory::LowerToSchedPassOptions lower = lowerOptions(options);
+  lower.deviceBudget = static_cast<int64_t>(
+      recipe.deviceMemoryBudgetGib * double(int64_t(1) << 30));
+  pm.addPass(memory::createLowerToSchedPass(lower));
 }
 
 void registerTailorPipelines() {

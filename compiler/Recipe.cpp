@@ -289,6 +289,8 @@ const std::map<std::string, Setter> &setters() {
        number(&R::activationMemoryBudget, 1e-6, 1.0)},
       {"activation_memory_budget_gib",
        number(&R::activationMemoryBudgetGib, 1e-9, 1e9)},
+      {"device_memory_budget_gib",
+       number(&R::deviceMemoryBudgetGib, 1e-9, 1e9)},
   };
   return table;
 }

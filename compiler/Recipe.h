@@ -88,6 +88,10 @@ struct TrainingRecipe {
   /// `activation_memory_budget_gib`: the activation peak in GiB; 0 when
   /// not given.
   double activationMemoryBudgetGib = 0;
+  /// `device_memory_budget_gib`: the most device memory the plan may take
+  /// (0: the card's); over it, compile offloads the frozen parameters if
+  /// the recipe did not, and refuses with the excess if that is not enough.
+  double deviceMemoryBudgetGib = 0;
   // --- data parallelism (tailor-shard), in DeepSpeed's and FSDP's words.
   /// ddp, zero1, zero2, zero3 or hybrid: from `zero_stage: 0..3` or
   /// `fsdp_sharding_strategy: NO_SHARD|SHARD_GRAD_OP|FULL_SHARD|

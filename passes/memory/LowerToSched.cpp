@@ -143,6 +143,8 @@ private:
   /// its roots (where compute waits for it), and its roots kept live until
   /// then (`endStep` when none does).
   void scheduleOverlaps(PlannedEntry &entry, int64_t endStep);
+  LogicalResult proveItFits(ModuleOp module,
+                            const memory::ProgramTarget &target);
   /// A launch whose operands are whole roots (states, parameters) or values
   /// seen with their own type (a reshape's view of a gradient, say).
   PlannedLaunch launchOf(Operation *op, StringRef kernel, int64_t arity,
@@ -1000,6 +1002,54 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
   }
 }
 
+/// The plan is a proof that the step fits: device arenas beyond the GPU's
+/// memory (less room for the CUDA context) or beyond the budget are an
+/// error now, naming the excess, not an out-of-memory error at run time.
+/// Host arenas (offload) do not count.
+LogicalResult LowerToSchedPass::proveItFits(ModuleOp module,
+                                            const memory::ProgramTarget &target) {
+  // The CUDA context, cuBLASLt's handle and the loaded modules live
+  // outside the plan's arenas: keep room for them.
+  constexpr int64_t kContextReserve = int64_t(512) << 20;
+  int64_t limit = 0;
+  std::string what;
+  auto gib = [](int64_t bytes) {
+    return bytes >= int64_t(1) << 30
+               ? llvm::formatv("{0:F2} GiB", bytes / double(1 << 30)).str()
+               : llvm::formatv("{0:F2} MiB", bytes / double(1 << 20)).str();
+  };
+  if (target.isCuda() && deviceMemory > 0) {
+    limit = deviceMemory - kContextReserve;
+    what = hardware + " has " + std::to_string(deviceMemory) + " (" +
+           gib(deviceMemory) +
+           "), of which 512 MiB are kept for the CUDA context and libraries";
+  }
+  if (deviceBudget > 0 && (limit == 0 || deviceBudget < limit)) {
+    limit = deviceBudget;
+    what = "the budget (device_memory_budget_gib) is " +
+           std::to_string(static_cast<int64_t>(deviceBudget)) + " (" +
+           gib(deviceBudget) + ")";
+  }
+  if (limit == 0) {
+    return success();
+  }
+  int64_t total = 0;
+  for (auto program : module.getOps<sched::ProgramOp>()) {
+    program.walk([&](sched::ArenaOp arena) {
+      if (arena.getKind() == sched::ArenaKind::Device) {
+        total += arena.getSize();
+      }
+    });
+  }
+  if (total <= limit) {
+    return success();
+  }
+  return module.emitError()
+         << "the plan needs " << total << " bytes (" << gib(total)
+         << ") of device memory but " << what << ": it exceeds that by "
+         << gib(total - limit);
+}
+
 void LowerToSchedPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (!module.getOps<sched::ProgramOp>().empty()) {
@@ -1099,29 +1149,8 @@ void LowerToSchedPass::runOnOperation() {
                                  workspaceThreads, alignment, target))) {
     return signalPassFailure();
   }
-  // The plan is a proof that the step fits: a GPU program larger than the
-  // GPU is an error now, not an out-of-memory error at run time.
-  if (target.isCuda() && deviceMemory > 0) {
-    int64_t total = 0;
-    for (auto program : module.getOps<sched::ProgramOp>()) {
-      program.walk([&](sched::ArenaOp arena) { total += arena.getSize(); });
-    }
-    // The CUDA context, cuBLASLt's handle and the loaded modules live
-    // outside the plan's arenas: keep room for them.
-    constexpr int64_t kContextReserve = int64_t(512) << 20;
-    if (total > deviceMemory - kContextReserve) {
-      auto gib = [](int64_t bytes) {
-        return llvm::formatv("{0:F2}", bytes / double(1 << 30)).str();
-      };
-      module.emitError() << "the plan needs " << total << " bytes ("
-                         << gib(total) << " GiB) of GPU memory but "
-                         << hardware << " has "
-                         << static_cast<int64_t>(deviceMemory) << " ("
-                         << gib(deviceMemory)
-                         << " GiB), of which 512 MiB are kept for the CUDA "
-                            "context and libraries";
-      return signalPassFailure();
-    }
+  if (failed(proveItFits(module, target))) {
+    return signalPassFailure();
   }
 
   // The program replaces the functions and the symbol declarations; what

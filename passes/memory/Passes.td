@@ -105,7 +105,11 @@ def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
            "in it less 512 MiB for the CUDA context is an error (0: no "
            "check)">,
     Option<"gemmWorkspace", "gemm-workspace", "int64_t", /*default=*/"0",
-           "cuda: bytes of GEMM-library workspace to plan">
+           "cuda: bytes of GEMM-library workspace to plan">,
+    Option<"deviceBudget", "device-budget", "int64_t", /*default=*/"0",
+           "the most bytes of device arenas the program may take, on any "
+           "target (0: none but the GPU's memory); over it is an error "
+           "naming the excess">
   ];
   let dependentDialects = ["::tailor::sched::SchedDialect",
                            "::mlir::memref::MemRefDialect"];

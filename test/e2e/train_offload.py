@@ -14,7 +14,9 @@ and without `offload_param: cpu`, trains 20 steps on the same rows:
     (metrics.jsonl bytes_copied == predicted_bytes_copied_per_step);
   - with DDP on 2 ranks (mpirun) the offloaded plan matches the plain one;
   - what is not built yet is refused by name: offload_optimizer, activation
-    offloading, offload with full fine-tuning or with ZeRO-3.
+    offloading, offload with full fine-tuning or with ZeRO-3;
+  - under device_memory_budget_gib compile offloads by itself when the plan
+    does not fit, and refuses with the excess when even that is too much.
 """
 
 import argparse
@@ -139,6 +141,45 @@ def check_refusals(args, onnx_path, base):
     return failures
 
 
+def check_budget(args, onnx_path, base):
+    """device_memory_budget_gib: between the offloaded and the plain plan's
+    device bytes, compile offloads by itself and says so; below the
+    offloaded plan's, it refuses with the excess."""
+    failures = []
+    work = os.path.join(args.work, "budget")
+    plain, err = compile_plan(args, onnx_path, base, work + "-plain")
+    if err:
+        return [f"budget: {err}"]
+    device = lambda plan: json.loads(subprocess.run(
+        [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
+        capture_output=True, text=True, check=True).stdout)["ranks"][0][
+            "device_peak_bytes"]
+    offloaded, err = compile_plan(args, onnx_path,
+                                  dict(base, offload_param="cpu"),
+                                  work + "-offloaded")
+    if err:
+        return [f"budget: {err}"]
+    low, high = device(offloaded), device(plain)
+    budget = (low + high) / 2 / 2**30
+    plan, err = compile_plan(args, onnx_path,
+                             dict(base, device_memory_budget_gib=budget),
+                             work + "-fits")
+    log = open(os.path.join(work + "-fits", "tailor.log")).read()
+    if err or "offloading the frozen parameters to fit" not in log or \
+            device(plan) != low:
+        failures.append(f"budget {budget:.6f} GiB: {err or log[-300:]}")
+    _, err = compile_plan(args, onnx_path,
+                          dict(base, device_memory_budget_gib=low / 2 / 2**30),
+                          work + "-refused")
+    if not err or "exceeds that by" not in err:
+        failures.append(f"budget below the offloaded plan: {err or 'compiled'}")
+    if not failures:
+        print(f"budget: {budget * 2**30:.0f} B offloads by itself (device "
+              f"{high} -> {low} B); {low / 2:.0f} B is refused with the "
+              f"excess")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True)
@@ -171,6 +212,7 @@ def main():
             continue
         failures += check_pair(label, plain, offloaded)
     failures += check_refusals(args, onnx_path, lora)
+    failures += check_budget(args, onnx_path, lora)
     for failure in failures:
         print("FAIL:", failure)
     print("summary:", "ok" if not failures else f"{len(failures)} failures")

@@ -63,8 +63,8 @@ enum class Emit { Default, Mlir, Plan };
 
 /// Prints diagnostics as `tailor compile: error: ...`, naming the ONNX node
 /// when the location carries one.
-void printDiagnostic(mlir::Diagnostic &diag) {
-  llvm::raw_ostream &os = llvm::errs();
+void printDiagnostic(mlir::Diagnostic &diag,
+                     llvm::raw_ostream &os = llvm::errs()) {
   os << "tailor compile: ";
   switch (diag.getSeverity()) {
   case mlir::DiagnosticSeverity::Error: os << "error: "; break;
@@ -206,6 +206,9 @@ struct CompileRequest {
   /// --pass-pipeline: replaces the implied pipeline when not empty.
   std::string passPipeline;
   bool printIRAfterAll = false;
+  /// The first of two tries under a device budget: its failure is reported
+  /// by the caller.
+  bool quietPipelineFailure = false;
 };
 
 /// Prints `tailor compile: error: MESSAGE` and returns failure.
@@ -440,6 +443,9 @@ mlir::LogicalResult runPipelines(mlir::ModuleOp module,
     pm.enableIRPrinting();
   }
   if (failed(pm.run(module))) {
+    if (req.quietPipelineFailure) {
+      return mlir::failure();
+    }
     return compileError(llvm::Twine("the ") + what + " pipeline failed on '" +
                         req.input + "'");
   }
@@ -515,6 +521,28 @@ mlir::LogicalResult writeOutput(mlir::ModuleOp module,
 
 } // namespace
 
+/// Imports `req.input` and runs the pipelines on it; null on failure (the
+/// diagnostics say why).
+mlir::OwningOpRef<mlir::ModuleOp> compileModule(mlir::MLIRContext &context,
+                                                CompileRequest &req) {
+  auto module = onnx_import::importOnnxFile(context, req.input,
+                                            req.importOptions);
+  if (failed(module)) {
+    return nullptr;
+  }
+  if (req.training && failed(attachTrainingRecipe(**module, req))) {
+    return nullptr;
+  }
+  if (req.adapter && req.compileTo != Stage::Import &&
+      failed(applyAdapter(**module, req))) {
+    return nullptr;
+  }
+  if (req.compileTo != Stage::Import && failed(runPipelines(**module, req))) {
+    return nullptr;
+  }
+  return std::move(*module);
+}
+
 int runCompile(int argc, const char **argv) {
   llvm::cl::ResetCommandLineParser();
   CompileFlags flags;
@@ -549,27 +577,53 @@ int runCompile(int argc, const char **argv) {
   }
   // Errors name the op; a dump of the whole module would bury them.
   context.printOpOnDiagnostic(false);
-  mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
-    printDiagnostic(diag);
+  // Under a device budget the first try's diagnostics wait: if the plan
+  // only missed the budget, compile offloads and tries again.
+  bool mayOffload = req.training && req.compileTo != Stage::Import &&
+                    req.passPipeline.empty() &&
+                    req.recipe.deviceMemoryBudgetGib > 0 &&
+                    !req.recipe.offloadParams();
+  std::vector<std::string> held;
+  bool overBudget = false;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (!mayOffload) {
+      printDiagnostic(diag);
+      return mlir::success();
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    printDiagnostic(diag, os);
+    overBudget |= diag.getSeverity() == mlir::DiagnosticSeverity::Error &&
+                  llvm::StringRef(text).contains("of device memory but");
+    held.push_back(std::move(text));
     return mlir::success();
   });
-
-  auto module = onnx_import::importOnnxFile(context, req.input,
-                                            req.importOptions);
-  if (failed(module)) {
+  req.quietPipelineFailure = mayOffload;
+  mlir::OwningOpRef<mlir::ModuleOp> module = compileModule(context, req);
+  req.quietPipelineFailure = false;
+  if (!module && mayOffload && overBudget) {
+    // Said as a note: the plan that follows fits.
+    llvm::StringRef first = held.front();
+    first.consume_front("tailor compile: error: ");
+    llvm::errs() << "tailor compile: note: without offload, " << first
+                 << "tailor compile: offloading the frozen parameters to fit "
+                    "(offload_param: cpu)\n";
+    req.recipe.offloadParam = "cpu";
+    mayOffload = false;
+    module = compileModule(context, req);
+  } else if (!module) {
+    for (const std::string &text : held) {
+      llvm::errs() << text;
+    }
+    if (mayOffload) {
+      (void)compileError("the training pipeline failed on '" + req.input +
+                         "'");
+    }
+  }
+  if (!module) {
     return 1;
   }
-  if (req.training && failed(attachTrainingRecipe(**module, req))) {
-    return 1;
-  }
-  if (req.adapter && req.compileTo != Stage::Import &&
-      failed(applyAdapter(**module, req))) {
-    return 1;
-  }
-  if (req.compileTo != Stage::Import && failed(runPipelines(**module, req))) {
-    return 1;
-  }
-  return failed(writeOutput(**module, req)) ? 1 : 0;
+  return failed(writeOutput(*module, req)) ? 1 : 0;
 }
 
 } // namespace tailor
