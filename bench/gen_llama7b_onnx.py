@@ -476,6 +476,9 @@ def main(argv=None):
     ap.add_argument("--name", default=None,
                     help="file stem (default: the preset's name, or "
                          "llama_tiny with --tiny)")
+    ap.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
+                    help="attention implementation to export (eager for the "
+                         "grouped-query presets with --no-packed-mask)")
     ap.add_argument("--no-packed-mask", action="store_true",
                     help="drop transformers' packed-sequence mask subgraph")
     a = ap.parse_args(argv)
@@ -499,6 +502,10 @@ def main(argv=None):
     else:
         register_diff_symbolic(a.opset)
     cfg = build_config(layers, a.tiny, preset)
+    # Eager attention (repeat_kv, matmul, softmax): TorchScript cannot export
+    # sdpa's grouped-query path (enable_gqa), which --no-packed-mask takes
+    # for the 8-kv-head presets. tailor raises either form to tg.attention.
+    cfg._attn_implementation = a.attn
     model = build_model(cfg, a.tiny)
     n_model_params = sum(p.numel() for p in model.parameters())
     t_build = time.perf_counter()
