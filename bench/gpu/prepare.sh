@@ -150,6 +150,13 @@ for hw in cpu h100; do
   compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-$hw.tplan" "$hw" "$tiny_recipe"
   compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/qlora-$hw.tplan" "$hw" "$tiny_recipe" adapter=qlora
 done
+# Offload: the frozen weights in pinned host memory (exact match expected).
+for v in lora qlora; do
+  args=(offload_param=cpu)
+  [[ $v == qlora ]] && args+=(adapter=qlora)
+  compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/$v-h100-offload.tplan" h100 \
+    "$tiny_recipe" "${args[@]}"
+done
 # The GPU in f32: compared with the CPU plan at a tight tolerance.
 compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-h100-fp32.tplan" h100 \
   "$tiny_recipe" mixed_precision=fp32

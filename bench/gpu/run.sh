@@ -19,7 +19,9 @@
 #   tiny   the tiny Llama: tailor-train on the CPU plan and on the h100 plan,
 #          LoRA and QLoRA, TINY_STEPS steps each on counting.jsonl, every
 #          step's loss compared (compare_runs.py, bf16 tolerance); the f32
-#          h100 plan against the CPU at a tight one; tailor-embed-train (the
+#          h100 plan against the CPU at a tight one; the offload_param plans
+#          (pinned host weights, copy stream) against the plain h100 ones,
+#          exactly; tailor-embed-train (the
 #          C API) on both LoRA plans, 10 steps
 #   profile  TAILOR_PROFILE=1 on the 1.1B plans (PROFILE_STEPS, 3): GPU
 #          time per kernel and the costliest steps (CUDA events)
@@ -271,6 +273,21 @@ part_tiny() {
       record "tiny $v cpu=h100" PASS "$(grep -m1 '^worst' "$d/$v.compare.txt")"
     else
       record "tiny $v cpu=h100" FAIL "$(grep -m1 -E '^worst|^MISMATCH|error' "$d/$v.compare.txt")"
+    fi
+  done
+  # Offload (offload_param: cpu): the frozen weights in pinned host memory,
+  # copied in on the copy stream; the same kernels in the same order, so
+  # every step's loss equals the plain h100 plan's exactly.
+  for v in lora qlora; do
+    train "tiny-$v-offload-h100" "$B/tiny-llama/$v-h100-offload.tplan" "$data" \
+      "$TINY_STEPS" "$d" ||
+      { record "tiny $v offload" FAIL "tailor-train failed (tiny/tiny-$v-offload-h100.log)"; continue; }
+    grep -m1 '^memory' "$d/tiny-$v-offload-h100.log"
+    if "$PY" "$ROOT/bench/gpu/compare_runs.py" "$d/tiny-$v-h100.metrics.jsonl" \
+        "$d/tiny-$v-offload-h100.metrics.jsonl" --rtol 0 2>&1 | tee "$d/$v-offload.compare.txt"; then
+      record "tiny $v offload=plain" PASS "$(grep -m1 -o 'host [0-9]* B' "$d/tiny-$v-offload-h100.log") offloaded, losses identical"
+    else
+      record "tiny $v offload=plain" FAIL "$(grep -m1 -E '^worst|^MISMATCH|error' "$d/$v-offload.compare.txt")"
     fi
   done
   # The C API from a C program (examples/embed/train.c): same plans, 10 steps.

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Step time with and without offload of the frozen parameters on the CPU.
+
+The seeded Llama of cpu_forward_100m.py (default hidden 512, 8 layers, the
+parameter count is printed), LoRA r=8 on q,k,v,o, one rank, compiled for
+`--hardware cpu` with `offload_param: none` and `cpu` (and QLoRA's NF4 bytes
+with --qlora). On the CPU target "device" and host memory are the same DRAM,
+so the copies cost memcpy time: what this measures is the copies' share of a
+step against the cost model's prediction (hardware `cpu`: host_link_gbs 10),
+and the device bytes the offload frees (inspect --json).
+
+  cpu_offload.py [--steps 6] [--batch 2] [--seq 128] [--threads 2] [--qlora]
+
+Prints per run: measured ms/step (steps 2..S), predicted ms, device and host
+bytes, bytes copied per step (counted by the runtime) and predicted.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "test", "generators"))
+
+import cpu_forward_100m as fwd  # noqa: E402  (the model, its export and cache)
+
+
+def run(args, onnx_path, data, offload):
+    tag = ("qlora" if args.qlora else "lora") + "-" + offload
+    work = os.path.join(args.build, "bench", "cpu_offload", tag)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    recipe = os.path.join(work, "recipe.yaml")
+    with open(recipe, "w") as f:
+        f.write("\n".join([
+            f"adapter: {'qlora' if args.qlora else 'lora'}", "lora_r: 8",
+            "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]",
+            f"sequence_len: {args.seq}", f"micro_batch_size: {args.batch}",
+            "learning_rate: 1e-4", f"max_steps: {args.steps}",
+            f"save_steps: {args.steps}", "shuffle: false",
+            f"offload_param: {offload}"]) + "\n")
+    tailor = os.path.join(args.build, "bin", "tailor")
+    plan = os.path.join(work, "plan.tplan")
+    subprocess.run([tailor, "compile", onnx_path, "--recipe", recipe,
+                    "--threads", str(args.threads), "-o", plan], check=True,
+                   capture_output=True)
+    doc = json.loads(subprocess.run([tailor, "inspect", plan, "--json"],
+                                    check=True, capture_output=True,
+                                    text=True).stdout)
+    out = os.path.join(work, "out")
+    subprocess.run([tailor, "train", plan, "--data", data, "--output-dir", out,
+                    "--threads", str(args.threads)], check=True,
+                   capture_output=True)
+    rows = [json.loads(line) for line in open(os.path.join(out,
+                                                           "metrics.jsonl"))]
+    timed = [r["step_ms"] for r in rows[1:]] or [rows[0]["step_ms"]]
+    rank = doc["ranks"][0]
+    return dict(tag=tag, ms=sum(timed) / len(timed),
+                predicted=rank["predicted_step_seconds"] * 1e3,
+                device=rank["device_peak_bytes"], host=rank["host_peak_bytes"],
+                copied=rows[-1].get("bytes_copied", 0),
+                predicted_copied=rank.get("predicted_bytes_copied_per_step", 0),
+                loss=rows[-1]["loss"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--qlora", action="store_true")
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--intermediate", type=int, default=1376)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = ap.parse_args()
+    onnx_path = fwd.exported_model(args, args.build)
+    data = os.path.join(args.build, "bench", "cpu_offload", "data.jsonl")
+    os.makedirs(os.path.dirname(data), exist_ok=True)
+    with open(data, "w") as f:
+        for i in range(args.steps * args.batch * 2):
+            ids = [(i * 7 + j * 13) % args.vocab for j in range(args.seq)]
+            f.write(json.dumps({"input_ids": ids}) + "\n")
+    results = [run(args, onnx_path, data, o) for o in ("none", "cpu")]
+    for r in results:
+        print(f"{r['tag']:>12}: {r['ms']:8.2f} ms/step (predicted "
+              f"{r['predicted']:.2f}); device {r['device'] / 2**20:7.2f} MiB, "
+              f"host {r['host'] / 2**20:7.2f} MiB; copied "
+              f"{r['copied'] / 2**20:.2f} MiB/step (predicted "
+              f"{r['predicted_copied'] / 2**20:.2f}); last loss {r['loss']}")
+    a, b = results
+    print(f"offload: {100 * (b['ms'] / a['ms'] - 1):+.1f}% step time "
+          f"(predicted {100 * (b['predicted'] / a['predicted'] - 1):+.1f}%), "
+          f"{(a['device'] - b['device']) / 2**20:.2f} MiB less device memory; "
+          f"same losses: {a['loss'] == b['loss']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
