@@ -136,7 +136,7 @@ def run(args, onnx_path, data, world, strategy, overlap):
                 predicted_sent=rank.get("predicted_bytes_sent_per_step", 0),
                 peak=rank.get("device_peak_bytes", 0) or
                 rank.get("host_peak_bytes", 0),
-                predicted_hidden=doc["prediction"].get("hidden_comm_seconds", 0) /
+                predicted_hidden=doc["prediction"].get("hidden_seconds", 0) /
                 max(doc["prediction"].get("comm_seconds", 0), 1e-12),
                 comm=comm, hidden=hidden)
 

@@ -181,13 +181,6 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   shard.bucketBytes =
       static_cast<int64_t>(recipe.ddpBucketCapMb * double(int64_t(1) << 20));
   pm.addPass(parallel::createShardPass(shard));
-  // --- Offload: frozen parameters in host memory, copied in to be read.
-  if (recipe.offloadParams()) {
-    parallel::OffloadPassOptions offload;
-    offload.params = true;
-    offload.bucketBytes = shard.bucketBytes;
-    pm.addPass(parallel::createOffloadPass(offload));
-  }
   // --- Recomputation, last: a CSE after it would fold the clones back.
   memory::RecomputePassOptions recompute;
   recompute.policy = recipe.recomputePolicy;
@@ -195,6 +188,15 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   recompute.budgetBytes = static_cast<int64_t>(
       recipe.activationMemoryBudgetGib * double(int64_t(1) << 30));
   pm.addPass(memory::createRecomputePass(recompute));
+  // --- Offload: frozen parameters in host memory, copied in to be read.
+  // After recomputation, so the forward ops it replays in backward read
+  // backward's copy and the forward's dies with the forward.
+  if (recipe.offloadParams()) {
+    parallel::OffloadPassOptions offload;
+    offload.params = true;
+    offload.bucketBytes = shard.bucketBytes;
+    pm.addPass(parallel::createOffloadPass(offload));
+  }
   // --- Gradient collectives on the communication stream, overlapping the
   // rest of backward (DDP's all-reduces move into the step when it is one
   // micro-batch).

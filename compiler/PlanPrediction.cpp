@@ -84,6 +84,7 @@ struct StreamSchedule {
   std::vector<double> start, end;
   double seconds = 0;
   double commSeconds = 0;
+  double copySeconds = 0;
 };
 
 StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
@@ -108,6 +109,8 @@ StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
       at(clock, stream) = begin + seconds;
       if (work.ranks > 0) {
         schedule.commSeconds += seconds;
+      } else if (costKindOf(work.kernel) == "host_copy") {
+        schedule.copySeconds += seconds;
       }
     } else if (const fb::Record *record = op->step_as_Record()) {
       at(reached, record->event()) = at(clock, record->stream());
@@ -222,7 +225,8 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
     prediction.step.add(serial, runs);
     prediction.step.seconds -= runs * (serial.seconds - streams.seconds);
     prediction.commSeconds += runs * streams.commSeconds;
-    prediction.hiddenCommSeconds += runs * (serial.seconds - streams.seconds);
+    prediction.copySeconds += runs * streams.copySeconds;
+    prediction.hiddenSeconds += runs * (serial.seconds - streams.seconds);
     for (const LaunchWork &w : work) {
       if (costKindOf(w.kernel) == "host_copy") {
         prediction.bytesCopiedPerStep += runs * w.bytes;

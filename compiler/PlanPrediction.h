@@ -37,12 +37,14 @@ struct PlanPrediction {
   /// Bytes each rank sends in one step's collectives, counted as ring
   /// algorithms move them (CostModel.h's ringBytesSent).
   double bytesSentPerStep = 0;
-  /// Communication time in one step, and how much of it runs on the
-  /// communication stream while compute runs (step.seconds already lacks
-  /// it: the streams are simulated with the plan's events; the kinds in
-  /// step.secondsByKind still add up to the serial time).
+  /// Time in one step of collectives and of host-device copies, and how
+  /// much of the work on streams beside compute runs while compute does
+  /// (step.seconds already lacks it: the streams are simulated with the
+  /// plan's events; the kinds in step.secondsByKind still add up to the
+  /// serial time).
   double commSeconds = 0;
-  double hiddenCommSeconds = 0;
+  double copySeconds = 0;
+  double hiddenSeconds = 0;
   /// Bytes copied between host and device memory in one step (offload).
   double bytesCopiedPerStep = 0;
   double tokensPerSecond() const {

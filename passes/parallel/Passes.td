@@ -120,8 +120,10 @@ def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
 def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
   let summary = "places tensors in host memory, copied to the device to be used";
   let description = [{
-    Offload decisions on the training step (after `tailor-shard`, before
-    `tailor-overlap-collectives`, which prefetches the copies).
+    Offload decisions on the training step (after `tailor-shard` and
+    `tailor-recompute`, so the forward ops replayed in backward read the
+    backward's copy; before `tailor-overlap-collectives`, which prefetches
+    the copies).
 
     - `params` (`offload_param: cpu`, `fsdp_offload_params: true`): every
       frozen parameter the step reads (LoRA's and QLoRA's base weights; a

@@ -157,6 +157,50 @@ void ZeroRewriter::gatherForReads(Bucket &bucket,
   }
 }
 
+/// The first of `uses`' owners in block order.
+static Operation *firstOwner(ArrayRef<OpOperand *> uses) {
+  Operation *first = uses.front()->getOwner();
+  for (OpOperand *use : uses) {
+    if (use->getOwner()->isBeforeInBlock(first)) {
+      first = use->getOwner();
+    }
+  }
+  return first;
+}
+
+/// Each tg.dequantize of `body` moves right before its first reader (the
+/// quantize pass makes them at the top), and with `split` one read both
+/// before and from `backward` on gets a clone for the later reads: a
+/// gather (or an offload's copy) then serves each segment and dies with it.
+static void placeDequantizes(Block &body, Operation *backward, bool split) {
+  SmallVector<tg::DequantizeOp> dequantizes(body.getOps<tg::DequantizeOp>());
+  for (tg::DequantizeOp dequantize : dequantizes) {
+    SmallVector<OpOperand *> early, late;
+    for (OpOperand &use : dequantize->getUses()) {
+      Operation *user = body.findAncestorOpInBlock(*use.getOwner());
+      bool isLate = split && backward && user &&
+                    (user == backward || backward->isBeforeInBlock(user));
+      if (!user) {
+        continue; // not in this function's block: left where it is
+      }
+      (isLate ? late : early).push_back(&use);
+    }
+    if (early.empty() && late.empty()) {
+      continue;
+    }
+    if (!early.empty() && !late.empty()) {
+      Operation *at = body.findAncestorOpInBlock(*firstOwner(late));
+      OpBuilder builder(at);
+      Operation *clone = builder.clone(*dequantize);
+      for (OpOperand *use : late) {
+        use->set(clone->getResult(0));
+      }
+    }
+    SmallVector<OpOperand *> &own = early.empty() ? late : early;
+    dequantize->moveBefore(body.findAncestorOpInBlock(*firstOwner(own)));
+  }
+}
+
 /// Reads from the loss gradient on are backward's; with
 /// reshard-after-forward they get a gather of their own, so the forward's
 /// dies with the forward.
@@ -169,6 +213,7 @@ LogicalResult ZeroRewriter::rewriteParamReads(func::FuncOp function) {
       break;
     }
   }
+  placeDequantizes(body, backward, options.reshardAfterForward);
   SmallVector<Bucket *> all;
   for (std::vector<Bucket> *list : {&buckets, &frozenBuckets}) {
     for (Bucket &bucket : *list) {

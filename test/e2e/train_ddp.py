@@ -393,7 +393,7 @@ def check_overlap(args, onnx_path, data, base, ref):
             failures.append(f"{name}: {err}")
             continue
         prediction = got["doc"]["prediction"]
-        if prediction.get("hidden_comm_seconds", 0) <= 0:
+        if prediction.get("hidden_seconds", 0) <= 0:
             failures.append(f"{name}: the plan hides no communication "
                             f"({prediction})")
         failures += compare(name, got, ref)

@@ -586,7 +586,8 @@ llvm::json::Object predictionJson(const PredictionView &view) {
   out["tokens_per_second"] = prediction.tokensPerSecond();
   out["seconds_by_kind"] = std::move(byKind);
   out["comm_seconds"] = prediction.commSeconds;
-  out["hidden_comm_seconds"] = prediction.hiddenCommSeconds;
+  out["copy_seconds"] = prediction.copySeconds;
+  out["hidden_seconds"] = prediction.hiddenSeconds;
   return out;
 }
 
@@ -1073,20 +1074,23 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
   os << "\n";
   if (prediction.bytesCopiedPerStep > 0) {
     os << llvm::format("offload: %.2f MiB copied between host and device per "
-                       "step\n",
-                       prediction.bytesCopiedPerStep / double(1 << 20));
+                       "step, %.3f ms\n",
+                       prediction.bytesCopiedPerStep / double(1 << 20),
+                       prediction.copySeconds * 1e3);
   }
   if (prediction.bytesSentPerStep > 0) {
     os << llvm::format("communication: %.2f MiB sent per rank per step (as "
-                       "ring collectives move them), %.3f ms, %.0f%% of it "
-                       "hidden behind compute\n",
+                       "ring collectives move them), %.3f ms\n",
                        prediction.bytesSentPerStep / double(1 << 20),
-                       prediction.commSeconds * 1e3,
-                       prediction.commSeconds > 0
-                           ? 100.0 * prediction.hiddenCommSeconds /
-                                 prediction.commSeconds
-                           : 0.0);
+                       prediction.commSeconds * 1e3);
+  }  double async = prediction.commSeconds + prediction.copySeconds;
+  if (async > 0) {
+    os << llvm::format("overlap: %.3f ms of collectives and copies run beside "
+                       "compute (%.0f%% of them)\n",
+                       prediction.hiddenSeconds * 1e3,
+                       100.0 * prediction.hiddenSeconds / async);
   }
+
 }
 
 void printText(const LoadedPlan &loaded, const PlanSummary &s,
