@@ -93,38 +93,24 @@ unpack || exit 1
 
 # --- the environment the bundled binaries need ----------------------------
 # Only tailor's binaries get the bundled libraries (Python keeps its own);
-# cuBLASLt (dlopen'd by name, libcublasLt.so.13) comes from the toolkit or
-# from the nvidia-* wheels PyTorch installed.
-cublas_dirs() {
+# cuBLASLt (dlopen'd by name, libcublasLt.so.13) and NCCL (libnccl.so.2,
+# linked by tailor-train; not carried) come from the toolkit, the system,
+# or the nvidia-* wheels PyTorch installed: lib_dirs LIBRARY lists where.
+lib_dirs() {
   local d
   for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/targets/x86_64-linux/lib \
            /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu; do
-    [[ -e "$d/libcublasLt.so.13" ]] && echo "$d"
+    [[ -e "$d/$1" ]] && echo "$d"
   done
-  "$PY" - 2>/dev/null <<'EOF'
-import glob, os, site
+  "$PY" - "$1" 2>/dev/null <<'EOF'
+import glob, os, site, sys
 for s in site.getsitepackages():
-    for p in glob.glob(os.path.join(s, "nvidia", "**", "libcublasLt.so.13"), recursive=True):
+    for p in glob.glob(os.path.join(s, "nvidia", "**", sys.argv[1]), recursive=True):
         print(os.path.dirname(p))
 EOF
 }
-# NCCL (libnccl.so.2, linked by tailor-train) is not carried: the toolkit's,
-# else the nvidia-nccl wheel's.
-nccl_dirs() {
-  local d
-  for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/targets/x86_64-linux/lib \
-           /usr/lib/x86_64-linux-gnu; do
-    [[ -e "$d/libnccl.so.2" ]] && echo "$d"
-  done
-  "$PY" - 2>/dev/null <<'EOF'
-import glob, os, site
-for s in site.getsitepackages():
-    for p in glob.glob(os.path.join(s, "nvidia", "**", "libnccl.so.2"), recursive=True):
-        print(os.path.dirname(p))
-EOF
-}
-CUBLAS_DIR="$(cublas_dirs | head -1)"
-NCCL_DIR="$(nccl_dirs | head -1)"
+CUBLAS_DIR="$(lib_dirs libcublasLt.so.13 | head -1)"
+NCCL_DIR="$(lib_dirs libnccl.so.2 | head -1)"
 TL_LIBS="$B/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TAILOR_CUDA_MODULE_DIR="$B/cuda"
 tl() { LD_LIBRARY_PATH="$TL_LIBS" "$@"; }
