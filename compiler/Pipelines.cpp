@@ -180,6 +180,9 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   shard.reshardAfterForward = recipe.reshardAfterForward;
   shard.bucketBytes =
       static_cast<int64_t>(recipe.ddpBucketCapMb * double(int64_t(1) << 20));
+  // zero3's parameter reads wait until recomputation has placed its
+  // replayed forward ops (tailor-gather-params, below).
+  shard.deferParamReads = recipe.sharding == "zero3";
   pm.addPass(parallel::createShardPass(shard));
   // --- Recomputation, last: a CSE after it would fold the clones back.
   memory::RecomputePassOptions recompute;
@@ -188,6 +191,12 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   recompute.budgetBytes = static_cast<int64_t>(
       recipe.activationMemoryBudgetGib * double(int64_t(1) << 30));
   pm.addPass(memory::createRecomputePass(recompute));
+  if (recipe.sharding == "zero3") {
+    parallel::GatherParamsPassOptions gather;
+    gather.bucketBytes = shard.bucketBytes;
+    gather.reshardAfterForward = recipe.reshardAfterForward;
+    pm.addPass(parallel::createGatherParamsPass(gather));
+  }
   // --- Offload: frozen parameters in host memory, copied in to be read.
   // After recomputation, so the forward ops it replays in backward read
   // backward's copy and the forward's dies with the forward.

@@ -59,7 +59,11 @@ def ShardPass : Pass<"tailor-shard", "::mlir::ModuleOp"> {
            "keeping the forward's gather (FSDP2's reshard_after_forward)">,
     Option<"function", "function", "std::string",
            /*default=*/"\"optimizer_step\"",
-           "the function that consumes the accumulated gradients">
+           "the function that consumes the accumulated gradients">,
+    Option<"deferParamReads", "defer-param-reads", "bool",
+           /*default=*/"false",
+           "zero3: leave the parameter reads (and the frozen buckets) to "
+           "tailor-gather-params, run after recomputation">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect",
                            "::mlir::arith::ArithDialect"];
@@ -145,6 +149,29 @@ def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"25 * 1024 * 1024",
            "most bytes one host bucket (and so one copy) holds">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
+def GatherParamsPass : Pass<"tailor-gather-params", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-3's reads of sharded parameters through gathers, after recomputation";
+  let description = [{
+    The second half of `zero3` when `tailor-shard` ran with
+    `defer-param-reads` (the training pipeline does): the frozen parameters
+    go into buckets of their own, and every read of a sharded parameter
+    goes through a `tg.gather_bucket` before the forward's reads and
+    another before the backward's (`reshard-after-forward`). Run after
+    `tailor-recompute`, the forward ops it replays in backward read the
+    backward's gather, so the forward's dies with the forward. A module
+    not sharded with zero3 is left alone.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"25 * 1024 * 1024",
+           "most bytes of frozen parameters one bucket holds">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool",
+           /*default=*/"true",
+           "gather the parameters again for backward">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }

@@ -142,6 +142,7 @@ void ShardPass::runOnOperation() {
     }
     options.bucketBytes = bucketBytes;
     options.optimizerFunction = this->function;
+    options.deferParamReads = deferParamReads;
     if (failed(shardOptimizerState(module, options))) {
       signalPassFailure();
     }

@@ -56,6 +56,9 @@ public:
   /// gather (a copy to the device) before the forward's and again before
   /// the backward's reads; nothing else changes.
   LogicalResult offloadFrozen();
+  /// Stage 3's reads, after `run` with `deferParamReads`: the trainable
+  /// buckets are taken back from the module's tg.bucket ops.
+  LogicalResult gatherDeferred();
 
 private:
   LogicalResult collectMembers(SmallVectorImpl<Member> &members);

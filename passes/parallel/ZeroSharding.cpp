@@ -438,7 +438,7 @@ LogicalResult ZeroRewriter::run() {
     return failure();
   }
   rewriteUpdates();
-  if (options.stage >= 3) {
+  if (options.stage >= 3 && !options.deferParamReads) {
     if (failed(formFrozenBuckets())) {
       return failure();
     }

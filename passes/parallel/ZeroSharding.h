@@ -38,6 +38,10 @@ struct ZeroOptions {
   /// Offload: frozen buckets live whole in host memory (`tg.bucket ...
   /// host`, one shard) and are copied to the device to be read.
   bool hostFrozen = false;
+  /// Stage 3: leave the reads of the sharded parameters (and the frozen
+  /// buckets) to `gatherShardedParams`, run after recomputation so the
+  /// forward ops it replays in backward read backward's gathers.
+  bool deferParamReads = false;
   std::string trainFunction = "train_step";
   std::string evalFunction = "eval_step";
   std::string optimizerFunction = "optimizer_step";
@@ -50,6 +54,13 @@ constexpr int64_t kZeroAlignElements = 64;
 /// Rewrites the training step of `module` as `options` says; on failure
 /// an error is emitted on the offending op.
 mlir::LogicalResult shardOptimizerState(mlir::ModuleOp module,
+                                        const ZeroOptions &options);
+
+/// Stage 3 deferred (`deferParamReads`): the frozen parameters into
+/// buckets of their own and every read of a sharded parameter through a
+/// gather, as `shardOptimizerState` does at stage 3, on a module it has
+/// sharded; `options` as it was given them.
+mlir::LogicalResult gatherShardedParams(mlir::ModuleOp module,
                                         const ZeroOptions &options);
 
 /// Offload of the frozen parameters (`options.hostFrozen`, one shard):

@@ -270,6 +270,43 @@ LogicalResult ZeroRewriter::rewriteParamReads(func::FuncOp function) {
   return success();
 }
 
+LogicalResult ZeroRewriter::gatherDeferred() {
+  train = module.lookupSymbol<func::FuncOp>(options.trainFunction);
+  optimizer = module.lookupSymbol<func::FuncOp>(options.optimizerFunction);
+  for (tg::BucketOp op : module.getOps<tg::BucketOp>()) {
+    if (!op.getShardedParams() || op.getHost()) {
+      continue;
+    }
+    Bucket bucket;
+    bucket.op = op;
+    bucket.size = static_cast<int64_t>(op.getSize());
+    for (auto [name, offset] : llvm::zip(op.getMembers(), op.getOffsets())) {
+      Member member;
+      member.param = module.lookupSymbol<tg::ParamOp>(
+          llvm::cast<FlatSymbolRefAttr>(name).getAttr());
+      if (!member.param) {
+        return op.emitError() << name << " does not name a tg.param";
+      }
+      member.flatType = member.param.getTensorType();
+      member.numel = tg::numElements(member.flatType.getShape());
+      member.offset = offset;
+      bucket.members.push_back(member);
+    }
+    buckets.push_back(std::move(bucket));
+  }
+  if (failed(formFrozenBuckets())) {
+    return failure();
+  }
+  for (func::FuncOp function :
+       {train, optimizer, module.lookupSymbol<func::FuncOp>(
+                              options.evalFunction)}) {
+    if (function && failed(rewriteParamReads(function))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
 LogicalResult ZeroRewriter::offloadFrozen() {
   train = module.lookupSymbol<func::FuncOp>(options.trainFunction);
   optimizer = module.lookupSymbol<func::FuncOp>(options.optimizerFunction);
@@ -288,6 +325,11 @@ LogicalResult ZeroRewriter::offloadFrozen() {
 } // namespace tailor::parallel::detail
 
 namespace tailor::parallel {
+
+mlir::LogicalResult gatherShardedParams(mlir::ModuleOp module,
+                                        const ZeroOptions &options) {
+  return detail::ZeroRewriter(module, options).gatherDeferred();
+}
 
 mlir::LogicalResult offloadFrozenParams(mlir::ModuleOp module,
                                         const ZeroOptions &options) {

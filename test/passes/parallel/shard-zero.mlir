@@ -3,6 +3,9 @@
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=hybrid world-size=4 ranks-per-node=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=HYBRID
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" | FileCheck %s --check-prefix=ZERO3
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200 defer-param-reads=true" --tailor-gather-params="bucket-bytes=200" | FileCheck %s --check-prefix=ZERO3
+// RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200 defer-param-reads=true" | FileCheck %s --check-prefix=DEFER
+// RUN: not tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-gather-params 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200 reshard-after-forward=false" | FileCheck %s --check-prefix=KEEP
 // RUN: tailor-opt %s --split-input-file --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED3
 
@@ -116,6 +119,15 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // SCHED3: sched.param "b" @parameters[0, 256] trainable init "zeros"(0.000000e+00) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 64 : i64, shape = array<i64: 30>} : memref<64xf32>
 // SCHED3: sched.collective all_gather %{{.+}} to %[[FLAT:.+]] group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
 // SCHED3: sched.launch @adamw(%[[CHUNK]],
+// Tests that with defer-param-reads zero3 leaves the parameters' reads
+// (tailor-gather-params makes them after recomputation, giving the same
+// program as above) and forms no frozen bucket yet.
+// DEFER-NOT: tg.bucket @zero.f0
+// DEFER-LABEL: func.func @train_step
+// DEFER: tg.param_ref @a
+// DEFER-NOT: tg.gather_bucket
+// TWICE: error: tailor-gather-params: the parameter reads are gathered already
+
 func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
   %pa = tg.param_ref @a : tensor<4x4xf32>
   %pe = tg.param_ref @e : tensor<4x4xf32>
