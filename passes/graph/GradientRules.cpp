@@ -616,6 +616,20 @@ struct OpGradients {
   }
   LogicalResult rule(tg::TransposeOp transpose) {
     ArrayRef<int64_t> perm = transpose.getPermutation();
+    // A weight stored as W^T (TorchScript's pre-transposed MatMul inputs)
+    // reaches its linear through this transpose: its gradient is the weight
+    // gradient with the operands swapped, x^T dy, made in the stored layout
+    // rather than made as dy^T x and transposed (a second buffer the size of
+    // the weight, and a pass over it). The unswapped op, left unused, is
+    // removed by canonicalization.
+    if (perm.size() == 2 && perm[0] == 1 && perm[1] == 0) {
+      if (auto weightGrad = dy.getDefiningOp<tg::LinearWeightGradOp>()) {
+        set(0, tg::LinearWeightGradOp::create(b, loc, x.getType(),
+                                              weightGrad.getInput(),
+                                              weightGrad.getOutputGrad()));
+        return success();
+      }
+    }
     SmallVector<int64_t> inverse(perm.size());
     for (auto [i, p] : llvm::enumerate(perm)) {
       inverse[p] = static_cast<int64_t>(i);
