@@ -23,6 +23,7 @@
 #include "runtime/Session.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
+#include "test/runtime/train/StepSpecTestUtil.h"
 #include "test/runtime/train/ZeroTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -42,53 +43,6 @@ namespace fb = tailor::plan;
 namespace {
 
 /// One step of a test plan.
-struct StepSpec {
-  enum Kind { Launch, Collective, Record, Wait } kind = Launch;
-  std::string kernel; // Launch: mul, add or zero
-  std::vector<uint32_t> operands;
-  fb::CollectiveKind collective = fb::CollectiveKind::AllReduce;
-  fb::Reduction reduction = fb::Reduction::Sum;
-  uint32_t event = 0;
-  uint32_t stream = 0;
-};
-
-StepSpec launch(const char *kernel, std::vector<uint32_t> operands,
-                uint32_t stream = 0) {
-  StepSpec step;
-  step.kernel = kernel;
-  step.operands = std::move(operands);
-  step.stream = stream;
-  return step;
-}
-
-StepSpec collective(fb::CollectiveKind kind, uint32_t input, uint32_t output,
-                    uint32_t stream,
-                    fb::Reduction reduction = fb::Reduction::Sum) {
-  StepSpec step;
-  step.kind = StepSpec::Collective;
-  step.collective = kind;
-  step.operands = {input, output};
-  step.stream = stream;
-  step.reduction = reduction;
-  return step;
-}
-
-StepSpec record(uint32_t event, uint32_t stream) {
-  StepSpec step;
-  step.kind = StepSpec::Record;
-  step.event = event;
-  step.stream = stream;
-  return step;
-}
-
-StepSpec wait(uint32_t event, uint32_t stream) {
-  StepSpec step;
-  step.kind = StepSpec::Wait;
-  step.event = event;
-  step.stream = stream;
-  return step;
-}
-
 /// A CPU plan of `worldSize` ranks: f32 buffers of the given element
 /// counts (one activations arena, 64-byte aligned), streams compute and
 /// comm, events e0..e3, and `steps` split into entries at `cuts` (entry k
@@ -129,35 +83,8 @@ std::vector<uint8_t> buildPlan(const AsyncPlan &spec) {
   }
   std::vector<flatbuffers::Offset<fb::Op>> ops;
   for (const StepSpec &step : spec.steps) {
-    switch (step.kind) {
-    case StepSpec::Launch: {
-      uint32_t kernel = step.kernel == "mul" ? 0 : step.kernel == "add" ? 1 : 2;
-      ops.push_back(fb::CreateOp(b, fb::Step::Launch,
-                                 fb::CreateLaunch(b, kernel,
-                                                  b.CreateVector(step.operands),
-                                                  0, step.stream)
-                                     .Union()));
-      break;
-    }
-    case StepSpec::Collective:
-      ops.push_back(fb::CreateOp(
-          b, fb::Step::Collective,
-          fb::CreateCollective(b, step.collective, step.operands[0],
-                               step.operands[1], b.CreateVector(group),
-                               step.reduction, 0, step.stream)
-              .Union()));
-      break;
-    case StepSpec::Record:
-      ops.push_back(
-          fb::CreateOp(b, fb::Step::Record,
-                       fb::CreateRecord(b, step.event, step.stream).Union()));
-      break;
-    case StepSpec::Wait:
-      ops.push_back(
-          fb::CreateOp(b, fb::Step::Wait,
-                       fb::CreateWait(b, step.event, step.stream).Union()));
-      break;
-    }
+    uint32_t kernel = step.kernel == "mul" ? 0 : step.kernel == "add" ? 1 : 2;
+    ops.push_back(buildStep(b, step, kernel, group));
   }
   std::vector<flatbuffers::Offset<fb::Entry>> entries;
   std::vector<uint32_t> bounds = {0};

@@ -22,6 +22,7 @@
 #include "runtime/Session.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
+#include "test/runtime/train/StepSpecTestUtil.h"
 #include "test/runtime/train/TrainTestUtil.h"
 #include "test/runtime/train/ZeroTestUtil.h"
 
@@ -44,48 +45,6 @@ namespace fb = tailor::plan;
 namespace {
 
 /// One step of a test plan.
-struct StepSpec {
-  enum Kind { Launch, Copy, Collective, Record, Wait } kind = Launch;
-  std::string kernel; // Launch: mul, add or zero
-  std::vector<uint32_t> operands;
-  fb::CopyKind copy = fb::CopyKind::HostToDevice;
-  uint32_t event = 0;
-  uint32_t stream = 0;
-};
-
-StepSpec launch(const char *kernel, std::vector<uint32_t> operands) {
-  StepSpec step;
-  step.kernel = kernel;
-  step.operands = std::move(operands);
-  return step;
-}
-
-StepSpec copy(fb::CopyKind kind, uint32_t source, uint32_t target,
-              uint32_t stream = 0) {
-  StepSpec step;
-  step.kind = StepSpec::Copy;
-  step.copy = kind;
-  step.operands = {source, target};
-  step.stream = stream;
-  return step;
-}
-
-StepSpec record(uint32_t event, uint32_t stream) {
-  StepSpec step;
-  step.kind = StepSpec::Record;
-  step.event = event;
-  step.stream = stream;
-  return step;
-}
-
-StepSpec wait(uint32_t event, uint32_t stream) {
-  StepSpec step;
-  step.kind = StepSpec::Wait;
-  step.event = event;
-  step.stream = stream;
-  return step;
-}
-
 /// An f32 buffer of `count` elements in arena `arena`, packed after the
 /// arena's previous buffers (64-byte aligned) unless `offset` >= 0; `size`
 /// 0 is its tensor's bytes.
@@ -152,46 +111,15 @@ std::vector<uint8_t> buildPlan(const CopyPlan &spec) {
     group[static_cast<size_t>(r)] = r;
   }
   for (const StepSpec &step : spec.steps) {
-    switch (step.kind) {
-    case StepSpec::Launch: {
+    uint32_t kernel = 0;
+    if (step.kind == StepSpec::Launch) {
       auto it = std::find(kernelNames.begin(), kernelNames.end(), step.kernel);
-      uint32_t kernel = static_cast<uint32_t>(it - kernelNames.begin());
+      kernel = static_cast<uint32_t>(it - kernelNames.begin());
       if (it == kernelNames.end()) {
         kernelNames.push_back(step.kernel);
       }
-      ops.push_back(fb::CreateOp(
-          b, fb::Step::Launch,
-          fb::CreateLaunch(b, kernel, b.CreateVector(step.operands), 0,
-                           step.stream, b.CreateString("tg.test"))
-              .Union()));
-      break;
     }
-    case StepSpec::Copy:
-      ops.push_back(fb::CreateOp(b, fb::Step::Copy,
-                                 fb::CreateCopy(b, step.copy, step.operands[0],
-                                                step.operands[1], step.stream)
-                                     .Union()));
-      break;
-    case StepSpec::Collective:
-      ops.push_back(fb::CreateOp(
-          b, fb::Step::Collective,
-          fb::CreateCollective(b, fb::CollectiveKind::AllReduce,
-                               step.operands[0], step.operands[1],
-                               b.CreateVector(group), fb::Reduction::Sum, 0,
-                               step.stream)
-              .Union()));
-      break;
-    case StepSpec::Record:
-      ops.push_back(
-          fb::CreateOp(b, fb::Step::Record,
-                       fb::CreateRecord(b, step.event, step.stream).Union()));
-      break;
-    case StepSpec::Wait:
-      ops.push_back(
-          fb::CreateOp(b, fb::Step::Wait,
-                       fb::CreateWait(b, step.event, step.stream).Union()));
-      break;
-    }
+    ops.push_back(buildStep(b, step, kernel, group, "tg.test"));
   }
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const std::string &name : kernelNames) {
