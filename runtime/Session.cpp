@@ -215,27 +215,13 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
     status = TAILOR_ERROR_INVALID_PLAN;
     return nullptr;
   }
-#if TAILOR_ENABLE_CUDA
   if (gpu) {
-    // Up to the device; the staging copies go.
-    for (uint32_t a = 0; a < session->arenas.size(); ++a) {
-      if (!session->arenas[a]) {
-        continue;
-      }
-      std::string problem = session->cuda->uploadArena(a, session->arenas[a]);
-      std::free(session->arenas[a]);
-      session->arenas[a] = nullptr;
-      if (!problem.empty()) {
-        error = plan.name() + ": " + problem;
-        status = TAILOR_ERROR_INTERNAL;
-        return nullptr;
-      }
+    if (std::string problem = session->uploadToDevice(); !problem.empty()) {
+      error = plan.name() + ": " + problem;
+      status = TAILOR_ERROR_INTERNAL;
+      return nullptr;
     }
-    session->allocated = session->cuda->allocatedBytes();
-    session->allocatedDevice = session->cuda->allocatedDeviceBytes();
-    session->allocatedHost = session->cuda->allocatedHostBytes();
   }
-#endif
   // The CUDA backend profiles itself (with CUDA events).
   if (const char *flag = std::getenv("TAILOR_PROFILE");
       !gpu && flag && *flag && std::string(flag) != "0") {
@@ -266,82 +252,110 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
 
   // Launches: resolve kernels and tensors once; every kernel checks its
   // launch now, so run() never meets a malformed one.
-  const auto &ops = *p.ops();
-  for (uint32_t i = 0; i < ops.size(); ++i) {
-    if (const fb::Collective *collective = ops.Get(i)->step_as_Collective()) {
-      session->launches.push_back(session->prepareCollective(i, *collective));
-      continue;
-    }
-    if (const fb::Copy *copy = ops.Get(i)->step_as_Copy()) {
-      session->launches.push_back(session->prepareCopy(i, *copy));
-      continue;
-    }
-    if (const fb::Record *record = ops.Get(i)->step_as_Record()) {
-      PreparedLaunch prepared;
-      prepared.kind = PreparedLaunch::Kind::Record;
-      prepared.step = i;
-      prepared.stream = record->stream();
-      prepared.event = record->event();
-      session->launches.push_back(std::move(prepared));
-      continue;
-    }
-    if (const fb::Wait *wait = ops.Get(i)->step_as_Wait()) {
-      PreparedLaunch prepared;
-      prepared.kind = PreparedLaunch::Kind::Wait;
-      prepared.step = i;
-      prepared.stream = wait->stream();
-      prepared.event = wait->event();
-      session->launches.push_back(std::move(prepared));
-      continue;
-    }
-    const fb::Launch *launch = ops.Get(i)->step_as_Launch();
-    if (!launch) {
-      continue;
-    }
-    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
-    if (launch->stream() != 0) {
-      // The CPU computes on the session's own thread: other streams
-      // carry collectives and copies only.
-      error = plan.name() + ": step " + std::to_string(i) + " (" +
-              kernel->name()->str() + ") runs on stream '" +
-              p.streams()->Get(launch->stream())->name()->str() + "' (" +
-              std::to_string(launch->stream()) +
-              "), but a CPU plan launches kernels on stream 0 only (other "
-              "streams carry collectives and copies)";
-      status = TAILOR_ERROR_INVALID_PLAN;
-      return nullptr;
-    }
-    PreparedLaunch prepared;
-    prepared.step = i;
-    prepared.kernel = findCpuKernel(kernel->name()->string_view());
-    prepared.origin = launch->origin() ? launch->origin()->str() : "";
-    for (uint32_t operand : *launch->operands()) {
-      Tensor tensor;
-      tensor.data = session->bufferData(operand);
-      tensor.dtype = plan.bufferDType(operand);
-      tensor.shape = plan.bufferShape(operand);
-      prepared.call.operands.push_back(std::move(tensor));
-    }
-    prepared.call.attributes = decodeLaunchAttributes(*launch);
-    prepared.call.pool = session->pool.get();
-    if (std::string problem = prepared.kernel->check(prepared.call);
-        !problem.empty()) {
-      std::ostringstream message;
-      message << plan.name() << ": step " << i << " ("
-              << kernel->name()->str()
-              << (prepared.origin.empty() ? "" : ", " + prepared.origin)
-              << "): " << problem;
-      error = message.str();
-      status = TAILOR_ERROR_INVALID_PLAN;
-      return nullptr;
-    }
-    session->launches.push_back(std::move(prepared));
+  if (std::string problem = session->prepareSteps(); !problem.empty()) {
+    error = plan.name() + ": " + problem;
+    status = TAILOR_ERROR_INVALID_PLAN;
+    return nullptr;
   }
   session->profileSeconds.assign(session->launches.size(), 0.0);
   session->profileCalls.assign(session->launches.size(), 0);
   session->startedOn.assign(p.streams() ? p.streams()->size() : 0, 0);
   session->marks.assign(p.events() ? p.events()->size() : 0, EventMark());
   return session;
+}
+
+std::string Session::uploadToDevice() {
+#if TAILOR_ENABLE_CUDA
+  // Up to the device; the staging copies go.
+  for (uint32_t a = 0; a < arenas.size(); ++a) {
+    if (!arenas[a]) {
+      continue;
+    }
+    std::string problem = cuda->uploadArena(a, arenas[a]);
+    std::free(arenas[a]);
+    arenas[a] = nullptr;
+    if (!problem.empty()) {
+      return problem;
+    }
+  }
+  allocated = cuda->allocatedBytes();
+  allocatedDevice = cuda->allocatedDeviceBytes();
+  allocatedHost = cuda->allocatedHostBytes();
+  return "";
+#else
+  return "this runtime was built without CUDA";
+#endif
+}
+
+std::string Session::prepareSteps() {
+  const fb::Plan &p = loaded.root();
+  const auto &ops = *p.ops();
+  // A record or a wait, as the CPU session keeps it.
+  auto eventStep = [](PreparedLaunch::Kind kind, uint32_t step,
+                      uint32_t stream, uint32_t event) {
+    PreparedLaunch prepared;
+    prepared.kind = kind;
+    prepared.step = step;
+    prepared.stream = stream;
+    prepared.event = event;
+    return prepared;
+  };
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    const fb::Op *op = ops.Get(i);
+    if (const fb::Collective *collective = op->step_as_Collective()) {
+      launches.push_back(prepareCollective(i, *collective));
+    } else if (const fb::Copy *copy = op->step_as_Copy()) {
+      launches.push_back(prepareCopy(i, *copy));
+    } else if (const fb::Record *record = op->step_as_Record()) {
+      launches.push_back(eventStep(PreparedLaunch::Kind::Record, i,
+                                   record->stream(), record->event()));
+    } else if (const fb::Wait *wait = op->step_as_Wait()) {
+      launches.push_back(eventStep(PreparedLaunch::Kind::Wait, i,
+                                   wait->stream(), wait->event()));
+    } else if (const fb::Launch *launch = op->step_as_Launch()) {
+      if (std::string problem = prepareKernelLaunch(i, *launch);
+          !problem.empty()) {
+        return problem;
+      }
+    }
+  }
+  return "";
+}
+
+std::string Session::prepareKernelLaunch(uint32_t i, const fb::Launch &launch) {
+  const fb::Plan &p = loaded.root();
+  const fb::Kernel *kernel = p.kernels()->Get(launch.kernel());
+  if (launch.stream() != 0) {
+    // The CPU computes on the session's own thread: other streams carry
+    // collectives and copies only.
+    return "step " + std::to_string(i) + " (" + kernel->name()->str() +
+           ") runs on stream '" +
+           p.streams()->Get(launch.stream())->name()->str() + "' (" +
+           std::to_string(launch.stream()) +
+           "), but a CPU plan launches kernels on stream 0 only (other "
+           "streams carry collectives and copies)";
+  }
+  PreparedLaunch prepared;
+  prepared.step = i;
+  prepared.kernel = findCpuKernel(kernel->name()->string_view());
+  prepared.origin = launch.origin() ? launch.origin()->str() : "";
+  for (uint32_t operand : *launch.operands()) {
+    Tensor tensor;
+    tensor.data = bufferData(operand);
+    tensor.dtype = loaded.bufferDType(operand);
+    tensor.shape = loaded.bufferShape(operand);
+    prepared.call.operands.push_back(std::move(tensor));
+  }
+  prepared.call.attributes = decodeLaunchAttributes(launch);
+  prepared.call.pool = pool.get();
+  if (std::string problem = prepared.kernel->check(prepared.call);
+      !problem.empty()) {
+    return "step " + std::to_string(i) + " (" + kernel->name()->str() +
+           (prepared.origin.empty() ? "" : ", " + prepared.origin) +
+           "): " + problem;
+  }
+  launches.push_back(std::move(prepared));
+  return "";
 }
 
 /// Reads `length` bytes at `offset` of `fd` into `target`; "" or the error.

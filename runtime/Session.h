@@ -127,6 +127,13 @@ private:
   /// and constant staging arenas, the rest live on the device); "" or why
   /// not.
   std::string allocateArenas(bool gpu);
+  /// A GPU session: the arenas the host filled go up to the device, and the
+  /// staging copies are freed.
+  std::string uploadToDevice();
+  /// Every step of the plan resolved once (CPU): kernels checked, buffers
+  /// bound; "" or the first problem, naming the step.
+  std::string prepareSteps();
+  std::string prepareKernelLaunch(uint32_t step, const plan::Launch &launch);
   std::string bindParameters();
   /// Host bytes of buffer `index` while the session is being created: the
   /// arena itself on the CPU, the staging copy of the parameter and
