@@ -142,9 +142,10 @@ Setter loadsQuantized(const char *scheme) {
   };
 }
 
-const std::map<std::string, Setter> &setters() {
+/// The model side: adapter, quantization, LoRA, tied embeddings.
+std::map<std::string, Setter> modelSetters() {
   using R = TrainingRecipe;
-  static const std::map<std::string, Setter> table = {
+  return {
       {"adapter",
        [](R &r, const Value &v) -> Error {
          // qlora is LoRA on quantized frozen weights (nf4 by default).
@@ -206,6 +207,13 @@ const std::map<std::string, Setter> &setters() {
                                                             {"false", "never"},
                                                             {"never", "never"}})},
       {"trainable_modules", names(&R::trainableModules)},
+  };
+}
+
+/// The run: batch shape, precision, optimizer, schedule, data, evaluation.
+std::map<std::string, Setter> trainingSetters() {
+  using R = TrainingRecipe;
+  return {
       {"sequence_len", integer(&R::sequenceLen, 2)},
       {"micro_batch_size", integer(&R::microBatchSize, 1)},
       {"gradient_accumulation_steps", integer(&R::gradientAccumulationSteps, 1)},
@@ -256,6 +264,13 @@ const std::map<std::string, Setter> &setters() {
        }},
       {"eval_steps", integer(&R::evalSteps, 0)},
       {"base_model", text(&R::baseModel)},
+  };
+}
+
+/// Memory and placement: recomputation, sharding, offload, overlap, budgets.
+std::map<std::string, Setter> memorySetters() {
+  using R = TrainingRecipe;
+  return {
       {"gradient_checkpointing", choice(&R::recomputePolicy,
                                         {{"false", "none"},
                                          {"none", "none"},
@@ -292,6 +307,16 @@ const std::map<std::string, Setter> &setters() {
       {"device_memory_budget_gib",
        number(&R::deviceMemoryBudgetGib, 1e-9, 1e9)},
   };
+}
+
+/// Every recipe key and how it is read.
+const std::map<std::string, Setter> &setters() {
+  static const std::map<std::string, Setter> table = [] {
+    std::map<std::string, Setter> all = modelSetters();
+    all.merge(trainingSetters());
+    all.merge(memorySetters());
+    return all;
+  }();
   return table;
 }
 
