@@ -1046,7 +1046,8 @@ LogicalResult LowerToSchedPass::proveItFits(ModuleOp module,
   }
   return module.emitError()
          << "the plan needs " << total << " bytes (" << gib(total)
-         << ") of device memory but " << what << ": it exceeds that by "
+         << ")" << memory::kDeviceMemoryExceeded << what
+         << ": it exceeds that by "
          << gib(total - limit);
 }
 

@@ -18,6 +18,12 @@ namespace tailor::memory {
 #define GEN_PASS_REGISTRATION
 #include "passes/memory/Passes.h.inc"
 
+/// The words tailor-lower-to-sched's memory proof puts in its error when
+/// the device arenas exceed the card or the budget; `tailor compile` reads
+/// them to retry a budgeted recipe with the frozen parameters offloaded.
+inline constexpr llvm::StringLiteral kDeviceMemoryExceeded =
+    " of device memory but ";
+
 } // namespace tailor::memory
 
 #endif // TAILOR_PASSES_MEMORY_PASSES_H

@@ -594,7 +594,7 @@ int runCompile(int argc, const char **argv) {
     llvm::raw_string_ostream os(text);
     printDiagnostic(diag, os);
     overBudget |= diag.getSeverity() == mlir::DiagnosticSeverity::Error &&
-                  llvm::StringRef(text).contains("of device memory but");
+                  llvm::StringRef(text).contains(memory::kDeviceMemoryExceeded);
     held.push_back(std::move(text));
     return mlir::success();
   });
