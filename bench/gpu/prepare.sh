@@ -240,7 +240,12 @@ echo "unpacked: $(echo "$unpacked" | tail -1 | sed 's/^ *[0-9]*  //')"
 # Binaries, libraries and plans (device code) shrink 3-10x with xz; run.sh
 # unpacks every FILE.xz next to itself (xz, or Python's lzma).
 step "xz for files over 1 MiB (run.sh unpacks them)"
-find "$BUNDLE" -type f -size +1M ! -name '*.onnx' ! -name '*.json' -print0 |
+# The CUDA plans each embed the same device code (cubins for every SM, PTX),
+# which xz alone cannot see across files: one solid archive (one xz block,
+# 64 MiB dictionary) stores it once. run.sh extracts plans.tar.xz first.
+(cd "$BUNDLE" && find tiny-llama tinyllama -name '*.tplan' -size +1M -print0 |
+  tar --null -T - -cf - --remove-files | xz -T1 -9 > plans.tar.xz)
+find "$BUNDLE" -type f -size +1M ! -name '*.onnx' ! -name '*.json' ! -name '*.xz' -print0 |
   xargs -0 -r -n1 xz -T2 -6
 {
   echo "tailor GPU bundle, made $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"

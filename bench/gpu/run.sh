@@ -87,8 +87,15 @@ with lzma.open(src) as i, open(src[:-3], "wb") as o:
     shutil.copyfileobj(i, o, 1 << 20)
 os.chmod(src[:-3], os.stat(src).st_mode & 0o777)' "$f"
     fi || { echo "run.sh: error: cannot unpack $f" >&2; return 1; }
-  done < <(find "$B" -name '*.xz' -print0)
+  done < <(find "$B" -name '*.xz' ! -name '*.tar.xz' -print0)
 }
+# plans.tar.xz: the CUDA plans in one solid archive (they share device code)
+if [[ -f "$B/plans.tar.xz" && ! -e "$B/tinyllama/lora-h100.tplan" ]]; then
+  "$PY" -c 'import sys, tarfile
+with tarfile.open(sys.argv[1], "r:xz") as t:
+    t.extractall(sys.argv[2])' "$B/plans.tar.xz" "$B" ||
+    { echo "run.sh: error: cannot unpack $B/plans.tar.xz" >&2; exit 1; }
+fi
 unpack || exit 1
 
 # --- the environment the bundled binaries need ----------------------------

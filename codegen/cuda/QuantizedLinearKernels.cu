@@ -720,3 +720,12 @@ TL_GLOBAL void tailor_dequantize_bf16(tl::qlinear::QuantWeight w,
 TL_REGISTER(tailor_dequantize_bf16)
 
 #undef TL_QLINEAR_SHARED
+
+// x rounded to bf16 for linear_quantized's GEMM route (via_gemm; see
+// runtime/cuda/QuantizedGemmWorkspace.h): a grid-stride copy.
+TL_GLOBAL void tailor_round_to_bf16(const float *x, tl::bf16 *y, tl::i64 n) {
+  for (tl::i64 i = tl::globalThread(); i < n; i += tl::gridThreads()) {
+    y[i] = tl::toBf16(x[i]);
+  }
+}
+TL_REGISTER(tailor_round_to_bf16)

@@ -14,6 +14,7 @@
 #include "passes/memory/Fusions.h"
 #include "passes/memory/OpCost.h"
 #include "passes/memory/PlannedProgram.h"
+#include "runtime/cuda/QuantizedGemmWorkspace.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -153,9 +154,11 @@ private:
   /// The root of `value`, used at `step`; failure if it has none.
   FailureOr<unsigned> useAt(Value value, int64_t step);
 
-  /// The `linear_quantized` kernel for a linear layer reading `dequantize`
-  /// (as W, or as W^T with `transposeWeight`).
-  LogicalResult selectQuantizedLinear(tg::DequantizeOp dequantize,
+  /// The `linear_quantized` kernel for `linear` reading `dequantize` (as W,
+  /// or as W^T with `transposeWeight`); on CUDA targets through a cuBLASLt
+  /// GEMM on bf16 copies (`via_gemm`, runtime/cuda/QuantizedGemmWorkspace.h).
+  LogicalResult selectQuantizedLinear(tg::LinearOp linear,
+                                      tg::DequantizeOp dequantize,
                                       bool transposeWeight,
                                       codegen::CpuKernelChoice &choice);
 
@@ -261,7 +264,8 @@ FailureOr<unsigned> LowerToSchedPass::stateRoot(ModuleOp module,
 }
 
 LogicalResult
-LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
+LowerToSchedPass::selectQuantizedLinear(tg::LinearOp linear,
+                                        tg::DequantizeOp dequantize,
                                         bool transposeWeight,
                                         codegen::CpuKernelChoice &choice) {
   auto param = SymbolTable::lookupNearestSymbolFrom<tg::ParamOp>(
@@ -289,6 +293,20 @@ LowerToSchedPass::selectQuantizedLinear(tg::DequantizeOp dequantize,
   choice.workspaceBytes =
       quant::linearWorkspaceFloats(*spec, transposeWeight, workspaceThreads) *
       static_cast<int64_t>(sizeof(float));
+  if (backend == "cuda") {
+    // The GEMM route's bias is the cuBLASLt epilogue's: y's dtype, as tg's
+    // linear has it.
+    auto input = llvm::cast<RankedTensorType>(linear.getInput().getType());
+    const runtime::cuda::QuantizedGemmLayout layout =
+        runtime::cuda::quantizedGemmLayout(*spec, input.getNumElements(),
+                                           input.getElementType().isF32());
+    choice.attributes.set(
+        "via_gemm",
+        IntegerAttr::get(IntegerType::get(dequantize.getContext(), 64), 1));
+    choice.workspaceBytes = std::max(
+        choice.workspaceBytes,
+        static_cast<int64_t>(llvm::alignTo(layout.totalBytes(), 4)));
+  }
   return success();
 }
 
@@ -754,7 +772,7 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
     }
     auto dequantize = operands[1].getDefiningOp<tg::DequantizeOp>();
     if (dequantize && fusions.fusedDequantizes.contains(dequantize)) {
-      if (failed(selectQuantizedLinear(dequantize, transposeWeight,
+      if (failed(selectQuantizedLinear(linear, dequantize, transposeWeight,
                                        launch.choice))) {
         return failure();
       }

@@ -19,6 +19,9 @@
 //     GEMM expresses that, and no model has it).
 //   - linear_quantized ignores its workspace (any rank-1 f32 tensor) and
 //     needs its storage 4-byte aligned; M is at most 65535 * 128 rows.
+//     With `via_gemm` (the compiler's choice on CUDA targets) it is a
+//     cuBLASLt GEMM on bf16 copies in its workspace instead
+//     (QuantizedGemmWorkspace.h), and a bias must have y's dtype.
 // matmul batches: when the batch dims of a and b walk y's batch with one
 // stride each (equal, or broadcast with stride 0), one strided batched
 // GEMM; otherwise one batched GEMM per run of the innermost merged batch
@@ -29,6 +32,7 @@
 
 #include "runtime/cpu/KernelTable.h"
 #include "runtime/cuda/CudaKernelTable.h"
+#include "runtime/cuda/QuantizedGemmWorkspace.h"
 #include "runtime/quant/Gptq.h"
 #include "runtime/quant/Nf4.h"
 #include "runtime/quant/QuantizedWeight.h"
@@ -391,6 +395,28 @@ bool wordAligned(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 3u) == 0;
 }
 
+/// The GEMM route's operands: its workspace and a bias of y's dtype (the
+/// cuBLASLt epilogue's).
+std::string checkThroughGemm(const KernelCall &call,
+                             const quant::QuantSpec &spec) {
+  const size_t count = call.operands.size();
+  const Tensor &x = call.operands[0], &y = call.operands[count - 2];
+  const Tensor &workspace = call.operands[count - 1];
+  if (count == 5 && call.operands[2].dtype != y.dtype) {
+    return "linear_quantized with via_gemm needs the bias in y's dtype (" +
+           std::string(dtypeName(y.dtype)) + "), got " +
+           dtypeName(call.operands[2].dtype);
+  }
+  const int64_t needed =
+      quantizedGemmLayout(spec, x.numel(), x.dtype == DType::F32).totalBytes();
+  if (workspace.bytes() < static_cast<size_t>(needed)) {
+    return "linear_quantized with via_gemm needs " + std::to_string(needed) +
+           " bytes of workspace, the plan gives " +
+           std::to_string(workspace.bytes());
+  }
+  return "";
+}
+
 std::string checkLinearQuantized(const KernelCall &call) {
   if (auto e = expectOperandCount(call, 4, 5); !e.empty()) {
     return e;
@@ -442,6 +468,9 @@ std::string checkLinearQuantized(const KernelCall &call) {
     return e;
   }
   const int64_t m = x.numel() / k;
+  if (call.attributes.getInt("via_gemm", 0) != 0) {
+    return checkThroughGemm(call, spec);
+  }
   if ((m + kTile - 1) / kTile > kMaxGridY) {
     return "linear_quantized on the GPU supports at most " +
            std::to_string(kMaxGridY * kTile) + " rows of x, got " +
@@ -455,7 +484,77 @@ const char *const kLinearQuantizedFunctions[] = {
     "tailor_linear_quantized_bf16_f32", "tailor_linear_quantized_bf16_bf16",
     "tailor_linear_quantized_fp16_f32", "tailor_linear_quantized_fp16_bf16",
     "tailor_linear_quantized_any_f32",  "tailor_linear_quantized_any_bf16",
+    "tailor_round_to_bf16",             "tailor_dequantize_bf16",
     nullptr};
+
+/// linear_quantized with `via_gemm`: x rounded and W dequantized to bf16 in
+/// the workspace (QuantizedGemmWorkspace.h), then one cuBLASLt GEMM with
+/// the bias in its epilogue.
+std::string launchQuantizedThroughGemm(const CudaCall &call,
+                                       const quant::QuantSpec &spec,
+                                       bool transposeWeight) {
+  const size_t count = call.operands.size();
+  const Tensor &x = call.operands[0], &storage = call.operands[1];
+  const Tensor &y = call.operands[count - 2];
+  const Tensor &workspace = call.operands[count - 1];
+  const int64_t k = transposeWeight ? spec.rows : spec.cols;
+  const int64_t n = transposeWeight ? spec.cols : spec.rows;
+  const QuantizedGemmLayout layout =
+      quantizedGemmLayout(spec, x.numel(), x.dtype == DType::F32);
+  char *base = static_cast<char *>(workspace.data);
+  const void *xBf16 = x.data;
+  if (layout.xBytes > 0) {
+    const int64_t elements = x.numel();
+    const void *in = x.data;
+    void *out = base;
+    Dim3 grid;
+    grid.x = blocksFor(elements, kThreads);
+    Dim3 block;
+    block.x = kThreads;
+    void *args[] = {&in, &out, const_cast<int64_t *>(&elements)};
+    if (auto e = call.context->launch("tailor_round_to_bf16", grid, block, 0,
+                                      args);
+        !e.empty()) {
+      return e;
+    }
+    xBf16 = base;
+  }
+  const void *wBf16 = storage.data;
+  if (layout.weightBytes > 0) {
+    QuantWeight w = weightOf(spec, storage.data);
+    QuantTables tables = tablesOf();
+    void *out = base + layout.weightOffset;
+    Dim3 grid;
+    grid.x = blocksFor(spec.rows * spec.cols, kThreads);
+    Dim3 block;
+    block.x = kThreads;
+    void *args[] = {&w, &tables, &out};
+    if (auto e = call.context->launch("tailor_dequantize_bf16", grid, block,
+                                      0, args);
+        !e.empty()) {
+      return e;
+    }
+    wBf16 = out;
+  }
+  GemmDesc desc;
+  desc.a = xBf16;
+  desc.aType = DType::BF16;
+  desc.b = wBf16;
+  desc.bType = DType::BF16;
+  desc.c = y.data;
+  desc.cType = y.dtype;
+  desc.m = x.numel() / k;
+  desc.n = n;
+  desc.k = k;
+  desc.lda = k;
+  desc.transB = !transposeWeight;
+  desc.ldb = transposeWeight ? n : k;
+  desc.ldc = n;
+  if (count == 5) {
+    desc.bias = call.operands[2].data;
+  }
+  return call.context->gemm(desc);
+}
 
 std::string launchLinearQuantized(const CudaCall &call) {
   quant::QuantSpec spec;
@@ -477,6 +576,9 @@ std::string launchLinearQuantized(const CudaCall &call) {
   }
   if (!wordAligned(storage.data)) {
     return "linear_quantized needs its weight storage 4-byte aligned";
+  }
+  if (call.attributes.getInt("via_gemm", 0) != 0) {
+    return launchQuantizedThroughGemm(call, spec, transposeWeight);
   }
   QuantWeight w = weightOf(spec, storage.data);
   QuantTables tables = tablesOf();

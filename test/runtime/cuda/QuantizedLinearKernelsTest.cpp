@@ -23,6 +23,7 @@
 
 #include "codegen/cuda/QuantizedLinearKernels.cu"
 
+#include "runtime/cuda/QuantizedGemmWorkspace.h"
 #include "runtime/quant/Gptq.h"
 #include "runtime/quant/QuantizedWeight.h"
 #include "test/runtime/cuda/CudaTestUtil.h"
@@ -102,6 +103,7 @@ struct Launch {
   bool bias = false;
   DType x = DType::F32, y = DType::F32, biasType = DType::F32;
   std::vector<int64_t> lead = {2, 3}; // x's leading dims
+  bool viaGemm = false;                // the cuBLASLt route (via_gemm)
 };
 
 /// Runs linear_quantized on `weight` as `launch` says and compares it with
@@ -126,10 +128,17 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
                            : converted(bias, launch.biasType));
   }
   operands.push_back(HostTensor(launch.y, yShape));
-  // The CPU reference runs on 2 threads and needs its tile workspace.
-  operands.push_back(HostTensor(
-      DType::F32,
-      {quant::linearWorkspaceFloats(spec, launch.transposeWeight, 2)}));
+  // The CPU reference runs on 2 threads and needs its tile workspace; the
+  // GEMM route its bf16 copies.
+  int64_t workspaceFloats =
+      quant::linearWorkspaceFloats(spec, launch.transposeWeight, 2);
+  if (launch.viaGemm) {
+    const int64_t bytes =
+        quantizedGemmLayout(spec, x.numel(), launch.x == DType::F32)
+            .totalBytes();
+    workspaceFloats = std::max(workspaceFloats, (bytes + 3) / 4);
+  }
+  operands.push_back(HostTensor(DType::F32, {workspaceFloats}));
   const double scale =
       std::sqrt(double(k)) * std::sqrt(1.0 / 3.0) * weightRms(weight);
   SCOPED_TRACE(std::string(quant::schemeName(spec.scheme)) + " [" +
@@ -137,8 +146,10 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
                "] transpose " + std::to_string(launch.transposeWeight) +
                " bias " + std::to_string(launch.bias) + " x " +
                dtypeName(launch.x) + " y " + dtypeName(launch.y));
-  expectMatchesCpu(backend, "linear_quantized", operands,
-                   attributesOf(spec, launch.transposeWeight),
+  std::vector<Attribute> attributes =
+      attributesOf(spec, launch.transposeWeight);
+  attributes.push_back(intAttr("via_gemm", launch.viaGemm));
+  expectMatchesCpu(backend, "linear_quantized", operands, attributes,
                    {operands.size() - 2}, {3e-2 * scale, 1e-2});
 }
 
@@ -209,6 +220,53 @@ TEST_F(CudaKernelTest, LinearQuantizedHalf) {
   expectEveryLaunch(*backend, makeWeight(specOf(Scheme::BF16, 70, 96), 6), 500);
   expectEveryLaunch(*backend, makeWeight(specOf(Scheme::FP16, 70, 96), 7), 600);
   expectEveryLaunch(*backend, makeWeight(specOf(Scheme::FP16, 33, 45), 8), 700);
+}
+
+TEST_F(CudaKernelTest, LinearQuantizedThroughGemm) {
+  // via_gemm (what CUDA plans use): x rounded and W dequantized to bf16 in
+  // the workspace, then a cuBLASLt GEMM; every scheme, odd sizes, both
+  // directions, x and y in f32 and bf16, a bias in y's dtype.
+  QuantSpec gptq = specOf(Scheme::GPTQ, 64, 96);
+  gptq.bits = 4;
+  gptq.groupSize = 32;
+  const Weight weights[] = {makeWeight(specOf(Scheme::BF16, 33, 45), 10),
+                            makeWeight(specOf(Scheme::NF4, 130, 272), 11),
+                            makeWeight(specOf(Scheme::FP16, 37, 75), 12),
+                            makeWeight(specOf(Scheme::Int8, 70, 96), 13),
+                            makeWeight(gptq, 14)};
+  uint64_t seed = 650;
+  for (const Weight &weight : weights) {
+    for (bool transposeWeight : {false, true}) {
+      for (DType x : {DType::F32, DType::BF16}) {
+        Launch launch;
+        launch.viaGemm = true;
+        launch.transposeWeight = transposeWeight;
+        launch.x = x;
+        launch.bias = x == DType::BF16;
+        launch.y = launch.biasType = x;
+        launch.lead = {5, 13};
+        expectLinearQuantized(*backend, weight, launch, seed++);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, LinearQuantizedThroughGemmChecksItsOperands) {
+  const Weight weight = makeWeight(specOf(Scheme::NF4, 64, 64), 15);
+  std::vector<Attribute> attributes = attributesOf(weight.spec, false);
+  attributes.push_back(intAttr("via_gemm", 1));
+  std::vector<HostTensor> operands = {
+      HostTensor(DType::F32, {4, 64}), storageTensor(weight),
+      HostTensor(DType::F32, {64}), HostTensor(DType::F32, {4, 64}),
+      HostTensor(DType::F32, {16})};
+  EXPECT_EQ(checkCuda("linear_quantized", operands, attributes),
+            "linear_quantized with via_gemm needs 8704 bytes of workspace, "
+            "the plan gives 64");
+  operands[2] = HostTensor(DType::BF16, {64});
+  operands[4] = HostTensor(DType::F32, {2176});
+  EXPECT_EQ(checkCuda("linear_quantized", operands, attributes),
+            "linear_quantized with via_gemm needs the bias in y's dtype "
+            "(f32), got bf16");
 }
 
 TEST_F(CudaKernelTest, LinearQuantizedInt8) {
