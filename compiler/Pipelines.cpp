@@ -229,23 +229,145 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(memory::createLowerToSchedPass(lower));
 }
 
-void registerTailorPipelines() {
-  mlir::PassPipelineRegistration<>(
-      "tailor-training-pipeline",
-      "raise, add LoRA (q_proj,v_proj r=8), loss, backward and AdamW, then "
-      "plan one rank (recipe defaults)",
-      [](mlir::OpPassManager &pm) {
-        buildTrainingPipeline(pm, TrainingRecipe(), ScheduleOptions());
+namespace {
+
+constexpr const char *kHardwareHelp =
+    "the target: a name from the hardware database (cpu, h100, 2xrtx3090, "
+    "4xcpu, ...) or a hardware file";
+constexpr const char *kPrecisionHelp =
+    "fp32 or bf16 (empty: the target's default)";
+constexpr const char *kThreadsHelp =
+    "CPU workers the plan sizes per-worker workspaces for";
+
+/// Options of `tailor-graph-pipeline`.
+struct GraphPipelineOptions
+    : mlir::PassPipelineOptions<GraphPipelineOptions> {
+  Option<std::string> tieEmbeddings{
+      *this, "tie-embeddings",
+      llvm::cl::desc("read a tied output projection from the embedding "
+                     "table: auto, always or never (tie_word_embeddings)"),
+      llvm::cl::init("auto")};
+};
+
+/// Options of `tailor-schedule-pipeline`: the target as `tailor compile
+/// --hardware` takes it.
+struct SchedulePipelineOptions
+    : mlir::PassPipelineOptions<SchedulePipelineOptions> {
+  Option<std::string> hardware{*this, "hardware",
+                               llvm::cl::desc(kHardwareHelp),
+                               llvm::cl::init("cpu")};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc(kPrecisionHelp),
+                                llvm::cl::init("")};
+  Option<int64_t> threads{*this, "threads", llvm::cl::desc(kThreadsHelp),
+                          llvm::cl::init(8)};
+};
+
+/// Options of `tailor-training-pipeline`: the target, and the recipe keys as
+/// `tailor compile`'s `key=value` overrides take them.
+struct TrainingPipelineOptions
+    : mlir::PassPipelineOptions<TrainingPipelineOptions> {
+  Option<std::string> hardware{*this, "hardware",
+                               llvm::cl::desc(kHardwareHelp),
+                               llvm::cl::init("cpu")};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc(kPrecisionHelp),
+                                llvm::cl::init("")};
+  Option<int64_t> threads{*this, "threads", llvm::cl::desc(kThreadsHelp),
+                          llvm::cl::init(8)};
+  ListOption<std::string> recipe{
+      *this, "recipe",
+      llvm::cl::desc("recipe keys, key=value, comma-separated (as tailor "
+                     "compile's overrides: adapter=qlora,lora_r=16,...)")};
+  Option<bool> schedule{
+      *this, "schedule",
+      llvm::cl::desc("plan one rank after the training passes (false: stop "
+                     "at the training step in tg)"),
+      llvm::cl::init(true)};
+};
+
+/// Registers `arg` with options `Options`; `build` reports what it cannot
+/// build (an unknown target, a bad recipe key) as an error of the pipeline.
+template <typename Options>
+void registerWithOptions(
+    llvm::StringRef arg, llvm::StringRef description,
+    std::function<llvm::Error(mlir::OpPassManager &, const Options &)> build) {
+  mlir::registerPassPipeline(
+      arg, description,
+      [arg, build](mlir::OpPassManager &pm, llvm::StringRef text,
+                   llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)>
+                       errorHandler) -> mlir::LogicalResult {
+        Options options;
+        if (mlir::failed(options.parseFromString(text))) {
+          return errorHandler(arg + ": cannot parse options '" + text + "'");
+        }
+        if (llvm::Error error = build(pm, options)) {
+          return errorHandler(arg + ": " + llvm::toString(std::move(error)));
+        }
+        return mlir::success();
+      },
+      [](llvm::function_ref<void(const mlir::detail::PassOptions &)> handler) {
+        handler(Options());
       });
-  mlir::PassPipelineRegistration<>(
+}
+
+/// The schedule options `options` names.
+template <typename Options>
+llvm::Expected<ScheduleOptions> scheduleOptionsOf(const Options &options) {
+  llvm::Expected<HardwareSpec> hardware = resolveHardware(options.hardware);
+  if (!hardware) {
+    return hardware.takeError();
+  }
+  return scheduleOptionsFor(*hardware, options.precision, options.threads);
+}
+
+} // namespace
+
+void registerTailorPipelines() {
+  registerWithOptions<TrainingPipelineOptions>(
+      "tailor-training-pipeline",
+      "raise, add the recipe's adapter, loss, backward and optimizer, the "
+      "memory and parallel passes it asks for, then plan one rank",
+      [](mlir::OpPassManager &pm,
+         const TrainingPipelineOptions &options) -> llvm::Error {
+        llvm::Expected<ScheduleOptions> schedule = scheduleOptionsOf(options);
+        if (!schedule) {
+          return schedule.takeError();
+        }
+        llvm::Expected<TrainingRecipe> recipe = loadRecipe(
+            "", std::vector<std::string>(options.recipe.begin(),
+                                         options.recipe.end()));
+        if (!recipe) {
+          return recipe.takeError();
+        }
+        buildTrainingPipeline(pm, *recipe, *schedule, options.schedule);
+        return llvm::Error::success();
+      });
+  registerWithOptions<GraphPipelineOptions>(
       "tailor-graph-pipeline",
       "raise an imported ONNX graph to transformer-level tg ops",
-      [](mlir::OpPassManager &pm) { buildGraphPipeline(pm); });
-  mlir::PassPipelineRegistration<>(
+      [](mlir::OpPassManager &pm,
+         const GraphPipelineOptions &options) -> llvm::Error {
+        const std::string &tie = options.tieEmbeddings;
+        if (tie != "auto" && tie != "always" && tie != "never") {
+          return llvm::createStringError(
+              "tie-embeddings must be auto, always or never, got '" + tie +
+              "'");
+        }
+        buildGraphPipeline(pm, tie);
+        return llvm::Error::success();
+      });
+  registerWithOptions<SchedulePipelineOptions>(
       "tailor-schedule-pipeline",
       "raise, then plan one rank into a sched.program",
-      [](mlir::OpPassManager &pm) {
-        buildSchedulePipeline(pm, ScheduleOptions());
+      [](mlir::OpPassManager &pm,
+         const SchedulePipelineOptions &options) -> llvm::Error {
+        llvm::Expected<ScheduleOptions> schedule = scheduleOptionsOf(options);
+        if (!schedule) {
+          return schedule.takeError();
+        }
+        buildSchedulePipeline(pm, *schedule);
+        return llvm::Error::success();
       });
 }
 
