@@ -184,6 +184,11 @@ class Trace:
         return label
 
 
+def _order(key):
+    """A sort key for ids that may be numbers or strings (both are valid)."""
+    return tuple((0, v, "") if _is_number(v) else (1, 0, str(v)) for v in key)
+
+
 def _is_number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -309,12 +314,12 @@ class Svg:
 def render(trace, args, window, source):
     """The SVG text of the trace within `window` (us)."""
     w0, w1 = window
-    lanes = sorted(trace.lanes)
+    lanes = sorted(trace.lanes, key=_order)
     left_out = max(0, len(lanes) - args.max_lanes) if args.max_lanes else 0
     if left_out:
         lanes = lanes[:args.max_lanes]
     lane_names = [trace.lane_name(k) for k in lanes]
-    counters = sorted(trace.counters, key=lambda s: (s[0], s[1], s[2]))
+    counters = sorted(trace.counters, key=_order)
     counter_names = [trace.counter_name(c) for c in counters]
 
     label_w = min(220, max([len(n) for n in lane_names + counter_names] + [6]) * CHAR_W + 16)
@@ -550,6 +555,8 @@ def main(argv):
         else:
             w0 = trace.t0 + 1000 * args.from_ms if args.from_ms is not None else trace.t0
             w1 = trace.t0 + 1000 * args.to_ms if args.to_ms is not None else trace.t1
+            if w1 <= w0 and args.from_ms is None and args.to_ms is None:
+                w1 = w0 + 1.0  # everything at one instant: a 1 us picture
             if w1 <= w0:
                 raise TraceError(f"{args.trace}: empty window: {(w0 - trace.t0) / 1000:g} to "
                                  f"{(w1 - trace.t0) / 1000:g} ms")
