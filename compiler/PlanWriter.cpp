@@ -469,7 +469,8 @@ public:
   /// Adds one op of the program; an error on it if the format cannot say it.
   LogicalResult addOp(Operation &op);
   /// The finished plan file.
-  FailureOr<std::vector<uint8_t>> finish(bool cuda);
+  /// The finished plan file (without device code unless `deviceCode`).
+  FailureOr<std::vector<uint8_t>> finish(bool cuda, bool deviceCode);
 
 private:
   flatbuffers::Offset<flatbuffers::String> text(StringRef s) {
@@ -1064,13 +1065,14 @@ PlanBuilder::writeDeviceCodeOf(bool cuda) {
   return fbb.CreateVector(*images);
 }
 
-FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda) {
+FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda,
+                                                    bool deviceCode) {
   closeEntry();
   uint64_t liveBytes =
       static_cast<uint64_t>(programInt("sched.activations_live_bytes"));
   auto memory = runtime::createMemoryReport(fbb, byCategory, liveBytes);
-  auto deviceCode = writeDeviceCodeOf(cuda);
-  if (failed(deviceCode)) {
+  auto code = writeDeviceCodeOf(cuda && deviceCode);
+  if (failed(code)) {
     return failure();
   }
   auto stringAttr = [&](StringRef name, StringRef fallback) {
@@ -1099,14 +1101,15 @@ FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda) {
       fbb.CreateVector(outputs), memory,
       entries.empty() ? 0 : fbb.CreateVector(entries),
       states.empty() ? 0 : fbb.CreateVector(states), writeTraining(fbb, module),
-      *deviceCode, writeNotes(fbb, module), writeParallel(fbb, module));
+      *code, writeNotes(fbb, module), writeParallel(fbb, module));
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());
 }
 
 FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
-                                              StringRef planDirectory) {
+                                              StringRef planDirectory,
+                                              bool deviceCode) {
   auto programs = module.getOps<sched::ProgramOp>();
   if (programs.empty()) {
     return module.emitError() << "no sched.program to write as a plan";
@@ -1126,7 +1129,7 @@ FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
       return failure();
     }
   }
-  return builder.finish(*cuda);
+  return builder.finish(*cuda, deviceCode);
 }
 
 } // namespace tailor

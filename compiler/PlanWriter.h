@@ -16,9 +16,12 @@ namespace tailor {
 /// (runtime/schema/plan.fbs). Weight file paths are written relative to
 /// `planDirectory` (where the plan will live) when they can be, absolute
 /// otherwise. Emits an error on the offending op and fails if the program
-/// uses something the format cannot express.
+/// uses something the format cannot express. Without `deviceCode` a CUDA
+/// plan carries no cubins or PTX: a plan to read figures from (`tailor
+/// explore`), which the runtime refuses to run.
 mlir::FailureOr<std::vector<uint8_t>>
-serializePlan(mlir::ModuleOp module, llvm::StringRef planDirectory);
+serializePlan(mlir::ModuleOp module, llvm::StringRef planDirectory,
+              bool deviceCode = true);
 
 } // namespace tailor
 

@@ -394,6 +394,16 @@ void ZeroRewriter::rewriteUpdates() {
 /// The members' moments (and, with stage 2, whole gradients) are now
 /// unused; anything still naming them is an op this rewrite does not know.
 LogicalResult ZeroRewriter::eraseMemberStates() {
+  // Every symbol use in the module, found in one walk (a walk per state
+  // would be quadratic in the parameters).
+  DenseMap<StringAttr, Operation *> firstUser;
+  if (std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(&module.getBodyRegion())) {
+    for (const SymbolTable::SymbolUse &use : *uses) {
+      firstUser.try_emplace(use.getSymbolRef().getRootReference(),
+                            use.getUser());
+    }
+  }
   for (Bucket &bucket : buckets) {
     for (Member &member : bucket.members) {
       SmallVector<tg::StateOp> states(member.moments);
@@ -401,10 +411,8 @@ LogicalResult ZeroRewriter::eraseMemberStates() {
         states.push_back(member.grad);
       }
       for (tg::StateOp state : states) {
-        if (std::optional<SymbolTable::UseRange> uses =
-                SymbolTable::getSymbolUses(state.getSymNameAttr(), module);
-            uses && !uses->empty()) {
-          return uses->begin()->getUser()->emitError()
+        if (Operation *user = firstUser.lookup(state.getSymNameAttr())) {
+          return user->emitError()
                  << "tailor-shard: zero" << options.stage << " shards @"
                  << state.getSymName() << ", which this op still uses";
         }

@@ -26,6 +26,10 @@ int runQuantize(int argc, const char **argv);
 /// machine and write the cost model's figures as a hardware file.
 int runCalibrate(int argc, const char **argv);
 
+/// `tailor explore MODEL.onnx --recipe R.yaml --hardware CLUSTER ...`:
+/// compile every configuration of the space, print what fits and is fastest.
+int runExplore(int argc, const char **argv);
+
 } // namespace tailor
 
 #endif // TAILOR_TOOLS_TAILOR_COMMANDS_H

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/tailor/Commands.h"
+#include "tools/tailor/Compile.h"
 
 #include "compiler/Hardware.h"
 #include "compiler/PlanPrediction.h"
@@ -56,16 +57,9 @@ static llvm::Expected<HardwareSpec> detectHardware() {
   return hardware;
 }
 
-namespace {
-
-enum class Stage { Import, Graph, Train, Schedule, Plan };
-enum class Emit { Default, Mlir, Plan };
-
-/// Prints diagnostics as `tailor compile: error: ...`, naming the ONNX node
-/// when the location carries one.
-void printDiagnostic(mlir::Diagnostic &diag,
-                     llvm::raw_ostream &os = llvm::errs()) {
-  os << "tailor compile: ";
+void printDiagnostic(mlir::Diagnostic &diag, llvm::raw_ostream &os,
+                     llvm::StringRef tool) {
+  os << tool << ": ";
   switch (diag.getSeverity()) {
   case mlir::DiagnosticSeverity::Error: os << "error: "; break;
   case mlir::DiagnosticSeverity::Warning: os << "warning: "; break;
@@ -80,6 +74,8 @@ void printDiagnostic(mlir::Diagnostic &diag,
     os << "  note: " << note.str() << "\n";
   }
 }
+
+namespace {
 
 /// A model exported with a fixed [batch, seq] token input decides the batch
 /// shape the recipe left to its defaults (the importer has already refused
@@ -181,6 +177,10 @@ struct CompileFlags {
       "mlir-print-ir-after-all",
       llvm::cl::desc("print the IR after every pass, to stderr"),
       llvm::cl::cat(category)};
+  llvm::cl::opt<bool> timing{
+      "mlir-timing",
+      llvm::cl::desc("print the time each pass took, to stderr"),
+      llvm::cl::cat(category)};
   llvm::cl::opt<std::string> hardwareName{
       "hardware",
       llvm::cl::desc("the target: cpu (default), h100, h100-pcie, h200, "
@@ -189,26 +189,6 @@ struct CompileFlags {
                      "calibrate writes), or auto (GPU 0 of this machine)"),
       llvm::cl::value_desc("name|file"), llvm::cl::init("cpu"),
       llvm::cl::cat(category)};
-};
-
-/// What one compile does, decided from the flags before anything is read.
-struct CompileRequest {
-  std::string input, output;
-  Stage compileTo = Stage::Plan;
-  Emit format = Emit::Plan;
-  bool training = false;
-  TrainingRecipe recipe;
-  std::string adapterDir;
-  std::optional<PeftAdapterConfig> adapter;
-  HardwareSpec hardware;
-  int64_t threads = 8;
-  onnx_import::ImportOptions importOptions;
-  /// --pass-pipeline: replaces the implied pipeline when not empty.
-  std::string passPipeline;
-  bool printIRAfterAll = false;
-  /// The first of two tries under a device budget: its failure is reported
-  /// by the caller.
-  bool quietPipelineFailure = false;
 };
 
 /// Prints `tailor compile: error: MESSAGE` and returns failure.
@@ -290,14 +270,7 @@ mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
   TrainingRecipe &recipe = req.recipe;
   if (req.training) {
     // The recipe's batch shape, unless the command line says otherwise.
-    options.batch = recipe.microBatchSize;
-    options.seq = recipe.sequenceLen;
-    if (recipe.givenKeys.count("micro_batch_size")) {
-      options.batchSource = "the recipe's micro_batch_size";
-    }
-    if (recipe.givenKeys.count("sequence_len")) {
-      options.seqSource = "the recipe's sequence_len";
-    }
+    bindRecipeShapes(req);
   }
   // --batch and --seq win over the recipe and go into it.
   auto bindFlag = [&](const llvm::cl::opt<int64_t> &flag, const char *name,
@@ -442,6 +415,9 @@ mlir::LogicalResult runPipelines(mlir::ModuleOp module,
   if (req.printIRAfterAll) {
     pm.enableIRPrinting();
   }
+  if (req.timing) {
+    pm.enableTiming();
+  }
   if (failed(pm.run(module))) {
     if (req.quietPipelineFailure) {
       return mlir::failure();
@@ -521,26 +497,58 @@ mlir::LogicalResult writeOutput(mlir::ModuleOp module,
 
 } // namespace
 
-/// Imports `req.input` and runs the pipelines on it; null on failure (the
-/// diagnostics say why).
-mlir::OwningOpRef<mlir::ModuleOp> compileModule(mlir::MLIRContext &context,
-                                                CompileRequest &req) {
+std::string impliedPipelineText(mlir::MLIRContext &context,
+                                const CompileRequest &req) {
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  buildImpliedPipeline(pm, req);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pm.printAsTextualPipeline(os);
+  return text;
+}
+
+void bindRecipeShapes(CompileRequest &req) {
+  onnx_import::ImportOptions &options = req.importOptions;
+  const TrainingRecipe &recipe = req.recipe;
+  options.batch = recipe.microBatchSize;
+  options.seq = recipe.sequenceLen;
+  if (recipe.givenKeys.count("micro_batch_size")) {
+    options.batchSource = "the recipe's micro_batch_size";
+  }
+  if (recipe.givenKeys.count("sequence_len")) {
+    options.seqSource = "the recipe's sequence_len";
+  }
+}
+
+mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &context,
+                                              const CompileRequest &req) {
   auto module = onnx_import::importOnnxFile(context, req.input,
                                             req.importOptions);
   if (failed(module)) {
     return nullptr;
   }
-  if (req.training && failed(attachTrainingRecipe(**module, req))) {
+  return std::move(*module);
+}
+
+mlir::OwningOpRef<mlir::ModuleOp> compileModule(mlir::MLIRContext &context,
+                                                CompileRequest &req) {
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      req.imported ? mlir::OwningOpRef<mlir::ModuleOp>(req.imported.clone())
+                   : importModel(context, req);
+  if (!module) {
+    return nullptr;
+  }
+  if (req.training && failed(attachTrainingRecipe(*module, req))) {
     return nullptr;
   }
   if (req.adapter && req.compileTo != Stage::Import &&
-      failed(applyAdapter(**module, req))) {
+      failed(applyAdapter(*module, req))) {
     return nullptr;
   }
-  if (req.compileTo != Stage::Import && failed(runPipelines(**module, req))) {
+  if (req.compileTo != Stage::Import && failed(runPipelines(*module, req))) {
     return nullptr;
   }
-  return std::move(*module);
+  return module;
 }
 
 int runCompile(int argc, const char **argv) {
@@ -560,6 +568,7 @@ int runCompile(int argc, const char **argv) {
 
   req.passPipeline = flags.passPipeline;
   req.printIRAfterAll = flags.printIRAfterAll;
+  req.timing = flags.timing;
   if (!req.passPipeline.empty() || flags.printPipeline) {
     registerTailorPasses();
   }

@@ -31,6 +31,7 @@ COMMANDS:
   train       run a training plan on tokenized data; checkpoints, resume
   quantize    GPTQ-quantize a model's linear weights on calibration data
   calibrate   time a plan on this machine; write the cost model's figures
+  explore     search weights x adapter x recompute x sharding x offload x batch: what fits, what is fastest
   devices     list the GPUs the runtime can use (name, SM, memory)
 
 Run 'tailor <command> --help' for a command's options.
@@ -117,6 +118,9 @@ int main(int argc, char **argv) {
   }
   if (command == "calibrate") {
     return tailor::runCalibrate(commandArgc, commandArgs.data());
+  }
+  if (command == "explore") {
+    return tailor::runExplore(commandArgc, commandArgs.data());
   }
   if (command == "devices") {
     return runDevices(commandArgc, commandArgs.data());

@@ -1,0 +1,549 @@
+//===- Explore.cpp - the configuration space `tailor explore` searches ----===//
+
+#include "compiler/Explore.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using llvm::createStringError;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+
+namespace tailor::explore {
+
+bool Knobs::operator==(const Knobs &o) const {
+  return weights == o.weights && adapter == o.adapter &&
+         recompute == o.recompute && sharding == o.sharding &&
+         offload == o.offload && microBatch == o.microBatch &&
+         accumulation == o.accumulation;
+}
+
+int Knobs::distance(const Knobs &o) const {
+  return (weights != o.weights) + (adapter != o.adapter) +
+         (recompute != o.recompute) + (sharding != o.sharding) +
+         (offload != o.offload) + (microBatch != o.microBatch);
+}
+
+std::string knobValue(const Knobs &k, StringRef name) {
+  if (name == "weights") {
+    return k.weights;
+  }
+  if (name == "adapter") {
+    return k.adapter;
+  }
+  if (name == "recompute") {
+    return k.recompute;
+  }
+  if (name == "sharding") {
+    return k.sharding;
+  }
+  if (name == "offload") {
+    return k.offload ? "param" : "none";
+  }
+  return std::to_string(k.microBatch) + "x" + std::to_string(k.accumulation);
+}
+
+//===----------------------------------------------------------------------===//
+// Knobs as recipe keys
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using KeyList = std::vector<std::pair<std::string, std::string>>;
+
+void addWeightKeys(const Knobs &k, KeyList &keys) {
+  if (k.adapter == "full" || k.weights == "fp32") {
+    keys.push_back({"quantization", "none"});
+    return;
+  }
+  if (k.weights == "nf4" || k.weights == "nf4-dq") {
+    keys.push_back({"quantization", "nf4"});
+    keys.push_back({"double_quant", k.weights == "nf4-dq" ? "true" : "false"});
+    return;
+  }
+  keys.push_back({"quantization", k.weights});
+}
+
+/// DeepSpeed's stage, and FSDP's name when the base recipe used that key
+/// (both must agree).
+void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
+                     KeyList &keys) {
+  static const std::map<std::string, std::pair<const char *, const char *>>
+      kSpellings = {{"ddp", {"0", "NO_SHARD"}},
+                    {"zero1", {"1", nullptr}},
+                    {"zero2", {"2", "SHARD_GRAD_OP"}},
+                    {"zero3", {"3", "FULL_SHARD"}},
+                    {"hybrid", {nullptr, "HYBRID_SHARD"}}};
+  auto [stage, fsdp] = kSpellings.at(k.sharding);
+  bool baseFsdp = base.givenKeys.count("fsdp_sharding_strategy") != 0;
+  if (stage && (!fsdp || !baseFsdp || base.givenKeys.count("zero_stage"))) {
+    keys.push_back({"zero_stage", stage});
+  }
+  if (fsdp && (!stage || baseFsdp)) {
+    keys.push_back({"fsdp_sharding_strategy", fsdp});
+  }
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>>
+recipeKeys(const Knobs &k, const TrainingRecipe &base) {
+  KeyList keys;
+  keys.push_back({"adapter", k.adapter});
+  addWeightKeys(k, keys);
+  keys.push_back({"gradient_checkpointing",
+                  k.recompute == "none" ? "false"
+                  : k.recompute == "full" ? "true"
+                                          : k.recompute});
+  addShardingKeys(k, base, keys);
+  keys.push_back({"offload_param", k.offload ? "cpu" : "none"});
+  if (base.givenKeys.count("fsdp_offload_params")) {
+    keys.push_back({"fsdp_offload_params", k.offload ? "true" : "false"});
+  }
+  keys.push_back({"micro_batch_size", std::to_string(k.microBatch)});
+  keys.push_back({"gradient_accumulation_steps", std::to_string(k.accumulation)});
+  return keys;
+}
+
+//===----------------------------------------------------------------------===//
+// The space
+//===----------------------------------------------------------------------===//
+
+Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
+  Knobs k;
+  k.adapter = r.adapter;
+  std::string scheme = r.quantizationScheme();
+  if (r.adapter == "full") {
+    k.weights = "fp32";
+  } else if (scheme == "nf4") {
+    k.weights = r.doubleQuant ? "nf4-dq" : "nf4";
+  } else if (!scheme.empty()) {
+    k.weights = scheme;
+  } else {
+    // As the training pipeline decides: bf16 frozen weights on a GPU with
+    // bf16 compute unless the recipe says none.
+    bool bf16 = hardware.isCuda() && r.quantization != "none" &&
+                r.mixedPrecision != "fp32";
+    k.weights = bf16 ? "bf16" : "fp32";
+  }
+  k.recompute = r.recomputePolicy;
+  k.sharding = r.sharding;
+  k.offload = r.offloadParams();
+  k.microBatch = r.microBatchSize;
+  k.accumulation = r.gradientAccumulationSteps;
+  return k;
+}
+
+std::vector<Knobs> Space::enumerate() const {
+  std::vector<Knobs> all;
+  for (int64_t mb : microBatches) {
+    for (const std::string &adapter : adapters) {
+      for (const std::string &weights : weights) {
+        // Full fine-tuning trains fp32 masters of every weight.
+        if (adapter == "full" && weights != "fp32") {
+          continue;
+        }
+        for (const std::string &recompute : this->recompute) {
+          for (const std::string &sharding : this->sharding) {
+            for (bool offload : this->offload) {
+              // Offload places frozen weights of unsharded parameters.
+              if (offload && (adapter == "full" || sharding == "zero3")) {
+                continue;
+              }
+              Knobs k;
+              k.weights = weights;
+              k.adapter = adapter;
+              k.recompute = recompute;
+              k.sharding = sharding;
+              k.offload = offload;
+              k.microBatch = mb;
+              k.accumulation = globalBatch / (mb * dataParallel);
+              all.push_back(std::move(k));
+            }
+          }
+        }
+      }
+    }
+  }
+  return all;
+}
+
+namespace {
+
+/// `--fix` keys: the knob's own name, or the recipe key people know, with
+/// the recipe's spellings of the value.
+struct FixedKnob {
+  std::string knob;
+  std::string value;
+};
+
+Expected<FixedKnob> parseFix(StringRef text) {
+  auto [key, value] = text.split('=');
+  key = key.trim();
+  value = value.trim();
+  if (key.empty() || value.empty()) {
+    return createStringError("--fix expects key=value, got '" + text + "'");
+  }
+  std::string v = value.str();
+  if (key == "quantization" || key == "weights") {
+    v = llvm::StringSwitch<std::string>(value)
+            .Case("none", "fp32")
+            .Case("nf4-dq", "nf4-dq")
+            .Default(v);
+    return FixedKnob{"weights", v};
+  }
+  if (key == "adapter" && value == "qlora") {
+    return createStringError("--fix adapter=qlora: fix adapter=lora and "
+                             "weights=nf4 (or nf4-dq)");
+  }
+  if (key == "gradient_checkpointing" || key == "recompute") {
+    v = llvm::StringSwitch<std::string>(value)
+            .Cases({"true", "full"}, "full")
+            .Cases({"false", "none"}, "none")
+            .Default(v);
+    return FixedKnob{"recompute", v};
+  }
+  if (key == "zero_stage") {
+    if (value.size() != 1 || value[0] < '0' || value[0] > '3') {
+      return createStringError("--fix zero_stage must be 0..3, got '" +
+                               value + "'");
+    }
+    return FixedKnob{"sharding", value == "0" ? "ddp" : "zero" + v};
+  }
+  if (key == "fsdp_sharding_strategy" || key == "sharding") {
+    v = llvm::StringSwitch<std::string>(value)
+            .Case("NO_SHARD", "ddp")
+            .Case("SHARD_GRAD_OP", "zero2")
+            .Case("FULL_SHARD", "zero3")
+            .Case("HYBRID_SHARD", "hybrid")
+            .Default(v);
+    return FixedKnob{"sharding", v};
+  }
+  if (key == "offload_param" || key == "offload") {
+    v = llvm::StringSwitch<std::string>(value)
+            .Cases({"cpu", "param", "true"}, "param")
+            .Cases({"none", "false"}, "none")
+            .Default(v);
+    return FixedKnob{"offload", v};
+  }
+  if (key == "micro_batch_size" || key == "micro_batch") {
+    return FixedKnob{"micro_batch", v};
+  }
+  if (key == "adapter") {
+    return FixedKnob{"adapter", v};
+  }
+  return createStringError(
+      "--fix " + key +
+      ": not a knob (weights/quantization, adapter, recompute/"
+      "gradient_checkpointing, sharding/zero_stage/fsdp_sharding_strategy, "
+      "offload/offload_param, micro_batch/micro_batch_size)");
+}
+
+/// Narrows `values` to the one `fixed` names, checking it is a value the
+/// knob can take here.
+template <typename T>
+Error pin(std::vector<T> &values, const T &value, StringRef knob,
+          StringRef text) {
+  if (!llvm::is_contained(values, value)) {
+    return createStringError("--fix " + knob + "=" + text +
+                             ": not a value this knob takes here");
+  }
+  values = {value};
+  return Error::success();
+}
+
+Error applyFix(Space &space, const FixedKnob &fix) {
+  if (fix.knob == "weights") {
+    return pin(space.weights, fix.value, fix.knob, fix.value);
+  }
+  if (fix.knob == "adapter") {
+    return pin(space.adapters, fix.value, fix.knob, fix.value);
+  }
+  if (fix.knob == "recompute") {
+    return pin(space.recompute, fix.value, fix.knob, fix.value);
+  }
+  if (fix.knob == "sharding") {
+    return pin(space.sharding, fix.value, fix.knob, fix.value);
+  }
+  if (fix.knob == "offload") {
+    return pin(space.offload, fix.value == "param", fix.knob, fix.value);
+  }
+  int64_t mb = 0;
+  if (StringRef(fix.value).getAsInteger(10, mb) || mb < 1) {
+    return createStringError("--fix micro_batch_size must be a positive "
+                             "integer, got '" + fix.value + "'");
+  }
+  if (!llvm::is_contained(space.microBatches, mb)) {
+    return createStringError(
+        "--fix micro_batch_size=" + fix.value +
+        ": the global batch of " + std::to_string(space.globalBatch) +
+        " over " + std::to_string(space.dataParallel) +
+        " rank(s) does not split into micro batches of that size");
+  }
+  space.microBatches = {mb};
+  return Error::success();
+}
+
+} // namespace
+
+Expected<Space> makeSpace(const TrainingRecipe &base,
+                          const HardwareSpec &hardware, int64_t globalBatch,
+                          const std::vector<std::string> &fixed) {
+  Space space;
+  space.dataParallel = hardware.ranks();
+  space.globalBatch =
+      globalBatch > 0 ? globalBatch
+                      : base.microBatchSize * base.gradientAccumulationSteps *
+                            space.dataParallel;
+  if (space.globalBatch % space.dataParallel != 0) {
+    return createStringError(
+        "the global batch of " + std::to_string(space.globalBatch) +
+        " sequences does not split over " +
+        std::to_string(space.dataParallel) + " ranks");
+  }
+  const int64_t perRank = space.globalBatch / space.dataParallel;
+  for (int64_t mb = 1; mb <= perRank && mb <= 64; mb *= 2) {
+    if (perRank % mb == 0) {
+      space.microBatches.push_back(mb);
+    }
+  }
+  if (perRank % base.microBatchSize == 0 &&
+      !llvm::is_contained(space.microBatches, base.microBatchSize)) {
+    space.microBatches.push_back(base.microBatchSize);
+    llvm::sort(space.microBatches);
+  }
+  space.weights = {"fp32", "bf16", "int8", "nf4", "nf4-dq"};
+  space.adapters = {"lora", "lora-fa", "full"};
+  space.recompute = {"none", "selective", "full"};
+  space.sharding = {"ddp"};
+  if (space.dataParallel > 1) {
+    space.sharding = {"ddp", "zero1", "zero2", "zero3"};
+    if (hardware.nodes > 1) {
+      space.sharding.push_back("hybrid");
+    }
+  }
+  space.offload = {false, true};
+  for (const std::string &text : fixed) {
+    Expected<FixedKnob> fix = parseFix(text);
+    if (!fix) {
+      return fix.takeError();
+    }
+    if (Error error = applyFix(space, *fix)) {
+      return error;
+    }
+  }
+  return space;
+}
+
+//===----------------------------------------------------------------------===//
+// Choosing
+//===----------------------------------------------------------------------===//
+
+std::vector<size_t> paretoFront(const std::vector<Evaluation> &all) {
+  std::vector<size_t> fitting;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].fits) {
+      fitting.push_back(i);
+    }
+  }
+  // Fastest first; a point joins the front when it needs less memory than
+  // every faster one.
+  llvm::stable_sort(fitting, [&](size_t a, size_t b) {
+    if (all[a].stepSeconds != all[b].stepSeconds) {
+      return all[a].stepSeconds < all[b].stepSeconds;
+    }
+    return all[a].devicePeakBytes < all[b].devicePeakBytes;
+  });
+  std::vector<size_t> front;
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (size_t i : fitting) {
+    if (all[i].devicePeakBytes < least) {
+      front.push_back(i);
+      least = all[i].devicePeakBytes;
+    }
+  }
+  return front;
+}
+
+std::vector<size_t> nearestFits(const std::vector<Evaluation> &all,
+                                const Knobs &given, size_t count) {
+  std::vector<size_t> fitting;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].fits && !(all[i].knobs == given)) {
+      fitting.push_back(i);
+    }
+  }
+  llvm::stable_sort(fitting, [&](size_t a, size_t b) {
+    int da = all[a].knobs.distance(given), db = all[b].knobs.distance(given);
+    if (da != db) {
+      return da < db;
+    }
+    return all[a].stepSeconds < all[b].stepSeconds;
+  });
+  if (fitting.size() > count) {
+    fitting.resize(count);
+  }
+  return fitting;
+}
+
+std::string describeChange(const Knobs &from, const Knobs &to) {
+  std::string text;
+  for (const char *name : kKnobNames) {
+    std::string a = knobValue(from, name), b = knobValue(to, name);
+    if (a != b) {
+      text += (text.empty() ? "" : ", ") + std::string(name) + " " + a +
+              " -> " + b;
+    }
+  }
+  return text.empty() ? "no change" : text;
+}
+
+//===----------------------------------------------------------------------===//
+// The plot
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Axis bounds and the mapping from data to pixels.
+struct PlotFrame {
+  double x0 = 0, x1 = 1, y0 = 0, y1 = 1; // GiB, ms
+  double left = 70, top = 40, width = 640, height = 380;
+  double px(double gib) const { return left + (gib - x0) / (x1 - x0) * width; }
+  double py(double ms) const {
+    return top + height - (ms - y0) / (y1 - y0) * height;
+  }
+};
+
+constexpr double kGiB = double(int64_t(1) << 30);
+
+/// `text` with XML's special characters escaped.
+std::string xmlEscaped(StringRef text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += c;
+    }
+  }
+  return out;
+}
+
+PlotFrame frameFor(const std::vector<Evaluation> &all, int64_t budgetBytes) {
+  PlotFrame f;
+  double maxGib = budgetBytes > 0 ? budgetBytes / kGiB : 0, maxMs = 0;
+  double minMs = std::numeric_limits<double>::max();
+  for (const Evaluation &e : all) {
+    if (!e.compiled()) {
+      continue;
+    }
+    maxGib = std::max(maxGib, e.devicePeakBytes / kGiB);
+    maxMs = std::max(maxMs, e.stepSeconds * 1e3);
+    minMs = std::min(minMs, e.stepSeconds * 1e3);
+  }
+  if (maxMs <= 0) {
+    minMs = 0;
+    maxMs = 1;
+  }
+  f.x1 = maxGib > 0 ? maxGib * 1.08 : 1;
+  f.y0 = std::max(0.0, minMs - (maxMs - minMs) * 0.08);
+  f.y1 = maxMs + (maxMs - minMs) * 0.08 + 1e-9;
+  return f;
+}
+
+void plotAxes(llvm::raw_ostream &os, const PlotFrame &f) {
+  os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                     "height=\"%.1f\" fill=\"none\" stroke=\"#444\"/>\n",
+                     f.left, f.top, f.width, f.height);
+  for (int i = 0; i <= 5; ++i) {
+    double gib = f.x0 + (f.x1 - f.x0) * i / 5;
+    double ms = f.y0 + (f.y1 - f.y0) * i / 5;
+    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                       "text-anchor=\"middle\">%.1f</text>\n",
+                       f.px(gib), f.top + f.height + 16, gib);
+    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                       "text-anchor=\"end\">%.4g</text>\n",
+                       f.left - 6, f.py(ms) + 4, ms);
+  }
+  os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+                     "text-anchor=\"middle\">device peak per rank "
+                     "(GiB)</text>\n",
+                     f.left + f.width / 2, f.top + f.height + 34);
+  os << llvm::format("<text x=\"16\" y=\"%.1f\" font-size=\"12\" "
+                     "text-anchor=\"middle\" transform=\"rotate(-90 16 "
+                     "%.1f)\">predicted step (ms)</text>\n",
+                     f.top + f.height / 2, f.top + f.height / 2);
+}
+
+} // namespace
+
+std::string plotSvg(const std::vector<Evaluation> &all,
+                    const std::vector<size_t> &front, int64_t budgetBytes,
+                    StringRef title) {
+  PlotFrame f = frameFor(all, budgetBytes);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" "
+        "height=\"480\" font-family=\"sans-serif\">\n"
+        "<rect width=\"760\" height=\"480\" fill=\"white\"/>\n";
+  os << "<text x=\"380\" y=\"22\" font-size=\"14\" text-anchor=\"middle\">"
+     << xmlEscaped(title) << "</text>\n";
+  plotAxes(os, f);
+  for (const Evaluation &e : all) {
+    if (!e.compiled()) {
+      continue;
+    }
+    os << llvm::format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
+                       "fill=\"%s\" fill-opacity=\"0.6\"/>\n",
+                       f.px(e.devicePeakBytes / kGiB),
+                       f.py(e.stepSeconds * 1e3),
+                       e.fits ? "#3b7dd8" : "#bbbbbb");
+  }
+  std::string points;
+  for (size_t i : front) {
+    points += llvm::formatv("{0:F1},{1:F1} ",
+                            f.px(all[i].devicePeakBytes / kGiB),
+                            f.py(all[i].stepSeconds * 1e3))
+                  .str();
+  }
+  os << "<polyline points=\"" << points
+     << "\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n";
+  if (!front.empty()) {
+    const Evaluation &best = all[front.front()];
+    os << llvm::format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" "
+                       "fill=\"none\" stroke=\"#d62728\" "
+                       "stroke-width=\"2\"/>\n",
+                       f.px(best.devicePeakBytes / kGiB),
+                       f.py(best.stepSeconds * 1e3));
+  }
+  if (budgetBytes > 0) {
+    double x = f.px(budgetBytes / kGiB);
+    os << llvm::format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                       "y2=\"%.1f\" stroke=\"#2ca02c\" "
+                       "stroke-dasharray=\"5,4\"/>\n"
+                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                       "fill=\"#2ca02c\" text-anchor=\"end\">budget "
+                       "%.1f GiB</text>\n",
+                       x, f.top, x, f.top + f.height, x - 4, f.top + 14,
+                       budgetBytes / kGiB);
+  }
+  os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                     "fill=\"#555\">grey: does not fit; blue: fits; red: "
+                     "Pareto front, circled: fastest</text>\n",
+                     f.left, f.top + f.height + 52);
+  os << "</svg>\n";
+  return text;
+}
+
+} // namespace tailor::explore

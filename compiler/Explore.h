@@ -1,0 +1,129 @@
+//===- Explore.h - the configuration space `tailor explore` searches -*- C++ -*-===//
+//
+// The knobs people turn by trial and OOM, as one space: the frozen weights'
+// format, the adapter, recomputation, sharding, offload of the frozen
+// weights, and micro batch x gradient accumulation for a fixed global
+// batch. Each point is a set of recipe keys (`key=value`, as `tailor
+// compile` takes them after the recipe), so a configuration explore reports
+// is compiled by the very pipeline `tailor compile` runs
+// (tools/tailor/ExploreCommand.cpp evaluates them). This file holds what
+// needs no compiling: the space, `--fix`, the Pareto front, the
+// configurations nearest to the recipe that fit, and the SVG plot.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_COMPILER_EXPLORE_H
+#define TAILOR_COMPILER_EXPLORE_H
+
+#include "compiler/Hardware.h"
+#include "compiler/Recipe.h"
+
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tailor::explore {
+
+/// One point of the space.
+struct Knobs {
+  /// Frozen weights: fp32, bf16, int8, nf4, nf4-dq (NF4 with double
+  /// quantization). Full fine-tuning keeps fp32 masters.
+  std::string weights = "fp32";
+  /// lora, lora-fa or full.
+  std::string adapter = "lora";
+  /// gradient_checkpointing: none, selective or full.
+  std::string recompute = "none";
+  /// ddp, zero1, zero2, zero3 or hybrid (several ranks only).
+  std::string sharding = "ddp";
+  /// offload_param: cpu.
+  bool offload = false;
+  int64_t microBatch = 1;
+  int64_t accumulation = 1;
+
+  bool operator==(const Knobs &o) const;
+  /// How many knobs differ from `o` (micro batch and accumulation count as
+  /// one).
+  int distance(const Knobs &o) const;
+};
+
+/// The knobs' names, in the order tables show them.
+constexpr std::array<const char *, 6> kKnobNames = {
+    "weights", "adapter", "recompute", "sharding", "offload", "micro_batch"};
+
+/// A knob's value as text (`micro_batch` as "MBxGA").
+std::string knobValue(const Knobs &knobs, llvm::StringRef name);
+
+/// The recipe keys that select `knobs` on top of `base` (whose given keys
+/// decide whether FSDP's spellings must be overridden too).
+std::vector<std::pair<std::string, std::string>>
+recipeKeys(const Knobs &knobs, const TrainingRecipe &base);
+
+/// The values each knob may take.
+struct Space {
+  std::vector<std::string> weights, adapters, recompute, sharding;
+  std::vector<bool> offload;
+  std::vector<int64_t> microBatches;
+  int64_t globalBatch = 1;
+  /// Ranks that split the global batch (the hardware's ranks).
+  int64_t dataParallel = 1;
+  /// Every valid combination, in a fixed order.
+  std::vector<Knobs> enumerate() const;
+};
+
+/// The knobs `recipe` chose (its micro batch and accumulation as given).
+Knobs knobsOf(const TrainingRecipe &recipe, const HardwareSpec &hardware);
+
+/// The space around `base` on `hardware` for `globalBatch` sequences per
+/// optimizer step (0: the recipe's), with `fixed` knobs pinned (`--fix
+/// key=value`: a knob name or its recipe key, e.g. weights=nf4,
+/// quantization=nf4, gradient_checkpointing=true, zero_stage=2,
+/// offload_param=cpu, micro_batch_size=2).
+llvm::Expected<Space> makeSpace(const TrainingRecipe &base,
+                                const HardwareSpec &hardware,
+                                int64_t globalBatch,
+                                const std::vector<std::string> &fixed);
+
+/// What compiling one configuration gave.
+struct Evaluation {
+  Knobs knobs;
+  /// Empty when compiled; otherwise the compiler's first error.
+  std::string error;
+  int64_t devicePeakBytes = 0;
+  int64_t hostPeakBytes = 0;
+  /// Bytes by plan memory category (runtime/MemoryCategory.h's order).
+  std::array<int64_t, 6> categoryBytes{};
+  double stepSeconds = 0;
+  double tokensPerSecond = 0;
+  /// Whether the device peak is within the budget (and it compiled).
+  bool fits = false;
+  bool compiled() const { return error.empty(); }
+};
+
+/// Indices of the fitting evaluations no other fitting one beats in both
+/// device peak and step time, fastest first.
+std::vector<size_t> paretoFront(const std::vector<Evaluation> &all);
+
+/// Indices of fitting evaluations nearest to `given` (fewest knobs
+/// changed, then fastest), at most `count`.
+std::vector<size_t> nearestFits(const std::vector<Evaluation> &all,
+                                const Knobs &given, size_t count);
+
+/// What changes from `from` to `to`, in words ("recompute none ->
+/// selective, micro_batch 4x1 -> 2x2").
+std::string describeChange(const Knobs &from, const Knobs &to);
+
+/// An SVG scatter of device peak (GiB) against predicted step time (ms):
+/// every compiled configuration, the Pareto front joined by a line, the
+/// best marked, and the budget as a vertical line.
+std::string plotSvg(const std::vector<Evaluation> &all,
+                    const std::vector<size_t> &front, int64_t budgetBytes,
+                    llvm::StringRef title);
+
+} // namespace tailor::explore
+
+#endif // TAILOR_COMPILER_EXPLORE_H

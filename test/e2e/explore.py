@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""`tailor explore` says what `tailor compile` gives (issue: explore).
+
+On two Hugging Face Llama exports (export_hf's seeded tiny Llama with 2
+layers, and the same with 12), a LoRA recipe is explored on a CPU cluster of
+two ranks (`--hardware 2xcpu`: weights x adapter x recomputation x sharding
+x offload x micro batch for the recipe's global batch). Checks:
+
+  * for 50 configurations drawn at random (seeded) from all explore
+    evaluated, `tailor compile` with the row's recipe keys gives a plan whose
+    `tailor inspect --json` per-rank device_peak_bytes, host_peak_bytes and
+    predicted_step_seconds equal explore's (exactly: explore compiles every
+    configuration with the same pipeline, it does not extrapolate);
+  * the rows are the Pareto front: every listed row fits, none is beaten
+    in both memory and time by another fitting configuration, fastest
+    first, the first marked best; the JSON carries `evaluated` and each row
+    `pass_pipeline`, which `tailor compile --pass-pipeline` turns into the
+    same plan bytes as the row's recipe keys;
+  * `--budget-gib` is respected: explore says a configuration fits exactly
+    when its peak is within the budget (checked against a run without one),
+    and `--fix` pins knobs (every evaluation has them);
+  * an impossible budget ends with "nothing fits ... the smallest is" and
+    exit 1; a bad --fix is an error naming the key.
+
+  explore.py --bin build/bin --work build/test/explore
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "generators"))
+
+import train_common as tc  # noqa: E402
+
+SAMPLES = 50
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+           "down_proj"]
+
+
+def export_model(work, layers):
+    import export_hf
+
+    saved = export_hf.LAYERS
+    export_hf.LAYERS = layers
+    try:
+        path = os.path.join(work, f"llama{layers}", "model.onnx")
+        if not os.path.exists(path):
+            tc.build_and_export(path, seed=0, family="llama")
+        return path
+    finally:
+        export_hf.LAYERS = saved
+
+
+def tailor(bin_dir, *args, check=True):
+    out = subprocess.run([os.path.join(bin_dir, "tailor"), *args],
+                         capture_output=True, text=True, timeout=600)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"tailor {' '.join(args[:2])} failed: "
+                           f"{out.stderr.strip()[-800:]}")
+    return out
+
+
+def explore(args, model, recipe, *flags):
+    out = tailor(args.bin, "explore", model, "--recipe", recipe, "--hardware",
+                 "2xcpu", "--json", *flags)
+    return json.loads(out.stdout)
+
+
+def compiled_figures(args, model, recipe, keys, work, name):
+    plan = os.path.join(work, f"{name}.tplan")
+    tailor(args.bin, "compile", model, "--recipe", recipe, "--hardware",
+           "2xcpu", "-o", plan, *[f"{k}={v}" for k, v in keys.items()])
+    doc = json.loads(tailor(args.bin, "inspect", plan, "--json").stdout)
+    rank = doc["ranks"][0]
+    return plan, rank
+
+
+def check_samples(args, model, recipe, every, work, tag):
+    failures = []
+    compiled = [r for r in every["rows"] if "error" not in r]
+    rng = random.Random(7)
+    sample = rng.sample(compiled, min(SAMPLES, len(compiled)))
+    for i, row in enumerate(sample):
+        _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
+                                   f"{tag}-sample{i}")
+        for key in ("device_peak_bytes", "host_peak_bytes",
+                    "predicted_step_seconds"):
+            if rank[key] != row[key]:
+                failures.append(f"{tag} {row['knobs']}: compile's {key} "
+                                f"{rank[key]} != explore's {row[key]}")
+    print(f"{tag}: {len(sample)} sampled configurations of "
+          f"{every['evaluated']} compiled alike ({len(failures)} differ)")
+    return failures
+
+
+def check_front(doc, every, budget, tag):
+    """`doc` (with the budget) against `every` (the same space, no budget):
+    fits exactly when the peak is within the budget, and the rows are the
+    Pareto front of those, fastest first, the first marked best."""
+    failures = []
+    rows = doc["rows"]
+    compiled = [r for r in every["rows"] if "error" not in r]
+    fitting = [r for r in compiled if r["device_peak_bytes"] <= budget]
+    if doc["fitting"] != len(fitting):
+        failures.append(f"{tag}: {doc['fitting']} said to fit in {budget} B, "
+                        f"{len(fitting)} have a peak within it")
+    if not rows or not rows[0]["best"] or any(r["best"] for r in rows[1:]):
+        failures.append(f"{tag}: the first row (only) must be marked best")
+    times = [r["predicted_step_seconds"] for r in rows]
+    if times != sorted(times):
+        failures.append(f"{tag}: rows not fastest first: {times}")
+    for r in rows:
+        if not r["fits"] or r["device_peak_bytes"] > budget:
+            failures.append(f"{tag}: row above the budget: {r['knobs']}")
+        for o in fitting:
+            if (o["device_peak_bytes"] < r["device_peak_bytes"] and
+                    o["predicted_step_seconds"] < r["predicted_step_seconds"]):
+                failures.append(f"{tag}: row {r['knobs']} is beaten by "
+                                f"{o['knobs']}")
+                break
+    for o in fitting:
+        if not any(r["device_peak_bytes"] <= o["device_peak_bytes"] and
+                   r["predicted_step_seconds"] <= o["predicted_step_seconds"]
+                   for r in rows):
+            failures.append(f"{tag}: {o['knobs']} is on no row's side of "
+                            "the front")
+            break
+    if doc["evaluated"] != every["evaluated"] or doc["evaluated"] < 100:
+        failures.append(f"{tag}: evaluated {doc['evaluated']} vs "
+                        f"{every['evaluated']} (--all)")
+    return failures
+
+
+def check_pipeline(args, model, recipe, row, work, tag):
+    """The row's pass_pipeline compiles to the row's plan, byte for byte."""
+    plan, _ = compiled_figures(args, model, recipe, row["recipe"], work,
+                               f"{tag}-best")
+    again = os.path.join(work, f"{tag}-best-pipeline.tplan")
+    tailor(args.bin, "compile", model, "--recipe", recipe, "--hardware",
+           "2xcpu", "-o", again, "--pass-pipeline", row["pass_pipeline"],
+           *[f"{k}={v}" for k, v in row["recipe"].items()])
+    with open(plan, "rb") as a, open(again, "rb") as b:
+        if a.read() != b.read():
+            return [f"{tag}: the best row's pass_pipeline gives other plan "
+                    "bytes than its recipe keys"]
+    return []
+
+
+def check_fix_and_errors(args, model, recipe, budget, pins, tag):
+    failures = []
+    fixed = explore(args, model, recipe, *pins, "--all", "--fix",
+                    "weights=nf4", "--fix", "gradient_checkpointing=selective",
+                    "--budget-gib", repr(budget / 2**30))
+    for r in fixed["rows"]:
+        if r["knobs"]["weights"] != "nf4" or r["knobs"]["recompute"] != \
+                "selective":
+            failures.append(f"{tag}: --fix not respected: {r['knobs']}")
+            break
+    if not fixed["rows"]:
+        failures.append(f"{tag}: --fix gave no configurations")
+    none = tailor(args.bin, "explore", model, "--recipe", recipe,
+                  "--hardware", "2xcpu", "--budget-gib", "0.00001", "--fix",
+                  "weights=nf4", "--fix", "adapter=lora", check=False)
+    if none.returncode != 1 or "nothing fits" not in none.stderr or \
+            "the smallest is" not in none.stderr:
+        failures.append(f"{tag}: impossible budget: exit {none.returncode}, "
+                        f"{none.stderr.strip()[-300:]}")
+    bad = tailor(args.bin, "explore", model, "--recipe", recipe, "--hardware",
+                 "2xcpu", "--fix", "colour=red", check=False)
+    if bad.returncode != 1 or "--fix colour: not a knob" not in bad.stderr:
+        failures.append(f"{tag}: bad --fix: exit {bad.returncode}, "
+                        f"{bad.stderr.strip()[-300:]}")
+    return failures
+
+
+def check_model(args, layers, pins):
+    work = os.path.join(args.work, f"llama{layers}")
+    os.makedirs(work, exist_ok=True)
+    model = export_model(args.work, layers)
+    recipe = tc.recipe_defaults()
+    recipe.update(lora_target_modules=TARGETS, sequence_len=32,
+                  micro_batch_size=4, gradient_accumulation_steps=1)
+    recipe_path = os.path.join(work, "recipe.yaml")
+    tc.write_recipe(recipe, recipe_path)
+    every = explore(args, model, recipe_path, *pins, "--all")
+    # A budget that cuts the space: the median device peak.
+    peaks = sorted(r["device_peak_bytes"] for r in every["rows"]
+                   if "error" not in r)
+    budget = peaks[len(peaks) // 2]
+    front = explore(args, model, recipe_path, *pins, "--budget-gib",
+                    repr(budget / 2**30))
+    tag = f"llama{layers}"
+    print(f"{tag}: {front['evaluated']} configurations in "
+          f"{every['seconds']:.1f} s, {front['fitting']} fit in {budget} B, "
+          f"{len(front['rows'])} on the front")
+    failures = check_front(front, every, budget, tag)
+    failures += check_samples(args, model, recipe_path, every, work, tag)
+    failures += check_pipeline(args, model, recipe_path, front["rows"][0],
+                               work, tag)
+    failures += check_fix_and_errors(args, model, recipe_path, budget, pins,
+                                     tag)
+    return failures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    failures = []
+    # The 12-layer model's space is the LoRA third of it (a quicker run).
+    failures += check_model(args, 2, [])
+    failures += check_model(args, 12, ["--fix", "adapter=lora"])
+    for f in failures:
+        print("FAIL:", f)
+    print("explore:", "FAILED" if failures else "ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+//===- ExploreTest.cpp - the space `tailor explore` searches ---------------===//
+//
+// compiler/Explore.h without compiling anything: the space around a recipe
+// (micro batches that split the global batch, the knobs several ranks add,
+// what cannot combine), --fix in knob and recipe spellings and its errors,
+// the recipe keys of a configuration, the Pareto front, the nearest fits
+// and the plot.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Explore.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+namespace tailor::explore {
+namespace {
+
+HardwareSpec cluster(int64_t nodes, int64_t gpus) {
+  HardwareSpec h;
+  h.name = "test";
+  h.nodes = nodes;
+  h.gpus = gpus;
+  return h;
+}
+
+TrainingRecipe recipe(int64_t microBatch, int64_t accumulation) {
+  TrainingRecipe r;
+  r.microBatchSize = microBatch;
+  r.gradientAccumulationSteps = accumulation;
+  return r;
+}
+
+Space spaceOrDie(const TrainingRecipe &r, const HardwareSpec &h,
+                 int64_t globalBatch, std::vector<std::string> fixed = {}) {
+  llvm::Expected<Space> space = makeSpace(r, h, globalBatch, fixed);
+  EXPECT_TRUE(static_cast<bool>(space)) << llvm::toString(space.takeError());
+  return *space;
+}
+
+std::string fixError(std::vector<std::string> fixed) {
+  llvm::Expected<Space> space =
+      makeSpace(recipe(4, 1), cluster(1, 2), 0, fixed);
+  return space ? "" : llvm::toString(space.takeError());
+}
+
+TEST(ExploreSpace, MicroBatchesSplitTheGlobalBatchPerRank) {
+  // 4 x 2 on 2 ranks: 16 sequences a step, 8 per rank.
+  Space space = spaceOrDie(recipe(4, 2), cluster(1, 2), 0);
+  EXPECT_EQ(space.globalBatch, 16);
+  EXPECT_EQ(space.microBatches, (std::vector<int64_t>{1, 2, 4, 8}));
+  for (const Knobs &k : space.enumerate()) {
+    EXPECT_EQ(k.microBatch * k.accumulation * 2, 16);
+  }
+  // --global-batch 12 on 2 ranks: micro batches dividing 6, the recipe's 3
+  // included.
+  EXPECT_EQ(spaceOrDie(recipe(3, 1), cluster(1, 2), 12).microBatches,
+            (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_FALSE(static_cast<bool>(
+      makeSpace(recipe(1, 1), cluster(1, 4), 6, {})));
+}
+
+TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 1), 0).sharding,
+            (std::vector<std::string>{"ddp"}));
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(2, 2), 0).sharding,
+            (std::vector<std::string>{"ddp", "zero1", "zero2", "zero3",
+                                      "hybrid"}));
+  Space space = spaceOrDie(recipe(1, 1), cluster(1, 2), 0);
+  std::vector<Knobs> all = space.enumerate();
+  EXPECT_FALSE(all.empty());
+  for (const Knobs &k : all) {
+    EXPECT_FALSE(k.adapter == "full" && k.weights != "fp32");
+    EXPECT_FALSE(k.offload && (k.adapter == "full" || k.sharding == "zero3"));
+  }
+  // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, offload on
+  // the LoRA ones outside zero3, x 1 micro batch.
+  EXPECT_EQ(all.size(), size_t(10 * 3 * (4 + 3) + 1 * 3 * 4));
+}
+
+TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
+  Space space = spaceOrDie(recipe(4, 1), cluster(1, 2), 0,
+                           {"quantization=nf4", "gradient_checkpointing=true",
+                            "zero_stage=2", "offload_param=cpu",
+                            "micro_batch_size=2", "adapter=lora-fa"});
+  std::vector<Knobs> all = space.enumerate();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].weights, "nf4");
+  EXPECT_EQ(all[0].recompute, "full");
+  EXPECT_EQ(all[0].sharding, "zero2");
+  EXPECT_TRUE(all[0].offload);
+  EXPECT_EQ(all[0].microBatch, 2);
+  EXPECT_EQ(all[0].accumulation, 2);
+  EXPECT_EQ(spaceOrDie(recipe(4, 1), cluster(1, 2), 0,
+                       {"fsdp_sharding_strategy=FULL_SHARD"})
+                .sharding,
+            (std::vector<std::string>{"zero3"}));
+}
+
+TEST(ExploreSpace, BadFixesSayWhy) {
+  EXPECT_EQ(fixError({"colour=red"}).rfind("--fix colour: not a knob", 0), 0u);
+  EXPECT_EQ(fixError({"weights"}), "--fix expects key=value, got 'weights'");
+  EXPECT_EQ(fixError({"weights=fp8"}),
+            "--fix weights=fp8: not a value this knob takes here");
+  EXPECT_EQ(fixError({"zero_stage=5"}), "--fix zero_stage must be 0..3, got '5'");
+  EXPECT_EQ(fixError({"micro_batch_size=3"}),
+            "--fix micro_batch_size=3: the global batch of 8 over 2 rank(s) "
+            "does not split into micro batches of that size");
+  EXPECT_EQ(fixError({"sharding=hybrid"}),
+            "--fix sharding=hybrid: not a value this knob takes here");
+}
+
+TEST(ExploreKnobs, RecipeKeysSelectTheConfiguration) {
+  Knobs k;
+  k.weights = "nf4-dq";
+  k.adapter = "lora-fa";
+  k.recompute = "selective";
+  k.sharding = "zero3";
+  k.microBatch = 2;
+  k.accumulation = 4;
+  auto keys = recipeKeys(k, TrainingRecipe());
+  std::vector<std::pair<std::string, std::string>> expected = {
+      {"adapter", "lora-fa"},
+      {"quantization", "nf4"},
+      {"double_quant", "true"},
+      {"gradient_checkpointing", "selective"},
+      {"zero_stage", "3"},
+      {"offload_param", "none"},
+      {"micro_batch_size", "2"},
+      {"gradient_accumulation_steps", "4"}};
+  EXPECT_EQ(keys, expected);
+  // A recipe that chose FSDP's spelling gets FSDP's spelling back (both
+  // keys must agree).
+  TrainingRecipe fsdp;
+  fsdp.givenKeys.insert("fsdp_sharding_strategy");
+  auto fsdpKeys = recipeKeys(k, fsdp);
+  EXPECT_TRUE(llvm::is_contained(
+      fsdpKeys, std::make_pair(std::string("fsdp_sharding_strategy"),
+                               std::string("FULL_SHARD"))));
+  EXPECT_FALSE(llvm::any_of(fsdpKeys, [](auto &kv) {
+    return kv.first == "zero_stage";
+  }));
+}
+
+Evaluation evaluation(int64_t peak, double seconds, bool fits,
+                      const std::string &recompute = "none") {
+  Evaluation e;
+  e.devicePeakBytes = peak;
+  e.stepSeconds = seconds;
+  e.fits = fits;
+  e.knobs.recompute = recompute;
+  return e;
+}
+
+TEST(ExploreChoice, TheFrontIsWhatNothingBeatsFastestFirst) {
+  std::vector<Evaluation> all = {
+      evaluation(100, 1.0, true),  // fastest
+      evaluation(80, 1.5, true),   // on the front
+      evaluation(90, 2.0, true),   // beaten by 80/1.5
+      evaluation(50, 3.0, true),   // on the front
+      evaluation(10, 0.5, false),  // does not fit
+      evaluation(50, 3.0, true)};  // a tie with index 3
+  EXPECT_EQ(paretoFront(all), (std::vector<size_t>{0, 1, 3}));
+}
+
+TEST(ExploreChoice, NearestFitsChangeTheFewestKnobs) {
+  Knobs given;
+  given.recompute = "none";
+  given.microBatch = 4;
+  std::vector<Evaluation> all = {evaluation(10, 1.0, true, "full"),
+                                 evaluation(20, 0.5, true, "selective"),
+                                 evaluation(30, 0.1, false, "none")};
+  all[0].knobs.microBatch = 2; // two changes
+  all[1].knobs.microBatch = 4; // one change
+  all[2].knobs.microBatch = 4; // the given itself, which does not fit
+  EXPECT_EQ(nearestFits(all, given, 5), (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(describeChange(given, all[0].knobs),
+            "recompute none -> full, micro_batch 4x1 -> 2x1");
+}
+
+TEST(ExplorePlot, TheSvgHasEveryPointTheFrontAndTheBudget) {
+  std::vector<Evaluation> all = {evaluation(1 << 30, 0.1, true),
+                                 evaluation(int64_t(3) << 30, 0.05, false),
+                                 evaluation(int64_t(1) << 29, 0.2, true)};
+  std::string svg = plotSvg(all, paretoFront(all), int64_t(2) << 30,
+                            "a <model> & co");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  size_t circles = 0;
+  for (size_t at = svg.find("<circle"); at != std::string::npos;
+       at = svg.find("<circle", at + 1)) {
+    ++circles;
+  }
+  EXPECT_EQ(circles, 4u); // three points and the ring around the best
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find("budget 2.0 GiB"), std::string::npos);
+  EXPECT_NE(svg.find("a &lt;model&gt; &amp; co"), std::string::npos);
+}
+
+} // namespace
+} // namespace tailor::explore

@@ -1,0 +1,83 @@
+//===- Compile.h - one compile, shared by compile and explore ---*- C++ -*-===//
+//
+// What `tailor compile` does for one model, recipe and target, as functions
+// `tailor explore` calls for every configuration it evaluates, so a
+// configuration explore reports is compiled exactly as `tailor compile`
+// would compile it (CompileCommand.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_TOOLS_TAILOR_COMPILE_H
+#define TAILOR_TOOLS_TAILOR_COMPILE_H
+
+#include "compiler/Hardware.h"
+#include "compiler/PeftAdapter.h"
+#include "compiler/Recipe.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+
+namespace tailor {
+
+enum class Stage { Import, Graph, Train, Schedule, Plan };
+enum class Emit { Default, Mlir, Plan };
+
+/// What one compile does, decided from the flags before anything is read.
+struct CompileRequest {
+  std::string input, output;
+  Stage compileTo = Stage::Plan;
+  Emit format = Emit::Plan;
+  bool training = false;
+  TrainingRecipe recipe;
+  std::string adapterDir;
+  std::optional<PeftAdapterConfig> adapter;
+  HardwareSpec hardware;
+  int64_t threads = 8;
+  onnx_import::ImportOptions importOptions;
+  /// --pass-pipeline: replaces the implied pipeline when not empty.
+  std::string passPipeline;
+  bool printIRAfterAll = false;
+  /// --mlir-timing: each pass's time on stderr.
+  bool timing = false;
+  /// The first of two tries under a device budget: its failure is reported
+  /// by the caller.
+  bool quietPipelineFailure = false;
+  /// When set, compileModule starts from a clone of this module (imported
+  /// from `input` with these importOptions) instead of importing again.
+  mlir::ModuleOp imported;
+};
+
+/// Prints a diagnostic as `TOOL: error: ...`, naming the ONNX node when
+/// the location carries one.
+void printDiagnostic(mlir::Diagnostic &diag,
+                     llvm::raw_ostream &os = llvm::errs(),
+                     llvm::StringRef tool = "tailor compile");
+
+/// The pass pipeline `req` implies, as --print-pipeline prints it (for
+/// --pass-pipeline and tailor-opt).
+std::string impliedPipelineText(mlir::MLIRContext &context,
+                                const CompileRequest &req);
+
+/// The import shape of a training compile: the recipe's micro batch and
+/// sequence length, remembered as the recipe's (for shape errors).
+void bindRecipeShapes(CompileRequest &req);
+
+/// Imports `req.input` with `req.importOptions`; null on failure (the
+/// diagnostics say why).
+mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &context,
+                                              const CompileRequest &req);
+
+/// Imports `req.input` (or clones `req.imported`) and runs the pipelines on
+/// it; null on failure (the diagnostics say why).
+mlir::OwningOpRef<mlir::ModuleOp> compileModule(mlir::MLIRContext &context,
+                                                CompileRequest &req);
+
+} // namespace tailor
+
+#endif // TAILOR_TOOLS_TAILOR_COMPILE_H

@@ -1,0 +1,650 @@
+//===- ExploreCommand.cpp - `tailor explore` -------------------------------===//
+//
+// tailor explore MODEL.onnx [--recipe R.yaml] [key=value ...]
+//                [--hardware CLUSTER] [--budget-gib X] [--global-batch N]
+//                [--fix key=value ...] [--top K [-o DIR]] [--json]
+//                [--plot F.svg] [--all]
+//
+// Compiles every configuration of the space compiler/Explore.h describes
+// with the pipeline `tailor compile` runs (Compile.h), reads each plan's
+// per-rank memory and the cost model's step time, and prints the Pareto
+// front of what fits, the best marked, whether the recipe as given fits
+// and, if not, the nearest configurations that do. Every figure is the
+// compiled plan's own (no extrapolation): `tailor compile` of a row gives
+// the same peak. The memory proof is left to the end: each configuration
+// compiles without it, so one that does not fit still has its figures.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/tailor/Commands.h"
+#include "tools/tailor/Compile.h"
+
+#include "compiler/Explore.h"
+#include "compiler/PlanPrediction.h"
+#include "compiler/PlanWriter.h"
+#include "compiler/Registration.h"
+#include "runtime/MemoryCategory.h"
+#include "runtime/schema/plan_generated.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <map>
+
+namespace tailor {
+namespace {
+
+constexpr double kGiB = double(int64_t(1) << 30);
+
+struct ExploreFlags {
+  llvm::cl::OptionCategory category{"tailor explore options"};
+  llvm::cl::opt<std::string> input{llvm::cl::Positional,
+                                   llvm::cl::desc("<model.onnx>"),
+                                   llvm::cl::Required, llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> recipePath{
+      "recipe", llvm::cl::desc("the training recipe (YAML): the starting point"),
+      llvm::cl::value_desc("file"), llvm::cl::cat(category)};
+  llvm::cl::list<std::string> overrides{
+      llvm::cl::Positional, llvm::cl::ZeroOrMore,
+      llvm::cl::desc("[key=value ...] recipe overrides"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> hardwareName{
+      "hardware",
+      llvm::cl::desc("the cluster: a name (cpu, 4xcpu, 2x2xcpu, h100, "
+                     "2xrtx3090, 8xh100, 2x8xh100, t4, ...) or a hardware file"),
+      llvm::cl::value_desc("name|file"), llvm::cl::init("cpu"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<double> budgetGib{
+      "budget-gib",
+      llvm::cl::desc("device memory per rank a configuration may take "
+                     "(default: the card's memory; none on the CPU)"),
+      llvm::cl::value_desc("GiB"), llvm::cl::init(0), llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> globalBatch{
+      "global-batch",
+      llvm::cl::desc("sequences per optimizer step over all ranks (default: "
+                     "the recipe's micro batch x accumulation x ranks)"),
+      llvm::cl::value_desc("N"), llvm::cl::init(0), llvm::cl::cat(category)};
+  llvm::cl::list<std::string> fixed{
+      "fix",
+      llvm::cl::desc("pin a knob: weights=nf4, adapter=lora, recompute=full, "
+                     "sharding=zero2, offload=param, micro_batch=2 (or the "
+                     "recipe's keys: quantization, gradient_checkpointing, "
+                     "zero_stage, fsdp_sharding_strategy, offload_param, "
+                     "micro_batch_size); repeatable"),
+      llvm::cl::value_desc("key=value"), llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> top{
+      "top",
+      llvm::cl::desc("with -o: write the plans of the K fastest rows"),
+      llvm::cl::value_desc("K"), llvm::cl::init(0), llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> outputDir{
+      "o", llvm::cl::desc("directory for --top's plans"),
+      llvm::cl::value_desc("dir"), llvm::cl::cat(category)};
+  llvm::cl::opt<bool> json{"json",
+                           llvm::cl::desc("print JSON instead of tables"),
+                           llvm::cl::cat(category)};
+  llvm::cl::opt<bool> all{
+      "all",
+      llvm::cl::desc("list every configuration evaluated, not only the "
+                     "Pareto front"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> plot{
+      "plot",
+      llvm::cl::desc("write an SVG scatter of memory against step time"),
+      llvm::cl::value_desc("file.svg"), llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> threads{
+      "threads",
+      llvm::cl::desc("CPU workers the plans are sized and predicted for"),
+      llvm::cl::value_desc("N"), llvm::cl::init(8), llvm::cl::cat(category)};
+};
+
+int exploreError(const llvm::Twine &message) {
+  llvm::errs() << "tailor explore: error: " << message << "\n";
+  return 1;
+}
+
+/// Compiles configurations as `tailor compile` would, keeping one import
+/// per batch shape.
+class Evaluator {
+public:
+  Evaluator(mlir::MLIRContext &context, const ExploreFlags &flags,
+            const HardwareSpec &hardware, const TrainingRecipe &base)
+      : context(context), flags(flags), hardware(hardware), base(base) {}
+
+  /// The request that compiles `knobs` (or the recipe's error).
+  llvm::Expected<CompileRequest> requestFor(const explore::Knobs &knobs) const;
+  explore::Evaluation evaluate(const explore::Knobs &knobs,
+                               int64_t budgetBytes);
+  /// Compiles `req` into `module`; the first error's text on failure.
+  std::string compile(CompileRequest &req,
+                      mlir::OwningOpRef<mlir::ModuleOp> &module);
+
+private:
+  void readFigures(const std::vector<uint8_t> &bytes, const CompileRequest &req,
+                   explore::Evaluation &e) const;
+
+  mlir::MLIRContext &context;
+  const ExploreFlags &flags;
+  const HardwareSpec &hardware;
+  const TrainingRecipe &base;
+  std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
+      imports;
+};
+
+llvm::Expected<CompileRequest>
+Evaluator::requestFor(const explore::Knobs &knobs) const {
+  std::vector<std::string> overrides(flags.overrides.begin(),
+                                     flags.overrides.end());
+  for (const auto &[key, value] : explore::recipeKeys(knobs, base)) {
+    overrides.push_back(key + "=" + value);
+  }
+  llvm::Expected<TrainingRecipe> recipe =
+      loadRecipe(flags.recipePath, overrides);
+  if (!recipe) {
+    return recipe.takeError();
+  }
+  CompileRequest req;
+  req.input = flags.input;
+  req.training = true;
+  req.recipe = std::move(*recipe);
+  req.hardware = hardware;
+  req.threads = flags.threads;
+  bindRecipeShapes(req);
+  return req;
+}
+
+std::string Evaluator::compile(CompileRequest &req,
+                               mlir::OwningOpRef<mlir::ModuleOp> &module) {
+  std::string first;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (first.empty() && diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
+      if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation())) {
+        first = "at node '" + name.getName().str() + "': ";
+      }
+      first += diag.str();
+    }
+    return mlir::success();
+  });
+  auto key = std::make_pair(req.recipe.microBatchSize, req.recipe.sequenceLen);
+  auto &imported = imports[key];
+  if (!imported) {
+    imported = importModel(context, req);
+    if (!imported) {
+      return first.empty() ? "the import failed" : first;
+    }
+  }
+  req.imported = *imported;
+  module = compileModule(context, req);
+  if (!module) {
+    return first.empty() ? "the pipeline failed" : first;
+  }
+  return "";
+}
+
+void Evaluator::readFigures(const std::vector<uint8_t> &bytes,
+                            const CompileRequest &req,
+                            explore::Evaluation &e) const {
+  const plan::Plan *p = plan::GetSizePrefixedPlan(bytes.data());
+  for (const plan::Arena *arena : *p->arenas()) {
+    (arena->kind() == plan::ArenaKind::Device ? e.devicePeakBytes
+                                              : e.hostPeakBytes) +=
+        static_cast<int64_t>(arena->size());
+  }
+  runtime::CategoryBytes categories = runtime::arenaBytes(*p);
+  for (size_t c = 0; c < categories.size(); ++c) {
+    e.categoryBytes[c] = static_cast<int64_t>(categories[c]);
+  }
+  CostTarget target;
+  target.hardware = hardware;
+  target.precision = p->target() && p->target()->precision()
+                         ? p->target()->precision()->str()
+                         : "fp32";
+  target.threads = req.threads;
+  PlanPrediction prediction = predictPlan(*p, target);
+  if (!prediction.unpredictable.empty()) {
+    e.error = "no predicted step time: " + prediction.unpredictable;
+    return;
+  }
+  e.stepSeconds = prediction.step.seconds;
+  e.tokensPerSecond = prediction.tokensPerSecond();
+}
+
+explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
+                                        int64_t budgetBytes) {
+  explore::Evaluation e;
+  e.knobs = knobs;
+  llvm::Expected<CompileRequest> req = requestFor(knobs);
+  if (!req) {
+    e.error = llvm::toString(req.takeError());
+    return e;
+  }
+  // Figures for every configuration, fitting or not: the proof (the card's
+  // memory, the recipe's budget) is explore's to apply.
+  req->hardware.memoryBytes = 0;
+  req->recipe.deviceMemoryBudgetGib = 0;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  e.error = compile(*req, module);
+  if (!e.error.empty()) {
+    return e;
+  }
+  mlir::FailureOr<std::vector<uint8_t>> bytes =
+      serializePlan(*module, ".", /*deviceCode=*/false);
+  if (failed(bytes)) {
+    e.error = "the plan writer failed";
+    return e;
+  }
+  readFigures(*bytes, *req, e);
+  e.fits = e.compiled() && (budgetBytes <= 0 || e.devicePeakBytes <= budgetBytes);
+  return e;
+}
+
+//===----------------------------------------------------------------------===//
+// Output
+//===----------------------------------------------------------------------===//
+
+/// What the search found, for the printers.
+struct Findings {
+  std::vector<explore::Evaluation> all;
+  std::vector<size_t> front;
+  /// The recipe as given: its index in `all` (-1: outside the space).
+  int64_t given = -1;
+  int64_t budgetBytes = 0;
+  double seconds = 0;
+};
+
+/// Bytes as a table shows them: GiB from 1 GiB up, MiB below.
+std::string sizeText(int64_t bytes) {
+  if (bytes >= int64_t(1) << 30) {
+    return llvm::formatv("{0:F2} GiB", bytes / kGiB).str();
+  }
+  return llvm::formatv("{0:F1} MiB", bytes / double(1 << 20)).str();
+}
+
+void printRow(llvm::raw_ostream &os, const explore::Evaluation &e,
+              bool best) {
+  os << llvm::format("%s %11s %11s %10.2f %11.0f", best ? "*" : " ",
+                     sizeText(e.devicePeakBytes).c_str(),
+                     sizeText(e.hostPeakBytes).c_str(), e.stepSeconds * 1e3,
+                     e.tokensPerSecond);
+  for (const char *name : explore::kKnobNames) {
+    os << "  " << llvm::left_justify(explore::knobValue(e.knobs, name), 9);
+  }
+  os << "\n";
+}
+
+void printHeader(llvm::raw_ostream &os) {
+  os << "  device peak   host peak    step ms    tokens/s";
+  for (const char *name : explore::kKnobNames) {
+    os << "  " << llvm::left_justify(name, 9);
+  }
+  os << "\n";
+}
+
+/// Whether the recipe as given fits; if not, by how much, where the bytes
+/// go, and the nearest configurations that fit.
+void printGiven(llvm::raw_ostream &os, const Findings &f) {
+  if (f.given < 0) {
+    os << "the recipe as given is outside the space searched\n";
+    return;
+  }
+  const explore::Evaluation &g = f.all[f.given];
+  if (!g.compiled()) {
+    os << "the recipe as given does not compile: " << g.error << "\n";
+  } else if (g.fits) {
+    os << "the recipe as given fits: " << sizeText(g.devicePeakBytes)
+       << " per rank, " << llvm::format("%.2f", g.stepSeconds * 1e3)
+       << " ms a step\n";
+    return;
+  } else {
+    os << "the recipe as given does not fit: " << sizeText(g.devicePeakBytes)
+       << " per rank exceeds the budget of " << sizeText(f.budgetBytes)
+       << " by " << sizeText(g.devicePeakBytes - f.budgetBytes) << " (";
+    for (size_t c = 0; c < g.categoryBytes.size(); ++c) {
+      os << (c ? ", " : "") << runtime::kMemoryCategoryNames[c] << " "
+         << sizeText(g.categoryBytes[c]);
+    }
+    os << ")\n";
+  }
+  std::vector<size_t> near = explore::nearestFits(f.all, g.knobs, 3);
+  for (size_t i : near) {
+    os << "  to fit: " << explore::describeChange(g.knobs, f.all[i].knobs)
+       << " (" << sizeText(f.all[i].devicePeakBytes) << ", "
+       << llvm::format("%.2f", f.all[i].stepSeconds * 1e3) << " ms)\n";
+  }
+}
+
+void printTables(llvm::raw_ostream &os, const Findings &f, bool all) {
+  size_t fitting = llvm::count_if(f.all, [](auto &e) { return e.fits; });
+  os << "explored " << f.all.size() << " configurations in "
+     << llvm::format("%.1f", f.seconds) << " s: " << fitting << " fit";
+  if (f.budgetBytes > 0) {
+    os << " in " << sizeText(f.budgetBytes) << " per rank";
+  }
+  os << "\n\n";
+  printHeader(os);
+  if (all) {
+    for (const explore::Evaluation &e : f.all) {
+      if (e.compiled()) {
+        printRow(os, e, !f.front.empty() && &e == &f.all[f.front.front()]);
+      }
+    }
+  } else {
+    for (size_t i : f.front) {
+      printRow(os, f.all[i], i == f.front.front());
+    }
+  }
+  if (f.front.empty()) {
+    os << "  (nothing fits)\n";
+  }
+  os << "\n";
+  printGiven(os, f);
+}
+
+/// The recipe keys of `knobs` as a JSON object.
+llvm::json::Object recipeJson(const explore::Knobs &knobs,
+                              const TrainingRecipe &base) {
+  llvm::json::Object keys;
+  for (const auto &[key, value] : explore::recipeKeys(knobs, base)) {
+    keys[key] = value;
+  }
+  return keys;
+}
+
+llvm::json::Object rowJson(const explore::Evaluation &e, bool best,
+                           const std::string &pipeline,
+                           const TrainingRecipe &base) {
+  llvm::json::Object bytes;
+  for (size_t c = 0; c < e.categoryBytes.size(); ++c) {
+    bytes[runtime::kMemoryCategoryNames[c]] = e.categoryBytes[c];
+  }
+  llvm::json::Object knobs;
+  for (const char *name : explore::kKnobNames) {
+    knobs[name] = explore::knobValue(e.knobs, name);
+  }
+  llvm::json::Object row{{"best", best},
+                         {"fits", e.fits},
+                         {"knobs", std::move(knobs)},
+                         {"recipe", recipeJson(e.knobs, base)}};
+  if (!e.compiled()) {
+    row["error"] = e.error;
+    return row;
+  }
+  row["device_peak_bytes"] = e.devicePeakBytes;
+  row["host_peak_bytes"] = e.hostPeakBytes;
+  row["bytes"] = std::move(bytes);
+  row["predicted_step_seconds"] = e.stepSeconds;
+  row["predicted_tokens_per_second"] = e.tokensPerSecond;
+  row["pass_pipeline"] = pipeline;
+  return row;
+}
+
+/// The rows to list: the front (best first), or every configuration.
+std::vector<size_t> listedRows(const Findings &f, bool all) {
+  if (!all) {
+    return f.front;
+  }
+  std::vector<size_t> rows(f.all.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = i;
+  }
+  return rows;
+}
+
+} // namespace
+
+namespace {
+
+/// Runs the search: every configuration of `space`, a progress line on
+/// stderr as it goes.
+Findings search(Evaluator &evaluator, const explore::Space &space,
+                const explore::Knobs &given, int64_t budgetBytes) {
+  Findings f;
+  f.budgetBytes = budgetBytes;
+  std::vector<explore::Knobs> knobs = space.enumerate();
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  const bool terminal = llvm::errs().is_displayed();
+  size_t fitting = 0, step = std::max<size_t>(1, knobs.size() / 10);
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    f.all.push_back(evaluator.evaluate(knobs[i], budgetBytes));
+    fitting += f.all.back().fits;
+    if (knobs[i] == given) {
+      f.given = static_cast<int64_t>(i);
+    }
+    if (terminal || (i + 1) % step == 0 || i + 1 == knobs.size()) {
+      llvm::errs() << (terminal ? "\r" : "") << "tailor explore: "
+                   << (i + 1) << "/" << knobs.size() << " configurations, "
+                   << fitting << " fit, "
+                   << llvm::format("%.1f", elapsed()) << " s"
+                   << (terminal ? "" : "\n");
+    }
+  }
+  if (terminal) {
+    llvm::errs() << "\n";
+  }
+  f.seconds = elapsed();
+  f.front = explore::paretoFront(f.all);
+  return f;
+}
+
+/// --top K -o DIR: the K fastest rows' plans (with device code), and the
+/// recipe keys of each beside it.
+int writeTopPlans(mlir::MLIRContext &context, Evaluator &evaluator,
+                  const Findings &f, const ExploreFlags &flags) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(flags.outputDir)) {
+    return exploreError("cannot create '" + flags.outputDir +
+                        "': " + ec.message());
+  }
+  for (size_t rank = 0; rank < f.front.size() &&
+                        rank < static_cast<size_t>(flags.top);
+       ++rank) {
+    const explore::Evaluation &e = f.all[f.front[rank]];
+    llvm::Expected<CompileRequest> req = evaluator.requestFor(e.knobs);
+    if (!req) {
+      return exploreError(llvm::toString(req.takeError()));
+    }
+    mlir::OwningOpRef<mlir::ModuleOp> module;
+    std::string error = evaluator.compile(*req, module);
+    if (!error.empty()) {
+      return exploreError("row " + llvm::Twine(rank + 1) + ": " + error);
+    }
+    std::string path =
+        (flags.outputDir + "/top-" + llvm::Twine(rank + 1) + ".tplan").str();
+    auto bytes = serializePlan(*module, flags.outputDir);
+    if (failed(bytes)) {
+      return exploreError("row " + llvm::Twine(rank + 1) +
+                          ": the plan writer failed");
+    }
+    std::error_code ec;
+    llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+    if (ec) {
+      return exploreError("cannot write '" + path + "': " + ec.message());
+    }
+    out.os().write(reinterpret_cast<const char *>(bytes->data()),
+                   bytes->size());
+    out.keep();
+    llvm::errs() << "tailor explore: wrote " << path << " ("
+                 << explore::describeChange(f.all[f.given >= 0 ? f.given
+                                                                : f.front[0]]
+                                                .knobs,
+                                            e.knobs)
+                 << ")\n";
+  }
+  (void)context;
+  return 0;
+}
+
+int writeText(const std::string &path, const std::string &text) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    return exploreError("cannot write '" + path + "': " + ec.message());
+  }
+  out.os() << text;
+  out.keep();
+  return 0;
+}
+
+/// The budget per rank: --budget-gib, else the recipe's device budget, else
+/// the card's memory (none on a CPU target).
+int64_t budgetOf(const ExploreFlags &flags, const TrainingRecipe &base,
+                 const HardwareSpec &hardware) {
+  double gibs = flags.budgetGib > 0 ? flags.budgetGib
+                                    : base.deviceMemoryBudgetGib;
+  if (gibs > 0) {
+    return static_cast<int64_t>(gibs * kGiB);
+  }
+  return static_cast<int64_t>(hardware.memoryBytes);
+}
+
+void printJson(llvm::raw_ostream &os, const Findings &f,
+               mlir::MLIRContext &context, Evaluator &evaluator,
+               const TrainingRecipe &base, bool all) {
+  llvm::json::Array rows;
+  for (size_t i : listedRows(f, all)) {
+    const explore::Evaluation &e = f.all[i];
+    std::string pipeline;
+    if (e.compiled()) {
+      if (auto req = evaluator.requestFor(e.knobs)) {
+        pipeline = impliedPipelineText(context, *req);
+      } else {
+        llvm::consumeError(req.takeError());
+      }
+    }
+    rows.push_back(rowJson(e, !f.front.empty() && i == f.front.front(),
+                           pipeline, base));
+  }
+  llvm::json::Object given;
+  if (f.given >= 0) {
+    const explore::Evaluation &g = f.all[f.given];
+    given = rowJson(g, false, "", base);
+    llvm::json::Array nearest;
+    for (size_t i : explore::nearestFits(f.all, g.knobs, 3)) {
+      nearest.push_back(explore::describeChange(g.knobs, f.all[i].knobs));
+    }
+    given["nearest_fits"] = std::move(nearest);
+  }
+  llvm::json::Object root{
+      {"evaluated", static_cast<int64_t>(f.all.size())},
+      {"fitting", static_cast<int64_t>(
+                      llvm::count_if(f.all, [](auto &e) { return e.fits; }))},
+      {"budget_bytes", f.budgetBytes},
+      {"seconds", f.seconds},
+      {"rows", std::move(rows)},
+      {"given", f.given >= 0 ? llvm::json::Value(std::move(given)) : nullptr}};
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+}
+
+} // namespace
+
+int runExplore(int argc, const char **argv) {
+  llvm::cl::ResetCommandLineParser();
+  ExploreFlags flags;
+  llvm::cl::HideUnrelatedOptions(flags.category);
+  if (!llvm::cl::ParseCommandLineOptions(
+          argc, argv,
+          "tailor explore: search the configurations that fit, predict the "
+          "fastest\n",
+          &llvm::errs())) {
+    return 1;
+  }
+  if (flags.threads < 1 || flags.threads > 1024) {
+    return exploreError("--threads must be in [1, 1024]");
+  }
+  if (flags.top < 0 || (flags.top > 0 && flags.outputDir.empty())) {
+    return exploreError("--top K needs -o DIR (and K >= 1)");
+  }
+  if (flags.budgetGib < 0) {
+    return exploreError("--budget-gib must not be negative");
+  }
+  llvm::Expected<HardwareSpec> hardware = resolveHardware(flags.hardwareName);
+  if (!hardware) {
+    return exploreError(llvm::toString(hardware.takeError()));
+  }
+  std::vector<std::string> overrides(flags.overrides.begin(),
+                                     flags.overrides.end());
+  llvm::Expected<TrainingRecipe> base = loadRecipe(flags.recipePath, overrides);
+  if (!base) {
+    return exploreError(llvm::toString(base.takeError()));
+  }
+  llvm::Expected<explore::Space> space = explore::makeSpace(
+      *base, *hardware, flags.globalBatch, {flags.fixed.begin(),
+                                            flags.fixed.end()});
+  if (!space) {
+    return exploreError(llvm::toString(space.takeError()));
+  }
+  mlir::DialectRegistry registry;
+  registerTailorDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.disableMultithreading();
+  context.printOpOnDiagnostic(false);
+  Evaluator evaluator(context, flags, *hardware, *base);
+  const int64_t budget = budgetOf(flags, *base, *hardware);
+  explore::Knobs given = explore::knobsOf(*base, *hardware);
+  Findings f = search(evaluator, *space, given, budget);
+  if (flags.json) {
+    printJson(llvm::outs(), f, context, evaluator, *base, flags.all);
+  } else {
+    printTables(llvm::outs(), f, flags.all);
+    if (!f.front.empty()) {
+      llvm::Expected<CompileRequest> req =
+          evaluator.requestFor(f.all[f.front.front()].knobs);
+      if (req) {
+        llvm::outs() << "\nbest: tailor compile " << flags.input
+                     << " --recipe " << flags.recipePath << " --hardware "
+                     << flags.hardwareName;
+        for (const auto &[key, value] :
+             explore::recipeKeys(f.all[f.front.front()].knobs, *base)) {
+          llvm::outs() << " " << key << "=" << value;
+        }
+        llvm::outs() << "\n  pass pipeline: "
+                     << impliedPipelineText(context, *req) << "\n";
+      } else {
+        llvm::consumeError(req.takeError());
+      }
+    }
+  }
+  if (!flags.plot.empty()) {
+    std::string title = "tailor explore: " +
+                        llvm::sys::path::filename(flags.input).str() + " on " +
+                        flags.hardwareName;
+    if (int rc = writeText(flags.plot, explore::plotSvg(f.all, f.front, budget,
+                                                        title))) {
+      return rc;
+    }
+  }
+  if (f.front.empty()) {
+    int64_t smallest = -1;
+    for (const explore::Evaluation &e : f.all) {
+      if (e.compiled() && (smallest < 0 || e.devicePeakBytes <
+                                               f.all[smallest].devicePeakBytes)) {
+        smallest = &e - f.all.data();
+      }
+    }
+    if (smallest < 0) {
+      return exploreError("no configuration compiled; the first error: " +
+                          (f.all.empty() ? std::string("none evaluated")
+                                         : f.all.front().error));
+    }
+    return exploreError(
+        "nothing fits in " + sizeText(budget) + " per rank: the smallest is " +
+        sizeText(f.all[smallest].devicePeakBytes) + " with " +
+        explore::describeChange(given, f.all[smallest].knobs));
+  }
+  if (flags.top > 0) {
+    return writeTopPlans(context, evaluator, f, flags);
+  }
+  return 0;
+}
+
+} // namespace tailor
