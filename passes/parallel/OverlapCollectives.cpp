@@ -63,6 +63,11 @@ private:
   /// DDP: each tg.all_reduce_states of the optimizer step moves into
   /// `step`, right after the last op naming one of its states.
   void moveDdpReductionsInto(func::FuncOp step, func::FuncOp optimizer);
+  /// Moves each tg.accumulate up to just after its gradient is made (and
+  /// after any earlier op on its state): autodiff leaves some (norm
+  /// weights, a tied embedding's first half) at the end of backward, which
+  /// would hold every bucket they belong to until then.
+  void hoistAccumulates(func::FuncOp step);
   /// ZeRO-3: each tg.gather_bucket of `step` but the first moves up to
   /// where compute starts using the one before it, so the communication
   /// stream gathers the next bucket while compute uses the current one
@@ -73,6 +78,31 @@ private:
   /// cannot move (it or an op in between touches what it writes).
   bool deferConsumers(ArrayRef<Operation *> collectives, size_t index);
 };
+
+void OverlapCollectivesPass::hoistAccumulates(func::FuncOp step) {
+  SmallVector<tg::AccumulateOp> accumulates(step.getOps<tg::AccumulateOp>());
+  for (tg::AccumulateOp accumulate : accumulates) {
+    llvm::DenseSet<StringAttr> states = symbolsOf(accumulate);
+    llvm::SmallPtrSet<Operation *, 4> producers;
+    for (Value operand : accumulate->getOperands()) {
+      if (Operation *def = operand.getDefiningOp();
+          def && def->getBlock() == accumulate->getBlock()) {
+        producers.insert(def);
+      }
+    }
+    // The nearest op above that it must stay below.
+    Operation *anchor = accumulate->getPrevNode();
+    while (anchor && !producers.contains(anchor) &&
+           !touchesAny(anchor, states) && !isGradientCollective(anchor)) {
+      anchor = anchor->getPrevNode();
+    }
+    if (anchor && anchor != accumulate->getPrevNode()) {
+      accumulate->moveAfter(anchor);
+    } else if (!anchor) {
+      accumulate->moveBefore(&accumulate->getBlock()->front());
+    }
+  }
+}
 
 void OverlapCollectivesPass::moveDdpReductionsInto(func::FuncOp step,
                                                    func::FuncOp optimizer) {
@@ -205,6 +235,7 @@ void OverlapCollectivesPass::runOnOperation() {
                          << optimizerFunction;
       return signalPassFailure();
     }
+    hoistAccumulates(step);
     moveDdpReductionsInto(step, optimizer);
   }
   if (prefetch) {

@@ -65,11 +65,16 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 
 // Tests that with one micro-batch a step DDP's all-reduces move into the
 // training step right after the last write of one of their gradients,
-// marked, and leave the optimizer step.
+// marked, and leave the optimizer step; each accumulation first moves up
+// to right after its gradient is made (b's above c's mul), so a bucket
+// waits for its own gradients only.
 // DDP-LABEL: func.func @train_step
 // DDP: tg.accumulate %{{.+}} into @a.grad
 // DDP-NEXT: tg.all_reduce_states [@a.grad] avg over world {tg.overlap}
-// DDP: tg.accumulate %{{.+}} into @b.grad
+// DDP-NEXT: %[[GB:.+]] = tg.mul %arg0, %arg0
+// DDP-NEXT: tg.accumulate %[[GB]] into @b.grad
+// DDP-NEXT: tg.mul %arg1, %arg1
+// DDP-NEXT: tg.accumulate %{{.+}} into @c.grad
 // DDP-NEXT: tg.all_reduce_states [@c.grad, @b.grad] avg over world {tg.overlap}
 // DDP-LABEL: func.func @optimizer_step
 // DDP-NOT: tg.all_reduce_states
