@@ -108,7 +108,13 @@ double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
   double compute = work.flops / (peakFlops(target, kind) * efficiency);
   double memory =
       work.bytes / (target.hardware.memoryBandwidthGBs * 1e9 * efficiency);
-  return std::max(compute, memory) + target.hardware.launchOverheadUs * 1e-6;
+  // A dequantizing GEMM decodes its weight before multiplying (CUDA's
+  // via_gemm route writes bf16 copies first; the CPU kernel decodes tiles):
+  // the passes add up instead of overlapping.
+  double seconds = work.kernel == "linear_quantized"
+                       ? compute + memory
+                       : std::max(compute, memory);
+  return seconds + target.hardware.launchOverheadUs * 1e-6;
 }
 
 void TimeEstimate::add(const TimeEstimate &other, double times) {

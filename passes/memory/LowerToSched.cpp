@@ -1000,6 +1000,32 @@ void LowerToSchedPass::scheduleOverlaps(PlannedEntry &entry,
   }
 }
 
+/// What linear_quantized's GEMM route (via_gemm) moves besides the GEMM:
+/// the packed weight read, then the bf16 copies of x and W written and
+/// read back (runtime/cuda/QuantizedGemmWorkspace.h).
+static double viaGemmBytes(const PlannedLaunch &launch) {
+  auto viaGemm = llvm::dyn_cast_or_null<IntegerAttr>(
+      launch.choice.attributes.get("via_gemm"));
+  if (!viaGemm || viaGemm.getInt() == 0 || launch.operands.size() < 2) {
+    return 0;
+  }
+  // The scheme's own keys (selectQuantizedLinear wrote them, checked).
+  NamedAttrList keys = launch.choice.attributes;
+  keys.erase("transpose_weight");
+  keys.erase("via_gemm");
+  FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
+      keys.getDictionary(launch.op->getContext()),
+      [&] { return launch.op->emitError(); });
+  if (failed(spec)) {
+    return 0;
+  }
+  auto x = llvm::cast<MemRefType>(launch.operands[0].type);
+  runtime::cuda::QuantizedGemmLayout layout = runtime::cuda::quantizedGemmLayout(
+      *spec, x.getNumElements(), x.getElementType().isF32());
+  return double(storageBytes(launch.operands[1].type)) +
+         2.0 * double(layout.xBytes + layout.weightBytes);
+}
+
 void LowerToSchedPass::recordWork(PlannedEntry &entry) {
   for (PlannedLaunch &launch : entry.launches) {
     if (launch.collective) {
@@ -1013,7 +1039,7 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
     } else if (launch.op) {
       OpCost cost = costOf(launch.op);
       launch.flops = cost.flops;
-      launch.bytes = cost.bytes;
+      launch.bytes = cost.bytes + viaGemmBytes(launch);
     } else if (!launch.operands.empty()) { // an output copy: read, write
       launch.bytes = 2.0 * double(storageBytes(launch.operands[0].type));
     }

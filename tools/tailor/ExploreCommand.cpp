@@ -439,8 +439,8 @@ Findings search(Evaluator &evaluator, const explore::Space &space,
 
 /// --top K -o DIR: the K fastest rows' plans (with device code), and the
 /// recipe keys of each beside it.
-int writeTopPlans(mlir::MLIRContext &context, Evaluator &evaluator,
-                  const Findings &f, const ExploreFlags &flags) {
+int writeTopPlans(Evaluator &evaluator, const Findings &f,
+                  const ExploreFlags &flags) {
   if (std::error_code ec = llvm::sys::fs::create_directories(flags.outputDir)) {
     return exploreError("cannot create '" + flags.outputDir +
                         "': " + ec.message());
@@ -480,7 +480,6 @@ int writeTopPlans(mlir::MLIRContext &context, Evaluator &evaluator,
                                             e.knobs)
                  << ")\n";
   }
-  (void)context;
   return 0;
 }
 
@@ -642,7 +641,7 @@ int runExplore(int argc, const char **argv) {
         explore::describeChange(given, f.all[smallest].knobs));
   }
   if (flags.top > 0) {
-    return writeTopPlans(context, evaluator, f, flags);
+    return writeTopPlans(evaluator, f, flags);
   }
   return 0;
 }
