@@ -43,20 +43,6 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
            "down_proj"]
 
 
-def export_model(work, layers):
-    import export_hf
-
-    saved = export_hf.LAYERS
-    export_hf.LAYERS = layers
-    try:
-        path = os.path.join(work, f"llama{layers}", "model.onnx")
-        if not os.path.exists(path):
-            tc.build_and_export(path, seed=0, family="llama")
-        return path
-    finally:
-        export_hf.LAYERS = saved
-
-
 def tailor(bin_dir, *args, check=True):
     out = subprocess.run([os.path.join(bin_dir, "tailor"), *args],
                          capture_output=True, text=True, timeout=600)
@@ -182,7 +168,7 @@ def check_fix_and_errors(args, model, recipe, budget, pins, tag):
 def check_model(args, layers, pins):
     work = os.path.join(args.work, f"llama{layers}")
     os.makedirs(work, exist_ok=True)
-    model = export_model(args.work, layers)
+    model = tc.export_llama(args.work, layers)
     recipe = tc.recipe_defaults()
     recipe.update(lora_target_modules=TARGETS, sequence_len=32,
                   micro_batch_size=4, gradient_accumulation_steps=1)

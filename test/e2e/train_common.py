@@ -114,6 +114,22 @@ def build_and_export(onnx_path, seed=0, family="llama"):
     raise RuntimeError("export failed: " + " | ".join(errors))
 
 
+def export_llama(work, layers):
+    """export_hf's seeded tiny Llama with `layers` layers, exported once to
+    WORK/llama<layers>/model.onnx (cached)."""
+    import export_hf
+
+    saved = export_hf.LAYERS
+    export_hf.LAYERS = layers
+    try:
+        path = os.path.join(work, f"llama{layers}", "model.onnx")
+        if not os.path.exists(path):
+            build_and_export(path, seed=0, family="llama")
+        return path
+    finally:
+        export_hf.LAYERS = saved
+
+
 def check_exported_weights(model, onnx_path):
     """Finds every model parameter among the ONNX initializers, by name
     (must then be bit-identical) or else as the transposed copy the

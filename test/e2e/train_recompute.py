@@ -45,20 +45,6 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 STEPS = 20
 
 
-def export_model(work, layers):
-    import export_hf
-
-    saved = export_hf.LAYERS
-    export_hf.LAYERS = layers
-    try:
-        path = os.path.join(work, f"llama{layers}", "model.onnx")
-        if not os.path.exists(path):
-            tc.build_and_export(path, seed=0, family="llama")
-        return path
-    finally:
-        export_hf.LAYERS = saved
-
-
 def inspect(bin_dir, plan):
     out = subprocess.run([os.path.join(bin_dir, "tailor"), "inspect", plan,
                           "--json"], capture_output=True, text=True, check=True)
@@ -91,7 +77,7 @@ def run_policy(args, onnx_path, rows_path, name, layers, seq, dropout):
 
 def check_model(args, layers, seq, dropout):
     failures = []
-    onnx_path = export_model(args.work, layers)
+    onnx_path = tc.export_llama(args.work, layers)
     rows = tc.make_rows(n_rows=STEPS * tc.B, seq=seq)
     rows_path = os.path.join(args.work, f"rows.t{seq}.jsonl")
     tc.write_jsonl(rows, rows_path)
