@@ -101,6 +101,8 @@ struct Evaluation {
   double tokensPerSecond = 0;
   /// Whether the device peak is within the budget (and it compiled).
   bool fits = false;
+  /// Whether the figures were extended from 2 and 3 layers.
+  bool extrapolated = false;
   bool compiled() const { return error.empty(); }
 };
 

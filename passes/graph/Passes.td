@@ -104,6 +104,28 @@ def AssignLayersPass : Pass<"tailor-assign-layers", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def KeepLayersPass : Pass<"tailor-keep-layers", "::mlir::ModuleOp"> {
+  let summary = "keeps the first N transformer layers of a raised model";
+  let description = [{
+    The same model with fewer layers, for analyses that measure one layer
+    and extrapolate (`tailor explore` on deep models): every op of layers
+    `count` and up is erased, and what read the last layer's results (the
+    final norm) reads the matching results of layer `count - 1` instead.
+    Layers must be alike: the last layer and layer `count - 1` must hold
+    the same ops in the same order, or the pass fails naming the first
+    difference. Parameters only the erased layers read are erased. Runs on
+    the graph (after raising and tailor-assign-layers), before training
+    passes; a model with `count` layers or fewer is left as it is.
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", "2",
+           "layers to keep (at least 1)">,
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the function whose layers are cut">,
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def TieEmbeddingsPass : Pass<"tailor-tie-embeddings", "::mlir::ModuleOp"> {
   let summary = "reads a tied lm_head from the embedding table it copies";
   let description = [{

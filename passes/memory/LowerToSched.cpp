@@ -1054,7 +1054,6 @@ LogicalResult LowerToSchedPass::proveItFits(ModuleOp module,
                                             const memory::ProgramTarget &target) {
   // The CUDA context, cuBLASLt's handle and the loaded modules live
   // outside the plan's arenas: keep room for them.
-  constexpr int64_t kContextReserve = int64_t(512) << 20;
   int64_t limit = 0;
   std::string what;
   auto gib = [](int64_t bytes) {
@@ -1063,7 +1062,7 @@ LogicalResult LowerToSchedPass::proveItFits(ModuleOp module,
                : llvm::formatv("{0:F2} MiB", bytes / double(1 << 20)).str();
   };
   if (target.isCuda() && deviceMemory > 0) {
-    limit = deviceMemory - kContextReserve;
+    limit = deviceMemory - kCudaContextReserveBytes;
     what = hardware + " has " + std::to_string(deviceMemory) + " (" +
            gib(deviceMemory) +
            "), of which 512 MiB are kept for the CUDA context and libraries";

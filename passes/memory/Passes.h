@@ -18,6 +18,10 @@ namespace tailor::memory {
 #define GEN_PASS_REGISTRATION
 #include "passes/memory/Passes.h.inc"
 
+/// Device bytes a GPU plan leaves outside its arenas for the CUDA context,
+/// cuBLASLt's handle and the loaded modules (the memory proof's reserve).
+inline constexpr int64_t kCudaContextReserveBytes = int64_t(512) << 20;
+
 /// The words tailor-lower-to-sched's memory proof puts in its error when
 /// the device arenas exceed the card or the budget; `tailor compile` reads
 /// them to retry a budgeted recipe with the frozen parameters offloaded.

@@ -22,11 +22,15 @@
 #include "compiler/Explore.h"
 #include "compiler/PlanPrediction.h"
 #include "compiler/PlanWriter.h"
+#include "compiler/Pipelines.h"
 #include "compiler/Registration.h"
+#include "passes/graph/Passes.h"
+#include "passes/memory/Passes.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/schema/plan_generated.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -37,6 +41,8 @@
 
 #include <chrono>
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace tailor {
 namespace {
@@ -98,6 +104,14 @@ struct ExploreFlags {
       "plot",
       llvm::cl::desc("write an SVG scatter of memory against step time"),
       llvm::cl::value_desc("file.svg"), llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> extrapolate{
+      "extrapolate",
+      llvm::cl::desc("auto (default: for models of more than 4 layers), on "
+                     "or off: compile each configuration with 2 and 3 "
+                     "layers and extend every figure linearly to the "
+                     "model's depth, instead of compiling it whole"),
+      llvm::cl::value_desc("auto|on|off"), llvm::cl::init("auto"),
+      llvm::cl::cat(category)};
   llvm::cl::opt<int64_t> threads{
       "threads",
       llvm::cl::desc("CPU workers the plans are sized and predicted for"),
@@ -119,21 +133,40 @@ public:
 
   /// The request that compiles `knobs` (or the recipe's error).
   llvm::Expected<CompileRequest> requestFor(const explore::Knobs &knobs) const;
+  /// `knobs`' figures: extrapolated from 2 and 3 layers when the search
+  /// extrapolates (and not `exact`), else compiled whole.
   explore::Evaluation evaluate(const explore::Knobs &knobs,
-                               int64_t budgetBytes);
+                               int64_t budgetBytes, bool exact = false);
   /// Compiles `req` into `module`; the first error's text on failure.
+  /// With `keepLayers` > 0 it starts from the raised model cut to that
+  /// many layers (tailor-keep-layers).
   std::string compile(CompileRequest &req,
-                      mlir::OwningOpRef<mlir::ModuleOp> &module);
+                      mlir::OwningOpRef<mlir::ModuleOp> &module,
+                      int64_t keepLayers = 0);
+  /// Decides whether to extrapolate (--extrapolate) for a model of
+  /// `layers` layers, counted on the raised import of `req`.
+  std::string chooseMode(CompileRequest &req);
+  /// Layers the model has, and whether figures are extrapolated.
+  int64_t layers = 0;
+  bool extrapolating = false;
 
 private:
   void readFigures(const std::vector<uint8_t> &bytes, const CompileRequest &req,
                    explore::Evaluation &e) const;
+  /// The figures of `knobs` compiled with `keepLayers` layers (0: whole).
+  explore::Evaluation measure(const explore::Knobs &knobs,
+                              int64_t keepLayers);
+  /// The import of `req`'s batch shape (cached), or cut to `keepLayers`.
+  mlir::ModuleOp startingModule(const CompileRequest &req, int64_t keepLayers,
+                                std::string &error);
 
   mlir::MLIRContext &context;
   const ExploreFlags &flags;
   const HardwareSpec &hardware;
   const TrainingRecipe &base;
-  std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
+  /// Imports by (micro batch, sequence, layers kept; 0: the import as is).
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           mlir::OwningOpRef<mlir::ModuleOp>>
       imports;
 };
 
@@ -159,8 +192,46 @@ Evaluator::requestFor(const explore::Knobs &knobs) const {
   return req;
 }
 
+mlir::ModuleOp Evaluator::startingModule(const CompileRequest &req,
+                                         int64_t keepLayers,
+                                         std::string &error) {
+  auto key = std::make_tuple(req.recipe.microBatchSize,
+                             req.recipe.sequenceLen, keepLayers);
+  mlir::OwningOpRef<mlir::ModuleOp> &module = imports[key];
+  if (module) {
+    return *module;
+  }
+  if (keepLayers == 0) {
+    module = importModel(context, req);
+    if (!module) {
+      error = "the import failed";
+    }
+    return module ? *module : nullptr;
+  }
+  mlir::ModuleOp whole = startingModule(req, 0, error);
+  if (!whole) {
+    return nullptr;
+  }
+  // The raised model cut to `keepLayers` layers; the training pipeline's
+  // own raising finds nothing more to do on it.
+  module = whole.clone();
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
+  graph::KeepLayersPassOptions keep;
+  keep.count = keepLayers;
+  pm.addPass(graph::createKeepLayersPass(keep));
+  if (failed(pm.run(*module))) {
+    error = "the model cannot be cut to " + std::to_string(keepLayers) +
+            " layers";
+    module = nullptr;
+    return nullptr;
+  }
+  return *module;
+}
+
 std::string Evaluator::compile(CompileRequest &req,
-                               mlir::OwningOpRef<mlir::ModuleOp> &module) {
+                               mlir::OwningOpRef<mlir::ModuleOp> &module,
+                               int64_t keepLayers) {
   std::string first;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (first.empty() && diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
@@ -171,18 +242,43 @@ std::string Evaluator::compile(CompileRequest &req,
     }
     return mlir::success();
   });
-  auto key = std::make_pair(req.recipe.microBatchSize, req.recipe.sequenceLen);
-  auto &imported = imports[key];
-  if (!imported) {
-    imported = importModel(context, req);
-    if (!imported) {
-      return first.empty() ? "the import failed" : first;
-    }
+  std::string error;
+  req.imported = startingModule(req, keepLayers, error);
+  if (!req.imported) {
+    return first.empty() ? error : first;
   }
-  req.imported = *imported;
   module = compileModule(context, req);
   if (!module) {
     return first.empty() ? "the pipeline failed" : first;
+  }
+  return "";
+}
+
+std::string Evaluator::chooseMode(CompileRequest &req) {
+  std::string error;
+  mlir::ModuleOp whole = startingModule(req, 0, error);
+  if (!whole) {
+    return error;
+  }
+  mlir::OwningOpRef<mlir::ModuleOp> raised(whole.clone());
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
+  if (failed(pm.run(*raised))) {
+    return "the model does not raise";
+  }
+  std::set<int64_t> seen;
+  raised->walk([&](mlir::Operation *op) {
+    if (auto layer = op->getAttrOfType<mlir::IntegerAttr>(
+            tg::TGDialect::kLayerAttrName)) {
+      seen.insert(layer.getInt());
+    }
+  });
+  layers = static_cast<int64_t>(seen.size());
+  extrapolating = flags.extrapolate == "on" ||
+                  (flags.extrapolate == "auto" && layers > 4);
+  if (extrapolating && layers < 3) {
+    return "--extrapolate on needs a model of 3 layers or more, this one "
+           "has " + std::to_string(layers);
   }
   return "";
 }
@@ -215,8 +311,8 @@ void Evaluator::readFigures(const std::vector<uint8_t> &bytes,
   e.tokensPerSecond = prediction.tokensPerSecond();
 }
 
-explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
-                                        int64_t budgetBytes) {
+explore::Evaluation Evaluator::measure(const explore::Knobs &knobs,
+                                       int64_t keepLayers) {
   explore::Evaluation e;
   e.knobs = knobs;
   llvm::Expected<CompileRequest> req = requestFor(knobs);
@@ -229,7 +325,7 @@ explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
   req->hardware.memoryBytes = 0;
   req->recipe.deviceMemoryBudgetGib = 0;
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  e.error = compile(*req, module);
+  e.error = compile(*req, module, keepLayers);
   if (!e.error.empty()) {
     return e;
   }
@@ -240,6 +336,36 @@ explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
     return e;
   }
   readFigures(*bytes, *req, e);
+  return e;
+}
+
+/// `a` (with 2 layers) extended by (layers - 2) times the third layer's
+/// increment `b - a`.
+static int64_t extended(int64_t a, int64_t b, int64_t layers) {
+  return a + (layers - 2) * (b - a);
+}
+
+explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
+                                        int64_t budgetBytes, bool exact) {
+  const bool extend = extrapolating && !exact;
+  explore::Evaluation e = measure(knobs, extend ? 2 : 0);
+  if (extend && e.compiled()) {
+    explore::Evaluation three = measure(knobs, 3);
+    if (!three.compiled()) {
+      return three;
+    }
+    double tokensPerStep = e.tokensPerSecond * e.stepSeconds;
+    e.devicePeakBytes =
+        extended(e.devicePeakBytes, three.devicePeakBytes, layers);
+    e.hostPeakBytes = extended(e.hostPeakBytes, three.hostPeakBytes, layers);
+    for (size_t c = 0; c < e.categoryBytes.size(); ++c) {
+      e.categoryBytes[c] =
+          extended(e.categoryBytes[c], three.categoryBytes[c], layers);
+    }
+    e.stepSeconds += (layers - 2) * (three.stepSeconds - e.stepSeconds);
+    e.tokensPerSecond = e.stepSeconds > 0 ? tokensPerStep / e.stepSeconds : 0;
+    e.extrapolated = true;
+  }
   e.fits = e.compiled() && (budgetBytes <= 0 || e.devicePeakBytes <= budgetBytes);
   return e;
 }
@@ -256,6 +382,10 @@ struct Findings {
   int64_t given = -1;
   int64_t budgetBytes = 0;
   double seconds = 0;
+  /// The model's layers when figures are extrapolated (0: compiled whole),
+  /// and how many configurations were then compiled whole.
+  int64_t layers = 0;
+  int64_t compiledWhole = 0;
 };
 
 /// Bytes as a table shows them: GiB from 1 GiB up, MiB below.
@@ -268,7 +398,8 @@ std::string sizeText(int64_t bytes) {
 
 void printRow(llvm::raw_ostream &os, const explore::Evaluation &e,
               bool best) {
-  os << llvm::format("%s %11s %11s %10.2f %11.0f", best ? "*" : " ",
+  os << llvm::format("%s %11s %11s %10.2f %11.0f",
+                     best ? "*" : e.extrapolated ? "~" : " ",
                      sizeText(e.devicePeakBytes).c_str(),
                      sizeText(e.hostPeakBytes).c_str(), e.stepSeconds * 1e3,
                      e.tokensPerSecond);
@@ -323,8 +454,17 @@ void printTables(llvm::raw_ostream &os, const Findings &f, bool all) {
   size_t fitting = llvm::count_if(f.all, [](auto &e) { return e.fits; });
   os << "explored " << f.all.size() << " configurations in "
      << llvm::format("%.1f", f.seconds) << " s: " << fitting << " fit";
+  if (f.layers > 0) {
+    os << " (by the extended figures)";
+  }
   if (f.budgetBytes > 0) {
     os << " in " << sizeText(f.budgetBytes) << " per rank";
+  }
+  if (f.layers > 0) {
+    os << "\n(each configuration compiled with 2 and 3 layers and extended "
+          "to the model's "
+       << f.layers << "; the " << f.compiledWhole
+       << " shown or near the budget compiled whole)";
   }
   os << "\n\n";
   printHeader(os);
@@ -341,6 +481,9 @@ void printTables(llvm::raw_ostream &os, const Findings &f, bool all) {
   }
   if (f.front.empty()) {
     os << "  (nothing fits)\n";
+  }
+  if (all && f.layers > 0) {
+    os << "  (~: extended from 2 and 3 layers)\n";
   }
   os << "\n";
   printGiven(os, f);
@@ -369,6 +512,7 @@ llvm::json::Object rowJson(const explore::Evaluation &e, bool best,
   }
   llvm::json::Object row{{"best", best},
                          {"fits", e.fits},
+                         {"extrapolated", e.extrapolated},
                          {"knobs", std::move(knobs)},
                          {"recipe", recipeJson(e.knobs, base)}};
   if (!e.compiled()) {
@@ -399,6 +543,50 @@ std::vector<size_t> listedRows(const Findings &f, bool all) {
 } // namespace
 
 namespace {
+
+/// Extrapolated figures are a first pass. A layer's parameters, gradients,
+/// optimizer state and time grow linearly with depth (the figures match a
+/// whole compile exactly), but the activation peak is the largest of
+/// several sums that grow at different rates, so a line through 2 and 3
+/// layers can miss it (by 56% with full recomputation at 12 layers, almost
+/// always low; at most 1.4% high there). So everything reported is
+/// compiled whole: the front, the recipe as given and its nearest fits,
+/// until the front holds only whole compiles; and what an extrapolation
+/// puts just over the budget (within 2%) is compiled whole too, in case it
+/// does fit.
+void refine(Evaluator &evaluator, Findings &f) {
+  auto exact = [&](size_t i) {
+    if (f.all[i].extrapolated) {
+      f.all[i] = evaluator.evaluate(f.all[i].knobs, f.budgetBytes, true);
+      ++f.compiledWhole;
+    }
+  };
+  for (size_t i = 0; i < f.all.size(); ++i) {
+    const explore::Evaluation &e = f.all[i];
+    if (f.budgetBytes > 0 && e.compiled() && !e.fits &&
+        e.devicePeakBytes <= f.budgetBytes + f.budgetBytes / 50) {
+      exact(i);
+    }
+  }
+  while (true) {
+    f.front = explore::paretoFront(f.all);
+    std::vector<size_t> report = f.front;
+    if (f.given >= 0) {
+      report.push_back(static_cast<size_t>(f.given));
+      for (size_t i : explore::nearestFits(f.all, f.all[f.given].knobs, 3)) {
+        report.push_back(i);
+      }
+    }
+    bool changed = false;
+    for (size_t i : report) {
+      changed |= f.all[i].extrapolated;
+      exact(i);
+    }
+    if (!changed) {
+      return;
+    }
+  }
+}
 
 /// Runs the search: every configuration of `space`, a progress line on
 /// stderr as it goes.
@@ -432,8 +620,12 @@ Findings search(Evaluator &evaluator, const explore::Space &space,
   if (terminal) {
     llvm::errs() << "\n";
   }
-  f.seconds = elapsed();
   f.front = explore::paretoFront(f.all);
+  if (evaluator.extrapolating) {
+    f.layers = evaluator.layers;
+    refine(evaluator, f);
+  }
+  f.seconds = elapsed();
   return f;
 }
 
@@ -494,16 +686,23 @@ int writeText(const std::string &path, const std::string &text) {
   return 0;
 }
 
-/// The budget per rank: --budget-gib, else the recipe's device budget, else
-/// the card's memory (none on a CPU target).
+/// The budget per rank, as compile's memory proof has it: the card's memory
+/// less what the CUDA context keeps (none on a CPU target), or less still
+/// (--budget-gib, else the recipe's device_memory_budget_gib).
 int64_t budgetOf(const ExploreFlags &flags, const TrainingRecipe &base,
                  const HardwareSpec &hardware) {
+  int64_t card = 0;
+  if (hardware.isCuda() && hardware.memoryBytes > 0) {
+    card = static_cast<int64_t>(hardware.memoryBytes) -
+           memory::kCudaContextReserveBytes;
+  }
   double gibs = flags.budgetGib > 0 ? flags.budgetGib
                                     : base.deviceMemoryBudgetGib;
-  if (gibs > 0) {
-    return static_cast<int64_t>(gibs * kGiB);
+  int64_t asked = static_cast<int64_t>(gibs * kGiB);
+  if (asked > 0 && (card == 0 || asked < card)) {
+    return asked;
   }
-  return static_cast<int64_t>(hardware.memoryBytes);
+  return card;
 }
 
 void printJson(llvm::raw_ostream &os, const Findings &f,
@@ -539,6 +738,8 @@ void printJson(llvm::raw_ostream &os, const Findings &f,
                       llvm::count_if(f.all, [](auto &e) { return e.fits; }))},
       {"budget_bytes", f.budgetBytes},
       {"seconds", f.seconds},
+      {"layers_extrapolated_to", f.layers},
+      {"compiled_whole", f.compiledWhole},
       {"rows", std::move(rows)},
       {"given", f.given >= 0 ? llvm::json::Value(std::move(given)) : nullptr}};
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
@@ -587,9 +788,35 @@ int runExplore(int argc, const char **argv) {
   mlir::MLIRContext context(registry);
   context.disableMultithreading();
   context.printOpOnDiagnostic(false);
+  if (flags.extrapolate != "auto" && flags.extrapolate != "on" &&
+      flags.extrapolate != "off") {
+    return exploreError("--extrapolate must be auto, on or off, got '" +
+                        flags.extrapolate + "'");
+  }
   Evaluator evaluator(context, flags, *hardware, *base);
+  {
+    std::vector<explore::Knobs> all = space->enumerate();
+    if (all.empty()) {
+      return exploreError("--fix leaves no configuration to explore (full "
+                          "fine-tuning keeps fp32 weights, offload skips "
+                          "full and zero3)");
+    }
+    llvm::Expected<CompileRequest> req = evaluator.requestFor(all.front());
+    if (!req) {
+      return exploreError(llvm::toString(req.takeError()));
+    }
+    if (std::string error = evaluator.chooseMode(*req); !error.empty()) {
+      return exploreError(error);
+    }
+  }
   const int64_t budget = budgetOf(flags, *base, *hardware);
+  // The recipe as given, at the global batch searched (--global-batch may
+  // change its accumulation).
   explore::Knobs given = explore::knobsOf(*base, *hardware);
+  if (space->globalBatch % (given.microBatch * space->dataParallel) == 0) {
+    given.accumulation =
+        space->globalBatch / (given.microBatch * space->dataParallel);
+  }
   Findings f = search(evaluator, *space, given, budget);
   if (flags.json) {
     printJson(llvm::outs(), f, context, evaluator, *base, flags.all);
