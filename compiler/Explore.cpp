@@ -416,7 +416,7 @@ namespace {
 /// Axis bounds and the mapping from data to pixels.
 struct PlotFrame {
   double x0 = 0, x1 = 1, y0 = 0, y1 = 1; // GiB, ms
-  double left = 70, top = 40, width = 640, height = 380;
+  double left = 84, top = 40, width = 630, height = 380;
   double px(double gib) const { return left + (gib - x0) / (x1 - x0) * width; }
   double py(double ms) const {
     return top + height - (ms - y0) / (y1 - y0) * height;
@@ -472,8 +472,12 @@ void plotAxes(llvm::raw_ostream &os, const PlotFrame &f) {
     os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
                        "text-anchor=\"middle\">%.1f</text>\n",
                        f.px(gib), f.top + f.height + 16, gib);
-    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-                       "text-anchor=\"end\">%.4g</text>\n",
+    os << llvm::format(ms >= 100 ? "<text x=\"%.1f\" y=\"%.1f\" "
+                                   "font-size=\"11\" "
+                                   "text-anchor=\"end\">%.0f</text>\n"
+                                 : "<text x=\"%.1f\" y=\"%.1f\" "
+                                   "font-size=\"11\" "
+                                   "text-anchor=\"end\">%.3g</text>\n",
                        f.left - 6, f.py(ms) + 4, ms);
   }
   os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "

@@ -188,6 +188,9 @@ Evaluator::requestFor(const explore::Knobs &knobs) const {
   req.recipe = std::move(*recipe);
   req.hardware = hardware;
   req.threads = flags.threads;
+  // A configuration that does not compile is a row with its error, not a
+  // line on the terminal.
+  req.quietPipelineFailure = true;
   bindRecipeShapes(req);
   return req;
 }
