@@ -748,6 +748,49 @@ void printJson(llvm::raw_ostream &os, const Findings &f,
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
 
+/// The best row as a `tailor compile` command line and its pass pipeline.
+void printBest(llvm::raw_ostream &os, const Findings &f,
+               mlir::MLIRContext &context, Evaluator &evaluator,
+               const ExploreFlags &flags, const TrainingRecipe &base) {
+  if (f.front.empty()) {
+    return;
+  }
+  const explore::Knobs &best = f.all[f.front.front()].knobs;
+  llvm::Expected<CompileRequest> req = evaluator.requestFor(best);
+  if (!req) {
+    llvm::consumeError(req.takeError());
+    return;
+  }
+  os << "\nbest: tailor compile " << flags.input << " --recipe "
+     << flags.recipePath << " --hardware " << flags.hardwareName;
+  for (const auto &[key, value] : explore::recipeKeys(best, base)) {
+    os << " " << key << "=" << value;
+  }
+  os << "\n  pass pipeline: " << impliedPipelineText(context, *req) << "\n";
+}
+
+/// Exit 1 when nothing fits, naming the smallest configuration found.
+int reportNothingFits(const Findings &f, const explore::Knobs &given) {
+  int64_t smallest = -1;
+  for (const explore::Evaluation &e : f.all) {
+    if (e.compiled() &&
+        (smallest < 0 ||
+         e.devicePeakBytes < f.all[smallest].devicePeakBytes)) {
+      smallest = &e - f.all.data();
+    }
+  }
+  if (smallest < 0) {
+    return exploreError("no configuration compiled; the first error: " +
+                        (f.all.empty() ? std::string("none evaluated")
+                                       : f.all.front().error));
+  }
+  return exploreError(
+      "nothing fits in " + sizeText(f.budgetBytes) +
+      " per rank: the smallest is " +
+      sizeText(f.all[smallest].devicePeakBytes) + " with " +
+      explore::describeChange(given, f.all[smallest].knobs));
+}
+
 } // namespace
 
 int runExplore(int argc, const char **argv) {
@@ -825,23 +868,7 @@ int runExplore(int argc, const char **argv) {
     printJson(llvm::outs(), f, context, evaluator, *base, flags.all);
   } else {
     printTables(llvm::outs(), f, flags.all);
-    if (!f.front.empty()) {
-      llvm::Expected<CompileRequest> req =
-          evaluator.requestFor(f.all[f.front.front()].knobs);
-      if (req) {
-        llvm::outs() << "\nbest: tailor compile " << flags.input
-                     << " --recipe " << flags.recipePath << " --hardware "
-                     << flags.hardwareName;
-        for (const auto &[key, value] :
-             explore::recipeKeys(f.all[f.front.front()].knobs, *base)) {
-          llvm::outs() << " " << key << "=" << value;
-        }
-        llvm::outs() << "\n  pass pipeline: "
-                     << impliedPipelineText(context, *req) << "\n";
-      } else {
-        llvm::consumeError(req.takeError());
-      }
-    }
+    printBest(llvm::outs(), f, context, evaluator, flags, *base);
   }
   if (!flags.plot.empty()) {
     std::string title = "tailor explore: " +
@@ -853,22 +880,7 @@ int runExplore(int argc, const char **argv) {
     }
   }
   if (f.front.empty()) {
-    int64_t smallest = -1;
-    for (const explore::Evaluation &e : f.all) {
-      if (e.compiled() && (smallest < 0 || e.devicePeakBytes <
-                                               f.all[smallest].devicePeakBytes)) {
-        smallest = &e - f.all.data();
-      }
-    }
-    if (smallest < 0) {
-      return exploreError("no configuration compiled; the first error: " +
-                          (f.all.empty() ? std::string("none evaluated")
-                                         : f.all.front().error));
-    }
-    return exploreError(
-        "nothing fits in " + sizeText(budget) + " per rank: the smallest is " +
-        sizeText(f.all[smallest].devicePeakBytes) + " with " +
-        explore::describeChange(given, f.all[smallest].knobs));
+    return reportNothingFits(f, given);
   }
   if (flags.top > 0) {
     return writeTopPlans(evaluator, f, flags);
