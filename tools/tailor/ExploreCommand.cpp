@@ -39,8 +39,11 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <thread>
 #include <set>
 #include <tuple>
 
@@ -112,6 +115,11 @@ struct ExploreFlags {
                      "model's depth, instead of compiling it whole"),
       llvm::cl::value_desc("auto|on|off"), llvm::cl::init("auto"),
       llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> jobs{
+      "jobs",
+      llvm::cl::desc("configurations compiled at once, each in its own "
+                     "context (default: the machine's cores)"),
+      llvm::cl::value_desc("N"), llvm::cl::init(0), llvm::cl::cat(category)};
   llvm::cl::opt<int64_t> threads{
       "threads",
       llvm::cl::desc("CPU workers the plans are sized and predicted for"),
@@ -591,9 +599,16 @@ void refine(Evaluator &evaluator, Findings &f) {
   }
 }
 
-/// Runs the search: every configuration of `space`, a progress line on
-/// stderr as it goes.
-Findings search(Evaluator &evaluator, const explore::Space &space,
+/// One compiling worker: its own MLIR context and caches.
+struct Worker {
+  std::unique_ptr<mlir::MLIRContext> context;
+  std::unique_ptr<Evaluator> evaluator;
+};
+
+/// Runs the search: every configuration of `space`, spread over the
+/// workers (the first one also refines), a progress line on stderr as it
+/// goes.
+Findings search(std::vector<Worker> &workers, const explore::Space &space,
                 const explore::Knobs &given, int64_t budgetBytes) {
   Findings f;
   f.budgetBytes = budgetBytes;
@@ -604,29 +619,50 @@ Findings search(Evaluator &evaluator, const explore::Space &space,
                                          start)
         .count();
   };
+  f.all.resize(knobs.size());
+  std::atomic<size_t> next{0}, done{0}, fitting{0};
+  std::vector<std::thread> threads;
+  for (Worker &worker : workers) {
+    threads.emplace_back([&, evaluator = worker.evaluator.get()] {
+      for (size_t i = next++; i < knobs.size(); i = next++) {
+        f.all[i] = evaluator->evaluate(knobs[i], budgetBytes);
+        fitting += f.all[i].fits;
+        ++done;
+      }
+    });
+  }
   const bool terminal = llvm::errs().is_displayed();
-  size_t fitting = 0, step = std::max<size_t>(1, knobs.size() / 10);
-  for (size_t i = 0; i < knobs.size(); ++i) {
-    f.all.push_back(evaluator.evaluate(knobs[i], budgetBytes));
-    fitting += f.all.back().fits;
-    if (knobs[i] == given) {
-      f.given = static_cast<int64_t>(i);
+  const size_t step = std::max<size_t>(1, knobs.size() / 10);
+  size_t reported = 0;
+  while (reported < knobs.size()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    size_t now = done;
+    if (now == reported || (!terminal && now / step == reported / step &&
+                            now != knobs.size())) {
+      continue;
     }
-    if (terminal || (i + 1) % step == 0 || i + 1 == knobs.size()) {
-      llvm::errs() << (terminal ? "\r" : "") << "tailor explore: "
-                   << (i + 1) << "/" << knobs.size() << " configurations, "
-                   << fitting << " fit, "
-                   << llvm::format("%.1f", elapsed()) << " s"
-                   << (terminal ? "" : "\n");
-    }
+    reported = now;
+    llvm::errs() << (terminal ? "\r" : "") << "tailor explore: " << now << "/"
+                 << knobs.size() << " configurations, " << fitting
+                 << " fit, " << llvm::format("%.1f", elapsed()) << " s"
+                 << (terminal ? "" : "\n");
+  }
+  for (std::thread &thread : threads) {
+    thread.join();
   }
   if (terminal) {
     llvm::errs() << "\n";
   }
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    if (knobs[i] == given) {
+      f.given = static_cast<int64_t>(i);
+    }
+  }
   f.front = explore::paretoFront(f.all);
-  if (evaluator.extrapolating) {
-    f.layers = evaluator.layers;
-    refine(evaluator, f);
+  Evaluator &first = *workers.front().evaluator;
+  if (first.extrapolating) {
+    f.layers = first.layers;
+    refine(first, f);
   }
   f.seconds = elapsed();
   return f;
@@ -829,32 +865,43 @@ int runExplore(int argc, const char **argv) {
   if (!space) {
     return exploreError(llvm::toString(space.takeError()));
   }
-  mlir::DialectRegistry registry;
-  registerTailorDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.disableMultithreading();
-  context.printOpOnDiagnostic(false);
   if (flags.extrapolate != "auto" && flags.extrapolate != "on" &&
       flags.extrapolate != "off") {
     return exploreError("--extrapolate must be auto, on or off, got '" +
                         flags.extrapolate + "'");
   }
-  Evaluator evaluator(context, flags, *hardware, *base);
-  {
-    std::vector<explore::Knobs> all = space->enumerate();
-    if (all.empty()) {
-      return exploreError("--fix leaves no configuration to explore (full "
-                          "fine-tuning keeps fp32 weights, offload skips "
-                          "full and zero3)");
-    }
-    llvm::Expected<CompileRequest> req = evaluator.requestFor(all.front());
+  if (flags.jobs < 0 || flags.jobs > 256) {
+    return exploreError("--jobs must be in [0, 256] (0: the machine's cores)");
+  }
+  std::vector<explore::Knobs> all = space->enumerate();
+  if (all.empty()) {
+    return exploreError("--fix leaves no configuration to explore (full "
+                        "fine-tuning keeps fp32 weights, offload skips "
+                        "full and zero3)");
+  }
+  mlir::DialectRegistry registry;
+  registerTailorDialects(registry);
+  std::vector<Worker> workers(
+      flags.jobs > 0 ? flags.jobs
+                     : std::max(1u, std::thread::hardware_concurrency()));
+  for (Worker &worker : workers) {
+    worker.context = std::make_unique<mlir::MLIRContext>(registry);
+    worker.context->disableMultithreading();
+    worker.context->printOpOnDiagnostic(false);
+    worker.evaluator = std::make_unique<Evaluator>(*worker.context, flags,
+                                                   *hardware, *base);
+    llvm::Expected<CompileRequest> req =
+        worker.evaluator->requestFor(all.front());
     if (!req) {
       return exploreError(llvm::toString(req.takeError()));
     }
-    if (std::string error = evaluator.chooseMode(*req); !error.empty()) {
+    if (std::string error = worker.evaluator->chooseMode(*req);
+        !error.empty()) {
       return exploreError(error);
     }
   }
+  mlir::MLIRContext &context = *workers.front().context;
+  Evaluator &evaluator = *workers.front().evaluator;
   const int64_t budget = budgetOf(flags, *base, *hardware);
   // The recipe as given, at the global batch searched (--global-batch may
   // change its accumulation).
@@ -863,7 +910,7 @@ int runExplore(int argc, const char **argv) {
     given.accumulation =
         space->globalBatch / (given.microBatch * space->dataParallel);
   }
-  Findings f = search(evaluator, *space, given, budget);
+  Findings f = search(workers, *space, given, budget);
   if (flags.json) {
     printJson(llvm::outs(), f, context, evaluator, *base, flags.all);
   } else {
