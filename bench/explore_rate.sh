@@ -9,12 +9,13 @@
 # recipe (r=16 on every linear layer, seq 512) and prints configurations
 # evaluated, seconds and configurations per second, the number that fit
 # and the best row. Every configuration is compiled by compile's own
-# pipeline (no extrapolation), so the rate is the pipeline's: FIX
-# arguments (--fix key=value ...) narrow the space for a quicker run.
+# pipeline with 2 and 3 layers and extended to the model's depth, then what
+# explore reports is compiled whole (on --jobs workers, the machine's
+# cores); FIX arguments (--fix key=value ...) narrow the space.
 #   7B  on 2xrtx3090, global batch 16 (micro batch x accumulation x 2)
 #   7B  on t4 (one 16 GB card), global batch 8
-#   70B on 2x8xh100, global batch 64, pinned to QLoRA NF4 + double quant
-#       (a smaller space; the 70B compile is ~10x the 7B's)
+#   70B on 2x8xh100, global batch 64 (hybrid sharding joins the space: two
+#       nodes)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$(cd "${1:-$ROOT/build}" && pwd)"
@@ -74,4 +75,4 @@ M7=$(graph llama7b "$BUILD/bench/llama7b-eager")
 run 7b-2x3090 "$M7" 2xrtx3090 16
 run 7b-t4 "$M7" t4 8
 M70=$(graph llama70b "$BUILD/bench/llama70b")
-run 70b-2x8xh100 "$M70" 2x8xh100 64 --fix weights=nf4-dq --fix adapter=lora
+run 70b-2x8xh100 "$M70" 2x8xh100 64

@@ -555,6 +555,40 @@ std::vector<size_t> listedRows(const Findings &f, bool all) {
 
 namespace {
 
+/// One compiling worker: its own MLIR context and caches.
+struct Worker {
+  std::unique_ptr<mlir::MLIRContext> context;
+  std::unique_ptr<Evaluator> evaluator;
+};
+
+/// Runs `work(evaluator, i)` for i in [0, count) spread over the workers;
+/// `onProgress(done)` is called from this thread as they finish.
+void onWorkers(std::vector<Worker> &workers, size_t count,
+               llvm::function_ref<void(Evaluator &, size_t)> work,
+               llvm::function_ref<void(size_t)> onProgress = nullptr) {
+  std::atomic<size_t> next{0}, done{0};
+  std::vector<std::thread> threads;
+  for (Worker &worker : workers) {
+    threads.emplace_back([&, evaluator = worker.evaluator.get()] {
+      for (size_t i = next++; i < count; i = next++) {
+        work(*evaluator, i);
+        ++done;
+      }
+    });
+  }
+  size_t reported = 0;
+  while (onProgress && reported < count) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (size_t now = done; now != reported) {
+      reported = now;
+      onProgress(now);
+    }
+  }
+  for (std::thread &thread : threads) {
+    thread.join();
+  }
+}
+
 /// Extrapolated figures are a first pass. A layer's parameters, gradients,
 /// optimizer state and time grow linearly with depth (the figures match a
 /// whole compile exactly), but the activation peak is the largest of
@@ -565,20 +599,31 @@ namespace {
 /// until the front holds only whole compiles; and what an extrapolation
 /// puts just over the budget (within 2%) is compiled whole too, in case it
 /// does fit.
-void refine(Evaluator &evaluator, Findings &f) {
-  auto exact = [&](size_t i) {
-    if (f.all[i].extrapolated) {
-      f.all[i] = evaluator.evaluate(f.all[i].knobs, f.budgetBytes, true);
-      ++f.compiledWhole;
+void refine(std::vector<Worker> &workers, Findings &f) {
+  auto compileWhole = [&](const std::vector<size_t> &rows) {
+    std::vector<size_t> pending;
+    for (size_t i : rows) {
+      if (f.all[i].extrapolated &&
+          llvm::find(pending, i) == pending.end()) {
+        pending.push_back(i);
+      }
     }
+    onWorkers(workers, pending.size(), [&](Evaluator &evaluator, size_t k) {
+      size_t i = pending[k];
+      f.all[i] = evaluator.evaluate(f.all[i].knobs, f.budgetBytes, true);
+    });
+    f.compiledWhole += static_cast<int64_t>(pending.size());
+    return !pending.empty();
   };
+  std::vector<size_t> nearBudget;
   for (size_t i = 0; i < f.all.size(); ++i) {
     const explore::Evaluation &e = f.all[i];
     if (f.budgetBytes > 0 && e.compiled() && !e.fits &&
         e.devicePeakBytes <= f.budgetBytes + f.budgetBytes / 50) {
-      exact(i);
+      nearBudget.push_back(i);
     }
   }
+  compileWhole(nearBudget);
   while (true) {
     f.front = explore::paretoFront(f.all);
     std::vector<size_t> report = f.front;
@@ -588,26 +633,15 @@ void refine(Evaluator &evaluator, Findings &f) {
         report.push_back(i);
       }
     }
-    bool changed = false;
-    for (size_t i : report) {
-      changed |= f.all[i].extrapolated;
-      exact(i);
-    }
-    if (!changed) {
+    if (!compileWhole(report)) {
       return;
     }
   }
 }
 
-/// One compiling worker: its own MLIR context and caches.
-struct Worker {
-  std::unique_ptr<mlir::MLIRContext> context;
-  std::unique_ptr<Evaluator> evaluator;
-};
-
 /// Runs the search: every configuration of `space`, spread over the
-/// workers (the first one also refines), a progress line on stderr as it
-/// goes.
+/// workers, a progress line on stderr as it goes; then, when extrapolating,
+/// compiles whole what it will report (refine).
 Findings search(std::vector<Worker> &workers, const explore::Space &space,
                 const explore::Knobs &given, int64_t budgetBytes) {
   Findings f;
@@ -620,36 +654,27 @@ Findings search(std::vector<Worker> &workers, const explore::Space &space,
         .count();
   };
   f.all.resize(knobs.size());
-  std::atomic<size_t> next{0}, done{0}, fitting{0};
-  std::vector<std::thread> threads;
-  for (Worker &worker : workers) {
-    threads.emplace_back([&, evaluator = worker.evaluator.get()] {
-      for (size_t i = next++; i < knobs.size(); i = next++) {
-        f.all[i] = evaluator->evaluate(knobs[i], budgetBytes);
-        fitting += f.all[i].fits;
-        ++done;
-      }
-    });
-  }
+  std::atomic<size_t> fitting{0};
   const bool terminal = llvm::errs().is_displayed();
   const size_t step = std::max<size_t>(1, knobs.size() / 10);
-  size_t reported = 0;
-  while (reported < knobs.size()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    size_t now = done;
-    if (now == reported || (!terminal && now / step == reported / step &&
-                            now != knobs.size())) {
-      continue;
-    }
-    reported = now;
-    llvm::errs() << (terminal ? "\r" : "") << "tailor explore: " << now << "/"
-                 << knobs.size() << " configurations, " << fitting
-                 << " fit, " << llvm::format("%.1f", elapsed()) << " s"
-                 << (terminal ? "" : "\n");
-  }
-  for (std::thread &thread : threads) {
-    thread.join();
-  }
+  size_t printed = 0;
+  onWorkers(
+      workers, knobs.size(),
+      [&](Evaluator &evaluator, size_t i) {
+        f.all[i] = evaluator.evaluate(knobs[i], budgetBytes);
+        fitting += f.all[i].fits;
+      },
+      [&](size_t done) {
+        if (!terminal && done / step == printed / step &&
+            done != knobs.size()) {
+          return;
+        }
+        printed = done;
+        llvm::errs() << (terminal ? "\r" : "") << "tailor explore: " << done
+                     << "/" << knobs.size() << " configurations, " << fitting
+                     << " fit, " << llvm::format("%.1f", elapsed()) << " s"
+                     << (terminal ? "" : "\n");
+      });
   if (terminal) {
     llvm::errs() << "\n";
   }
@@ -659,10 +684,9 @@ Findings search(std::vector<Worker> &workers, const explore::Space &space,
     }
   }
   f.front = explore::paretoFront(f.all);
-  Evaluator &first = *workers.front().evaluator;
-  if (first.extrapolating) {
-    f.layers = first.layers;
-    refine(first, f);
+  if (workers.front().evaluator->extrapolating) {
+    f.layers = workers.front().evaluator->layers;
+    refine(workers, f);
   }
   f.seconds = elapsed();
   return f;
