@@ -100,10 +100,18 @@ recipeKeys(const Knobs &k, const TrainingRecipe &base) {
   KeyList keys;
   keys.push_back({"adapter", k.adapter});
   addWeightKeys(k, keys);
-  keys.push_back({"gradient_checkpointing",
-                  k.recompute == "none" ? "false"
-                  : k.recompute == "full" ? "true"
-                                          : k.recompute});
+  if (StringRef(k.recompute).starts_with("budget-")) {
+    // The budget policy: recompute the cheapest FLOPs per byte until the
+    // activation peak is this fraction of no recomputation's.
+    keys.push_back({"gradient_checkpointing", "false"});
+    keys.push_back({"activation_memory_budget",
+                    StringRef(k.recompute).drop_front(7).str()});
+  } else {
+    keys.push_back({"gradient_checkpointing",
+                    k.recompute == "none" ? "false"
+                    : k.recompute == "full" ? "true"
+                                            : k.recompute});
+  }
   addShardingKeys(k, base, keys);
   keys.push_back({"offload_param", k.offload ? "cpu" : "none"});
   if (base.givenKeys.count("fsdp_offload_params")) {
@@ -117,6 +125,13 @@ recipeKeys(const Knobs &k, const TrainingRecipe &base) {
 //===----------------------------------------------------------------------===//
 // The space
 //===----------------------------------------------------------------------===//
+
+/// The recompute knob of an activation budget `fraction` ("budget-0.5").
+static std::string budgetKnob(double fraction) {
+  std::string text;
+  llvm::raw_string_ostream(text) << "budget-" << llvm::format("%g", fraction);
+  return text;
+}
 
 Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
   Knobs k;
@@ -136,6 +151,9 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
     k.weights = bf16 ? "bf16" : "fp32";
   }
   k.recompute = r.recomputePolicy;
+  if (r.recomputePolicy == "budget" && r.activationMemoryBudget > 0) {
+    k.recompute = budgetKnob(r.activationMemoryBudget);
+  }
   k.sharding = r.sharding;
   k.offload = r.offloadParams();
   k.microBatch = r.microBatchSize;
@@ -269,6 +287,16 @@ Error applyFix(Space &space, const FixedKnob &fix) {
     return pin(space.adapters, fix.value, fix.knob, fix.value);
   }
   if (fix.knob == "recompute") {
+    double fraction = 0;
+    StringRef value(fix.value);
+    if (value.consume_front("budget-")) {
+      if (value.getAsDouble(fraction) || fraction <= 0 || fraction > 1) {
+        return createStringError("--fix recompute=" + fix.value +
+                                 ": a budget is a fraction in (0, 1]");
+      }
+      space.recompute = {budgetKnob(fraction)};
+      return Error::success();
+    }
     return pin(space.recompute, fix.value, fix.knob, fix.value);
   }
   if (fix.knob == "sharding") {
@@ -323,7 +351,12 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   }
   space.weights = {"fp32", "bf16", "int8", "nf4", "nf4-dq"};
   space.adapters = {"lora", "lora-fa", "full"};
-  space.recompute = {"none", "selective", "full"};
+  space.recompute = {"none", "selective", "full", "budget-0.5"};
+  if (base.recomputePolicy == "budget" && base.activationMemoryBudget > 0 &&
+      !llvm::is_contained(space.recompute,
+                          budgetKnob(base.activationMemoryBudget))) {
+    space.recompute.push_back(budgetKnob(base.activationMemoryBudget));
+  }
   space.sharding = {"ddp"};
   if (space.dataParallel > 1) {
     space.sharding = {"ddp", "zero1", "zero2", "zero3"};

@@ -36,7 +36,8 @@ struct Knobs {
   std::string weights = "fp32";
   /// lora, lora-fa or full.
   std::string adapter = "lora";
-  /// gradient_checkpointing: none, selective or full.
+  /// gradient_checkpointing: none, selective or full; or budget-F, the
+  /// budget policy at activation_memory_budget F.
   std::string recompute = "none";
   /// ddp, zero1, zero2, zero3 or hybrid (several ranks only).
   std::string sharding = "ddp";
@@ -81,8 +82,8 @@ Knobs knobsOf(const TrainingRecipe &recipe, const HardwareSpec &hardware);
 /// The space around `base` on `hardware` for `globalBatch` sequences per
 /// optimizer step (0: the recipe's), with `fixed` knobs pinned (`--fix
 /// key=value`: a knob name or its recipe key, e.g. weights=nf4,
-/// quantization=nf4, gradient_checkpointing=true, zero_stage=2,
-/// offload_param=cpu, micro_batch_size=2).
+/// quantization=nf4, gradient_checkpointing=true, recompute=budget-0.3,
+/// zero_stage=2, offload_param=cpu, micro_batch_size=2).
 llvm::Expected<Space> makeSpace(const TrainingRecipe &base,
                                 const HardwareSpec &hardware,
                                 int64_t globalBatch,

@@ -75,9 +75,10 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
     EXPECT_FALSE(k.adapter == "full" && k.weights != "fp32");
     EXPECT_FALSE(k.offload && (k.adapter == "full" || k.sharding == "zero3"));
   }
-  // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, offload on
-  // the LoRA ones outside zero3, x 1 micro batch.
-  EXPECT_EQ(all.size(), size_t(10 * 3 * (4 + 3) + 1 * 3 * 4));
+  // 5 weights x 2 adapters + full, x 4 recompute (none, selective, full,
+  // a 0.5 budget) x 4 sharding, offload on the LoRA ones outside zero3,
+  // x 1 micro batch.
+  EXPECT_EQ(all.size(), size_t(10 * 4 * (4 + 3) + 1 * 4 * 4));
 }
 
 TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
@@ -110,6 +111,29 @@ TEST(ExploreSpace, BadFixesSayWhy) {
             "does not split into micro batches of that size");
   EXPECT_EQ(fixError({"sharding=hybrid"}),
             "--fix sharding=hybrid: not a value this knob takes here");
+}
+
+TEST(ExploreKnobs, ABudgetIsTheBudgetPolicy) {
+  Knobs k;
+  k.recompute = "budget-0.3";
+  auto keys = recipeKeys(k, TrainingRecipe());
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("gradient_checkpointing"),
+                           std::string("false"))));
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("activation_memory_budget"),
+                           std::string("0.3"))));
+  Space space = spaceOrDie(recipe(1, 1), cluster(1, 1), 0,
+                           {"recompute=budget-0.25"});
+  EXPECT_EQ(space.recompute, (std::vector<std::string>{"budget-0.25"}));
+  EXPECT_EQ(fixError({"recompute=budget-2"}),
+            "--fix recompute=budget-2: a budget is a fraction in (0, 1]");
+  TrainingRecipe budgeted = recipe(1, 1);
+  budgeted.recomputePolicy = "budget";
+  budgeted.activationMemoryBudget = 0.3;
+  EXPECT_EQ(knobsOf(budgeted, cluster(1, 1)).recompute, "budget-0.3");
+  EXPECT_TRUE(llvm::is_contained(
+      spaceOrDie(budgeted, cluster(1, 1), 0).recompute, "budget-0.3"));
 }
 
 TEST(ExploreKnobs, RecipeKeysSelectTheConfiguration) {
