@@ -24,6 +24,7 @@ x offload x micro batch for the recipe's global batch). Checks:
   * `--budget-gib` is respected: explore says a configuration fits exactly
     when its peak is within the budget (checked against a run without one),
     and `--fix` pins knobs (every evaluation has them);
+  * `--top 2 -o DIR` writes the two fastest rows' plans, with their peaks;
   * an impossible budget ends with "nothing fits ... the smallest is" and
     exit 1; a bad --fix is an error naming the key.
 
@@ -187,6 +188,21 @@ def check_fix_and_errors(args, model, recipe, budget, pins, tag):
             break
     if not fixed["rows"]:
         failures.append(f"{tag}: --fix gave no configurations")
+    # --top 2 -o DIR writes the two fastest rows' plans, with their figures.
+    top_dir = os.path.join(args.work, f"{tag}-top")
+    front = explore(args, model, recipe, *pins, "--fix", "weights=nf4",
+                    "--fix", "gradient_checkpointing=selective", "--top", "2",
+                    "-o", top_dir)
+    for i, row in enumerate(front["rows"][:2]):
+        plan = os.path.join(top_dir, f"top-{i + 1}.tplan")
+        if not os.path.exists(plan):
+            failures.append(f"{tag}: --top 2 did not write {plan}")
+            continue
+        doc = json.loads(tailor(args.bin, "inspect", plan, "--json").stdout)
+        if doc["ranks"][0]["device_peak_bytes"] != row["device_peak_bytes"]:
+            failures.append(f"{tag}: {plan} holds "
+                            f"{doc['ranks'][0]['device_peak_bytes']} B, its "
+                            f"row {row['device_peak_bytes']} B")
     none = tailor(args.bin, "explore", model, "--recipe", recipe,
                   "--hardware", "2xcpu", "--budget-gib", "0.00001", "--fix",
                   "weights=nf4", "--fix", "adapter=lora", check=False)

@@ -728,12 +728,12 @@ int writeTopPlans(Evaluator &evaluator, const Findings &f,
     out.os().write(reinterpret_cast<const char *>(bytes->data()),
                    bytes->size());
     out.keep();
-    llvm::errs() << "tailor explore: wrote " << path << " ("
-                 << explore::describeChange(f.all[f.given >= 0 ? f.given
-                                                                : f.front[0]]
-                                                .knobs,
-                                            e.knobs)
-                 << ")\n";
+    llvm::errs() << "tailor explore: wrote " << path << " (";
+    for (const char *name : explore::kKnobNames) {
+      llvm::errs() << (name == explore::kKnobNames.front() ? "" : ", ")
+                   << name << " " << explore::knobValue(e.knobs, name);
+    }
+    llvm::errs() << ")\n";
   }
   return 0;
 }
