@@ -351,7 +351,7 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   }
   space.weights = {"fp32", "bf16", "int8", "nf4", "nf4-dq"};
   space.adapters = {"lora", "lora-fa", "full"};
-  space.recompute = {"none", "selective", "full", "budget-0.5"};
+  space.recompute = {"none", "selective", "full"};
   if (base.recomputePolicy == "budget" && base.activationMemoryBudget > 0 &&
       !llvm::is_contained(space.recompute,
                           budgetKnob(base.activationMemoryBudget))) {

@@ -80,26 +80,49 @@ private:
 };
 
 void OverlapCollectivesPass::hoistAccumulates(func::FuncOp step) {
-  SmallVector<tg::AccumulateOp> accumulates(step.getOps<tg::AccumulateOp>());
-  for (tg::AccumulateOp accumulate : accumulates) {
-    llvm::DenseSet<StringAttr> states = symbolsOf(accumulate);
-    llvm::SmallPtrSet<Operation *, 4> producers;
-    for (Value operand : accumulate->getOperands()) {
-      if (Operation *def = operand.getDefiningOp();
-          def && def->getBlock() == accumulate->getBlock()) {
-        producers.insert(def);
+  // One walk in program order. Each op's position (a moved accumulation
+  // takes its anchor's, plus a little), the last op that named each
+  // symbol, and the last gradient collective: an accumulation moves to
+  // just after the latest of its producers, the last op on its state and
+  // that collective.
+  DenseMap<Operation *, double> position;
+  DenseMap<StringAttr, Operation *> lastToucher;
+  Operation *lastCollective = nullptr;
+  double index = 0;
+  auto later = [&](Operation *a, Operation *b) {
+    if (!a) {
+      return b;
+    }
+    return b && position.lookup(b) > position.lookup(a) ? b : a;
+  };
+  Block &body = step.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    position[&op] = ++index;
+    llvm::DenseSet<StringAttr> symbols = symbolsOf(&op);
+    if (auto accumulate = llvm::dyn_cast<tg::AccumulateOp>(op)) {
+      Operation *anchor = lastCollective;
+      for (Value operand : op.getOperands()) {
+        if (Operation *def = operand.getDefiningOp();
+            def && def->getBlock() == &body) {
+          anchor = later(anchor, def);
+        }
+      }
+      for (StringAttr name : symbols) {
+        anchor = later(anchor, lastToucher.lookup(name));
+      }
+      if (!anchor) {
+        op.moveBefore(&body.front());
+        position[&op] = 0;
+      } else if (anchor != op.getPrevNode()) {
+        op.moveAfter(anchor);
+        position[&op] = position[anchor] + 1e-6 * index;
       }
     }
-    // The nearest op above that it must stay below.
-    Operation *anchor = accumulate->getPrevNode();
-    while (anchor && !producers.contains(anchor) &&
-           !touchesAny(anchor, states) && !isGradientCollective(anchor)) {
-      anchor = anchor->getPrevNode();
+    if (isGradientCollective(&op)) {
+      lastCollective = &op;
     }
-    if (anchor && anchor != accumulate->getPrevNode()) {
-      accumulate->moveAfter(anchor);
-    } else if (!anchor) {
-      accumulate->moveBefore(&accumulate->getBlock()->front());
+    for (StringAttr name : symbols) {
+      lastToucher[name] = &op;
     }
   }
 }

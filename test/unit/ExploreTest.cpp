@@ -75,10 +75,9 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
     EXPECT_FALSE(k.adapter == "full" && k.weights != "fp32");
     EXPECT_FALSE(k.offload && (k.adapter == "full" || k.sharding == "zero3"));
   }
-  // 5 weights x 2 adapters + full, x 4 recompute (none, selective, full,
-  // a 0.5 budget) x 4 sharding, offload on the LoRA ones outside zero3,
-  // x 1 micro batch.
-  EXPECT_EQ(all.size(), size_t(10 * 4 * (4 + 3) + 1 * 4 * 4));
+  // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, offload on
+  // the LoRA ones outside zero3, x 1 micro batch.
+  EXPECT_EQ(all.size(), size_t(10 * 3 * (4 + 3) + 1 * 3 * 4));
 }
 
 TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {

@@ -358,7 +358,10 @@ static int64_t extended(int64_t a, int64_t b, int64_t layers) {
 
 explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
                                         int64_t budgetBytes, bool exact) {
-  const bool extend = extrapolating && !exact;
+  // The budget policy chooses what to recompute from the whole step's
+  // peak, so its choice (and time) changes with depth: never extended.
+  const bool extend = extrapolating && !exact &&
+                      !llvm::StringRef(knobs.recompute).starts_with("budget-");
   explore::Evaluation e = measure(knobs, extend ? 2 : 0);
   if (extend && e.compiled()) {
     explore::Evaluation three = measure(knobs, 3);
