@@ -58,6 +58,17 @@ VARIANTS = {
 }
 
 
+def add_model_args(ap):
+    """The ~134M Llama's shape and LoRA flags, with this benchmark's
+    defaults (shared by the benchmarks that train the same model)."""
+    for flag, default in (("--rank", 8), ("--hidden", 768), ("--layers", 12),
+                          ("--heads", 12), ("--kv-heads", 12),
+                          ("--intermediate", 2048), ("--vocab", 32000),
+                          ("--seed", 0)):
+        ap.add_argument(flag, type=int, default=default)
+    ap.add_argument("--lr", type=float, default=1e-4)
+
+
 def recipe_text(args, variant="lora"):
     lines = [
         *VARIANTS[variant],

@@ -74,12 +74,7 @@ def main():
                     default=["adapter=lora", "offload=none"])
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    for flag, default in (("--rank", 8), ("--hidden", 768), ("--layers", 12),
-                          ("--heads", 12), ("--kv-heads", 12),
-                          ("--intermediate", 2048), ("--vocab", 32000),
-                          ("--seed", 0)):
-        ap.add_argument(flag, type=int, default=default)
-    ap.add_argument("--lr", type=float, default=1e-4)
+    trn.add_model_args(ap)  # the model of cpu_train_100m
     args = ap.parse_args()
     tailor = os.path.join(args.build, "bin", "tailor")
     onnx_path = fwd.exported_model(args, args.build)
