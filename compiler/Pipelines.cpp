@@ -249,10 +249,13 @@ struct GraphPipelineOptions
       llvm::cl::init("auto")};
 };
 
-/// Options of `tailor-schedule-pipeline`: the target as `tailor compile
-/// --hardware` takes it.
-struct SchedulePipelineOptions
-    : mlir::PassPipelineOptions<SchedulePipelineOptions> {
+/// The target as `tailor compile --hardware` takes it: the options the
+/// schedule and training pipelines share (`Derived` is the options struct,
+/// as PassPipelineOptions wants).
+template <typename Derived>
+struct TargetOptions : mlir::PassPipelineOptions<Derived> {
+  template <typename T>
+  using Option = typename mlir::PassPipelineOptions<Derived>::template Option<T>;
   Option<std::string> hardware{*this, "hardware",
                                llvm::cl::desc(kHardwareHelp),
                                llvm::cl::init("cpu")};
@@ -263,18 +266,12 @@ struct SchedulePipelineOptions
                           llvm::cl::init(8)};
 };
 
+/// Options of `tailor-schedule-pipeline`: the target.
+struct SchedulePipelineOptions : TargetOptions<SchedulePipelineOptions> {};
+
 /// Options of `tailor-training-pipeline`: the target, and the recipe keys as
 /// `tailor compile`'s `key=value` overrides take them.
-struct TrainingPipelineOptions
-    : mlir::PassPipelineOptions<TrainingPipelineOptions> {
-  Option<std::string> hardware{*this, "hardware",
-                               llvm::cl::desc(kHardwareHelp),
-                               llvm::cl::init("cpu")};
-  Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc(kPrecisionHelp),
-                                llvm::cl::init("")};
-  Option<int64_t> threads{*this, "threads", llvm::cl::desc(kThreadsHelp),
-                          llvm::cl::init(8)};
+struct TrainingPipelineOptions : TargetOptions<TrainingPipelineOptions> {
   ListOption<std::string> recipe{
       *this, "recipe",
       llvm::cl::desc("recipe keys, key=value, comma-separated (as tailor "
