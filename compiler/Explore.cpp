@@ -2,6 +2,8 @@
 
 #include "compiler/Explore.h"
 
+#include "compiler/Pipelines.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -136,19 +138,14 @@ static std::string budgetKnob(double fraction) {
 Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
   Knobs k;
   k.adapter = r.adapter;
-  std::string scheme = r.quantizationScheme();
-  if (r.adapter == "full") {
+  std::string scheme = frozenWeightScheme(
+      r, scheduleOptionsFor(hardware, r.mixedPrecision, /*threads=*/1));
+  if (r.adapter == "full" || scheme.empty()) {
     k.weights = "fp32";
   } else if (scheme == "nf4") {
     k.weights = r.doubleQuant ? "nf4-dq" : "nf4";
-  } else if (!scheme.empty()) {
-    k.weights = scheme;
   } else {
-    // As the training pipeline decides: bf16 frozen weights on a GPU with
-    // bf16 compute unless the recipe says none.
-    bool bf16 = hardware.isCuda() && r.quantization != "none" &&
-                r.mixedPrecision != "fp32";
-    k.weights = bf16 ? "bf16" : "fp32";
+    k.weights = scheme;
   }
   k.recompute = r.recomputePolicy;
   if (r.recomputePolicy == "budget" && r.activationMemoryBudget > 0) {

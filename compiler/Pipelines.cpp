@@ -87,6 +87,17 @@ void buildLowerToSchedule(mlir::OpPassManager &pm,
   pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
 }
 
+std::string frozenWeightScheme(const TrainingRecipe &recipe,
+                               const ScheduleOptions &options) {
+  std::string scheme = recipe.quantizationScheme();
+  if (scheme.empty() && options.backend == "cuda" &&
+      options.precision == "bf16" && recipe.adapter != "full" &&
+      recipe.quantization != "none") {
+    scheme = "bf16";
+  }
+  return scheme;
+}
+
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule) {
@@ -116,12 +127,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // With bf16 compute on a GPU, frozen linear weights are kept in bf16 (as
   // Hugging Face loads them in bf16): half the bytes, read by the same
   // tensor-core GEMMs; trainable weights stay f32 masters.
-  std::string scheme = recipe.quantizationScheme();
-  if (scheme.empty() && options.backend == "cuda" &&
-      options.precision == "bf16" && recipe.adapter != "full" &&
-      recipe.quantization != "none") {
-    scheme = "bf16";
-  }
+  std::string scheme = frozenWeightScheme(recipe, options);
   if (!scheme.empty()) {
     graph::QuantizePassOptions quantize;
     quantize.scheme = scheme;

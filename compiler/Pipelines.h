@@ -60,6 +60,13 @@ void buildLowerToSchedule(mlir::OpPassManager &pm,
 
 struct TrainingRecipe;
 
+/// The storage scheme tailor-quantize gives the frozen weights of `recipe`
+/// on `options`' target ("" for none): the recipe's quantization, else
+/// bf16 on a GPU with bf16 compute (as Hugging Face loads them) unless the
+/// recipe says `quantization: none` or trains every weight.
+std::string frozenWeightScheme(const TrainingRecipe &recipe,
+                               const ScheduleOptions &options);
+
 /// Import -> schedule of a training plan: the graph pipeline, the training
 /// passes the recipe asks for (insert-lora, add-loss, autodiff, optimizer),
 /// then planning one rank with its two entries.
