@@ -131,6 +131,21 @@ std::string checkLinear(const KernelCall &call) {
   return "";
 }
 
+/// The shape of y [M, N] = x [M, K] w^T + bias in `desc` (w [N, K], or
+/// [K, N] read as stored with `transposed`): linear's GEMM, and
+/// linear_quantized's on its bf16 copies.
+void shapeLinear(GemmDesc &desc, int64_t m, int64_t n, int64_t k,
+                 bool transposed, const void *bias) {
+  desc.m = m;
+  desc.n = n;
+  desc.k = k;
+  desc.lda = k;
+  desc.transB = !transposed;
+  desc.ldb = transposed ? n : k;
+  desc.ldc = n;
+  desc.bias = bias;
+}
+
 std::string launchLinear(const CudaCall &call) {
   const size_t count = call.operands.size();
   const Tensor &x = call.operands[0], &w = call.operands[1];
@@ -145,16 +160,8 @@ std::string launchLinear(const CudaCall &call) {
     return call.context->memsetZero(y.data, y.bytes());
   }
   GemmDesc desc = gemmOf(call, x, w, y);
-  desc.m = x.numel() / k;
-  desc.n = n;
-  desc.k = k;
-  desc.lda = k;
-  desc.transB = !transposed;
-  desc.ldb = transposed ? n : k;
-  desc.ldc = n;
-  if (count == 4) {
-    desc.bias = call.operands[2].data;
-  }
+  shapeLinear(desc, x.numel() / k, n, k, transposed,
+              count == 4 ? call.operands[2].data : nullptr);
   return call.context->gemm(desc);
 }
 
@@ -543,16 +550,8 @@ std::string launchQuantizedThroughGemm(const CudaCall &call,
   desc.bType = DType::BF16;
   desc.c = y.data;
   desc.cType = y.dtype;
-  desc.m = x.numel() / k;
-  desc.n = n;
-  desc.k = k;
-  desc.lda = k;
-  desc.transB = !transposeWeight;
-  desc.ldb = transposeWeight ? n : k;
-  desc.ldc = n;
-  if (count == 5) {
-    desc.bias = call.operands[2].data;
-  }
+  shapeLinear(desc, x.numel() / k, n, k, transposeWeight,
+              count == 5 ? call.operands[2].data : nullptr);
   return call.context->gemm(desc);
 }
 
