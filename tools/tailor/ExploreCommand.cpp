@@ -164,7 +164,10 @@ private:
   /// The figures of `knobs` compiled with `keepLayers` layers (0: whole).
   explore::Evaluation measure(const explore::Knobs &knobs,
                               int64_t keepLayers);
-  /// The import of `req`'s batch shape (cached), or cut to `keepLayers`.
+  /// What startingModule's kRaised asks for: the import, raised.
+  static constexpr int64_t kRaised = -1;
+  /// The import of `req`'s batch shape (keepLayers 0), it raised
+  /// (kRaised), or that cut to `keepLayers` layers; each made once.
   mlir::ModuleOp startingModule(const CompileRequest &req, int64_t keepLayers,
                                 std::string &error);
 
@@ -172,7 +175,8 @@ private:
   const ExploreFlags &flags;
   const HardwareSpec &hardware;
   const TrainingRecipe &base;
-  /// Imports by (micro batch, sequence, layers kept; 0: the import as is).
+  /// Modules by (micro batch, sequence, layers kept; 0: the import as is,
+  /// kRaised: raised).
   std::map<std::tuple<int64_t, int64_t, int64_t>,
            mlir::OwningOpRef<mlir::ModuleOp>>
       imports;
@@ -219,21 +223,27 @@ mlir::ModuleOp Evaluator::startingModule(const CompileRequest &req,
     }
     return module ? *module : nullptr;
   }
-  mlir::ModuleOp whole = startingModule(req, 0, error);
-  if (!whole) {
+  // The raised model (kRaised), or it cut to `keepLayers` layers; the
+  // training pipeline's own raising finds nothing more to do on either.
+  mlir::ModuleOp from =
+      startingModule(req, keepLayers == kRaised ? 0 : kRaised, error);
+  if (!from) {
     return nullptr;
   }
-  // The raised model cut to `keepLayers` layers; the training pipeline's
-  // own raising finds nothing more to do on it.
-  module = whole.clone();
+  module = from.clone();
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
-  graph::KeepLayersPassOptions keep;
-  keep.count = keepLayers;
-  pm.addPass(graph::createKeepLayersPass(keep));
+  if (keepLayers == kRaised) {
+    buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
+  } else {
+    graph::KeepLayersPassOptions keep;
+    keep.count = keepLayers;
+    pm.addPass(graph::createKeepLayersPass(keep));
+  }
   if (failed(pm.run(*module))) {
-    error = "the model cannot be cut to " + std::to_string(keepLayers) +
-            " layers";
+    error = keepLayers == kRaised
+                ? std::string("the model does not raise")
+                : "the model cannot be cut to " + std::to_string(keepLayers) +
+                      " layers";
     module = nullptr;
     return nullptr;
   }
@@ -267,15 +277,9 @@ std::string Evaluator::compile(CompileRequest &req,
 
 std::string Evaluator::chooseMode(CompileRequest &req) {
   std::string error;
-  mlir::ModuleOp whole = startingModule(req, 0, error);
-  if (!whole) {
+  mlir::ModuleOp raised = startingModule(req, kRaised, error);
+  if (!raised) {
     return error;
-  }
-  mlir::OwningOpRef<mlir::ModuleOp> raised(whole.clone());
-  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
-  if (failed(pm.run(*raised))) {
-    return "the model does not raise";
   }
   std::set<int64_t> seen;
   raised->walk([&](mlir::Operation *op) {
