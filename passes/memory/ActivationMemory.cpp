@@ -60,13 +60,31 @@ void BufferTracker::visit(Operation &op, int64_t step) {
       fusions.fusedDequantizes.contains(&op)) {
     return;
   }
-  for (Value operand : op.getOperands()) {
-    read(operand, step);
+  auto scale = fusions.foldedScales.find(&op);
+  if (scale != fusions.foldedScales.end() && !scale->second.intoProducer) {
+    return; // its readers read the scaled tensor
   }
+  for (Value operand : op.getOperands()) {
+    read(fusions.readValue(operand), step);
+  }
+  // Views of another buffer: reshapes, products a GEMM scaled, sums a GEMM
+  // added into its addend, and that GEMM's result.
+  Value viewed;
   if (auto reshape = llvm::dyn_cast<tg::ReshapeOp>(op)) {
-    auto it = bufferOf.find(reshape.getInput());
+    viewed = reshape.getInput();
+  } else if (scale != fusions.foldedScales.end()) {
+    viewed = scale->second.source;
+  } else if (auto add = fusions.foldedAdds.find(&op);
+             add != fusions.foldedAdds.end()) {
+    viewed = add->second;
+  } else if (auto gemm = fusions.gemmEpilogues.find(&op);
+             gemm != fusions.gemmEpilogues.end()) {
+    viewed = gemm->second.into;
+  }
+  if (viewed) {
+    auto it = bufferOf.find(viewed);
     if (it != bufferOf.end()) {
-      bufferOf[reshape.getResult()] = it->second;
+      bufferOf[op.getResult(0)] = it->second;
     }
     return;
   }

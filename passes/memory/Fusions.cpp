@@ -66,7 +66,175 @@ bool lastReaderOfActivation(Value owner, Operation *op) {
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// GEMM epilogues
+//===----------------------------------------------------------------------===//
+
+/// GEMMs whose kernels (CPU and CUDA) take `alpha` and `accumulate`:
+/// linear without a bias (the bias is the kernel's seed; cuBLASLt's bias
+/// epilogue needs beta 0), dense or quantized, and linear_weight_grad.
+bool isEpilogueGemm(Operation *op) {
+  if (auto linear = llvm::dyn_cast_or_null<tg::LinearOp>(op)) {
+    return !linear.getBias();
+  }
+  return llvm::isa_and_nonnull<tg::LinearWeightGradOp>(op);
+}
+
+/// The value of a one-element float constant.
+std::optional<double> scalarConstant(Value value) {
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                        : DenseFPElementsAttr();
+  if (!dense || dense.getNumElements() != 1) {
+    return std::nullopt;
+  }
+  return (*dense.getValues<APFloat>().begin()).convertToDouble();
+}
+
+/// A reader that applies a scale to what it reads: a GEMM's activation
+/// operand (linear's x; either operand of linear_weight_grad).
+bool readsScaled(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (llvm::isa<tg::LinearOp>(user)) {
+    return isEpilogueGemm(user) && use.getOperandNumber() == 0;
+  }
+  return llvm::isa<tg::LinearWeightGradOp>(user);
+}
+
+/// Products by a scalar constant: applied by the GEMM that made the other
+/// factor, or by every GEMM that reads the product.
+void decideScaleFolds(Block &body, Fusions &fusions) {
+  for (auto mul : body.getOps<tg::MulOp>()) {
+    Value source;
+    std::optional<double> factor;
+    for (auto [x, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())}) {
+      if ((factor = scalarConstant(c))) {
+        source = x;
+        break;
+      }
+    }
+    if (!factor || source.getType() != mul.getType() ||
+        !getElementTypeOrSelf(mul.getType()).isF32()) {
+      continue;
+    }
+    Operation *producer = source.getDefiningOp();
+    if (isEpilogueGemm(producer) && source.hasOneUse()) {
+      fusions.foldedScales[mul] = {source, /*intoProducer=*/true};
+      fusions.gemmEpilogues[producer].alpha *= *factor;
+      continue;
+    }
+    if (!mul->use_empty() && llvm::all_of(mul->getUses(), readsScaled)) {
+      fusions.foldedScales[mul] = {source, /*intoProducer=*/false};
+      for (OpOperand &use : mul->getUses()) {
+        fusions.gemmEpilogues[use.getOwner()].alpha *= *factor;
+      }
+    }
+  }
+}
+
+/// The GEMM whose product `made` is, alone or through a scale it applies,
+/// when `made` has no reader but `add`.
+Operation *gemmMaking(Value made, const Fusions &fusions) {
+  if (!made.hasOneUse()) {
+    return nullptr;
+  }
+  Operation *producer = made.getDefiningOp();
+  auto scale = fusions.foldedScales.find(producer);
+  if (scale != fusions.foldedScales.end() && scale->second.intoProducer) {
+    producer = scale->second.source.getDefiningOp();
+  }
+  if (!isEpilogueGemm(producer) || fusions.accumulatedInPlace.contains(producer)) {
+    return nullptr;
+  }
+  auto epilogue = fusions.gemmEpilogues.find(producer);
+  if (epilogue != fusions.gemmEpilogues.end() && epilogue->second.into) {
+    return nullptr;
+  }
+  return producer;
+}
+
+/// True when `gemm` may add into the buffer holding `into` on behalf of
+/// `add`: that buffer is an activation written before `gemm`, and every
+/// other reader of its contents (through views, and through products whose
+/// GEMM readers apply a scale) comes before `gemm`, which therefore does not
+/// read it either; nothing else writes over it.
+bool canAddInto(Value into, tg::AddOp add, Operation *gemm,
+                const Fusions &fusions) {
+  Value base = into;
+  while (auto reshape = base.getDefiningOp<tg::ReshapeOp>()) {
+    base = reshape.getInput();
+  }
+  Operation *writer = base.getDefiningOp();
+  if (!writer || writer->getBlock() != gemm->getBlock() ||
+      !writer->isBeforeInBlock(gemm) ||
+      llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
+                arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp>(
+          writer)) {
+    return false;
+  }
+  auto scale = fusions.foldedScales.find(writer);
+  if (scale != fusions.foldedScales.end() && !scale->second.intoProducer) {
+    return false; // a product with no buffer of its own
+  }
+  SmallVector<Value> worklist{base};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      auto userScale = fusions.foldedScales.find(user);
+      if (llvm::isa<tg::ReshapeOp>(user) ||
+          (userScale != fusions.foldedScales.end() &&
+           !userScale->second.intoProducer)) {
+        worklist.push_back(user->getResult(0));
+        continue;
+      }
+      if (user == add.getOperation()) {
+        continue;
+      }
+      auto over = fusions.resultOverOperand.find(user);
+      bool writesOver = (over != fusions.resultOverOperand.end() &&
+                         over->second == use.getOperandNumber()) ||
+                        fusions.foldedAdds.contains(user);
+      if (writesOver || user->getBlock() != gemm->getBlock() ||
+          !user->isBeforeInBlock(gemm) || llvm::isa<func::ReturnOp>(user)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Sums of a GEMM's product and a tensor read for the last time: the GEMM
+/// adds into that tensor's buffer.
+void decideAddFolds(Block &body, Fusions &fusions) {
+  for (auto add : body.getOps<tg::AddOp>()) {
+    Type type = add.getType();
+    if (add.getLhs().getType() != type || add.getRhs().getType() != type ||
+        !getElementTypeOrSelf(type).isF32()) {
+      continue;
+    }
+    for (auto [into, made] : {std::pair(add.getLhs(), add.getRhs()),
+                              std::pair(add.getRhs(), add.getLhs())}) {
+      Operation *gemm = gemmMaking(made, fusions);
+      if (gemm && canAddInto(into, add, gemm, fusions)) {
+        fusions.foldedAdds[add] = into;
+        fusions.gemmEpilogues[gemm].into = into;
+        break;
+      }
+    }
+  }
+}
+
 } // namespace
+
+Value Fusions::readValue(Value operand) const {
+  auto scale = foldedScales.find(operand.getDefiningOp());
+  if (scale != foldedScales.end() && !scale->second.intoProducer) {
+    return scale->second.source;
+  }
+  return operand;
+}
 
 Fusions decideFusions(Block &body) {
   Fusions fusions;
@@ -120,6 +288,8 @@ Fusions decideFusions(Block &body) {
       fusions.resultOverOperand[&op] = *operand;
     }
   }
+  decideScaleFolds(body, fusions);
+  decideAddFolds(body, fusions);
   return fusions;
 }
 

@@ -12,7 +12,13 @@
 //  - kernels that may overwrite an input (their CPU and CUDA kernels read
 //    each element before writing it) write their result into that input's
 //    buffer when this op is the input's last reader: the logits' gradient
-//    takes the logits' bytes, so the vocabulary-wide tensor exists once.
+//    takes the logits' bytes, so the vocabulary-wide tensor exists once;
+//  - GEMM epilogues: a product by a scalar constant next to a GEMM becomes
+//    the GEMM's alpha, and an addition of a GEMM's result to a tensor read
+//    for the last time becomes the GEMM adding into that tensor's buffer
+//    (BLAS's and cuBLASLt's beta = 1). LoRA's `base + s (x A^T) B^T` and the
+//    sums of gradients that fan in to one activation then run as GEMMs
+//    alone, with no elementwise launch and no buffer between them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +32,25 @@
 
 namespace tailor::memory {
 
+/// What a GEMM (linear, linear_quantized, linear_weight_grad) does besides
+/// its product: `result = alpha * product (+ into)`.
+struct GemmEpilogue {
+  double alpha = 1.0;
+  /// When set, the GEMM adds its product into this value's buffer, which
+  /// then holds the result.
+  mlir::Value into;
+};
+
+/// A `tg.mul(x, c)` by a scalar constant c whose factor GEMMs apply.
+struct ScaleFold {
+  /// x, the operand that is not the constant.
+  mlir::Value source;
+  /// True when the GEMM that made x applies c (the product is a view of
+  /// x's buffer); false when every reader of the product is a GEMM that
+  /// applies c reading x.
+  bool intoProducer = false;
+};
+
 struct Fusions {
   /// transpose(W) read only as linear weights: the kernel reads W as is.
   llvm::DenseSet<mlir::Operation *> foldedTransposes;
@@ -35,6 +60,17 @@ struct Fusions {
   llvm::DenseMap<mlir::Operation *, tg::AccumulateOp> accumulatedInPlace;
   /// Ops whose (single) result reuses the buffer of this operand.
   llvm::DenseMap<mlir::Operation *, unsigned> resultOverOperand;
+  /// Products by a scalar that GEMMs apply (no launch of their own).
+  llvm::DenseMap<mlir::Operation *, ScaleFold> foldedScales;
+  /// Additions a GEMM does by adding into the buffer of the given operand
+  /// (no launch of their own; the sum is a view of that buffer).
+  llvm::DenseMap<mlir::Operation *, mlir::Value> foldedAdds;
+  /// GEMMs with a folded scale or addition.
+  llvm::DenseMap<mlir::Operation *, GemmEpilogue> gemmEpilogues;
+
+  /// The value a kernel reads for `operand`: x for a product by a scalar
+  /// whose readers apply the factor, else `operand` itself.
+  mlir::Value readValue(mlir::Value operand) const;
 };
 
 /// Kernels that can add their result into an accumulator instead of

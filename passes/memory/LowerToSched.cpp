@@ -96,6 +96,9 @@ private:
                              PlannedEntry &entry, int64_t &step);
 
   LogicalResult planInputs(func::FuncOp func, PlannedEntry &entry);
+  /// `view` shares the storage of `of` (same bytes, its own shape); the
+  /// storage lives at least to `step`.
+  LogicalResult planView(Value view, Value of, int64_t step);
   /// Plans one op at `step`: a root (parameter, state, constant, view) or a
   /// launch.
   LogicalResult planOp(ModuleOp module, Operation &op, const Fusions &fusions,
@@ -762,7 +765,10 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
   launch.op = &op;
   launch.choice = std::move(*choice);
   launch.origin = originOf(&op);
-  SmallVector<Value> operands(op.getOperands());
+  SmallVector<Value> operands;
+  for (Value operand : op.getOperands()) {
+    operands.push_back(fusions.readValue(operand));
+  }
   if (auto linear = llvm::dyn_cast<tg::LinearOp>(op)) {
     Operation *weight = linear.getWeight().getDefiningOp();
     bool transposeWeight = weight && fusions.foldedTransposes.contains(weight);
@@ -781,8 +787,8 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
         return failure();
       }
       roots[storage->root].last = std::max(roots[storage->root].last, step);
-      launch.operands.push_back(accessOf(linear.getInput()));
-      touch(linear.getInput(), step);
+      launch.operands.push_back(accessOf(operands[0]));
+      touch(operands[0], step);
       launch.operands.push_back(*storage);
       operands.erase(operands.begin(), operands.begin() + 2);
     }
@@ -795,6 +801,12 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
   }
   auto inPlace = fusions.accumulatedInPlace.find(&op);
   auto overOperand = fusions.resultOverOperand.find(&op);
+  auto epilogue = fusions.gemmEpilogues.find(&op);
+  if (epilogue != fusions.gemmEpilogues.end() && epilogue->second.alpha != 1.0) {
+    launch.choice.attributes.set(
+        "alpha", FloatAttr::get(Float64Type::get(context),
+                                epilogue->second.alpha));
+  }
   for (Value result : op.getResults()) {
     auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
     if (!type || !type.hasStaticShape()) {
@@ -817,6 +829,13 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
       }
       rootOf[result] = *target;
       launch.choice.attributes.set("accumulate", i64AttrOf(context, 1));
+    } else if (epilogue != fusions.gemmEpilogues.end() &&
+               epilogue->second.into) {
+      // Adds its product into the addend's buffer, read last here.
+      if (failed(planView(result, epilogue->second.into, step))) {
+        return failure();
+      }
+      launch.choice.attributes.set("accumulate", i64AttrOf(context, 1));
     } else {
       Root root = makeRoot(Home::Activation, memrefFor(type));
       root.first = root.last = step;
@@ -825,6 +844,19 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
     launch.operands.push_back(accessOf(result));
   }
   entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult LowerToSchedPass::planView(Value view, Value of, int64_t step) {
+  std::optional<unsigned> root = findRoot(of);
+  if (!root) {
+    return failure();
+  }
+  rootOf[view] = *root;
+  if (int64_t offset = viewOffsets.lookup(of)) {
+    viewOffsets[view] = offset;
+  }
+  touch(of, step);
   return success();
 }
 
@@ -854,20 +886,21 @@ LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
     return planConstant(constant);
   }
   if (auto reshape = llvm::dyn_cast<tg::ReshapeOp>(op)) {
-    // A view: same storage, new shape; it extends its root's life.
-    std::optional<unsigned> input = findRoot(reshape.getInput());
-    if (!input) {
-      return failure();
-    }
-    rootOf[reshape.getResult()] = *input;
-    if (int64_t offset = viewOffsets.lookup(reshape.getInput())) {
-      viewOffsets[reshape.getResult()] = offset;
-    }
-    touch(reshape.getInput(), step);
-    return success();
+    return planView(reshape.getResult(), reshape.getInput(), step);
   }
   if (fusions.foldedTransposes.contains(&op)) {
     return success();
+  }
+  if (auto scale = fusions.foldedScales.find(&op);
+      scale != fusions.foldedScales.end()) {
+    // Applied by GEMMs: a view of the product that GEMM made, or nothing
+    // (its readers read the other factor).
+    return scale->second.intoProducer
+               ? planView(op.getResult(0), scale->second.source, step)
+               : success();
+  }
+  if (auto add = fusions.foldedAdds.find(&op); add != fusions.foldedAdds.end()) {
+    return planView(op.getResult(0), add->second, step); // the GEMM added
   }
   if (llvm::isa<tg::AccumulateOp, tg::AdamWUpdateOp, tg::SGDUpdateOp>(op)) {
     return planStateUpdate(module, op, fusions, entry, step);
@@ -1011,8 +1044,10 @@ static double viaGemmBytes(const PlannedLaunch &launch) {
   }
   // The scheme's own keys (selectQuantizedLinear wrote them, checked).
   NamedAttrList keys = launch.choice.attributes;
-  keys.erase("transpose_weight");
-  keys.erase("via_gemm");
+  for (StringRef launchKey : {"transpose_weight", "via_gemm", "accumulate",
+                               "alpha"}) {
+    keys.erase(launchKey);
+  }
   FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(
       keys.getDictionary(launch.op->getContext()),
       [&] { return launch.op->emitError(); });
@@ -1024,6 +1059,16 @@ static double viaGemmBytes(const PlannedLaunch &launch) {
       *spec, x.getNumElements(), x.getElementType().isF32());
   return double(storageBytes(launch.operands[1].type)) +
          2.0 * double(layout.xBytes + layout.weightBytes);
+}
+
+/// A GEMM that adds into its output (a folded addition) reads it too.
+static double addendBytes(const PlannedLaunch &launch) {
+  if (!llvm::isa<tg::LinearOp>(launch.op) ||
+      !launch.choice.attributes.get("accumulate")) {
+    return 0;
+  }
+  auto result = llvm::cast<RankedTensorType>(launch.op->getResult(0).getType());
+  return double(storageBytes(result));
 }
 
 void LowerToSchedPass::recordWork(PlannedEntry &entry) {
@@ -1039,7 +1084,7 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
     } else if (launch.op) {
       OpCost cost = costOf(launch.op);
       launch.flops = cost.flops;
-      launch.bytes = cost.bytes + viaGemmBytes(launch);
+      launch.bytes = cost.bytes + viaGemmBytes(launch) + addendBytes(launch);
     } else if (!launch.operands.empty()) { // an output copy: read, write
       launch.bytes = 2.0 * double(storageBytes(launch.operands[0].type));
     }

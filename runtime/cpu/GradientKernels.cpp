@@ -87,7 +87,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 // linear_weight_grad
 //===----------------------------------------------------------------------===//
 
-// dw [N, K] (+)= dy2^T x2 over the flattened rows R of dy [..., N] and
+// dw [N, K] (+)= alpha dy2^T x2 over the flattened rows R of dy [..., N] and
 // x [..., K]: one sgemm with the rows as the contraction, reading both
 // operands as stored. Precision and threading are the BLAS's.
 
@@ -107,16 +107,19 @@ std::string checkLinearWeightGrad(const KernelCall &call) {
            shapeString(x) + " differ";
   }
   int64_t accumulate = 0;
+  double alpha = 1;
   return firstError(
       {expectShape(call, 2, {dy.back(), x.back()}),
-       expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate)});
+       expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
+       expectFloatAttr(call, "alpha", false, 1.0, alpha)});
 }
 
 std::string runLinearWeightGrad(const KernelCall &call) {
   const Tensor &dy = call.operands[0], &x = call.operands[1];
   int64_t n = dy.shape.back(), k = x.shape.back(), rows = leadingRows(dy);
   float beta = call.attributes.getInt("accumulate", 0) ? 1.0f : 0.0f;
-  sgemm(true, false, n, k, rows, 1.0f, dy.as<float>(), std::max<int64_t>(n, 1),
+  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
+  sgemm(true, false, n, k, rows, alpha, dy.as<float>(), std::max<int64_t>(n, 1),
         x.as<float>(), std::max<int64_t>(k, 1), beta,
         call.operands[2].as<float>(), std::max<int64_t>(k, 1));
   return "";

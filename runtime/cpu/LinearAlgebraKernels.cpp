@@ -57,7 +57,8 @@ constexpr int64_t kSmallGemm = int64_t(1) << 21;
 /// Empty K still defines C (as beta C), which BLAS argument checks reject.
 template <typename T>
 void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
-          const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+          const T *b, int64_t ldb, T beta, T *c, int64_t ldc,
+          T alpha = T(1)) {
   if (m == 0 || n == 0) {
     return;
   }
@@ -71,11 +72,11 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
   }
   CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, lda, b, ldb,
-                beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, lda, b,
+                ldb, beta, c, ldc);
   } else {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, lda, b, ldb,
-                beta, c, ldc);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, lda, b,
+                ldb, beta, c, ldc);
   }
 }
 
@@ -209,6 +210,17 @@ std::string checkLinear(const KernelCall &call) {
       !e.empty()) {
     return e;
   }
+  int64_t accumulate = 0;
+  double alpha = 1;
+  if (auto e = firstError(
+          {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
+           expectFloatAttr(call, "alpha", false, 1.0, alpha)});
+      !e.empty()) {
+    return e;
+  }
+  if (accumulate && count == 4) {
+    return "a linear layer with a bias cannot accumulate into its output";
+  }
   int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
   if (w.shape[transposed ? 0 : 1] != k) {
     return "weight " + shapeString(w.shape) + " does not match input " +
@@ -234,7 +246,9 @@ std::string runLinear(const KernelCall &call) {
   int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
   int64_t m = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
   float *out = y.as<float>();
-  float beta = 0;
+  // `accumulate`: y += alpha x w^T (GEMM epilogues the planner folds in).
+  float beta = call.attributes.getInt("accumulate", 0) ? 1.0f : 0.0f;
+  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
   if (count == 4 && n > 0) {
     // Seed y with the bias and accumulate into it: addmm's beta = 1.
     const float *bias = call.operands[2].as<float>();
@@ -248,7 +262,7 @@ std::string runLinear(const KernelCall &call) {
   }
   gemm<float>(!transposed, m, n, k, x.as<float>(), std::max<int64_t>(k, 1),
               w.as<float>(), std::max<int64_t>(transposed ? n : k, 1), beta,
-              out, std::max<int64_t>(n, 1));
+              out, std::max<int64_t>(n, 1), alpha);
   return "";
 }
 

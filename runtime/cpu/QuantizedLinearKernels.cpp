@@ -176,6 +176,17 @@ std::string checkLinearQuantized(const KernelCall &call) {
       return e;
     }
   }
+  int64_t accumulate = 0;
+  double alpha = 1;
+  if (auto e = firstError(
+          {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
+           expectFloatAttr(call, "alpha", false, 1.0, alpha)});
+      !e.empty()) {
+    return e;
+  }
+  if (accumulate && count == 5) {
+    return "a linear layer with a bias cannot accumulate into its output";
+  }
   std::vector<int64_t> outShape = x.shape;
   outShape.back() = n;
   if (auto e = expectShape(call, out, outShape); !e.empty()) {
@@ -221,6 +232,9 @@ std::string runLinearQuantized(const KernelCall &call) {
   const quant::LinearTiling tiling = quant::linearTiling(spec, transposeWeight);
   const int64_t tileFloats = tiling.tileFloats();
   const float *xs = x.as<float>();
+  // `accumulate`: y += alpha x W^T (GEMM epilogues the planner folds in).
+  const bool accumulate = call.attributes.getInt("accumulate", 0) != 0;
+  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
 
   // Each task owns output columns [n0, n1) and walks the contraction in
   // fixed-size chunks, in order: y[:, n0:n1] (+)= x[:, k0:k1] tile, where
@@ -235,7 +249,7 @@ std::string runLinearQuantized(const KernelCall &call) {
         for (int64_t task = begin; task < end; ++task) {
           const int64_t n0 = task * outTile;
           const int64_t n1 = std::min(n, n0 + outTile);
-          float beta = 0;
+          float beta = accumulate ? 1.0f : 0.0f;
           if (bias) {
             seedBias(y, bias, m, n, n0, n1);
             beta = 1;
@@ -245,12 +259,12 @@ std::string runLinearQuantized(const KernelCall &call) {
             if (transposeWeight) {
               quant::dequantizeTile(spec, w, k0, k1, n0, n1, tile, n1 - n0);
               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m,
-                          n1 - n0, k1 - k0, 1.0f, xs + k0, k, tile, n1 - n0,
+                          n1 - n0, k1 - k0, alpha, xs + k0, k, tile, n1 - n0,
                           beta, y + n0, n);
             } else {
               quant::dequantizeTile(spec, w, n0, n1, k0, k1, tile, k1 - k0);
               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n1 - n0,
-                          k1 - k0, 1.0f, xs + k0, k, tile, k1 - k0, beta,
+                          k1 - k0, alpha, xs + k0, k, tile, k1 - k0, beta,
                           y + n0, n);
             }
             beta = 1;

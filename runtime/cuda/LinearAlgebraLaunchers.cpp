@@ -103,6 +103,13 @@ GemmDesc gemmOf(const CudaCall &call, const Tensor &a, const Tensor &b,
   return desc;
 }
 
+/// The epilogue the planner folds into a GEMM: y = alpha product, or
+/// y += alpha product with `accumulate` (cuBLASLt's beta = 1, y as C).
+void applyEpilogue(GemmDesc &desc, const CudaCall &call) {
+  desc.alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
+  desc.beta = call.attributes.getInt("accumulate", 0) != 0 ? 1.0f : 0.0f;
+}
+
 //===----------------------------------------------------------------------===//
 // linear: y [M, N] = x [M, K] w^T (w [N, K]; w [K, N] read as stored with
 // transpose_weight) + bias through the GEMM's bias epilogue.
@@ -157,11 +164,14 @@ std::string launchLinear(const CudaCall &call) {
     return "";
   }
   if (k == 0) {
-    return call.context->memsetZero(y.data, y.bytes());
+    return call.attributes.getInt("accumulate", 0) != 0
+               ? ""
+               : call.context->memsetZero(y.data, y.bytes());
   }
   GemmDesc desc = gemmOf(call, x, w, y);
   shapeLinear(desc, x.numel() / k, n, k, transposed,
               count == 4 ? call.operands[2].data : nullptr);
+  applyEpilogue(desc, call);
   return call.context->gemm(desc);
 }
 
@@ -268,7 +278,7 @@ std::string launchLinearWeightGrad(const CudaCall &call) {
   desc.lda = n;
   desc.ldb = k;
   desc.ldc = k;
-  desc.beta = accumulate ? 1.0f : 0.0f;
+  applyEpilogue(desc, call);
   return call.context->gemm(desc);
 }
 
@@ -552,6 +562,7 @@ std::string launchQuantizedThroughGemm(const CudaCall &call,
   desc.cType = y.dtype;
   shapeLinear(desc, x.numel() / k, n, k, transposeWeight,
               count == 5 ? call.operands[2].data : nullptr);
+  applyEpilogue(desc, call);
   return call.context->gemm(desc);
 }
 
@@ -578,6 +589,11 @@ std::string launchLinearQuantized(const CudaCall &call) {
   }
   if (call.attributes.getInt("via_gemm", 0) != 0) {
     return launchQuantizedThroughGemm(call, spec, transposeWeight);
+  }
+  if (call.attributes.getInt("accumulate", 0) != 0 ||
+      call.attributes.getFloat("alpha", 1) != 1.0) {
+    return "linear_quantized applies alpha and accumulate only through "
+           "the GEMM route (via_gemm = 1)";
   }
   QuantWeight w = weightOf(spec, storage.data);
   QuantTables tables = tablesOf();

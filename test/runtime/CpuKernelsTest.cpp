@@ -858,6 +858,37 @@ TEST(CpuLinearAlgebraTest, LinearWithAndWithoutBias) {
             "");
 }
 
+// Tests the GEMM epilogue the planner folds in: y = alpha x w^T, and
+// y += alpha x w^T onto what y holds; a bias cannot be combined with it.
+TEST(CpuLinearAlgebraTest, LinearEpilogueScalesAndAccumulates) {
+  int64_t k = 19, n = 23;
+  Buffer x = randomBuffer(DType::F32, {3, 7, k}, -1, 1, 31);
+  Buffer w = randomBuffer(DType::F32, {n, k}, -1, 1, 32);
+  Buffer bias = randomBuffer(DType::F32, {n}, -1, 1, 33);
+  for (int accumulate : {0, 1}) {
+    Buffer y = randomBuffer(DType::F32, {3, 7, n}, -1, 1, 34);
+    std::vector<double> want(21 * n);
+    for (int64_t r = 0; r < 21; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          s += x.at(r * k + i) * w.at(j * k + i);
+        }
+        want[r * n + j] = -1.5 * s + (accumulate ? y.at(r * n + j) : 0.0);
+      }
+    }
+    ASSERT_EQ(runKernel("linear", {&x, &w, &y},
+                        {intAttr("accumulate", accumulate),
+                         floatAttr("alpha", -1.5)}),
+              "");
+    expectAllNear(y, want, 1e-5, 1e-5, "linear epilogue");
+  }
+  Buffer y(DType::F32, {3, 7, n});
+  EXPECT_NE(checkKernel("linear", {&x, &w, &bias, &y},
+                        {intAttr("accumulate", 1)}),
+            "");
+}
+
 //===----------------------------------------------------------------------===//
 // Transformer kernels
 //===----------------------------------------------------------------------===//

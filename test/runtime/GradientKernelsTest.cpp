@@ -58,6 +58,23 @@ TEST(GradientKernelsTest, LinearWeightGrad) {
             {intAttr("accumulate", accumulate)});
     expectAllNear(dw, want, kRtol, kAtol, "linear_weight_grad");
   }
+  // With the scale the planner folds in: dw (+)= alpha dy^T x.
+  for (int accumulate : {0, 1}) {
+    Buffer dw = randomBuffer({5, 4}, -1, 1, 5);
+    std::vector<double> want(20);
+    for (int64_t n = 0; n < 5; ++n) {
+      for (int64_t k = 0; k < 4; ++k) {
+        double sum = 0;
+        for (int64_t r = 0; r < 6; ++r) {
+          sum += dy.at(r * 5 + n) * x.at(r * 4 + k);
+        }
+        want[n * 4 + k] = 0.75 * sum + (accumulate ? dw.at(n * 4 + k) : 0);
+      }
+    }
+    runGrad("linear_weight_grad", {&dy, &x, &dw}, 2,
+            {intAttr("accumulate", accumulate), floatAttr("alpha", 0.75)});
+    expectAllNear(dw, want, kRtol, kAtol, "linear_weight_grad, alpha");
+  }
   Buffer dw(DType::F32, {5, 4}), w = randomBuffer({5, 4}, -1, 1, 4),
                                  y(DType::F32, {2, 3, 5});
   runGrad("linear_weight_grad", {&dy, &x, &dw}, 2);

@@ -230,6 +230,42 @@ TEST(QuantizedLinearKernelsTest, AgreesWithDenseLinear) {
   }
 }
 
+// Tests the GEMM epilogue the planner folds in (y = alpha x W^T, or
+// y += alpha x W^T onto what y holds) against the dense linear kernel's,
+// and that a bias cannot be combined with accumulating.
+TEST(QuantizedLinearKernelsTest, EpilogueScalesAndAccumulates) {
+  const Weight weight = makeWeight(Scheme::NF4, 300, 200, 8);
+  std::vector<float> dense(300 * 200);
+  tailor::quant::dequantizeTile(weight.spec, weight.storage.data(), 0, 300, 0,
+                                200, dense.data(), 200);
+  Buffer w(DType::F32, {300, 200});
+  std::memcpy(w.data<float>(), dense.data(), dense.size() * sizeof(float));
+  for (bool transposeWeight : {false, true}) {
+    for (int accumulate : {0, 1}) {
+      Launch launch(weight, transposeWeight, false, 3, 11);
+      launch.y = randomBuffer(launch.y.shape, -1, 1, 12);
+      Buffer y = randomBuffer(launch.y.shape, -1, 1, 12);
+      std::vector<Attribute> attributes =
+          attributesOf(weight.spec, transposeWeight);
+      attributes.push_back(intAttr("accumulate", accumulate));
+      attributes.push_back(floatAttr("alpha", 0.625));
+      ASSERT_EQ(runKernel("linear_quantized", launch.operands(), attributes),
+                "");
+      ASSERT_EQ(runKernel("linear", {&launch.x, &w, &y},
+                          {intAttr("transpose_weight", transposeWeight),
+                           intAttr("accumulate", accumulate),
+                           floatAttr("alpha", 0.625)}),
+                "");
+      expectAllNear(launch.y, values(y), 1e-5, 1e-5,
+                    "linear_quantized epilogue");
+    }
+  }
+  Launch biased(weight, false, true, 3, 13);
+  std::vector<Attribute> attributes = attributesOf(weight.spec, false);
+  attributes.push_back(intAttr("accumulate", 1));
+  EXPECT_NE(checkKernel("linear_quantized", biased.operands(), attributes), "");
+}
+
 // Tests that an MLIR BoolAttr's true, which reaches the plan as -1, reads
 // as true for the flag attributes.
 TEST(QuantizedLinearKernelsTest, FlagsAcceptAnyNonzeroInt) {

@@ -204,3 +204,91 @@ func.func @forward(%x: tensor<2x32xf32> {tg.name = "x"}) -> (tensor<2x32xf32> {t
   %e = tg.exp %d : tensor<32x64xf32>
   return %dx, %e : tensor<2x32xf32>, tensor<32x64xf32>
 }
+
+// -----
+
+tg.param @w : tensor<8x4xf32> at #tg.external<"w.bin", offset = 0, length = 128>
+tg.param @a : tensor<2x4xf32> at #tg.external<"w.bin", offset = 128, length = 32>
+tg.param @b : tensor<8x2xf32> at #tg.external<"w.bin", offset = 160, length = 64>
+
+// Tests that LoRA's `base + s (x A^T) B^T` runs as GEMMs alone: the product
+// by the scale becomes B's GEMM's alpha and the sum becomes that GEMM
+// adding into the base layer's output, read for the last time there; no
+// mul or add launch and no buffer between them.
+// CHECK-LABEL: sched.program @rank0
+// CHECK-NOT: sched.kernel @mul
+// CHECK-NOT: sched.kernel @add
+// CHECK: %[[BASE:.+]] = sched.buffer @activations[{{[0-9]+}}, 96] : memref<3x8xf32>
+// CHECK: sched.launch @linear(%{{.+}}, %{{.+}}, %[[BASE]])
+// CHECK: %[[H:.+]] = sched.buffer @activations[{{[0-9]+}}, 24] : memref<3x2xf32>
+// CHECK: sched.launch @linear(%{{.+}}, %{{.+}}, %[[H]])
+// CHECK-NEXT: sched.launch @linear(%[[H]], %{{.+}}, %[[BASE]]) on @compute with {accumulate = 1 : i64, alpha = 2.000000e+00 : f64}
+// CHECK-NOT: sched.launch @mul
+// CHECK-NOT: sched.launch @add
+// CHECK: sched.output "y" %[[BASE]]
+func.func @forward(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<3x8xf32> {tg.name = "y"}) {
+  %w = tg.param_ref @w : tensor<8x4xf32>
+  %a = tg.param_ref @a : tensor<2x4xf32>
+  %b = tg.param_ref @b : tensor<8x2xf32>
+  %scale = arith.constant dense<2.0> : tensor<f32>
+  %base = tg.linear %x, %w : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
+  %h = tg.linear %x, %a : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %l = tg.linear %h, %b : (tensor<3x2xf32>, tensor<8x2xf32>) -> tensor<3x8xf32>
+  %s = tg.mul %l, %scale : (tensor<3x8xf32>, tensor<f32>) -> tensor<3x8xf32>
+  %y = tg.add %base, %s : (tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+tg.param @b : tensor<8x2xf32> at #tg.external<"w.bin", offset = 0, length = 64>
+tg.state @b.grad : tensor<8x2xf32> of @b grad
+
+// Tests that a product by a scale read only by GEMMs is applied by each of
+// them (alpha) reading the unscaled tensor: LoRA's backward through B, whose
+// weight gradient also adds straight into its accumulator.
+// CHECK-LABEL: sched.program @rank0
+// CHECK-NOT: sched.kernel @mul
+// CHECK: %[[DY:.+]] = sched.input "dy"
+// CHECK: sched.launch @linear(%[[DY]], %{{.+}}, %{{.+}}) on @compute with {alpha = 5.000000e-01 : f64, transpose_weight = 1 : i64}
+// CHECK: sched.launch @linear_weight_grad(%[[DY]], %{{.+}}, %{{.+}}) on @compute with {accumulate = 1 : i64, alpha = 5.000000e-01 : f64}
+// CHECK-NOT: sched.launch @mul
+func.func @forward(%dy: tensor<3x8xf32> {tg.name = "dy"}, %h: tensor<3x2xf32> {tg.name = "h"}) -> (tensor<3x2xf32> {tg.name = "dh"}) {
+  %b = tg.param_ref @b : tensor<8x2xf32>
+  %scale = arith.constant dense<0.5> : tensor<f32>
+  %g = tg.mul %dy, %scale : (tensor<3x8xf32>, tensor<f32>) -> tensor<3x8xf32>
+  %bt = tg.transpose %b permutation = [1, 0] : tensor<8x2xf32> -> tensor<2x8xf32>
+  %dh = tg.linear %g, %bt : (tensor<3x8xf32>, tensor<2x8xf32>) -> tensor<3x2xf32>
+  %db = tg.linear_weight_grad %g, %h : (tensor<3x8xf32>, tensor<3x2xf32>) -> tensor<8x2xf32>
+  tg.accumulate %db into @b.grad : tensor<8x2xf32>
+  return %dh : tensor<3x2xf32>
+}
+
+// -----
+
+tg.param @w : tensor<4x4xf32> at #tg.external<"w.bin", offset = 0, length = 64>
+
+// Tests what stays elementwise: a sum whose addend is read again after the
+// GEMM (it would see the GEMM's product), a sum whose addend is an input
+// (callers may run again), and a scale read by something other than a GEMM.
+// CHECK-LABEL: sched.program @rank0
+// CHECK: sched.launch @linear
+// CHECK-NOT: accumulate
+// CHECK: sched.launch @add
+// CHECK: sched.launch @mul
+// CHECK: sched.launch @linear
+// CHECK-NOT: accumulate
+// CHECK: sched.launch @add
+// CHECK: sched.launch @mul
+func.func @forward(%x: tensor<2x4xf32> {tg.name = "x"}) -> (tensor<2x4xf32> {tg.name = "y"}, tensor<2x4xf32> {tg.name = "z"}) {
+  %w = tg.param_ref @w : tensor<4x4xf32>
+  %c = arith.constant dense<3.0> : tensor<f32>
+  %a = tg.silu %x : tensor<2x4xf32>
+  %l = tg.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %s = tg.add %a, %l : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %t = tg.mul %a, %s : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %l2 = tg.linear %t, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %y = tg.add %x, %l2 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %z = tg.mul %y, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  return %y, %z : tensor<2x4xf32>, tensor<2x4xf32>
+}

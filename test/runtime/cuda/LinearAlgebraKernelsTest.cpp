@@ -59,6 +59,30 @@ TEST_F(CudaKernelTest, LinearF32ThreeDimensionalAndTransposedWeight) {
                    {intAttr("transpose_weight", 0)}, {2}, kF32);
 }
 
+TEST_F(CudaKernelTest, LinearEpilogueScalesAndAccumulates) {
+  // The planner's folded scale (alpha) and addition (accumulate onto y),
+  // f32 and with bf16 compute.
+  for (bool bf16Compute : {false, true}) {
+    backend->setBf16Compute(bf16Compute);
+    expectMatchesCpu(*backend, "linear",
+                     {random({37, 29}, 21), random({23, 29}, 22),
+                      random({37, 23}, 23)},
+                     {intAttr("accumulate", 1), floatAttr("alpha", 0.5)}, {2},
+                     bf16Compute ? kBf16 : kF32);
+    expectMatchesCpu(*backend, "linear",
+                     {random({2, 5, 33}, 24), random({33, 17}, 25),
+                      HostTensor(DType::F32, {2, 5, 17})},
+                     {intAttr("transpose_weight", 1), floatAttr("alpha", -3)},
+                     {2}, bf16Compute ? kBf16 : kF32);
+  }
+  backend->setBf16Compute(false);
+  // With nothing to contract, accumulating leaves y as it was.
+  expectMatchesCpu(*backend, "linear",
+                   {HostTensor(DType::F32, {4, 0}), HostTensor(DType::F32, {3, 0}),
+                    random({4, 3}, 26)},
+                   {intAttr("accumulate", 1)}, {2}, kF32);
+}
+
 TEST_F(CudaKernelTest, LinearBf16) {
   // bf16 in, bf16 out (bias bf16), and bf16 in, f32 out.
   expectMatchesCpu(*backend, "linear",
@@ -220,6 +244,18 @@ TEST_F(CudaKernelTest, LinearWeightGradF32) {
                    {random({17, 13}, 6), random({17, 21}, 7),
                     random({13, 21}, 8)},
                    {intAttr("accumulate", 0)}, {2}, kF32);
+}
+
+TEST_F(CudaKernelTest, LinearWeightGradScaled) {
+  expectMatchesCpu(*backend, "linear_weight_grad",
+                   {random({17, 13}, 31), random({17, 21}, 32),
+                    random({13, 21}, 33)},
+                   {intAttr("accumulate", 1), floatAttr("alpha", 0.25)}, {2},
+                   kF32);
+  expectMatchesCpu(*backend, "linear_weight_grad",
+                   {random({2, 9, 13}, 34), random({2, 9, 21}, 35),
+                    HostTensor(DType::F32, {13, 21})},
+                   {floatAttr("alpha", 2)}, {2}, kF32);
 }
 
 TEST_F(CudaKernelTest, LinearWeightGradBf16IntoF32) {

@@ -104,6 +104,8 @@ struct Launch {
   DType x = DType::F32, y = DType::F32, biasType = DType::F32;
   std::vector<int64_t> lead = {2, 3}; // x's leading dims
   bool viaGemm = false;                // the cuBLASLt route (via_gemm)
+  double alpha = 1;                    // the GEMM epilogue's scale
+  bool accumulate = false;             // y += alpha x W^T onto a random y
 };
 
 /// Runs linear_quantized on `weight` as `launch` says and compares it with
@@ -127,7 +129,8 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
                            ? bias
                            : converted(bias, launch.biasType));
   }
-  operands.push_back(HostTensor(launch.y, yShape));
+  operands.push_back(launch.accumulate ? randomF32(yShape, seed + 2)
+                                      : HostTensor(launch.y, yShape));
   // The CPU reference runs on 2 threads and needs its tile workspace; the
   // GEMM route its bf16 copies.
   int64_t workspaceFloats =
@@ -149,6 +152,8 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
   std::vector<Attribute> attributes =
       attributesOf(spec, launch.transposeWeight);
   attributes.push_back(intAttr("via_gemm", launch.viaGemm));
+  attributes.push_back(intAttr("accumulate", launch.accumulate));
+  attributes.push_back(floatAttr("alpha", launch.alpha));
   expectMatchesCpu(backend, "linear_quantized", operands, attributes,
                    {operands.size() - 2}, {3e-2 * scale, 1e-2});
 }
@@ -245,6 +250,25 @@ TEST_F(CudaKernelTest, LinearQuantizedThroughGemm) {
         launch.bias = x == DType::BF16;
         launch.y = launch.biasType = x;
         launch.lead = {5, 13};
+        expectLinearQuantized(*backend, weight, launch, seed++);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, LinearQuantizedThroughGemmEpilogue) {
+  // The planner's folded scale and addition: y = alpha x W^T, and
+  // y += alpha x W^T onto what y holds, in both directions.
+  uint64_t seed = 700;
+  for (const Weight &weight : {makeWeight(specOf(Scheme::BF16, 33, 45), 20),
+                               makeWeight(specOf(Scheme::NF4, 130, 272), 21)}) {
+    for (bool transposeWeight : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        Launch launch;
+        launch.viaGemm = true;
+        launch.transposeWeight = transposeWeight;
+        launch.alpha = 0.375;
+        launch.accumulate = accumulate;
         expectLinearQuantized(*backend, weight, launch, seed++);
       }
     }
