@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/ScalarMath.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -189,27 +190,6 @@ std::string runRopeGrad(const KernelCall &call) {
 // dx = dy f'(x) with f' the exact derivative of the forward's formula, in
 // f32 through VectorMath.h like the forward (so it vectorizes). dx may
 // alias dy or x.
-
-enum class Activation { Silu, GeluErf, GeluTanh };
-
-template <Activation Act> inline float derivative(float x) {
-  if constexpr (Act == Activation::Silu) {
-    float s = vmath::sigmoidf32(x);
-    return s * (1.0f + x * (1.0f - s));
-  } else if constexpr (Act == Activation::GeluErf) {
-    // Phi(x) + x phi(x).
-    constexpr float kSqrtHalf = 0.70710678118654752440f;
-    constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-    return 0.5f * (1.0f + vmath::erff32(x * kSqrtHalf)) +
-           x * kInvSqrt2Pi * vmath::expf32(-0.5f * x * x);
-  } else {
-    constexpr float kBeta = 0.7978845608028654f; // sqrt(2 / pi)
-    constexpr float kKappa = 0.044715f;
-    float th = vmath::tanhf32(kBeta * (x + kKappa * x * x * x));
-    return 0.5f * (1.0f + th) +
-           0.5f * x * (1.0f - th * th) * kBeta * (1.0f + 3.0f * kKappa * x * x);
-  }
-}
 
 template <Activation Act>
 TAILOR_VECTOR_CLONES void activationGradLoop(const float *x, const float *dy,

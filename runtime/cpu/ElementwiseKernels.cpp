@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/ScalarMath.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -27,67 +28,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Unary
 //===----------------------------------------------------------------------===//
-
-enum class Unary {
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Reciprocal,
-  Tanh,
-  Sigmoid,
-  Silu,
-  Relu,
-  Erf,
-  Sin,
-  Cos,
-  GeluErf,
-  GeluTanh
-};
-
-template <Unary Op, typename T> inline T applyUnary(T x) {
-  if constexpr (Op == Unary::Neg) {
-    return -x;
-  } else if constexpr (Op == Unary::Abs) {
-    return std::fabs(x);
-  } else if constexpr (Op == Unary::Exp) {
-    return vmath::exp(x);
-  } else if constexpr (Op == Unary::Log) {
-    return std::log(x);
-  } else if constexpr (Op == Unary::Sqrt) {
-    return std::sqrt(x);
-  } else if constexpr (Op == Unary::Rsqrt) {
-    return T(1) / std::sqrt(x);
-  } else if constexpr (Op == Unary::Reciprocal) {
-    return T(1) / x;
-  } else if constexpr (Op == Unary::Tanh) {
-    return vmath::tanh(x);
-  } else if constexpr (Op == Unary::Sigmoid) {
-    return vmath::sigmoid(x);
-  } else if constexpr (Op == Unary::Silu) {
-    return x * vmath::sigmoid(x);
-  } else if constexpr (Op == Unary::Relu) {
-    // NaN < 0 is false, so NaN passes through as in PyTorch.
-    return x < T(0) ? T(0) : x;
-  } else if constexpr (Op == Unary::Erf) {
-    return vmath::erf(x);
-  } else if constexpr (Op == Unary::Sin) {
-    return std::sin(x);
-  } else if constexpr (Op == Unary::Cos) {
-    return std::cos(x);
-  } else if constexpr (Op == Unary::GeluErf) {
-    constexpr T kSqrtHalf = T(0.70710678118654752440);
-    return T(0.5) * x * (T(1) + vmath::erf(x * kSqrtHalf));
-  } else {
-    // PyTorch's approximate='tanh' formula, term for term.
-    constexpr T kBeta = T(0.7978845608028654); // sqrt(2 / pi)
-    constexpr T kKappa = T(0.044715);
-    T inner = kBeta * (x + kKappa * x * x * x);
-    return T(0.5) * x * (T(1) + vmath::tanh(inner));
-  }
-}
 
 template <Unary Op, typename T>
 TAILOR_VECTOR_CLONES void unaryLoop(const T *x, T *y, int64_t n) {

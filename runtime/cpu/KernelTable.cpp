@@ -34,6 +34,7 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addLossKernels(defs);
     cpu::addOptimizerKernels(defs);
     cpu::addQuantizedLinearKernels(defs);
+    cpu::addFusedKernels(defs);
     return defs;
   }();
   return table;

@@ -27,6 +27,7 @@ namespace tailor::runtime::cpu {
 
 void addElementwiseKernels(std::vector<KernelDef> &table);
 void addBinaryKernels(std::vector<KernelDef> &table);
+void addFusedKernels(std::vector<KernelDef> &table);
 void addReductionKernels(std::vector<KernelDef> &table);
 void addNormalizationKernels(std::vector<KernelDef> &table);
 void addLinearAlgebraKernels(std::vector<KernelDef> &table);
