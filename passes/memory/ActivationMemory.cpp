@@ -60,6 +60,20 @@ void BufferTracker::visit(Operation &op, int64_t step) {
       fusions.fusedDequantizes.contains(&op)) {
     return;
   }
+  if (auto group = fusions.groupOf.find(&op); group != fusions.groupOf.end()) {
+    // One launch at the last member: it reads the group's inputs and
+    // makes its outputs; values inside the group have no buffer.
+    const FusionGroup &fused = fusions.groups[group->second];
+    if (&op == fused.members.back()) {
+      for (Value input : fused.inputs) {
+        read(input, step);
+      }
+      for (Value output : fused.outputs) {
+        make(output, step);
+      }
+    }
+    return;
+  }
   auto scale = fusions.foldedScales.find(&op);
   if (scale != fusions.foldedScales.end() && !scale->second.intoProducer) {
     return; // its readers read the scaled tensor

@@ -236,7 +236,7 @@ Value Fusions::readValue(Value operand) const {
   return operand;
 }
 
-Fusions decideFusions(Block &body) {
+Fusions decideFusions(Block &body, const FusionOptions &options) {
   Fusions fusions;
   // Exporters that pre-transpose Linear weights leave `transpose(W)` feeding
   // tg.linear, and the backward pass of a linear layer multiplies by W
@@ -290,6 +290,9 @@ Fusions decideFusions(Block &body) {
   }
   decideScaleFolds(body, fusions);
   decideAddFolds(body, fusions);
+  if (options.elementwiseGroups) {
+    decideFusionGroups(body, fusions);
+  }
   return fusions;
 }
 

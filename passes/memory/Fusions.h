@@ -18,7 +18,11 @@
 //    for the last time becomes the GEMM adding into that tensor's buffer
 //    (BLAS's and cuBLASLt's beta = 1). LoRA's `base + s (x A^T) B^T` and the
 //    sums of gradients that fan in to one activation then run as GEMMs
-//    alone, with no elementwise launch and no buffer between them.
+//    alone, with no elementwise launch and no buffer between them;
+//  - fusion groups (FusionGroups.cpp): chains of elementwise ops of one
+//    shape run as one `fused_elementwise` launch (runtime/cpu/
+//    FusedProgram.h) at the place of their last op; values inside a group
+//    never become tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +33,9 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+
+#include <string>
+#include <vector>
 
 namespace tailor::memory {
 
@@ -51,6 +58,20 @@ struct ScaleFold {
   bool intoProducer = false;
 };
 
+/// Elementwise ops planned as one fused_elementwise launch, at the place of
+/// the last member.
+struct FusionGroup {
+  /// In block order; each is one instruction of the program.
+  llvm::SmallVector<mlir::Operation *> members;
+  /// What the program reads (x0, x1, ...) and writes (member results read
+  /// outside the group), in launch operand order.
+  llvm::SmallVector<mlir::Value> inputs;
+  llvm::SmallVector<mlir::Value> outputs;
+  /// The launch's `program` and `outputs` attributes.
+  std::string program;
+  llvm::SmallVector<int64_t> outputInstructions;
+};
+
 struct Fusions {
   /// transpose(W) read only as linear weights: the kernel reads W as is.
   llvm::DenseSet<mlir::Operation *> foldedTransposes;
@@ -68,6 +89,10 @@ struct Fusions {
   /// GEMMs with a folded scale or addition.
   llvm::DenseMap<mlir::Operation *, GemmEpilogue> gemmEpilogues;
 
+  /// Fusion groups of two or more ops, and the group of each member.
+  std::vector<FusionGroup> groups;
+  llvm::DenseMap<mlir::Operation *, unsigned> groupOf;
+
   /// The value a kernel reads for `operand`: x for a product by a scalar
   /// whose readers apply the factor, else `operand` itself.
   mlir::Value readValue(mlir::Value operand) const;
@@ -77,8 +102,19 @@ struct Fusions {
 /// writing a fresh buffer (attribute `accumulate`).
 bool canAccumulateInPlace(mlir::Operation *op);
 
+/// What a backend can run besides its kernels.
+struct FusionOptions {
+  /// fused_elementwise launches (the CUDA backend needs kernels generated
+  /// for them).
+  bool elementwiseGroups = true;
+};
+
 /// The fusions of one function body.
-Fusions decideFusions(mlir::Block &body);
+Fusions decideFusions(mlir::Block &body, const FusionOptions &options = {});
+
+/// Groups the elementwise ops of `body` that the other fusions left as
+/// launches (FusionGroups.cpp); decideFusions calls it last.
+void decideFusionGroups(mlir::Block &body, Fusions &fusions);
 
 } // namespace tailor::memory
 

@@ -96,6 +96,9 @@ private:
                              PlannedEntry &entry, int64_t &step);
 
   LogicalResult planInputs(func::FuncOp func, PlannedEntry &entry);
+  /// A fusion group's one fused_elementwise launch, at its last member.
+  LogicalResult planFusionGroup(const FusionGroup &group, PlannedEntry &entry,
+                                int64_t step);
   /// `view` shares the storage of `of` (same bytes, its own shape); the
   /// storage lives at least to `step`.
   LogicalResult planView(Value view, Value of, int64_t step);
@@ -847,6 +850,42 @@ LogicalResult LowerToSchedPass::planKernelLaunch(ModuleOp module, Operation &op,
   return success();
 }
 
+LogicalResult LowerToSchedPass::planFusionGroup(const FusionGroup &group,
+                                                PlannedEntry &entry,
+                                                int64_t step) {
+  MLIRContext *context = group.members.back()->getContext();
+  PlannedLaunch launch;
+  launch.op = group.members.back();
+  launch.choice.kernel = "fused_elementwise";
+  launch.choice.arity = -1;
+  launch.choice.attributes.set("program", StringAttr::get(context, group.program));
+  launch.choice.attributes.set(
+      "outputs", DenseI64ArrayAttr::get(context, group.outputInstructions));
+  launch.origin = originOf(launch.op) + " (+" +
+                  std::to_string(group.members.size() - 1) + " fused)";
+  for (Operation *member : group.members) {
+    launch.flops += costOf(member).flops;
+  }
+  for (Value input : group.inputs) {
+    if (failed(useAt(input, step))) {
+      return launch.op->emitError()
+             << "operand defined outside the planned function";
+    }
+    launch.operands.push_back(accessOf(input));
+    launch.bytes += double(storageBytes(llvm::cast<ShapedType>(input.getType())));
+  }
+  for (Value output : group.outputs) {
+    Root root = makeRoot(Home::Activation,
+                         memrefFor(llvm::cast<RankedTensorType>(output.getType())));
+    root.first = root.last = step;
+    rootOf[output] = newRoot(std::move(root));
+    launch.operands.push_back(accessOf(output));
+    launch.bytes += double(storageBytes(llvm::cast<ShapedType>(output.getType())));
+  }
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
 LogicalResult LowerToSchedPass::planView(Value view, Value of, int64_t step) {
   std::optional<unsigned> root = findRoot(of);
   if (!root) {
@@ -897,6 +936,13 @@ LogicalResult LowerToSchedPass::planOp(ModuleOp module, Operation &op,
     // (its readers read the other factor).
     return scale->second.intoProducer
                ? planView(op.getResult(0), scale->second.source, step)
+               : success();
+  }
+  if (auto group = fusions.groupOf.find(&op); group != fusions.groupOf.end()) {
+    const FusionGroup &fused = fusions.groups[group->second];
+    // One launch for the group, where its last member is.
+    return &op == fused.members.back()
+               ? planFusionGroup(fused, entry, step)
                : success();
   }
   if (auto add = fusions.foldedAdds.find(&op); add != fusions.foldedAdds.end()) {
@@ -971,7 +1017,11 @@ LogicalResult LowerToSchedPass::planFunction(ModuleOp module, func::FuncOp func,
   if (failed(planInputs(func, entry))) {
     return failure();
   }
-  Fusions fusions = decideFusions(body);
+  // CUDA plans group elementwise ops once the compiler generates their
+  // kernels (codegen/README.md).
+  FusionOptions fusionOptions;
+  fusionOptions.elementwiseGroups = backend != "cuda";
+  Fusions fusions = decideFusions(body, fusionOptions);
   func::ReturnOp ret;
   for (Operation &op : body) {
     ++step;
@@ -1081,6 +1131,8 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
       launch.bytes = double(storageBytes(launch.operands[1].type));
     } else if (launch.choice.kernel == "zero") { // one write of the state
       launch.bytes = double(storageBytes(launch.operands[0].type));
+    } else if (launch.choice.kernel == "fused_elementwise") {
+      // The group's work, counted when it was planned.
     } else if (launch.op) {
       OpCost cost = costOf(launch.op);
       launch.flops = cost.flops;

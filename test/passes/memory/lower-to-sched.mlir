@@ -268,18 +268,30 @@ func.func @forward(%dy: tensor<3x8xf32> {tg.name = "dy"}, %h: tensor<3x2xf32> {t
 
 tg.param @w : tensor<4x4xf32> at #tg.external<"w.bin", offset = 0, length = 64>
 
-// Tests what stays elementwise: a sum whose addend is read again after the
-// GEMM (it would see the GEMM's product), a sum whose addend is an input
-// (callers may run again), and a scale read by something other than a GEMM.
+// Tests what the GEMM epilogues leave to elementwise launches, and that
+// those run as fusion groups: a sum whose addend is read again after the
+// GEMM (it would see the GEMM's product) and a sum whose addend is an input
+// (callers may run again) stay sums; silu, that sum and the product become
+// one launch whose values stay inside it; the last sum and the product by a
+// scale read by no GEMM become another, with both results as outputs and
+// the scale inlined.
 // CHECK-LABEL: sched.program @rank0
-// CHECK: sched.launch @linear
+// CHECK: %[[X:.+]] = sched.input "x"
+// CHECK: %[[L:.+]] = sched.buffer
+// CHECK: sched.launch @linear(%[[X]], %{{.+}}, %[[L]])
 // CHECK-NOT: accumulate
-// CHECK: sched.launch @add
-// CHECK: sched.launch @mul
-// CHECK: sched.launch @linear
+// CHECK: %[[T:.+]] = sched.buffer
+// CHECK: sched.launch @fused_elementwise(%[[X]], %[[L]], %[[T]]) on @compute with {outputs = array<i64: 2>, program = "silu(x0);add(t0,x1);mul(t0,t1)"} {{.*}}origin = "tg.mul (+2 fused)"
+// CHECK: %[[L2:.+]] = sched.buffer
+// CHECK: sched.launch @linear(%[[T]], %{{.+}}, %[[L2]])
 // CHECK-NOT: accumulate
-// CHECK: sched.launch @add
-// CHECK: sched.launch @mul
+// CHECK: %[[Y:.+]] = sched.buffer
+// CHECK: %[[Z:.+]] = sched.buffer
+// CHECK: sched.launch @fused_elementwise(%[[X]], %[[L2]], %[[Y]], %[[Z]]) on @compute with {outputs = array<i64: 0, 1>, program = "add(x0,x1);mul(t0,3)"}
+// CHECK-NOT: sched.launch @add
+// CHECK-NOT: sched.launch @mul
+// CHECK: sched.output "y" %[[Y]]
+// CHECK: sched.output "z" %[[Z]]
 func.func @forward(%x: tensor<2x4xf32> {tg.name = "x"}) -> (tensor<2x4xf32> {tg.name = "y"}, tensor<2x4xf32> {tg.name = "z"}) {
   %w = tg.param_ref @w : tensor<4x4xf32>
   %c = arith.constant dense<3.0> : tensor<f32>
@@ -291,4 +303,30 @@ func.func @forward(%x: tensor<2x4xf32> {tg.name = "x"}) -> (tensor<2x4xf32> {tg.
   %y = tg.add %x, %l2 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   %z = tg.mul %y, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   return %y, %z : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+tg.param @w : tensor<4x4xf32> at #tg.external<"w.bin", offset = 0, length = 64>
+tg.param @bias : tensor<4xf32> at #tg.external<"w.bin", offset = 64, length = 16>
+
+// Tests where a fusion group must end: a member's result read by a
+// non-elementwise op before the next elementwise op (the linear needs %e
+// first), so exp and the sum run as two groups; an input repeating along
+// the leading dimensions (a bias) and a one-element constant join a group.
+// CHECK-LABEL: sched.program @rank0
+// CHECK: sched.launch @fused_elementwise({{.*}}) on @compute with {outputs = array<i64: 1>, program = "neg(x0);exp(t0)"}
+// CHECK: sched.launch @linear
+// CHECK: sched.launch @fused_elementwise({{.*}}) on @compute with {outputs = array<i64: 2>, program = "add(x0,x1);sub(t0,x2);mul(t1,0.5)"}
+func.func @forward(%x: tensor<2x4xf32> {tg.name = "x"}) -> (tensor<2x4xf32> {tg.name = "y"}) {
+  %w = tg.param_ref @w : tensor<4x4xf32>
+  %b = tg.param_ref @bias : tensor<4xf32>
+  %half = arith.constant dense<0.5> : tensor<1x1xf32>
+  %n = tg.neg %x : tensor<2x4xf32>
+  %e = tg.exp %n : tensor<2x4xf32>
+  %l = tg.linear %e, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %s = tg.add %l, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %d = tg.sub %s, %e : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = tg.mul %d, %half : (tensor<2x4xf32>, tensor<1x1xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
 }

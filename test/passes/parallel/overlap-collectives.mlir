@@ -113,18 +113,20 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 
 // Tests that a prefetched gather runs on the communication stream while
 // compute waits only for the one it reads: both forward gathers are issued
-// before the first mul, which waits for the first alone; the next gather
-// may reuse the first one's bytes, since its ready event follows the mul.
+// before the first reader, which waits for the first alone; the mul and
+// the add that read the two buckets run as one fused launch, after the
+// wait for the second, and the backward gather's ready event comes where
+// the mul was.
 // ZERO3SCHED: sched.entry "train_step"
 // ZERO3SCHED: sched.collective all_gather %{{.+}} to %[[B0:.+]] group [0, 1] on @comm
 // ZERO3SCHED: sched.record @comm.ready.1 on @compute
 // ZERO3SCHED: sched.collective all_gather %{{.+}} to %{{.+}} group [0, 1] on @comm
 // ZERO3SCHED-NEXT: sched.record @comm.done.1 on @comm
 // ZERO3SCHED-NEXT: sched.wait @comm.done.0 on @compute
-// ZERO3SCHED: sched.launch @mul
 // ZERO3SCHED-NEXT: sched.record @comm.ready.2 on @compute
+// ZERO3SCHED: sched.collective all_gather %{{.+}} to %{{.+}} group [0, 1] on @comm
 // ZERO3SCHED: sched.wait @comm.done.1 on @compute
-// ZERO3SCHED: sched.launch @add
+// ZERO3SCHED: sched.launch @fused_elementwise
 
 // Tests that prefetch=false leaves each gather right before its first
 // reader, unmarked.
