@@ -142,9 +142,20 @@ TL_DEVICE void globalNormPartials(const NormTensors &tensors,
   for (int t = 0; t < tensors.count && start < hi; ++t) {
     i64 end = start + tensors.numel[t];
     i64 from = lo > start ? lo : start, to = hi < end ? hi : end;
-    const float *x = tensors.data[t];
-    for (i64 i = from + threadIdx.x; i < to; i += blockDim.x) {
-      double v = double(x[i - start]);
+    const float *x = tensors.data[t] + (from - start);
+    i64 n = to - from, stride = blockDim.x, i = threadIdx.x;
+    // Four loads in flight before the four additions (in element order,
+    // as one at a time would add them): the walk is latency-bound else.
+    for (; i + 3 * stride < n; i += 4 * stride) {
+      double v0 = double(x[i]), v1 = double(x[i + stride]);
+      double v2 = double(x[i + 2 * stride]), v3 = double(x[i + 3 * stride]);
+      sum += v0 * v0;
+      sum += v1 * v1;
+      sum += v2 * v2;
+      sum += v3 * v3;
+    }
+    for (; i < n; i += stride) {
+      double v = double(x[i]);
       sum += v * v;
     }
     start = end;
