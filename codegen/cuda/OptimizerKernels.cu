@@ -90,8 +90,10 @@ namespace opt {
 // Every order is fixed by the shapes alone, so runs give the same bits, and
 // the f64 sum agrees with the CPU's (also f64, in another order) to far
 // below f32 rounding. With 1024 blocks of 256 threads the first pass is one
-// wave on a 132-SM GPU and streams the gradients at the memory bandwidth;
-// the single-block kernel this replaces ran at one SM's share of it.
+// wave on a 132-SM GPU and streams the gradients near the memory bandwidth:
+// on an H200, TinyLlama's 308 LoRA gradients (12.6M elements, three
+// first-pass launches) take ~35 us a call, where the single-block kernel
+// this replaces took ~3.6 ms.
 //
 // The tensors are passed by value in the kernel's parameters, at most
 // kMaxNormTensors per launch. With more, the launcher launches pass 1 once
@@ -104,7 +106,9 @@ constexpr int kMaxNormTensors = 120;
 
 struct NormTensors {
   const float *data[kMaxNormTensors];
-  i64 numel[kMaxNormTensors];
+  /// start[t]: tensor t's first element in the launch's range (the
+  /// launcher's prefix sum); start[count]: the range's size.
+  i64 start[kMaxNormTensors + 1];
   int count;
   /// Whether the partials hold the sums of earlier launches to add to.
   int carry;
@@ -127,20 +131,28 @@ template <int Threads> TL_DEVICE double blockSumF64(double value) {
 
 TL_DEVICE void globalNormPartials(const NormTensors &tensors,
                                   double *partials) {
-  i64 total = 0;
-  for (int t = 0; t < tensors.count; ++t) {
-    total += tensors.numel[t];
-  }
   // Slice b of `blocks` near-equal slices: the first total % blocks slices
   // get one element more.
+  i64 total = tensors.start[tensors.count];
   i64 blocks = gridDim.x, b = blockIdx.x;
   i64 base = total / blocks, extra = total % blocks;
   i64 lo = b * base + (b < extra ? b : extra);
   i64 hi = lo + base + (b < extra ? 1 : 0);
+  // The last tensor starting at or before lo, by bisection: a slice meets
+  // one or two tensors, and reading every tensor's bounds from the kernel
+  // parameters in every thread cost more than the sum itself.
+  int first = 0, past = tensors.count;
+  while (past - first > 1) {
+    int mid = (first + past) / 2;
+    if (tensors.start[mid] <= lo) {
+      first = mid;
+    } else {
+      past = mid;
+    }
+  }
   double sum = 0.0;
-  i64 start = 0;
-  for (int t = 0; t < tensors.count && start < hi; ++t) {
-    i64 end = start + tensors.numel[t];
+  for (int t = first; t < tensors.count && tensors.start[t] < hi; ++t) {
+    i64 start = tensors.start[t], end = tensors.start[t + 1];
     i64 from = lo > start ? lo : start, to = hi < end ? hi : end;
     const float *x = tensors.data[t] + (from - start);
     i64 n = to - from, stride = blockDim.x, i = threadIdx.x;
@@ -158,7 +170,6 @@ TL_DEVICE void globalNormPartials(const NormTensors &tensors,
       double v = double(x[i]);
       sum += v * v;
     }
-    start = end;
   }
   double block = blockSumF64<kNormThreads>(sum);
   if (threadIdx.x == 0) {

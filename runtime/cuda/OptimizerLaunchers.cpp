@@ -39,11 +39,11 @@ constexpr unsigned kNormThreads = 256;
 constexpr unsigned kNormFinishThreads = 1024;
 struct NormTensors {
   const void *data[kMaxNormTensors];
-  long long numel[kMaxNormTensors];
+  long long start[kMaxNormTensors + 1];
   int count;
   int carry;
 };
-static_assert(sizeof(NormTensors) == 1928, "must match tl::opt::NormTensors");
+static_assert(sizeof(NormTensors) == 1936, "must match tl::opt::NormTensors");
 
 /// The layout of tl::opt::AdamWConfig in the device code.
 struct AdamWConfig {
@@ -175,11 +175,14 @@ std::string launchGlobalNorm(const CudaCall &call) {
   for (size_t begin = 0; begin < inputs; begin += kMaxNormTensors) {
     NormTensors tensors = {};
     size_t end = std::min(inputs, begin + kMaxNormTensors);
+    long long start = 0;
     for (size_t i = begin; i < end; ++i) {
       tensors.data[i - begin] = call.operands[i].data;
-      tensors.numel[i - begin] = call.operands[i].numel();
+      tensors.start[i - begin] = start;
+      start += call.operands[i].numel();
     }
     tensors.count = static_cast<int>(end - begin);
+    tensors.start[tensors.count] = start;
     tensors.carry = begin > 0 ? 1 : 0;
     void *args[] = {&tensors, &partials};
     if (auto e = launch(call, "tailor_global_norm_partials_f32",
