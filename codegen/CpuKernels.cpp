@@ -4,6 +4,7 @@
 
 #include "dialects/tg/TGOps.h"
 #include "runtime/cuda/AttentionWorkspace.h"
+#include "runtime/cuda/GlobalNormWorkspace.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -379,7 +380,13 @@ struct KernelSelector {
         .done();
   }
   FailureOr<CpuKernelChoice> select(tg::GlobalNormOp norm) {
-    return ChoiceBuilder(norm, "global_norm", -1).done();
+    ChoiceBuilder choice(norm, "global_norm", -1);
+    if (cuda) {
+      // The first pass's per-block partials
+      // (runtime/cuda/GlobalNormWorkspace.h); the CPU kernel needs none.
+      choice.choice.workspaceBytes = runtime::cuda::globalNormWorkspaceBytes();
+    }
+    return choice.done();
   }
 };
 } // namespace

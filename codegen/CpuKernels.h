@@ -31,7 +31,8 @@ struct CpuKernelChoice {
 /// backend cannot run it. `threads` is the number of workers the plan sizes
 /// per-worker workspaces for; `cuda` sizes the workspaces of kernels whose
 /// CUDA launchers need other scratch than the CPU kernels (attention_grad:
-/// runtime/cuda/AttentionWorkspace.h).
+/// runtime/cuda/AttentionWorkspace.h; global_norm, which has none on the
+/// CPU: runtime/cuda/GlobalNormWorkspace.h).
 mlir::FailureOr<CpuKernelChoice> selectCpuKernel(mlir::Operation *op,
                                                  int64_t threads,
                                                  bool cuda = false);

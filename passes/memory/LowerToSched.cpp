@@ -432,6 +432,40 @@ LogicalResult LowerToSchedPass::planConstant(arith::ConstantOp constant) {
   return success();
 }
 
+/// Whether `a` and `b` are the same view of the same root.
+static bool sameAccess(const Access &a, const Access &b) {
+  return a.root == b.root && a.type == b.type && a.rankStride == b.rankStride &&
+         a.rankPeriod == b.rankPeriod && a.byteOffset == b.byteOffset;
+}
+
+/// Folds the AdamW update `next` into `last`, the launch planned just
+/// before it, when `last` is an AdamW update with the same attributes and
+/// the same lr, step and grad_scale: an optimizer step's consecutive
+/// updates become one adamw_multi launch (param, grad, exp_avg, exp_avg_sq
+/// per parameter, then the scalars), which computes each parameter's
+/// update exactly as adamw does (issue 20: one launch, not one per
+/// trainable tensor). Returns false, leaving both alone, otherwise.
+static bool joinAdamW(PlannedLaunch &last, PlannedLaunch &&next) {
+  if (last.collective || last.copy ||
+      (last.choice.kernel != "adamw" && last.choice.kernel != "adamw_multi") ||
+      last.choice.attributes.getAttrs() != next.choice.attributes.getAttrs()) {
+    return false;
+  }
+  size_t scalars = last.operands.size() - 3;
+  for (size_t i = 0; i < 3; ++i) {
+    if (!sameAccess(last.operands[scalars + i], next.operands[4 + i])) {
+      return false;
+    }
+  }
+  last.operands.insert(last.operands.begin() + scalars, next.operands.begin(),
+                       next.operands.begin() + 4);
+  last.choice.kernel = "adamw_multi";
+  last.choice.arity = -1;
+  last.origin = "tg.adamw_update (" +
+                std::to_string(last.operands.size() / 4) + " parameters)";
+  return true;
+}
+
 LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
                                                 const Fusions &fusions,
                                                 PlannedEntry &entry,
@@ -483,7 +517,10 @@ LogicalResult LowerToSchedPass::planStateUpdate(ModuleOp module, Operation &op,
     launch.choice.attributes.set("weight_decay",
                                  f64AttrOf(context, adamw.getWeightDecay()));
     launch.origin = "tg.adamw_update " + adamw.getParam().str();
-    entry.launches.push_back(std::move(launch));
+    if (entry.launches.empty() ||
+        !joinAdamW(entry.launches.back(), std::move(launch))) {
+      entry.launches.push_back(std::move(launch));
+    }
     return success();
   }
   auto sgd = llvm::cast<tg::SGDUpdateOp>(op);

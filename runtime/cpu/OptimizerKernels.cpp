@@ -2,9 +2,9 @@
 //
 // The kernels of a training step that turn gradients into an update:
 // gradient accumulation across micro-batches (and `zero`, which clears an
-// accumulator), the global gradient norm (for
-// clipping) and the AdamW and SGD updates. All f32, dense and row-major like
-// every CPU kernel.
+// accumulator), the global gradient norm (for clipping) and the AdamW (one
+// parameter, or many in one launch) and SGD updates. All f32, dense and
+// row-major like every CPU kernel.
 //
 // None of them depends on the thread count. Elements are independent, and
 // global_norm's sum is formed in double over pieces whose bounds come from
@@ -238,20 +238,16 @@ TAILOR_VECTOR_CLONES void adamwLoop(float *param, float *grad, float *expAvg,
   }
 }
 
-std::string checkAdamW(const KernelCall &call) {
-  if (auto e = expectOperandCount(call, 7); !e.empty()) {
+/// lr, step and grad_scale at operands `scalars` ... `scalars` + 2, and the
+/// attributes, as adamw and adamw_multi share them.
+std::string checkAdamWScalars(const KernelCall &call, size_t scalars) {
+  if (auto e = expectScalar(call, scalars, DType::F32); !e.empty()) {
     return e;
   }
-  if (auto e = expectF32Like(call, 0, 4); !e.empty()) {
+  if (auto e = expectScalar(call, scalars + 1, DType::I64); !e.empty()) {
     return e;
   }
-  if (auto e = expectScalar(call, 4, DType::F32); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectScalar(call, 5, DType::I64); !e.empty()) {
-    return e;
-  }
-  if (auto e = expectScalar(call, 6, DType::F32); !e.empty()) {
+  if (auto e = expectScalar(call, scalars + 2, DType::F32); !e.empty()) {
     return e;
   }
   double value = 0;
@@ -269,8 +265,21 @@ std::string checkAdamW(const KernelCall &call) {
   return "";
 }
 
-std::string runAdamW(const KernelCall &call) {
-  int64_t step = scalarOperand<int64_t>(call, 5);
+std::string checkAdamW(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 7); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectF32Like(call, 0, 4); !e.empty()) {
+    return e;
+  }
+  return checkAdamWScalars(call, 4);
+}
+
+/// The step's constants from the attributes and the scalars at operands
+/// `scalars` ... `scalars` + 2 (lr, step, grad_scale); "" or why not.
+std::string adamwStepOf(const KernelCall &call, size_t scalars,
+                        AdamWStep &s) {
+  int64_t step = scalarOperand<int64_t>(call, scalars + 1);
   if (step < 1) {
     return "adamw step is " + std::to_string(step) +
            ", expected a 1-based update count";
@@ -278,10 +287,9 @@ std::string runAdamW(const KernelCall &call) {
   const Attributes &attrs = call.attributes;
   double beta1 = attrs.getFloat("beta1", 0);
   double beta2 = attrs.getFloat("beta2", 0);
-  double lr = scalarOperand<float>(call, 4);
+  double lr = scalarOperand<float>(call, scalars);
   double biasCorrection1 = 1.0 - std::pow(beta1, static_cast<double>(step));
   double biasCorrection2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  AdamWStep s;
   s.decay = static_cast<float>(1.0 - lr * attrs.getFloat("weight_decay", 0));
   s.lerpWeight = static_cast<float>(1.0 - beta1);
   s.beta2 = static_cast<float>(beta2);
@@ -290,13 +298,19 @@ std::string runAdamW(const KernelCall &call) {
   // Python's `bias_correction2 ** 0.5`.
   s.bias2Sqrt = static_cast<float>(std::pow(biasCorrection2, 0.5));
   s.epsilon = static_cast<float>(attrs.getFloat("epsilon", 0));
-  s.gradScale = scalarOperand<float>(call, 6);
-  float *param = call.operands[0].as<float>();
-  float *grad = call.operands[1].as<float>();
-  float *expAvg = call.operands[2].as<float>();
-  float *expAvgSq = call.operands[3].as<float>();
+  s.gradScale = scalarOperand<float>(call, scalars + 2);
+  return "";
+}
+
+/// One parameter's update: param, grad, exp_avg, exp_avg_sq at operands
+/// `first` ... `first` + 3.
+void updateAdamW(const KernelCall &call, size_t first, const AdamWStep &s) {
+  float *param = call.operands[first].as<float>();
+  float *grad = call.operands[first + 1].as<float>();
+  float *expAvg = call.operands[first + 2].as<float>();
+  float *expAvgSq = call.operands[first + 3].as<float>();
   bool small = std::fabs(s.lerpWeight) < 0.5f;
-  parallelFor(call, call.operands[0].numel(), kTranscendentalGrain,
+  parallelFor(call, call.operands[first].numel(), kTranscendentalGrain,
               [&](int64_t begin, int64_t end, int) {
                 if (small) {
                   adamwLoop<true>(param + begin, grad + begin, expAvg + begin,
@@ -306,6 +320,49 @@ std::string runAdamW(const KernelCall &call) {
                                    expAvgSq + begin, end - begin, s);
                 }
               });
+}
+
+std::string runAdamW(const KernelCall &call) {
+  AdamWStep s;
+  if (auto e = adamwStepOf(call, 4, s); !e.empty()) {
+    return e;
+  }
+  updateAdamW(call, 0, s);
+  return "";
+}
+
+// adamw_multi: (param, grad, exp_avg, exp_avg_sq) for each of k >= 1
+// parameters, then lr, step, grad_scale; adamw's attributes. One launch
+// for every parameter of an optimizer step that shares the
+// hyperparameters (the compiler groups consecutive tg.adamw_update ops):
+// each parameter's update is adamw's, with the same constants, so the bits
+// are the per-parameter launches'. On the CPU it saves little; on CUDA one
+// launch replaces k.
+
+std::string checkAdamWMulti(const KernelCall &call) {
+  size_t n = call.operands.size();
+  if (n < 7 || (n - 3) % 4 != 0) {
+    return "expected 4 operands per parameter (param, grad, exp_avg, "
+           "exp_avg_sq) and then lr, step and grad_scale, got " +
+           std::to_string(n);
+  }
+  for (size_t first = 0; first + 3 < n; first += 4) {
+    if (auto e = expectF32Like(call, first, first + 4); !e.empty()) {
+      return e;
+    }
+  }
+  return checkAdamWScalars(call, n - 3);
+}
+
+std::string runAdamWMulti(const KernelCall &call) {
+  size_t scalars = call.operands.size() - 3;
+  AdamWStep s;
+  if (auto e = adamwStepOf(call, scalars, s); !e.empty()) {
+    return e;
+  }
+  for (size_t first = 0; first < scalars; first += 4) {
+    updateAdamW(call, first, s);
+  }
   return "";
 }
 
@@ -423,6 +480,7 @@ void addOptimizerKernels(std::vector<KernelDef> &table) {
   table.push_back({"accumulate", 2, checkAccumulate, runAccumulate});
   table.push_back({"global_norm", -1, checkGlobalNorm, runGlobalNorm});
   table.push_back({"adamw", 7, checkAdamW, runAdamW});
+  table.push_back({"adamw_multi", -1, checkAdamWMulti, runAdamWMulti});
   table.push_back({"sgd", 5, checkSgd, runSgd});
   table.push_back({"zero", 1, checkZero, runZero});
 }

@@ -118,7 +118,7 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // SCHED3: sched.param "c" @parameters[0, 256] trainable init "zeros"(0.000000e+00) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 0 : i64, shape = array<i64: 4, 4>} : memref<64xf32>
 // SCHED3: sched.param "b" @parameters[0, 256] trainable init "zeros"(0.000000e+00) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 64 : i64, shape = array<i64: 30>} : memref<64xf32>
 // SCHED3: sched.collective all_gather %{{.+}} to %[[FLAT:.+]] group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
-// SCHED3: sched.launch @adamw(%[[CHUNK]],
+// SCHED3: sched.launch @adamw_multi({{.*}}%[[CHUNK]],
 // Tests that with defer-param-reads zero3 leaves the parameters' reads
 // (tailor-gather-params makes them after recomputation, giving the same
 // program as above) and forms no frozen bucket yet.

@@ -2,10 +2,12 @@
 //
 // Every launcher of runtime/cuda/OptimizerLaunchers.cpp against the CPU
 // kernel of the same name: accumulate (f32 and bf16 values), zero (and the
-// bytes around its operand), global_norm
-// (including more tensors than one launch takes), and several AdamW and
+// bytes around its operand), global_norm (within an f32 ulp of the CPU and
+// of the exact norm, the same bits run to run, over slices of many blocks
+// and more tensors than one launch takes), and several AdamW and
 // SGD steps in a row, each side carrying its own state, over the vectorized
-// path with its tail and the misaligned scalar path. On the emulator the
+// path with its tail and the misaligned scalar path, and adamw_multi
+// against adamw per parameter. On the emulator the
 // updates must agree bit for bit (same operations, same roundings); on a GPU
 // CUDA's f64 pow may move AdamW's per-step constants by an ulp, so AdamW
 // gets one ulp there.
@@ -14,6 +16,7 @@
 
 #include "codegen/cuda/OptimizerKernels.cu"
 
+#include "runtime/cuda/GlobalNormWorkspace.h"
 #include "test/runtime/cuda/CudaTestUtil.h"
 
 #include <cmath>
@@ -34,24 +37,25 @@ HostTensor i64Scalar(int64_t v) {
   return t;
 }
 
-/// The CUDA launcher with every operand `offset` bytes past a 256-byte
+/// The CUDA launcher with operand i `offsets[i]` bytes past a 256-byte
 /// aligned allocation (the kernels' unvectorized path when not a multiple
 /// of 16), rounded up to a multiple of the operand's element size: a plan
 /// never misaligns an element (an i64 step at 4 bytes is a misaligned
 /// address on a GPU); the operands as left.
-std::vector<HostTensor> runAtOffset(TestBackend &backend,
-                                    const std::string &kernel,
-                                    std::vector<HostTensor> operands,
-                                    std::vector<Attribute> attributes,
-                                    size_t offset) {
+std::vector<HostTensor> runAtOffsets(TestBackend &backend,
+                                     const std::string &kernel,
+                                     std::vector<HostTensor> operands,
+                                     std::vector<Attribute> attributes,
+                                     const std::vector<size_t> &offsets) {
   const CudaKernelDef *def = findCudaKernel(kernel);
   CudaCall call;
   call.attributes = Attributes(std::move(attributes));
   call.context = &backend.context();
-  for (HostTensor &t : operands) {
+  for (size_t i = 0; i < operands.size(); ++i) {
+    HostTensor &t = operands[i];
     Tensor device = t.tensor();
     size_t element = dtypeSize(t.dtype);
-    size_t at = (offset + element - 1) / element * element;
+    size_t at = (offsets[i] + element - 1) / element * element;
     device.data = static_cast<char *>(backend.allocate(t.bytes() + at)) + at;
     backend.upload(device.data, t.data(), t.bytes());
     call.operands.push_back(device);
@@ -63,6 +67,17 @@ std::vector<HostTensor> runAtOffset(TestBackend &backend,
                      operands[i].bytes());
   }
   return operands;
+}
+
+/// runAtOffsets with every operand at `offset`.
+std::vector<HostTensor> runAtOffset(TestBackend &backend,
+                                    const std::string &kernel,
+                                    std::vector<HostTensor> operands,
+                                    std::vector<Attribute> attributes,
+                                    size_t offset) {
+  std::vector<size_t> offsets(operands.size(), offset);
+  return runAtOffsets(backend, kernel, std::move(operands),
+                      std::move(attributes), offsets);
 }
 
 /// |got - want| <= ulps * ulp(want) for every element, reporting the worst.
@@ -151,24 +166,89 @@ TEST_F(CudaKernelTest, ZeroClearsItsBytesAndNothingAround) {
 // global_norm
 //===----------------------------------------------------------------------===//
 
-TEST_F(CudaKernelTest, GlobalNormMatchesCpu) {
-  std::vector<HostTensor> ops = {randomF32({1001}, 3), randomF32({3, 7}, 4),
-                                 randomF32({}, 5), HostTensor(DType::F32, {0}),
-                                 randomF32({40000}, 6, -3, 3)};
-  ops.push_back(f32Scalar(-1));
-  expectMatchesCpu(*backend, "global_norm", ops, {}, {ops.size() - 1},
-                   {0, 1e-6});
+/// The CUDA operands of global_norm over `tensors`: the tensors, the output
+/// and a workspace of the planned size whose bytes are garbage (NaN
+/// patterns), so a partial the first pass fails to write shows.
+std::vector<HostTensor> globalNormOperands(std::vector<HostTensor> tensors) {
+  tensors.push_back(f32Scalar(-1));
+  HostTensor workspace(DType::F32,
+                       {globalNormWorkspaceBytes() / int64_t(sizeof(float))});
+  std::memset(workspace.data(), 0xff, workspace.bytes());
+  tensors.push_back(workspace);
+  return tensors;
 }
 
-TEST_F(CudaKernelTest, GlobalNormChainsLaunchesOverManyTensors) {
-  // 130 tensors: two launches, the second adding to the first's sum.
-  std::vector<HostTensor> ops;
-  for (int i = 0; i < 130; ++i) {
-    ops.push_back(randomF32({17 + i}, 100 + i));
+/// The CPU kernel's norm of `tensors` (no workspace there).
+float cpuGlobalNorm(std::vector<HostTensor> tensors) {
+  tensors.push_back(f32Scalar(-1));
+  std::vector<HostTensor> out = runCpu("global_norm", tensors, {});
+  return out.empty() ? NAN : *out.back().as<float>();
+}
+
+/// The CUDA launcher's norm of `tensors`.
+float cudaGlobalNorm(TestBackend &backend, std::vector<HostTensor> tensors) {
+  std::vector<HostTensor> ops = globalNormOperands(std::move(tensors));
+  std::vector<HostTensor> out = runCuda(backend, "global_norm", ops, {});
+  return out.size() < 2 ? NAN : *out[out.size() - 2].as<float>();
+}
+
+/// sqrt of the sum of squares in long double: what both should round.
+float exactGlobalNorm(const std::vector<HostTensor> &tensors) {
+  long double sum = 0;
+  for (const HostTensor &t : tensors) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      long double v = t.as<float>()[i];
+      sum += v * v;
+    }
   }
-  ops.push_back(f32Scalar(0));
-  expectMatchesCpu(*backend, "global_norm", ops, {}, {ops.size() - 1},
-                   {0, 1e-6});
+  return static_cast<float>(std::sqrt(sum));
+}
+
+/// The CUDA norm is within one f32 ulp of the CPU kernel's and of the
+/// exact one (the f64 sums differ far below f32 rounding), and two runs
+/// give the same bits.
+void checkGlobalNorm(TestBackend &backend,
+                     const std::vector<HostTensor> &tensors) {
+  float cuda = cudaGlobalNorm(backend, tensors);
+  float cpu = cpuGlobalNorm(tensors);
+  float exact = exactGlobalNorm(tensors);
+  float ulp = std::nextafter(exact, INFINITY) - exact;
+  EXPECT_LE(std::fabs(cuda - cpu), ulp) << "cuda " << cuda << " cpu " << cpu;
+  EXPECT_LE(std::fabs(cuda - exact), ulp)
+      << "cuda " << cuda << " exact " << exact;
+  float again = cudaGlobalNorm(backend, tensors);
+  EXPECT_EQ(std::memcmp(&cuda, &again, sizeof(float)), 0)
+      << "run to run: " << cuda << " then " << again;
+}
+
+TEST_F(CudaKernelTest, GlobalNormMatchesCpu) {
+  // Odd sizes, a scalar and an empty tensor among them.
+  checkGlobalNorm(*backend, {randomF32({1001}, 3), randomF32({3, 7}, 4),
+                             randomF32({}, 5), HostTensor(DType::F32, {0}),
+                             randomF32({40000}, 6, -3, 3)});
+  // One element: most blocks' slices are empty.
+  checkGlobalNorm(*backend, {randomF32({1}, 7)});
+  // Nothing at all: 0.
+  EXPECT_EQ(cudaGlobalNorm(*backend, {HostTensor(DType::F32, {0})}), 0.0f);
+}
+
+TEST_F(CudaKernelTest, GlobalNormOverSlicesOfManyBlocks) {
+  // ~600 elements per block of the first pass, each slice crossing tensor
+  // boundaries somewhere, and values far apart in magnitude.
+  checkGlobalNorm(*backend,
+                  {randomF32({333, 1001}, 8, -1e-3f, 1e-3f),
+                   randomF32({262147}, 9, -40, 40), randomF32({17}, 10)});
+}
+
+TEST_F(CudaKernelTest, GlobalNormOverMoreTensorsThanOneLaunchTakes) {
+  // 250 tensors, some empty: three first-pass launches, each after the
+  // first adding to the partials the previous one left.
+  std::vector<HostTensor> tensors;
+  for (int i = 0; i < 250; ++i) {
+    tensors.push_back(i % 7 == 3 ? HostTensor(DType::F32, {0})
+                                 : randomF32({17 + 13 * i}, 100 + i));
+  }
+  checkGlobalNorm(*backend, tensors);
 }
 
 //===----------------------------------------------------------------------===//
@@ -220,6 +300,114 @@ TEST_F(CudaKernelTest, AdamWMatchesCpuOverSteps) {
     checkAdamWSteps(*backend, c, 1001, 0);
     checkAdamWSteps(*backend, c, 37, 4);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// adamw_multi
+//===----------------------------------------------------------------------===//
+
+/// Four steps of adamw_multi over parameters of `sizes` (operand group i at
+/// byte offset `offsets[i]`), against adamw per parameter: the CUDA
+/// launch bit for bit with the CUDA adamw (the same element update and
+/// constants) on every backend, the CPU adamw_multi bit for bit with the
+/// CPU adamw, and CUDA against the CPU as adamw is.
+void checkAdamWMultiSteps(TestBackend &backend, const AdamWCase &c,
+                          const std::vector<int64_t> &sizes,
+                          const std::vector<size_t> &offsets) {
+  std::vector<Attribute> attrs = {floatAttr("beta1", c.beta1),
+                                  floatAttr("beta2", c.beta2),
+                                  floatAttr("epsilon", c.epsilon),
+                                  floatAttr("weight_decay", c.weightDecay)};
+  size_t k = sizes.size();
+  // Per parameter: param, grad (refilled each step), exp_avg, exp_avg_sq.
+  std::vector<HostTensor> state;
+  for (size_t i = 0; i < k; ++i) {
+    state.push_back(randomF32({sizes[i]}, 200 + i, -1, 1));
+    state.push_back(HostTensor());
+    state.push_back(HostTensor(DType::F32, {sizes[i]}));
+    state.push_back(HostTensor(DType::F32, {sizes[i]}));
+  }
+  std::vector<HostTensor> cpuSingle = state, cudaSingle = state,
+                          cpuMulti = state, cudaMulti = state;
+  for (int64_t step = 1; step <= 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<HostTensor> tail = {f32Scalar(1e-3f * float(step)),
+                                    i64Scalar(step), f32Scalar(0.5f)};
+    std::vector<HostTensor> grads;
+    for (size_t i = 0; i < k; ++i) {
+      grads.push_back(randomF32({sizes[i]}, 1000 * step + i, -2, 2));
+    }
+    for (size_t i = 0; i < k; ++i) {
+      std::vector<HostTensor> one = {cpuSingle[4 * i], grads[i],
+                                     cpuSingle[4 * i + 2],
+                                     cpuSingle[4 * i + 3]};
+      one.insert(one.end(), tail.begin(), tail.end());
+      std::vector<HostTensor> cpu = runCpu("adamw", one, attrs);
+      one[0] = cudaSingle[4 * i];
+      one[2] = cudaSingle[4 * i + 2];
+      one[3] = cudaSingle[4 * i + 3];
+      std::vector<HostTensor> gpu = runCuda(backend, "adamw", one, attrs);
+      ASSERT_EQ(cpu.size(), 7u);
+      ASSERT_EQ(gpu.size(), 7u);
+      for (size_t j : {0, 1, 2, 3}) {
+        cpuSingle[4 * i + j] = cpu[j];
+        cudaSingle[4 * i + j] = gpu[j];
+      }
+    }
+    auto multiOperands = [&](std::vector<HostTensor> s) {
+      for (size_t i = 0; i < k; ++i) {
+        s[4 * i + 1] = grads[i];
+      }
+      s.insert(s.end(), tail.begin(), tail.end());
+      return s;
+    };
+    std::vector<HostTensor> cpu =
+        runCpu("adamw_multi", multiOperands(cpuMulti), attrs);
+    std::vector<size_t> at;
+    for (size_t i = 0; i < k; ++i) {
+      at.insert(at.end(), 4, offsets[i]);
+    }
+    at.insert(at.end(), 3, 0);
+    std::vector<HostTensor> gpu = runAtOffsets(
+        backend, "adamw_multi", multiOperands(cudaMulti), attrs, at);
+    ASSERT_EQ(cpu.size(), 4 * k + 3);
+    ASSERT_EQ(gpu.size(), 4 * k + 3);
+    int ulps = allowedUlps(backend);
+    for (size_t i = 0; i < 4 * k; ++i) {
+      std::string what = "parameter " + std::to_string(i / 4) + " operand " +
+                         std::to_string(i % 4);
+      expectWithinUlps(cpu[i], cpuSingle[i], 0, "cpu " + what);
+      expectWithinUlps(gpu[i], cudaSingle[i], 0, "cuda " + what);
+      expectWithinUlps(gpu[i], cpuSingle[i], ulps, "cuda vs cpu " + what);
+    }
+    cpuMulti.assign(cpu.begin(), cpu.begin() + 4 * k);
+    cudaMulti.assign(gpu.begin(), gpu.begin() + 4 * k);
+  }
+}
+
+TEST_F(CudaKernelTest, AdamWMultiMatchesAdamWPerParameter) {
+  // Odd sizes, an empty parameter, one spanning several tiles (1024
+  // elements each), misaligned parameters among aligned ones (the scalar
+  // path beside the vector one in one launch).
+  std::vector<int64_t> sizes = {1001, 37, 0, 5000, 1, 2048, 4};
+  std::vector<size_t> offsets = {0, 4, 0, 0, 8, 0, 12};
+  for (const AdamWCase &c :
+       {AdamWCase{0.9, 0.999, 1e-8, 0.01}, AdamWCase{0.3, 0.5, 1e-6, 0.0}}) {
+    SCOPED_TRACE("beta1 " + std::to_string(c.beta1));
+    checkAdamWMultiSteps(*backend, c, sizes, offsets);
+  }
+}
+
+TEST_F(CudaKernelTest, AdamWMultiOverMoreParametersThanOneLaunchTakes) {
+  // 150 parameters: three launches of at most 64.
+  std::vector<int64_t> sizes;
+  std::vector<size_t> offsets;
+  for (int i = 0; i < 150; ++i) {
+    sizes.push_back(i % 11 == 5 ? 0 : 3 + 7 * i);
+    offsets.push_back(i % 3 == 1 ? 4 : 0);
+  }
+  checkAdamWMultiSteps(*backend, AdamWCase{0.9, 0.999, 1e-8, 0.01}, sizes,
+                       offsets);
 }
 
 //===----------------------------------------------------------------------===//
@@ -280,8 +468,38 @@ TEST(OptimizerCudaChecks, FollowTheCpuChecks) {
   EXPECT_EQ(checkCuda("accumulate", {x, converted(x, DType::BF16)}, {}),
             "operand 1 must be f32, got bf16");
   EXPECT_EQ(checkCuda("global_norm", {x}, {}),
-            "expected at least 2 operands (one or more tensors and the "
-            "output), got 1");
+            "expected at least 3 operands (one or more tensors, the output "
+            "and the workspace), got 1");
+  EXPECT_EQ(checkCuda("global_norm", {x, f32Scalar(0), f32Scalar(0)}, {}),
+            "operand 2 must be the workspace (rank 1), got a scalar: the plan "
+            "was compiled without global_norm's CUDA workspace; recompile it");
+  EXPECT_EQ(checkCuda("global_norm", {x, f32Scalar(0), x}, {}),
+            "global_norm needs 8192 bytes of workspace, the plan gives 32");
+  std::vector<HostTensor> norm = globalNormOperands({x, x});
+  EXPECT_EQ(checkCuda("global_norm", norm, {}), "");
+  norm[1] = converted(x, DType::BF16);
+  EXPECT_EQ(checkCuda("global_norm", norm, {}),
+            "operand 1 must be f32, got bf16");
+  std::vector<Attribute> adam = {floatAttr("beta1", 0.9),
+                                 floatAttr("beta2", 0.999),
+                                 floatAttr("epsilon", 1e-8),
+                                 floatAttr("weight_decay", 0)};
+  HostTensor y = randomF32({5}, 51);
+  EXPECT_EQ(checkCuda("adamw_multi",
+                      {x, x, x, x, y, y, y, y, f32Scalar(1), i64Scalar(1),
+                       f32Scalar(1)},
+                      adam),
+            "");
+  EXPECT_EQ(checkCuda("adamw_multi",
+                      {x, x, x, y, f32Scalar(1), i64Scalar(1), f32Scalar(1)},
+                      adam),
+            "operand 3 must have shape [8], got [5]");
+  EXPECT_EQ(checkCuda("adamw_multi",
+                      {x, x, x, x, y, f32Scalar(1), i64Scalar(1),
+                       f32Scalar(1)},
+                      adam),
+            "expected 4 operands per parameter (param, grad, exp_avg, "
+            "exp_avg_sq) and then lr, step and grad_scale, got 8");
   EXPECT_EQ(checkCuda("sgd", {x, x, x, f32Scalar(1), f32Scalar(1)},
                       {floatAttr("momentum", 0), floatAttr("weight_decay", 0),
                        intAttr("nesterov", 1)}),
