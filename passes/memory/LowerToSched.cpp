@@ -1148,6 +1148,21 @@ static double viaGemmBytes(const PlannedLaunch &launch) {
          2.0 * double(layout.xBytes + layout.weightBytes);
 }
 
+/// AdamW reads the parameter, its gradient and both moments and writes the
+/// parameter and the moments back: (param, grad, m, v) per parameter, then
+/// three scalars, in adamw and adamw_multi alike. (The tg op names its
+/// tensors by symbol, so costOf sees only the scalars.)
+static double adamwBytes(const PlannedLaunch &launch) {
+  double bytes = 0;
+  size_t tensors = launch.operands.size() - 3;
+  for (size_t i = 0; i < launch.operands.size(); ++i) {
+    double size = double(storageBytes(launch.operands[i].type));
+    bool written = i < tensors && i % 4 != 1;
+    bytes += written ? 2 * size : size;
+  }
+  return bytes;
+}
+
 /// A GEMM that adds into its output (a folded addition) reads it too.
 static double addendBytes(const PlannedLaunch &launch) {
   if (!llvm::isa<tg::LinearOp>(launch.op) ||
@@ -1168,6 +1183,10 @@ void LowerToSchedPass::recordWork(PlannedEntry &entry) {
       launch.bytes = double(storageBytes(launch.operands[1].type));
     } else if (launch.choice.kernel == "zero") { // one write of the state
       launch.bytes = double(storageBytes(launch.operands[0].type));
+    } else if (launch.choice.kernel == "adamw" ||
+               launch.choice.kernel == "adamw_multi") {
+      launch.flops = 0;
+      launch.bytes = adamwBytes(launch);
     } else if (launch.choice.kernel == "fused_elementwise") {
       // The group's work, counted when it was planned.
     } else if (launch.op) {
