@@ -207,6 +207,7 @@ std::string printProgram(const Program &program) {
 }
 
 std::string fusedFunctionName(std::string_view text,
+                              const std::vector<int64_t> &outputs,
                               const std::vector<InputKind> &kinds) {
   uint64_t hash = 0xcbf29ce484222325ull;
   auto mix = [&](unsigned char c) {
@@ -215,6 +216,12 @@ std::string fusedFunctionName(std::string_view text,
   };
   for (char c : text) {
     mix(static_cast<unsigned char>(c));
+  }
+  for (int64_t output : outputs) {
+    mix('|');
+    for (char c : std::to_string(output)) {
+      mix(static_cast<unsigned char>(c));
+    }
   }
   mix('|');
   for (InputKind kind : kinds) {

@@ -102,10 +102,12 @@ std::string printProgram(const Program &program);
 /// (`Repeating`: fewer elements repeated along the leading dimensions).
 enum class InputKind : uint8_t { Full, Repeating };
 
-/// The generated CUDA kernel's entry point for `text` over inputs read as
-/// `kinds`: "tailor_fused_" and a 64-bit FNV-1a hash of both in hex, so one
-/// program and layout is one function whoever asks.
+/// The generated CUDA kernel's entry point for `text` writing `outputs`
+/// over inputs read as `kinds`: "tailor_fused_" and a 64-bit FNV-1a hash of
+/// the three in hex, so one program, outputs and layout is one function
+/// whoever asks.
 std::string fusedFunctionName(std::string_view text,
+                              const std::vector<int64_t> &outputs,
                               const std::vector<InputKind> &kinds);
 
 } // namespace tailor::runtime::fused
