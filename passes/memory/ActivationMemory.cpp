@@ -78,8 +78,21 @@ void BufferTracker::visit(Operation &op, int64_t step) {
   if (scale != fusions.foldedScales.end() && !scale->second.intoProducer) {
     return; // its readers read the scaled tensor
   }
+  if (auto add = fusions.foldedAdds.find(&op); add != fusions.foldedAdds.end()) {
+    // A view of the buffer a GEMM wrote the sum into.
+    read(add->second, step);
+    auto it = bufferOf.find(add->second);
+    if (it != bufferOf.end()) {
+      bufferOf[op.getResult(0)] = it->second;
+    }
+    return;
+  }
   for (Value operand : op.getOperands()) {
     read(fusions.readValue(operand), step);
+  }
+  auto gemm = fusions.gemmEpilogues.find(&op);
+  if (gemm != fusions.gemmEpilogues.end() && gemm->second.addend) {
+    read(gemm->second.addend, step); // the residual it adds
   }
   // Views of another buffer: reshapes, products a GEMM scaled, sums a GEMM
   // added into its addend, and that GEMM's result.
@@ -88,11 +101,7 @@ void BufferTracker::visit(Operation &op, int64_t step) {
     viewed = reshape.getInput();
   } else if (scale != fusions.foldedScales.end()) {
     viewed = scale->second.source;
-  } else if (auto add = fusions.foldedAdds.find(&op);
-             add != fusions.foldedAdds.end()) {
-    viewed = add->second;
-  } else if (auto gemm = fusions.gemmEpilogues.find(&op);
-             gemm != fusions.gemmEpilogues.end()) {
+  } else if (gemm != fusions.gemmEpilogues.end()) {
     viewed = gemm->second.into;
   }
   if (viewed) {

@@ -129,6 +129,9 @@ private:
   /// The earliest op that writes over the buffer of a value (through
   /// views): a GEMM adding into it, a kernel writing its result over it.
   DenseMap<Value, Operation *> overwrittenBy;
+  /// The earliest GEMM that reads a value as its addend, before the sum
+  /// that reads it in the IR.
+  DenseMap<Value, Operation *> readEarlyBy;
 };
 
 void GroupBuilder::recordOverwrites(Block &body) {
@@ -141,6 +144,12 @@ void GroupBuilder::recordOverwrites(Block &body) {
   for (auto &[gemm, epilogue] : fusions.gemmEpilogues) {
     if (epilogue.into) {
       note(epilogue.into, gemm);
+    }
+    if (epilogue.addend) {
+      Operation *&first = readEarlyBy[viewBase(epilogue.addend)];
+      if (!first || gemm->isBeforeInBlock(first)) {
+        first = gemm;
+      }
     }
   }
   for (auto &[op, operand] : fusions.resultOverOperand) {
@@ -183,7 +192,9 @@ bool GroupBuilder::legal(ArrayRef<Operation *> members, Operation *last) const {
         return false;
       }
     }
-    if (overwrittenBefore(result)) {
+    Operation *earlyReader = readEarlyBy.lookup(result);
+    if (overwrittenBefore(result) ||
+        (earlyReader && !last->isBeforeInBlock(earlyReader))) {
       return false;
     }
     // It reads its inputs at `last`: they must still hold what it read.
@@ -308,6 +319,8 @@ void GroupBuilder::finish() {
 }
 
 } // namespace
+
+bool isFusableElementwise(Operation *op) { return fusedOpOf(op).has_value(); }
 
 void decideFusionGroups(Block &body, Fusions &fusions) {
   GroupBuilder builder(body, fusions);

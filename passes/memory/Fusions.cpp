@@ -195,7 +195,7 @@ bool canAddInto(Value into, tg::AddOp add, Operation *gemm,
       auto over = fusions.resultOverOperand.find(user);
       bool writesOver = (over != fusions.resultOverOperand.end() &&
                          over->second == use.getOperandNumber()) ||
-                        fusions.foldedAdds.contains(user);
+                        fusions.foldedAdds.lookup(user) == value;
       if (writesOver || user->getBlock() != gemm->getBlock() ||
           !user->isBeforeInBlock(gemm) || llvm::isa<func::ReturnOp>(user)) {
         return false;
@@ -205,8 +205,65 @@ bool canAddInto(Value into, tg::AddOp add, Operation *gemm,
   return true;
 }
 
+/// The linear that starts the chain of GEMMs writing `made`'s buffer
+/// (through folded sums, scales and GEMMs adding into it), when every value
+/// on the way is read only by the next; null otherwise.
+Operation *chainStart(Value made, const Fusions &fusions) {
+  Value value = made;
+  for (int hops = 0; hops < 64 && value.hasOneUse(); ++hops) {
+    Operation *producer = value.getDefiningOp();
+    if (auto add = fusions.foldedAdds.find(producer);
+        add != fusions.foldedAdds.end()) {
+      value = add->second;
+      continue;
+    }
+    auto scale = fusions.foldedScales.find(producer);
+    if (scale != fusions.foldedScales.end() && scale->second.intoProducer) {
+      value = scale->second.source;
+      continue;
+    }
+    auto epilogue = fusions.gemmEpilogues.find(producer);
+    if (epilogue != fusions.gemmEpilogues.end() && epilogue->second.into) {
+      value = epilogue->second.into;
+      continue;
+    }
+    bool fresh = llvm::isa_and_nonnull<tg::LinearOp>(producer) &&
+                 isEpilogueGemm(producer) &&
+                 (epilogue == fusions.gemmEpilogues.end() ||
+                  !epilogue->second.addend);
+    return fresh ? producer : nullptr;
+  }
+  return nullptr;
+}
+
+/// A sum of a GEMM chain's result and a tensor that lives on (a residual):
+/// the chain's first GEMM reads the tensor as its addend, which must exist
+/// by then, and the sum is the chain's buffer.
+bool foldResidual(tg::AddOp add, Value addend, Value made, Fusions &fusions) {
+  Operation *start = chainStart(made, fusions);
+  if (!start || start->getBlock() != add->getBlock()) {
+    return false;
+  }
+  Operation *producer = addend.getDefiningOp();
+  bool ready = producer ? producer->isBeforeInBlock(start)
+                        : llvm::cast<BlockArgument>(addend).getOwner() ==
+                              add->getBlock();
+  // An addend an elementwise launch makes is better fused with the sum:
+  // the GEMM would need it before that launch could end.
+  bool fusable = producer && isFusableElementwise(producer) &&
+                 !fusions.foldedAdds.contains(producer) &&
+                 !fusions.foldedScales.contains(producer);
+  if (!ready || fusable) {
+    return false;
+  }
+  fusions.foldedAdds[add] = made;
+  fusions.gemmEpilogues[start].addend = addend;
+  return true;
+}
+
 /// Sums of a GEMM's product and a tensor read for the last time: the GEMM
-/// adds into that tensor's buffer.
+/// adds into that tensor's buffer; else, of a GEMM chain's result and a
+/// tensor that lives on: the chain starts from that tensor.
 void decideAddFolds(Block &body, Fusions &fusions) {
   for (auto add : body.getOps<tg::AddOp>()) {
     Type type = add.getType();
@@ -222,6 +279,10 @@ void decideAddFolds(Block &body, Fusions &fusions) {
         fusions.gemmEpilogues[gemm].into = into;
         break;
       }
+    }
+    if (!fusions.foldedAdds.contains(add) &&
+        !foldResidual(add, add.getLhs(), add.getRhs(), fusions)) {
+      foldResidual(add, add.getRhs(), add.getLhs(), fusions);
     }
   }
 }

@@ -18,7 +18,9 @@
 //    for the last time becomes the GEMM adding into that tensor's buffer
 //    (BLAS's and cuBLASLt's beta = 1). LoRA's `base + s (x A^T) B^T` and the
 //    sums of gradients that fan in to one activation then run as GEMMs
-//    alone, with no elementwise launch and no buffer between them;
+//    alone, with no elementwise launch and no buffer between them; a sum
+//    whose other operand lives on (the residual stream) becomes an addend
+//    the first GEMM of the chain reads (cuBLASLt's C apart from D);
 //  - fusion groups (FusionGroups.cpp): chains of elementwise ops of one
 //    shape run as one `fused_elementwise` launch (runtime/cpu/
 //    FusedProgram.h) at the place of their last op; values inside a group
@@ -46,6 +48,9 @@ struct GemmEpilogue {
   /// When set, the GEMM adds its product into this value's buffer, which
   /// then holds the result.
   mlir::Value into;
+  /// When set (linear only), the GEMM writes `alpha * product + addend` to
+  /// a buffer of its own, reading this value (a residual) as it goes.
+  mlir::Value addend;
 };
 
 /// A `tg.mul(x, c)` by a scalar constant c whose factor GEMMs apply.
@@ -111,6 +116,9 @@ struct FusionOptions {
 
 /// The fusions of one function body.
 Fusions decideFusions(mlir::Block &body, const FusionOptions &options = {});
+
+/// Whether `op` is an elementwise op a fusion group may take.
+bool isFusableElementwise(mlir::Operation *op);
 
 /// Groups the elementwise ops of `body` that the other fusions left as
 /// launches (FusionGroups.cpp); decideFusions calls it last.

@@ -317,6 +317,12 @@ LogicalResult SchedPlanner::planKernelLaunch(ModuleOp module, Operation &op,
       operands.erase(operands.begin(), operands.begin() + 2);
     }
   }
+  auto epilogue = fusions.gemmEpilogues.find(&op);
+  if (epilogue != fusions.gemmEpilogues.end() && epilogue->second.addend) {
+    // Operand 2: the residual the GEMM adds (no bias: isEpilogueGemm).
+    operands.push_back(epilogue->second.addend);
+    launch.choice.attributes.set("addend", i64AttrOf(context, 1));
+  }
   for (Value operand : operands) {
     if (failed(useAt(operand, step))) {
       return op.emitError() << "operand defined outside the planned function";
@@ -325,7 +331,6 @@ LogicalResult SchedPlanner::planKernelLaunch(ModuleOp module, Operation &op,
   }
   auto inPlace = fusions.accumulatedInPlace.find(&op);
   auto overOperand = fusions.resultOverOperand.find(&op);
-  auto epilogue = fusions.gemmEpilogues.find(&op);
   if (epilogue != fusions.gemmEpilogues.end() && epilogue->second.alpha != 1.0) {
     launch.choice.attributes.set(
         "alpha", FloatAttr::get(Float64Type::get(context),

@@ -88,10 +88,12 @@ static double adamwBytes(const PlannedLaunch &launch) {
   return bytes;
 }
 
-/// A GEMM that adds into its output (a folded addition) reads it too.
+/// A GEMM that adds into its output or adds a residual (folded additions)
+/// reads a tensor of its result's size too.
 static double addendBytes(const PlannedLaunch &launch) {
   if (!llvm::isa<tg::LinearOp>(launch.op) ||
-      !launch.choice.attributes.get("accumulate")) {
+      (!launch.choice.attributes.get("accumulate") &&
+       !launch.choice.attributes.get("addend"))) {
     return 0;
   }
   auto result = llvm::cast<RankedTensorType>(launch.op->getResult(0).getType());

@@ -210,16 +210,22 @@ std::string checkLinear(const KernelCall &call) {
       !e.empty()) {
     return e;
   }
-  int64_t accumulate = 0;
+  int64_t accumulate = 0, addend = 0;
   double alpha = 1;
   if (auto e = firstError(
           {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
+           expectIntAttr(call, "addend", 0, 1, false, 0, addend),
            expectFloatAttr(call, "alpha", false, 1.0, alpha)});
       !e.empty()) {
     return e;
   }
   if (accumulate && count == 4) {
-    return "a linear layer with a bias cannot accumulate into its output";
+    return addend ? "a linear layer cannot both add an addend and accumulate"
+                  : "a linear layer with a bias cannot accumulate into its "
+                    "output";
+  }
+  if (addend && count != 4) {
+    return "a linear layer with `addend` needs the addend as operand 2";
   }
   int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
   if (w.shape[transposed ? 0 : 1] != k) {
@@ -228,13 +234,15 @@ std::string checkLinear(const KernelCall &call) {
            (transposed ? "[" + std::to_string(k) + ", N]"
                        : "[N, " + std::to_string(k) + "]");
   }
+  std::vector<int64_t> out = x.shape;
+  out.back() = n;
   if (count == 4) {
-    if (auto e = expectShape(call, 2, {n}); !e.empty()) {
+    // A bias [N], or with `addend` a tensor of y's shape.
+    if (auto e = expectShape(call, 2, addend ? out : std::vector<int64_t>{n});
+        !e.empty()) {
       return e;
     }
   }
-  std::vector<int64_t> out = x.shape;
-  out.back() = n;
   return expectShape(call, count - 1, out);
 }
 
@@ -249,7 +257,18 @@ std::string runLinear(const KernelCall &call) {
   // `accumulate`: y += alpha x w^T (GEMM epilogues the planner folds in).
   float beta = call.attributes.getInt("accumulate", 0) ? 1.0f : 0.0f;
   const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
-  if (count == 4 && n > 0) {
+  if (count == 4 && call.attributes.getInt("addend", 0) != 0) {
+    // Seed y with the addend (a residual) and accumulate into it.
+    const float *addend = call.operands[2].as<float>();
+    if (addend != out) {
+      parallelFor(call, y.numel(), kElementwiseGrain,
+                  [&](int64_t begin, int64_t end, int) {
+                    std::memcpy(out + begin, addend + begin,
+                                (end - begin) * sizeof(float));
+                  });
+    }
+    beta = 1;
+  } else if (count == 4 && n > 0) {
     // Seed y with the bias and accumulate into it: addmm's beta = 1.
     const float *bias = call.operands[2].as<float>();
     parallelFor(call, m, std::max<int64_t>(1, kElementwiseGrain / n),

@@ -171,24 +171,33 @@ std::string checkLinearQuantized(const KernelCall &call) {
            quant::schemeName(spec.scheme) + " [" + std::to_string(spec.rows) +
            ", " + std::to_string(spec.cols) + "] weight";
   }
-  if (count == 5) {
-    if (auto e = expectShape(call, 2, {n}); !e.empty()) {
-      return e;
-    }
-  }
-  int64_t accumulate = 0;
+  int64_t accumulate = 0, addend = 0;
   double alpha = 1;
   if (auto e = firstError(
           {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
+           expectIntAttr(call, "addend", 0, 1, false, 0, addend),
            expectFloatAttr(call, "alpha", false, 1.0, alpha)});
       !e.empty()) {
     return e;
   }
   if (accumulate && count == 5) {
-    return "a linear layer with a bias cannot accumulate into its output";
+    return addend ? "a linear layer cannot both add an addend and accumulate"
+                  : "a linear layer with a bias cannot accumulate into its "
+                    "output";
+  }
+  if (addend && count != 5) {
+    return "a linear layer with `addend` needs the addend as operand 2";
   }
   std::vector<int64_t> outShape = x.shape;
   outShape.back() = n;
+  if (count == 5) {
+    // A bias [N], or with `addend` a tensor of y's shape.
+    if (auto e = expectShape(call, 2,
+                             addend ? outShape : std::vector<int64_t>{n});
+        !e.empty()) {
+      return e;
+    }
+  }
   if (auto e = expectShape(call, out, outShape); !e.empty()) {
     return e;
   }
@@ -201,6 +210,18 @@ std::string checkLinearQuantized(const KernelCall &call) {
            std::to_string(workers) + " workers)";
   }
   return "";
+}
+
+/// y[:, c0:c1] = addend[:, c0:c1] (both [m, n]; the same buffer is left
+/// as it is).
+void seedAddend(float *y, const float *addend, int64_t m, int64_t n,
+                int64_t c0, int64_t c1) {
+  if (addend == y) {
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    std::memcpy(y + i * n + c0, addend + i * n + c0, (c1 - c0) * sizeof(float));
+  }
 }
 
 /// y[:, c0:c1] = bias[c0:c1] for each of the m rows (row stride n).
@@ -220,7 +241,10 @@ std::string runLinearQuantized(const KernelCall &call) {
   const size_t count = call.operands.size();
   const Tensor &x = call.operands[0];
   const uint8_t *w = call.operands[1].as<uint8_t>();
-  const float *bias = count == 5 ? call.operands[2].as<float>() : nullptr;
+  const bool seedWithAddend = call.attributes.getInt("addend", 0) != 0;
+  const float *seed = count == 5 ? call.operands[2].as<float>() : nullptr;
+  const float *bias = seedWithAddend ? nullptr : seed;
+  const float *addend = seedWithAddend ? seed : nullptr;
   float *y = call.operands[count - 2].as<float>();
   float *workspace = call.operands[count - 1].as<float>();
   const int64_t k = transposeWeight ? spec.rows : spec.cols;
@@ -252,6 +276,9 @@ std::string runLinearQuantized(const KernelCall &call) {
           float beta = accumulate ? 1.0f : 0.0f;
           if (bias) {
             seedBias(y, bias, m, n, n0, n1);
+            beta = 1;
+          } else if (addend) {
+            seedAddend(y, addend, m, n, n0, n1);
             beta = 1;
           }
           for (int64_t k0 = 0; k0 < k; k0 += depthTile) {

@@ -260,7 +260,8 @@ std::string CublasLt::gemm(const GemmDesc &desc, void *workspace,
       desc.bias != nullptr,
       static_cast<int64_t>(compute),
       desc.beta != 0.0f,
-      alignmentOf({desc.a, desc.b, desc.c, desc.bias}),
+      desc.addend != nullptr,
+      alignmentOf({desc.a, desc.b, desc.c, desc.bias, desc.addend}),
       static_cast<int64_t>(workspaceBytes)};
   cublasLtMatmulAlgo_t algorithm;
   bool cached = false;
@@ -294,8 +295,9 @@ std::string CublasLt::gemm(const GemmDesc &desc, void *workspace,
   }
 
   const float alpha = desc.alpha, beta = desc.beta;
+  const void *c = desc.addend ? desc.addend : desc.c;
   TAILOR_LT(matmul, i.handle, d.matmul, &alpha, desc.b, d.a, desc.a, d.b,
-            &beta, desc.c, d.c, desc.c, d.c, &algorithm, workspace,
+            &beta, c, d.c, desc.c, d.c, &algorithm, workspace,
             workspace ? workspaceBytes : 0,
             static_cast<cudaStream_t>(stream));
 #undef TAILOR_LT

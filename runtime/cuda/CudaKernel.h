@@ -62,6 +62,10 @@ struct GemmDesc {
   float alpha = 1.0f, beta = 0.0f;
   /// Optional bias[n] (cType) added to every row of C (beta must be 0).
   const void *bias = nullptr;
+  /// The C that beta scales when it is not the output: D = alpha op(A)
+  /// op(B) + beta addend, written to c (a residual added by the GEMM).
+  /// Null: C is c itself.
+  const void *addend = nullptr;
   bool bf16Compute = false;
 };
 

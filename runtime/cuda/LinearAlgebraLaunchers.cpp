@@ -105,9 +105,16 @@ GemmDesc gemmOf(const CudaCall &call, const Tensor &a, const Tensor &b,
 
 /// The epilogue the planner folds into a GEMM: y = alpha product, or
 /// y += alpha product with `accumulate` (cuBLASLt's beta = 1, y as C).
+/// With `addend`, operand 2 is not a bias but a tensor of y's shape that
+/// the GEMM adds (cuBLASLt's C, beta = 1): y = alpha product + addend.
 void applyEpilogue(GemmDesc &desc, const CudaCall &call) {
   desc.alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
   desc.beta = call.attributes.getInt("accumulate", 0) != 0 ? 1.0f : 0.0f;
+  if (call.attributes.getInt("addend", 0) != 0) {
+    desc.addend = call.operands[2].data;
+    desc.bias = nullptr;
+    desc.beta = 1.0f;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -132,7 +139,7 @@ std::string checkLinear(const KernelCall &call) {
     return e;
   }
   if (count == 4 && call.operands[0].shape.back() == 0 &&
-      call.operands[3].numel() > 0) {
+      call.operands[3].numel() > 0 && call.attributes.getInt("addend", 0) == 0) {
     return "linear on the GPU needs K >= 1 when it has a bias";
   }
   return "";
@@ -164,6 +171,9 @@ std::string launchLinear(const CudaCall &call) {
     return "";
   }
   if (k == 0) {
+    if (call.attributes.getInt("addend", 0) != 0) {
+      return call.context->copy(y.data, call.operands[2].data, y.bytes());
+    }
     return call.attributes.getInt("accumulate", 0) != 0
                ? ""
                : call.context->memsetZero(y.data, y.bytes());
@@ -474,15 +484,18 @@ std::string checkLinearQuantized(const KernelCall &call) {
            "] weight: expected last extent " + std::to_string(k) +
            (transposeWeight ? " (rows; transpose_weight = 1)" : " (cols)");
   }
-  if (count == 5) {
-    if (auto e = expectShape(call, 2, {n}); !e.empty()) {
-      return e;
-    }
-  }
   std::vector<int64_t> outShape = x.shape;
   outShape.back() = n;
   if (auto e = expectShape(call, out, outShape); !e.empty()) {
     return e;
+  }
+  if (count == 5) {
+    // A bias [N], or with `addend` a residual of y's shape.
+    const bool addend = call.attributes.getInt("addend", 0) != 0;
+    if (auto e = expectShape(call, 2, addend ? outShape : std::vector<int64_t>{n});
+        !e.empty()) {
+      return e;
+    }
   }
   const int64_t m = x.numel() / k;
   if (call.attributes.getInt("via_gemm", 0) != 0) {
@@ -591,9 +604,10 @@ std::string launchLinearQuantized(const CudaCall &call) {
     return launchQuantizedThroughGemm(call, spec, transposeWeight);
   }
   if (call.attributes.getInt("accumulate", 0) != 0 ||
+      call.attributes.getInt("addend", 0) != 0 ||
       call.attributes.getFloat("alpha", 1) != 1.0) {
-    return "linear_quantized applies alpha and accumulate only through "
-           "the GEMM route (via_gemm = 1)";
+    return "linear_quantized applies alpha, accumulate and an addend only "
+           "through the GEMM route (via_gemm = 1)";
   }
   QuantWeight w = weightOf(spec, storage.data);
   QuantTables tables = tablesOf();

@@ -883,9 +883,31 @@ TEST(CpuLinearAlgebraTest, LinearEpilogueScalesAndAccumulates) {
               "");
     expectAllNear(y, want, 1e-5, 1e-5, "linear epilogue");
   }
+  // With `addend`: y = alpha x w^T + addend (a residual the GEMM adds).
+  Buffer residual = randomBuffer(DType::F32, {3, 7, n}, -1, 1, 35);
   Buffer y(DType::F32, {3, 7, n});
+  std::vector<double> want(21 * n);
+  for (int64_t r = 0; r < 21; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        s += x.at(r * k + i) * w.at(j * k + i);
+      }
+      want[r * n + j] = 0.5 * s + residual.at(r * n + j);
+    }
+  }
+  ASSERT_EQ(runKernel("linear", {&x, &w, &residual, &y},
+                      {intAttr("addend", 1), floatAttr("alpha", 0.5)}),
+            "");
+  expectAllNear(y, want, 1e-5, 1e-5, "linear with an addend");
   EXPECT_NE(checkKernel("linear", {&x, &w, &bias, &y},
                         {intAttr("accumulate", 1)}),
+            "");
+  // The addend has y's shape, and excludes accumulating.
+  EXPECT_NE(checkKernel("linear", {&x, &w, &bias, &y}, {intAttr("addend", 1)}),
+            "");
+  EXPECT_NE(checkKernel("linear", {&x, &w, &residual, &y},
+                        {intAttr("addend", 1), intAttr("accumulate", 1)}),
             "");
 }
 

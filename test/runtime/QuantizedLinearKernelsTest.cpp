@@ -260,6 +260,26 @@ TEST(QuantizedLinearKernelsTest, EpilogueScalesAndAccumulates) {
                     "linear_quantized epilogue");
     }
   }
+  // With `addend`: operand 2 is a residual of y's shape.
+  for (bool transposeWeight : {false, true}) {
+    Launch launch(weight, transposeWeight, false, 3, 14);
+    Buffer residual = randomBuffer(launch.y.shape, -1, 1, 15);
+    Buffer y(DType::F32, launch.y.shape);
+    std::vector<Attribute> attributes =
+        attributesOf(weight.spec, transposeWeight);
+    attributes.push_back(intAttr("addend", 1));
+    ASSERT_EQ(runKernel("linear_quantized",
+                        {&launch.x, &launch.w, &residual, &launch.y,
+                         &launch.workspace},
+                        attributes),
+              "");
+    ASSERT_EQ(runKernel("linear", {&launch.x, &w, &residual, &y},
+                        {intAttr("transpose_weight", transposeWeight),
+                         intAttr("addend", 1)}),
+              "");
+    expectAllNear(launch.y, values(y), 1e-5, 1e-5,
+                  "linear_quantized with an addend");
+  }
   Launch biased(weight, false, true, 3, 13);
   std::vector<Attribute> attributes = attributesOf(weight.spec, false);
   attributes.push_back(intAttr("accumulate", 1));

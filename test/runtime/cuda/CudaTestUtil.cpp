@@ -403,7 +403,9 @@ std::string EmulatorContext::gemm(const GemmDesc &d) {
       (d.k > 0 && !backend.contains(
                       d.b, extent(bRows, bCols, d.ldb, d.strideB, d.bType))) ||
       !backend.contains(d.c, extent(d.m, d.n, d.ldc, d.strideC, d.cType)) ||
-      (d.bias && !backend.contains(d.bias, size_t(d.n) * dtypeSize(d.cType)))) {
+      (d.bias && !backend.contains(d.bias, size_t(d.n) * dtypeSize(d.cType))) ||
+      (d.addend &&
+       !backend.contains(d.addend, extent(d.m, d.n, d.ldc, d.strideC, d.cType)))) {
     return "gemm: a matrix (with its batch strides and leading dimension) "
            "extends past its device buffer";
   }
@@ -441,7 +443,8 @@ std::string EmulatorContext::gemm(const GemmDesc &d) {
         double value = double(d.alpha) * sum;
         // beta 0 never reads C, which may hold garbage (even NaN).
         if (d.beta != 0.0f) {
-          value += double(d.beta) * readElement(d.cType, d.c, offset);
+          value += double(d.beta) *
+                   readElement(d.cType, d.addend ? d.addend : d.c, offset);
         }
         if (d.bias) {
           value += readElement(d.cType, d.bias, j);

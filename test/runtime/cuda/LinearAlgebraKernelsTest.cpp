@@ -76,6 +76,11 @@ TEST_F(CudaKernelTest, LinearEpilogueScalesAndAccumulates) {
                      {2}, bf16Compute ? kBf16 : kF32);
   }
   backend->setBf16Compute(false);
+  // A residual the GEMM adds (cuBLASLt's C apart from D).
+  expectMatchesCpu(*backend, "linear",
+                   {random({2, 5, 33}, 27), random({17, 33}, 28),
+                    random({2, 5, 17}, 29), HostTensor(DType::F32, {2, 5, 17})},
+                   {intAttr("addend", 1), floatAttr("alpha", 0.5)}, {3}, kF32);
   // With nothing to contract, accumulating leaves y as it was.
   expectMatchesCpu(*backend, "linear",
                    {HostTensor(DType::F32, {4, 0}), HostTensor(DType::F32, {3, 0}),

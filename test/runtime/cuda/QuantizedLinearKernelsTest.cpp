@@ -106,6 +106,7 @@ struct Launch {
   bool viaGemm = false;                // the cuBLASLt route (via_gemm)
   double alpha = 1;                    // the GEMM epilogue's scale
   bool accumulate = false;             // y += alpha x W^T onto a random y
+  bool addend = false;                 // y = alpha x W^T + a residual
 };
 
 /// Runs linear_quantized on `weight` as `launch` says and compares it with
@@ -123,7 +124,9 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
     x = converted(x, launch.x);
   }
   std::vector<HostTensor> operands = {x, storageTensor(weight)};
-  if (launch.bias) {
+  if (launch.addend) {
+    operands.push_back(randomF32(yShape, seed + 3));
+  } else if (launch.bias) {
     HostTensor bias = randomF32({n}, seed + 1, -0.5f, 0.5f);
     operands.push_back(launch.biasType == DType::F32
                            ? bias
@@ -153,6 +156,7 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
       attributesOf(spec, launch.transposeWeight);
   attributes.push_back(intAttr("via_gemm", launch.viaGemm));
   attributes.push_back(intAttr("accumulate", launch.accumulate));
+  attributes.push_back(intAttr("addend", launch.addend));
   attributes.push_back(floatAttr("alpha", launch.alpha));
   expectMatchesCpu(backend, "linear_quantized", operands, attributes,
                    {operands.size() - 2}, {3e-2 * scale, 1e-2});
@@ -271,6 +275,11 @@ TEST_F(CudaKernelTest, LinearQuantizedThroughGemmEpilogue) {
         launch.accumulate = accumulate;
         expectLinearQuantized(*backend, weight, launch, seed++);
       }
+      Launch residual;
+      residual.viaGemm = true;
+      residual.transposeWeight = transposeWeight;
+      residual.addend = true;
+      expectLinearQuantized(*backend, weight, residual, seed++);
     }
   }
 }
