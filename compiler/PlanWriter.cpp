@@ -369,10 +369,10 @@ fusedRequestOf(sched::LaunchOp launch) {
 /// Generates and compiles, with NVRTC, one kernel per distinct (program,
 /// input kinds) of the program's fused_elementwise launches into `code`;
 /// adds their names to `needed`. Nothing to do without such launches.
-static LogicalResult compileFusedKernels(sched::ProgramOp program,
-                                         const std::string &arch,
-                                         codegen::FusedDeviceCode &code,
-                                         std::vector<std::string> &needed) {
+static LogicalResult generateFusedKernels(sched::ProgramOp program,
+                                          const std::string &arch,
+                                          codegen::FusedDeviceCode &code,
+                                          std::vector<std::string> &needed) {
   std::vector<codegen::FusedKernelRequest> requests;
   for (auto launch : program.getBody().front().getOps<sched::LaunchOp>()) {
     if (launch.getKernel() != "fused_elementwise") {
@@ -527,7 +527,7 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
       launcherFunctions(program, kernelNames);
   codegen::FusedDeviceCode fused;
   if (failed(needed) ||
-      failed(compileFusedKernels(program, arch, fused, *needed))) {
+      failed(generateFusedKernels(program, arch, fused, *needed))) {
     return failure();
   }
   addFusedImages(fused, images);
