@@ -344,6 +344,13 @@ fusedRequestOf(sched::LaunchOp launch) {
            << " outputs needs more than that many operands (it has "
            << args.size() << ")";
   }
+  for (Value arg : args) {
+    if (!llvm::cast<MemRefType>(arg.getType()).hasStaticShape()) {
+      return launch.emitError()
+             << "a fused_elementwise launch needs static shapes, got "
+             << arg.getType();
+    }
+  }
   size_t inputs = args.size() - outputs.size();
   auto numel = [&](size_t i) {
     return llvm::cast<MemRefType>(args[i].getType()).getNumElements();
@@ -374,6 +381,8 @@ static LogicalResult generateFusedKernels(sched::ProgramOp program,
                                           codegen::FusedDeviceCode &code,
                                           std::vector<std::string> &needed) {
   std::vector<codegen::FusedKernelRequest> requests;
+  // A kernel's name says its program and input kinds, not its outputs.
+  std::map<std::string, std::vector<int64_t>> outputsByName;
   for (auto launch : program.getBody().front().getOps<sched::LaunchOp>()) {
     if (launch.getKernel() != "fused_elementwise") {
       continue;
@@ -382,8 +391,17 @@ static LogicalResult generateFusedKernels(sched::ProgramOp program,
     if (failed(request)) {
       return failure();
     }
-    needed.push_back(
-        runtime::fused::fusedFunctionName(request->text, request->kinds));
+    std::string name =
+        runtime::fused::fusedFunctionName(request->text, request->kinds);
+    auto [at, inserted] = outputsByName.emplace(name, request->outputs);
+    if (!inserted && at->second != request->outputs) {
+      return launch.emitError()
+             << "fused_elementwise: program '" << request->text
+             << "' is launched with different outputs elsewhere, which its "
+                "kernel name "
+             << name << " does not tell apart";
+    }
+    needed.push_back(name);
     requests.push_back(std::move(*request));
   }
   if (requests.empty()) {

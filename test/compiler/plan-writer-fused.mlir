@@ -36,3 +36,19 @@ sched.program @rank0 rank 0 of 1 attributes {sched.backend = "cuda", sched.sm = 
   // expected-error @+1 {{a fused_elementwise launch needs a string 'program' and an i64 array 'outputs'}}
   sched.launch @fused_elementwise(%x, %y) on @compute with {program = "exp(x0)"} : memref<16xf32>, memref<16xf32>
 }
+
+// -----
+
+// Tests that one program launched with different outputs is refused: the
+// generated kernel's name (program and input kinds) cannot tell them apart.
+sched.program @rank0 rank 0 of 1 attributes {sched.backend = "cuda", sched.sm = 90 : i64} {
+  sched.arena @act device activations size 1024
+  sched.stream @compute
+  sched.kernel @fused_elementwise arity -1
+  %x = sched.buffer @act[0, 64] : memref<16xf32>
+  %y = sched.buffer @act[64, 64] : memref<16xf32>
+  %z = sched.buffer @act[128, 64] : memref<16xf32>
+  sched.launch @fused_elementwise(%x, %y) on @compute with {program = "exp(x0);neg(t0)", outputs = array<i64: 1>} : memref<16xf32>, memref<16xf32>
+  // expected-error @+1 {{fused_elementwise: program 'exp(x0);neg(t0)' is launched with different outputs elsewhere, which its kernel name tailor_fused_}}
+  sched.launch @fused_elementwise(%x, %y, %z) on @compute with {program = "exp(x0);neg(t0)", outputs = array<i64: 0, 1>} : memref<16xf32>, memref<16xf32>, memref<16xf32>
+}
