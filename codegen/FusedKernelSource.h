@@ -14,8 +14,9 @@
 //   3. `long long pI` for each Repeating input I, in input order: its
 //      element count (input I is read at `index mod pI`);
 //   4. `long long n`, the element count of every output.
-// Any 1-D grid covers n (a grid-stride loop); runtime/cuda/
-// FusedLaunchers.cpp launches it with 256-thread blocks.
+// Any 1-D grid covers n (grid-stride loops); when every input is Full the
+// kernel moves packs of four, so runtime/cuda/FusedLaunchers.cpp sizes
+// the grid by packs then (256-thread blocks).
 //
 // No LLVM here: the build-time generator of the emulator tests links it.
 //

@@ -101,6 +101,30 @@ TL_DEVICE float div(float a, float b) { return __fdiv_rn(a, b); }
 #endif
 
 } // namespace math
+
+//===----------------------------------------------------------------------===//
+// Packs of four f32 for the generated kernels' vector loop: one 16-byte
+// access per operand, when the kernel has found every pointer aligned.
+//===----------------------------------------------------------------------===//
+
+namespace fused {
+
+struct alignas(16) Pack4 {
+  float v[4];
+};
+
+TL_DEVICE bool aligned16(const void *p) {
+  return (reinterpret_cast<u64>(p) & 15u) == 0;
+}
+/// Elements [4 j, 4 j + 4) of p.
+TL_DEVICE Pack4 loadPack(const float *p, i64 j) {
+  return reinterpret_cast<const Pack4 *>(p)[j];
+}
+TL_DEVICE void storePack(float *p, i64 j, const Pack4 &v) {
+  reinterpret_cast<Pack4 *>(p)[j] = v;
+}
+
+} // namespace fused
 } // namespace tl
 
 #endif // TAILOR_CODEGEN_CUDA_ELEMENTWISEMATH_CUH

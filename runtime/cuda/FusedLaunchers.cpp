@@ -10,7 +10,8 @@
 // The kernel's arguments, in the order FusedKernelSource.h documents:
 // input pointers, output pointers, the element count of each Repeating
 // input, the outputs' element count. It is a grid-stride loop: 256-thread
-// blocks, blocksFor's grid.
+// blocks, blocksFor's grid over the elements, or over packs of four when
+// every input is Full (the kernel's vector loop).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +72,8 @@ std::string launchFused(const CudaCall &call) {
       periods.push_back(call.operands[i].numel());
     }
   }
+  // Every input Full: the kernel's vector loop takes four elements a thread.
+  const int64_t items = periods.empty() ? (n + 3) / 4 : n;
   std::vector<void *> args;
   for (const void *&pointer : pointers) {
     args.push_back(&pointer);
@@ -80,7 +83,7 @@ std::string launchFused(const CudaCall &call) {
   }
   args.push_back(&n);
   return call.context->launch(function.c_str(),
-                              Dim3{blocksFor(n, kFusedThreads), 1, 1},
+                              Dim3{blocksFor(items, kFusedThreads), 1, 1},
                               Dim3{kFusedThreads, 1, 1}, 0, args.data());
 }
 

@@ -74,6 +74,28 @@ TEST(FusedKernelSource, WritesOneLinePerInstruction) {
   EXPECT_TRUE(contains(source, "TL_REGISTER(" + name + ")"));
 }
 
+TEST(FusedKernelSource, MovesPacksOfFourWhenEveryInputIsFull) {
+  FusedKernelRequest full{"silu(x0);mul(t0,x1)",
+                          {1},
+                          {InputKind::Full, InputKind::Full}};
+  std::string source;
+  ASSERT_EQ(fusedTranslationUnit({full}, source), "");
+  EXPECT_TRUE(contains(source, "if (tl::fused::aligned16(x0) && "
+                               "tl::fused::aligned16(x1) && "
+                               "tl::fused::aligned16(y0)) {"))
+      << source;
+  EXPECT_TRUE(contains(source, "const tl::fused::Pack4 v1 = "
+                               "tl::fused::loadPack(x1, j);"));
+  EXPECT_TRUE(contains(source, "w0.v[l] = t1;"));
+  EXPECT_TRUE(contains(source, "tl::fused::storePack(y0, j, w0);"));
+  // A Repeating input: the scalar loop alone.
+  FusedKernelRequest bias{"silu(x0);mul(t0,x1)",
+                          {1},
+                          {InputKind::Full, InputKind::Repeating}};
+  ASSERT_EQ(fusedTranslationUnit({bias}, source), "");
+  EXPECT_FALSE(contains(source, "loadPack")) << source;
+}
+
 TEST(FusedKernelSource, WritesConstantsThatReadBackExactly) {
   // 0.1f needs nine digits; an infinity goes by its bits.
   FusedKernelRequest request{"mul(x0,0.1);add(t0,inf)", {1}, {InputKind::Full}};

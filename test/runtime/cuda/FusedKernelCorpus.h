@@ -13,6 +13,7 @@
 #define TAILOR_TEST_RUNTIME_CUDA_FUSEDKERNELCORPUS_H
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace tailor::runtime::cuda::testing {
@@ -86,10 +87,32 @@ inline const std::vector<FusedCase> &fusedCorpus() {
        {3, 7},
        0.1f,
        2.0f},
+      // For the aligned-versus-shifted and in-place tests (by name).
+      {"unaligned",
+       "silu(x0);mul(t0,x1);gelu_tanh_grad(x0,t1)",
+       {1, 2},
+       {{2, 123}, {2, 123}},
+       {2, 123}},
+      {"in_place_full", "add(x0,x1);silu(t0)", {1}, {{3, 67}, {3, 67}}, {3, 67}},
+      {"in_place_repeating",
+       "add(x0,x1);silu(t0)",
+       {1},
+       {{3, 67}, {67}},
+       {3, 67}},
       // An input no instruction reads (its parameter goes unnamed).
       {"unread_input", "exp(x1)", {0}, {{1}, {7}}, {7}},
   };
   return corpus;
+}
+
+/// The case called `name` (the corpus has it).
+inline const FusedCase &fusedCase(const char *name) {
+  for (const FusedCase &c : fusedCorpus()) {
+    if (std::string_view(c.name) == name) {
+      return c;
+    }
+  }
+  return fusedCorpus().front();
 }
 
 } // namespace tailor::runtime::cuda::testing
