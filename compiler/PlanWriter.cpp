@@ -10,6 +10,8 @@
 #include "compiler/PlanWriter.h"
 
 #include "codegen/CudaDeviceCode.h"
+#include "codegen/FusedKernelCompiler.h"
+#include "codegen/FusedKernelSource.h"
 #include "compiler/Hardware.h"
 
 #include "dialects/sched/SchedOps.h"
@@ -17,6 +19,7 @@
 #include "dialects/tg/TGQuant.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
+#include "runtime/cpu/FusedProgram.h"
 #include "runtime/cpu/Kernel.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceImage.h"
@@ -299,20 +302,11 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   return builder.Finish();
 }
 
-/// The device code of a CUDA program: the cubin for the target's SM and
-/// the PTX, each checked (ELF machine and SM, every entry point the
-/// program's launchers ask for) before it goes into the plan.
-static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
-writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
-                int64_t sm, const std::vector<std::string> &kernelNames) {
-  std::string arch = cubinArchFor(sm);
-  std::vector<codegen::CudaDeviceImage> images;
-  std::string error;
-  if (!codegen::selectCudaDeviceImages(arch, images, error)) {
-    return program.emitError() << "cannot write a plan for sm_" << sm << ": "
-                               << error;
-  }
-  // What the launches need: every device function of every launcher.
+/// The device functions the launchers of `kernelNames` ask for (the
+/// prebuilt families'; fused_elementwise's are generated per plan).
+static FailureOr<std::vector<std::string>>
+launcherFunctions(sched::ProgramOp program,
+                  const std::vector<std::string> &kernelNames) {
   std::vector<std::string> needed;
   for (const std::string &name : kernelNames) {
     const runtime::cuda::CudaKernelDef *def =
@@ -326,14 +320,137 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
       needed.push_back(*f);
     }
   }
-  // Read every image once; keep those of modules the launches use.
-  struct Read {
-    const codegen::CudaDeviceImage *image;
-    runtime::cuda::DeviceImageInfo info;
+  return needed;
+}
+
+/// The kernel of one fused_elementwise launch: its program, outputs and how
+/// it reads each input (Full when the input has the outputs' element
+/// count, Repeating otherwise), checked as the runtime will.
+static FailureOr<codegen::FusedKernelRequest>
+fusedRequestOf(sched::LaunchOp launch) {
+  DictionaryAttr attrs = launch.getKernelAttrsAttr();
+  auto text = attrs ? attrs.getAs<StringAttr>("program") : StringAttr();
+  auto outputs = attrs ? attrs.getAs<DenseI64ArrayAttr>("outputs")
+                       : DenseI64ArrayAttr();
+  if (!text || !outputs) {
+    return launch.emitError() << "a fused_elementwise launch needs a string "
+                                 "'program' and an i64 array 'outputs'";
+  }
+  auto args = launch.getArgs();
+  if (outputs.size() == 0 ||
+      static_cast<size_t>(outputs.size()) >= args.size()) {
+    return launch.emitError()
+           << "a fused_elementwise launch with " << outputs.size()
+           << " outputs needs more than that many operands (it has "
+           << args.size() << ")";
+  }
+  for (Value arg : args) {
+    if (!llvm::cast<MemRefType>(arg.getType()).hasStaticShape()) {
+      return launch.emitError()
+             << "a fused_elementwise launch needs static shapes, got "
+             << arg.getType();
+    }
+  }
+  size_t inputs = args.size() - outputs.size();
+  auto numel = [&](size_t i) {
+    return llvm::cast<MemRefType>(args[i].getType()).getNumElements();
   };
-  std::vector<Read> reads;
+  std::vector<int64_t> inputNumels;
+  for (size_t i = 0; i < inputs; ++i) {
+    inputNumels.push_back(numel(i));
+  }
+  codegen::FusedKernelRequest request;
+  request.text = text.str();
+  request.outputs.assign(outputs.asArrayRef().begin(),
+                         outputs.asArrayRef().end());
+  request.kinds = codegen::fusedInputKinds(inputNumels, numel(inputs));
+  runtime::fused::Program parsed;
+  std::string problem = runtime::fused::parseProgram(
+      request.text, static_cast<uint32_t>(inputs), request.outputs, parsed);
+  if (!problem.empty()) {
+    return launch.emitError() << "fused_elementwise: " << problem;
+  }
+  return request;
+}
+
+/// Generates and compiles, with NVRTC, one kernel per distinct (program,
+/// input kinds) of the program's fused_elementwise launches into `code`;
+/// adds their names to `needed`. Nothing to do without such launches.
+static LogicalResult generateFusedKernels(sched::ProgramOp program,
+                                          const std::string &arch,
+                                          codegen::FusedDeviceCode &code,
+                                          std::vector<std::string> &needed) {
+  std::vector<codegen::FusedKernelRequest> requests;
+  // A kernel's name says its program and input kinds, not its outputs.
+  std::map<std::string, std::vector<int64_t>> outputsByName;
+  for (auto launch : program.getBody().front().getOps<sched::LaunchOp>()) {
+    if (launch.getKernel() != "fused_elementwise") {
+      continue;
+    }
+    FailureOr<codegen::FusedKernelRequest> request = fusedRequestOf(launch);
+    if (failed(request)) {
+      return failure();
+    }
+    std::string name =
+        runtime::fused::fusedFunctionName(request->text, request->kinds);
+    auto [at, inserted] = outputsByName.emplace(name, request->outputs);
+    if (!inserted && at->second != request->outputs) {
+      return launch.emitError()
+             << "fused_elementwise: program '" << request->text
+             << "' is launched with different outputs elsewhere, which its "
+                "kernel name "
+             << name << " does not tell apart";
+    }
+    needed.push_back(name);
+    requests.push_back(std::move(*request));
+  }
+  if (requests.empty()) {
+    return success();
+  }
+  std::string source;
+  std::string problem = codegen::fusedTranslationUnit(requests, source);
+  if (problem.empty()) {
+    problem = codegen::compileFusedKernels(source, arch, code);
+  }
+  if (!problem.empty()) {
+    return program.emitError()
+           << "cannot generate the plan's fused kernels: " << problem;
+  }
+  return success();
+}
+
+/// `code` as the module "fused" next to the prebuilt families' images.
+static void addFusedImages(const codegen::FusedDeviceCode &code,
+                           std::vector<codegen::CudaDeviceImage> &images) {
+  if (code.cubin.empty()) {
+    return;
+  }
+  images.push_back({"fused", code.cubinArch, code.cubin});
+  images.push_back(
+      {"fused", code.ptxArch,
+       llvm::ArrayRef<uint8_t>(
+           reinterpret_cast<const uint8_t *>(code.ptx.data()),
+           code.ptx.size())});
+}
+
+namespace {
+/// An image read back (ELF or PTX header, entry points) before it goes
+/// into the plan.
+struct ReadImage {
+  const codegen::CudaDeviceImage *image;
+  runtime::cuda::DeviceImageInfo info;
+};
+} // namespace
+
+/// Reads every image back and keeps those that define a `needed` function;
+/// a cubin must be built for `arch`'s SM.
+static FailureOr<std::vector<ReadImage>>
+readUsedImages(sched::ProgramOp program, const std::string &arch,
+               const std::vector<codegen::CudaDeviceImage> &images,
+               const std::vector<std::string> &needed) {
+  std::vector<ReadImage> reads;
   for (const codegen::CudaDeviceImage &image : images) {
-    Read read{&image, {}};
+    ReadImage read{&image, {}};
     std::string problem =
         image.isPtx()
             ? runtime::cuda::readPtx(image.bytes.data(), image.bytes.size(),
@@ -361,7 +478,7 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
   // Every entry point must be in a cubin for the target and in the PTX.
   for (const std::string &function : needed) {
     for (bool ptx : {false, true}) {
-      bool found = llvm::any_of(reads, [&](const Read &read) {
+      bool found = llvm::any_of(reads, [&](const ReadImage &read) {
         return read.image->isPtx() == ptx &&
                std::binary_search(read.info.functions.begin(),
                                   read.info.functions.end(), function);
@@ -373,8 +490,15 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
       }
     }
   }
+  return reads;
+}
+
+/// One DeviceCode table entry per image, compressed when zlib is there.
+static std::vector<flatbuffers::Offset<fb::DeviceCode>>
+writeImages(flatbuffers::FlatBufferBuilder &fbb,
+            const std::vector<ReadImage> &reads) {
   std::vector<flatbuffers::Offset<fb::DeviceCode>> written;
-  for (const Read &read : reads) {
+  for (const ReadImage &read : reads) {
     const codegen::CudaDeviceImage &image = *read.image;
     std::vector<flatbuffers::Offset<flatbuffers::String>> functions;
     for (const std::string &function : read.info.functions) {
@@ -400,6 +524,37 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
         fbb.CreateString(image.module.str()), compression, size));
   }
   return written;
+}
+
+/// The device code of a CUDA program: the cubin for the target's SM and
+/// the PTX of each prebuilt family its launchers use, plus the module
+/// "fused" generated for its fused_elementwise launches, each checked (ELF
+/// machine and SM, every entry point the launches ask for) before it goes
+/// into the plan.
+static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
+writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
+                int64_t sm, const std::vector<std::string> &kernelNames) {
+  std::string arch = cubinArchFor(sm);
+  std::vector<codegen::CudaDeviceImage> images;
+  std::string error;
+  if (!codegen::selectCudaDeviceImages(arch, images, error)) {
+    return program.emitError() << "cannot write a plan for sm_" << sm << ": "
+                               << error;
+  }
+  FailureOr<std::vector<std::string>> needed =
+      launcherFunctions(program, kernelNames);
+  codegen::FusedDeviceCode fused;
+  if (failed(needed) ||
+      failed(generateFusedKernels(program, arch, fused, *needed))) {
+    return failure();
+  }
+  addFusedImages(fused, images);
+  FailureOr<std::vector<ReadImage>> reads =
+      readUsedImages(program, arch, images, *needed);
+  if (failed(reads)) {
+    return failure();
+  }
+  return writeImages(fbb, *reads);
 }
 
 namespace {

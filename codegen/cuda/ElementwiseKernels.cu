@@ -36,6 +36,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/Device.cuh"
+#include "codegen/cuda/ElementwiseMath.cuh"
 
 namespace tl {
 namespace ew {
@@ -96,13 +97,8 @@ TL_DEVICE void put(u8 &d, int v) { d = u8(v); }
 // Unary ops on f32 values.
 //===----------------------------------------------------------------------===//
 
-/// The CPU's overflow-free logistic: e = exp(-|x|) in (0, 1], then 1/(1+e)
-/// or e/(1+e), so neither branch divides by a huge number or cancels.
-TL_DEVICE float sigmoidOf(float x) {
-  float e = expf(-fabsf(x));
-  float s = 1.0f / (1.0f + e);
-  return x >= 0.0f ? s : e * s;
-}
+// The activations' formulas live in ElementwiseMath.cuh, shared with the
+// generated fused kernels.
 
 struct Neg {
   static TL_DEVICE float apply(float x) { return -x; }
@@ -120,24 +116,22 @@ struct Sqrt {
   static TL_DEVICE float apply(float x) { return sqrtf(x); }
 };
 struct Rsqrt {
-  // 1 / sqrt (two correctly rounded steps) as the CPU does, not rsqrtf.
-  static TL_DEVICE float apply(float x) { return 1.0f / sqrtf(x); }
+  static TL_DEVICE float apply(float x) { return math::rsqrt(x); }
 };
 struct Reciprocal {
-  static TL_DEVICE float apply(float x) { return 1.0f / x; }
+  static TL_DEVICE float apply(float x) { return math::reciprocal(x); }
 };
 struct Tanh {
   static TL_DEVICE float apply(float x) { return tanhf(x); }
 };
 struct Sigmoid {
-  static TL_DEVICE float apply(float x) { return sigmoidOf(x); }
+  static TL_DEVICE float apply(float x) { return math::sigmoid(x); }
 };
 struct Silu {
-  static TL_DEVICE float apply(float x) { return x * sigmoidOf(x); }
+  static TL_DEVICE float apply(float x) { return math::silu(x); }
 };
 struct Relu {
-  // NaN < 0 is false, so NaN passes through as in PyTorch.
-  static TL_DEVICE float apply(float x) { return x < 0.0f ? 0.0f : x; }
+  static TL_DEVICE float apply(float x) { return math::relu(x); }
 };
 struct Erf {
   static TL_DEVICE float apply(float x) { return erff(x); }
@@ -149,18 +143,10 @@ struct Cos {
   static TL_DEVICE float apply(float x) { return cosf(x); }
 };
 struct GeluErf {
-  static TL_DEVICE float apply(float x) {
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
-  }
+  static TL_DEVICE float apply(float x) { return math::gelu(x); }
 };
 struct GeluTanh {
-  // PyTorch's approximate='tanh' formula, term for term as the CPU kernel.
-  static TL_DEVICE float apply(float x) {
-    const float kBeta = 0.7978845608028654f; // sqrt(2 / pi)
-    const float kKappa = 0.044715f;
-    float inner = kBeta * (x + kKappa * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(inner));
-  }
+  static TL_DEVICE float apply(float x) { return math::geluTanh(x); }
 };
 struct IsNan {
   static TL_DEVICE int apply(float x) { return x != x; }

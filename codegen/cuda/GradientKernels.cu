@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/Device.cuh"
+#include "codegen/cuda/ElementwiseMath.cuh"
 
 namespace tl {
 namespace grad {
@@ -111,33 +112,17 @@ TL_DEVICE void rowMaxExpSum(const T *x, i64 v, float &max, float &sum) {
 
 // x, dy, dx [n] alike; dx = dy f'(x) with f' the exact derivative of the
 // forward formula (the CPU kernel's), one element per thread of a grid-
-// stride loop: coalesced, and memory-bound even with erff/tanhf.
-
-TL_DEVICE float siluDerivative(float x) {
-  float e = expf(-fabsf(x));
-  float s = 1.0f / (1.0f + e);
-  s = x >= 0.0f ? s : e * s;
-  return s * (1.0f + x * (1.0f - s));
-}
+// stride loop: coalesced, and memory-bound even with erff/tanhf. f' comes
+// from ElementwiseMath.cuh, shared with the generated fused kernels.
 
 TL_DEVICE float geluDerivative(float x, int tanhApprox) {
-  if (tanhApprox) {
-    const float kBeta = 0.7978845608028654f; // sqrt(2 / pi)
-    const float kKappa = 0.044715f;
-    float th = tanhf(kBeta * (x + kKappa * x * x * x));
-    return 0.5f * (1.0f + th) +
-           0.5f * x * (1.0f - th * th) * kBeta * (1.0f + 3.0f * kKappa * x * x);
-  }
-  const float kSqrtHalf = 0.70710678118654752440f;
-  const float kInvSqrt2Pi = 0.39894228040143267794f;
-  return 0.5f * (1.0f + erff(x * kSqrtHalf)) +
-         x * kInvSqrt2Pi * expf(-0.5f * x * x);
+  return tanhApprox ? math::geluTanhDerivative(x) : math::geluDerivative(x);
 }
 
 template <typename T>
 TL_DEVICE void siluGrad(const T *x, const T *dy, T *dx, i64 n) {
   for (i64 i = globalThread(); i < n; i += gridThreads()) {
-    store(dx, i, load(dy, i) * siluDerivative(load(x, i)));
+    store(dx, i, load(dy, i) * math::siluDerivative(load(x, i)));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/DeviceContext.h"
 #include "runtime/cuda/DeviceImage.h"
+#include "runtime/cuda/FusedLaunchers.h"
 #include "runtime/Session.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/include/tailor/runtime.h"
@@ -537,6 +538,15 @@ SetupError GpuBackend::prepareLaunches() {
          message.empty() && f && *f; ++f) {
       if (!m.context->hasFunction(*f)) {
         message = std::string("the device code has no function '") + *f + "'";
+      }
+    }
+    // fused_elementwise's function is generated for its program.
+    if (message.empty() && kernel->name()->string_view() == "fused_elementwise") {
+      std::string function =
+          fusedLaunchFunction(check.operands, check.attributes);
+      if (!m.context->hasFunction(function.c_str())) {
+        message = "the device code has no generated function '" + function +
+                  "' for its program (compile the plan again)";
       }
     }
     if (!message.empty()) {
