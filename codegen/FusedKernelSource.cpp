@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace tailor::codegen {
 
@@ -291,7 +292,10 @@ std::string scalarLoop(const Program &program,
 
 std::string fusedKernelSource(const Program &program, std::string_view text,
                               const std::vector<InputKind> &kinds) {
-  const std::string name = runtime::fused::fusedFunctionName(text, kinds);
+  const std::vector<int64_t> outputIndices(program.outputs.begin(),
+                                           program.outputs.end());
+  const std::string name =
+      runtime::fused::fusedFunctionName(text, outputIndices, kinds);
   const std::vector<bool> read = inputsRead(program, kinds.size());
   std::string outputs, layout;
   for (uint32_t output : program.outputs) {
@@ -325,9 +329,8 @@ fusedTranslationUnit(const std::vector<FusedKernelRequest> &requests,
            "(codegen/FusedKernelSource.cpp).\n"
            "#include \"codegen/cuda/Device.cuh\"\n"
            "#include \"codegen/cuda/ElementwiseMath.cuh\"\n";
-  // One function per name; a name is text and kinds, so two requests that
-  // share it must also agree on the outputs.
-  std::map<std::string, const FusedKernelRequest *> written;
+  // One function per name (program, outputs and input kinds).
+  std::set<std::string> written;
   for (const FusedKernelRequest &request : requests) {
     Program program;
     std::string problem = runtime::fused::parseProgram(
@@ -336,15 +339,9 @@ fusedTranslationUnit(const std::vector<FusedKernelRequest> &requests,
     if (!problem.empty()) {
       return "fused program '" + request.text + "': " + problem;
     }
-    std::string name =
-        runtime::fused::fusedFunctionName(request.text, request.kinds);
-    auto [at, inserted] = written.emplace(name, &request);
-    if (!inserted) {
-      if (at->second->outputs != request.outputs) {
-        return "fused program '" + request.text +
-               "' is used with different outputs, which its kernel name " +
-               name + " does not tell apart";
-      }
+    std::string name = runtime::fused::fusedFunctionName(
+        request.text, request.outputs, request.kinds);
+    if (!written.insert(name).second) {
       continue;
     }
     source += "\n" + fusedKernelSource(program, request.text, request.kinds);

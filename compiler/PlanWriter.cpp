@@ -381,8 +381,6 @@ static LogicalResult generateFusedKernels(sched::ProgramOp program,
                                           codegen::FusedDeviceCode &code,
                                           std::vector<std::string> &needed) {
   std::vector<codegen::FusedKernelRequest> requests;
-  // A kernel's name says its program and input kinds, not its outputs.
-  std::map<std::string, std::vector<int64_t>> outputsByName;
   for (auto launch : program.getBody().front().getOps<sched::LaunchOp>()) {
     if (launch.getKernel() != "fused_elementwise") {
       continue;
@@ -391,16 +389,8 @@ static LogicalResult generateFusedKernels(sched::ProgramOp program,
     if (failed(request)) {
       return failure();
     }
-    std::string name =
-        runtime::fused::fusedFunctionName(request->text, request->kinds);
-    auto [at, inserted] = outputsByName.emplace(name, request->outputs);
-    if (!inserted && at->second != request->outputs) {
-      return launch.emitError()
-             << "fused_elementwise: program '" << request->text
-             << "' is launched with different outputs elsewhere, which its "
-                "kernel name "
-             << name << " does not tell apart";
-    }
+    std::string name = runtime::fused::fusedFunctionName(
+        request->text, request->outputs, request->kinds);
     needed.push_back(name);
     requests.push_back(std::move(*request));
   }

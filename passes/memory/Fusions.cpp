@@ -297,7 +297,7 @@ Value Fusions::readValue(Value operand) const {
   return operand;
 }
 
-Fusions decideFusions(Block &body, const FusionOptions &options) {
+Fusions decideFusions(Block &body) {
   Fusions fusions;
   // Exporters that pre-transpose Linear weights leave `transpose(W)` feeding
   // tg.linear, and the backward pass of a linear layer multiplies by W
@@ -351,9 +351,7 @@ Fusions decideFusions(Block &body, const FusionOptions &options) {
   }
   decideScaleFolds(body, fusions);
   decideAddFolds(body, fusions);
-  if (options.elementwiseGroups) {
-    decideFusionGroups(body, fusions);
-  }
+  decideFusionGroups(body, fusions);
   return fusions;
 }
 

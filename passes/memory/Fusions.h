@@ -107,15 +107,8 @@ struct Fusions {
 /// writing a fresh buffer (attribute `accumulate`).
 bool canAccumulateInPlace(mlir::Operation *op);
 
-/// What a backend can run besides its kernels.
-struct FusionOptions {
-  /// fused_elementwise launches (the CUDA backend needs kernels generated
-  /// for them).
-  bool elementwiseGroups = true;
-};
-
 /// The fusions of one function body.
-Fusions decideFusions(mlir::Block &body, const FusionOptions &options = {});
+Fusions decideFusions(mlir::Block &body);
 
 /// Whether `op` is an elementwise op a fusion group may take.
 bool isFusableElementwise(mlir::Operation *op);

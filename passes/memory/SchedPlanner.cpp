@@ -543,11 +543,7 @@ LogicalResult SchedPlanner::planFunction(ModuleOp module, func::FuncOp func,
   if (failed(planInputs(func, entry))) {
     return failure();
   }
-  // CUDA plans group elementwise ops once the compiler generates their
-  // kernels (codegen/README.md).
-  FusionOptions fusionOptions;
-  fusionOptions.elementwiseGroups = backend != "cuda";
-  Fusions fusions = decideFusions(body, fusionOptions);
+  Fusions fusions = decideFusions(body);
   func::ReturnOp ret;
   for (Operation &op : body) {
     ++step;

@@ -56,8 +56,10 @@ static double viaGemmBytes(const PlannedLaunch &launch) {
   }
   // The scheme's own keys (selectQuantizedLinear wrote them, checked).
   NamedAttrList keys = launch.choice.attributes;
+  // The launch's own keys (its layout and GEMM epilogue) are not the
+  // scheme's.
   for (StringRef launchKey : {"transpose_weight", "via_gemm", "accumulate",
-                               "alpha"}) {
+                               "alpha", "addend"}) {
     keys.erase(launchKey);
   }
   FailureOr<quant::QuantSpec> spec = tg::quantSpecFromDict(

@@ -103,7 +103,8 @@ std::string fusedLaunchFunction(const std::vector<Tensor> &operands,
     kinds.push_back(operands[i].numel() == n ? fused::InputKind::Full
                                              : fused::InputKind::Repeating);
   }
-  return fused::fusedFunctionName(program->s, kinds);
+  return fused::fusedFunctionName(program->s, attributes.getInts("outputs"),
+                                  kinds);
 }
 
 void addFusedCudaKernels(std::vector<CudaKernelDef> &table) {
