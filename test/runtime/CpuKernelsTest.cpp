@@ -195,9 +195,11 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "attention_grad", "embedding_grad", "softmax_grad", "rope_grad",
       "silu_grad", "gelu_grad", "slice_grad", "cross_entropy",
       "cross_entropy_grad", "dropout", "accumulate", "global_norm", "adamw",
-      "sgd", "zero",
+      "adamw_multi", "sgd", "zero",
       // Quantized weights (QuantizedLinearKernels.cpp).
-      "linear_quantized", "dequantize"};
+      "linear_quantized", "dequantize",
+      // Fusion groups (FusedKernels.cpp).
+      "fused_elementwise"};
   std::set<std::string> seen;
   for (const KernelDef &def : cpuKernels()) {
     EXPECT_TRUE(seen.insert(def.name).second) << def.name;
