@@ -276,6 +276,26 @@ TL_DEVICE AdamWStep adamwStep(const float *lr, const i64 *step,
   return s;
 }
 
+/// The four elements of float4 number i (every pointer 16-byte aligned),
+/// the gradient zeroed for the next accumulation.
+TL_DEVICE void adamwFloat4(float *param, float *grad, float *expAvg,
+                           float *expAvgSq, i64 i, const AdamWConfig &c,
+                           const AdamWStep &s) {
+  Float4 p = reinterpret_cast<const Float4 *>(param)[i];
+  Float4 g = reinterpret_cast<const Float4 *>(grad)[i];
+  Float4 m = reinterpret_cast<const Float4 *>(expAvg)[i];
+  Float4 v = reinterpret_cast<const Float4 *>(expAvgSq)[i];
+  Float4 zero = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    adamwElement(p.v[k], m.v[k], v.v[k], g.v[k], c, s);
+  }
+  reinterpret_cast<Float4 *>(param)[i] = p;
+  reinterpret_cast<Float4 *>(grad)[i] = zero;
+  reinterpret_cast<Float4 *>(expAvg)[i] = m;
+  reinterpret_cast<Float4 *>(expAvgSq)[i] = v;
+}
+
 TL_DEVICE void adamw(float *param, float *grad, float *expAvg, float *expAvgSq,
                      const float *lr, const i64 *step, const float *gradScale,
                      i64 n, const AdamWConfig &c) {
@@ -286,19 +306,7 @@ TL_DEVICE void adamw(float *param, float *grad, float *expAvg, float *expAvgSq,
   if (vector) {
     head = n / 4 * 4;
     for (i64 i = globalThread(); i < n / 4; i += gridThreads()) {
-      Float4 p = reinterpret_cast<const Float4 *>(param)[i];
-      Float4 g = reinterpret_cast<const Float4 *>(grad)[i];
-      Float4 m = reinterpret_cast<const Float4 *>(expAvg)[i];
-      Float4 v = reinterpret_cast<const Float4 *>(expAvgSq)[i];
-      Float4 zero = {{0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        adamwElement(p.v[k], m.v[k], v.v[k], g.v[k], c, s);
-      }
-      reinterpret_cast<Float4 *>(param)[i] = p;
-      reinterpret_cast<Float4 *>(grad)[i] = zero;
-      reinterpret_cast<Float4 *>(expAvg)[i] = m;
-      reinterpret_cast<Float4 *>(expAvgSq)[i] = v;
+      adamwFloat4(param, grad, expAvg, expAvgSq, i, c, s);
     }
   }
   for (i64 i = head + globalThread(); i < n; i += gridThreads()) {
@@ -361,19 +369,7 @@ TL_DEVICE void adamwQuad(float *param, float *grad, float *expAvg,
                          const AdamWConfig &c, const AdamWStep &s) {
   if (vector && begin + 4 <= n) {
     i64 i = begin / 4;
-    Float4 p = reinterpret_cast<const Float4 *>(param)[i];
-    Float4 g = reinterpret_cast<const Float4 *>(grad)[i];
-    Float4 m = reinterpret_cast<const Float4 *>(expAvg)[i];
-    Float4 v = reinterpret_cast<const Float4 *>(expAvgSq)[i];
-    Float4 zero = {{0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      adamwElement(p.v[k], m.v[k], v.v[k], g.v[k], c, s);
-    }
-    reinterpret_cast<Float4 *>(param)[i] = p;
-    reinterpret_cast<Float4 *>(grad)[i] = zero;
-    reinterpret_cast<Float4 *>(expAvg)[i] = m;
-    reinterpret_cast<Float4 *>(expAvgSq)[i] = v;
+    adamwFloat4(param, grad, expAvg, expAvgSq, i, c, s);
     return;
   }
   for (i64 i = begin; i < begin + 4 && i < n; ++i) {

@@ -287,6 +287,28 @@ std::string expectScalar(const KernelCall &call, size_t index, DType dtype) {
   return expectShape(call, index, {});
 }
 
+std::string expectGemmEpilogue(const KernelCall &call, bool seeded,
+                               int64_t &addend) {
+  int64_t accumulate = 0;
+  double alpha = 1;
+  if (auto e = firstError(
+          {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
+           expectIntAttr(call, "addend", 0, 1, false, 0, addend),
+           expectFloatAttr(call, "alpha", false, 1.0, alpha)});
+      !e.empty()) {
+    return e;
+  }
+  if (accumulate && seeded) {
+    return addend ? "a linear layer cannot both add an addend and accumulate"
+                  : "a linear layer with a bias cannot accumulate into its "
+                    "output";
+  }
+  if (addend && !seeded) {
+    return "a linear layer with `addend` needs the addend as operand 2";
+  }
+  return "";
+}
+
 std::string firstError(std::initializer_list<std::string> errors) {
   for (const std::string &e : errors) {
     if (!e.empty()) {

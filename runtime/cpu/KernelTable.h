@@ -95,6 +95,12 @@ std::string expectFloatInRange(const KernelCall &call, const char *name,
 std::string expectIntsAttr(const KernelCall &call, const char *name,
                            size_t size, int64_t lo, int64_t hi,
                            std::vector<int64_t> &value);
+/// The GEMM epilogue attributes of linear and linear_quantized: `alpha`
+/// (float), `accumulate` and `addend` (0/1). `seeded`: the launch has an
+/// operand 2 (a bias, or with `addend` a residual); a bias excludes
+/// accumulating, and `addend` needs that operand. Stores `addend`.
+std::string expectGemmEpilogue(const KernelCall &call, bool seeded,
+                               int64_t &addend);
 /// The first non-empty message of checks already evaluated: each must be
 /// safe to run once the checks before the list have passed.
 std::string firstError(std::initializer_list<std::string> errors);

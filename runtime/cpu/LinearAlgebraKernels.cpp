@@ -210,22 +210,9 @@ std::string checkLinear(const KernelCall &call) {
       !e.empty()) {
     return e;
   }
-  int64_t accumulate = 0, addend = 0;
-  double alpha = 1;
-  if (auto e = firstError(
-          {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
-           expectIntAttr(call, "addend", 0, 1, false, 0, addend),
-           expectFloatAttr(call, "alpha", false, 1.0, alpha)});
-      !e.empty()) {
+  int64_t addend = 0;
+  if (auto e = expectGemmEpilogue(call, count == 4, addend); !e.empty()) {
     return e;
-  }
-  if (accumulate && count == 4) {
-    return addend ? "a linear layer cannot both add an addend and accumulate"
-                  : "a linear layer with a bias cannot accumulate into its "
-                    "output";
-  }
-  if (addend && count != 4) {
-    return "a linear layer with `addend` needs the addend as operand 2";
   }
   int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
   if (w.shape[transposed ? 0 : 1] != k) {

@@ -171,22 +171,9 @@ std::string checkLinearQuantized(const KernelCall &call) {
            quant::schemeName(spec.scheme) + " [" + std::to_string(spec.rows) +
            ", " + std::to_string(spec.cols) + "] weight";
   }
-  int64_t accumulate = 0, addend = 0;
-  double alpha = 1;
-  if (auto e = firstError(
-          {expectIntAttr(call, "accumulate", 0, 1, false, 0, accumulate),
-           expectIntAttr(call, "addend", 0, 1, false, 0, addend),
-           expectFloatAttr(call, "alpha", false, 1.0, alpha)});
-      !e.empty()) {
+  int64_t addend = 0;
+  if (auto e = expectGemmEpilogue(call, count == 5, addend); !e.empty()) {
     return e;
-  }
-  if (accumulate && count == 5) {
-    return addend ? "a linear layer cannot both add an addend and accumulate"
-                  : "a linear layer with a bias cannot accumulate into its "
-                    "output";
-  }
-  if (addend && count != 5) {
-    return "a linear layer with `addend` needs the addend as operand 2";
   }
   std::vector<int64_t> outShape = x.shape;
   outShape.back() = n;
