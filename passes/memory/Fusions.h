@@ -1,6 +1,6 @@
 //===- Fusions.h - what planning folds into a neighbouring launch -*- C++ -*-===//
 //
-// Three decisions the planner takes before it lays anything out, shared by
+// The decisions the planner takes before it lays anything out, shared by
 // tailor-lower-to-sched and the activation-memory analysis (so the estimate
 // a recomputation budget is checked against sees the same buffers the plan
 // will hold):
