@@ -7,7 +7,8 @@
 // codegen/FusedKernelCompiler.cpp compiles with NVRTC and the CPU tests
 // compile for the SIMT emulator.
 //
-// The entry point, named fusedFunctionName(text, kinds), takes in order:
+// The entry point, named fusedFunctionName(text, outputs, kinds), takes in
+// order:
 //   1. `const float *xI` for each input I (the launch's operands before
 //      its outputs);
 //   2. `float *yO` for each output O;
