@@ -8,7 +8,10 @@
 #include "runtime/include/tailor/runtime.h"
 
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <unordered_set>
 
 using namespace tailor::runtime;
 namespace fb = tailor::plan;
@@ -17,12 +20,74 @@ static_assert(kMaxPlanRank == TAILOR_MAX_RANK,
               "tailor_tensor_info must hold every rank a plan may have");
 
 struct tailor_plan {
-  std::unique_ptr<LoadedPlan> plan;
+  std::shared_ptr<LoadedPlan> plan;
 };
 
+/// A session shares its plan: tailor_plan_free may come first.
 struct tailor_session {
+  std::shared_ptr<LoadedPlan> plan; // destroyed after the session
   std::unique_ptr<Session> session;
 };
+
+namespace {
+
+/// The handles this library made and has not freed. A freed, foreign or
+/// stray pointer is refused with a status instead of being dereferenced
+/// (one hash lookup under a mutex per call: cheap next to any run).
+class LiveHandles {
+public:
+  void add(const void *handle) {
+    std::lock_guard<std::mutex> lock(mutex);
+    handles.insert(handle);
+  }
+  bool remove(const void *handle) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return handles.erase(handle) == 1;
+  }
+  bool contains(const void *handle) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return handles.count(handle) == 1;
+  }
+
+private:
+  std::mutex mutex;
+  std::unordered_set<const void *> handles;
+};
+
+LiveHandles &livePlans() {
+  static LiveHandles *handles = new LiveHandles(); // never destroyed
+  return *handles;
+}
+
+LiveHandles &liveSessions() {
+  static LiveHandles *handles = new LiveHandles();
+  return *handles;
+}
+
+bool isLive(const tailor_plan *plan) {
+  return plan && livePlans().contains(plan);
+}
+
+bool isLive(const tailor_session *session) {
+  return session && liveSessions().contains(session);
+}
+
+/// The error for a plan argument that is not a live plan.
+tailor_status badPlan(const tailor_plan *plan) {
+  return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+              plan ? "plan is not a live tailor_plan (freed already, or not "
+                     "made by tailor_plan_load)"
+                   : "plan is null");
+}
+
+tailor_status badSession(const tailor_session *session) {
+  return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+              session ? "session is not a live tailor_session (freed "
+                        "already, or not made by tailor_session_create)"
+                      : "session is null");
+}
+
+} // namespace
 
 /// Describes the tensor named `name` held in plan buffer `buffer`.
 static tailor_status fillBufferInfo(const LoadedPlan &plan,
@@ -100,7 +165,8 @@ tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
                 error.rfind("cannot read plan", 0) == 0;
       return fail(io ? TAILOR_ERROR_IO : TAILOR_ERROR_INVALID_PLAN, error);
     }
-    *plan = new tailor_plan{std::move(loaded)};
+    *plan = new tailor_plan{std::shared_ptr<LoadedPlan>(std::move(loaded))};
+    livePlans().add(*plan);
     return ok();
   });
 }
@@ -120,16 +186,30 @@ tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
     if (!loaded) {
       return fail(TAILOR_ERROR_INVALID_PLAN, error);
     }
-    *plan = new tailor_plan{std::move(loaded)};
+    *plan = new tailor_plan{std::shared_ptr<LoadedPlan>(std::move(loaded))};
+    livePlans().add(*plan);
     return ok();
   });
 }
 
-void tailor_plan_free(tailor_plan *plan) { delete plan; }
+void tailor_plan_free(tailor_plan *plan) {
+  guardValue(__func__, 0, [&] {
+    if (plan && !livePlans().remove(plan)) {
+      badPlan(plan);
+      return 0;
+    }
+    delete plan;
+    return 0;
+  });
+}
 
 int tailor_plan_input_count(const tailor_plan *plan) {
   return guardValue(__func__, 0, [&]() -> int {
-    if (!plan || !plan->plan->root().inputs()) {
+    if (!isLive(plan)) {
+      badPlan(plan);
+      return 0;
+    }
+    if (!plan->plan->root().inputs()) {
       return 0;
     }
     return static_cast<int>(plan->plan->root().inputs()->size());
@@ -138,7 +218,11 @@ int tailor_plan_input_count(const tailor_plan *plan) {
 
 int tailor_plan_output_count(const tailor_plan *plan) {
   return guardValue(__func__, 0, [&]() -> int {
-    if (!plan || !plan->plan->root().outputs()) {
+    if (!isLive(plan)) {
+      badPlan(plan);
+      return 0;
+    }
+    if (!plan->plan->root().outputs()) {
       return 0;
     }
     return static_cast<int>(plan->plan->root().outputs()->size());
@@ -147,7 +231,8 @@ int tailor_plan_output_count(const tailor_plan *plan) {
 
 int tailor_plan_entry_count(const tailor_plan *plan) {
   return guardValue(__func__, 0, [&]() -> int {
-    if (!plan) {
+    if (!isLive(plan)) {
+      badPlan(plan);
       return 0;
     }
     const auto *entries = plan->plan->root().entries();
@@ -158,7 +243,11 @@ int tailor_plan_entry_count(const tailor_plan *plan) {
 
 const char *tailor_plan_entry_name(const tailor_plan *plan, int index) {
   return guardValue<const char *>(__func__, nullptr, [&]() -> const char * {
-    if (!plan || index < 0 || index >= tailor_plan_entry_count(plan)) {
+    if (!isLive(plan)) {
+      badPlan(plan);
+      return nullptr;
+    }
+    if (index < 0 || index >= tailor_plan_entry_count(plan)) {
       return nullptr;
     }
     const auto *entries = plan->plan->root().entries();
@@ -171,7 +260,11 @@ const char *tailor_plan_entry_name(const tailor_plan *plan, int index) {
 
 int tailor_plan_input_entry(const tailor_plan *plan, int index) {
   return guardValue(__func__, -1, [&]() -> int {
-    if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
+    if (!isLive(plan)) {
+      badPlan(plan);
+      return -1;
+    }
+    if (index < 0 || index >= tailor_plan_input_count(plan)) {
       return -1;
     }
     return static_cast<int>(plan->plan->root().inputs()->Get(index)->entry());
@@ -180,7 +273,11 @@ int tailor_plan_input_entry(const tailor_plan *plan, int index) {
 
 int tailor_plan_output_entry(const tailor_plan *plan, int index) {
   return guardValue(__func__, -1, [&]() -> int {
-    if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
+    if (!isLive(plan)) {
+      badPlan(plan);
+      return -1;
+    }
+    if (index < 0 || index >= tailor_plan_output_count(plan)) {
       return -1;
     }
     return static_cast<int>(plan->plan->root().outputs()->Get(index)->entry());
@@ -190,7 +287,10 @@ int tailor_plan_output_entry(const tailor_plan *plan, int index) {
 tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
                                      tailor_tensor_info *info) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!plan || index < 0 || index >= tailor_plan_input_count(plan)) {
+    if (!isLive(plan)) {
+      return badPlan(plan);
+    }
+    if (index < 0 || index >= tailor_plan_input_count(plan)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   "no input " + std::to_string(index));
     }
@@ -202,7 +302,10 @@ tailor_status tailor_plan_input_info(const tailor_plan *plan, int index,
 tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
                                       tailor_tensor_info *info) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!plan || index < 0 || index >= tailor_plan_output_count(plan)) {
+    if (!isLive(plan)) {
+      return badPlan(plan);
+    }
+    if (index < 0 || index >= tailor_plan_output_count(plan)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   "no output " + std::to_string(index));
     }
@@ -214,7 +317,10 @@ tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
 tailor_status tailor_plan_memory(const tailor_plan *plan,
                                  tailor_memory_report *report) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!plan || !report) {
+    if (!isLive(plan)) {
+      return badPlan(plan);
+    }
+    if (!report) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   "plan and report must not be null");
     }
@@ -227,9 +333,12 @@ tailor_status tailor_session_create(const tailor_plan *plan,
                                     const tailor_session_options *options,
                                     tailor_session **session) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!plan || !session) {
+    if (!isLive(plan)) {
+      return badPlan(plan);
+    }
+    if (!session) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                  "plan and session must not be null");
+                  "session must not be null");
     }
     *session = nullptr;
     int threads = options ? options->num_threads : 0;
@@ -244,19 +353,32 @@ tailor_status tailor_session_create(const tailor_plan *plan,
     if (!created) {
       return fail(static_cast<tailor_status>(status), error);
     }
-    *session = new tailor_session{std::move(created)};
+    *session = new tailor_session{plan->plan, std::move(created)};
+    liveSessions().add(*session);
     return ok();
   });
 }
 
-void tailor_session_free(tailor_session *session) { delete session; }
+void tailor_session_free(tailor_session *session) {
+  guardValue(__func__, 0, [&] {
+    if (session && !liveSessions().remove(session)) {
+      badSession(session);
+      return 0;
+    }
+    delete session;
+    return 0;
+  });
+}
 
 tailor_status tailor_session_set_input(tailor_session *session,
                                        const char *name, tailor_dtype dtype,
                                        const int64_t *shape, int rank,
                                        const void *data, size_t bytes) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session || !name || (!data && bytes) || (!shape && rank)) {
+    if (!isLive(session)) {
+      return badSession(session);
+    }
+    if (!name || (!data && bytes) || (!shape && rank)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
     if (rank < 0 || rank > TAILOR_MAX_RANK) {
@@ -306,8 +428,8 @@ tailor_status tailor_session_set_input(tailor_session *session,
 
 tailor_status tailor_session_run(tailor_session *session) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session) {
-      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "session is null");
+    if (!isLive(session)) {
+      return badSession(session);
     }
     std::string error = session->session->run();
     if (!error.empty()) {
@@ -328,7 +450,10 @@ static std::string shardedParameterMessage(const fb::Parameter &param) {
 tailor_status tailor_session_tensor(tailor_session *session, const char *name,
                                     void **data, tailor_tensor_info *info) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session || !name || !data) {
+    if (!isLive(session)) {
+      return badSession(session);
+    }
+    if (!name || !data) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
     const LoadedPlan &plan = session->session->plan();
@@ -370,7 +495,10 @@ tailor_status tailor_session_tensor(tailor_session *session, const char *name,
 tailor_status tailor_session_tensor_upload(tailor_session *session,
                                            const char *name) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session || !name) {
+    if (!isLive(session)) {
+      return badSession(session);
+    }
+    if (!name) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
     const fb::Plan &root = session->session->plan().root();
@@ -409,7 +537,10 @@ tailor_status tailor_session_tensor_upload(tailor_session *session,
 tailor_status tailor_session_run_entry(tailor_session *session,
                                        const char *name) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session || !name) {
+    if (!isLive(session)) {
+      return badSession(session);
+    }
+    if (!name) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   "session and name must not be null");
     }
@@ -431,7 +562,10 @@ tailor_status tailor_session_output(const tailor_session *session,
                                     const char *name, const void **data,
                                     tailor_tensor_info *info) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session || !name || !data) {
+    if (!isLive(session)) {
+      return badSession(session);
+    }
+    if (!name || !data) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
     const LoadedPlan &plan = session->session->plan();
@@ -451,7 +585,10 @@ tailor_status tailor_session_output(const tailor_session *session,
 tailor_status tailor_session_memory(const tailor_session *session,
                                     tailor_memory_report *report) {
   return guard(__func__, [&]() -> tailor_status {
-    if (!session || !report) {
+    if (!isLive(session)) {
+      return badSession(session);
+    }
+    if (!report) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   "session and report must not be null");
     }

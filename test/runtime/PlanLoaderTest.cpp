@@ -227,6 +227,70 @@ TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
   tailor_plan_free(plan);
 }
 
+// Tests that the handles survive the common misuse with a status, not a
+// crash: a session outlives the plan it was made from (it shares it), a
+// handle freed twice or never made is refused and named in the message,
+// and freeing one is a no-op that leaves a message.
+TEST_F(PlanLoaderTest, HandlesSurviveMisuse) {
+  tailor_plan *plan = nullptr;
+  tailor_session *session = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan({}), &plan, &session));
+  tailor_plan_free(plan); // before the session: the session keeps the plan
+  float x[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  ASSERT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_OK)
+      << tailor_last_error();
+  ASSERT_EQ(tailor_session_run(session), TAILOR_OK) << tailor_last_error();
+  const void *data = nullptr;
+  ASSERT_EQ(tailor_session_output(session, "y", &data, nullptr), TAILOR_OK);
+  EXPECT_FLOAT_EQ(static_cast<const float *>(data)[3], 44);
+
+  // The freed plan is no plan any more.
+  tailor_tensor_info info;
+  EXPECT_EQ(tailor_plan_input_info(plan, 0, &info),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tailor_last_error()).find("not a live tailor_plan"),
+            std::string::npos)
+      << tailor_last_error();
+  EXPECT_EQ(tailor_plan_input_count(plan), 0);
+  EXPECT_EQ(tailor_plan_entry_name(plan, 0), nullptr);
+  tailor_session *other = nullptr;
+  EXPECT_EQ(tailor_session_create(plan, nullptr, &other),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  tailor_plan_free(plan); // twice: refused, not a double delete
+  EXPECT_NE(std::string(tailor_last_error()).find("not a live tailor_plan"),
+            std::string::npos);
+
+  tailor_session_free(session);
+  EXPECT_EQ(tailor_session_run(session), TAILOR_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tailor_last_error()).find("not a live tailor_session"),
+            std::string::npos)
+      << tailor_last_error();
+  EXPECT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  tailor_session_free(session); // twice
+  EXPECT_NE(std::string(tailor_last_error()).find("not a live tailor_session"),
+            std::string::npos);
+
+  // Pointers the library never made.
+  int stray = 0;
+  auto *foreignPlan = reinterpret_cast<tailor_plan *>(&stray);
+  auto *foreignSession = reinterpret_cast<tailor_session *>(&stray);
+  tailor_memory_report report;
+  EXPECT_EQ(tailor_plan_memory(foreignPlan, &report),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(tailor_session_memory(foreignSession, &report),
+            TAILOR_ERROR_INVALID_ARGUMENT);
+  tailor_plan_free(foreignPlan);
+  tailor_session_free(foreignSession);
+  EXPECT_EQ(stray, 0);
+  tailor_plan_free(nullptr);
+  tailor_session_free(nullptr);
+}
+
 /// Expects `spec` to be rejected with a message containing `needle`.
 #define EXPECT_REJECTED(spec, status, needle)                                  \
   do {                                                                         \

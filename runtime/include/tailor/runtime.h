@@ -128,7 +128,13 @@ tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
                                            const char *base_dir,
                                            tailor_plan **plan);
 
-/** Frees a plan (NULL is fine). Sessions made from it must be freed first. */
+/**
+ * Frees a plan (NULL is fine). Sessions made from it share what they need
+ * of it, so they may be freed before or after it. A pointer that is not a
+ * live plan (freed already, or never made by tailor_plan_load*) is left
+ * alone and tailor_last_error() says so; every other call refuses such a
+ * pointer with TAILOR_ERROR_INVALID_ARGUMENT, as it refuses NULL.
+ */
 void tailor_plan_free(tailor_plan *plan);
 
 int tailor_plan_input_count(const tailor_plan *plan);
@@ -168,6 +174,10 @@ tailor_status tailor_session_create(const tailor_plan *plan,
                                     const tailor_session_options *options,
                                     tailor_session **session);
 
+/**
+ * Frees a session (NULL is fine). As for plans, a pointer that is not a live
+ * session is left alone with a message, and refused by every other call.
+ */
 void tailor_session_free(tailor_session *session);
 
 /**
