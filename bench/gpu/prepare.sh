@@ -7,7 +7,7 @@
 #
 #   bin/    tailor-run, tailor-train, tailor-embed-train (runtime only), and
 #           AttentionKernelBench (times the attention kernels; run.sh kernels)
-#   lib/    libtailor_runtime.so and every non-system library they load
+#   lib/    libtailor_runtime.so.0 and every non-system library they load
 #           (openblas, gfortran, quadmath, ...); lib/fallback/ holds this
 #           machine's libstdc++ and libgcc_s, used by run.sh only if the GPU
 #           machine's are too old
@@ -83,20 +83,21 @@ for b in tailor-run tailor-train tailor-embed-train; do
   cp "$BUILD/bin/$b" "$BUNDLE/bin/"
 done
 cp "$KERNEL_BENCH" "$BUNDLE/bin/"
-cp "$BUILD/lib/libtailor_runtime.so" "$BUNDLE/lib/"
+# Under its SONAME: the binaries ask for libtailor_runtime.so.0.
+cp -L "$BUILD/lib/libtailor_runtime.so" "$BUNDLE/lib/libtailor_runtime.so.0"
 for t in "${tests[@]}"; do
   cp "$BUILD/test/unit/$t" "$BUNDLE/test/"
 done
 cp "${device_code[@]}" "$BUNDLE/cuda/"
 # Symbols only: the build is Release (no debug info); this trims the rest.
-strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/test/* "$BUNDLE"/lib/*.so 2>/dev/null || true
+strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/test/* "$BUNDLE"/lib/*.so* 2>/dev/null || true
 
 # The GPU machine has the C/C++ runtime, zlib, the driver and the CUDA toolkit
 # (cuBLASLt is loaded with dlopen), and NCCL in PyTorch's nvidia-nccl wheel
 # (run.sh finds it; at 208 MiB it could not be carried); everything else
 # comes along.
 system_re='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libnccl|libtailor_runtime)\.'
-for elf in "$BUNDLE"/bin/* "$BUNDLE"/test/* "$BUNDLE"/lib/libtailor_runtime.so; do
+for elf in "$BUNDLE"/bin/* "$BUNDLE"/test/* "$BUNDLE"/lib/libtailor_runtime.so.0; do
   if ldd "$elf" | grep -q 'not found'; then
     ldd "$elf" | grep 'not found' >&2
     die "$elf has unresolved libraries here"
