@@ -375,8 +375,16 @@ LogicalResult AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult SGDUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyUpdate(*this, symbols, getParamAttr(),
-                      {getGradAttr(), getMomentumBufferAttr()},
+  bool hasBuffer = static_cast<bool>(getMomentumBufferAttr());
+  if (hasBuffer != (getMomentum().convertToDouble() != 0.0)) {
+    return emitOpError() << (hasBuffer ? "momentum 0 keeps no momentum buffer"
+                                       : "momentum needs a momentum buffer");
+  }
+  SmallVector<FlatSymbolRefAttr> states = {getGradAttr()};
+  if (hasBuffer) {
+    states.push_back(getMomentumBufferAttr());
+  }
+  return verifyUpdate(*this, symbols, getParamAttr(), states,
                       {getLr(), getGradScale()});
 }
 

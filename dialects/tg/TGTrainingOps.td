@@ -272,15 +272,16 @@ def TG_SGDUpdateOp : TG_Op<"sgd_update", [
   let description = [{
     With `g = grad * grad_scale + weight_decay * p`: `buf = momentum * buf + g`,
     `p -= lr * (nesterov ? g + momentum * buf : buf)` (dampening 0; without
-    momentum `p -= lr * g`). The gradient accumulator is zeroed.
+    momentum `p -= lr * g`, and there is no buffer: torch.optim.SGD keeps
+    none either). The gradient accumulator is zeroed.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
-                       FlatSymbolRefAttr:$momentum_buffer,
+                       OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,
                        RankedTensorOf<[F32]>:$lr,
                        RankedTensorOf<[F32]>:$grad_scale, F64Attr:$momentum,
                        F64Attr:$weight_decay, UnitAttr:$nesterov);
   let assemblyFormat = [{
-    $param `grad` $grad `momentum_buffer` $momentum_buffer `lr` $lr
+    $param `grad` $grad (`momentum_buffer` $momentum_buffer^)? `lr` $lr
     `scale` $grad_scale attr-dict `:` type($lr) `,` type($grad_scale)
   }];
 }

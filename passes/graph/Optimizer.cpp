@@ -241,11 +241,16 @@ void OptimizerPass::runOnOperation() {
           scale, builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
           builder.getF64FloatAttr(epsilon), builder.getF64FloatAttr(weightDecay));
     } else {
-      tg::StateOp buffer = makeState(t.param, tg::StateKind::MomentumBuffer);
+      // Plain SGD keeps no buffer (nor does torch.optim.SGD).
+      FlatSymbolRefAttr buffer;
+      if (momentum != 0.0) {
+        buffer = ref(
+            makeState(t.param, tg::StateKind::MomentumBuffer).getSymName());
+      }
       builder.setInsertionPointToEnd(entry);
       tg::SGDUpdateOp::create(
           builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
-          ref(buffer.getSymName()), lr, scale, builder.getF64FloatAttr(momentum),
+          buffer, lr, scale, builder.getF64FloatAttr(momentum),
           builder.getF64FloatAttr(weightDecay),
           nesterov ? builder.getUnitAttr() : UnitAttr());
     }

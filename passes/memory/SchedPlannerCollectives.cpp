@@ -100,8 +100,12 @@ LogicalResult SchedPlanner::planStateUpdate(ModuleOp module, Operation &op,
   auto sgd = llvm::cast<tg::SGDUpdateOp>(op);
   FailureOr<Access> param = updatedParam(module, &op, sgd.getParamAttr());
   FailureOr<unsigned> grad = stateRoot(module, &op, sgd.getGradAttr());
+  // Without momentum the kernel neither reads nor writes its buffer
+  // operand, and there is no buffer: the gradient stands in for it.
   FailureOr<unsigned> buffer =
-      stateRoot(module, &op, sgd.getMomentumBufferAttr());
+      sgd.getMomentumBufferAttr()
+          ? stateRoot(module, &op, sgd.getMomentumBufferAttr())
+          : grad;
   if (failed(param) || failed(grad) || failed(buffer)) {
     return failure();
   }

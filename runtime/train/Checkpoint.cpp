@@ -57,8 +57,11 @@ void computeFingerprint(CheckpointLayout &layout) {
   for (const TensorSlot &slot : layout.parameters) {
     add("parameter", slot);
   }
-  for (const TensorSlot &slot : layout.states) {
-    add("state", slot);
+  for (const std::vector<TensorSlot> *slots :
+       {&layout.states, &layout.gradients}) {
+    for (const TensorSlot &slot : *slots) {
+      add("state", slot);
+    }
   }
   std::sort(lines.begin(), lines.end());
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -296,6 +299,19 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
                  state->buffer()));
     }
   }
+  // Gradient accumulators are zero where checkpoints are taken.
+  auto gradient = [](const TensorSlot &slot) {
+    return slot.name.size() > 5 &&
+           slot.name.compare(slot.name.size() - 5, 5, ".grad") == 0;
+  };
+  auto firstGradient =
+      std::stable_partition(layout.states.begin(), layout.states.end(),
+                            [&](const TensorSlot &slot) {
+                              return !gradient(slot);
+                            });
+  layout.gradients.assign(std::make_move_iterator(firstGradient),
+                          std::make_move_iterator(layout.states.end()));
+  layout.states.erase(firstGradient, layout.states.end());
   computeFingerprint(layout);
   return true;
 }
@@ -441,9 +457,16 @@ bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
   if (!optimizer) {
     return false;
   }
+  // Checkpoints written before gradients were left out hold them (zero):
+  // read them back as they are.
+  std::vector<TensorSlot> saved = layout.states;
+  if (!layout.gradients.empty() &&
+      optimizer->find(layout.gradients.front().fileName())) {
+    saved.insert(saved.end(), layout.gradients.begin(), layout.gradients.end());
+  }
   if (!checkTensors(*model, layout.parameters, adapter ? kPeftPrefix : "",
                     /*toF32=*/false, error) ||
-      !checkTensors(*optimizer, layout.states, "", /*toF32=*/false, error)) {
+      !checkTensors(*optimizer, saved, "", /*toF32=*/false, error)) {
     return false;
   }
   if (loaded.fingerprint != layout.fingerprint) {
@@ -453,7 +476,7 @@ bool loadCheckpoint(const CheckpointLayout &layout, const std::string &dir,
     return false;
   }
   copyTensors(*model, layout.parameters, adapter ? kPeftPrefix : "");
-  copyTensors(*optimizer, layout.states, "");
+  copyTensors(*optimizer, saved, "");
   state = std::move(loaded);
   return true;
 }

@@ -127,6 +127,11 @@ struct CheckpointLayout {
   /// `<member>.<kind>`, so checkpoints move between DDP and ZeRO and
   /// between world sizes).
   std::vector<TensorSlot> states;
+  /// The gradient accumulators among them, moved out of `states`: a
+  /// checkpoint is taken at an optimizer-step boundary, where every one is
+  /// zero (the update zeroes it), so they are not saved; they still count
+  /// in the fingerprint, as they did when they were.
+  std::vector<TensorSlot> gradients;
   /// The sharded states and parameter buckets whose host copies the slots
   /// above point into (owned here, never moved once built). A bucket's copy
   /// starts out holding this rank's chunk, so scattering it back before

@@ -885,3 +885,26 @@ func.func @f(%lr: tensor<f32>, %step: tensor<i64>) {
   tg.adamw_update @zero.b0 grad @g moments(@m, @v) lr %lr step %step scale %lr {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<i64>, tensor<f32>
   return
 }
+
+// -----
+
+// Tests that SGD with momentum needs its buffer.
+tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<4xf32> of @w grad
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{momentum needs a momentum buffer}}
+  tg.sgd_update @w grad @g lr %lr scale %lr {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that plain SGD (momentum 0) keeps no buffer.
+tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<4xf32> of @w grad
+tg.state @b : tensor<4xf32> of @w momentum_buffer
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @+1 {{momentum 0 keeps no momentum buffer}}
+  tg.sgd_update @w grad @g momentum_buffer @b lr %lr scale %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
+  return
+}

@@ -1,5 +1,6 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-optimizer="scheduler=cosine warmup-steps=2 total-steps=10 max-grad-norm=1.0 accumulation-steps=2 lr=0.01 weight-decay=0.1" | FileCheck %s
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-optimizer="optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-optimizer="optimizer=sgd momentum=0" | FileCheck %s --check-prefix=PLAIN
 
 tg.param @b : tensor<8x2xf32> trainable init <"zeros", 0.0 : f64>
 
@@ -26,6 +27,11 @@ tg.param @b : tensor<8x2xf32> trainable init <"zeros", 0.0 : f64>
 // CHECK: return %[[LR]], %[[NORM]]
 // SGD: tg.state @b.momentum_buffer : tensor<8x2xf32> of @b momentum_buffer
 // SGD: tg.sgd_update @b grad @b.grad momentum_buffer @b.momentum_buffer lr %{{.+}} scale %{{.+}} {momentum = 9.000000e-01 : f64, nesterov, weight_decay = 0.000000e+00 : f64}
+// Tests that plain SGD (momentum 0) keeps no momentum buffer, as
+// torch.optim.SGD keeps none.
+// PLAIN-NOT: momentum_buffer
+// PLAIN: tg.sgd_update @b grad @b.grad lr %{{.+}} scale %{{.+}} {momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64}
+// PLAIN-NOT: momentum_buffer
 func.func @forward(%g: tensor<8x2xf32>) -> (tensor<f32> {tg.name = "loss"}, tensor<8x2xf32> {tg.grad_of = @b, tg.name = "grad.b"}) {
   %l = tg.reduce_sum %g axes = [0, 1] : tensor<8x2xf32> -> tensor<f32>
   return %l, %g : tensor<f32>, tensor<8x2xf32>

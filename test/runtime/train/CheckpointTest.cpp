@@ -169,6 +169,46 @@ TEST(Checkpoint, LoadRestoresTensorsAndState) {
   EXPECT_EQ(state.logHistory[1].evalLoss, std::optional<double>(2.75));
 }
 
+// Tests that gradient accumulators, zero at every optimizer-step boundary
+// where checkpoints are taken, are not saved, count in the fingerprint as
+// before, and that a checkpoint written with them (before they were left
+// out) still loads.
+TEST(Checkpoint, GradientsAreNotSavedAndOldCheckpointsWithThemLoad) {
+  TempDir dir;
+  Model model(1.0f);
+  std::vector<float> gradA(8, 0.0f), gradB(8, 0.0f);
+  model.layout.gradients = {
+      {std::string(kA) + ".grad", DType::F32, {2, 4}, gradA.data()},
+      {std::string(kB) + ".grad", DType::F32, {4, 2}, gradB.data()}};
+  computeFingerprint(model.layout);
+  // The layout that saved them with the moments, and its fingerprint.
+  Model oldModel(1.0f);
+  CheckpointLayout &old = oldModel.layout;
+  old.states.insert(old.states.end(), model.layout.gradients.begin(),
+                    model.layout.gradients.end());
+  computeFingerprint(old);
+  EXPECT_EQ(old.fingerprint, model.layout.fingerprint);
+
+  std::string error;
+  ASSERT_TRUE(
+      saveCheckpoint(model.layout, stateAt(3, model.layout), dir.path, error))
+      << error;
+  auto optimizer = SafetensorsFile::open(
+      dir.path + "/checkpoint-3/optimizer.safetensors", error);
+  ASSERT_TRUE(optimizer) << error;
+  EXPECT_EQ(optimizer->tensors().size(), 4u); // the moments only
+  EXPECT_FALSE(optimizer->find(std::string(kA) + ".grad"));
+
+  ASSERT_TRUE(saveCheckpoint(old, stateAt(4, old), dir.path, error)) << error;
+  model.fill(99.0f);
+  TrainerState state;
+  ASSERT_TRUE(
+      loadCheckpoint(model.layout, dir.path + "/checkpoint-4", state, error))
+      << error;
+  EXPECT_EQ(model.a, Model(1.0f).a);
+  EXPECT_EQ(state.globalStep, 4);
+}
+
 TEST(Checkpoint, ReplacesAnExistingCheckpointWhole) {
   TempDir dir;
   Model first(1.0f), second(5.0f);
