@@ -1,6 +1,8 @@
 //===- HostTensor.cpp - compile-time tensors the importer folds -----------===//
 
 #include "frontends/onnx/HostTensor.h"
+
+#include <limits>
 #include "frontends/onnx/LazyTensor.h"
 
 #include "llvm/ADT/APFloat.h"
@@ -81,14 +83,6 @@ llvm::StringRef elementTypeName(int32_t dataType) {
   return "UNKNOWN";
 }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    n *= d;
-  }
-  return n;
-}
-
 std::optional<int64_t> checkedProduct(ArrayRef<int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
@@ -97,6 +91,16 @@ std::optional<int64_t> checkedProduct(ArrayRef<int64_t> dims) {
     }
   }
   return n;
+}
+
+/// The element count of `dims`, saturating: a count int64 cannot hold (or a
+/// negative extent) reads as INT64_MAX, which fails every size limit it is
+/// compared with, instead of wrapping into a small one.
+int64_t product(ArrayRef<int64_t> dims) {
+  if (llvm::is_contained(dims, 0)) {
+    return 0;
+  }
+  return checkedProduct(dims).value_or(std::numeric_limits<int64_t>::max());
 }
 
 HostTensor HostTensor::lazyOf(std::shared_ptr<const LazyTensor> expr,

@@ -62,6 +62,7 @@ int64_t elementByteSize(ElementType type);
 /// ONNX's name for the type ("FLOAT", "INT64", ...), for messages.
 llvm::StringRef elementTypeName(int32_t dataType);
 
+/// The element count of `dims`, saturating at INT64_MAX (see HostTensor.cpp).
 int64_t product(llvm::ArrayRef<int64_t> dims);
 /// The element count of `dims`, or nullopt if it overflows int64 (or a dim
 /// is negative).

@@ -787,8 +787,13 @@ std::optional<BandMask> detectBand(const HostTensor &tensor) {
     return std::nullopt;
   }
   int64_t rows = dims[dims.size() - 2], cols = dims.back();
-  // A leading dim of 0 leaves no element to read (found by the fuzzer).
-  if (rows < 1 || cols < 1 || rows + cols < 3 || tensor.size() == 0) {
+  // A leading dim of 0 leaves no element to read (found by the fuzzer). A
+  // mask has one value per diagonal, read one by one: past kMaxDiagonals
+  // (far beyond any context length) that walk would be the hang, so such a
+  // tensor is no mask.
+  constexpr int64_t kMaxDiagonals = int64_t(1) << 24;
+  if (rows < 1 || cols < 1 || rows + cols < 3 || tensor.size() == 0 ||
+      rows > kMaxDiagonals || cols > kMaxDiagonals) {
     return std::nullopt;
   }
   if (tensor.isLazy() &&
