@@ -398,15 +398,37 @@ std::string runCopy(const KernelCall &call) {
   return "";
 }
 
+/// `Check`, then: the outputs (operands from FirstOutput on) share no byte
+/// with the inputs or with each other. These kernels move data with
+/// memcpy; a tampered plan that passes verification otherwise must not make
+/// them copy between overlapping ranges.
+template <std::string (*Check)(const KernelCall &),
+          size_t (*FirstOutput)(const KernelCall &)>
+std::string checkApart(const KernelCall &call) {
+  if (auto e = Check(call); !e.empty()) {
+    return e;
+  }
+  return expectOutputsApart(call, FirstOutput(call));
+}
+
+size_t afterFirst(const KernelCall &) { return 1; }
+size_t lastOnly(const KernelCall &call) {
+  return call.operands.empty() ? 0 : call.operands.size() - 1;
+}
+
 } // namespace
 
 void addDataMovementKernels(std::vector<KernelDef> &table) {
-  table.push_back({"transpose", 2, checkTranspose, runTranspose});
-  table.push_back({"slice", 2, checkSlice, runSlice});
-  table.push_back({"concat", -1, checkConcat, runPieces<false>});
-  table.push_back({"split", -1, checkSplit, runPieces<true>});
-  table.push_back({"broadcast", 2, checkBroadcast, runBroadcast});
-  table.push_back({"copy", 2, checkCopy, runCopy});
+  table.push_back({"transpose", 2, checkApart<checkTranspose, afterFirst>,
+                   runTranspose});
+  table.push_back({"slice", 2, checkApart<checkSlice, afterFirst>, runSlice});
+  table.push_back(
+      {"concat", -1, checkApart<checkConcat, lastOnly>, runPieces<false>});
+  table.push_back(
+      {"split", -1, checkApart<checkSplit, afterFirst>, runPieces<true>});
+  table.push_back({"broadcast", 2, checkApart<checkBroadcast, afterFirst>,
+                   runBroadcast});
+  table.push_back({"copy", 2, checkApart<checkCopy, afterFirst>, runCopy});
 }
 
 } // namespace tailor::runtime::cpu

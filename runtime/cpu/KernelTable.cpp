@@ -287,6 +287,32 @@ std::string expectScalar(const KernelCall &call, size_t index, DType dtype) {
   return expectShape(call, index, {});
 }
 
+std::string expectOutputsApart(const KernelCall &call, size_t firstOutput) {
+  auto range = [&](size_t i) {
+    const Tensor &t = call.operands[i];
+    auto begin = reinterpret_cast<uintptr_t>(t.data);
+    return std::pair<uintptr_t, uintptr_t>(begin, begin + t.bytes());
+  };
+  for (size_t i = firstOutput; i < call.operands.size(); ++i) {
+    auto [begin, end] = range(i);
+    if (!call.operands[i].data || begin == end) {
+      continue;
+    }
+    for (size_t j = 0; j < call.operands.size(); ++j) {
+      auto [otherBegin, otherEnd] = range(j);
+      if (j == i || !call.operands[j].data || otherBegin == otherEnd) {
+        continue;
+      }
+      if (begin < otherEnd && otherBegin < end) {
+        return "output operand " + std::to_string(i) + " overlaps operand " +
+               std::to_string(j) +
+               " in memory; this kernel needs its outputs apart";
+      }
+    }
+  }
+  return "";
+}
+
 std::string expectGemmEpilogue(const KernelCall &call, bool seeded,
                                int64_t &addend) {
   int64_t accumulate = 0;

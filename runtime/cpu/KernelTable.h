@@ -101,6 +101,11 @@ std::string expectIntsAttr(const KernelCall &call, const char *name,
 /// accumulating, and `addend` needs that operand. Stores `addend`.
 std::string expectGemmEpilogue(const KernelCall &call, bool seeded,
                                int64_t &addend);
+/// Operands from `firstOutput` on share no byte with any other operand
+/// (null data, as when a plan is only verified, is not checked): for
+/// kernels that copy with memcpy, which must never overlap, whatever a
+/// plan file says.
+std::string expectOutputsApart(const KernelCall &call, size_t firstOutput);
 /// The first non-empty message of checks already evaluated: each must be
 /// safe to run once the checks before the list have passed.
 std::string firstError(std::initializer_list<std::string> errors);

@@ -1298,6 +1298,31 @@ TEST(CpuDataMovementTest, ConcatAndSplitRoundTrip) {
   EXPECT_TRUE(b2.sameBytes(b));
 }
 
+// Tests that the data-movement kernels, which copy with memcpy, refuse
+// outputs that overlap their inputs or each other (what a tampered plan
+// that passes verification could ask for), and accept views apart.
+TEST(CpuDataMovementTest, OutputsOverlappingInputsAreRefused) {
+  Buffer whole = randomBuffer(DType::F32, {16}, -1, 1, 51);
+  auto view = [&](int64_t offset, std::vector<int64_t> shape) {
+    Tensor t = whole.tensor();
+    t.data = whole.data<float>() + offset;
+    t.shape = std::move(shape);
+    return t;
+  };
+  KernelCall call;
+  call.operands = {view(0, {8}), view(4, {8})}; // x[0, 8) -> y[4, 12)
+  EXPECT_NE(findCpuKernel("copy")->check(call).find("overlaps operand 0"),
+            std::string::npos);
+  call.operands = {view(0, {8}), view(8, {8})}; // apart
+  EXPECT_EQ(findCpuKernel("copy")->check(call), "");
+  call.operands = {view(0, {4}), view(8, {4}), view(6, {8})};
+  EXPECT_NE(findCpuKernel("concat")->check(call), "");
+  call.attributes = Attributes({intAttr("axis", 0)});
+  call.operands = {view(0, {8}), view(8, {4}), view(10, {4})}; // pieces meet
+  EXPECT_NE(findCpuKernel("split")->check(call).find("operand 1 overlaps operand 2"),
+            std::string::npos);
+}
+
 TEST(CpuDataMovementTest, BroadcastAndCopy) {
   const Shapes cases[] = {
       {{5}, {}, {3, 5}},
