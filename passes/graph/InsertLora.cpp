@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
@@ -88,10 +89,76 @@ private:
 
 } // namespace
 
+/// The modules (tg.module of the ops) that read a parameter through its
+/// references `refs`, through views (reshape, transpose, dequantize); a
+/// tied lm_head reading its embedding table is the tie's, not another
+/// module's.
+static llvm::SetVector<StringRef> readingModules(ArrayRef<Value> refs) {
+  llvm::SetVector<StringRef> modules;
+  SmallVector<Value> worklist(refs.begin(), refs.end());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (llvm::isa<tg::ReshapeOp, tg::TransposeOp, tg::DequantizeOp>(user)) {
+        worklist.push_back(user->getResult(0));
+        continue;
+      }
+      auto path =
+          user->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
+      if (path && !user->hasAttr(tg::TGDialect::kTiedAttrName)) {
+        modules.insert(path.getValue());
+      }
+    }
+  }
+  return modules;
+}
+
+/// Full fine-tuning trains each parameter under its name. Exporters merge
+/// initializers with identical contents (a freshly initialized model's
+/// norm weights, all 1), and one merged tensor read by several modules
+/// would train with the sum of their gradients and be saved under one
+/// name: refuse it, naming the modules.
+static LogicalResult refuseMergedParameters(ModuleOp module,
+                                            ArrayRef<tg::ParamOp> trained) {
+  llvm::StringMap<SmallVector<Value>> refs;
+  module.walk([&](tg::ParamRefOp ref) {
+    refs[ref.getName()].push_back(ref.getResult());
+  });
+  std::string merged;
+  tg::ParamOp first;
+  for (tg::ParamOp param : trained) {
+    llvm::SetVector<StringRef> modules =
+        readingModules(refs.lookup(param.getSymName()));
+    if (modules.size() < 2) {
+      continue;
+    }
+    first = first ? first : param;
+    merged += "\n  @" + param.getSymName().str() + " read by";
+    for (StringRef path : modules.getArrayRef().take_front(4)) {
+      merged += " " + path.str();
+    }
+    if (modules.size() > 4) {
+      merged += " and " + std::to_string(modules.size() - 4) + " more";
+    }
+  }
+  if (merged.empty()) {
+    return success();
+  }
+  return first.emitError()
+         << "full fine-tuning would train each of these parameters as one "
+            "tensor for all the modules that read it, with the sum of their "
+            "gradients (the exporter merged initializers with identical "
+            "contents):"
+         << merged
+         << "\nexport a model whose weights differ (a trained checkpoint, "
+            "or perturb equal-valued weights before export), or fine-tune "
+            "with LoRA";
+}
+
 LogicalResult InsertLoraPass::makeTrainable(ModuleOp module,
                                             ArrayRef<std::string> names) {
   bool all = names.size() == 1 && names.front() == "all";
-  int64_t count = 0;
+  SmallVector<tg::ParamOp> trained;
   for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
     // Exports carry module buffers as initializers too; they are not
     // weights (rotary inverse frequencies, integer masks).
@@ -104,15 +171,15 @@ LogicalResult InsertLoraPass::makeTrainable(ModuleOp module,
                      }));
     if (selected) {
       param.setTrainable(true);
-      ++count;
+      trained.push_back(param);
     }
   }
-  if (count == 0) {
+  if (trained.empty()) {
     return module.emitError() << "no parameter matches the full fine-tuning "
                                  "targets '"
                               << targets << "'";
   }
-  return success();
+  return refuseMergedParameters(module, trained);
 }
 
 /// Records the Hugging Face name of every linear layer's weight and bias
