@@ -149,6 +149,30 @@ tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
  * training plan has "train_step" (one micro-batch: forward, backward,
  * gradient accumulation) and "optimizer_step" (clipping, learning rate,
  * update). Every input and output belongs to one entry.
+ *
+ * A training plan's inputs and outputs, by name:
+ *   train_step     in:  input_ids  i64 [micro_batch, seq]
+ *                       labels     i64 [micro_batch, seq] (-100: no loss;
+ *                                  the plan shifts them as HF does)
+ *                       position_ids i64 [micro_batch, seq] (only plans
+ *                                  compiled for sample packing: positions
+ *                                  restart at 0 in each packed example)
+ *                       seed       i64 [] (only plans with LoRA dropout: a
+ *                                  new value per micro-batch)
+ *                  out: loss       f32 [] (this micro-batch's mean)
+ *   optimizer_step in:  step       i64 [] (the optimizer step being taken,
+ *                                  counting from 1, as PyTorch's optimizer
+ *                                  state and HF's global_step do: it sets
+ *                                  the learning rate of the schedule and
+ *                                  AdamW's bias corrections)
+ *                  out: lr         f32 [] (the learning rate it applied)
+ *                       grad_norm  f32 [] (the gradient norm before
+ *                                  clipping, over all accumulated
+ *                                  micro-batches)
+ *   eval_step      (plans with a validation set) in: eval_input_ids,
+ *                  eval_labels (and eval_position_ids); out: eval_loss.
+ * Run train_step once per micro-batch of an accumulation, then
+ * optimizer_step once; tailor_plan_input_info gives exact shapes.
  */
 int tailor_plan_entry_count(const tailor_plan *plan);
 /** The name of entry `index`, or NULL; valid while the plan lives. */
