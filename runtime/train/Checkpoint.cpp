@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <sstream>
+#include <fstream>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -320,11 +322,34 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
 // Writing
 //===----------------------------------------------------------------------===//
 
+/// A full fine-tune loads with transformers' from_pretrained when its
+/// directory also holds the base model's config.json: copied from
+/// `base_model` when that names a local Hugging Face model directory
+/// (where it is not, as for a hub id, there is nothing to copy).
+static bool copyBaseConfig(const std::string &baseModel, const std::string &dir,
+                           std::string &error) {
+  if (baseModel.empty()) {
+    return true;
+  }
+  std::ifstream config(baseModel + "/config.json", std::ios::binary);
+  if (!config) {
+    return true;
+  }
+  std::ostringstream text;
+  text << config.rdbuf();
+  if (!config.good() && !config.eof()) {
+    error = baseModel + "/config.json: cannot be read";
+    return false;
+  }
+  return writeFileAtomically(dir + "/config.json", text.str(), error);
+}
+
 bool writeModelFiles(const CheckpointLayout &layout, const std::string &dir,
                      std::string &error) {
   if (!layout.adapter.isAdapter()) {
     return writeSafetensors(dir + "/" + kFullModelFile,
-                            inputsOf(layout.parameters, ""), error);
+                            inputsOf(layout.parameters, ""), error) &&
+           copyBaseConfig(layout.adapter.baseModel, dir, error);
   }
   // The weights first: a reader that finds the config finds them too.
   return writeSafetensors(dir + "/" + kAdapterModelFile,

@@ -476,6 +476,23 @@ TEST(Checkpoint, FullFineTuningWritesModelSafetensors) {
   EXPECT_FALSE(loadPeftAdapter(model.layout, ck, error));
 }
 
+// Tests that a full fine-tune's checkpoint carries the base model's
+// config.json when `base_model` is a local Hugging Face directory, so
+// transformers' from_pretrained loads it.
+TEST(Checkpoint, FullFineTuningCopiesTheBaseConfig) {
+  TempDir dir, base;
+  const std::string config = "{\"model_type\": \"llama\", \"hidden_size\": 4}\n";
+  std::ofstream(base.path + "/config.json") << config;
+  Model model(1.0f, "full");
+  model.layout.adapter.baseModel = base.path;
+  computeFingerprint(model.layout);
+  std::string error;
+  ASSERT_TRUE(
+      saveCheckpoint(model.layout, stateAt(2, model.layout), dir.path, error))
+      << error;
+  EXPECT_EQ(readFile(dir.path + "/checkpoint-2/config.json"), config);
+}
+
 /// Writes a PEFT-style adapter directory for `model`'s two weights with
 /// `dtype` data and the given config.
 void writeAdapter(const std::string &dir, const std::string &config,
