@@ -148,8 +148,9 @@ Operation *gemmMaking(Value made, const Fusions &fusions) {
     return nullptr;
   }
   auto epilogue = fusions.gemmEpilogues.find(producer);
-  if (epilogue != fusions.gemmEpilogues.end() && epilogue->second.into) {
-    return nullptr;
+  if (epilogue != fusions.gemmEpilogues.end() &&
+      (epilogue->second.into || epilogue->second.addend)) {
+    return nullptr; // its output is spoken for
   }
   return producer;
 }
