@@ -141,6 +141,13 @@ LogicalResult importRange(NodeContext &ctx) {
     return ctx.error() << "delta is 0";
   }
   double count = std::ceil((l - s) / d);
+  // Past 2^62 (or NaN) no count is foldable, and converting it to int64
+  // would overflow: say so instead (found by the fuzzer).
+  if (!(count < 4.6e18)) {
+    return ctx.error() << "start " << s << ", limit " << l << " and delta "
+                       << d << " make " << count
+                       << " elements, more than can be folded";
+  }
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   if (failed(ctx.checkFoldSize({n}))) {
     return failure();
