@@ -256,8 +256,28 @@ std::vector<int64_t> transposeStrides(const Tensor &x,
   return stride;
 }
 
+/// The CPU kernel's check (which refuses overlapping outputs), on the
+/// launch seen with bf16 as f32 and without its pointers (f32 sizes would
+/// make neighbouring bf16 buffers look overlapping), then the overlap
+/// check on the real operands, outputs from `firstOutput` on.
+std::string checkMovedApart(const char *name, const KernelCall &call,
+                            size_t firstOutput) {
+  KernelCall view = withBf16AsF32(call);
+  for (Tensor &t : view.operands) {
+    t.data = nullptr;
+  }
+  const KernelDef *cpu = findCpuKernel(name);
+  if (!cpu) {
+    return std::string("no CPU kernel '") + name + "' to check against";
+  }
+  if (auto e = cpu->check(view); !e.empty()) {
+    return e;
+  }
+  return cpu::expectOutputsApart(call, firstOutput);
+}
+
 std::string checkTranspose(const KernelCall &call) {
-  if (auto e = checkLikeCpu("transpose", call); !e.empty()) {
+  if (auto e = checkMovedApart("transpose", call, 1); !e.empty()) {
     return e;
   }
   return expectMergedRank(
@@ -286,7 +306,7 @@ std::vector<int64_t> sliceStrides(const Tensor &x, const Attributes &attributes,
 }
 
 std::string checkSlice(const KernelCall &call) {
-  if (auto e = checkLikeCpu("slice", call); !e.empty()) {
+  if (auto e = checkMovedApart("slice", call, 1); !e.empty()) {
     return e;
   }
   int64_t base = 0;
@@ -324,7 +344,7 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &xs,
 }
 
 std::string checkBroadcast(const KernelCall &call) {
-  if (auto e = checkLikeCpu("broadcast", call); !e.empty()) {
+  if (auto e = checkMovedApart("broadcast", call, 1); !e.empty()) {
     return e;
   }
   const std::vector<int64_t> &ys = call.operands[1].shape;
@@ -347,10 +367,11 @@ const char *const kCopyRowsFunctions[] = {
     "tailor_copy_rows_u64", "tailor_copy_rows_u128", nullptr};
 
 std::string checkConcat(const KernelCall &call) {
-  return checkLikeCpu("concat", call);
+  return checkMovedApart("concat", call,
+                         call.operands.empty() ? 0 : call.operands.size() - 1);
 }
 std::string checkSplit(const KernelCall &call) {
-  return checkLikeCpu("split", call);
+  return checkMovedApart("split", call, 1);
 }
 
 template <bool Split> std::string launchPieces(const CudaCall &call) {
@@ -407,7 +428,9 @@ template <bool Split> std::string launchPieces(const CudaCall &call) {
   return "";
 }
 
-std::string checkCopy(const KernelCall &call) { return checkLikeCpu("copy", call); }
+std::string checkCopy(const KernelCall &call) {
+  return checkMovedApart("copy", call, 1);
+}
 
 std::string launchCopy(const CudaCall &call) {
   const Tensor &x = call.operands[0], &y = call.operands[1];
