@@ -93,53 +93,6 @@ TEST_F(CudaKernelTest, FusedEmptyOutputsLaunchNothing) {
       fusedAttributes("tanh(x0)", {0}), {1}, kF32);
 }
 
-/// Runs fused_elementwise with every device operand `shift` floats past a
-/// 16-byte boundary (so the scalar loop does it all), and output `alias`
-/// (if not 0) in input 0's buffer. Returns the operands as left.
-std::vector<HostTensor> runRaw(TestBackend &backend,
-                               std::vector<HostTensor> operands,
-                               std::vector<Attribute> attributes, size_t shift,
-                               size_t alias = 0) {
-  const CudaKernelDef *def = findCudaKernel("fused_elementwise");
-  EXPECT_NE(def, nullptr);
-  if (!def) {
-    return operands;
-  }
-  CudaCall call;
-  call.context = &backend.context();
-  call.attributes = Attributes(std::move(attributes));
-  for (size_t i = 0; i < operands.size(); ++i) {
-    Tensor d = operands[i].tensor();
-    if (alias != 0 && i == alias) {
-      d.data = call.operands[0].data;
-    } else {
-      char *base =
-          static_cast<char *>(backend.allocate(operands[i].bytes() + 16));
-      d.data = base + shift * sizeof(float);
-      backend.upload(d.data, operands[i].data(), operands[i].bytes());
-    }
-    call.operands.push_back(d);
-  }
-  KernelCall check;
-  check.operands = call.operands;
-  check.attributes = call.attributes;
-  EXPECT_EQ(def->check(check), "");
-  EXPECT_EQ(def->launch(call), "");
-  EXPECT_EQ(backend.synchronize(), "");
-  for (size_t i = 0; i < operands.size(); ++i) {
-    backend.download(operands[i].data(), call.operands[i].data,
-                     operands[i].bytes());
-  }
-  return operands;
-}
-
-void expectSameBits(const HostTensor &got, const HostTensor &want) {
-  ASSERT_EQ(got.numel(), want.numel());
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    EXPECT_EQ(got.at(i), want.at(i)) << "element " << i;
-  }
-}
-
 TEST_F(CudaKernelTest, FusedUnalignedOperandsTakeTheScalarLoop) {
   // All inputs Full, 246 elements: aligned, the vector loop does 4 * 61 of
   // them and the scalar loop the 2 left; shifted, the scalar loop does all.
@@ -150,7 +103,8 @@ TEST_F(CudaKernelTest, FusedUnalignedOperandsTakeTheScalarLoop) {
   std::vector<HostTensor> aligned =
       runCuda(*backend, "fused_elementwise", operands, attributes);
   std::vector<HostTensor> shifted =
-      runRaw(*backend, operands, attributes, /*shift=*/1);
+      runShifted(*backend, "fused_elementwise", operands, attributes,
+                 /*shift=*/1);
   ASSERT_EQ(aligned.size(), 4u);
   expectSameBits(shifted[2], aligned[2]);
   expectSameBits(shifted[3], aligned[3]);
@@ -165,7 +119,8 @@ TEST_F(CudaKernelTest, FusedOutputMayOverwriteItsInput) {
     std::vector<Attribute> attributes = fusedAttributes(c.program, c.outputs);
     std::vector<HostTensor> operands = operandsOf(c);
     expectSameBits(
-        runRaw(*backend, operands, attributes, 0, /*alias=*/2)[2],
+        runShifted(*backend, "fused_elementwise", operands, attributes, 0,
+                   /*alias=*/{2, 0})[2],
         runCuda(*backend, "fused_elementwise", operands, attributes)[2]);
   }
 }

@@ -798,6 +798,52 @@ void expectMatchesCpu(TestBackend &backend, const std::string &kernel,
   }
 }
 
+std::vector<HostTensor> runShifted(TestBackend &backend,
+                                   const std::string &kernel,
+                                   std::vector<HostTensor> operands,
+                                   std::vector<Attribute> attributes,
+                                   size_t shift,
+                                   std::pair<size_t, size_t> alias) {
+  const CudaKernelDef *def = findCudaKernel(kernel);
+  if (!def) {
+    ADD_FAILURE() << "no CUDA launcher '" << kernel << "'";
+    return operands;
+  }
+  CudaCall call;
+  call.context = &backend.context();
+  call.attributes = Attributes(std::move(attributes));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    HostTensor &t = operands[i];
+    Tensor d = t.tensor();
+    if (alias.first != alias.second && i == alias.first) {
+      d.data = call.operands[alias.second].data;
+    } else {
+      char *base = static_cast<char *>(backend.allocate(t.bytes() + 16));
+      d.data = base + shift * dtypeSize(t.dtype);
+      backend.upload(d.data, t.data(), t.bytes());
+    }
+    call.operands.push_back(d);
+  }
+  KernelCall check;
+  check.operands = call.operands;
+  check.attributes = call.attributes;
+  EXPECT_EQ(def->check(check), "");
+  EXPECT_EQ(def->launch(call), "");
+  EXPECT_EQ(backend.synchronize(), "");
+  for (size_t i = 0; i < operands.size(); ++i) {
+    backend.download(operands[i].data(), call.operands[i].data,
+                     operands[i].bytes());
+  }
+  return operands;
+}
+
+void expectSameBits(const HostTensor &got, const HostTensor &want) {
+  ASSERT_EQ(got.numel(), want.numel());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    EXPECT_EQ(got.at(i), want.at(i)) << "element " << i;
+  }
+}
+
 std::vector<HostTensor> runCuda(TestBackend &backend, const std::string &kernel,
                                 std::vector<HostTensor> operands,
                                 std::vector<Attribute> attributes) {

@@ -119,6 +119,20 @@ std::vector<HostTensor> runCpu(const std::string &kernel,
                                std::vector<HostTensor> operands,
                                std::vector<Attribute> attributes);
 
+/// Runs the CUDA launcher `kernel` with every device operand `shift`
+/// elements past a 16-byte boundary (the unaligned paths the harness's own
+/// copies never take); output `alias.first` shares input `alias.second`'s
+/// buffer when they differ. Returns every operand as the launch left it.
+std::vector<HostTensor> runShifted(TestBackend &backend,
+                                   const std::string &kernel,
+                                   std::vector<HostTensor> operands,
+                                   std::vector<Attribute> attributes,
+                                   size_t shift,
+                                   std::pair<size_t, size_t> alias = {0, 0});
+
+/// Expects `got` and `want` to hold the same values, element for element.
+void expectSameBits(const HostTensor &got, const HostTensor &want);
+
 /// Runs only the CUDA launcher; returns the operands as they were left.
 /// Fails the test (ADD_FAILURE) on a check or launch error.
 std::vector<HostTensor> runCuda(TestBackend &backend, const std::string &kernel,

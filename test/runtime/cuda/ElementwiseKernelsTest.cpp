@@ -446,84 +446,48 @@ TEST_F(CudaKernelTest, CastRoundsToBf16Exactly) {
 // Misaligned and aliased operands, which the harness's copies never give.
 //===----------------------------------------------------------------------===//
 
-/// Runs `kernel` with every device operand `shift` elements past a 16-byte
-/// boundary; output `alias.first` shares input `alias.second`'s buffer when
-/// they differ. Returns every operand as the launch left it.
-std::vector<HostTensor> runRaw(TestBackend &backend, const std::string &kernel,
-                               std::vector<HostTensor> operands, size_t shift,
-                               std::pair<size_t, size_t> alias = {0, 0}) {
-  const CudaKernelDef *def = findCudaKernel(kernel);
-  if (!def) {
-    ADD_FAILURE() << "no CUDA launcher '" << kernel << "'";
-    return operands;
-  }
-  CudaCall call;
-  call.context = &backend.context();
-  for (size_t i = 0; i < operands.size(); ++i) {
-    HostTensor &t = operands[i];
-    Tensor d = t.tensor();
-    if (alias.first != alias.second && i == alias.first) {
-      d.data = call.operands[alias.second].data;
-    } else {
-      char *base = static_cast<char *>(backend.allocate(t.bytes() + 16));
-      d.data = base + shift * dtypeSize(t.dtype);
-      backend.upload(d.data, t.data(), t.bytes());
-    }
-    call.operands.push_back(d);
-  }
-  KernelCall check;
-  check.operands = call.operands;
-  EXPECT_EQ(def->check(check), "");
-  EXPECT_EQ(def->launch(call), "");
-  EXPECT_EQ(backend.synchronize(), "");
-  for (size_t i = 0; i < operands.size(); ++i) {
-    backend.download(operands[i].data(), call.operands[i].data,
-                     operands[i].bytes());
-  }
-  return operands;
-}
-
-void expectSame(const HostTensor &got, const HostTensor &want) {
-  ASSERT_EQ(got.numel(), want.numel());
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    EXPECT_EQ(got.at(i), want.at(i)) << "element " << i;
-  }
-}
-
 TEST_F(CudaKernelTest, MisalignedOperandsTakeTheUnpackedPaths) {
   // Packed and unpacked paths must give the same bits.
   HostTensor x = randomF32({6, 40}, 81);
   HostTensor bias = randomF32({40}, 82);
+  auto shifted = [&](const char *op, std::vector<HostTensor> operands) {
+    return runShifted(*backend, op, std::move(operands), {}, 1);
+  };
   for (const char *op : {"sigmoid", "gelu"}) {
     SCOPED_TRACE(op);
-    expectSame(runRaw(*backend, op, {x, like(x, DType::F32)}, 1)[1],
-               runCuda(*backend, op, {x, like(x, DType::F32)}, {})[1]);
+    expectSameBits(shifted(op, {x, like(x, DType::F32)})[1],
+                   runCuda(*backend, op, {x, like(x, DType::F32)}, {})[1]);
   }
-  expectSame(runRaw(*backend, "add", {x, bias, like(x, DType::F32)}, 1)[2],
-             runCuda(*backend, "add", {x, bias, like(x, DType::F32)}, {})[2]);
+  expectSameBits(
+      shifted("add", {x, bias, like(x, DType::F32)})[2],
+      runCuda(*backend, "add", {x, bias, like(x, DType::F32)}, {})[2]);
   HostTensor xb = converted(x, DType::BF16);
   HostTensor bb = converted(bias, DType::BF16);
-  expectSame(runRaw(*backend, "mul", {xb, bb, like(x, DType::BF16)}, 1)[2],
-             runCuda(*backend, "mul", {xb, bb, like(x, DType::BF16)}, {})[2]);
-  expectSame(runRaw(*backend, "cast", {x, like(x, DType::BF16)}, 1)[1],
-             converted(x, DType::BF16));
-  expectSame(runRaw(*backend, "is_nan", {xb, like(x, DType::Bool)}, 1)[1],
-             HostTensor(DType::Bool, x.shape));
+  expectSameBits(
+      shifted("mul", {xb, bb, like(x, DType::BF16)})[2],
+      runCuda(*backend, "mul", {xb, bb, like(x, DType::BF16)}, {})[2]);
+  expectSameBits(shifted("cast", {x, like(x, DType::BF16)})[1],
+                 converted(x, DType::BF16));
+  expectSameBits(shifted("is_nan", {xb, like(x, DType::Bool)})[1],
+                 HostTensor(DType::Bool, x.shape));
 }
 
 TEST_F(CudaKernelTest, OutputMayAliasAnInput) {
   HostTensor x = randomF32({5, 64}, 91);
   HostTensor bias = randomF32({64}, 92);
   // y is x's buffer: after the launch operand 0 reads as the result too.
-  expectSame(runRaw(*backend, "silu", {x, like(x, DType::F32)}, 0, {1, 0})[1],
-             runCuda(*backend, "silu", {x, like(x, DType::F32)}, {})[1]);
-  expectSame(
-      runRaw(*backend, "add", {x, bias, like(x, DType::F32)}, 0, {2, 0})[2],
+  auto aliased = [&](const char *op, std::vector<HostTensor> operands,
+                     std::pair<size_t, size_t> alias) {
+    return runShifted(*backend, op, std::move(operands), {}, 0, alias);
+  };
+  expectSameBits(aliased("silu", {x, like(x, DType::F32)}, {1, 0})[1],
+                 runCuda(*backend, "silu", {x, like(x, DType::F32)}, {})[1]);
+  expectSameBits(
+      aliased("add", {x, bias, like(x, DType::F32)}, {2, 0})[2],
       runCuda(*backend, "add", {x, bias, like(x, DType::F32)}, {})[2]);
   HostTensor cond = converted(randomInts({64}, 93, 0, 2), DType::Bool);
-  expectSame(
-      runRaw(*backend, "select", {cond, x, bias, like(x, DType::F32)}, 0,
-             {3, 1})[3],
+  expectSameBits(
+      aliased("select", {cond, x, bias, like(x, DType::F32)}, {3, 1})[3],
       runCuda(*backend, "select", {cond, x, bias, like(x, DType::F32)}, {})[3]);
 }
 
