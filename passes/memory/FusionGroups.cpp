@@ -18,7 +18,7 @@
 
 #include "runtime/cpu/FusedProgram.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -87,21 +87,11 @@ bool readableAs(Type operand, Type result) {
 
 /// The value of a one-element f32 constant, which a program inlines.
 std::optional<float> inlineConstant(Value value) {
-  auto constant = value.getDefiningOp<arith::ConstantOp>();
-  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue())
-                        : DenseFPElementsAttr();
-  if (!dense || dense.getNumElements() != 1 ||
-      !dense.getElementType().isF32()) {
+  std::optional<double> constant = oneElementConstant(value);
+  if (!constant || !getElementTypeOrSelf(value.getType()).isF32()) {
     return std::nullopt;
   }
-  return (*dense.getValues<APFloat>().begin()).convertToFloat();
-}
-
-Value viewBase(Value value) {
-  while (auto reshape = value.getDefiningOp<tg::ReshapeOp>()) {
-    value = reshape.getInput();
-  }
-  return value;
+  return static_cast<float>(*constant);
 }
 
 class GroupBuilder {
@@ -136,7 +126,7 @@ private:
 
 void GroupBuilder::recordOverwrites(Block &body) {
   auto note = [&](Value value, Operation *writer) {
-    Operation *&first = overwrittenBy[viewBase(value)];
+    Operation *&first = overwrittenBy[storageOwner(value)];
     if (!first || writer->isBeforeInBlock(first)) {
       first = writer;
     }
@@ -146,7 +136,7 @@ void GroupBuilder::recordOverwrites(Block &body) {
       note(epilogue.into, gemm);
     }
     if (epilogue.addend) {
-      Operation *&first = readEarlyBy[viewBase(epilogue.addend)];
+      Operation *&first = readEarlyBy[storageOwner(epilogue.addend)];
       if (!first || gemm->isBeforeInBlock(first)) {
         first = gemm;
       }
@@ -177,7 +167,7 @@ bool GroupBuilder::legal(ArrayRef<Operation *> members, Operation *last) const {
   }
   DenseSet<Operation *> inGroup(members.begin(), members.end());
   auto overwrittenBefore = [&](Value value) {
-    Operation *writer = overwrittenBy.lookup(viewBase(value));
+    Operation *writer = overwrittenBy.lookup(storageOwner(value));
     return writer && writer->isBeforeInBlock(last);
   };
   for (Operation *member : members) {

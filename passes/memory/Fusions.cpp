@@ -25,14 +25,6 @@ std::optional<unsigned> overwritableOperand(Operation *op) {
   return std::nullopt;
 }
 
-/// The value that owns `value`'s buffer: through reshapes (views) to the
-/// op that made it.
-Value storageOwner(Value value) {
-  while (auto reshape = value.getDefiningOp<tg::ReshapeOp>()) {
-    value = reshape.getInput();
-  }
-  return value;
-}
 
 /// True when `op` is the last reader of `owner`'s buffer (through every
 /// view of it), which a kernel made as an activation: not an input, a
@@ -80,17 +72,6 @@ bool isEpilogueGemm(Operation *op) {
   return llvm::isa_and_nonnull<tg::LinearWeightGradOp>(op);
 }
 
-/// The value of a one-element float constant.
-std::optional<double> scalarConstant(Value value) {
-  auto constant = value.getDefiningOp<arith::ConstantOp>();
-  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue())
-                        : DenseFPElementsAttr();
-  if (!dense || dense.getNumElements() != 1) {
-    return std::nullopt;
-  }
-  return (*dense.getValues<APFloat>().begin()).convertToDouble();
-}
-
 /// A reader that applies a scale to what it reads: a GEMM's activation
 /// operand (linear's x; either operand of linear_weight_grad).
 bool readsScaled(OpOperand &use) {
@@ -109,7 +90,7 @@ void decideScaleFolds(Block &body, Fusions &fusions) {
     std::optional<double> factor;
     for (auto [x, c] : {std::pair(mul.getLhs(), mul.getRhs()),
                         std::pair(mul.getRhs(), mul.getLhs())}) {
-      if ((factor = scalarConstant(c))) {
+      if ((factor = oneElementConstant(c))) {
         source = x;
         break;
       }
@@ -162,10 +143,7 @@ Operation *gemmMaking(Value made, const Fusions &fusions) {
 /// read it either; nothing else writes over it.
 bool canAddInto(Value into, tg::AddOp add, Operation *gemm,
                 const Fusions &fusions) {
-  Value base = into;
-  while (auto reshape = base.getDefiningOp<tg::ReshapeOp>()) {
-    base = reshape.getInput();
-  }
+  Value base = storageOwner(into);
   Operation *writer = base.getDefiningOp();
   if (!writer || writer->getBlock() != gemm->getBlock() ||
       !writer->isBeforeInBlock(gemm) ||
@@ -289,6 +267,23 @@ void decideAddFolds(Block &body, Fusions &fusions) {
 }
 
 } // namespace
+
+Value storageOwner(Value value) {
+  while (auto reshape = value.getDefiningOp<tg::ReshapeOp>()) {
+    value = reshape.getInput();
+  }
+  return value;
+}
+
+std::optional<double> oneElementConstant(Value value) {
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                        : DenseFPElementsAttr();
+  if (!dense || dense.getNumElements() != 1) {
+    return std::nullopt;
+  }
+  return (*dense.getValues<APFloat>().begin()).convertToDouble();
+}
 
 Value Fusions::readValue(Value operand) const {
   auto scale = foldedScales.find(operand.getDefiningOp());

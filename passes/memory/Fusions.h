@@ -36,6 +36,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,14 @@ struct Fusions {
 /// Kernels that can add their result into an accumulator instead of
 /// writing a fresh buffer (attribute `accumulate`).
 bool canAccumulateInPlace(mlir::Operation *op);
+
+/// The value whose buffer `value` is: through reshapes (views) to the op
+/// that made it.
+mlir::Value storageOwner(mlir::Value value);
+
+/// The value of a one-element float constant, in double (exact for every
+/// float type tg has).
+std::optional<double> oneElementConstant(mlir::Value value);
 
 /// The fusions of one function body.
 Fusions decideFusions(mlir::Block &body);
