@@ -124,7 +124,8 @@ const std::vector<CudaKernelDef> &cudaKernels();
 /// CPU kernel's check on this view, so shape and attribute errors read
 /// exactly as on the CPU.
 KernelCall withBf16AsF32(const KernelCall &call);
-/// The CPU kernel `name`'s check on withBf16AsF32(call) ("" when accepted).
+/// The CPU kernel `name`'s check on withBf16AsF32(call), without its
+/// pointers ("" when accepted): shapes, dtypes and attributes only.
 std::string checkLikeCpu(const char *name, const KernelCall &call);
 /// The entry-point suffix of a float storage type: "bf16" or "f32".
 inline const char *floatSuffix(DType dtype) {

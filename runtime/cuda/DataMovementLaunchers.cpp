@@ -256,21 +256,12 @@ std::vector<int64_t> transposeStrides(const Tensor &x,
   return stride;
 }
 
-/// The CPU kernel's check (which refuses overlapping outputs), on the
-/// launch seen with bf16 as f32 and without its pointers (f32 sizes would
-/// make neighbouring bf16 buffers look overlapping), then the overlap
-/// check on the real operands, outputs from `firstOutput` on.
+/// The CPU kernel's checks, then: the outputs (operands from `firstOutput`
+/// on) share no byte with any other operand, as the CPU kernels require of
+/// a plan (these launchers copy whole rows too).
 std::string checkMovedApart(const char *name, const KernelCall &call,
                             size_t firstOutput) {
-  KernelCall view = withBf16AsF32(call);
-  for (Tensor &t : view.operands) {
-    t.data = nullptr;
-  }
-  const KernelDef *cpu = findCpuKernel(name);
-  if (!cpu) {
-    return std::string("no CPU kernel '") + name + "' to check against";
-  }
-  if (auto e = cpu->check(view); !e.empty()) {
+  if (auto e = checkLikeCpu(name, call); !e.empty()) {
     return e;
   }
   return cpu::expectOutputsApart(call, firstOutput);
