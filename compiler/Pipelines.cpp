@@ -203,12 +203,14 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     gather.reshardAfterForward = recipe.reshardAfterForward;
     pm.addPass(parallel::createGatherParamsPass(gather));
   }
-  // --- Offload: frozen parameters in host memory, copied in to be read.
+  // --- Offload: frozen parameters in host memory, copied in to be read;
+  // AdamW's state in host memory, updated there.
   // After recomputation, so the forward ops it replays in backward read
   // backward's copy and the forward's dies with the forward.
-  if (recipe.offloadParams()) {
+  if (recipe.offloadParams() || recipe.offloadOptimizer == "cpu") {
     parallel::OffloadPassOptions offload;
-    offload.params = true;
+    offload.params = recipe.offloadParams();
+    offload.optimizer = recipe.offloadOptimizer == "cpu";
     offload.bucketBytes = shard.bucketBytes;
     pm.addPass(parallel::createOffloadPass(offload));
   }

@@ -1091,7 +1091,9 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
       })
       .Case([&](sched::StreamOp stream) {
         streamIndex[stream.getSymName()] = streams.size();
-        streams.push_back(fb::CreateStream(fbb, text(stream.getSymName())));
+        streams.push_back(fb::CreateStream(
+            fbb, text(stream.getSymName()),
+            stream.getHost() ? fb::StreamKind::Host : fb::StreamKind::Device));
         return success();
       })
       .Case([&](sched::EventOp event) {

@@ -462,18 +462,16 @@ Error resolveSharding(TrainingRecipe &recipe) {
 }
 
 /// What offload can place today: frozen parameters (LoRA's and QLoRA's
-/// base weights) without ZeRO-3. The rest is refused by name, never
-/// ignored.
+/// base weights) without ZeRO-3, and AdamW's state with its update
+/// (offload_optimizer: cpu; the pass refuses SGD and ZeRO by name). The
+/// rest is refused by name, never ignored.
 Error checkOffload(const TrainingRecipe &recipe) {
   auto notYet = [](const Twine &what) {
     return createStringError(inconvertibleErrorCode(),
                              what + " is not built yet (tailor offloads "
-                                    "frozen parameters: offload_param: cpu)");
+                                    "frozen parameters, offload_param: cpu, "
+                                    "and AdamW, offload_optimizer: cpu)");
   };
-  if (recipe.offloadOptimizer == "cpu") {
-    return notYet("'offload_optimizer: cpu' (optimizer state and AdamW on "
-                  "the host)");
-  }
   if (recipe.activationOffloading) {
     return notYet("'enable_activation_offloading'");
   }

@@ -115,8 +115,9 @@ struct TrainingRecipe {
   std::string overlapComm = "auto";
   /// Offload (tailor-offload): `offload_param: cpu` (DeepSpeed) or
   /// `fsdp_offload_params: true` (FSDP) put the frozen parameters in host
-  /// memory; `offload_optimizer: cpu` and `enable_activation_offloading`
-  /// are read so that asking for them is a clear error (not built yet).
+  /// memory; `offload_optimizer: cpu` (DeepSpeed) puts AdamW's state in
+  /// host memory and runs its update there; `enable_activation_offloading`
+  /// is read so that asking for it is a clear error (not built yet).
   std::string offloadParam = "none";
   bool fsdpOffloadParams = false;
   std::string offloadOptimizer = "none";

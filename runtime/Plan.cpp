@@ -1041,8 +1041,38 @@ static std::string verifyCollectiveOverlap(const fb::Plan &p, uint32_t i,
                       "the in-place reduce-scatter may overlap)";
 }
 
+/// Whether arena kind `kind` is host memory (pinned or not).
+static bool isHostKind(fb::ArenaKind kind) {
+  return kind == fb::ArenaKind::Host || kind == fb::ArenaKind::HostPinned;
+}
+
+/// Step `i`'s operands are in the memory its stream's kernels read: host
+/// arenas for a Host stream; device arenas for any other stream of a CUDA
+/// plan (a GPU kernel never reads host memory); anything on the CPU.
+static std::string verifyLaunchMemory(const fb::Plan &p, uint32_t i,
+                                      const fb::Launch &launch) {
+  bool hostStream =
+      p.streams()->Get(launch.stream())->kind() == fb::StreamKind::Host;
+  bool cuda = p.target() && p.target()->backend() == fb::Backend::Cuda;
+  if (!hostStream && !cuda) {
+    return "";
+  }
+  for (uint32_t operand : *launch.operands()) {
+    const fb::Arena *arena = p.arenas()->Get(p.buffers()->Get(operand)->arena());
+    if (isHostKind(arena->kind()) != hostStream) {
+      return Message() << "step " << i << " runs on "
+                       << (hostStream ? "the host" : "the GPU")
+                       << " but reads buffer " << operand << " in arena '"
+                       << arena->name()->str() << "' ("
+                       << fb::EnumNameArenaKind(arena->kind()) << ")";
+    }
+  }
+  return "";
+}
+
 /// Step `i`, a launch: a known kernel on a known stream, as many valid
-/// buffers as the kernel takes, attributes the runtime can read.
+/// buffers as the kernel takes, in the memory the stream reads, attributes
+/// the runtime can read.
 static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
                                 const fb::Launch &launch,
                                 const std::vector<int> &arities) {
@@ -1072,6 +1102,9 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
   }
   if (std::string problem = verifyOperandOverlap(p, i, launch);
       !problem.empty()) {
+    return problem;
+  }
+  if (std::string problem = verifyLaunchMemory(p, i, launch); !problem.empty()) {
     return problem;
   }
   if (const auto *attrs = launch.attributes()) {
@@ -1142,11 +1175,6 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
                         "type";
   }
   return verifyCollectiveOverlap(p, i, collective);
-}
-
-/// Whether arena kind `kind` is host memory (pinned or not).
-static bool isHostKind(fb::ArenaKind kind) {
-  return kind == fb::ArenaKind::Host || kind == fb::ArenaKind::HostPinned;
 }
 
 /// "buffer 3 (arena 'offload', Host)": how copy errors name a buffer.

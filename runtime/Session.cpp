@@ -325,18 +325,23 @@ std::string Session::prepareSteps() {
 std::string Session::prepareKernelLaunch(uint32_t i, const fb::Launch &launch) {
   const fb::Plan &p = loaded.root();
   const fb::Kernel *kernel = p.kernels()->Get(launch.kernel());
-  if (launch.stream() != 0) {
+  bool hostStream =
+      p.streams()->Get(launch.stream())->kind() == fb::StreamKind::Host;
+  if (launch.stream() != 0 && !hostStream) {
     // The CPU computes on the session's own thread: other streams carry
-    // collectives and copies only.
+    // collectives and copies only, but for the host's queue (optimizer
+    // offload), which on the CPU is that same thread.
     return "step " + std::to_string(i) + " (" + kernel->name()->str() +
            ") runs on stream '" +
            p.streams()->Get(launch.stream())->name()->str() + "' (" +
            std::to_string(launch.stream()) +
-           "), but a CPU plan launches kernels on stream 0 only (other "
-           "streams carry collectives and copies)";
+           "), but a CPU plan launches kernels on stream 0 and host "
+           "streams only (other streams carry collectives and copies)";
   }
   PreparedLaunch prepared;
   prepared.step = i;
+  prepared.stream = launch.stream();
+  prepared.onHostStream = hostStream;
   prepared.kernel = findCpuKernel(kernel->name()->string_view());
   prepared.origin = launch.origin() ? launch.origin()->str() : "";
   for (uint32_t operand : *launch.operands()) {
@@ -797,6 +802,12 @@ std::string Session::runStep(size_t index) {
     }
     if (std::string problem = checkNoRace(index); !problem.empty()) {
       return problem;
+    }
+    // The host's queue runs after everything issued before it.
+    if (launch.onHostStream) {
+      if (std::string problem = completeAll(); !problem.empty()) {
+        return describeStep(index) + ": " + problem;
+      }
     }
     break;
   }

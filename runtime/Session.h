@@ -201,6 +201,8 @@ private:
     uint32_t step = 0; // index in the plan's ops
     /// The stream it runs on, records or waits on.
     uint32_t stream = 0;
+    /// A kernel on a Host stream: it waits for all work in flight first.
+    bool onHostStream = false;
     /// Record and Wait: the event.
     uint32_t event = 0;
   };

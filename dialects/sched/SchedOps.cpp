@@ -329,11 +329,12 @@ LogicalResult StateOp::verify() {
     return emitOpError() << "expected a state name and its parameter";
   }
   StringRef kind = getKind();
-  if (kind != "grad" && kind != "exp_avg" && kind != "exp_avg_sq" &&
-      kind != "momentum_buffer") {
+  if (!llvm::is_contained({"grad", "exp_avg", "exp_avg_sq", "momentum_buffer",
+                           "master", "grad_host"},
+                          kind)) {
     return emitOpError() << "unknown state kind '" << kind
-                         << "' (expected grad, exp_avg, exp_avg_sq or "
-                            "momentum_buffer)";
+                         << "' (expected grad, exp_avg, exp_avg_sq, "
+                            "momentum_buffer, master or grad_host)";
   }
   return verifyView(*this, getType(), getOffsetAttr().getInt(),
                     getSizeAttr().getInt());

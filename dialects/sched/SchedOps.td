@@ -123,7 +123,12 @@ def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
 
 def Sched_StreamOp : Sched_Op<"stream", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "an in-order queue of work (a CUDA stream, a CPU worker queue)";
-  let arguments = (ins SymbolNameAttr:$sym_name);
+  let description = [{
+    `host`: the host's own queue (optimizer offload's updates): its launches
+    run on the CPU over host arenas, after the device work issued before
+    them has finished.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, UnitAttr:$host);
   let assemblyFormat = "$sym_name attr-dict";
 }
 

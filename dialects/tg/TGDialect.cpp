@@ -68,6 +68,15 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kHostAttrName) {
+    if (!llvm::isa<UnitAttr>(attribute.getValue()) ||
+        !llvm::isa<AdamWUpdateOp>(op)) {
+      return op->emitError() << "'" << name
+                             << "' must be a unit attribute on a "
+                                "tg.adamw_update";
+    }
+    return success();
+  }
   if (name == kRecomputeSummaryAttrName) {
     auto summary = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
     if (!llvm::isa<ModuleOp>(op) || !summary ||

@@ -65,6 +65,9 @@ def TG_Dialect : Dialect {
     /// ZeRO-3 gather (unit): planning issues it on the communication
     /// stream.
     static constexpr ::llvm::StringLiteral kOverlapAttrName = "tg.overlap";
+    /// tailor-offload's optimizer decision, on an optimizer update (unit):
+    /// it runs on the host, on host states.
+    static constexpr ::llvm::StringLiteral kHostAttrName = "tg.host";
     /// On a tg.param: stored as the transpose of the Hugging Face tensor.
     static constexpr ::llvm::StringLiteral kExportTransposedAttrName =
         "tg.export_transposed";

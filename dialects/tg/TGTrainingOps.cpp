@@ -344,8 +344,20 @@ static LogicalResult verifyUpdate(Operation *op, SymbolTableCollection &symbols,
                                   ArrayRef<FlatSymbolRefAttr> stateNames,
                                   ValueRange scalars) {
   Type type;
+  FlatSymbolRefAttr owner = paramName;
   if (auto bucket = symbols.lookupNearestSymbolFrom<BucketOp>(op, paramName)) {
     type = bucket.getChunkType();
+  } else if (auto master =
+                 symbols.lookupNearestSymbolFrom<StateOp>(op, paramName)) {
+    // Optimizer offload: the update runs on the parameter's host copy.
+    if (master.getKind() != StateKind::Master) {
+      return op->emitOpError() << paramName << " is a "
+                               << stringifyStateKind(master.getKind())
+                               << " state; an update runs on a parameter, a "
+                                  "bucket or a master state";
+    }
+    type = master.getType();
+    owner = FlatSymbolRefAttr::get(op->getContext(), master.getParameter());
   } else if (auto param =
                  symbols.lookupNearestSymbolFrom<ParamOp>(op, paramName)) {
     if (!param.getTrainable()) {
@@ -357,7 +369,7 @@ static LogicalResult verifyUpdate(Operation *op, SymbolTableCollection &symbols,
     return op->emitOpError() << paramName
                              << " does not name a tg.param or a tg.bucket";
   }
-  if (failed(verifyUpdateStates(op, symbols, paramName, type, stateNames))) {
+  if (failed(verifyUpdateStates(op, symbols, owner, type, stateNames))) {
     return failure();
   }
   for (Value scalar : scalars) {
@@ -386,6 +398,43 @@ LogicalResult SGDUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   }
   return verifyUpdate(*this, symbols, getParamAttr(), states,
                       {getLr(), getGradScale()});
+}
+
+/// The type of a tg.param or tg.state named `name`, and whether it lives in
+/// host memory (a `host` state).
+static FailureOr<std::pair<Type, bool>>
+lookupCopied(Operation *op, SymbolTableCollection &symbols,
+             FlatSymbolRefAttr name) {
+  if (auto param = symbols.lookupNearestSymbolFrom<ParamOp>(op, name)) {
+    if (param.getQuantAttr()) {
+      return op->emitOpError() << "parameter " << name
+                               << " is quantized; only dense tensors are "
+                                  "copied whole";
+    }
+    return std::make_pair(Type(param.getType()), false);
+  }
+  if (auto state = symbols.lookupNearestSymbolFrom<StateOp>(op, name)) {
+    return std::make_pair(Type(state.getType()), state.getHost());
+  }
+  return op->emitOpError() << name << " does not name a tg.param or tg.state";
+}
+
+LogicalResult CopyStateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto source = lookupCopied(*this, symbols, getSourceAttr());
+  auto target = lookupCopied(*this, symbols, getTargetAttr());
+  if (failed(source) || failed(target)) {
+    return failure();
+  }
+  if (source->first != target->first) {
+    return emitOpError() << "copies " << source->first << " into "
+                         << target->first << "; the types must agree";
+  }
+  if (source->second == target->second) {
+    return emitOpError() << "copies between two tensors in "
+                         << (source->second ? "host" : "device")
+                         << " memory; one of them must be a host state";
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -185,7 +185,13 @@ def TG_StateKind : I32EnumAttr<"StateKind", "what a state tensor holds", [
       I32EnumAttrCase<"Grad", 0, "grad">,
       I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,
       I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">,
-      I32EnumAttrCase<"MomentumBuffer", 3, "momentum_buffer">
+      I32EnumAttrCase<"MomentumBuffer", 3, "momentum_buffer">,
+      // Optimizer offload (tailor-offload's optimizer option): the host's
+      // copy of a parameter, which the host optimizer updates and copies
+      // back, and the host's copy of its gradient. Both are refreshed from
+      // the device every step, so checkpoints never save them.
+      I32EnumAttrCase<"Master", 4, "master">,
+      I32EnumAttrCase<"GradHost", 5, "grad_host">
     ]> {
   let cppNamespace = "::tailor::tg";
 }
@@ -200,10 +206,14 @@ def TG_StateOp : TG_Op<"state", [Symbol]> {
     ```mlir
     tg.state @grad.model.norm.weight : tensor<64xf32> of @model.norm.weight grad
     ```
+
+    `host`: kept in host memory (tailor-offload's decision); only updates
+    that run on the host (`tg.host`) and copies touch it.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type,
-                       FlatSymbolRefAttr:$parameter, TG_StateKind:$kind);
+                       FlatSymbolRefAttr:$parameter, TG_StateKind:$kind,
+                       UnitAttr:$host);
   let assemblyFormat = "$sym_name `:` $type `of` $parameter $kind attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -250,7 +260,9 @@ def TG_AdamWUpdateOp : TG_Op<"adamw_update", [
     The gradient accumulator is zeroed for the next step. `lr`, `step`
     (1-based, i64) and `grad_scale` are scalars. `param` may name a
     `tg.bucket`: the update then runs on this rank's chunk of its members,
-    with states of the bucket.
+    with states of the bucket; or a parameter's `master` state (optimizer
+    offload): the update then runs on that host copy, with states of the
+    parameter, and with `tg.host` it runs on the host.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
@@ -439,6 +451,36 @@ def TG_ZeroStatesOp : TG_Op<"zero_states", [
   let arguments = (ins FlatSymbolRefArrayAttr:$states);
   let assemblyFormat = "$states attr-dict";
   let hasVerifier = 1;
+}
+
+def TG_CopyStateOp : TG_Op<"copy_state", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "copies a parameter or state tensor into another, whole";
+  let description = [{
+    Optimizer offload's moves between memories: a gradient into its host
+    copy, a parameter into its `master` state and the updated master back.
+    Source and target are `tg.param`s or `tg.state`s of one type, one of
+    them in host memory (a `host` state), the other not.
+
+    ```mlir
+    tg.copy_state @w.grad into @w.grad_host
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$source, FlatSymbolRefAttr:$target);
+  let assemblyFormat = "$source `into` $target attr-dict";
+}
+
+def TG_ToHostOp : TG_Op<"to_host", [MemoryEffects<[MemRead]>,
+    SameOperandsAndResultType]> {
+  let summary = "a device value copied into host memory";
+  let description = [{
+    The scalars a host update reads (learning rate, step, clipping scale),
+    computed on the device. Not `Pure`: the copy stays where it is put.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
 def TG_GatherBucketOp : TG_Op<"gather_bucket", [

@@ -22,6 +22,10 @@ struct ArenaLayout {
   uint64_t paramBytes = 0;
   /// Offloaded parameters (host buckets), in pinned host memory.
   uint64_t hostParamBytes = 0;
+  /// Optimizer offload's host states, and its host values packed by
+  /// lifetime, in pinned host memory.
+  uint64_t hostOptimizerBytes = 0;
+  PackingResult hostPacking;
   uint64_t constantBytes = 0;
   uint64_t gradientBytes = 0;
   uint64_t optimizerBytes = 0;
@@ -34,7 +38,7 @@ struct ArenaLayout {
 /// The arenas of the program being written, by what they hold.
 struct ProgramArenas {
   FlatSymbolRefAttr params, hostParams, constants, activations, workspace,
-      gradients, optimizer;
+      gradients, optimizer, hostOptimizer, hostActivations;
 };
 
 /// A stream beside compute and its events: `<name>.ready.N` (compute
@@ -65,6 +69,8 @@ public:
   /// Declares the communication stream and two events per tg.overlap
   /// collective when there are any.
   void declareOverlap(const std::vector<PlannedEntry> &entries);
+  /// Declares the host stream when a launch runs on the host.
+  void declareHostStream(const std::vector<PlannedEntry> &entries);
   LogicalResult checkParameterBytes();
   /// Parameters first, in declaration order of first use, then states.
   void defineParametersAndStates();
@@ -104,6 +110,8 @@ private:
   std::vector<Root> &roots;
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
+  /// Host launches' stream (declared only when used).
+  FlatSymbolRefAttr hostStream;
   /// Collectives on the communication stream, copies on the copy stream
   /// (each declared only when used).
   AsyncLane comm{"comm", {}, 0}, copies{"host_copy", {}, 0};
@@ -120,8 +128,8 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
                                  const std::vector<PlannedEntry> &entries,
                                  uint64_t align) {
   ArenaLayout layout;
-  std::vector<memory::LiveBuffer> live;
-  std::vector<unsigned> liveRoots;
+  std::vector<memory::LiveBuffer> live, hostLive;
+  std::vector<unsigned> liveRoots, hostLiveRoots;
   auto place = [&](Root &root, uint64_t &arenaBytes) {
     root.offset = arenaBytes;
     arenaBytes = alignTo(arenaBytes + root.bytes, align);
@@ -138,12 +146,19 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
       place(root, layout.constantBytes);
       break;
     case Home::State:
-      place(root, root.state.getKind() == tg::StateKind::Grad
+      place(root, root.host ? layout.hostOptimizerBytes
+                  : root.state.getKind() == tg::StateKind::Grad
                       ? layout.gradientBytes
                       : layout.optimizerBytes);
       break;
     case Home::Input:
     case Home::Activation:
+      if (root.host) {
+        hostLive.push_back(
+            {root.first, root.last, static_cast<uint64_t>(root.bytes), 0});
+        hostLiveRoots.push_back(index);
+        break;
+      }
       live.push_back(
           {root.first, root.last, static_cast<uint64_t>(root.bytes), 0});
       liveRoots.push_back(index);
@@ -157,6 +172,10 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
   }
   layout.packing = memory::packBuffers(live, align);
   for (auto [buffer, index] : llvm::zip(live, liveRoots)) {
+    roots[index].offset = buffer.offset;
+  }
+  layout.hostPacking = memory::packBuffers(hostLive, align);
+  for (auto [buffer, index] : llvm::zip(hostLive, hostLiveRoots)) {
     roots[index].offset = buffer.offset;
   }
   for (const PlannedEntry &entry : entries) {
@@ -213,6 +232,18 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
     arenas.optimizer =
         arena("optimizer_state", sched::ArenaCategory::OptimizerState,
               layout.optimizerBytes);
+  }
+  // Optimizer offload: pinned, so the copies to and from the device run
+  // asynchronously.
+  if (layout.hostOptimizerBytes > 0) {
+    arenas.hostOptimizer =
+        arena("optimizer_state_host", sched::ArenaCategory::OptimizerState,
+              layout.hostOptimizerBytes, sched::ArenaKind::HostPinned);
+  }
+  if (layout.hostPacking.arenaBytes > 0) {
+    arenas.hostActivations =
+        arena("activations_host", sched::ArenaCategory::Activations,
+              layout.hostPacking.arenaBytes, sched::ArenaKind::HostPinned);
   }
   if (target.isCuda() && target.gemmWorkspaceBytes > 0) {
     // cuBLASLt's workspace: the runtime hands exactly this to every GEMM.
@@ -288,6 +319,9 @@ Value ProgramEmitter::createBuffer(MemRefType type, FlatSymbolRefAttr arena,
 
 FlatSymbolRefAttr ProgramEmitter::stateArena(const Root &root) const {
   tg::StateOp state = root.state;
+  if (root.host) {
+    return arenas.hostOptimizer;
+  }
   return state.getKind() == tg::StateKind::Grad ? arenas.gradients
                                                 : arenas.optimizer;
 }
@@ -304,7 +338,7 @@ FlatSymbolRefAttr ProgramEmitter::arenaOf(const Root &root) const {
   case Home::Activation:
     break;
   }
-  return arenas.activations;
+  return root.host ? arenas.hostActivations : arenas.activations;
 }
 
 Value ProgramEmitter::createParamView(Root &root) {
@@ -397,7 +431,7 @@ Value ProgramEmitter::defineRoot(Root &root) {
                                   llvm::cast<ElementsAttr>(root.constant));
     break;
   case Home::Activation:
-    root.view = createBuffer(root.type, arenas.activations, offset, root.bytes);
+    root.view = createBuffer(root.type, arenaOf(root), offset, root.bytes);
     break;
   }
   return root.view;
@@ -486,7 +520,8 @@ void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
   sched::LaunchOp::create(
       builder, launchLoc,
       FlatSymbolRefAttr::get(builder.getContext(), launch.choice.kernel), args,
-      stream, attrs, builder.getStringAttr(launch.origin), DenseI64ArrayAttr(),
+      launch.host ? hostStream : stream, attrs,
+      builder.getStringAttr(launch.origin), DenseI64ArrayAttr(),
       DenseI64ArrayAttr(), builder.getF64FloatAttr(launch.flops),
       builder.getF64FloatAttr(launch.bytes));
 }
@@ -533,6 +568,19 @@ void ProgramEmitter::declareOverlap(const std::vector<PlannedEntry> &entries) {
                              lane->name + ".ready." + std::to_string(i));
       sched::EventOp::create(builder, loc,
                              lane->name + ".done." + std::to_string(i));
+    }
+  }
+}
+
+void ProgramEmitter::declareHostStream(
+    const std::vector<PlannedEntry> &entries) {
+  for (const PlannedEntry &entry : entries) {
+    for (const PlannedLaunch &launch : entry.launches) {
+      if (launch.host) {
+        sched::StreamOp::create(builder, loc, "host", /*host=*/true);
+        hostStream = FlatSymbolRefAttr::get(builder.getContext(), "host");
+        return;
+      }
     }
   }
 }
@@ -684,6 +732,7 @@ LogicalResult emitProgram(ModuleOp module, Location loc,
   ProgramEmitter emitter(module, loc, roots);
   emitter.emitHeader(layout, threads, alignment, target);
   emitter.declareOverlap(entries);
+  emitter.declareHostStream(entries);
   emitter.declareKernels(entries);
   if (failed(emitter.checkParameterBytes())) {
     return failure();

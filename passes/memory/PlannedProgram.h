@@ -55,8 +55,10 @@ struct Root {
   /// `shardOffset` elements of the bucket's flat space.
   tg::BucketOp shardOf;
   int64_t shardOffset = 0;
-  /// Offloaded: in the host parameter arena (a `tg.bucket ... host` and
-  /// its members), copied to the device to be read.
+  /// In host memory: an offloaded parameter (a `tg.bucket ... host` and
+  /// its members, in the host parameter arena, copied to the device to be
+  /// read), a `host` state (optimizer offload's, in the host optimizer
+  /// arena) or a tg.to_host value (in the host activation arena).
   bool host = false;
   /// Set once the sched op that defines the storage has been emitted.
   mlir::Value view;
@@ -142,6 +144,8 @@ struct PlannedLaunch {
   std::optional<PlannedCopy> copy;
   /// The step (op position) it was planned at.
   int64_t step = 0;
+  /// Runs on the host stream over host memory (a tg.host update).
+  bool host = false;
 };
 
 /// One planned function: an entry of the program.

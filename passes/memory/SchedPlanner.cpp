@@ -113,6 +113,7 @@ FailureOr<unsigned> SchedPlanner::stateRoot(ModuleOp module,
   }
   Root root = makeRoot(Home::State, memrefFor(state.getType()));
   root.state = state;
+  root.host = state.getHost();
   it->second = newRoot(std::move(root));
   return it->second;
 }
@@ -476,6 +477,12 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   }
   if (llvm::isa<tg::AccumulateOp, tg::AdamWUpdateOp, tg::SGDUpdateOp>(op)) {
     return planStateUpdate(module, op, fusions, entry, step);
+  }
+  if (auto copy = llvm::dyn_cast<tg::CopyStateOp>(op)) {
+    return planCopyState(module, copy, entry);
+  }
+  if (auto toHost = llvm::dyn_cast<tg::ToHostOp>(op)) {
+    return planToHost(toHost, entry, step);
   }
   if (auto reduce = llvm::dyn_cast<tg::AllReduceStatesOp>(op)) {
     return planAllReduce(module, reduce, entry);

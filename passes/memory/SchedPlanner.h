@@ -117,6 +117,15 @@ private:
   mlir::LogicalResult planStateUpdate(mlir::ModuleOp module, mlir::Operation &op,
                                 const Fusions &fusions, PlannedEntry &entry,
                                 int64_t step);
+  /// Optimizer offload: a tg.copy_state between host and device memory,
+  /// and a tg.to_host value (a new host activation).
+  mlir::LogicalResult planCopyState(mlir::ModuleOp module, tg::CopyStateOp op,
+                                    PlannedEntry &entry);
+  mlir::LogicalResult planToHost(tg::ToHostOp op, PlannedEntry &entry,
+                                 int64_t step);
+  /// Marks `launch` (a tg.host update) to run on the host stream, checking
+  /// that every operand lives in host memory.
+  mlir::LogicalResult runOnHost(PlannedLaunch &launch);
   /// Gives the states of every gradient bucket their roots first, bucket
   /// after bucket, so each bucket's bytes are contiguous in the arena.
   mlir::LogicalResult placeBuckets(mlir::ModuleOp module);

@@ -20,7 +20,7 @@ static bool sameAccess(const Access &a, const Access &b) {
 /// update exactly as adamw does (issue 20: one launch, not one per
 /// trainable tensor). Returns false, leaving both alone, otherwise.
 static bool joinAdamW(PlannedLaunch &last, PlannedLaunch &&next) {
-  if (last.collective || last.copy ||
+  if (last.collective || last.copy || last.host != next.host ||
       (last.choice.kernel != "adamw" && last.choice.kernel != "adamw_multi") ||
       last.choice.attributes.getAttrs() != next.choice.attributes.getAttrs()) {
     return false;
@@ -84,6 +84,10 @@ LogicalResult SchedPlanner::planStateUpdate(ModuleOp module, Operation &op,
       operands.push_back(accessOf(scalar));
     }
     PlannedLaunch launch = launchOf(&op, "adamw", 7, operands);
+    if (op.hasAttr(tg::TGDialect::kHostAttrName) &&
+        failed(runOnHost(launch))) {
+      return failure();
+    }
     launch.choice.attributes.set("beta1", f64AttrOf(context, adamw.getBeta1()));
     launch.choice.attributes.set("beta2", f64AttrOf(context, adamw.getBeta2()));
     launch.choice.attributes.set("epsilon",
@@ -233,7 +237,9 @@ FailureOr<Access> SchedPlanner::updatedParam(ModuleOp module,
   if (auto bucket = module.lookupSymbol<tg::BucketOp>(name)) {
     return chunkOf(bucket);
   }
-  FailureOr<unsigned> root = paramRoot(module, update, name);
+  FailureOr<unsigned> root = module.lookupSymbol<tg::StateOp>(name)
+                                 ? stateRoot(module, update, name)
+                                 : paramRoot(module, update, name);
   if (failed(root)) {
     return failure();
   }
@@ -363,5 +369,70 @@ LogicalResult SchedPlanner::planShardOp(ModuleOp module, Operation &op,
     }
     entry.launches.push_back(launchOf(&op, "zero", 1, {whole(*root)}));
   }
+  return success();
+}
+
+LogicalResult SchedPlanner::runOnHost(PlannedLaunch &launch) {
+  for (const Access &operand : launch.operands) {
+    if (!roots[operand.root].host) {
+      return launch.op->emitError()
+             << "internal error: a host update reads an operand in device "
+                "memory (every operand of a tg.host update must be a host "
+                "state or a tg.to_host value)";
+    }
+  }
+  if (launch.choice.workspaceBytes > 0) {
+    return launch.op->emitError()
+           << "internal error: a host launch cannot use the device workspace";
+  }
+  launch.host = true;
+  return success();
+}
+
+LogicalResult SchedPlanner::planCopyState(ModuleOp module, tg::CopyStateOp op,
+                                          PlannedEntry &entry) {
+  SmallVector<Access, 2> operands;
+  for (FlatSymbolRefAttr name : {op.getSourceAttr(), op.getTargetAttr()}) {
+    FailureOr<unsigned> root = module.lookupSymbol<tg::StateOp>(name)
+                                   ? stateRoot(module, op, name)
+                                   : paramRoot(module, op, name);
+    if (failed(root)) {
+      return failure();
+    }
+    operands.push_back(whole(*root));
+  }
+  bool fromHost = roots[operands[0].root].host;
+  if (fromHost == roots[operands[1].root].host) {
+    return op.emitError() << "internal error: a copy within one memory";
+  }
+  PlannedLaunch launch;
+  launch.op = op;
+  launch.origin = originOf(op) + " " + op.getTarget().str();
+  launch.operands.assign(operands.begin(), operands.end());
+  PlannedCopy copy;
+  copy.kind = fromHost ? sched::CopyKind::HostToDevice
+                       : sched::CopyKind::DeviceToHost;
+  launch.copy = copy;
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult SchedPlanner::planToHost(tg::ToHostOp op, PlannedEntry &entry,
+                                       int64_t step) {
+  if (failed(useAt(op.getInput(), step))) {
+    return op.emitError() << "operand defined outside the planned function";
+  }
+  Root root = makeRoot(Home::Activation, memrefFor(op.getType()));
+  root.host = true;
+  root.first = root.last = step;
+  rootOf[op.getResult()] = newRoot(std::move(root));
+  PlannedLaunch launch;
+  launch.op = op;
+  launch.origin = originOf(op);
+  launch.operands = {accessOf(op.getInput()), accessOf(op.getResult())};
+  PlannedCopy copy;
+  copy.kind = sched::CopyKind::DeviceToHost;
+  launch.copy = copy;
+  entry.launches.push_back(std::move(launch));
   return success();
 }

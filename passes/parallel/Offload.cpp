@@ -3,7 +3,7 @@
 // tailor-offload (Passes.td): frozen parameters into host buckets, read
 // through copies to the device. The bucket machinery is ZeRO-3's
 // (ZeroStage3.cpp): a host bucket is a frozen bucket of one shard whose
-// gather is a copy.
+// gather is a copy. The optimizer's placement is OffloadOptimizer.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +29,7 @@ struct OffloadPass : public impl::OffloadPassBase<OffloadPass> {
 
 void OffloadPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (!params) {
+  if (!params && !optimizer) {
     return;
   }
   if (bucketBytes < 1) {
@@ -46,7 +46,7 @@ void OffloadPass::runOnOperation() {
     return signalPassFailure();
   }
   for (tg::BucketOp bucket : module.getOps<tg::BucketOp>()) {
-    if (bucket.getShardedParams()) {
+    if (params && bucket.getShardedParams()) {
       bucket.emitError() << "tailor-offload: parameters offloaded and "
                             "sharded (zero3 with offload_param) is not built "
                             "yet; use zero_stage 2 or below with offload";
@@ -58,7 +58,10 @@ void OffloadPass::runOnOperation() {
   options.bucketBytes = bucketBytes;
   // The forward's copy dies with the forward; backward copies again.
   options.reshardAfterForward = true;
-  if (failed(offloadFrozenParams(module, options))) {
+  if (params && failed(offloadFrozenParams(module, options))) {
+    return signalPassFailure();
+  }
+  if (optimizer && failed(offloadOptimizer(module, options))) {
     signalPassFailure();
   }
 }

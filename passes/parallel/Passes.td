@@ -137,15 +137,24 @@ def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
       `tg.gather_bucket` (a host-to-device copy into a transient) before
       the forward's reads and again before the backward's, and
       `tg.bucket_member` views; the device holds at most the buckets in
-      use. Trainable parameters, gradients and optimizer state stay on the
-      device (their offload is not built yet: an error says so).
+      use.
+    - `optimizer` (`offload_optimizer: cpu`, ZeRO-Offload's placement):
+      AdamW's moments become `host` states and each update runs on the host
+      (`tg.host`) on host copies of the gradient (`grad_host`) and of the
+      parameter (`master`), made by `tg.copy_state` before the updates and
+      copied back after; `tg.to_host` brings the scalars over
+      (OffloadOptimizer.cpp). SGD and ZeRO-sharded updates are refused.
 
     Planning puts host buckets in the `parameters_host` arena (pinned host
-    memory) and lowers each gather to a `sched.copy h2d`.
+    memory) and lowers each gather to a `sched.copy h2d`; host states go to
+    `optimizer_state_host`, host values to `activations_host`, and host
+    updates onto the `host` stream.
   }];
   let options = [
     Option<"params", "params", "bool", /*default=*/"false",
            "frozen parameters in host memory">,
+    Option<"optimizer", "optimizer", "bool", /*default=*/"false",
+           "AdamW's state in host memory and its update on the host">,
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"25 * 1024 * 1024",
            "most bytes one host bucket (and so one copy) holds">

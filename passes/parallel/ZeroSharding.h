@@ -68,6 +68,12 @@ mlir::LogicalResult gatherShardedParams(mlir::ModuleOp module,
 mlir::LogicalResult offloadFrozenParams(mlir::ModuleOp module,
                                         const ZeroOptions &options);
 
+/// Optimizer offload (OffloadOptimizer.cpp): AdamW's moments in host
+/// memory and its update on the host, on host copies of each gradient and
+/// parameter, copied back after.
+mlir::LogicalResult offloadOptimizer(mlir::ModuleOp module,
+                                     const ZeroOptions &options);
+
 } // namespace tailor::parallel
 
 #endif // TAILOR_PASSES_PARALLEL_ZEROSHARDING_H

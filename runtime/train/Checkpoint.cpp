@@ -290,6 +290,11 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
           wholeGradients.count(shard->members()->Get(0)->str())) {
         continue;
       }
+      // Optimizer offload's host copies are refreshed every step.
+      if (state->kind()->string_view() == "master" ||
+          state->kind()->string_view() == "grad_host") {
+        continue;
+      }
       if (shard) {
         if (!addShardedState(plan, session, *state, layout, error)) {
           return false;

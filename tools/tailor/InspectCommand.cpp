@@ -138,8 +138,8 @@ std::string formatTally(const Tally &tally) {
 
 /// PyTorch's optimizer state kinds, in the order they are listed; a kind the
 /// plan names that is not here follows them.
-const char *kStateKinds[] = {"grad", "exp_avg", "exp_avg_sq",
-                             "momentum_buffer"};
+const char *kStateKinds[] = {"grad",   "exp_avg",  "exp_avg_sq",
+                             "momentum_buffer", "master", "grad_host"};
 
 /// What each embedded image really is, read from its own headers.
 struct DeviceCodeSummary {
