@@ -100,6 +100,11 @@ double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
     return work.ranks == 1 ? 0 : collectiveSeconds(target, work);
   }
   llvm::StringRef kind = costKindOf(work.kernel);
+  if (work.onHost && target.hardware.isCuda()) {
+    // A CPU loop over host memory (AdamW: memory-bound), beside a GPU.
+    return work.bytes / (target.hardware.hostMemoryGBs * 1e9) +
+           target.hardware.launchOverheadUs * 1e-6;
+  }
   double efficiency = efficiencyOf(target.hardware, kind);
   if (kind == "host_copy") {
     return work.bytes / (target.hardware.hostLinkGBs * 1e9 * efficiency) +
@@ -130,7 +135,9 @@ TimeEstimate predictLaunches(const CostTarget &target,
   for (const LaunchWork &work : launches) {
     double s = predictLaunchSeconds(target, work);
     estimate.seconds += s;
-    estimate.secondsByKind[costKindOf(work.kernel).str()] += s;
+    bool besideGpu = work.onHost && target.hardware.isCuda();
+    estimate.secondsByKind[besideGpu ? "host"
+                                     : costKindOf(work.kernel).str()] += s;
   }
   return estimate;
 }

@@ -35,6 +35,10 @@ struct LaunchWork {
   double flops = 0;
   double bytes = 0;
   int64_t ranks = 0;
+  /// A launch on the plan's Host stream: a CPU kernel over host memory
+  /// (on a GPU machine, at the host's bandwidth, filed under "host"; on
+  /// a CPU target, like any launch).
+  bool onHost = false;
 };
 
 /// Bytes one rank sends in a ring collective of `kind` over `ranks` ranks

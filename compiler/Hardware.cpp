@@ -36,6 +36,9 @@ HardwareSpec builtin(StringRef name) {
     h.sm = sm, h.memoryBytes = memory, h.bf16Tflops = bf16,
     h.fp32Tflops = fp32, h.memoryBandwidthGBs = bandwidth, h.linkGBs = link,
     h.link = linkKind, h.hostLinkGBs = hostLink;
+    // Servers built around NVLink cards have two sockets of DDR5; a
+    // workstation's or cloud instance's PCIe card, one socket's share.
+    h.hostMemoryGBs = link >= 300 ? 100 : 40;
   };
   if (name == "h100" || name == "h100-sxm") {
     gpu(90, 80 * kGB, 989, 67, 3350, 450, "nvlink4", 50);
@@ -73,6 +76,7 @@ HardwareSpec builtin(StringRef name) {
     // "Device" and host memory are the same DRAM: a memcpy reads and
     // writes it.
     h.hostLinkGBs = 10;
+    h.hostMemoryGBs = h.memoryBandwidthGBs;
   } else {
     h.name.clear();
   }
@@ -97,6 +101,7 @@ const PlainFigure *plainFigure(StringRef key) {
       {"link_gbs", &HardwareSpec::linkGBs},
       {"link_latency_us", &HardwareSpec::linkLatencyUs},
       {"host_link_gbs", &HardwareSpec::hostLinkGBs},
+      {"host_bandwidth_gbs", &HardwareSpec::hostMemoryGBs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
       {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
   for (const PlainFigure &figure : figures) {

@@ -48,6 +48,10 @@ struct HardwareSpec {
   /// Host-to-device copies (offload), GB/s each way: PCIe as measured with
   /// pinned memory, or on a CPU target a memcpy.
   double hostLinkGBs = 0;
+  /// The host's DRAM bandwidth a multi-threaded streaming loop sustains,
+  /// GB/s: what host launches (optimizer offload's AdamW) run at on a GPU
+  /// machine. A CPU target's launches use memoryBandwidthGBs.
+  double hostMemoryGBs = 0;
   /// Plain fp32 rate (CUDA cores, no tensor cores), TFLOP/s.
   double fp32Tflops = 0;
   /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM, and what each

@@ -49,6 +49,8 @@ bool workOf(const fb::Plan &p, uint32_t i, LaunchWork &work,
     const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
     work = {kernel->name()->str(), launch->flops(), launch->bytes()};
     stream = launch->stream();
+    work.onHost =
+        p.streams()->Get(stream)->kind() == fb::StreamKind::Host;
     return true;
   }
   if (const fb::Copy *copy = op->step_as_Copy()) {
@@ -106,6 +108,14 @@ StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
     if (workOf(p, i, work, stream)) {
       seconds = predictLaunchSeconds(target, work);
       begin = at(clock, stream);
+      if (work.onHost) {
+        // The host's queue starts once every stream is idle, and holds
+        // back everything issued after it (the runtime runs it inline).
+        for (double c : clock) {
+          begin = std::max(begin, c);
+        }
+        std::fill(clock.begin(), clock.end(), begin + seconds);
+      }
       at(clock, stream) = begin + seconds;
       if (work.ranks > 0) {
         schedule.commSeconds += seconds;

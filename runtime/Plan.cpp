@@ -1046,33 +1046,30 @@ static bool isHostKind(fb::ArenaKind kind) {
   return kind == fb::ArenaKind::Host || kind == fb::ArenaKind::HostPinned;
 }
 
-/// Step `i`'s operands are in the memory its stream's kernels read: host
-/// arenas for a Host stream; device arenas for any other stream of a CUDA
-/// plan (a GPU kernel never reads host memory); anything on the CPU.
-static std::string verifyLaunchMemory(const fb::Plan &p, uint32_t i,
-                                      const fb::Launch &launch) {
-  bool hostStream =
-      p.streams()->Get(launch.stream())->kind() == fb::StreamKind::Host;
-  bool cuda = p.target() && p.target()->backend() == fb::Backend::Cuda;
-  if (!hostStream && !cuda) {
+/// A launch on a Host stream (optimizer offload's) runs a CPU kernel on
+/// the host: every operand must be in a host arena, on a GPU plan too.
+static std::string verifyHostLaunch(const fb::Plan &p, uint32_t i,
+                                    const fb::Launch &launch) {
+  if (p.streams()->Get(launch.stream())->kind() != fb::StreamKind::Host) {
     return "";
   }
   for (uint32_t operand : *launch.operands()) {
     const fb::Arena *arena = p.arenas()->Get(p.buffers()->Get(operand)->arena());
-    if (isHostKind(arena->kind()) != hostStream) {
-      return Message() << "step " << i << " runs on "
-                       << (hostStream ? "the host" : "the GPU")
-                       << " but reads buffer " << operand << " in arena '"
+    if (!isHostKind(arena->kind())) {
+      return Message() << "step " << i << " runs on host stream '"
+                       << p.streams()->Get(launch.stream())->name()->str()
+                       << "' but uses buffer " << operand << " in arena '"
                        << arena->name()->str() << "' ("
-                       << fb::EnumNameArenaKind(arena->kind()) << ")";
+                       << fb::EnumNameArenaKind(arena->kind())
+                       << "); host launches read host arenas only";
     }
   }
   return "";
 }
 
 /// Step `i`, a launch: a known kernel on a known stream, as many valid
-/// buffers as the kernel takes, in the memory the stream reads, attributes
-/// the runtime can read.
+/// buffers as the kernel takes (in host arenas on a Host stream),
+/// attributes the runtime can read.
 static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
                                 const fb::Launch &launch,
                                 const std::vector<int> &arities) {
@@ -1104,7 +1101,7 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
       !problem.empty()) {
     return problem;
   }
-  if (std::string problem = verifyLaunchMemory(p, i, launch); !problem.empty()) {
+  if (std::string problem = verifyHostLaunch(p, i, launch); !problem.empty()) {
     return problem;
   }
   if (const auto *attrs = launch.attributes()) {
@@ -1245,7 +1242,7 @@ static std::string verifyCopy(const fb::Plan &p, uint32_t i,
 
 /// On a GPU plan, step `i` (a launch or a collective) may touch only
 /// buffers in Device arenas: kernels and NCCL read device memory, and only
-/// copies cross to the host.
+/// copies (and launches on a Host stream) cross to the host.
 static std::string verifyDeviceOperands(const fb::Plan &p, bool gpu,
                                         uint32_t i, const fb::Op &op) {
   if (!gpu) {
@@ -1254,6 +1251,9 @@ static std::string verifyDeviceOperands(const fb::Plan &p, bool gpu,
   std::vector<uint32_t> buffers;
   std::string what;
   if (const fb::Launch *launch = op.step_as_Launch()) {
+    if (p.streams()->Get(launch->stream())->kind() == fb::StreamKind::Host) {
+      return ""; // verifyHostLaunch: host arenas only
+    }
     buffers.assign(launch->operands()->begin(), launch->operands()->end());
     what = Message() << "step " << i << " ("
                      << p.kernels()->Get(launch->kernel())->name()->str()

@@ -38,7 +38,7 @@ void OffloadPass::runOnOperation() {
     return signalPassFailure();
   }
   ZeroOptions options;
-  if (!module.lookupSymbol<func::FuncOp>(options.trainFunction)) {
+  if (params && !module.lookupSymbol<func::FuncOp>(options.trainFunction)) {
     module.emitError() << "tailor-offload: no function @"
                        << options.trainFunction
                        << ": offload places a training step's tensors "

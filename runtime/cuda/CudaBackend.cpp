@@ -5,8 +5,11 @@
 // else is allocated on the device except what the CUDA runtime and
 // cuBLASLt keep for themselves (cuBLASLt's scratch is the plan's
 // gemm_workspace arena). HostPinned arenas are cudaHostAlloc'd, Host ones
-// aligned host allocations; only copy steps touch them (the loader keeps
-// launches and collectives on Device arenas).
+// aligned host allocations; only copy steps and launches on a Host stream
+// touch them (the loader keeps every other launch and the collectives on
+// Device arenas). A Host stream's launches are CPU kernels
+// (runtime/cpu), run on this thread with a pool of its own once every
+// stream has drained: optimizer offload's AdamW.
 //
 // Steps run in plan order, each on its plan stream: launches through their
 // launchers (runtime/cuda/*Launchers.cpp), copies with cudaMemcpyAsync,
@@ -34,6 +37,7 @@
 #include <map>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 namespace tailor::runtime::cuda {
 
@@ -43,6 +47,10 @@ namespace {
 struct PreparedLaunch {
   const CudaKernelDef *kernel = nullptr;
   CudaCall call;
+  /// A launch on a Host stream (optimizer offload): a CPU kernel over host
+  /// arenas, run once every stream has finished the work before it.
+  const KernelDef *hostKernel = nullptr;
+  KernelCall hostCall;
   std::string origin;
   uint32_t stream = 0;
 };
@@ -159,6 +167,8 @@ struct Impl {
   std::deque<std::vector<uint8_t>> imageBytes;
   /// One entry per plan op; launches prepared, other steps read from the plan.
   std::vector<PreparedLaunch> launches;
+  /// Workers for Host-stream launches (made when the plan has any).
+  std::unique_ptr<ThreadPool> hostPool;
   bool syncEachStep = false;
   /// TAILOR_PROFILE=1: a pair of timing events around every launch and
   /// collective, read after each runSteps; the GPU time per kernel and the
@@ -255,6 +265,11 @@ public:
                             const GemmWorkspace &workspace);
   /// Resolves and checks every launch once.
   SetupError prepareLaunches();
+  /// A launch on a Host stream: its CPU kernel, checked over host arenas.
+  SetupError prepareHostLaunch(uint32_t i, const fb::Launch &launch,
+                               PreparedLaunch &prepared);
+  /// Waits for every stream, then runs a Host-stream launch.
+  std::string runHostLaunch(PreparedLaunch &launch);
   /// TAILOR_PROFILE: times every launch and collective from now on.
   void startProfile();
   /// The stream a profiled step runs on; null when not profiling or the
@@ -521,6 +536,12 @@ SetupError GpuBackend::prepareLaunches() {
     }
     PreparedLaunch &prepared = m.launches[i];
     const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
+    if (p.streams()->Get(launch->stream())->kind() == fb::StreamKind::Host) {
+      if (SetupError failure = prepareHostLaunch(i, *launch, prepared)) {
+        return failure;
+      }
+      continue;
+    }
     prepared.kernel = findCudaKernel(kernel->name()->string_view());
     prepared.origin = launch->origin() ? launch->origin()->str() : "";
     prepared.stream = launch->stream();
@@ -561,6 +582,56 @@ SetupError GpuBackend::prepareLaunches() {
     prepared.call.context = m.context.get();
   }
   return {};
+}
+
+SetupError GpuBackend::prepareHostLaunch(uint32_t i, const fb::Launch &launch,
+                                         PreparedLaunch &prepared) {
+  Impl &m = *impl;
+  const LoadedPlan &plan = *m.plan;
+  std::string_view name =
+      plan.root().kernels()->Get(launch.kernel())->name()->string_view();
+  prepared.origin = launch.origin() ? launch.origin()->str() : "";
+  prepared.stream = launch.stream();
+  prepared.hostKernel = findCpuKernel(name);
+  if (!m.hostPool) {
+    m.hostPool = std::make_unique<ThreadPool>(
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  }
+  std::string message;
+  if (!prepared.hostKernel) {
+    message = "the CPU backend has no kernel '" + std::string(name) +
+              "' for the host stream";
+  } else {
+    for (uint32_t operand : *launch.operands()) {
+      Tensor tensor;
+      tensor.data = deviceBuffer(operand); // a host arena (the loader checked)
+      tensor.dtype = plan.bufferDType(operand);
+      tensor.shape = plan.bufferShape(operand);
+      prepared.hostCall.operands.push_back(std::move(tensor));
+    }
+    prepared.hostCall.attributes = decodeLaunchAttributes(launch);
+    prepared.hostCall.pool = m.hostPool.get();
+    message = prepared.hostKernel->check(prepared.hostCall);
+  }
+  if (message.empty()) {
+    return {};
+  }
+  return {TAILOR_ERROR_INVALID_PLAN,
+          "step " + std::to_string(i) + " (" + std::string(name) +
+              " on the host" +
+              (prepared.origin.empty() ? "" : ", " + prepared.origin) +
+              "): " + message};
+}
+
+std::string GpuBackend::runHostLaunch(PreparedLaunch &launch) {
+  // The host's queue comes after everything issued before it, on every
+  // stream (the copies of its operands to host memory among them).
+  for (cudaStream_t stream : impl->streams) {
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+      return cudaCallError("cudaStreamSynchronize (before a host launch)", e);
+    }
+  }
+  return launch.hostKernel->run(launch.hostCall);
 }
 
 std::unique_ptr<CudaBackend>
@@ -667,6 +738,11 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
       return "step " + std::to_string(i) + " (" + copyStepName(copy->kind()) +
              ")";
     }
+    if (launch.hostKernel) {
+      return "step " + std::to_string(i) + " (" + launch.hostKernel->name +
+             " on the host" +
+             (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
+    }
     if (!launch.kernel) {
       return "step " + std::to_string(i);
     }
@@ -684,6 +760,10 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
     switch (problem.empty() ? op->step_type() : fb::Step::NONE) {
     case fb::Step::Launch: {
       PreparedLaunch &launch = m.launches[i];
+      if (launch.hostKernel) {
+        problem = runHostLaunch(launch);
+        break;
+      }
       m.context->setStream(m.streams[launch.stream]);
       problem = launch.kernel->launch(launch.call);
       break;
@@ -752,7 +832,9 @@ cudaStream_t GpuBackend::timedStream(const fb::Op &op, uint32_t index) const {
   }
   switch (op.step_type()) {
   case fb::Step::Launch:
-    return m.streams[m.launches[index].stream];
+    // Host launches run on this thread; CUDA events cannot time them.
+    return m.launches[index].hostKernel ? nullptr
+                                        : m.streams[m.launches[index].stream];
   case fb::Step::Copy:
     return m.streams[op.step_as_Copy()->stream()];
   case fb::Step::Collective:

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Offload on the CPU target: frozen parameters in host memory.
+"""Offload on the CPU target: frozen parameters and the optimizer on the host.
 
 The tiny Llama (transformers' LlamaForCausalLM, random init, exported by
-torch.onnx) with LoRA and with QLoRA (NF4 bytes offloaded), compiled with
-and without `offload_param: cpu`, trains 20 steps on the same rows:
+torch.onnx) with LoRA, QLoRA (NF4 bytes offloaded) and full fine-tuning,
+compiled with and without `offload_param: cpu` and/or
+`offload_optimizer: cpu` (AdamW's moments in host memory, the update run on
+the host stream), trains 20 steps on the same rows:
 
   - losses and grad norms of every step, and the adapter, are bit-identical;
   - the plan's device bytes fall and its host bytes rise (inspect --json
@@ -12,9 +14,12 @@ and without `offload_param: cpu`, trains 20 steps on the same rows:
     split;
   - every step copies exactly the bytes the plan predicts
     (metrics.jsonl bytes_copied == predicted_bytes_copied_per_step);
-  - with DDP on 2 ranks (mpirun) the offloaded plan matches the plain one;
-  - what is not built yet is refused by name: offload_optimizer, activation
-    offloading, offload with full fine-tuning or with ZeRO-3;
+  - optimizer offload takes exactly the plain plan's optimizer_state bytes
+    off the device;
+  - with DDP on 2 ranks (mpirun) the offloaded plans match the plain one;
+  - what is not built yet is refused by name: activation offloading,
+    parameter offload with full fine-tuning or with ZeRO-3, optimizer
+    offload with SGD or with ZeRO;
   - under device_memory_budget_gib compile offloads by itself when the plan
     does not fit, and refuses with the excess when even that is too much.
 """
@@ -73,12 +78,14 @@ def run_plan(args, onnx_path, data, recipe, name, ranks=1):
         [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
         capture_output=True, text=True, check=True).stdout)
     rows = [m for _, m in sorted(tc.read_metrics(out).items())]
-    with open(os.path.join(out, "adapter_model.safetensors"), "rb") as f:
+    weights = ("adapter_model.safetensors" if recipe["adapter"] != "full"
+               else "model.safetensors")
+    with open(os.path.join(out, weights), "rb") as f:
         adapter = f.read()
     return dict(rows=rows, adapter=adapter, doc=doc, memory=memory), None
 
 
-def check_pair(name, plain, offloaded):
+def check_pair(name, plain, offloaded, optimizer_only=False):
     failures = []
     same = [(a["loss"], a["grad_norm"]) == (b["loss"], b["grad_norm"])
             for a, b in zip(plain["rows"], offloaded["rows"])]
@@ -94,6 +101,10 @@ def check_pair(name, plain, offloaded):
     if saved <= 0 or host <= 0 or saved > host:
         failures.append(f"{name}: device {p['device_peak_bytes']} -> "
                         f"{o['device_peak_bytes']} B, host {host} B")
+    if optimizer_only and saved != p["bytes"]["optimizer_state"]:
+        failures.append(f"{name}: the device saved {saved} B, the plain "
+                        f"plan's optimizer state is "
+                        f"{p['bytes']['optimizer_state']} B")
     memory = offloaded["memory"]
     if (not memory or not memory.group(2) or
             int(memory.group(2)) != o["device_peak_bytes"] or
@@ -117,9 +128,10 @@ def check_pair(name, plain, offloaded):
 def check_refusals(args, onnx_path, base):
     failures = []
     for name, extra, expect in (
-            ("optimizer", dict(offload_optimizer="cpu"),
-             "'offload_optimizer: cpu' (optimizer state and AdamW on the "
-             "host) is not built yet"),
+            ("optimizer-sgd", dict(offload_optimizer="cpu", optimizer="sgd"),
+             "offload_optimizer: SGD on the host is not built yet"),
+            ("optimizer-zero2", dict(offload_optimizer="cpu", zero_stage=2),
+             "offload_optimizer with ZeRO sharding"),
             ("activations", dict(enable_activation_offloading=True),
              "'enable_activation_offloading' is not built yet"),
             ("full", dict(adapter="full", offload_param="cpu"),
@@ -133,7 +145,7 @@ def check_refusals(args, onnx_path, base):
                 recipe.pop(key, None)
         _, err = compile_plan(args, onnx_path, recipe,
                               os.path.join(args.work, "refuse-" + name),
-                              "2xcpu" if name == "zero3" else "cpu")
+                              "2xcpu" if "zero" in name else "cpu")
         if not err or expect not in err:
             failures.append(f"refuse {name}: {err or 'compiled'}")
         else:
@@ -195,22 +207,34 @@ def main():
     lora = tc.recipe_defaults()
     lora.update(lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
                 max_steps=STEPS, save_steps=STEPS, max_grad_norm=1.0)
+    full = dict(lora, adapter="full")
+    for key in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+                "use_rslora"):
+        full.pop(key, None)
+    params = ("offload", dict(offload_param="cpu"))
+    optimizer = ("offload-optimizer", dict(offload_optimizer="cpu"))
+    both = ("offload-both", dict(offload_param="cpu", offload_optimizer="cpu"))
     failures = []
-    cases = [("lora", lora, 1), ("qlora", dict(lora, adapter="qlora"), 1)]
+    cases = [("lora", lora, 1, [params, optimizer]),
+             ("qlora", dict(lora, adapter="qlora"), 1, [params, both]),
+             ("full", full, 1, [optimizer])]
     if shutil.which("mpirun"):
-        cases.append(("lora-ddp2", dict(lora, zero_stage=0), 2))
-    for label, recipe, ranks in cases:
+        cases.append(("lora-ddp2", dict(lora, zero_stage=0), 2,
+                      [params, optimizer]))
+    for label, recipe, ranks, variants in cases:
         plain, err = run_plan(args, onnx_path, data, recipe, label, ranks)
         if err:
             failures.append(f"{label}: {err}")
             continue
-        offloaded, err = run_plan(args, onnx_path, data,
-                                  dict(recipe, offload_param="cpu"),
-                                  label + "-offload", ranks)
-        if err:
-            failures.append(f"{label}-offload: {err}")
-            continue
-        failures += check_pair(label, plain, offloaded)
+        for suffix, extra in variants:
+            offloaded, err = run_plan(args, onnx_path, data,
+                                      dict(recipe, **extra),
+                                      f"{label}-{suffix}", ranks)
+            if err:
+                failures.append(f"{label}-{suffix}: {err}")
+                continue
+            failures += check_pair(f"{label}-{suffix}", plain, offloaded,
+                                   optimizer_only=extra == optimizer[1])
     failures += check_refusals(args, onnx_path, lora)
     failures += check_budget(args, onnx_path, lora)
     for failure in failures:
