@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -45,6 +46,10 @@ struct PlanSpec {
   bool sharded = false;
   /// The arena w lies in (1: activations, at offset 32).
   uint32_t parameterArena = 0;
+  /// The stream the launch runs on (Host: optimizer offload's queue), and
+  /// the arenas' kind when not the backend's usual one.
+  fb::StreamKind streamKind = fb::StreamKind::Device;
+  std::optional<fb::ArenaKind> arenaKind;
   /// CUDA plans: the target's SM and the device images.
   int sm = 0;
   struct Image {
@@ -65,6 +70,7 @@ std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
   fb::ArenaKind kind = spec.backend == fb::Backend::Cuda
                            ? fb::ArenaKind::Device
                            : fb::ArenaKind::Host;
+  kind = spec.arenaKind.value_or(kind);
   std::vector<flatbuffers::Offset<fb::Arena>> arenas = {
       fb::CreateArena(b, b.CreateString("parameters"), kind,
                       fb::Category::Parameters, 64, 64),
@@ -91,7 +97,7 @@ std::vector<uint8_t> buildPlan(const PlanSpec &spec) {
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {
       fb::CreateKernel(b, b.CreateString(spec.kernel), 3)};
   std::vector<flatbuffers::Offset<fb::Stream>> streams = {
-      fb::CreateStream(b, b.CreateString("compute"))};
+      fb::CreateStream(b, b.CreateString("compute"), spec.streamKind)};
   auto launch = fb::CreateLaunch(b, 0, b.CreateVector(spec.operands), 0, 0,
                                  b.CreateString("tg.add test"));
   std::vector<flatbuffers::Offset<fb::Op>> ops = {
@@ -223,6 +229,27 @@ TEST_F(PlanLoaderTest, RunsAndAllocatesExactlyThePredictedPeak) {
   ASSERT_EQ(tailor_session_run(session), TAILOR_OK) << tailor_last_error();
   ASSERT_EQ(tailor_session_output(session, "y", &data, &info), TAILOR_OK);
   EXPECT_FLOAT_EQ(static_cast<const float *>(data)[0], 101);
+  tailor_session_free(session);
+  tailor_plan_free(plan);
+}
+
+// Tests that a CPU plan's launch on a host stream (optimizer offload's
+// queue, over host arenas) runs like any other.
+TEST_F(PlanLoaderTest, RunsHostStreamLaunchesOverHostArenas) {
+  PlanSpec spec;
+  spec.streamKind = fb::StreamKind::Host;
+  tailor_plan *plan = nullptr;
+  tailor_session *session = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(buildPlan(spec), &plan, &session));
+  float x[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  ASSERT_EQ(tailor_session_set_input(session, "x", TAILOR_F32, shape, 1, x,
+                                     sizeof(x)),
+            TAILOR_OK);
+  ASSERT_EQ(tailor_session_run(session), TAILOR_OK) << tailor_last_error();
+  const void *data = nullptr;
+  ASSERT_EQ(tailor_session_output(session, "y", &data, nullptr), TAILOR_OK);
+  EXPECT_FLOAT_EQ(static_cast<const float *>(data)[3], 44);
   tailor_session_free(session);
   tailor_plan_free(plan);
 }
@@ -375,6 +402,14 @@ TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
   spec.backend = fb::Backend::Cuda;
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
                   "the plan targets sm_0; tailor's CUDA kernels need sm_80");
+  spec = {};
+  // A launch on a host stream (1.8) runs a CPU kernel: host arenas only.
+  spec.streamKind = fb::StreamKind::Host;
+  spec.arenaKind = fb::ArenaKind::Device;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "step 0 runs on host stream 'compute' but uses buffer 0 in "
+                  "arena 'activations' (Device); host launches read host "
+                  "arenas only");
   spec = {};
   // Plans of several ranks load (1.6); an absurd or empty world does not.
   spec.worldSize = 70000;
