@@ -13,6 +13,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+
+#include <algorithm>
 #include "runtime/cpu/VectorMath.h"
 
 #include <cmath>
@@ -354,15 +356,48 @@ std::string checkAdamWMulti(const KernelCall &call) {
   return checkAdamWScalars(call, n - 3);
 }
 
+/// Elements [begin, end) of the parameters of adamw_multi laid end to end
+/// (`starts[k]`: where parameter k begins in that order): each piece is
+/// updated with the loop adamw runs, so the bits are adamw's.
+void updateAdamWRange(const KernelCall &call, const std::vector<int64_t> &starts,
+                      int64_t begin, int64_t end, const AdamWStep &s) {
+  bool small = std::fabs(s.lerpWeight) < 0.5f;
+  size_t k = static_cast<size_t>(
+      std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() -
+      1);
+  for (; begin < end; ++k) {
+    int64_t offset = begin - starts[k];
+    int64_t stop = std::min(end, starts[k + 1]);
+    float *param = call.operands[4 * k].as<float>() + offset;
+    float *grad = call.operands[4 * k + 1].as<float>() + offset;
+    float *expAvg = call.operands[4 * k + 2].as<float>() + offset;
+    float *expAvgSq = call.operands[4 * k + 3].as<float>() + offset;
+    if (small) {
+      adamwLoop<true>(param, grad, expAvg, expAvgSq, stop - begin, s);
+    } else {
+      adamwLoop<false>(param, grad, expAvg, expAvgSq, stop - begin, s);
+    }
+    begin = stop;
+  }
+}
+
 std::string runAdamWMulti(const KernelCall &call) {
   size_t scalars = call.operands.size() - 3;
   AdamWStep s;
   if (auto e = adamwStepOf(call, scalars, s); !e.empty()) {
     return e;
   }
+  // One parallel loop over every parameter's elements end to end, not one
+  // per parameter: a LoRA step updates hundreds of small tensors, where a
+  // dispatch per tensor would cost more than the update.
+  std::vector<int64_t> starts = {0};
   for (size_t first = 0; first < scalars; first += 4) {
-    updateAdamW(call, first, s);
+    starts.push_back(starts.back() + call.operands[first].numel());
   }
+  parallelFor(call, starts.back(), kTranscendentalGrain,
+              [&](int64_t begin, int64_t end, int) {
+                updateAdamWRange(call, starts, begin, end, s);
+              });
   return "";
 }
 
