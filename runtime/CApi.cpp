@@ -393,11 +393,11 @@ tailor_status tailor_session_set_input(tailor_session *session,
         status != TAILOR_OK) {
       return status;
     }
-    if (dtype != info.dtype) {
+    if (dtypeCode(dtype) != static_cast<int>(info.dtype)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   std::string("input '") + name + "' is " +
                       dtypeName(static_cast<DType>(info.dtype)) + ", got " +
-                      dtypeName(static_cast<DType>(dtype)));
+                      dtypeCodeName(dtypeCode(dtype)));
     }
     bool sameShape = rank == info.rank;
     for (int i = 0; sameShape && i < rank; ++i) {

@@ -14,6 +14,7 @@
 
 #include "runtime/include/tailor/runtime.h"
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -106,6 +107,23 @@ tailor_status fillBufferInfo(const LoadedPlan &plan,
 
 /// "[2, 3]".
 std::string formatShape(const std::vector<int64_t> &shape);
+
+/// The integer a C caller passed as a tailor_dtype. C lets an enum hold any
+/// int; C++ does not (loading a value outside the enumerators' range is
+/// undefined), so the argument is read as bytes, never as the enum.
+inline int dtypeCode(const tailor_dtype &dtype) {
+  static_assert(sizeof(int) == sizeof(tailor_dtype), "tailor_dtype is an int");
+  int code;
+  std::memcpy(&code, &dtype, sizeof(code));
+  return code;
+}
+
+/// "f32", or "dtype 77" for a code that names no dtype.
+inline std::string dtypeCodeName(int code) {
+  return code >= TAILOR_F32 && code <= TAILOR_BOOL
+             ? dtypeName(static_cast<DType>(code))
+             : "dtype " + std::to_string(code);
+}
 
 } // namespace tailor::runtime
 

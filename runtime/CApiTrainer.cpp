@@ -131,9 +131,10 @@ tailor_status tailor_trainer_create(const tailor_plan *plan,
   });
 }
 
-tailor_status tailor_trainer_create_from_file(
-    const char *plan_path, const tailor_trainer_options *options,
-    tailor_trainer **trainer) {
+tailor_status
+tailor_trainer_create_from_file(const char *plan_path,
+                                const tailor_trainer_options *options,
+                                tailor_trainer **trainer) {
   return guard(__func__, [&]() -> tailor_status {
     if (!plan_path || !trainer) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
@@ -177,10 +178,10 @@ tailor_status tailor_trainer_step(tailor_trainer *trainer,
     }
     Trainer &t = *trainer->trainer;
     if (t.finished()) {
-      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                  "the trainer is already at step " +
-                      std::to_string(t.globalStep()) + ", its last (max_steps " +
-                      std::to_string(t.maxSteps()) + ")");
+      return fail(
+          TAILOR_ERROR_INVALID_ARGUMENT,
+          "the trainer is already at step " + std::to_string(t.globalStep()) +
+              ", its last (max_steps " + std::to_string(t.maxSteps()) + ")");
     }
     StepMetrics step;
     if (std::string problem = t.step(step); !problem.empty()) {

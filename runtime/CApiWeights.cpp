@@ -304,8 +304,7 @@ tailor_status tailor_plan_state_info(const tailor_plan *plan, int index,
 }
 
 tailor_status tailor_session_set_parameter(tailor_session *session,
-                                           const char *name,
-                                           tailor_dtype dtype,
+                                           const char *name, tailor_dtype dtype,
                                            const int64_t *shape, int rank,
                                            const void *data, size_t bytes) {
   return guard(__func__, [&]() -> tailor_status {
@@ -332,13 +331,11 @@ tailor_status tailor_session_set_parameter(tailor_session *session,
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, problem);
     }
     DType expected = s.plan().bufferDType(param->buffer());
-    if (static_cast<int>(dtype) != static_cast<int>(expected)) {
+    if (dtypeCode(dtype) != static_cast<int>(expected)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   std::string("parameter '") + name + "' is " +
                       dtypeName(expected) + ", got " +
-                      (dtype >= TAILOR_F32 && dtype <= TAILOR_BOOL
-                           ? dtypeName(static_cast<DType>(dtype))
-                           : "dtype " + std::to_string(dtype)));
+                      dtypeCodeName(dtypeCode(dtype)));
     }
     std::vector<int64_t> want = s.plan().bufferShape(param->buffer());
     std::vector<int64_t> got(shape, shape + rank);
@@ -375,7 +372,8 @@ tailor_status tailor_session_load_safetensors(tailor_session *session,
     Session &s = *session->session;
     std::vector<TensorSlot> slots;
     for (const auto &[tensorName, tensor] : file->tensors()) {
-      const fb::Parameter *param = findParameterByFileName(s.plan(), tensorName);
+      const fb::Parameter *param =
+          findParameterByFileName(s.plan(), tensorName);
       if (!param) {
         return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                     file->name() + ": tensor '" + tensorName +
@@ -428,8 +426,8 @@ tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
   const std::string prefix = tailor::train::detail::kPeftPrefix;
   std::map<std::string, LoraMerge> byModule;
   for (const auto &[name, tensor] : file.tensors()) {
-    std::string module = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size())
-                                                    : name;
+    std::string module =
+        name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
     bool isA = module.size() > 14 &&
                module.compare(module.size() - 14, 14, ".lora_A.weight") == 0;
     bool isB = module.size() > 14 &&
@@ -489,8 +487,9 @@ tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
       if (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16" &&
           t->dtype != "F64") {
         return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                    file.name() + ": module '" + module + "': LoRA weights are " +
-                        t->dtype + ", expected a float type");
+                    file.name() + ": module '" + module +
+                        "': LoRA weights are " + t->dtype +
+                        ", expected a float type");
       }
     }
     merges.push_back(merge);
@@ -540,6 +539,31 @@ bool hasLoraParameters(const LoadedPlan &plan) {
   return false;
 }
 
+/// A plan without LoRA parameters: W += scale * B A for each adapted
+/// weight, found by its Hugging Face name.
+tailor_status mergeAdapter(Session &s, const SafetensorsFile &file,
+                           const tailor::train::PeftAdapterConfig &config) {
+  std::vector<LoraMerge> merges;
+  if (tailor_status status = planMerges(s.plan(), file, merges);
+      status != TAILOR_OK) {
+    return status;
+  }
+  std::vector<uint32_t> buffers;
+  for (const LoraMerge &merge : merges) {
+    buffers.push_back(merge.base->buffer());
+  }
+  if (tailor_status status = syncBuffers(s, buffers, true);
+      status != TAILOR_OK) {
+    return status;
+  }
+  double scale =
+      config.alpha / (config.useRslora ? std::sqrt(config.r) : config.r);
+  for (const LoraMerge &merge : merges) {
+    mergeLora(merge, s, scale);
+  }
+  return syncBuffers(s, buffers, false);
+}
+
 } // namespace
 
 extern "C" tailor_status tailor_session_apply_adapter(tailor_session *session,
@@ -563,6 +587,9 @@ extern "C" tailor_status tailor_session_apply_adapter(tailor_session *session,
       return fileError(error);
     }
     Session &s = *session->session;
+    if (!hasLoraParameters(s.plan())) {
+      return mergeAdapter(s, *file, config);
+    }
     if (s.plan().root().training()) {
       // A training plan knows its LoraConfig: r, lora_alpha and use_rslora
       // are checked against it as `tailor train --init-adapter` does.
@@ -577,27 +604,6 @@ extern "C" tailor_status tailor_session_apply_adapter(tailor_session *session,
       }
       return ok();
     }
-    if (hasLoraParameters(s.plan())) {
-      return loadLoraParameters(s, *file);
-    }
-    std::vector<LoraMerge> merges;
-    if (tailor_status status = planMerges(s.plan(), *file, merges);
-        status != TAILOR_OK) {
-      return status;
-    }
-    std::vector<uint32_t> buffers;
-    for (const LoraMerge &merge : merges) {
-      buffers.push_back(merge.base->buffer());
-    }
-    if (tailor_status status = syncBuffers(s, buffers, true);
-        status != TAILOR_OK) {
-      return status;
-    }
-    double scale = config.alpha / (config.useRslora ? std::sqrt(config.r)
-                                                    : config.r);
-    for (const LoraMerge &merge : merges) {
-      mergeLora(merge, s, scale);
-    }
-    return syncBuffers(s, buffers, false);
+    return loadLoraParameters(s, *file);
   });
 }

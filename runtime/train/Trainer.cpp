@@ -857,7 +857,7 @@ std::string checkpoint(Run &run, const std::string &outputDir) {
   if (std::string problem = syncLayout(*run.session, run.layout, true);
       !problem.empty()) {
     error = run.name() + ": " + problem;
-  } else if (run.leader()) {
+  } else if (run.leader() && makeDirectories(outputDir, error)) {
     // Replicated tensors, and the gathered sharded states: rank 0's copy is
     // the whole.
     saveCheckpoint(run.layout, state, outputDir, error);
@@ -1196,7 +1196,9 @@ std::string Trainer::run(const StepObserver &observer) {
     StepMetrics metrics;
     if (std::string problem = loopStep(run, metrics, observer);
         !problem.empty()) {
-      run.progress->clearBar();
+      if (run.progress) {
+        run.progress->clearBar();
+      }
       return onRank(run, problem);
     }
     if (metrics.stopped) {

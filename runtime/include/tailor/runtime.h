@@ -366,11 +366,16 @@ tailor_status tailor_session_load_safetensors(tailor_session *session,
 /**
  * Applies the PEFT LoRA adapter in directory `dir` (adapter_config.json +
  * adapter_model.safetensors, as PEFT's save_pretrained writes it) to a
- * session: a plan with LoRA parameters (a training plan) takes the adapter's
- * weights as they are; a plan without them (a forward plan of the base
- * model) has each adapted weight merged, W += scale * B A (scale lora_alpha
- * / r, or / sqrt(r) with use_rslora), as PEFT's merge_and_unload does. The
- * adapted weights must be F32, neither quantized nor sharded. Nothing is
+ * session. A plan with LoRA parameters (a LoRA training plan, checked
+ * against its r, lora_alpha and use_rslora; a forward plan compiled with
+ * `tailor compile --adapter`) takes the adapter's weights as they are. A
+ * plan without them has each adapted weight merged, W += scale * B A (scale
+ * lora_alpha / r, or / sqrt(r) with use_rslora), as PEFT's merge_and_unload
+ * does; the weight is found by its Hugging Face name (<module>.weight: the
+ * parameter's name or file_name; plans of TorchScript exports record
+ * file_name only when they train, so compile such forward plans with
+ * --adapter instead). Merged weights must be 2-D F32, neither quantized
+ * nor sharded. Nothing is
  * written unless every tensor checks. TAILOR_ERROR_IO: a file cannot be
  * read; TAILOR_ERROR_INVALID_ARGUMENT: a config or tensor that does not fit
  * the plan (the message names the file and tensor).
