@@ -167,15 +167,20 @@ def check_peft(tailor, bin_dir, work, onnx_path, base, adapter_dir, tol):
          os.path.join(work, "out", "checkpoint-10"), "--batch", "2", "--seq",
          "16", "-o", plan])
     session = tailor.InferenceSession(plan, num_threads=2)
+    (compiled_in,) = session.run(["logits"], {"input_ids": ids.numpy()})
     session.apply_adapter(adapter_dir)
     (got,) = session.run(["logits"], {"input_ids": ids.numpy()})
     scale = np.abs(ref).max()
+    # The step-10 adapter the plan was compiled with is not the final one.
+    before = np.abs(compiled_in.astype(np.float64) - ref).max() / scale
+    assert before > 10 * tol, f"the step-10 adapter is already PEFT's ({before:.3g})"
     err = np.abs(got.astype(np.float64) - ref).max() / scale
     moved = np.abs(ref - base_logits).max() / scale
     assert err <= tol, f"apply_adapter logits vs PEFT: {err:.3g} > {tol}"
     assert moved > 10 * tol, f"the adapter moves the logits by {moved:.3g} only"
     print(f"ok   (d) PEFT loads the adapter; apply_adapter's logits match "
-          f"PEFT's to {err:.2e} (the adapter moves them {moved:.2e})")
+          f"PEFT's to {err:.2e} (the adapter moves them {moved:.2e}, the "
+          f"compiled-in step-10 adapter is {before:.2e} off)")
     return peft
 
 
