@@ -1277,6 +1277,13 @@ const std::string &Trainer::lastCheckpoint() const {
 
 std::string runTraining(const TrainOptions &options, TrainResult &result) {
   result = TrainResult();
+  // Where this process sits, also when the run fails to open (Trainer::open
+  // detects the same launch).
+  comm::LaunchInfo launch;
+  if (comm::detectLaunch(launch).empty()) {
+    result.rank = launch.rank;
+    result.worldSize = launch.worldSize;
+  }
   std::string error;
   std::unique_ptr<Trainer> trainer = Trainer::open(options, nullptr, error);
   if (!trainer) {
