@@ -16,6 +16,7 @@ config.test_exec_root = os.path.join(config.tailor_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%tailor_src_root", config.tailor_src_root))
+config.substitutions.append(("%tailor_tools_dir", config.tailor_tools_dir))
 config.substitutions.append(("%tailor_lib_dir", os.path.join(config.tailor_obj_root, "lib")))
 
 # The project's Python (bootstrap's venv: onnx, torch, transformers) for tests
