@@ -25,6 +25,10 @@
 // print only their errors, prefixed "rank N: ". A stop request on any rank
 // stops every rank after the same step.
 //
+// The loop is the Trainer class, which the C API's tailor_trainer drives a
+// step at a time or to the end; `tailor train` and tailor-train are clients
+// of that API, and runTraining is Trainer::open + Trainer::run.
+//
 // SIGINT and SIGTERM do not kill a run: the current step finishes, a
 // checkpoint is written, and the run returns success. For deterministic
 // tests, TAILOR_TRAIN_STOP_AFTER=N makes the run behave exactly as if SIGINT
