@@ -1,17 +1,11 @@
 //===- CApi.cpp - the runtime's C API over LoadedPlan and Session ---------===//
 
+#include "runtime/CApiHandles.h"
 #include "runtime/MemoryCategory.h"
-#include "runtime/Plan.h"
-#include "runtime/Session.h"
 #include "runtime/Status.h"
 
-#include "runtime/include/tailor/runtime.h"
-
 #include <cstring>
-#include <memory>
-#include <mutex>
 #include <optional>
-#include <unordered_set>
 
 using namespace tailor::runtime;
 namespace fb = tailor::plan;
@@ -19,43 +13,27 @@ namespace fb = tailor::plan;
 static_assert(kMaxPlanRank == TAILOR_MAX_RANK,
               "tailor_tensor_info must hold every rank a plan may have");
 
-struct tailor_plan {
-  std::shared_ptr<LoadedPlan> plan;
-};
+namespace tailor::runtime {
 
-/// A session shares its plan: tailor_plan_free may come first.
-struct tailor_session {
-  std::shared_ptr<LoadedPlan> plan; // destroyed after the session
-  std::unique_ptr<Session> session;
-};
+void LiveHandles::add(const void *handle) {
+  std::lock_guard<std::mutex> lock(mutex);
+  handles.insert(handle);
+}
 
-namespace {
+bool LiveHandles::remove(const void *handle) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return handles.erase(handle) == 1;
+}
 
-/// The handles this library made and has not freed. A freed, foreign or
-/// stray pointer is refused with a status instead of being dereferenced
-/// (one hash lookup under a mutex per call: cheap next to any run).
-class LiveHandles {
-public:
-  void add(const void *handle) {
-    std::lock_guard<std::mutex> lock(mutex);
-    handles.insert(handle);
-  }
-  bool remove(const void *handle) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return handles.erase(handle) == 1;
-  }
-  bool contains(const void *handle) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return handles.count(handle) == 1;
-  }
+bool LiveHandles::contains(const void *handle) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return handles.count(handle) == 1;
+}
 
-private:
-  std::mutex mutex;
-  std::unordered_set<const void *> handles;
-};
-
+// Never destroyed: a handle freed during static destruction still finds
+// its registry.
 LiveHandles &livePlans() {
-  static LiveHandles *handles = new LiveHandles(); // never destroyed
+  static LiveHandles *handles = new LiveHandles();
   return *handles;
 }
 
@@ -64,15 +42,11 @@ LiveHandles &liveSessions() {
   return *handles;
 }
 
-bool isLive(const tailor_plan *plan) {
-  return plan && livePlans().contains(plan);
+LiveHandles &liveTrainers() {
+  static LiveHandles *handles = new LiveHandles();
+  return *handles;
 }
 
-bool isLive(const tailor_session *session) {
-  return session && liveSessions().contains(session);
-}
-
-/// The error for a plan argument that is not a live plan.
 tailor_status badPlan(const tailor_plan *plan) {
   return fail(TAILOR_ERROR_INVALID_ARGUMENT,
               plan ? "plan is not a live tailor_plan (freed already, or not "
@@ -87,12 +61,33 @@ tailor_status badSession(const tailor_session *session) {
                       : "session is null");
 }
 
-} // namespace
+tailor_status badTrainer(const tailor_trainer *trainer) {
+  return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+              trainer ? "trainer is not a live tailor_trainer (freed "
+                        "already, or not made by tailor_trainer_create)"
+                      : "trainer is null");
+}
+
+tailor_plan *newPlanHandle(std::unique_ptr<LoadedPlan> loaded) {
+  auto *handle = new tailor_plan{std::shared_ptr<LoadedPlan>(std::move(loaded)),
+                                 {}};
+  handle->states = listStates(*handle->plan);
+  livePlans().add(handle);
+  return handle;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return text + "]";
+}
 
 /// Describes the tensor named `name` held in plan buffer `buffer`.
-static tailor_status fillBufferInfo(const LoadedPlan &plan,
-                                    const flatbuffers::String *name,
-                                    uint32_t buffer, tailor_tensor_info *info) {
+tailor_status fillBufferInfo(const LoadedPlan &plan,
+                             const flatbuffers::String *name, uint32_t buffer,
+                             tailor_tensor_info *info) {
   if (!info) {
     return fail(TAILOR_ERROR_INVALID_ARGUMENT, "info is null");
   }
@@ -113,6 +108,8 @@ static tailor_status fillBufferInfo(const LoadedPlan &plan,
   info->bytes = plan.bufferBytes(buffer);
   return ok();
 }
+
+} // namespace tailor::runtime
 
 static tailor_status fillInfo(const LoadedPlan &plan,
                               const fb::Binding &binding,
@@ -165,8 +162,7 @@ tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
                 error.rfind("cannot read plan", 0) == 0;
       return fail(io ? TAILOR_ERROR_IO : TAILOR_ERROR_INVALID_PLAN, error);
     }
-    *plan = new tailor_plan{std::shared_ptr<LoadedPlan>(std::move(loaded))};
-    livePlans().add(*plan);
+    *plan = newPlanHandle(std::move(loaded));
     return ok();
   });
 }
@@ -186,8 +182,7 @@ tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
     if (!loaded) {
       return fail(TAILOR_ERROR_INVALID_PLAN, error);
     }
-    *plan = new tailor_plan{std::shared_ptr<LoadedPlan>(std::move(loaded))};
-    livePlans().add(*plan);
+    *plan = newPlanHandle(std::move(loaded));
     return ok();
   });
 }
@@ -398,11 +393,11 @@ tailor_status tailor_session_set_input(tailor_session *session,
         status != TAILOR_OK) {
       return status;
     }
-    if (dtype != info.dtype) {
+    if (dtypeCode(dtype) != static_cast<int>(info.dtype)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   std::string("input '") + name + "' is " +
                       dtypeName(static_cast<DType>(info.dtype)) + ", got " +
-                      dtypeName(static_cast<DType>(dtype)));
+                      dtypeCodeName(dtypeCode(dtype)));
     }
     bool sameShape = rank == info.rank;
     for (int i = 0; sameShape && i < rank; ++i) {

@@ -16,6 +16,8 @@ config.test_exec_root = os.path.join(config.tailor_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%tailor_src_root", config.tailor_src_root))
+config.substitutions.append(("%tailor_tools_dir", config.tailor_tools_dir))
+config.substitutions.append(("%tailor_lib_dir", os.path.join(config.tailor_obj_root, "lib")))
 
 # The project's Python (bootstrap's venv: onnx, torch, transformers) for tests
 # that generate models; tests that need it say `REQUIRES: python-onnx`.
@@ -33,7 +35,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.tailor_tools_dir, config.llvm_tools_dir]
 tools = ["tailor", "tailor-opt", "tailor-translate", "tailor-run", "tailor-embed-example",
-         "tailor-embed-train"]
+         "tailor-embed-train", "tailor-embed-trainer"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 

@@ -13,6 +13,7 @@
 #include "runtime/train/Progress.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -158,6 +159,10 @@ float readScalar(const Slot &slot) {
   return value;
 }
 
+class StepTracer;
+
+class StepTracer;
+
 } // namespace
 
 void requestTrainingStop() { stopRequested = 1; }
@@ -174,21 +179,22 @@ int64_t dropoutSeed(uint64_t seed, int64_t step, int64_t micro) {
   return static_cast<int64_t>(x & INT64_MAX);
 }
 
-namespace {
-
 /// Everything one run holds: the plan bound to a session, the bindings the
-/// loop feeds and reads, the data, and the settings.
-struct Run {
-  const TrainOptions &options;
+/// loop feeds and reads, the data, the settings, and where the run stands.
+struct TrainerRun {
+  TrainOptions options;
   FILE *out;
   FILE *err;
+  /// Where other ranks' (or a quiet run's) output goes; declared first so
+  /// it outlives everything that may print.
+  std::unique_ptr<FILE, int (*)(FILE *)> sink{nullptr, std::fclose};
   /// Where this process sits among the ranks, and the communicator the
   /// session and the loop share (declared before the session, which holds
   /// a pointer to it, so it outlives it); null on one rank.
   comm::LaunchInfo launch;
   std::unique_ptr<comm::Communicator> comm;
   int rank = 0, world = 1;
-  std::unique_ptr<LoadedPlan> plan;
+  std::shared_ptr<LoadedPlan> plan;
   std::unique_ptr<Session> session;
   const fb::Training *training = nullptr;
   int trainEntry = -1, optimizerEntry = -1;
@@ -208,13 +214,29 @@ struct Run {
   /// Each token's position within its example (sample packing's
   /// position_ids input); empty when the plan takes none.
   std::vector<int64_t> positions;
+  /// Plans with copy steps (offload) report the bytes they move per step.
+  bool hasCopies = false;
 
-  explicit Run(const TrainOptions &options)
+  /// Where the run stands.
+  TrainerState state;
+  TrainResult result;
+  /// Progress reporting, started by the first step or run (after any
+  /// resume, so metrics.jsonl is cut at the right step).
+  std::unique_ptr<Progress> progress;
+  std::unique_ptr<StepTracer> tracer;
+  /// Trainer::requestStop (any thread).
+  std::atomic<bool> stop{false};
+
+  explicit TrainerRun(const TrainOptions &options)
       : options(options), out(options.out), err(options.err) {}
   const std::string &name() const { return plan->name(); }
   /// Rank 0: the one that prints and writes.
   bool leader() const { return rank == 0; }
 };
+
+namespace {
+
+using Run = TrainerRun;
 
 std::string formatDouble(double value) {
   char text[32];
@@ -296,10 +318,12 @@ std::string joinLaunch(Run &run) {
 /// Loads the plan, binds it to a session and finds the two entries.
 std::string openPlan(Run &run) {
   std::string error;
-  run.plan =
-      LoadedPlan::load(run.options.planPath, runtime::LoadOptions(), error);
   if (!run.plan) {
-    return error;
+    run.plan =
+        LoadedPlan::load(run.options.planPath, runtime::LoadOptions(), error);
+    if (!run.plan) {
+      return error;
+    }
   }
   if (std::string problem = joinLaunch(run); !problem.empty()) {
     return problem;
@@ -823,19 +847,20 @@ std::string evaluate(Run &run, int64_t step, double &meanLoss) {
   return "";
 }
 
-/// Writes a checkpoint of `state` into the output directory. Every rank
+
+/// Writes a checkpoint of the run's state into `outputDir`. Every rank
 /// brings the layout to the host (sharded states are gathered from all of
 /// them); rank 0 writes it, the others wait until it has (or failed).
-std::string checkpoint(Run &run, const TrainerState &state,
-                       TrainResult &result) {
+std::string checkpoint(Run &run, const std::string &outputDir) {
+  const TrainerState &state = run.state;
   std::string error;
   if (std::string problem = syncLayout(*run.session, run.layout, true);
       !problem.empty()) {
     error = run.name() + ": " + problem;
-  } else if (run.leader()) {
+  } else if (run.leader() && makeDirectories(outputDir, error)) {
     // Replicated tensors, and the gathered sharded states: rank 0's copy is
     // the whole.
-    saveCheckpoint(run.layout, state, run.options.outputDir, error);
+    saveCheckpoint(run.layout, state, outputDir, error);
   }
   if (std::string problem =
           shareOutcome(run, error,
@@ -844,39 +869,23 @@ std::string checkpoint(Run &run, const TrainerState &state,
       !problem.empty()) {
     return problem;
   }
-  result.lastCheckpoint =
-      checkpointPath(run.options.outputDir, state.globalStep);
+  run.result.lastCheckpoint = checkpointPath(outputDir, state.globalStep);
   return "";
 }
 
-/// Writes the final weights directly in the output directory, so
+/// Writes the current weights into `dir` (created if needed), so
 /// PeftModel.from_pretrained(model, DIR) loads them.
-std::string finish(Run &run, TrainResult &result) {
+std::string exportWeights(Run &run, const std::string &dir) {
   std::string error;
   // Every rank takes part (syncLayout gathers sharded states); rank 0
   // writes the weights.
   if (std::string problem = syncLayout(*run.session, run.layout, true);
       !problem.empty()) {
     error = run.name() + ": " + problem;
-  } else if (run.leader()) {
-    writeModelFiles(run.layout, run.options.outputDir, error);
+  } else if (run.leader() && makeDirectories(dir, error)) {
+    writeModelFiles(run.layout, dir, error);
   }
-  if (std::string problem =
-          shareOutcome(run, error, "writing the final weights");
-      !problem.empty()) {
-    return problem;
-  }
-  if (result.lastCheckpoint.empty()) {
-    // Resumed at max_steps: the checkpoint already exists.
-    result.lastCheckpoint =
-        checkpointPath(run.options.outputDir, result.finalStep);
-  }
-  std::fprintf(run.out, "done: step %" PRId64 ", %s written to %s\n",
-               result.finalStep,
-               run.layout.adapter.isAdapter() ? "adapter" : "model",
-               run.options.outputDir.c_str());
-  std::fflush(run.out);
-  return "";
+  return shareOutcome(run, error, "writing the weights to " + dir);
 }
 
 /// `--trace`: the launches of the run's first steps, written once
@@ -902,7 +911,11 @@ public:
     return runtime::writeMeasuredTrace(*run.plan, steps, run.options.tracePath);
   }
   /// Drops what ran outside a step (validation).
-  void discard() { (void)run.session->takeTimeline(); }
+  void discard() {
+    if (active()) {
+      (void)run.session->takeTimeline();
+    }
+  }
 
 private:
   /// Rank 0 alone records (every rank would write the same file).
@@ -913,187 +926,372 @@ private:
   bool finished = false;
 };
 
-/// The training loop from the step after `state`'s to max_steps.
-std::string loop(Run &run, TrainerState &state, Progress &progress,
-                 TrainResult &result) {
-  // (Returning early destroys `progress`, which erases the bar first.)
-  SignalGuard signals(run.options.handleSignals);
-  StepTracer tracer(run);
-  if (std::string problem = tracer.start(); !problem.empty()) {
+/// Starts progress reporting (the metrics file, the header) once, before
+/// the first step a run reports.
+std::string startProgress(Run &run) {
+  if (run.progress) {
+    return "";
+  }
+  int64_t tokensPerStep =
+      run.microBatch * run.sequenceLen * run.accumulation * run.world;
+  run.progress = std::make_unique<Progress>(
+      run.out, run.err, run.state.globalStep, run.maxSteps, tokensPerStep);
+  std::string error;
+  if (run.leader() &&
+      !run.progress->openMetrics(run.options.outputDir + "/" + kMetricsFile,
+                                 error)) {
+    // (The others stop at the next checkpoint's shared outcome at the
+    // latest; under mpirun, rank 0's exit ends the job first.)
+    run.progress.reset();
+    return error;
+  }
+  printHeader(run, run.state.globalStep, tokensPerStep);
+  return "";
+}
+
+/// Whether a stop was asked for: read once per step, and cleared, so a
+/// signal during the checkpoint write only stops the next step.
+bool takeStopRequest(Run &run, int64_t step) {
+  bool stop = stopRequested != 0 || run.stop.exchange(false) ||
+              step == run.stopAfter;
+  stopRequested = 0;
+  return stop;
+}
+
+/// Trains step `step` (train_step over the micro-batches, optimizer_step)
+/// and fills the parts of `report` the step itself measures.
+std::string trainStep(Run &run, int64_t step, StepReport &report) {
+  auto start = std::chrono::steady_clock::now();
+  uint64_t sentBefore = run.session->bytesSent();
+  uint64_t copiedBefore = run.session->bytesCopied();
+  double stepLoss = 0;
+  if (std::string problem = accumulate(run, step, stepLoss); !problem.empty()) {
+    return problem;
+  }
+  writeInts(run.stepSlot, &step, 1);
+  if (std::string problem = run.session->runEntry(run.optimizerEntry);
+      !problem.empty()) {
+    return "step " + std::to_string(step) + ", optimizer step: " + problem;
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (std::string problem = run.tracer->stepDone(step); !problem.empty()) {
     return "--trace: " + problem;
   }
-  // Plans with copy steps (offload) report the bytes they move per step.
-  const auto &ops = *run.plan->root().ops();
-  bool hasCopies = std::any_of(ops.begin(), ops.end(), [](const fb::Op *op) {
-    return op->step_type() == fb::Step::Copy;
-  });
-  for (int64_t step = state.globalStep + 1; step <= run.maxSteps; ++step) {
-    auto start = std::chrono::steady_clock::now();
-    uint64_t sentBefore = run.session->bytesSent();
-    uint64_t copiedBefore = run.session->bytesCopied();
-    double stepLoss = 0;
-    if (std::string problem = accumulate(run, step, stepLoss);
+  double stepNorm = readScalar(run.gradNorm);
+  if (!std::isfinite(stepNorm)) {
+    return "step " + std::to_string(step) + ": gradient norm is " +
+           (std::isnan(stepNorm) ? "nan" : "inf") +
+           "; stopped without a checkpoint";
+  }
+  report.step = step;
+  report.loss = stepLoss;
+  report.learningRate = readScalar(run.lr);
+  report.gradNorm = stepNorm;
+  report.seconds = seconds;
+  if (run.comm) {
+    report.bytesSent = run.session->bytesSent() - sentBefore;
+  }
+  if (run.hasCopies) {
+    report.bytesCopied = run.session->bytesCopied() - copiedBefore;
+  }
+  return "";
+}
+
+/// One step of the loop: train, validate when due, report, then checkpoint
+/// when due or asked to stop.
+std::string loopStep(Run &run, StepMetrics &metrics,
+                     const StepObserver &observer) {
+  if (std::string problem = startProgress(run); !problem.empty()) {
+    return problem;
+  }
+  if (!run.tracer) {
+    run.tracer = std::make_unique<StepTracer>(run);
+    if (std::string problem = run.tracer->start(); !problem.empty()) {
+      return "--trace: " + problem;
+    }
+  }
+  int64_t step = run.state.globalStep + 1;
+  StepReport report;
+  if (std::string problem = trainStep(run, step, report); !problem.empty()) {
+    return problem;
+  }
+  report.log = step % run.loggingSteps == 0 || step == run.maxSteps ||
+               step == run.result.startStep + 1;
+  bool evaluating =
+      run.validation && ((run.evalSteps > 0 && step % run.evalSteps == 0) ||
+                         step == run.maxSteps);
+  if (evaluating) {
+    double evalLoss = 0;
+    if (std::string problem = evaluate(run, step, evalLoss); !problem.empty()) {
+      return problem;
+    }
+    report.evalLoss = evalLoss;
+    report.log = true;
+    run.tracer->discard();
+  }
+  TrainerState &state = run.state;
+  state.globalStep = run.result.finalStep = step;
+  state.data = run.data->position();
+  run.result.lastLoss = report.loss;
+  if (report.log) {
+    state.logHistory.push_back({step, report.loss, report.learningRate,
+                                report.gradNorm, report.evalLoss});
+  }
+  report.epoch = run.data->epochProgress();
+  run.progress->step(report);
+
+  metrics = StepMetrics();
+  metrics.step = step;
+  metrics.loss = report.loss;
+  metrics.learningRate = report.learningRate;
+  metrics.gradNorm = report.gradNorm;
+  metrics.seconds = report.seconds;
+  metrics.tokensPerSecond =
+      static_cast<double>(run.microBatch * run.sequenceLen * run.accumulation *
+                          run.world) /
+      std::max(report.seconds, 1e-9);
+  metrics.epoch = report.epoch;
+  metrics.evalLoss = report.evalLoss;
+  if (observer) {
+    observer(metrics);
+  }
+
+  bool stop = takeStopRequest(run, step);
+  if (run.comm) {
+    // Every rank stops after the same step, whichever was asked to.
+    double anyStop = stop ? 1 : 0;
+    if (std::string problem = sumOverRanks(run, &anyStop, 1);
+        !problem.empty()) {
+      return "step " + std::to_string(step) + ": " + problem;
+    }
+    stop = anyStop > 0;
+  }
+  if ((run.saveSteps > 0 && step % run.saveSteps == 0) ||
+      step == run.maxSteps || stop) {
+    if (std::string problem = checkpoint(run, run.options.outputDir);
         !problem.empty()) {
       return problem;
     }
-    writeInts(run.stepSlot, &step, 1);
-    if (std::string problem = run.session->runEntry(run.optimizerEntry);
-        !problem.empty()) {
-      return "step " + std::to_string(step) + ", optimizer step: " + problem;
-    }
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (std::string problem = tracer.stepDone(step); !problem.empty()) {
-      return "--trace: " + problem;
-    }
-    double stepLr = readScalar(run.lr);
-    double stepNorm = readScalar(run.gradNorm);
-    if (!std::isfinite(stepNorm)) {
-      return "step " + std::to_string(step) + ": gradient norm is " +
-             (std::isnan(stepNorm) ? "nan" : "inf") +
-             "; stopped without a checkpoint";
-    }
-    StepReport report;
-    report.step = step;
-    report.loss = stepLoss;
-    report.learningRate = stepLr;
-    report.gradNorm = stepNorm;
-    report.seconds = seconds;
-    if (run.comm) {
-      report.bytesSent = run.session->bytesSent() - sentBefore;
-    }
-    if (hasCopies) {
-      report.bytesCopied = run.session->bytesCopied() - copiedBefore;
-    }
-    report.log = step % run.loggingSteps == 0 || step == run.maxSteps ||
-                 step == result.startStep + 1;
-    bool evaluating =
-        run.validation && ((run.evalSteps > 0 && step % run.evalSteps == 0) ||
-                           step == run.maxSteps);
-    if (evaluating) {
-      double evalLoss = 0;
-      if (std::string problem = evaluate(run, step, evalLoss);
-          !problem.empty()) {
-        return problem;
-      }
-      report.evalLoss = evalLoss;
-      report.log = true;
-      tracer.discard();
-    }
-    state.globalStep = result.finalStep = step;
-    state.data = run.data->position();
-    result.lastLoss = stepLoss;
-    if (report.log) {
-      state.logHistory.push_back(
-          {step, stepLoss, stepLr, stepNorm, report.evalLoss});
-    }
-    report.epoch = run.data->epochProgress();
-    progress.step(report);
-
-    // The flag is read once: a signal after this point (during the write,
-    // say) only sets it again, and the next step sees it.
-    bool stop = stopRequested != 0 || step == run.stopAfter;
-    if (run.comm) {
-      // Every rank stops after the same step, whichever was asked to.
-      double anyStop = stop ? 1 : 0;
-      if (std::string problem = sumOverRanks(run, &anyStop, 1);
-          !problem.empty()) {
-        return "step " + std::to_string(step) + ": " + problem;
-      }
-      stop = anyStop > 0;
-    }
-    if ((run.saveSteps > 0 && step % run.saveSteps == 0) ||
-        step == run.maxSteps || stop) {
-      if (std::string problem = checkpoint(run, state, result);
-          !problem.empty()) {
-        return problem;
-      }
-    }
-    if (stop && step < run.maxSteps) {
-      progress.clearBar();
-      result.interrupted = true;
-      std::fprintf(run.out, "interrupted: checkpoint written to %s\n",
-                   result.lastCheckpoint.c_str());
-      std::fflush(run.out);
-      return "";
-    }
   }
-  progress.clearBar();
-  return finish(run, result);
+  if (stop && step < run.maxSteps) {
+    run.progress->clearBar();
+    run.result.interrupted = metrics.stopped = true;
+    std::fprintf(run.out, "interrupted: checkpoint written to %s\n",
+                 run.result.lastCheckpoint.c_str());
+    std::fflush(run.out);
+  }
+  return "";
 }
 
-} // namespace
+/// Writes the final weights directly in the output directory and says so.
+std::string finishRun(Run &run) {
+  if (std::string problem = exportWeights(run, run.options.outputDir);
+      !problem.empty()) {
+    return problem;
+  }
+  TrainResult &result = run.result;
+  if (result.lastCheckpoint.empty()) {
+    // Resumed at max_steps: the checkpoint already exists.
+    result.lastCheckpoint =
+        checkpointPath(run.options.outputDir, result.finalStep);
+  }
+  std::fprintf(run.out, "done: step %" PRId64 ", %s written to %s\n",
+               result.finalStep,
+               run.layout.adapter.isAdapter() ? "adapter" : "model",
+               run.options.outputDir.c_str());
+  std::fflush(run.out);
+  return "";
+}
 
-namespace {
-
-/// The run proper, once the launch is known.
-std::string trainOnRank(Run &run, TrainResult &result) {
-  const TrainOptions &options = run.options;
+/// Sets up the run once the launch is known: plan, session, settings, data,
+/// output directory and starting weights.
+std::string openRun(Run &run) {
   for (auto stage : {openPlan, bindSlots, readSettings, openData}) {
     if (std::string problem = stage(run); !problem.empty()) {
       return problem;
     }
   }
-  TrainerState state;
-  if (std::string problem = startState(run, state); !problem.empty()) {
+  const auto &ops = *run.plan->root().ops();
+  run.hasCopies = std::any_of(ops.begin(), ops.end(), [](const fb::Op *op) {
+    return op->step_type() == fb::Step::Copy;
+  });
+  if (std::string problem = startState(run, run.state); !problem.empty()) {
     return problem;
   }
-  result.startStep = result.finalStep = state.globalStep;
-  int64_t tokensPerStep =
-      run.microBatch * run.sequenceLen * run.accumulation * run.world;
-  Progress progress(run.out, run.err, state.globalStep, run.maxSteps,
-                    tokensPerStep);
-  std::string error;
-  if (run.leader() &&
-      !progress.openMetrics(options.outputDir + "/" + kMetricsFile, error)) {
-    // (The others stop at the next checkpoint's shared outcome at the
-    // latest; under mpirun, rank 0's exit ends the job first.)
-    return error;
-  }
-  printHeader(run, state.globalStep, tokensPerStep);
+  run.result.startStep = run.result.finalStep = run.state.globalStep;
   run.ids.resize(static_cast<size_t>(run.microBatch * run.sequenceLen));
   run.targets.resize(run.ids.size());
   if (run.positionIds.buffer >= 0) {
     run.positions.resize(run.ids.size());
   }
-  if (state.globalStep >= run.maxSteps) {
-    return finish(run, result);
-  }
-  return loop(run, state, progress, result);
+  return "";
 }
 
-} // namespace
-
-std::string runTraining(const TrainOptions &options, TrainResult &result) {
-  result = TrainResult();
-  comm::LaunchInfo launch;
-  if (std::string problem = comm::detectLaunch(launch); !problem.empty()) {
-    return problem;
-  }
-  // Only rank 0 prints: the others' notes, warnings and progress go to a
-  // sink (declared before the run, so it outlives it), and their errors
-  // come back prefixed with their rank.
-  std::unique_ptr<FILE, int (*)(FILE *)> sink(nullptr, std::fclose);
-  if (launch.rank != 0) {
-    sink.reset(std::fopen("/dev/null", "w"));
-    if (!sink) {
-      return "rank " + std::to_string(launch.rank) +
-             ": cannot open /dev/null: " + std::strerror(errno);
-    }
-  }
-  Run run(options);
-  run.launch = launch;
-  run.rank = result.rank = launch.rank;
-  run.world = result.worldSize = launch.worldSize;
-  if (sink) {
-    run.out = run.err = sink.get();
-  }
-  std::string problem = trainOnRank(run, result);
+/// Prefixes an error with the rank on several ranks.
+std::string onRank(const Run &run, std::string problem) {
   if (!problem.empty() && run.world > 1) {
     return "rank " + std::to_string(run.rank) + ": " + problem;
   }
   return problem;
+}
+
+} // namespace
+
+std::unique_ptr<Trainer> Trainer::open(const TrainOptions &options,
+                                       std::shared_ptr<LoadedPlan> plan,
+                                       std::string &error) {
+  comm::LaunchInfo launch;
+  if (std::string problem = comm::detectLaunch(launch); !problem.empty()) {
+    error = problem;
+    return nullptr;
+  }
+  auto run = std::make_unique<TrainerRun>(options);
+  run->launch = launch;
+  run->rank = run->result.rank = launch.rank;
+  run->world = run->result.worldSize = launch.worldSize;
+  run->plan = std::move(plan);
+  // Only rank 0 prints (and a quiet run not at all): the others' notes,
+  // warnings and progress go to a sink, and their errors come back
+  // prefixed with their rank.
+  if (launch.rank != 0 || options.quiet) {
+    run->sink.reset(std::fopen("/dev/null", "w"));
+    if (!run->sink) {
+      error = onRank(*run, std::string("cannot open /dev/null: ") +
+                               std::strerror(errno));
+      return nullptr;
+    }
+    run->out = run->err = run->sink.get();
+  }
+  if (std::string problem = openRun(*run); !problem.empty()) {
+    error = onRank(*run, problem);
+    return nullptr;
+  }
+  return std::unique_ptr<Trainer>(new Trainer(std::move(run)));
+}
+
+Trainer::Trainer(std::unique_ptr<TrainerRun> run) : impl(std::move(run)) {}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::step(StepMetrics &metrics, const StepObserver &observer) {
+  Run &run = *impl;
+  if (finished()) {
+    return run.name() + ": already at step " +
+           std::to_string(run.state.globalStep) + ", the last (max_steps " +
+           std::to_string(run.maxSteps) + ")";
+  }
+  return onRank(run, loopStep(run, metrics, observer));
+}
+
+std::string Trainer::run(const StepObserver &observer) {
+  Run &run = *impl;
+  // (Returning early destroys the guard, which restores the handlers.)
+  SignalGuard signals(run.options.handleSignals);
+  if (std::string problem = startProgress(run); !problem.empty()) {
+    return onRank(run, problem);
+  }
+  while (!finished()) {
+    StepMetrics metrics;
+    if (std::string problem = loopStep(run, metrics, observer);
+        !problem.empty()) {
+      if (run.progress) {
+        run.progress->clearBar();
+      }
+      return onRank(run, problem);
+    }
+    if (metrics.stopped) {
+      return "";
+    }
+  }
+  run.progress->clearBar();
+  return finish();
+}
+
+std::string Trainer::evaluate(double &loss) {
+  Run &run = *impl;
+  if (!run.validation) {
+    return run.name() + ": no validation data (compile with val_set_size "
+                        "or give eval data)";
+  }
+  return onRank(run, train::evaluate(run, run.state.globalStep, loss));
+}
+
+std::string Trainer::saveCheckpoint(const std::string &outputDir) {
+  Run &run = *impl;
+  return onRank(run, checkpoint(run, outputDir.empty() ? run.options.outputDir
+                                                       : outputDir));
+}
+
+std::string Trainer::resume(const std::string &from) {
+  Run &run = *impl;
+  if (from.empty()) {
+    return "no checkpoint given to resume from";
+  }
+  TrainerState state = run.state;
+  run.options.resume = from;
+  if (std::string problem = resumeFrom(run, state); !problem.empty()) {
+    return onRank(run, problem);
+  }
+  run.state = std::move(state);
+  if (std::string problem = syncLayout(*run.session, run.layout, false);
+      !problem.empty()) {
+    return onRank(run, run.name() + ": " + problem);
+  }
+  run.result.startStep = run.result.finalStep = run.state.globalStep;
+  // Progress restarts at the resumed step (metrics.jsonl is cut there).
+  run.progress.reset();
+  return "";
+}
+
+std::string Trainer::exportModel(const std::string &dir) {
+  if (dir.empty()) {
+    return "no directory given to export the weights to";
+  }
+  return onRank(*impl, exportWeights(*impl, dir));
+}
+
+std::string Trainer::finish() { return onRank(*impl, finishRun(*impl)); }
+
+void Trainer::requestStop() { impl->stop = true; }
+
+int64_t Trainer::globalStep() const { return impl->state.globalStep; }
+
+int64_t Trainer::maxSteps() const { return impl->maxSteps; }
+
+int64_t Trainer::tokensPerStep() const {
+  return impl->microBatch * impl->sequenceLen * impl->accumulation *
+         impl->world;
+}
+
+bool Trainer::trainsAdapter() const { return impl->layout.adapter.isAdapter(); }
+
+bool Trainer::hasValidation() const { return impl->validation != nullptr; }
+
+const TrainResult &Trainer::result() const { return impl->result; }
+
+const std::string &Trainer::lastCheckpoint() const {
+  return impl->result.lastCheckpoint;
+}
+
+std::string runTraining(const TrainOptions &options, TrainResult &result) {
+  result = TrainResult();
+  // Where this process sits, also when the run fails to open (Trainer::open
+  // detects the same launch).
+  comm::LaunchInfo launch;
+  if (comm::detectLaunch(launch).empty()) {
+    result.rank = launch.rank;
+    result.worldSize = launch.worldSize;
+  }
+  std::string error;
+  std::unique_ptr<Trainer> trainer = Trainer::open(options, nullptr, error);
+  if (!trainer) {
+    return error;
+  }
+  error = trainer->run();
+  result = trainer->result();
+  return error;
 }
 
 } // namespace tailor::train

@@ -25,6 +25,10 @@
 // print only their errors, prefixed "rank N: ". A stop request on any rank
 // stops every rank after the same step.
 //
+// The loop is the Trainer class, which the C API's tailor_trainer drives a
+// step at a time or to the end; `tailor train` and tailor-train are clients
+// of that API, and runTraining is Trainer::open + Trainer::run.
+//
 // SIGINT and SIGTERM do not kill a run: the current step finishes, a
 // checkpoint is written, and the run returns success. For deterministic
 // tests, TAILOR_TRAIN_STOP_AFTER=N makes the run behave exactly as if SIGINT
@@ -37,7 +41,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+
+namespace tailor::runtime {
+class LoadedPlan;
+} // namespace tailor::runtime
 
 namespace tailor::train {
 
@@ -68,11 +79,14 @@ struct TrainOptions {
   /// Behave as if SIGINT arrived during this step; -1 reads
   /// TAILOR_TRAIN_STOP_AFTER from the environment (tests only).
   int64_t stopAfterStep = -1;
-  /// Install SIGINT/SIGTERM handlers for the duration of the run.
+  /// Install SIGINT/SIGTERM handlers for the duration of Trainer::run.
   bool handleSignals = true;
   /// Where progress lines go (stdout) and the live bar and notes (stderr).
   FILE *out = stdout;
   FILE *err = stderr;
+  /// Print nothing (progress, notes, warnings): `out` and `err` are
+  /// ignored. metrics.jsonl is written all the same.
+  bool quiet = false;
   /// Writes the launches of the first `traceSteps` steps of this run as a
   /// Chrome/Perfetto trace (runtime/Timeline.h) to this file; "" for none.
   std::string tracePath;
@@ -102,8 +116,100 @@ inline int64_t firstMicroBatchOfRank(int rank, int64_t accumulation) {
   return static_cast<int64_t>(rank) * accumulation;
 }
 
-/// Runs the training loop; returns "" on success (interrupted runs
-/// included) or an error message that names the file, step or place.
+/// What one optimizer step reports.
+struct StepMetrics {
+  int64_t step = 0;
+  /// The mean micro-batch loss over every rank's micro-batches.
+  double loss = 0;
+  double learningRate = 0;
+  /// The gradient norm before clipping.
+  double gradNorm = 0;
+  double seconds = 0;
+  /// Tokens of the global batch over `seconds`.
+  double tokensPerSecond = 0;
+  /// Passes over the training data so far (fractional).
+  double epoch = 0;
+  /// The validation loss, when this step computed it (eval_steps, or the
+  /// last step).
+  std::optional<double> evalLoss;
+  /// A stop was asked for (signal, requestStop, TAILOR_TRAIN_STOP_AFTER)
+  /// before max_steps: a checkpoint of this step was written and a run
+  /// ends here.
+  bool stopped = false;
+};
+
+/// Sees each step's metrics, after the step's validation and before its
+/// checkpoint decision (so it may call Trainer::requestStop).
+using StepObserver = std::function<void(const StepMetrics &)>;
+
+struct TrainerRun;
+
+/// One training run, driven a step at a time (the C API's tailor_trainer)
+/// or to the end (`tailor train`). Every call returns "" or an error that
+/// names the plan, file, step or place. On several ranks every rank makes
+/// the same calls in the same order (they are collective).
+class Trainer {
+public:
+  /// Loads options.planPath unless `plan` is given, joins the launch, binds
+  /// a session, opens the data, prepares the output directory and sets the
+  /// starting weights (options.initAdapter, then options.resume). Null and
+  /// `error` otherwise.
+  static std::unique_ptr<Trainer>
+  open(const TrainOptions &options, std::shared_ptr<runtime::LoadedPlan> plan,
+       std::string &error);
+  ~Trainer();
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
+  /// Trains one optimizer step: gradient_accumulation_steps micro-batches,
+  /// the update, validation when due, metrics.jsonl and progress, the
+  /// checkpoint when due (save_steps, the last step, or a stop). Fails
+  /// when already at max_steps.
+  std::string step(StepMetrics &metrics, const StepObserver &observer = {});
+  /// Steps to max_steps, or to a stop (then the run ends after that step's
+  /// checkpoint), and then writes the final weights into the output
+  /// directory. With options.handleSignals, SIGINT and SIGTERM stop it.
+  std::string run(const StepObserver &observer = {});
+  /// The validation loss now (fails without validation data); training
+  /// state is left as it was, bit for bit.
+  std::string evaluate(double &loss);
+  /// Writes `outputDir`/checkpoint-<step> (the run's output directory when
+  /// empty); lastCheckpoint() then names it.
+  std::string saveCheckpoint(const std::string &outputDir);
+  /// Restores a checkpoint directory ("latest": the newest in the output
+  /// directory, or none, which leaves the run as it is): weights, optimizer
+  /// state, step and data position.
+  std::string resume(const std::string &from);
+  /// Writes the PEFT adapter (or, full fine-tuning, the model) of the
+  /// current weights into `dir`, created if needed.
+  std::string exportModel(const std::string &dir);
+  /// exportModel into the output directory and the final "done" line.
+  std::string finish();
+  /// Asks the run to stop after its current (or next) step, as SIGINT
+  /// does. Safe from any thread.
+  void requestStop();
+
+  /// The last completed step, and the step the run trains to.
+  int64_t globalStep() const;
+  int64_t maxSteps() const;
+  bool finished() const { return globalStep() >= maxSteps(); }
+  /// Tokens of one global batch (micro-batch x sequence x accumulation x
+  /// ranks).
+  int64_t tokensPerStep() const;
+  /// Whether the plan trains an adapter (else the whole model).
+  bool trainsAdapter() const;
+  bool hasValidation() const;
+  const TrainResult &result() const;
+  const std::string &lastCheckpoint() const;
+
+private:
+  explicit Trainer(std::unique_ptr<TrainerRun> run);
+  std::unique_ptr<TrainerRun> impl;
+};
+
+/// Runs the training loop (Trainer::open, then Trainer::run); returns "" on
+/// success (interrupted runs included) or an error message that names the
+/// file, step or place.
 std::string runTraining(const TrainOptions &options, TrainResult &result);
 
 /// Asks a running loop to stop after its current step, as SIGINT does.

@@ -5,20 +5,20 @@
 //     [--resume [PATH]] [--init-adapter DIR] [--threads N] [--save-steps N]
 //
 // The same command as `tailor train` (tools/tailor/TrainCommand.cpp) for
-// machines that have the runtime but not the compiler: it links the trainer
-// (runtime/train/Trainer.h does all the work) and no LLVM, so argv is parsed
-// by hand. Plans are compiled elsewhere and carried here.
+// machines that have the runtime but not the compiler: a client of the C
+// API's trainer (tailor_trainer_*) in libtailor_runtime, no LLVM, so argv
+// is parsed by hand. Plans are compiled elsewhere and carried here.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/train/Trainer.h"
+#include "runtime/include/tailor/runtime.h"
+#include "runtime/train/Trainer.h" // TrainOptions: what the flags set
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <string>
 
 #include <sys/stat.h>
@@ -185,12 +185,33 @@ int main(int argc, char **argv) {
   if (!parseArgs(argc, argv, options, error)) {
     return fail(error);
   }
-  tailor::train::TrainResult result;
-  try {
-    error = tailor::train::runTraining(options, result);
-  } catch (const std::bad_alloc &) {
-    error = "out of memory";
+  // A client of the C API, as `tailor train` is.
+  tailor_trainer_options c;
+  tailor_trainer_options_init(&c);
+  auto optional = [](const std::string &text) {
+    return text.empty() ? nullptr : text.c_str();
+  };
+  c.data_path = options.dataPath.c_str();
+  c.data_dtype = options.dataDType.c_str();
+  c.eval_data_path = optional(options.evalDataPath);
+  c.output_dir = options.outputDir.c_str();
+  c.resume = optional(options.resume);
+  c.init_adapter = optional(options.initAdapter);
+  c.max_steps = options.maxSteps;
+  c.save_steps = options.saveSteps;
+  c.num_threads = options.threads;
+  c.print_progress = 1;
+  c.handle_signals = 1;
+  tailor_trainer *trainer = nullptr;
+  tailor_status status =
+      tailor_trainer_create_from_file(options.planPath.c_str(), &c, &trainer);
+  if (status == TAILOR_OK) {
+    status = tailor_trainer_run(trainer, nullptr, nullptr);
   }
+  if (status != TAILOR_OK) {
+    error = tailor_last_error();
+  }
+  tailor_trainer_free(trainer);
   if (!error.empty()) {
     return fail(error);
   }

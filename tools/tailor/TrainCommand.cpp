@@ -4,7 +4,8 @@
 //     [--data-dtype uint16|uint32] [--max-steps N] --output-dir DIR
 //     [--resume [PATH]] [--init-adapter DIR] [--threads N] [--save-steps N]
 //
-// Runs a compiled training plan (runtime/train/Trainer.h does the work):
+// Runs a compiled training plan through the C API's tailor_trainer
+// (runtime/train/Trainer.h does the work behind it):
 // per-step metrics to the terminal and DIR/metrics.jsonl, checkpoints in
 // DIR/checkpoint-N, the final adapter (or model) in DIR. Ctrl-C finishes the
 // step, writes a checkpoint and exits 0; `--resume` continues from it.
@@ -18,7 +19,7 @@
 
 #include "tools/tailor/Commands.h"
 
-#include "runtime/train/Trainer.h"
+#include "runtime/include/tailor/runtime.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -136,31 +137,41 @@ int runTrain(int argc, const char **argv) {
     return 1;
   }
 
-  train::TrainOptions options;
-  options.planPath = planPath;
-  options.dataPath = data;
-  options.evalDataPath = evalData;
-  options.dataDType = dataDType;
-  options.maxSteps = maxSteps;
-  options.outputDir = outputDir;
+  // A client of the C API (runtime/include/tailor/runtime.h), as any
+  // application embedding the trainer is.
+  tailor_trainer_options options;
+  tailor_trainer_options_init(&options);
+  options.data_path = data.c_str();
+  options.eval_data_path = evalData.empty() ? nullptr : evalData.c_str();
+  options.data_dtype = dataDType.c_str();
+  options.max_steps = maxSteps;
+  options.output_dir = outputDir.c_str();
+  std::string resumeFrom;
   if (resume.getNumOccurrences() > 0) {
-    options.resume = resume.empty() ? "latest" : resume.getValue();
+    resumeFrom = resume.empty() ? "latest" : resume.getValue();
+    options.resume = resumeFrom.c_str();
   }
-  options.initAdapter = initAdapter;
-  options.threads = threads;
-  options.saveSteps = saveSteps;
-  options.tracePath = trace;
-  options.traceSteps = traceSteps;
+  options.init_adapter = initAdapter.empty() ? nullptr : initAdapter.c_str();
+  options.num_threads = threads;
+  options.save_steps = saveSteps;
+  options.trace_path = trace.empty() ? nullptr : trace.c_str();
+  options.trace_steps = traceSteps;
+  options.print_progress = 1;
+  options.handle_signals = 1;
   // llvm::outs() buffers separately from stdio; flush it so nothing the
   // trainer prints overtakes it.
   llvm::outs().flush();
-  train::TrainResult result;
-  std::string error = train::runTraining(options, result);
-  if (!error.empty()) {
-    llvm::errs() << "tailor train: error: " << error << "\n";
-    return 1;
+  tailor_trainer *trainer = nullptr;
+  tailor_status status =
+      tailor_trainer_create_from_file(planPath.c_str(), &options, &trainer);
+  if (status == TAILOR_OK) {
+    status = tailor_trainer_run(trainer, nullptr, nullptr);
   }
-  return 0;
+  if (status != TAILOR_OK) {
+    llvm::errs() << "tailor train: error: " << tailor_last_error() << "\n";
+  }
+  tailor_trainer_free(trainer);
+  return status == TAILOR_OK ? 0 : 1;
 }
 
 } // namespace tailor

@@ -3,7 +3,14 @@
  * The runtime executes compiled plans. It links no LLVM or MLIR, so an
  * application can embed it with a C compiler and, optionally, CUDA. Every call
  * returns a tailor_status; on failure tailor_last_error() says what went
- * wrong. No call exits the process.
+ * wrong. No call exits the process, and no C++ exception leaves the library
+ * (one is caught and returned as TAILOR_ERROR_INTERNAL with its message).
+ *
+ * Handles (tailor_plan, tailor_session, tailor_trainer) are checked on every
+ * call: NULL, a freed handle or a pointer this library did not make is
+ * refused with TAILOR_ERROR_INVALID_ARGUMENT, never dereferenced. Strings
+ * returned by the library are owned by it; each call says how long they
+ * stay valid. tailor_last_error() is per thread.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -18,7 +25,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a declaration below changes incompatibly. */
-#define TAILOR_RUNTIME_API_VERSION 4
+#define TAILOR_RUNTIME_API_VERSION 5
 
 typedef enum tailor_status {
   TAILOR_OK = 0,
@@ -257,6 +264,334 @@ tailor_status tailor_session_tensor_upload(tailor_session *session,
 /** The bytes the session's arenas actually hold, by category. */
 tailor_status tailor_session_memory(const tailor_session *session,
                                     tailor_memory_report *report);
+
+/*===----------------------------------------------------------------------===*
+ * Parameters and training state by name
+ *
+ * A plan's parameters (weights) and training states (gradient accumulators,
+ * optimizer moments) are listed by their logical, unsharded names, the names
+ * checkpoints use. Thread rules as for the plan: any thread, concurrently.
+ *===----------------------------------------------------------------------===*/
+
+/** A parameter of a plan. */
+typedef struct tailor_parameter_info {
+  /** The plan's name (e.g. model.layers.0.self_attn.q_proj.weight). Owned
+   *  by the plan; valid until tailor_plan_free. */
+  const char *name;
+  /** The name in Hugging Face files (safetensors, adapters): `name` unless
+   *  the exporter renamed the weight. Owned by the plan, as `name`. */
+  const char *file_name;
+  /** Element type and logical shape as the plan computes with it. */
+  tailor_dtype dtype;
+  int rank;
+  int64_t shape[TAILOR_MAX_RANK];
+  /** Bytes of the dense row-major tensor of that shape and dtype. */
+  uint64_t bytes;
+  /** 1 if training updates it (LoRA weights; every weight in full
+   *  fine-tuning), else 0. */
+  int trainable;
+  /** 1 if the plan stores it quantized (NF4, int8, GPTQ): it is bound
+   *  from its source file when the session is created and cannot be
+   *  written through the calls below. */
+  int quantized;
+  /** 1 if it is sharded over ranks (ZeRO-3): no session holds it whole. */
+  int sharded;
+  /** 1 if the plan holds the transpose of the file's 2-D tensor (shape is
+   *  the plan's; files hold [shape[1], shape[0]]). */
+  int transposed;
+} tailor_parameter_info;
+
+/** A training state: `<parameter>.<kind>`, kind grad, exp_avg, exp_avg_sq
+ *  or momentum_buffer (PyTorch's names). */
+typedef struct tailor_state_info {
+  /** Owned by the plan; valid until tailor_plan_free. */
+  const char *name;
+  /** The parameter it belongs to, and its kind (owned by the plan). */
+  const char *parameter;
+  const char *kind;
+  tailor_dtype dtype;
+  int rank;
+  int64_t shape[TAILOR_MAX_RANK];
+  uint64_t bytes;
+  /** 1 if the plan shards it over ranks (ZeRO): tailor_session_tensor
+   *  refuses it; checkpoints hold it whole. */
+  int sharded;
+} tailor_state_info;
+
+/** The number of parameters, or 0 (and a last error) for a bad plan. */
+int tailor_plan_parameter_count(const tailor_plan *plan);
+
+/** Describes parameter `index` (0 <= index < count). Fails with
+ *  TAILOR_ERROR_INVALID_ARGUMENT for a bad plan, index or NULL info. */
+tailor_status tailor_plan_parameter_info(const tailor_plan *plan, int index,
+                                         tailor_parameter_info *info);
+
+/** The number of training states (0 for an inference plan), one per
+ *  logical tensor (a sharded state counts each member). */
+int tailor_plan_state_count(const tailor_plan *plan);
+
+/** Describes state `index`; fails as tailor_plan_parameter_info. */
+tailor_status tailor_plan_state_info(const tailor_plan *plan, int index,
+                                     tailor_state_info *info);
+
+/**
+ * Copies a parameter's weights from caller memory into the session
+ * (`bytes` bytes of `dtype`, `shape`, row-major, in the plan's layout: see
+ * tailor_parameter_info). Everything is checked before anything is written;
+ * TAILOR_ERROR_INVALID_ARGUMENT names the mismatch (no such parameter,
+ * another dtype, shape or byte count, a quantized or sharded parameter). On
+ * a GPU session the device copy is updated too. Call it between runs.
+ */
+tailor_status tailor_session_set_parameter(tailor_session *session,
+                                           const char *name,
+                                           tailor_dtype dtype,
+                                           const int64_t *shape, int rank,
+                                           const void *data, size_t bytes);
+
+/**
+ * Loads parameters from the safetensors file at `path`, chosen at run time.
+ * Each tensor of the file must name a parameter (its plan name or its
+ * file_name), with the parameter's shape (the file's layout: transposed
+ * parameters are transposed on the way in) and dtype; F16, BF16 and F64
+ * tensors are also accepted for F32 parameters (converted). Parameters the
+ * file does not name keep their weights. Nothing is written unless every
+ * tensor checks. `*loaded` (may be NULL) receives the number of parameters
+ * written. TAILOR_ERROR_IO: the file cannot be opened or read;
+ * TAILOR_ERROR_INVALID_ARGUMENT: a malformed file, or a tensor whose name,
+ * shape or dtype does not fit (the message names the tensor).
+ */
+tailor_status tailor_session_load_safetensors(tailor_session *session,
+                                              const char *path, int *loaded);
+
+/**
+ * Applies the PEFT LoRA adapter in directory `dir` (adapter_config.json +
+ * adapter_model.safetensors, as PEFT's save_pretrained writes it) to a
+ * session. A plan with LoRA parameters (a LoRA training plan, checked
+ * against its r, lora_alpha and use_rslora; a forward plan compiled with
+ * `tailor compile --adapter`) takes the adapter's weights as they are. A
+ * plan without them has each adapted weight merged, W += scale * B A (scale
+ * lora_alpha / r, or / sqrt(r) with use_rslora), as PEFT's merge_and_unload
+ * does; the weight is found by its Hugging Face name (<module>.weight: the
+ * parameter's name or file_name; plans of TorchScript exports record
+ * file_name only when they train, so compile such forward plans with
+ * --adapter instead). Merged weights must be 2-D F32, neither quantized
+ * nor sharded. Nothing is
+ * written unless every tensor checks. TAILOR_ERROR_IO: a file cannot be
+ * read; TAILOR_ERROR_INVALID_ARGUMENT: a config or tensor that does not fit
+ * the plan (the message names the file and tensor).
+ */
+tailor_status tailor_session_apply_adapter(tailor_session *session,
+                                           const char *dir);
+
+/*===----------------------------------------------------------------------===*
+ * Training
+ *
+ * A tailor_trainer drives a training plan as `tailor train` does (which is a
+ * client of these calls): it reads the data, runs train_step over each
+ * micro-batch of a step and optimizer_step once, follows the plan's
+ * learning-rate schedule, gradient accumulation, evaluation and checkpoint
+ * cadence, writes OUTPUT_DIR/metrics.jsonl, checkpoints in
+ * OUTPUT_DIR/checkpoint-N and the final adapter (or model) in OUTPUT_DIR.
+ * A trainer is used by one thread at a time, except
+ * tailor_trainer_request_stop, which any thread (or a signal handler's
+ * thread, via a flag) may call at any time. Plans compiled for several ranks
+ * run with one trainer per rank (mpirun / torchrun); every rank then makes
+ * the same calls in the same order.
+ *===----------------------------------------------------------------------===*/
+
+typedef struct tailor_trainer tailor_trainer;
+
+/** How to train. Fill it with tailor_trainer_options_init, then set what
+ *  differs. Strings are copied by tailor_trainer_create. */
+typedef struct tailor_trainer_options {
+  /** Training data (required): a nanoGPT .bin or llm.c shard, a directory
+   *  or glob of them, a .jsonl file, or "dummy". */
+  const char *data_path;
+  /** Token type of raw .bin files: "uint16" (NULL) or "uint32". */
+  const char *data_dtype;
+  /** Validation data, read like data_path; NULL for none (or the plan's
+   *  val_set_size held out of the training data). */
+  const char *eval_data_path;
+  /** Where checkpoints, metrics.jsonl and the final weights go (required;
+   *  created if missing). */
+  const char *output_dir;
+  /** NULL starts fresh; "latest" resumes from the newest complete
+   *  checkpoint in output_dir (fresh if none); else a checkpoint
+   *  directory. */
+  const char *resume;
+  /** A PEFT adapter directory whose weights start the LoRA parameters, or
+   *  NULL. */
+  const char *init_adapter;
+  /** Writes the measured timeline of the first trace_steps steps
+   *  (Chrome/Perfetto JSON) to this file; NULL for none. */
+  const char *trace_path;
+  int64_t trace_steps;
+  /** Steps to train to; 0 takes the plan's max_steps. */
+  int64_t max_steps;
+  /** Checkpoint every this many steps; -1 takes the plan's save_steps, 0
+   *  saves only at the end (and on a stop). */
+  int64_t save_steps;
+  /** CPU worker threads; 0 lets the runtime choose. */
+  int num_threads;
+  /** 1: progress lines on stdout, a live bar and notes on stderr, as
+   *  `tailor train` prints them; 0 (default): print nothing. */
+  int print_progress;
+  /** 1: SIGINT and SIGTERM during tailor_trainer_run stop the run after the
+   *  current step (with a checkpoint) instead of killing the process; the
+   *  previous handlers are restored when it returns. 0 (default): leave
+   *  signals alone. */
+  int handle_signals;
+} tailor_trainer_options;
+
+/** Sets every field to its default (see each field); no-op for NULL. */
+void tailor_trainer_options_init(tailor_trainer_options *options);
+
+/** What one optimizer step reports (also a line of metrics.jsonl). */
+typedef struct tailor_train_metrics {
+  /** The step just taken, counting from 1. */
+  int64_t step;
+  /** Mean micro-batch loss of the step (over every rank's micro-batches). */
+  double loss;
+  /** Learning rate applied, and the gradient norm before clipping. */
+  double lr;
+  double grad_norm;
+  double tokens_per_s;
+  double seconds;
+  /** Passes over the training data so far. */
+  double epoch;
+  /** 1 when this step computed the validation loss (eval_steps, or the
+   *  last step), which is then eval_loss. */
+  int has_eval_loss;
+  double eval_loss;
+  /** 1 when a stop was requested: this step's checkpoint was written and
+   *  tailor_trainer_run returns after it. */
+  int stopped;
+} tailor_train_metrics;
+
+/** Where a trainer stands. */
+typedef struct tailor_trainer_state {
+  /** The last completed step (0 before the first) and the last step. */
+  int64_t step;
+  int64_t max_steps;
+  /** Tokens per optimizer step (micro-batch x sequence x accumulation x
+   *  ranks). */
+  int64_t tokens_per_step;
+  /** 1 if the plan trains an adapter (checkpoints are PEFT adapters), 0
+   *  for full fine-tuning. */
+  int trains_adapter;
+  /** 1 if there is validation data (tailor_trainer_evaluate works). */
+  int has_validation;
+  /** 1 once a stop ended a run early. */
+  int interrupted;
+} tailor_trainer_state;
+
+/**
+ * Called after each step of tailor_trainer_run with its metrics (valid
+ * during the call) and the caller's pointer. Returning non-zero asks the run
+ * to stop after this step (a checkpoint is written), as
+ * tailor_trainer_request_stop does. It must not call other tailor_trainer_*
+ * functions on the same trainer except tailor_trainer_request_stop.
+ */
+typedef int (*tailor_train_callback)(const tailor_train_metrics *metrics,
+                                     void *user_data);
+
+/**
+ * Creates a trainer for training plan `plan` (the trainer shares the plan:
+ * it may be freed first). It binds a session, opens the data, prepares
+ * output_dir, loads init_adapter, then resumes if asked. Fails with
+ * TAILOR_ERROR_INVALID_ARGUMENT for a bad plan handle, NULL options, a
+ * missing data_path or output_dir, a bad data_dtype or a negative count,
+ * and TAILOR_ERROR_EXECUTION for anything the run refuses (an inference
+ * plan, unreadable data, a checkpoint that does not fit): the message names
+ * the file or place.
+ */
+tailor_status tailor_trainer_create(const tailor_plan *plan,
+                                    const tailor_trainer_options *options,
+                                    tailor_trainer **trainer);
+
+/** tailor_trainer_create for the plan file at `plan_path` (loaded and
+ *  verified; errors as tailor_plan_load, then as tailor_trainer_create). */
+tailor_status tailor_trainer_create_from_file(
+    const char *plan_path, const tailor_trainer_options *options,
+    tailor_trainer **trainer);
+
+/** Frees a trainer (NULL is fine); a pointer that is not a live trainer is
+ *  left alone with a message, as for plans. Writes nothing. */
+void tailor_trainer_free(tailor_trainer *trainer);
+
+/**
+ * Trains one optimizer step: train_step over gradient_accumulation_steps
+ * micro-batches, optimizer_step, validation when due, a line of
+ * metrics.jsonl, a checkpoint when due (save_steps, the last step, or a
+ * requested stop). Fills `metrics` (may be NULL). Fails with
+ * TAILOR_ERROR_INVALID_ARGUMENT when already at max_steps, and
+ * TAILOR_ERROR_EXECUTION when the step fails (a non-finite loss, a kernel
+ * error, a checkpoint that cannot be written).
+ */
+tailor_status tailor_trainer_step(tailor_trainer *trainer,
+                                  tailor_train_metrics *metrics);
+
+/**
+ * Trains to max_steps, calling `callback` (may be NULL) after each step, and
+ * writes the final adapter (or model) into output_dir. A requested stop (the
+ * callback, tailor_trainer_request_stop, a signal with handle_signals)
+ * ends it after that step's checkpoint, with TAILOR_OK and without the
+ * final weights; tailor_trainer_get_state says so. Errors as
+ * tailor_trainer_step.
+ */
+tailor_status tailor_trainer_run(tailor_trainer *trainer,
+                                 tailor_train_callback callback,
+                                 void *user_data);
+
+/**
+ * The validation loss of the current weights (mean over every counted token
+ * of the validation set); training state is left bit for bit as it was.
+ * TAILOR_ERROR_INVALID_ARGUMENT without validation data.
+ */
+tailor_status tailor_trainer_evaluate(tailor_trainer *trainer,
+                                      double *eval_loss);
+
+/**
+ * Writes a checkpoint of the current step into DIR/checkpoint-<step> (DIR:
+ * `output_dir`, or the trainer's when NULL), atomically.
+ * TAILOR_ERROR_EXECUTION when it cannot be written (the message names the
+ * file).
+ */
+tailor_status tailor_trainer_save_checkpoint(tailor_trainer *trainer,
+                                             const char *output_dir);
+
+/**
+ * The last checkpoint this trainer wrote or "" (owned by the trainer; valid
+ * until the next call on it), or NULL for a bad handle.
+ */
+const char *tailor_trainer_last_checkpoint(const tailor_trainer *trainer);
+
+/**
+ * Restores checkpoint directory `checkpoint` ("latest": the newest in
+ * output_dir): weights, optimizer state, step and data position; training
+ * then continues bit-identically to a run that never stopped.
+ * TAILOR_ERROR_EXECUTION when it does not fit the plan (the message names
+ * the file and tensor); nothing is changed then.
+ */
+tailor_status tailor_trainer_resume(tailor_trainer *trainer,
+                                    const char *checkpoint);
+
+/**
+ * Writes the current weights into directory `dir` (created if needed): a
+ * PEFT adapter (adapter_config.json + adapter_model.safetensors, loadable
+ * with PeftModel.from_pretrained) or, for full fine-tuning,
+ * model.safetensors with config.json. TAILOR_ERROR_EXECUTION when it cannot
+ * be written.
+ */
+tailor_status tailor_trainer_export(tailor_trainer *trainer, const char *dir);
+
+/** Asks the trainer to stop after its current (or next) step. Any thread,
+ *  any time; fails only for a bad handle. */
+tailor_status tailor_trainer_request_stop(tailor_trainer *trainer);
+
+/** Fills `state` with where the trainer stands. */
+tailor_status tailor_trainer_get_state(const tailor_trainer *trainer,
+                                       tailor_trainer_state *state);
 
 #ifdef __cplusplus
 } /* extern "C" */

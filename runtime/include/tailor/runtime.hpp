@@ -21,6 +21,8 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -196,6 +198,28 @@ public:
     return report;
   }
 
+  /// The parameters and training states by logical name.
+  std::vector<tailor_parameter_info> parameters() const {
+    std::vector<tailor_parameter_info> infos;
+    for (int i = 0; i < tailor_plan_parameter_count(get()); ++i) {
+      tailor_parameter_info info{};
+      if (tailor_plan_parameter_info(get(), i, &info) == TAILOR_OK) {
+        infos.push_back(info);
+      }
+    }
+    return infos;
+  }
+  std::vector<tailor_state_info> states() const {
+    std::vector<tailor_state_info> infos;
+    for (int i = 0; i < tailor_plan_state_count(get()); ++i) {
+      tailor_state_info info{};
+      if (tailor_plan_state_info(get(), i, &info) == TAILOR_OK) {
+        infos.push_back(info);
+      }
+    }
+    return infos;
+  }
+
   const tailor_plan *get() const { return plan_.get(); }
   /// The shared owner, for handles that must keep the plan alive.
   const std::shared_ptr<tailor_plan> &shared() const { return plan_; }
@@ -281,6 +305,30 @@ public:
     return report;
   }
 
+  /// Writes parameter `name` from caller memory (tailor_session_set_parameter).
+  Status setParameter(const std::string &name, tailor_dtype dtype,
+                      const std::vector<int64_t> &shape, const void *data,
+                      size_t bytes) {
+    return Status::fromCall(tailor_session_set_parameter(
+        session_.get(), name.c_str(), dtype, shape.data(),
+        static_cast<int>(shape.size()), data, bytes));
+  }
+  /// Loads the parameters a safetensors file names; how many.
+  Expected<int> loadSafetensors(const std::string &path) {
+    int loaded = 0;
+    if (tailor_status s = tailor_session_load_safetensors(
+            session_.get(), path.c_str(), &loaded);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return loaded;
+  }
+  /// Applies a PEFT LoRA adapter directory (tailor_session_apply_adapter).
+  Status applyAdapter(const std::string &dir) {
+    return Status::fromCall(
+        tailor_session_apply_adapter(session_.get(), dir.c_str()));
+  }
+
   tailor_session *get() const { return session_.get(); }
 
 private:
@@ -297,6 +345,127 @@ private:
       : session_(session, Deleter{std::move(plan)}) {}
 
   std::unique_ptr<tailor_session, Deleter> session_;
+};
+
+/// A training run (tailor_trainer). Move-only; used by one thread at a time,
+/// except requestStop(). It keeps its plan alive.
+class Trainer {
+public:
+  /// Called after each step of run(); return true to stop after it.
+  using Callback = std::function<bool(const tailor_train_metrics &)>;
+
+  /// `options` as tailor_trainer_options_init, then the caller's changes.
+  static Expected<Trainer> create(const Plan &plan,
+                                  const tailor_trainer_options &options) {
+    tailor_trainer *trainer = nullptr;
+    if (tailor_status s = tailor_trainer_create(plan.get(), &options, &trainer);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return Trainer(trainer);
+  }
+  /// Default options for `dataPath` and `outputDir` (borrowed: they must
+  /// outlive create(), which copies them).
+  static tailor_trainer_options options(const char *dataPath,
+                                        const char *outputDir) {
+    tailor_trainer_options options;
+    tailor_trainer_options_init(&options);
+    options.data_path = dataPath;
+    options.output_dir = outputDir;
+    return options;
+  }
+
+  /// Trains one optimizer step.
+  Expected<tailor_train_metrics> step() {
+    tailor_train_metrics metrics{};
+    if (tailor_status s = tailor_trainer_step(get(), &metrics);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return metrics;
+  }
+  /// Trains to max_steps or a stop; the final weights at max_steps.
+  Status run(const Callback &callback = {}) {
+    if (!callback) {
+      return Status::fromCall(tailor_trainer_run(get(), nullptr, nullptr));
+    }
+    // No exception may cross the C library: one from the callback stops the
+    // run and is rethrown after it.
+    struct Context {
+      const Callback *callback = nullptr;
+#if defined(__cpp_exceptions)
+      std::exception_ptr error;
+#endif
+    } context;
+    context.callback = &callback;
+    auto trampoline = [](const tailor_train_metrics *metrics,
+                         void *user) -> int {
+      auto *ctx = static_cast<Context *>(user);
+#if defined(__cpp_exceptions)
+      try {
+        return (*ctx->callback)(*metrics) ? 1 : 0;
+      } catch (...) {
+        ctx->error = std::current_exception();
+        return 1;
+      }
+#else
+      return (*ctx->callback)(*metrics) ? 1 : 0;
+#endif
+    };
+    Status status =
+        Status::fromCall(tailor_trainer_run(get(), trampoline, &context));
+#if defined(__cpp_exceptions)
+    if (context.error) {
+      std::rethrow_exception(context.error);
+    }
+#endif
+    return status;
+  }
+  /// The validation loss of the current weights.
+  Expected<double> evaluate() {
+    double loss = 0;
+    if (tailor_status s = tailor_trainer_evaluate(get(), &loss);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return loss;
+  }
+  /// Writes DIR/checkpoint-<step> (the trainer's output dir when empty);
+  /// its path.
+  Expected<std::string> saveCheckpoint(const std::string &dir = "") {
+    if (tailor_status s = tailor_trainer_save_checkpoint(
+            get(), dir.empty() ? nullptr : dir.c_str());
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return std::string(tailor_trainer_last_checkpoint(get()));
+  }
+  Status resume(const std::string &checkpoint = "latest") {
+    return Status::fromCall(tailor_trainer_resume(get(), checkpoint.c_str()));
+  }
+  /// Writes the PEFT adapter (or model) of the current weights into `dir`.
+  Status exportTo(const std::string &dir) {
+    return Status::fromCall(tailor_trainer_export(get(), dir.c_str()));
+  }
+  Status requestStop() {
+    return Status::fromCall(tailor_trainer_request_stop(get()));
+  }
+  Expected<tailor_trainer_state> state() const {
+    tailor_trainer_state state{};
+    if (tailor_status s = tailor_trainer_get_state(get(), &state);
+        s != TAILOR_OK) {
+      return Status::fromCall(s);
+    }
+    return state;
+  }
+
+  tailor_trainer *get() const { return trainer_.get(); }
+
+private:
+  explicit Trainer(tailor_trainer *trainer)
+      : trainer_(trainer, tailor_trainer_free) {}
+
+  std::unique_ptr<tailor_trainer, void (*)(tailor_trainer *)> trainer_;
 };
 
 } // namespace tailor

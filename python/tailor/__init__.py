@@ -1,0 +1,17 @@
+"""tailor: run and train compiled tailor plans from Python (ctypes over
+libtailor_runtime; see python/README.md)."""
+
+from ._capi import TailorError
+from .session import InferenceSession, NodeArg, Parameter, Plan, State
+from .trainer import StepMetrics, Trainer
+
+
+def version():
+    """The runtime library's version."""
+    from ._capi import lib
+
+    return lib().tailor_version().decode()
+
+
+__all__ = ["InferenceSession", "NodeArg", "Parameter", "Plan", "State",
+           "StepMetrics", "TailorError", "Trainer", "version"]
