@@ -204,13 +204,16 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     pm.addPass(parallel::createGatherParamsPass(gather));
   }
   // --- Offload: frozen parameters in host memory, copied in to be read;
-  // AdamW's state in host memory, updated there.
+  // AdamW's state in host memory, updated there; saved activations in host
+  // memory between forward and backward.
   // After recomputation, so the forward ops it replays in backward read
   // backward's copy and the forward's dies with the forward.
-  if (recipe.offloadParams() || recipe.offloadOptimizer == "cpu") {
+  if (recipe.offloadParams() || recipe.offloadOptimizer == "cpu" ||
+      recipe.activationOffloading) {
     parallel::OffloadPassOptions offload;
     offload.params = recipe.offloadParams();
     offload.optimizer = recipe.offloadOptimizer == "cpu";
+    offload.activations = recipe.activationOffloading;
     offload.bucketBytes = shard.bucketBytes;
     pm.addPass(parallel::createOffloadPass(offload));
   }

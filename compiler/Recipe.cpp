@@ -462,19 +462,19 @@ Error resolveSharding(TrainingRecipe &recipe) {
 }
 
 /// What offload can place today: frozen parameters (LoRA's and QLoRA's
-/// base weights) without ZeRO-3, and AdamW's state with its update
-/// (offload_optimizer: cpu; the pass refuses SGD and ZeRO by name). The
-/// rest is refused by name, never ignored.
+/// base weights) without ZeRO-3, AdamW's state with its update
+/// (offload_optimizer: cpu; the pass refuses SGD and ZeRO by name) and the
+/// saved activations (enable_activation_offloading). The rest is refused by
+/// name, never ignored.
 Error checkOffload(const TrainingRecipe &recipe) {
   auto notYet = [](const Twine &what) {
     return createStringError(inconvertibleErrorCode(),
                              what + " is not built yet (tailor offloads "
                                     "frozen parameters, offload_param: cpu, "
-                                    "and AdamW, offload_optimizer: cpu)");
+                                    "AdamW, offload_optimizer: cpu, and "
+                                    "activations, "
+                                    "enable_activation_offloading)");
   };
-  if (recipe.activationOffloading) {
-    return notYet("'enable_activation_offloading'");
-  }
   if (recipe.offloadParams() && recipe.adapter == "full") {
     return notYet("offload with 'adapter: full' (trainable parameters, "
                   "their gradients and optimizer state in host memory)");

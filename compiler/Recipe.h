@@ -117,7 +117,8 @@ struct TrainingRecipe {
   /// `fsdp_offload_params: true` (FSDP) put the frozen parameters in host
   /// memory; `offload_optimizer: cpu` (DeepSpeed) puts AdamW's state in
   /// host memory and runs its update there; `enable_activation_offloading`
-  /// is read so that asking for it is a clear error (not built yet).
+  /// (torchtune) keeps the saved activations in host memory between
+  /// forward and backward.
   std::string offloadParam = "none";
   bool fsdpOffloadParams = false;
   std::string offloadOptimizer = "none";

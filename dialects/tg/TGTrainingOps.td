@@ -476,7 +476,22 @@ def TG_ToHostOp : TG_Op<"to_host", [MemoryEffects<[MemRead]>,
   let summary = "a device value copied into host memory";
   let description = [{
     The scalars a host update reads (learning rate, step, clipping scale),
-    computed on the device. Not `Pure`: the copy stays where it is put.
+    computed on the device; and activation offload's saved activations,
+    which `tg.to_device` brings back for backward. Not `Pure`: the copy
+    stays where it is put.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def TG_ToDeviceOp : TG_Op<"to_device", [MemoryEffects<[MemRead]>,
+    SameOperandsAndResultType]> {
+  let summary = "a host value copied back into device memory";
+  let description = [{
+    Activation offload's return trip: a saved activation that `tg.to_host`
+    moved out after its last forward reader comes back before its first
+    backward reader. Not `Pure`: the copy stays where it is put.
   }];
   let arguments = (ins AnyRankedTensor:$input);
   let results = (outs AnyRankedTensor:$result);

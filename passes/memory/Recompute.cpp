@@ -13,6 +13,7 @@
 
 #include "passes/memory/ActivationMemory.h"
 #include "passes/memory/OpCost.h"
+#include "passes/memory/SavedValues.h"
 
 #include "dialects/tg/TGShapes.h"
 
@@ -39,88 +40,6 @@ namespace {
 constexpr StringLiteral kRecomputeAttr = tg::TGDialect::kRecomputeAttrName;
 constexpr StringLiteral kRecomputedAttr = tg::TGDialect::kRecomputedAttrName;
 constexpr StringLiteral kPolicyAttr = tg::TGDialect::kRecomputePolicyAttrName;
-
-std::optional<int64_t> layerOf(Operation *op) {
-  if (auto layer = op->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName)) {
-    return layer.getInt();
-  }
-  return std::nullopt;
-}
-
-/// What the forward pass of a training step keeps for backward.
-struct SavedValues {
-  /// The ops the loss (result 0) is computed from.
-  DenseSet<Operation *> forward;
-  /// Values made from parameters, states and constants alone: never saved.
-  DenseSet<Value> free;
-  /// Forward values a later layer (or something outside the layers) reads,
-  /// and forward values of ops outside any layer: always kept.
-  DenseSet<Value> boundary;
-  /// Forward values read by a backward op, in program order.
-  llvm::SetVector<Value> saved;
-};
-
-bool isDataReference(Operation *op) {
-  return llvm::isa<tg::ParamRefOp, tg::StateRefOp, arith::ConstantOp>(op);
-}
-
-/// The backward slice of the loss inside `body`.
-DenseSet<Operation *> forwardOps(Block &body, Value loss) {
-  DenseSet<Operation *> forward;
-  SmallVector<Operation *> worklist;
-  if (Operation *op = loss.getDefiningOp()) {
-    worklist.push_back(op);
-  }
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val();
-    if (op->getBlock() != &body || !forward.insert(op).second) {
-      continue;
-    }
-    for (Value operand : op->getOperands()) {
-      if (Operation *producer = operand.getDefiningOp()) {
-        worklist.push_back(producer);
-      }
-    }
-  }
-  return forward;
-}
-
-/// True when a reader of `value` sits in another layer than its producer
-/// (or outside the layers).
-bool readAcrossLayers(Value value, const DenseSet<Operation *> &forward) {
-  std::optional<int64_t> layer = layerOf(value.getDefiningOp());
-  return llvm::any_of(value.getUsers(), [&](Operation *user) {
-    return forward.contains(user) && layerOf(user) != layer;
-  });
-}
-
-SavedValues findSavedValues(Block &body, Value loss) {
-  SavedValues info;
-  info.forward = forwardOps(body, loss);
-  for (Operation &op : body) {
-    if (!info.forward.contains(&op)) {
-      continue;
-    }
-    bool free = isDataReference(&op) ||
-                llvm::all_of(op.getOperands(), [&](Value operand) {
-                  return info.free.contains(operand);
-                });
-    for (Value result : op.getResults()) {
-      if (free) {
-        info.free.insert(result);
-      } else if (!layerOf(&op) || readAcrossLayers(result, info.forward)) {
-        info.boundary.insert(result);
-      }
-      bool readByBackward = llvm::any_of(result.getUsers(), [&](Operation *u) {
-        return !info.forward.contains(u) && !llvm::isa<func::ReturnOp>(u);
-      });
-      if (readByBackward && !free) {
-        info.saved.insert(result);
-      }
-    }
-  }
-  return info;
-}
 
 /// Saved values a policy may recompute: inside a layer, not its output.
 SmallVector<Value> candidates(const SavedValues &info) {

@@ -481,8 +481,8 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   if (auto copy = llvm::dyn_cast<tg::CopyStateOp>(op)) {
     return planCopyState(module, copy, entry);
   }
-  if (auto toHost = llvm::dyn_cast<tg::ToHostOp>(op)) {
-    return planToHost(toHost, entry, step);
+  if (llvm::isa<tg::ToHostOp, tg::ToDeviceOp>(op)) {
+    return planMove(&op, llvm::isa<tg::ToHostOp>(op), entry, step);
   }
   if (auto reduce = llvm::dyn_cast<tg::AllReduceStatesOp>(op)) {
     return planAllReduce(module, reduce, entry);

@@ -117,12 +117,13 @@ private:
   mlir::LogicalResult planStateUpdate(mlir::ModuleOp module, mlir::Operation &op,
                                 const Fusions &fusions, PlannedEntry &entry,
                                 int64_t step);
-  /// Optimizer offload: a tg.copy_state between host and device memory,
-  /// and a tg.to_host value (a new host activation).
+  /// Optimizer offload: a tg.copy_state between host and device memory.
   mlir::LogicalResult planCopyState(mlir::ModuleOp module, tg::CopyStateOp op,
                                     PlannedEntry &entry);
-  mlir::LogicalResult planToHost(tg::ToHostOp op, PlannedEntry &entry,
-                                 int64_t step);
+  /// tg.to_host (`toHost`) and tg.to_device: a copy of the operand into a
+  /// new activation in the other memory.
+  mlir::LogicalResult planMove(mlir::Operation *op, bool toHost,
+                               PlannedEntry &entry, int64_t step);
   /// Marks `launch` (a tg.host update) to run on the host stream, checking
   /// that every operand lives in host memory.
   mlir::LogicalResult runOnHost(PlannedLaunch &launch);

@@ -417,21 +417,27 @@ LogicalResult SchedPlanner::planCopyState(ModuleOp module, tg::CopyStateOp op,
   return success();
 }
 
-LogicalResult SchedPlanner::planToHost(tg::ToHostOp op, PlannedEntry &entry,
-                                       int64_t step) {
-  if (failed(useAt(op.getInput(), step))) {
-    return op.emitError() << "operand defined outside the planned function";
+LogicalResult SchedPlanner::planMove(Operation *op, bool toHost,
+                                     PlannedEntry &entry, int64_t step) {
+  Value input = op->getOperand(0), result = op->getResult(0);
+  if (failed(useAt(input, step))) {
+    return op->emitError() << "operand defined outside the planned function";
   }
-  Root root = makeRoot(Home::Activation, memrefFor(op.getType()));
-  root.host = true;
+  if (roots[*findRoot(input)].host == toHost) {
+    return op->emitError() << "internal error: the value is already in "
+                           << (toHost ? "host" : "device") << " memory";
+  }
+  Root root = makeRoot(Home::Activation, memrefFor(result.getType()));
+  root.host = toHost;
   root.first = root.last = step;
-  rootOf[op.getResult()] = newRoot(std::move(root));
+  rootOf[result] = newRoot(std::move(root));
   PlannedLaunch launch;
   launch.op = op;
   launch.origin = originOf(op);
-  launch.operands = {accessOf(op.getInput()), accessOf(op.getResult())};
+  launch.operands = {accessOf(input), accessOf(result)};
   PlannedCopy copy;
-  copy.kind = sched::CopyKind::DeviceToHost;
+  copy.kind = toHost ? sched::CopyKind::DeviceToHost
+                     : sched::CopyKind::HostToDevice;
   launch.copy = copy;
   entry.launches.push_back(std::move(launch));
   return success();

@@ -3,7 +3,8 @@
 // tailor-offload (Passes.td): frozen parameters into host buckets, read
 // through copies to the device. The bucket machinery is ZeRO-3's
 // (ZeroStage3.cpp): a host bucket is a frozen bucket of one shard whose
-// gather is a copy. The optimizer's placement is OffloadOptimizer.cpp.
+// gather is a copy. The optimizer's placement is OffloadOptimizer.cpp, the
+// saved activations' OffloadActivations.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +30,7 @@ struct OffloadPass : public impl::OffloadPassBase<OffloadPass> {
 
 void OffloadPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (!params && !optimizer) {
+  if (!params && !optimizer && !activations) {
     return;
   }
   if (bucketBytes < 1) {
@@ -62,6 +63,10 @@ void OffloadPass::runOnOperation() {
     return signalPassFailure();
   }
   if (optimizer && failed(offloadOptimizer(module, options))) {
+    return signalPassFailure();
+  }
+  if (activations &&
+      failed(offloadActivations(module, options, activationMinBytes))) {
     signalPassFailure();
   }
 }

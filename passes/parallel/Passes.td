@@ -144,6 +144,12 @@ def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
       parameter (`master`), made by `tg.copy_state` before the updates and
       copied back after; `tg.to_host` brings the scalars over
       (OffloadOptimizer.cpp). SGD and ZeRO-sharded updates are refused.
+    - `activations` (`enable_activation_offloading: true`, torchtune's):
+      every activation of at least `activation-min-bytes` that the forward
+      of `train_step` saves for backward (after recomputation) is copied to
+      host memory (`tg.to_host`) after its last forward reader and back
+      (`tg.to_device`) before its first backward reader, which reads the
+      copy (OffloadActivations.cpp).
 
     Planning puts host buckets in the `parameters_host` arena (pinned host
     memory) and lowers each gather to a `sched.copy h2d`; host states go to
@@ -155,6 +161,12 @@ def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
            "frozen parameters in host memory">,
     Option<"optimizer", "optimizer", "bool", /*default=*/"false",
            "AdamW's state in host memory and its update on the host">,
+    Option<"activations", "activations", "bool", /*default=*/"false",
+           "saved activations in host memory between forward and backward">,
+    Option<"activationMinBytes", "activation-min-bytes", "int64_t",
+           /*default=*/"1024",
+           "smallest saved activation moved to the host (torchtune's "
+           "min_offload_size)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"25 * 1024 * 1024",
            "most bytes one host bucket (and so one copy) holds">

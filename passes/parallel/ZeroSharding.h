@@ -74,6 +74,13 @@ mlir::LogicalResult offloadFrozenParams(mlir::ModuleOp module,
 mlir::LogicalResult offloadOptimizer(mlir::ModuleOp module,
                                      const ZeroOptions &options);
 
+/// Activation offload (OffloadActivations.cpp): each saved activation of
+/// the training step of at least `minBytes` copied to host memory after
+/// its last forward reader and back before its first backward reader.
+mlir::LogicalResult offloadActivations(mlir::ModuleOp module,
+                                       const ZeroOptions &options,
+                                       int64_t minBytes);
+
 } // namespace tailor::parallel
 
 #endif // TAILOR_PASSES_PARALLEL_ZEROSHARDING_H
