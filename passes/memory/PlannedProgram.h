@@ -142,6 +142,9 @@ struct PlannedLaunch {
   std::optional<PlannedCopy> copy;
   /// The step (op position) it was planned at.
   int64_t step = 0;
+  /// tg.steps of its op: runs only in training steps [first, last] (last
+  /// -1: no end); absent, every step.
+  std::optional<std::pair<int64_t, int64_t>> trainingSteps;
 };
 
 /// One planned function: an entry of the program.

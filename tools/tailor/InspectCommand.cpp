@@ -626,7 +626,14 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
                : nullptr},
         {"predicted_bytes_copied_per_step",
          known ? llvm::json::Value(view.prediction.bytesCopiedPerStep)
-               : nullptr}};
+               : nullptr},
+        // Gradient compression: the same before it starts (the step
+        // figures above are from predicted_steady_from_step on).
+        {"predicted_bytes_sent_per_uncompressed_step",
+         known ? llvm::json::Value(
+                     view.prediction.bytesSentPerUncompressedStep)
+               : nullptr},
+        {"predicted_steady_from_step", view.prediction.steadyFromStep}};
     ranks.push_back(std::move(rank));
   }
   return ranks;
@@ -1083,6 +1090,17 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
                        "ring collectives move them), %.3f ms\n",
                        prediction.bytesSentPerStep / double(1 << 20),
                        prediction.commSeconds * 1e3);
+  }
+  if (prediction.bytesSentPerUncompressedStep != prediction.bytesSentPerStep) {
+    os << llvm::format("compression: from step %lld; %.4f MiB per rank per "
+                       "step before it (%.1fx the compressed steps')\n",
+                       static_cast<long long>(prediction.steadyFromStep),
+                       prediction.bytesSentPerUncompressedStep /
+                           double(1 << 20),
+                       prediction.bytesSentPerStep > 0
+                           ? prediction.bytesSentPerUncompressedStep /
+                                 prediction.bytesSentPerStep
+                           : 0.0);
   }  double async = prediction.commSeconds + prediction.copySeconds;
   if (async > 0) {
     os << llvm::format("overlap: %.3f ms of collectives and copies run beside "
