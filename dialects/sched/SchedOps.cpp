@@ -329,11 +329,13 @@ LogicalResult StateOp::verify() {
     return emitOpError() << "expected a state name and its parameter";
   }
   StringRef kind = getKind();
-  if (kind != "grad" && kind != "exp_avg" && kind != "exp_avg_sq" &&
-      kind != "momentum_buffer") {
+  if (!llvm::is_contained({"grad", "exp_avg", "exp_avg_sq", "momentum_buffer",
+                            "powersgd_error", "powersgd_p", "powersgd_q"},
+                           kind)) {
     return emitOpError() << "unknown state kind '" << kind
-                         << "' (expected grad, exp_avg, exp_avg_sq or "
-                            "momentum_buffer)";
+                         << "' (expected grad, exp_avg, exp_avg_sq, "
+                            "momentum_buffer, powersgd_error, powersgd_p or "
+                            "powersgd_q)";
   }
   return verifyView(*this, getType(), getOffsetAttr().getInt(),
                     getSizeAttr().getInt());

@@ -12,6 +12,10 @@
 // UNSHARDED: error: tailor-compress-gradients: the module is not data parallel (run tailor-shard first)
 tg.param @w : tensor<16x8xf32> trainable init <"zeros", 0.0 : f64>
 tg.state @w.grad : tensor<16x8xf32> of @w grad
+func.func @train_step(%g: tensor<16x8xf32>) {
+  tg.accumulate %g into @w.grad : tensor<16x8xf32>
+  return
+}
 func.func @optimizer_step(%step: tensor<i64>) {
   %lr = arith.constant dense<1.0> : tensor<f32>
   tg.sgd_update @w grad @w.grad lr %lr scale %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
