@@ -1136,9 +1136,13 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
         if (failed(shard)) {
           return failure();
         }
+        // Error feedback is what this rank's own compression lost: each
+        // rank's differs, so checkpoints keep every rank's.
+        bool perRank = state.getKind() == "powersgd_error";
         states.push_back(fb::CreateState(fbb, text(state.getName()), *index,
                                          text(state.getParameter()),
-                                         text(state.getKind()), *shard));
+                                         text(state.getKind()), *shard,
+                                         perRank));
         return success();
       })
       .Case([&](sched::EntryOp entry) {
