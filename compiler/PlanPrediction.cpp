@@ -240,6 +240,15 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   }
   int64_t steady = steadyStep(p);
   prediction.steadyFromStep = steady;
+  for (const fb::Op *op : *p.ops()) {
+    if (const fb::StepRange *range = op->steps()) {
+      int64_t changes = range->first() > 1 ? range->first() : range->last() + 1;
+      if (changes > 1 && (prediction.firstChangedStep == 0 ||
+                          changes < prediction.firstChangedStep)) {
+        prediction.firstChangedStep = changes;
+      }
+    }
+  }
   for (const fb::Entry *e : *p.entries()) {
     std::vector<LaunchWork> work =
         launchesOf(p, e->first_op(), e->op_count(), steady);

@@ -45,6 +45,9 @@ struct PlanPrediction {
   /// no op has a step range): the step bytesSentPerStep and the times are
   /// predicted for.
   int64_t steadyFromStep = 1;
+  /// The first step whose ops differ from step 1's (where compression
+  /// starts); 0 when every step runs the same ops.
+  int64_t firstChangedStep = 0;
   /// Time in one step of collectives and of host-device copies, and how
   /// much of the work on streams beside compute runs while compute does
   /// (step.seconds already lacks it: the streams are simulated with the

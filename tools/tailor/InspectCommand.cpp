@@ -1092,11 +1092,11 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
                        prediction.commSeconds * 1e3);
   }
   if (prediction.bytesSentPerUncompressedStep != prediction.bytesSentPerStep) {
-    os << llvm::format("compression: from step %lld; %.4f MiB per rank per "
-                       "step before it (%.1fx the compressed steps')\n",
-                       static_cast<long long>(prediction.steadyFromStep),
-                       prediction.bytesSentPerUncompressedStep /
-                           double(1 << 20),
+    os << llvm::format("compression: from step %lld, %.1f KiB sent per rank "
+                       "per step; %.1f KiB before (%.1fx)\n",
+                       static_cast<long long>(prediction.firstChangedStep),
+                       prediction.bytesSentPerStep / 1024.0,
+                       prediction.bytesSentPerUncompressedStep / 1024.0,
                        prediction.bytesSentPerStep > 0
                            ? prediction.bytesSentPerUncompressedStep /
                                  prediction.bytesSentPerStep
