@@ -342,7 +342,8 @@ std::string Session::prepareStepRange(uint32_t i, PreparedLaunch &prepared) {
     return "";
   }
   std::string where = "step " + std::to_string(i);
-  if (range->first() < 1 || (range->last() != -1 && range->last() < range->first())) {
+  if (range->first() < 1 ||
+      (range->last() != -1 && range->last() < range->first())) {
     return where + ": step range [" + std::to_string(range->first()) + ", " +
            std::to_string(range->last()) +
            "] is malformed (first >= 1, last >= first or -1)";

@@ -81,7 +81,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kCompressionAttrName) {
     auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
-    if (!llvm::isa<ModuleOp>(op) || !dict || !dict.getAs<StringAttr>("method")) {
+    if (!llvm::isa<ModuleOp>(op) || !dict ||
+        !dict.getAs<StringAttr>("method")) {
       return op->emitError() << "'" << name
                              << "' must be a dictionary with a method on a "
                                 "builtin module";

@@ -338,7 +338,7 @@ def TG_AllReduceStatesOp : TG_Op<"all_reduce_states", [
 def TG_AddErrorFeedbackOp : TG_Op<"add_error_feedback", [
     MemoryEffects<[MemRead, MemWrite]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "adds last step's compression residual to a gradient, and keeps the sum";
+  let summary = "adds last step's compression residual to a gradient";
   let description = [{
     PowerSGD's error feedback, first half: `grad += error; error = grad`
     (both states of one type). After the compressed all-reduce,

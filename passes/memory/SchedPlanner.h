@@ -123,7 +123,8 @@ private:
   /// Gradient compression's ops (tg.add_error_feedback, tg.orthogonalize,
   /// ...): launches on whole states, their work counted from the shapes
   /// (SchedPlannerCompression.cpp).
-  mlir::LogicalResult planCompressionOp(mlir::ModuleOp module, mlir::Operation &op,
+  mlir::LogicalResult planCompressionOp(mlir::ModuleOp module,
+                                        mlir::Operation &op,
                                         PlannedEntry &entry);
   /// A bucket's all-reduce: a collective over its states.
   mlir::LogicalResult planAllReduce(mlir::ModuleOp module, tg::AllReduceStatesOp op,

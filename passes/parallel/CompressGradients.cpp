@@ -148,16 +148,15 @@ CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
   builder.setInsertionPoint(function);
   auto declare = [&](tg::StateOp grad, RankedTensorType type,
                      tg::StateKind kind) {
-    std::string name = (grad.getParameter() + "." +
-                        tg::stringifyStateKind(kind))
-                           .str();
+    std::string name =
+        (grad.getParameter() + "." + tg::stringifyStateKind(kind)).str();
     return tg::StateOp::create(builder, grad.getLoc(), name, type,
                                grad.getParameter(), kind);
   };
   SmallVector<Member> plain, compressed;
   for (Attribute name : reduce.getStates()) {
-    auto grad = module.lookupSymbol<tg::StateOp>(
-        llvm::cast<FlatSymbolRefAttr>(name));
+    auto grad =
+        module.lookupSymbol<tg::StateOp>(llvm::cast<FlatSymbolRefAttr>(name));
     if (!grad) {
       reduce.emitError() << name << " does not name a tg.state";
       return failure();
@@ -178,10 +177,12 @@ CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
       plain.push_back(member);
       continue;
     }
-    member.p = declare(grad, RankedTensorType::get({rows, r}, builder.getF32Type()),
-                       tg::StateKind::PowerSGDP);
-    member.q = declare(grad, RankedTensorType::get({cols, r}, builder.getF32Type()),
-                       tg::StateKind::PowerSGDQ);
+    member.p =
+        declare(grad, RankedTensorType::get({rows, r}, builder.getF32Type()),
+                tg::StateKind::PowerSGDP);
+    member.q =
+        declare(grad, RankedTensorType::get({cols, r}, builder.getF32Type()),
+                tg::StateKind::PowerSGDQ);
     compressed.push_back(member);
   }
   plain.append(compressed);
@@ -274,8 +275,9 @@ void CompressGradientsPass::emitCompressed(OpBuilder &builder, Location loc,
   }
 }
 
-LogicalResult CompressGradientsPass::rewriteBucket(
-    ModuleOp module, func::FuncOp function, tg::AllReduceStatesOp reduce) {
+LogicalResult
+CompressGradientsPass::rewriteBucket(ModuleOp module, func::FuncOp function,
+                                     tg::AllReduceStatesOp reduce) {
   if (reduce.getReduction() != tg::CommReduction::Avg) {
     return reduce.emitError() << "tailor-compress-gradients: expected DDP's "
                                  "averaging all-reduce of a bucket";

@@ -1,4 +1,4 @@
-//===- CompressionKernels.cpp - PowerSGD's kernels on gradient states ------===//
+//===- CompressionKernels.cpp - PowerSGD's kernels on gradient states -----===//
 //
 // The compute of PyTorch's PowerSGD communication hook (powerSGD_hook.py),
 // on the states tailor-compress-gradients declares (passes/parallel/
@@ -102,8 +102,8 @@ std::string checkLowRankInit(const KernelCall &call) {
 } // namespace
 
 float lowRankInitValue(int64_t k) {
-  uint32_t u = static_cast<uint32_t>(static_cast<uint64_t>(k) * 2654435761u +
-                                     12345u);
+  uint32_t u =
+      static_cast<uint32_t>(static_cast<uint64_t>(k) * 2654435761u + 12345u);
   int64_t v = static_cast<int64_t>((u >> 8) % 2001u);
   return static_cast<float>(v - 1000) / 1000.0f;
 }
@@ -244,8 +244,7 @@ void addCompressionKernels(std::vector<KernelDef> &table) {
       {"error_feedback_store", 2, checkErrorPair, runErrorFeedbackStore});
   table.push_back({"lowrank_init", 1, checkLowRankInit, runLowRankInit});
   table.push_back({"orthogonalize", 1, checkOrthogonalize, runOrthogonalize});
-  table.push_back(
-      {"lowrank_matmul", 3, checkLowRankMatmul, runLowRankMatmul});
+  table.push_back({"lowrank_matmul", 3, checkLowRankMatmul, runLowRankMatmul});
 }
 
 } // namespace tailor::runtime::cpu

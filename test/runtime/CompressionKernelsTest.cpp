@@ -1,4 +1,4 @@
-//===- CompressionKernelsTest.cpp - PowerSGD's kernels ---------------------===//
+//===- CompressionKernelsTest.cpp - PowerSGD's kernels --------------------===//
 //
 // The kernels of runtime/cpu/CompressionKernels.cpp against plain double
 // loops written here, at explicit tolerances: 1e-6 relative (plus 1e-7
@@ -23,8 +23,7 @@ namespace {
 
 /// Row-major [rows, cols] matrix product in double: op(a) op(b).
 std::vector<double> referenceProduct(const Buffer &a, bool ta, const Buffer &b,
-                                     bool tb, int64_t m, int64_t k,
-                                     int64_t n) {
+                                     bool tb, int64_t m, int64_t k, int64_t n) {
   int64_t aCols = a.shape[1];
   int64_t bCols = b.shape[1];
   std::vector<double> c(static_cast<size_t>(m * n), 0.0);
@@ -86,8 +85,7 @@ TEST(CompressionKernelsTest, LowRankInitIsTheDocumentedFunction) {
   }
   const double printed[] = {-0.952, 0.756, -0.368, -0.66, 0.216, -0.908};
   for (int k = 0; k < 6; ++k) {
-    EXPECT_EQ(static_cast<float>(q.at(k)), static_cast<float>(printed[k]))
-        << k;
+    EXPECT_EQ(static_cast<float>(q.at(k)), static_cast<float>(printed[k])) << k;
   }
 }
 
@@ -141,8 +139,7 @@ TEST(CompressionKernelsTest, OrthogonalizeWithEpsilonKeepsAZeroColumnFinite) {
   // The hook's orthogonalization_epsilon: a zero column divided by 0 + eps
   // stays zero instead of becoming NaN.
   Buffer x = filled(DType::F32, {3, 1}, {0, 0, 0});
-  ASSERT_EQ(runKernel("orthogonalize", {&x}, {floatAttr("epsilon", 1e-8)}),
-            "");
+  ASSERT_EQ(runKernel("orthogonalize", {&x}, {floatAttr("epsilon", 1e-8)}), "");
   expectAllNear(x, {0, 0, 0}, 0, 0, "zero column");
 }
 
@@ -165,10 +162,10 @@ TEST(CompressionKernelsTest, LowRankMatmulComputesEachPowerSgdProduct) {
   expectAllNear(q2, referenceProduct(gradMatrix, true, p, false, 20, 6, r),
                 1e-6, 1e-7, "Q = M^T P");
   Buffer out(DType::F32, {6, 4, 5});
-  ASSERT_EQ(runKernel("lowrank_matmul", {&p, &q2, &out},
-                      {intAttr("transpose_b", 1)}),
-            "");
-  expectAllNear(out, referenceProduct(p, false, q2, true, 6, r, 20), 1e-6,
-                1e-7, "M = P Q^T");
+  ASSERT_EQ(
+      runKernel("lowrank_matmul", {&p, &q2, &out}, {intAttr("transpose_b", 1)}),
+      "");
+  expectAllNear(out, referenceProduct(p, false, q2, true, 6, r, 20), 1e-6, 1e-7,
+                "M = P Q^T");
   EXPECT_NE(checkKernel("lowrank_matmul", {&grad, &p, &q2}), "");
 }
