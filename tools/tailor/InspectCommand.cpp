@@ -965,6 +965,17 @@ void printStatesAndKernels(llvm::raw_ostream &os, const PlanSummary &s) {
   }
 }
 
+/// " in steps A..B" for an op that runs in some training steps only
+/// (gradient compression), else "".
+std::string stepsNote(const fb::Op &op) {
+  const fb::StepRange *range = op.steps();
+  if (!range) {
+    return "";
+  }
+  return " in steps " + std::to_string(range->first()) + ".." +
+         (range->last() == -1 ? std::string() : std::to_string(range->last()));
+}
+
 /// --steps: one line per step, launches with their operands and attributes.
 void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
   const auto &buffers = *p.buffers();
@@ -994,7 +1005,7 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
       for (uint32_t j = 0; j < collective->group()->size(); ++j) {
         os << (j ? ", " : "") << collective->group()->Get(j);
       }
-      os << "]\n";
+      os << "]" << stepsNote(*op) << "\n";
       continue;
     }
     const fb::Launch *launch = op->step_as_Launch();
@@ -1014,6 +1025,7 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
         os << " " << formatAttribute(*attr);
       }
     }
+    os << stepsNote(*op);
     if (launch->origin() && launch->origin()->size()) {
       os << "  # " << launch->origin()->str();
     }
