@@ -22,9 +22,11 @@ minus 1000, over 1000). The PyTorch processes replace torch.randn by that
 function, so both sides start PowerSGD from the same Q and the comparison
 checks the algorithm, not two random generators.
 
-Checks, for (N, R) in (4, 1), (4, 2), (2, 1), the last with
-min_compression_rate 7 (v_proj's lora_B, 32 x 8, is then all-reduced
-uncompressed, the other LoRA tensors compressed, in one bucket):
+Checks, for (N, R) in (4, 1), (4, 2), (2, 1) and (2, 1) again without
+error feedback and warm start (use_error_feedback and warm_start False:
+Q set afresh every step), the third with min_compression_rate 7 (v_proj's
+lora_B, 32 x 8, is then all-reduced uncompressed, the other LoRA tensors
+compressed, in one bucket):
   * every step's loss (mean over ranks) and grad_norm (of the averaged,
     decompressed gradient) within TOL (1e-5) relative of PyTorch's; the
     steps after the third are compressed, where a wrong P, Q, error or
@@ -82,12 +84,14 @@ def lowrank_init(shape):
     return torch.tensor(vals, dtype=torch.float32).div_(1000.0).reshape(shape)
 
 
-def recipe_for(world, rank, compress=True, min_rate=2.0):
+def recipe_for(world, rank, compress=True, min_rate=2.0, cold=False):
     r = tc.recipe_defaults()
     r.update(max_steps=STEPS, zero_stage=0, save_steps=5)
     if compress:
         r.update(gradient_compression="powersgd", compression_rank=rank,
-                 compression_start_step=START, compression_min_rate=min_rate)
+                 compression_start_step=START, compression_min_rate=min_rate,
+                 compression_error_feedback=not cold,
+                 compression_warm_start=not cold)
     return r
 
 
@@ -113,7 +117,10 @@ def torch_worker(rank, world, port, model_path, rows, recipe, approx_rank,
                              start_powerSGD_iter=START,
                              min_compression_rate=recipe.get(
                                  "compression_min_rate", 2.0),
-                             use_error_feedback=True, warm_start=True)
+                             use_error_feedback=recipe.get(
+                                 "compression_error_feedback", True),
+                             warm_start=recipe.get("compression_warm_start",
+                                                   True))
     ddp.register_comm_hook(state, ps.powerSGD_hook)
 
     def fixed_randn(*shape, **kwargs):
@@ -252,10 +259,11 @@ def check_bytes(name, rows, doc):
 
 
 def run_case(args, onnx_path, model_path, data, rows, init, world, rank,
-             min_rate):
-    name = f"powersgd-world{world}-rank{rank}-minrate{min_rate:g}"
+             min_rate, cold=False):
+    name = (f"powersgd-world{world}-rank{rank}-minrate{min_rate:g}" +
+            ("-cold" if cold else ""))
     work = os.path.join(args.work, name)
-    recipe = recipe_for(world, rank, min_rate=min_rate)
+    recipe = recipe_for(world, rank, min_rate=min_rate, cold=cold)
     plan, err = compile_plan(args, onnx_path, recipe, work, f"{world}xcpu")
     if err:
         return [f"{name}: compile: {err}"], None
@@ -358,15 +366,20 @@ def main():
     failures, cases = [], {}
     # Rate 7 leaves v_proj's lora_B (32 x 8) uncompressed beside the rest:
     # a bucket of both kinds.
-    for world, rank, min_rate in ((4, 1, 2.0), (4, 2, 2.0), (2, 1, 7.0)):
+    # "cold": no error feedback, no warm start (Q set afresh every step).
+    for world, rank, min_rate, cold in ((4, 1, 2.0, False),
+                                        (4, 2, 2.0, False),
+                                        (2, 1, 7.0, False),
+                                        (2, 1, 2.0, True)):
         got, case = run_case(args, onnx_path, model_path, data, rows, init,
-                             world, rank, min_rate)
+                             world, rank, min_rate, cold)
         failures += got
-        cases[(world, rank)] = case
-    if cases.get((4, 1)):
+        cases[(world, rank, min_rate, cold)] = case
+    main_case = cases.get((4, 1, 2.0, False))
+    if main_case:
         failures += check_changes_result(args, onnx_path, data, init,
-                                         cases[(4, 1)]["tensors"])
-        failures += check_resume(args, cases[(4, 1)], data, init)
+                                         main_case["tensors"])
+        failures += check_resume(args, main_case, data, init)
     failures += check_refusals(args, onnx_path)
     for f in failures:
         print("FAIL " + f)
