@@ -21,7 +21,10 @@ and the share of that hidden behind compute: collectives overlapping a
 kernel on another stream. Ranks oversubscribing the cores (world x threads
 > cores) slow each other; the line says so.
 
-  cpu_ranks.py [--worlds 1,2,4] [--strategies ddp,zero2] [--steps 8]
+PowerSGD runs as a strategy: `powersgd:R` is DDP with gradient_compression
+powersgd of rank R, compressed from step 2 (so every timed step is).
+
+  cpu_ranks.py [--worlds 1,2,4] [--strategies ddp,zero2,powersgd:1] [--steps 8]
                [--overlap false,true] [--bucket-mb 1]
                [--batch 2] [--seq 64] [--threads 1]
 """
@@ -61,7 +64,11 @@ def write_data(path, args):
 
 
 def write_recipe(path, args, world, strategy, overlap):
-    stage = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}.get(strategy)
+    # "powersgd[:R]": DDP with PowerSGD of rank R (1), compressed from step 2.
+    base, _, rank = strategy.partition(":")
+    compress = base == "powersgd"
+    stage = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3}.get(
+        "ddp" if compress else base)
     lines = ["adapter: full", f"sequence_len: {args.seq}",
              f"micro_batch_size: {args.batch}",
              f"gradient_accumulation_steps: {GLOBAL_MICRO_BATCHES // world}",
@@ -71,6 +78,10 @@ def write_recipe(path, args, world, strategy, overlap):
              f"ddp_bucket_cap_mb: {args.bucket_mb}"]
     lines.append(f"zero_stage: {stage}" if stage is not None else
                  "fsdp_sharding_strategy: HYBRID_SHARD")
+    if compress:
+        lines += ["gradient_compression: powersgd",
+                  f"compression_rank: {rank or 1}",
+                  "compression_start_step: 1"]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -100,7 +111,8 @@ def comm_shares(trace_path):
 
 def run(args, onnx_path, data, world, strategy, overlap):
     work = os.path.join(args.build, "bench", "cpu_ranks",
-                        f"{strategy}-{world}-overlap-{overlap}")
+                        f"{strategy.replace(':', '-r')}-{world}-overlap-"
+                        f"{overlap}")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     recipe = os.path.join(work, "recipe.yaml")
@@ -190,7 +202,7 @@ def report(r, args, cores):
     """One line per run."""
     over = (" (oversubscribed)" if r["world"] * args.threads > cores
             else "")
-    print(f"{r['strategy']:>6} world {r['world']} overlap "
+    print(f"{r['strategy']:>10} world {r['world']} overlap "
           f"{r['overlap']:>5}: {r['ms']:8.2f} "
           f"ms/step, {r['tokens_per_s']:8.0f} tok/s (predicted "
           f"{r['predicted_ms']:.2f} ms){over}; sent "

@@ -41,7 +41,8 @@ llvm::StringRef costKindOf(llvm::StringRef kernel) {
       kernel == "all_gather" || kernel == "broadcast") {
     return "comm";
   }
-  if (kernel.starts_with("linear") || kernel.starts_with("matmul")) {
+  if (kernel.starts_with("linear") || kernel.starts_with("matmul") ||
+      kernel == "lowrank_matmul") {
     return "gemm"; // linear, linear_quantized, linear_weight_grad, matmul
   }
   if (kernel.starts_with("attention")) {

@@ -190,6 +190,18 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // replayed forward ops (tailor-gather-params, below).
   shard.deferParamReads = recipe.sharding == "zero3";
   pm.addPass(parallel::createShardPass(shard));
+  // --- Gradient compression: DDP's bucket all-reduces become PowerSGD's
+  // after an uncompressed warm-up (refused where not built: Recipe.cpp).
+  if (recipe.gradientCompression != "none") {
+    parallel::CompressGradientsPassOptions compress;
+    compress.method = recipe.gradientCompression;
+    compress.rank = recipe.compressionRank;
+    compress.startStep = recipe.compressionStartStep;
+    compress.errorFeedback = recipe.compressionErrorFeedback;
+    compress.warmStart = recipe.compressionWarmStart;
+    compress.minCompressionRate = recipe.compressionMinRate;
+    pm.addPass(parallel::createCompressGradientsPass(compress));
+  }
   // --- Recomputation, last: a CSE after it would fold the clones back.
   memory::RecomputePassOptions recompute;
   recompute.policy = recipe.recomputePolicy;
@@ -221,7 +233,8 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // rest of backward (DDP's all-reduces move into the step when it is one
   // micro-batch).
   bool overlap = recipe.overlapComm == "true" ||
-                 (recipe.overlapComm == "auto" && options.backend == "cuda");
+                 (recipe.overlapComm == "auto" && options.backend == "cuda" &&
+                  recipe.gradientCompression == "none");
   if ((options.worldSize > 1 || recipe.offloadParams()) && overlap) {
     parallel::OverlapCollectivesPassOptions overlap;
     overlap.inFlight = recipe.overlapBucketsInFlight;

@@ -35,11 +35,34 @@ LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
   return moved;
 }
 
-/// Op `i`'s work record and stream; false for a step that does no work
-/// (a record or a wait).
-bool workOf(const fb::Plan &p, uint32_t i, LaunchWork &work,
+/// Whether `op` runs in training step `step` (plan Op.steps, 1.8).
+bool runsIn(const fb::Op &op, int64_t step) {
+  const fb::StepRange *range = op.steps();
+  return !range || (step >= range->first() &&
+                    (range->last() == -1 || step <= range->last()));
+}
+
+/// The first training step from which the same ops run in every step: past
+/// every step range's start and end.
+int64_t steadyStep(const fb::Plan &p) {
+  int64_t steady = 1;
+  for (const fb::Op *op : *p.ops()) {
+    if (const fb::StepRange *range = op->steps()) {
+      steady = std::max({steady, range->first(), range->last() + 1});
+    }
+  }
+  return steady;
+}
+
+/// Op `i`'s work record and stream in training step `step`; false for a
+/// step that does no work (a record or a wait, or an op that does not run
+/// in that step).
+bool workOf(const fb::Plan &p, uint32_t i, int64_t step, LaunchWork &work,
             uint32_t &stream) {
   const fb::Op *op = p.ops()->Get(i);
+  if (!runsIn(*op, step)) {
+    return false;
+  }
   if (const fb::Collective *collective = op->step_as_Collective()) {
     work = collectiveWork(p, *collective);
     stream = collective->stream();
@@ -64,14 +87,15 @@ bool workOf(const fb::Plan &p, uint32_t i, LaunchWork &work,
   return false;
 }
 
-/// The launches of ops [first, first + count) as work records, in order.
+/// The launches of ops [first, first + count) that run in training step
+/// `step`, as work records, in order.
 std::vector<LaunchWork> launchesOf(const fb::Plan &p, uint32_t first,
-                                   uint32_t count) {
+                                   uint32_t count, int64_t step) {
   std::vector<LaunchWork> work;
   for (uint32_t i = first; i < first + count; ++i) {
     LaunchWork w;
     uint32_t stream = 0;
-    if (workOf(p, i, w, stream)) {
+    if (workOf(p, i, step, w, stream)) {
       work.push_back(std::move(w));
     }
   }
@@ -90,7 +114,7 @@ struct StreamSchedule {
 };
 
 StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
-                               uint32_t first, uint32_t count) {
+                               uint32_t first, uint32_t count, int64_t step) {
   StreamSchedule schedule;
   std::vector<double> clock(p.streams() ? p.streams()->size() : 1, 0.0);
   std::vector<double> reached(p.events() ? p.events()->size() : 0, 0.0);
@@ -105,7 +129,7 @@ StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
     LaunchWork work;
     uint32_t stream = 0;
     double begin = 0, seconds = 0;
-    if (workOf(p, i, work, stream)) {
+    if (workOf(p, i, step, work, stream)) {
       seconds = predictLaunchSeconds(target, work);
       begin = at(clock, stream);
       if (work.onHost) {
@@ -220,18 +244,31 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   }
   if (!p.entries() || p.entries()->size() == 0) {
     // An inference plan without an entry table: its ops are the forward.
-    prediction.step = predictLaunches(target, launchesOf(p, 0, p.ops()->size()));
+    prediction.step =
+        predictLaunches(target, launchesOf(p, 0, p.ops()->size(), 1));
     return prediction;
   }
+  int64_t steady = steadyStep(p);
+  prediction.steadyFromStep = steady;
+  for (const fb::Op *op : *p.ops()) {
+    if (const fb::StepRange *range = op->steps()) {
+      int64_t changes = range->first() > 1 ? range->first() : range->last() + 1;
+      if (changes > 1 && (prediction.firstChangedStep == 0 ||
+                          changes < prediction.firstChangedStep)) {
+        prediction.firstChangedStep = changes;
+      }
+    }
+  }
   for (const fb::Entry *e : *p.entries()) {
-    std::vector<LaunchWork> work = launchesOf(p, e->first_op(), e->op_count());
+    std::vector<LaunchWork> work =
+        launchesOf(p, e->first_op(), e->op_count(), steady);
     double runs = runsPerStep(p, e->name()->string_view());
     if (e->name()->string_view() == "eval_step") {
       continue; // validation is not part of a training step
     }
     TimeEstimate serial = predictLaunches(target, work);
     StreamSchedule streams =
-        scheduleStreams(p, target, e->first_op(), e->op_count());
+        scheduleStreams(p, target, e->first_op(), e->op_count(), steady);
     prediction.step.add(serial, runs);
     prediction.step.seconds -= runs * (serial.seconds - streams.seconds);
     prediction.commSeconds += runs * streams.commSeconds;
@@ -242,6 +279,11 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
         prediction.bytesCopiedPerStep += runs * w.bytes;
       }
       prediction.bytesSentPerStep +=
+          runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
+    }
+    for (const LaunchWork &w :
+         launchesOf(p, e->first_op(), e->op_count(), 1)) {
+      prediction.bytesSentPerUncompressedStep +=
           runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
     }
   }
@@ -375,11 +417,12 @@ void writePredictedTrace(const fb::Plan &p, const CostTarget &target,
         for (uint32_t arena : arenas) {
           live.push_back(arenaBytesOverEntry(p, e, arena));
         }
-        StreamSchedule schedule = scheduleStreams(p, target, e.first, e.count);
+        StreamSchedule schedule =
+            scheduleStreams(p, target, e.first, e.count, steadyStep(p));
         for (uint32_t i = 0; i < e.count; ++i) {
           LaunchWork work;
           uint32_t stream = 0;
-          if (!workOf(p, e.first + i, work, stream)) {
+          if (!workOf(p, e.first + i, steadyStep(p), work, stream)) {
             continue;
           }
           const fb::Launch *launch = p.ops()->Get(e.first + i)->step_as_Launch();

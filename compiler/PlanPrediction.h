@@ -37,6 +37,17 @@ struct PlanPrediction {
   /// Bytes each rank sends in one step's collectives, counted as ring
   /// algorithms move them (CostModel.h's ringBytesSent).
   double bytesSentPerStep = 0;
+  /// The same for a step before gradient compression starts (plan ops with
+  /// a step range, 1.8): the first step's. Equal to bytesSentPerStep
+  /// without compression.
+  double bytesSentPerUncompressedStep = 0;
+  /// The first step from which the ops that run no longer change (1 when
+  /// no op has a step range): the step bytesSentPerStep and the times are
+  /// predicted for.
+  int64_t steadyFromStep = 1;
+  /// The first step whose ops differ from step 1's (where compression
+  /// starts); 0 when every step runs the same ops.
+  int64_t firstChangedStep = 0;
   /// Time in one step of collectives and of host-device copies, and how
   /// much of the work on streams beside compute runs while compute does
   /// (step.seconds already lacks it: the streams are simulated with the

@@ -999,6 +999,15 @@ PlanBuilder::parameterShard(sched::ParamOp param) {
       offset.getInt(), flat.getInt(), fbb.CreateVector(ranks));
 }
 
+/// The training steps `op` runs in (sched.steps), or none: every step.
+static std::unique_ptr<fb::StepRange> stepsOf(Operation *op) {
+  auto steps = op->getAttrOfType<DenseI64ArrayAttr>(sched::kStepsAttrName);
+  if (!steps || steps.size() != 2) {
+    return nullptr;
+  }
+  return std::make_unique<fb::StepRange>(steps[0], steps[1]);
+}
+
 LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
   std::vector<uint32_t> operands;
   for (Value arg : launch.getArgs()) {
@@ -1026,7 +1035,8 @@ LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
       fbb, *kernelAt, operandsVec, *attrs, *streamAt, origin,
       launch.getFlops() ? launch.getFlops()->convertToDouble() : 0.0,
       launch.getBytes() ? launch.getBytes()->convertToDouble() : 0.0);
-  steps.push_back(fb::CreateOp(fbb, fb::Step::Launch, step.Union()));
+  steps.push_back(
+      fb::CreateOp(fbb, fb::Step::Launch, step.Union(), stepsOf(launch).get()));
   return success();
 }
 
@@ -1049,7 +1059,8 @@ LogicalResult PlanBuilder::addCollective(sched::CollectiveOp collective) {
       fbb, static_cast<fb::CollectiveKind>(static_cast<int>(collective.getKind())),
       *input, *output, groupVec, reduction,
       static_cast<int32_t>(collective.getRoot().value_or(0)), *streamAt);
-  steps.push_back(fb::CreateOp(fbb, fb::Step::Collective, step.Union()));
+  steps.push_back(fb::CreateOp(fbb, fb::Step::Collective, step.Union(),
+                               stepsOf(collective).get()));
   return success();
 }
 
@@ -1127,9 +1138,13 @@ LogicalResult PlanBuilder::addOp(Operation &op) {
         if (failed(shard)) {
           return failure();
         }
+        // Error feedback is what this rank's own compression lost: each
+        // rank's differs, so checkpoints keep every rank's.
+        bool perRank = state.getKind() == "powersgd_error";
         states.push_back(fb::CreateState(fbb, text(state.getName()), *index,
                                          text(state.getParameter()),
-                                         text(state.getKind()), *shard));
+                                         text(state.getKind()), *shard,
+                                         perRank));
         return success();
       })
       .Case([&](sched::EntryOp entry) {

@@ -300,6 +300,17 @@ std::map<std::string, Setter> memorySetters() {
                                                  {"true", "true"},
                                                  {"false", "false"}})},
       {"overlap_buckets_in_flight", integer(&R::overlapBucketsInFlight, 1)},
+      {"gradient_compression", choice(&R::gradientCompression,
+                                      {{"none", "none"},
+                                       {"powersgd", "powersgd"},
+                                       {"acp-sgd", "acp-sgd"},
+                                       {"topk", "topk"},
+                                       {"signsgd", "signsgd"}})},
+      {"compression_rank", integer(&R::compressionRank, 1)},
+      {"compression_start_step", integer(&R::compressionStartStep, 0)},
+      {"compression_error_feedback", boolean(&R::compressionErrorFeedback)},
+      {"compression_warm_start", boolean(&R::compressionWarmStart)},
+      {"compression_min_rate", number(&R::compressionMinRate, 0.0, 1e9)},
       {"activation_memory_budget",
        number(&R::activationMemoryBudget, 1e-6, 1.0)},
       {"activation_memory_budget_gib",
@@ -486,6 +497,33 @@ Error checkOffload(const TrainingRecipe &recipe) {
   return Error::success();
 }
 
+/// What gradient compression can do today: PowerSGD on DDP's buckets,
+/// collectives in program order. The rest is refused by name.
+Error checkCompression(const TrainingRecipe &recipe) {
+  const std::string &method = recipe.gradientCompression;
+  if (method == "none") {
+    return Error::success();
+  }
+  if (method != "powersgd") {
+    return createStringError(inconvertibleErrorCode(),
+                             "'gradient_compression: " + method +
+                                 "' is not built yet (powersgd is)");
+  }
+  if (recipe.sharding != "ddp") {
+    return createStringError(inconvertibleErrorCode(),
+                             "'gradient_compression: powersgd' with " +
+                                 recipe.sharding +
+                                 " sharding is not built yet (ddp only)");
+  }
+  if (recipe.overlapComm == "true") {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'gradient_compression: powersgd' with 'overlap_comm: true' is not "
+        "built yet (compressed all-reduces run in the optimizer step)");
+  }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<TrainingRecipe> loadRecipe(StringRef path,
@@ -523,6 +561,9 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
     return error;
   }
   if (Error error = checkOffload(recipe)) {
+    return error;
+  }
+  if (Error error = checkCompression(recipe)) {
     return error;
   }
   if (Error error = resolveRecomputation(recipe)) {

@@ -127,6 +127,22 @@ struct TrainingRecipe {
     return offloadParam == "cpu" || fsdpOffloadParams;
   }
   int64_t overlapBucketsInFlight = 2;
+  // --- gradient compression (tailor-compress-gradients), in the words of
+  // PyTorch's PowerSGD hook (PowerSGDState).
+  /// `gradient_compression: none|powersgd` (acp-sgd, topk and signsgd are
+  /// refused by name: not built yet).
+  std::string gradientCompression = "none";
+  /// `compression_rank` (matrix_approximation_rank).
+  int64_t compressionRank = 1;
+  /// `compression_start_step` (start_powerSGD_iter): uncompressed steps
+  /// first.
+  int64_t compressionStartStep = 1000;
+  /// `compression_error_feedback` (use_error_feedback).
+  bool compressionErrorFeedback = true;
+  /// `compression_warm_start` (warm_start).
+  bool compressionWarmStart = true;
+  /// `compression_min_rate` (min_compression_rate).
+  double compressionMinRate = 2.0;
   // --- run
   int64_t seed = 42;
   int64_t saveSteps = 0;

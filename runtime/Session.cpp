@@ -238,6 +238,15 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
   }
 
   if (gpu) {
+    for (uint32_t i = 0; i < p.ops()->size(); ++i) {
+      if (p.ops()->Get(i)->steps()) {
+        error = plan.name() + ": step " + std::to_string(i) +
+                " runs in some training steps only (gradient compression), "
+                "which the CUDA backend does not support yet";
+        status = TAILOR_ERROR_INVALID_PLAN;
+        return nullptr;
+      }
+    }
     return session; // the CudaBackend prepared its launches
   }
   if (threads <= 0) {
@@ -318,8 +327,51 @@ std::string Session::prepareSteps() {
         return problem;
       }
     }
+    if (std::string problem = prepareStepRange(i, launches.back());
+        !problem.empty()) {
+      return problem;
+    }
   }
   return "";
+}
+
+std::string Session::prepareStepRange(uint32_t i, PreparedLaunch &prepared) {
+  const fb::Plan &p = loaded.root();
+  const fb::StepRange *range = p.ops()->Get(i)->steps();
+  if (!range) {
+    return "";
+  }
+  std::string where = "step " + std::to_string(i);
+  if (range->first() < 1 ||
+      (range->last() != -1 && range->last() < range->first())) {
+    return where + ": step range [" + std::to_string(range->first()) + ", " +
+           std::to_string(range->last()) +
+           "] is malformed (first >= 1, last >= first or -1)";
+  }
+  // The entry the op belongs to, and its `step` input.
+  for (uint32_t e = 0; e < entries.size(); ++e) {
+    if (i < entries[e].first || i >= entries[e].first + entries[e].count) {
+      continue;
+    }
+    if (p.inputs()) {
+      for (const fb::Binding *input : *p.inputs()) {
+        if (input->entry() == e && input->name()->string_view() == "step" &&
+            loaded.bufferDType(input->buffer()) == DType::I64 &&
+            loaded.bufferBytes(input->buffer()) == sizeof(int64_t)) {
+          prepared.stepValue =
+              static_cast<const int64_t *>(bufferData(input->buffer()));
+          prepared.firstStep = range->first();
+          prepared.lastStep = range->last();
+          return "";
+        }
+      }
+    }
+    return where + ": runs in training steps [" +
+           std::to_string(range->first()) + ", " +
+           std::to_string(range->last()) + "] but entry '" + entries[e].name +
+           "' has no i64 `step` input to tell them";
+  }
+  return where + ": has a step range but belongs to no entry";
 }
 
 std::string Session::prepareKernelLaunch(uint32_t i, const fb::Launch &launch) {
@@ -776,6 +828,13 @@ template <typename Body> std::string Session::timed(size_t index, Body body) {
 
 std::string Session::runStep(size_t index) {
   PreparedLaunch &launch = launches[index];
+  if (launch.stepValue) {
+    int64_t step = *launch.stepValue;
+    if (step < launch.firstStep ||
+        (launch.lastStep != -1 && step > launch.lastStep)) {
+      return ""; // not one of its steps
+    }
+  }
   switch (launch.kind) {
   case PreparedLaunch::Kind::Record:
     // The event stands for every collective its stream has started so far

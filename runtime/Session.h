@@ -205,12 +205,21 @@ private:
     bool onHostStream = false;
     /// Record and Wait: the event.
     uint32_t event = 0;
+    /// Plan Op.steps: runs only while *stepValue (the entry's `step`
+    /// input) is in [firstStep, lastStep] (lastStep -1: no end); null,
+    /// always.
+    const int64_t *stepValue = nullptr;
+    int64_t firstStep = 0;
+    int64_t lastStep = -1;
   };
   /// Step `step`, a collective, with its buffers resolved.
   PreparedLaunch prepareCollective(uint32_t step,
                                    const plan::Collective &collective) const;
   /// Step `step`, a copy, with its buffers resolved.
   PreparedLaunch prepareCopy(uint32_t step, const plan::Copy &copy) const;
+  /// Op `step`'s training steps (plan Op.steps) into `prepared`: its
+  /// entry's `step` input and the range; "" or what is malformed.
+  std::string prepareStepRange(uint32_t step, PreparedLaunch &prepared);
   /// Runs copy `index`: ordered after the collectives in flight it shares
   /// bytes with (orderAfterInFlight), then copied and counted.
   std::string runCopy(size_t index);

@@ -330,11 +330,13 @@ LogicalResult StateOp::verify() {
   }
   StringRef kind = getKind();
   if (!llvm::is_contained({"grad", "exp_avg", "exp_avg_sq", "momentum_buffer",
-                           "master", "grad_host"},
+                           "master", "grad_host", "powersgd_error",
+                           "powersgd_p", "powersgd_q"},
                           kind)) {
     return emitOpError() << "unknown state kind '" << kind
                          << "' (expected grad, exp_avg, exp_avg_sq, "
-                            "momentum_buffer, master or grad_host)";
+                            "momentum_buffer, master, grad_host, "
+                            "powersgd_error, powersgd_p or powersgd_q)";
   }
   return verifyView(*this, getType(), getOffsetAttr().getInt(),
                     getSizeAttr().getInt());

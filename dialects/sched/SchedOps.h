@@ -17,4 +17,12 @@
 #define GET_OP_CLASSES
 #include "dialects/sched/SchedOps.h.inc"
 
+namespace tailor::sched {
+/// On a sched.launch or sched.collective: it runs only in the training steps
+/// `array<i64: first, last>` (the entry's `step` input in [first, last];
+/// last -1: no end), the plan's Op.steps. From tg.steps
+/// (tailor-compress-gradients).
+inline constexpr ::llvm::StringLiteral kStepsAttrName = "sched.steps";
+} // namespace tailor::sched
+
 #endif // TAILOR_DIALECTS_SCHED_SCHEDOPS_H

@@ -77,6 +77,27 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kStepsAttrName) {
+    auto steps = llvm::dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
+    if (!steps || steps.size() != 2 || steps[0] < 1 ||
+        (steps[1] != -1 && steps[1] < steps[0])) {
+      return op->emitError() << "'" << name
+                             << "' must be array<i64: first, last> with "
+                                "first >= 1 and last >= first or -1, got "
+                             << attribute.getValue();
+    }
+    return success();
+  }
+  if (name == kCompressionAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!llvm::isa<ModuleOp>(op) || !dict ||
+        !dict.getAs<StringAttr>("method")) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary with a method on a "
+                                "builtin module";
+    }
+    return success();
+  }
   if (name == kRecomputeSummaryAttrName) {
     auto summary = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
     if (!llvm::isa<ModuleOp>(op) || !summary ||

@@ -71,6 +71,15 @@ def TG_Dialect : Dialect {
     /// On a tg.param: stored as the transpose of the Hugging Face tensor.
     static constexpr ::llvm::StringLiteral kExportTransposedAttrName =
         "tg.export_transposed";
+    /// On an op of a function with a `step` input (optimizer_step): the op
+    /// runs only in the steps `[first, last]` (1-based, as the step input;
+    /// last -1: no end), `array<i64: first, last>`. Gradient compression's
+    /// warm-up and compressed phases (tailor-compress-gradients).
+    static constexpr ::llvm::StringLiteral kStepsAttrName = "tg.steps";
+    /// tailor-compress-gradients' decision, on the builtin module: the
+    /// method and its settings (a dictionary).
+    static constexpr ::llvm::StringLiteral kCompressionAttrName =
+        "tg.compression";
   }];
 }
 

@@ -564,3 +564,126 @@ LogicalResult BucketMemberOp::verify() {
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Gradient compression
+//===----------------------------------------------------------------------===//
+
+/// A state read as a matrix: rank > 2 as [shape[0], the rest], a vector as
+/// one column; `transposed` swaps the two.
+static std::pair<int64_t, int64_t> matrixView(StateOp state, bool transposed) {
+  RankedTensorType type = state.getTensorType();
+  int64_t rows = type.getRank() == 0 ? 1 : type.getDimSize(0);
+  int64_t cols = rows == 0 ? 0 : type.getNumElements() / rows;
+  return transposed ? std::make_pair(cols, rows) : std::make_pair(rows, cols);
+}
+
+/// Looks up the float states `names`, all of one element type.
+static FailureOr<SmallVector<StateOp>>
+lookupCompressionStates(Operation *op, SymbolTableCollection &symbols,
+                        ArrayRef<FlatSymbolRefAttr> names) {
+  SmallVector<StateOp> states;
+  for (FlatSymbolRefAttr name : names) {
+    FailureOr<StateOp> state = lookupState(op, symbols, name, Type());
+    if (failed(state)) {
+      return failure();
+    }
+    Type element = state->getTensorType().getElementType();
+    if (!element.isF32()) {
+      return op->emitOpError() << "state " << name << " holds " << element
+                               << ", expected f32 (compression works on f32 "
+                                  "gradients)";
+    }
+    states.push_back(*state);
+  }
+  return states;
+}
+
+/// Checks that `a` and `b` have one type (a gradient and its error).
+static LogicalResult verifyErrorPair(Operation *op,
+                                     SymbolTableCollection &symbols,
+                                     FlatSymbolRefAttr grad,
+                                     FlatSymbolRefAttr error) {
+  FailureOr<SmallVector<StateOp>> states =
+      lookupCompressionStates(op, symbols, {grad, error});
+  if (failed(states)) {
+    return failure();
+  }
+  if ((*states)[0].getType() != (*states)[1].getType()) {
+    return op->emitOpError()
+           << "gradient " << grad << " has type " << (*states)[0].getType()
+           << " but error " << error << " has " << (*states)[1].getType();
+  }
+  return success();
+}
+
+LogicalResult
+AddErrorFeedbackOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyErrorPair(*this, symbols, getGradAttr(), getErrorAttr());
+}
+
+LogicalResult
+StoreErrorFeedbackOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyErrorPair(*this, symbols, getGradAttr(), getErrorAttr());
+}
+
+/// Checks that `name` is a 2-D f32 state (a low-rank factor).
+static LogicalResult verifyFactor(Operation *op, SymbolTableCollection &symbols,
+                                  FlatSymbolRefAttr name) {
+  FailureOr<SmallVector<StateOp>> states =
+      lookupCompressionStates(op, symbols, {name});
+  if (failed(states)) {
+    return failure();
+  }
+  if ((*states)[0].getTensorType().getRank() != 2) {
+    return op->emitOpError() << "factor " << name << " has type "
+                             << (*states)[0].getType() << ", expected 2-D";
+  }
+  return success();
+}
+
+LogicalResult LowRankInitOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyFactor(*this, symbols, getFactorAttr());
+}
+
+LogicalResult
+OrthogonalizeOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (getEpsilon().convertToDouble() < 0.0) {
+    return emitOpError() << "epsilon must not be negative, got "
+                         << getEpsilon().convertToDouble();
+  }
+  if (failed(verifyFactor(*this, symbols, getFactorAttr()))) {
+    return failure();
+  }
+  auto state = symbols.lookupNearestSymbolFrom<StateOp>(*this, getFactorAttr());
+  auto [rows, cols] = matrixView(state, false);
+  if (cols > rows) {
+    return emitOpError() << "factor " << getFactorAttr() << " has " << cols
+                         << " columns but " << rows
+                         << " rows: at most as many orthonormal columns as "
+                            "rows exist";
+  }
+  return success();
+}
+
+LogicalResult
+LowRankMatmulOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<SmallVector<StateOp>> states = lookupCompressionStates(
+      *this, symbols, {getAAttr(), getBAttr(), getCAttr()});
+  if (failed(states)) {
+    return failure();
+  }
+  auto [m, k] = matrixView((*states)[0], getTransposeA());
+  auto [kb, n] = matrixView((*states)[1], getTransposeB());
+  auto [cm, cn] = matrixView((*states)[2], false);
+  if (k != kb || cm != m || cn != n) {
+    return emitOpError() << "shapes do not chain: " << m << "x" << k
+                         << " times " << kb << "x" << n << " into " << cm
+                         << "x" << cn;
+  }
+  if (getCAttr() == getAAttr() || getCAttr() == getBAttr()) {
+    return emitOpError() << "the product " << getCAttr()
+                         << " must not be one of its factors";
+  }
+  return success();
+}

@@ -191,7 +191,10 @@ def TG_StateKind : I32EnumAttr<"StateKind", "what a state tensor holds", [
       // back, and the host's copy of its gradient. Both are refreshed from
       // the device every step, so checkpoints never save them.
       I32EnumAttrCase<"Master", 4, "master">,
-      I32EnumAttrCase<"GradHost", 5, "grad_host">
+      I32EnumAttrCase<"GradHost", 5, "grad_host">,
+      I32EnumAttrCase<"PowerSGDError", 6, "powersgd_error">,
+      I32EnumAttrCase<"PowerSGDP", 7, "powersgd_p">,
+      I32EnumAttrCase<"PowerSGDQ", 8, "powersgd_q">
     ]> {
   let cppNamespace = "::tailor::tg";
 }
@@ -339,6 +342,106 @@ def TG_AllReduceStatesOp : TG_Op<"all_reduce_states", [
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Gradient compression (passes/parallel/CompressGradients.cpp writes these)
+//===----------------------------------------------------------------------===//
+
+def TG_AddErrorFeedbackOp : TG_Op<"add_error_feedback", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "adds last step's compression residual to a gradient";
+  let description = [{
+    PowerSGD's error feedback, first half: `grad += error; error = grad`
+    (both states of one type). After the compressed all-reduce,
+    `tg.store_error_feedback` leaves in `error` what compression lost.
+
+    ```mlir
+    tg.add_error_feedback @w.grad from @w.powersgd_error
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grad, FlatSymbolRefAttr:$error);
+  let assemblyFormat = "$grad `from` $error attr-dict";
+}
+
+def TG_StoreErrorFeedbackOp : TG_Op<"store_error_feedback", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "keeps what compression lost: error -= grad";
+  let description = [{
+    PowerSGD's error feedback, second half: `error` holds the gradient this
+    rank sent (after `tg.add_error_feedback`), `grad` what the compressed
+    all-reduce gave back; their difference is added to the next step's
+    gradient.
+
+    ```mlir
+    tg.store_error_feedback @w.powersgd_error minus @w.grad
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$error, FlatSymbolRefAttr:$grad);
+  let assemblyFormat = "$error `minus` $grad attr-dict";
+}
+
+def TG_LowRankInitOp : TG_Op<"lowrank_init", [
+    MemoryEffects<[MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "fills a 2-D low-rank factor with fixed pseudo-random values";
+  let description = [{
+    PowerSGD's first Q, a deterministic function of the position only (so
+    a test can give PyTorch's hook the same values): element `k` of the
+    row-major `[rows, rank]` state is `float(v - 1000) / 1000` (one f32
+    division) with `u = (k * 2654435761 + 12345) mod 2^32` and
+    `v = (u >> 8) mod 2001`: a value in [-1, 1] with three decimals.
+
+    ```mlir
+    tg.lowrank_init @w.powersgd_q
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$factor);
+  let assemblyFormat = "$factor attr-dict";
+}
+
+def TG_OrthogonalizeOp : TG_Op<"orthogonalize", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Gram-Schmidt on the columns of a 2-D state, in place";
+  let description = [{
+    Column by column, as PyTorch's PowerSGD hook
+    (`_orthogonalize_gram_schmidt`): the column is divided by its norm
+    (plus `epsilon`), then its projection is subtracted from every later
+    column.
+
+    ```mlir
+    tg.orthogonalize @w.powersgd_p
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$factor,
+                       DefaultValuedAttr<F64Attr, "0.0">:$epsilon);
+  let assemblyFormat = "$factor attr-dict";
+}
+
+def TG_LowRankMatmulOp : TG_Op<"lowrank_matmul", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a product of two states into a third: c = op(a) op(b)";
+  let description = [{
+    Each state is read as a matrix: a state of rank > 2 as
+    `[shape[0], product of the rest]` (PowerSGD's view of a gradient).
+    `transpose_a` / `transpose_b` take the transposed view. PowerSGD's
+    `P = M Q`, `Q = M^T P` and `M = P Q^T`.
+
+    ```mlir
+    tg.lowrank_matmul @w.grad transposed, @w.powersgd_p into @w.powersgd_q
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$a, UnitAttr:$transpose_a,
+                       FlatSymbolRefAttr:$b, UnitAttr:$transpose_b,
+                       FlatSymbolRefAttr:$c);
+  let assemblyFormat = [{
+    $a (`transposed` $transpose_a^)? `,` $b (`transposed` $transpose_b^)?
+    `into` $c attr-dict
+  }];
+}
 
 //===----------------------------------------------------------------------===//
 // Sharded optimizer state and gradients (ZeRO-1/2; Shard.cpp writes these)

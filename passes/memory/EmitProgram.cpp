@@ -89,6 +89,9 @@ private:
   /// A sched.state's `shard` when `state` holds a chunk of a tg.bucket.
   DictionaryAttr shardOf(tg::StateOp state);
   void emitLaunch(const PlannedLaunch &launch);
+  /// Gives the launches and collectives emitted into `block` after `after`
+  /// (null: from its start) the launch's training steps, if it has any.
+  void markSteps(const PlannedLaunch &launch, Block *block, Operation *after);
   /// A collective over its operands' roots, which must lie back to back in
   /// one arena: one buffer from the first to the end of the last; on
   /// `on` (the compute stream, or the communication stream).
@@ -500,6 +503,21 @@ DictionaryAttr ProgramEmitter::shardOf(tg::StateOp state) {
                                          groupRanks(bucket.getGroup())))});
 }
 
+void ProgramEmitter::markSteps(const PlannedLaunch &launch, Block *block,
+                               Operation *after) {
+  if (!launch.trainingSteps) {
+    return;
+  }
+  auto steps = builder.getDenseI64ArrayAttr(
+      {launch.trainingSteps->first, launch.trainingSteps->second});
+  Block::iterator it = after ? std::next(after->getIterator()) : block->begin();
+  for (; it != block->end(); ++it) {
+    if (llvm::isa<sched::LaunchOp, sched::CollectiveOp>(*it)) {
+      it->setAttr(sched::kStepsAttrName, steps);
+    }
+  }
+}
+
 void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
   SmallVector<Value> args;
   for (Access operand : launch.operands) {
@@ -681,8 +699,11 @@ LogicalResult ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
       for (auto it = from; it != to; ++it) {
         waitFor(*it->second.first, it->second.second);
       }
+      Block *block = builder.getInsertionBlock();
+      Operation *last = block->empty() ? nullptr : &block->back();
       if (!launch.collective && !launch.copy) {
         emitLaunch(launch);
+        markSteps(launch, block, last);
         continue;
       }
       bool overlap = launch.copy ? launch.copy->overlap
@@ -693,7 +714,13 @@ LogicalResult ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
         } else if (failed(emitCollective(launch, stream))) {
           return failure();
         }
+        markSteps(launch, block, last);
         continue;
+      }
+      if (launch.trainingSteps) {
+        return launch.op->emitError()
+               << "an overlapped collective or copy cannot run in some "
+                  "steps only (tg.steps)";
       }
       AsyncLane &lane = launch.copy ? copies : comm;
       unsigned number = lane.next++;

@@ -146,6 +146,9 @@ struct PlannedLaunch {
   int64_t step = 0;
   /// Runs on the host stream over host memory (a tg.host update).
   bool host = false;
+  /// tg.steps of its op: runs only in training steps [first, last] (last
+  /// -1: no end); absent, every step.
+  std::optional<std::pair<int64_t, int64_t>> trainingSteps;
 };
 
 /// One planned function: an entry of the program.

@@ -487,6 +487,11 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   if (auto reduce = llvm::dyn_cast<tg::AllReduceStatesOp>(op)) {
     return planAllReduce(module, reduce, entry);
   }
+  if (llvm::isa<tg::AddErrorFeedbackOp, tg::StoreErrorFeedbackOp,
+                tg::LowRankInitOp, tg::OrthogonalizeOp, tg::LowRankMatmulOp>(
+          op)) {
+    return planCompressionOp(module, op, entry);
+  }
   if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
                 tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp>(op)) {
     return planShardOp(module, op, entry, step);
@@ -562,8 +567,13 @@ LogicalResult SchedPlanner::planFunction(ModuleOp module, func::FuncOp func,
     if (failed(planOp(module, op, fusions, entry, step))) {
       return failure();
     }
+    auto steps =
+        op.getAttrOfType<DenseI64ArrayAttr>(tg::TGDialect::kStepsAttrName);
     for (size_t i = planned; i < entry.launches.size(); ++i) {
       entry.launches[i].step = step;
+      if (steps) {
+        entry.launches[i].trainingSteps = {steps[0], steps[1]};
+      }
     }
   }
   if (!ret) {

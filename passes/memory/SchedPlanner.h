@@ -130,6 +130,12 @@ private:
   /// Gives the states of every gradient bucket their roots first, bucket
   /// after bucket, so each bucket's bytes are contiguous in the arena.
   mlir::LogicalResult placeBuckets(mlir::ModuleOp module);
+  /// Gradient compression's ops (tg.add_error_feedback, tg.orthogonalize,
+  /// ...): launches on whole states, their work counted from the shapes
+  /// (SchedPlannerCompression.cpp).
+  mlir::LogicalResult planCompressionOp(mlir::ModuleOp module,
+                                        mlir::Operation &op,
+                                        PlannedEntry &entry);
   /// A bucket's all-reduce: a collective over its states.
   mlir::LogicalResult planAllReduce(mlir::ModuleOp module, tg::AllReduceStatesOp op,
                               PlannedEntry &entry);

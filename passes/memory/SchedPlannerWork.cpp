@@ -116,8 +116,12 @@ void SchedPlanner::recordWork(PlannedEntry &entry) {
                launch.choice.kernel == "adamw_multi") {
       launch.flops = 0;
       launch.bytes = adamwBytes(launch);
-    } else if (launch.choice.kernel == "fused_elementwise") {
-      // The group's work, counted when it was planned.
+    } else if (launch.choice.kernel == "fused_elementwise" ||
+               llvm::isa_and_present<
+                   tg::AddErrorFeedbackOp, tg::StoreErrorFeedbackOp,
+                   tg::LowRankInitOp, tg::OrthogonalizeOp,
+                   tg::LowRankMatmulOp>(launch.op)) {
+      // The group's or the compression op's work, counted when planned.
     } else if (launch.op) {
       OpCost cost = costOf(launch.op);
       launch.flops = cost.flops;

@@ -197,4 +197,53 @@ def GatherParamsPass : Pass<"tailor-gather-params", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def CompressGradientsPass : Pass<"tailor-compress-gradients",
+                                 "::mlir::ModuleOp"> {
+  let summary = "compresses DDP's gradient all-reduces (PowerSGD)";
+  let description = [{
+    Records the decision on the module (`tg.compression`) and rewrites each
+    DDP bucket's `tg.all_reduce_states` in `function` into PyTorch's
+    PowerSGD communication hook (powerSGD_hook.py), step for step:
+
+    - the bucket's plain all-reduce stays for the first `start-step`
+      steps (`tg.steps = [1, start]`, the hook's `start_powerSGD_iter`);
+    - from step `start + 1` (`tg.steps = [start + 1, -1]`): the residual of
+      the last step is added to every gradient (`error-feedback`); vectors
+      and matrices too small to gain (`(n + m) r min-compression-rate >=
+      n m`) are all-reduced as they are; every other gradient M, read as
+      `[shape[0], rest]`, becomes `P = M Q` (Q orthogonalized), P summed
+      over ranks and orthogonalized, `Q = M^T P` averaged over ranks, and
+      `M = P Q^T`; the error keeps what the rank sent minus what it got.
+
+    P, Q and the error are new states (`powersgd_p`, `powersgd_q`,
+    `powersgd_error` of each parameter), so checkpoints keep them. Q's
+    first values (`tg.lowrank_init`) are a fixed function of the position;
+    with `warm-start` they are set once, in step `start + 1`, and Q carries
+    over; without, in every compressed step. Buckets keep their gradients
+    uncompressed ones first, so the uncompressed all-reduce is the
+    bucket's prefix, in place.
+  }];
+  let options = [
+    Option<"method", "method", "std::string", /*default=*/"\"powersgd\"",
+           "the compression: powersgd">,
+    Option<"rank", "rank", "int64_t", /*default=*/"1",
+           "the rank of the approximation (matrix_approximation_rank)">,
+    Option<"startStep", "start-step", "int64_t", /*default=*/"1000",
+           "uncompressed steps before compression starts "
+           "(start_powerSGD_iter)">,
+    Option<"errorFeedback", "error-feedback", "bool", /*default=*/"true",
+           "add what compression lost to the next step's gradient">,
+    Option<"warmStart", "warm-start", "bool", /*default=*/"true",
+           "keep Q from step to step">,
+    Option<"minCompressionRate", "min-compression-rate", "double",
+           /*default=*/"2.0",
+           "compress a gradient only when it shrinks more than this">,
+    Option<"function", "function", "std::string",
+           /*default=*/"\"optimizer_step\"",
+           "the function whose all-reduces are compressed (it takes the "
+           "step)">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 #endif // TAILOR_PASSES_PARALLEL_PASSES_TD

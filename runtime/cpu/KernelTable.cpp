@@ -33,6 +33,7 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addElementwiseGradientKernels(defs);
     cpu::addLossKernels(defs);
     cpu::addOptimizerKernels(defs);
+    cpu::addCompressionKernels(defs);
     cpu::addQuantizedLinearKernels(defs);
     cpu::addFusedKernels(defs);
     return defs;

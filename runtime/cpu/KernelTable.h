@@ -38,6 +38,9 @@ void addGradientKernels(std::vector<KernelDef> &table);
 void addElementwiseGradientKernels(std::vector<KernelDef> &table);
 void addLossKernels(std::vector<KernelDef> &table);
 void addOptimizerKernels(std::vector<KernelDef> &table);
+void addCompressionKernels(std::vector<KernelDef> &table);
+/// lowrank_init's value at row-major position k (CompressionKernels.cpp).
+float lowRankInitValue(int64_t k);
 
 //===----------------------------------------------------------------------===//
 // Checks. Each returns "" or a lowercase message naming the operand or

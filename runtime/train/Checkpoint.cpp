@@ -124,6 +124,44 @@ static bool addShardedState(const runtime::LoadedPlan &plan,
   return true;
 }
 
+/// The slots of per-rank state `state` (PowerSGD's error feedback): one per
+/// rank of the world, `<parameter>.<kind>.rank<r>`, each of the state's
+/// shape, in a flat host copy of every rank's value that syncLayout gathers
+/// (each rank's value is one chunk, the world the group).
+static void addPerRankState(const runtime::LoadedPlan &plan,
+                            const runtime::Session &session,
+                            const fb::State &state, CheckpointLayout &layout) {
+  auto ranks = std::make_unique<ShardedState>();
+  ranks->name = state.name()->str();
+  ranks->what = "per-rank state '" + ranks->name + "'";
+  ranks->buffer = state.buffer();
+  ranks->dtype = plan.bufferDType(state.buffer());
+  int world = std::max(1, plan.root().world_size());
+  for (int r = 0; r < world; ++r) {
+    ranks->group.push_back(r);
+  }
+  ranks->position = session.rank();
+  ranks->chunkElements =
+      plan.bufferBytes(state.buffer()) / runtime::dtypeSize(ranks->dtype);
+  ranks->flat.assign((ranks->chunkBytes() * world + 7) / 8, 0);
+  // As a parameter bucket's: scattering back before anything was read into
+  // the copy changes nothing.
+  std::memcpy(ranks->chunkOf(ranks->position),
+              session.bufferData(state.buffer()), ranks->chunkBytes());
+  for (int r = 0; r < world; ++r) {
+    TensorSlot slot;
+    slot.name = state.parameter()->str() + "." + state.kind()->str() +
+                ".rank" + std::to_string(r);
+    slot.dtype = ranks->dtype;
+    slot.shape = plan.bufferShape(state.buffer());
+    slot.data = ranks->chunkOf(r);
+    slot.buffer = state.buffer();
+    slot.shard = static_cast<int>(layout.shards.size());
+    layout.states.push_back(std::move(slot));
+  }
+  layout.shards.push_back(std::move(ranks));
+}
+
 /// The slot of ZeRO-3 parameter `param`: its whole tensor in the flat host
 /// copy of its bucket, which is added to the layout with the bucket's
 /// first member (holding this rank's chunk, see CheckpointLayout::shards).
@@ -299,6 +337,10 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
         if (!addShardedState(plan, session, *state, layout, error)) {
           return false;
         }
+        continue;
+      }
+      if (state->per_rank()) {
+        addPerRankState(plan, session, *state, layout);
         continue;
       }
       layout.states.push_back(

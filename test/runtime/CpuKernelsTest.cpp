@@ -199,7 +199,10 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       // Quantized weights (QuantizedLinearKernels.cpp).
       "linear_quantized", "dequantize",
       // Fusion groups (FusedKernels.cpp).
-      "fused_elementwise"};
+      "fused_elementwise",
+      // Gradient compression (CompressionKernels.cpp).
+      "error_feedback_add", "error_feedback_store", "lowrank_init",
+      "orthogonalize", "lowrank_matmul"};
   std::set<std::string> seen;
   for (const KernelDef &def : cpuKernels()) {
     EXPECT_TRUE(seen.insert(def.name).second) << def.name;

@@ -138,8 +138,9 @@ std::string formatTally(const Tally &tally) {
 
 /// PyTorch's optimizer state kinds, in the order they are listed; a kind the
 /// plan names that is not here follows them.
-const char *kStateKinds[] = {"grad",   "exp_avg",  "exp_avg_sq",
-                             "momentum_buffer", "master", "grad_host"};
+const char *kStateKinds[] = {"grad",           "exp_avg",    "exp_avg_sq",
+                             "momentum_buffer", "master",     "grad_host",
+                             "powersgd_error",  "powersgd_p", "powersgd_q"};
 
 /// What each embedded image really is, read from its own headers.
 struct DeviceCodeSummary {
@@ -626,7 +627,14 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
                : nullptr},
         {"predicted_bytes_copied_per_step",
          known ? llvm::json::Value(view.prediction.bytesCopiedPerStep)
-               : nullptr}};
+               : nullptr},
+        // Gradient compression: the same before it starts (the step
+        // figures above are from predicted_steady_from_step on).
+        {"predicted_bytes_sent_per_uncompressed_step",
+         known ? llvm::json::Value(
+                     view.prediction.bytesSentPerUncompressedStep)
+               : nullptr},
+        {"predicted_steady_from_step", view.prediction.steadyFromStep}};
     ranks.push_back(std::move(rank));
   }
   return ranks;
@@ -958,6 +966,17 @@ void printStatesAndKernels(llvm::raw_ostream &os, const PlanSummary &s) {
   }
 }
 
+/// " in steps A..B" for an op that runs in some training steps only
+/// (gradient compression), else "".
+std::string stepsNote(const fb::Op &op) {
+  const fb::StepRange *range = op.steps();
+  if (!range) {
+    return "";
+  }
+  return " in steps " + std::to_string(range->first()) + ".." +
+         (range->last() == -1 ? std::string() : std::to_string(range->last()));
+}
+
 /// --steps: one line per step, launches with their operands and attributes.
 void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
   const auto &buffers = *p.buffers();
@@ -987,7 +1006,7 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
       for (uint32_t j = 0; j < collective->group()->size(); ++j) {
         os << (j ? ", " : "") << collective->group()->Get(j);
       }
-      os << "]\n";
+      os << "]" << stepsNote(*op) << "\n";
       continue;
     }
     const fb::Launch *launch = op->step_as_Launch();
@@ -1007,6 +1026,7 @@ void printSteps(llvm::raw_ostream &os, const fb::Plan &p) {
         os << " " << formatAttribute(*attr);
       }
     }
+    os << stepsNote(*op);
     if (launch->origin() && launch->origin()->size()) {
       os << "  # " << launch->origin()->str();
     }
@@ -1083,6 +1103,17 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
                        "ring collectives move them), %.3f ms\n",
                        prediction.bytesSentPerStep / double(1 << 20),
                        prediction.commSeconds * 1e3);
+  }
+  if (prediction.bytesSentPerUncompressedStep != prediction.bytesSentPerStep) {
+    os << llvm::format("compression: from step %lld, %.1f KiB sent per rank "
+                       "per step; %.1f KiB before (%.1fx)\n",
+                       static_cast<long long>(prediction.firstChangedStep),
+                       prediction.bytesSentPerStep / 1024.0,
+                       prediction.bytesSentPerUncompressedStep / 1024.0,
+                       prediction.bytesSentPerStep > 0
+                           ? prediction.bytesSentPerUncompressedStep /
+                                 prediction.bytesSentPerStep
+                           : 0.0);
   }  double async = prediction.commSeconds + prediction.copySeconds;
   if (async > 0) {
     os << llvm::format("overlap: %.3f ms of collectives and copies run beside "

@@ -908,3 +908,73 @@ func.func @f(%lr: tensor<f32>) {
   tg.sgd_update @w grad @g momentum_buffer @b lr %lr scale %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
   return
 }
+
+// -----
+
+// Tests that error feedback pairs a gradient with an error of its type.
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<4x4xf32> of @w grad
+tg.state @e : tensor<16xf32> of @w powersgd_error
+func.func @f() {
+  // expected-error @+1 {{gradient @g has type 'tensor<4x4xf32>' but error @e has 'tensor<16xf32>'}}
+  tg.add_error_feedback @g from @e
+  return
+}
+
+// -----
+
+// Tests that a low-rank factor is a 2-D state.
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @q : tensor<4xf32> of @w powersgd_q
+func.func @f() {
+  // expected-error @+1 {{factor @q has type 'tensor<4xf32>', expected 2-D}}
+  tg.lowrank_init @q
+  return
+}
+
+// -----
+
+// Tests that orthogonalization needs at least as many rows as columns.
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @p : tensor<2x3xf32> of @w powersgd_p
+func.func @f() {
+  // expected-error @+1 {{factor @p has 3 columns but 2 rows}}
+  tg.orthogonalize @p
+  return
+}
+
+// -----
+
+// Tests that a low-rank product's shapes must chain (M is read as 6 x 20).
+tg.param @w : tensor<6x4x5xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<6x4x5xf32> of @w grad
+tg.state @q : tensor<6x1xf32> of @w powersgd_q
+tg.state @p : tensor<6x1xf32> of @w powersgd_p
+func.func @f() {
+  // expected-error @+1 {{shapes do not chain: 6x20 times 6x1 into 6x1}}
+  tg.lowrank_matmul @g, @q into @p
+  return
+}
+
+// -----
+
+// Tests that compression works on f32 states only.
+tg.param @w : tensor<4x4xbf16> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<4x4xbf16> of @w grad
+tg.state @e : tensor<4x4xbf16> of @w powersgd_error
+func.func @f() {
+  // expected-error @+1 {{state @g holds 'bf16', expected f32}}
+  tg.add_error_feedback @g from @e
+  return
+}
+
+// -----
+
+// Tests that a step range starts at step 1 or later and ends after it.
+tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<4xf32> of @w grad
+func.func @f() {
+  // expected-error @+1 {{'tg.steps' must be array<i64: first, last> with first >= 1}}
+  tg.zero_states [@g] {tg.steps = array<i64: 0, -1>}
+  return
+}

@@ -1,0 +1,342 @@
+//===- CompressGradients.cpp - tailor-compress-gradients: PowerSGD on DDP -===//
+//
+// Rewrites each DDP bucket's all-reduce into PyTorch's PowerSGD
+// communication hook (torch/distributed/algorithms/ddp_comm_hooks/
+// powerSGD_hook.py), step for step: a plain all-reduce for the first
+// `start-step` steps, then error feedback, the uncompressed all-reduce of
+// what is not worth compressing, and P = M Q, all-reduce P, orthogonalize
+// P, Q = M^T P, all-reduce Q, M = P Q^T. Both phases stay in the program;
+// `tg.steps` says in which steps each op runs, so the plan (and its byte
+// counts) holds both and the runtime picks by the step input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/parallel/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+
+namespace tailor::parallel {
+
+#define GEN_PASS_DEF_COMPRESSGRADIENTSPASS
+#include "passes/parallel/Passes.h.inc"
+
+namespace {
+
+using namespace mlir;
+
+/// One gradient of a bucket and what compression keeps for it.
+struct Member {
+  tg::StateOp grad;
+  /// Error feedback's residual (null without error feedback).
+  tg::StateOp error;
+  /// The low-rank factors, [rows, r] and [cols, r] (null: not compressed).
+  tg::StateOp p, q;
+};
+
+class CompressGradientsPass
+    : public impl::CompressGradientsPassBase<CompressGradientsPass> {
+public:
+  using CompressGradientsPassBase::CompressGradientsPassBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult checkOptions(ModuleOp module);
+  LogicalResult checkParallel(ModuleOp module);
+  void recordDecision(ModuleOp module);
+  LogicalResult rewriteBucket(ModuleOp module, func::FuncOp function,
+                              tg::AllReduceStatesOp reduce);
+  FailureOr<SmallVector<Member>> membersOf(ModuleOp module,
+                                           func::FuncOp function,
+                                           tg::AllReduceStatesOp reduce);
+  void emitCompressed(OpBuilder &builder, Location loc,
+                      ArrayRef<Member> members, tg::CommGroup group);
+  /// Whether the hook compresses a gradient of `type` (_should_compress).
+  bool worthCompressing(RankedTensorType type, int64_t &rows, int64_t &cols,
+                        int64_t &r) const;
+};
+
+} // namespace
+
+LogicalResult CompressGradientsPass::checkOptions(ModuleOp module) {
+  if (method == "acp-sgd" || method == "topk" || method == "signsgd") {
+    return module.emitError()
+           << "tailor-compress-gradients: gradient_compression '" << method
+           << "' is not built yet (powersgd is)";
+  }
+  if (method != "powersgd") {
+    return module.emitError()
+           << "tailor-compress-gradients: unknown gradient_compression '"
+           << method << "' (none, powersgd)";
+  }
+  if (rank < 1) {
+    return module.emitError() << "tailor-compress-gradients: rank must be at "
+                                 "least 1, got "
+                              << rank;
+  }
+  if (startStep < 0) {
+    return module.emitError() << "tailor-compress-gradients: start-step must "
+                                 "not be negative, got "
+                              << startStep;
+  }
+  if (minCompressionRate < 0) {
+    return module.emitError() << "tailor-compress-gradients: "
+                                 "min-compression-rate must not be negative, "
+                                 "got "
+                              << minCompressionRate;
+  }
+  return success();
+}
+
+/// Compression rewrites DDP's bucket all-reduces: it needs tailor-shard's
+/// ddp over several ranks.
+LogicalResult CompressGradientsPass::checkParallel(ModuleOp module) {
+  auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel");
+  if (!parallel) {
+    return module.emitError() << "tailor-compress-gradients: the module is "
+                                 "not data parallel (run tailor-shard first)";
+  }
+  auto strategy = parallel.getAs<StringAttr>("strategy");
+  auto world = parallel.getAs<IntegerAttr>("world_size");
+  if (strategy && strategy.getValue() != "ddp") {
+    return module.emitError()
+           << "tailor-compress-gradients: gradient compression with "
+           << strategy << " sharding is not built yet (ddp only)";
+  }
+  if (world && world.getInt() < 2) {
+    return module.emitError()
+           << "tailor-compress-gradients: gradient compression needs several "
+              "ranks (world size "
+           << world.getInt() << " has no gradient all-reduce to compress)";
+  }
+  return success();
+}
+
+void CompressGradientsPass::recordDecision(ModuleOp module) {
+  Builder b(module.getContext());
+  module->setAttr(
+      tg::TGDialect::kCompressionAttrName,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("method", b.getStringAttr(method)),
+           b.getNamedAttr("rank", b.getI64IntegerAttr(rank)),
+           b.getNamedAttr("start_step", b.getI64IntegerAttr(startStep)),
+           b.getNamedAttr("error_feedback", b.getBoolAttr(errorFeedback)),
+           b.getNamedAttr("warm_start", b.getBoolAttr(warmStart)),
+           b.getNamedAttr("min_compression_rate",
+                          b.getF64FloatAttr(minCompressionRate))}));
+}
+
+bool CompressGradientsPass::worthCompressing(RankedTensorType type,
+                                             int64_t &rows, int64_t &cols,
+                                             int64_t &r) const {
+  rows = type.getRank() == 0 ? 1 : type.getDimSize(0);
+  cols = rows == 0 ? 0 : type.getNumElements() / rows;
+  r = std::min({rows, cols, static_cast<int64_t>(rank)});
+  return static_cast<double>((rows + cols) * r) * minCompressionRate <
+         static_cast<double>(rows * cols);
+}
+
+/// The bucket's gradients, uncompressed ones first (so their all-reduce is
+/// the bucket's prefix, in place), with their new states declared.
+FailureOr<SmallVector<Member>>
+CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
+                                 tg::AllReduceStatesOp reduce) {
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPoint(function);
+  auto declare = [&](tg::StateOp grad, RankedTensorType type,
+                     tg::StateKind kind) {
+    std::string name =
+        (grad.getParameter() + "." + tg::stringifyStateKind(kind)).str();
+    return tg::StateOp::create(builder, grad.getLoc(), name, type,
+                               grad.getParameter(), kind);
+  };
+  SmallVector<Member> plain, compressed;
+  for (Attribute name : reduce.getStates()) {
+    auto grad =
+        module.lookupSymbol<tg::StateOp>(llvm::cast<FlatSymbolRefAttr>(name));
+    if (!grad) {
+      reduce.emitError() << name << " does not name a tg.state";
+      return failure();
+    }
+    RankedTensorType type = grad.getTensorType();
+    if (!type.getElementType().isF32()) {
+      reduce.emitError() << "tailor-compress-gradients: " << name << " holds "
+                         << type.getElementType()
+                         << " gradients; compression works on f32 ones";
+      return failure();
+    }
+    Member member{grad, {}, {}, {}};
+    if (errorFeedback) {
+      member.error = declare(grad, type, tg::StateKind::PowerSGDError);
+    }
+    int64_t rows = 0, cols = 0, r = 0;
+    if (!worthCompressing(type, rows, cols, r)) {
+      plain.push_back(member);
+      continue;
+    }
+    member.p =
+        declare(grad, RankedTensorType::get({rows, r}, builder.getF32Type()),
+                tg::StateKind::PowerSGDP);
+    member.q =
+        declare(grad, RankedTensorType::get({cols, r}, builder.getF32Type()),
+                tg::StateKind::PowerSGDQ);
+    compressed.push_back(member);
+  }
+  plain.append(compressed);
+  return plain;
+}
+
+/// Runs `op` only in steps [first, last] (last -1: no end).
+static void runIn(Operation *op, int64_t first, int64_t last) {
+  op->setAttr(tg::TGDialect::kStepsAttrName,
+              DenseI64ArrayAttr::get(op->getContext(), {first, last}));
+}
+
+static FlatSymbolRefAttr ref(tg::StateOp state) {
+  return FlatSymbolRefAttr::get(state.getSymNameAttr());
+}
+
+/// The hook's compressed step, from step start + 1 on.
+void CompressGradientsPass::emitCompressed(OpBuilder &builder, Location loc,
+                                           ArrayRef<Member> members,
+                                           tg::CommGroup group) {
+  int64_t first = startStep + 1;
+  auto from = [&](Operation *op) { runIn(op, first, -1); };
+  SmallVector<Attribute> plain, ps, qs;
+  for (const Member &m : members) {
+    if (!m.p) {
+      plain.push_back(ref(m.grad));
+    } else {
+      ps.push_back(ref(m.p));
+      qs.push_back(ref(m.q));
+    }
+  }
+  // input_tensor.add_(error); input_tensor_cp = input_tensor.clone()
+  for (const Member &m : members) {
+    if (m.error) {
+      from(tg::AddErrorFeedbackOp::create(builder, loc, ref(m.grad),
+                                          ref(m.error)));
+    }
+  }
+  // The tensors not worth compressing, averaged as they are.
+  if (!plain.empty()) {
+    from(tg::AllReduceStatesOp::create(builder, loc,
+                                       builder.getArrayAttr(plain),
+                                       tg::CommReduction::Avg, group));
+  }
+  // (Nothing compressed: only the residual of the plain all-reduce.)
+  if (!ps.empty()) {
+    // Q: fixed first values (once with warm start, else every step),
+    // orthogonalized; P = M Q, summed over ranks.
+    for (const Member &m : members) {
+      if (!m.p) {
+        continue;
+      }
+      runIn(tg::LowRankInitOp::create(builder, loc, ref(m.q)), first,
+            warmStart ? first : -1);
+      from(tg::OrthogonalizeOp::create(builder, loc, ref(m.q),
+                                       builder.getF64FloatAttr(0.0)));
+      from(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad), UnitAttr(),
+                                       ref(m.q), UnitAttr(), ref(m.p)));
+    }
+    from(tg::AllReduceStatesOp::create(builder, loc, builder.getArrayAttr(ps),
+                                       tg::CommReduction::Sum, group));
+    // P orthogonalized; Q = M^T P, averaged over ranks.
+    for (const Member &m : members) {
+      if (!m.p) {
+        continue;
+      }
+      from(tg::OrthogonalizeOp::create(builder, loc, ref(m.p),
+                                       builder.getF64FloatAttr(0.0)));
+      from(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad),
+                                       builder.getUnitAttr(), ref(m.p),
+                                       UnitAttr(), ref(m.q)));
+    }
+    from(tg::AllReduceStatesOp::create(builder, loc, builder.getArrayAttr(qs),
+                                       tg::CommReduction::Avg, group));
+    // M = P Q^T.
+    for (const Member &m : members) {
+      if (m.p) {
+        from(tg::LowRankMatmulOp::create(builder, loc, ref(m.p), UnitAttr(),
+                                         ref(m.q), builder.getUnitAttr(),
+                                         ref(m.grad)));
+      }
+    }
+  }
+  // error = input_tensor_cp - input_tensor
+  for (const Member &m : members) {
+    if (m.error) {
+      from(tg::StoreErrorFeedbackOp::create(builder, loc, ref(m.error),
+                                            ref(m.grad)));
+    }
+  }
+}
+
+LogicalResult
+CompressGradientsPass::rewriteBucket(ModuleOp module, func::FuncOp function,
+                                     tg::AllReduceStatesOp reduce) {
+  if (reduce.getReduction() != tg::CommReduction::Avg) {
+    return reduce.emitError() << "tailor-compress-gradients: expected DDP's "
+                                 "averaging all-reduce of a bucket";
+  }
+  if (reduce->hasAttr(tg::TGDialect::kOverlapAttrName)) {
+    return reduce.emitError()
+           << "tailor-compress-gradients: compressing an all-reduce that "
+              "overlaps backward (overlap_comm) is not built yet";
+  }
+  if (reduce->hasAttr(tg::TGDialect::kStepsAttrName)) {
+    return reduce.emitError() << "tailor-compress-gradients: this bucket's "
+                                 "all-reduce is compressed already";
+  }
+  FailureOr<SmallVector<Member>> members = membersOf(module, function, reduce);
+  if (failed(members)) {
+    return failure();
+  }
+  // The warm-up keeps the plain all-reduce, over the reordered bucket.
+  SmallVector<Attribute> order;
+  for (const Member &m : *members) {
+    order.push_back(ref(m.grad));
+  }
+  OpBuilder builder(reduce);
+  builder.setInsertionPointAfter(reduce);
+  emitCompressed(builder, reduce.getLoc(), *members, reduce.getGroup());
+  if (startStep == 0) {
+    reduce.erase();
+    return success();
+  }
+  reduce.setStatesAttr(builder.getArrayAttr(order));
+  runIn(reduce, 1, startStep);
+  return success();
+}
+
+void CompressGradientsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(checkOptions(module)) || failed(checkParallel(module))) {
+    return signalPassFailure();
+  }
+  auto function = module.lookupSymbol<func::FuncOp>(this->function);
+  if (!function) {
+    module.emitError() << "tailor-compress-gradients: no function @"
+                       << this->function
+                       << ": compression needs the optimizer step";
+    return signalPassFailure();
+  }
+  SmallVector<tg::AllReduceStatesOp> buckets(
+      function.getOps<tg::AllReduceStatesOp>());
+  if (buckets.empty()) {
+    function.emitError() << "tailor-compress-gradients: no gradient bucket "
+                            "all-reduce (tg.all_reduce_states) to compress";
+    return signalPassFailure();
+  }
+  recordDecision(module);
+  for (tg::AllReduceStatesOp reduce : buckets) {
+    if (failed(rewriteBucket(module, function, reduce))) {
+      return signalPassFailure();
+    }
+  }
+}
+
+} // namespace tailor::parallel

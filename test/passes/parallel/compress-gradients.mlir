@@ -1,0 +1,78 @@
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=3" | FileCheck %s
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=3 warm-start=false error-feedback=false" | FileCheck %s --check-prefix=COLD
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=0" | FileCheck %s --check-prefix=NOWARM
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=3" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
+
+tg.param @w : tensor<16x8xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @b : tensor<8xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @v : tensor<2x2xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<16x8xf32> of @w grad
+tg.state @b.grad : tensor<8xf32> of @b grad
+tg.state @v.grad : tensor<2x2xf32> of @v grad
+
+// Tests that PowerSGD records its decision, keeps the bucket's plain
+// all-reduce for steps 1-3 (the uncompressed gradients first: the vector
+// @b and @v, too small to gain), and from step 4 adds the error, averages
+// @v and @b as they are, and sends @w (16 x 8) as P (16 x 1, summed) and Q
+// (8 x 1, averaged), Q set once (warm start) and orthogonalized, P
+// orthogonalized, then keeps the residual. Lowered, each phase's
+// collectives and launches carry their steps: the warm-up all-reduce of
+// the whole bucket, then the uncompressed prefix, P and Q.
+// CHECK: module attributes {tg.compression = {error_feedback = true, method = "powersgd", min_compression_rate = 2.000000e+00 : f64, rank = 1 : i64, start_step = 3 : i64, warm_start = true}
+// CHECK-DAG: tg.state @w.powersgd_error : tensor<16x8xf32> of @w powersgd_error
+// CHECK-DAG: tg.state @w.powersgd_p : tensor<16x1xf32> of @w powersgd_p
+// CHECK-DAG: tg.state @w.powersgd_q : tensor<8x1xf32> of @w powersgd_q
+// CHECK-DAG: tg.state @b.powersgd_error : tensor<8xf32> of @b powersgd_error
+// CHECK-NOT: tg.state @b.powersgd_p
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-NEXT: tg.all_reduce_states [@v.grad, @b.grad, @w.grad] avg over world {tg.steps = array<i64: 1, 3>}
+// CHECK-NEXT: tg.add_error_feedback @v.grad from @v.powersgd_error {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.add_error_feedback @b.grad from @b.powersgd_error {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.add_error_feedback @w.grad from @w.powersgd_error {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.all_reduce_states [@v.grad, @b.grad] avg over world {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.lowrank_init @w.powersgd_q {tg.steps = array<i64: 4, 4>}
+// CHECK-NEXT: tg.orthogonalize @w.powersgd_q {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.lowrank_matmul @w.grad, @w.powersgd_q into @w.powersgd_p {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.all_reduce_states [@w.powersgd_p] sum over world {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.orthogonalize @w.powersgd_p {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.lowrank_matmul @w.grad transposed, @w.powersgd_p into @w.powersgd_q {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.all_reduce_states [@w.powersgd_q] avg over world {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.lowrank_matmul @w.powersgd_p, @w.powersgd_q transposed into @w.grad {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.store_error_feedback @v.powersgd_error minus @v.grad {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.store_error_feedback @b.powersgd_error minus @b.grad {tg.steps = array<i64: 4, -1>}
+// CHECK-NEXT: tg.store_error_feedback @w.powersgd_error minus @w.grad {tg.steps = array<i64: 4, -1>}
+// CHECK: tg.sgd_update @w
+// COLD-LABEL: func.func @optimizer_step
+// COLD-NOT: tg.add_error_feedback
+// COLD: tg.lowrank_init @w.powersgd_q {tg.steps = array<i64: 4, -1>}
+// COLD-NOT: tg.store_error_feedback
+// COLD: tg.sgd_update @w
+// NOWARM-LABEL: func.func @optimizer_step
+// NOWARM-NOT: array<i64: 1, 3>
+// NOWARM-NEXT: tg.add_error_feedback @v.grad from @v.powersgd_error {tg.steps = array<i64: 1, -1>}
+// SCHED-LABEL: sched.entry "optimizer_step"
+// SCHED: sched.collective all_reduce %[[BUCKET:.+]] to %[[BUCKET]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, 3>}
+// SCHED: sched.launch @error_feedback_add
+// SCHED-SAME: sched.steps = array<i64: 4, -1>
+// SCHED: sched.collective all_reduce %[[PLAIN:.+]] to %[[PLAIN]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1>}
+// SCHED: sched.launch @lowrank_init
+// SCHED-SAME: sched.steps = array<i64: 4, 4>
+// SCHED: sched.collective all_reduce %[[P:.+]] to %[[P]] reduce sum group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1>}
+// SCHED: sched.launch @orthogonalize
+// SCHED: sched.collective all_reduce %[[Q:.+]] to %[[Q]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1>}
+// SCHED: sched.launch @lowrank_matmul
+// SCHED: sched.launch @error_feedback_store
+// SCHED: sched.launch @sgd
+func.func @train_step(%x: tensor<8xf32>) -> tensor<f32> {
+  %g = tg.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  tg.accumulate %g into @b.grad : tensor<8xf32>
+  %s = tg.reduce_sum %g axes = [0] : tensor<8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+func.func @optimizer_step(%step: tensor<i64> {tg.name = "step"}) -> tensor<f32> {
+  %lr = arith.constant dense<1.0> : tensor<f32>
+  tg.sgd_update @w grad @w.grad lr %lr scale %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
+  tg.sgd_update @b grad @b.grad lr %lr scale %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
+  tg.sgd_update @v grad @v.grad lr %lr scale %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<f32>, tensor<f32>
+  return %lr : tensor<f32>
+}
