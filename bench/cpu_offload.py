@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Step time with and without offload of the frozen parameters on the CPU.
+"""Step time with and without each kind of offload on the CPU.
 
 The seeded Llama of cpu_forward_100m.py (default hidden 512, 8 layers, the
-parameter count is printed), LoRA r=8 on q,k,v,o, one rank, compiled for
-`--hardware cpu` with `offload_param: none` and `cpu` (and QLoRA's NF4 bytes
-with --qlora). On the CPU target "device" and host memory are the same DRAM,
-so the copies cost memcpy time: what this measures is the copies' share of a
-step against the cost model's prediction (hardware `cpu`: host_link_gbs 10),
-and the device bytes the offload frees (inspect --json).
+parameter count is printed), LoRA r=8 on q,k,v,o (QLoRA's NF4 bytes with
+--qlora, every weight with --full), one rank, compiled for `--hardware cpu`
+with no offload and with each of --kinds: `param` (offload_param: cpu),
+`optimizer` (offload_optimizer: cpu: AdamW's state and update on the host),
+`activations` (enable_activation_offloading) and `all`. On the CPU target
+"device" and host memory are the same DRAM, so the copies cost memcpy time:
+what this measures is each offload's cost in a step against the cost
+model's prediction (hardware `cpu`: host_link_gbs 10), and the device bytes
+it frees (inspect --json).
 
-  cpu_offload.py [--steps 6] [--batch 2] [--seq 128] [--threads 2] [--qlora]
+  cpu_offload.py [--steps 6] [--batch 2] [--seq 128] [--threads 2]
+                 [--qlora | --full] [--kinds param,optimizer,activations,all]
 
 Prints per run: measured ms/step (steps 2..S), predicted ms, device and host
 bytes, bytes copied per step (counted by the runtime) and predicted.
@@ -29,20 +33,35 @@ sys.path.insert(0, os.path.join(ROOT, "test", "generators"))
 import cpu_forward_100m as fwd  # noqa: E402  (the model, its export and cache)
 
 
+KINDS = {
+    "none": [],
+    "param": ["offload_param: cpu"],
+    "optimizer": ["offload_optimizer: cpu"],
+    "activations": ["enable_activation_offloading: true"],
+    "all": ["offload_param: cpu", "offload_optimizer: cpu",
+            "enable_activation_offloading: true"],
+}
+
+
+def adapter_of(args):
+    return "full" if args.full else "qlora" if args.qlora else "lora"
+
+
 def run(args, onnx_path, data, offload):
-    tag = ("qlora" if args.qlora else "lora") + "-" + offload
+    tag = adapter_of(args) + "-" + offload
     work = os.path.join(args.build, "bench", "cpu_offload", tag)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     recipe = os.path.join(work, "recipe.yaml")
     with open(recipe, "w") as f:
-        f.write("\n".join([
-            f"adapter: {'qlora' if args.qlora else 'lora'}", "lora_r: 8",
-            "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]",
+        adapter = ([f"adapter: {adapter_of(args)}"] if args.full else
+                   [f"adapter: {adapter_of(args)}", "lora_r: 8",
+                    "lora_target_modules: [q_proj, k_proj, v_proj, o_proj]"])
+        f.write("\n".join(adapter + [
             f"sequence_len: {args.seq}", f"micro_batch_size: {args.batch}",
             "learning_rate: 1e-4", f"max_steps: {args.steps}",
-            f"save_steps: {args.steps}", "shuffle: false",
-            f"offload_param: {offload}"]) + "\n")
+            f"save_steps: {args.steps}", "shuffle: false"] +
+            KINDS[offload]) + "\n")
     tailor = os.path.join(args.build, "bin", "tailor")
     plan = os.path.join(work, "plan.tplan")
     subprocess.run([tailor, "compile", onnx_path, "--recipe", recipe,
@@ -74,6 +93,9 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--qlora", action="store_true")
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--kinds", default="param",
+                    help="comma-separated: " + ", ".join(list(KINDS)[1:]))
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--heads", type=int, default=8)
@@ -90,18 +112,23 @@ def main():
         for i in range(args.steps * args.batch * 2):
             ids = [(i * 7 + j * 13) % args.vocab for j in range(args.seq)]
             f.write(json.dumps({"input_ids": ids}) + "\n")
-    results = [run(args, onnx_path, data, o) for o in ("none", "cpu")]
+    kinds = ["none"] + [k for k in args.kinds.split(",") if k]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        ap.error(f"unknown offload kinds {unknown}")
+    results = [run(args, onnx_path, data, o) for o in kinds]
     for r in results:
         print(f"{r['tag']:>12}: {r['ms']:8.2f} ms/step (predicted "
               f"{r['predicted']:.2f}); device {r['device'] / 2**20:7.2f} MiB, "
               f"host {r['host'] / 2**20:7.2f} MiB; copied "
               f"{r['copied'] / 2**20:.2f} MiB/step (predicted "
               f"{r['predicted_copied'] / 2**20:.2f}); last loss {r['loss']}")
-    a, b = results
-    print(f"offload: {100 * (b['ms'] / a['ms'] - 1):+.1f}% step time "
-          f"(predicted {100 * (b['predicted'] / a['predicted'] - 1):+.1f}%), "
-          f"{(a['device'] - b['device']) / 2**20:.2f} MiB less device memory; "
-          f"same losses: {a['loss'] == b['loss']}")
+    a = results[0]
+    for b in results[1:]:
+        print(f"{b['tag']}: {100 * (b['ms'] / a['ms'] - 1):+.1f}% step time "
+              f"(predicted {100 * (b['predicted'] / a['predicted'] - 1):+.1f}"
+              f"%), {(a['device'] - b['device']) / 2**20:.2f} MiB less device "
+              f"memory; same losses: {a['loss'] == b['loss']}")
     return 0
 
 

@@ -25,14 +25,20 @@ namespace tailor::explore {
 bool Knobs::operator==(const Knobs &o) const {
   return weights == o.weights && adapter == o.adapter &&
          recompute == o.recompute && sharding == o.sharding &&
-         offload == o.offload && microBatch == o.microBatch &&
+         offloadParams == o.offloadParams &&
+         offloadOptimizer == o.offloadOptimizer &&
+         offloadActivations == o.offloadActivations &&
+         microBatch == o.microBatch &&
          accumulation == o.accumulation;
 }
 
 int Knobs::distance(const Knobs &o) const {
   return (weights != o.weights) + (adapter != o.adapter) +
          (recompute != o.recompute) + (sharding != o.sharding) +
-         (offload != o.offload) + (microBatch != o.microBatch);
+         (offloadParams != o.offloadParams) +
+         (offloadOptimizer != o.offloadOptimizer) +
+         (offloadActivations != o.offloadActivations) +
+         (microBatch != o.microBatch);
 }
 
 std::string knobValue(const Knobs &k, StringRef name) {
@@ -49,7 +55,16 @@ std::string knobValue(const Knobs &k, StringRef name) {
     return k.sharding;
   }
   if (name == "offload") {
-    return k.offload ? "param" : "none";
+    std::string text;
+    for (auto [on, what] : {std::pair<bool, const char *>{k.offloadParams,
+                                                          "param"},
+                            {k.offloadOptimizer, "optimizer"},
+                            {k.offloadActivations, "activations"}}) {
+      if (on) {
+        text += (text.empty() ? "" : "+") + std::string(what);
+      }
+    }
+    return text.empty() ? "none" : text;
   }
   return std::to_string(k.microBatch) + "x" + std::to_string(k.accumulation);
 }
@@ -115,10 +130,13 @@ recipeKeys(const Knobs &k, const TrainingRecipe &base) {
                                             : k.recompute});
   }
   addShardingKeys(k, base, keys);
-  keys.push_back({"offload_param", k.offload ? "cpu" : "none"});
+  keys.push_back({"offload_param", k.offloadParams ? "cpu" : "none"});
   if (base.givenKeys.count("fsdp_offload_params")) {
-    keys.push_back({"fsdp_offload_params", k.offload ? "true" : "false"});
+    keys.push_back({"fsdp_offload_params", k.offloadParams ? "true" : "false"});
   }
+  keys.push_back({"offload_optimizer", k.offloadOptimizer ? "cpu" : "none"});
+  keys.push_back({"enable_activation_offloading",
+                  k.offloadActivations ? "true" : "false"});
   keys.push_back({"micro_batch_size", std::to_string(k.microBatch)});
   keys.push_back({"gradient_accumulation_steps", std::to_string(k.accumulation)});
   return keys;
@@ -152,10 +170,34 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
     k.recompute = budgetKnob(r.activationMemoryBudget);
   }
   k.sharding = r.sharding;
-  k.offload = r.offloadParams();
+  k.offloadParams = r.offloadParams();
+  k.offloadOptimizer = r.offloadOptimizer == "cpu";
+  k.offloadActivations = r.activationOffloading;
   k.microBatch = r.microBatchSize;
   k.accumulation = r.gradientAccumulationSteps;
   return k;
+}
+
+void Space::addOffloads(const Knobs &base, std::vector<Knobs> &all) const {
+  for (bool params : offloadParams) {
+    // Parameter offload places frozen weights of unsharded parameters.
+    if (params && (base.adapter == "full" || base.sharding == "zero3")) {
+      continue;
+    }
+    for (bool optimizer : offloadOptimizer) {
+      // The host AdamW updates whole (unsharded) parameters.
+      if (optimizer && base.sharding != "ddp") {
+        continue;
+      }
+      for (bool activations : offloadActivations) {
+        Knobs k = base;
+        k.offloadParams = params;
+        k.offloadOptimizer = optimizer;
+        k.offloadActivations = activations;
+        all.push_back(std::move(k));
+      }
+    }
+  }
 }
 
 std::vector<Knobs> Space::enumerate() const {
@@ -169,21 +211,14 @@ std::vector<Knobs> Space::enumerate() const {
         }
         for (const std::string &recompute : this->recompute) {
           for (const std::string &sharding : this->sharding) {
-            for (bool offload : this->offload) {
-              // Offload places frozen weights of unsharded parameters.
-              if (offload && (adapter == "full" || sharding == "zero3")) {
-                continue;
-              }
-              Knobs k;
-              k.weights = weights;
-              k.adapter = adapter;
-              k.recompute = recompute;
-              k.sharding = sharding;
-              k.offload = offload;
-              k.microBatch = mb;
-              k.accumulation = globalBatch / (mb * dataParallel);
-              all.push_back(std::move(k));
-            }
+            Knobs k;
+            k.weights = weights;
+            k.adapter = adapter;
+            k.recompute = recompute;
+            k.sharding = sharding;
+            k.microBatch = mb;
+            k.accumulation = globalBatch / (mb * dataParallel);
+            addOffloads(k, all);
           }
         }
       }
@@ -243,12 +278,28 @@ Expected<FixedKnob> parseFix(StringRef text) {
             .Default(v);
     return FixedKnob{"sharding", v};
   }
-  if (key == "offload_param" || key == "offload") {
+  if (key == "offload_param" || key == "offload" ||
+      key == "fsdp_offload_params") {
     v = llvm::StringSwitch<std::string>(value)
-            .Cases({"cpu", "param", "true"}, "param")
-            .Cases({"none", "false"}, "none")
+            .Cases({"cpu", "param", "true"}, "on")
+            .Cases({"none", "false"}, "off")
             .Default(v);
-    return FixedKnob{"offload", v};
+    return FixedKnob{"offload_param", v};
+  }
+  if (key == "offload_optimizer") {
+    v = llvm::StringSwitch<std::string>(value)
+            .Cases({"cpu", "true"}, "on")
+            .Cases({"none", "false"}, "off")
+            .Default(v);
+    return FixedKnob{"offload_optimizer", v};
+  }
+  if (key == "enable_activation_offloading" ||
+      key == "offload_activations") {
+    v = llvm::StringSwitch<std::string>(value)
+            .Cases({"true", "cpu"}, "on")
+            .Cases({"false", "none"}, "off")
+            .Default(v);
+    return FixedKnob{"offload_activations", v};
   }
   if (key == "micro_batch_size" || key == "micro_batch") {
     return FixedKnob{"micro_batch", v};
@@ -260,7 +311,8 @@ Expected<FixedKnob> parseFix(StringRef text) {
       "--fix " + key +
       ": not a knob (weights/quantization, adapter, recompute/"
       "gradient_checkpointing, sharding/zero_stage/fsdp_sharding_strategy, "
-      "offload/offload_param, micro_batch/micro_batch_size)");
+      "offload/offload_param, offload_optimizer, offload_activations/"
+      "enable_activation_offloading, micro_batch/micro_batch_size)");
 }
 
 /// Narrows `values` to the one `fixed` names, checking it is a value the
@@ -299,8 +351,19 @@ Error applyFix(Space &space, const FixedKnob &fix) {
   if (fix.knob == "sharding") {
     return pin(space.sharding, fix.value, fix.knob, fix.value);
   }
-  if (fix.knob == "offload") {
-    return pin(space.offload, fix.value == "param", fix.knob, fix.value);
+  for (auto [knob, values] :
+       {std::pair<const char *, std::vector<bool> *>{"offload_param",
+                                                     &space.offloadParams},
+        {"offload_optimizer", &space.offloadOptimizer},
+        {"offload_activations", &space.offloadActivations}}) {
+    if (fix.knob != knob) {
+      continue;
+    }
+    if (fix.value != "on" && fix.value != "off") {
+      return createStringError("--fix " + fix.knob + "=" + fix.value +
+                               ": expected cpu/true or none/false");
+    }
+    return pin(*values, fix.value == "on", fix.knob, fix.value);
   }
   int64_t mb = 0;
   if (StringRef(fix.value).getAsInteger(10, mb) || mb < 1) {
@@ -361,7 +424,9 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
       space.sharding.push_back("hybrid");
     }
   }
-  space.offload = {false, true};
+  space.offloadParams = {false, true};
+  space.offloadOptimizer = {false, true};
+  space.offloadActivations = {false, true};
   for (const std::string &text : fixed) {
     Expected<FixedKnob> fix = parseFix(text);
     if (!fix) {

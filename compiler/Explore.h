@@ -1,9 +1,9 @@
 //===- Explore.h - the configuration space `tailor explore` searches -*- C++ -*-===//
 //
 // The knobs people turn by trial and OOM, as one space: the frozen weights'
-// format, the adapter, recomputation, sharding, offload of the frozen
-// weights, and micro batch x gradient accumulation for a fixed global
-// batch. Each point is a set of recipe keys (`key=value`, as `tailor
+// format, the adapter, recomputation, sharding, offload (of the frozen
+// weights, of AdamW and its state, of the saved activations), and micro
+// batch x gradient accumulation for a fixed global batch. Each point is a set of recipe keys (`key=value`, as `tailor
 // compile` takes them after the recipe), so a configuration explore reports
 // is compiled by the very pipeline `tailor compile` runs
 // (tools/tailor/ExploreCommand.cpp evaluates them). This file holds what
@@ -41,14 +41,18 @@ struct Knobs {
   std::string recompute = "none";
   /// ddp, zero1, zero2, zero3 or hybrid (several ranks only).
   std::string sharding = "ddp";
-  /// offload_param: cpu.
-  bool offload = false;
+  /// offload_param: cpu, offload_optimizer: cpu and
+  /// enable_activation_offloading: true (the `offload` column shows them
+  /// as "param+optimizer+activations", or "none").
+  bool offloadParams = false;
+  bool offloadOptimizer = false;
+  bool offloadActivations = false;
   int64_t microBatch = 1;
   int64_t accumulation = 1;
 
   bool operator==(const Knobs &o) const;
   /// How many knobs differ from `o` (micro batch and accumulation count as
-  /// one).
+  /// one; each kind of offload as one).
   int distance(const Knobs &o) const;
 };
 
@@ -67,13 +71,17 @@ recipeKeys(const Knobs &knobs, const TrainingRecipe &base);
 /// The values each knob may take.
 struct Space {
   std::vector<std::string> weights, adapters, recompute, sharding;
-  std::vector<bool> offload;
+  std::vector<bool> offloadParams, offloadOptimizer, offloadActivations;
   std::vector<int64_t> microBatches;
   int64_t globalBatch = 1;
   /// Ranks that split the global batch (the hardware's ranks).
   int64_t dataParallel = 1;
   /// Every valid combination, in a fixed order.
   std::vector<Knobs> enumerate() const;
+
+private:
+  /// `base` with every valid combination of offloads, appended to `all`.
+  void addOffloads(const Knobs &base, std::vector<Knobs> &all) const;
 };
 
 /// The knobs `recipe` chose (its micro batch and accumulation as given).
@@ -83,7 +91,8 @@ Knobs knobsOf(const TrainingRecipe &recipe, const HardwareSpec &hardware);
 /// optimizer step (0: the recipe's), with `fixed` knobs pinned (`--fix
 /// key=value`: a knob name or its recipe key, e.g. weights=nf4,
 /// quantization=nf4, gradient_checkpointing=true, recompute=budget-0.3,
-/// zero_stage=2, offload_param=cpu, micro_batch_size=2).
+/// zero_stage=2, offload_param=cpu, offload_optimizer=none,
+/// enable_activation_offloading=false, micro_batch_size=2).
 llvm::Expected<Space> makeSpace(const TrainingRecipe &base,
                                 const HardwareSpec &hardware,
                                 int64_t globalBatch,

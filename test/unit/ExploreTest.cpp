@@ -73,24 +73,34 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
   EXPECT_FALSE(all.empty());
   for (const Knobs &k : all) {
     EXPECT_FALSE(k.adapter == "full" && k.weights != "fp32");
-    EXPECT_FALSE(k.offload && (k.adapter == "full" || k.sharding == "zero3"));
+    EXPECT_FALSE(k.offloadParams &&
+                 (k.adapter == "full" || k.sharding == "zero3"));
+    EXPECT_FALSE(k.offloadOptimizer && k.sharding != "ddp");
   }
-  // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, offload on
-  // the LoRA ones outside zero3, x 1 micro batch.
-  EXPECT_EQ(all.size(), size_t(10 * 3 * (4 + 3) + 1 * 3 * 4));
+  // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, x 1 micro
+  // batch; per sharding, the offloads: parameters (LoRA outside zero3) x
+  // optimizer (ddp only) x activations (always).
+  size_t loraOffloads = 2 * (2 * 2) + 2 * 2 + 2 * 2 + 1 * 2; // ddp..zero3
+  size_t fullOffloads = 2 * 2 + 2 + 2 + 2;
+  EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads));
 }
 
 TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
   Space space = spaceOrDie(recipe(4, 1), cluster(1, 2), 0,
                            {"quantization=nf4", "gradient_checkpointing=true",
                             "zero_stage=2", "offload_param=cpu",
+                            "offload_optimizer=none",
+                            "enable_activation_offloading=true",
                             "micro_batch_size=2", "adapter=lora-fa"});
   std::vector<Knobs> all = space.enumerate();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].weights, "nf4");
   EXPECT_EQ(all[0].recompute, "full");
   EXPECT_EQ(all[0].sharding, "zero2");
-  EXPECT_TRUE(all[0].offload);
+  EXPECT_TRUE(all[0].offloadParams);
+  EXPECT_FALSE(all[0].offloadOptimizer);
+  EXPECT_TRUE(all[0].offloadActivations);
+  EXPECT_EQ(knobValue(all[0], "offload"), "param+activations");
   EXPECT_EQ(all[0].microBatch, 2);
   EXPECT_EQ(all[0].accumulation, 2);
   EXPECT_EQ(spaceOrDie(recipe(4, 1), cluster(1, 2), 0,
@@ -102,6 +112,8 @@ TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
 TEST(ExploreSpace, BadFixesSayWhy) {
   EXPECT_EQ(fixError({"colour=red"}).rfind("--fix colour: not a knob", 0), 0u);
   EXPECT_EQ(fixError({"weights"}), "--fix expects key=value, got 'weights'");
+  EXPECT_EQ(fixError({"offload_optimizer=nvme"}),
+            "--fix offload_optimizer=nvme: expected cpu/true or none/false");
   EXPECT_EQ(fixError({"weights=fp8"}),
             "--fix weights=fp8: not a value this knob takes here");
   EXPECT_EQ(fixError({"zero_stage=5"}), "--fix zero_stage must be 0..3, got '5'");
@@ -151,6 +163,8 @@ TEST(ExploreKnobs, RecipeKeysSelectTheConfiguration) {
       {"gradient_checkpointing", "selective"},
       {"zero_stage", "3"},
       {"offload_param", "none"},
+      {"offload_optimizer", "none"},
+      {"enable_activation_offloading", "false"},
       {"micro_batch_size", "2"},
       {"gradient_accumulation_steps", "4"}};
   EXPECT_EQ(keys, expected);

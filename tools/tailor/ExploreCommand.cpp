@@ -83,10 +83,12 @@ struct ExploreFlags {
   llvm::cl::list<std::string> fixed{
       "fix",
       llvm::cl::desc("pin a knob: weights=nf4, adapter=lora, recompute=full, "
-                     "sharding=zero2, offload=param, micro_batch=2 (or the "
+                     "sharding=zero2, offload=param, offload_optimizer=cpu, "
+                     "offload_activations=true, micro_batch=2 (or the "
                      "recipe's keys: quantization, gradient_checkpointing, "
                      "zero_stage, fsdp_sharding_strategy, offload_param, "
-                     "micro_batch_size); repeatable"),
+                     "enable_activation_offloading, micro_batch_size); "
+                     "repeatable"),
       llvm::cl::value_desc("key=value"), llvm::cl::cat(category)};
   llvm::cl::opt<int64_t> top{
       "top",
@@ -907,8 +909,9 @@ int runExplore(int argc, const char **argv) {
   std::vector<explore::Knobs> all = space->enumerate();
   if (all.empty()) {
     return exploreError("--fix leaves no configuration to explore (full "
-                        "fine-tuning keeps fp32 weights, offload skips "
-                        "full and zero3)");
+                        "fine-tuning keeps fp32 weights, parameter offload "
+                        "skips full and zero3, optimizer offload needs "
+                        "ddp)");
   }
   mlir::DialectRegistry registry;
   registerTailorDialects(registry);

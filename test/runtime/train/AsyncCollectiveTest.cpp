@@ -619,7 +619,8 @@ TEST(AsyncLoader, ACpuPlanLaunchesKernelsOnTheComputeStreamOnly) {
   ASSERT_NE(plan, nullptr) << error;
   EXPECT_EQ(openAtRank(*plan, 0, error), nullptr);
   EXPECT_TRUE(mentions(error, "step 0 (zero) runs on stream 'comm' (1), but "
-                              "a CPU plan launches kernels on stream 0 only"));
+                              "a CPU plan launches kernels on stream 0 and "
+                              "host streams only"));
 }
 
 //===----------------------------------------------------------------------===//

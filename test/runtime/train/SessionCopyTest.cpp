@@ -658,8 +658,9 @@ TEST(SessionCopyLoader, CpuLaunchesMayUseAnyArenaButOnlyStreamZero) {
   EXPECT_EQ(open(spec, opened), "");
   spec.steps[0].stream = 1;
   std::string error = open(spec, opened);
-  EXPECT_TRUE(mentions(error, "a CPU plan launches kernels on stream 0 only "
-                              "(other streams carry collectives and copies)"));
+  EXPECT_TRUE(mentions(error, "a CPU plan launches kernels on stream 0 and "
+                              "host streams only (other streams carry "
+                              "collectives and copies)"));
 }
 
 /// A PTX image for sm_80 without functions: enough for a CUDA plan whose
