@@ -33,7 +33,7 @@ class StepMetrics:
             bool(metrics.stopped))
 
 
-class Trainer:
+class Trainer(_capi.Handle):
     """Trains plan `plan` (a path or a tailor.Plan) on `data` (a token .bin
     file, a directory or glob of them, a .jsonl file, or "dummy"), writing
     metrics.jsonl, checkpoints and the final adapter into `output_dir`:
@@ -48,11 +48,14 @@ class Trainer:
     A trainer is used by one thread at a time; request_stop() may come from
     any thread."""
 
+    _free = "tailor_trainer_free"
+    _what = "trainer"
+
     def __init__(self, plan, data, output_dir, eval_data=None,
                  data_dtype="uint16", resume=None, init_adapter=None,
                  max_steps=0, save_steps=-1, num_threads=0,
                  print_progress=False):
-        self._handle = ctypes.c_void_p()
+        super().__init__()
         options = _capi.TrainerOptions()
         lib().tailor_trainer_options_init(ctypes.byref(options))
         # The C strings must outlive the create call only.
@@ -76,29 +79,10 @@ class Trainer:
                 ctypes.byref(self._handle)))
         self.output_dir = os.fspath(output_dir)
 
-    def close(self):
-        if getattr(self, "_handle", None):
-            lib().tailor_trainer_free(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _trainer(self):
-        if not self._handle:
-            raise ValueError("the trainer is closed")
-        return self._handle
-
     def step(self):
         """Trains one optimizer step; its StepMetrics."""
         metrics = _capi.TrainMetrics()
-        check(lib().tailor_trainer_step(self._trainer(),
+        check(lib().tailor_trainer_step(self._live(),
                                         ctypes.byref(metrics)))
         return StepMetrics.of(metrics)
 
@@ -118,7 +102,7 @@ class Trainer:
 
         hook = _capi.TRAIN_CALLBACK(observe) if callback else \
             _capi.TRAIN_CALLBACK()
-        status = lib().tailor_trainer_run(self._trainer(), hook, None)
+        status = lib().tailor_trainer_run(self._live(), hook, None)
         if raised:
             raise raised[0]
         check(status)
@@ -126,7 +110,7 @@ class Trainer:
     def evaluate(self):
         """The validation loss of the current weights."""
         loss = ctypes.c_double()
-        check(lib().tailor_trainer_evaluate(self._trainer(),
+        check(lib().tailor_trainer_evaluate(self._live(),
                                             ctypes.byref(loss)))
         return loss.value
 
@@ -134,27 +118,27 @@ class Trainer:
         """Writes DIR/checkpoint-<step> (DIR: output_dir, or the trainer's);
         its path."""
         check(lib().tailor_trainer_save_checkpoint(
-            self._trainer(), encode(output_dir and os.fspath(output_dir))))
-        return lib().tailor_trainer_last_checkpoint(self._trainer()).decode()
+            self._live(), encode(output_dir and os.fspath(output_dir))))
+        return lib().tailor_trainer_last_checkpoint(self._live()).decode()
 
     def resume(self, checkpoint="latest"):
         """Restores a checkpoint directory ("latest": the newest in
         output_dir)."""
-        check(lib().tailor_trainer_resume(self._trainer(),
+        check(lib().tailor_trainer_resume(self._live(),
                                           encode(os.fspath(checkpoint))))
 
     def save_adapter(self, directory):
         """Writes the PEFT adapter (full fine-tuning: the model) of the
         current weights into `directory`."""
-        check(lib().tailor_trainer_export(self._trainer(),
+        check(lib().tailor_trainer_export(self._live(),
                                           encode(os.fspath(directory))))
 
     def request_stop(self):
-        check(lib().tailor_trainer_request_stop(self._trainer()))
+        check(lib().tailor_trainer_request_stop(self._live()))
 
     def _state(self):
         state = _capi.TrainerState()
-        check(lib().tailor_trainer_get_state(self._trainer(),
+        check(lib().tailor_trainer_get_state(self._live(),
                                              ctypes.byref(state)))
         return state
 
@@ -172,4 +156,4 @@ class Trainer:
 
     @property
     def last_checkpoint(self):
-        return lib().tailor_trainer_last_checkpoint(self._trainer()).decode()
+        return lib().tailor_trainer_last_checkpoint(self._live()).decode()

@@ -42,13 +42,6 @@ import train_common as tc  # noqa: E402
 STEPS = 20
 
 
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
-
-
 def compile_plan(args, onnx_path, recipe, work, hardware="cpu"):
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "recipe.yaml")
@@ -71,7 +64,7 @@ def run_plan(args, onnx_path, data, recipe, name, ranks=1):
     cmd = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
            "--max-steps", str(STEPS), "--output-dir", out, "--threads", "1"]
     if ranks > 1:
-        cmd = mpirun(ranks) + cmd
+        cmd = tc.mpirun(ranks) + cmd
     ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
     if not ok:
         return None, "train: " + msg
