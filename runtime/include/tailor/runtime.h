@@ -241,7 +241,8 @@ tailor_status tailor_session_output(const tailor_session *session,
 /**
  * Points `*data` at parameter or training-state tensor `name` inside the
  * session (a state is named `<parameter>.<kind>`, kind grad, exp_avg,
- * exp_avg_sq or momentum_buffer) and fills `info` if not NULL. The memory
+ * exp_avg_sq or momentum_buffer; see tailor_state_info for the others)
+ * and fills `info` if not NULL. The memory
  * is the session's own and writable: an application saves and restores
  * weights and optimizer moments through it between runs. Valid until
  * tailor_session_free. For a plan that runs on a GPU it is a host copy,
@@ -302,7 +303,11 @@ typedef struct tailor_parameter_info {
 } tailor_parameter_info;
 
 /** A training state: `<parameter>.<kind>`, kind grad, exp_avg, exp_avg_sq
- *  or momentum_buffer (PyTorch's names). */
+ *  or momentum_buffer (PyTorch's names); with optimizer offload, master and
+ *  grad_host (host copies of the parameter and its gradient, refreshed
+ *  every step: reading them between steps shows the last step's values,
+ *  and checkpoints leave them out); with PowerSGD, powersgd_error,
+ *  powersgd_p and powersgd_q. */
 typedef struct tailor_state_info {
   /** Owned by the plan; valid until tailor_plan_free. */
   const char *name;
