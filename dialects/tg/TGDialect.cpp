@@ -64,11 +64,12 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
   if (name == TGDialect::kOverlapAttrName) {
     if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp,
-                   GatherBucketOp>(op)) {
+                   GatherBucketOp, ToHostOp, ToDeviceOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
                                 "tg.reduce_scatter, tg.all_reduce, "
-                                "tg.all_reduce_states or tg.gather_bucket";
+                                "tg.all_reduce_states, tg.gather_bucket, "
+                                "tg.to_host or tg.to_device";
     }
     return success();
   }

@@ -438,6 +438,7 @@ LogicalResult SchedPlanner::planMove(Operation *op, bool toHost,
   PlannedCopy copy;
   copy.kind = toHost ? sched::CopyKind::DeviceToHost
                      : sched::CopyKind::HostToDevice;
+  copy.overlap = op->hasAttr(tg::TGDialect::kOverlapAttrName);
   launch.copy = copy;
   entry.launches.push_back(std::move(launch));
   return success();

@@ -6,7 +6,9 @@
 // buckets so they have backward to overlap with. With
 // `move-ddp-reductions`, DDP's all-reduces first move from the optimizer
 // step into the training step, after their last gradient; with `prefetch`,
-// ZeRO-3's gathers are issued one bucket ahead.
+// ZeRO-3's gathers are issued one bucket ahead, and activation offload's
+// copies run on the copy stream: evictions beside the forward, returns one
+// layer ahead of the backward that reads them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +75,11 @@ private:
   /// stream gathers the next bucket while compute uses the current one
   /// (FSDP's prefetch of one); all are marked.
   void prefetchGathers(func::FuncOp step);
+  /// Activation offload: every tg.to_host and tg.to_device is marked; the
+  /// returns of each layer move up to where backward starts reading the
+  /// returns of the layer before (in program order), so at most two layers'
+  /// restored activations are on the device at once.
+  void overlapActivationCopies(func::FuncOp step);
   /// Moves the consumers of collective `index` of `collectives` down to
   /// the collective `inFlight` later (or the terminator); false when one
   /// cannot move (it or an op in between touches what it writes).
@@ -202,6 +209,47 @@ void OverlapCollectivesPass::prefetchGathers(func::FuncOp step) {
   }
 }
 
+void OverlapCollectivesPass::overlapActivationCopies(func::FuncOp step) {
+  Builder builder(step.getContext());
+  // Returns grouped by layer, in the order backward reaches them.
+  SmallVector<SmallVector<tg::ToDeviceOp>> layers;
+  std::optional<int64_t> current;
+  for (Operation &op : step.getBody().front()) {
+    if (llvm::isa<tg::ToHostOp>(op)) {
+      op.setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+    }
+    auto back = llvm::dyn_cast<tg::ToDeviceOp>(op);
+    if (!back) {
+      continue;
+    }
+    back->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+    auto layer = back->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName);
+    std::optional<int64_t> id =
+        layer ? std::optional<int64_t>(layer.getInt()) : std::nullopt;
+    if (layers.empty() || id != current) {
+      layers.emplace_back();
+      current = id;
+    }
+    layers.back().push_back(back);
+  }
+  for (size_t i = 1; i < layers.size(); ++i) {
+    Operation *firstUse = nullptr;
+    for (tg::ToDeviceOp back : layers[i - 1]) {
+      Operation *use = firstUser(back);
+      if (use && (!firstUse || use->isBeforeInBlock(firstUse))) {
+        firstUse = use;
+      }
+    }
+    for (tg::ToDeviceOp back : layers[i]) {
+      // Its host copy is made in forward, long before: moving up keeps it
+      // after its operand.
+      if (firstUse && firstUse->isBeforeInBlock(back)) {
+        back->moveBefore(firstUse);
+      }
+    }
+  }
+}
+
 bool OverlapCollectivesPass::deferConsumers(ArrayRef<Operation *> collectives,
                                             size_t index) {
   Operation *collective = collectives[index];
@@ -263,6 +311,7 @@ void OverlapCollectivesPass::runOnOperation() {
   }
   if (prefetch) {
     prefetchGathers(step);
+    overlapActivationCopies(step);
   }
   SmallVector<Operation *> collectives;
   for (Operation &op : step.getBody().front()) {

@@ -210,11 +210,17 @@ def main():
     both = ("offload-both", dict(offload_param="cpu", offload_optimizer="cpu"))
     activations = ("offload-activations",
                    dict(enable_activation_offloading=True))
+    # The copies on the copy stream, one layer ahead (the GPU default; on
+    # CPU ranks copies are memcpys in program order, so this checks the
+    # plan, whose buffers must stay live while a copy is in flight).
+    overlapped = ("offload-activations-overlap",
+                  dict(enable_activation_offloading=True, overlap_comm=True))
     everything = ("offload-all", dict(offload_param="cpu",
                                       offload_optimizer="cpu",
                                       enable_activation_offloading=True))
     failures = []
-    cases = [("lora", lora, 1, [params, optimizer, activations]),
+    cases = [("lora", lora, 1, [params, optimizer, activations,
+                                overlapped]),
              ("qlora", dict(lora, adapter="qlora"), 1,
               [params, both, everything]),
              ("lora-checkpointing", dict(lora, gradient_checkpointing=True), 1,
