@@ -35,7 +35,8 @@ class StepMetrics:
 
 class Trainer(_capi.Handle):
     """Trains plan `plan` (a path or a tailor.Plan) on `data` (a token .bin
-    file, a directory or glob of them, a .jsonl file, or "dummy"), writing
+    file, a directory or glob of them, a .jsonl file, "dummy", or None: the
+    caller gives each step's batch to step()), writing
     metrics.jsonl, checkpoints and the final adapter into `output_dir`:
 
         trainer = tailor.Trainer("lora.tplan", data="train.jsonl",
@@ -59,7 +60,7 @@ class Trainer(_capi.Handle):
         options = _capi.TrainerOptions()
         lib().tailor_trainer_options_init(ctypes.byref(options))
         # The C strings must outlive the create call only.
-        options.data_path = encode(os.fspath(data))
+        options.data_path = encode(data and os.fspath(data))
         options.output_dir = encode(os.fspath(output_dir))
         options.eval_data_path = encode(eval_data and os.fspath(eval_data))
         options.data_dtype = encode(data_dtype)
@@ -79,11 +80,35 @@ class Trainer(_capi.Handle):
                 ctypes.byref(self._handle)))
         self.output_dir = os.fspath(output_dir)
 
-    def step(self):
-        """Trains one optimizer step; its StepMetrics."""
+    def step(self, input_ids=None, labels=None):
+        """Trains one optimizer step; its StepMetrics. A trainer made with
+        data=None takes each step's batch here: `input_ids` (and `labels`,
+        default the ids; -100 ignored), integer arrays of
+        [gradient_accumulation_steps x micro_batch_size, sequence_len]."""
         metrics = _capi.TrainMetrics()
-        check(lib().tailor_trainer_step(self._live(),
-                                        ctypes.byref(metrics)))
+        if input_ids is None:
+            if labels is not None:
+                raise ValueError("labels without input_ids")
+            check(lib().tailor_trainer_step(self._live(),
+                                            ctypes.byref(metrics)))
+            return StepMetrics.of(metrics)
+        import numpy as np
+
+        ids = np.ascontiguousarray(input_ids, dtype=np.int64)
+        if ids.ndim != 2:
+            raise ValueError(f"input_ids must be 2-D [rows, sequence_len], "
+                             f"got shape {ids.shape}")
+        targets = None
+        if labels is not None:
+            targets = np.ascontiguousarray(labels, dtype=np.int64)
+            if targets.shape != ids.shape:
+                raise ValueError(f"labels have shape {targets.shape}, "
+                                 f"input_ids {ids.shape}")
+        pointer = lambda a: (None if a is None else
+                             a.ctypes.data_as(_capi.I64P))
+        check(lib().tailor_trainer_step_batch(
+            self._live(), pointer(ids), pointer(targets), ids.shape[0],
+            ids.shape[1], ctypes.byref(metrics)))
         return StepMetrics.of(metrics)
 
     def train(self, callback=None):
