@@ -236,7 +236,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
                  (recipe.overlapComm == "auto" && options.backend == "cuda" &&
                   recipe.gradientCompression == "none");
   if ((options.worldSize > 1 || recipe.offloadParams() ||
-       recipe.activationOffloading) &&
+       recipe.offloadOptimizer == "cpu" || recipe.activationOffloading) &&
       overlap) {
     parallel::OverlapCollectivesPassOptions overlap;
     overlap.inFlight = recipe.overlapBucketsInFlight;

@@ -64,12 +64,12 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
   if (name == TGDialect::kOverlapAttrName) {
     if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp,
-                   GatherBucketOp, ToHostOp, ToDeviceOp>(op)) {
+                   GatherBucketOp, ToHostOp, ToDeviceOp, CopyStateOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
                                 "tg.reduce_scatter, tg.all_reduce, "
                                 "tg.all_reduce_states, tg.gather_bucket, "
-                                "tg.to_host or tg.to_device";
+                                "tg.to_host, tg.to_device or tg.copy_state";
     }
     return success();
   }

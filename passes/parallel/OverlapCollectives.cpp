@@ -65,6 +65,12 @@ private:
   /// DDP: each tg.all_reduce_states of the optimizer step moves into
   /// `step`, right after the last op naming one of its states.
   void moveDdpReductionsInto(func::FuncOp step, func::FuncOp optimizer);
+  /// Optimizer offload, one micro-batch a step: each parameter's copies to
+  /// the host (its gradient and itself) move from the optimizer step into
+  /// `step`, right after the gradient's last accumulation, on the copy
+  /// stream, so they overlap the rest of backward. A gradient a collective
+  /// reduces keeps its copy where it is.
+  void moveOffloadCopiesInto(func::FuncOp step, func::FuncOp optimizer);
   /// Moves each tg.accumulate up to just after its gradient is made (and
   /// after any earlier op on its state): autodiff leaves some (norm
   /// weights, a tied embedding's first half) at the end of backward, which
@@ -170,6 +176,58 @@ void OverlapCollectivesPass::moveDdpReductionsInto(func::FuncOp step,
     } else {
       reduce->moveBefore(body.getTerminator());
     }
+  }
+}
+
+void OverlapCollectivesPass::moveOffloadCopiesInto(func::FuncOp step,
+                                                   func::FuncOp optimizer) {
+  ModuleOp module = step->getParentOfType<ModuleOp>();
+  auto isToHost = [&](tg::CopyStateOp copy) {
+    auto target = module.lookupSymbol<tg::StateOp>(copy.getTargetAttr());
+    return target && target.getHost();
+  };
+  // Gradients a collective names stay: their copy must follow it.
+  llvm::DenseSet<StringAttr> reduced;
+  for (func::FuncOp f : {step, optimizer}) {
+    f.walk([&](Operation *op) {
+      if (isGradientCollective(op)) {
+        llvm::DenseSet<StringAttr> names = symbolsOf(op);
+        reduced.insert(names.begin(), names.end());
+      }
+    });
+  }
+  Block &body = step.getBody().front();
+  Builder builder(step.getContext());
+  SmallVector<tg::CopyStateOp> copies(optimizer.getOps<tg::CopyStateOp>());
+  for (tg::CopyStateOp copy : copies) {
+    auto source = module.lookupSymbol<tg::StateOp>(copy.getSourceAttr());
+    if (!isToHost(copy) || !source || source.getKind() != tg::StateKind::Grad ||
+        reduced.contains(source.getSymNameAttr())) {
+      continue;
+    }
+    llvm::DenseSet<StringAttr> grad = {source.getSymNameAttr()};
+    Operation *last = nullptr;
+    for (Operation &op : body.without_terminator()) {
+      if (touchesAny(&op, grad)) {
+        last = &op;
+      }
+    }
+    if (!last) {
+      continue; // the step never makes this gradient
+    }
+    Operation *at = last;
+    // The parameter's own copy (the next copy_state of the same parameter)
+    // travels with it.
+    for (tg::CopyStateOp other : copies) {
+      if (other != copy && isToHost(other) &&
+          module.lookupSymbol<tg::ParamOp>(other.getSourceAttr()) &&
+          other.getSourceAttr().getValue() == source.getParameter()) {
+        other->moveAfter(at);
+        other->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+      }
+    }
+    copy->moveAfter(at);
+    copy->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
   }
 }
 
@@ -308,6 +366,7 @@ void OverlapCollectivesPass::runOnOperation() {
     }
     hoistAccumulates(step);
     moveDdpReductionsInto(step, optimizer);
+    moveOffloadCopiesInto(step, optimizer);
   }
   if (prefetch) {
     prefetchGathers(step);

@@ -215,17 +215,22 @@ def main():
     # plan, whose buffers must stay live while a copy is in flight).
     overlapped = ("offload-activations-overlap",
                   dict(enable_activation_offloading=True, overlap_comm=True))
+    # The gradient and parameter copies moved into train_step, on the copy
+    # stream beside backward.
+    optimizer_overlapped = ("offload-optimizer-overlap",
+                            dict(offload_optimizer="cpu", overlap_comm=True))
     everything = ("offload-all", dict(offload_param="cpu",
                                       offload_optimizer="cpu",
                                       enable_activation_offloading=True))
     failures = []
     cases = [("lora", lora, 1, [params, optimizer, activations,
-                                overlapped]),
+                                overlapped, optimizer_overlapped]),
              ("qlora", dict(lora, adapter="qlora"), 1,
               [params, both, everything]),
              ("lora-checkpointing", dict(lora, gradient_checkpointing=True), 1,
               [activations]),
-             ("full", full, 1, [optimizer, activations])]
+             ("full", full, 1, [optimizer, activations,
+                                optimizer_overlapped])]
     if shutil.which("mpirun"):
         cases.append(("lora-ddp2", dict(lora, zero_stage=0), 2,
                       [params, optimizer]))
