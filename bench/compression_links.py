@@ -7,7 +7,10 @@ full fine-tuning with AdamW (every weight's gradient all-reduced: the
 setting of the seed's study, which trained whole models), one micro-batch
 of --batch x --seq per rank, at 8 to 64 ranks over 1, 10 and 100 Gb/s
 links, for each method of --methods: none (S-SGD: DDP's bucketed
-all-reduce), powersgd and acp-sgd (rank --rank, compressed from step 1).
+all-reduce, overlapping backward as well-optimized S-SGD does, unless
+--no-overlap), powersgd and acp-sgd (rank --rank, compressed from step 1;
+compressed all-reduces run in the optimizer step: tailor does not overlap
+them yet).
 
 Compression's kernels are CPU kernels today (the planner refuses them on a
 CUDA target), so the target is a CPU-backend hardware file given a GPU's
@@ -23,7 +26,7 @@ InfiniBand, in its study).
   compression_links.py [--onnx build/bench/llama7b/llama7b.onnx]
       [--worlds 8,16,32,64] [--gbps 1,10,100] [--methods none,powersgd,acp-sgd]
       [--rank 4] [--batch 1] [--seq 512] [--tflops 100] [--memory-gbs 900]
-      [--latency-us 10] [--json OUT.json]
+      [--latency-us 10] [--no-overlap] [--json OUT.json]
 """
 
 import argparse
@@ -75,7 +78,7 @@ def write_recipe(path, args, method):
              f"micro_batch_size: {args.batch}",
              "gradient_accumulation_steps: 1", "learning_rate: 1e-5",
              "optimizer: adamw", "max_steps: 10", "zero_stage: 0",
-             "overlap_comm: false"]
+             f"overlap_comm: {'true' if method == 'none' and args.overlap else 'false'}"]
     if method != "none":
         lines += [f"gradient_compression: {method}",
                   f"compression_rank: {args.rank}",
@@ -124,6 +127,9 @@ def main():
     ap.add_argument("--tflops", type=float, default=100.0)
     ap.add_argument("--memory-gbs", type=float, default=900.0)
     ap.add_argument("--latency-us", type=float, default=10.0)
+    ap.add_argument("--no-overlap", dest="overlap", action="store_false",
+                    help="S-SGD's all-reduces in the optimizer step, not "
+                    "behind backward")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     args.worlds = [int(w) for w in args.worlds.split(",")]
