@@ -49,14 +49,25 @@ bool runsIn(const fb::Op &op, int64_t step) {
                     (step - range->first()) % periodOf(op) == 0);
 }
 
+/// The longest cycle of steps predicted (step by step, so a plan's
+/// periods must repeat within it).
+constexpr int64_t kMaxCycle = 64;
+
 /// How many steps the ops that run repeat after, from steadyStep on: the
 /// least common multiple of the step periods (2 for ACP-SGD's alternation,
-/// 1 without periods).
+/// 1 without periods); 0 past kMaxCycle.
 int64_t cycleLength(const fb::Plan &p) {
   int64_t cycle = 1;
   for (const fb::Op *op : *p.ops()) {
     if (op->steps()) {
-      cycle = std::lcm(cycle, periodOf(*op));
+      int64_t period = periodOf(*op);
+      if (period > kMaxCycle) {
+        return 0;
+      }
+      cycle = std::lcm(cycle, period);
+      if (cycle > kMaxCycle) {
+        return 0;
+      }
     }
   }
   return cycle;
@@ -282,6 +293,12 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   // Steps whose ops alternate (ACP-SGD) are predicted as the mean over
   // one cycle of them.
   int64_t cycle = cycleLength(p);
+  if (cycle == 0) {
+    prediction.unpredictable = "the plan's step periods repeat only after "
+                               "more than " +
+                               std::to_string(kMaxCycle) + " steps";
+    return prediction;
+  }
   prediction.bytesSentByCycleStep.assign(cycle, 0.0);
   for (const fb::Entry *e : *p.entries()) {
     double runs = runsPerStep(p, e->name()->string_view());
