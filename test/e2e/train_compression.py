@@ -29,6 +29,8 @@ Checks, per compressed method:
     prediction;
   * ACP-SGD sends one factor a step: its P and Q steps each send less than
     a PowerSGD step (which sends both);
+  * resume: ACP-SGD stopped after step SAVE (a P step) and resumed ends
+    with the uninterrupted run's adapter, bit for bit;
   * the refusals: acp-sgd with compression_warm_start false, and topk and
     signsgd (not built yet), each with its message.
 
@@ -58,6 +60,7 @@ START = 4
 ROWS = 32
 LR = 1e-2
 TAIL = 10
+SAVE = START + 3
 MARGIN = 0.08
 KEPT = 0.5
 MIN_DROP = 0.5
@@ -86,13 +89,17 @@ def compile_plan(args, onnx_path, recipe, work):
     return (plan, None) if ok else (None, msg)
 
 
-def train(args, plan, work, data, init):
-    out = os.path.join(work, "out")
-    shutil.rmtree(out, ignore_errors=True)
+def train(args, plan, work, data, init, out_name="out", steps=STEPS,
+          resume=None):
+    out = os.path.join(work, out_name)
+    if resume is None:
+        shutil.rmtree(out, ignore_errors=True)
     cmd = tc.mpirun(WORLD) + [
         os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
-        "--max-steps", str(STEPS), "--output-dir", out, "--threads", "1",
+        "--max-steps", str(steps), "--output-dir", out, "--threads", "1",
         "--init-adapter", init]
+    if resume:
+        cmd += ["--resume", resume]
     ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
     return (out, None) if ok else (None, f"train: {msg}")
 
@@ -212,6 +219,38 @@ def check_one_factor(acp, powersgd):
     return []
 
 
+def check_resume(args, onnx_path, data, init):
+    """ACP-SGD stopped after step SAVE (a P step; checkpoint-SAVE holds P,
+    Q and the error) and resumed to SAVE + 5 ends with the uninterrupted
+    run's adapter, bit for bit: the Q step after the resume reuses the
+    checkpointed P, and the parity follows the global step."""
+    work = os.path.join(args.work, "acp-resume")
+    recipe = dict(recipe_for("acp-sgd"), save_steps=SAVE)
+    plan, err = compile_plan(args, onnx_path, recipe, work)
+    if err:
+        return [f"acp-sgd resume: compile: {err}"]
+    end = SAVE + 5
+    whole, err = train(args, plan, work, data, init, "whole", end)
+    if err:
+        return [f"acp-sgd resume: uninterrupted: {err}"]
+    part, err = train(args, plan, work, data, init, "resumed", SAVE)
+    if not err:
+        part, err = train(args, plan, work, data, init, "resumed", end,
+                          resume=os.path.join(part, f"checkpoint-{SAVE}"))
+    if err:
+        return [f"acp-sgd resume: {err}"]
+    want = tc.load_safetensors(os.path.join(whole,
+                                            "adapter_model.safetensors"))
+    got = tc.load_safetensors(os.path.join(part, "adapter_model.safetensors"))
+    differ = [k for k in want if got[k].tobytes() != want[k].tobytes()]
+    if differ:
+        return [f"acp-sgd resume: {differ} differ from the uninterrupted "
+                "run's"]
+    print(f"acp-sgd resumed after step {SAVE} (a P step) to step {end}: the "
+          "adapter is bit-identical to the uninterrupted run's")
+    return []
+
+
 def check_refusals(args, onnx_path):
     failures = []
     for name, extra, expect in (
@@ -271,6 +310,7 @@ def main():
             failures += check_bytes(method, runs[method])
     if "acp-sgd" in runs and "powersgd" in runs:
         failures += check_one_factor(runs["acp-sgd"], runs["powersgd"])
+    failures += check_resume(args, onnx_path, data, init)
     failures += check_refusals(args, onnx_path)
     for f in failures:
         print("FAIL " + f)
