@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 namespace tailor {
@@ -35,11 +36,41 @@ LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
   return moved;
 }
 
+/// Every how many steps of its range `op` runs (plan Op.steps_period).
+int64_t periodOf(const fb::Op &op) {
+  return std::max<int64_t>(op.steps_period(), 1);
+}
+
 /// Whether `op` runs in training step `step` (plan Op.steps, 1.8).
 bool runsIn(const fb::Op &op, int64_t step) {
   const fb::StepRange *range = op.steps();
   return !range || (step >= range->first() &&
-                    (range->last() == -1 || step <= range->last()));
+                    (range->last() == -1 || step <= range->last()) &&
+                    (step - range->first()) % periodOf(op) == 0);
+}
+
+/// The longest cycle of steps predicted (step by step, so a plan's
+/// periods must repeat within it).
+constexpr int64_t kMaxCycle = 64;
+
+/// How many steps the ops that run repeat after, from steadyStep on: the
+/// least common multiple of the step periods (2 for ACP-SGD's alternation,
+/// 1 without periods); 0 past kMaxCycle.
+int64_t cycleLength(const fb::Plan &p) {
+  int64_t cycle = 1;
+  for (const fb::Op *op : *p.ops()) {
+    if (op->steps()) {
+      int64_t period = periodOf(*op);
+      if (period > kMaxCycle) {
+        return 0;
+      }
+      cycle = std::lcm(cycle, period);
+      if (cycle > kMaxCycle) {
+        return 0;
+      }
+    }
+  }
+  return cycle;
 }
 
 /// The first training step from which the same ops run in every step: past
@@ -259,27 +290,41 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
       }
     }
   }
+  // Steps whose ops alternate (ACP-SGD) are predicted as the mean over
+  // one cycle of them.
+  int64_t cycle = cycleLength(p);
+  if (cycle == 0) {
+    prediction.unpredictable = "the plan's step periods repeat only after "
+                               "more than " +
+                               std::to_string(kMaxCycle) + " steps";
+    return prediction;
+  }
+  prediction.bytesSentByCycleStep.assign(cycle, 0.0);
   for (const fb::Entry *e : *p.entries()) {
-    std::vector<LaunchWork> work =
-        launchesOf(p, e->first_op(), e->op_count(), steady);
     double runs = runsPerStep(p, e->name()->string_view());
     if (e->name()->string_view() == "eval_step") {
       continue; // validation is not part of a training step
     }
-    TimeEstimate serial = predictLaunches(target, work);
-    StreamSchedule streams =
-        scheduleStreams(p, target, e->first_op(), e->op_count(), steady);
-    prediction.step.add(serial, runs);
-    prediction.step.seconds -= runs * (serial.seconds - streams.seconds);
-    prediction.commSeconds += runs * streams.commSeconds;
-    prediction.copySeconds += runs * streams.copySeconds;
-    prediction.hiddenSeconds += runs * (serial.seconds - streams.seconds);
-    for (const LaunchWork &w : work) {
-      if (costKindOf(w.kernel) == "host_copy") {
-        prediction.bytesCopiedPerStep += runs * w.bytes;
+    for (int64_t c = 0; c < cycle; ++c) {
+      std::vector<LaunchWork> work =
+          launchesOf(p, e->first_op(), e->op_count(), steady + c);
+      TimeEstimate serial = predictLaunches(target, work);
+      StreamSchedule streams = scheduleStreams(
+          p, target, e->first_op(), e->op_count(), steady + c);
+      double share = runs / double(cycle);
+      prediction.step.add(serial, share);
+      prediction.step.seconds -= share * (serial.seconds - streams.seconds);
+      prediction.commSeconds += share * streams.commSeconds;
+      prediction.copySeconds += share * streams.copySeconds;
+      prediction.hiddenSeconds += share * (serial.seconds - streams.seconds);
+      for (const LaunchWork &w : work) {
+        if (costKindOf(w.kernel) == "host_copy") {
+          prediction.bytesCopiedPerStep += share * w.bytes;
+        }
+        double sent = runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
+        prediction.bytesSentPerStep += sent / double(cycle);
+        prediction.bytesSentByCycleStep[c] += sent;
       }
-      prediction.bytesSentPerStep +=
-          runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
     }
     for (const LaunchWork &w :
          launchesOf(p, e->first_op(), e->op_count(), 1)) {

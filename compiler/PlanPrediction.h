@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
+#include <vector>
 
 namespace tailor {
 namespace plan {
@@ -37,6 +38,11 @@ struct PlanPrediction {
   /// Bytes each rank sends in one step's collectives, counted as ring
   /// algorithms move them (CostModel.h's ringBytesSent).
   double bytesSentPerStep = 0;
+  /// Bytes each rank sends in steps steadyFromStep, steadyFromStep + 1, ...
+  /// of one cycle of steps whose ops alternate (ACP-SGD: two, the P step's
+  /// and the Q step's); one entry when every steady step runs the same ops.
+  /// bytesSentPerStep (and the times) are the mean over the cycle.
+  std::vector<double> bytesSentByCycleStep;
   /// The same for a step before gradient compression starts (plan ops with
   /// a step range, 1.8): the first step's. Equal to bytesSentPerStep
   /// without compression.

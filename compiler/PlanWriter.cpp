@@ -1002,10 +1002,17 @@ PlanBuilder::parameterShard(sched::ParamOp param) {
 /// The training steps `op` runs in (sched.steps), or none: every step.
 static std::unique_ptr<fb::StepRange> stepsOf(Operation *op) {
   auto steps = op->getAttrOfType<DenseI64ArrayAttr>(sched::kStepsAttrName);
-  if (!steps || steps.size() != 2) {
+  if (!steps || (steps.size() != 2 && steps.size() != 3)) {
     return nullptr;
   }
   return std::make_unique<fb::StepRange>(steps[0], steps[1]);
+}
+
+/// Every how many steps of its range `op` runs (sched.steps' third value;
+/// 1: every step).
+static int64_t stepsPeriodOf(Operation *op) {
+  auto steps = op->getAttrOfType<DenseI64ArrayAttr>(sched::kStepsAttrName);
+  return steps && steps.size() == 3 ? steps[2] : 1;
 }
 
 LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
@@ -1036,7 +1043,8 @@ LogicalResult PlanBuilder::addLaunch(sched::LaunchOp launch) {
       launch.getFlops() ? launch.getFlops()->convertToDouble() : 0.0,
       launch.getBytes() ? launch.getBytes()->convertToDouble() : 0.0);
   steps.push_back(
-      fb::CreateOp(fbb, fb::Step::Launch, step.Union(), stepsOf(launch).get()));
+      fb::CreateOp(fbb, fb::Step::Launch, step.Union(), stepsOf(launch).get(),
+                   stepsPeriodOf(launch)));
   return success();
 }
 
@@ -1060,7 +1068,8 @@ LogicalResult PlanBuilder::addCollective(sched::CollectiveOp collective) {
       *input, *output, groupVec, reduction,
       static_cast<int32_t>(collective.getRoot().value_or(0)), *streamAt);
   steps.push_back(fb::CreateOp(fbb, fb::Step::Collective, step.Union(),
-                               stepsOf(collective).get()));
+                               stepsOf(collective).get(),
+                               stepsPeriodOf(collective)));
   return success();
 }
 

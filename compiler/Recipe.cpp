@@ -497,29 +497,38 @@ Error checkOffload(const TrainingRecipe &recipe) {
   return Error::success();
 }
 
-/// What gradient compression can do today: PowerSGD on DDP's buckets,
-/// collectives in program order. The rest is refused by name.
+/// What gradient compression can do today: PowerSGD and ACP-SGD on DDP's
+/// buckets, collectives in program order. The rest is refused by name.
 Error checkCompression(const TrainingRecipe &recipe) {
   const std::string &method = recipe.gradientCompression;
   if (method == "none") {
     return Error::success();
   }
-  if (method != "powersgd") {
+  if (method != "powersgd" && method != "acp-sgd") {
     return createStringError(inconvertibleErrorCode(),
                              "'gradient_compression: " + method +
-                                 "' is not built yet (powersgd is)");
+                                 "' is not built yet (powersgd and acp-sgd "
+                                 "are)");
   }
   if (recipe.sharding != "ddp") {
     return createStringError(inconvertibleErrorCode(),
-                             "'gradient_compression: powersgd' with " +
+                             "'gradient_compression: " + method + "' with " +
                                  recipe.sharding +
                                  " sharding is not built yet (ddp only)");
   }
   if (recipe.overlapComm == "true") {
     return createStringError(
         inconvertibleErrorCode(),
-        "'gradient_compression: powersgd' with 'overlap_comm: true' is not "
-        "built yet (compressed all-reduces run in the optimizer step)");
+        "'gradient_compression: " + method +
+            "' with 'overlap_comm: true' is not built yet (compressed "
+            "all-reduces run in the optimizer step)");
+  }
+  if (method == "acp-sgd" && !recipe.compressionWarmStart) {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'gradient_compression: acp-sgd' reuses the previous step's factor "
+        "by design: 'compression_warm_start: false' applies to powersgd "
+        "only");
   }
   return Error::success();
 }

@@ -129,7 +129,7 @@ struct TrainingRecipe {
   int64_t overlapBucketsInFlight = 2;
   // --- gradient compression (tailor-compress-gradients), in the words of
   // PyTorch's PowerSGD hook (PowerSGDState).
-  /// `gradient_compression: none|powersgd` (acp-sgd, topk and signsgd are
+  /// `gradient_compression: none|powersgd|acp-sgd` (topk and signsgd are
   /// refused by name: not built yet).
   std::string gradientCompression = "none";
   /// `compression_rank` (matrix_approximation_rank).

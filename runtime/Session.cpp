@@ -348,6 +348,11 @@ std::string Session::prepareStepRange(uint32_t i, PreparedLaunch &prepared) {
            std::to_string(range->last()) +
            "] is malformed (first >= 1, last >= first or -1)";
   }
+  int64_t period = p.ops()->Get(i)->steps_period();
+  if (period < 0) {
+    return where + ": step period " + std::to_string(period) +
+           " is negative (0 or 1: every step of the range)";
+  }
   // The entry the op belongs to, and its `step` input.
   for (uint32_t e = 0; e < entries.size(); ++e) {
     if (i < entries[e].first || i >= entries[e].first + entries[e].count) {
@@ -362,6 +367,7 @@ std::string Session::prepareStepRange(uint32_t i, PreparedLaunch &prepared) {
               static_cast<const int64_t *>(bufferData(input->buffer()));
           prepared.firstStep = range->first();
           prepared.lastStep = range->last();
+          prepared.stepPeriod = std::max<int64_t>(period, 1);
           return "";
         }
       }
@@ -831,7 +837,8 @@ std::string Session::runStep(size_t index) {
   if (launch.stepValue) {
     int64_t step = *launch.stepValue;
     if (step < launch.firstStep ||
-        (launch.lastStep != -1 && step > launch.lastStep)) {
+        (launch.lastStep != -1 && step > launch.lastStep) ||
+        (step - launch.firstStep) % launch.stepPeriod != 0) {
       return ""; // not one of its steps
     }
   }

@@ -211,6 +211,8 @@ private:
     const int64_t *stepValue = nullptr;
     int64_t firstStep = 0;
     int64_t lastStep = -1;
+    /// Plan Op.steps_period: of those, only first, first + period, ...
+    int64_t stepPeriod = 1;
   };
   /// Step `step`, a collective, with its buffers resolved.
   PreparedLaunch prepareCollective(uint32_t step,

@@ -20,8 +20,9 @@
 namespace tailor::sched {
 /// On a sched.launch or sched.collective: it runs only in the training steps
 /// `array<i64: first, last>` (the entry's `step` input in [first, last];
-/// last -1: no end), the plan's Op.steps. From tg.steps
-/// (tailor-compress-gradients).
+/// last -1: no end), or `array<i64: first, last, period>` (only every
+/// period-th of them, from first), the plan's Op.steps and
+/// Op.steps_period. From tg.steps (tailor-compress-gradients).
 inline constexpr ::llvm::StringLiteral kStepsAttrName = "sched.steps";
 } // namespace tailor::sched
 

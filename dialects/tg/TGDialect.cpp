@@ -84,11 +84,14 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
   }
   if (name == TGDialect::kStepsAttrName) {
     auto steps = llvm::dyn_cast<DenseI64ArrayAttr>(value);
-    if (!steps || steps.size() != 2 || steps[0] < 1 ||
-        (steps[1] != -1 && steps[1] < steps[0])) {
+    if (!steps || (steps.size() != 2 && steps.size() != 3) || steps[0] < 1 ||
+        (steps[1] != -1 && steps[1] < steps[0]) ||
+        (steps.size() == 3 && steps[2] < 1)) {
       return op->emitError() << "'" << name
-                             << "' must be array<i64: first, last> with "
-                                "first >= 1 and last >= first or -1, got "
+                             << "' must be array<i64: first, last> or "
+                                "array<i64: first, last, period> with "
+                                "first >= 1, last >= first or -1 and "
+                                "period >= 1, got "
                              << value;
     }
     return success();

@@ -73,8 +73,10 @@ def TG_Dialect : Dialect {
         "tg.export_transposed";
     /// On an op of a function with a `step` input (optimizer_step): the op
     /// runs only in the steps `[first, last]` (1-based, as the step input;
-    /// last -1: no end), `array<i64: first, last>`. Gradient compression's
-    /// warm-up and compressed phases (tailor-compress-gradients).
+    /// last -1: no end), `array<i64: first, last>`, or only in every
+    /// period-th of them (first, first + period, ...), `array<i64: first,
+    /// last, period>`. Gradient compression's warm-up and compressed phases,
+    /// and ACP-SGD's alternating P and Q steps (tailor-compress-gradients).
     static constexpr ::llvm::StringLiteral kStepsAttrName = "tg.steps";
     /// tailor-compress-gradients' decision, on the builtin module: the
     /// method and its settings (a dictionary).

@@ -508,8 +508,12 @@ void ProgramEmitter::markSteps(const PlannedLaunch &launch, Block *block,
   if (!launch.trainingSteps) {
     return;
   }
-  auto steps = builder.getDenseI64ArrayAttr(
-      {launch.trainingSteps->first, launch.trainingSteps->second});
+  const PlannedLaunch::StepRange &range = *launch.trainingSteps;
+  SmallVector<int64_t, 3> bounds = {range.first, range.last};
+  if (range.period != 1) {
+    bounds.push_back(range.period);
+  }
+  auto steps = builder.getDenseI64ArrayAttr(bounds);
   Block::iterator it = after ? std::next(after->getIterator()) : block->begin();
   for (; it != block->end(); ++it) {
     if (llvm::isa<sched::LaunchOp, sched::CollectiveOp>(*it)) {

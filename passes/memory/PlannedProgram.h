@@ -147,8 +147,11 @@ struct PlannedLaunch {
   /// Runs on the host stream over host memory (a tg.host update).
   bool host = false;
   /// tg.steps of its op: runs only in training steps [first, last] (last
-  /// -1: no end); absent, every step.
-  std::optional<std::pair<int64_t, int64_t>> trainingSteps;
+  /// -1: no end), every period-th from first; absent, every step.
+  struct StepRange {
+    int64_t first = 1, last = -1, period = 1;
+  };
+  std::optional<StepRange> trainingSteps;
 };
 
 /// One planned function: an entry of the program.

@@ -572,7 +572,9 @@ LogicalResult SchedPlanner::planFunction(ModuleOp module, func::FuncOp func,
     for (size_t i = planned; i < entry.launches.size(); ++i) {
       entry.launches[i].step = step;
       if (steps) {
-        entry.launches[i].trainingSteps = {steps[0], steps[1]};
+        entry.launches[i].trainingSteps =
+            PlannedLaunch::StepRange{steps[0], steps[1],
+                                     steps.size() == 3 ? steps[2] : 1};
       }
     }
   }

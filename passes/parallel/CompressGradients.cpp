@@ -1,13 +1,38 @@
-//===- CompressGradients.cpp - tailor-compress-gradients: PowerSGD on DDP -===//
+//===- CompressGradients.cpp - tailor-compress-gradients on DDP buckets ---===//
 //
-// Rewrites each DDP bucket's all-reduce into PyTorch's PowerSGD
-// communication hook (torch/distributed/algorithms/ddp_comm_hooks/
-// powerSGD_hook.py), step for step: a plain all-reduce for the first
-// `start-step` steps, then error feedback, the uncompressed all-reduce of
-// what is not worth compressing, and P = M Q, all-reduce P, orthogonalize
-// P, Q = M^T P, all-reduce Q, M = P Q^T. Both phases stay in the program;
-// `tg.steps` says in which steps each op runs, so the plan (and its byte
-// counts) holds both and the runtime picks by the step input.
+// Rewrites each DDP bucket's all-reduce into a compressed one.
+//
+// powersgd: PyTorch's PowerSGD communication hook (torch/distributed/
+// algorithms/ddp_comm_hooks/powerSGD_hook.py), step for step: a plain
+// all-reduce for the first `start-step` steps, then error feedback, the
+// uncompressed all-reduce of what is not worth compressing, and P = M Q,
+// all-reduce P, orthogonalize P, Q = M^T P, all-reduce Q, M = P Q^T.
+//
+// acp-sgd: ACP-SGD (Zhang, Shi and Li, "Evaluation and Optimization of
+// Gradient Compression for Distributed Deep Learning", ICDCS 2023,
+// Algorithm 1): PowerSGD's single power iteration split over two steps,
+// each step computing and all-reducing one factor with the other reused
+// from the step before. The variant built here, from step s = start + 1:
+//   steps s, s + 2, ... (P steps): Q <- orth(Q); P = M Q; all-reduce P
+//     (average); M = P Q^T;
+//   steps s + 1, s + 3, ... (Q steps): P <- orth(P); Q = M^T P;
+//     all-reduce Q (average); M = P Q^T;
+// with M the gradient plus the error of the step before (error feedback
+// as PowerSGD's: error = what the rank had minus M), Q's first values from
+// tg.lowrank_init in step s, and gradients not worth compressing
+// all-reduced as they are (as PowerSGD's). The reused factor is the
+// previous step's all-reduced one, the same on every rank, so each rank
+// orthogonalizes it alike and M = P Q^T is the average gradient projected
+// onto its span. Orthogonalization uses epsilon 1e-8, so a zero column
+// stays zero instead of NaN forever. Each step sends one factor, over the
+// bucket's fused all-reduce.
+//
+// Every phase stays in the program; `tg.steps` says in which steps each op
+// runs (ACP-SGD's with period 2), so the plan (and its byte counts) holds
+// them all and the runtime picks by the step input. A period on the step
+// range rather than a run-time branch inside kernels: the collectives of
+// the two steps differ in size, and the planner and the cost model must
+// see which runs when to predict each step's bytes and time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +79,16 @@ private:
                                            tg::AllReduceStatesOp reduce);
   void emitCompressed(OpBuilder &builder, Location loc,
                       ArrayRef<Member> members, tg::CommGroup group);
+  void emitAlternating(OpBuilder &builder, Location loc,
+                       ArrayRef<Member> members, tg::CommGroup group);
+  /// The first and last of the compressed steps: error feedback and the
+  /// uncompressed all-reduce (first), the error's store (last).
+  void emitErrorFeedback(OpBuilder &builder, Location loc,
+                         ArrayRef<Member> members);
+  void emitPlainReduce(OpBuilder &builder, Location loc,
+                       ArrayRef<Member> members, tg::CommGroup group);
+  void emitErrorStore(OpBuilder &builder, Location loc,
+                      ArrayRef<Member> members);
   /// Whether the hook compresses a gradient of `type` (_should_compress).
   bool worthCompressing(RankedTensorType type, int64_t &rows, int64_t &cols,
                         int64_t &r) const;
@@ -62,15 +97,20 @@ private:
 } // namespace
 
 LogicalResult CompressGradientsPass::checkOptions(ModuleOp module) {
-  if (method == "acp-sgd" || method == "topk" || method == "signsgd") {
+  if (method == "topk" || method == "signsgd") {
     return module.emitError()
            << "tailor-compress-gradients: gradient_compression '" << method
-           << "' is not built yet (powersgd is)";
+           << "' is not built yet (powersgd and acp-sgd are)";
   }
-  if (method != "powersgd") {
+  if (method != "powersgd" && method != "acp-sgd") {
     return module.emitError()
            << "tailor-compress-gradients: unknown gradient_compression '"
-           << method << "' (none, powersgd)";
+           << method << "' (none, powersgd, acp-sgd)";
+  }
+  if (method == "acp-sgd" && !warmStart) {
+    return module.emitError()
+           << "tailor-compress-gradients: acp-sgd reuses the previous step's "
+              "factor by design; warm-start false applies to powersgd only";
   }
   if (rank < 1) {
     return module.emitError() << "tailor-compress-gradients: rank must be at "
@@ -199,33 +239,61 @@ static FlatSymbolRefAttr ref(tg::StateOp state) {
   return FlatSymbolRefAttr::get(state.getSymNameAttr());
 }
 
+void CompressGradientsPass::emitErrorFeedback(OpBuilder &builder,
+                                              Location loc,
+                                              ArrayRef<Member> members) {
+  // input_tensor.add_(error); input_tensor_cp = input_tensor.clone()
+  for (const Member &m : members) {
+    if (m.error) {
+      runIn(tg::AddErrorFeedbackOp::create(builder, loc, ref(m.grad),
+                                           ref(m.error)),
+            startStep + 1, -1);
+    }
+  }
+}
+
+/// The tensors not worth compressing, averaged as they are.
+void CompressGradientsPass::emitPlainReduce(OpBuilder &builder, Location loc,
+                                            ArrayRef<Member> members,
+                                            tg::CommGroup group) {
+  SmallVector<Attribute> plain;
+  for (const Member &m : members) {
+    if (!m.p) {
+      plain.push_back(ref(m.grad));
+    }
+  }
+  if (!plain.empty()) {
+    runIn(tg::AllReduceStatesOp::create(builder, loc,
+                                        builder.getArrayAttr(plain),
+                                        tg::CommReduction::Avg, group),
+          startStep + 1, -1);
+  }
+}
+
+void CompressGradientsPass::emitErrorStore(OpBuilder &builder, Location loc,
+                                           ArrayRef<Member> members) {
+  // error = input_tensor_cp - input_tensor
+  for (const Member &m : members) {
+    if (m.error) {
+      runIn(tg::StoreErrorFeedbackOp::create(builder, loc, ref(m.error),
+                                             ref(m.grad)),
+            startStep + 1, -1);
+    }
+  }
+}
+
 /// The hook's compressed step, from step start + 1 on.
 void CompressGradientsPass::emitCompressed(OpBuilder &builder, Location loc,
                                            ArrayRef<Member> members,
                                            tg::CommGroup group) {
   int64_t first = startStep + 1;
   auto from = [&](Operation *op) { runIn(op, first, -1); };
-  SmallVector<Attribute> plain, ps, qs;
+  SmallVector<Attribute> ps, qs;
   for (const Member &m : members) {
-    if (!m.p) {
-      plain.push_back(ref(m.grad));
-    } else {
+    if (m.p) {
       ps.push_back(ref(m.p));
       qs.push_back(ref(m.q));
     }
-  }
-  // input_tensor.add_(error); input_tensor_cp = input_tensor.clone()
-  for (const Member &m : members) {
-    if (m.error) {
-      from(tg::AddErrorFeedbackOp::create(builder, loc, ref(m.grad),
-                                          ref(m.error)));
-    }
-  }
-  // The tensors not worth compressing, averaged as they are.
-  if (!plain.empty()) {
-    from(tg::AllReduceStatesOp::create(builder, loc,
-                                       builder.getArrayAttr(plain),
-                                       tg::CommReduction::Avg, group));
   }
   // (Nothing compressed: only the residual of the plain all-reduce.)
   if (!ps.empty()) {
@@ -266,11 +334,73 @@ void CompressGradientsPass::emitCompressed(OpBuilder &builder, Location loc,
       }
     }
   }
-  // error = input_tensor_cp - input_tensor
+}
+
+/// ACP-SGD's two alternating steps (the file comment gives the variant).
+void CompressGradientsPass::emitAlternating(OpBuilder &builder, Location loc,
+                                            ArrayRef<Member> members,
+                                            tg::CommGroup group) {
+  int64_t first = startStep + 1;
+  auto every2From = [](Operation *op, int64_t from) {
+    op->setAttr(tg::TGDialect::kStepsAttrName,
+                DenseI64ArrayAttr::get(op->getContext(), {from, -1, 2}));
+  };
+  auto epsilon = builder.getF64FloatAttr(1e-8);
+  SmallVector<Attribute> ps, qs;
   for (const Member &m : members) {
-    if (m.error) {
-      from(tg::StoreErrorFeedbackOp::create(builder, loc, ref(m.error),
-                                            ref(m.grad)));
+    if (m.p) {
+      ps.push_back(ref(m.p));
+      qs.push_back(ref(m.q));
+    }
+  }
+  if (ps.empty()) {
+    return;
+  }
+  // Q's first values, once.
+  for (const Member &m : members) {
+    if (m.p) {
+      runIn(tg::LowRankInitOp::create(builder, loc, ref(m.q)), first, first);
+    }
+  }
+  // P steps: P = M orth(Q), averaged over ranks; M = P Q^T.
+  for (const Member &m : members) {
+    if (!m.p) {
+      continue;
+    }
+    every2From(tg::OrthogonalizeOp::create(builder, loc, ref(m.q), epsilon),
+               first);
+    every2From(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad),
+                                           UnitAttr(), ref(m.q), UnitAttr(),
+                                           ref(m.p)),
+               first);
+  }
+  every2From(tg::AllReduceStatesOp::create(builder, loc,
+                                           builder.getArrayAttr(ps),
+                                           tg::CommReduction::Avg, group),
+             first);
+  // Q steps: Q = M^T orth(P), averaged over ranks; M = P Q^T.
+  for (const Member &m : members) {
+    if (!m.p) {
+      continue;
+    }
+    every2From(tg::OrthogonalizeOp::create(builder, loc, ref(m.p), epsilon),
+               first + 1);
+    every2From(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad),
+                                           builder.getUnitAttr(), ref(m.p),
+                                           UnitAttr(), ref(m.q)),
+               first + 1);
+  }
+  every2From(tg::AllReduceStatesOp::create(builder, loc,
+                                           builder.getArrayAttr(qs),
+                                           tg::CommReduction::Avg, group),
+             first + 1);
+  // M = P Q^T, in both.
+  for (const Member &m : members) {
+    if (m.p) {
+      runIn(tg::LowRankMatmulOp::create(builder, loc, ref(m.p), UnitAttr(),
+                                        ref(m.q), builder.getUnitAttr(),
+                                        ref(m.grad)),
+            first, -1);
     }
   }
 }
@@ -302,7 +432,14 @@ CompressGradientsPass::rewriteBucket(ModuleOp module, func::FuncOp function,
   }
   OpBuilder builder(reduce);
   builder.setInsertionPointAfter(reduce);
-  emitCompressed(builder, reduce.getLoc(), *members, reduce.getGroup());
+  emitErrorFeedback(builder, reduce.getLoc(), *members);
+  emitPlainReduce(builder, reduce.getLoc(), *members, reduce.getGroup());
+  if (method == "acp-sgd") {
+    emitAlternating(builder, reduce.getLoc(), *members, reduce.getGroup());
+  } else {
+    emitCompressed(builder, reduce.getLoc(), *members, reduce.getGroup());
+  }
+  emitErrorStore(builder, reduce.getLoc(), *members);
   if (startStep == 0) {
     reduce.erase();
     return success();

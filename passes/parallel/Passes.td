@@ -199,7 +199,7 @@ def GatherParamsPass : Pass<"tailor-gather-params", "::mlir::ModuleOp"> {
 
 def CompressGradientsPass : Pass<"tailor-compress-gradients",
                                  "::mlir::ModuleOp"> {
-  let summary = "compresses DDP's gradient all-reduces (PowerSGD)";
+  let summary = "compresses DDP's gradient all-reduces (PowerSGD, ACP-SGD)";
   let description = [{
     Records the decision on the module (`tg.compression`) and rewrites each
     DDP bucket's `tg.all_reduce_states` in `function` into PyTorch's
@@ -222,10 +222,19 @@ def CompressGradientsPass : Pass<"tailor-compress-gradients",
     over; without, in every compressed step. Buckets keep their gradients
     uncompressed ones first, so the uncompressed all-reduce is the
     bucket's prefix, in place.
+
+    `method=acp-sgd` (ACP-SGD, Zhang et al. 2023) keeps the warm-up, the
+    error feedback and the uncompressed all-reduce, and alternates the two
+    factors: in steps `start + 1, start + 3, ...` (`tg.steps = [start + 1,
+    -1, 2]`) Q is orthogonalized, `P = M Q` averaged over ranks and
+    `M = P Q^T`; in steps `start + 2, start + 4, ...` P is orthogonalized,
+    `Q = M^T P` averaged over ranks and `M = P Q^T`. Each step all-reduces
+    one factor per bucket; Q's first values are set once, in step
+    `start + 1`.
   }];
   let options = [
     Option<"method", "method", "std::string", /*default=*/"\"powersgd\"",
-           "the compression: powersgd">,
+           "the compression: powersgd or acp-sgd">,
     Option<"rank", "rank", "int64_t", /*default=*/"1",
            "the rank of the approximation (matrix_approximation_rank)">,
     Option<"startStep", "start-step", "int64_t", /*default=*/"1000",

@@ -40,7 +40,12 @@ compressed, in one bucket):
   * resume: a run stopped at step 5 (checkpoint-5, holding Q and the
     error) and resumed to STEPS ends with the uninterrupted run's adapter,
     bit for bit (N 4, R 1);
-  * the refusals: zero_stage 2, acp-sgd, and one rank, each with its
+  * ACP-SGD (gradient_compression: acp-sgd, world 4, rank 1,
+    min_compression_rate 7) against acp_hook, the variant
+    CompressGradients.cpp states written as a DDP communication hook in
+    PyTorch (on gloo, Q's first values from lowrank_init): the same
+    checks, with the bytes of its alternating P and Q steps;
+  * the refusals: zero_stage 2, topk, and one rank, each with its
     message.
 
   train_powersgd.py --bin build/bin --work build/test/train-powersgd
@@ -77,11 +82,12 @@ def lowrank_init(shape):
     return torch.tensor(vals, dtype=torch.float32).div_(1000.0).reshape(shape)
 
 
-def recipe_for(world, rank, compress=True, min_rate=2.0, cold=False):
+def recipe_for(world, rank, compress=True, min_rate=2.0, cold=False,
+               method="powersgd"):
     r = tc.recipe_defaults()
     r.update(max_steps=STEPS, zero_stage=0, save_steps=5)
     if compress:
-        r.update(gradient_compression="powersgd", compression_rank=rank,
+        r.update(gradient_compression=method, compression_rank=rank,
                  compression_start_step=START, compression_min_rate=min_rate,
                  compression_error_feedback=not cold,
                  compression_warm_start=not cold)
@@ -91,6 +97,87 @@ def recipe_for(world, rank, compress=True, min_rate=2.0, cold=False):
 # ---------------------------------------------------------------------------
 # PyTorch: DDP + the PowerSGD hook on gloo
 # ---------------------------------------------------------------------------
+
+class AcpState:
+    """The ACP-SGD hook's state: the step, and per gradient its error, P
+    and Q (keyed by position in the bucket)."""
+
+    def __init__(self, approx_rank, min_rate):
+        self.rank = approx_rank
+        self.min_rate = min_rate
+        self.iter = 0
+        self.error, self.p, self.q = {}, {}, {}
+
+
+def acp_orthogonalize(m, epsilon=1e-8):
+    """Gram-Schmidt over the columns of m [rows, r], in place (the hook's
+    _orthogonalize_gram_schmidt with epsilon)."""
+    import torch
+
+    for i in range(m.shape[1]):
+        col = m[:, i:i + 1]
+        col.div_(torch.linalg.vector_norm(col) + epsilon)
+        if i + 1 < m.shape[1]:
+            rest = m[:, i + 1:]
+            rest.sub_(torch.sum(col * rest, dim=0) * col)
+
+
+def acp_hook(state, bucket):
+    """ACP-SGD (Zhang et al. 2023, Algorithm 1) as a DDP communication hook,
+    in the variant passes/parallel/CompressGradients.cpp states: START
+    plain steps, then error feedback, small tensors averaged as they are,
+    and per matrix M alternately P = M orth(Q) averaged (even compressed
+    steps, Q set by lowrank_init in the first) and Q = M^T orth(P)
+    averaged (odd ones), M = P Q^T."""
+    import torch
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    buf = bucket.buffer()
+    k = state.iter - START
+    if bucket.is_last():
+        state.iter += 1
+    if k < 0:
+        dist.all_reduce(buf)
+        buf.div_(world)
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+    key = bucket.index()
+    if key not in state.error:
+        state.error[key] = torch.zeros_like(buf)
+    buf.add_(state.error[key])
+    sent = buf.clone()
+    for i, g in enumerate(bucket.gradients()):
+        rows = g.shape[0] if g.dim() > 0 else 1
+        cols = g.numel() // rows
+        r = min(rows, cols, state.rank)
+        m = g.view(rows, cols)
+        if (rows + cols) * r * state.min_rate >= rows * cols:
+            dist.all_reduce(m)
+            m.div_(world)
+            continue
+        name = (key, i)
+        if k == 0:
+            state.q[name] = lowrank_init((cols, r))
+            state.p[name] = torch.zeros(rows, r)
+        p, q = state.p[name], state.q[name]
+        if k % 2 == 0:
+            acp_orthogonalize(q)
+            torch.matmul(m, q, out=p)
+            dist.all_reduce(p)
+            p.div_(world)
+        else:
+            acp_orthogonalize(p)
+            torch.matmul(m.t(), p, out=q)
+            dist.all_reduce(q)
+            q.div_(world)
+        m.copy_(torch.matmul(p, q.t()))
+    state.error[key] = sent - buf
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
 
 def torch_worker(rank, world, port, model_path, rows, recipe, approx_rank,
                  out_path):
@@ -105,6 +192,17 @@ def torch_worker(rank, world, port, model_path, rows, recipe, approx_rank,
     model = torch.load(model_path, weights_only=False)
     model.train()
     ddp = DDP(model)
+    if recipe.get("gradient_compression") == "acp-sgd":
+        ddp.register_comm_hook(AcpState(approx_rank, recipe.get(
+            "compression_min_rate", 2.0)), acp_hook)
+    else:
+        register_powersgd(ddp, ps, recipe, approx_rank)
+    train_torch(rank, world, model, ddp, rows, recipe, out_path)
+
+
+def register_powersgd(ddp, ps, recipe, approx_rank):
+    import torch
+
     state = ps.PowerSGDState(process_group=None,
                              matrix_approximation_rank=approx_rank,
                              start_powerSGD_iter=START,
@@ -121,6 +219,12 @@ def torch_worker(rank, world, port, model_path, rows, recipe, approx_rank,
         return lowrank_init(shape).to(kwargs.get("dtype", torch.float32))
 
     torch.randn = fixed_randn
+
+
+def train_torch(rank, world, model, ddp, rows, recipe, out_path):
+    import torch
+    import torch.distributed as dist
+
     params = [p for p in model.parameters() if p.requires_grad]
     opt = tc.make_optimizer(params, recipe)
     records = []
@@ -157,7 +261,8 @@ def torch_reference(work, model_path, rows, recipe, world, approx_rank):
     import numpy as np
     import torch.multiprocessing as mp
 
-    out_path = os.path.join(work, f"torch-w{world}-r{approx_rank}")
+    out_path = os.path.join(work, f"torch-{recipe['gradient_compression']}"
+                            f"-w{world}-r{approx_rank}")
     mp.spawn(torch_worker, args=(world, free_port(), model_path, rows, recipe,
                                  approx_rank, out_path), nprocs=world)
     with open(out_path + ".json") as f:
@@ -235,8 +340,13 @@ def check_bytes(name, rows, doc):
     rank0 = doc["ranks"][0]
     compressed = rank0["predicted_bytes_sent_per_step"]
     plain = rank0["predicted_bytes_sent_per_uncompressed_step"]
+    # One figure a compressed step (PowerSGD), or ACP-SGD's P and Q steps'
+    # in turn from predicted_steady_from_step (step START + 1 differs from
+    # its place in the cycle only by a launch: Q's first values).
+    cycle = rank0["predicted_bytes_sent_per_cycle_step"]
+    steady = rank0["predicted_steady_from_step"]
     sent = [m.get("bytes_sent") for m in rows]
-    want = [plain if step <= START else compressed
+    want = [plain if step <= START else cycle[(step - steady) % len(cycle)]
             for step in range(1, len(rows) + 1)]
     failures = []
     if sent != want:
@@ -246,17 +356,18 @@ def check_bytes(name, rows, doc):
         failures.append(f"{name}: compressed steps send {compressed} bytes, "
                         f"uncompressed ones {plain}")
     print(f"{name}: bytes sent per step as predicted: {plain} uncompressed "
-          f"(steps 1-{START}), {compressed} compressed "
-          f"({plain / max(compressed, 1):.1f}x fewer)")
+          f"(steps 1-{START}), {' / '.join(f'{c:.0f}' for c in cycle)} "
+          f"compressed ({plain / max(compressed, 1):.1f}x fewer)")
     return failures
 
 
 def run_case(args, onnx_path, model_path, data, rows, init, world, rank,
-             min_rate, cold=False):
-    name = (f"powersgd-world{world}-rank{rank}-minrate{min_rate:g}" +
+             min_rate, cold=False, method="powersgd"):
+    name = (f"{method}-world{world}-rank{rank}-minrate{min_rate:g}" +
             ("-cold" if cold else ""))
     work = os.path.join(args.work, name)
-    recipe = recipe_for(world, rank, min_rate=min_rate, cold=cold)
+    recipe = recipe_for(world, rank, min_rate=min_rate, cold=cold,
+                        method=method)
     plan, err = compile_plan(args, onnx_path, recipe, work, f"{world}xcpu")
     if err:
         return [f"{name}: compile: {err}"], None
@@ -319,7 +430,7 @@ def check_refusals(args, onnx_path):
     failures = []
     for name, extra, hardware, expect in (
             ("zero2", dict(zero_stage=2), "2xcpu", "ddp only"),
-            ("acp", dict(gradient_compression="acp-sgd"), "2xcpu",
+            ("topk", dict(gradient_compression="topk"), "2xcpu",
              "not built yet"),
             ("one-rank", {}, "cpu", "needs several ranks")):
         recipe = dict(recipe_for(2, 1), **extra)
@@ -368,6 +479,11 @@ def main():
                              world, rank, min_rate, cold)
         failures += got
         cases[(world, rank, min_rate, cold)] = case
+    # ACP-SGD against acp_hook, the same algorithm in PyTorch; rate 7
+    # again, so a bucket of both kinds (P steps 4, 6, 8; Q steps 5, 7).
+    got, _ = run_case(args, onnx_path, model_path, data, rows, init, 4, 1,
+                      7.0, method="acp-sgd")
+    failures += got
     main_case = cases.get((4, 1, 2.0, False))
     if main_case:
         failures += check_changes_result(args, onnx_path, data, init,

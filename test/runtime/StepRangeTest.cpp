@@ -3,8 +3,9 @@
 // Plan format 1.8's Op.steps (gradient compression's warm-up and compressed
 // phases): a hand-built plan (flatbuffers API, no compiler) whose entry
 // "optimizer_step" takes an i64 `step` input and runs `accumulate` launches
-// with and without step ranges. The session runs an op only while the step
-// is in its range, and refuses, naming the op, a malformed range and a
+// with and without step ranges (and periods, ACP-SGD's alternation). The
+// session runs an op only while the step is in its range (every period-th
+// step of it), and refuses, naming the op, a malformed range and a
 // range in an entry without a `step` input.
 //
 //===----------------------------------------------------------------------===//
@@ -28,6 +29,8 @@ namespace {
 /// One `accumulate` launch (one += delta) and the steps it runs in.
 struct RangedOp {
   std::optional<std::pair<int64_t, int64_t>> steps;
+  /// Op.steps_period: every period-th step of the range.
+  int64_t period = 1;
 };
 
 /// Buffers: 0 step (i64 scalar), 1 delta (f32[1]), 2 sum (f32[1]); one
@@ -58,7 +61,7 @@ std::vector<uint8_t> buildPlan(const std::vector<RangedOp> &ranged,
       range = fb::StepRange(op.steps->first, op.steps->second);
     }
     ops.push_back(fb::CreateOp(b, fb::Step::Launch, launch.Union(),
-                               range ? &*range : nullptr));
+                               range ? &*range : nullptr, op.period));
   }
   std::vector<flatbuffers::Offset<fb::Binding>> inputs = {
       fb::CreateBinding(b, b.CreateString(stepName), 0, 0),
@@ -120,6 +123,32 @@ TEST(StepRangeTest, RunsEachOpOnlyInItsSteps) {
   }
 }
 
+TEST(StepRangeTest, RunsAPeriodicOpInEveryPeriodthStepOfItsRange) {
+  // Reference: op 0 runs in every step, op 1 in steps 4, 6, 8, ... (ACP-SGD's
+  // P steps), op 2 in 5, 7, 9, ... (its Q steps), op 3 in 2, 5, 8 (period
+  // 3 within [2, 9]); the sum after one step counts the ops that ran.
+  std::unique_ptr<LoadedPlan> plan;
+  std::unique_ptr<Session> session;
+  ASSERT_EQ(open(buildPlan({{},
+                            {{{4, -1}}, 2},
+                            {{{5, -1}}, 2},
+                            {{{2, 9}}, 3}}),
+                 plan, session),
+            "");
+  auto *step = static_cast<int64_t *>(session->bufferData(0));
+  auto *delta = static_cast<float *>(session->bufferData(1));
+  auto *sum = static_cast<float *>(session->bufferData(2));
+  *delta = 1.0f;
+  //                   1  2  3  4  5  6  7  8  9 10 11
+  const float runs[] = {1, 2, 1, 2, 3, 2, 2, 3, 2, 2, 2};
+  for (int64_t s = 1; s <= 11; ++s) {
+    *sum = 0.0f;
+    *step = s;
+    ASSERT_EQ(session->runEntry(0), "") << "step " << s;
+    EXPECT_EQ(*sum, runs[s - 1]) << "step " << s;
+  }
+}
+
 TEST(StepRangeTest, RefusesAMalformedRangeNamingTheOp) {
   std::unique_ptr<LoadedPlan> plan;
   std::unique_ptr<Session> session;
@@ -129,6 +158,10 @@ TEST(StepRangeTest, RefusesAMalformedRangeNamingTheOp) {
       << error;
   error = open(buildPlan({{{{4, 3}}}}), plan, session);
   EXPECT_NE(error.find("step 0: step range [4, 3] is malformed"),
+            std::string::npos)
+      << error;
+  error = open(buildPlan({{}, {{{4, -1}}, -2}}), plan, session);
+  EXPECT_NE(error.find("step 1: step period -2 is negative"),
             std::string::npos)
       << error;
 }

@@ -634,7 +634,14 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
          known ? llvm::json::Value(
                      view.prediction.bytesSentPerUncompressedStep)
                : nullptr},
-        {"predicted_steady_from_step", view.prediction.steadyFromStep}};
+        {"predicted_steady_from_step", view.prediction.steadyFromStep},
+        // Steps whose ops alternate (ACP-SGD): each step of one cycle
+        // from predicted_steady_from_step (the per-step figure is their
+        // mean); one value otherwise.
+        {"predicted_bytes_sent_per_cycle_step",
+         known ? llvm::json::Value(llvm::json::Array(
+                     view.prediction.bytesSentByCycleStep))
+               : nullptr}};
     ranks.push_back(std::move(rank));
   }
   return ranks;
@@ -973,8 +980,13 @@ std::string stepsNote(const fb::Op &op) {
   if (!range) {
     return "";
   }
-  return " in steps " + std::to_string(range->first()) + ".." +
-         (range->last() == -1 ? std::string() : std::to_string(range->last()));
+  std::string note =
+      " in steps " + std::to_string(range->first()) + ".." +
+      (range->last() == -1 ? std::string() : std::to_string(range->last()));
+  if (op.steps_period() > 1) {
+    note += " every " + std::to_string(op.steps_period());
+  }
+  return note;
 }
 
 /// --steps: one line per step, launches with their operands and attributes.

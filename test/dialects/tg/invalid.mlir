@@ -974,7 +974,18 @@ func.func @f() {
 tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
 tg.state @g : tensor<4xf32> of @w grad
 func.func @f() {
-  // expected-error @+1 {{'tg.steps' must be array<i64: first, last> with first >= 1}}
+  // expected-error @+1 {{'tg.steps' must be array<i64: first, last> or array<i64: first, last, period> with first >= 1}}
   tg.zero_states [@g] {tg.steps = array<i64: 0, -1>}
+  return
+}
+
+// -----
+
+// Tests that a step range's period is at least 1.
+tg.param @w : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @g : tensor<4xf32> of @w grad
+func.func @f() {
+  // expected-error @+1 {{period >= 1, got array<i64: 4, -1, 0>}}
+  tg.zero_states [@g] {tg.steps = array<i64: 4, -1, 0>}
   return
 }

@@ -314,11 +314,11 @@ func.func @zero_step(%flat: tensor<128xf32>, %n: tensor<f32>, %step: tensor<i64>
 // -----
 
 // Tests that gradient compression's state ops (PowerSGD) round-trip with
-// their states, transposes and step ranges.
+// their states, transposes and step ranges (ACP-SGD's with a period).
 // CHECK-LABEL: func.func @powersgd_step
 // CHECK: tg.add_error_feedback @w.grad from @w.powersgd_error {tg.steps = array<i64: 4, -1>}
 // CHECK: tg.lowrank_init @w.powersgd_q {tg.steps = array<i64: 4, 4>}
-// CHECK: tg.orthogonalize @w.powersgd_q
+// CHECK: tg.orthogonalize @w.powersgd_q {tg.steps = array<i64: 4, -1, 2>}
 // CHECK: tg.lowrank_matmul @w.grad, @w.powersgd_q into @w.powersgd_p
 // CHECK: tg.orthogonalize @w.powersgd_p {epsilon = 1.000000e-08 : f64}
 // CHECK: tg.lowrank_matmul @w.grad transposed, @w.powersgd_p into @w.powersgd_q
@@ -332,7 +332,7 @@ tg.state @w.powersgd_q : tensor<8x1xf32> of @w powersgd_q
 func.func @powersgd_step(%step: tensor<i64>) {
   tg.add_error_feedback @w.grad from @w.powersgd_error {tg.steps = array<i64: 4, -1>}
   tg.lowrank_init @w.powersgd_q {tg.steps = array<i64: 4, 4>}
-  tg.orthogonalize @w.powersgd_q
+  tg.orthogonalize @w.powersgd_q {tg.steps = array<i64: 4, -1, 2>}
   tg.lowrank_matmul @w.grad, @w.powersgd_q into @w.powersgd_p
   tg.orthogonalize @w.powersgd_p {epsilon = 1.0e-8 : f64}
   tg.lowrank_matmul @w.grad transposed, @w.powersgd_p into @w.powersgd_q

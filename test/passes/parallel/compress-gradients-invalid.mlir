@@ -8,7 +8,7 @@
 // each with a message that names why.
 // ONE: error: tailor-compress-gradients: gradient compression needs several ranks (world size 1 has no gradient all-reduce to compress)
 // ZERO: error: tailor-compress-gradients: gradient compression with "zero2" sharding is not built yet (ddp only)
-// TOPK: error: tailor-compress-gradients: gradient_compression 'topk' is not built yet (powersgd is)
+// TOPK: error: tailor-compress-gradients: gradient_compression 'topk' is not built yet (powersgd and acp-sgd are)
 // UNSHARDED: error: tailor-compress-gradients: the module is not data parallel (run tailor-shard first)
 tg.param @w : tensor<16x8xf32> trainable init <"zeros", 0.0 : f64>
 tg.state @w.grad : tensor<16x8xf32> of @w grad

@@ -2,6 +2,8 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=3 warm-start=false error-feedback=false" | FileCheck %s --check-prefix=COLD
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=0" | FileCheck %s --check-prefix=NOWARM
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=3" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=acp-sgd rank=1 start-step=3" | FileCheck %s --check-prefix=ACP
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=acp-sgd rank=1 start-step=3" --tailor-lower-to-sched | FileCheck %s --check-prefix=ACPSCHED
 
 tg.param @w : tensor<16x8xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @b : tensor<8xf32> trainable init <"zeros", 0.0 : f64>
@@ -63,6 +65,41 @@ tg.state @v.grad : tensor<2x2xf32> of @v grad
 // SCHED: sched.launch @lowrank_matmul
 // SCHED: sched.launch @error_feedback_store
 // SCHED: sched.launch @sgd
+// Tests that ACP-SGD keeps PowerSGD's warm-up, error feedback and
+// uncompressed all-reduce, sets Q once in step 4, and alternates: in steps
+// 4, 6, ... Q is orthogonalized and P = M Q averaged (16 x 1 sent); in
+// steps 5, 7, ... P is orthogonalized and Q = M^T P averaged (8 x 1 sent);
+// M = P Q^T in both. Lowered, the two factor all-reduces carry period 2.
+// ACP: module attributes {tg.compression = {error_feedback = true, method = "acp-sgd"
+// ACP-LABEL: func.func @optimizer_step
+// ACP-NEXT: tg.all_reduce_states [@v.grad, @b.grad, @w.grad] avg over world {tg.steps = array<i64: 1, 3>}
+// ACP: tg.add_error_feedback @w.grad from @w.powersgd_error {tg.steps = array<i64: 4, -1>}
+// ACP-NEXT: tg.all_reduce_states [@v.grad, @b.grad] avg over world {tg.steps = array<i64: 4, -1>}
+// ACP-NEXT: tg.lowrank_init @w.powersgd_q {tg.steps = array<i64: 4, 4>}
+// ACP-NEXT: tg.orthogonalize @w.powersgd_q {epsilon = 1.000000e-08 : f64, tg.steps = array<i64: 4, -1, 2>}
+// ACP-NEXT: tg.lowrank_matmul @w.grad, @w.powersgd_q into @w.powersgd_p {tg.steps = array<i64: 4, -1, 2>}
+// ACP-NEXT: tg.all_reduce_states [@w.powersgd_p] avg over world {tg.steps = array<i64: 4, -1, 2>}
+// ACP-NEXT: tg.orthogonalize @w.powersgd_p {epsilon = 1.000000e-08 : f64, tg.steps = array<i64: 5, -1, 2>}
+// ACP-NEXT: tg.lowrank_matmul @w.grad transposed, @w.powersgd_p into @w.powersgd_q {tg.steps = array<i64: 5, -1, 2>}
+// ACP-NEXT: tg.all_reduce_states [@w.powersgd_q] avg over world {tg.steps = array<i64: 5, -1, 2>}
+// ACP-NEXT: tg.lowrank_matmul @w.powersgd_p, @w.powersgd_q transposed into @w.grad {tg.steps = array<i64: 4, -1>}
+// ACP-NEXT: tg.store_error_feedback @v.powersgd_error minus @v.grad {tg.steps = array<i64: 4, -1>}
+// ACP-NOT: tg.all_reduce_states
+// ACP: tg.sgd_update @w
+// ACPSCHED-LABEL: sched.entry "optimizer_step"
+// ACPSCHED: sched.collective all_reduce %[[BUCKET:.+]] to %[[BUCKET]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, 3>}
+// ACPSCHED: sched.collective all_reduce %[[PLAIN:.+]] to %[[PLAIN]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1>}
+// ACPSCHED: sched.launch @lowrank_init
+// ACPSCHED-SAME: sched.steps = array<i64: 4, 4>
+// ACPSCHED: sched.launch @orthogonalize
+// ACPSCHED-SAME: sched.steps = array<i64: 4, -1, 2>
+// ACPSCHED: sched.collective all_reduce %[[P:.+]] to %[[P]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1, 2>}
+// ACPSCHED: sched.launch @orthogonalize
+// ACPSCHED-SAME: sched.steps = array<i64: 5, -1, 2>
+// ACPSCHED: sched.collective all_reduce %[[Q:.+]] to %[[Q]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 5, -1, 2>}
+// ACPSCHED: sched.launch @lowrank_matmul
+// ACPSCHED-SAME: sched.steps = array<i64: 4, -1>}
+// ACPSCHED: sched.launch @error_feedback_store
 func.func @train_step(%x: tensor<8xf32>) -> tensor<f32> {
   %g = tg.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   tg.accumulate %g into @b.grad : tensor<8xf32>
