@@ -1495,11 +1495,15 @@ static std::string verifyStates(const fb::Plan &p) {
     }
     fb::Category category =
         p.arenas()->Get(buffers.Get(state->buffer())->arena())->category();
-    if (category != fb::Category::Gradients &&
-        category != fb::Category::OptimizerState) {
+    bool cache = state->kind()->string_view() == "key_cache" ||
+                 state->kind()->string_view() == "value_cache";
+    if (cache ? category != fb::Category::KvCache
+              : category != fb::Category::Gradients &&
+                    category != fb::Category::OptimizerState) {
       return Message() << "state '" << state->name()->str()
-                       << "' lives outside the gradients and optimizer-state "
-                          "arenas";
+                       << (cache ? "' lives outside the kv_cache arena"
+                                 : "' lives outside the gradients and "
+                                   "optimizer-state arenas");
     }
     if (!names.insert(state->name()->str()).second) {
       return Message() << "two states are called '" << state->name()->str()

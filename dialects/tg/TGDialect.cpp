@@ -141,6 +141,20 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kGenerationAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!llvm::isa<ModuleOp>(op) || !dict ||
+        !dict.getAs<IntegerAttr>("max_seq_len") ||
+        !dict.getAs<IntegerAttr>("batch") ||
+        !dict.getAs<IntegerAttr>("vocab_size") ||
+        !dict.getAs<DenseI64ArrayAttr>("eos_token_ids")) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary of max_seq_len, "
+                                "batch, vocab_size and eos_token_ids on a "
+                                "builtin module";
+    }
+    return success();
+  }
   if (name == kAdapterAttrName || name == kTrainingAttrName) {
     if (!llvm::isa<ModuleOp>(op) ||
         !llvm::isa<DictionaryAttr>(attribute.getValue())) {
