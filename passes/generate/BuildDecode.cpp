@@ -117,9 +117,10 @@ LogicalResult DecodeBuilder::createFunction() {
     } else if (name && name.getValue() == "position_ids") {
       positionIds = arg;
     } else {
-      return forward.emitError()
-             << "decode takes input_ids only, but @" << forward.getSymName()
-             << " has input " << (name ? name.getValue() : "#" + llvm::utostr(index));
+      std::string what = name ? name.str() : "#" + llvm::utostr(index);
+      return forward.emitError() << "decode takes input_ids only, but @"
+                                 << forward.getSymName() << " has input "
+                                 << what;
     }
   }
   if (!inputIds || !positionIds || shapeOf(inputIds).size() != 2 ||
@@ -296,9 +297,11 @@ Value DecodeBuilder::maskBias(Location loc, Type element, int64_t window) {
         DenseElementsAttr::get(oneType, ArrayRef<int64_t>{window - 1}));
     Value first = tg::SubOp::create(builder, loc, oneType, at, edge);
     Value old = tg::LtOp::create(builder, loc, maskType, keys, first);
+    bool yes = true;
     Value never = arith::ConstantOp::create(
         builder, loc,
-        DenseElementsAttr::get(RankedTensorType::get({1, 1, 1, 1}, i1), true));
+        DenseElementsAttr::get(RankedTensorType::get({1, 1, 1, 1}, i1),
+                               ArrayRef<bool>(yes)));
     masked = tg::SelectOp::create(builder, loc, maskType, old, never, masked);
   }
   auto scalarType = RankedTensorType::get({1, 1, 1, 1}, element);
@@ -306,7 +309,7 @@ Value DecodeBuilder::maskBias(Location loc, Type element, int64_t window) {
     return arith::ConstantOp::create(
         builder, loc,
         DenseElementsAttr::get(
-            scalarType, FloatAttr::get(element, v)));
+            scalarType, ArrayRef<Attribute>{FloatAttr::get(element, v)}));
   };
   bias = tg::SelectOp::create(
       builder, loc, RankedTensorType::get({1, 1, 1, maxSeqLen}, element),

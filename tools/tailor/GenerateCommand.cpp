@@ -74,7 +74,7 @@ std::string decodeStep(tailor_session *session,
   if (tailor_session_set_input(session, "input_ids", TAILOR_I64, idsShape, 2,
                                ids.data(), ids.size() * sizeof(int64_t)) !=
           TAILOR_OK ||
-      tailor_session_set_input(session, "position", TAILOR_I64, nullptr, 0,
+      tailor_session_set_input(session, "position", TAILOR_I64, idsShape, 0,
                                &position, sizeof(int64_t)) != TAILOR_OK ||
       tailor_session_run_entry(session, "decode") != TAILOR_OK) {
     return tailor_last_error();
