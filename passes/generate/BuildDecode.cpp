@@ -130,7 +130,8 @@ LogicalResult DecodeBuilder::createFunction() {
   }
   batch = shapeOf(inputIds)[0];
   maxSeqLen = shapeOf(inputIds)[1];
-  ArrayRef<int64_t> logits = shapeOf(forward.getResult(0));
+  ArrayRef<int64_t> logits =
+      llvm::cast<ShapedType>(forward.getResultTypes()[0]).getShape();
   if (logits.size() != 3 || logits[1] != maxSeqLen) {
     return forward.emitError() << "decode needs logits [B, N, vocab], got "
                                << forward.getResultTypes()[0];
