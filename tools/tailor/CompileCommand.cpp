@@ -394,6 +394,9 @@ mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
     // learned positions then cover every position decode may reach.
     options.seq = req.maxSeqLen;
     options.seqSource = "--max-seq-len";
+    if (!flags.batch.getNumOccurrences()) {
+      options.batch = 1; // one sequence unless asked for more
+    }
     mlir::FailureOr<std::string> eos = readEosTokenIds(req.input);
     if (failed(eos)) {
       return mlir::failure();
