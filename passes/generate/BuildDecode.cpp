@@ -85,7 +85,8 @@ private:
   }
   /// Where the sequence dim of `op`'s results is (`axis` is one of its
   /// operands'), or an error naming the op.
-  FailureOr<int64_t> resultAxis(Operation *op, Value operand, int64_t axis);
+  FailureOr<int64_t> resultAxis(Operation *op, Value result, Value operand,
+                                int64_t axis);
   LogicalResult cloneOp(Operation &op);
   LogicalResult rewriteAttention(tg::AttentionOp attention);
   /// The [1, 1, 1, N] bias masking the keys a query at `position` must not
@@ -173,9 +174,8 @@ LogicalResult DecodeBuilder::createFunction() {
   return success();
 }
 
-FailureOr<int64_t> DecodeBuilder::resultAxis(Operation *op, Value operand,
-                                             int64_t axis) {
-  Value result = op->getResult(0);
+FailureOr<int64_t> DecodeBuilder::resultAxis(Operation *op, Value result,
+                                             Value operand, int64_t axis) {
   ArrayRef<int64_t> in = shapeOf(operand), out = shapeOf(result);
   auto product = [](ArrayRef<int64_t> dims) {
     int64_t n = 1;
@@ -229,23 +229,22 @@ LogicalResult DecodeBuilder::cloneOp(Operation &op) {
     }
   }
   Operation *clone = builder.clone(op, mapping);
-  if (!seq || op.getNumResults() == 0) {
+  if (!seq) {
     return success();
   }
-  if (op.getNumResults() != 1) {
-    return op.emitError() << "decode cannot follow the sequence dim through "
-                             "an op with several results in "
-                          << whereIs(&op);
+  // Each result (a split has several) keeps the dim where its rule says.
+  for (auto [result, cloned] :
+       llvm::zip(op.getResults(), clone->getResults())) {
+    FailureOr<int64_t> axis = resultAxis(&op, result, seq->first, seq->second);
+    if (failed(axis)) {
+      return failure();
+    }
+    auto type = llvm::cast<RankedTensorType>(result.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = 1;
+    cloned.setType(type.clone(shape));
+    seqAxis[cloned] = *axis;
   }
-  FailureOr<int64_t> axis = resultAxis(&op, seq->first, seq->second);
-  if (failed(axis)) {
-    return failure();
-  }
-  auto type = llvm::cast<RankedTensorType>(op.getResult(0).getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape[*axis] = 1;
-  clone->getResult(0).setType(type.clone(shape));
-  seqAxis[clone->getResult(0)] = *axis;
   return success();
 }
 
