@@ -124,7 +124,7 @@ LogicalResult DecodeBuilder::createFunction() {
                                  << what;
     }
   }
-  if (!inputIds || !positionIds || shapeOf(inputIds).size() != 2 ||
+  if (!inputIds || shapeOf(inputIds).size() != 2 ||
       forward.getNumResults() != 1) {
     return forward.emitError() << "decode needs @" << forward.getSymName()
                                << "(input_ids [B, N], position_ids) -> logits";
@@ -162,7 +162,12 @@ LogicalResult DecodeBuilder::createFunction() {
   position = entry->getArgument(1);
   mapping.map(inputIds, entry->getArgument(0));
   seqAxis[entry->getArgument(0)] = 1;
-  // Every sequence of the batch is at the same position.
+  // Every sequence of the batch is at the same position. Without
+  // position_ids (ALiBi biases scores by key distance alone) there is none
+  // to give.
+  if (!positionIds) {
+    return success();
+  }
   Location loc = forward.getLoc();
   Value ids = tg::ReshapeOp::create(builder, loc,
                                     RankedTensorType::get({1, 1}, i64), position);
@@ -231,6 +236,19 @@ LogicalResult DecodeBuilder::cloneOp(Operation &op) {
   Operation *clone = builder.clone(op, mapping);
   if (!seq) {
     return success();
+  }
+  if (auto slice = llvm::dyn_cast<tg::SliceOp>(clone)) {
+    // Only a slice keeping the whole sequence ([0, N), as Phi's partial
+    // rotary and Falcon's fused projections cut other dims) keeps its token.
+    int64_t axis = seq->second;
+    if (slice.getStarts()[axis] != 0 || slice.getEnds()[axis] != maxSeqLen ||
+        slice.getSteps()[axis] != 1) {
+      return op.emitError() << "decode cannot slice the sequence dim (axis "
+                            << axis << ") in " << whereIs(&op);
+    }
+    SmallVector<int64_t> ends(slice.getEnds());
+    ends[axis] = 1;
+    slice.setEnds(ends);
   }
   // Each result (a split has several) keeps the dim where its rule says.
   for (auto [result, cloned] :
@@ -442,11 +460,19 @@ void BuildDecodePass::runOnOperation() {
     }
     eos.push_back(value);
   }
-  // Positions become a run-time input (position_ids) first.
-  OpPassManager positions(ModuleOp::getOperationName());
-  positions.addPass(graph::createPackSequencesPass());
-  if (failed(runPipeline(positions, module))) {
-    return signalPassFailure();
+  // Positions become a run-time input (position_ids) first, unless the
+  // model has none: ALiBi biases scores by key distance alone, the same
+  // for one query at the end of the cache (a per-row constant).
+  bool alibi = !forward.getOps<tg::AttentionOp>().empty();
+  forward.walk([&](tg::AttentionOp op) {
+    alibi &= op.getAlibiSlopes().has_value();
+  });
+  if (!alibi) {
+    OpPassManager positions(ModuleOp::getOperationName());
+    positions.addPass(graph::createPackSequencesPass());
+    if (failed(runPipeline(positions, module))) {
+      return signalPassFailure();
+    }
   }
   DecodeBuilder decode(module, forward);
   if (failed(decode.run())) {
