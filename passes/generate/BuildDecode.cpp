@@ -448,6 +448,12 @@ void BuildDecodePass::runOnOperation() {
                         << " (decode needs tg.attention to read a KV cache)";
     return signalPassFailure();
   }
+  if (forward.getOps<tg::AttentionOp>().empty()) {
+    forward.emitError() << "decode found no tg.attention in @forward: a "
+                           "generation plan is for decoder models, whose "
+                           "attention reads a KV cache";
+    return signalPassFailure();
+  }
   SmallVector<int64_t> eos;
   for (StringRef id : llvm::split(StringRef(eosTokenIds), ',')) {
     int64_t value = 0;
@@ -463,7 +469,7 @@ void BuildDecodePass::runOnOperation() {
   // Positions become a run-time input (position_ids) first, unless the
   // model has none: ALiBi biases scores by key distance alone, the same
   // for one query at the end of the cache (a per-row constant).
-  bool alibi = !forward.getOps<tg::AttentionOp>().empty();
+  bool alibi = true;
   forward.walk([&](tg::AttentionOp op) {
     alibi &= op.getAlibiSlopes().has_value();
   });

@@ -12,8 +12,15 @@ caches), compiles a generation plan (`tailor compile --task generate
   - the logits after the prompt's last decode step (the plan's decode entry
     run once per prompt token through the Python binding) match the
     model's last-position logits to 1e-4;
+  - generation stops at the eos id of the config.json beside the model
+    (one set to a token greedy decoding reaches), as transformers does;
+  - with a PEFT LoRA adapter (q_proj, v_proj, non-zero lora_B) bound at
+    compile time (`--task generate --adapter DIR`), the ids equal the PEFT
+    model's `generate` (llama);
   - a prompt longer than the cache, an id outside the vocabulary and a
     forward (non-generation) plan are refused with exit code 1.
+Families: every family of the HF matrix (TorchScript opset 17), and the
+llama export of the dynamo exporter (opset 18).
 
   generate_hf.py --tailor build/bin/tailor --cache build/test/hf-exports \
       --runtime-lib build/lib/libtailor_runtime.so [--families llama,gpt2]
@@ -31,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "generators"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
-from hf_common import cache_key, case_name, export_case  # noqa: E402
+from hf_common import FAMILIES, cache_key, case_name, export_case  # noqa: E402
 
 MAX_SEQ_LEN = 64
 NEW_TOKENS = 20
@@ -52,22 +59,111 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def check_family(args, family, work):
+def generate_ids(args, plan, prompt, new_tokens=NEW_TOKENS):
+    """(ids, json) of `tailor generate`, or (None, stderr)."""
+    proc = run([args.tailor, "generate", plan, "--prompt-ids",
+                ",".join(map(str, prompt)), "--max-new-tokens",
+                str(new_tokens), "--json"])
+    if proc.returncode != 0:
+        return None, proc.stderr[-800:]
+    got = json.loads(proc.stdout)
+    return got["generated_ids"], got
+
+
+def greedy(model, prompt, eos):
+    import torch
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS,
+                             do_sample=False,
+                             pad_token_id=eos if eos is not None else 0)
+    return [int(x) for x in out[0, len(prompt):]]
+
+
+def check_eos(args, family, model, onnx_path, prompt, want, work):
+    """A config.json whose eos id is the third generated token stops both
+    tailor and transformers right after it."""
+    stop = want[2]
+    eos_dir = os.path.join(work, family + "-eos")
+    os.makedirs(eos_dir)
+    shutil.copy(onnx_path, os.path.join(eos_dir, "model.onnx"))
+    config = model.config.to_dict()
+    config["eos_token_id"] = [stop]
+    json.dump(config, open(os.path.join(eos_dir, "config.json"), "w"))
+    plan = os.path.join(eos_dir, "generate.tplan")
+    proc = run([args.tailor, "compile", os.path.join(eos_dir, "model.onnx"),
+                "--task", "generate", "--max-seq-len", str(MAX_SEQ_LEN),
+                "-o", plan])
+    if proc.returncode != 0:
+        return [f"{family} eos: compile failed: {proc.stderr[-800:]}"]
+    got, info = generate_ids(args, plan, prompt)
+    expected = want[:want.index(stop) + 1]
+    hf = greedy(model, prompt, stop)
+    if got != expected or hf != expected:
+        return [f"{family} eos {stop}: tailor {got}, transformers {hf}, "
+                f"expected {expected}"]
+    print(f"{family}: eos {stop} stops after {len(got)} ids, as transformers")
+    return []
+
+
+def check_adapter(args, family, model, onnx_path, prompts, work):
+    """A PEFT adapter bound at compile time decodes as PEFT generates."""
+    import copy
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(
+        copy.deepcopy(model),
+        LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                   target_modules=["q_proj", "v_proj"]))
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in sorted(peft_model.named_parameters()):
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    adapter = os.path.join(work, family + "-adapter")
+    peft_model.save_pretrained(adapter)
+    peft_model.eval()
+    plan = os.path.join(work, family + "-adapter.tplan")
+    proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
+                "--max-seq-len", str(MAX_SEQ_LEN), "--adapter", adapter,
+                "-o", plan])
+    if proc.returncode != 0:
+        return [f"{family} adapter: compile failed: {proc.stderr[-800:]}"]
+    failures, changed = [], 0
+    eos = model.generation_config.eos_token_id
+    for prompt in prompts:
+        want = greedy(peft_model, prompt, eos)
+        changed += want != greedy(model, prompt, eos)
+        got, info = generate_ids(args, plan, prompt)
+        if got != want:
+            failures.append(f"{family} adapter: prompt {prompt}: tailor {got} "
+                            f"!= PEFT {want} ({info})")
+    if not changed:
+        failures.append(f"{family} adapter: the adapter changes no prompt's "
+                        "ids, so the check proves nothing")
+    if not failures:
+        print(f"{family}: with a LoRA adapter, ids equal PEFT's on "
+              f"{len(prompts)} prompts ({changed} differ from the base)")
+    return failures
+
+
+def check_family(args, case, work):
     import numpy as np
     import torch
     import tailor
 
-    out_dir = os.path.join(args.cache, cache_key(),
-                           case_name(family, "torchscript", 17, False))
-    model_path, err = export_case((family, "torchscript", 17, False, out_dir))
+    family, exporter, opset = case
+    tag = case_name(family, exporter, opset, False)
+    out_dir = os.path.join(args.cache, cache_key(), tag)
+    model_path, err = export_case((family, exporter, opset, False, out_dir))
     if err:
-        return [f"{family}: export failed: {err[-500:]}"]
+        return [f"{tag}: export failed: {err[-500:]}"]
     sidecar = json.load(open(os.path.join(out_dir, "model.json")))
     model = hf_model(family, sidecar)
     vocab = model.config.vocab_size
     eos = model.generation_config.eos_token_id
     # The model and its config.json side by side, as tailor reads them.
-    family_dir = os.path.join(work, family)
+    family_dir = os.path.join(work, tag)
     os.makedirs(family_dir)
     onnx_path = os.path.join(family_dir, "model.onnx")
     shutil.copy(model_path, onnx_path)
@@ -81,26 +177,28 @@ def check_family(args, family, work):
     failures = []
     rng = np.random.default_rng(22)
     prompts = [[int(x) for x in rng.integers(0, vocab, n)] for n in (1, 5, 12)]
+    family = tag
+    wants = []
     for prompt in prompts:
-        with torch.no_grad():
-            want = model.generate(torch.tensor([prompt]),
-                                  max_new_tokens=NEW_TOKENS, do_sample=False,
-                                  pad_token_id=eos if eos is not None else 0)
-        want = [int(x) for x in want[0, len(prompt):]]
-        proc = run([args.tailor, "generate", plan, "--prompt-ids",
-                    ",".join(map(str, prompt)), "--max-new-tokens",
-                    str(NEW_TOKENS), "--json"])
-        if proc.returncode != 0:
-            failures.append(f"{family}: generate failed: {proc.stderr[-800:]}")
-            continue
-        got = json.loads(proc.stdout)
-        if got["prompt_ids"] != prompt or got["generated_ids"] != want:
-            failures.append(f"{family}: prompt {prompt}: tailor "
-                            f"{got['generated_ids']} != transformers {want}")
+        want = greedy(model, prompt, eos)
+        wants.append(want)
+        got, info = generate_ids(args, plan, prompt)
+        if got is None:
+            failures.append(f"{family}: generate failed: {info}")
+        elif info["prompt_ids"] != prompt or got != want:
+            failures.append(f"{family}: prompt {prompt}: tailor {got} != "
+                            f"transformers {want}")
         else:
             print(f"{family}: prompt of {len(prompt)}: {len(want)} ids equal "
-                  f"(ttft {got['time_to_first_token_s'] * 1e3:.1f} ms, "
-                  f"{got['tokens_per_second']:.0f} tokens/s)")
+                  f"(ttft {info['time_to_first_token_s'] * 1e3:.1f} ms, "
+                  f"{info['tokens_per_second']:.0f} tokens/s)")
+    full = [w for w in wants if len(w) == NEW_TOKENS]
+    if tag == "llama_ts17" and full:
+        prompt = prompts[wants.index(full[0])]
+        failures += check_eos(args, family, model, onnx_path, prompt,
+                              full[0], work)
+        failures += check_adapter(args, family, model, onnx_path, prompts,
+                                  work)
 
     # The first decode step's logits: the prompt run token by token.
     prompt = prompts[-1]
@@ -131,7 +229,7 @@ def check_family(args, family, work):
 
 def check_forward_plan_refused(args, work):
     """A plan that is not a generation plan is refused."""
-    llama = os.path.join(work, "llama", "model.onnx")
+    llama = os.path.join(work, "llama_ts17", "model.onnx")
     if not os.path.exists(llama):
         return []
     plan = os.path.join(work, "forward.tplan")
@@ -151,13 +249,16 @@ def main():
     parser.add_argument("--tailor", required=True)
     parser.add_argument("--cache", required=True)
     parser.add_argument("--runtime-lib", required=True)
-    parser.add_argument("--families", default="llama,mistral,qwen2,gpt2")
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help="TorchScript opset-17 exports to check")
     args = parser.parse_args()
     os.environ["TAILOR_RUNTIME_LIBRARY"] = args.runtime_lib
     failures = []
     with tempfile.TemporaryDirectory() as work:
-        for family in args.families.split(","):
-            failures += check_family(args, family, work)
+        cases = [(f, "torchscript", 17) for f in args.families.split(",")]
+        cases.append(("llama", "dynamo", 18))
+        for case in cases:
+            failures += check_family(args, case, work)
         failures += check_forward_plan_refused(args, work)
     for failure in failures:
         print("FAIL", failure)
