@@ -127,7 +127,9 @@ int runGenerate(int argc, const char **argv) {
   cl::opt<std::string> adapter(
       "adapter",
       cl::desc("merge a PEFT LoRA adapter (a directory) into the weights at "
-               "load"),
+               "load, found by their Hugging Face names (for exports that "
+               "rename them, compile with `--task generate --adapter DIR` "
+               "instead)"),
       cl::value_desc("dir"), cl::cat(category));
   cl::opt<int> threads("threads",
                        cl::desc("CPU worker threads (default: all cores)"),
