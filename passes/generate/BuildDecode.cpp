@@ -57,10 +57,12 @@ ArrayRef<int64_t> shapeOf(Value value) {
 
 /// "layer K" or the op's module path, for messages.
 std::string whereIs(Operation *op) {
-  if (auto layer = op->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName)) {
+  if (auto layer =
+          op->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName)) {
     return "layer " + std::to_string(layer.getInt());
   }
-  if (auto module = op->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName)) {
+  if (auto module =
+          op->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName)) {
     return module.str();
   }
   return "the model";
@@ -119,9 +121,9 @@ LogicalResult DecodeBuilder::createFunction() {
       positionIds = arg;
     } else {
       std::string what = name ? name.str() : "#" + llvm::utostr(index);
-      return forward.emitError() << "decode takes input_ids only, but @"
-                                 << forward.getSymName() << " has input "
-                                 << what;
+      return forward.emitError()
+             << "decode takes input_ids only, but @" << forward.getSymName()
+             << " has input " << what;
     }
   }
   if (!inputIds || shapeOf(inputIds).size() != 2 ||
@@ -154,8 +156,8 @@ LogicalResult DecodeBuilder::createFunction() {
     return builder.getDictionaryAttr(
         {builder.getNamedAttr("tg.name", builder.getStringAttr(name))});
   };
-  decode.setAllArgAttrs(ArrayRef<DictionaryAttr>{named("input_ids"),
-                                                 named("position")});
+  decode.setAllArgAttrs(
+      ArrayRef<DictionaryAttr>{named("input_ids"), named("position")});
   decode.setResultAttrs(0, named("logits"));
   Block *entry = decode.addEntryBlock();
   builder.setInsertionPointToStart(entry);
@@ -169,8 +171,8 @@ LogicalResult DecodeBuilder::createFunction() {
     return success();
   }
   Location loc = forward.getLoc();
-  Value ids = tg::ReshapeOp::create(builder, loc,
-                                    RankedTensorType::get({1, 1}, i64), position);
+  Value ids = tg::ReshapeOp::create(
+      builder, loc, RankedTensorType::get({1, 1}, i64), position);
   if (batch != 1) {
     ids = tg::BroadcastOp::create(builder, loc, idsType, ids);
   }
@@ -228,7 +230,8 @@ LogicalResult DecodeBuilder::cloneOp(Operation &op) {
   // The first operand with a sequence dim decides where the results have it.
   std::optional<std::pair<Value, int64_t>> seq;
   for (Value operand : op.getOperands()) {
-    if (std::optional<int64_t> axis = axisOf(mapping.lookupOrDefault(operand))) {
+    if (std::optional<int64_t> axis =
+            axisOf(mapping.lookupOrDefault(operand))) {
       seq = {operand, *axis};
       break;
     }
@@ -411,13 +414,13 @@ LogicalResult DecodeBuilder::run() {
       return failure();
     }
   }
-  auto ret = llvm::cast<func::ReturnOp>(
-      forward.getBody().front().getTerminator());
+  auto ret =
+      llvm::cast<func::ReturnOp>(forward.getBody().front().getTerminator());
   Value logits = mapping.lookup(ret.getOperand(0));
   if (axisOf(logits) != std::optional<int64_t>(1) ||
       logits.getType() != decode.getResultTypes()[0]) {
-    return forward.emitError() << "decode expected logits [B, 1, vocab], got "
-                               << logits.getType();
+    return forward.emitError()
+           << "decode expected logits [B, 1, vocab], got " << logits.getType();
   }
   func::ReturnOp::create(builder, ret.getLoc(), logits);
   if (failed(verify(decode))) {
@@ -470,9 +473,8 @@ void BuildDecodePass::runOnOperation() {
   // model has none: ALiBi biases scores by key distance alone, the same
   // for one query at the end of the cache (a per-row constant).
   bool alibi = true;
-  forward.walk([&](tg::AttentionOp op) {
-    alibi &= op.getAlibiSlopes().has_value();
-  });
+  forward.walk(
+      [&](tg::AttentionOp op) { alibi &= op.getAlibiSlopes().has_value(); });
   if (!alibi) {
     OpPassManager positions(ModuleOp::getOperationName());
     positions.addPass(graph::createPackSequencesPass());
@@ -486,8 +488,9 @@ void BuildDecodePass::runOnOperation() {
   }
   for (int64_t id : eos) {
     if (id >= decode.vocab) {
-      module.emitError() << "eos token id " << id << " is outside the vocabulary ["
-                         << 0 << ", " << decode.vocab << ")";
+      module.emitError() << "eos token id " << id
+                         << " is outside the vocabulary [" << 0 << ", "
+                         << decode.vocab << ")";
       return signalPassFailure();
     }
   }

@@ -26,9 +26,9 @@ LogicalResult SchedPlanner::planCacheWrite(ModuleOp module,
       failed(useAt(write.getPosition(), step))) {
     return write.emitError() << "cannot plan this cache write";
   }
-  entry.launches.push_back(launchOf(
-      write, "kv_cache_write", 3,
-      {accessOf(write.getValue()), accessOf(write.getPosition()),
-       whole(*cache)}));
+  entry.launches.push_back(
+      launchOf(write, "kv_cache_write", 3,
+               {accessOf(write.getValue()), accessOf(write.getPosition()),
+                whole(*cache)}));
   return success();
 }

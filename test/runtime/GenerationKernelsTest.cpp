@@ -30,8 +30,7 @@ TEST(GenerationKernelsTest, WritesOneRowPerHeadAndKeepsTheRest) {
       for (int64_t s = 0; s < n; ++s) {
         for (int64_t j = 0; j < d; ++j) {
           int64_t at = (bh * n + s) * d + j;
-          double want =
-              written.count(s) ? value.at(bh * d + j) : before.at(at);
+          double want = written.count(s) ? value.at(bh * d + j) : before.at(at);
           ASSERT_EQ(cache.at(at), want) << "head " << bh << " row " << s;
         }
       }
@@ -61,8 +60,10 @@ TEST(GenerationKernelsTest, ChecksShapesAndTypes) {
   Buffer wrongPosition = scalar(DType::I32, 0);
   Buffer value(DType::F32, {1, 2, 1, 8});
   EXPECT_NE(checkKernel("kv_cache_write", {&twoTokens, &position, &cache}), "");
-  EXPECT_NE(checkKernel("kv_cache_write", {&otherHeads, &position, &cache}), "");
+  EXPECT_NE(checkKernel("kv_cache_write", {&otherHeads, &position, &cache}),
+            "");
   EXPECT_NE(checkKernel("kv_cache_write", {&doubles, &position, &cache}), "");
-  EXPECT_NE(checkKernel("kv_cache_write", {&value, &wrongPosition, &cache}), "");
+  EXPECT_NE(checkKernel("kv_cache_write", {&value, &wrongPosition, &cache}),
+            "");
   EXPECT_EQ(checkKernel("kv_cache_write", {&value, &position, &cache}), "");
 }

@@ -72,8 +72,8 @@ std::string decodeStep(tailor_session *session,
   std::vector<int64_t> ids(static_cast<size_t>(info.batch), token);
   int64_t idsShape[2] = {info.batch, 1};
   if (tailor_session_set_input(session, "input_ids", TAILOR_I64, idsShape, 2,
-                               ids.data(), ids.size() * sizeof(int64_t)) !=
-          TAILOR_OK ||
+                               ids.data(),
+                               ids.size() * sizeof(int64_t)) != TAILOR_OK ||
       tailor_session_set_input(session, "position", TAILOR_I64, idsShape, 0,
                                &position, sizeof(int64_t)) != TAILOR_OK ||
       tailor_session_run_entry(session, "decode") != TAILOR_OK) {
@@ -84,8 +84,8 @@ std::string decodeStep(tailor_session *session,
   if (tailor_session_output(session, "logits", &data, &logits) != TAILOR_OK) {
     return tailor_last_error();
   }
-  if (logits.dtype != TAILOR_F32 || logits.shape[logits.rank - 1] !=
-                                        info.vocab_size) {
+  if (logits.dtype != TAILOR_F32 ||
+      logits.shape[logits.rank - 1] != info.vocab_size) {
     return "the plan's logits are not f32 [..., " +
            std::to_string(info.vocab_size) + "]";
   }
@@ -186,9 +186,8 @@ int runGenerate(int argc, const char **argv) {
     return generateError(tailor_last_error());
   }
   std::unique_ptr<tailor_session, SessionDeleter> session(rawSession);
-  if (!adapter.empty() &&
-      tailor_session_apply_adapter(session.get(), adapter.c_str()) !=
-          TAILOR_OK) {
+  if (!adapter.empty() && tailor_session_apply_adapter(
+                              session.get(), adapter.c_str()) != TAILOR_OK) {
     return generateError(tailor_last_error());
   }
 
@@ -229,8 +228,7 @@ int runGenerate(int argc, const char **argv) {
                    << info.max_seq_len << "\n";
       break;
     }
-    std::string error =
-        decodeStep(session.get(), info, next, position++, next);
+    std::string error = decodeStep(session.get(), info, next, position++, next);
     if (!error.empty()) {
       return generateError(error);
     }
@@ -239,10 +237,9 @@ int runGenerate(int argc, const char **argv) {
   double ttft = std::chrono::duration<double>(first - begin).count();
   // Decoding speed: the tokens after the first over the time they took.
   double decodeSeconds = std::chrono::duration<double>(end - first).count();
-  double tokensPerSecond =
-      generated.size() > 1 && decodeSeconds > 0
-          ? double(generated.size() - 1) / decodeSeconds
-          : 0.0;
+  double tokensPerSecond = generated.size() > 1 && decodeSeconds > 0
+                               ? double(generated.size() - 1) / decodeSeconds
+                               : 0.0;
   if (!json) {
     llvm::outs() << "\n";
     return 0;
@@ -254,13 +251,12 @@ int runGenerate(int argc, const char **argv) {
   for (int64_t id : generated) {
     generatedJson.push_back(id);
   }
-  llvm::outs() << llvm::formatv(
-                      "{0}",
-                      llvm::json::Value(llvm::json::Object{
-                          {"prompt_ids", std::move(promptJson)},
-                          {"generated_ids", std::move(generatedJson)},
-                          {"time_to_first_token_s", ttft},
-                          {"tokens_per_second", tokensPerSecond}}))
+  llvm::outs() << llvm::formatv("{0}",
+                                llvm::json::Value(llvm::json::Object{
+                                    {"prompt_ids", std::move(promptJson)},
+                                    {"generated_ids", std::move(generatedJson)},
+                                    {"time_to_first_token_s", ttft},
+                                    {"tokens_per_second", tokensPerSecond}}))
                << "\n";
   return 0;
 }
