@@ -61,7 +61,9 @@ def run(args, onnx_path, data, offload):
             f"sequence_len: {args.seq}", f"micro_batch_size: {args.batch}",
             "learning_rate: 1e-4", f"max_steps: {args.steps}",
             f"save_steps: {args.steps}", "shuffle: false"] +
-            KINDS[offload]) + "\n")
+            # Full fine-tuning has no frozen weights to offload.
+            [k for k in KINDS[offload]
+             if not (args.full and k.startswith("offload_param"))]) + "\n")
     tailor = os.path.join(args.build, "bin", "tailor")
     plan = os.path.join(work, "plan.tplan")
     subprocess.run([tailor, "compile", onnx_path, "--recipe", recipe,

@@ -330,6 +330,12 @@ Error pin(std::vector<T> &values, const T &value, StringRef knob,
 
 Error applyFix(Space &space, const FixedKnob &fix) {
   if (fix.knob == "weights") {
+    if (fix.value == "gptq" && !llvm::is_contained(space.weights, "gptq")) {
+      return createStringError(
+          "--fix weights=gptq: the recipe names no gptq_checkpoint (`tailor "
+          "quantize MODEL.onnx --scheme gptq --calib DATA -o "
+          "CKPT.safetensors` writes one)");
+    }
     return pin(space.weights, fix.value, fix.knob, fix.value);
   }
   if (fix.knob == "adapter") {
@@ -410,6 +416,12 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
     llvm::sort(space.microBatches);
   }
   space.weights = {"fp32", "bf16", "int8", "nf4", "nf4-dq"};
+  // GPTQ needs its calibrated checkpoint (`tailor quantize` writes it, the
+  // one offline step that reads weights): a knob only when the recipe
+  // names one.
+  if (!base.gptqCheckpoint.empty()) {
+    space.weights.push_back("gptq");
+  }
   space.adapters = {"lora", "lora-fa", "full"};
   space.recompute = {"none", "selective", "full"};
   if (base.recomputePolicy == "budget" && base.activationMemoryBudget > 0 &&

@@ -32,7 +32,8 @@ namespace tailor::explore {
 /// One point of the space.
 struct Knobs {
   /// Frozen weights: fp32, bf16, int8, nf4, nf4-dq (NF4 with double
-  /// quantization). Full fine-tuning keeps fp32 masters.
+  /// quantization), gptq (when the recipe names a gptq_checkpoint). Full
+  /// fine-tuning keeps fp32 masters.
   std::string weights = "fp32";
   /// lora, lora-fa or full.
   std::string adapter = "lora";

@@ -253,7 +253,9 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   bool overlap = recipe.overlapComm == "true" ||
                  (recipe.overlapComm == "auto" && options.backend == "cuda" &&
                   recipe.gradientCompression == "none");
-  if ((options.worldSize > 1 || recipe.offloadParams()) && overlap) {
+  if ((options.worldSize > 1 || recipe.offloadParams() ||
+       recipe.offloadOptimizer == "cpu" || recipe.activationOffloading) &&
+      overlap) {
     parallel::OverlapCollectivesPassOptions overlap;
     overlap.inFlight = recipe.overlapBucketsInFlight;
     overlap.moveDdpReductions = recipe.gradientAccumulationSteps == 1;

@@ -25,11 +25,6 @@ tailor_status convertOptions(const tailor_trainer_options *in,
   if (!in) {
     return fail(TAILOR_ERROR_INVALID_ARGUMENT, "options is null");
   }
-  if (!in->data_path || !*in->data_path) {
-    return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                "options.data_path is required (a token file, a .jsonl "
-                "file or 'dummy')");
-  }
   if (!in->output_dir || !*in->output_dir) {
     return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                 "options.output_dir is required");
@@ -46,7 +41,7 @@ tailor_status convertOptions(const tailor_trainer_options *in,
                 "options.max_steps, num_threads and trace_steps must not be "
                 "negative, and save_steps not below -1");
   }
-  out.dataPath = in->data_path;
+  out.dataPath = in->data_path ? in->data_path : "";
   out.dataDType = dtype;
   out.evalDataPath = in->eval_data_path ? in->eval_data_path : "";
   out.outputDir = in->output_dir;
@@ -177,6 +172,11 @@ tailor_status tailor_trainer_step(tailor_trainer *trainer,
       return badTrainer(trainer);
     }
     Trainer &t = *trainer->trainer;
+    if (!t.readsData()) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "the trainer has no data_path: feed each step's batch with "
+                  "tailor_trainer_step_batch");
+    }
     if (t.finished()) {
       return fail(
           TAILOR_ERROR_INVALID_ARGUMENT,
@@ -194,6 +194,40 @@ tailor_status tailor_trainer_step(tailor_trainer *trainer,
   });
 }
 
+tailor_status tailor_trainer_step_batch(tailor_trainer *trainer,
+                                        const int64_t *input_ids,
+                                        const int64_t *labels, int64_t rows,
+                                        int64_t sequence_len,
+                                        tailor_train_metrics *metrics) {
+  return guard(__func__, [&]() -> tailor_status {
+    if (!isLive(trainer)) {
+      return badTrainer(trainer);
+    }
+    Trainer &t = *trainer->trainer;
+    if (std::string problem =
+            t.checkBatch(input_ids, labels, rows, sequence_len);
+        !problem.empty()) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, problem);
+    }
+    if (t.finished()) {
+      return fail(
+          TAILOR_ERROR_INVALID_ARGUMENT,
+          "the trainer is already at step " + std::to_string(t.globalStep()) +
+              ", its last (max_steps " + std::to_string(t.maxSteps()) + ")");
+    }
+    StepMetrics step;
+    if (std::string problem =
+            t.stepWithBatch(input_ids, labels, rows, sequence_len, step);
+        !problem.empty()) {
+      return fail(TAILOR_ERROR_EXECUTION, problem);
+    }
+    if (metrics) {
+      *metrics = metricsOf(step);
+    }
+    return ok();
+  });
+}
+
 tailor_status tailor_trainer_run(tailor_trainer *trainer,
                                  tailor_train_callback callback,
                                  void *user_data) {
@@ -202,6 +236,11 @@ tailor_status tailor_trainer_run(tailor_trainer *trainer,
       return badTrainer(trainer);
     }
     Trainer &t = *trainer->trainer;
+    if (!t.readsData()) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "the trainer has no data_path to run on: feed each step's "
+                  "batch with tailor_trainer_step_batch");
+    }
     tailor::train::StepObserver observer;
     if (callback) {
       observer = [&](const StepMetrics &step) {

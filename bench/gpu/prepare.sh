@@ -151,12 +151,20 @@ for hw in cpu h100; do
   compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-$hw.tplan" "$hw" "$tiny_recipe"
   compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/qlora-$hw.tplan" "$hw" "$tiny_recipe" adapter=qlora
 done
-# Offload: the frozen weights in pinned host memory (exact match expected).
+# Offload: the frozen weights in pinned host memory (exact match expected),
+# the saved activations (exact), AdamW on the host stream (the CPU kernel:
+# close to the GPU's AdamW, not bit-equal).
 for v in lora qlora; do
-  args=(offload_param=cpu)
-  [[ $v == qlora ]] && args+=(adapter=qlora)
-  compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/$v-h100-offload.tplan" h100 \
-    "$tiny_recipe" "${args[@]}"
+  for kind in offload offload-activations offload-optimizer; do
+    case $kind in
+      offload) args=(offload_param=cpu) ;;
+      offload-activations) args=(enable_activation_offloading=true) ;;
+      offload-optimizer) args=(offload_optimizer=cpu) ;;
+    esac
+    [[ $v == qlora ]] && args+=(adapter=qlora)
+    compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/$v-h100-$kind.tplan" h100 \
+      "$tiny_recipe" "${args[@]}"
+  done
 done
 # The GPU in f32: compared with the CPU plan at a tight tolerance.
 compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-h100-fp32.tplan" h100 \

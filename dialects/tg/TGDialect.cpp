@@ -5,7 +5,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace tailor::tg;
@@ -27,49 +30,51 @@ void TGDialect::initialize() {
       >();
 }
 
-/// Checks the discardable attributes any op may carry: `tg.layer` (the
-/// transformer layer, a non-negative integer) and `tg.module` (a module path).
-LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
-                                                  NamedAttribute attribute) {
-  StringRef name = attribute.getName().getValue();
-  if (name == kLayerAttrName) {
-    auto layer = llvm::dyn_cast<IntegerAttr>(attribute.getValue());
+/// The decisions and placements an op of a function may carry: `tg.layer`
+/// (the transformer layer), `tg.module`/`tg.tied` (module paths), and the
+/// passes' marks (recompute, overlap, host, steps); nullopt when `name` is
+/// none of them.
+static std::optional<LogicalResult>
+verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
+  if (name == TGDialect::kLayerAttrName) {
+    auto layer = llvm::dyn_cast<IntegerAttr>(value);
     if (!layer || !layer.getType().isInteger() || layer.getInt() < 0) {
       return op->emitError()
-             << "'" << kLayerAttrName
+             << "'" << TGDialect::kLayerAttrName
              << "' must be a non-negative integer layer index, got "
-             << attribute.getValue();
+             << value;
     }
     return success();
   }
-  if (name == kModuleAttrName || name == kTiedAttrName) {
-    auto path = llvm::dyn_cast<StringAttr>(attribute.getValue());
+  if (name == TGDialect::kModuleAttrName || name == TGDialect::kTiedAttrName) {
+    auto path = llvm::dyn_cast<StringAttr>(value);
     if (!path || path.getValue().empty()) {
       return op->emitError() << "'" << name
                              << "' must be a non-empty module path string, got "
-                             << attribute.getValue();
+                             << value;
     }
     return success();
   }
-  if (name == kRecomputeAttrName || name == kRecomputedAttrName) {
-    if (!llvm::isa<UnitAttr>(attribute.getValue())) {
+  if (name == TGDialect::kRecomputeAttrName || name == TGDialect::kRecomputedAttrName) {
+    if (!llvm::isa<UnitAttr>(value)) {
       return op->emitError() << "'" << name << "' must be a unit attribute";
     }
     return success();
   }
-  if (name == kOverlapAttrName) {
-    if (!llvm::isa<UnitAttr>(attribute.getValue()) ||
+  if (name == TGDialect::kOverlapAttrName) {
+    if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp,
-                   GatherBucketOp>(op)) {
+                   GatherBucketOp, ToHostOp, ToDeviceOp, CopyStateOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
                                 "tg.reduce_scatter, tg.all_reduce, "
-                                "tg.all_reduce_states or tg.gather_bucket";
+                                "tg.all_reduce_states, tg.gather_bucket, "
+                                "tg.to_host, tg.to_device or tg.copy_state";
     }
     return success();
   }
-  if (name == kHostAttrName) {
-    if (!llvm::isa<UnitAttr>(attribute.getValue()) ||
+  if (name == TGDialect::kHostAttrName) {
+    if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<AdamWUpdateOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
@@ -77,19 +82,28 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kStepsAttrName) {
-    auto steps = llvm::dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
+  if (name == TGDialect::kStepsAttrName) {
+    auto steps = llvm::dyn_cast<DenseI64ArrayAttr>(value);
     if (!steps || steps.size() != 2 || steps[0] < 1 ||
         (steps[1] != -1 && steps[1] < steps[0])) {
       return op->emitError() << "'" << name
                              << "' must be array<i64: first, last> with "
                                 "first >= 1 and last >= first or -1, got "
-                             << attribute.getValue();
+                             << value;
     }
     return success();
   }
-  if (name == kCompressionAttrName) {
-    auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+  return std::nullopt;
+}
+
+/// What the builtin module (or a function) records about the whole step:
+/// compression, recomputation, sharding, the source, the generation
+/// record, the adapter and recipe, what was not raised; nullopt when `name`
+/// is none of them.
+static std::optional<LogicalResult>
+verifyStepAttribute(Operation *op, StringRef name, Attribute value) {
+  if (name == TGDialect::kCompressionAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(value);
     if (!llvm::isa<ModuleOp>(op) || !dict ||
         !dict.getAs<StringAttr>("method")) {
       return op->emitError() << "'" << name
@@ -98,8 +112,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kRecomputeSummaryAttrName) {
-    auto summary = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+  if (name == TGDialect::kRecomputeSummaryAttrName) {
+    auto summary = llvm::dyn_cast<DictionaryAttr>(value);
     if (!llvm::isa<ModuleOp>(op) || !summary ||
         !summary.getAs<StringAttr>("policy")) {
       return op->emitError() << "'" << name
@@ -108,8 +122,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kRecomputePolicyAttrName) {
-    auto policy = llvm::dyn_cast<StringAttr>(attribute.getValue());
+  if (name == TGDialect::kRecomputePolicyAttrName) {
+    auto policy = llvm::dyn_cast<StringAttr>(value);
     if (op->getName().getStringRef() != "func.func" || !policy ||
         !llvm::is_contained({"none", "full", "selective", "budget"},
                             policy.getValue())) {
@@ -122,7 +136,7 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
   // tailor-shard's decision (passes/parallel/Shard.cpp): the world the
   // step is split over and how.
   if (name == "tg.parallel") {
-    auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+    auto dict = llvm::dyn_cast<DictionaryAttr>(value);
     if (!llvm::isa<ModuleOp>(op) || !dict ||
         !dict.getAs<IntegerAttr>("world_size") ||
         !dict.getAs<IntegerAttr>("ranks_per_node") ||
@@ -134,15 +148,15 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kSourceAttrName) {
-    if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(attribute.getValue())) {
-      return op->emitError() << "'" << kSourceAttrName
+  if (name == TGDialect::kSourceAttrName) {
+    if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(value)) {
+      return op->emitError() << "'" << TGDialect::kSourceAttrName
                              << "' must be a model file path on a builtin module";
     }
     return success();
   }
-  if (name == kGenerationAttrName) {
-    auto dict = llvm::dyn_cast<DictionaryAttr>(attribute.getValue());
+  if (name == TGDialect::kGenerationAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(value);
     if (!llvm::isa<ModuleOp>(op) || !dict ||
         !dict.getAs<IntegerAttr>("max_seq_len") ||
         !dict.getAs<IntegerAttr>("batch") ||
@@ -155,16 +169,16 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kAdapterAttrName || name == kTrainingAttrName) {
+  if (name == TGDialect::kAdapterAttrName || name == TGDialect::kTrainingAttrName) {
     if (!llvm::isa<ModuleOp>(op) ||
-        !llvm::isa<DictionaryAttr>(attribute.getValue())) {
+        !llvm::isa<DictionaryAttr>(value)) {
       return op->emitError() << "'" << name
                              << "' must be a dictionary on a builtin module";
     }
     return success();
   }
-  if (name == kUnraisedAttentionAttrName) {
-    auto list = llvm::dyn_cast<ArrayAttr>(attribute.getValue());
+  if (name == TGDialect::kUnraisedAttentionAttrName) {
+    auto list = llvm::dyn_cast<ArrayAttr>(value);
     bool entries = list && llvm::all_of(list, [](Attribute entry) {
       auto dict = llvm::dyn_cast<DictionaryAttr>(entry);
       return dict && dict.getAs<StringAttr>("module") &&
@@ -180,24 +194,52 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kExportNameAttrName) {
+  return std::nullopt;
+}
+
+/// A parameter's Hugging Face export name and layout; nullopt when `name`
+/// is neither.
+static std::optional<LogicalResult>
+verifyParamAttribute(Operation *op, StringRef name, Attribute value) {
+  if (name == TGDialect::kExportNameAttrName) {
     if (op->getName().stripDialect() != "param" ||
-        !llvm::isa<StringAttr>(attribute.getValue())) {
+        !llvm::isa<StringAttr>(value)) {
       return op->emitError() << "'" << name
                              << "' must be a string on a tg.param or sched.param";
     }
     return success();
   }
-  if (name == kExportTransposedAttrName) {
+  if (name == TGDialect::kExportTransposedAttrName) {
     if (op->getName().stripDialect() != "param" ||
-        !llvm::isa<UnitAttr>(attribute.getValue())) {
+        !llvm::isa<UnitAttr>(value)) {
       return op->emitError() << "'" << name
                              << "' must be a unit on a tg.param or sched.param";
     }
     return success();
   }
-  return op->emitError() << "unknown tg attribute '" << name
-                         << "' (expected '" << kLayerAttrName << "', '"
-                         << kModuleAttrName << "', '" << kTiedAttrName << "' or '"
-                         << kSourceAttrName << "')";
+  return std::nullopt;
+}
+
+/// Checks the discardable `tg.*` attributes (see each helper above).
+LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attribute) {
+  StringRef name = attribute.getName().getValue();
+  Attribute value = attribute.getValue();
+  for (auto verify :
+       {verifyOpAttribute, verifyStepAttribute, verifyParamAttribute}) {
+    if (std::optional<LogicalResult> result = verify(op, name, value)) {
+      return *result;
+    }
+  }
+  static constexpr StringRef known[] = {
+      kLayerAttrName,          kModuleAttrName,       kTiedAttrName,
+      kRecomputeAttrName,      kRecomputedAttrName,   kOverlapAttrName,
+      kHostAttrName,           kStepsAttrName,        kCompressionAttrName,
+      kRecomputeSummaryAttrName, kRecomputePolicyAttrName, "tg.parallel",
+      kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,
+      kUnraisedAttentionAttrName, kExportNameAttrName,
+      kExportTransposedAttrName, kGenerationAttrName};
+  return op->emitError() << "unknown tg attribute '" << name << "' (known: "
+                         << llvm::join(std::begin(known), std::end(known), ", ")
+                         << ")";
 }

@@ -412,6 +412,7 @@ LogicalResult SchedPlanner::planCopyState(ModuleOp module, tg::CopyStateOp op,
   PlannedCopy copy;
   copy.kind = fromHost ? sched::CopyKind::HostToDevice
                        : sched::CopyKind::DeviceToHost;
+  copy.overlap = op->hasAttr(tg::TGDialect::kOverlapAttrName);
   launch.copy = copy;
   entry.launches.push_back(std::move(launch));
   return success();
@@ -438,6 +439,7 @@ LogicalResult SchedPlanner::planMove(Operation *op, bool toHost,
   PlannedCopy copy;
   copy.kind = toHost ? sched::CopyKind::DeviceToHost
                      : sched::CopyKind::HostToDevice;
+  copy.overlap = op->hasAttr(tg::TGDialect::kOverlapAttrName);
   launch.copy = copy;
   entry.launches.push_back(std::move(launch));
   return success();

@@ -1,6 +1,7 @@
 //===- SchedPlannerWork.cpp - work, overlaps and the memory proof ----------===//
 
 #include "passes/memory/SchedPlanner.h"
+#include "passes/memory/SavedValues.h"
 
 #include "passes/memory/Passes.h"
 
@@ -27,9 +28,20 @@ void SchedPlanner::scheduleOverlaps(PlannedEntry &entry,
     for (Access operand : launch.operands) {
       touched.insert(operand.root);
     }
+    // An eviction (activation offload's tg.to_host) is next used only in
+    // backward: it completes by the time compute leaves its layer, so its
+    // device bytes are free again soon after.
+    std::optional<int64_t> evictedLayer;
+    if (launch.op && llvm::isa<tg::ToHostOp>(launch.op)) {
+      evictedLayer = layerOf(launch.op).value_or(-1);
+    }
     int64_t until = endStep;
     for (size_t j = i + 1; j < entry.launches.size(); ++j) {
-      if (llvm::any_of(entry.launches[j].operands, [&](Access operand) {
+      const PlannedLaunch &later = entry.launches[j];
+      bool leavesLayer = evictedLayer && later.op &&
+                         layerOf(later.op).value_or(-1) != *evictedLayer;
+      if (leavesLayer ||
+          llvm::any_of(later.operands, [&](Access operand) {
             return touched.contains(operand.root);
           })) {
         (launch.collective ? launch.collective->waitBefore

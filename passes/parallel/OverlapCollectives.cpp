@@ -6,7 +6,9 @@
 // buckets so they have backward to overlap with. With
 // `move-ddp-reductions`, DDP's all-reduces first move from the optimizer
 // step into the training step, after their last gradient; with `prefetch`,
-// ZeRO-3's gathers are issued one bucket ahead.
+// ZeRO-3's gathers are issued one bucket ahead, and activation offload's
+// copies run on the copy stream: evictions beside the forward, returns one
+// layer ahead of the backward that reads them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +65,12 @@ private:
   /// DDP: each tg.all_reduce_states of the optimizer step moves into
   /// `step`, right after the last op naming one of its states.
   void moveDdpReductionsInto(func::FuncOp step, func::FuncOp optimizer);
+  /// Optimizer offload, one micro-batch a step: each parameter's copies to
+  /// the host (its gradient and itself) move from the optimizer step into
+  /// `step`, right after the gradient's last accumulation, on the copy
+  /// stream, so they overlap the rest of backward. A gradient a collective
+  /// reduces keeps its copy where it is.
+  void moveOffloadCopiesInto(func::FuncOp step, func::FuncOp optimizer);
   /// Moves each tg.accumulate up to just after its gradient is made (and
   /// after any earlier op on its state): autodiff leaves some (norm
   /// weights, a tied embedding's first half) at the end of backward, which
@@ -73,6 +81,11 @@ private:
   /// stream gathers the next bucket while compute uses the current one
   /// (FSDP's prefetch of one); all are marked.
   void prefetchGathers(func::FuncOp step);
+  /// Activation offload: every tg.to_host and tg.to_device is marked; the
+  /// returns of each layer move up to where backward starts reading the
+  /// returns of the layer before (in program order), so at most two layers'
+  /// restored activations are on the device at once.
+  void overlapActivationCopies(func::FuncOp step);
   /// Moves the consumers of collective `index` of `collectives` down to
   /// the collective `inFlight` later (or the terminator); false when one
   /// cannot move (it or an op in between touches what it writes).
@@ -166,6 +179,58 @@ void OverlapCollectivesPass::moveDdpReductionsInto(func::FuncOp step,
   }
 }
 
+void OverlapCollectivesPass::moveOffloadCopiesInto(func::FuncOp step,
+                                                   func::FuncOp optimizer) {
+  ModuleOp module = step->getParentOfType<ModuleOp>();
+  auto isToHost = [&](tg::CopyStateOp copy) {
+    auto target = module.lookupSymbol<tg::StateOp>(copy.getTargetAttr());
+    return target && target.getHost();
+  };
+  // Gradients a collective names stay: their copy must follow it.
+  llvm::DenseSet<StringAttr> reduced;
+  for (func::FuncOp f : {step, optimizer}) {
+    f.walk([&](Operation *op) {
+      if (isGradientCollective(op)) {
+        llvm::DenseSet<StringAttr> names = symbolsOf(op);
+        reduced.insert(names.begin(), names.end());
+      }
+    });
+  }
+  Block &body = step.getBody().front();
+  Builder builder(step.getContext());
+  SmallVector<tg::CopyStateOp> copies(optimizer.getOps<tg::CopyStateOp>());
+  for (tg::CopyStateOp copy : copies) {
+    auto source = module.lookupSymbol<tg::StateOp>(copy.getSourceAttr());
+    if (!isToHost(copy) || !source || source.getKind() != tg::StateKind::Grad ||
+        reduced.contains(source.getSymNameAttr())) {
+      continue;
+    }
+    llvm::DenseSet<StringAttr> grad = {source.getSymNameAttr()};
+    Operation *last = nullptr;
+    for (Operation &op : body.without_terminator()) {
+      if (touchesAny(&op, grad)) {
+        last = &op;
+      }
+    }
+    if (!last) {
+      continue; // the step never makes this gradient
+    }
+    Operation *at = last;
+    // The parameter's own copy (the next copy_state of the same parameter)
+    // travels with it.
+    for (tg::CopyStateOp other : copies) {
+      if (other != copy && isToHost(other) &&
+          module.lookupSymbol<tg::ParamOp>(other.getSourceAttr()) &&
+          other.getSourceAttr().getValue() == source.getParameter()) {
+        other->moveAfter(at);
+        other->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+      }
+    }
+    copy->moveAfter(at);
+    copy->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+  }
+}
+
 /// The first op of `op`'s block that uses one of its results (through
 /// bucket_member views too); null if none.
 static Operation *firstUser(Operation *op) {
@@ -199,6 +264,47 @@ void OverlapCollectivesPass::prefetchGathers(func::FuncOp step) {
     }
     gathers[i]->setAttr(tg::TGDialect::kOverlapAttrName,
                         builder.getUnitAttr());
+  }
+}
+
+void OverlapCollectivesPass::overlapActivationCopies(func::FuncOp step) {
+  Builder builder(step.getContext());
+  // Returns grouped by layer, in the order backward reaches them.
+  SmallVector<SmallVector<tg::ToDeviceOp>> layers;
+  std::optional<int64_t> current;
+  for (Operation &op : step.getBody().front()) {
+    if (llvm::isa<tg::ToHostOp>(op)) {
+      op.setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+    }
+    auto back = llvm::dyn_cast<tg::ToDeviceOp>(op);
+    if (!back) {
+      continue;
+    }
+    back->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
+    auto layer = back->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName);
+    std::optional<int64_t> id =
+        layer ? std::optional<int64_t>(layer.getInt()) : std::nullopt;
+    if (layers.empty() || id != current) {
+      layers.emplace_back();
+      current = id;
+    }
+    layers.back().push_back(back);
+  }
+  for (size_t i = 1; i < layers.size(); ++i) {
+    Operation *firstUse = nullptr;
+    for (tg::ToDeviceOp back : layers[i - 1]) {
+      Operation *use = firstUser(back);
+      if (use && (!firstUse || use->isBeforeInBlock(firstUse))) {
+        firstUse = use;
+      }
+    }
+    for (tg::ToDeviceOp back : layers[i]) {
+      // Its host copy is made in forward, long before: moving up keeps it
+      // after its operand.
+      if (firstUse && firstUse->isBeforeInBlock(back)) {
+        back->moveBefore(firstUse);
+      }
+    }
   }
 }
 
@@ -260,9 +366,11 @@ void OverlapCollectivesPass::runOnOperation() {
     }
     hoistAccumulates(step);
     moveDdpReductionsInto(step, optimizer);
+    moveOffloadCopiesInto(step, optimizer);
   }
   if (prefetch) {
     prefetchGathers(step);
+    overlapActivationCopies(step);
   }
   SmallVector<Operation *> collectives;
   for (Operation &op : step.getBody().front()) {

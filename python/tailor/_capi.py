@@ -43,6 +43,38 @@ ORT_TYPES = {
 }
 
 
+class Handle:
+    """A C API handle a Python object owns: freed by close(), at garbage
+    collection, or at the end of a `with` block. Subclasses name their C
+    free function (`_free`) and what they are (`_what`, for errors)."""
+
+    _free = None
+    _what = "handle"
+
+    def __init__(self):
+        self._handle = ctypes.c_void_p()
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            getattr(lib(), self._free)(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _live(self):
+        """The handle, or ValueError once closed."""
+        if not getattr(self, "_handle", None):
+            raise ValueError(f"the {self._what} is closed")
+        return self._handle
+
+
 class TailorError(RuntimeError):
     """A failed runtime call: `status` (tailor_status) and the message."""
 
@@ -163,6 +195,9 @@ SIGNATURES = {
                                             ctypes.POINTER(P)]),
     "tailor_trainer_free": (None, [P]),
     "tailor_trainer_step": (S, [P, ctypes.POINTER(TrainMetrics)]),
+    "tailor_trainer_step_batch": (S, [P, I64P, I64P, ctypes.c_int64,
+                                      ctypes.c_int64,
+                                      ctypes.POINTER(TrainMetrics)]),
     "tailor_trainer_run": (S, [P, TRAIN_CALLBACK, P]),
     "tailor_trainer_evaluate": (S, [P, ctypes.POINTER(ctypes.c_double)]),
     "tailor_trainer_save_checkpoint": (S, [P, STR]),

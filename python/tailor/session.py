@@ -43,28 +43,21 @@ class State:
     sharded: bool
 
 
-class Plan:
+class Plan(_capi.Handle):
     """A loaded, verified plan file (tailor_plan)."""
 
+    _free = "tailor_plan_free"
+    _what = "plan"
+
     def __init__(self, path):
-        self._handle = ctypes.c_void_p()
+        super().__init__()
         check(lib().tailor_plan_load(encode(str(path)),
                                      ctypes.byref(self._handle)))
         self.path = str(path)
 
     @property
     def handle(self):
-        if not self._handle:
-            raise ValueError("the plan is closed")
-        return self._handle
-
-    def close(self):
-        if self._handle:
-            lib().tailor_plan_free(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __del__(self):
-        self.close()
+        return self._live()
 
     def _binding(self, getter, index):
         info = _capi.TensorInfo()
@@ -118,7 +111,7 @@ class Plan:
         return result
 
 
-class InferenceSession:
+class InferenceSession(_capi.Handle):
     """Runs a plan on NumPy arrays, as onnxruntime.InferenceSession does:
 
         session = tailor.InferenceSession("model.tplan")
@@ -127,9 +120,12 @@ class InferenceSession:
     `plan` is a path or a tailor.Plan; `num_threads` 0 lets the runtime
     choose. A session is used by one thread at a time."""
 
+    _free = "tailor_session_free"
+    _what = "session"
+
     def __init__(self, plan, num_threads=0):
+        super().__init__()
         self._plan = plan if isinstance(plan, Plan) else Plan(plan)
-        self._handle = ctypes.c_void_p()
         options = _capi.SessionOptions(num_threads)
         check(lib().tailor_session_create(self._plan.handle,
                                           ctypes.byref(options),
@@ -140,24 +136,6 @@ class InferenceSession:
     def plan(self):
         return self._plan
 
-    def close(self):
-        if getattr(self, "_handle", None):
-            lib().tailor_session_free(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _session(self):
-        if not self._handle:
-            raise ValueError("the session is closed")
-        return self._handle
 
     def get_inputs(self):
         """The first entry's inputs (the forward pass of an inference
@@ -177,14 +155,14 @@ class InferenceSession:
         shape = (ctypes.c_int64 * max(1, array.ndim))(*array.shape)
         dtype = _dtype_code(array.dtype, name)
         check(lib().tailor_session_set_input(
-            self._session(), name.encode(), dtype, shape, array.ndim,
+            self._live(), name.encode(), dtype, shape, array.ndim,
             array.ctypes.data_as(ctypes.c_void_p), array.nbytes))
 
     def output(self, name):
         """A copy of output `name` after the last run."""
         data = ctypes.c_void_p()
         info = _capi.TensorInfo()
-        check(lib().tailor_session_output(self._session(), name.encode(),
+        check(lib().tailor_session_output(self._live(), name.encode(),
                                           ctypes.byref(data),
                                           ctypes.byref(info)))
         return _copy_out(data, info)
@@ -195,7 +173,7 @@ class InferenceSession:
         a list of NumPy arrays."""
         for name, array in input_feed.items():
             self.set_input(name, array)
-        check(lib().tailor_session_run_entry(self._session(),
+        check(lib().tailor_session_run_entry(self._live(),
                                              self._entry.encode()))
         if output_names is None:
             output_names = [o.name for o in self.get_outputs()]
@@ -203,13 +181,13 @@ class InferenceSession:
 
     def run_entry(self, entry):
         """Runs entry `entry` ("train_step", "optimizer_step", ...)."""
-        check(lib().tailor_session_run_entry(self._session(), entry.encode()))
+        check(lib().tailor_session_run_entry(self._live(), entry.encode()))
 
     def get_tensor(self, name):
         """A copy of parameter or state `name`."""
         data = ctypes.c_void_p()
         info = _capi.TensorInfo()
-        check(lib().tailor_session_tensor(self._session(), name.encode(),
+        check(lib().tailor_session_tensor(self._live(), name.encode(),
                                           ctypes.byref(data),
                                           ctypes.byref(info)))
         return _copy_out(data, info)
@@ -217,13 +195,10 @@ class InferenceSession:
     def set_parameter(self, name, array):
         """Writes parameter `name` from `array` (the plan's dtype and
         shape; see Plan.parameters)."""
-        # np.ascontiguousarray makes a scalar 1-D; keep rank 0 inputs so.
-        array = np.asarray(array)
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array)
         shape = (ctypes.c_int64 * max(1, array.ndim))(*array.shape)
         check(lib().tailor_session_set_parameter(
-            self._session(), name.encode(), _dtype_code(array.dtype, name),
+            self._live(), name.encode(), _dtype_code(array.dtype, name),
             shape, array.ndim, array.ctypes.data_as(ctypes.c_void_p),
             array.nbytes))
 
@@ -231,13 +206,13 @@ class InferenceSession:
         """Loads the parameters a safetensors file names; their count."""
         loaded = ctypes.c_int(0)
         check(lib().tailor_session_load_safetensors(
-            self._session(), encode(str(path)), ctypes.byref(loaded)))
+            self._live(), encode(str(path)), ctypes.byref(loaded)))
         return loaded.value
 
     def apply_adapter(self, directory):
         """Applies a PEFT LoRA adapter directory (merged into the base
         weights of a forward plan)."""
-        check(lib().tailor_session_apply_adapter(self._session(),
+        check(lib().tailor_session_apply_adapter(self._live(),
                                                  encode(str(directory))))
 
 

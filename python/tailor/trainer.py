@@ -33,9 +33,10 @@ class StepMetrics:
             bool(metrics.stopped))
 
 
-class Trainer:
+class Trainer(_capi.Handle):
     """Trains plan `plan` (a path or a tailor.Plan) on `data` (a token .bin
-    file, a directory or glob of them, a .jsonl file, or "dummy"), writing
+    file, a directory or glob of them, a .jsonl file, "dummy", or None: the
+    caller gives each step's batch to step()), writing
     metrics.jsonl, checkpoints and the final adapter into `output_dir`:
 
         trainer = tailor.Trainer("lora.tplan", data="train.jsonl",
@@ -48,15 +49,18 @@ class Trainer:
     A trainer is used by one thread at a time; request_stop() may come from
     any thread."""
 
+    _free = "tailor_trainer_free"
+    _what = "trainer"
+
     def __init__(self, plan, data, output_dir, eval_data=None,
                  data_dtype="uint16", resume=None, init_adapter=None,
                  max_steps=0, save_steps=-1, num_threads=0,
                  print_progress=False):
-        self._handle = ctypes.c_void_p()
+        super().__init__()
         options = _capi.TrainerOptions()
         lib().tailor_trainer_options_init(ctypes.byref(options))
         # The C strings must outlive the create call only.
-        options.data_path = encode(os.fspath(data))
+        options.data_path = encode(data and os.fspath(data))
         options.output_dir = encode(os.fspath(output_dir))
         options.eval_data_path = encode(eval_data and os.fspath(eval_data))
         options.data_dtype = encode(data_dtype)
@@ -76,30 +80,35 @@ class Trainer:
                 ctypes.byref(self._handle)))
         self.output_dir = os.fspath(output_dir)
 
-    def close(self):
-        if getattr(self, "_handle", None):
-            lib().tailor_trainer_free(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _trainer(self):
-        if not self._handle:
-            raise ValueError("the trainer is closed")
-        return self._handle
-
-    def step(self):
-        """Trains one optimizer step; its StepMetrics."""
+    def step(self, input_ids=None, labels=None):
+        """Trains one optimizer step; its StepMetrics. A trainer made with
+        data=None takes each step's batch here: `input_ids` (and `labels`,
+        default the ids; -100 ignored), integer arrays of
+        [gradient_accumulation_steps x micro_batch_size, sequence_len]."""
         metrics = _capi.TrainMetrics()
-        check(lib().tailor_trainer_step(self._trainer(),
-                                        ctypes.byref(metrics)))
+        if input_ids is None:
+            if labels is not None:
+                raise ValueError("labels without input_ids")
+            check(lib().tailor_trainer_step(self._live(),
+                                            ctypes.byref(metrics)))
+            return StepMetrics.of(metrics)
+        import numpy as np
+
+        ids = np.ascontiguousarray(input_ids, dtype=np.int64)
+        if ids.ndim != 2:
+            raise ValueError(f"input_ids must be 2-D [rows, sequence_len], "
+                             f"got shape {ids.shape}")
+        targets = None
+        if labels is not None:
+            targets = np.ascontiguousarray(labels, dtype=np.int64)
+            if targets.shape != ids.shape:
+                raise ValueError(f"labels have shape {targets.shape}, "
+                                 f"input_ids {ids.shape}")
+        pointer = lambda a: (None if a is None else
+                             a.ctypes.data_as(_capi.I64P))
+        check(lib().tailor_trainer_step_batch(
+            self._live(), pointer(ids), pointer(targets), ids.shape[0],
+            ids.shape[1], ctypes.byref(metrics)))
         return StepMetrics.of(metrics)
 
     def train(self, callback=None):
@@ -118,7 +127,7 @@ class Trainer:
 
         hook = _capi.TRAIN_CALLBACK(observe) if callback else \
             _capi.TRAIN_CALLBACK()
-        status = lib().tailor_trainer_run(self._trainer(), hook, None)
+        status = lib().tailor_trainer_run(self._live(), hook, None)
         if raised:
             raise raised[0]
         check(status)
@@ -126,7 +135,7 @@ class Trainer:
     def evaluate(self):
         """The validation loss of the current weights."""
         loss = ctypes.c_double()
-        check(lib().tailor_trainer_evaluate(self._trainer(),
+        check(lib().tailor_trainer_evaluate(self._live(),
                                             ctypes.byref(loss)))
         return loss.value
 
@@ -134,27 +143,27 @@ class Trainer:
         """Writes DIR/checkpoint-<step> (DIR: output_dir, or the trainer's);
         its path."""
         check(lib().tailor_trainer_save_checkpoint(
-            self._trainer(), encode(output_dir and os.fspath(output_dir))))
-        return lib().tailor_trainer_last_checkpoint(self._trainer()).decode()
+            self._live(), encode(output_dir and os.fspath(output_dir))))
+        return lib().tailor_trainer_last_checkpoint(self._live()).decode()
 
     def resume(self, checkpoint="latest"):
         """Restores a checkpoint directory ("latest": the newest in
         output_dir)."""
-        check(lib().tailor_trainer_resume(self._trainer(),
+        check(lib().tailor_trainer_resume(self._live(),
                                           encode(os.fspath(checkpoint))))
 
     def save_adapter(self, directory):
         """Writes the PEFT adapter (full fine-tuning: the model) of the
         current weights into `directory`."""
-        check(lib().tailor_trainer_export(self._trainer(),
+        check(lib().tailor_trainer_export(self._live(),
                                           encode(os.fspath(directory))))
 
     def request_stop(self):
-        check(lib().tailor_trainer_request_stop(self._trainer()))
+        check(lib().tailor_trainer_request_stop(self._live()))
 
     def _state(self):
         state = _capi.TrainerState()
-        check(lib().tailor_trainer_get_state(self._trainer(),
+        check(lib().tailor_trainer_get_state(self._live(),
                                              ctypes.byref(state)))
         return state
 
@@ -172,4 +181,4 @@ class Trainer:
 
     @property
     def last_checkpoint(self):
-        return lib().tailor_trainer_last_checkpoint(self._trainer()).decode()
+        return lib().tailor_trainer_last_checkpoint(self._live()).decode()

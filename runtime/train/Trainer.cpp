@@ -209,7 +209,12 @@ struct TrainerRun {
   CheckpointLayout layout;
   int64_t maxSteps = 0, saveSteps = 0, loggingSteps = 1, evalSteps = 0;
   int64_t stopAfter = -1;
+  /// Null when the caller feeds each step's batch (stepWithBatch).
   std::unique_ptr<DataLoader> data, validation;
+  /// The batch the caller fed for the step in progress: this rank's
+  /// accumulation x micro-batch rows of sequence_len tokens (labels null:
+  /// the ids, which the loss shifts).
+  const int64_t *fedIds = nullptr, *fedLabels = nullptr;
   std::vector<int64_t> ids, targets;
   /// Each token's position within its example (sample packing's
   /// position_ids input); empty when the plan takes none.
@@ -464,6 +469,40 @@ std::string readSettings(Run &run) {
   return "";
 }
 
+/// No data path: the caller feeds every step's batch. Validation data
+/// can still come from --eval-data; what needs the training data is refused.
+std::string openFedData(Run &run, bool packing) {
+  const TrainOptions &options = run.options;
+  if (packing) {
+    return run.name() + ": the plan packs examples (sample_packing: true), "
+                        "which needs its data loader; give a data path";
+  }
+  if (run.training->val_set_size() > 0) {
+    return run.name() + ": the plan holds out val_set_size of the training "
+                        "data, which needs a data path";
+  }
+  if (!options.evalDataPath.empty()) {
+    DataOptions dataOptions;
+    dataOptions.path = options.evalDataPath;
+    dataOptions.tokenDType = options.dataDType;
+    dataOptions.sequenceLen = run.sequenceLen;
+    dataOptions.microBatchSize = run.microBatch;
+    dataOptions.vocabSize = run.training->vocab_size();
+    dataOptions.padTokenId = run.training->pad_token_id();
+    std::string error;
+    run.validation = DataLoader::open(dataOptions, error);
+    if (!run.validation) {
+      return "--eval-data: " + error;
+    }
+  }
+  if (!run.validation && run.evalSteps > 0) {
+    return run.name() + ": the plan sets eval_steps " +
+           std::to_string(run.evalSteps) +
+           " but there is no validation data (pass an eval data path)";
+  }
+  return "";
+}
+
 /// Opens the training data and, if any is asked for, the validation data.
 std::string openData(Run &run) {
   const TrainOptions &options = run.options;
@@ -473,6 +512,9 @@ std::string openData(Run &run) {
     return run.name() + ": the plan asks for sample_packing: true but its "
                         "train_step takes no position_ids (compiled by an "
                         "older tailor?); recompile it";
+  }
+  if (options.dataPath.empty()) {
+    return openFedData(run, packing);
   }
   DataOptions dataOptions;
   dataOptions.path = options.dataPath;
@@ -554,7 +596,8 @@ std::string resumeFrom(Run &run, TrainerState &state) {
            std::to_string(state.globalStep) + ", past max_steps " +
            std::to_string(run.maxSteps);
   }
-  if (!run.data->setPosition(state.data, error)) {
+  // A fed run's data position is the caller's to keep.
+  if (run.data && !run.data->setPosition(state.data, error)) {
     return from + ": " + error;
   }
   uint64_t seed = run.training->seed();
@@ -647,8 +690,9 @@ void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
                : "";
   std::fprintf(out, "memory %" PRIu64 " B allocated%s%s\n", allocated,
                run.world > 1 ? " per rank" : "", placed.c_str());
-  std::fprintf(out, "data %s\n", run.data->describe().c_str());
-  if (!run.data->warning().empty()) {
+  std::fprintf(out, "data %s\n", run.data ? run.data->describe().c_str()
+                                           : "fed by the caller, step by step");
+  if (run.data && !run.data->warning().empty()) {
     std::fprintf(run.err, "tailor train: warning: %s\n",
                  run.data->warning().c_str());
   }
@@ -691,6 +735,15 @@ std::string lossNotFinite(int64_t step, double value, int64_t micro) {
          std::to_string(micro) + "); stopped without a checkpoint";
 }
 
+/// Micro-batch `index` of the batch the caller fed into the plan's inputs.
+void takeFedRows(Run &run, int64_t index) {
+  size_t count = run.ids.size();
+  size_t at = static_cast<size_t>(index) * count;
+  std::copy_n(run.fedIds + at, count, run.ids.begin());
+  std::copy_n((run.fedLabels ? run.fedLabels : run.fedIds) + at, count,
+              run.targets.begin());
+}
+
 /// Runs train_step on this rank's micro-batches of the global batch of
 /// `step` (micro-batches are numbered across the global batch, which picks
 /// their dropout seeds too) and skips the other ranks'; the mean loss over
@@ -702,9 +755,15 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
   double badValue = 0;
   int64_t badMicro = -1;
   int64_t first = firstMicroBatchOfRank(run.rank, run.accumulation);
-  run.data->skip(static_cast<uint64_t>(first));
+  if (run.data) {
+    run.data->skip(static_cast<uint64_t>(first));
+  }
   for (int64_t micro = first; micro < first + run.accumulation; ++micro) {
-    run.data->next(run.ids.data(), run.targets.data(), positionsOf(run));
+    if (run.data) {
+      run.data->next(run.ids.data(), run.targets.data(), positionsOf(run));
+    } else {
+      takeFedRows(run, micro - first);
+    }
     feed(run, step, micro);
     if (std::string problem = run.session->runEntry(run.trainEntry);
         !problem.empty()) {
@@ -721,8 +780,10 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
     }
     lossSum += value;
   }
-  run.data->skip(static_cast<uint64_t>((run.world - run.rank - 1) *
-                                       run.accumulation));
+  if (run.data) {
+    run.data->skip(static_cast<uint64_t>((run.world - run.rank - 1) *
+                                         run.accumulation));
+  }
   if (std::string problem = sumOverRanks(run, &lossSum, 1); !problem.empty()) {
     return "step " + std::to_string(step) + ": " + problem;
   }
@@ -1033,13 +1094,15 @@ std::string loopStep(Run &run, StepMetrics &metrics,
   }
   TrainerState &state = run.state;
   state.globalStep = run.result.finalStep = step;
-  state.data = run.data->position();
+  if (run.data) {
+    state.data = run.data->position();
+  }
   run.result.lastLoss = report.loss;
   if (report.log) {
     state.logHistory.push_back({step, report.loss, report.learningRate,
                                 report.gradNorm, report.evalLoss});
   }
-  report.epoch = run.data->epochProgress();
+  report.epoch = run.data ? run.data->epochProgress() : 0;
   run.progress->step(report);
 
   metrics = StepMetrics();
@@ -1081,6 +1144,38 @@ std::string loopStep(Run &run, StepMetrics &metrics,
     std::fprintf(run.out, "interrupted: checkpoint written to %s\n",
                  run.result.lastCheckpoint.c_str());
     std::fflush(run.out);
+  }
+  return "";
+}
+
+/// A fed batch must be this rank's whole step: accumulation x micro-batch
+/// rows of the plan's sequence length, token ids in the vocabulary, labels
+/// in it or -100 (ignored).
+std::string checkFedBatch(const Run &run, const int64_t *inputIds,
+                          const int64_t *labels, int64_t rows,
+                          int64_t sequenceLen) {
+  int64_t expected = run.accumulation * run.microBatch;
+  if (!inputIds || rows != expected || sequenceLen != run.sequenceLen) {
+    return run.name() + ": a step takes " + std::to_string(expected) +
+           " sequences of " + std::to_string(run.sequenceLen) +
+           " tokens (gradient_accumulation_steps x micro_batch_size), got " +
+           (inputIds ? std::to_string(rows) + " of " +
+                           std::to_string(sequenceLen)
+                     : std::string("no input ids"));
+  }
+  int64_t vocab = run.training->vocab_size();
+  size_t count = static_cast<size_t>(rows * sequenceLen);
+  for (size_t i = 0; i < count; ++i) {
+    bool badId = inputIds[i] < 0 || (vocab > 0 && inputIds[i] >= vocab);
+    bool badLabel = labels && labels[i] != -100 &&
+                    (labels[i] < 0 || (vocab > 0 && labels[i] >= vocab));
+    if (badId || badLabel) {
+      return run.name() + ": " + (badId ? "token id " : "label ") +
+             std::to_string(badId ? inputIds[i] : labels[i]) +
+             " at sequence " + std::to_string(i / sequenceLen) +
+             ", position " + std::to_string(i % sequenceLen) +
+             " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+    }
   }
   return "";
 }
@@ -1177,6 +1272,10 @@ Trainer::~Trainer() = default;
 
 std::string Trainer::step(StepMetrics &metrics, const StepObserver &observer) {
   Run &run = *impl;
+  if (!run.data) {
+    return run.name() + ": this trainer has no data path; feed each step's "
+                        "batch (tailor_trainer_step_batch)";
+  }
   if (finished()) {
     return run.name() + ": already at step " +
            std::to_string(run.state.globalStep) + ", the last (max_steps " +
@@ -1185,8 +1284,44 @@ std::string Trainer::step(StepMetrics &metrics, const StepObserver &observer) {
   return onRank(run, loopStep(run, metrics, observer));
 }
 
+std::string Trainer::checkBatch(const int64_t *inputIds, const int64_t *labels,
+                                int64_t rows, int64_t sequenceLen) const {
+  const Run &run = *impl;
+  if (run.data) {
+    return run.name() + ": this trainer reads its data from " +
+           run.options.dataPath +
+           "; fed batches need a trainer made without a data path";
+  }
+  return checkFedBatch(run, inputIds, labels, rows, sequenceLen);
+}
+
+std::string Trainer::stepWithBatch(const int64_t *inputIds,
+                                   const int64_t *labels, int64_t rows,
+                                   int64_t sequenceLen, StepMetrics &metrics,
+                                   const StepObserver &observer) {
+  Run &run = *impl;
+  if (std::string problem = checkBatch(inputIds, labels, rows, sequenceLen);
+      !problem.empty()) {
+    return problem;
+  }
+  if (finished()) {
+    return run.name() + ": already at step " +
+           std::to_string(run.state.globalStep) + ", the last (max_steps " +
+           std::to_string(run.maxSteps) + ")";
+  }
+  run.fedIds = inputIds;
+  run.fedLabels = labels;
+  std::string problem = onRank(run, loopStep(run, metrics, observer));
+  run.fedIds = run.fedLabels = nullptr;
+  return problem;
+}
+
 std::string Trainer::run(const StepObserver &observer) {
   Run &run = *impl;
+  if (!run.data) {
+    return run.name() + ": this trainer has no data path to run on; feed "
+                        "each step's batch (tailor_trainer_step_batch)";
+  }
   // (Returning early destroys the guard, which restores the handlers.)
   SignalGuard signals(run.options.handleSignals);
   if (std::string problem = startProgress(run); !problem.empty()) {
@@ -1268,6 +1403,8 @@ int64_t Trainer::tokensPerStep() const {
 bool Trainer::trainsAdapter() const { return impl->layout.adapter.isAdapter(); }
 
 bool Trainer::hasValidation() const { return impl->validation != nullptr; }
+
+bool Trainer::readsData() const { return impl->data != nullptr; }
 
 const TrainResult &Trainer::result() const { return impl->result; }
 

@@ -54,7 +54,8 @@ namespace tailor::train {
 
 struct TrainOptions {
   std::string planPath;
-  /// A file, directory, glob or "dummy" (see DataOptions::path).
+  /// A file, directory, glob or "dummy" (see DataOptions::path); empty:
+  /// the caller feeds each step's batch (Trainer::stepWithBatch).
   std::string dataPath;
   /// Validation data (a file, directory or glob, read like the training
   /// data, in order); "" for none, or the plan's val_set_size held out of
@@ -166,6 +167,21 @@ public:
   /// checkpoint when due (save_steps, the last step, or a stop). Fails
   /// when already at max_steps.
   std::string step(StepMetrics &metrics, const StepObserver &observer = {});
+  /// Trains one optimizer step on a batch the caller gives (a trainer
+  /// opened without a data path): this rank's gradient_accumulation_steps x
+  /// micro_batch_size sequences of sequence_len tokens, row-major, and
+  /// their labels (null: the ids; -100 is ignored). Checked before anything
+  /// runs. Checkpoints then hold no data position: resuming, the caller
+  /// feeds from where it left off.
+  /// Why stepWithBatch would refuse this batch before running anything (a
+  /// trainer that reads a data path, a wrong shape, an id or label outside
+  /// the vocabulary), or "".
+  std::string checkBatch(const int64_t *inputIds, const int64_t *labels,
+                         int64_t rows, int64_t sequenceLen) const;
+  std::string stepWithBatch(const int64_t *inputIds, const int64_t *labels,
+                            int64_t rows, int64_t sequenceLen,
+                            StepMetrics &metrics,
+                            const StepObserver &observer = {});
   /// Steps to max_steps, or to a stop (then the run ends after that step's
   /// checkpoint), and then writes the final weights into the output
   /// directory. With options.handleSignals, SIGINT and SIGTERM stop it.
@@ -199,6 +215,8 @@ public:
   /// Whether the plan trains an adapter (else the whole model).
   bool trainsAdapter() const;
   bool hasValidation() const;
+  /// Whether it reads a data path (else the caller feeds its batches).
+  bool readsData() const;
   const TrainResult &result() const;
   const std::string &lastCheckpoint() const;
 

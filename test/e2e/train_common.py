@@ -260,6 +260,15 @@ def micro_batch(rows, i, b=B):
 # Recipes
 # ---------------------------------------------------------------------------
 
+def mpirun(n):
+    """The mpirun prefix for `n` ranks on this machine: oversubscribed
+    (more ranks than cores), and allowed to run as root where CI does."""
+    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd
+
+
 def recipe_defaults():
     return dict(adapter="lora", lora_r=8, lora_alpha=16, lora_dropout=0.0,
                 lora_target_modules=["q_proj", "v_proj"], use_rslora=False,

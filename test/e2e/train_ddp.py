@@ -59,13 +59,6 @@ OUTLIER_SHARE = 5e-3
 OUTLIER_TOL = 1e-3
 
 
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
-
-
 def compile_plan(args, onnx_path, recipe, work, hardware):
     os.makedirs(work, exist_ok=True)
     recipe_path = os.path.join(work, "recipe.yaml")
@@ -88,7 +81,7 @@ def train(args, plan, work, ranks, data, out=None, max_steps=STEPS,
     if resume:
         cmd += ["--resume", resume]
     if ranks > 1:
-        cmd = mpirun(ranks) + cmd
+        cmd = tc.mpirun(ranks) + cmd
     ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
     if ok:
         match = re.search(r"^memory (\d+) B allocated", msg, re.M)
@@ -251,7 +244,7 @@ def check_rank_death(args, onnx_path, data, base):
     out = os.path.join(work, "out")
     shutil.rmtree(out, ignore_errors=True)
     proc = subprocess.Popen(
-        mpirun(2) + [os.path.join(args.bin, "tailor"), "train", plan,
+        tc.mpirun(2) + [os.path.join(args.bin, "tailor"), "train", plan,
                      "--data", data, "--output-dir", out, "--threads", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
@@ -300,7 +293,7 @@ def check_trace(args, plan, data, comm_track=False):
                    max_steps=2)
     if err:
         return [f"trace: {err}"]
-    cmd = mpirun(2) + [os.path.join(args.bin, "tailor"), "train", plan,
+    cmd = tc.mpirun(2) + [os.path.join(args.bin, "tailor"), "train", plan,
                        "--data", data, "--max-steps", "2", "--output-dir",
                        os.path.join(work, "out2"), "--threads", "1",
                        "--trace", trace]
@@ -329,7 +322,7 @@ def check_trace(args, plan, data, comm_track=False):
 
 
 def check_world_mismatch(args, plan4):
-    proc = subprocess.run(mpirun(2) + [
+    proc = subprocess.run(tc.mpirun(2) + [
         os.path.join(args.bin, "tailor"), "train", plan4, "--data", "dummy",
         "--max-steps", "1", "--output-dir",
         os.path.join(args.work, "mismatch")], capture_output=True, text=True,

@@ -42,13 +42,6 @@ import train_common as tc  # noqa: E402
 STEPS = 20
 
 
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
-
-
 def compile_plan(args, onnx_path, recipe, work, hardware="cpu"):
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "recipe.yaml")
@@ -71,7 +64,7 @@ def run_plan(args, onnx_path, data, recipe, name, ranks=1):
     cmd = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
            "--max-steps", str(STEPS), "--output-dir", out, "--threads", "1"]
     if ranks > 1:
-        cmd = mpirun(ranks) + cmd
+        cmd = tc.mpirun(ranks) + cmd
     ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
     if not ok:
         return None, "train: " + msg
@@ -217,16 +210,27 @@ def main():
     both = ("offload-both", dict(offload_param="cpu", offload_optimizer="cpu"))
     activations = ("offload-activations",
                    dict(enable_activation_offloading=True))
+    # The copies on the copy stream, one layer ahead (the GPU default; on
+    # CPU ranks copies are memcpys in program order, so this checks the
+    # plan, whose buffers must stay live while a copy is in flight).
+    overlapped = ("offload-activations-overlap",
+                  dict(enable_activation_offloading=True, overlap_comm=True))
+    # The gradient and parameter copies moved into train_step, on the copy
+    # stream beside backward.
+    optimizer_overlapped = ("offload-optimizer-overlap",
+                            dict(offload_optimizer="cpu", overlap_comm=True))
     everything = ("offload-all", dict(offload_param="cpu",
                                       offload_optimizer="cpu",
                                       enable_activation_offloading=True))
     failures = []
-    cases = [("lora", lora, 1, [params, optimizer, activations]),
+    cases = [("lora", lora, 1, [params, optimizer, activations,
+                                overlapped, optimizer_overlapped]),
              ("qlora", dict(lora, adapter="qlora"), 1,
               [params, both, everything]),
              ("lora-checkpointing", dict(lora, gradient_checkpointing=True), 1,
               [activations]),
-             ("full", full, 1, [optimizer, activations])]
+             ("full", full, 1, [optimizer, activations,
+                                optimizer_overlapped])]
     if shutil.which("mpirun"):
         cases.append(("lora-ddp2", dict(lora, zero_stage=0), 2,
                       [params, optimizer]))

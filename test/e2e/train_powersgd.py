@@ -65,13 +65,6 @@ START = 3
 TOL = 1e-5
 
 
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
-
-
 def lowrank_init(shape):
     """tg.lowrank_init's values for a row-major tensor of `shape`."""
     import torch
@@ -192,7 +185,7 @@ def train(args, plan, work, world, data, init, out, max_steps=STEPS,
           resume=None):
     if resume is None:
         shutil.rmtree(out, ignore_errors=True)
-    cmd = mpirun(world) + [
+    cmd = tc.mpirun(world) + [
         os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
         "--max-steps", str(max_steps), "--output-dir", out, "--threads", "1",
         "--init-adapter", init]

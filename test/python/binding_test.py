@@ -144,11 +144,41 @@ def check_training(tailor, bin_dir, work, onnx_path, data):
     assert filecmp.cmp(os.path.join(cli, adapter),
                        os.path.join(resumed_out, adapter), shallow=False), \
         "the adapter resumed from step 5 differs"
+    check_fed(tailor, plan, data, ref, work)
     print(f"ok   (c) training: {STEPS} steps through Python == tailor train "
           f"(loss, lr, grad_norm and adapter bit for bit; first loss "
           f"{got[0].loss:.6f}, last {got[-1].loss:.6f}); resumed from "
           f"{os.path.basename(checkpoint)} to the same adapter")
     return out
+
+
+def check_fed(tailor, plan, data, ref, work):
+    """The same rows fed from Python step by step (data=None) train as the
+    loader reads them (shuffle off, one row per sequence)."""
+    import json
+
+    import numpy as np
+
+    rows = [json.loads(line) for line in open(data)]
+    per_step = tc.B * recipe()["gradient_accumulation_steps"]
+    fed = tailor.Trainer(plan, data=None, output_dir=os.path.join(work, "fed"),
+                         num_threads=2)
+    for step in range(1, 4):
+        batch = rows[(step - 1) * per_step:step * per_step]
+        ids = np.array([r["input_ids"] for r in batch])
+        labels = np.array([r.get("labels", r["input_ids"]) for r in batch])
+        m = fed.step(ids, labels)
+        for key, value in (("loss", m.loss), ("grad_norm", m.grad_norm)):
+            assert np.float32(value) == np.float32(ref[step][key]), \
+                f"fed step {step} {key}: {value!r} vs {ref[step][key]!r}"
+    try:
+        fed.step()
+    except tailor.TailorError as e:
+        assert "tailor_trainer_step_batch" in str(e), e
+    else:
+        raise SystemExit("FAIL: a fed trainer stepped without a batch")
+    fed.close()
+    print("ok   (c') fed batches: 3 steps from NumPy == tailor train's")
 
 
 def check_peft(tailor, bin_dir, work, onnx_path, base, adapter_dir, tol):

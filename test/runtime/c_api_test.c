@@ -518,9 +518,6 @@ static void testTrainerCreateMisuse(tailor_plan *train) {
   CHECK(trainer == NULL, "a failed create clears *trainer");
   EXPECT_INVALID(tailor_trainer_create(train, &options, NULL));
   EXPECT_INVALID(tailor_trainer_create(NULL, &options, &trainer));
-  options.data_path = NULL;
-  EXPECT_INVALID(tailor_trainer_create(train, &options, &trainer));
-  EXPECT_ERROR_SAYS("data_path");
   options = optionsFor(NULL);
   EXPECT_INVALID(tailor_trainer_create(train, &options, &trainer));
   options = optionsFor(pathIn("misuse"));
@@ -714,6 +711,58 @@ static void runWithValidation(tailor_plan *train, const Recorded *whole) {
   tailor_trainer_free(trainer);
 }
 
+/* One fed step: rows 2k, 2k + 1 of the example token stream. */
+static tailor_status feedStep(tailor_trainer *trainer, int k, int withLabels,
+                              tailor_train_metrics *metrics) {
+  int64_t ids[16];
+  int i;
+  for (i = 0; i < 16; ++i) {
+    ids[i] = token(16 * k + i);
+  }
+  return tailor_trainer_step_batch(trainer, ids, withLabels ? ids : NULL, 2,
+                                   8, metrics);
+}
+
+/* A trainer without a data path takes the caller's batches: checked
+ * before anything runs, refused to the trainers that read a path, and the
+ * same batches give the same losses (labels NULL meaning the ids). */
+static void runFed(tailor_plan *train) {
+  tailor_trainer *fed = NULL, *again = NULL, *reader = NULL;
+  tailor_trainer_options options = optionsFor(pathIn("fed"));
+  tailor_train_metrics metrics, other;
+  int64_t bad[16] = {0};
+  int k;
+  options.data_path = NULL;
+  EXPECT_OK(tailor_trainer_create(train, &options, &fed));
+  EXPECT_INVALID(tailor_trainer_step(fed, &metrics));
+  EXPECT_ERROR_SAYS("tailor_trainer_step_batch");
+  EXPECT_INVALID(tailor_trainer_run(fed, NULL, NULL));
+  EXPECT_INVALID(tailor_trainer_step_batch(fed, bad, NULL, 3, 8, &metrics));
+  EXPECT_ERROR_SAYS("a step takes 2 sequences of 8 tokens");
+  EXPECT_INVALID(tailor_trainer_step_batch(fed, NULL, NULL, 2, 8, &metrics));
+  bad[13] = 100000;
+  EXPECT_INVALID(tailor_trainer_step_batch(fed, bad, NULL, 2, 8, &metrics));
+  EXPECT_ERROR_SAYS("token id 100000 at sequence 1, position 5");
+  options = optionsFor(pathIn("fed-again"));
+  options.data_path = "";
+  EXPECT_OK(tailor_trainer_create(train, &options, &again));
+  for (k = 0; k < 3; ++k) {
+    EXPECT_OK(feedStep(fed, k, 0, &metrics));
+    EXPECT_OK(feedStep(again, k, 1, &other));
+    CHECK(metrics.step == k + 1 && metrics.loss == other.loss &&
+              metrics.grad_norm == other.grad_norm,
+          "fed steps: the same batches give the same losses");
+  }
+  options = optionsFor(pathIn("reader"));
+  EXPECT_OK(tailor_trainer_create(train, &options, &reader));
+  EXPECT_INVALID(feedStep(reader, 0, 0, &metrics));
+  EXPECT_ERROR_SAYS("reads its data from");
+  tailor_trainer_free(fed);
+  tailor_trainer_free(again);
+  tailor_trainer_free(reader);
+  printf("fed batches: checked, refused to a reader, reproducible\n");
+}
+
 static void testTraining(void) {
   tailor_plan *train = NULL;
   Recorded whole = {0, -1, {0}, {0}};
@@ -727,6 +776,7 @@ static void testTraining(void) {
   runWhole(train, &whole);
   runInterrupted(train, &whole);
   runWithValidation(train, &whole);
+  runFed(train);
   tailor_plan_free(train);
   int foreign[16] = {0};
   EXPECT_INVALID(tailor_trainer_step((tailor_trainer *)foreign, NULL));

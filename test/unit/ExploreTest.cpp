@@ -109,6 +109,26 @@ TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
             (std::vector<std::string>{"zero3"}));
 }
 
+// Tests that GPTQ is a weights knob exactly when the recipe names a
+// calibrated checkpoint, selected by quantization=gptq (the checkpoint's
+// settings come with the recipe), and that asking for it without one says
+// how to make one.
+TEST(ExploreSpace, GptqIsAKnobWithACheckpoint) {
+  EXPECT_FALSE(llvm::is_contained(
+      spaceOrDie(recipe(1, 1), cluster(1, 1), 0).weights, "gptq"));
+  TrainingRecipe calibrated = recipe(1, 1);
+  calibrated.gptqCheckpoint = "gptq.safetensors";
+  Space space = spaceOrDie(calibrated, cluster(1, 1), 0, {"weights=gptq"});
+  ASSERT_EQ(space.weights, (std::vector<std::string>{"gptq"}));
+  Knobs k = space.enumerate().front();
+  auto keys = recipeKeys(k, calibrated);
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("quantization"), std::string("gptq"))));
+  EXPECT_EQ(fixError({"weights=gptq"}).rfind(
+                "--fix weights=gptq: the recipe names no gptq_checkpoint", 0),
+            0u);
+}
+
 TEST(ExploreSpace, BadFixesSayWhy) {
   EXPECT_EQ(fixError({"colour=red"}).rfind("--fix colour: not a knob", 0), 0u);
   EXPECT_EQ(fixError({"weights"}), "--fix expects key=value, got 'weights'");

@@ -416,6 +416,12 @@ std::string sizeText(int64_t bytes) {
   return llvm::formatv("{0:F1} MiB", bytes / double(1 << 20)).str();
 }
 
+/// A knob column's width: its longest value ("param+optimizer+activations"
+/// for offload).
+size_t knobWidth(llvm::StringRef name) {
+  return name == "offload" ? 27 : 9;
+}
+
 void printRow(llvm::raw_ostream &os, const explore::Evaluation &e,
               bool best) {
   os << llvm::format("%s %11s %11s %10.2f %11.0f",
@@ -424,7 +430,8 @@ void printRow(llvm::raw_ostream &os, const explore::Evaluation &e,
                      sizeText(e.hostPeakBytes).c_str(), e.stepSeconds * 1e3,
                      e.tokensPerSecond);
   for (const char *name : explore::kKnobNames) {
-    os << "  " << llvm::left_justify(explore::knobValue(e.knobs, name), 9);
+    os << "  " << llvm::left_justify(explore::knobValue(e.knobs, name),
+                                     knobWidth(name));
   }
   os << "\n";
 }
@@ -432,7 +439,7 @@ void printRow(llvm::raw_ostream &os, const explore::Evaluation &e,
 void printHeader(llvm::raw_ostream &os) {
   os << "  device peak   host peak    step ms    tokens/s";
   for (const char *name : explore::kKnobNames) {
-    os << "  " << llvm::left_justify(name, 9);
+    os << "  " << llvm::left_justify(name, knobWidth(name));
   }
   os << "\n";
 }

@@ -270,7 +270,8 @@ tailor_status tailor_session_output(const tailor_session *session,
 /**
  * Points `*data` at parameter or training-state tensor `name` inside the
  * session (a state is named `<parameter>.<kind>`, kind grad, exp_avg,
- * exp_avg_sq or momentum_buffer) and fills `info` if not NULL. The memory
+ * exp_avg_sq or momentum_buffer; see tailor_state_info for the others)
+ * and fills `info` if not NULL. The memory
  * is the session's own and writable: an application saves and restores
  * weights and optimizer moments through it between runs. Valid until
  * tailor_session_free. For a plan that runs on a GPU it is a host copy,
@@ -331,7 +332,11 @@ typedef struct tailor_parameter_info {
 } tailor_parameter_info;
 
 /** A training state: `<parameter>.<kind>`, kind grad, exp_avg, exp_avg_sq
- *  or momentum_buffer (PyTorch's names). */
+ *  or momentum_buffer (PyTorch's names); with optimizer offload, master and
+ *  grad_host (host copies of the parameter and its gradient, refreshed
+ *  every step: reading them between steps shows the last step's values,
+ *  and checkpoints leave them out); with PowerSGD, powersgd_error,
+ *  powersgd_p and powersgd_q. */
 typedef struct tailor_state_info {
   /** Owned by the plan; valid until tailor_plan_free. */
   const char *name;
@@ -433,8 +438,9 @@ typedef struct tailor_trainer tailor_trainer;
 /** How to train. Fill it with tailor_trainer_options_init, then set what
  *  differs. Strings are copied by tailor_trainer_create. */
 typedef struct tailor_trainer_options {
-  /** Training data (required): a nanoGPT .bin or llm.c shard, a directory
-   *  or glob of them, a .jsonl file, or "dummy". */
+  /** Training data: a nanoGPT .bin or llm.c shard, a directory or glob of
+   *  them, a .jsonl file, or "dummy"; NULL (or "") when the caller feeds
+   *  every step's batch with tailor_trainer_step_batch. */
   const char *data_path;
   /** Token type of raw .bin files: "uint16" (NULL) or "uint32". */
   const char *data_dtype;
@@ -529,7 +535,7 @@ typedef int (*tailor_train_callback)(const tailor_train_metrics *metrics,
  * it may be freed first). It binds a session, opens the data, prepares
  * output_dir, loads init_adapter, then resumes if asked. Fails with
  * TAILOR_ERROR_INVALID_ARGUMENT for a bad plan handle, NULL options, a
- * missing data_path or output_dir, a bad data_dtype or a negative count,
+ * missing output_dir, a bad data_dtype or a negative count,
  * and TAILOR_ERROR_EXECUTION for anything the run refuses (an inference
  * plan, unreadable data, a checkpoint that does not fit): the message names
  * the file or place.
@@ -559,6 +565,25 @@ void tailor_trainer_free(tailor_trainer *trainer);
  */
 tailor_status tailor_trainer_step(tailor_trainer *trainer,
                                   tailor_train_metrics *metrics);
+
+/**
+ * Trains one optimizer step on a batch the caller gives, for a trainer
+ * created without a data_path: `rows` = gradient_accumulation_steps x
+ * micro_batch_size sequences (this rank's, on several ranks) of
+ * `sequence_len` tokens, row-major `input_ids` and `labels` (NULL: the ids,
+ * as for causal LM; -100 is ignored; the loss shifts them). The arrays are
+ * read during the call only. Otherwise as tailor_trainer_step; a
+ * checkpoint then holds no data position (resuming, feed from where you
+ * left off). Fails with TAILOR_ERROR_INVALID_ARGUMENT, before anything
+ * runs, for a trainer that reads a data path, another shape, an id or label
+ * outside the vocabulary, or at max_steps; TAILOR_ERROR_EXECUTION when the
+ * step fails.
+ */
+tailor_status tailor_trainer_step_batch(tailor_trainer *trainer,
+                                        const int64_t *input_ids,
+                                        const int64_t *labels, int64_t rows,
+                                        int64_t sequence_len,
+                                        tailor_train_metrics *metrics);
 
 /**
  * Trains to max_steps, calling `callback` (may be NULL) after each step, and

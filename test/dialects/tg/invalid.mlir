@@ -660,7 +660,7 @@ func.func @f(%x: tensor<4xf32>) {
 
 // Tests that unknown tg.* attributes are rejected.
 func.func @f(%x: tensor<4xf32>) {
-  // expected-error @+1 {{unknown tg attribute 'tg.layr' (expected 'tg.layer', 'tg.module', 'tg.tied' or 'tg.source')}}
+  // expected-error @+1 {{unknown tg attribute 'tg.layr' (known: tg.layer, tg.module, tg.tied,}}
   %0 = tg.exp %x {tg.layr = 1 : i64} : tensor<4xf32>
   return
 }

@@ -1,6 +1,8 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-autodiff="function=train_step" --tailor-offload="activations=true activation-min-bytes=0" | FileCheck %s
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-autodiff="function=train_step" --tailor-offload="activations=true activation-min-bytes=64" | FileCheck %s --check-prefix=MIN
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-autodiff="function=train_step" --tailor-offload="activations=true activation-min-bytes=0" --tailor-lower-to-sched="threads=2" | FileCheck %s --check-prefix=SCHED
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-autodiff="function=train_step" --tailor-offload="activations=true activation-min-bytes=0" --tailor-overlap-collectives | FileCheck %s --check-prefix=OVERLAP
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-autodiff="function=train_step" --tailor-offload="activations=true activation-min-bytes=0" --tailor-overlap-collectives --tailor-lower-to-sched="backend=cuda sm=90 hardware=h100 threads=2" | FileCheck %s --check-prefix=STREAMS
 
 tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @g : tensor<4xf32> at #tg.external<"w.bin", offset = 0, length = 16>
@@ -40,6 +42,25 @@ tg.param @g : tensor<4xf32> at #tg.external<"w.bin", offset = 0, length = 16>
 // SCHED: sched.arena @activations_host host_pinned activations size 192
 // SCHED: sched.copy d2h %{{.+}} to %[[NH:.+]] on @compute
 // SCHED: sched.copy h2d %[[NH]] to %{{.+}} on @compute
+// Tests that with overlap every copy is marked and layer 0's returns move
+// up to where backward starts reading layer 1's, one layer ahead.
+// OVERLAP-LABEL: func.func @train_step
+// OVERLAP-COUNT-3: tg.to_host {{.*}}tg.overlap
+// OVERLAP: tg.to_device %{{.+}} {tg.layer = 1 : i64, tg.overlap}
+// OVERLAP-NEXT: tg.to_device %{{.+}} {tg.layer = 0 : i64, tg.overlap}
+// OVERLAP-NEXT: tg.to_device %{{.+}} {tg.layer = 0 : i64, tg.overlap}
+// OVERLAP-NEXT: tg.rms_norm_grad
+
+// Tests that planning puts the marked copies on the copy stream, between
+// events: compute records where the copy may start and waits for it.
+// STREAMS-LABEL: sched.program @rank0
+// STREAMS: sched.stream @host_copy
+// STREAMS: sched.record @host_copy.ready.0 on @compute
+// STREAMS-NEXT: sched.wait @host_copy.ready.0 on @host_copy
+// STREAMS: sched.copy d2h %{{.+}} to %{{.+}} on @host_copy
+// STREAMS-NEXT: sched.record @host_copy.done.0 on @host_copy
+// STREAMS: sched.wait @host_copy.done.0 on @compute
+// STREAMS: sched.copy h2d %{{.+}} to %{{.+}} on @host_copy
 func.func @train_step(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<f32> {tg.name = "loss"}) {
   %w = tg.param_ref @w : tensor<4x4xf32>
   %g = tg.param_ref @g : tensor<4xf32>

@@ -1,6 +1,7 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-offload="optimizer=true" | FileCheck %s
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-offload="optimizer=true" --tailor-lower-to-sched="threads=2" | FileCheck %s --check-prefix=SCHED
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-offload="optimizer=true" --tailor-lower-to-sched="backend=cuda sm=90 hardware=h100 threads=2" | FileCheck %s --check-prefix=SCHED
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-offload="optimizer=true" --tailor-overlap-collectives="move-ddp-reductions=true" | FileCheck %s --check-prefix=OVERLAP
 
 tg.param @a : tensor<8x4xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @b : tensor<5xf32> trainable init <"zeros", 0.0 : f64>
@@ -60,6 +61,19 @@ tg.state @b.exp_avg_sq : tensor<5xf32> of @b exp_avg_sq
 // SCHED: sched.launch @adamw_multi(%[[AMASTER]], %[[AGH]], %[[AM]], {{.*}}) on @host
 // SCHED-NEXT: sched.copy h2d %[[AMASTER]] to %[[A]] on @compute
 // SCHED: sched.launch @zero(%[[AG]]) on @compute
+// Tests that with overlap (one micro-batch a step) @a's copies to the host
+// move into the training step right after its gradient's last
+// accumulation, on the copy stream, and @b's (never accumulated there)
+// stay in the optimizer step.
+// OVERLAP-LABEL: func.func @train_step
+// OVERLAP: tg.accumulate %{{.+}} into @a.grad
+// OVERLAP-NEXT: tg.copy_state @a.grad into @a.grad_host {tg.overlap}
+// OVERLAP-NEXT: tg.copy_state @a into @a.master {tg.overlap}
+// OVERLAP-LABEL: func.func @optimizer_step
+// OVERLAP-NOT: tg.copy_state @a.grad
+// OVERLAP: tg.copy_state @b.grad into @b.grad_host
+// OVERLAP-NOT: tg.overlap
+// OVERLAP: tg.adamw_update
 func.func @train_step(%x: tensor<8x4xf32> {tg.name = "x"}) {
   tg.accumulate %x into @a.grad : tensor<8x4xf32>
   return
