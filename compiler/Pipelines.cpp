@@ -4,6 +4,7 @@
 
 #include "compiler/Hardware.h"
 #include "compiler/Recipe.h"
+#include "passes/generate/Passes.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/parallel/Passes.h"
@@ -85,6 +86,23 @@ void buildSchedulePipeline(mlir::OpPassManager &pm,
 void buildLowerToSchedule(mlir::OpPassManager &pm,
                           const ScheduleOptions &options) {
   pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
+}
+
+void buildGenerationPipeline(mlir::OpPassManager &pm,
+                             const ScheduleOptions &options,
+                             llvm::StringRef eosTokenIds, bool raised) {
+  if (!raised) {
+    buildGraphPipeline(pm);
+  }
+  // --- The forward graph at max_seq_len becomes one token's step: positions
+  // read at run time, attention over a KV cache.
+  generate::BuildDecodePassOptions decode;
+  decode.eosTokenIds = eosTokenIds.str();
+  pm.addPass(generate::createBuildDecodePass(decode));
+  // --- Plan the decode entry; the caches get the kv_cache arena.
+  memory::LowerToSchedPassOptions lower = lowerOptions(options);
+  lower.functionName = "decode";
+  pm.addPass(memory::createLowerToSchedPass(lower));
 }
 
 std::string frozenWeightScheme(const TrainingRecipe &recipe,

@@ -74,6 +74,14 @@ std::string frozenWeightScheme(const TrainingRecipe &recipe,
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule = true);
 
+/// Import -> schedule of a generation plan: the graph pipeline (unless the
+/// module is `raised` already: a bound adapter), the one-token decode step
+/// with its KV cache (tailor-build-decode, recording `eosTokenIds`), then
+/// planning its `decode` entry.
+void buildGenerationPipeline(mlir::OpPassManager &pm,
+                             const ScheduleOptions &options,
+                             llvm::StringRef eosTokenIds, bool raised);
+
 /// Registers the pipelines with the global registry (for tailor-opt).
 void registerTailorPipelines();
 

@@ -210,6 +210,26 @@ writeParallel(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
       perNode ? static_cast<int32_t>(perNode.getInt()) : 1);
 }
 
+/// What decoding needs of a generation plan (tailor-build-decode's
+/// tg.generation), when the module has one.
+static flatbuffers::Offset<fb::Generation>
+writeGeneration(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
+  auto generation = module->getAttrOfType<DictionaryAttr>(
+      tg::TGDialect::kGenerationAttrName);
+  if (!generation) {
+    return 0;
+  }
+  auto i = [&](StringRef key) {
+    return generation.getAs<IntegerAttr>(key).getInt();
+  };
+  ArrayRef<int64_t> eos =
+      generation.getAs<DenseI64ArrayAttr>("eos_token_ids").asArrayRef();
+  return fb::CreateGeneration(
+      fbb, static_cast<int32_t>(i("max_seq_len")),
+      static_cast<int32_t>(i("batch")), i("vocab_size"),
+      fbb.CreateVector(std::vector<int64_t>(eos.begin(), eos.end())));
+}
+
 /// The plan's training table, from the module's `tg.training` (the recipe,
 /// as the compile command read it) and `tg.adapter` (what insert-lora
 /// did); null for an inference plan.
@@ -1272,7 +1292,8 @@ FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda,
       fbb.CreateVector(outputs), memory,
       entries.empty() ? 0 : fbb.CreateVector(entries),
       states.empty() ? 0 : fbb.CreateVector(states), writeTraining(fbb, module),
-      *code, writeNotes(fbb, module), writeParallel(fbb, module));
+      *code, writeNotes(fbb, module), writeParallel(fbb, module),
+      writeGeneration(fbb, module));
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());

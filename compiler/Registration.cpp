@@ -5,6 +5,7 @@
 
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
+#include "passes/generate/Passes.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/parallel/Passes.h"
@@ -26,6 +27,7 @@ void registerTailorDialects(mlir::DialectRegistry &registry) {
 void registerTailorPasses() {
   mlir::registerTransformsPasses();
   graph::registerGraphPasses();
+  generate::registerGeneratePasses();
   memory::registerMemoryPasses();
   parallel::registerParallelPasses();
   registerTailorPipelines();

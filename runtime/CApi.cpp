@@ -142,6 +142,7 @@ static tailor_memory_report reportOf(const CategoryBytes &bytes) {
   report.workspace = of(fb::Category::Workspace);
   report.optimizer_state = of(fb::Category::OptimizerState);
   report.gradients = of(fb::Category::Gradients);
+  report.kv_cache = of(fb::Category::KvCache);
   report.total = totalBytes(bytes);
   return report;
 }
@@ -306,6 +307,36 @@ tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
     }
     return fillInfo(*plan->plan, *plan->plan->root().outputs()->Get(index),
                     info);
+  });
+}
+
+tailor_status tailor_plan_generation_info(const tailor_plan *plan,
+                                          tailor_generation_info *info) {
+  return guard(__func__, [&]() -> tailor_status {
+    if (!isLive(plan)) {
+      return badPlan(plan);
+    }
+    if (!info) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT, "info must not be null");
+    }
+    const fb::Generation *generation = plan->plan->root().generation();
+    if (!generation) {
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  "the plan is not a generation plan (compile it with "
+                  "`tailor compile --task generate --max-seq-len N`)");
+    }
+    *info = tailor_generation_info{};
+    info->max_seq_len = generation->max_seq_len();
+    info->batch = generation->batch();
+    info->vocab_size = generation->vocab_size();
+    if (const auto *eos = generation->eos_token_ids()) {
+      for (int64_t id : *eos) {
+        if (info->eos_count < TAILOR_MAX_EOS_IDS) {
+          info->eos_token_ids[info->eos_count++] = id;
+        }
+      }
+    }
+    return ok();
   });
 }
 

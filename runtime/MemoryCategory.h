@@ -26,8 +26,8 @@ constexpr size_t kMemoryCategoryCount =
 /// The categories' names as tailor_memory_report's fields and `tailor inspect
 /// --json` spell them, indexed by plan::Category.
 constexpr std::array<const char *, kMemoryCategoryCount> kMemoryCategoryNames =
-    {"parameters", "constants",       "activations",
-     "workspace",  "optimizer_state", "gradients"};
+    {"parameters", "constants",       "activations", "workspace",
+     "optimizer_state", "gradients", "kv_cache"};
 
 /// Bytes by category, indexed by plan::Category.
 using CategoryBytes = std::array<uint64_t, kMemoryCategoryCount>;
@@ -47,8 +47,10 @@ inline uint64_t totalBytes(const CategoryBytes &bytes) {
 
 /// What a plan's memory report says, by category.
 inline CategoryBytes reportedBytes(const plan::Memory &memory) {
-  return {memory.parameters(), memory.constants(),       memory.activations(),
-          memory.workspace(),  memory.optimizer_state(), memory.gradients()};
+  return {memory.parameters(),      memory.constants(),
+          memory.activations(),     memory.workspace(),
+          memory.optimizer_state(), memory.gradients(),
+          memory.kv_cache()};
 }
 
 /// The sizes of a plan's arenas summed by category (the loader has checked
@@ -66,11 +68,11 @@ inline CategoryBytes arenaBytes(const plan::Plan &root) {
 inline flatbuffers::Offset<plan::Memory>
 createMemoryReport(flatbuffers::FlatBufferBuilder &fbb,
                    const CategoryBytes &bytes, uint64_t activationsLiveBytes) {
-  static_assert(kMemoryCategoryCount == 6,
+  static_assert(kMemoryCategoryCount == 7,
                 "the Memory table has one field per category");
   return plan::CreateMemory(fbb, bytes[0], bytes[1], bytes[2], bytes[3],
                             bytes[4], bytes[5], totalBytes(bytes),
-                            activationsLiveBytes);
+                            activationsLiveBytes, bytes[6]);
 }
 
 } // namespace tailor::runtime

@@ -1479,6 +1479,40 @@ static std::string verifyStateShard(const fb::Plan &p, const fb::State &state) {
   return "";
 }
 
+/// A generation plan (1.9): positive sizes, eos ids inside the vocabulary,
+/// and the `decode` entry `tailor generate` runs.
+static std::string verifyGeneration(const fb::Plan &p) {
+  const fb::Generation *generation = p.generation();
+  if (!generation) {
+    return "";
+  }
+  if (generation->max_seq_len() <= 0 || generation->batch() <= 0 ||
+      generation->vocab_size() <= 0) {
+    return Message() << "generation: max_seq_len " << generation->max_seq_len()
+                     << ", batch " << generation->batch() << " and vocab_size "
+                     << generation->vocab_size() << " must be positive";
+  }
+  if (const auto *eos = generation->eos_token_ids()) {
+    for (int64_t id : *eos) {
+      if (id < 0 || id >= generation->vocab_size()) {
+        return Message() << "generation: eos token id " << id
+                         << " is outside the vocabulary [0, "
+                         << generation->vocab_size() << ")";
+      }
+    }
+  }
+  bool decode = false;
+  if (const auto *entries = p.entries()) {
+    for (const fb::Entry *entry : *entries) {
+      decode |= entry->name()->string_view() == "decode";
+    }
+  }
+  if (!decode) {
+    return "generation: the plan has no decode entry";
+  }
+  return "";
+}
+
 /// Training state: uniquely named buffers in a gradients or optimizer-state
 /// arena; sharded states' members as verifyStateShard says.
 static std::string verifyStates(const fb::Plan &p) {
@@ -1495,11 +1529,15 @@ static std::string verifyStates(const fb::Plan &p) {
     }
     fb::Category category =
         p.arenas()->Get(buffers.Get(state->buffer())->arena())->category();
-    if (category != fb::Category::Gradients &&
-        category != fb::Category::OptimizerState) {
+    bool cache = state->kind()->string_view() == "key_cache" ||
+                 state->kind()->string_view() == "value_cache";
+    if (cache ? category != fb::Category::KvCache
+              : category != fb::Category::Gradients &&
+                    category != fb::Category::OptimizerState) {
       return Message() << "state '" << state->name()->str()
-                       << "' lives outside the gradients and optimizer-state "
-                          "arenas";
+                       << (cache ? "' lives outside the kv_cache arena"
+                                 : "' lives outside the gradients and "
+                                   "optimizer-state arenas");
     }
     if (!names.insert(state->name()->str()).second) {
       return Message() << "two states are called '" << state->name()->str()
@@ -1585,6 +1623,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
   }
   if (problem.empty()) {
     problem = verifyBindings(p, entryCount);
+  }
+  if (problem.empty()) {
+    problem = verifyGeneration(p);
   }
   return problem;
 }

@@ -331,12 +331,14 @@ LogicalResult StateOp::verify() {
   StringRef kind = getKind();
   if (!llvm::is_contained({"grad", "exp_avg", "exp_avg_sq", "momentum_buffer",
                            "master", "grad_host", "powersgd_error",
-                           "powersgd_p", "powersgd_q"},
+                           "powersgd_p", "powersgd_q", "key_cache",
+                           "value_cache"},
                           kind)) {
     return emitOpError() << "unknown state kind '" << kind
                          << "' (expected grad, exp_avg, exp_avg_sq, "
                             "momentum_buffer, master, grad_host, "
-                            "powersgd_error, powersgd_p or powersgd_q)";
+                            "powersgd_error, powersgd_p, powersgd_q, "
+                            "key_cache or value_cache)";
   }
   return verifyView(*this, getType(), getOffsetAttr().getInt(),
                     getSizeAttr().getInt());

@@ -46,7 +46,8 @@ def Sched_ArenaCategory : I32EnumAttr<"ArenaCategory",
     I32EnumAttrCase<"Activations", 2, "activations">,
     I32EnumAttrCase<"Workspace", 3, "workspace">,
     I32EnumAttrCase<"OptimizerState", 4, "optimizer_state">,
-    I32EnumAttrCase<"Gradients", 5, "gradients">
+    I32EnumAttrCase<"Gradients", 5, "gradients">,
+    I32EnumAttrCase<"KvCache", 6, "kv_cache">
   ]> {
   let cppNamespace = "::tailor::sched";
 }

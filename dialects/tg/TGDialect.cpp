@@ -100,8 +100,9 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
 }
 
 /// What the builtin module (or a function) records about the whole step:
-/// compression, recomputation, sharding, the source, the adapter and
-/// recipe, what was not raised; nullopt when `name` is none of them.
+/// compression, recomputation, sharding, the source, the generation
+/// record, the adapter and recipe, what was not raised; nullopt when `name`
+/// is none of them.
 static std::optional<LogicalResult>
 verifyStepAttribute(Operation *op, StringRef name, Attribute value) {
   if (name == TGDialect::kCompressionAttrName) {
@@ -154,6 +155,20 @@ verifyStepAttribute(Operation *op, StringRef name, Attribute value) {
     if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(value)) {
       return op->emitError() << "'" << TGDialect::kSourceAttrName
                              << "' must be a model file path on a builtin module";
+    }
+    return success();
+  }
+  if (name == TGDialect::kGenerationAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(value);
+    if (!llvm::isa<ModuleOp>(op) || !dict ||
+        !dict.getAs<IntegerAttr>("max_seq_len") ||
+        !dict.getAs<IntegerAttr>("batch") ||
+        !dict.getAs<IntegerAttr>("vocab_size") ||
+        !dict.getAs<DenseI64ArrayAttr>("eos_token_ids")) {
+      return op->emitError() << "'" << name
+                             << "' must be a dictionary of max_seq_len, "
+                                "batch, vocab_size and eos_token_ids on a "
+                                "builtin module";
     }
     return success();
   }
@@ -226,7 +241,7 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
       kRecomputeSummaryAttrName, kRecomputePolicyAttrName, "tg.parallel",
       kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,
       kUnraisedAttentionAttrName, kExportNameAttrName,
-      kExportTransposedAttrName};
+      kExportTransposedAttrName, kGenerationAttrName};
   return op->emitError() << "unknown tg attribute '" << name << "' (known: "
                          << llvm::join(std::begin(known), std::end(known), ", ")
                          << ")";

@@ -82,6 +82,11 @@ def TG_Dialect : Dialect {
     /// method and its settings (a dictionary).
     static constexpr ::llvm::StringLiteral kCompressionAttrName =
         "tg.compression";
+    /// tailor-build-decode's record, on the builtin module: what decoding
+    /// needs (max_seq_len, batch, vocab_size, eos_token_ids), for the
+    /// plan's Generation table.
+    static constexpr ::llvm::StringLiteral kGenerationAttrName =
+        "tg.generation";
   }];
 }
 

@@ -538,6 +538,42 @@ LogicalResult ZeroStatesOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult CacheWriteOp::verify() {
+  auto value = llvm::cast<RankedTensorType>(getValue().getType());
+  if (value.getRank() != 4 || value.getDimSize(2) != 1) {
+    return emitOpError() << "expected the value of one token, [B, H, 1, D], "
+                            "got "
+                         << value;
+  }
+  if (llvm::cast<RankedTensorType>(getPosition().getType()).getRank() != 0) {
+    return emitOpError() << "expected a scalar position, got "
+                         << getPosition().getType();
+  }
+  return success();
+}
+
+LogicalResult CacheWriteOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<StateOp> cache = lookupState(*this, symbols, getCacheAttr(), Type());
+  if (failed(cache)) {
+    return failure();
+  }
+  if (cache->getKind() != StateKind::KeyCache &&
+      cache->getKind() != StateKind::ValueCache) {
+    return emitOpError() << "state " << getCacheAttr()
+                         << " is not a key_cache or value_cache";
+  }
+  RankedTensorType type = cache->getTensorType();
+  auto value = llvm::cast<RankedTensorType>(getValue().getType());
+  if (type.getRank() != 4 || type.getElementType() != value.getElementType() ||
+      type.getDimSize(0) != value.getDimSize(0) ||
+      type.getDimSize(1) != value.getDimSize(1) ||
+      type.getDimSize(3) != value.getDimSize(3)) {
+    return emitOpError() << "cache " << getCacheAttr() << " of type " << type
+                         << " cannot hold a value of type " << value;
+  }
+  return success();
+}
+
 LogicalResult GatherBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto bucket = symbols.lookupNearestSymbolFrom<BucketOp>(*this, getBucketAttr());
   if (!bucket) {

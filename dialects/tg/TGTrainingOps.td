@@ -194,7 +194,11 @@ def TG_StateKind : I32EnumAttr<"StateKind", "what a state tensor holds", [
       I32EnumAttrCase<"GradHost", 5, "grad_host">,
       I32EnumAttrCase<"PowerSGDError", 6, "powersgd_error">,
       I32EnumAttrCase<"PowerSGDP", 7, "powersgd_p">,
-      I32EnumAttrCase<"PowerSGDQ", 8, "powersgd_q">
+      I32EnumAttrCase<"PowerSGDQ", 8, "powersgd_q">,
+      // Generation (tailor-build-decode): one attention layer's keys or
+      // values, [B, Hkv, max_seq_len, D], kept across decode calls.
+      I32EnumAttrCase<"KeyCache", 9, "key_cache">,
+      I32EnumAttrCase<"ValueCache", 10, "value_cache">
     ]> {
   let cppNamespace = "::tailor::tg";
 }
@@ -628,6 +632,35 @@ def TG_BucketMemberOp : TG_Op<"bucket_member", [Pure,
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $input `[` $offset `]` attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Generation
+//===----------------------------------------------------------------------===//
+
+def TG_CacheWriteOp : TG_Op<"cache_write", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "writes one token's keys or values into a KV cache, in place";
+  let description = [{
+    `value: [B, H, 1, D]` goes to `cache[:, :, position, :]` of the
+    `key_cache` or `value_cache` state `cache: [B, H, N, D]`; `position` is
+    an i64 scalar read at run time (the decode step's token index), so the
+    kernel checks 0 <= position < N when it runs. Ordered with the cache's
+    readers (`tg.state_ref`), so this is not `Pure`.
+
+    ```mlir
+    tg.cache_write %k into @kv.model.layers.0.self_attn.key at %position
+        : tensor<1x2x1x16xf32>, tensor<i64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$cache, TG_FloatTensor:$value,
+                       TG_IndexTensor:$position);
+  let assemblyFormat = [{
+    $value `into` $cache `at` $position attr-dict `:` type($value) `,`
+    type($position)
   }];
   let hasVerifier = 1;
 }

@@ -29,6 +29,8 @@ struct ArenaLayout {
   uint64_t constantBytes = 0;
   uint64_t gradientBytes = 0;
   uint64_t optimizerBytes = 0;
+  /// A generation plan's key and value caches.
+  uint64_t kvCacheBytes = 0;
   int64_t workspaceBytes = 0;
   PackingResult packing;
 
@@ -38,8 +40,14 @@ struct ArenaLayout {
 /// The arenas of the program being written, by what they hold.
 struct ProgramArenas {
   FlatSymbolRefAttr params, hostParams, constants, activations, workspace,
-      gradients, optimizer, hostOptimizer, hostActivations;
+      gradients, optimizer, hostOptimizer, hostActivations, kvCache;
 };
+
+/// Whether `state` is a generation plan's key or value cache.
+static bool isKvCache(tg::StateOp state) {
+  return state.getKind() == tg::StateKind::KeyCache ||
+         state.getKind() == tg::StateKind::ValueCache;
+}
 
 /// A stream beside compute and its events: `<name>.ready.N` (compute
 /// reached the work) and `<name>.done.N` (the work finished).
@@ -150,6 +158,7 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
       break;
     case Home::State:
       place(root, root.host ? layout.hostOptimizerBytes
+                  : isKvCache(root.state) ? layout.kvCacheBytes
                   : root.state.getKind() == tg::StateKind::Grad
                       ? layout.gradientBytes
                       : layout.optimizerBytes);
@@ -235,6 +244,11 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
     arenas.optimizer =
         arena("optimizer_state", sched::ArenaCategory::OptimizerState,
               layout.optimizerBytes);
+  }
+  // Keys and values persist across decode calls, like training states.
+  if (layout.kvCacheBytes > 0) {
+    arenas.kvCache = arena("kv_cache", sched::ArenaCategory::KvCache,
+                           layout.kvCacheBytes);
   }
   // Optimizer offload: pinned, so the copies to and from the device run
   // asynchronously.
@@ -324,6 +338,9 @@ FlatSymbolRefAttr ProgramEmitter::stateArena(const Root &root) const {
   tg::StateOp state = root.state;
   if (root.host) {
     return arenas.hostOptimizer;
+  }
+  if (isKvCache(state)) {
+    return arenas.kvCache;
   }
   return state.getKind() == tg::StateKind::Grad ? arenas.gradients
                                                 : arenas.optimizer;

@@ -478,6 +478,9 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   if (llvm::isa<tg::AccumulateOp, tg::AdamWUpdateOp, tg::SGDUpdateOp>(op)) {
     return planStateUpdate(module, op, fusions, entry, step);
   }
+  if (auto write = llvm::dyn_cast<tg::CacheWriteOp>(op)) {
+    return planCacheWrite(module, write, entry, step);
+  }
   if (auto copy = llvm::dyn_cast<tg::CopyStateOp>(op)) {
     return planCopyState(module, copy, entry);
   }

@@ -117,6 +117,11 @@ private:
   mlir::LogicalResult planStateUpdate(mlir::ModuleOp module, mlir::Operation &op,
                                 const Fusions &fusions, PlannedEntry &entry,
                                 int64_t step);
+  /// A generation plan's tg.cache_write: the token's keys or values into
+  /// the cache state at a run-time position (SchedPlannerCache.cpp).
+  mlir::LogicalResult planCacheWrite(mlir::ModuleOp module,
+                                     tg::CacheWriteOp write,
+                                     PlannedEntry &entry, int64_t step);
   /// Optimizer offload: a tg.copy_state between host and device memory.
   mlir::LogicalResult planCopyState(mlir::ModuleOp module, tg::CopyStateOp op,
                                     PlannedEntry &entry);

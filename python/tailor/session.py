@@ -148,7 +148,10 @@ class InferenceSession(_capi.Handle):
     def set_input(self, name, array):
         """Copies `array` into input `name` (its dtype and shape must be the
         plan's)."""
-        array = np.ascontiguousarray(array)
+        # np.ascontiguousarray makes a scalar 1-D; keep rank 0 inputs so.
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
         shape = (ctypes.c_int64 * max(1, array.ndim))(*array.shape)
         dtype = _dtype_code(array.dtype, name)
         check(lib().tailor_session_set_input(

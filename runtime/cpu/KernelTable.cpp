@@ -34,6 +34,7 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addLossKernels(defs);
     cpu::addOptimizerKernels(defs);
     cpu::addCompressionKernels(defs);
+    cpu::addGenerationKernels(defs);
     cpu::addQuantizedLinearKernels(defs);
     cpu::addFusedKernels(defs);
     return defs;

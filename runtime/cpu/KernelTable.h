@@ -39,6 +39,7 @@ void addElementwiseGradientKernels(std::vector<KernelDef> &table);
 void addLossKernels(std::vector<KernelDef> &table);
 void addOptimizerKernels(std::vector<KernelDef> &table);
 void addCompressionKernels(std::vector<KernelDef> &table);
+void addGenerationKernels(std::vector<KernelDef> &table);
 /// lowrank_init's value at row-major position k (CompressionKernels.cpp).
 float lowRankInitValue(int64_t k);
 

@@ -19,6 +19,10 @@ int runInspect(int argc, const char **argv);
 /// `tailor train PLAN.tplan --data PATH --output-dir DIR ...`.
 int runTrain(int argc, const char **argv);
 
+/// `tailor generate PLAN.tplan --prompt-ids 1,2,3 ...`: greedy decoding
+/// with a generation plan.
+int runGenerate(int argc, const char **argv);
+
 /// `tailor quantize MODEL.onnx --scheme gptq --calib DATA -o OUT`.
 int runQuantize(int argc, const char **argv);
 

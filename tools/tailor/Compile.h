@@ -34,6 +34,11 @@ struct CompileRequest {
   Stage compileTo = Stage::Plan;
   Emit format = Emit::Plan;
   bool training = false;
+  /// --task generate: a decode step with a KV cache of maxSeqLen tokens
+  /// (the import's sequence length), stopping at eosTokenIds.
+  bool generate = false;
+  int64_t maxSeqLen = 0;
+  std::string eosTokenIds;
   TrainingRecipe recipe;
   std::string adapterDir;
   std::optional<PeftAdapterConfig> adapter;

@@ -35,6 +35,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -153,6 +155,18 @@ struct CompileFlags {
       llvm::cl::Positional, llvm::cl::ZeroOrMore,
       llvm::cl::desc("[key=value ...] recipe overrides"),
       llvm::cl::cat(category)};
+  llvm::cl::opt<std::string> task{
+      "task",
+      llvm::cl::desc("what the plan does: forward (the default; training "
+                     "with --recipe) or generate (a one-token decode step "
+                     "with a KV cache, for tailor generate)"),
+      llvm::cl::value_desc("forward|generate"), llvm::cl::init("forward"),
+      llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> maxSeqLen{
+      "max-seq-len",
+      llvm::cl::desc("--task generate: tokens the KV cache holds (prompt and "
+                     "generated)"),
+      llvm::cl::value_desc("N"), llvm::cl::init(0), llvm::cl::cat(category)};
   llvm::cl::opt<std::string> adapterDir{
       "adapter",
       llvm::cl::desc("apply a trained PEFT LoRA adapter (a directory with "
@@ -197,6 +211,77 @@ mlir::LogicalResult compileError(const llvm::Twine &message) {
   return mlir::failure();
 }
 
+/// --task and --max-seq-len.
+mlir::LogicalResult readTask(const CompileFlags &flags, CompileRequest &req) {
+  if (flags.task != "forward" && flags.task != "generate") {
+    return compileError("--task must be forward or generate, got '" +
+                        flags.task + "'");
+  }
+  req.generate = flags.task == "generate";
+  if (!req.generate) {
+    if (flags.maxSeqLen.getNumOccurrences()) {
+      return compileError("--max-seq-len needs --task generate");
+    }
+    return mlir::success();
+  }
+  if (req.training) {
+    return compileError("--task generate compiles an inference plan; it "
+                        "takes no --recipe");
+  }
+  if (req.compileTo == Stage::Train) {
+    return compileError("--task generate has no training stage");
+  }
+  if (flags.maxSeqLen <= 0) {
+    return compileError("--task generate needs --max-seq-len N (N > 0), the "
+                        "tokens the KV cache holds");
+  }
+  if (flags.seq.getNumOccurrences()) {
+    return compileError("--task generate takes --max-seq-len, not --seq");
+  }
+  req.maxSeqLen = flags.maxSeqLen;
+  return mlir::success();
+}
+
+/// The eos ids of the model's config.json (next to the model), if any:
+/// `eos_token_id`, a number or a list; "" when there is none.
+mlir::FailureOr<std::string> readEosTokenIds(llvm::StringRef model) {
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(model));
+  llvm::sys::path::append(path, "config.json");
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    return std::string();
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    return compileError(path + ": " + llvm::toString(json.takeError()));
+  }
+  const llvm::json::Object *config = json->getAsObject();
+  const llvm::json::Value *eos = config ? config->get("eos_token_id") : nullptr;
+  if (!eos || eos->kind() == llvm::json::Value::Null) {
+    return std::string();
+  }
+  std::string ids;
+  auto add = [&](const llvm::json::Value &value) -> mlir::LogicalResult {
+    std::optional<int64_t> id = value.getAsInteger();
+    if (!id || *id < 0) {
+      return compileError(path + ": eos_token_id must be token ids");
+    }
+    ids += (ids.empty() ? "" : ",") + std::to_string(*id);
+    return mlir::success();
+  };
+  if (const llvm::json::Array *list = eos->getAsArray()) {
+    for (const llvm::json::Value &value : *list) {
+      if (failed(add(value))) {
+        return mlir::failure();
+      }
+    }
+  } else if (failed(add(*eos))) {
+    return mlir::failure();
+  }
+  return ids;
+}
+
 /// The output format, the training/adapter mode, and the hardware.
 mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
   if (flags.threads < 1 || flags.threads > 1024) {
@@ -225,6 +310,9 @@ mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
   if (req.compileTo == Stage::Train && !req.training) {
     return compileError("--compile-to=train needs --recipe");
   }
+  if (failed(readTask(flags, req))) {
+    return mlir::failure();
+  }
   auto hardware = flags.hardwareName == "auto"
                       ? detectHardware()
                       : resolveHardware(flags.hardwareName);
@@ -236,6 +324,10 @@ mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
                         llvm::Twine(hardware->ranks()) +
                         " ranks; a plan of several ranks is a training plan "
                         "(give --recipe), inference plans run on one");
+  }
+  if (req.generate && hardware->isCuda()) {
+    return compileError("--task generate has no CUDA kernels yet (the KV "
+                        "cache write): compile it for --hardware cpu");
   }
   req.hardware = std::move(*hardware);
   return mlir::success();
@@ -296,6 +388,20 @@ mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
       failed(bindFlag(flags.seq, "--seq", options.seq, options.seqSource,
                       recipe.sequenceLen, "sequence_len"))) {
     return mlir::failure();
+  }
+  if (req.generate) {
+    // The import's sequence length is the cache's: rotary tables and
+    // learned positions then cover every position decode may reach.
+    options.seq = req.maxSeqLen;
+    options.seqSource = "--max-seq-len";
+    if (!flags.batch.getNumOccurrences()) {
+      options.batch = 1; // one sequence unless asked for more
+    }
+    mlir::FailureOr<std::string> eos = readEosTokenIds(req.input);
+    if (failed(eos)) {
+      return mlir::failure();
+    }
+    req.eosTokenIds = *eos;
   }
   for (const std::string &binding : flags.dims) {
     auto [name, value] = llvm::StringRef(binding).split('=');
@@ -373,6 +479,16 @@ const char *buildImpliedPipeline(mlir::PassManager &pm,
     } else {
       buildTrainingPipeline(pm, req.recipe, scheduleOptions,
                             /*schedule=*/req.compileTo != Stage::Train);
+    }
+  } else if (req.generate) {
+    what = "generation";
+    if (req.compileTo == Stage::Graph) {
+      if (!req.adapter) {
+        buildGraphPipeline(pm);
+      }
+    } else {
+      buildGenerationPipeline(pm, scheduleOptions, req.eosTokenIds,
+                              /*raised=*/req.adapter.has_value());
     }
   } else if (req.adapter) {
     what = "schedule";

@@ -140,7 +140,8 @@ std::string formatTally(const Tally &tally) {
 /// plan names that is not here follows them.
 const char *kStateKinds[] = {"grad",           "exp_avg",    "exp_avg_sq",
                              "momentum_buffer", "master",     "grad_host",
-                             "powersgd_error",  "powersgd_p", "powersgd_q"};
+                             "powersgd_error",  "powersgd_p", "powersgd_q",
+                             "key_cache",       "value_cache"};
 
 /// What each embedded image really is, read from its own headers.
 struct DeviceCodeSummary {

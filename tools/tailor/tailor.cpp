@@ -29,6 +29,7 @@ COMMANDS:
   compile     compile an ONNX model to a plan (.tplan), or to IR with --compile-to
   inspect     show what a plan holds: memory by category, inputs, kernels
   train       run a training plan on tokenized data; checkpoints, resume
+  generate    greedy decoding with a generation plan (compile --task generate)
   quantize    GPTQ-quantize a model's linear weights on calibration data
   calibrate   time a plan on this machine; write the cost model's figures
   explore     search weights x adapter x recompute x sharding x offload x batch: what fits, what is fastest
@@ -109,6 +110,9 @@ int main(int argc, char **argv) {
   }
   if (command == "inspect") {
     return tailor::runInspect(commandArgc, commandArgs.data());
+  }
+  if (command == "generate") {
+    return tailor::runGenerate(commandArgc, commandArgs.data());
   }
   if (command == "train") {
     return tailor::runTrain(commandArgc, commandArgs.data());

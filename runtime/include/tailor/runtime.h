@@ -121,6 +121,8 @@ typedef struct tailor_memory_report {
   uint64_t workspace;
   uint64_t optimizer_state;
   uint64_t gradients;
+  /** A generation plan's KV cache (tailor compile --task generate). */
+  uint64_t kv_cache;
   uint64_t total;
 } tailor_memory_report;
 
@@ -191,6 +193,33 @@ int tailor_plan_output_entry(const tailor_plan *plan, int index);
 /** The memory the plan predicts (the arenas a session will allocate). */
 tailor_status tailor_plan_memory(const tailor_plan *plan,
                                  tailor_memory_report *report);
+
+/** The most eos ids tailor_generation_info carries. */
+#define TAILOR_MAX_EOS_IDS 8
+
+/**
+ * What decoding needs of a generation plan (`tailor compile --task
+ * generate`). Its entry "decode" takes `input_ids` i64 [batch, 1] and
+ * `position` i64 [] (the token's index in the KV cache, in
+ * [0, max_seq_len)) and returns `logits` f32 [batch, 1, vocab_size]. The
+ * cache persists across runs of the session: run decode once per prompt
+ * token at positions 0, 1, ... then once per generated token.
+ */
+typedef struct tailor_generation_info {
+  int max_seq_len;
+  int batch;
+  int64_t vocab_size;
+  /** Ids that end generation (the model's config.json); 0 when unknown. */
+  int eos_count;
+  int64_t eos_token_ids[TAILOR_MAX_EOS_IDS];
+} tailor_generation_info;
+
+/**
+ * Fills `info` for a generation plan; TAILOR_ERROR_INVALID_ARGUMENT for any
+ * other plan (the message says it is not one).
+ */
+tailor_status tailor_plan_generation_info(const tailor_plan *plan,
+                                          tailor_generation_info *info);
 
 typedef struct tailor_session_options {
   /** CPU worker threads; 0 picks the plan's target threads or the cores. */

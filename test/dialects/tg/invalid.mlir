@@ -989,3 +989,33 @@ func.func @f() {
   tg.zero_states [@g] {tg.steps = array<i64: 4, -1, 0>}
   return
 }
+
+// -----
+
+// Tests that a cache write takes one token's values.
+tg.state @c : tensor<1x2x8x4xf32> of @attn key_cache
+func.func @f(%k: tensor<1x2x2x4xf32>, %p: tensor<i64>) {
+  // expected-error @+1 {{expected the value of one token, [B, H, 1, D]}}
+  tg.cache_write %k into @c at %p : tensor<1x2x2x4xf32>, tensor<i64>
+  return
+}
+
+// -----
+
+// Tests that a cache write goes into a key or value cache.
+tg.state @g : tensor<1x2x8x4xf32> of @attn grad
+func.func @f(%k: tensor<1x2x1x4xf32>, %p: tensor<i64>) {
+  // expected-error @+1 {{state @g is not a key_cache or value_cache}}
+  tg.cache_write %k into @g at %p : tensor<1x2x1x4xf32>, tensor<i64>
+  return
+}
+
+// -----
+
+// Tests that a cache write's value fits its cache's batch, heads and width.
+tg.state @c : tensor<1x3x8x4xf32> of @attn value_cache
+func.func @f(%k: tensor<1x2x1x4xf32>, %p: tensor<i64>) {
+  // expected-error @+1 {{cache @c of type 'tensor<1x3x8x4xf32>' cannot hold a value of type 'tensor<1x2x1x4xf32>'}}
+  tg.cache_write %k into @c at %p : tensor<1x2x1x4xf32>, tensor<i64>
+  return
+}

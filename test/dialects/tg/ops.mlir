@@ -340,3 +340,17 @@ func.func @powersgd_step(%step: tensor<i64>) {
   tg.store_error_feedback @w.powersgd_error minus @w.grad
   return
 }
+
+// -----
+
+// Tests that a decode step's KV cache states and their writes round-trip.
+// CHECK: tg.state @attn.key_cache : tensor<1x2x8x4xf32> of @attn key_cache
+// CHECK-LABEL: func.func @decode_step
+// CHECK: tg.cache_write %{{.+}} into @attn.key_cache at %{{.+}} : tensor<1x2x1x4xf32>, tensor<i64>
+// CHECK: tg.state_ref @attn.key_cache : tensor<1x2x8x4xf32>
+tg.state @attn.key_cache : tensor<1x2x8x4xf32> of @attn key_cache
+func.func @decode_step(%k: tensor<1x2x1x4xf32>, %position: tensor<i64>) -> tensor<1x2x8x4xf32> {
+  tg.cache_write %k into @attn.key_cache at %position : tensor<1x2x1x4xf32>, tensor<i64>
+  %cache = tg.state_ref @attn.key_cache : tensor<1x2x8x4xf32>
+  return %cache : tensor<1x2x8x4xf32>
+}

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""`tailor generate` against transformers' greedy `generate`.
+
+For each family (tiny random-init Hugging Face models exported by
+torch.onnx's TorchScript exporter, opset 17, fp32; the exports hf_common
+caches), compiles a generation plan (`tailor compile --task generate
+--max-seq-len 64`) and checks that:
+  - `tailor generate --prompt-ids ... --max-new-tokens 20 --json` gives the
+    ids `model.generate(input_ids, max_new_tokens=20, do_sample=False)`
+    gives, token for token, for several prompts (the model's config.json
+    beside the model gives both the same eos id);
+  - the logits after the prompt's last decode step (the plan's decode entry
+    run once per prompt token through the Python binding) match the
+    model's last-position logits to 1e-4;
+  - generation stops at the eos id of the config.json beside the model
+    (one set to a token greedy decoding reaches), as transformers does;
+  - with a PEFT LoRA adapter (q_proj, v_proj, non-zero lora_B) bound at
+    compile time (`--task generate --adapter DIR`), the ids equal the PEFT
+    model's `generate` (llama);
+  - a prompt longer than the cache, an id outside the vocabulary and a
+    forward (non-generation) plan are refused with exit code 1.
+Families: every family of the HF matrix (TorchScript opset 17). Dynamo
+exports (opset 18) compute their rotary tables at run time from
+`inv_freq`, which decode (like sample packing) cannot yet read at a
+position: not checked here.
+
+  generate_hf.py --tailor build/bin/tailor --cache build/test/hf-exports \
+      --runtime-lib build/lib/libtailor_runtime.so [--families llama,gpt2]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "generators"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+from hf_common import FAMILIES, cache_key, case_name, export_case  # noqa: E402
+
+MAX_SEQ_LEN = 64
+NEW_TOKENS = 20
+ATOL = 1e-4
+
+
+def hf_model(family, sidecar):
+    """The exported model in PyTorch, as a Hugging Face causal LM again."""
+    import export_hf
+    model, _, _ = export_hf.build_model(
+        family, seed=0, attn_implementation=sidecar.get("attn_implementation"))
+    # build_model swaps in a logits-only subclass; generate needs the real one.
+    model.__class__ = model.__class__.__bases__[0]
+    return model.eval()
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def generate_ids(args, plan, prompt, new_tokens=NEW_TOKENS):
+    """(ids, json) of `tailor generate`, or (None, stderr)."""
+    proc = run([args.tailor, "generate", plan, "--prompt-ids",
+                ",".join(map(str, prompt)), "--max-new-tokens",
+                str(new_tokens), "--json"])
+    if proc.returncode != 0:
+        return None, proc.stderr[-800:]
+    got = json.loads(proc.stdout)
+    return got["generated_ids"], got
+
+
+def greedy(model, prompt, eos):
+    import torch
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS,
+                             do_sample=False, eos_token_id=eos,
+                             pad_token_id=eos if eos is not None else 0)
+    return [int(x) for x in out[0, len(prompt):]]
+
+
+def check_eos(args, family, model, onnx_path, prompt, want, work):
+    """A config.json whose eos id is the third generated token stops both
+    tailor and transformers right after it."""
+    stop = want[2]
+    eos_dir = os.path.join(work, family + "-eos")
+    os.makedirs(eos_dir)
+    shutil.copy(onnx_path, os.path.join(eos_dir, "model.onnx"))
+    config = model.config.to_dict()
+    config["eos_token_id"] = [stop]
+    json.dump(config, open(os.path.join(eos_dir, "config.json"), "w"))
+    plan = os.path.join(eos_dir, "generate.tplan")
+    proc = run([args.tailor, "compile", os.path.join(eos_dir, "model.onnx"),
+                "--task", "generate", "--max-seq-len", str(MAX_SEQ_LEN),
+                "-o", plan])
+    if proc.returncode != 0:
+        return [f"{family} eos: compile failed: {proc.stderr[-800:]}"]
+    got, info = generate_ids(args, plan, prompt)
+    expected = want[:want.index(stop) + 1]
+    hf = greedy(model, prompt, stop)
+    if got != expected or hf != expected:
+        return [f"{family} eos {stop}: tailor {got}, transformers {hf}, "
+                f"expected {expected}"]
+    print(f"{family}: eos {stop} stops after {len(got)} ids, as transformers")
+    return []
+
+
+def check_adapter(args, family, model, onnx_path, prompts, work):
+    """A PEFT adapter bound at compile time decodes as PEFT generates."""
+    import copy
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(
+        copy.deepcopy(model),
+        LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                   target_modules=["q_proj", "v_proj"]))
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in sorted(peft_model.named_parameters()):
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    adapter = os.path.join(work, family + "-adapter")
+    peft_model.save_pretrained(adapter)
+    peft_model.eval()
+    plan = os.path.join(work, family + "-adapter.tplan")
+    proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
+                "--max-seq-len", str(MAX_SEQ_LEN), "--adapter", adapter,
+                "-o", plan])
+    if proc.returncode != 0:
+        return [f"{family} adapter: compile failed: {proc.stderr[-800:]}"]
+    failures, changed = [], 0
+    eos = model.generation_config.eos_token_id
+    for prompt in prompts:
+        want = greedy(peft_model, prompt, eos)
+        changed += want != greedy(model, prompt, eos)
+        got, info = generate_ids(args, plan, prompt)
+        if got != want:
+            failures.append(f"{family} adapter: prompt {prompt}: tailor {got} "
+                            f"!= PEFT {want} ({info})")
+    if not changed:
+        failures.append(f"{family} adapter: the adapter changes no prompt's "
+                        "ids, so the check proves nothing")
+    if not failures:
+        print(f"{family}: with a LoRA adapter, ids equal PEFT's on "
+              f"{len(prompts)} prompts ({changed} differ from the base)")
+    return failures
+
+
+def check_family(args, case, work):
+    import numpy as np
+    import torch
+    import tailor
+
+    family, exporter, opset = case
+    tag = case_name(family, exporter, opset, False)
+    out_dir = os.path.join(args.cache, cache_key(), tag)
+    model_path, err = export_case((family, exporter, opset, False, out_dir))
+    if err:
+        return [f"{tag}: export failed: {err[-500:]}"]
+    sidecar = json.load(open(os.path.join(out_dir, "model.json")))
+    model = hf_model(family, sidecar)
+    vocab = model.config.vocab_size
+    eos = model.generation_config.eos_token_id
+    # The model and its config.json side by side, as tailor reads them.
+    family_dir = os.path.join(work, tag)
+    os.makedirs(family_dir)
+    onnx_path = os.path.join(family_dir, "model.onnx")
+    shutil.copy(model_path, onnx_path)
+    model.config.to_json_file(os.path.join(family_dir, "config.json"))
+    plan = os.path.join(family_dir, "generate.tplan")
+    proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
+                "--max-seq-len", str(MAX_SEQ_LEN), "-o", plan])
+    if proc.returncode != 0:
+        return [f"{family}: compile failed: {proc.stderr[-1500:]}"]
+
+    failures = []
+    rng = np.random.default_rng(22)
+    prompts = [[int(x) for x in rng.integers(0, vocab, n)] for n in (1, 5, 12)]
+    family = tag
+    wants = []
+    for prompt in prompts:
+        want = greedy(model, prompt, eos)
+        wants.append(want)
+        got, info = generate_ids(args, plan, prompt)
+        if got is None:
+            failures.append(f"{family}: generate failed: {info}")
+        elif info["prompt_ids"] != prompt or got != want:
+            failures.append(f"{family}: prompt {prompt}: tailor {got} != "
+                            f"transformers {want}")
+        else:
+            print(f"{family}: prompt of {len(prompt)}: {len(want)} ids equal "
+                  f"(ttft {info['time_to_first_token_s'] * 1e3:.1f} ms, "
+                  f"{info['tokens_per_second']:.0f} tokens/s)")
+    full = [w for w in wants if len(w) == NEW_TOKENS]
+    if tag == "llama_ts17" and full:
+        prompt = prompts[wants.index(full[0])]
+        failures += check_eos(args, family, model, onnx_path, prompt,
+                              full[0], work)
+        failures += check_adapter(args, family, model, onnx_path, prompts,
+                                  work)
+
+    # The first decode step's logits: the prompt run token by token.
+    prompt = prompts[-1]
+    session = tailor.InferenceSession(plan)
+    for i, token in enumerate(prompt):
+        session.set_input("input_ids", np.array([[token]], dtype=np.int64))
+        session.set_input("position", np.array(i, dtype=np.int64))
+        session.run_entry("decode")
+    got = session.output("logits").reshape(-1)
+    with torch.no_grad():
+        want = model(torch.tensor([prompt])).logits[0, -1].numpy()
+    diff = float(np.max(np.abs(got - want)))
+    print(f"{family}: last-step logits max |diff| {diff:.2e}")
+    if not diff <= ATOL:
+        failures.append(f"{family}: logits differ by {diff:.2e} > {ATOL}")
+
+    # Refusals, each exit 1 with a message.
+    too_long = ",".join(["1"] * (MAX_SEQ_LEN + 1))
+    for ids, expect in ((too_long, "KV cache holds"),
+                        (f"1,{vocab}", "outside the vocabulary")):
+        proc = run([args.tailor, "generate", plan, "--prompt-ids", ids])
+        if proc.returncode != 1 or expect not in proc.stderr:
+            failures.append(f"{family}: --prompt-ids {ids[:20]}...: expected "
+                            f"exit 1 with '{expect}', got "
+                            f"{proc.returncode}: {proc.stderr[-300:]}")
+    return failures
+
+
+def check_forward_plan_refused(args, work):
+    """A plan that is not a generation plan is refused."""
+    llama = os.path.join(work, "llama_ts17", "model.onnx")
+    if not os.path.exists(llama):
+        return []
+    plan = os.path.join(work, "forward.tplan")
+    proc = run([args.tailor, "compile", llama, "--batch", "1", "--seq", "8",
+                "-o", plan])
+    if proc.returncode != 0:
+        return [f"forward compile failed: {proc.stderr[-500:]}"]
+    proc = run([args.tailor, "generate", plan, "--prompt-ids", "1,2"])
+    if proc.returncode != 1 or "not a generation plan" not in proc.stderr:
+        return [f"forward plan: expected exit 1 'not a generation plan', got "
+                f"{proc.returncode}: {proc.stderr[-300:]}"]
+    return []
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tailor", required=True)
+    parser.add_argument("--cache", required=True)
+    parser.add_argument("--runtime-lib", required=True)
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help="TorchScript opset-17 exports to check")
+    args = parser.parse_args()
+    os.environ["TAILOR_RUNTIME_LIBRARY"] = args.runtime_lib
+    failures = []
+    with tempfile.TemporaryDirectory() as work:
+        cases = [(f, "torchscript", 17) for f in args.families.split(",")]
+        for case in cases:
+            failures += check_family(args, case, work)
+        failures += check_forward_plan_refused(args, work)
+    for failure in failures:
+        print("FAIL", failure)
+    if failures:
+        sys.exit(1)
+    print("generate_hf: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
