@@ -116,6 +116,42 @@ std::string frozenWeightScheme(const TrainingRecipe &recipe,
   return scheme;
 }
 
+/// Placement after recomputation: offload (frozen parameters, AdamW and
+/// its state, saved activations in host memory), then the overlap of
+/// collectives and host copies with compute.
+static void addPlacementPasses(mlir::OpPassManager &pm,
+                               const TrainingRecipe &recipe,
+                               const ScheduleOptions &options,
+                               int64_t bucketBytes) {
+  // --- Offload: frozen parameters in host memory, copied in to be read;
+  // AdamW's state in host memory, updated there; saved activations in host
+  // memory between forward and backward.
+  // After recomputation, so the forward ops it replays in backward read
+  // backward's copy and the forward's dies with the forward.
+  bool offloads = recipe.offloadParams() || recipe.offloadOptimizer == "cpu" ||
+                  recipe.activationOffloading;
+  if (offloads) {
+    parallel::OffloadPassOptions offload;
+    offload.params = recipe.offloadParams();
+    offload.optimizer = recipe.offloadOptimizer == "cpu";
+    offload.activations = recipe.activationOffloading;
+    offload.bucketBytes = bucketBytes;
+    pm.addPass(parallel::createOffloadPass(offload));
+  }
+  // --- Gradient collectives on the communication stream, overlapping the
+  // rest of backward (DDP's all-reduces move into the step when it is one
+  // micro-batch).
+  bool overlap = recipe.overlapComm == "true" ||
+                 (recipe.overlapComm == "auto" && options.backend == "cuda" &&
+                  recipe.gradientCompression == "none");
+  if ((options.worldSize > 1 || offloads) && overlap) {
+    parallel::OverlapCollectivesPassOptions overlap;
+    overlap.inFlight = recipe.overlapBucketsInFlight;
+    overlap.moveDdpReductions = recipe.gradientAccumulationSteps == 1;
+    pm.addPass(parallel::createOverlapCollectivesPass(overlap));
+  }
+}
+
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule) {
@@ -233,34 +269,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     gather.reshardAfterForward = recipe.reshardAfterForward;
     pm.addPass(parallel::createGatherParamsPass(gather));
   }
-  // --- Offload: frozen parameters in host memory, copied in to be read;
-  // AdamW's state in host memory, updated there; saved activations in host
-  // memory between forward and backward.
-  // After recomputation, so the forward ops it replays in backward read
-  // backward's copy and the forward's dies with the forward.
-  if (recipe.offloadParams() || recipe.offloadOptimizer == "cpu" ||
-      recipe.activationOffloading) {
-    parallel::OffloadPassOptions offload;
-    offload.params = recipe.offloadParams();
-    offload.optimizer = recipe.offloadOptimizer == "cpu";
-    offload.activations = recipe.activationOffloading;
-    offload.bucketBytes = shard.bucketBytes;
-    pm.addPass(parallel::createOffloadPass(offload));
-  }
-  // --- Gradient collectives on the communication stream, overlapping the
-  // rest of backward (DDP's all-reduces move into the step when it is one
-  // micro-batch).
-  bool overlap = recipe.overlapComm == "true" ||
-                 (recipe.overlapComm == "auto" && options.backend == "cuda" &&
-                  recipe.gradientCompression == "none");
-  if ((options.worldSize > 1 || recipe.offloadParams() ||
-       recipe.offloadOptimizer == "cpu" || recipe.activationOffloading) &&
-      overlap) {
-    parallel::OverlapCollectivesPassOptions overlap;
-    overlap.inFlight = recipe.overlapBucketsInFlight;
-    overlap.moveDdpReductions = recipe.gradientAccumulationSteps == 1;
-    pm.addPass(parallel::createOverlapCollectivesPass(overlap));
-  }
+  addPlacementPasses(pm, recipe, options, shard.bucketBytes);
   if (!schedule) {
     return;
   }
