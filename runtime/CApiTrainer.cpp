@@ -57,6 +57,14 @@ tailor_status convertOptions(const tailor_trainer_options *in,
   return ok();
 }
 
+/// A step asked of a trainer already at max_steps.
+tailor_status refuseFinished(const Trainer &t) {
+  return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+              "the trainer is already at step " +
+                  std::to_string(t.globalStep()) + ", its last (max_steps " +
+                  std::to_string(t.maxSteps()) + ")");
+}
+
 tailor_train_metrics metricsOf(const StepMetrics &in) {
   tailor_train_metrics out;
   std::memset(&out, 0, sizeof(out));
@@ -178,10 +186,7 @@ tailor_status tailor_trainer_step(tailor_trainer *trainer,
                   "tailor_trainer_step_batch");
     }
     if (t.finished()) {
-      return fail(
-          TAILOR_ERROR_INVALID_ARGUMENT,
-          "the trainer is already at step " + std::to_string(t.globalStep()) +
-              ", its last (max_steps " + std::to_string(t.maxSteps()) + ")");
+      return refuseFinished(t);
     }
     StepMetrics step;
     if (std::string problem = t.step(step); !problem.empty()) {
@@ -210,10 +215,7 @@ tailor_status tailor_trainer_step_batch(tailor_trainer *trainer,
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, problem);
     }
     if (t.finished()) {
-      return fail(
-          TAILOR_ERROR_INVALID_ARGUMENT,
-          "the trainer is already at step " + std::to_string(t.globalStep()) +
-              ", its last (max_steps " + std::to_string(t.maxSteps()) + ")");
+      return refuseFinished(t);
     }
     StepMetrics step;
     if (std::string problem =
