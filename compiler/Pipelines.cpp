@@ -152,6 +152,36 @@ static void addPlacementPasses(mlir::OpPassManager &pm,
   }
 }
 
+/// Planning of one pipeline stage (tailor-split-layers made it a nested
+/// module). No recomputation pass: every stage but the last already keeps
+/// only its input and replays its forward (Recipe.cpp refuses a policy).
+static void addStagePasses(mlir::OpPassManager &stage,
+                           const TrainingRecipe &recipe,
+                           const ScheduleOptions &options, bool schedule) {
+  if (!schedule) {
+    return;
+  }
+  memory::LowerToSchedPassOptions lower = lowerOptions(options);
+  lower.deviceBudget = static_cast<int64_t>(
+      recipe.deviceMemoryBudgetGib * double(int64_t(1) << 30));
+  stage.addPass(memory::createLowerToSchedPass(lower));
+}
+
+/// Layer split: the step cut into stages (one per rank), then each stage
+/// recomputed and planned on its own.
+static void addPipelinePasses(mlir::OpPassManager &pm,
+                              const TrainingRecipe &recipe,
+                              const ScheduleOptions &options, int64_t stages,
+                              bool schedule) {
+  parallel::SplitLayersPassOptions split;
+  split.stages = stages;
+  split.schedule = recipe.pipelineSchedule;
+  split.microBatches = recipe.gradientAccumulationSteps;
+  split.worldSize = options.worldSize;
+  pm.addPass(parallel::createSplitLayersPass(split));
+  addStagePasses(pm.nest<mlir::ModuleOp>(), recipe, options, schedule);
+}
+
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule) {
@@ -231,6 +261,14 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(graph::createOptimizerPass(optimizer));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
+  // --- Layer split: one nested module per pipeline stage, each planned as
+  // its rank's program (the rest of this pipeline, per stage).
+  int64_t stages = recipe.deviceMap == "auto" ? options.worldSize
+                                              : recipe.pipelineStages;
+  if (stages > 1) {
+    addPipelinePasses(pm, recipe, options, stages, schedule);
+    return;
+  }
   // --- Data parallelism: what the ranks share (gradients averaged over the
   // world for ddp), recorded on the module for planning.
   parallel::ShardPassOptions shard;

@@ -230,6 +230,26 @@ writeGeneration(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
       fbb.CreateVector(std::vector<int64_t>(eos.begin(), eos.end())));
 }
 
+/// A layer split's stage (tailor-split-layers' tg.pipeline_stage), when the
+/// module is one.
+static flatbuffers::Offset<fb::PipelineStage>
+writePipelineStage(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
+  auto stage = module->getAttrOfType<DictionaryAttr>(
+      tg::TGDialect::kPipelineStageAttrName);
+  if (!stage) {
+    return 0;
+  }
+  auto i = [&](StringRef key) {
+    auto value = stage.getAs<IntegerAttr>(key);
+    return static_cast<int32_t>(value ? value.getInt() : 0);
+  };
+  auto schedule = stage.getAs<StringAttr>("schedule");
+  return fb::CreatePipelineStage(
+      fbb, i("stage"), i("stages"), i("first_layer"), i("last_layer"),
+      i("slots"), i("micro_batches"),
+      fbb.CreateString(schedule ? schedule.str() : "1f1b"));
+}
+
 /// The plan's training table, from the module's `tg.training` (the recipe,
 /// as the compile command read it) and `tg.adapter` (what insert-lora
 /// did); null for an inference plan.
@@ -1293,8 +1313,70 @@ FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda,
       entries.empty() ? 0 : fbb.CreateVector(entries),
       states.empty() ? 0 : fbb.CreateVector(states), writeTraining(fbb, module),
       *code, writeNotes(fbb, module), writeParallel(fbb, module),
-      writeGeneration(fbb, module));
+      writeGeneration(fbb, module), writePipelineStage(fbb, module));
   fb::FinishSizePrefixedPlanBuffer(fbb, plan);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+/// A layer split's plan: one whole plan per stage module, wrapped in an
+/// outer plan with no program of its own that keeps the model, target and
+/// training tables.
+static FailureOr<std::vector<uint8_t>>
+serializePipeline(ModuleOp module, StringRef planDirectory, bool deviceCode) {
+  std::vector<std::vector<uint8_t>> stagePlans;
+  for (ModuleOp stage : module.getOps<ModuleOp>()) {
+    FailureOr<std::vector<uint8_t>> bytes =
+        serializePlan(stage, planDirectory, deviceCode);
+    if (failed(bytes)) {
+      return failure();
+    }
+    stagePlans.push_back(std::move(*bytes));
+  }
+  if (stagePlans.empty()) {
+    return module.emitError() << "a layer split module without stages";
+  }
+  // The first stage's tables describe the whole: copy its target.
+  auto first = fb::GetSizePrefixedPlan(stagePlans.front().data());
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::StagePlan>> stages;
+  for (const std::vector<uint8_t> &bytes : stagePlans) {
+    stages.push_back(fb::CreateStagePlan(fbb, fbb.CreateVector(bytes)));
+  }
+  const fb::Target *target = first->target();
+  auto str = [&](const flatbuffers::String *text) {
+    return fbb.CreateString(text ? text->str() : "");
+  };
+  auto targetCopy = fb::CreateTarget(
+      fbb, target->backend(), str(target->name()), target->sm(),
+      target->threads(), str(target->precision()), target->device_memory());
+  std::string model;
+  if (auto source = module->getAttrOfType<StringAttr>("tg.source")) {
+    model = source.str();
+  }
+  auto producer = fbb.CreateString("tailor " TAILOR_VERSION_STRING);
+  auto modelText = fbb.CreateString(model);
+  auto arenas =
+      fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Arena>>());
+  auto buffers =
+      fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Buffer>>());
+  auto ops = fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Op>>());
+  auto training = writeTraining(fbb, module);
+  auto stageVector = fbb.CreateVector(stages);
+  fb::PlanBuilder builder(fbb);
+  builder.add_version(runtime::kPlanVersion);
+  builder.add_producer(producer);
+  builder.add_model(modelText);
+  builder.add_target(targetCopy);
+  builder.add_world_size(static_cast<int32_t>(stagePlans.size()));
+  builder.add_arenas(arenas);
+  builder.add_buffers(buffers);
+  builder.add_ops(ops);
+  if (!training.IsNull()) {
+    builder.add_training(training);
+  }
+  builder.add_stages(stageVector);
+  fb::FinishSizePrefixedPlanBuffer(fbb, builder.Finish());
   return std::vector<uint8_t>(fbb.GetBufferPointer(),
                               fbb.GetBufferPointer() + fbb.GetSize());
 }
@@ -1302,6 +1384,9 @@ FailureOr<std::vector<uint8_t>> PlanBuilder::finish(bool cuda,
 FailureOr<std::vector<uint8_t>> serializePlan(ModuleOp module,
                                               StringRef planDirectory,
                                               bool deviceCode) {
+  if (module->hasAttr(tg::TGDialect::kPipelineAttrName)) {
+    return serializePipeline(module, planDirectory, deviceCode);
+  }
   auto programs = module.getOps<sched::ProgramOp>();
   if (programs.empty()) {
     return module.emitError() << "no sched.program to write as a plan";

@@ -300,6 +300,10 @@ std::map<std::string, Setter> memorySetters() {
                                                  {"true", "true"},
                                                  {"false", "false"}})},
       {"overlap_buckets_in_flight", integer(&R::overlapBucketsInFlight, 1)},
+      {"pipeline_stages", integer(&R::pipelineStages, 1)},
+      {"device_map", choice(&R::deviceMap, {{"auto", "auto"}})},
+      {"pipeline_schedule", choice(&R::pipelineSchedule,
+                                   {{"1f1b", "1f1b"}, {"naive", "naive"}})},
       {"gradient_compression", choice(&R::gradientCompression,
                                       {{"none", "none"},
                                        {"powersgd", "powersgd"},
@@ -533,6 +537,42 @@ Error checkCompression(const TrainingRecipe &recipe) {
   return Error::success();
 }
 
+/// What layer split composes with today: LoRA, QLoRA and full fine-tuning
+/// with recomputation; ZeRO, offload and compression are refused by name.
+Error checkPipeline(const TrainingRecipe &recipe) {
+  if (recipe.givenKeys.count("pipeline_stages") && !recipe.deviceMap.empty()) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'pipeline_stages' and 'device_map: auto' both "
+                             "choose the layer split: give one");
+  }
+  if (recipe.pipelineStages == 1 && recipe.deviceMap.empty()) {
+    return Error::success();
+  }
+  auto notYet = [](const Twine &what) {
+    return createStringError(inconvertibleErrorCode(),
+                             "layer split (pipeline_stages / device_map) "
+                             "with " + what + " is not built yet");
+  };
+  if (recipe.sharding != "ddp") {
+    return notYet(recipe.sharding + " sharding");
+  }
+  if (recipe.offloadParams() || recipe.offloadOptimizer != "none" ||
+      recipe.activationOffloading) {
+    return notYet("offload");
+  }
+  if (recipe.gradientCompression != "none") {
+    return notYet("gradient compression");
+  }
+  if (recipe.valSetSize > 0) {
+    return notYet("validation (val_set_size)");
+  }
+  if (recipe.recomputePolicy != "none") {
+    return notYet("a recomputation policy (every stage but the last "
+                  "already keeps only its input and replays its forward)");
+  }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<TrainingRecipe> loadRecipe(StringRef path,
@@ -576,6 +616,9 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
     return error;
   }
   if (Error error = resolveRecomputation(recipe)) {
+    return error;
+  }
+  if (Error error = checkPipeline(recipe)) {
     return error;
   }
   if (recipe.warmupSteps > recipe.maxSteps) {

@@ -127,6 +127,14 @@ struct TrainingRecipe {
     return offloadParam == "cpu" || fsdpOffloadParams;
   }
   int64_t overlapBucketsInFlight = 2;
+  /// Layer split (tailor-split-layers): `pipeline_stages` consecutive
+  /// groups of layers on as many ranks (1: none), or `device_map: auto`
+  /// (Hugging Face) for one stage per rank of the cluster;
+  /// `pipeline_schedule: 1f1b|naive` orders each step's micro-batches
+  /// (`gradient_accumulation_steps`) over the stages.
+  int64_t pipelineStages = 1;
+  std::string deviceMap;
+  std::string pipelineSchedule = "1f1b";
   // --- gradient compression (tailor-compress-gradients), in the words of
   // PyTorch's PowerSGD hook (PowerSGDState).
   /// `gradient_compression: none|powersgd|acp-sgd` (topk and signsgd are

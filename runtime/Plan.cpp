@@ -142,6 +142,47 @@ std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
 }
 
 std::unique_ptr<LoadedPlan>
+LoadedPlan::loadStage(const LoadedPlan &outer, const LoadOptions &options,
+                      std::string &error) {
+  int stages = pipelineStageCount(outer.root());
+  if (options.stage < 0) {
+    error = Message() << outer.displayName << ": a layer split of " << stages
+                      << " pipeline stages, one per rank: train it with "
+                         "mpirun -np "
+                      << stages << " tailor train (tailor inspect shows each "
+                                   "stage)";
+    return nullptr;
+  }
+  if (options.stage >= stages) {
+    error = Message() << outer.displayName << ": rank " << options.stage
+                      << " has no pipeline stage (the plan has " << stages
+                      << ")";
+    return nullptr;
+  }
+  const auto *bytes =
+      outer.root().stages()->Get(static_cast<uint32_t>(options.stage))->plan();
+  LoadOptions inner = options;
+  inner.stage = -1;
+  std::unique_ptr<LoadedPlan> stage = loadFromMemory(
+      bytes->data(), bytes->size(), outer.baseDir,
+      outer.displayName + " (stage " + std::to_string(options.stage) + ")",
+      inner, error);
+  if (!stage) {
+    return nullptr;
+  }
+  const fb::PipelineStage *info = stage->root().pipeline();
+  if (!info || info->stage() != options.stage || info->stages() != stages ||
+      stage->root().rank() != options.stage ||
+      stage->root().world_size() != stages) {
+    error = Message() << stage->displayName
+                      << ": its pipeline table does not say it is stage "
+                      << options.stage << " of " << stages;
+    return nullptr;
+  }
+  return stage;
+}
+
+std::unique_ptr<LoadedPlan>
 LoadedPlan::loadFromMemory(const void *data, size_t size,
                            const std::string &baseDir,
                            const std::string &displayName,
@@ -184,6 +225,9 @@ LoadedPlan::loadFromMemory(const void *data, size_t size,
     return nullptr;
   }
   plan->planRoot = fb::GetSizePrefixedPlan(bytes);
+  if (int stages = pipelineStageCount(*plan->planRoot); stages > 0) {
+    return loadStage(*plan, options, error);
+  }
   std::string problem = plan->verify(options);
   if (!problem.empty()) {
     error = Message() << displayName << ": " << problem;
@@ -1162,6 +1206,22 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
   case fb::CollectiveKind::AllGather:
     fits = outBytes / ranks == inBytes && outBytes % ranks == 0;
     break;
+  case fb::CollectiveKind::Send:
+  case fb::CollectiveKind::Recv: {
+    // Between this plan's rank and the other rank of a pair, `root`.
+    int other = collective.root();
+    bool pair = ranks == 2 && other != p.rank() &&
+                (group->Get(0) == other || group->Get(1) == other) &&
+                (group->Get(0) == p.rank() || group->Get(1) == p.rank());
+    if (!pair) {
+      return Message() << "step " << i << " ("
+                       << fb::EnumNameCollectiveKind(collective.kind())
+                       << ") must name a group of this plan's rank "
+                       << p.rank() << " and its peer, root " << other;
+    }
+    fits = inBytes == outBytes;
+    break;
+  }
   }
   if (!fits || in->dtype() != out->dtype()) {
     return Message() << "step " << i << " ("

@@ -25,7 +25,7 @@ namespace tailor::runtime {
 /// The plan format version (major * 100 + minor): the one the plan writer
 /// (compiler/PlanWriter.cpp) produces, and this runtime reads any minor
 /// version of its major version.
-constexpr uint32_t kPlanVersion = 109;
+constexpr uint32_t kPlanVersion = 110;
 
 /// The largest rank of a buffer in a plan.
 constexpr int64_t kMaxPlanRank = 8;
@@ -35,7 +35,17 @@ struct LoadOptions {
   /// `tailor inspect` turns this off so it can show plans whose weights are
   /// elsewhere.
   bool checkSourceFiles = true;
+  /// A layer split's plan holds one plan per pipeline stage (plan 1.10):
+  /// load stage `stage`'s (the rank that runs it), or refuse with how to
+  /// run it when -1.
+  int stage = -1;
 };
+
+/// Stages of a layer split's plan file (the outer plan of 1.10), 0 when
+/// `plan` is an ordinary one.
+inline int pipelineStageCount(const tailor::plan::Plan &plan) {
+  return plan.stages() ? static_cast<int>(plan.stages()->size()) : 0;
+}
 
 /// The storage spec a plan's Quantization table describes, or "" in `error`
 /// set to what is wrong (unknown scheme, a spec checkSpec rejects).
@@ -99,6 +109,10 @@ public:
 
 private:
   LoadedPlan() = default;
+  /// Stage `options.stage` of a layer split's plan `outer`.
+  static std::unique_ptr<LoadedPlan> loadStage(const LoadedPlan &outer,
+                                               const LoadOptions &options,
+                                               std::string &error);
   std::string verify(const LoadOptions &options) const;
   /// A CUDA plan's device code: readable images for the declared SMs, a
   /// cubin for the target, every entry point the launches need.

@@ -153,6 +153,9 @@ std::string Session::allocateArenas(bool gpu) {
       }
       std::memset(memory, 0, size);
     }
+    if (arena->name()->string_view() == "p2p_outbox") {
+      outboxArena = static_cast<int64_t>(arenas.size());
+    }
     arenas.push_back(memory);
     if (!gpu) {
       allocated[static_cast<size_t>(arena->category())] += size;

@@ -121,7 +121,14 @@ public:
   /// other than 0 can tell (see setCommunicator).
   int groupPosition(const std::vector<int> &group) const;
 
+  /// Waits until every point-to-point send this session started (a
+  /// pipeline stage's, copied into the plan's `p2p_outbox` arena) has been
+  /// received, and empties the outbox; the trainer calls it once a step's
+  /// micro-batches are done. "" or the failure of one.
+  std::string finishSends();
+
 private:
+
   explicit Session(const LoadedPlan &plan) : loaded(plan) {}
   /// Allocates the planned arenas, zeroed (on a GPU only the parameter
   /// and constant staging arenas, the rest live on the device); "" or why
@@ -175,6 +182,10 @@ private:
     std::vector<int> group;
   };
   std::string runCollective(const PreparedCollective &collective);
+  /// A pipeline stage's send: the bytes copied into the outbox, then sent
+  /// without waiting for the receiver (so two stages that send to each
+  /// other at once cannot deadlock); a receive blocks until its data is in.
+  std::string runPointToPoint(const PreparedCollective &collective);
 
   /// A copy step, resolved to this rank's bytes.
   struct PreparedCopy {
@@ -286,6 +297,11 @@ private:
 
   const LoadedPlan &loaded;
   int rankValue = 0;
+  /// The `p2p_outbox` arena (-1: the plan has none), how much of it this
+  /// step's sends hold, and the sends in flight.
+  int64_t outboxArena = -1;
+  uint64_t outboxUsed = 0;
+  std::vector<std::unique_ptr<comm::PendingCollective>> pendingSends;
   comm::Communicator *comm = nullptr;
   /// Sub-groups split from `comm`, keyed by this rank's members.
   std::map<std::vector<int>, std::unique_ptr<comm::Communicator>> subgroups;

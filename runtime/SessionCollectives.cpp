@@ -28,6 +28,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace tailor::runtime {
 
@@ -110,7 +111,10 @@ namedGroups(const fb::Plan &p) {
   };
   const auto &ops = *p.ops();
   for (uint32_t i = 0; i < ops.size(); ++i) {
-    if (const fb::Collective *collective = ops.Get(i)->step_as_Collective()) {
+    const fb::Collective *collective = ops.Get(i)->step_as_Collective();
+    // Point to point goes over the world, to the rank it names.
+    if (collective && collective->kind() != fb::CollectiveKind::Send &&
+        collective->kind() != fb::CollectiveKind::Recv) {
       add(*collective->group(), "step " + std::to_string(i));
     }
   }
@@ -229,7 +233,59 @@ int Session::groupPosition(const std::vector<int> &group) const {
   return it == members.end() ? -1 : static_cast<int>(it - members.begin());
 }
 
+std::string Session::runPointToPoint(const PreparedCollective &collective) {
+  if (!comm) {
+    return "the plan sends to and receives from rank " +
+           std::to_string(collective.call.root) +
+           " but the session has no communicator (launch it with mpirun -np " +
+           std::to_string(loaded.root().world_size()) + ")";
+  }
+  comm::CollectiveCall call = collective.call;
+  if (call.kind == comm::CollectiveKind::Recv) {
+    return comm::runCollective(*comm, call);
+  }
+  size_t bytes = call.inputElements * dtypeSize(call.dtype);
+  uint64_t capacity =
+      outboxArena < 0
+          ? 0
+          : loaded.root().arenas()->Get(static_cast<uint32_t>(outboxArena))
+                ->size();
+  if (outboxUsed + bytes > capacity) {
+    return "the plan's p2p_outbox arena (" + std::to_string(capacity) +
+           " bytes) cannot hold this step's sends: more micro-batches ran "
+           "than the plan was compiled for";
+  }
+  auto *slot = static_cast<uint8_t *>(arenas[static_cast<size_t>(outboxArena)]) +
+               outboxUsed;
+  std::memcpy(slot, call.input, bytes);
+  outboxUsed += (bytes + 63) / 64 * 64;
+  call.input = slot;
+  std::unique_ptr<comm::PendingCollective> pending;
+  if (std::string problem = comm->start(call, pending); !problem.empty()) {
+    return problem;
+  }
+  pendingSends.push_back(std::move(pending));
+  return "";
+}
+
+std::string Session::finishSends() {
+  std::string failure;
+  for (std::unique_ptr<comm::PendingCollective> &pending : pendingSends) {
+    if (std::string problem = pending->wait();
+        !problem.empty() && failure.empty()) {
+      failure = problem;
+    }
+  }
+  pendingSends.clear();
+  outboxUsed = 0;
+  return failure;
+}
+
 std::string Session::runCollective(const PreparedCollective &collective) {
+  if (collective.call.kind == comm::CollectiveKind::Send ||
+      collective.call.kind == comm::CollectiveKind::Recv) {
+    return runPointToPoint(collective);
+  }
   comm::Communicator *group = nullptr;
   if (std::string problem = groupCommunicator(collective.group, group);
       !problem.empty()) {

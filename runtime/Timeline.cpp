@@ -55,6 +55,10 @@ std::string collectiveName(fb::CollectiveKind kind) {
     return "all_gather";
   case fb::CollectiveKind::Broadcast:
     return "broadcast";
+  case fb::CollectiveKind::Send:
+    return "send";
+  case fb::CollectiveKind::Recv:
+    return "recv";
   }
   return "collective";
 }

@@ -475,14 +475,22 @@ LogicalResult CollectiveOp::verify() {
                          << (reduces ? " needs" : " takes no")
                          << " reduction";
   }
-  bool broadcast = getKind() == CollectiveKind::Broadcast;
-  if (broadcast != getRoot().has_value()) {
+  bool pointToPoint = getKind() == CollectiveKind::Send ||
+                      getKind() == CollectiveKind::Recv;
+  bool rooted = getKind() == CollectiveKind::Broadcast || pointToPoint;
+  if (rooted != getRoot().has_value()) {
     return emitOpError() << stringifyCollectiveKind(getKind())
-                         << (broadcast ? " needs" : " takes no") << " root";
+                         << (rooted ? " needs" : " takes no") << " root";
   }
-  if (broadcast && !seen.contains(getRootAttr().getInt())) {
+  if (rooted && !seen.contains(getRootAttr().getInt())) {
     return emitOpError() << "root " << getRootAttr().getInt()
                          << " is not in the group";
+  }
+  if (pointToPoint &&
+      (group.size() != 2 || getRootAttr().getInt() == programRank)) {
+    return emitOpError() << stringifyCollectiveKind(getKind())
+                         << " needs a group of this rank and the other one "
+                            "(root)";
   }
 
   if (getInput().getType().getElementType() !=

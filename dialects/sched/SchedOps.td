@@ -65,7 +65,11 @@ def Sched_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
     I32EnumAttrCase<"AllReduce", 0, "all_reduce">,
     I32EnumAttrCase<"ReduceScatter", 1, "reduce_scatter">,
     I32EnumAttrCase<"AllGather", 2, "all_gather">,
-    I32EnumAttrCase<"Broadcast", 3, "broadcast">
+    I32EnumAttrCase<"Broadcast", 3, "broadcast">,
+    // Point to point (a pipeline stage's activations and gradients): `root`
+    // names the other rank.
+    I32EnumAttrCase<"Send", 4, "send">,
+    I32EnumAttrCase<"Recv", 5, "recv">
   ]> {
   let cppNamespace = "::tailor::sched";
 }
@@ -355,7 +359,9 @@ def Sched_CollectiveOp : Sched_Op<"collective", [
     With `p` ranks in `group`: all_reduce and broadcast keep the size;
     reduce_scatter leaves each rank `1/p` of the input; all_gather makes the
     output `p` times the input. all_reduce and reduce_scatter name a
-    reduction; broadcast names a root rank in the group.
+    reduction; broadcast names a root rank in the group. send and recv
+    (layer split) move the input to, or the output from, the rank `root`
+    names; their group is the two ranks.
   }];
   let arguments = (ins Sched_CollectiveKind:$kind, Sched_Buffer:$input,
                        Sched_Buffer:$output, DenseI64ArrayAttr:$group,

@@ -172,6 +172,24 @@ verifyStepAttribute(Operation *op, StringRef name, Attribute value) {
     }
     return success();
   }
+  if (name == TGDialect::kPipelineAttrName ||
+      name == TGDialect::kPipelineStageAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(value);
+    bool stage = name == TGDialect::kPipelineStageAttrName;
+    bool complete =
+        dict && dict.getAs<IntegerAttr>("stages") &&
+        (stage ? dict.getAs<IntegerAttr>("stage") &&
+                     dict.getAs<IntegerAttr>("slots")
+               : dict.getAs<StringAttr>("schedule") &&
+                     dict.getAs<DenseI64ArrayAttr>("first_layers"));
+    if (!llvm::isa<ModuleOp>(op) || !complete) {
+      return op->emitError() << "'" << name << "' must be a dictionary of "
+                             << (stage ? "stage, stages and slots"
+                                       : "stages, schedule and first_layers")
+                             << " on a builtin module";
+    }
+    return success();
+  }
   if (name == TGDialect::kAdapterAttrName || name == TGDialect::kTrainingAttrName) {
     if (!llvm::isa<ModuleOp>(op) ||
         !llvm::isa<DictionaryAttr>(value)) {
@@ -241,7 +259,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
       kRecomputeSummaryAttrName, kRecomputePolicyAttrName, "tg.parallel",
       kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,
       kUnraisedAttentionAttrName, kExportNameAttrName,
-      kExportTransposedAttrName, kGenerationAttrName};
+      kExportTransposedAttrName, kGenerationAttrName, kPipelineAttrName,
+      kPipelineStageAttrName};
   return op->emitError() << "unknown tg attribute '" << name << "' (known: "
                          << llvm::join(std::begin(known), std::end(known), ", ")
                          << ")";

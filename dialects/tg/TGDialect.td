@@ -87,6 +87,13 @@ def TG_Dialect : Dialect {
     /// plan's Generation table.
     static constexpr ::llvm::StringLiteral kGenerationAttrName =
         "tg.generation";
+    /// tailor-split-layers' decision, on the builtin module that holds the
+    /// stages (stages, schedule, micro_batches, first_layers), and on each
+    /// stage's nested module what it is (stage, stages, first_layer,
+    /// last_layer, slots).
+    static constexpr ::llvm::StringLiteral kPipelineAttrName = "tg.pipeline";
+    static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
+        "tg.pipeline_stage";
   }];
 }
 

@@ -723,3 +723,68 @@ LowRankMatmulOp::verifySymbolUses(SymbolTableCollection &symbols) {
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Layer split across ranks
+//===----------------------------------------------------------------------===//
+
+LogicalResult SendOp::verify() {
+  if (static_cast<int64_t>(getPeer()) < 0) {
+    return emitOpError() << "peer rank " << getPeer() << " is negative";
+  }
+  if (!llvm::cast<RankedTensorType>(getValue().getType()).hasStaticShape()) {
+    return emitOpError() << "sends need a static shape, got "
+                         << getValue().getType();
+  }
+  return success();
+}
+
+LogicalResult RecvOp::verify() {
+  if (static_cast<int64_t>(getPeer()) < 0) {
+    return emitOpError() << "peer rank " << getPeer() << " is negative";
+  }
+  if (!llvm::cast<RankedTensorType>(getResult().getType()).hasStaticShape()) {
+    return emitOpError() << "receives need a static shape, got "
+                         << getResult().getType();
+  }
+  return success();
+}
+
+/// The pipeline_input state `name` as slots of `value`: [slots, ...value];
+/// the scalar slot index.
+static LogicalResult verifySlotAccess(Operation *op,
+                                      SymbolTableCollection &symbols,
+                                      FlatSymbolRefAttr name, Type value,
+                                      Value slot) {
+  FailureOr<StateOp> state = lookupState(op, symbols, name, Type());
+  if (failed(state)) {
+    return failure();
+  }
+  if (state->getKind() != StateKind::PipelineInput) {
+    return op->emitOpError() << "state " << name
+                             << " is not a pipeline_input";
+  }
+  if (llvm::cast<RankedTensorType>(slot.getType()).getRank() != 0) {
+    return op->emitOpError() << "expected a scalar slot, got "
+                             << slot.getType();
+  }
+  RankedTensorType type = state->getTensorType();
+  auto tensor = llvm::cast<RankedTensorType>(value);
+  if (type.getRank() != tensor.getRank() + 1 ||
+      type.getShape().drop_front() != tensor.getShape() ||
+      type.getElementType() != tensor.getElementType()) {
+    return op->emitOpError() << "state " << name << " of type " << type
+                             << " does not hold slots of " << value;
+  }
+  return success();
+}
+
+LogicalResult SlotWriteOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifySlotAccess(*this, symbols, getStateAttr(),
+                          getValue().getType(), getSlot());
+}
+
+LogicalResult SlotReadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifySlotAccess(*this, symbols, getStateAttr(),
+                          getResult().getType(), getSlot());
+}

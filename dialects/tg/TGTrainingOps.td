@@ -198,7 +198,11 @@ def TG_StateKind : I32EnumAttr<"StateKind", "what a state tensor holds", [
       // Generation (tailor-build-decode): one attention layer's keys or
       // values, [B, Hkv, max_seq_len, D], kept across decode calls.
       I32EnumAttrCase<"KeyCache", 9, "key_cache">,
-      I32EnumAttrCase<"ValueCache", 10, "value_cache">
+      I32EnumAttrCase<"ValueCache", 10, "value_cache">,
+      // Layer split (tailor-split-layers): what a pipeline stage received
+      // from the stage before for each micro-batch in flight, [slots, ...],
+      // kept from its forward to its backward.
+      I32EnumAttrCase<"PipelineInput", 11, "pipeline_input">
     ]> {
   let cppNamespace = "::tailor::tg";
 }
@@ -663,6 +667,68 @@ def TG_CacheWriteOp : TG_Op<"cache_write", [
     type($position)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layer split across ranks (tailor-split-layers)
+//===----------------------------------------------------------------------===//
+
+def TG_SendOp : TG_Op<"send", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "sends a value to the rank of another pipeline stage";
+  let description = [{
+    Point to point: the activations a stage hands to the next one, or the
+    gradient it hands back. Sends and receives between two ranks match in
+    program order, so the two stages list them in the same order. Not
+    `Pure`: it is a side effect that must stay where it is.
+
+    ```mlir
+    tg.send %h to 1 : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, I64Attr:$peer);
+  let assemblyFormat = "$value `to` $peer attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def TG_RecvOp : TG_Op<"recv", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "receives a value from the rank of another pipeline stage";
+  let arguments = (ins I64Attr:$peer);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "`from` $peer attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def TG_SlotWriteOp : TG_Op<"slot_write", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "writes a value into one slot of a pipeline_input state";
+  let description = [{
+    `state: [slots, ...shape]`, `value: [...shape]`; `slot` is an i64
+    scalar read at run time (which micro-batch in flight), checked against
+    `slots` when the kernel runs.
+
+    ```mlir
+    tg.slot_write %h into @pipeline.input.0 at %slot
+        : tensor<2x16x64xf32>, tensor<i64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$state, AnyRankedTensor:$value,
+                       TG_IndexTensor:$slot);
+  let assemblyFormat = [{
+    $value `into` $state `at` $slot attr-dict `:` type($value) `,`
+    type($slot)
+  }];
+}
+
+def TG_SlotReadOp : TG_Op<"slot_read", [
+    MemoryEffects<[MemRead]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads one slot of a pipeline_input state";
+  let arguments = (ins FlatSymbolRefAttr:$state, TG_IndexTensor:$slot);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $state `at` $slot attr-dict `:` type($slot) `->` type($result)
+  }];
 }
 
 #endif // TAILOR_DIALECTS_TG_TGTRAININGOPS_TD

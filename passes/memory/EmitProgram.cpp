@@ -31,6 +31,9 @@ struct ArenaLayout {
   uint64_t optimizerBytes = 0;
   /// A generation plan's key and value caches.
   uint64_t kvCacheBytes = 0;
+  /// A pipeline stage's received activations, one slot per micro-batch in
+  /// flight (pipeline_input states).
+  uint64_t pipelineInputBytes = 0;
   int64_t workspaceBytes = 0;
   PackingResult packing;
 
@@ -40,13 +43,19 @@ struct ArenaLayout {
 /// The arenas of the program being written, by what they hold.
 struct ProgramArenas {
   FlatSymbolRefAttr params, hostParams, constants, activations, workspace,
-      gradients, optimizer, hostOptimizer, hostActivations, kvCache;
+      gradients, optimizer, hostOptimizer, hostActivations, kvCache,
+      pipelineInputs;
 };
 
 /// Whether `state` is a generation plan's key or value cache.
 static bool isKvCache(tg::StateOp state) {
   return state.getKind() == tg::StateKind::KeyCache ||
          state.getKind() == tg::StateKind::ValueCache;
+}
+
+/// Whether `state` keeps a pipeline stage's received activations.
+static bool isPipelineInput(tg::StateOp state) {
+  return state.getKind() == tg::StateKind::PipelineInput;
 }
 
 /// A stream beside compute and its events: `<name>.ready.N` (compute
@@ -129,6 +138,7 @@ private:
   DenseMap<std::tuple<unsigned, Type, int64_t, int64_t>, Value> views;
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
+  int64_t rank = 0;
 };
 
 } // namespace
@@ -159,6 +169,7 @@ static ArenaLayout assignOffsets(std::vector<Root> &roots,
     case Home::State:
       place(root, root.host ? layout.hostOptimizerBytes
                   : isKvCache(root.state) ? layout.kvCacheBytes
+                  : isPipelineInput(root.state) ? layout.pipelineInputBytes
                   : root.state.getKind() == tg::StateKind::Grad
                       ? layout.gradientBytes
                       : layout.optimizerBytes);
@@ -206,10 +217,12 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
   uint64_t align = static_cast<uint64_t>(alignment);
   builder.setInsertionPointToEnd(module.getBody());
   // Every rank of a data-parallel world runs the same program; it is
-  // written as rank 0's.
-  auto program = sched::ProgramOp::create(builder, loc, "rank0", 0,
-                                          target.worldSize);
+  // written as rank 0's. A pipeline stage's is its own rank's.
+  auto program = sched::ProgramOp::create(
+      builder, loc, "rank" + std::to_string(target.rank), target.rank,
+      target.worldSize);
   worldSize = target.worldSize;
+  rank = target.rank;
   ranksPerNode = target.ranksPerNode;
   program.getBody().emplaceBlock();
   builder.setInsertionPointToStart(&program.getBody().front());
@@ -249,6 +262,17 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
   if (layout.kvCacheBytes > 0) {
     arenas.kvCache = arena("kv_cache", sched::ArenaCategory::KvCache,
                            layout.kvCacheBytes);
+  }
+  // Layer split: what a stage received, kept from its forward to its
+  // backward, and the copies of what it sends, kept until the step ends.
+  if (layout.pipelineInputBytes > 0) {
+    arenas.pipelineInputs =
+        arena("pipeline_inputs", sched::ArenaCategory::Activations,
+              layout.pipelineInputBytes);
+  }
+  if (target.outboxBytes > 0) {
+    arena("p2p_outbox", sched::ArenaCategory::Workspace,
+          alignTo(target.outboxBytes, align));
   }
   // Optimizer offload: pinned, so the copies to and from the device run
   // asynchronously.
@@ -341,6 +365,9 @@ FlatSymbolRefAttr ProgramEmitter::stateArena(const Root &root) const {
   }
   if (isKvCache(state)) {
     return arenas.kvCache;
+  }
+  if (isPipelineInput(state)) {
+    return arenas.pipelineInputs;
   }
   return state.getKind() == tg::StateKind::Grad ? arenas.gradients
                                                 : arenas.optimizer;
@@ -662,13 +689,18 @@ LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch,
     Value output = bufferFor(launch.operands[1]);
     bool reduces = planned.kind == sched::CollectiveKind::AllReduce ||
                    planned.kind == sched::CollectiveKind::ReduceScatter;
+    SmallVector<int64_t> group = groupRanks(planned.group);
+    IntegerAttr peer;
+    if (planned.peer) {
+      group = {std::min(rank, *planned.peer), std::max(rank, *planned.peer)};
+      peer = builder.getI64IntegerAttr(*planned.peer);
+    }
     sched::CollectiveOp::create(
-        builder, launch.op->getLoc(), planned.kind, input, output,
-        groupRanks(planned.group),
+        builder, launch.op->getLoc(), planned.kind, input, output, group,
         reduces
             ? sched::ReductionAttr::get(builder.getContext(), planned.reduction)
             : sched::ReductionAttr(),
-        IntegerAttr(), on.getValue());
+        peer, on.getValue());
     return success();
   }
   const Root &first = roots[launch.operands.front().root];

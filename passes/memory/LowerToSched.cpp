@@ -47,7 +47,11 @@ void LowerToSchedPass::runOnOperation() {
         !module.lookupSymbol<func::FuncOp>("train_step")) {
       names = {"forward"};
     } else {
-      names = {"train_step", "optimizer_step"};
+      // A pipeline stage's forward entry (tailor-split-layers) comes first.
+      if (module.lookupSymbol<func::FuncOp>("pipeline_forward")) {
+        names.push_back("pipeline_forward");
+      }
+      names.append({"train_step", "optimizer_step"});
       if (module.lookupSymbol<func::FuncOp>("eval_step")) {
         names.push_back("eval_step");
       }

@@ -116,6 +116,8 @@ struct PlannedCollective {
   /// entry's end), the first that touches one of its roots.
   bool overlap = false;
   std::optional<size_t> waitBefore;
+  /// Send and Recv: the other rank.
+  std::optional<int64_t> peer;
 };
 
 /// A copy between memories in place of a kernel: operands[0] into
@@ -177,6 +179,13 @@ struct ProgramTarget {
   /// per node; every rank runs the same program.
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
+  /// The program's rank: 0 for data parallelism (every rank runs rank 0's
+  /// program), the stage for a pipeline stage (tg.pipeline_stage).
+  int64_t rank = 0;
+  /// A pipeline stage's point-to-point sends: bytes of the `p2p_outbox`
+  /// arena the runtime copies them into (every send of a step kept until
+  /// the step ends).
+  uint64_t outboxBytes = 0;
   bool isCuda() const { return backend == "cuda"; }
 };
 

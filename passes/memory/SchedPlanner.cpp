@@ -16,6 +16,27 @@ using namespace mlir;
 using namespace tailor;
 using namespace tailor::memory;
 
+/// Bytes the runtime keeps for a pipeline stage's sends: every send of every
+/// entry, once per micro-batch of the step (the outbox is drained when the
+/// step ends, so no send ever waits for its receiver).
+static uint64_t pipelineOutboxBytes(DictionaryAttr stage,
+                                    const std::vector<PlannedEntry> &entries) {
+  auto micro = stage.getAs<IntegerAttr>("micro_batches");
+  uint64_t perMicroBatch = 0;
+  for (const PlannedEntry &entry : entries) {
+    for (const PlannedLaunch &launch : entry.launches) {
+      if (launch.collective &&
+          launch.collective->kind == sched::CollectiveKind::Send) {
+        // The runtime starts each send's copy on a 64-byte boundary.
+        auto bytes = static_cast<uint64_t>(
+            storageBytes(launch.operands.front().type));
+        perMicroBatch += (bytes + 63) / 64 * 64;
+      }
+    }
+  }
+  return perMicroBatch * static_cast<uint64_t>(micro ? micro.getInt() : 1);
+}
+
 /// What a launch came from: the op, and the module (or node) it belongs to.
 std::string tailor::memory::originOf(Operation *op) {
   std::string origin = op->getName().getStringRef().str();
@@ -481,6 +502,9 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   if (auto write = llvm::dyn_cast<tg::CacheWriteOp>(op)) {
     return planCacheWrite(module, write, entry, step);
   }
+  if (llvm::isa<tg::SendOp, tg::RecvOp, tg::SlotWriteOp, tg::SlotReadOp>(op)) {
+    return planPipelineOp(module, op, entry, step);
+  }
   if (auto copy = llvm::dyn_cast<tg::CopyStateOp>(op)) {
     return planCopyState(module, copy, entry);
   }
@@ -642,6 +666,11 @@ LogicalResult SchedPlanner::run(ModuleOp module, ArrayRef<func::FuncOp> funcs) {
     target.worldSize = parallel.getAs<IntegerAttr>("world_size").getInt();
     target.ranksPerNode =
         parallel.getAs<IntegerAttr>("ranks_per_node").getInt();
+  }
+  if (auto stage = module->getAttrOfType<DictionaryAttr>(
+          tg::TGDialect::kPipelineStageAttrName)) {
+    target.rank = stage.getAs<IntegerAttr>("stage").getInt();
+    target.outboxBytes = pipelineOutboxBytes(stage, entries);
   }
   if (failed(memory::emitProgram(module, func::FuncOp(funcs.front()).getLoc(), roots, entries,
                                  workspaceThreads, alignment, target))) {

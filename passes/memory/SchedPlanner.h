@@ -122,6 +122,11 @@ private:
   mlir::LogicalResult planCacheWrite(mlir::ModuleOp module,
                                      tg::CacheWriteOp write,
                                      PlannedEntry &entry, int64_t step);
+  /// Layer split's tg.send, tg.recv, tg.slot_write and tg.slot_read
+  /// (SchedPlannerPipeline.cpp).
+  mlir::LogicalResult planPipelineOp(mlir::ModuleOp module,
+                                     mlir::Operation &op, PlannedEntry &entry,
+                                     int64_t step);
   /// Optimizer offload: a tg.copy_state between host and device memory.
   mlir::LogicalResult planCopyState(mlir::ModuleOp module, tg::CopyStateOp op,
                                     PlannedEntry &entry);

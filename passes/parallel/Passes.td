@@ -255,4 +255,45 @@ def CompressGradientsPass : Pass<"tailor-compress-gradients",
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def SplitLayersPass : Pass<"tailor-split-layers", "::mlir::ModuleOp"> {
+  let summary = "cuts the training step into pipeline stages, one per rank";
+  let description = [{
+    Layer split (HF's `device_map="auto"`, DeepSpeed's pipeline stages):
+    consecutive transformer layers on consecutive ranks, activations sent
+    forward and their gradients back with `tg.send` / `tg.recv`
+    (SplitLayers.cpp says how ops are placed and why). The decision goes on
+    the module (`tg.pipeline = {stages, schedule, micro_batches,
+    first_layers}`); the step becomes one nested module per stage
+    (`module @stageN`, `tg.pipeline_stage`), which the rest of the
+    training pipeline then plans as that rank's program:
+
+    - every stage but the last: `pipeline_forward` (receive, keep in a
+      `pipeline_input` slot, forward, send) and `train_step` (read the
+      slot, forward again, receive the gradient, backward, send the input's
+      gradient back); both take `slot`, the micro-batch's place among those
+      in flight (`min(stages - stage, micro_batches)` slots for `1f1b`,
+      one for `naive`);
+    - the last stage: `train_step` (receive, forward, loss, backward, send);
+    - each stage's `optimizer_step` updates its own parameters; the
+      clipping norm is the square root of the all-reduced sum of the
+      stages' squared norms.
+
+    Refused by name: validation entries, an already sharded step, tied
+    trainable parameters on two stages, fewer layers than stages.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1",
+           "pipeline stages (ranks); 1 leaves the step alone">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "1f1b or naive: how many micro-batches a stage keeps in flight">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "micro-batches per step (gradient_accumulation_steps)">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "ranks of the target cluster, which must equal stages (0: take "
+           "stages)">,
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // TAILOR_PASSES_PARALLEL_PASSES_TD

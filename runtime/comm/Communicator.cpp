@@ -339,6 +339,12 @@ std::string runCollective(Communicator &group, const CollectiveCall &call) {
   case CollectiveKind::Broadcast:
     return group.broadcast(call.output, call.outputElements, call.dtype,
                            call.root, call.stream);
+  case CollectiveKind::Send:
+    return group.send(call.input, call.inputElements, call.dtype, call.root,
+                      call.stream);
+  case CollectiveKind::Recv:
+    return group.recv(call.output, call.outputElements, call.dtype, call.root,
+                      call.stream);
   }
   return "unknown collective kind " +
          std::to_string(static_cast<int>(call.kind));

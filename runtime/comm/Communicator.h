@@ -161,7 +161,15 @@ private:
 };
 
 /// The collectives a plan names, numbered as the plan's CollectiveKind.
-enum class CollectiveKind { AllReduce = 0, ReduceScatter, AllGather, Broadcast };
+/// Send and Recv: point to point with the rank `root` names (layer split).
+enum class CollectiveKind {
+  AllReduce = 0,
+  ReduceScatter,
+  AllGather,
+  Broadcast,
+  Send,
+  Recv
+};
 
 /// One collective step as a plan gives it: element counts of both buffers
 /// (reduce-scatter reads size() times what it writes, all-gather writes

@@ -589,6 +589,29 @@ std::string MpiCommunicator::start(const CollectiveCall &call,
                  &request);
     }
     break;
+  case CollectiveKind::Send:
+    name = "send";
+    error = checkPeer("send", call.root, "peer");
+    if (error.empty()) {
+      error = checkCount("send", call.inputElements);
+    }
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Isend, call.input, static_cast<int>(call.inputElements),
+                 type, call.root, 0, comm, &request);
+      countSent(call.inputElements * dtypeSize(call.dtype));
+    }
+    break;
+  case CollectiveKind::Recv:
+    name = "recv";
+    error = checkPeer("recv", call.root, "peer");
+    if (error.empty()) {
+      error = checkCount("recv", call.outputElements);
+    }
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Irecv, call.output, static_cast<int>(call.outputElements),
+                 type, call.root, 0, comm, &request);
+    }
+    break;
   }
   if (*name == '\0') {
     return prefix("start") + "unknown collective kind " +

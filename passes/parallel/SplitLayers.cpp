@@ -1,0 +1,696 @@
+//===- SplitLayers.cpp - consecutive layers on different ranks ------------===//
+//
+// tailor-split-layers (Passes.td): the training step cut into pipeline
+// stages, one nested module per stage, each planned as a rank's program.
+//
+// Stage `s` holds layers [first_layers[s], first_layers[s + 1]); the
+// embedding goes with the first layer's stage, the final norm, the head and
+// the loss with the last layer's. An op's stage is its layer's; an op
+// without a layer takes the latest stage among its operands'. Ops that need
+// nothing but the step's inputs, constants and parameters (rope tables,
+// masks, transposed weights) are free: cloned into every stage that reads
+// them, so no rank waits for another to compute them.
+//
+// Every stage but the last gets two entries: `pipeline_forward` runs the
+// stage's forward ops for one micro-batch, keeps what it received in a slot
+// of a `pipeline_input` state and sends what later stages read;
+// `train_step` reads the slot back, runs the forward again and then the
+// backward (GPipe's re-materialization: one tensor per micro-batch in
+// flight is kept, not every activation of the stage). The last stage runs
+// forward, loss and backward in one `train_step`, as a 1F1B schedule does.
+// Receives come first in an entry and sends last, each in the order of the
+// values in the unsplit step, so the two sides of a link always agree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/parallel/Passes.h"
+
+#include "dialects/tg/TGOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace tailor::parallel {
+
+#define GEN_PASS_DEF_SPLITLAYERSPASS
+#include "passes/parallel/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kTrain = "train_step";
+constexpr StringLiteral kOptimizer = "optimizer_step";
+constexpr StringLiteral kForward = "pipeline_forward";
+
+/// Where each op of the unsplit train_step goes.
+struct StageMap {
+  /// -1: free (cloned where read).
+  DenseMap<Operation *, int64_t> stage;
+  /// Results that depend on the loss's gradient, and the ops that read
+  /// them (backward ops, results or not: gradient accumulations).
+  DenseSet<Value> backward;
+  DenseSet<Operation *> backwardOps;
+  /// Program position of each op, the order sends and receives follow.
+  DenseMap<Operation *, int64_t> position;
+
+  int64_t stageOf(Value value) const {
+    Operation *def = value.getDefiningOp();
+    if (!def) {
+      return -1;
+    }
+    auto it = stage.find(def);
+    return it == stage.end() ? -1 : it->second;
+  }
+  int64_t positionOf(Value value) const {
+    Operation *def = value.getDefiningOp();
+    return def ? position.lookup(def) : -1;
+  }
+};
+
+/// The layer an op records (`tg.layer`), if any.
+std::optional<int64_t> layerOf(Operation *op) {
+  if (auto layer =
+          op->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName)) {
+    return layer.getInt();
+  }
+  return std::nullopt;
+}
+
+class LayerSplitter {
+public:
+  LayerSplitter(ModuleOp module, int64_t stages, int64_t microBatches,
+                StringRef schedule)
+      : module(module), builder(module.getContext()), stages(stages),
+        microBatches(microBatches), schedule(schedule.str()) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult checkInput();
+  LogicalResult chooseBoundaries();
+  LogicalResult assignStages();
+  int64_t stageOfLayer(int64_t layer) const;
+  int64_t slotsOf(int64_t stage) const;
+
+  LogicalResult buildStage(int64_t stage);
+  void copyDeclarations(ModuleOp into);
+  FailureOr<func::FuncOp> buildStepFunction(ModuleOp into, int64_t stage,
+                                            bool forwardOnly);
+  LogicalResult buildOptimizer(ModuleOp into, int64_t stage);
+  void eraseUnusedDeclarations(ModuleOp into);
+  LogicalResult checkTiedTrainables();
+
+  /// Values of `stage`'s ops (forward ones only with `forwardOnly`) that
+  /// other stages' ops read: incoming (defined elsewhere, read here) and
+  /// outgoing (defined here, read elsewhere), each with its peer stage.
+  void crossings(int64_t stage, bool forwardOnly,
+                 SmallVector<std::pair<Value, int64_t>> &incoming,
+                 SmallVector<std::pair<Value, int64_t>> &outgoing);
+  bool inEntry(Operation *op, int64_t stage, bool forwardOnly) const;
+
+  ModuleOp module;
+  OpBuilder builder;
+  int64_t stages;
+  int64_t microBatches;
+  std::string schedule;
+  func::FuncOp train, optimizer;
+  int64_t layers = 0;
+  SmallVector<int64_t> firstLayers;
+  StageMap map;
+  /// The stage modules, and per trainable parameter the stages that read it.
+  SmallVector<ModuleOp> stageModules;
+  llvm::MapVector<StringAttr, llvm::SetVector<int64_t>> trainableReaders;
+};
+
+LogicalResult LayerSplitter::checkInput() {
+  train = module.lookupSymbol<func::FuncOp>(kTrain);
+  optimizer = module.lookupSymbol<func::FuncOp>(kOptimizer);
+  if (!train || !optimizer) {
+    return module.emitError() << "tailor-split-layers: no @train_step and "
+                                 "@optimizer_step: layer split cuts a "
+                                 "training step (compile with a recipe)";
+  }
+  if (module.lookupSymbol<func::FuncOp>("eval_step")) {
+    return module.emitError()
+           << "tailor-split-layers: validation (eval_step, val_set_size or "
+              "--eval-data) with layer split is not built yet";
+  }
+  auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel");
+  auto world = parallel ? parallel.getAs<IntegerAttr>("world_size") : nullptr;
+  if ((world && world.getInt() > 1) || !module.getOps<tg::BucketOp>().empty()) {
+    return module.emitError()
+           << "tailor-split-layers: the step is already sharded; layer split "
+              "with data parallelism (DDP, ZeRO) is not built yet";
+  }
+  if (!train.getBody().hasOneBlock() || train.getNumResults() != 1) {
+    return train.emitError() << "tailor-split-layers: expected one block "
+                                "returning the loss";
+  }
+  return success();
+}
+
+LogicalResult LayerSplitter::chooseBoundaries() {
+  int64_t maxLayer = -1;
+  train.walk([&](Operation *op) {
+    if (std::optional<int64_t> layer = layerOf(op)) {
+      maxLayer = std::max(maxLayer, *layer);
+    }
+  });
+  layers = maxLayer + 1;
+  if (layers < stages) {
+    return module.emitError() << "tailor-split-layers: " << stages
+                              << " stages need at least as many transformer "
+                                 "layers; the model has "
+                              << layers;
+  }
+  // As many layers on each stage as can be, the first stages taking one
+  // more when they do not divide (the last also holds the head and loss).
+  for (int64_t s = 0, first = 0; s < stages; ++s) {
+    firstLayers.push_back(first);
+    first += layers / stages + (s < layers % stages ? 1 : 0);
+  }
+  return success();
+}
+
+int64_t LayerSplitter::stageOfLayer(int64_t layer) const {
+  int64_t stage = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    if (layer >= firstLayers[s]) {
+      stage = s;
+    }
+  }
+  return stage;
+}
+
+int64_t LayerSplitter::slotsOf(int64_t stage) const {
+  if (stage == stages - 1) {
+    return 0;
+  }
+  // 1F1B keeps at most (stages - stage) micro-batches in flight on a stage;
+  // naive runs one micro-batch through every stage at a time.
+  return schedule == "naive" ? 1 : std::min(stages - stage, microBatches);
+}
+
+LogicalResult LayerSplitter::assignStages() {
+  int64_t position = 0;
+  for (Operation &op : train.getBody().front().without_terminator()) {
+    map.position[&op] = position++;
+    bool backward = llvm::isa<tg::CrossEntropyGradOp>(op);
+    bool free = !layerOf(&op) && (isMemoryEffectFree(&op) ||
+                                  llvm::isa<tg::ParamRefOp>(op));
+    int64_t stage = -1;
+    for (Value operand : op.getOperands()) {
+      backward |= map.backward.contains(operand);
+      int64_t from = map.stageOf(operand);
+      free &= from < 0;
+      stage = std::max(stage, from);
+    }
+    if (backward) {
+      map.backwardOps.insert(&op);
+      for (Value result : op.getResults()) {
+        map.backward.insert(result);
+      }
+    }
+    if (free && !backward) {
+      map.stage[&op] = -1;
+      continue;
+    }
+    if (std::optional<int64_t> layer = layerOf(&op)) {
+      int64_t own = stageOfLayer(*layer);
+      if (!backward && stage > own) {
+        return op.emitError() << "tailor-split-layers: layer " << *layer
+                              << " reads a value of stage " << stage
+                              << ", after its own stage " << own;
+      }
+      stage = own;
+    }
+    map.stage[&op] = std::max<int64_t>(stage, 0);
+  }
+  return success();
+}
+
+bool LayerSplitter::inEntry(Operation *op, int64_t stage,
+                            bool forwardOnly) const {
+  auto it = map.stage.find(op);
+  if (it == map.stage.end() || it->second != stage) {
+    return false;
+  }
+  return !forwardOnly || !map.backwardOps.contains(op);
+}
+
+void LayerSplitter::crossings(
+    int64_t stage, bool forwardOnly,
+    SmallVector<std::pair<Value, int64_t>> &incoming,
+    SmallVector<std::pair<Value, int64_t>> &outgoing) {
+  llvm::SetVector<std::pair<Value, int64_t>> in, out;
+  for (Operation &op : train.getBody().front().without_terminator()) {
+    int64_t own = map.stage.lookup(&op);
+    if (own < 0) {
+      continue;
+    }
+    for (Value operand : op.getOperands()) {
+      int64_t from = map.stageOf(operand);
+      if (from < 0 || from == own) {
+        continue;
+      }
+      // The forward entry receives every activation any op of the stage
+      // reads (train_step reads them back from the slots in this order).
+      bool received = forwardOnly ? !map.backward.contains(operand)
+                                  : inEntry(&op, stage, false);
+      if (own == stage && received) {
+        in.insert({operand, from});
+      }
+      // What this stage sends: forward values from pipeline_forward (or,
+      // on the last stage, which has none, never), gradients from
+      // train_step.
+      bool sentHere = map.backward.contains(operand) != forwardOnly;
+      if (from == stage && sentHere) {
+        out.insert({operand, own});
+      }
+    }
+  }
+  auto byPosition = [&](const std::pair<Value, int64_t> &a,
+                        const std::pair<Value, int64_t> &b) {
+    return map.positionOf(a.first) < map.positionOf(b.first);
+  };
+  incoming.assign(in.begin(), in.end());
+  outgoing.assign(out.begin(), out.end());
+  llvm::stable_sort(incoming, byPosition);
+  llvm::stable_sort(outgoing, byPosition);
+}
+
+/// Builds one stage's entry: `train_step` (forwardOnly false) or
+/// `pipeline_forward`.
+class EntryBuilder {
+public:
+  EntryBuilder(OpBuilder &builder, const StageMap &map, func::FuncOp source,
+               func::FuncOp target)
+      : builder(builder), map(map), source(source), target(target) {}
+
+  /// The value `value` of the unsplit step has in the entry: mapped,
+  /// cloned (free ops and arguments on first use) or received.
+  Value materialize(Value value);
+  IRMapping mapping;
+  /// The entry's `slot` argument (made on first use).
+  Value slot();
+
+private:
+  Value argument(BlockArgument arg);
+  OpBuilder &builder;
+  const StageMap &map;
+  func::FuncOp source, target;
+  Value slotArg;
+};
+
+Value EntryBuilder::argument(BlockArgument arg) {
+  Block &body = target.getBody().front();
+  unsigned index = body.getNumArguments();
+  if (slotArg) {
+    index -= 1; // keep `slot` last
+  }
+  if (failed(target.insertArgument(index, arg.getType(),
+                                   source.getArgAttrDict(arg.getArgNumber()),
+                                   arg.getLoc()))) {
+    return Value();
+  }
+  return body.getArgument(index);
+}
+
+Value EntryBuilder::slot() {
+  if (!slotArg) {
+    Block &body = target.getBody().front();
+    auto type = RankedTensorType::get({}, builder.getI64Type());
+    unsigned index = body.getNumArguments();
+    (void)target.insertArgument(
+        index, type,
+        builder.getDictionaryAttr(builder.getNamedAttr(
+            "tg.name", builder.getStringAttr("slot"))),
+        target.getLoc());
+    slotArg = body.getArgument(index);
+  }
+  return slotArg;
+}
+
+Value EntryBuilder::materialize(Value value) {
+  if (Value mapped = mapping.lookupOrNull(value)) {
+    return mapped;
+  }
+  if (auto arg = llvm::dyn_cast<BlockArgument>(value)) {
+    Value made = argument(arg);
+    mapping.map(value, made);
+    return made;
+  }
+  Operation *def = value.getDefiningOp();
+  // Only free ops are left unmapped: clone them (and what they read) here.
+  for (Value operand : def->getOperands()) {
+    materialize(operand);
+  }
+  Operation *clone = builder.clone(*def, mapping);
+  (void)clone;
+  return mapping.lookup(value);
+}
+
+FailureOr<func::FuncOp> LayerSplitter::buildStepFunction(ModuleOp into,
+                                                         int64_t stage,
+                                                         bool forwardOnly) {
+  builder.setInsertionPointToEnd(into.getBody());
+  StringRef name = forwardOnly ? kForward : kTrain;
+  bool last = stage == stages - 1;
+  SmallVector<Type> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  Value loss = train.getBody().front().getTerminator()->getOperand(0);
+  bool returnsLoss = !forwardOnly && map.stageOf(loss) == stage;
+  if (returnsLoss) {
+    results.push_back(loss.getType());
+    resultAttrs.push_back(train.getResultAttrDict(0));
+  }
+  auto func = func::FuncOp::create(
+      builder, train.getLoc(), name,
+      builder.getFunctionType(TypeRange(), results));
+  if (returnsLoss) {
+    func.setResAttrsAttr(builder.getArrayAttr({resultAttrs[0]}));
+  }
+  for (NamedAttribute attr : train->getDiscardableAttrs()) {
+    func->setAttr(attr.getName(), attr.getValue());
+  }
+  Block *body = func.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  EntryBuilder entry(builder, map, train, func);
+
+  SmallVector<std::pair<Value, int64_t>> incoming, outgoing;
+  crossings(stage, forwardOnly, incoming, outgoing);
+  // Receives first. A stage with a forward entry received its inputs there
+  // and kept them in slots, which train_step reads back.
+  unsigned slotIndex = 0;
+  for (auto [value, from] : incoming) {
+    auto type = llvm::cast<RankedTensorType>(value.getType());
+    bool gradient = map.backward.contains(value);
+    if (gradient ? from < stage : from > stage) {
+      return value.getDefiningOp()->emitError()
+             << "tailor-split-layers: stage " << stage << " reads "
+             << (gradient ? "a gradient" : "an activation") << " of stage "
+             << from << ", which a pipeline does not hand that way";
+    }
+    bool fromSlot = !forwardOnly && !last && !gradient;
+    Value received;
+    std::string state = "pipeline.input." + std::to_string(slotIndex);
+    if (fromSlot) {
+      received = tg::SlotReadOp::create(builder, value.getLoc(), type,
+                                        state, entry.slot());
+      ++slotIndex;
+    } else {
+      received = tg::RecvOp::create(builder, value.getLoc(), type, from);
+      if (forwardOnly) {
+        tg::SlotWriteOp::create(builder, value.getLoc(), state, received,
+                                entry.slot());
+        ++slotIndex;
+      }
+    }
+    entry.mapping.map(value, received);
+  }
+  // The stage's ops, in the unsplit order.
+  for (Operation &op : train.getBody().front().without_terminator()) {
+    if (!inEntry(&op, stage, forwardOnly)) {
+      continue;
+    }
+    for (Value operand : op.getOperands()) {
+      entry.materialize(operand);
+    }
+    builder.clone(op, entry.mapping);
+  }
+  // Sends last.
+  for (auto [value, to] : outgoing) {
+    tg::SendOp::create(builder, value.getLoc(), entry.materialize(value), to);
+  }
+  SmallVector<Value> returned;
+  if (returnsLoss) {
+    returned.push_back(entry.mapping.lookup(loss));
+  }
+  func::ReturnOp::create(builder, train.getLoc(), returned);
+  if (forwardOnly) {
+    // Forward ops that feed neither a send nor a slot are not needed here.
+    bool erased = true;
+    while (erased) {
+      erased = false;
+      for (Operation &op :
+           llvm::make_early_inc_range(llvm::reverse(body->getOperations()))) {
+        if (isOpTriviallyDead(&op)) {
+          op.erase();
+          erased = true;
+        }
+      }
+    }
+  }
+  return func;
+}
+
+/// The stage's updates: those of the parameters whose gradients it
+/// accumulates; the clipping norm over every stage's gradients (the sum of
+/// the stages' squared norms, all-reduced).
+LogicalResult LayerSplitter::buildOptimizer(ModuleOp into, int64_t stage) {
+  DenseSet<StringAttr> ownGrads;
+  into.walk([&](tg::AccumulateOp op) {
+    ownGrads.insert(op.getTargetAttr().getAttr());
+  });
+  builder.setInsertionPointToEnd(into.getBody());
+  auto func = llvm::cast<func::FuncOp>(builder.clone(*optimizer));
+  SmallVector<Operation *> foreign;
+  func.walk([&](Operation *op) {
+    if (llvm::isa<tg::AdamWUpdateOp, tg::SGDUpdateOp>(op)) {
+      auto grad = op->getAttrOfType<FlatSymbolRefAttr>("grad");
+      if (!ownGrads.contains(grad.getAttr())) {
+        foreign.push_back(op);
+      }
+    }
+  });
+  for (Operation *op : foreign) {
+    op->erase();
+  }
+  SmallVector<tg::GlobalNormOp> norms;
+  func.walk([&](tg::GlobalNormOp op) { norms.push_back(op); });
+  for (tg::GlobalNormOp norm : norms) {
+    SmallVector<Value> own;
+    for (Value input : norm.getInputs()) {
+      auto ref = input.getDefiningOp<tg::StateRefOp>();
+      if (!ref) {
+        return norm.emitError() << "tailor-split-layers: a gradient norm "
+                                   "over something else than gradients";
+      }
+      if (ownGrads.contains(ref.getNameAttr().getAttr())) {
+        own.push_back(input);
+      }
+    }
+    builder.setInsertionPoint(norm);
+    Location loc = norm.getLoc();
+    Type scalar = norm.getResult().getType();
+    Value local = tg::GlobalNormOp::create(builder, loc, scalar, own);
+    Value square = tg::MulOp::create(builder, loc, scalar, local, local);
+    Value total = tg::AllReduceOp::create(builder, loc, square,
+                                          tg::CommReduction::Sum,
+                                          tg::CommGroup::World);
+    norm.getResult().replaceAllUsesWith(
+        tg::SqrtOp::create(builder, loc, scalar, total));
+    norm.erase();
+  }
+  for (Operation &op : llvm::make_early_inc_range(
+           llvm::reverse(func.getBody().front().getOperations()))) {
+    if (isOpTriviallyDead(&op)) {
+      op.erase();
+    }
+  }
+  return success();
+}
+
+void LayerSplitter::copyDeclarations(ModuleOp into) {
+  builder.setInsertionPointToEnd(into.getBody());
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (llvm::isa<func::FuncOp, ModuleOp>(op)) {
+      continue;
+    }
+    builder.clone(op);
+  }
+}
+
+void LayerSplitter::eraseUnusedDeclarations(ModuleOp into) {
+  // States name their parameter: erase until nothing more goes.
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    for (Operation &op :
+         llvm::make_early_inc_range(into.getBody()->getOperations())) {
+      auto symbol = llvm::dyn_cast<SymbolOpInterface>(op);
+      if (!llvm::isa<tg::ParamOp, tg::StateOp>(op) ||
+          !SymbolTable::symbolKnownUseEmpty(symbol.getNameAttr(), into)) {
+        continue;
+      }
+      op.erase();
+      erased = true;
+    }
+  }
+}
+
+LogicalResult LayerSplitter::buildStage(int64_t stage) {
+  builder.setInsertionPointToEnd(module.getBody());
+  auto into = ModuleOp::create(builder, module.getLoc(),
+                               "stage" + std::to_string(stage));
+  stageModules.push_back(into);
+  for (NamedAttribute attr : module->getAttrs()) {
+    if (attr.getName() != SymbolTable::getSymbolAttrName()) {
+      into->setAttr(attr.getName(), attr.getValue());
+    }
+  }
+  copyDeclarations(into);
+  int64_t slots = slotsOf(stage);
+  if (slots > 0) {
+    if (failed(buildStepFunction(into, stage, /*forwardOnly=*/true))) {
+      return failure();
+    }
+  }
+  FailureOr<func::FuncOp> step =
+      buildStepFunction(into, stage, /*forwardOnly=*/false);
+  if (failed(step) || failed(buildOptimizer(into, stage))) {
+    return failure();
+  }
+  // One pipeline_input state per value received in forward, a slot per
+  // micro-batch in flight.
+  unsigned index = 0;
+  builder.setInsertionPointToStart(into.getBody());
+  if (auto forward = into.lookupSymbol<func::FuncOp>(kForward)) {
+    forward.walk([&](tg::SlotWriteOp write) {
+      auto type = llvm::cast<RankedTensorType>(write.getValue().getType());
+      SmallVector<int64_t> shape{slots};
+      llvm::append_range(shape, type.getShape());
+      std::string name = "pipeline.input." + std::to_string(index++);
+      tg::StateOp::create(
+          builder, write.getLoc(), builder.getStringAttr(name),
+          TypeAttr::get(RankedTensorType::get(shape, type.getElementType())),
+          FlatSymbolRefAttr::get(builder.getContext(), name),
+          tg::StateKindAttr::get(builder.getContext(),
+                                 tg::StateKind::PipelineInput),
+          UnitAttr());
+    });
+  }
+  eraseUnusedDeclarations(into);
+  // What this stage's program is, for planning and the plan.
+  int64_t last = stage + 1 < stages ? firstLayers[stage + 1] - 1 : layers - 1;
+  into->setAttr(
+      "tg.pipeline_stage",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("stage", builder.getI64IntegerAttr(stage)),
+          builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
+          builder.getNamedAttr("first_layer",
+                               builder.getI64IntegerAttr(firstLayers[stage])),
+          builder.getNamedAttr("last_layer", builder.getI64IntegerAttr(last)),
+          builder.getNamedAttr("slots", builder.getI64IntegerAttr(slots)),
+          builder.getNamedAttr("micro_batches",
+                               builder.getI64IntegerAttr(microBatches)),
+          builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
+      }));
+  into->setAttr("tg.parallel",
+                builder.getDictionaryAttr({
+                    builder.getNamedAttr("strategy",
+                                         builder.getStringAttr("pipeline")),
+                    builder.getNamedAttr("world_size",
+                                         builder.getI64IntegerAttr(stages)),
+                    builder.getNamedAttr("ranks_per_node",
+                                         builder.getI64IntegerAttr(stages)),
+                }));
+  into.walk([&](tg::ParamRefOp ref) {
+    auto param = into.lookupSymbol<tg::ParamOp>(ref.getNameAttr());
+    if (param && param.getTrainable()) {
+      trainableReaders[param.getSymNameAttr()].insert(stage);
+    }
+  });
+  return success();
+}
+
+LogicalResult LayerSplitter::checkTiedTrainables() {
+  for (auto &[name, readers] : trainableReaders) {
+    if (readers.size() > 1) {
+      return module.emitError()
+             << "tailor-split-layers: trainable parameter @" << name.getValue()
+             << " is read by stages " << readers[0] << " and " << readers[1]
+             << " (tied weights); sharing a trained tensor between stages is "
+                "not built yet (freeze it, or untie the embeddings)";
+    }
+  }
+  return success();
+}
+
+LogicalResult LayerSplitter::run() {
+  if (failed(checkInput()) || failed(chooseBoundaries()) ||
+      failed(assignStages())) {
+    return failure();
+  }
+  for (int64_t s = 0; s < stages; ++s) {
+    if (failed(buildStage(s))) {
+      return failure();
+    }
+  }
+  if (failed(checkTiedTrainables())) {
+    return failure();
+  }
+  // The outer module keeps the decision and the stages only.
+  module->removeAttr("tg.parallel");
+  for (Operation &op :
+       llvm::make_early_inc_range(module.getBody()->getOperations())) {
+    if (!llvm::isa<ModuleOp>(op)) {
+      op.erase();
+    }
+  }
+  module->setAttr(
+      "tg.pipeline",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
+          builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
+          builder.getNamedAttr("micro_batches",
+                               builder.getI64IntegerAttr(microBatches)),
+          builder.getNamedAttr("first_layers",
+                               builder.getDenseI64ArrayAttr(firstLayers)),
+      }));
+  return success();
+}
+
+struct SplitLayersPass : public impl::SplitLayersPassBase<SplitLayersPass> {
+  using SplitLayersPassBase::SplitLayersPassBase;
+
+  void runOnOperation() override {
+    if (stages < 2) {
+      return;
+    }
+    if (schedule != "1f1b" && schedule != "naive") {
+      getOperation().emitError() << "tailor-split-layers: unknown schedule '"
+                                 << schedule << "' (expected 1f1b or naive)";
+      return signalPassFailure();
+    }
+    if (worldSize != 0 && worldSize != stages) {
+      getOperation().emitError()
+          << "tailor-split-layers: " << static_cast<int64_t>(stages)
+          << " pipeline stages need as many ranks; the target has "
+          << static_cast<int64_t>(worldSize)
+          << " (layer split with data parallelism is not built yet)";
+      return signalPassFailure();
+    }
+    if (microBatches < 1) {
+      getOperation().emitError()
+          << "tailor-split-layers: micro-batches must be positive";
+      return signalPassFailure();
+    }
+    LayerSplitter splitter(getOperation(), stages, microBatches, schedule);
+    if (failed(splitter.run())) {
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+} // namespace tailor::parallel
