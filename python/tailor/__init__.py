@@ -2,7 +2,7 @@
 libtailor_runtime; see python/README.md)."""
 
 from ._capi import TailorError
-from .generate import Generator, sampling_probabilities
+from .generate import Generator, Tokenizer, sampling_probabilities
 from .session import InferenceSession, NodeArg, Parameter, Plan, State
 from .trainer import StepMetrics, Trainer
 
@@ -15,5 +15,5 @@ def version():
 
 
 __all__ = ["Generator", "InferenceSession", "NodeArg", "Parameter", "Plan",
-           "State", "StepMetrics", "TailorError", "Trainer",
+           "State", "StepMetrics", "TailorError", "Tokenizer", "Trainer",
            "sampling_probabilities", "version"]

@@ -1,7 +1,8 @@
 """Generation from Python: tailor.Generator over the C API's
 tailor_generator_* (a generation plan's decode entry, the KV cache, greedy
-choice or transformers-style sampling), and sampling_probabilities, the
-warped distribution a sampling generator draws from."""
+choice or transformers-style sampling), sampling_probabilities, the warped
+distribution a sampling generator draws from, and tailor.Tokenizer
+(tokenizer.json byte-level BPE or SentencePiece tokenizer.model)."""
 
 import ctypes
 
@@ -116,3 +117,45 @@ class Generator(_capi.Handle):
                     or self.position >= info.max_seq_len):
                 return ids
             self.decode(token)
+
+
+class Tokenizer(_capi.Handle):
+    """A model's tokenizer (tailor_tokenizer): `path` is a tokenizer.json,
+    a tokenizer.model or a directory holding one."""
+
+    _free = "tailor_tokenizer_free"
+    _what = "tokenizer"
+
+    def __init__(self, path):
+        super().__init__()
+        check(lib().tailor_tokenizer_load(encode(str(path)),
+                                          ctypes.byref(self._handle)))
+
+    def __len__(self):
+        return int(lib().tailor_tokenizer_size(self._live()))
+
+    def encode(self, text):
+        """The ids of `text` (special tokens the tokenizer adds included)."""
+        data = text.encode("utf-8")
+        ids = _capi.I64P()
+        count = ctypes.c_size_t()
+        check(lib().tailor_tokenizer_encode(self._live(), data, len(data),
+                                            ctypes.byref(ids),
+                                            ctypes.byref(count)))
+        return [int(ids[i]) for i in range(count.value)]
+
+    def decode_bytes(self, ids, skip_special_tokens=False):
+        """The bytes of `ids` (byte-level tokens may split a character)."""
+        array = np.ascontiguousarray(np.asarray(ids, dtype=np.int64))
+        text = ctypes.c_void_p()
+        length = ctypes.c_size_t()
+        check(lib().tailor_tokenizer_decode(
+            self._live(), array.ctypes.data_as(_capi.I64P), array.size,
+            int(bool(skip_special_tokens)), ctypes.byref(text),
+            ctypes.byref(length)))
+        return ctypes.string_at(text, length.value) if length.value else b""
+
+    def decode(self, ids, skip_special_tokens=False):
+        """The text of `ids` (invalid UTF-8 replaced by U+FFFD)."""
+        return self.decode_bytes(ids, skip_special_tokens).decode(
+            "utf-8", errors="replace")

@@ -6,8 +6,8 @@
  * wrong. No call exits the process, and no C++ exception leaves the library
  * (one is caught and returned as TAILOR_ERROR_INTERNAL with its message).
  *
- * Handles (tailor_plan, tailor_session, tailor_trainer, tailor_generator)
- * are checked on every
+ * Handles (tailor_plan, tailor_session, tailor_trainer, tailor_generator,
+ * tailor_tokenizer) are checked on every
  * call: NULL, a freed handle or a pointer this library did not make is
  * refused with TAILOR_ERROR_INVALID_ARGUMENT, never dereferenced. Strings
  * returned by the library are owned by it; each call says how long they
@@ -766,6 +766,56 @@ tailor_status tailor_generator_reset(tailor_generator *generator);
 /** 1 if `token` is one of the plan's eos ids, else 0 (0 for a bad
  *  handle). */
 int tailor_generator_is_eos(const tailor_generator *generator, int64_t token);
+
+/*===----------------------------------------------------------------------===*
+ * Tokenizers
+ *
+ * A tailor_tokenizer turns text into token ids and back, as the model's
+ * own tokenizer does: a Hugging Face tokenizer.json with a byte-level BPE
+ * model (GPT-2, Llama-3, Qwen2 style) or a SentencePiece tokenizer.model.
+ * Other kinds (WordPiece, Unigram JSON, Metaspace pre-tokenizers, ...) are
+ * refused, the message naming the file and the type. One thread at a time
+ * per tokenizer.
+ *===----------------------------------------------------------------------===*/
+
+typedef struct tailor_tokenizer tailor_tokenizer;
+
+/**
+ * Opens `path`: tokenizer.json, tokenizer.model, or a directory holding
+ * one (tokenizer.json first). TAILOR_ERROR_IO when nothing can be read
+ * there; TAILOR_ERROR_INVALID_ARGUMENT for a file of a kind not supported.
+ */
+tailor_status tailor_tokenizer_load(const char *path,
+                                    tailor_tokenizer **tokenizer);
+
+/** Frees a tokenizer (NULL is fine). */
+void tailor_tokenizer_free(tailor_tokenizer *tokenizer);
+
+/** The number of ids the tokenizer knows (largest id + 1), or 0 and a last
+ *  error for a bad handle. */
+int64_t tailor_tokenizer_size(const tailor_tokenizer *tokenizer);
+
+/**
+ * The ids of `length` bytes of UTF-8 `text`, as transformers'
+ * `tokenizer(text)["input_ids"]` gives them (a BOS the tokenizer adds
+ * included). `*ids` points at `*count` ids owned by the tokenizer, valid
+ * until its next call.
+ */
+tailor_status tailor_tokenizer_encode(tailor_tokenizer *tokenizer,
+                                      const char *text, size_t length,
+                                      const int64_t **ids, size_t *count);
+
+/**
+ * The text of `count` ids (special tokens left out when `skip_special` is
+ * not 0). `*text` points at `*length` bytes owned by the tokenizer (also
+ * NUL-terminated), valid until its next call. A byte-level tokenizer's ids
+ * may end inside a UTF-8 character: the bytes come back as they are.
+ * TAILOR_ERROR_INVALID_ARGUMENT names an id the tokenizer does not know.
+ */
+tailor_status tailor_tokenizer_decode(tailor_tokenizer *tokenizer,
+                                      const int64_t *ids, size_t count,
+                                      int skip_special, const char **text,
+                                      size_t *length);
 
 #ifdef __cplusplus
 } /* extern "C" */
