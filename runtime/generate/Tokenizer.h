@@ -52,33 +52,6 @@ public:
   virtual std::string describe() const = 0;
 };
 
-/// Emits the text of a growing list of ids as it becomes final: each call
-/// decodes every id so far and returns what follows what was returned
-/// already, holding back an incomplete UTF-8 character at the end (a
-/// byte-level token may stop mid-character) -- transformers' TextStreamer.
-class TextStream {
-public:
-  explicit TextStream(const Tokenizer &tokenizer) : tokenizer(tokenizer) {}
-
-  /// Adds `id`; `piece` receives the newly final text (maybe empty).
-  bool push(int64_t id, std::string &piece, std::string &error);
-
-  /// What is still held back (at the end of generation).
-  bool finish(std::string &piece, std::string &error);
-
-  /// Every generated id's text so far.
-  const std::string &text() const { return decoded; }
-
-private:
-  const Tokenizer &tokenizer;
-  std::vector<int64_t> ids;
-  std::string decoded;
-  size_t emitted = 0;
-};
-
-/// Bytes of `text` up to the end of its last complete UTF-8 character.
-size_t completeUtf8Prefix(std::string_view text);
-
 } // namespace tailor::generate
 
 #endif // TAILOR_RUNTIME_GENERATE_TOKENIZER_H
