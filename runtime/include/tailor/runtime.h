@@ -703,11 +703,9 @@ tailor_status tailor_sampling_probabilities(
  * `session_options` and `sampling` may be NULL (defaults; greedy). Fails
  * as tailor_session_create does.
  */
-tailor_status
-tailor_generator_create(const tailor_plan *plan,
-                        const tailor_session_options *session_options,
-                        const tailor_sampling_options *sampling,
-                        tailor_generator **generator);
+tailor_status tailor_generator_create(
+    const tailor_plan *plan, const tailor_session_options *session_options,
+    const tailor_sampling_options *sampling, tailor_generator **generator);
 
 /** Frees a generator and its session (NULL is fine). */
 void tailor_generator_free(tailor_generator *generator);
@@ -721,9 +719,8 @@ tailor_status tailor_generator_apply_adapter(tailor_generator *generator,
                                              const char *dir);
 
 /** Replaces the sampling options and restarts the draws at their seed. */
-tailor_status
-tailor_generator_set_sampling(tailor_generator *generator,
-                              const tailor_sampling_options *sampling);
+tailor_status tailor_generator_set_sampling(
+    tailor_generator *generator, const tailor_sampling_options *sampling);
 
 /**
  * Feeds `count` tokens at the next positions of the cache (the prompt, or
