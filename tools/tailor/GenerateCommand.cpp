@@ -274,9 +274,8 @@ int parseRequest(int argc, const char **argv, GenerateRequest &request) {
   cl::opt<std::string> adapter(
       "adapter",
       cl::desc("merge a PEFT LoRA adapter (a directory) into the weights at "
-               "load, found by their Hugging Face names (for exports that "
-               "rename them, compile with `--task generate --adapter DIR` "
-               "instead)"),
+               "load, W += scale * B A as PEFT's merge_and_unload (or bind "
+               "it at compile time: `--task generate --adapter DIR`)"),
       cl::value_desc("dir"), cl::cat(category));
   cl::opt<int> threads("threads",
                        cl::desc("CPU worker threads (default: all cores)"),
