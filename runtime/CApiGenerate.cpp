@@ -64,12 +64,12 @@ tailor_status convertSampling(const tailor_sampling_options *in,
 tailor_status feedOne(tailor_generator &g, int64_t token) {
   std::vector<int64_t> ids(static_cast<size_t>(g.info.batch), token);
   int64_t shape[2] = {g.info.batch, 1};
-  tailor_status status = tailor_session_set_input(
-      g.session, "input_ids", TAILOR_I64, shape, 2, ids.data(),
-      ids.size() * sizeof(int64_t));
+  tailor_status status =
+      tailor_session_set_input(g.session, "input_ids", TAILOR_I64, shape, 2,
+                               ids.data(), ids.size() * sizeof(int64_t));
   if (status == TAILOR_OK) {
-    status = tailor_session_set_input(g.session, "position", TAILOR_I64,
-                                      shape, 0, &g.position, sizeof(int64_t));
+    status = tailor_session_set_input(g.session, "position", TAILOR_I64, shape,
+                                      0, &g.position, sizeof(int64_t));
   }
   if (status == TAILOR_OK) {
     status = tailor_session_run_entry(g.session, "decode");
@@ -106,9 +106,10 @@ void tailor_sampling_options_init(tailor_sampling_options *options) {
   }
 }
 
-tailor_status tailor_sampling_probabilities(
-    const float *logits, int64_t vocab_size,
-    const tailor_sampling_options *options, double *probabilities) {
+tailor_status
+tailor_sampling_probabilities(const float *logits, int64_t vocab_size,
+                              const tailor_sampling_options *options,
+                              double *probabilities) {
   return guard(__func__, [&]() -> tailor_status {
     if (!logits || !options || !probabilities) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
@@ -132,11 +133,9 @@ tailor_status tailor_sampling_probabilities(
   });
 }
 
-tailor_status
-tailor_generator_create(const tailor_plan *plan,
-                        const tailor_session_options *session_options,
-                        const tailor_sampling_options *sampling,
-                        tailor_generator **generator) {
+tailor_status tailor_generator_create(
+    const tailor_plan *plan, const tailor_session_options *session_options,
+    const tailor_sampling_options *sampling, tailor_generator **generator) {
   return guard(__func__, [&]() -> tailor_status {
     if (!isLive(plan)) {
       return badPlan(plan);
@@ -229,17 +228,18 @@ tailor_status tailor_generator_prefill(tailor_generator *generator,
       if (ids[i] < 0 || ids[i] >= g.info.vocab_size) {
         return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                     "token id " + std::to_string(ids[i]) + " (index " +
-                        std::to_string(i) +
-                        ") is outside the vocabulary [0, " +
+                        std::to_string(i) + ") is outside the vocabulary [0, " +
                         std::to_string(g.info.vocab_size) + ")");
       }
     }
     if (count > static_cast<size_t>(g.info.max_seq_len - g.position)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
-                  std::to_string(count) + " more tokens do not fit: the "
-                  "cache holds " + std::to_string(g.position) + " of " +
-                  std::to_string(g.info.max_seq_len) +
-                  " (compile with a larger --max-seq-len)");
+                  std::to_string(count) +
+                      " more tokens do not fit: the "
+                      "cache holds " +
+                      std::to_string(g.position) + " of " +
+                      std::to_string(g.info.max_seq_len) +
+                      " (compile with a larger --max-seq-len)");
     }
     for (size_t i = 0; i < count; ++i) {
       if (tailor_status status = feedOne(g, ids[i]); status != TAILOR_OK) {
@@ -325,8 +325,7 @@ tailor_status tailor_generator_reset(tailor_generator *generator) {
   });
 }
 
-int tailor_generator_is_eos(const tailor_generator *generator,
-                            int64_t token) {
+int tailor_generator_is_eos(const tailor_generator *generator, int64_t token) {
   return guardValue(__func__, 0, [&] {
     if (!isLiveGenerator(generator)) {
       badGenerator(generator);

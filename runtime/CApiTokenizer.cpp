@@ -99,9 +99,9 @@ tailor_status tailor_tokenizer_encode(tailor_tokenizer *tokenizer,
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, "null argument");
     }
     std::string error;
-    if (!tokenizer->tokenizer->encode(std::string_view(text ? text : "",
-                                                       length),
-                                      tokenizer->ids, error)) {
+    if (!tokenizer->tokenizer->encode(
+            std::string_view(text ? text : "", length), tokenizer->ids,
+            error)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, error);
     }
     *ids = tokenizer->ids.data();
@@ -123,8 +123,8 @@ tailor_status tailor_tokenizer_decode(tailor_tokenizer *tokenizer,
     }
     std::string error;
     std::vector<int64_t> list(ids, ids + count);
-    if (!tokenizer->tokenizer->decode(list, skip_special != 0,
-                                      tokenizer->text, error)) {
+    if (!tokenizer->tokenizer->decode(list, skip_special != 0, tokenizer->text,
+                                      error)) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT, error);
     }
     *text = tokenizer->text.c_str();

@@ -14,7 +14,8 @@ namespace tailor::graph {
 void recordExportNames(ModuleOp module) {
   UnitAttr unit = UnitAttr::get(module.getContext());
   module.walk([&](tg::LinearOp linear) {
-    auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
+    auto path =
+        linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
     if (!path || linear->hasAttr(tg::TGDialect::kTiedAttrName)) {
       return;
     }

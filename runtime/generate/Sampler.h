@@ -1,4 +1,4 @@
-//===- Sampler.h - next-token choice: greedy or Hugging Face sampling -*- C++ -*-===//
+//===- Sampler.h - the next token: greedy or sampled -----------*- C++ -*-===//
 //
 // Turns a row of logits into the next token id, as transformers' generate
 // does: greedy (the first index of the largest logit, torch.argmax's

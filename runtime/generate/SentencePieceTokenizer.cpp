@@ -12,8 +12,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string file)
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
-std::unique_ptr<Tokenizer>
-SentencePieceTokenizer::load(const std::string &path, std::string &error) {
+std::unique_ptr<Tokenizer> SentencePieceTokenizer::load(const std::string &path,
+                                                        std::string &error) {
   auto tokenizer =
       std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(path));
   auto status = tokenizer->processor->Load(path);

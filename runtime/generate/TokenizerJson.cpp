@@ -199,8 +199,8 @@ bool ByteLevelBpe::loadAddedTokens(const json &root, std::string &error) {
     added.rstrip = token.value("rstrip", false);
     added.singleWord = token.value("single_word", false);
     if (added.content.empty()) {
-      return fail(error, "added token " + std::to_string(added.id) +
-                             " is empty");
+      return fail(error,
+                  "added token " + std::to_string(added.id) + " is empty");
     }
     if (added.id >= static_cast<int64_t>(idToToken.size())) {
       idToToken.resize(static_cast<size_t>(added.id) + 1);
@@ -212,8 +212,7 @@ bool ByteLevelBpe::loadAddedTokens(const json &root, std::string &error) {
   return true;
 }
 
-bool ByteLevelBpe::loadNormalizer(const json &normalizer,
-                                  std::string &error) {
+bool ByteLevelBpe::loadNormalizer(const json &normalizer, std::string &error) {
   if (normalizer.is_null()) {
     return true;
   }
@@ -233,8 +232,8 @@ bool ByteLevelBpe::loadNormalizer(const json &normalizer,
   UErrorCode status = U_ZERO_ERROR;
   nfc = icu::Normalizer2::getNFCInstance(status);
   if (U_FAILURE(status)) {
-    return fail(error, std::string("ICU's NFC normalizer: ") +
-                           u_errorName(status));
+    return fail(error,
+                std::string("ICU's NFC normalizer: ") + u_errorName(status));
   }
   return true;
 }
@@ -254,8 +253,9 @@ bool ByteLevelBpe::loadPreTokenizer(const json &pre, std::string &error) {
     return true;
   }
   if (byteLevel) {
-    return fail(error, "pre_tokenizer '" + type + "' after ByteLevel is not "
-                       "supported");
+    return fail(error, "pre_tokenizer '" + type +
+                           "' after ByteLevel is not "
+                           "supported");
   }
   if (type == "Split") {
     const json &pattern = pre.at("pattern");
@@ -348,10 +348,9 @@ std::unique_ptr<Tokenizer> ByteLevelBpe::load(const std::string &path,
       }
       return nullptr;
     }
-    std::string decoder =
-        root.contains("decoder") && !root["decoder"].is_null()
-            ? root["decoder"].value("type", "")
-            : "";
+    std::string decoder = root.contains("decoder") && !root["decoder"].is_null()
+                              ? root["decoder"].value("type", "")
+                              : "";
     if (decoder != "ByteLevel") {
       error = path + ": decoder type '" + decoder +
               "' is not supported (ByteLevel)";
@@ -375,8 +374,8 @@ ByteLevelBpe::preTokenize(const std::string &text) const {
   for (size_t s = 0; s <= splitters.size(); ++s) {
     // ByteLevel's prefix space goes on each piece before its own regex
     // (or, without one, after the last Split).
-    bool byteLevelStep = byteLevelRegex ? s == *byteLevelRegex
-                                        : s == splitters.size();
+    bool byteLevelStep =
+        byteLevelRegex ? s == *byteLevelRegex : s == splitters.size();
     if (byteLevelStep && addPrefixSpace) {
       for (std::string &piece : pieces) {
         if (piece.empty() || piece[0] != ' ') {
@@ -448,7 +447,8 @@ bool ByteLevelBpe::encodeWord(const std::string &piece,
     auto found = vocab.find(symbol);
     if (found == vocab.end()) {
       return fail(error, "the vocabulary has no token for the byte-level "
-                         "symbol '" + symbol + "'");
+                         "symbol '" +
+                             symbol + "'");
     }
     ids.push_back(found->second);
   }
@@ -482,9 +482,8 @@ bool ByteLevelBpe::encodeText(const std::string &text,
 
 /// The leftmost longest added-token match at or after `from`: its token
 /// index and the span it covers (with lstrip / rstrip blanks).
-bool ByteLevelBpe::findAdded(std::string_view text, size_t from,
-                             size_t &token, size_t &begin,
-                             size_t &end) const {
+bool ByteLevelBpe::findAdded(std::string_view text, size_t from, size_t &token,
+                             size_t &begin, size_t &end) const {
   for (size_t at = from; at < text.size(); ++at) {
     size_t bestLength = 0;
     for (size_t t = 0; t < addedTokens.size(); ++t) {
@@ -507,7 +506,8 @@ bool ByteLevelBpe::findAdded(std::string_view text, size_t from,
       begin = at;
       end = at + bestLength;
       const AddedToken &added = addedTokens[token];
-      while (added.lstrip && begin > from && std::isspace(static_cast<unsigned char>(text[begin - 1]))) {
+      while (added.lstrip && begin > from &&
+             std::isspace(static_cast<unsigned char>(text[begin - 1]))) {
         --begin;
       }
       while (added.rstrip && end < text.size() &&
@@ -526,8 +526,7 @@ bool ByteLevelBpe::encode(std::string_view text, std::vector<int64_t> &ids,
   size_t from = 0;
   size_t token = 0, begin = 0, end = 0;
   while (findAdded(text, from, token, begin, end)) {
-    if (!encodeText(std::string(text.substr(from, begin - from)), ids,
-                    error)) {
+    if (!encodeText(std::string(text.substr(from, begin - from)), ids, error)) {
       return false;
     }
     ids.push_back(addedTokens[token].id);

@@ -89,8 +89,8 @@ TEST(SamplerTest, TopKKeepsTheKLargestAndTiesAtTheKth) {
 TEST(SamplerTest, TopPRemovesTheTailWhoseMassIsAtMostOneMinusP) {
   // Probabilities 0.5, 0.3, 0.15, 0.05: ascending cumulative 0.05, 0.2,
   // 0.5, 1. With p = 0.8, tokens whose cumulative is <= 0.2 go.
-  std::vector<float> logits = {std::log(0.5f), std::log(0.3f),
-                               std::log(0.15f), std::log(0.05f)};
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                               std::log(0.05f)};
   std::vector<double> probs;
   warpedProbabilities(logits.data(), 4, sampling(1.0, 0, 0.8), probs);
   // (0.5 / 0.8 and 0.3 / 0.8, from the float logits themselves.)
@@ -155,8 +155,8 @@ TEST(SamplerTest, DrawsFollowTheWarpedProbabilities) {
   // draws against them. Pearson's statistic over the kept tokens (df <= 5)
   // stays under 20.5 (p = 0.001) for a correct sampler; filtered tokens
   // must never be drawn.
-  std::vector<float> logits = {0.1f, 1.2f, -0.4f, 0.8f, 2.0f, -2.0f, 0.0f,
-                               1.5f};
+  std::vector<float> logits = {0.1f, 1.2f,  -0.4f, 0.8f,
+                               2.0f, -2.0f, 0.0f,  1.5f};
   SamplingOptions options = sampling(0.9, 6, 0.95, 1234);
   std::vector<double> probs;
   warpedProbabilities(logits.data(), 8, options, probs);

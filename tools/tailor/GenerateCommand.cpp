@@ -125,8 +125,7 @@ int openTokenizer(GenerateRequest &request, int64_t vocabSize,
     return 0;
   }
   tailor_tokenizer *raw = nullptr;
-  if (tailor_tokenizer_load(request.tokenizerPath.c_str(), &raw) !=
-      TAILOR_OK) {
+  if (tailor_tokenizer_load(request.tokenizerPath.c_str(), &raw) != TAILOR_OK) {
     return generateError(tailor_last_error());
   }
   tokenizer.reset(raw);
@@ -267,9 +266,10 @@ int parseRequest(int argc, const char **argv, GenerateRequest &request) {
       cl::value_desc("S"), cl::cat(category));
   cl::opt<bool> json(
       "json",
-      cl::desc("print one JSON object at the end: prompt_ids, generated_ids, "
-               "time_to_first_token_s, tokens_per_second (and seed; text with a "
-               "tokenizer)"),
+      cl::desc(
+          "print one JSON object at the end: prompt_ids, generated_ids, "
+          "time_to_first_token_s, tokens_per_second (and seed; text with a "
+          "tokenizer)"),
       cl::cat(category));
   cl::opt<std::string> adapter(
       "adapter",
@@ -320,10 +320,10 @@ int parseRequest(int argc, const char **argv, GenerateRequest &request) {
                            "above 0 (decoding is greedy without it)");
     }
   }
-  sampling.seed = seed.getNumOccurrences() ? uint64_t(seed)
-                                           : (uint64_t(std::random_device{}())
-                                              << 32) |
-                                                 std::random_device{}();
+  sampling.seed =
+      seed.getNumOccurrences()
+          ? uint64_t(seed)
+          : (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   if (promptIds.getNumOccurrences() == promptText.getNumOccurrences()) {
     return generateError("give the prompt once: --prompt-ids or --prompt");
   }
@@ -449,7 +449,8 @@ int decodeLoop(const GenerateRequest &request, tailor_generator *generator,
     printer->finish(request.json);
     result.text = printer->decoded();
   }
-  result.timeToFirstToken = std::chrono::duration<double>(first - begin).count();
+  result.timeToFirstToken =
+      std::chrono::duration<double>(first - begin).count();
   // Decoding speed: the tokens after the first over the time they took.
   double decodeSeconds = std::chrono::duration<double>(end - first).count();
   result.tokensPerSecond = generated.size() > 1 && decodeSeconds > 0
@@ -466,11 +467,10 @@ void printJson(const GenerateRequest &request, const GenerateResult &result) {
   for (int64_t id : result.generated) {
     generatedJson.push_back(id);
   }
-  llvm::json::Object object{
-      {"prompt_ids", std::move(promptJson)},
-      {"generated_ids", std::move(generatedJson)},
-      {"time_to_first_token_s", result.timeToFirstToken},
-      {"tokens_per_second", result.tokensPerSecond}};
+  llvm::json::Object object{{"prompt_ids", std::move(promptJson)},
+                            {"generated_ids", std::move(generatedJson)},
+                            {"time_to_first_token_s", result.timeToFirstToken},
+                            {"tokens_per_second", result.tokensPerSecond}};
   if (!request.tokenizerPath.empty()) {
     object["text"] = result.text;
   }
