@@ -7,7 +7,8 @@
 # one decoder layer of the raised graph, and the parameter inventory; plan
 # and run the forward pass against PyTorch; then compile a LoRA training
 # plan from examples/tiny-llama/lora.yaml and train it on
-# examples/data/counting.jsonl, writing a PEFT adapter.
+# examples/data/counting.jsonl, writing a PEFT adapter, and generate with
+# the adapter merged into a generation plan.
 set -euo pipefail
 
 build=${1:-build}
@@ -95,6 +96,19 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f'loss: step 1 {rows[0][\"loss\"]:.4f} -> step {rows[-1][\"step\"]} {rows[-1][\"loss\"]:.4f}')
 " "$out/lora-run/metrics.jsonl"
+
+echo
+echo "== tailor generate: the tiny Llama after its LoRA run (KV cache, the adapter merged at load)"
+"$bin/tailor" compile "$model" --task generate --max-seq-len 32 -o "$out/tiny-llama-generate.tplan"
+generate() {
+  "$bin/tailor" generate "$out/tiny-llama-generate.tplan" --max-new-tokens 10 "$@"
+}
+for prompt in 24,29,34,39 48,49,50,51; do
+  echo "prompt $prompt"
+  echo "  base model, greedy:        $(generate --prompt-ids "$prompt")"
+  echo "  + adapter, greedy:         $(generate --prompt-ids "$prompt" --adapter "$out/lora-run")"
+  echo "  + adapter, T 0.1, seed 1:  $(generate --prompt-ids "$prompt" --adapter "$out/lora-run" --temperature 0.1 --seed 1)"
+done
 
 echo
 echo "== QLoRA: the same recipe with adapter=qlora (NF4 + double quantization of every frozen linear weight)"

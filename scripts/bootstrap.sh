@@ -40,6 +40,9 @@ system_packages=(
   nlohmann-json3-dev
   # zlib: GPU plans store their device code compressed
   zlib1g-dev
+  # tokenizers for tailor generate: SentencePiece tokenizer.model, and ICU
+  # for tokenizer.json's regexes and NFC
+  libsentencepiece-dev libicu-dev
   # CPU collectives, BLAS
   openmpi-bin libopenmpi-dev libopenblas-dev
   # unit tests and benchmarks

@@ -26,6 +26,7 @@
 
 #include "passes/generate/Passes.h"
 
+#include "passes/graph/ExportNames.h"
 #include "passes/graph/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -436,6 +437,9 @@ LogicalResult DecodeBuilder::run() {
 
 void BuildDecodePass::runOnOperation() {
   ModuleOp module = getOperation();
+  // Hugging Face names on renamed weights: `tailor generate --adapter`
+  // merges a PEFT adapter into them at load.
+  graph::recordExportNames(module);
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
     module.emitError() << "no single-block function @forward to decode";

@@ -11,6 +11,8 @@
 
 #include "passes/graph/Passes.h"
 
+#include "passes/graph/ExportNames.h"
+
 #include "dialects/tg/TGOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -180,44 +182,6 @@ LogicalResult InsertLoraPass::makeTrainable(ModuleOp module,
                               << targets << "'";
   }
   return refuseMergedParameters(module, trained);
-}
-
-/// Records the Hugging Face name of every linear layer's weight and bias
-/// whose parameter the exporter renamed, so checkpoints of trained weights
-/// use the names (and the [out, in] layout) Hugging Face loads.
-static void recordExportNames(ModuleOp module) {
-  UnitAttr unit = UnitAttr::get(module.getContext());
-  module.walk([&](tg::LinearOp linear) {
-    auto path = linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
-    if (!path || linear->hasAttr(tg::TGDialect::kTiedAttrName)) {
-      return;
-    }
-    auto annotate = [&](Value value, StringRef suffix) {
-      bool transposed = false;
-      if (auto transpose = value.getDefiningOp<tg::TransposeOp>()) {
-        value = transpose.getInput();
-        transposed = true;
-      }
-      auto ref = value.getDefiningOp<tg::ParamRefOp>();
-      auto param = ref ? module.lookupSymbol<tg::ParamOp>(ref.getNameAttr())
-                       : tg::ParamOp();
-      std::string name = (path.getValue() + suffix).str();
-      // A parameter under its own Hugging Face name is stored as Hugging
-      // Face stores it (GPT-2's Conv1D keeps [in, out] in both).
-      if (!param || param.getSymName() == name) {
-        return;
-      }
-      param->setAttr(tg::TGDialect::kExportNameAttrName,
-                     StringAttr::get(module.getContext(), name));
-      if (transposed) {
-        param->setAttr(tg::TGDialect::kExportTransposedAttrName, unit);
-      }
-    };
-    annotate(linear.getWeight(), ".weight");
-    if (linear.getBias()) {
-      annotate(linear.getBias(), ".bias");
-    }
-  });
 }
 
 FailureOr<SmallVector<std::string>>
@@ -403,7 +367,7 @@ LogicalResult InsertLoraPass::addAdapter(func::FuncOp func, tg::LinearOp linear,
 
 void InsertLoraPass::runOnOperation() {
   ModuleOp module = getOperation();
-  recordExportNames(module);
+  graph::recordExportNames(module);
   FailureOr<SmallVector<std::string>> targetNames = parseTargets(module);
   if (failed(targetNames)) {
     return signalPassFailure();

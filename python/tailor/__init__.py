@@ -2,6 +2,7 @@
 libtailor_runtime; see python/README.md)."""
 
 from ._capi import TailorError
+from .generate import Generator, Tokenizer, sampling_probabilities
 from .session import InferenceSession, NodeArg, Parameter, Plan, State
 from .trainer import StepMetrics, Trainer
 
@@ -13,5 +14,6 @@ def version():
     return lib().tailor_version().decode()
 
 
-__all__ = ["InferenceSession", "NodeArg", "Parameter", "Plan", "State",
-           "StepMetrics", "TailorError", "Trainer", "version"]
+__all__ = ["Generator", "InferenceSession", "NodeArg", "Parameter", "Plan",
+           "State", "StepMetrics", "TailorError", "Tokenizer", "Trainer",
+           "sampling_probabilities", "version"]

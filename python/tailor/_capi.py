@@ -143,6 +143,17 @@ class TrainerState(ctypes.Structure):
                 ("interrupted", ctypes.c_int)]
 
 
+class GenerationInfo(ctypes.Structure):
+    _fields_ = [("max_seq_len", ctypes.c_int), ("batch", ctypes.c_int),
+                ("vocab_size", ctypes.c_int64), ("eos_count", ctypes.c_int),
+                ("eos_token_ids", ctypes.c_int64 * 8)]
+
+
+class SamplingOptions(ctypes.Structure):
+    _fields_ = [("temperature", ctypes.c_double), ("top_k", ctypes.c_int64),
+                ("top_p", ctypes.c_double), ("seed", ctypes.c_uint64)]
+
+
 TRAIN_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(TrainMetrics),
                                   ctypes.c_void_p)
 
@@ -188,6 +199,33 @@ SIGNATURES = {
     "tailor_session_load_safetensors": (S, [P, STR,
                                             ctypes.POINTER(ctypes.c_int)]),
     "tailor_session_apply_adapter": (S, [P, STR]),
+    "tailor_plan_generation_info": (S, [P, ctypes.POINTER(GenerationInfo)]),
+    "tailor_sampling_options_init": (None, [ctypes.POINTER(SamplingOptions)]),
+    "tailor_sampling_probabilities": (S, [P, ctypes.c_int64,
+                                          ctypes.POINTER(SamplingOptions), P]),
+    "tailor_generator_create": (S, [P, ctypes.POINTER(SessionOptions),
+                                    ctypes.POINTER(SamplingOptions),
+                                    ctypes.POINTER(P)]),
+    "tailor_generator_free": (None, [P]),
+    "tailor_generator_apply_adapter": (S, [P, STR]),
+    "tailor_generator_set_sampling": (S, [P, ctypes.POINTER(SamplingOptions)]),
+    "tailor_generator_prefill": (S, [P, I64P, ctypes.c_size_t]),
+    "tailor_generator_decode": (S, [P, ctypes.c_int64]),
+    "tailor_generator_sample": (S, [P, I64P]),
+    "tailor_generator_logits": (S, [P, ctypes.POINTER(
+        ctypes.POINTER(ctypes.c_float)), I64P]),
+    "tailor_generator_position": (S, [P, ctypes.POINTER(ctypes.c_int)]),
+    "tailor_generator_reset": (S, [P]),
+    "tailor_generator_is_eos": (ctypes.c_int, [P, ctypes.c_int64]),
+    "tailor_tokenizer_load": (S, [STR, ctypes.POINTER(P)]),
+    "tailor_tokenizer_free": (None, [P]),
+    "tailor_tokenizer_size": (ctypes.c_int64, [P]),
+    "tailor_tokenizer_encode": (S, [P, STR, ctypes.c_size_t,
+                                    ctypes.POINTER(I64P),
+                                    ctypes.POINTER(ctypes.c_size_t)]),
+    "tailor_tokenizer_decode": (S, [P, I64P, ctypes.c_size_t, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_void_p),
+                                    ctypes.POINTER(ctypes.c_size_t)]),
     "tailor_trainer_options_init": (None, [ctypes.POINTER(TrainerOptions)]),
     "tailor_trainer_create": (S, [P, ctypes.POINTER(TrainerOptions),
                                   ctypes.POINTER(P)]),

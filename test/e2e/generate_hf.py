@@ -15,8 +15,9 @@ caches), compiles a generation plan (`tailor compile --task generate
   - generation stops at the eos id of the config.json beside the model
     (one set to a token greedy decoding reaches), as transformers does;
   - with a PEFT LoRA adapter (q_proj, v_proj, non-zero lora_B) bound at
-    compile time (`--task generate --adapter DIR`), the ids equal the PEFT
-    model's `generate` (llama);
+    compile time (`--task generate --adapter DIR`) and merged at load
+    (`tailor generate --adapter DIR` on the plain plan), the ids equal the
+    PEFT model's `generate` (llama);
   - a prompt longer than the cache, an id outside the vocabulary and a
     forward (non-generation) plan are refused with exit code 1.
 Families: every family of the HF matrix (TorchScript opset 17). Dynamo
@@ -61,11 +62,11 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def generate_ids(args, plan, prompt, new_tokens=NEW_TOKENS):
+def generate_ids(args, plan, prompt, new_tokens=NEW_TOKENS, flags=()):
     """(ids, json) of `tailor generate`, or (None, stderr)."""
     proc = run([args.tailor, "generate", plan, "--prompt-ids",
                 ",".join(map(str, prompt)), "--max-new-tokens",
-                str(new_tokens), "--json"])
+                str(new_tokens), "--json", *flags])
     if proc.returncode != 0:
         return None, proc.stderr[-800:]
     got = json.loads(proc.stdout)
@@ -107,8 +108,9 @@ def check_eos(args, family, model, onnx_path, prompt, want, work):
     return []
 
 
-def check_adapter(args, family, model, onnx_path, prompts, work):
-    """A PEFT adapter bound at compile time decodes as PEFT generates."""
+def check_adapter(args, family, model, onnx_path, base_plan, prompts, work):
+    """A PEFT adapter bound at compile time, or merged into the plain plan
+    at load, decodes as PEFT generates."""
     import copy
     import torch
     from peft import LoraConfig, get_peft_model
@@ -140,11 +142,17 @@ def check_adapter(args, family, model, onnx_path, prompts, work):
         if got != want:
             failures.append(f"{family} adapter: prompt {prompt}: tailor {got} "
                             f"!= PEFT {want} ({info})")
+        merged, info = generate_ids(args, base_plan, prompt,
+                                    flags=("--adapter", adapter))
+        if merged != want:
+            failures.append(f"{family} generate --adapter: prompt {prompt}: "
+                            f"tailor {merged} != PEFT {want} ({info})")
     if not changed:
         failures.append(f"{family} adapter: the adapter changes no prompt's "
                         "ids, so the check proves nothing")
     if not failures:
-        print(f"{family}: with a LoRA adapter, ids equal PEFT's on "
+        print(f"{family}: with a LoRA adapter (bound at compile time, and "
+              f"merged by generate --adapter), ids equal PEFT's on "
               f"{len(prompts)} prompts ({changed} differ from the base)")
     return failures
 
@@ -199,8 +207,8 @@ def check_family(args, case, work):
         prompt = prompts[wants.index(full[0])]
         failures += check_eos(args, family, model, onnx_path, prompt,
                               full[0], work)
-        failures += check_adapter(args, family, model, onnx_path, prompts,
-                                  work)
+        failures += check_adapter(args, family, model, onnx_path, plan,
+                                  prompts, work)
 
     # The first decode step's logits: the prompt run token by token.
     prompt = prompts[-1]

@@ -1,18 +1,23 @@
 //===- GenerateCommand.cpp - `tailor generate` ----------------------------===//
 //
-// tailor generate G.tplan --prompt-ids 1,2,3 [--max-new-tokens N] [--json]
-//     [--adapter DIR] [--threads N]
+// tailor generate G.tplan --prompt-ids 1,2,3 | --prompt TEXT
+//     [--tokenizer PATH] [--max-new-tokens N] [--json]
+//     [--temperature T --top-k K --top-p P --seed S] [--adapter DIR]
+//     [--threads N]
 //
-// Greedy decoding with a generation plan (`tailor compile --task generate
-// --max-seq-len N`) through the C API: the plan's `decode` entry runs once
-// per prompt token (positions 0, 1, ..., filling the KV cache), then once
-// per generated token, each the argmax of the last logits. Generated ids
-// stream to stdout as they come; `--json` prints one object at the end
-// instead. Generation stops at the model's eos id (when the plan knows it),
-// after --max-new-tokens, or when the cache is full.
+// Decoding with a generation plan (`tailor compile --task generate
+// --max-seq-len N`) through the C API's generator: the prompt fills the KV
+// cache (the plan's `decode` entry once per token), then each generated
+// token is chosen -- greedily, or drawn as transformers' sampling does --
+// and fed back. Generated ids stream to stdout as they come -- their text
+// when there is a tokenizer (--prompt finds tokenizer.json or
+// tokenizer.model beside the plan, or takes --tokenizer) -- and `--json`
+// prints one object at the end instead. Generation stops at the model's eos
+// id (when the plan knows it), after --max-new-tokens, or when the cache
+// is full.
 //
-// A plan compiled with --batch B decodes B copies of the prompt (every row
-// the same tokens, so the same ids); the ids of row 0 are printed.
+// A plan compiled with --batch B decodes B copies of the prompt; the ids of
+// row 0 are printed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,12 +28,16 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -55,55 +64,161 @@ bool parseIds(llvm::StringRef text, std::vector<int64_t> &ids,
   return true;
 }
 
+/// What the command line asks for, checked.
+struct GenerateRequest {
+  std::string planPath;
+  std::vector<int64_t> prompt;
+  /// --prompt's text (encoded once the tokenizer is open), and where the
+  /// tokenizer is ("" for none: ids in, ids out).
+  std::optional<std::string> promptText;
+  std::string tokenizerPath;
+  int64_t maxNewTokens = 20;
+  bool json = false;
+  std::string adapter;
+  int threads = 0;
+  tailor_sampling_options sampling{};
+};
+
 struct PlanDeleter {
   void operator()(tailor_plan *plan) const { tailor_plan_free(plan); }
 };
-struct SessionDeleter {
-  void operator()(tailor_session *session) const {
-    tailor_session_free(session);
+struct TokenizerDeleter {
+  void operator()(tailor_tokenizer *tokenizer) const {
+    tailor_tokenizer_free(tokenizer);
   }
 };
+using TokenizerPtr = std::unique_ptr<tailor_tokenizer, TokenizerDeleter>;
+struct GeneratorDeleter {
+  void operator()(tailor_generator *generator) const {
+    tailor_generator_free(generator);
+  }
+};
+using GeneratorPtr = std::unique_ptr<tailor_generator, GeneratorDeleter>;
 
-/// One decode step: `token` (every batch row) at `position`; the argmax of
-/// row 0's logits in `next`. Returns "" or why it failed.
-std::string decodeStep(tailor_session *session,
-                       const tailor_generation_info &info, int64_t token,
-                       int64_t position, int64_t &next) {
-  std::vector<int64_t> ids(static_cast<size_t>(info.batch), token);
-  int64_t idsShape[2] = {info.batch, 1};
-  if (tailor_session_set_input(session, "input_ids", TAILOR_I64, idsShape, 2,
-                               ids.data(),
-                               ids.size() * sizeof(int64_t)) != TAILOR_OK ||
-      tailor_session_set_input(session, "position", TAILOR_I64, idsShape, 0,
-                               &position, sizeof(int64_t)) != TAILOR_OK ||
-      tailor_session_run_entry(session, "decode") != TAILOR_OK) {
-    return tailor_last_error();
-  }
-  const void *data = nullptr;
-  tailor_tensor_info logits;
-  if (tailor_session_output(session, "logits", &data, &logits) != TAILOR_OK) {
-    return tailor_last_error();
-  }
-  if (logits.dtype != TAILOR_F32 ||
-      logits.shape[logits.rank - 1] != info.vocab_size) {
-    return "the plan's logits are not f32 [..., " +
-           std::to_string(info.vocab_size) + "]";
-  }
-  // Greedy: the first index of the largest logit (torch.argmax's choice).
-  const float *row = static_cast<const float *>(data);
-  int64_t best = 0;
-  for (int64_t v = 1; v < info.vocab_size; ++v) {
-    if (row[v] > row[best]) {
-      best = v;
+/// What a run produced, for --json.
+struct GenerateResult {
+  std::vector<int64_t> generated;
+  /// The generated ids' text (with a tokenizer).
+  std::string text;
+  double timeToFirstToken = 0;
+  double tokensPerSecond = 0;
+};
+
+/// tokenizer.json or tokenizer.model in the plan's directory, or "".
+std::string findTokenizerBeside(llvm::StringRef planPath) {
+  llvm::SmallString<256> dir = llvm::sys::path::parent_path(planPath);
+  for (const char *name : {"tokenizer.json", "tokenizer.model"}) {
+    llvm::SmallString<256> candidate = dir;
+    llvm::sys::path::append(candidate, name);
+    if (llvm::sys::fs::exists(candidate)) {
+      return std::string(candidate);
     }
   }
-  next = best;
   return "";
 }
 
-} // namespace
+/// Opens the request's tokenizer (if any), encodes --prompt with it and
+/// checks it against the plan's vocabulary; returns 0 or the exit code.
+int openTokenizer(GenerateRequest &request, int64_t vocabSize,
+                  TokenizerPtr &tokenizer) {
+  if (request.tokenizerPath.empty()) {
+    return 0;
+  }
+  tailor_tokenizer *raw = nullptr;
+  if (tailor_tokenizer_load(request.tokenizerPath.c_str(), &raw) != TAILOR_OK) {
+    return generateError(tailor_last_error());
+  }
+  tokenizer.reset(raw);
+  int64_t size = tailor_tokenizer_size(raw);
+  if (size > vocabSize) {
+    return generateError(request.tokenizerPath + " has " + llvm::Twine(size) +
+                         " tokens but the plan's vocabulary " +
+                         llvm::Twine(vocabSize) +
+                         ": not this model's tokenizer");
+  }
+  if (!request.promptText) {
+    return 0;
+  }
+  const int64_t *ids = nullptr;
+  size_t count = 0;
+  if (tailor_tokenizer_encode(raw, request.promptText->data(),
+                              request.promptText->size(), &ids,
+                              &count) != TAILOR_OK) {
+    return generateError("--prompt: " + llvm::Twine(tailor_last_error()));
+  }
+  if (count == 0) {
+    return generateError("--prompt encodes to no tokens");
+  }
+  request.prompt.assign(ids, ids + count);
+  return 0;
+}
 
-int runGenerate(int argc, const char **argv) {
+/// Streams the text of the generated ids: each token re-decodes them all
+/// and prints what follows what was printed, holding back a UTF-8
+/// character a byte-level token left unfinished (transformers'
+/// TextStreamer does the same).
+class TextPrinter {
+public:
+  explicit TextPrinter(tailor_tokenizer *tokenizer) : tokenizer(tokenizer) {}
+
+  /// Adds `id`; prints the newly final text unless `quiet`. Returns "" or
+  /// why decoding failed.
+  std::string push(int64_t id, bool quiet) {
+    ids.push_back(id);
+    const char *data = nullptr;
+    size_t length = 0;
+    if (tailor_tokenizer_decode(tokenizer, ids.data(), ids.size(), 1, &data,
+                                &length) != TAILOR_OK) {
+      return tailor_last_error();
+    }
+    text.assign(data, length);
+    size_t ready = completeUtf8(text);
+    // Invalid UTF-8 (a model may emit any bytes) prints as U+FFFD, as
+    // transformers' decode shows it.
+    if (!quiet && ready > printed) {
+      llvm::outs() << llvm::json::fixUTF8(
+          llvm::StringRef(text).slice(printed, ready));
+      llvm::outs().flush();
+    }
+    printed = std::max(printed, ready);
+    return "";
+  }
+
+  /// Prints what was held back.
+  void finish(bool quiet) {
+    if (!quiet) {
+      llvm::outs() << llvm::json::fixUTF8(
+          llvm::StringRef(text).drop_front(printed));
+    }
+    printed = text.size();
+  }
+
+  /// All the text, invalid UTF-8 as U+FFFD.
+  std::string decoded() const { return llvm::json::fixUTF8(text); }
+
+private:
+  /// Bytes of `s` up to its last whole UTF-8 character.
+  static size_t completeUtf8(llvm::StringRef s) {
+    for (size_t back = 1; back <= 4 && back <= s.size(); ++back) {
+      unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+      if ((c & 0xC0) == 0x80) {
+        continue;
+      }
+      size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      return length > back ? s.size() - back : s.size();
+    }
+    return s.size();
+  }
+
+  tailor_tokenizer *tokenizer;
+  std::vector<int64_t> ids;
+  std::string text;
+  size_t printed = 0;
+};
+
+/// Parses argv into `request`; returns 0, or the exit code after printing
+/// why not.
+int parseRequest(int argc, const char **argv, GenerateRequest &request) {
   namespace cl = llvm::cl;
   cl::ResetCommandLineParser();
   cl::OptionCategory category("tailor generate options");
@@ -113,23 +228,54 @@ int runGenerate(int argc, const char **argv) {
       "prompt-ids",
       cl::desc("the prompt as comma-separated token ids (each below the "
                "vocabulary size)"),
-      cl::value_desc("ids"), cl::Required, cl::cat(category));
+      cl::value_desc("ids"), cl::cat(category));
+  cl::opt<std::string> promptText(
+      "prompt",
+      cl::desc("the prompt as text, encoded with the model's tokenizer "
+               "(--tokenizer, or tokenizer.json / tokenizer.model beside the "
+               "plan); the output is text then"),
+      cl::value_desc("text"), cl::cat(category));
+  cl::opt<std::string> tokenizer(
+      "tokenizer",
+      cl::desc("a Hugging Face tokenizer.json (byte-level BPE), a "
+               "SentencePiece tokenizer.model, or a directory holding one; "
+               "with --prompt-ids, prints text too"),
+      cl::value_desc("path"), cl::cat(category));
   cl::opt<int64_t> maxNewTokens(
       "max-new-tokens",
       cl::desc("tokens to generate at most (default 20); fewer when the "
                "model's eos id comes or the KV cache fills"),
       cl::value_desc("n"), cl::init(20), cl::cat(category));
+  cl::opt<double> temperature(
+      "temperature",
+      cl::desc("sample: divide the logits by T before drawing (0 or absent: "
+               "greedy)"),
+      cl::value_desc("T"), cl::init(0.0), cl::cat(category));
+  cl::opt<int64_t> topK(
+      "top-k",
+      cl::desc("when sampling, keep the K largest logits (0: all; "
+               "transformers' generate defaults to 50)"),
+      cl::value_desc("K"), cl::init(0), cl::cat(category));
+  cl::opt<double> topP(
+      "top-p",
+      cl::desc("when sampling, keep the fewest most likely tokens whose "
+               "probability sum exceeds P, in (0, 1] (1: all)"),
+      cl::value_desc("P"), cl::init(1.0), cl::cat(category));
+  cl::opt<uint64_t> seed(
+      "seed", cl::desc("when sampling, seed the draws (default: random)"),
+      cl::value_desc("S"), cl::cat(category));
   cl::opt<bool> json(
       "json",
-      cl::desc("print one JSON object at the end: prompt_ids, generated_ids, "
-               "time_to_first_token_s, tokens_per_second"),
+      cl::desc(
+          "print one JSON object at the end: prompt_ids, generated_ids, "
+          "time_to_first_token_s, tokens_per_second (and seed; text with a "
+          "tokenizer)"),
       cl::cat(category));
   cl::opt<std::string> adapter(
       "adapter",
       cl::desc("merge a PEFT LoRA adapter (a directory) into the weights at "
-               "load, found by their Hugging Face names (for exports that "
-               "rename them, compile with `--task generate --adapter DIR` "
-               "instead)"),
+               "load, W += scale * B A as PEFT's merge_and_unload (or bind "
+               "it at compile time: `--task generate --adapter DIR`)"),
       cl::value_desc("dir"), cl::cat(category));
   cl::opt<int> threads("threads",
                        cl::desc("CPU worker threads (default: all cores)"),
@@ -137,12 +283,14 @@ int runGenerate(int argc, const char **argv) {
   cl::HideUnrelatedOptions(category);
   if (!cl::ParseCommandLineOptions(
           argc, argv,
-          "tailor generate: greedy decoding with a generation plan (tailor "
-          "compile MODEL.onnx --task generate --max-seq-len N)\n\n"
+          "tailor generate: decoding with a generation plan (tailor compile "
+          "MODEL.onnx --task generate --max-seq-len N)\n\n"
           "Runs the plan's decode step once per prompt token, then once per "
-          "generated token (the argmax of the logits), streaming the "
-          "generated ids to stdout. Stops at the model's eos id (from the "
-          "config.json next to the model when it was compiled), after "
+          "generated token, streaming the generated ids to stdout. Greedy "
+          "unless --temperature is above 0; then tokens are drawn as "
+          "transformers' generate(do_sample=True) draws them (temperature, "
+          "top-k, top-p, in that order). Stops at the model's eos id (from "
+          "the config.json next to the model when it was compiled), after "
           "--max-new-tokens, or when the KV cache is full.\n",
           &llvm::errs())) {
     return 1;
@@ -151,75 +299,137 @@ int runGenerate(int argc, const char **argv) {
     return generateError("--max-new-tokens must be at least 1 and --threads "
                          "not negative");
   }
-  std::vector<int64_t> prompt;
+  tailor_sampling_options &sampling = request.sampling;
+  tailor_sampling_options_init(&sampling);
+  sampling.temperature = temperature;
+  sampling.top_k = topK;
+  sampling.top_p = topP;
+  if (!(temperature >= 0) || !(topP > 0 && topP <= 1) || topK < 0) {
+    return generateError("--temperature must be >= 0, --top-p in (0, 1] and "
+                         "--top-k >= 0 (got " +
+                         llvm::formatv("{0}, {1}, {2}", double(temperature),
+                                       double(topP), int64_t(topK)) +
+                         ")");
+  }
+  bool sampled = temperature > 0;
+  for (const cl::Option *option :
+       std::initializer_list<const cl::Option *>{&topK, &topP, &seed}) {
+    if (!sampled && option->getNumOccurrences()) {
+      return generateError("--" + option->ArgStr +
+                           " applies to sampling only: give --temperature "
+                           "above 0 (decoding is greedy without it)");
+    }
+  }
+  sampling.seed =
+      seed.getNumOccurrences()
+          ? uint64_t(seed)
+          : (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  if (promptIds.getNumOccurrences() == promptText.getNumOccurrences()) {
+    return generateError("give the prompt once: --prompt-ids or --prompt");
+  }
   std::string why;
-  if (!parseIds(promptIds, prompt, why)) {
+  if (promptIds.getNumOccurrences() &&
+      !parseIds(promptIds, request.prompt, why)) {
     return generateError("--prompt-ids: " + why);
   }
+  request.tokenizerPath = tokenizer;
+  if (promptText.getNumOccurrences()) {
+    request.promptText = promptText;
+    if (tokenizer.empty()) {
+      request.tokenizerPath = findTokenizerBeside(planPath);
+      if (request.tokenizerPath.empty()) {
+        return generateError("--prompt needs the model's tokenizer: give "
+                             "--tokenizer PATH, or put tokenizer.json or "
+                             "tokenizer.model beside " +
+                             planPath);
+      }
+    }
+  }
+  request.planPath = planPath;
+  request.maxNewTokens = maxNewTokens;
+  request.json = json;
+  request.adapter = adapter;
+  request.threads = threads;
+  return 0;
+}
 
+/// Loads the plan and the tokenizer, checks the prompt against them and
+/// makes the generator (with the adapter merged); returns 0 or the exit
+/// code.
+int openGenerator(GenerateRequest &request, GeneratorPtr &generator,
+                  tailor_generation_info &info, TokenizerPtr &tokenizer) {
   tailor_plan *rawPlan = nullptr;
-  if (tailor_plan_load(planPath.c_str(), &rawPlan) != TAILOR_OK) {
+  if (tailor_plan_load(request.planPath.c_str(), &rawPlan) != TAILOR_OK) {
     return generateError(tailor_last_error());
   }
+  // The generator shares the plan: it may be freed first.
   std::unique_ptr<tailor_plan, PlanDeleter> plan(rawPlan);
-  tailor_generation_info info;
   if (tailor_plan_generation_info(plan.get(), &info) != TAILOR_OK) {
-    return generateError(planPath + ": " + tailor_last_error());
+    return generateError(request.planPath + ": " + tailor_last_error());
   }
-  for (int64_t id : prompt) {
+  if (int code = openTokenizer(request, info.vocab_size, tokenizer)) {
+    return code;
+  }
+  for (int64_t id : request.prompt) {
     if (id < 0 || id >= info.vocab_size) {
       return generateError("--prompt-ids: token id " + llvm::Twine(id) +
                            " is outside the vocabulary [0, " +
                            llvm::Twine(info.vocab_size) + ")");
     }
   }
-  if (static_cast<int64_t>(prompt.size()) > info.max_seq_len) {
-    return generateError("the prompt has " + llvm::Twine(prompt.size()) +
+  if (static_cast<int64_t>(request.prompt.size()) > info.max_seq_len) {
+    return generateError("the prompt has " +
+                         llvm::Twine(request.prompt.size()) +
                          " tokens but the plan's KV cache holds " +
                          llvm::Twine(info.max_seq_len) +
                          " (compile with a larger --max-seq-len)");
   }
-
-  tailor_session_options options{threads};
-  tailor_session *rawSession = nullptr;
-  if (tailor_session_create(plan.get(), &options, &rawSession) != TAILOR_OK) {
+  tailor_session_options options{request.threads};
+  tailor_generator *raw = nullptr;
+  if (tailor_generator_create(plan.get(), &options, &request.sampling, &raw) !=
+      TAILOR_OK) {
     return generateError(tailor_last_error());
   }
-  std::unique_ptr<tailor_session, SessionDeleter> session(rawSession);
-  if (!adapter.empty() && tailor_session_apply_adapter(
-                              session.get(), adapter.c_str()) != TAILOR_OK) {
+  generator.reset(raw);
+  if (!request.adapter.empty() &&
+      tailor_generator_apply_adapter(generator.get(),
+                                     request.adapter.c_str()) != TAILOR_OK) {
     return generateError(tailor_last_error());
   }
+  return 0;
+}
 
+/// Prefills the prompt, then chooses, streams and feeds back tokens until
+/// a stop; returns 0 or the exit code.
+int decodeLoop(const GenerateRequest &request, tailor_generator *generator,
+               const tailor_generation_info &info, TextPrinter *printer,
+               GenerateResult &result) {
   // Time to first token counts from the first prompt token's step (loading
   // the weights is not generation).
   auto begin = std::chrono::steady_clock::now();
   int64_t next = 0;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    std::string error = decodeStep(session.get(), info, prompt[i],
-                                   static_cast<int64_t>(i), next);
-    if (!error.empty()) {
-      return generateError(error);
-    }
+  if (tailor_generator_prefill(generator, request.prompt.data(),
+                               request.prompt.size()) != TAILOR_OK ||
+      tailor_generator_sample(generator, &next) != TAILOR_OK) {
+    return generateError(tailor_last_error());
   }
   auto first = std::chrono::steady_clock::now();
-  std::vector<int64_t> generated;
-  auto isEos = [&](int64_t id) {
-    for (int e = 0; e < info.eos_count; ++e) {
-      if (info.eos_token_ids[e] == id) {
-        return true;
-      }
-    }
-    return false;
-  };
-  int64_t position = static_cast<int64_t>(prompt.size());
+  std::vector<int64_t> &generated = result.generated;
+  int64_t position = static_cast<int64_t>(request.prompt.size());
   while (true) {
     generated.push_back(next);
-    if (!json) {
+    if (printer) {
+      std::string error = printer->push(next, request.json);
+      if (!error.empty()) {
+        return generateError("decoding generated token " + llvm::Twine(next) +
+                             ": " + error);
+      }
+    } else if (!request.json) {
       llvm::outs() << (generated.size() > 1 ? " " : "") << next;
       llvm::outs().flush();
     }
-    if (isEos(next) || static_cast<int64_t>(generated.size()) >= maxNewTokens) {
+    if (tailor_generator_is_eos(generator, next) ||
+        static_cast<int64_t>(generated.size()) >= request.maxNewTokens) {
       break;
     }
     if (position >= info.max_seq_len) {
@@ -228,36 +438,77 @@ int runGenerate(int argc, const char **argv) {
                    << info.max_seq_len << "\n";
       break;
     }
-    std::string error = decodeStep(session.get(), info, next, position++, next);
-    if (!error.empty()) {
-      return generateError(error);
+    if (tailor_generator_decode(generator, next) != TAILOR_OK ||
+        tailor_generator_sample(generator, &next) != TAILOR_OK) {
+      return generateError(tailor_last_error());
     }
+    ++position;
   }
   auto end = std::chrono::steady_clock::now();
-  double ttft = std::chrono::duration<double>(first - begin).count();
+  if (printer) {
+    printer->finish(request.json);
+    result.text = printer->decoded();
+  }
+  result.timeToFirstToken =
+      std::chrono::duration<double>(first - begin).count();
   // Decoding speed: the tokens after the first over the time they took.
   double decodeSeconds = std::chrono::duration<double>(end - first).count();
-  double tokensPerSecond = generated.size() > 1 && decodeSeconds > 0
+  result.tokensPerSecond = generated.size() > 1 && decodeSeconds > 0
                                ? double(generated.size() - 1) / decodeSeconds
                                : 0.0;
-  if (!json) {
-    llvm::outs() << "\n";
-    return 0;
-  }
+  return 0;
+}
+
+void printJson(const GenerateRequest &request, const GenerateResult &result) {
   llvm::json::Array promptJson, generatedJson;
-  for (int64_t id : prompt) {
+  for (int64_t id : request.prompt) {
     promptJson.push_back(id);
   }
-  for (int64_t id : generated) {
+  for (int64_t id : result.generated) {
     generatedJson.push_back(id);
   }
-  llvm::outs() << llvm::formatv("{0}",
-                                llvm::json::Value(llvm::json::Object{
-                                    {"prompt_ids", std::move(promptJson)},
-                                    {"generated_ids", std::move(generatedJson)},
-                                    {"time_to_first_token_s", ttft},
-                                    {"tokens_per_second", tokensPerSecond}}))
+  llvm::json::Object object{{"prompt_ids", std::move(promptJson)},
+                            {"generated_ids", std::move(generatedJson)},
+                            {"time_to_first_token_s", result.timeToFirstToken},
+                            {"tokens_per_second", result.tokensPerSecond}};
+  if (!request.tokenizerPath.empty()) {
+    object["text"] = result.text;
+  }
+  if (request.sampling.temperature > 0) {
+    // As a string: JSON numbers lose 64-bit integers in most readers.
+    object["seed"] = std::to_string(request.sampling.seed);
+  }
+  llvm::outs() << llvm::formatv("{0}", llvm::json::Value(std::move(object)))
                << "\n";
+}
+
+} // namespace
+
+int runGenerate(int argc, const char **argv) {
+  GenerateRequest request;
+  if (int code = parseRequest(argc, argv, request)) {
+    return code;
+  }
+  GeneratorPtr generator;
+  tailor_generation_info info;
+  TokenizerPtr tokenizer;
+  if (int code = openGenerator(request, generator, info, tokenizer)) {
+    return code;
+  }
+  std::optional<TextPrinter> printer;
+  if (tokenizer) {
+    printer.emplace(tokenizer.get());
+  }
+  GenerateResult result;
+  if (int code = decodeLoop(request, generator.get(), info,
+                            printer ? &*printer : nullptr, result)) {
+    return code;
+  }
+  if (request.json) {
+    printJson(request, result);
+  } else {
+    llvm::outs() << "\n";
+  }
   return 0;
 }
 

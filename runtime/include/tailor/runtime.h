@@ -6,7 +6,8 @@
  * wrong. No call exits the process, and no C++ exception leaves the library
  * (one is caught and returned as TAILOR_ERROR_INTERNAL with its message).
  *
- * Handles (tailor_plan, tailor_session, tailor_trainer) are checked on every
+ * Handles (tailor_plan, tailor_session, tailor_trainer, tailor_generator,
+ * tailor_tokenizer) are checked on every
  * call: NULL, a freed handle or a pointer this library did not make is
  * refused with TAILOR_ERROR_INVALID_ARGUMENT, never dereferenced. Strings
  * returned by the library are owned by it; each call says how long they
@@ -646,6 +647,172 @@ tailor_status tailor_trainer_request_stop(tailor_trainer *trainer);
 /** Fills `state` with where the trainer stands. */
 tailor_status tailor_trainer_get_state(const tailor_trainer *trainer,
                                        tailor_trainer_state *state);
+
+/*===----------------------------------------------------------------------===*
+ * Generation
+ *
+ * A tailor_generator decodes with a generation plan (`tailor compile --task
+ * generate`): it owns a session of the plan, feeds tokens through its
+ * `decode` entry one position at a time (the KV cache fills as it goes) and
+ * chooses next tokens greedily or by sampling as transformers' generate
+ * does (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, in
+ * that order, then a draw). `tailor generate` is a client of these calls.
+ * A generator is used by one thread at a time; handles are checked as
+ * sessions are.
+ *
+ * A plan compiled with --batch B decodes B copies of each token; the
+ * generator reads row 0's logits.
+ *===----------------------------------------------------------------------===*/
+
+/** How the next token is chosen. Fill it with tailor_sampling_options_init
+ *  (greedy), then set what differs. */
+typedef struct tailor_sampling_options {
+  /** 0: greedy (the first largest logit). Above 0: the logits are divided
+   *  by it and the next token is drawn. Negative or non-finite: refused. */
+  double temperature;
+  /** Keep only logits >= the top_k-th largest before drawing; 0: all.
+   *  Negative: refused. */
+  int64_t top_k;
+  /** Keep the fewest largest tokens whose probability sum exceeds top_p
+   *  (the largest always stays); in (0, 1], 1: all. */
+  double top_p;
+  /** Seeds the generator's draws (mt19937_64, 53 bits per draw): a seed
+   *  gives the same tokens on every machine. */
+  uint64_t seed;
+} tailor_sampling_options;
+
+typedef struct tailor_generator tailor_generator;
+
+/** Greedy options: temperature 0, top_k 0, top_p 1, seed 0. */
+void tailor_sampling_options_init(tailor_sampling_options *options);
+
+/**
+ * The distribution a sampling generator draws from for one row of logits:
+ * `probabilities[v]` for v < vocab_size (filtered tokens exactly 0; a
+ * one-hot vector for greedy options). TAILOR_ERROR_INVALID_ARGUMENT for
+ * null pointers, vocab_size < 1 or options out of range (the message says
+ * which).
+ */
+tailor_status tailor_sampling_probabilities(
+    const float *logits, int64_t vocab_size,
+    const tailor_sampling_options *options, double *probabilities);
+
+/**
+ * Creates a generator over its own session of `plan` (a generation plan;
+ * any other is refused with TAILOR_ERROR_INVALID_ARGUMENT).
+ * `session_options` and `sampling` may be NULL (defaults; greedy). Fails
+ * as tailor_session_create does.
+ */
+tailor_status tailor_generator_create(
+    const tailor_plan *plan, const tailor_session_options *session_options,
+    const tailor_sampling_options *sampling, tailor_generator **generator);
+
+/** Frees a generator and its session (NULL is fine). */
+void tailor_generator_free(tailor_generator *generator);
+
+/**
+ * Merges (or binds) the PEFT adapter in `dir` into the generator's session,
+ * as tailor_session_apply_adapter does. Call it before the first token:
+ * refused once tokens are in the cache.
+ */
+tailor_status tailor_generator_apply_adapter(tailor_generator *generator,
+                                             const char *dir);
+
+/** Replaces the sampling options and restarts the draws at their seed. */
+tailor_status tailor_generator_set_sampling(
+    tailor_generator *generator, const tailor_sampling_options *sampling);
+
+/**
+ * Feeds `count` tokens at the next positions of the cache (the prompt, or
+ * a user's turn). Every id must be in [0, vocab_size) and the cache must
+ * hold them all: both are checked before anything runs
+ * (TAILOR_ERROR_INVALID_ARGUMENT, naming the id or the cache size).
+ */
+tailor_status tailor_generator_prefill(tailor_generator *generator,
+                                       const int64_t *ids, size_t count);
+
+/** Feeds one token (the last one chosen): tailor_generator_prefill of 1. */
+tailor_status tailor_generator_decode(tailor_generator *generator,
+                                      int64_t token);
+
+/**
+ * Chooses the next token from the logits of the last token fed (greedy or
+ * a draw, per the sampling options). Refused before any token is fed.
+ * Sampling the same logits twice draws twice.
+ */
+tailor_status tailor_generator_sample(tailor_generator *generator,
+                                      int64_t *token);
+
+/**
+ * Points `*logits` at row 0 of the last token's logits (`*vocab_size`
+ * floats, owned by the generator, valid until its next prefill, decode or
+ * reset). Refused before any token is fed.
+ */
+tailor_status tailor_generator_logits(const tailor_generator *generator,
+                                      const float **logits,
+                                      int64_t *vocab_size);
+
+/** The number of tokens in the cache (the next token's position). */
+tailor_status tailor_generator_position(const tailor_generator *generator,
+                                        int *position);
+
+/** Empties the cache (the next token goes to position 0); the sampling
+ *  options and the draws' state stay. */
+tailor_status tailor_generator_reset(tailor_generator *generator);
+
+/** 1 if `token` is one of the plan's eos ids, else 0 (0 for a bad
+ *  handle). */
+int tailor_generator_is_eos(const tailor_generator *generator, int64_t token);
+
+/*===----------------------------------------------------------------------===*
+ * Tokenizers
+ *
+ * A tailor_tokenizer turns text into token ids and back, as the model's
+ * own tokenizer does: a Hugging Face tokenizer.json with a byte-level BPE
+ * model (GPT-2, Llama-3, Qwen2 style) or a SentencePiece tokenizer.model.
+ * Other kinds (WordPiece, Unigram JSON, Metaspace pre-tokenizers, ...) are
+ * refused, the message naming the file and the type. One thread at a time
+ * per tokenizer.
+ *===----------------------------------------------------------------------===*/
+
+typedef struct tailor_tokenizer tailor_tokenizer;
+
+/**
+ * Opens `path`: tokenizer.json, tokenizer.model, or a directory holding
+ * one (tokenizer.json first). TAILOR_ERROR_IO when nothing can be read
+ * there; TAILOR_ERROR_INVALID_ARGUMENT for a file of a kind not supported.
+ */
+tailor_status tailor_tokenizer_load(const char *path,
+                                    tailor_tokenizer **tokenizer);
+
+/** Frees a tokenizer (NULL is fine). */
+void tailor_tokenizer_free(tailor_tokenizer *tokenizer);
+
+/** The number of ids the tokenizer knows (largest id + 1), or 0 and a last
+ *  error for a bad handle. */
+int64_t tailor_tokenizer_size(const tailor_tokenizer *tokenizer);
+
+/**
+ * The ids of `length` bytes of UTF-8 `text`, as transformers'
+ * `tokenizer(text)["input_ids"]` gives them (a BOS the tokenizer adds
+ * included). `*ids` points at `*count` ids owned by the tokenizer, valid
+ * until its next call.
+ */
+tailor_status tailor_tokenizer_encode(tailor_tokenizer *tokenizer,
+                                      const char *text, size_t length,
+                                      const int64_t **ids, size_t *count);
+
+/**
+ * The text of `count` ids (special tokens left out when `skip_special` is
+ * not 0). `*text` points at `*length` bytes owned by the tokenizer (also
+ * NUL-terminated), valid until its next call. A byte-level tokenizer's ids
+ * may end inside a UTF-8 character: the bytes come back as they are.
+ * TAILOR_ERROR_INVALID_ARGUMENT names an id the tokenizer does not know.
+ */
+tailor_status tailor_tokenizer_decode(tailor_tokenizer *tokenizer,
+                                      const int64_t *ids, size_t count,
+                                      int skip_special, const char **text,
+                                      size_t *length);
 
 #ifdef __cplusplus
 } /* extern "C" */

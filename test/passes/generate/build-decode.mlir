@@ -12,8 +12,11 @@ tg.param @lm_head.weight : tensor<16x4xf32>
 // caches (tg.state key_cache / value_cache, [B, Hkv, 4, D]) at the position
 // and reads the whole caches with the keys after the position masked by a
 // bias built from it; the plan's generation record names the cache length,
-// batch, vocabulary and eos ids.
+// batch, vocabulary and eos ids. A linear weight the exporter renamed
+// gets its Hugging Face name, so `tailor generate --adapter` finds it.
 // CHECK: module attributes {tg.generation = {batch = 1 : i64, eos_token_ids = array<i64: 15>, max_seq_len = 4 : i64, vocab_size = 16 : i64}}
+// CHECK: tg.param @wq : tensor<4x4xf32> {tg.export_name = "model.layers.0.self_attn.q_proj.weight"}
+// CHECK: tg.param @wk : tensor<4x4xf32>{{$}}
 // CHECK: tg.state @model.layers.0.self_attn.key_cache : tensor<1x1x4x4xf32> of @model.layers.0.self_attn key_cache
 // CHECK: tg.state @model.layers.0.self_attn.value_cache : tensor<1x1x4x4xf32> of @model.layers.0.self_attn value_cache
 // CHECK-LABEL: func.func @decode
@@ -45,7 +48,7 @@ func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x4
   %wq = tg.param_ref @wq : tensor<4x4xf32>
   %wk = tg.param_ref @wk : tensor<4x4xf32>
   %wv = tg.param_ref @wv : tensor<4x4xf32>
-  %q = tg.linear %x, %wq : (tensor<1x4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4xf32>
+  %q = tg.linear %x, %wq {tg.module = "model.layers.0.self_attn.q_proj"} : (tensor<1x4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4xf32>
   %k = tg.linear %x, %wk : (tensor<1x4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4xf32>
   %v = tg.linear %x, %wv : (tensor<1x4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4xf32>
   %q4 = tg.reshape %q : tensor<1x4x4xf32> -> tensor<1x4x1x4xf32>
