@@ -1,0 +1,118 @@
+//===- SparseCompression.cpp - top-k and sign-SGD on one DDP bucket ------===//
+//
+// What tailor-compress-gradients writes for `topk` and `signsgd` in place
+// of a bucket's all-reduce, from its first compressed step on (tg.steps).
+// Both read the bucket's gradients as one flat vector (each row-major, in
+// bucket order) and communicate through the communicator's all-gather,
+// since what each rank sends differs in its positions (top-k) or cannot be
+// summed on the wire (sign bits).
+//
+// topk: Aji and Heafield, "Sparse Communication for Distributed Gradient
+// Descent" (EMNLP 2017), with error feedback (their residual, added to the
+// next step's gradient) and a fixed k = ceil(ratio * n) per bucket instead
+// of their sampled threshold; this is also Lin et al.'s Deep Gradient
+// Compression (ICLR 2018) without its momentum correction, local gradient
+// clipping, momentum factor masking and warm-up of the ratio:
+//   p = grad + residual; (values, indices) = the k entries of largest |p|
+//   (ties: the lower position); residual = p with those entries zeroed;
+//   all-gather values and indices (k each per rank);
+//   grad = (1 / ranks) sum over ranks r and pairs j of values_r[j] at
+//   indices_r[j] (zero elsewhere).
+//
+// signsgd: EF-SignSGD, Karimireddy, Rebjock, Stich and Jaggi, "Error
+// Feedback Fixes SignSGD and other Gradient Compression Schemes" (ICML
+// 2019), Algorithm 1's compressor C(p) = (||p||_1 / n) sign(p) per bucket,
+// made data parallel as their Section 6 does, each rank compressing its
+// own p and the ranks' decompressed vectors averaged (not a majority vote,
+// and no second compression of the average):
+//   p = grad + residual; scale = ||p||_1 / n; signs = sign(p) as bits
+//   (uint8 holding 8, set for p < 0: sign(0) = +1); residual = p - scale
+//   sign(p); all-gather signs (ceil(n / 8) bytes per rank) and scale (one
+//   f32 per rank); grad = (1 / ranks) sum_r scale_r sign_r.
+// The optimizer then steps with the averaged gradient, as for every
+// method here (Algorithm 1's step size is the optimizer's learning rate).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/parallel/SparseCompression.h"
+
+namespace tailor::parallel {
+
+using namespace mlir;
+
+namespace {
+
+/// Runs `op` in steps [first, -1] (every step from `first`).
+void runFrom(Operation *op, int64_t first) {
+  op->setAttr(tg::TGDialect::kStepsAttrName,
+              DenseI64ArrayAttr::get(op->getContext(), {first, -1}));
+}
+
+ArrayAttr namesOf(OpBuilder &builder, ArrayRef<tg::StateOp> states) {
+  SmallVector<Attribute> names;
+  for (tg::StateOp state : states) {
+    names.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
+  }
+  return builder.getArrayAttr(names);
+}
+
+/// `input` all-gathered over the bucket's group: ranks times as long.
+Value gathered(OpBuilder &builder, Location loc, const SparseBucket &bucket,
+               Value input) {
+  auto type = llvm::cast<RankedTensorType>(input.getType());
+  auto result = RankedTensorType::get({type.getDimSize(0) * bucket.ranks},
+                                      type.getElementType());
+  auto gather =
+      tg::AllGatherOp::create(builder, loc, result, input, bucket.group);
+  runFrom(gather, bucket.firstStep);
+  return gather.getResult();
+}
+
+} // namespace
+
+int64_t bucketElements(const SparseBucket &bucket) {
+  int64_t n = 0;
+  for (tg::StateOp grad : bucket.grads) {
+    n += grad.getTensorType().getNumElements();
+  }
+  return n;
+}
+
+void emitTopK(OpBuilder &builder, Location loc, const SparseBucket &bucket,
+              int64_t k) {
+  ArrayAttr residuals = bucket.residuals.empty()
+                            ? ArrayAttr()
+                            : namesOf(builder, bucket.residuals);
+  auto compress = tg::TopKCompressOp::create(
+      builder, loc, RankedTensorType::get({k}, builder.getF32Type()),
+      RankedTensorType::get({k}, builder.getI32Type()),
+      namesOf(builder, bucket.grads), residuals);
+  runFrom(compress, bucket.firstStep);
+  Value values = gathered(builder, loc, bucket, compress.getValues());
+  Value indices = gathered(builder, loc, bucket, compress.getIndices());
+  runFrom(tg::SparseAverageOp::create(
+              builder, loc, values, indices, namesOf(builder, bucket.grads),
+              builder.getF64FloatAttr(1.0 / double(bucket.ranks))),
+          bucket.firstStep);
+}
+
+void emitSignSGD(OpBuilder &builder, Location loc,
+                 const SparseBucket &bucket) {
+  ArrayAttr residuals = bucket.residuals.empty()
+                            ? ArrayAttr()
+                            : namesOf(builder, bucket.residuals);
+  int64_t bytes = (bucketElements(bucket) + 7) / 8;
+  auto compress = tg::SignCompressOp::create(
+      builder, loc,
+      RankedTensorType::get({bytes}, builder.getIntegerType(8, false)),
+      RankedTensorType::get({1}, builder.getF32Type()),
+      namesOf(builder, bucket.grads), residuals);
+  runFrom(compress, bucket.firstStep);
+  Value signs = gathered(builder, loc, bucket, compress.getSigns());
+  Value scales = gathered(builder, loc, bucket, compress.getScale());
+  runFrom(tg::SignAverageOp::create(builder, loc, signs, scales,
+                                    namesOf(builder, bucket.grads)),
+          bucket.firstStep);
+}
+
+} // namespace tailor::parallel
