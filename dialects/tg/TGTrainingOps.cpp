@@ -847,11 +847,11 @@ LogicalResult SignCompressOp::verify() {
   if (failed(verifyBucketLists(*this, getGrads(), getResidualsAttr()))) {
     return failure();
   }
-  if (getSigns().getType().getRank() != 1 ||
-      getScale().getType() != RankedTensorType::get(
-                                  {1}, Float32Type::get(getContext()))) {
-    return emitOpError() << "expected 1-D signs and a tensor<1xf32> scale, "
-                            "got "
+  auto scaleType = RankedTensorType::get(
+      {static_cast<int64_t>(getGrads().size())}, Float32Type::get(getContext()));
+  if (getSigns().getType().getRank() != 1 || getScale().getType() != scaleType) {
+    return emitOpError() << "expected 1-D signs and a " << scaleType
+                         << " scale (one per gradient), got "
                          << getSigns().getType() << " and "
                          << getScale().getType();
   }
@@ -879,11 +879,14 @@ LogicalResult SignAverageOp::verify() {
   }
   auto signs = getSigns().getType();
   auto scales = getScales().getType();
+  auto members = static_cast<int64_t>(getGrads().size());
   if (signs.getRank() != 1 || scales.getRank() != 1 ||
-      scales.getDimSize(0) < 1 ||
-      signs.getDimSize(0) % scales.getDimSize(0) != 0) {
-    return emitOpError() << "expected 1-D signs of a whole number of bytes "
-                            "per scale, got "
+      scales.getDimSize(0) < members ||
+      scales.getDimSize(0) % members != 0 ||
+      signs.getDimSize(0) % (scales.getDimSize(0) / members) != 0) {
+    return emitOpError() << "expected 1-D signs and scales, one scale per "
+                            "gradient and rank and a whole number of bytes "
+                            "per rank, got "
                          << signs << " and " << scales;
   }
   return success();
@@ -894,8 +897,9 @@ LogicalResult SignAverageOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(n)) {
     return failure();
   }
-  int64_t perRank =
-      getSigns().getType().getDimSize(0) / getScales().getType().getDimSize(0);
+  int64_t ranks = getScales().getType().getDimSize(0) /
+                  static_cast<int64_t>(getGrads().size());
+  int64_t perRank = getSigns().getType().getDimSize(0) / ranks;
   if (perRank != (*n + 7) / 8) {
     return emitOpError() << "holds " << perRank << " bytes of signs per rank "
                          << "for a bucket of " << *n << " elements, expected "

@@ -526,13 +526,14 @@ def TG_SignCompressOp : TG_Op<"sign_compress", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a bucket of gradients as packed signs and one scale";
   let description = [{
-    EF-SignSGD's compressor (Karimireddy et al. 2019): the gradients are one
-    flat vector of n entries (as for `tg.topk_compress`); with `residual`,
-    `p = grad + residual` first. `scale` (1 element) is `||p||_1 / n`;
-    `signs` (ui8, ceil(n / 8) bytes) holds bit `i mod 8` (least significant
+    EF-SignSGD's compressor (Karimireddy et al. 2019), per gradient
+    tensor: with `residual`, `p = grad + residual` first; `scale` holds one
+    `||p_t||_1 / n_t` per gradient t (of n_t entries); `signs` (ui8,
+    ceil(n / 8) bytes for the bucket's n entries, read as one flat vector
+    as for `tg.topk_compress`) holds bit `i mod 8` (least significant
     first) of byte `i / 8` set where `p[i] < 0` (so sign(0) = +1, as a bit
-    has no zero); the residual becomes `p - scale * sign(p)`. The gradients
-    are not written.
+    has no zero); the residual becomes `p - scale_t * sign(p)`. The
+    gradients are not written.
 
     ```mlir
     %s, %c = tg.sign_compress [@w.grad] residual [@w.e] : tensor<2xui8>, tensor<1xf32>
@@ -555,9 +556,9 @@ def TG_SignAverageOp : TG_Op<"sign_average", [
   let summary = "gradients set to the mean of every rank's scaled signs";
   let description = [{
     `signs` and `scales` hold p ranks' `tg.sign_compress` results back to
-    back (gathered): every gradient entry i of the bucket (one flat vector)
-    becomes `(1 / p) sum_r scales[r] * (bit i of rank r's signs ? -1 : 1)`,
-    summed in rank order.
+    back (gathered; m scales per rank for m gradients): entry i of gradient
+    t (the bucket one flat vector) becomes `(1 / p) sum_r scales[r m + t] *
+    (bit i of rank r's signs ? -1 : 1)`, summed in rank order.
 
     ```mlir
     tg.sign_average %s, %c into [@w.grad] : tensor<8xui8>, tensor<4xf32>

@@ -131,7 +131,8 @@ LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
                       operands);
     double n = elementsOf(operands, 2, operands.size() - 2);
     double pairs = double(operands[0].type.getNumElements());
-    double ranks = double(operands[1].type.getNumElements());
+    double ranks = double(operands[1].type.getNumElements()) /
+                   double(operands.size() - 2);
     if (auto average = llvm::dyn_cast<tg::SparseAverageOp>(op)) {
       launch.choice.attributes.set("scale",
                                    f64AttrOf(context, average.getScale()));

@@ -238,7 +238,7 @@ def CompressGradientsPass : Pass<"tailor-compress-gradients",
     warm-up and, from step `start + 1`, compress the bucket as one flat
     vector with error feedback (`powersgd_error` states, as PowerSGD's):
     `tg.topk_compress` keeps `ceil(ratio n)` entries, `tg.sign_compress`
-    one bit an entry and a scale; both are gathered from every rank
+    one bit an entry and a scale per tensor; both are gathered from every rank
     (`tg.all_gather`) and averaged into the gradients
     (`tg.sparse_average`, `tg.sign_average`).
   }];

@@ -21,14 +21,18 @@
 //
 // signsgd: EF-SignSGD, Karimireddy, Rebjock, Stich and Jaggi, "Error
 // Feedback Fixes SignSGD and other Gradient Compression Schemes" (ICML
-// 2019), Algorithm 1's compressor C(p) = (||p||_1 / n) sign(p) per bucket,
-// made data parallel as their Section 6 does, each rank compressing its
-// own p and the ranks' decompressed vectors averaged (not a majority vote,
-// and no second compression of the average):
-//   p = grad + residual; scale = ||p||_1 / n; signs = sign(p) as bits
-//   (uint8 holding 8, set for p < 0: sign(0) = +1); residual = p - scale
-//   sign(p); all-gather signs (ceil(n / 8) bytes per rank) and scale (one
-//   f32 per rank); grad = (1 / ranks) sum_r scale_r sign_r.
+// 2019), Algorithm 1's compressor C(p) = (||p||_1 / d) sign(p), applied
+// to each gradient tensor of the bucket (d its size: one scale per tensor,
+// C applied layer by layer, so a LoRA A and its B of different magnitudes
+// keep their own), each rank compressing its own p
+// and the ranks' decompressed vectors averaged (not a majority vote, and
+// no second compression of the average):
+//   p = grad + residual; scale_t = ||p_t||_1 / d_t per tensor t; signs =
+//   sign(p) as bits over the bucket (uint8 holding 8, set for p < 0:
+//   sign(0) = +1); residual = p - scale_t sign(p); all-gather signs
+//   (ceil(n / 8) bytes per rank for the bucket's n entries) and scales (m
+//   f32 per rank for m tensors); grad_t = (1 / ranks) sum_r scale_{r,t}
+//   sign_r.
 // The optimizer then steps with the averaged gradient, as for every
 // method here (Algorithm 1's step size is the optimizer's learning rate).
 //
@@ -105,7 +109,8 @@ void emitSignSGD(OpBuilder &builder, Location loc,
   auto compress = tg::SignCompressOp::create(
       builder, loc,
       RankedTensorType::get({bytes}, builder.getIntegerType(8, false)),
-      RankedTensorType::get({1}, builder.getF32Type()),
+      RankedTensorType::get({static_cast<int64_t>(bucket.grads.size())},
+                            builder.getF32Type()),
       namesOf(builder, bucket.grads), residuals);
   runFrom(compress, bucket.firstStep);
   Value signs = gathered(builder, loc, bucket, compress.getSigns());

@@ -517,16 +517,17 @@ std::string runSparseAverage(const KernelCall &call) {
 // sign_compress, sign_average
 //===----------------------------------------------------------------------===//
 //
-// sign_compress (grads..., [residuals...], signs u8 [ceil(n / 8)], scale
-// f32 [1]; attribute `members`): EF-SignSGD's compressor (Karimireddy et
-// al., "Error Feedback Fixes SignSGD and other Gradient Compression
-// Schemes", 2019, Algorithm 1): p = grad + residual (into the residual),
-// scale = ||p||_1 / n (summed in double, rounded once), bit i mod 8 of
-// byte i / 8 set where p[i] < 0 (sign(0) = +1: a bit has no zero), the
-// residual p - scale * sign(p). sign_average (signs u8 [r * b], scales
-// f32 [r], grads...): entry i = (sum over ranks in order of scale_r *
-// (+-1)) / r, in double, rounded once. Serial: one pass each over a
-// bucket, and the sum's order must not depend on threads.
+// sign_compress (grads..., [residuals...], signs u8 [ceil(n / 8)], scales
+// f32 [m] for m gradients; attribute `members`): EF-SignSGD's compressor
+// (Karimireddy et al., "Error Feedback Fixes SignSGD and other Gradient
+// Compression Schemes", 2019, Algorithm 1) per gradient tensor: p = grad +
+// residual (into the residual), scale_t = ||p_t||_1 / n_t (summed in
+// double, rounded once), bit i mod 8 of byte i / 8 of the bucket's flat
+// vector set where p[i] < 0 (sign(0) = +1: a bit has no zero), the
+// residual p - scale_t * sign(p). sign_average (signs u8 [r * b], scales
+// f32 [r * m], grads...): entry i of gradient t = (sum over ranks in order
+// of scale_{r,t} * (+-1)) / r, in double, rounded once. Serial: one pass
+// each over a bucket, and the sum's order must not depend on threads.
 
 std::string checkSignCompress(const KernelCall &call) {
   int64_t members = 0;
@@ -541,9 +542,10 @@ std::string checkSignCompress(const KernelCall &call) {
     n += call.operands[static_cast<size_t>(i)].numel();
   }
   if (call.operands[out].numel() != (n + 7) / 8 ||
-      call.operands[out + 1].numel() != 1) {
+      call.operands[out + 1].numel() != members) {
     return "expected " + std::to_string((n + 7) / 8) + " bytes of signs and "
-           "one scale for " + std::to_string(n) + " elements, got " +
+           "one scale per gradient for " + std::to_string(n) +
+           " elements, got " +
            std::to_string(call.operands[out].numel()) + " and " +
            std::to_string(call.operands[out + 1].numel());
   }
@@ -561,26 +563,30 @@ std::string runSignCompress(const KernelCall &call) {
   if (residual) {
     residuals.emplace(call, members, members);
   }
-  const FlatBucket *e = residuals ? &*residuals : nullptr;
-  double l1 = 0;
-  grads.forEach(e, [&](int64_t, float *g, float *r) {
-    float p = r ? (*r += *g) : *g;
-    l1 += std::fabs(double(p));
-  });
   int64_t n = grads.size();
-  auto s = static_cast<float>(l1 / double(n));
-  *scale = s;
   std::fill(signs, signs + (n + 7) / 8, uint8_t(0));
-  grads.forEach(e, [&](int64_t at, float *g, float *r) {
-    float p = r ? *r : *g;
-    bool negative = p < 0;
-    if (negative) {
-      signs[at / 8] |= uint8_t(1u << (at % 8));
+  for (size_t t = 0; t < members; ++t) {
+    int64_t begin = grads.starts[t], count = grads.starts[t + 1] - begin;
+    const float *g = grads.parts[t];
+    float *r = residuals ? residuals->parts[t] : nullptr;
+    double l1 = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      float p = r ? (r[i] += g[i]) : g[i];
+      l1 += std::fabs(double(p));
     }
-    if (r) {
-      *r = p - (negative ? -s : s);
+    auto s = static_cast<float>(count == 0 ? 0.0 : l1 / double(count));
+    scale[t] = s;
+    for (int64_t i = 0; i < count; ++i) {
+      float p = r ? r[i] : g[i];
+      bool negative = p < 0;
+      if (negative) {
+        signs[(begin + i) / 8] |= uint8_t(1u << ((begin + i) % 8));
+      }
+      if (r) {
+        r[i] = p - (negative ? -s : s);
+      }
     }
-  });
+  }
   return "";
 }
 
@@ -592,12 +598,15 @@ std::string checkSignAverage(const KernelCall &call) {
   for (size_t i = 2; i < call.operands.size(); ++i) {
     n += call.operands[i].numel();
   }
-  int64_t ranks = call.operands[1].numel();
-  if (ranks < 1 || call.operands[0].numel() != ranks * ((n + 7) / 8)) {
+  auto members = static_cast<int64_t>(call.operands.size() - 2);
+  int64_t ranks = call.operands[1].numel() / members;
+  if (ranks < 1 || call.operands[1].numel() % members != 0 ||
+      call.operands[0].numel() != ranks * ((n + 7) / 8)) {
     return "expected " + std::to_string((n + 7) / 8) +
-           " bytes of signs per scale for " + std::to_string(n) +
-           " elements, got " + std::to_string(call.operands[0].numel()) +
-           " bytes and " + std::to_string(ranks) + " scales";
+           " bytes of signs and " + std::to_string(members) +
+           " scales per rank for " + std::to_string(n) + " elements, got " +
+           std::to_string(call.operands[0].numel()) + " bytes and " +
+           std::to_string(call.operands[1].numel()) + " scales";
   }
   return "";
 }
@@ -605,17 +614,22 @@ std::string checkSignAverage(const KernelCall &call) {
 std::string runSignAverage(const KernelCall &call) {
   const uint8_t *signs = call.operands[0].as<uint8_t>();
   const float *scales = call.operands[1].as<float>();
-  int64_t ranks = call.operands[1].numel();
   FlatBucket grads(call, 2, call.operands.size() - 2);
+  auto members = static_cast<int64_t>(grads.parts.size());
+  int64_t ranks = call.operands[1].numel() / members;
   int64_t bytes = (grads.size() + 7) / 8;
-  grads.forEach(nullptr, [&](int64_t at, float *g, float *) {
-    double sum = 0;
-    for (int64_t r = 0; r < ranks; ++r) {
-      bool negative = (signs[r * bytes + at / 8] >> (at % 8)) & 1u;
-      sum += negative ? -double(scales[r]) : double(scales[r]);
+  for (int64_t t = 0; t < members; ++t) {
+    float *g = grads.parts[t];
+    for (int64_t at = grads.starts[t]; at < grads.starts[t + 1]; ++at) {
+      double sum = 0;
+      for (int64_t r = 0; r < ranks; ++r) {
+        bool negative = (signs[r * bytes + at / 8] >> (at % 8)) & 1u;
+        double s = scales[r * members + t];
+        sum += negative ? -s : s;
+      }
+      g[at - grads.starts[t]] = static_cast<float>(sum / double(ranks));
     }
-    *g = static_cast<float>(sum / double(ranks));
-  });
+  }
   return "";
 }
 

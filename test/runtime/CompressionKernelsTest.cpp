@@ -291,9 +291,10 @@ TEST(CompressionKernelsTest, SparseAverageScatterAddsEveryRanksPairs) {
 }
 
 TEST(CompressionKernelsTest, SignCompressPacksSignsScaleAndResidual) {
-  // Reference: p = g + e, scale = sum |p| / n in double, bit i set for
-  // p[i] < 0 (a zero is +), residual p - scale * sign(p); n = 13 over two
-  // gradients (two bytes, the last partly used); 1e-6 relative.
+  // Reference: p = g + e, per gradient t scale_t = sum |p_t| / n_t in
+  // double, bit i of the flat bucket set for p[i] < 0 (a zero is +),
+  // residual p - scale_t * sign(p); 6 + 7 = 13 entries over two gradients
+  // (two bytes, the last partly used); 1e-6 relative.
   Buffer g0 = filled(DType::F32, {2, 3}, {0.5, -1, 0, 2, -0.25, 1});
   Buffer g1 = filled(DType::F32, {7}, {-3, 0.125, 0, -0.5, 4, -2, 1});
   Buffer e0 = randomBuffer({2, 3}, -0.1, 0.1, 50);
@@ -301,37 +302,45 @@ TEST(CompressionKernelsTest, SignCompressPacksSignsScaleAndResidual) {
   e0.set(2, 0); // p = 0 exactly: sign +
   std::vector<float> p = flatOf({&g0, &g1});
   std::vector<float> e = flatOf({&e0, &e1});
-  double l1 = 0;
+  double l1[2] = {0, 0};
   for (size_t i = 0; i < p.size(); ++i) {
     p[i] += e[i];
-    l1 += std::fabs(double(p[i]));
+    l1[i < 6 ? 0 : 1] += std::fabs(double(p[i]));
   }
-  double scale = l1 / 13.0;
+  double scale[2] = {l1[0] / 6.0, l1[1] / 7.0};
   Buffer signs(DType::U8, {2});
-  Buffer s(DType::F32, {1});
+  Buffer s(DType::F32, {2});
   ASSERT_EQ(runKernel("sign_compress", {&g0, &g1, &e0, &e1, &signs, &s},
                       {intAttr("members", 2)}),
             "");
-  EXPECT_TRUE(near(s.at(0), scale, 1e-6, 0));
+  EXPECT_TRUE(near(s.at(0), scale[0], 1e-6, 0));
+  EXPECT_TRUE(near(s.at(1), scale[1], 1e-6, 0));
   std::vector<float> residual = flatOf({&e0, &e1});
   for (int64_t i = 0; i < 13; ++i) {
     bool bit = (static_cast<int>(signs.at(i / 8)) >> (i % 8)) & 1;
     EXPECT_EQ(bit, p[i] < 0) << i;
     double sign = p[i] < 0 ? -1 : 1;
-    EXPECT_TRUE(near(residual[i], p[i] - scale * sign, 1e-6, 1e-7)) << i;
+    EXPECT_TRUE(near(residual[i], p[i] - scale[i < 6 ? 0 : 1] * sign, 1e-6,
+                     1e-7))
+        << i;
   }
   EXPECT_EQ(static_cast<int>(signs.at(1)) >> 5, 0); // unused bits stay 0
   Buffer shortSigns(DType::U8, {1});
   EXPECT_NE(checkKernel("sign_compress", {&g0, &g1, &shortSigns, &s},
                         {intAttr("members", 2)}),
             "");
+  Buffer oneScale(DType::F32, {1});
+  EXPECT_NE(checkKernel("sign_compress", {&g0, &g1, &signs, &oneScale},
+                        {intAttr("members", 2)}),
+            "");
 }
 
 TEST(CompressionKernelsTest, SignAverageIsTheMeanOfScaledSigns) {
-  // Three ranks' signs (9 entries: two bytes each) and scales; reference
-  // the mean over ranks of scale * (+-1) in double; 1e-6 relative.
+  // Three ranks' signs (4 + 5 = 9 entries: two bytes each) and scales (two
+  // per rank, one per gradient); reference the mean over ranks of
+  // scale_{r,t} * (+-1) in double; 1e-6 relative.
   Buffer signs = filled(DType::U8, {6}, {0x0f, 0x01, 0xaa, 0x00, 0xff, 0x01});
-  Buffer scales = filled(DType::F32, {3}, {0.5, 0.25, 2});
+  Buffer scales = filled(DType::F32, {6}, {0.5, 3, 0.25, 1, 2, 0.125});
   Buffer g0(DType::F32, {4});
   Buffer g1(DType::F32, {5});
   ASSERT_EQ(runKernel("sign_average", {&signs, &scales, &g0, &g1}), "");
@@ -339,13 +348,13 @@ TEST(CompressionKernelsTest, SignAverageIsTheMeanOfScaledSigns) {
   for (int64_t i = 0; i < 9; ++i) {
     for (int64_t r = 0; r < 3; ++r) {
       bool bit = (static_cast<int>(signs.at(r * 2 + i / 8)) >> (i % 8)) & 1;
-      want[i] += (bit ? -1 : 1) * scales.at(r) / 3.0;
+      want[i] += (bit ? -1 : 1) * scales.at(r * 2 + (i < 4 ? 0 : 1)) / 3.0;
     }
   }
   expectAllNear(g0, std::vector<double>(want.begin(), want.begin() + 4), 1e-6,
                 0, "g0");
   expectAllNear(g1, std::vector<double>(want.begin() + 4, want.end()), 1e-6, 0,
                 "g1");
-  Buffer oneScale = filled(DType::F32, {4}, {1, 1, 1, 1});
-  EXPECT_NE(checkKernel("sign_average", {&signs, &oneScale, &g0, &g1}), "");
+  Buffer fourScales = filled(DType::F32, {4}, {1, 1, 1, 1});
+  EXPECT_NE(checkKernel("sign_average", {&signs, &fourScales, &g0, &g1}), "");
 }

@@ -1053,7 +1053,7 @@ tg.state @w.grad : tensor<4x4xf32> of @w grad
 tg.state @b.grad : tensor<4xf32> of @w grad
 func.func @f() {
   // expected-error @+1 {{packs 20 signs into 2 bytes, expected 3}}
-  %s, %c = tg.sign_compress [@w.grad, @b.grad] : tensor<2xui8>, tensor<1xf32>
+  %s, %c = tg.sign_compress [@w.grad, @b.grad] : tensor<2xui8>, tensor<2xf32>
   return
 }
 

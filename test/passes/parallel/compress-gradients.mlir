@@ -132,24 +132,25 @@ tg.state @v.grad : tensor<2x2xf32> of @v grad
 // TOPKSCHED: sched.launch @sparse_average(%[[AV]], %[[AI]], %[[G0]], %[[G1]], %[[G2]]) on @compute with {scale = 2.500000e-01 : f64}
 // TOPKSCHED: sched.launch @sgd
 // Tests that sign-SGD keeps the warm-up, then sends the bucket's 140 signs
-// as 18 bytes and one scale per rank (all-gathered: 72 bytes, 4 scales),
+// as 18 bytes and one scale per gradient (3) per rank (all-gathered: 72
+// bytes, 12 scales),
 // averaged into the gradients, with error feedback's residuals; without
 // warm-up or error feedback it starts at step 1 and reads the gradients
 // only.
 // SIGN: module attributes {tg.compression = {error_feedback = true, method = "signsgd", start_step = 3 : i64}
 // SIGN-LABEL: func.func @optimizer_step
 // SIGN-NEXT: tg.all_reduce_states [@v.grad, @b.grad, @w.grad] avg over world {tg.steps = array<i64: 1, 3>}
-// SIGN-NEXT: %[[S:.+]], %[[C:.+]] = tg.sign_compress [@v.grad, @b.grad, @w.grad] residual [@v.powersgd_error, @b.powersgd_error, @w.powersgd_error] {tg.steps = array<i64: 4, -1>} : tensor<18xui8>, tensor<1xf32>
+// SIGN-NEXT: %[[S:.+]], %[[C:.+]] = tg.sign_compress [@v.grad, @b.grad, @w.grad] residual [@v.powersgd_error, @b.powersgd_error, @w.powersgd_error] {tg.steps = array<i64: 4, -1>} : tensor<18xui8>, tensor<3xf32>
 // SIGN-NEXT: %[[AS:.+]] = tg.all_gather %[[S]] over world {tg.steps = array<i64: 4, -1>} : tensor<18xui8> -> tensor<72xui8>
-// SIGN-NEXT: %[[AC:.+]] = tg.all_gather %[[C]] over world {tg.steps = array<i64: 4, -1>} : tensor<1xf32> -> tensor<4xf32>
-// SIGN-NEXT: tg.sign_average %[[AS]], %[[AC]] into [@v.grad, @b.grad, @w.grad] {tg.steps = array<i64: 4, -1>} : tensor<72xui8>, tensor<4xf32>
+// SIGN-NEXT: %[[AC:.+]] = tg.all_gather %[[C]] over world {tg.steps = array<i64: 4, -1>} : tensor<3xf32> -> tensor<12xf32>
+// SIGN-NEXT: tg.sign_average %[[AS]], %[[AC]] into [@v.grad, @b.grad, @w.grad] {tg.steps = array<i64: 4, -1>} : tensor<72xui8>, tensor<12xf32>
 // SIGN: tg.sgd_update @w
 // SIGNSCHED-LABEL: sched.entry "optimizer_step"
 // SIGNSCHED-NOT: all_reduce
 // SIGNSCHED: sched.launch @sign_compress(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %[[S:[^,]+]], %[[C:[^)]+]]) on @compute with {members = 3 : i64}
 // SIGNSCHED-SAME: sched.steps = array<i64: 1, -1>
 // SIGNSCHED: sched.collective all_gather %[[S]] to %[[AS:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, -1>} : memref<18xui8> to memref<72xui8>
-// SIGNSCHED: sched.collective all_gather %[[C]] to %[[AC:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, -1>} : memref<1xf32> to memref<4xf32>
+// SIGNSCHED: sched.collective all_gather %[[C]] to %[[AC:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, -1>} : memref<3xf32> to memref<12xf32>
 // SIGNSCHED: sched.launch @sign_average(%[[AS]], %[[AC]],
 // SIGNSCHED: sched.launch @sgd
 func.func @train_step(%x: tensor<8xf32>) -> tensor<f32> {
