@@ -49,7 +49,6 @@
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace tailor::parallel {
 
@@ -197,45 +196,18 @@ void CompressGradientsPass::recordDecision(ModuleOp module) {
 LogicalResult CompressGradientsPass::rewriteSparse(ModuleOp module,
                                                    tg::AllReduceStatesOp reduce,
                                                    int64_t ranks) {
-  if (reduce.getGroup() != tg::CommGroup::World) {
-    return reduce.emitError() << "tailor-compress-gradients: " << method
-                              << " over a group other than the world is not "
-                                 "built yet";
-  }
-  if (ranks < 2) {
-    return reduce.emitError() << "tailor-compress-gradients: " << method
-                              << " averages over the world, whose size "
-                                 "tg.parallel does not record";
-  }
-  SparseBucket bucket;
-  bucket.group = reduce.getGroup();
-  bucket.ranks = ranks;
-  bucket.firstStep = startStep + 1;
-  OpBuilder declare(module.getContext());
-  declare.setInsertionPoint(reduce->getParentOfType<func::FuncOp>());
-  for (Attribute name : reduce.getStates()) {
-    auto grad =
-        module.lookupSymbol<tg::StateOp>(llvm::cast<FlatSymbolRefAttr>(name));
-    if (!grad || !grad.getTensorType().getElementType().isF32()) {
-      return reduce.emitError() << "tailor-compress-gradients: " << name
-                                << " is not an f32 gradient state";
-    }
-    bucket.grads.push_back(grad);
-    if (errorFeedback) {
-      bucket.residuals.push_back(tg::StateOp::create(
-          declare, grad.getLoc(),
-          (grad.getParameter() + ".powersgd_error").str(), grad.getType(),
-          grad.getParameter(), tg::StateKind::PowerSGDError));
-    }
+  FailureOr<SparseBucket> bucket = sparseBucketOf(
+      module, reduce, method, ranks, startStep + 1, errorFeedback);
+  if (failed(bucket)) {
+    return failure();
   }
   OpBuilder builder(reduce);
   builder.setInsertionPointAfter(reduce);
   if (method == "topk") {
-    int64_t n = bucketElements(bucket);
-    auto k = static_cast<int64_t>(std::ceil(ratio * double(n)));
-    emitTopK(builder, reduce.getLoc(), bucket, std::clamp<int64_t>(k, 1, n));
+    emitTopK(builder, reduce.getLoc(), *bucket,
+             topkCount(ratio, bucketElements(*bucket)));
   } else {
-    emitSignSGD(builder, reduce.getLoc(), bucket);
+    emitSignSGD(builder, reduce.getLoc(), *bucket);
   }
   return success();
 }

@@ -40,6 +40,11 @@
 
 #include "passes/parallel/SparseCompression.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <algorithm>
+#include <cmath>
+
 namespace tailor::parallel {
 
 using namespace mlir;
@@ -74,6 +79,49 @@ Value gathered(OpBuilder &builder, Location loc, const SparseBucket &bucket,
 
 } // namespace
 
+FailureOr<SparseBucket> sparseBucketOf(ModuleOp module,
+                                       tg::AllReduceStatesOp reduce,
+                                       StringRef method, int64_t ranks,
+                                       int64_t firstStep, bool errorFeedback) {
+  if (reduce.getGroup() != tg::CommGroup::World) {
+    return reduce.emitError() << "tailor-compress-gradients: " << method
+                              << " over a group other than the world is not "
+                                 "built yet";
+  }
+  if (ranks < 2) {
+    return reduce.emitError() << "tailor-compress-gradients: " << method
+                              << " averages over the world, whose size "
+                                 "tg.parallel does not record";
+  }
+  SparseBucket bucket;
+  bucket.group = reduce.getGroup();
+  bucket.ranks = ranks;
+  bucket.firstStep = firstStep;
+  OpBuilder declare(module.getContext());
+  declare.setInsertionPoint(reduce->getParentOfType<func::FuncOp>());
+  for (Attribute name : reduce.getStates()) {
+    auto grad =
+        module.lookupSymbol<tg::StateOp>(llvm::cast<FlatSymbolRefAttr>(name));
+    if (!grad || !grad.getTensorType().getElementType().isF32()) {
+      return reduce.emitError() << "tailor-compress-gradients: " << name
+                                << " is not an f32 gradient state";
+    }
+    bucket.grads.push_back(grad);
+    if (errorFeedback) {
+      bucket.residuals.push_back(tg::StateOp::create(
+          declare, grad.getLoc(),
+          (grad.getParameter() + ".powersgd_error").str(), grad.getType(),
+          grad.getParameter(), tg::StateKind::PowerSGDError));
+    }
+  }
+  return bucket;
+}
+
+int64_t topkCount(double ratio, int64_t n) {
+  auto k = static_cast<int64_t>(std::ceil(ratio * double(n)));
+  return std::clamp<int64_t>(k, 1, n);
+}
+
 int64_t bucketElements(const SparseBucket &bucket) {
   int64_t n = 0;
   for (tg::StateOp grad : bucket.grads) {
@@ -100,8 +148,7 @@ void emitTopK(OpBuilder &builder, Location loc, const SparseBucket &bucket,
           bucket.firstStep);
 }
 
-void emitSignSGD(OpBuilder &builder, Location loc,
-                 const SparseBucket &bucket) {
+void emitSignSGD(OpBuilder &builder, Location loc, const SparseBucket &bucket) {
   ArrayAttr residuals = bucket.residuals.empty()
                             ? ArrayAttr()
                             : namesOf(builder, bucket.residuals);

@@ -257,6 +257,16 @@ TEST(CompressionKernelsTest, TopKBreaksTiesByPositionWithoutResidual) {
   expectAllNear(indices, {1, 2, 4, 5}, 0, 0, "indices");
   expectAllNear(values, {-1, 1, -1, 1}, 0, 0, "values");
   EXPECT_TRUE(g.sameBytes(before));
+  // A NaN ranks above every number (sent, not hidden in the residual);
+  // an infinity ties with it and the position decides.
+  Buffer odd = filled(DType::F32, {5}, {1, std::nan(""), -3, INFINITY, 2});
+  Buffer two(DType::F32, {2});
+  Buffer twoIdx(DType::I32, {2});
+  ASSERT_EQ(runKernel("topk_compress", {&odd, &two, &twoIdx},
+                      {intAttr("members", 1)}),
+            "");
+  expectAllNear(twoIdx, {1, 3}, 0, 0, "NaN and inf first");
+  EXPECT_TRUE(std::isnan(two.at(0)));
   Buffer tooMany(DType::F32, {10});
   Buffer tooManyIdx(DType::I32, {10});
   EXPECT_NE(checkKernel("topk_compress", {&g, &tooMany, &tooManyIdx},
