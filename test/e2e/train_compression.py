@@ -33,8 +33,9 @@ Checks, per compressed method:
     prediction;
   * ACP-SGD sends one factor a step: its P and Q steps each send less than
     a PowerSGD step (which sends both);
-  * resume: ACP-SGD stopped after step SAVE (a P step) and resumed ends
-    with the uninterrupted run's adapter, bit for bit;
+  * resume: ACP-SGD stopped after step SAVE (a P step), and top-k (its
+    residuals per rank), each resumed, end with the uninterrupted run's
+    adapter, bit for bit;
   * top-k and sign-SGD send less than plain DDP in every compressed step;
   * the refusals: acp-sgd with compression_warm_start false, and topk with
     compression_ratio 0, each with its message.
@@ -229,35 +230,37 @@ def check_one_factor(acp, powersgd):
     return []
 
 
-def check_resume(args, onnx_path, data, init):
-    """ACP-SGD stopped after step SAVE (a P step; checkpoint-SAVE holds P,
-    Q and the error) and resumed to SAVE + 5 ends with the uninterrupted
-    run's adapter, bit for bit: the Q step after the resume reuses the
-    checkpointed P, and the parity follows the global step."""
-    work = os.path.join(args.work, "acp-resume")
-    recipe = dict(recipe_for("acp-sgd"), save_steps=SAVE)
+def check_resume(args, onnx_path, data, init, method="acp-sgd"):
+    """`method` stopped after step SAVE and resumed to SAVE + 5 ends with
+    the uninterrupted run's adapter, bit for bit. ACP-SGD: SAVE is a P step
+    (checkpoint-SAVE holds P, Q and the error), the Q step after the resume
+    reuses the checkpointed P, and the parity follows the global step;
+    top-k: each rank's residual comes back from the checkpoint (per rank),
+    so the entries it holds are sent as they would have been."""
+    work = os.path.join(args.work, f"{method}-resume")
+    recipe = dict(recipe_for(method), save_steps=SAVE)
     plan, err = compile_plan(args, onnx_path, recipe, work)
     if err:
-        return [f"acp-sgd resume: compile: {err}"]
+        return [f"{method} resume: compile: {err}"]
     end = SAVE + 5
     whole, err = train(args, plan, work, data, init, "whole", end)
     if err:
-        return [f"acp-sgd resume: uninterrupted: {err}"]
+        return [f"{method} resume: uninterrupted: {err}"]
     part, err = train(args, plan, work, data, init, "resumed", SAVE)
     if not err:
         part, err = train(args, plan, work, data, init, "resumed", end,
                           resume=os.path.join(part, f"checkpoint-{SAVE}"))
     if err:
-        return [f"acp-sgd resume: {err}"]
+        return [f"{method} resume: {err}"]
     want = tc.load_safetensors(os.path.join(whole,
                                             "adapter_model.safetensors"))
     got = tc.load_safetensors(os.path.join(part, "adapter_model.safetensors"))
     differ = [k for k in want if got[k].tobytes() != want[k].tobytes()]
     if differ:
-        return [f"acp-sgd resume: {differ} differ from the uninterrupted "
+        return [f"{method} resume: {differ} differ from the uninterrupted "
                 "run's"]
-    print(f"acp-sgd resumed after step {SAVE} (a P step) to step {end}: the "
-          "adapter is bit-identical to the uninterrupted run's")
+    print(f"{method} resumed after step {SAVE} to step {end}: the adapter "
+          "is bit-identical to the uninterrupted run's")
     return []
 
 
@@ -327,6 +330,7 @@ def main():
     if "acp-sgd" in runs and "powersgd" in runs:
         failures += check_one_factor(runs["acp-sgd"], runs["powersgd"])
     failures += check_resume(args, onnx_path, data, init)
+    failures += check_resume(args, onnx_path, data, init, "topk")
     failures += check_refusals(args, onnx_path)
     for f in failures:
         print("FAIL " + f)
