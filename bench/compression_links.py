@@ -8,9 +8,14 @@ setting of the seed's study, which trained whole models), one micro-batch
 of --batch x --seq per rank, at 8 to 64 ranks over 1, 10 and 100 Gb/s
 links, for each method of --methods: none (S-SGD: DDP's bucketed
 all-reduce, overlapping backward as well-optimized S-SGD does, unless
---no-overlap), powersgd and acp-sgd (rank --rank, compressed from step 1;
-compressed all-reduces run in the optimizer step: tailor does not overlap
-them yet).
+--no-overlap), powersgd and acp-sgd (rank --rank), topk (--ratio of each
+bucket's entries, values and i32 positions all-gathered) and signsgd (a
+bit an entry and a scale per tensor, all-gathered), all compressed from
+step 1 (compressed collectives run in the optimizer step: tailor does not
+overlap them yet). The cost model counts each method's compute (top-k's
+selection and scatter-add, sign-SGD's packing and averaging, PowerSGD's
+products) and its collectives' sizes: an all-gather's bytes grow with
+the ranks, an all-reduce's do not.
 
 Compression's kernels are CPU kernels today (the planner refuses them on a
 CUDA target), so the target is a CPU-backend hardware file given a GPU's
@@ -21,11 +26,15 @@ links are predicted from it with inspect's --hardware. Speedups are of
 predicted step time (ACP-SGD's the mean of its P and Q steps), printed
 next to the seed's published ratios for ACP-SGD (4.06x over S-SGD and
 1.43x over PowerSGD, 8 to 64 GPUs, 1 Gb/s Ethernet to 100 Gb/s
-InfiniBand, in its study).
+InfiniBand, in its study; for Sign-SGD and top-k it reports no single
+ratio, only that they often lose to well-optimized S-SGD, since their
+all-gathers grow with the ranks and they give up all-reduce, pipelining
+and tensor fusion).
 
   compression_links.py [--onnx build/bench/llama7b/llama7b.onnx]
-      [--worlds 8,16,32,64] [--gbps 1,10,100] [--methods none,powersgd,acp-sgd]
-      [--rank 4] [--batch 1] [--seq 512] [--tflops 100] [--memory-gbs 900]
+      [--worlds 8,16,32,64] [--gbps 1,10,100]
+      [--methods none,powersgd,acp-sgd,topk,signsgd]
+      [--rank 4] [--ratio 0.01] [--batch 1] [--seq 512] [--tflops 100] [--memory-gbs 900]
       [--latency-us 10] [--no-overlap] [--json OUT.json]
 """
 
@@ -81,8 +90,11 @@ def write_recipe(path, args, method):
              f"overlap_comm: {'true' if method == 'none' and args.overlap else 'false'}"]
     if method != "none":
         lines += [f"gradient_compression: {method}",
-                  f"compression_rank: {args.rank}",
                   "compression_start_step: 0"]
+    if method in ("powersgd", "acp-sgd"):
+        lines.append(f"compression_rank: {args.rank}")
+    if method == "topk":
+        lines.append(f"compression_ratio: {args.ratio:g}")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -120,8 +132,10 @@ def main():
         ROOT, "build", "bench", "llama7b", "llama7b.onnx"))
     ap.add_argument("--worlds", default="8,16,32,64")
     ap.add_argument("--gbps", default="1,10,100")
-    ap.add_argument("--methods", default="none,powersgd,acp-sgd")
+    ap.add_argument("--methods",
+                    default="none,powersgd,acp-sgd,topk,signsgd")
     ap.add_argument("--rank", type=int, default=4)
+    ap.add_argument("--ratio", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--tflops", type=float, default=100.0)
@@ -153,7 +167,7 @@ def main():
         head += f" {'acp/psgd':>9}"
     print(f"7B-shaped graph, full fine-tuning, micro-batch {args.batch} x "
           f"{args.seq}, {args.tflops:g} TFLOP/s and {args.memory_gbs:g} GB/s "
-          f"per rank, rank {args.rank}")
+          f"per rank, rank {args.rank}, top-k ratio {args.ratio:g}")
     print(head)
     rows = []
     for world in args.worlds:

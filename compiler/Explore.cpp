@@ -29,7 +29,7 @@ bool Knobs::operator==(const Knobs &o) const {
          offloadOptimizer == o.offloadOptimizer &&
          offloadActivations == o.offloadActivations &&
          microBatch == o.microBatch &&
-         accumulation == o.accumulation;
+         accumulation == o.accumulation && compression == o.compression;
 }
 
 int Knobs::distance(const Knobs &o) const {
@@ -38,7 +38,7 @@ int Knobs::distance(const Knobs &o) const {
          (offloadParams != o.offloadParams) +
          (offloadOptimizer != o.offloadOptimizer) +
          (offloadActivations != o.offloadActivations) +
-         (microBatch != o.microBatch);
+         (microBatch != o.microBatch) + (compression != o.compression);
 }
 
 std::string knobValue(const Knobs &k, StringRef name) {
@@ -65,6 +65,9 @@ std::string knobValue(const Knobs &k, StringRef name) {
       }
     }
     return text.empty() ? "none" : text;
+  }
+  if (name == "compression") {
+    return k.compression;
   }
   return std::to_string(k.microBatch) + "x" + std::to_string(k.accumulation);
 }
@@ -139,6 +142,11 @@ recipeKeys(const Knobs &k, const TrainingRecipe &base) {
                   k.offloadActivations ? "true" : "false"});
   keys.push_back({"micro_batch_size", std::to_string(k.microBatch)});
   keys.push_back({"gradient_accumulation_steps", std::to_string(k.accumulation)});
+  // Only when either side compresses, so plain configurations keep the
+  // keys they had.
+  if (k.compression != "none" || base.gradientCompression != "none") {
+    keys.push_back({"gradient_compression", k.compression});
+  }
   return keys;
 }
 
@@ -175,7 +183,24 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
   k.offloadActivations = r.activationOffloading;
   k.microBatch = r.microBatchSize;
   k.accumulation = r.gradientAccumulationSteps;
+  k.compression = r.gradientCompression;
   return k;
+}
+
+bool Space::compressible(const Knobs &k) {
+  return k.sharding == "ddp" && !k.offloadParams && !k.offloadOptimizer &&
+         !k.offloadActivations;
+}
+
+void Space::addCompressions(const Knobs &k, std::vector<Knobs> &all) const {
+  for (const std::string &method : compression) {
+    if (method != "none" && !compressible(k)) {
+      continue;
+    }
+    Knobs c = k;
+    c.compression = method;
+    all.push_back(std::move(c));
+  }
 }
 
 void Space::addOffloads(const Knobs &base, std::vector<Knobs> &all) const {
@@ -194,7 +219,7 @@ void Space::addOffloads(const Knobs &base, std::vector<Knobs> &all) const {
         k.offloadParams = params;
         k.offloadOptimizer = optimizer;
         k.offloadActivations = activations;
-        all.push_back(std::move(k));
+        addCompressions(k, all);
       }
     }
   }
@@ -307,12 +332,16 @@ Expected<FixedKnob> parseFix(StringRef text) {
   if (key == "adapter") {
     return FixedKnob{"adapter", v};
   }
+  if (key == "gradient_compression" || key == "compression") {
+    return FixedKnob{"compression", v};
+  }
   return createStringError(
       "--fix " + key +
       ": not a knob (weights/quantization, adapter, recompute/"
       "gradient_checkpointing, sharding/zero_stage/fsdp_sharding_strategy, "
       "offload/offload_param, offload_optimizer, offload_activations/"
-      "enable_activation_offloading, micro_batch/micro_batch_size)");
+      "enable_activation_offloading, micro_batch/micro_batch_size, "
+      "compression/gradient_compression)");
 }
 
 /// Narrows `values` to the one `fixed` names, checking it is a value the
@@ -356,6 +385,9 @@ Error applyFix(Space &space, const FixedKnob &fix) {
   }
   if (fix.knob == "sharding") {
     return pin(space.sharding, fix.value, fix.knob, fix.value);
+  }
+  if (fix.knob == "compression") {
+    return pin(space.compression, fix.value, fix.knob, fix.value);
   }
   for (auto [knob, values] :
        {std::pair<const char *, std::vector<bool> *>{"offload_param",
@@ -439,6 +471,13 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   space.offloadParams = {false, true};
   space.offloadOptimizer = {false, true};
   space.offloadActivations = {false, true};
+  // Gradient compression rewrites DDP's bucket all-reduces of several
+  // ranks, on CPU ranks (no CUDA kernels yet) and not while they overlap
+  // backward (Recipe.cpp refuses overlap_comm: true with it).
+  if (space.dataParallel > 1 && !hardware.isCuda() &&
+      base.overlapComm != "true") {
+    space.compression = {"none", "powersgd", "acp-sgd", "topk", "signsgd"};
+  }
   for (const std::string &text : fixed) {
     Expected<FixedKnob> fix = parseFix(text);
     if (!fix) {

@@ -2,8 +2,10 @@
 //
 // The knobs people turn by trial and OOM, as one space: the frozen weights'
 // format, the adapter, recomputation, sharding, offload (of the frozen
-// weights, of AdamW and its state, of the saved activations), and micro
-// batch x gradient accumulation for a fixed global batch. Each point is a set of recipe keys (`key=value`, as `tailor
+// weights, of AdamW and its state, of the saved activations), micro
+// batch x gradient accumulation for a fixed global batch, and gradient
+// compression (where tailor-compress-gradients applies: several CPU ranks
+// under DDP, without offload). Each point is a set of recipe keys (`key=value`, as `tailor
 // compile` takes them after the recipe), so a configuration explore reports
 // is compiled by the very pipeline `tailor compile` runs
 // (tools/tailor/ExploreCommand.cpp evaluates them). This file holds what
@@ -50,6 +52,8 @@ struct Knobs {
   bool offloadActivations = false;
   int64_t microBatch = 1;
   int64_t accumulation = 1;
+  /// gradient_compression: none, powersgd, acp-sgd, topk or signsgd.
+  std::string compression = "none";
 
   bool operator==(const Knobs &o) const;
   /// How many knobs differ from `o` (micro batch and accumulation count as
@@ -58,8 +62,9 @@ struct Knobs {
 };
 
 /// The knobs' names, in the order tables show them.
-constexpr std::array<const char *, 6> kKnobNames = {
-    "weights", "adapter", "recompute", "sharding", "offload", "micro_batch"};
+constexpr std::array<const char *, 7> kKnobNames = {
+    "weights", "adapter",     "recompute",  "sharding",
+    "offload", "micro_batch", "compression"};
 
 /// A knob's value as text (`micro_batch` as "MBxGA").
 std::string knobValue(const Knobs &knobs, llvm::StringRef name);
@@ -74,15 +79,25 @@ struct Space {
   std::vector<std::string> weights, adapters, recompute, sharding;
   std::vector<bool> offloadParams, offloadOptimizer, offloadActivations;
   std::vector<int64_t> microBatches;
+  /// Gradient compression methods; beyond "none" only where
+  /// tailor-compress-gradients applies (compressible()).
+  std::vector<std::string> compression = {"none"};
   int64_t globalBatch = 1;
   /// Ranks that split the global batch (the hardware's ranks).
   int64_t dataParallel = 1;
   /// Every valid combination, in a fixed order.
   std::vector<Knobs> enumerate() const;
 
+  /// Whether `k` (compression aside) can compress its gradients: DDP
+  /// without offload (the space offers compression only on several CPU
+  /// ranks, where the pass has kernels).
+  static bool compressible(const Knobs &k);
+
 private:
   /// `base` with every valid combination of offloads, appended to `all`.
   void addOffloads(const Knobs &base, std::vector<Knobs> &all) const;
+  /// `k` once per compression method that applies to it.
+  void addCompressions(const Knobs &k, std::vector<Knobs> &all) const;
 };
 
 /// The knobs `recipe` chose (its micro batch and accumulation as given).
@@ -93,7 +108,8 @@ Knobs knobsOf(const TrainingRecipe &recipe, const HardwareSpec &hardware);
 /// key=value`: a knob name or its recipe key, e.g. weights=nf4,
 /// quantization=nf4, gradient_checkpointing=true, recompute=budget-0.3,
 /// zero_stage=2, offload_param=cpu, offload_optimizer=none,
-/// enable_activation_offloading=false, micro_batch_size=2).
+/// enable_activation_offloading=false, micro_batch_size=2,
+/// gradient_compression=topk).
 llvm::Expected<Space> makeSpace(const TrainingRecipe &base,
                                 const HardwareSpec &hardware,
                                 int64_t globalBatch,

@@ -288,6 +288,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     parallel::CompressGradientsPassOptions compress;
     compress.method = recipe.gradientCompression;
     compress.rank = recipe.compressionRank;
+    compress.ratio = recipe.compressionRatio;
     compress.startStep = recipe.compressionStartStep;
     compress.errorFeedback = recipe.compressionErrorFeedback;
     compress.warmStart = recipe.compressionWarmStart;

@@ -311,6 +311,7 @@ std::map<std::string, Setter> memorySetters() {
                                        {"topk", "topk"},
                                        {"signsgd", "signsgd"}})},
       {"compression_rank", integer(&R::compressionRank, 1)},
+      {"compression_ratio", number(&R::compressionRatio, 0.0, 1.0)},
       {"compression_start_step", integer(&R::compressionStartStep, 0)},
       {"compression_error_feedback", boolean(&R::compressionErrorFeedback)},
       {"compression_warm_start", boolean(&R::compressionWarmStart)},
@@ -501,18 +502,18 @@ Error checkOffload(const TrainingRecipe &recipe) {
   return Error::success();
 }
 
-/// What gradient compression can do today: PowerSGD and ACP-SGD on DDP's
-/// buckets, collectives in program order. The rest is refused by name.
+/// What gradient compression can do today: PowerSGD, ACP-SGD, top-k and
+/// sign-SGD on DDP's buckets, collectives in program order. The rest is
+/// refused by name.
 Error checkCompression(const TrainingRecipe &recipe) {
   const std::string &method = recipe.gradientCompression;
   if (method == "none") {
     return Error::success();
   }
-  if (method != "powersgd" && method != "acp-sgd") {
+  if (method == "topk" && !(recipe.compressionRatio > 0.0)) {
     return createStringError(inconvertibleErrorCode(),
-                             "'gradient_compression: " + method +
-                                 "' is not built yet (powersgd and acp-sgd "
-                                 "are)");
+                             "'compression_ratio' must be in (0, 1] for "
+                             "'gradient_compression: topk', got 0");
   }
   if (recipe.sharding != "ddp") {
     return createStringError(inconvertibleErrorCode(),

@@ -137,9 +137,11 @@ struct TrainingRecipe {
   std::string pipelineSchedule = "1f1b";
   // --- gradient compression (tailor-compress-gradients), in the words of
   // PyTorch's PowerSGD hook (PowerSGDState).
-  /// `gradient_compression: none|powersgd|acp-sgd` (topk and signsgd are
-  /// refused by name: not built yet).
+  /// `gradient_compression: none|powersgd|acp-sgd|topk|signsgd`.
   std::string gradientCompression = "none";
+  /// `compression_ratio` (topk): the fraction of each bucket's entries a
+  /// rank sends, in (0, 1].
+  double compressionRatio = 0.01;
   /// `compression_rank` (matrix_approximation_rank).
   int64_t compressionRank = 1;
   /// `compression_start_step` (start_powerSGD_iter): uncompressed steps

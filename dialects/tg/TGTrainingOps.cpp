@@ -725,6 +725,190 @@ LowRankMatmulOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 //===----------------------------------------------------------------------===//
+// Sparse and sign compression (top-k, EF-SignSGD)
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllGatherOp::verify() {
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  if (input.getRank() != 1 || result.getRank() != 1 ||
+      input.getElementType() != result.getElementType()) {
+    return emitOpError() << "expected 1-D tensors of one element type, got "
+                         << input << " and " << result;
+  }
+  int64_t n = input.getDimSize(0), gathered = result.getDimSize(0);
+  if (n < 1 || gathered < n || gathered % n != 0) {
+    return emitOpError() << "gathers " << n << " elements into " << gathered
+                         << ": expected a positive multiple";
+  }
+  return success();
+}
+
+/// Elements of the flat vector a compressed bucket's gradients make (f32
+/// states, each with a residual of its own type when `residuals` is set);
+/// flat positions are i32, so the vector must stay below 2^31 elements.
+static FailureOr<int64_t> bucketElements(Operation *op,
+                                         SymbolTableCollection &symbols,
+                                         ArrayAttr grads,
+                                         ArrayAttr residuals) {
+  int64_t total = 0;
+  for (auto [i, name] : llvm::enumerate(grads)) {
+    auto grad = llvm::cast<FlatSymbolRefAttr>(name);
+    FailureOr<SmallVector<StateOp>> states =
+        lookupCompressionStates(op, symbols, {grad});
+    if (failed(states)) {
+      return failure();
+    }
+    if (residuals && failed(verifyErrorPair(
+                         op, symbols, grad,
+                         llvm::cast<FlatSymbolRefAttr>(residuals[i])))) {
+      return failure();
+    }
+    total += (*states)[0].getTensorType().getNumElements();
+  }
+  if (total >= (int64_t(1) << 31)) {
+    return op->emitOpError() << "the bucket holds " << total
+                             << " elements; i32 positions reach 2^31";
+  }
+  return total;
+}
+
+/// A compressed bucket's gradients, and as many residuals when given.
+static LogicalResult verifyBucketLists(Operation *op, ArrayAttr grads,
+                                       ArrayAttr residuals) {
+  if (grads.empty()) {
+    return op->emitOpError() << "expected at least one gradient";
+  }
+  if (residuals && residuals.size() != grads.size()) {
+    return op->emitOpError() << "expected one residual per gradient, got "
+                             << residuals.size() << " for " << grads.size();
+  }
+  return success();
+}
+
+/// Whether `a` and `b` are 1-D tensors of one length.
+static bool samePairLength(Value a, Value b) {
+  auto x = llvm::cast<RankedTensorType>(a.getType());
+  auto y = llvm::cast<RankedTensorType>(b.getType());
+  return x.getRank() == 1 && y.getRank() == 1 &&
+         x.getDimSize(0) == y.getDimSize(0);
+}
+
+LogicalResult TopKCompressOp::verify() {
+  if (failed(verifyBucketLists(*this, getGrads(), getResidualsAttr()))) {
+    return failure();
+  }
+  if (!samePairLength(getValues(), getIndices()) ||
+      getValues().getType().getDimSize(0) < 1) {
+    return emitOpError() << "expected values and indices of one length k >= "
+                            "1, got "
+                         << getValues().getType() << " and "
+                         << getIndices().getType();
+  }
+  return success();
+}
+
+LogicalResult
+TopKCompressOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> n =
+      bucketElements(*this, symbols, getGrads(), getResidualsAttr());
+  if (failed(n)) {
+    return failure();
+  }
+  int64_t k = getValues().getType().getDimSize(0);
+  if (k > *n) {
+    return emitOpError() << "keeps " << k << " entries of a bucket of " << *n;
+  }
+  return success();
+}
+
+LogicalResult SparseAverageOp::verify() {
+  if (getGrads().empty()) {
+    return emitOpError() << "expected at least one gradient";
+  }
+  if (!samePairLength(getValues(), getIndices())) {
+    return emitOpError() << "expected values and indices of one length, got "
+                         << getValues().getType() << " and "
+                         << getIndices().getType();
+  }
+  if (!(getScale().convertToDouble() > 0.0)) {
+    return emitOpError() << "scale must be positive, got "
+                         << getScale().convertToDouble();
+  }
+  return success();
+}
+
+LogicalResult
+SparseAverageOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return bucketElements(*this, symbols, getGrads(), ArrayAttr());
+}
+
+LogicalResult SignCompressOp::verify() {
+  if (failed(verifyBucketLists(*this, getGrads(), getResidualsAttr()))) {
+    return failure();
+  }
+  auto scaleType = RankedTensorType::get(
+      {static_cast<int64_t>(getGrads().size())}, Float32Type::get(getContext()));
+  if (getSigns().getType().getRank() != 1 || getScale().getType() != scaleType) {
+    return emitOpError() << "expected 1-D signs and a " << scaleType
+                         << " scale (one per gradient), got "
+                         << getSigns().getType() << " and "
+                         << getScale().getType();
+  }
+  return success();
+}
+
+LogicalResult
+SignCompressOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> n =
+      bucketElements(*this, symbols, getGrads(), getResidualsAttr());
+  if (failed(n)) {
+    return failure();
+  }
+  if (getSigns().getType().getDimSize(0) != (*n + 7) / 8) {
+    return emitOpError() << "packs " << *n << " signs into "
+                         << getSigns().getType().getDimSize(0)
+                         << " bytes, expected " << (*n + 7) / 8;
+  }
+  return success();
+}
+
+LogicalResult SignAverageOp::verify() {
+  if (getGrads().empty()) {
+    return emitOpError() << "expected at least one gradient";
+  }
+  auto signs = getSigns().getType();
+  auto scales = getScales().getType();
+  auto members = static_cast<int64_t>(getGrads().size());
+  if (signs.getRank() != 1 || scales.getRank() != 1 ||
+      scales.getDimSize(0) < members ||
+      scales.getDimSize(0) % members != 0 ||
+      signs.getDimSize(0) % (scales.getDimSize(0) / members) != 0) {
+    return emitOpError() << "expected 1-D signs and scales, one scale per "
+                            "gradient and rank and a whole number of bytes "
+                            "per rank, got "
+                         << signs << " and " << scales;
+  }
+  return success();
+}
+
+LogicalResult SignAverageOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> n = bucketElements(*this, symbols, getGrads(), ArrayAttr());
+  if (failed(n)) {
+    return failure();
+  }
+  int64_t ranks = getScales().getType().getDimSize(0) /
+                  static_cast<int64_t>(getGrads().size());
+  int64_t perRank = getSigns().getType().getDimSize(0) / ranks;
+  if (perRank != (*n + 7) / 8) {
+    return emitOpError() << "holds " << perRank << " bytes of signs per rank "
+                         << "for a bucket of " << *n << " elements, expected "
+                         << (*n + 7) / 8;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Layer split across ranks
 //===----------------------------------------------------------------------===//
 

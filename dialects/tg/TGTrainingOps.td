@@ -451,6 +451,133 @@ def TG_LowRankMatmulOp : TG_Op<"lowrank_matmul", [
   }];
 }
 
+def TG_AllGatherOp : TG_Op<"all_gather", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "every rank's 1-D tensor, gathered in rank order";
+  let description = [{
+    The communicator's all-gather over `group`: the result (1-D, `n * p`
+    elements for p ranks in the group) holds the input (1-D, `n`) of the
+    rank at group position i at `[i n, (i + 1) n)`. Top-k's values and
+    indices, sign-SGD's bits and scales (tailor-compress-gradients). Not
+    `Pure`: collectives are ordered.
+
+    ```mlir
+    %all = tg.all_gather %v over world : tensor<8xf32> -> tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32, I32, UI8]>:$input,
+                       TG_CommGroup:$group);
+  let results = (outs RankedTensorOf<[F32, I32, UI8]>:$result);
+  let assemblyFormat = [{
+    $input `over` $group attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_TopKCompressOp : TG_Op<"topk_compress", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the k largest-magnitude entries of a bucket of gradients";
+  let description = [{
+    The gradients (f32 states) are read as one flat vector, in the order
+    listed, each row-major. With `residual` (error feedback, one state of
+    the same type per gradient): `p = grad + residual` first. The k = the
+    results' length entries of largest |p| (ties: the lower flat index;
+    NaN counts as largest) go to `values` (p's entries) and `indices` (flat
+    positions, i32), in increasing index order; the residual keeps p with
+    the sent entries zeroed. The gradients are not written.
+
+    ```mlir
+    %v, %i = tg.topk_compress [@w.grad, @b.grad] residual [@w.e, @b.e] : tensor<4xf32>, tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$grads,
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$residuals);
+  let results = (outs RankedTensorOf<[F32]>:$values,
+                      RankedTensorOf<[I32]>:$indices);
+  let assemblyFormat = [{
+    $grads (`residual` $residuals^)? attr-dict `:` type($values) `,`
+    type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_SparseAverageOp : TG_Op<"sparse_average", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "gradients set to the scaled scatter-add of (value, index) pairs";
+  let description = [{
+    Every gradient of the bucket (read as one flat vector, as
+    `tg.topk_compress` does) becomes zero, then `values[j] * scale` is added
+    at flat position `indices[j]` for j in order: every rank's top-k,
+    gathered, averaged with `scale = 1 / ranks`.
+
+    ```mlir
+    tg.sparse_average %v, %i into [@w.grad, @b.grad] scale 2.5e-01 : tensor<16xf32>, tensor<16xi32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$values,
+                       RankedTensorOf<[I32]>:$indices,
+                       FlatSymbolRefArrayAttr:$grads, F64Attr:$scale);
+  let assemblyFormat = [{
+    $values `,` $indices `into` $grads `scale` $scale attr-dict `:`
+    type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_SignCompressOp : TG_Op<"sign_compress", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a bucket of gradients as packed signs and one scale";
+  let description = [{
+    EF-SignSGD's compressor (Karimireddy et al. 2019), per gradient
+    tensor: with `residual`, `p = grad + residual` first; `scale` holds one
+    `||p_t||_1 / n_t` per gradient t (of n_t entries); `signs` (ui8,
+    ceil(n / 8) bytes for the bucket's n entries, read as one flat vector
+    as for `tg.topk_compress`) holds bit `i mod 8` (least significant
+    first) of byte `i / 8` set where `p[i] < 0` (so sign(0) = +1, as a bit
+    has no zero); the residual becomes `p - scale_t * sign(p)`. The
+    gradients are not written.
+
+    ```mlir
+    %s, %c = tg.sign_compress [@w.grad] residual [@w.e] : tensor<2xui8>, tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefArrayAttr:$grads,
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$residuals);
+  let results = (outs RankedTensorOf<[UI8]>:$signs,
+                      RankedTensorOf<[F32]>:$scale);
+  let assemblyFormat = [{
+    $grads (`residual` $residuals^)? attr-dict `:` type($signs) `,`
+    type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_SignAverageOp : TG_Op<"sign_average", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "gradients set to the mean of every rank's scaled signs";
+  let description = [{
+    `signs` and `scales` hold p ranks' `tg.sign_compress` results back to
+    back (gathered; m scales per rank for m gradients): entry i of gradient
+    t (the bucket one flat vector) becomes `(1 / p) sum_r scales[r m + t] *
+    (bit i of rank r's signs ? -1 : 1)`, summed in rank order.
+
+    ```mlir
+    tg.sign_average %s, %c into [@w.grad] : tensor<8xui8>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[UI8]>:$signs,
+                       RankedTensorOf<[F32]>:$scales,
+                       FlatSymbolRefArrayAttr:$grads);
+  let assemblyFormat = [{
+    $signs `,` $scales `into` $grads attr-dict `:` type($signs) `,`
+    type($scales)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Sharded optimizer state and gradients (ZeRO-1/2; Shard.cpp writes these)
 //===----------------------------------------------------------------------===//

@@ -514,10 +514,8 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   if (auto reduce = llvm::dyn_cast<tg::AllReduceStatesOp>(op)) {
     return planAllReduce(module, reduce, entry);
   }
-  if (llvm::isa<tg::AddErrorFeedbackOp, tg::StoreErrorFeedbackOp,
-                tg::LowRankInitOp, tg::OrthogonalizeOp, tg::LowRankMatmulOp>(
-          op)) {
-    return planCompressionOp(module, op, entry);
+  if (isCompressionOp(&op)) {
+    return planCompressionOp(module, op, entry, step);
   }
   if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
                 tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp>(op)) {

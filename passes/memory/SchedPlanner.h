@@ -51,6 +51,10 @@ inline mlir::FloatAttr f64AttrOf(mlir::MLIRContext *context, llvm::APFloat v) {
   return mlir::FloatAttr::get(mlir::Float64Type::get(context), v.convertToDouble());
 }
 
+/// Whether `op` is one of tailor-compress-gradients' ops, which
+/// planCompressionOp plans and whose work it counts.
+bool isCompressionOp(mlir::Operation *op);
+
 /// Plans the functions of one rank into the module's sched.program.
 class SchedPlanner {
 public:
@@ -145,7 +149,19 @@ private:
   /// (SchedPlannerCompression.cpp).
   mlir::LogicalResult planCompressionOp(mlir::ModuleOp module,
                                         mlir::Operation &op,
-                                        PlannedEntry &entry);
+                                        PlannedEntry &entry, int64_t step);
+  /// Top-k's and sign-SGD's ops: launches on a bucket's states and on
+  /// the values they make or gather (SchedPlannerCompression.cpp).
+  mlir::LogicalResult planBucketCompressionOp(mlir::ModuleOp module,
+                                              mlir::Operation &op,
+                                              PlannedEntry &entry,
+                                              int64_t step);
+  /// The whole roots of `names` (states), appended to `operands`.
+  mlir::LogicalResult appendStates(mlir::ModuleOp module, mlir::Operation *op,
+                                   mlir::ArrayAttr names,
+                                   llvm::SmallVectorImpl<Access> &operands);
+  /// A new activation root for `result`, made at `step`.
+  Access newResult(mlir::Value result, int64_t step);
   /// A bucket's all-reduce: a collective over its states.
   mlir::LogicalResult planAllReduce(mlir::ModuleOp module, tg::AllReduceStatesOp op,
                               PlannedEntry &entry);

@@ -3,13 +3,19 @@
 // tailor-compress-gradients' ops (PowerSGD) as launches on whole states:
 // each is one CPU kernel of runtime/cpu/CompressionKernels.cpp, with its
 // work counted here from the states' shapes (the ops have no values for
-// OpCost to read).
+// OpCost to read). Top-k's and sign-SGD's ops read a bucket's states and
+// make (or read) activations: the compressed bucket, and every rank's
+// copy of it after the all-gather (a tg.all_gather, planned as the
+// communicator's out-of-place all-gather).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/memory/SchedPlanner.h"
 
 #include "dialects/tg/TGShapes.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace tailor;
@@ -28,11 +34,131 @@ static std::pair<double, double> matrixOf(const Access &access) {
   return {rows, cols};
 }
 
+bool tailor::memory::isCompressionOp(Operation *op) {
+  return llvm::isa<tg::AddErrorFeedbackOp, tg::StoreErrorFeedbackOp,
+                   tg::LowRankInitOp, tg::OrthogonalizeOp, tg::LowRankMatmulOp,
+                   tg::AllGatherOp, tg::TopKCompressOp, tg::SparseAverageOp,
+                   tg::SignCompressOp, tg::SignAverageOp>(op);
+}
+
+LogicalResult SchedPlanner::appendStates(ModuleOp module, Operation *op,
+                                         ArrayAttr names,
+                                         SmallVectorImpl<Access> &operands) {
+  if (!names) {
+    return success();
+  }
+  for (Attribute name : names) {
+    FailureOr<unsigned> root =
+        stateRoot(module, op, llvm::cast<FlatSymbolRefAttr>(name));
+    if (failed(root)) {
+      return failure();
+    }
+    operands.push_back(whole(*root));
+  }
+  return success();
+}
+
+Access SchedPlanner::newResult(Value result, int64_t step) {
+  Root root = makeRoot(Home::Activation, memrefFor(result.getType()));
+  root.first = root.last = step;
+  rootOf[result] = newRoot(std::move(root));
+  return accessOf(result);
+}
+
+/// Elements of the states `operands` [first, first + count).
+static double elementsOf(ArrayRef<Access> operands, size_t first,
+                         size_t count) {
+  double n = 0;
+  for (size_t i = first; i < first + count; ++i) {
+    n += double(operands[i].type.getNumElements());
+  }
+  return n;
+}
+
+LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
+                                                    Operation &op,
+                                                    PlannedEntry &entry,
+                                                    int64_t step) {
+  MLIRContext *context = module.getContext();
+  if (auto gather = llvm::dyn_cast<tg::AllGatherOp>(op)) {
+    PlannedCollective collective;
+    collective.kind = sched::CollectiveKind::AllGather;
+    collective.group = gather.getGroup();
+    return planValueCollective(op, gather.getInput(), gather.getResult(),
+                               collective, entry, step);
+  }
+  SmallVector<Access> operands;
+  PlannedLaunch launch;
+  if (llvm::isa<tg::TopKCompressOp, tg::SignCompressOp>(op)) {
+    // grads, [residuals], then the two results; one pass over the bucket
+    // (reading the gradient, reading and writing the residual), top-k's
+    // heap costing log2(k) compares an element.
+    bool topk = llvm::isa<tg::TopKCompressOp>(op);
+    auto grads = op.getAttrOfType<ArrayAttr>("grads");
+    auto residuals = op.getAttrOfType<ArrayAttr>("residuals");
+    if (failed(appendStates(module, &op, grads, operands)) ||
+        failed(appendStates(module, &op, residuals, operands))) {
+      return failure();
+    }
+    operands.push_back(newResult(op.getResult(0), step));
+    operands.push_back(newResult(op.getResult(1), step));
+    launch = launchOf(&op, topk ? "topk_compress" : "sign_compress", -1,
+                      operands);
+    launch.choice.attributes.set("members", i64AttrOf(context, grads.size()));
+    double n = elementsOf(operands, 0, grads.size());
+    double k = double(operands[operands.size() - 2].type.getNumElements());
+    launch.bytes = 4 * n * (residuals ? 3 : 1) +
+                   double(storageBytes(operands[operands.size() - 2].type) +
+                          storageBytes(operands.back().type));
+    launch.flops = topk ? n * (1 + std::log2(std::max(k, 2.0))) : 3 * n;
+  } else {
+    // The gathered pair, then the grads: every gradient written once,
+    // plus one read-modify-write per pair (top-k) or a pass over every
+    // rank's signs (sign-SGD).
+    bool topk = llvm::isa<tg::SparseAverageOp>(op);
+    for (Value input : op.getOperands()) {
+      if (failed(useAt(input, step))) {
+        return op.emitError() << "operand defined outside the planned "
+                                 "function";
+      }
+      operands.push_back(accessOf(input));
+    }
+    if (failed(appendStates(module, &op, op.getAttrOfType<ArrayAttr>("grads"),
+                            operands))) {
+      return failure();
+    }
+    launch = launchOf(&op, topk ? "sparse_average" : "sign_average", -1,
+                      operands);
+    double n = elementsOf(operands, 2, operands.size() - 2);
+    double pairs = double(operands[0].type.getNumElements());
+    double ranks = double(operands[1].type.getNumElements()) /
+                   double(operands.size() - 2);
+    if (auto average = llvm::dyn_cast<tg::SparseAverageOp>(op)) {
+      launch.choice.attributes.set("scale",
+                                   f64AttrOf(context, average.getScale()));
+      launch.flops = 2 * pairs;
+      launch.bytes = 4 * n + 16 * pairs;
+    } else {
+      launch.flops = 2 * n * ranks;
+      launch.bytes = 4 * n + ranks * (n / 8 + 4);
+    }
+  }
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
 LogicalResult SchedPlanner::planCompressionOp(ModuleOp module, Operation &op,
-                                              PlannedEntry &entry) {
-  if (backend == "cuda") {
+                                              PlannedEntry &entry,
+                                              int64_t step) {
+  // The all-gather is the communicator's (NCCL's on GPUs); the kernels
+  // around it are CPU kernels only.
+  if (backend == "cuda" && !llvm::isa<tg::AllGatherOp>(op)) {
     return op.emitError() << "gradient compression has no CUDA kernels yet: "
                              "it runs on CPU ranks (hardware cpu)";
+  }
+  if (llvm::isa<tg::AllGatherOp, tg::TopKCompressOp, tg::SparseAverageOp,
+                tg::SignCompressOp, tg::SignAverageOp>(op)) {
+    return planBucketCompressionOp(module, op, entry, step);
   }
   MLIRContext *context = module.getContext();
   auto state = [&](FlatSymbolRefAttr name) -> FailureOr<Access> {

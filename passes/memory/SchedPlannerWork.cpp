@@ -129,10 +129,7 @@ void SchedPlanner::recordWork(PlannedEntry &entry) {
       launch.flops = 0;
       launch.bytes = adamwBytes(launch);
     } else if (launch.choice.kernel == "fused_elementwise" ||
-               llvm::isa_and_present<
-                   tg::AddErrorFeedbackOp, tg::StoreErrorFeedbackOp,
-                   tg::LowRankInitOp, tg::OrthogonalizeOp,
-                   tg::LowRankMatmulOp>(launch.op)) {
+               (launch.op && isCompressionOp(launch.op))) {
       // The group's or the compression op's work, counted when planned.
     } else if (launch.op) {
       OpCost cost = costOf(launch.op);

@@ -27,6 +27,12 @@
 // stays zero instead of NaN forever. Each step sends one factor, over the
 // bucket's fused all-reduce.
 //
+// topk and signsgd: passes/parallel/SparseCompression.cpp (which names
+// the variants) rewrites each bucket, after the same warm-up, into a
+// compression of the bucket as one flat vector, an all-gather and an
+// average; the residuals are `powersgd_error` states, as PowerSGD's, so
+// checkpoints keep each rank's.
+//
 // Every phase stays in the program; `tg.steps` says in which steps each op
 // runs (ACP-SGD's with period 2), so the plan (and its byte counts) holds
 // them all and the runtime picks by the step input. A period on the step
@@ -37,6 +43,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/SparseCompression.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -72,6 +79,10 @@ private:
   LogicalResult checkOptions(ModuleOp module);
   LogicalResult checkParallel(ModuleOp module);
   void recordDecision(ModuleOp module);
+  /// topk and signsgd: the bucket compressed as one flat vector
+  /// (SparseCompression.cpp), averaged over `ranks`.
+  LogicalResult rewriteSparse(ModuleOp module, tg::AllReduceStatesOp reduce,
+                              int64_t ranks);
   LogicalResult rewriteBucket(ModuleOp module, func::FuncOp function,
                               tg::AllReduceStatesOp reduce);
   FailureOr<SmallVector<Member>> membersOf(ModuleOp module,
@@ -97,15 +108,16 @@ private:
 } // namespace
 
 LogicalResult CompressGradientsPass::checkOptions(ModuleOp module) {
-  if (method == "topk" || method == "signsgd") {
-    return module.emitError()
-           << "tailor-compress-gradients: gradient_compression '" << method
-           << "' is not built yet (powersgd and acp-sgd are)";
-  }
-  if (method != "powersgd" && method != "acp-sgd") {
+  if (method != "powersgd" && method != "acp-sgd" && method != "topk" &&
+      method != "signsgd") {
     return module.emitError()
            << "tailor-compress-gradients: unknown gradient_compression '"
-           << method << "' (none, powersgd, acp-sgd)";
+           << method << "' (powersgd, acp-sgd, topk, signsgd)";
+  }
+  if (method == "topk" && !(ratio > 0.0 && ratio <= 1.0)) {
+    return module.emitError() << "tailor-compress-gradients: ratio must be "
+                                 "in (0, 1], got "
+                              << ratio;
   }
   if (method == "acp-sgd" && !warmStart) {
     return module.emitError()
@@ -129,6 +141,14 @@ LogicalResult CompressGradientsPass::checkOptions(ModuleOp module) {
                               << minCompressionRate;
   }
   return success();
+}
+
+/// The world size tailor-shard recorded (checkParallel has run).
+static int64_t worldSize(ModuleOp module) {
+  auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel");
+  auto world = parallel ? parallel.getAs<IntegerAttr>("world_size")
+                        : IntegerAttr();
+  return world ? world.getInt() : 0;
 }
 
 /// Compression rewrites DDP's bucket all-reduces: it needs tailor-shard's
@@ -157,16 +177,39 @@ LogicalResult CompressGradientsPass::checkParallel(ModuleOp module) {
 
 void CompressGradientsPass::recordDecision(ModuleOp module) {
   Builder b(module.getContext());
-  module->setAttr(
-      tg::TGDialect::kCompressionAttrName,
-      b.getDictionaryAttr(
-          {b.getNamedAttr("method", b.getStringAttr(method)),
-           b.getNamedAttr("rank", b.getI64IntegerAttr(rank)),
-           b.getNamedAttr("start_step", b.getI64IntegerAttr(startStep)),
-           b.getNamedAttr("error_feedback", b.getBoolAttr(errorFeedback)),
-           b.getNamedAttr("warm_start", b.getBoolAttr(warmStart)),
-           b.getNamedAttr("min_compression_rate",
-                          b.getF64FloatAttr(minCompressionRate))}));
+  SmallVector<NamedAttribute> decision = {
+      b.getNamedAttr("method", b.getStringAttr(method)),
+      b.getNamedAttr("start_step", b.getI64IntegerAttr(startStep)),
+      b.getNamedAttr("error_feedback", b.getBoolAttr(errorFeedback))};
+  if (method == "topk") {
+    decision.push_back(b.getNamedAttr("ratio", b.getF64FloatAttr(ratio)));
+  } else if (method != "signsgd") {
+    decision.push_back(b.getNamedAttr("rank", b.getI64IntegerAttr(rank)));
+    decision.push_back(b.getNamedAttr("warm_start", b.getBoolAttr(warmStart)));
+    decision.push_back(b.getNamedAttr("min_compression_rate",
+                                      b.getF64FloatAttr(minCompressionRate)));
+  }
+  module->setAttr(tg::TGDialect::kCompressionAttrName,
+                  b.getDictionaryAttr(decision));
+}
+
+LogicalResult CompressGradientsPass::rewriteSparse(ModuleOp module,
+                                                   tg::AllReduceStatesOp reduce,
+                                                   int64_t ranks) {
+  FailureOr<SparseBucket> bucket = sparseBucketOf(
+      module, reduce, method, ranks, startStep + 1, errorFeedback);
+  if (failed(bucket)) {
+    return failure();
+  }
+  OpBuilder builder(reduce);
+  builder.setInsertionPointAfter(reduce);
+  if (method == "topk") {
+    emitTopK(builder, reduce.getLoc(), *bucket,
+             topkCount(ratio, bucketElements(*bucket)));
+  } else {
+    emitSignSGD(builder, reduce.getLoc(), *bucket);
+  }
+  return success();
 }
 
 bool CompressGradientsPass::worthCompressing(RankedTensorType type,
@@ -420,6 +463,17 @@ CompressGradientsPass::rewriteBucket(ModuleOp module, func::FuncOp function,
   if (reduce->hasAttr(tg::TGDialect::kStepsAttrName)) {
     return reduce.emitError() << "tailor-compress-gradients: this bucket's "
                                  "all-reduce is compressed already";
+  }
+  if (method == "topk" || method == "signsgd") {
+    if (failed(rewriteSparse(module, reduce, worldSize(module)))) {
+      return failure();
+    }
+    if (startStep == 0) {
+      reduce.erase();
+    } else {
+      runIn(reduce, 1, startStep);
+    }
+    return success();
   }
   FailureOr<SmallVector<Member>> members = membersOf(module, function, reduce);
   if (failed(members)) {

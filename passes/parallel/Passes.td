@@ -199,7 +199,8 @@ def GatherParamsPass : Pass<"tailor-gather-params", "::mlir::ModuleOp"> {
 
 def CompressGradientsPass : Pass<"tailor-compress-gradients",
                                  "::mlir::ModuleOp"> {
-  let summary = "compresses DDP's gradient all-reduces (PowerSGD, ACP-SGD)";
+  let summary = "compresses DDP's gradient all-reduces (PowerSGD, ACP-SGD, "
+                "top-k, sign-SGD)";
   let description = [{
     Records the decision on the module (`tg.compression`) and rewrites each
     DDP bucket's `tg.all_reduce_states` in `function` into PyTorch's
@@ -231,10 +232,22 @@ def CompressGradientsPass : Pass<"tailor-compress-gradients",
     `Q = M^T P` averaged over ranks and `M = P Q^T`. Each step all-reduces
     one factor per bucket; Q's first values are set once, in step
     `start + 1`.
+
+    `method=topk` and `method=signsgd` (SparseCompression.cpp names the
+    variants: Aji and Heafield's top-k with a fixed k, EF-SignSGD) keep the
+    warm-up and, from step `start + 1`, compress the bucket as one flat
+    vector with error feedback (`powersgd_error` states, as PowerSGD's):
+    `tg.topk_compress` keeps `ceil(ratio n)` entries, `tg.sign_compress`
+    one bit an entry and a scale per tensor; both are gathered from every rank
+    (`tg.all_gather`) and averaged into the gradients
+    (`tg.sparse_average`, `tg.sign_average`).
   }];
   let options = [
     Option<"method", "method", "std::string", /*default=*/"\"powersgd\"",
-           "the compression: powersgd or acp-sgd">,
+           "the compression: powersgd, acp-sgd, topk or signsgd">,
+    Option<"ratio", "ratio", "double", /*default=*/"0.01",
+           "topk: the fraction of each bucket's entries a rank sends, in "
+           "(0, 1]">,
     Option<"rank", "rank", "int64_t", /*default=*/"1",
            "the rank of the approximation (matrix_approximation_rank)">,
     Option<"startStep", "start-step", "int64_t", /*default=*/"1000",

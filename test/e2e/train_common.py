@@ -328,6 +328,35 @@ def run(cmd, timeout, log=None):
     return True, proc.stdout + proc.stderr
 
 
+def compile_plan(bin_dir, onnx_path, recipe, work, hardware):
+    """Writes `recipe` to work/recipe.yaml and compiles work/plan.tplan for
+    `hardware`. Returns (plan path, None) or (None, the error)."""
+    os.makedirs(work, exist_ok=True)
+    recipe_path = os.path.join(work, "recipe.yaml")
+    write_recipe(recipe, recipe_path)
+    plan = os.path.join(work, "plan.tplan")
+    ok, msg = run([os.path.join(bin_dir, "tailor"), "compile", onnx_path,
+                   "--recipe", recipe_path, "--hardware", hardware,
+                   "-o", plan], 900, os.path.join(work, "tailor.log"))
+    return (plan, None) if ok else (None, msg)
+
+
+def check_refusals(bin_dir, onnx_path, work, cases):
+    """Each case (name, recipe, hardware, expected part of the message)
+    must fail to compile with that message. Returns the failures."""
+    failures = []
+    for name, recipe, hardware, expect in cases:
+        plan, err = compile_plan(bin_dir, onnx_path, recipe,
+                                 os.path.join(work, f"refuse-{name}"),
+                                 hardware)
+        if plan or expect not in (err or ""):
+            failures.append(f"refusal {name}: expected an error with "
+                            f"'{expect}', got {err!r}")
+        else:
+            print(f"refused {name}: {first_lines(err, 1)}")
+    return failures
+
+
 def tailor_compile_train(bin_dir, onnx_path, recipe, work, data_path,
                          init_adapter=None, threads=2, overrides=(),
                          train_args=()):

@@ -6,8 +6,9 @@ The seeded tiny Hugging Face Llama of train_common with LAYERS layers
 and v_proj, AdamW, constant lr LR) on N = 4 ranks under mpirun, one
 micro-batch of B sequences per rank and step, for STEPS steps, from PEFT's
 initial adapter, once per gradient_compression method: none (plain DDP),
-powersgd and acp-sgd (compression_rank RANK, compression_start_step
-START, error feedback on). The data are ROWS seeded rows repeated epoch after
+powersgd and acp-sgd (compression_rank RANK), topk (compression_ratio
+RATIO) and signsgd, all with compression_start_step START and error
+feedback on. The data are ROWS seeded rows repeated epoch after
 epoch (shuffle off), so LoRA memorizes them and the loss falls far: a
 method that sends a wrong gradient falls less.
 
@@ -19,7 +20,10 @@ Checks, per compressed method:
     differs from plain DDP's (compression ran). Measured here (12 layers,
     200 steps, rank 2): plain DDP 5.567 -> 4.870; PowerSGD 4.979 (2.2%
     above); ACP-SGD 5.109 (4.9% above, 66% of plain's fall: it refines
-    the subspace half a power iteration a step);
+    the subspace half a power iteration a step); top-k (ratio 0.05,
+    20x fewer entries) 5.201 (6.8% above, 52% of plain's fall: each entry
+    waits in the residual about 20 steps between sends, so KEPT is 0.4
+    for it); sign-SGD (a scale per tensor) 4.964 (1.9% above, 86%);
   * bytes: bytes_sent of every step (metrics.jsonl, as the MPI
     communicator counted them) equal to inspect --json's prediction: the
     uncompressed figure for steps 1..START, then the figure of the step's
@@ -29,13 +33,14 @@ Checks, per compressed method:
     prediction;
   * ACP-SGD sends one factor a step: its P and Q steps each send less than
     a PowerSGD step (which sends both);
-  * resume: ACP-SGD stopped after step SAVE (a P step) and resumed ends
-    with the uninterrupted run's adapter, bit for bit;
-  * the refusals: acp-sgd with compression_warm_start false, and topk and
-    signsgd (not built yet), each with its message.
+  * resume: ACP-SGD stopped after step SAVE (a P step), and top-k (its
+    residuals per rank), each resumed, end with the uninterrupted run's
+    adapter, bit for bit;
+  * top-k and sign-SGD send less than plain DDP in every compressed step;
+  * the refusals: acp-sgd with compression_warm_start false, and topk with
+    compression_ratio 0, each with its message.
 
-The 12-layer model and 200 steps, as the issue asks: the three 4-rank
-runs take about half a minute here.
+The 12-layer model and 200 steps for every method, as the issue asks.
 
   train_compression.py --bin build/bin --work build/test/train-compression
 """
@@ -65,28 +70,32 @@ MARGIN = 0.08
 KEPT = 0.5
 MIN_DROP = 0.5
 RANK = 2
-METHODS = ("none", "powersgd", "acp-sgd")
+RATIO = 0.05
+METHODS = ("none", "powersgd", "acp-sgd", "topk", "signsgd")
+# Margins per method: the tail loss's relative distance to plain DDP's,
+# and the share of plain DDP's fall the method keeps at least.
+MARGINS = {"powersgd": MARGIN, "acp-sgd": MARGIN, "topk": MARGIN,
+           "signsgd": MARGIN}
+KEPT_BY_METHOD = {"powersgd": KEPT, "acp-sgd": KEPT, "topk": 0.4,
+                  "signsgd": KEPT}
 
 
 def recipe_for(method):
     r = tc.recipe_defaults()
     r.update(max_steps=STEPS, zero_stage=0, save_steps=0, learning_rate=LR)
-    if method != "none":
+    if method in ("powersgd", "acp-sgd"):
         r.update(gradient_compression=method, compression_rank=RANK,
                  compression_start_step=START)
+    elif method == "topk":
+        r.update(gradient_compression=method, compression_ratio=RATIO,
+                 compression_start_step=START)
+    elif method != "none":
+        r.update(gradient_compression=method, compression_start_step=START)
     return r
 
 
 def compile_plan(args, onnx_path, recipe, work):
-    os.makedirs(work, exist_ok=True)
-    recipe_path = os.path.join(work, "recipe.yaml")
-    tc.write_recipe(recipe, recipe_path)
-    plan = os.path.join(work, "plan.tplan")
-    ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile", onnx_path,
-                      "--recipe", recipe_path, "--hardware",
-                      f"{WORLD}xcpu", "-o", plan], 900,
-                     os.path.join(work, "tailor.log"))
-    return (plan, None) if ok else (None, msg)
+    return tc.compile_plan(args.bin, onnx_path, recipe, work, f"{WORLD}xcpu")
 
 
 def train(args, plan, work, data, init, out_name="out", steps=STEPS,
@@ -140,23 +149,25 @@ def check_convergence(method, run, plain):
                         "would say nothing")
     got, ref = tail_loss(run), tail_loss(plain)
     err = abs(got - ref) / ref
-    if err > MARGIN:
+    margin = MARGINS[method]
+    if err > margin:
         failures.append(f"{method}: mean loss of the last {TAIL} steps "
                         f"{got:.4f}, plain DDP's {ref:.4f} (relative "
-                        f"{err:.3f} > {MARGIN})")
+                        f"{err:.3f} > {margin})")
     fell = run["metrics"][0]["loss"] - got
-    if fell < KEPT * drop:
+    kept = KEPT_BY_METHOD[method]
+    if fell < kept * drop:
         failures.append(f"{method}: the loss fell {fell:.3f}, less than "
-                        f"{KEPT} of plain DDP's {drop:.3f}")
+                        f"{kept} of plain DDP's {drop:.3f}")
     moved = max(tc.tensor_err(run["adapter"][k], plain["adapter"][k])
                 for k in plain["adapter"])
     if moved < 1e-4:
         failures.append(f"{method}: the adapter is within {moved:.1e} of "
                         "plain DDP's: compression did not run")
     print(f"{method}: mean loss of the last {TAIL} steps {got:.4f}, plain "
-          f"DDP {ref:.4f} (relative {err:.4f}, margin {MARGIN}); it fell "
+          f"DDP {ref:.4f} (relative {err:.4f}, margin {margin}); it fell "
           f"{fell:.3f} from step 1, plain {drop:.3f} ({fell / drop:.0%}, at "
-          f"least {KEPT:.0%}); the adapter {moved:.2e} (of max|ref|) from "
+          f"least {kept:.0%}); the adapter {moved:.2e} (of max|ref|) from "
           "plain DDP's")
     return failures
 
@@ -219,56 +230,62 @@ def check_one_factor(acp, powersgd):
     return []
 
 
-def check_resume(args, onnx_path, data, init):
-    """ACP-SGD stopped after step SAVE (a P step; checkpoint-SAVE holds P,
-    Q and the error) and resumed to SAVE + 5 ends with the uninterrupted
-    run's adapter, bit for bit: the Q step after the resume reuses the
-    checkpointed P, and the parity follows the global step."""
-    work = os.path.join(args.work, "acp-resume")
-    recipe = dict(recipe_for("acp-sgd"), save_steps=SAVE)
+def check_resume(args, onnx_path, data, init, method="acp-sgd"):
+    """`method` stopped after step SAVE and resumed to SAVE + 5 ends with
+    the uninterrupted run's adapter, bit for bit. ACP-SGD: SAVE is a P step
+    (checkpoint-SAVE holds P, Q and the error), the Q step after the resume
+    reuses the checkpointed P, and the parity follows the global step;
+    top-k: each rank's residual comes back from the checkpoint (per rank),
+    so the entries it holds are sent as they would have been."""
+    work = os.path.join(args.work, f"{method}-resume")
+    recipe = dict(recipe_for(method), save_steps=SAVE)
     plan, err = compile_plan(args, onnx_path, recipe, work)
     if err:
-        return [f"acp-sgd resume: compile: {err}"]
+        return [f"{method} resume: compile: {err}"]
     end = SAVE + 5
     whole, err = train(args, plan, work, data, init, "whole", end)
     if err:
-        return [f"acp-sgd resume: uninterrupted: {err}"]
+        return [f"{method} resume: uninterrupted: {err}"]
     part, err = train(args, plan, work, data, init, "resumed", SAVE)
     if not err:
         part, err = train(args, plan, work, data, init, "resumed", end,
                           resume=os.path.join(part, f"checkpoint-{SAVE}"))
     if err:
-        return [f"acp-sgd resume: {err}"]
+        return [f"{method} resume: {err}"]
     want = tc.load_safetensors(os.path.join(whole,
                                             "adapter_model.safetensors"))
     got = tc.load_safetensors(os.path.join(part, "adapter_model.safetensors"))
     differ = [k for k in want if got[k].tobytes() != want[k].tobytes()]
     if differ:
-        return [f"acp-sgd resume: {differ} differ from the uninterrupted "
+        return [f"{method} resume: {differ} differ from the uninterrupted "
                 "run's"]
-    print(f"acp-sgd resumed after step {SAVE} (a P step) to step {end}: the "
-          "adapter is bit-identical to the uninterrupted run's")
+    print(f"{method} resumed after step {SAVE} to step {end}: the adapter "
+          "is bit-identical to the uninterrupted run's")
+    return []
+
+
+def check_sent_less(method, run, plain):
+    """Every compressed step sends less than a plain DDP step."""
+    full = plain["doc"]["ranks"][0]["predicted_bytes_sent_per_step"]
+    sent = [m["bytes_sent"] for m in run["metrics"][START:]]
+    if not sent or max(sent) >= full:
+        return [f"{method}: compressed steps send up to {max(sent or [0])} "
+                f"bytes, plain DDP {full}"]
+    print(f"{method}: {max(sent)} bytes sent per compressed step, plain DDP "
+          f"{full:.0f} ({full / max(sent):.1f}x less)")
     return []
 
 
 def check_refusals(args, onnx_path):
-    failures = []
-    for name, extra, expect in (
-            ("acp-cold", dict(gradient_compression="acp-sgd",
-                              compression_warm_start=False),
-             "reuses the previous step's factor by design"),
-            ("topk", dict(gradient_compression="topk"), "not built yet"),
-            ("signsgd", dict(gradient_compression="signsgd"),
-             "not built yet")):
-        recipe = dict(recipe_for("none"), **extra)
-        work = os.path.join(args.work, f"refuse-{name}")
-        plan, err = compile_plan(args, onnx_path, recipe, work)
-        if plan or expect not in (err or ""):
-            failures.append(f"refusal {name}: expected an error with "
-                            f"'{expect}', got {err!r}")
-        else:
-            print(f"refused {name}: {tc.first_lines(err, 1)}")
-    return failures
+    cases = [(name, dict(recipe_for("none"), **extra), f"{WORLD}xcpu", expect)
+             for name, extra, expect in (
+                 ("acp-cold", dict(gradient_compression="acp-sgd",
+                                   compression_warm_start=False),
+                  "reuses the previous step's factor by design"),
+                 ("topk-ratio", dict(gradient_compression="topk",
+                                     compression_ratio=0),
+                  "'compression_ratio' must be in (0, 1]"))]
+    return tc.check_refusals(args.bin, onnx_path, args.work, cases)
 
 
 def main():
@@ -308,9 +325,12 @@ def main():
             failures += check_convergence(method, runs[method], plain)
         if method in runs:
             failures += check_bytes(method, runs[method])
+        if plain and method in runs and method in ("topk", "signsgd"):
+            failures += check_sent_less(method, runs[method], plain)
     if "acp-sgd" in runs and "powersgd" in runs:
         failures += check_one_factor(runs["acp-sgd"], runs["powersgd"])
     failures += check_resume(args, onnx_path, data, init)
+    failures += check_resume(args, onnx_path, data, init, "topk")
     failures += check_refusals(args, onnx_path)
     for f in failures:
         print("FAIL " + f)

@@ -45,8 +45,8 @@ compressed, in one bucket):
     CompressGradients.cpp states written as a DDP communication hook in
     PyTorch (on gloo, Q's first values from lowrank_init): the same
     checks, with the bytes of its alternating P and Q steps;
-  * the refusals: zero_stage 2, topk, and one rank, each with its
-    message.
+  * the refusals: zero_stage 2, topk with compression_ratio 0, and one
+    rank, each with its message.
 
   train_powersgd.py --bin build/bin --work build/test/train-powersgd
 """
@@ -276,14 +276,7 @@ def torch_reference(work, model_path, rows, recipe, world, approx_rank):
 # ---------------------------------------------------------------------------
 
 def compile_plan(args, onnx_path, recipe, work, hardware):
-    os.makedirs(work, exist_ok=True)
-    recipe_path = os.path.join(work, "recipe.yaml")
-    tc.write_recipe(recipe, recipe_path)
-    plan = os.path.join(work, "plan.tplan")
-    ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile", onnx_path,
-                      "--recipe", recipe_path, "--hardware", hardware,
-                      "-o", plan], 900, os.path.join(work, "tailor.log"))
-    return (plan, None) if ok else (None, msg)
+    return tc.compile_plan(args.bin, onnx_path, recipe, work, hardware)
 
 
 def train(args, plan, work, world, data, init, out, max_steps=STEPS,
@@ -427,21 +420,14 @@ def check_resume(args, case, data, init):
 
 
 def check_refusals(args, onnx_path):
-    failures = []
-    for name, extra, hardware, expect in (
-            ("zero2", dict(zero_stage=2), "2xcpu", "ddp only"),
-            ("topk", dict(gradient_compression="topk"), "2xcpu",
-             "not built yet"),
-            ("one-rank", {}, "cpu", "needs several ranks")):
-        recipe = dict(recipe_for(2, 1), **extra)
-        work = os.path.join(args.work, f"refuse-{name}")
-        plan, err = compile_plan(args, onnx_path, recipe, work, hardware)
-        if plan or expect not in (err or ""):
-            failures.append(f"refusal {name}: expected an error with "
-                            f"'{expect}', got {err!r}")
-        else:
-            print(f"refused {name}: {tc.first_lines(err, 1)}")
-    return failures
+    cases = [(name, dict(recipe_for(2, 1), **extra), hardware, expect)
+             for name, extra, hardware, expect in (
+                 ("zero2", dict(zero_stage=2), "2xcpu", "ddp only"),
+                 ("topk-ratio", dict(gradient_compression="topk",
+                                     compression_ratio=0), "2xcpu",
+                  "'compression_ratio' must be in (0, 1]"),
+                 ("one-rank", {}, "cpu", "needs several ranks"))]
+    return tc.check_refusals(args.bin, onnx_path, args.work, cases)
 
 
 def main():

@@ -1,11 +1,13 @@
-//===- CompressionKernelsTest.cpp - PowerSGD's kernels --------------------===//
+//===- CompressionKernelsTest.cpp - gradient compression kernels ----------===//
 //
 // The kernels of runtime/cpu/CompressionKernels.cpp against plain double
 // loops written here, at explicit tolerances: 1e-6 relative (plus 1e-7
 // absolute) for the products and Gram-Schmidt, exact bits for the
 // elementwise error feedback and Q's fixed first values (whose first
 // entries were printed by Python's integers for the end-to-end test's
-// PyTorch side, test/e2e/train_powersgd.py).
+// PyTorch side, test/e2e/train_powersgd.py); top-k and sign-SGD against
+// sorts and loops written here, exactly where nothing rounds twice, else
+// at 1e-6 relative.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 using namespace tailor::runtime;
 using namespace tailor::runtime::testing;
@@ -168,4 +172,199 @@ TEST(CompressionKernelsTest, LowRankMatmulComputesEachPowerSgdProduct) {
   expectAllNear(out, referenceProduct(p, false, q2, true, 6, r, 20), 1e-6, 1e-7,
                 "M = P Q^T");
   EXPECT_NE(checkKernel("lowrank_matmul", {&grad, &p, &q2}), "");
+}
+
+//===----------------------------------------------------------------------===//
+// Top-k and EF-SignSGD (a bucket of gradients read as one flat vector)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The reference top-k of `p` (flat): positions sorted by |p| descending,
+/// then position ascending, the first k kept, returned in position order.
+std::vector<int64_t> referenceTopK(const std::vector<float> &p, int64_t k) {
+  std::vector<int64_t> order(p.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::fabs(p[a]) > std::fabs(p[b]);
+  });
+  order.resize(static_cast<size_t>(k));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+/// Concatenates the buffers' elements as f32.
+std::vector<float> flatOf(const std::vector<const Buffer *> &parts) {
+  std::vector<float> flat;
+  for (const Buffer *b : parts) {
+    for (int64_t i = 0; i < b->numel(); ++i) {
+      flat.push_back(static_cast<float>(b->at(i)));
+    }
+  }
+  return flat;
+}
+
+} // namespace
+
+TEST(CompressionKernelsTest, TopKKeepsTheLargestAndLeavesTheResidual) {
+  // Reference: p = g + e (f32), the k largest |p| by a stable sort (ties:
+  // the lower position), values p at them, the residual p with them zeroed;
+  // exact, since nothing is rounded twice. Odd sizes over three gradients,
+  // k from 1 to every entry.
+  Buffer g0 = randomBuffer({5, 3}, -1, 1, 30);
+  Buffer g1 = randomBuffer({7}, -1, 1, 31);
+  Buffer g2 = randomBuffer({2, 2, 3}, -1, 1, 32);
+  int64_t n = 15 + 7 + 12;
+  for (int64_t k : {int64_t(1), int64_t(5), int64_t(17), n}) {
+    Buffer e0 = randomBuffer({5, 3}, -0.5, 0.5, 33);
+    Buffer e1 = randomBuffer({7}, -0.5, 0.5, 34);
+    Buffer e2 = randomBuffer({2, 2, 3}, -0.5, 0.5, 35);
+    std::vector<float> g = flatOf({&g0, &g1, &g2});
+    std::vector<float> p = flatOf({&e0, &e1, &e2});
+    for (size_t i = 0; i < p.size(); ++i) {
+      p[i] += g[i];
+    }
+    std::vector<int64_t> want = referenceTopK(p, k);
+    Buffer values(DType::F32, {k});
+    Buffer indices(DType::I32, {k});
+    ASSERT_EQ(runKernel("topk_compress",
+                        {&g0, &g1, &g2, &e0, &e1, &e2, &values, &indices},
+                        {intAttr("members", 3)}),
+              "");
+    std::vector<float> residual = flatOf({&e0, &e1, &e2});
+    for (int64_t j = 0; j < k; ++j) {
+      ASSERT_EQ(indices.at(j), double(want[j])) << "k " << k << " pair " << j;
+      ASSERT_EQ(static_cast<float>(values.at(j)), p[want[j]]);
+      p[want[j]] = 0;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(residual[i], p[i]) << "k " << k << " residual " << i;
+    }
+  }
+}
+
+TEST(CompressionKernelsTest, TopKBreaksTiesByPositionWithoutResidual) {
+  // Equal magnitudes of either sign: the lower positions win, whatever
+  // order the heap meets them in; no residual operands: the gradients are
+  // read, not written.
+  Buffer g = filled(DType::F32, {9}, {0.5, -1, 1, 0.25, -1, 1, 0, -0.5, 1});
+  Buffer before = g;
+  Buffer values(DType::F32, {4});
+  Buffer indices(DType::I32, {4});
+  ASSERT_EQ(runKernel("topk_compress", {&g, &values, &indices},
+                      {intAttr("members", 1)}),
+            "");
+  expectAllNear(indices, {1, 2, 4, 5}, 0, 0, "indices");
+  expectAllNear(values, {-1, 1, -1, 1}, 0, 0, "values");
+  EXPECT_TRUE(g.sameBytes(before));
+  // A NaN ranks above every number (sent, not hidden in the residual);
+  // an infinity ties with it and the position decides.
+  Buffer odd = filled(DType::F32, {5}, {1, std::nan(""), -3, INFINITY, 2});
+  Buffer two(DType::F32, {2});
+  Buffer twoIdx(DType::I32, {2});
+  ASSERT_EQ(runKernel("topk_compress", {&odd, &two, &twoIdx},
+                      {intAttr("members", 1)}),
+            "");
+  expectAllNear(twoIdx, {1, 3}, 0, 0, "NaN and inf first");
+  EXPECT_TRUE(std::isnan(two.at(0)));
+  Buffer tooMany(DType::F32, {10});
+  Buffer tooManyIdx(DType::I32, {10});
+  EXPECT_NE(checkKernel("topk_compress", {&g, &tooMany, &tooManyIdx},
+                        {intAttr("members", 1)}),
+            "");
+  EXPECT_NE(checkKernel("topk_compress", {&g, &values, &indices}), "");
+}
+
+TEST(CompressionKernelsTest, SparseAverageScatterAddsEveryRanksPairs) {
+  // Reference: zeros, then value * scale added at each position in order
+  // (positions repeat across ranks), over two gradients of odd sizes;
+  // 1e-7 relative (sums of at most three f32 products).
+  Buffer g0 = randomBuffer({3, 3}, -1, 1, 40);
+  Buffer g1 = randomBuffer({4}, -1, 1, 41);
+  Buffer values = filled(DType::F32, {6}, {1, 2, 3, 4, 5, 6});
+  Buffer indices = filled(DType::I32, {6}, {0, 8, 12, 0, 9, 12});
+  ASSERT_EQ(runKernel("sparse_average", {&values, &indices, &g0, &g1},
+                      {floatAttr("scale", 0.5)}),
+            "");
+  std::vector<double> want(13, 0.0);
+  for (int j = 0; j < 6; ++j) {
+    want[static_cast<size_t>(indices.at(j))] += values.at(j) * 0.5;
+  }
+  expectAllNear(g0, std::vector<double>(want.begin(), want.begin() + 9), 1e-7,
+                0, "g0");
+  expectAllNear(g1, std::vector<double>(want.begin() + 9, want.end()), 1e-7, 0,
+                "g1");
+  Buffer outside = filled(DType::I32, {6}, {0, 8, 13, 0, 9, 12});
+  EXPECT_NE(runKernel("sparse_average", {&values, &outside, &g0, &g1},
+                      {floatAttr("scale", 0.5)}),
+            "");
+}
+
+TEST(CompressionKernelsTest, SignCompressPacksSignsScaleAndResidual) {
+  // Reference: p = g + e, per gradient t scale_t = sum |p_t| / n_t in
+  // double, bit i of the flat bucket set for p[i] < 0 (a zero is +),
+  // residual p - scale_t * sign(p); 6 + 7 = 13 entries over two gradients
+  // (two bytes, the last partly used); 1e-6 relative.
+  Buffer g0 = filled(DType::F32, {2, 3}, {0.5, -1, 0, 2, -0.25, 1});
+  Buffer g1 = filled(DType::F32, {7}, {-3, 0.125, 0, -0.5, 4, -2, 1});
+  Buffer e0 = randomBuffer({2, 3}, -0.1, 0.1, 50);
+  Buffer e1 = randomBuffer({7}, -0.1, 0.1, 51);
+  e0.set(2, 0); // p = 0 exactly: sign +
+  std::vector<float> p = flatOf({&g0, &g1});
+  std::vector<float> e = flatOf({&e0, &e1});
+  double l1[2] = {0, 0};
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] += e[i];
+    l1[i < 6 ? 0 : 1] += std::fabs(double(p[i]));
+  }
+  double scale[2] = {l1[0] / 6.0, l1[1] / 7.0};
+  Buffer signs(DType::U8, {2});
+  Buffer s(DType::F32, {2});
+  ASSERT_EQ(runKernel("sign_compress", {&g0, &g1, &e0, &e1, &signs, &s},
+                      {intAttr("members", 2)}),
+            "");
+  EXPECT_TRUE(near(s.at(0), scale[0], 1e-6, 0));
+  EXPECT_TRUE(near(s.at(1), scale[1], 1e-6, 0));
+  std::vector<float> residual = flatOf({&e0, &e1});
+  for (int64_t i = 0; i < 13; ++i) {
+    bool bit = (static_cast<int>(signs.at(i / 8)) >> (i % 8)) & 1;
+    EXPECT_EQ(bit, p[i] < 0) << i;
+    double sign = p[i] < 0 ? -1 : 1;
+    EXPECT_TRUE(near(residual[i], p[i] - scale[i < 6 ? 0 : 1] * sign, 1e-6,
+                     1e-7))
+        << i;
+  }
+  EXPECT_EQ(static_cast<int>(signs.at(1)) >> 5, 0); // unused bits stay 0
+  Buffer shortSigns(DType::U8, {1});
+  EXPECT_NE(checkKernel("sign_compress", {&g0, &g1, &shortSigns, &s},
+                        {intAttr("members", 2)}),
+            "");
+  Buffer oneScale(DType::F32, {1});
+  EXPECT_NE(checkKernel("sign_compress", {&g0, &g1, &signs, &oneScale},
+                        {intAttr("members", 2)}),
+            "");
+}
+
+TEST(CompressionKernelsTest, SignAverageIsTheMeanOfScaledSigns) {
+  // Three ranks' signs (4 + 5 = 9 entries: two bytes each) and scales (two
+  // per rank, one per gradient); reference the mean over ranks of
+  // scale_{r,t} * (+-1) in double; 1e-6 relative.
+  Buffer signs = filled(DType::U8, {6}, {0x0f, 0x01, 0xaa, 0x00, 0xff, 0x01});
+  Buffer scales = filled(DType::F32, {6}, {0.5, 3, 0.25, 1, 2, 0.125});
+  Buffer g0(DType::F32, {4});
+  Buffer g1(DType::F32, {5});
+  ASSERT_EQ(runKernel("sign_average", {&signs, &scales, &g0, &g1}), "");
+  std::vector<double> want(9, 0.0);
+  for (int64_t i = 0; i < 9; ++i) {
+    for (int64_t r = 0; r < 3; ++r) {
+      bool bit = (static_cast<int>(signs.at(r * 2 + i / 8)) >> (i % 8)) & 1;
+      want[i] += (bit ? -1 : 1) * scales.at(r * 2 + (i < 4 ? 0 : 1)) / 3.0;
+    }
+  }
+  expectAllNear(g0, std::vector<double>(want.begin(), want.begin() + 4), 1e-6,
+                0, "g0");
+  expectAllNear(g1, std::vector<double>(want.begin() + 4, want.end()), 1e-6, 0,
+                "g1");
+  Buffer fourScales = filled(DType::F32, {4}, {1, 1, 1, 1});
+  EXPECT_NE(checkKernel("sign_average", {&signs, &fourScales, &g0, &g1}), "");
 }

@@ -202,7 +202,8 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "fused_elementwise",
       // Gradient compression (CompressionKernels.cpp).
       "error_feedback_add", "error_feedback_store", "lowrank_init",
-      "orthogonalize", "lowrank_matmul",
+      "orthogonalize", "lowrank_matmul", "topk_compress", "sparse_average",
+      "sign_compress", "sign_average",
       // Generation (GenerationKernels.cpp).
       "kv_cache_write"};
   std::set<std::string> seen;

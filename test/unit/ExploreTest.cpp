@@ -79,10 +79,16 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
   }
   // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, x 1 micro
   // batch; per sharding, the offloads: parameters (LoRA outside zero3) x
-  // optimizer (ddp only) x activations (always).
+  // optimizer (ddp only) x activations (always); and the four compression
+  // methods of each ddp point without offload (two CPU ranks).
   size_t loraOffloads = 2 * (2 * 2) + 2 * 2 + 2 * 2 + 1 * 2; // ddp..zero3
   size_t fullOffloads = 2 * 2 + 2 + 2 + 2;
-  EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads));
+  size_t compressed = 4 * (10 * 3 + 1 * 3);
+  EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads +
+                               compressed));
+  for (const Knobs &k : all) {
+    EXPECT_TRUE(k.compression == "none" || Space::compressible(k));
+  }
 }
 
 TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
@@ -142,6 +148,48 @@ TEST(ExploreSpace, BadFixesSayWhy) {
             "does not split into micro batches of that size");
   EXPECT_EQ(fixError({"sharding=hybrid"}),
             "--fix sharding=hybrid: not a value this knob takes here");
+}
+
+// Tests that gradient compression is a knob on several CPU ranks only
+// (none on one rank or on GPUs, where the pass has no kernels), applies to
+// DDP without offload, is pinned by --fix in either spelling, and reaches
+// the recipe as gradient_compression.
+TEST(ExploreKnobs, CompressionIsAKnobOfSeveralCpuRanks) {
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 1), 0).compression,
+            (std::vector<std::string>{"none"}));
+  HardwareSpec gpus = cluster(1, 2);
+  gpus.backend = "cuda";
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), gpus, 0).compression,
+            (std::vector<std::string>{"none"}));
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0).compression,
+            (std::vector<std::string>{"none", "powersgd", "acp-sgd", "topk",
+                                      "signsgd"}));
+  Space space = spaceOrDie(recipe(1, 1), cluster(1, 2), 0,
+                           {"gradient_compression=topk"});
+  std::vector<Knobs> all = space.enumerate();
+  ASSERT_FALSE(all.empty());
+  for (const Knobs &k : all) {
+    EXPECT_EQ(k.compression, "topk");
+    EXPECT_EQ(k.sharding, "ddp");
+    EXPECT_EQ(knobValue(k, "offload"), "none");
+  }
+  EXPECT_TRUE(llvm::is_contained(
+      recipeKeys(all.front(), TrainingRecipe()),
+      std::make_pair(std::string("gradient_compression"),
+                     std::string("topk"))));
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0,
+                       {"compression=signsgd"})
+                .compression,
+            (std::vector<std::string>{"signsgd"}));
+  EXPECT_EQ(fixError({"gradient_compression=randk"}),
+            "--fix compression=randk: not a value this knob takes here");
+  // A recipe that compresses gets `none` back where a point does not.
+  TrainingRecipe compressing;
+  compressing.gradientCompression = "powersgd";
+  EXPECT_TRUE(llvm::is_contained(
+      recipeKeys(Knobs(), compressing),
+      std::make_pair(std::string("gradient_compression"),
+                     std::string("none"))));
 }
 
 TEST(ExploreKnobs, ABudgetIsTheBudgetPolicy) {

@@ -84,11 +84,12 @@ struct ExploreFlags {
       "fix",
       llvm::cl::desc("pin a knob: weights=nf4, adapter=lora, recompute=full, "
                      "sharding=zero2, offload=param, offload_optimizer=cpu, "
-                     "offload_activations=true, micro_batch=2 (or the "
-                     "recipe's keys: quantization, gradient_checkpointing, "
-                     "zero_stage, fsdp_sharding_strategy, offload_param, "
-                     "enable_activation_offloading, micro_batch_size); "
-                     "repeatable"),
+                     "offload_activations=true, micro_batch=2, "
+                     "compression=topk (or the recipe's keys: quantization, "
+                     "gradient_checkpointing, zero_stage, "
+                     "fsdp_sharding_strategy, offload_param, "
+                     "enable_activation_offloading, micro_batch_size, "
+                     "gradient_compression); repeatable"),
       llvm::cl::value_desc("key=value"), llvm::cl::cat(category)};
   llvm::cl::opt<int64_t> top{
       "top",

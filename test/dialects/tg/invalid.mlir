@@ -1019,3 +1019,49 @@ func.func @f(%k: tensor<1x2x1x4xf32>, %p: tensor<i64>) {
   tg.cache_write %k into @c at %p : tensor<1x2x1x4xf32>, tensor<i64>
   return
 }
+
+// -----
+
+// Tests that top-k keeps at most the bucket's entries (4 x 4 and 4: 20).
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @b : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<4x4xf32> of @w grad
+tg.state @b.grad : tensor<4xf32> of @b grad
+func.func @f() {
+  // expected-error @+1 {{keeps 21 entries of a bucket of 20}}
+  %v, %i = tg.topk_compress [@w.grad, @b.grad] : tensor<21xf32>, tensor<21xi32>
+  return
+}
+
+// -----
+
+// Tests that top-k needs one residual per gradient.
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<4x4xf32> of @w grad
+tg.state @b.grad : tensor<4xf32> of @w grad
+func.func @f() {
+  // expected-error @+1 {{expected one residual per gradient, got 1 for 2}}
+  %v, %i = tg.topk_compress [@w.grad, @b.grad] residual [@w.grad] : tensor<2xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+// Tests that sign-SGD packs 8 signs a byte (20 entries: 3 bytes).
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<4x4xf32> of @w grad
+tg.state @b.grad : tensor<4xf32> of @w grad
+func.func @f() {
+  // expected-error @+1 {{packs 20 signs into 2 bytes, expected 3}}
+  %s, %c = tg.sign_compress [@w.grad, @b.grad] : tensor<2xui8>, tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that an all-gather's result is a whole number of inputs.
+func.func @f(%x: tensor<3xf32>) {
+  // expected-error @+1 {{gathers 3 elements into 7: expected a positive multiple}}
+  %y = tg.all_gather %x over world : tensor<3xf32> -> tensor<7xf32>
+  return
+}

@@ -343,6 +343,36 @@ func.func @powersgd_step(%step: tensor<i64>) {
 
 // -----
 
+// Tests that top-k's and sign-SGD's ops round-trip: the compressors over a
+// bucket with and without residuals, the value all-gather, and the two
+// averages into the bucket's gradients.
+// CHECK-LABEL: func.func @sparse_step
+// CHECK: %[[V:.+]], %[[I:.+]] = tg.topk_compress [@w.grad, @b.grad] residual [@w.powersgd_error, @b.powersgd_error] : tensor<3xf32>, tensor<3xi32>
+// CHECK: %[[AV:.+]] = tg.all_gather %[[V]] over world : tensor<3xf32> -> tensor<6xf32>
+// CHECK: %[[AI:.+]] = tg.all_gather %[[I]] over world : tensor<3xi32> -> tensor<6xi32>
+// CHECK: tg.sparse_average %[[AV]], %[[AI]] into [@w.grad, @b.grad] scale 5.000000e-01 : tensor<6xf32>, tensor<6xi32>
+// CHECK: %[[S:.+]], %[[C:.+]] = tg.sign_compress [@w.grad, @b.grad] : tensor<3xui8>, tensor<2xf32>
+// CHECK: tg.sign_average %{{.+}}, %{{.+}} into [@w.grad, @b.grad] : tensor<6xui8>, tensor<4xf32>
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.param @b : tensor<4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<4x4xf32> of @w grad
+tg.state @b.grad : tensor<4xf32> of @b grad
+tg.state @w.powersgd_error : tensor<4x4xf32> of @w powersgd_error
+tg.state @b.powersgd_error : tensor<4xf32> of @b powersgd_error
+func.func @sparse_step() {
+  %v, %i = tg.topk_compress [@w.grad, @b.grad] residual [@w.powersgd_error, @b.powersgd_error] : tensor<3xf32>, tensor<3xi32>
+  %av = tg.all_gather %v over world : tensor<3xf32> -> tensor<6xf32>
+  %ai = tg.all_gather %i over world : tensor<3xi32> -> tensor<6xi32>
+  tg.sparse_average %av, %ai into [@w.grad, @b.grad] scale 0.5 : tensor<6xf32>, tensor<6xi32>
+  %s, %c = tg.sign_compress [@w.grad, @b.grad] : tensor<3xui8>, tensor<2xf32>
+  %as = tg.all_gather %s over world : tensor<3xui8> -> tensor<6xui8>
+  %ac = tg.all_gather %c over world : tensor<2xf32> -> tensor<4xf32>
+  tg.sign_average %as, %ac into [@w.grad, @b.grad] : tensor<6xui8>, tensor<4xf32>
+  return
+}
+
+// -----
+
 // Tests that a decode step's KV cache states and their writes round-trip.
 // CHECK: tg.state @attn.key_cache : tensor<1x2x8x4xf32> of @attn key_cache
 // CHECK-LABEL: func.func @decode_step

@@ -4,6 +4,10 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="rank=1 start-step=3" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=acp-sgd rank=1 start-step=3" | FileCheck %s --check-prefix=ACP
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=acp-sgd rank=1 start-step=3" --tailor-lower-to-sched | FileCheck %s --check-prefix=ACPSCHED
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=topk ratio=0.05 start-step=3" | FileCheck %s --check-prefix=TOPK
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=topk ratio=0.05 start-step=3" --tailor-lower-to-sched | FileCheck %s --check-prefix=TOPKSCHED
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=signsgd start-step=3" | FileCheck %s --check-prefix=SIGN
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=ddp world-size=4" --tailor-compress-gradients="method=signsgd start-step=0 error-feedback=false" --tailor-lower-to-sched | FileCheck %s --check-prefix=SIGNSCHED
 
 tg.param @w : tensor<16x8xf32> trainable init <"zeros", 0.0 : f64>
 tg.param @b : tensor<8xf32> trainable init <"zeros", 0.0 : f64>
@@ -100,6 +104,55 @@ tg.state @v.grad : tensor<2x2xf32> of @v grad
 // ACPSCHED: sched.launch @lowrank_matmul
 // ACPSCHED-SAME: sched.steps = array<i64: 4, -1>}
 // ACPSCHED: sched.launch @error_feedback_store
+// Tests that top-k keeps the warm-up, then compresses the bucket (16 x 8,
+// 8 and 2 x 2: 140 entries) as one flat vector: with the residuals of
+// error feedback, ceil(0.05 * 140) = 7 entries and their i32 positions per
+// rank, both all-gathered (4 x 7) and averaged into the gradients
+// (scale 1/4). Lowered, the two all-gathers are out of place, from the
+// compressed activations into the gathered ones.
+// TOPK: module attributes {tg.compression = {error_feedback = true, method = "topk", ratio = 5.000000e-02 : f64, start_step = 3 : i64}
+// TOPK-DAG: tg.state @w.powersgd_error : tensor<16x8xf32> of @w powersgd_error
+// TOPK-DAG: tg.state @v.powersgd_error : tensor<2x2xf32> of @v powersgd_error
+// TOPK-NOT: powersgd_p
+// TOPK-LABEL: func.func @optimizer_step
+// TOPK-NEXT: tg.all_reduce_states [@v.grad, @b.grad, @w.grad] avg over world {tg.steps = array<i64: 1, 3>}
+// TOPK-NEXT: %[[V:.+]], %[[I:.+]] = tg.topk_compress [@v.grad, @b.grad, @w.grad] residual [@v.powersgd_error, @b.powersgd_error, @w.powersgd_error] {tg.steps = array<i64: 4, -1>} : tensor<7xf32>, tensor<7xi32>
+// TOPK-NEXT: %[[AV:.+]] = tg.all_gather %[[V]] over world {tg.steps = array<i64: 4, -1>} : tensor<7xf32> -> tensor<28xf32>
+// TOPK-NEXT: %[[AI:.+]] = tg.all_gather %[[I]] over world {tg.steps = array<i64: 4, -1>} : tensor<7xi32> -> tensor<28xi32>
+// TOPK-NEXT: tg.sparse_average %[[AV]], %[[AI]] into [@v.grad, @b.grad, @w.grad] scale 2.500000e-01 {tg.steps = array<i64: 4, -1>} : tensor<28xf32>, tensor<28xi32>
+// TOPK-NOT: tg.all_reduce_states
+// TOPK-NOT: tg.store_error_feedback
+// TOPK: tg.sgd_update @w
+// TOPKSCHED-LABEL: sched.entry "optimizer_step"
+// TOPKSCHED: sched.collective all_reduce %[[BUCKET:.+]] to %[[BUCKET]] reduce avg group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, 3>}
+// TOPKSCHED: sched.launch @topk_compress(%[[G0:[^,]+]], %[[G1:[^,]+]], %[[G2:[^,]+]], %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %[[V:[^,]+]], %[[I:[^)]+]]) on @compute with {members = 3 : i64}
+// TOPKSCHED-SAME: sched.steps = array<i64: 4, -1>
+// TOPKSCHED: sched.collective all_gather %[[V]] to %[[AV:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1>} : memref<7xf32> to memref<28xf32>
+// TOPKSCHED: sched.collective all_gather %[[I]] to %[[AI:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 4, -1>} : memref<7xi32> to memref<28xi32>
+// TOPKSCHED: sched.launch @sparse_average(%[[AV]], %[[AI]], %[[G0]], %[[G1]], %[[G2]]) on @compute with {scale = 2.500000e-01 : f64}
+// TOPKSCHED: sched.launch @sgd
+// Tests that sign-SGD keeps the warm-up, then sends the bucket's 140 signs
+// as 18 bytes and one scale per gradient (3) per rank (all-gathered: 72
+// bytes, 12 scales),
+// averaged into the gradients, with error feedback's residuals; without
+// warm-up or error feedback it starts at step 1 and reads the gradients
+// only.
+// SIGN: module attributes {tg.compression = {error_feedback = true, method = "signsgd", start_step = 3 : i64}
+// SIGN-LABEL: func.func @optimizer_step
+// SIGN-NEXT: tg.all_reduce_states [@v.grad, @b.grad, @w.grad] avg over world {tg.steps = array<i64: 1, 3>}
+// SIGN-NEXT: %[[S:.+]], %[[C:.+]] = tg.sign_compress [@v.grad, @b.grad, @w.grad] residual [@v.powersgd_error, @b.powersgd_error, @w.powersgd_error] {tg.steps = array<i64: 4, -1>} : tensor<18xui8>, tensor<3xf32>
+// SIGN-NEXT: %[[AS:.+]] = tg.all_gather %[[S]] over world {tg.steps = array<i64: 4, -1>} : tensor<18xui8> -> tensor<72xui8>
+// SIGN-NEXT: %[[AC:.+]] = tg.all_gather %[[C]] over world {tg.steps = array<i64: 4, -1>} : tensor<3xf32> -> tensor<12xf32>
+// SIGN-NEXT: tg.sign_average %[[AS]], %[[AC]] into [@v.grad, @b.grad, @w.grad] {tg.steps = array<i64: 4, -1>} : tensor<72xui8>, tensor<12xf32>
+// SIGN: tg.sgd_update @w
+// SIGNSCHED-LABEL: sched.entry "optimizer_step"
+// SIGNSCHED-NOT: all_reduce
+// SIGNSCHED: sched.launch @sign_compress(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %[[S:[^,]+]], %[[C:[^)]+]]) on @compute with {members = 3 : i64}
+// SIGNSCHED-SAME: sched.steps = array<i64: 1, -1>
+// SIGNSCHED: sched.collective all_gather %[[S]] to %[[AS:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, -1>} : memref<18xui8> to memref<72xui8>
+// SIGNSCHED: sched.collective all_gather %[[C]] to %[[AC:.+]] group [0, 1, 2, 3] on @compute {sched.steps = array<i64: 1, -1>} : memref<3xf32> to memref<12xf32>
+// SIGNSCHED: sched.launch @sign_average(%[[AS]], %[[AC]],
+// SIGNSCHED: sched.launch @sgd
 func.func @train_step(%x: tensor<8xf32>) -> tensor<f32> {
   %g = tg.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   tg.accumulate %g into @b.grad : tensor<8xf32>
