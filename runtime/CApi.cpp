@@ -3,6 +3,7 @@
 #include "runtime/CApiHandles.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/Status.h"
+#include "runtime/comm/Communicator.h"
 
 #include <cstring>
 #include <optional>
@@ -147,6 +148,22 @@ static tailor_memory_report reportOf(const CategoryBytes &bytes) {
   return report;
 }
 
+namespace {
+
+/// How plans load through the C API: a layer split's plan as the stage of
+/// this process's rank when a launcher (mpirun, torchrun, SLURM) says
+/// which, so every rank of the job loads its own part.
+LoadOptions launchLoadOptions() {
+  LoadOptions options;
+  comm::LaunchInfo launch;
+  if (comm::detectLaunch(launch).empty() && launch.launcher != "none") {
+    options.stage = launch.rank;
+  }
+  return options;
+}
+
+} // namespace
+
 extern "C" {
 
 tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
@@ -157,7 +174,8 @@ tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
     }
     *plan = nullptr;
     std::string error;
-    std::unique_ptr<LoadedPlan> loaded = LoadedPlan::load(path, {}, error);
+    std::unique_ptr<LoadedPlan> loaded =
+        LoadedPlan::load(path, launchLoadOptions(), error);
     if (!loaded) {
       bool io = error.rfind("cannot open plan", 0) == 0 ||
                 error.rfind("cannot read plan", 0) == 0;
@@ -179,7 +197,8 @@ tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
     *plan = nullptr;
     std::string error;
     std::unique_ptr<LoadedPlan> loaded = LoadedPlan::loadFromMemory(
-        data, size, base_dir ? base_dir : ".", "<memory>", {}, error);
+        data, size, base_dir ? base_dir : ".", "<memory>",
+        launchLoadOptions(), error);
     if (!loaded) {
       return fail(TAILOR_ERROR_INVALID_PLAN, error);
     }

@@ -291,9 +291,12 @@ void LayerSplitter::crossings(
 /// `pipeline_forward`.
 class EntryBuilder {
 public:
+  /// `prefix` goes before the names of the entry's inputs: a plan's
+  /// inputs have names unique over its entries (`forward_input_ids`).
   EntryBuilder(OpBuilder &builder, const StageMap &map, func::FuncOp source,
-               func::FuncOp target)
-      : builder(builder), map(map), source(source), target(target) {}
+               func::FuncOp target, StringRef prefix)
+      : builder(builder), map(map), source(source), target(target),
+        prefix(prefix.str()) {}
 
   /// The value `value` of the unsplit step has in the entry: mapped,
   /// cloned (free ops and arguments on first use) or received.
@@ -307,8 +310,19 @@ private:
   OpBuilder &builder;
   const StageMap &map;
   func::FuncOp source, target;
+  std::string prefix;
   Value slotArg;
+  /// The input's attributes with its name prefixed.
+  DictionaryAttr renamed(DictionaryAttr attrs, StringRef fallback);
 };
+
+DictionaryAttr EntryBuilder::renamed(DictionaryAttr attrs, StringRef fallback) {
+  NamedAttrList list(attrs);
+  auto name = attrs ? attrs.getAs<StringAttr>("tg.name") : StringAttr();
+  list.set("tg.name", builder.getStringAttr(
+                          prefix + (name ? name.str() : fallback.str())));
+  return list.getDictionary(builder.getContext());
+}
 
 Value EntryBuilder::argument(BlockArgument arg) {
   Block &body = target.getBody().front();
@@ -316,8 +330,10 @@ Value EntryBuilder::argument(BlockArgument arg) {
   if (slotArg) {
     index -= 1; // keep `slot` last
   }
-  if (failed(target.insertArgument(index, arg.getType(),
-                                   source.getArgAttrDict(arg.getArgNumber()),
+  DictionaryAttr attrs =
+      renamed(source.getArgAttrDict(arg.getArgNumber()),
+              "input" + std::to_string(arg.getArgNumber()));
+  if (failed(target.insertArgument(index, arg.getType(), attrs,
                                    arg.getLoc()))) {
     return Value();
   }
@@ -329,11 +345,9 @@ Value EntryBuilder::slot() {
     Block &body = target.getBody().front();
     auto type = RankedTensorType::get({}, builder.getI64Type());
     unsigned index = body.getNumArguments();
-    (void)target.insertArgument(
-        index, type,
-        builder.getDictionaryAttr(builder.getNamedAttr(
-            "tg.name", builder.getStringAttr("slot"))),
-        target.getLoc());
+    (void)target.insertArgument(index, type,
+                                renamed(DictionaryAttr(), "slot"),
+                                target.getLoc());
     slotArg = body.getArgument(index);
   }
   return slotArg;
@@ -383,7 +397,8 @@ FailureOr<func::FuncOp> LayerSplitter::buildStepFunction(ModuleOp into,
   }
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
-  EntryBuilder entry(builder, map, train, func);
+  EntryBuilder entry(builder, map, train, func,
+                     forwardOnly ? "forward_" : "");
 
   SmallVector<std::pair<Value, int64_t>> incoming, outgoing;
   crossings(stage, forwardOnly, incoming, outgoing);

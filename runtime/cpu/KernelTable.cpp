@@ -35,6 +35,7 @@ const std::vector<KernelDef> &cpuKernels() {
     cpu::addOptimizerKernels(defs);
     cpu::addCompressionKernels(defs);
     cpu::addGenerationKernels(defs);
+    cpu::addPipelineKernels(defs);
     cpu::addQuantizedLinearKernels(defs);
     cpu::addFusedKernels(defs);
     return defs;

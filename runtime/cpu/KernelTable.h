@@ -40,6 +40,7 @@ void addLossKernels(std::vector<KernelDef> &table);
 void addOptimizerKernels(std::vector<KernelDef> &table);
 void addCompressionKernels(std::vector<KernelDef> &table);
 void addGenerationKernels(std::vector<KernelDef> &table);
+void addPipelineKernels(std::vector<KernelDef> &table);
 /// lowrank_init's value at row-major position k (CompressionKernels.cpp).
 float lowRankInitValue(int64_t k);
 

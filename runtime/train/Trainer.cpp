@@ -9,6 +9,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/train/AtomicFile.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/PipelineSchedule.h"
 #include "runtime/train/DataLoader.h"
 #include "runtime/train/Progress.h"
 
@@ -221,6 +222,12 @@ struct TrainerRun {
   std::vector<int64_t> positions;
   /// Plans with copy steps (offload) report the bytes they move per step.
   bool hasCopies = false;
+  /// A layer split's stage (plan 1.10): this rank's part, its forward entry
+  /// (-1 on the last stage) and the inputs of both entries that differ
+  /// from the plain step's.
+  const fb::PipelineStage *pipeline = nullptr;
+  int forwardEntry = -1;
+  Slot forwardIds, forwardPositions, forwardSeed, forwardSlot, trainSlot;
 
   /// Where the run stands.
   TrainerState state;
@@ -324,8 +331,9 @@ std::string joinLaunch(Run &run) {
 std::string openPlan(Run &run) {
   std::string error;
   if (!run.plan) {
-    run.plan =
-        LoadedPlan::load(run.options.planPath, runtime::LoadOptions(), error);
+    runtime::LoadOptions options;
+    options.stage = run.rank; // a layer split's rank runs its own stage
+    run.plan = LoadedPlan::load(run.options.planPath, options, error);
     if (!run.plan) {
       return error;
     }
@@ -347,6 +355,8 @@ std::string openPlan(Run &run) {
   run.trainEntry = run.session->findEntry("train_step");
   run.optimizerEntry = run.session->findEntry("optimizer_step");
   run.evalEntry = run.session->findEntry("eval_step");
+  run.pipeline = run.plan->root().pipeline();
+  run.forwardEntry = run.session->findEntry("pipeline_forward");
   if (run.trainEntry < 0 || run.optimizerEntry < 0 || !run.training) {
     return run.name() + ": not a training plan (no " +
            (run.trainEntry < 0       ? "train_step entry"
@@ -395,20 +405,37 @@ std::string bindSlots(Run &run) {
   std::vector<int64_t> tokenShape = {run.microBatch, run.sequenceLen};
   std::vector<DType> ints = {DType::I64, DType::I32};
   std::vector<DType> floats = {DType::F32};
+  // A pipeline stage reads only the inputs its layers need; only the last
+  // computes the loss.
+  bool whole = !run.pipeline;
   if (std::string problem = bindEntry(
           plan, session, root.inputs(), run.trainEntry, "train_step", "input",
-          {{"input_ids", true, tokenShape, ints, &run.inputIds},
-           {"labels", true, tokenShape, ints, &run.labels},
+          {{"input_ids", whole, tokenShape, ints, &run.inputIds},
+           {"labels", whole, tokenShape, ints, &run.labels},
            {"position_ids", false, tokenShape, ints, &run.positionIds},
-           {"seed", false, {}, ints, &run.seedSlot}});
+           {"seed", false, {}, ints, &run.seedSlot},
+           {"slot", false, {}, ints, &run.trainSlot}});
       !problem.empty()) {
     return problem;
   }
   if (std::string problem =
           bindEntry(plan, session, root.outputs(), run.trainEntry, "train_step",
-                    "output", {{"loss", true, {}, floats, &run.loss}});
+                    "output", {{"loss", whole, {}, floats, &run.loss}});
       !problem.empty()) {
     return problem;
+  }
+  if (run.forwardEntry >= 0) {
+    if (std::string problem = bindEntry(
+            plan, session, root.inputs(), run.forwardEntry,
+            "pipeline_forward", "input",
+            {{"forward_input_ids", false, tokenShape, ints, &run.forwardIds},
+             {"forward_position_ids", false, tokenShape, ints,
+              &run.forwardPositions},
+             {"forward_seed", false, {}, ints, &run.forwardSeed},
+             {"forward_slot", false, {}, ints, &run.forwardSlot}});
+        !problem.empty()) {
+      return problem;
+    }
   }
   if (std::string problem = bindEntry(
           plan, session, root.inputs(), run.optimizerEntry, "optimizer_step",
@@ -718,8 +745,12 @@ int64_t *positionsOf(Run &run) {
 
 /// Writes one micro-batch into the plan's inputs.
 void feed(Run &run, int64_t step, int64_t micro) {
-  writeInts(run.inputIds, run.ids.data(), run.ids.size());
-  writeInts(run.labels, run.targets.data(), run.targets.size());
+  if (run.inputIds.buffer >= 0) {
+    writeInts(run.inputIds, run.ids.data(), run.ids.size());
+  }
+  if (run.labels.buffer >= 0) {
+    writeInts(run.labels, run.targets.data(), run.targets.size());
+  }
   if (run.positionIds.buffer >= 0) {
     writeInts(run.positionIds, run.positions.data(), run.positions.size());
   }
@@ -744,6 +775,99 @@ void takeFedRows(Run &run, int64_t index) {
               run.targets.begin());
 }
 
+/// Writes micro-batch `micro` (in run.ids/targets/positions) into the
+/// inputs of a pipeline stage's forward entry, with its slot.
+void feedForward(Run &run, int64_t step, int64_t micro, int64_t slot) {
+  if (run.forwardIds.buffer >= 0) {
+    writeInts(run.forwardIds, run.ids.data(), run.ids.size());
+  }
+  if (run.forwardPositions.buffer >= 0) {
+    writeInts(run.forwardPositions, run.positions.data(),
+              run.positions.size());
+  }
+  if (run.forwardSeed.buffer >= 0) {
+    int64_t seed = dropoutSeed(run.training->seed(), step, micro);
+    writeInts(run.forwardSeed, &seed, 1);
+  }
+  if (run.forwardSlot.buffer >= 0) {
+    writeInts(run.forwardSlot, &slot, 1);
+  }
+}
+
+/// A layer split's stage: every stage reads the step's micro-batches (one
+/// data-parallel replica) and runs its forwards and backwards in the
+/// plan's schedule; the last stage's losses, summed over the ranks, make
+/// the step's mean. Sends still in flight are completed at the end.
+std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
+  const fb::PipelineStage &stage = *run.pipeline;
+  std::string error;
+  std::vector<train::PipelineWork> work = train::pipelineSchedule(
+      stage.stage(), stage.stages(), run.accumulation,
+      stage.schedule()->str(), error);
+  if (work.empty()) {
+    return run.name() + ": " + error;
+  }
+  if (train::pipelineMicroBatchesInFlight(work) > std::max(1, stage.slots()) &&
+      stage.stage() + 1 < stage.stages()) {
+    return run.name() + ": its schedule keeps more micro-batches in flight "
+                        "than the plan's " +
+           std::to_string(stage.slots()) + " slots";
+  }
+  size_t rows = run.ids.size();
+  std::vector<int64_t> ids, targets, positions;
+  for (int64_t micro = 0; micro < run.accumulation; ++micro) {
+    if (run.data) {
+      run.data->next(run.ids.data(), run.targets.data(), positionsOf(run));
+    } else {
+      takeFedRows(run, micro);
+    }
+    ids.insert(ids.end(), run.ids.begin(), run.ids.end());
+    targets.insert(targets.end(), run.targets.begin(), run.targets.end());
+    positions.insert(positions.end(), run.positions.begin(),
+                     run.positions.end());
+  }
+  double lossSum = 0;
+  for (const train::PipelineWork &unit : work) {
+    size_t at = static_cast<size_t>(unit.micro) * rows;
+    std::copy_n(ids.begin() + at, rows, run.ids.begin());
+    std::copy_n(targets.begin() + at, rows, run.targets.begin());
+    std::copy_n(positions.begin() + static_cast<ptrdiff_t>(
+                                        run.positions.empty() ? 0 : at),
+                run.positions.size(), run.positions.begin());
+    int64_t slot = unit.micro % std::max(1, stage.slots());
+    std::string what = unit.forward ? "forward" : "backward";
+    if (unit.forward) {
+      feedForward(run, step, unit.micro, slot);
+    } else {
+      feed(run, step, unit.micro);
+      if (run.trainSlot.buffer >= 0) {
+        writeInts(run.trainSlot, &slot, 1);
+      }
+    }
+    if (std::string problem = run.session->runEntry(
+            unit.forward ? run.forwardEntry : run.trainEntry);
+        !problem.empty()) {
+      return "step " + std::to_string(step) + ", micro-batch " +
+             std::to_string(unit.micro) + " (" + what + "): " + problem;
+    }
+    if (!unit.forward && run.loss.buffer >= 0) {
+      lossSum += readScalar(run.loss);
+    }
+  }
+  if (std::string problem = run.session->finishSends(); !problem.empty()) {
+    return "step " + std::to_string(step) + ": " + problem;
+  }
+  if (std::string problem = sumOverRanks(run, &lossSum, 1); !problem.empty()) {
+    return "step " + std::to_string(step) + ": " + problem;
+  }
+  if (!std::isfinite(lossSum)) {
+    return "step " + std::to_string(step) +
+           ": the loss is not finite; stopped without a checkpoint";
+  }
+  meanLoss = lossSum / static_cast<double>(run.accumulation);
+  return "";
+}
+
 /// Runs train_step on this rank's micro-batches of the global batch of
 /// `step` (micro-batches are numbered across the global batch, which picks
 /// their dropout seeds too) and skips the other ranks'; the mean loss over
@@ -751,6 +875,9 @@ void takeFedRows(Run &run, int64_t index) {
 /// micro-batches whatever their losses (the plan's collectives need every
 /// rank), and a non-finite loss anywhere fails every rank.
 std::string accumulate(Run &run, int64_t step, double &meanLoss) {
+  if (run.pipeline) {
+    return accumulateStage(run, step, meanLoss);
+  }
   double lossSum = 0;
   double badValue = 0;
   int64_t badMicro = -1;

@@ -205,7 +205,9 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "orthogonalize", "lowrank_matmul", "topk_compress", "sparse_average",
       "sign_compress", "sign_average",
       // Generation (GenerationKernels.cpp).
-      "kv_cache_write"};
+      "kv_cache_write",
+      // Layer split (PipelineKernels.cpp).
+      "pipeline_slot_write", "pipeline_slot_read"};
   std::set<std::string> seen;
   for (const KernelDef &def : cpuKernels()) {
     EXPECT_TRUE(seen.insert(def.name).second) << def.name;
