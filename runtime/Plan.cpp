@@ -1591,13 +1591,18 @@ static std::string verifyStates(const fb::Plan &p) {
         p.arenas()->Get(buffers.Get(state->buffer())->arena())->category();
     bool cache = state->kind()->string_view() == "key_cache" ||
                  state->kind()->string_view() == "value_cache";
-    if (cache ? category != fb::Category::KvCache
-              : category != fb::Category::Gradients &&
-                    category != fb::Category::OptimizerState) {
+    // A pipeline stage's received inputs are activations kept across
+    // entries (plan 1.10).
+    bool received = state->kind()->string_view() == "pipeline_input";
+    if (cache      ? category != fb::Category::KvCache
+        : received ? category != fb::Category::Activations
+                   : category != fb::Category::Gradients &&
+                         category != fb::Category::OptimizerState) {
       return Message() << "state '" << state->name()->str()
-                       << (cache ? "' lives outside the kv_cache arena"
-                                 : "' lives outside the gradients and "
-                                   "optimizer-state arenas");
+                       << (cache      ? "' lives outside the kv_cache arena"
+                           : received ? "' lives outside the activation arenas"
+                                      : "' lives outside the gradients and "
+                                        "optimizer-state arenas");
     }
     if (!names.insert(state->name()->str()).second) {
       return Message() << "two states are called '" << state->name()->str()

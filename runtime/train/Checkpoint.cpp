@@ -329,8 +329,10 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
         continue;
       }
       // Optimizer offload's host copies are refreshed every step.
+      // ...and so are a pipeline stage's received inputs.
       if (state->kind()->string_view() == "master" ||
-          state->kind()->string_view() == "grad_host") {
+          state->kind()->string_view() == "grad_host" ||
+          state->kind()->string_view() == "pipeline_input") {
         continue;
       }
       if (shard) {
@@ -362,6 +364,15 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
                           std::make_move_iterator(layout.states.end()));
   layout.states.erase(firstGradient, layout.states.end());
   computeFingerprint(layout);
+  if (p.pipeline()) {
+    // Every stage's slots, which the other ranks describe.
+    if (std::string problem =
+            joinStageLayouts(session, layout);
+        !problem.empty()) {
+      error = plan.name() + ": " + problem;
+      return false;
+    }
+  }
   return true;
 }
 
@@ -797,6 +808,9 @@ std::string syncLayout(runtime::Session &session, CheckpointLayout &layout,
     if (!problem.empty()) {
       return state->what + ": " + problem;
     }
+  }
+  if (toHost && layout.stages > 0) {
+    return gatherStageSlots(session, layout);
   }
   return "";
 }

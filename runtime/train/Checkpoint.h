@@ -22,6 +22,7 @@
 #include "runtime/train/DataLoader.h"
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ struct TensorSlot {
   /// CheckpointLayout::shards (`data` then lies in that flat host copy,
   /// `buffer` is the chunk); -1 otherwise.
   int shard = -1;
+  /// A layer split's slot of another stage (plan 1.10): that stage, `data`
+  /// in CheckpointLayout::stageCopies; -1 for this rank's own.
+  int stage = -1;
 
   uint64_t bytes() const;
   const std::string &fileName() const {
@@ -137,6 +141,10 @@ struct CheckpointLayout {
   /// starts out holding this rank's chunk, so scattering it back before
   /// anything was read into it changes nothing.
   std::vector<std::unique_ptr<ShardedState>> shards;
+  /// A layer split: its stages (0 otherwise), and the host copies of the
+  /// other stages' slots (PipelineCheckpoint.cpp), never moved once built.
+  int stages = 0;
+  std::deque<std::vector<uint64_t>> stageCopies;
   /// A hash of the names, dtypes and shapes above.
   std::string fingerprint;
 };
@@ -152,6 +160,17 @@ struct CheckpointLayout {
 /// anything to do.
 std::string syncLayout(runtime::Session &session, CheckpointLayout &layout,
                        bool toHost);
+
+/// A layer split's stage (PipelineCheckpoint.cpp): adds the other stages'
+/// slots to `layout`, host copies described by their ranks, so every rank's
+/// layout (and fingerprint) is the whole model's. EVERY rank calls it.
+std::string joinStageLayouts(const runtime::Session &session,
+                             CheckpointLayout &layout);
+
+/// Brings every stage's parameters and states into every rank's layout
+/// (before a checkpoint or the weights are written). EVERY rank calls it.
+std::string gatherStageSlots(const runtime::Session &session,
+                             CheckpointLayout &layout);
 
 /// One logged step.
 struct LogEntry {

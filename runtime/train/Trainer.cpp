@@ -244,6 +244,11 @@ struct TrainerRun {
   const std::string &name() const { return plan->name(); }
   /// Rank 0: the one that prints and writes.
   bool leader() const { return rank == 0; }
+  /// Ranks that each train on their own data: every rank, but the stages
+  /// of a layer split are one replica.
+  int64_t replicas() const {
+    return pipeline ? world / std::max(1, pipeline->stages()) : world;
+  }
 };
 
 namespace {
@@ -691,7 +696,11 @@ std::string startState(Run &run, TrainerState &state) {
 void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   FILE *out = run.out;
   std::string ranks =
-      run.world > 1 ? " x " + std::to_string(run.world) + " ranks" : "";
+      run.pipeline ? " over " + std::to_string(run.pipeline->stages()) +
+                         " pipeline stages (" +
+                         run.pipeline->schedule()->str() + ")"
+      : run.world > 1 ? " x " + std::to_string(run.world) + " ranks"
+                      : "";
   std::fprintf(out,
                "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
                " accumulation%s = %" PRId64 " tokens/step, ",
@@ -1121,7 +1130,7 @@ std::string startProgress(Run &run) {
     return "";
   }
   int64_t tokensPerStep =
-      run.microBatch * run.sequenceLen * run.accumulation * run.world;
+      run.microBatch * run.sequenceLen * run.accumulation * run.replicas();
   run.progress = std::make_unique<Progress>(
       run.out, run.err, run.state.globalStep, run.maxSteps, tokensPerStep);
   std::string error;
@@ -1240,7 +1249,7 @@ std::string loopStep(Run &run, StepMetrics &metrics,
   metrics.seconds = report.seconds;
   metrics.tokensPerSecond =
       static_cast<double>(run.microBatch * run.sequenceLen * run.accumulation *
-                          run.world) /
+                          run.replicas()) /
       std::max(report.seconds, 1e-9);
   metrics.epoch = report.epoch;
   metrics.evalLoss = report.evalLoss;
@@ -1524,7 +1533,7 @@ int64_t Trainer::maxSteps() const { return impl->maxSteps; }
 
 int64_t Trainer::tokensPerStep() const {
   return impl->microBatch * impl->sequenceLen * impl->accumulation *
-         impl->world;
+         impl->replicas();
 }
 
 bool Trainer::trainsAdapter() const { return impl->layout.adapter.isAdapter(); }
