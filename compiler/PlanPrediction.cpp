@@ -260,6 +260,14 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   if (!prediction.unpredictable.empty()) {
     return prediction;
   }
+  if (p.pipeline() || p.stages()) {
+    // A stage's step is its schedule's forwards and backwards, waiting on
+    // its neighbours: the pipeline's bubble, which this model does not
+    // simulate yet.
+    prediction.unpredictable = "the cost model does not predict layer split "
+                               "(pipeline) schedules yet";
+    return prediction;
+  }
   if (target.hardware.hostLinkGBs <= 0) {
     for (const fb::Op *op : *p.ops()) {
       const fb::Copy *copy = op->step_as_Copy();

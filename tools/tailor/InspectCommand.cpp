@@ -668,8 +668,9 @@ llvm::json::Value shardingJson(const fb::Plan &p) {
       {"textbook_formula", f->textbookFormula}};
 }
 
-void printJson(const LoadedPlan &loaded, const PlanSummary &s,
-               const std::string &input, const PredictionView &view) {
+llvm::json::Object planJson(const LoadedPlan &loaded, const PlanSummary &s,
+                            const std::string &input,
+                            const PredictionView &view) {
   const fb::Plan &p = loaded.root();
   llvm::json::Object root;
   root["plan"] = input;
@@ -700,7 +701,32 @@ void printJson(const LoadedPlan &loaded, const PlanSummary &s,
   root["notes"] = notesJson(p);
   root["prediction"] = predictionJson(view);
   root["ranks"] = ranksJson(p, s, view);
-  llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
+  if (const fb::PipelineStage *stage = p.pipeline()) {
+    // A stage's program is its own rank's only.
+    llvm::json::Array own;
+    for (llvm::json::Value &rank : *root.getArray("ranks")) {
+      if (rank.getAsObject()->getInteger("rank") == stage->stage()) {
+        own.push_back(std::move(rank));
+      }
+    }
+    root["ranks"] = std::move(own);
+    root["pipeline_stage"] = llvm::json::Object{
+        {"stage", stage->stage()},
+        {"stages", stage->stages()},
+        {"first_layer", stage->first_layer()},
+        {"last_layer", stage->last_layer()},
+        {"slots", stage->slots()},
+        {"micro_batches", stage->micro_batches()},
+        {"schedule", stage->schedule()->str()}};
+  }
+  return root;
+}
+
+void printJson(const LoadedPlan &loaded, const PlanSummary &s,
+               const std::string &input, const PredictionView &view) {
+  llvm::outs() << llvm::formatv(
+                      "{0:2}",
+                      llvm::json::Value(planJson(loaded, s, input, view)))
                << "\n";
 }
 
@@ -1144,7 +1170,8 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
   llvm::raw_ostream &os = llvm::outs();
   printTarget(os, p, s, input);
   if (const fb::Training *training = p.training()) {
-    printTraining(os, *training, p.world_size());
+    // The stages of a layer split are one data-parallel replica.
+    printTraining(os, *training, p.pipeline() ? 1 : p.world_size());
   }
   printMemory(os, p, s);
   printSharding(os, p);
@@ -1171,6 +1198,49 @@ int writeTrace(const LoadedPlan &loaded, const CostTarget &target,
   if (!train::writeFileAtomically(path, text, error)) {
     llvm::errs() << "tailor inspect: error: " << error << "\n";
     return 1;
+  }
+  return 0;
+}
+
+/// A layer split: each stage's plan, in text one after the other, in JSON
+/// one document whose `stages` are the stages' documents and whose `ranks`
+/// are their ranks (the contract's per-rank figures, one rank a stage).
+int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
+                  const std::string &input, bool json) {
+  llvm::json::Array documents, ranks;
+  for (const std::unique_ptr<LoadedPlan> &loaded : stages) {
+    PlanSummary summary = summarize(*loaded);
+    PredictionView view;
+    view.hardware = loaded->root().target() && loaded->root().target()->name()
+                        ? loaded->root().target()->name()->str()
+                        : "?";
+    view.prediction.unpredictable = "the cost model does not predict layer "
+                                    "split (pipeline) schedules yet";
+    const fb::PipelineStage &stage = *loaded->root().pipeline();
+    if (!json) {
+      llvm::outs() << "== pipeline stage " << stage.stage() << " of "
+                   << stage.stages() << ": layers " << stage.first_layer()
+                   << "-" << stage.last_layer() << ", " << stage.slots()
+                   << " input slots, " << stage.schedule()->str()
+                   << " schedule over " << stage.micro_batches()
+                   << " micro-batches\n";
+      printText(*loaded, summary, input, false, false, view);
+      llvm::outs() << "\n";
+      continue;
+    }
+    llvm::json::Object document = planJson(*loaded, summary, input, view);
+    for (llvm::json::Value &rank : *document.getArray("ranks")) {
+      ranks.push_back(rank);
+    }
+    documents.push_back(std::move(document));
+  }
+  if (json) {
+    llvm::json::Object root{{"plan", input},
+                            {"world_size", static_cast<int64_t>(stages.size())},
+                            {"stages", std::move(documents)},
+                            {"ranks", std::move(ranks)}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
+                 << "\n";
   }
   return 0;
 }
@@ -1206,14 +1276,29 @@ int runInspect(int argc, const char **argv) {
     return 1;
   }
 
+  // A layer split's plan holds one plan per stage: inspect each.
+  std::vector<std::unique_ptr<LoadedPlan>> stages;
   std::string error;
   runtime::LoadOptions options;
   options.checkSourceFiles = false;
-  std::unique_ptr<LoadedPlan> loaded = LoadedPlan::load(input, options, error);
-  if (!loaded) {
-    llvm::errs() << "tailor inspect: error: " << error << "\n";
-    return 1;
+  options.stage = 0;
+  for (int stage = 0, count = 1; stage < count; ++stage) {
+    options.stage = stage;
+    std::unique_ptr<LoadedPlan> loaded =
+        LoadedPlan::load(input, options, error);
+    if (!loaded) {
+      llvm::errs() << "tailor inspect: error: " << error << "\n";
+      return 1;
+    }
+    if (const fb::PipelineStage *pipeline = loaded->root().pipeline()) {
+      count = pipeline->stages();
+    }
+    stages.push_back(std::move(loaded));
   }
+  if (stages.size() > 1) {
+    return inspectStages(stages, input, json);
+  }
+  std::unique_ptr<LoadedPlan> loaded = std::move(stages.front());
   PlanSummary summary = summarize(*loaded);
   llvm::Expected<CostTarget> target = costTargetOf(loaded->root(), hardware);
   PredictionView view;
