@@ -332,13 +332,13 @@ LogicalResult StateOp::verify() {
   if (!llvm::is_contained({"grad", "exp_avg", "exp_avg_sq", "momentum_buffer",
                            "master", "grad_host", "powersgd_error",
                            "powersgd_p", "powersgd_q", "key_cache",
-                           "value_cache"},
+                           "value_cache", "pipeline_input"},
                           kind)) {
     return emitOpError() << "unknown state kind '" << kind
                          << "' (expected grad, exp_avg, exp_avg_sq, "
                             "momentum_buffer, master, grad_host, "
                             "powersgd_error, powersgd_p, powersgd_q, "
-                            "key_cache or value_cache)";
+                            "key_cache, value_cache or pipeline_input)";
   }
   return verifyView(*this, getType(), getOffsetAttr().getInt(),
                     getSizeAttr().getInt());

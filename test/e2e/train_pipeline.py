@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Layer split across ranks (pipeline_stages, device_map: auto) on CPU ranks.
+
+A 4-layer tiny Llama (transformers' LlamaForCausalLM, random init, exported
+by torch.onnx) with LoRA, 4 micro-batches a step, trained 20 steps:
+
+  - on 2 stages with the 1f1b and naive schedules, 3 stages (1f1b, two
+    stages keeping input slots) and device_map: auto on 2 ranks (mpirun),
+    every step's loss and the final adapter are bit-identical to the
+    single-rank plan's, and the grad norm (a sum over stages of squared
+    norms, all-reduced) agrees to 1e-6;
+  - each stage's plan holds only its layers' parameters: the stages'
+    parameter bytes sum to about the single plan's (the embedding and head
+    on their stages; frozen tied weights would be on both), each well
+    below it;
+  - a checkpoint written by the 2-stage run at step 10 resumes on one rank
+    and reaches the uninterrupted run's adapter bit for bit;
+  - what is not built is refused by name: ZeRO, offload, recomputation and
+    validation with a layer split; more stages than layers; a cluster whose
+    rank count differs from the stages; the plan run as one process.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "generators"))
+
+import train_common as tc  # noqa: E402
+
+STEPS = 20
+MICRO_BATCHES = 4
+LAYERS = 4
+
+
+def train(args, plan, work, ranks, data, max_steps=STEPS, out=None,
+          resume=None):
+    out = out or os.path.join(work, "out")
+    if resume is None:
+        shutil.rmtree(out, ignore_errors=True)
+    cmd = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
+           "--max-steps", str(max_steps), "--output-dir", out,
+           "--threads", "1"]
+    if resume:
+        cmd += ["--resume", resume]
+    if ranks > 1:
+        cmd = tc.mpirun(ranks) + cmd
+    ok, msg = tc.run(cmd, 900, os.path.join(work, "tailor.log"))
+    return (out, None) if ok else (None, msg)
+
+
+def inspect(args, plan):
+    return json.loads(subprocess.run(
+        [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
+        capture_output=True, text=True, check=True).stdout)
+
+
+def run(args, onnx_path, data, recipe, name, hardware, ranks):
+    work = os.path.join(args.work, name)
+    plan, err = tc.compile_plan(args.bin, onnx_path, recipe, work, hardware)
+    if err:
+        return None, f"{name}: compile: {tc.first_lines(err)}"
+    out, err = train(args, plan, work, ranks, data)
+    if err:
+        return None, f"{name}: train: {tc.first_lines(err)}"
+    rows = [m for _, m in sorted(tc.read_metrics(out).items())]
+    return dict(plan=plan, work=work, doc=inspect(args, plan),
+                losses=[m["loss"] for m in rows],
+                norms=[m["grad_norm"] for m in rows],
+                adapter=tc.load_safetensors(
+                    os.path.join(out, "adapter_model.safetensors"))), None
+
+
+def compare(name, got, ref):
+    failures = []
+    if len(got["losses"]) != STEPS:
+        return [f"{name}: {len(got['losses'])} steps logged"]
+    if got["losses"] != ref["losses"]:
+        first = next(i for i, (a, b) in enumerate(zip(got["losses"],
+                                                      ref["losses"]))
+                     if a != b)
+        failures.append(f"{name}: step {first + 1} loss {got['losses'][first]}"
+                        f" != single rank's {ref['losses'][first]}")
+    worst = max(abs(a - b) / max(abs(b), 1e-12)
+                for a, b in zip(got["norms"], ref["norms"]))
+    if worst > 1e-6:
+        failures.append(f"{name}: grad norms differ by {worst:.2e} (rel)")
+    if sorted(got["adapter"]) != sorted(ref["adapter"]):
+        failures.append(f"{name}: adapter tensors differ in names")
+    else:
+        for key, value in ref["adapter"].items():
+            if not (got["adapter"][key] == value).all():
+                failures.append(f"{name}: adapter {key} differs")
+                break
+    if not failures:
+        print(f"{name}: {STEPS} losses and the adapter bit-identical to one "
+              f"rank's; grad norms within {worst:.1e}")
+    return failures
+
+
+def check_parameters(name, got, ref):
+    whole = ref["doc"]["ranks"][0]["bytes"]["parameters"]
+    per = [rank["bytes"]["parameters"] for rank in got["doc"]["ranks"]]
+    print(f"{name}: parameter bytes per stage {per} (one rank: {whole})")
+    if max(per) >= whole or not whole * 0.95 <= sum(per) <= whole * 1.05:
+        return [f"{name}: stages hold {per} parameter bytes, one rank "
+                f"{whole}"]
+    return []
+
+
+def check_resume(args, onnx_path, data, recipe, ref):
+    """Steps 1-10 on 2 stages, 11-20 on one rank from its checkpoint."""
+    out = os.path.join(args.work, "resume", "out")
+    shutil.rmtree(out, ignore_errors=True)
+    first = dict(recipe, pipeline_stages=2, save_steps=10)
+    work = os.path.join(args.work, "resume", "stages2")
+    plan, err = tc.compile_plan(args.bin, onnx_path, first, work, "2xcpu")
+    if err:
+        return [f"resume: compile: {tc.first_lines(err)}"]
+    _, err = train(args, plan, work, 2, data, max_steps=10, out=out)
+    if err:
+        return [f"resume: 2 stages: {tc.first_lines(err)}"]
+    work = os.path.join(args.work, "resume", "single")
+    plan, err = tc.compile_plan(args.bin, onnx_path, recipe, work, "cpu")
+    if err:
+        return [f"resume: compile: {tc.first_lines(err)}"]
+    _, err = train(args, plan, work, 1, data, out=out,
+                   resume=os.path.join(out, "checkpoint-10"))
+    if err:
+        return [f"resume: one rank: {tc.first_lines(err)}"]
+    got = tc.load_safetensors(os.path.join(out, "adapter_model.safetensors"))
+    for key, value in ref["adapter"].items():
+        if key not in got or not (got[key] == value).all():
+            return [f"resume 2 stages -> 1 rank: adapter {key} differs"]
+    print("resume: 10 steps on 2 stages then 10 on one rank give the "
+          "uninterrupted adapter bit for bit")
+    return []
+
+
+def check_refusals(args, onnx_path, data, recipe):
+    split = dict(recipe, pipeline_stages=2)
+    failures = tc.check_refusals(args.bin, onnx_path, args.work, [
+        ("zero2", dict(split, zero_stage=2), "2xcpu",
+         "with zero2 sharding is not built yet"),
+        ("offload", dict(split, offload_optimizer="cpu"), "2xcpu",
+         "with offload is not built yet"),
+        ("recompute", dict(split, gradient_checkpointing=True), "2xcpu",
+         "a recomputation policy"),
+        ("validation", dict(split, val_set_size=0.1), "2xcpu",
+         "validation"),
+        ("too-many-stages", dict(recipe, pipeline_stages=5), "5xcpu",
+         "need at least as many transformer layers"),
+        ("world-mismatch", split, "4xcpu",
+         "2 pipeline stages need as many ranks; the target has 4"),
+        ("both-keys", dict(split, device_map="auto"), "2xcpu",
+         "give one"),
+    ])
+    work = os.path.join(args.work, "alone")
+    plan, err = tc.compile_plan(args.bin, onnx_path, split, work, "2xcpu")
+    if err:
+        return failures + [f"alone: compile: {tc.first_lines(err)}"]
+    _, err = train(args, plan, work, 1, data)
+    if not err or "mpirun -np 2" not in err:
+        failures.append(f"a layer split run as one process: {err!r}")
+    else:
+        print(f"refused alone: {tc.first_lines(err, 1)}")
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if shutil.which("mpirun") is None:
+        print("SKIP: mpirun not found")
+        return 77
+    onnx_path = tc.export_llama(args.work, LAYERS)
+    rows = tc.make_rows(n_rows=STEPS * MICRO_BATCHES * tc.B)
+    data = os.path.join(args.work, "rows.jsonl")
+    tc.write_jsonl(rows, data)
+    recipe = tc.recipe_defaults()
+    recipe.update(lora_target_modules=["q_proj", "k_proj", "v_proj",
+                                       "o_proj", "gate_proj", "up_proj",
+                                       "down_proj"],
+                  gradient_accumulation_steps=MICRO_BATCHES, max_steps=STEPS,
+                  save_steps=0)
+    ref, err = run(args, onnx_path, data, recipe, "single", "cpu", 1)
+    if err:
+        print("FAIL: " + err)
+        return 1
+    failures = []
+    for name, extra, hardware, ranks in (
+            ("stages2-1f1b", dict(pipeline_stages=2), "2xcpu", 2),
+            ("stages2-naive", dict(pipeline_stages=2,
+                                   pipeline_schedule="naive"), "2xcpu", 2),
+            ("stages3-1f1b", dict(pipeline_stages=3), "3xcpu", 3),
+            ("device-map-auto", dict(device_map="auto"), "2xcpu", 2)):
+        got, err = run(args, onnx_path, data, dict(recipe, **extra), name,
+                       hardware, ranks)
+        if err:
+            failures.append(err)
+            continue
+        failures += compare(name, got, ref)
+        if name != "device-map-auto":
+            failures += check_parameters(name, got, ref)
+    failures += check_resume(args, onnx_path, data, recipe, ref)
+    failures += check_refusals(args, onnx_path, data, recipe)
+    for failure in failures:
+        print("FAIL: " + failure)
+    if failures:
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
