@@ -450,8 +450,10 @@ FailureOr<func::FuncOp> LayerSplitter::buildStepFunction(ModuleOp into,
     returned.push_back(entry.mapping.lookup(loss));
   }
   func::ReturnOp::create(builder, train.getLoc(), returned);
-  if (forwardOnly) {
-    // Forward ops that feed neither a send nor a slot are not needed here.
+  {
+    // Forward ops whose results nothing here reads (a forward entry's that
+    // feed no send, a replayed forward's that backward does not need: the
+    // stage's output, say) are not run.
     bool erased = true;
     while (erased) {
       erased = false;

@@ -1065,3 +1065,32 @@ func.func @f(%x: tensor<3xf32>) {
   %y = tg.all_gather %x over world : tensor<3xf32> -> tensor<7xf32>
   return
 }
+
+// -----
+
+// Tests that a slot write needs a pipeline_input state.
+tg.state @g : tensor<2x4xf32> of @w grad
+func.func @f(%x: tensor<4xf32>, %slot: tensor<i64>) {
+  // expected-error @+1 {{state @g is not a pipeline_input}}
+  tg.slot_write %x into @g at %slot : tensor<4xf32>, tensor<i64>
+  return
+}
+
+// -----
+
+// Tests that a slot holds exactly the value's shape.
+tg.state @in : tensor<2x4xf32> of @in pipeline_input
+func.func @f(%slot: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{does not hold slots of 'tensor<5xf32>'}}
+  %x = tg.slot_read @in at %slot : tensor<i64> -> tensor<5xf32>
+  return %x : tensor<5xf32>
+}
+
+// -----
+
+// Tests that a receive needs a static shape.
+func.func @f() -> tensor<?xf32> {
+  // expected-error @+1 {{receives need a static shape}}
+  %x = tg.recv from 1 : tensor<?xf32>
+  return %x : tensor<?xf32>
+}

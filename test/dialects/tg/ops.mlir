@@ -384,3 +384,21 @@ func.func @decode_step(%k: tensor<1x2x1x4xf32>, %position: tensor<i64>) -> tenso
   %cache = tg.state_ref @attn.key_cache : tensor<1x2x8x4xf32>
   return %cache : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// Tests that a pipeline stage's sends, receives and input slots round-trip.
+// CHECK: tg.state @pipeline.input.0 : tensor<2x3x4xf32> of @pipeline.input.0 pipeline_input
+// CHECK-LABEL: func.func @stage_forward
+// CHECK: %[[IN:.+]] = tg.recv from 0 : tensor<3x4xf32>
+// CHECK: tg.slot_write %[[IN]] into @pipeline.input.0 at %{{.+}} : tensor<3x4xf32>, tensor<i64>
+// CHECK: tg.slot_read @pipeline.input.0 at %{{.+}} : tensor<i64> -> tensor<3x4xf32>
+// CHECK: tg.send %[[IN]] to 2 : tensor<3x4xf32>
+tg.state @pipeline.input.0 : tensor<2x3x4xf32> of @pipeline.input.0 pipeline_input
+func.func @stage_forward(%slot: tensor<i64>) -> tensor<3x4xf32> {
+  %in = tg.recv from 0 : tensor<3x4xf32>
+  tg.slot_write %in into @pipeline.input.0 at %slot : tensor<3x4xf32>, tensor<i64>
+  %back = tg.slot_read @pipeline.input.0 at %slot : tensor<i64> -> tensor<3x4xf32>
+  tg.send %in to 2 : tensor<3x4xf32>
+  return %back : tensor<3x4xf32>
+}
