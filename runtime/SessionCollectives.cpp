@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace tailor::runtime {
 
@@ -347,6 +348,16 @@ std::string Session::complete(InFlight &flight) {
 }
 
 std::string Session::pollInFlight() {
+  // A pipeline stage's sends: MPI moves a large message only while the
+  // sender is inside the library, so the receiver would otherwise wait
+  // until this rank's next receive.
+  for (auto it = pendingSends.begin(); it != pendingSends.end();) {
+    bool done = false;
+    if (std::string problem = (*it)->test(done); !problem.empty()) {
+      return "a point-to-point send: " + problem;
+    }
+    it = done ? pendingSends.erase(it) : std::next(it);
+  }
   for (InFlight &flight : inFlight) {
     if (flight.done) {
       continue;
