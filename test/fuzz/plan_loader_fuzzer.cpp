@@ -1,6 +1,7 @@
 //===- plan_loader_fuzzer.cpp - libFuzzer target for the plan loader ------===//
 //
-// Feeds arbitrary bytes to the runtime's plan loader. Plans that load are
+// Feeds arbitrary bytes to the runtime's plan loader (a layer split's at
+// the stage `size % 3`). Plans that load are
 // also bound (when their arenas are small), at rank 0 and at the world's
 // last rank, and each entry run once on zeroed inputs: whatever the loader
 // accepts, every kernel's check must make safe to run on every rank.
@@ -16,6 +17,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string error;
   tailor::runtime::LoadOptions options;
+  // A layer split's plan (1.10) loads one stage: pick one from the input,
+  // so the nested plans are fuzzed too (ignored by other plans).
+  options.stage = static_cast<int>(size % 3);
   auto plan = tailor::runtime::LoadedPlan::loadFromMemory(
       data, size, "/nonexistent", "<fuzz>", options, error);
   if (!plan) {
