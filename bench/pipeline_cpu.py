@@ -39,13 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "test", "generators"))
 
 import cpu_forward_100m as fwd  # noqa: E402  (the model, its export and cache)
-
-
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
+from cpu_ranks import mpirun  # noqa: E402
 
 
 def write_data(path, args):

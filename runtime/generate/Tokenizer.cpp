@@ -2,8 +2,10 @@
 
 #include "runtime/generate/Tokenizer.h"
 
+#if TAILOR_HAVE_TOKENIZERS
 #include "runtime/generate/SentencePieceTokenizer.h"
 #include "runtime/generate/TokenizerJson.h"
+#endif
 
 #include <filesystem>
 
@@ -30,12 +32,21 @@ std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &path,
     error = file.string() + ": no such file";
     return nullptr;
   }
+#if TAILOR_HAVE_TOKENIZERS
   if (file.extension() == ".json") {
     return ByteLevelBpe::load(file.string(), error);
   }
   if (file.extension() == ".model") {
     return SentencePieceTokenizer::load(file.string(), error);
   }
+#else
+  if (file.extension() == ".json" || file.extension() == ".model") {
+    error = file.string() + ": this tailor was built without tokenizers "
+                            "(ICU and libsentencepiece were not found): use "
+                            "token ids";
+    return nullptr;
+  }
+#endif
   error = file.string() +
           ": not a tokenizer file (tokenizer.json or tokenizer.model)";
   return nullptr;
