@@ -206,12 +206,13 @@ LogicalResult LayerSplitter::assignStages() {
     bool backward = llvm::isa<tg::CrossEntropyGradOp>(op);
     bool free = !layerOf(&op) && (isMemoryEffectFree(&op) ||
                                   llvm::isa<tg::ParamRefOp>(op));
-    int64_t stage = -1;
+    int64_t stage = -1, earliest = INT64_MAX;
     for (Value operand : op.getOperands()) {
       backward |= map.backward.contains(operand);
       int64_t from = map.stageOf(operand);
       free &= from < 0;
       stage = std::max(stage, from);
+      earliest = std::min(earliest, from);
     }
     if (backward) {
       map.backwardOps.insert(&op);
@@ -230,7 +231,14 @@ LogicalResult LayerSplitter::assignStages() {
                               << " reads a value of stage " << stage
                               << ", after its own stage " << own;
       }
-      stage = own;
+      // A gradient op that reads nothing but a later stage's values (the
+      // sum of a layer output's gradients from both of the next layer's
+      // branches) runs there: one tensor crosses instead of several. Not
+      // one that also reads a weight or constant, which would move this
+      // layer's work (and weights) to that stage.
+      bool laterOnly = backward && earliest == stage && stage > own &&
+                       isMemoryEffectFree(&op);
+      stage = laterOnly ? stage : own;
     }
     map.stage[&op] = std::max<int64_t>(stage, 0);
   }

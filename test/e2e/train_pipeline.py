@@ -9,6 +9,7 @@ by torch.onnx) with LoRA, 4 micro-batches a step, trained 20 steps:
     every step's loss and the final adapter are bit-identical to the
     single-rank plan's, and the grad norm (a sum over stages of squared
     norms, all-reduced) agrees to 1e-6;
+  - one tensor crosses each way per micro-batch between 2 stages;
   - each stage's plan holds only its layers' parameters: the stages'
     parameter bytes sum to about the single plan's (the embedding and head
     on their stages; frozen tied weights would be on both), each well
@@ -142,6 +143,31 @@ def check_resume(args, onnx_path, data, recipe, ref):
     return []
 
 
+def check_messages(args, onnx_path, recipe):
+    """A residual stream crosses between stages as one tensor each way per
+    micro-batch: stage 0 sends its output, stage 1 the output's gradient
+    (both branches' gradients summed on stage 1 before it is sent)."""
+    work = os.path.join(args.work, "messages")
+    os.makedirs(work, exist_ok=True)
+    tc.write_recipe(dict(recipe, pipeline_stages=2),
+                    os.path.join(work, "recipe.yaml"))
+    sched = os.path.join(work, "schedule.mlir")
+    ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile", onnx_path,
+                      "--recipe", os.path.join(work, "recipe.yaml"),
+                      "--hardware", "2xcpu", "--compile-to=schedule",
+                      "-o", sched], 300)
+    if not ok:
+        return [f"messages: {tc.first_lines(msg)}"]
+    programs = open(sched).read().split("sched.program @rank")[1:]
+    counts = [(p.count("collective send"), p.count("collective recv"))
+              for p in programs]
+    print(f"messages per micro-batch (sends, receives) by stage: {counts}")
+    if counts != [(1, 1), (1, 1)]:
+        return [f"messages: (sends, receives) per stage {counts}, expected "
+                "one each way"]
+    return []
+
+
 def check_refusals(args, onnx_path, data, recipe):
     split = dict(recipe, pipeline_stages=2)
     failures = tc.check_refusals(args.bin, onnx_path, args.work, [
@@ -210,6 +236,7 @@ def main():
         failures += compare(name, got, ref)
         if name != "device-map-auto":
             failures += check_parameters(name, got, ref)
+    failures += check_messages(args, onnx_path, recipe)
     failures += check_resume(args, onnx_path, data, recipe, ref)
     failures += check_refusals(args, onnx_path, data, recipe)
     for failure in failures:
