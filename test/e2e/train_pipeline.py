@@ -14,8 +14,8 @@ by torch.onnx) with LoRA, 4 micro-batches a step, trained 20 steps:
     parameter bytes sum to about the single plan's (the embedding and head
     on their stages; frozen tied weights would be on both), each well
     below it;
-  - a checkpoint written by the 2-stage run at step 10 resumes on one rank
-    and reaches the uninterrupted run's adapter bit for bit;
+  - checkpoints at step 10 move between 2 stages and one rank, and one
+    rank and 3 stages, reaching the uninterrupted adapter bit for bit;
   - what is not built is refused by name: ZeRO, offload, recomputation and
     validation with a layer split; more stages than layers; a cluster whose
     rank count differs from the stages; the plan run as one process.
@@ -114,33 +114,42 @@ def check_parameters(name, got, ref):
     return []
 
 
-def check_resume(args, onnx_path, data, recipe, ref):
-    """Steps 1-10 on 2 stages, 11-20 on one rank from its checkpoint."""
-    out = os.path.join(args.work, "resume", "out")
+def resume_leg(args, onnx_path, data, recipe, legs, ref, label):
+    """Trains `legs` ((name, recipe extras, hardware, ranks, until), ...)
+    one after the other in one output directory, each resuming the one
+    before's checkpoint; the final adapter must be `ref`'s bit for bit."""
+    out = os.path.join(args.work, label, "out")
     shutil.rmtree(out, ignore_errors=True)
-    first = dict(recipe, pipeline_stages=2, save_steps=10)
-    work = os.path.join(args.work, "resume", "stages2")
-    plan, err = tc.compile_plan(args.bin, onnx_path, first, work, "2xcpu")
-    if err:
-        return [f"resume: compile: {tc.first_lines(err)}"]
-    _, err = train(args, plan, work, 2, data, max_steps=10, out=out)
-    if err:
-        return [f"resume: 2 stages: {tc.first_lines(err)}"]
-    work = os.path.join(args.work, "resume", "single")
-    plan, err = tc.compile_plan(args.bin, onnx_path, recipe, work, "cpu")
-    if err:
-        return [f"resume: compile: {tc.first_lines(err)}"]
-    _, err = train(args, plan, work, 1, data, out=out,
-                   resume=os.path.join(out, "checkpoint-10"))
-    if err:
-        return [f"resume: one rank: {tc.first_lines(err)}"]
+    resume = None
+    for name, extra, hardware, ranks, until in legs:
+        work = os.path.join(args.work, label, name)
+        leg = dict(recipe, save_steps=10, **extra)
+        plan, err = tc.compile_plan(args.bin, onnx_path, leg, work, hardware)
+        if err:
+            return [f"{label}: compile {name}: {tc.first_lines(err)}"]
+        _, err = train(args, plan, work, ranks, data, max_steps=until,
+                       out=out, resume=resume)
+        if err:
+            return [f"{label}: {name}: {tc.first_lines(err)}"]
+        resume = os.path.join(out, f"checkpoint-{until}")
     got = tc.load_safetensors(os.path.join(out, "adapter_model.safetensors"))
     for key, value in ref["adapter"].items():
         if key not in got or not (got[key] == value).all():
-            return [f"resume 2 stages -> 1 rank: adapter {key} differs"]
-    print("resume: 10 steps on 2 stages then 10 on one rank give the "
-          "uninterrupted adapter bit for bit")
+            return [f"{label}: adapter {key} differs"]
+    print(f"{label}: the uninterrupted adapter bit for bit")
     return []
+
+
+def check_resume(args, onnx_path, data, recipe, ref):
+    """A checkpoint moves between a layer split and one rank both ways."""
+    return (resume_leg(args, onnx_path, data, recipe,
+                       (("stages2", dict(pipeline_stages=2), "2xcpu", 2, 10),
+                        ("single", {}, "cpu", 1, STEPS)), ref,
+                       "resume 2 stages -> 1 rank") +
+            resume_leg(args, onnx_path, data, recipe,
+                       (("single", {}, "cpu", 1, 10),
+                        ("stages3", dict(pipeline_stages=3), "3xcpu", 3,
+                         STEPS)), ref, "resume 1 rank -> 3 stages"))
 
 
 def check_messages(args, onnx_path, recipe):
