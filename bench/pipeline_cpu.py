@@ -14,8 +14,10 @@ linear layer, the same global batch (--micro-batches x --batch x --seq):
       pipeline_schedule=naive|1f1b] --hardware Sxcpu -o P.tplan
   [mpirun -np S] tailor train P.tplan --data D --threads T
 
-Reported per run: mean ms per step over steps 2..N, tokens/s, the speedup
-over one rank, and each rank's planned device bytes (inspect --json). With
+Reported per run: mean ms per step over steps 2..N next to the cost
+model's prediction (inspect --json: the pipeline's simulated schedule for
+the split plans), tokens/s, the speedup over one rank, and each rank's
+planned device bytes. With
 S stages each rank has 1/S of the layers; every stage but the last replays
 its forward in backward (it keeps only its input per micro-batch in
 flight), so 1F1B's best case over one rank is about S / (1 + 1/3 (S-1)/S)
@@ -95,8 +97,10 @@ def run(args, onnx_path, data, stages, schedule):
     timed = [r["step_ms"] for r in rows[1:]] or [rows[0]["step_ms"]]
     ms = sum(timed) / len(timed)
     tokens = args.micro_batches * args.batch * args.seq
+    predicted = (doc["pipeline"]["predicted_step_seconds"] if stages > 1
+                 else doc["ranks"][0]["predicted_step_seconds"]) or 0
     return dict(name=name, ms=ms, tokens_per_s=tokens / (ms / 1e3),
-                loss=rows[-1]["loss"],
+                loss=rows[-1]["loss"], predicted_ms=predicted * 1e3,
                 device=[r["device_peak_bytes"] for r in doc["ranks"]])
 
 
@@ -134,7 +138,8 @@ def main():
     base = results[0]["ms"]
     for r in results:
         device = ", ".join(f"{b / 2**20:.1f}" for b in r["device"])
-        print(f"{r['name']:>14}: {r['ms']:8.1f} ms/step  "
+        print(f"{r['name']:>14}: {r['ms']:8.1f} ms/step (predicted "
+              f"{r['predicted_ms']:.1f})  "
               f"{r['tokens_per_s']:8.0f} tok/s  x{base / r['ms']:.2f} vs one "
               f"rank  device MiB per rank [{device}]  last loss "
               f"{r['loss']:.6f}")

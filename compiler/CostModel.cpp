@@ -16,8 +16,11 @@ double ringBytesSent(llvm::StringRef kind, double bytes, int64_t ranks) {
   if (kind == "all_reduce") {
     return 2 * (p - 1) / p * bytes;
   }
-  if (kind == "broadcast") {
+  if (kind == "broadcast" || kind == "p2p_send") {
     return bytes;
+  }
+  if (kind == "p2p_recv") {
+    return 0; // the sender counts it
   }
   return (p - 1) / p * bytes; // reduce_scatter, all_gather
 }
@@ -38,7 +41,8 @@ static double collectiveSeconds(const CostTarget &target,
 
 llvm::StringRef costKindOf(llvm::StringRef kernel) {
   if (kernel == "all_reduce" || kernel == "reduce_scatter" ||
-      kernel == "all_gather" || kernel == "broadcast") {
+      kernel == "all_gather" || kernel == "broadcast" ||
+      kernel.starts_with("p2p_")) {
     return "comm";
   }
   if (kernel.starts_with("linear") || kernel.starts_with("matmul") ||

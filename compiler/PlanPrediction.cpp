@@ -30,6 +30,8 @@ LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
                      .Case("AllReduce", "all_reduce")
                      .Case("ReduceScatter", "reduce_scatter")
                      .Case("AllGather", "all_gather")
+                     .Case("Send", "p2p_send")
+                     .Case("Recv", "p2p_recv")
                      .Default("broadcast");
   moved.bytes = double(std::max(in->size(), out->size()));
   moved.ranks = collective.group() ? collective.group()->size() : 1;
@@ -227,6 +229,32 @@ std::vector<EntryOps> stepOrder(const fb::Plan &p) {
 
 } // namespace
 
+double predictEntrySeconds(const fb::Plan &p, const CostTarget &target,
+                           llvm::StringRef name, double &sentBytes) {
+  sentBytes = 0;
+  if (!p.entries()) {
+    return -1;
+  }
+  for (const fb::Entry *e : *p.entries()) {
+    if (llvm::StringRef(e->name()->str()) != name) {
+      continue;
+    }
+    // Point-to-point transfers are the pipeline simulation's to place.
+    std::vector<LaunchWork> work =
+        launchesOf(p, e->first_op(), e->op_count(), steadyStep(p));
+    double seconds = 0;
+    for (const LaunchWork &w : work) {
+      if (llvm::StringRef(w.kernel).starts_with("p2p_")) {
+        sentBytes += ringBytesSent(w.kernel, w.bytes, w.ranks);
+        continue;
+      }
+      seconds += predictLaunchSeconds(target, w);
+    }
+    return seconds;
+  }
+  return -1;
+}
+
 llvm::Expected<CostTarget> costTargetOf(const fb::Plan &p,
                                         llvm::StringRef hardwareOverride) {
   CostTarget target;
@@ -261,11 +289,10 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
     return prediction;
   }
   if (p.pipeline() || p.stages()) {
-    // A stage's step is its schedule's forwards and backwards, waiting on
-    // its neighbours: the pipeline's bubble, which this model does not
-    // simulate yet.
-    prediction.unpredictable = "the cost model does not predict layer split "
-                               "(pipeline) schedules yet";
+    // A stage's step waits on its neighbours: PipelinePrediction.h
+    // simulates the stages together.
+    prediction.unpredictable = "a layer split's stage is predicted with the "
+                               "other stages (tailor inspect)";
     return prediction;
   }
   if (target.hardware.hostLinkGBs <= 0) {

@@ -77,6 +77,12 @@ llvm::Expected<CostTarget> costTargetOf(const plan::Plan &p,
 
 PlanPrediction predictPlan(const plan::Plan &p, const CostTarget &target);
 
+/// One run of entry `name` of `p`, its launches one after the other, less
+/// its point-to-point transfers (whose bytes go to `sentBytes`); -1 when
+/// the plan has no such entry. What a pipeline simulation places per unit.
+double predictEntrySeconds(const plan::Plan &p, const CostTarget &target,
+                           llvm::StringRef name, double &sentBytes);
+
 /// Writes the predicted timeline of one step of `p` as trace JSON.
 void writePredictedTrace(const plan::Plan &p, const CostTarget &target,
                          llvm::raw_ostream &os);

@@ -111,6 +111,17 @@ def check_parameters(name, got, ref):
     if max(per) >= whole or not whole * 0.95 <= sum(per) <= whole * 1.05:
         return [f"{name}: stages hold {per} parameter bytes, one rank "
                 f"{whole}"]
+    # The cost model runs the stages' schedules together: one step for all,
+    # each stage busy for part of it.
+    pipe = got["doc"]["pipeline"]
+    step, busy = pipe["predicted_step_seconds"], pipe["predicted_busy_seconds"]
+    print(f"{name}: predicted step {step * 1e3:.3f} ms, busy per stage "
+          f"{[round(b * 1e3, 3) for b in busy]} ms, bubble "
+          f"{pipe['predicted_bubble']:.1%}")
+    ranks = got["doc"]["ranks"]
+    if (not step or not all(0 < b <= step for b in busy) or
+            any(r["predicted_step_seconds"] != step for r in ranks)):
+        return [f"{name}: pipeline prediction {pipe}"]
     return []
 
 

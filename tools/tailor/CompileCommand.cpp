@@ -23,6 +23,7 @@
 #include "compiler/Recipe.h"
 #include "passes/graph/Passes.h"
 #include "passes/memory/Passes.h"
+#include "compiler/PipelinePrediction.h"
 #include "compiler/PlanWriter.h"
 #include "compiler/Registration.h"
 #include "frontends/onnx/OnnxImporter.h"
@@ -544,6 +545,28 @@ mlir::LogicalResult runPipelines(mlir::ModuleOp module,
   return mlir::success();
 }
 
+/// A layer split's line: the pipeline's predicted step and bubble.
+void reportPipelinePrediction(const CompileRequest &req, const plan::Plan &p,
+                              const CostTarget &target) {
+  std::vector<const plan::Plan *> stages;
+  for (const plan::StagePlan *stage : *p.stages()) {
+    stages.push_back(plan::GetSizePrefixedPlan(stage->plan()->data()));
+  }
+  PipelinePrediction prediction = predictPipeline(stages, target);
+  llvm::errs() << "tailor compile: " << req.output << ": ";
+  if (!prediction.unpredictable.empty()) {
+    llvm::errs() << "no predicted step time (" << prediction.unpredictable
+                 << ")\n";
+    return;
+  }
+  llvm::errs() << llvm::format(
+      "%zu pipeline stages, predicted step %.3f ms on %s (%.0f tokens/s, "
+      "bubble %.1f%%); tailor inspect shows each stage\n",
+      stages.size(), prediction.stepSeconds * 1e3, req.hardware.name.c_str(),
+      prediction.tokensPerStep / prediction.stepSeconds,
+      prediction.bubble() * 100);
+}
+
 /// One line on stderr: what the cost model predicts for a step of the plan
 /// just written, on the hardware it was compiled for.
 void reportPrediction(const CompileRequest &req,
@@ -555,6 +578,10 @@ void reportPrediction(const CompileRequest &req,
                          ? p->target()->precision()->str()
                          : "fp32";
   target.threads = req.threads;
+  if (p->stages()) {
+    reportPipelinePrediction(req, *p, target);
+    return;
+  }
   PlanPrediction prediction = predictPlan(*p, target);
   llvm::errs() << "tailor compile: " << req.output << ": ";
   if (!prediction.unpredictable.empty()) {

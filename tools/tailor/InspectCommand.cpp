@@ -13,6 +13,7 @@
 
 #include "tools/tailor/Commands.h"
 
+#include "compiler/PipelinePrediction.h"
 #include "compiler/PlanPrediction.h"
 #include "compiler/ShardingFigures.h"
 #include "runtime/MemoryCategory.h"
@@ -1205,17 +1206,48 @@ int writeTrace(const LoadedPlan &loaded, const CostTarget &target,
 /// A layer split: each stage's plan, in text one after the other, in JSON
 /// one document whose `stages` are the stages' documents and whose `ranks`
 /// are their ranks (the contract's per-rank figures, one rank a stage).
-int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
-                  const std::string &input, bool json) {
-  llvm::json::Array documents, ranks;
+/// Each stage's view of the pipeline's prediction: the step every stage
+/// shares, the stage's own bytes sent.
+std::vector<PredictionView>
+stageViews(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
+           const std::string &hardware, PipelinePrediction &pipeline) {
+  const fb::Plan &first = stages.front()->root();
+  std::vector<PredictionView> views(stages.size());
+  llvm::Expected<CostTarget> target = costTargetOf(first, hardware);
+  std::vector<const fb::Plan *> plans;
   for (const std::unique_ptr<LoadedPlan> &loaded : stages) {
+    plans.push_back(&loaded->root());
+  }
+  if (target) {
+    pipeline = predictPipeline(plans, *target);
+  } else {
+    pipeline.unpredictable = llvm::toString(target.takeError());
+  }
+  for (size_t s = 0; s < stages.size(); ++s) {
+    PredictionView &view = views[s];
+    view.hardware = target ? target->hardware.name : "?";
+    view.prediction.unpredictable = pipeline.unpredictable;
+    if (pipeline.unpredictable.empty()) {
+      view.prediction.step.seconds = pipeline.stepSeconds;
+      view.prediction.tokensPerStep = pipeline.tokensPerStep;
+      view.prediction.bytesSentPerStep = pipeline.bytesSent[s];
+      view.prediction.bytesSentPerUncompressedStep = pipeline.bytesSent[s];
+      view.prediction.bytesSentByCycleStep = {pipeline.bytesSent[s]};
+    }
+  }
+  return views;
+}
+
+int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
+                  const std::string &input, bool json,
+                  const std::string &hardware) {
+  llvm::json::Array documents, ranks;
+  PipelinePrediction pipeline;
+  std::vector<PredictionView> views = stageViews(stages, hardware, pipeline);
+  for (size_t index = 0; index < stages.size(); ++index) {
+    const std::unique_ptr<LoadedPlan> &loaded = stages[index];
     PlanSummary summary = summarize(*loaded);
-    PredictionView view;
-    view.hardware = loaded->root().target() && loaded->root().target()->name()
-                        ? loaded->root().target()->name()->str()
-                        : "?";
-    view.prediction.unpredictable = "the cost model does not predict layer "
-                                    "split (pipeline) schedules yet";
+    const PredictionView &view = views[index];
     const fb::PipelineStage &stage = *loaded->root().pipeline();
     if (!json) {
       llvm::outs() << "== pipeline stage " << stage.stage() << " of "
@@ -1223,7 +1255,13 @@ int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
                    << "-" << stage.last_layer() << ", " << stage.slots()
                    << " input slots, " << stage.schedule()->str()
                    << " schedule over " << stage.micro_batches()
-                   << " micro-batches\n";
+                   << " micro-batches";
+      if (pipeline.unpredictable.empty()) {
+        llvm::outs() << llvm::format(
+            "; busy %.3f ms of the predicted %.3f ms step",
+            pipeline.busySeconds[index] * 1e3, pipeline.stepSeconds * 1e3);
+      }
+      llvm::outs() << "\n";
       printText(*loaded, summary, input, false, false, view);
       llvm::outs() << "\n";
       continue;
@@ -1234,11 +1272,33 @@ int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
     }
     documents.push_back(std::move(document));
   }
+  if (!json && pipeline.unpredictable.empty()) {
+    llvm::outs() << llvm::format(
+        "pipeline: predicted step %.3f ms, bubble %.1f%% of the stages' "
+        "time\n",
+        pipeline.stepSeconds * 1e3, pipeline.bubble() * 100);
+  }
   if (json) {
-    llvm::json::Object root{{"plan", input},
-                            {"world_size", static_cast<int64_t>(stages.size())},
-                            {"stages", std::move(documents)},
-                            {"ranks", std::move(ranks)}};
+    llvm::json::Array busy;
+    for (double seconds : pipeline.busySeconds) {
+      busy.push_back(seconds);
+    }
+    llvm::json::Object root{
+        {"plan", input},
+        {"world_size", static_cast<int64_t>(stages.size())},
+        {"stages", std::move(documents)},
+        {"ranks", std::move(ranks)},
+        {"pipeline",
+         llvm::json::Object{
+             {"predicted_step_seconds",
+              pipeline.unpredictable.empty()
+                  ? llvm::json::Value(pipeline.stepSeconds)
+                  : nullptr},
+             {"predicted_busy_seconds", std::move(busy)},
+             {"predicted_bubble", pipeline.unpredictable.empty()
+                                      ? llvm::json::Value(pipeline.bubble())
+                                      : nullptr},
+             {"unpredictable", pipeline.unpredictable}}}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                  << "\n";
   }
@@ -1296,7 +1356,7 @@ int runInspect(int argc, const char **argv) {
     stages.push_back(std::move(loaded));
   }
   if (stages.size() > 1) {
-    return inspectStages(stages, input, json);
+    return inspectStages(stages, input, json, hardware);
   }
   std::unique_ptr<LoadedPlan> loaded = std::move(stages.front());
   PlanSummary summary = summarize(*loaded);

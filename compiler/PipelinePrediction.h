@@ -1,0 +1,45 @@
+//===- PipelinePrediction.h - a layer split's step, stages together -*- C++ -*-===//
+//
+// A pipeline stage's step is not its own work: it waits for its neighbours'
+// activations and gradients. The prediction runs every stage's schedule
+// (runtime/train/PipelineSchedule.h, the trainer's own) over the cost
+// model's time of each unit -- one run of `pipeline_forward` or
+// `train_step` of that stage's plan -- with each message's transfer over
+// the link in between, then the optimizer step: the step time, each
+// stage's busy time and the bubble.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_COMPILER_PIPELINEPREDICTION_H
+#define TAILOR_COMPILER_PIPELINEPREDICTION_H
+
+#include "compiler/CostModel.h"
+
+#include <string>
+#include <vector>
+
+namespace tailor {
+namespace plan {
+struct Plan;
+} // namespace plan
+
+struct PipelinePrediction {
+  /// Empty when predicted; otherwise why not.
+  std::string unpredictable;
+  double stepSeconds = 0;
+  /// Per stage: seconds of its own work in a step (forwards, backwards,
+  /// optimizer), and the bytes it sends.
+  std::vector<double> busySeconds;
+  std::vector<double> bytesSent;
+  double tokensPerStep = 0;
+  /// The share of the stages' time spent waiting: 1 - mean busy / step.
+  double bubble() const;
+};
+
+/// `stages[s]` is stage s's plan (plan 1.10 PipelineStage).
+PipelinePrediction predictPipeline(const std::vector<const plan::Plan *> &stages,
+                                   const CostTarget &target);
+
+} // namespace tailor
+
+#endif // TAILOR_COMPILER_PIPELINEPREDICTION_H
