@@ -3,9 +3,10 @@
 // tailor-split-layers (Passes.td): the training step cut into pipeline
 // stages, one nested module per stage, each planned as a rank's program.
 //
-// Stage `s` holds layers [first_layers[s], first_layers[s + 1]); the
-// embedding goes with the first layer's stage, the final norm, the head and
-// the loss with the last layer's. An op's stage is its layer's; an op
+// Stage `s` holds layers [first_layers[s], first_layers[s + 1]), chosen so
+// the busiest stage's FLOPs are least (chooseBoundaries); the embedding
+// goes with the first layer's stage, the final norm, the head and the loss
+// with the last layer's. An op's stage is its layer's; an op
 // without a layer takes the latest stage among its operands'. Ops that need
 // nothing but the step's inputs, constants and parameters (rope tables,
 // masks, transposed weights) are free: cloned into every stage that reads
@@ -26,6 +27,7 @@
 #include "passes/parallel/Passes.h"
 
 #include "dialects/tg/TGOps.h"
+#include "passes/memory/OpCost.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -157,6 +159,40 @@ LogicalResult LayerSplitter::checkInput() {
   return success();
 }
 
+/// Per layer, the FLOPs of its forward and backward ops (OpCost.h), and
+/// those of the ops after the last layer (final norm, head, loss, and
+/// their gradients), which the last stage runs.
+struct LayerCosts {
+  std::vector<double> forward, backward;
+  double head = 0;
+};
+
+static LayerCosts layerCosts(func::FuncOp train, int64_t layers) {
+  LayerCosts costs;
+  costs.forward.assign(static_cast<size_t>(layers), 0.0);
+  costs.backward.assign(static_cast<size_t>(layers), 0.0);
+  DenseSet<Value> backward;
+  bool pastLayers = false;
+  for (Operation &op : train.getBody().front().without_terminator()) {
+    bool isBackward = llvm::isa<tg::CrossEntropyGradOp>(op) ||
+                      llvm::any_of(op.getOperands(), [&](Value v) {
+                        return backward.contains(v);
+                      });
+    if (isBackward) {
+      backward.insert(op.getResults().begin(), op.getResults().end());
+    }
+    double flops = memory::costOf(&op).flops;
+    std::optional<int64_t> layer = layerOf(&op);
+    if (layer && *layer >= 0 && *layer < layers) {
+      pastLayers = *layer == layers - 1;
+      (isBackward ? costs.backward : costs.forward)[*layer] += flops;
+    } else if (pastLayers || isBackward) {
+      costs.head += layer ? 0 : flops;
+    }
+  }
+  return costs;
+}
+
 LogicalResult LayerSplitter::chooseBoundaries() {
   int64_t maxLayer = -1;
   train.walk([&](Operation *op) {
@@ -171,11 +207,42 @@ LogicalResult LayerSplitter::chooseBoundaries() {
                                  "layers; the model has "
                               << layers;
   }
-  // As many layers on each stage as can be, the first stages taking one
-  // more when they do not divide (the last also holds the head and loss).
-  for (int64_t s = 0, first = 0; s < stages; ++s) {
-    firstLayers.push_back(first);
-    first += layers / stages + (s < layers % stages ? 1 : 0);
+  // Consecutive layers per stage so the busiest stage does the least work:
+  // a stage's work is its layers' forward and backward, its forward once
+  // more on every stage but the last (the replay), and the head on the
+  // last. Exact over every split (layers x stages is small).
+  LayerCosts costs = layerCosts(train, layers);
+  auto cost = [&](int64_t stage, int64_t first, int64_t end) {
+    double work = stage == stages - 1 ? costs.head : 0;
+    for (int64_t l = first; l < end; ++l) {
+      work += costs.forward[l] * (stage == stages - 1 ? 1 : 2) +
+              costs.backward[l];
+    }
+    return work;
+  };
+  // best[s][e]: the least busiest-stage work placing layers [0, e) on
+  // stages [0, s]; from[s][e]: where stage s then starts.
+  size_t rows = static_cast<size_t>(stages), cols = layers + 1;
+  std::vector<std::vector<double>> best(rows, std::vector<double>(cols, 1e300));
+  std::vector<std::vector<int64_t>> from(rows, std::vector<int64_t>(cols, 0));
+  for (int64_t e = 1; e <= layers; ++e) {
+    best[0][e] = cost(0, 0, e);
+  }
+  for (int64_t s = 1; s < stages; ++s) {
+    for (int64_t e = s + 1; e <= layers; ++e) {
+      for (int64_t first = s; first < e; ++first) {
+        double busiest = std::max(best[s - 1][first], cost(s, first, e));
+        if (busiest < best[s][e]) {
+          best[s][e] = busiest;
+          from[s][e] = first;
+        }
+      }
+    }
+  }
+  firstLayers.assign(rows, 0);
+  for (int64_t s = stages - 1, end = layers; s > 0; --s) {
+    firstLayers[s] = from[s][end];
+    end = firstLayers[s];
   }
   return success();
 }
