@@ -27,7 +27,7 @@
 #include "passes/parallel/Passes.h"
 
 #include "dialects/tg/TGOps.h"
-#include "passes/memory/OpCost.h"
+#include "passes/parallel/StageAssignment.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,40 +52,6 @@ constexpr StringLiteral kTrain = "train_step";
 constexpr StringLiteral kOptimizer = "optimizer_step";
 constexpr StringLiteral kForward = "pipeline_forward";
 
-/// Where each op of the unsplit train_step goes.
-struct StageMap {
-  /// -1: free (cloned where read).
-  DenseMap<Operation *, int64_t> stage;
-  /// Results that depend on the loss's gradient, and the ops that read
-  /// them (backward ops, results or not: gradient accumulations).
-  DenseSet<Value> backward;
-  DenseSet<Operation *> backwardOps;
-  /// Program position of each op, the order sends and receives follow.
-  DenseMap<Operation *, int64_t> position;
-
-  int64_t stageOf(Value value) const {
-    Operation *def = value.getDefiningOp();
-    if (!def) {
-      return -1;
-    }
-    auto it = stage.find(def);
-    return it == stage.end() ? -1 : it->second;
-  }
-  int64_t positionOf(Value value) const {
-    Operation *def = value.getDefiningOp();
-    return def ? position.lookup(def) : -1;
-  }
-};
-
-/// The layer an op records (`tg.layer`), if any.
-std::optional<int64_t> layerOf(Operation *op) {
-  if (auto layer =
-          op->getAttrOfType<IntegerAttr>(tg::TGDialect::kLayerAttrName)) {
-    return layer.getInt();
-  }
-  return std::nullopt;
-}
-
 class LayerSplitter {
 public:
   LayerSplitter(ModuleOp module, int64_t stages, int64_t microBatches,
@@ -97,9 +63,6 @@ public:
 
 private:
   LogicalResult checkInput();
-  LogicalResult chooseBoundaries();
-  LogicalResult assignStages();
-  int64_t stageOfLayer(int64_t layer) const;
   int64_t slotsOf(int64_t stage) const;
 
   LogicalResult buildStage(int64_t stage);
@@ -124,9 +87,7 @@ private:
   int64_t microBatches;
   std::string schedule;
   func::FuncOp train, optimizer;
-  int64_t layers = 0;
-  SmallVector<int64_t> firstLayers;
-  StageMap map;
+  StageAssignment map;
   /// The stage modules, and per trainable parameter the stages that read it.
   SmallVector<ModuleOp> stageModules;
   llvm::MapVector<StringAttr, llvm::SetVector<int64_t>> trainableReaders;
@@ -159,104 +120,6 @@ LogicalResult LayerSplitter::checkInput() {
   return success();
 }
 
-/// Per layer, the FLOPs of its forward and backward ops (OpCost.h), and
-/// those of the ops after the last layer (final norm, head, loss, and
-/// their gradients), which the last stage runs.
-struct LayerCosts {
-  std::vector<double> forward, backward;
-  double head = 0;
-};
-
-static LayerCosts layerCosts(func::FuncOp train, int64_t layers) {
-  LayerCosts costs;
-  costs.forward.assign(static_cast<size_t>(layers), 0.0);
-  costs.backward.assign(static_cast<size_t>(layers), 0.0);
-  DenseSet<Value> backward;
-  bool pastLayers = false;
-  for (Operation &op : train.getBody().front().without_terminator()) {
-    bool isBackward = llvm::isa<tg::CrossEntropyGradOp>(op) ||
-                      llvm::any_of(op.getOperands(), [&](Value v) {
-                        return backward.contains(v);
-                      });
-    if (isBackward) {
-      backward.insert(op.getResults().begin(), op.getResults().end());
-    }
-    double flops = memory::costOf(&op).flops;
-    std::optional<int64_t> layer = layerOf(&op);
-    if (layer && *layer >= 0 && *layer < layers) {
-      pastLayers = *layer == layers - 1;
-      (isBackward ? costs.backward : costs.forward)[*layer] += flops;
-    } else if (pastLayers || isBackward) {
-      costs.head += layer ? 0 : flops;
-    }
-  }
-  return costs;
-}
-
-LogicalResult LayerSplitter::chooseBoundaries() {
-  int64_t maxLayer = -1;
-  train.walk([&](Operation *op) {
-    if (std::optional<int64_t> layer = layerOf(op)) {
-      maxLayer = std::max(maxLayer, *layer);
-    }
-  });
-  layers = maxLayer + 1;
-  if (layers < stages) {
-    return module.emitError() << "tailor-split-layers: " << stages
-                              << " stages need at least as many transformer "
-                                 "layers; the model has "
-                              << layers;
-  }
-  // Consecutive layers per stage so the busiest stage does the least work:
-  // a stage's work is its layers' forward and backward, its forward once
-  // more on every stage but the last (the replay), and the head on the
-  // last. Exact over every split (layers x stages is small).
-  LayerCosts costs = layerCosts(train, layers);
-  auto cost = [&](int64_t stage, int64_t first, int64_t end) {
-    double work = stage == stages - 1 ? costs.head : 0;
-    for (int64_t l = first; l < end; ++l) {
-      work += costs.forward[l] * (stage == stages - 1 ? 1 : 2) +
-              costs.backward[l];
-    }
-    return work;
-  };
-  // best[s][e]: the least busiest-stage work placing layers [0, e) on
-  // stages [0, s]; from[s][e]: where stage s then starts.
-  size_t rows = static_cast<size_t>(stages), cols = layers + 1;
-  std::vector<std::vector<double>> best(rows, std::vector<double>(cols, 1e300));
-  std::vector<std::vector<int64_t>> from(rows, std::vector<int64_t>(cols, 0));
-  for (int64_t e = 1; e <= layers; ++e) {
-    best[0][e] = cost(0, 0, e);
-  }
-  for (int64_t s = 1; s < stages; ++s) {
-    for (int64_t e = s + 1; e <= layers; ++e) {
-      for (int64_t first = s; first < e; ++first) {
-        double busiest = std::max(best[s - 1][first], cost(s, first, e));
-        if (busiest < best[s][e]) {
-          best[s][e] = busiest;
-          from[s][e] = first;
-        }
-      }
-    }
-  }
-  firstLayers.assign(rows, 0);
-  for (int64_t s = stages - 1, end = layers; s > 0; --s) {
-    firstLayers[s] = from[s][end];
-    end = firstLayers[s];
-  }
-  return success();
-}
-
-int64_t LayerSplitter::stageOfLayer(int64_t layer) const {
-  int64_t stage = 0;
-  for (int64_t s = 0; s < stages; ++s) {
-    if (layer >= firstLayers[s]) {
-      stage = s;
-    }
-  }
-  return stage;
-}
-
 int64_t LayerSplitter::slotsOf(int64_t stage) const {
   if (stage == stages - 1) {
     return 0;
@@ -264,52 +127,6 @@ int64_t LayerSplitter::slotsOf(int64_t stage) const {
   // 1F1B keeps at most (stages - stage) micro-batches in flight on a stage;
   // naive runs one micro-batch through every stage at a time.
   return schedule == "naive" ? 1 : std::min(stages - stage, microBatches);
-}
-
-LogicalResult LayerSplitter::assignStages() {
-  int64_t position = 0;
-  for (Operation &op : train.getBody().front().without_terminator()) {
-    map.position[&op] = position++;
-    bool backward = llvm::isa<tg::CrossEntropyGradOp>(op);
-    bool free = !layerOf(&op) && (isMemoryEffectFree(&op) ||
-                                  llvm::isa<tg::ParamRefOp>(op));
-    int64_t stage = -1, earliest = INT64_MAX;
-    for (Value operand : op.getOperands()) {
-      backward |= map.backward.contains(operand);
-      int64_t from = map.stageOf(operand);
-      free &= from < 0;
-      stage = std::max(stage, from);
-      earliest = std::min(earliest, from);
-    }
-    if (backward) {
-      map.backwardOps.insert(&op);
-      for (Value result : op.getResults()) {
-        map.backward.insert(result);
-      }
-    }
-    if (free && !backward) {
-      map.stage[&op] = -1;
-      continue;
-    }
-    if (std::optional<int64_t> layer = layerOf(&op)) {
-      int64_t own = stageOfLayer(*layer);
-      if (!backward && stage > own) {
-        return op.emitError() << "tailor-split-layers: layer " << *layer
-                              << " reads a value of stage " << stage
-                              << ", after its own stage " << own;
-      }
-      // A gradient op that reads nothing but a later stage's values (the
-      // sum of a layer output's gradients from both of the next layer's
-      // branches) runs there: one tensor crosses instead of several. Not
-      // one that also reads a weight or constant, which would move this
-      // layer's work (and weights) to that stage.
-      bool laterOnly = backward && earliest == stage && stage > own &&
-                       isMemoryEffectFree(&op);
-      stage = laterOnly ? stage : own;
-    }
-    map.stage[&op] = std::max<int64_t>(stage, 0);
-  }
-  return success();
 }
 
 bool LayerSplitter::inEntry(Operation *op, int64_t stage,
@@ -368,7 +185,7 @@ class EntryBuilder {
 public:
   /// `prefix` goes before the names of the entry's inputs: a plan's
   /// inputs have names unique over its entries (`forward_input_ids`).
-  EntryBuilder(OpBuilder &builder, const StageMap &map, func::FuncOp source,
+  EntryBuilder(OpBuilder &builder, const StageAssignment &map, func::FuncOp source,
                func::FuncOp target, StringRef prefix)
       : builder(builder), map(map), source(source), target(target),
         prefix(prefix.str()) {}
@@ -383,7 +200,7 @@ public:
 private:
   Value argument(BlockArgument arg);
   OpBuilder &builder;
-  const StageMap &map;
+  const StageAssignment &map;
   func::FuncOp source, target;
   std::string prefix;
   Value slotArg;
@@ -672,14 +489,14 @@ LogicalResult LayerSplitter::buildStage(int64_t stage) {
   }
   eraseUnusedDeclarations(into);
   // What this stage's program is, for planning and the plan.
-  int64_t last = stage + 1 < stages ? firstLayers[stage + 1] - 1 : layers - 1;
+  int64_t last = stage + 1 < stages ? map.firstLayers[stage + 1] - 1 : map.layers - 1;
   into->setAttr(
       "tg.pipeline_stage",
       builder.getDictionaryAttr({
           builder.getNamedAttr("stage", builder.getI64IntegerAttr(stage)),
           builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
           builder.getNamedAttr("first_layer",
-                               builder.getI64IntegerAttr(firstLayers[stage])),
+                               builder.getI64IntegerAttr(map.firstLayers[stage])),
           builder.getNamedAttr("last_layer", builder.getI64IntegerAttr(last)),
           builder.getNamedAttr("slots", builder.getI64IntegerAttr(slots)),
           builder.getNamedAttr("micro_batches",
@@ -718,10 +535,14 @@ LogicalResult LayerSplitter::checkTiedTrainables() {
 }
 
 LogicalResult LayerSplitter::run() {
-  if (failed(checkInput()) || failed(chooseBoundaries()) ||
-      failed(assignStages())) {
+  if (failed(checkInput())) {
     return failure();
   }
+  FailureOr<StageAssignment> assignment = StageAssignment::build(train, stages);
+  if (failed(assignment)) {
+    return failure();
+  }
+  map = std::move(*assignment);
   for (int64_t s = 0; s < stages; ++s) {
     if (failed(buildStage(s))) {
       return failure();
@@ -746,7 +567,7 @@ LogicalResult LayerSplitter::run() {
           builder.getNamedAttr("micro_batches",
                                builder.getI64IntegerAttr(microBatches)),
           builder.getNamedAttr("first_layers",
-                               builder.getDenseI64ArrayAttr(firstLayers)),
+                               builder.getDenseI64ArrayAttr(map.firstLayers)),
       }));
   return success();
 }

@@ -1,0 +1,68 @@
+//===- StageAssignment.h - which pipeline stage runs each op -*- C++ -*-===//
+//
+// The analysis behind tailor-split-layers (SplitLayers.cpp): where the
+// stage boundaries fall (consecutive layers, chosen so the busiest stage
+// does the least work) and which stage runs each op of the unsplit
+// train_step. It reads IR and never writes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_PASSES_PARALLEL_STAGEASSIGNMENT_H
+#define TAILOR_PASSES_PARALLEL_STAGEASSIGNMENT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+
+namespace tailor::parallel {
+
+/// The layer an op records (`tg.layer`), if any.
+std::optional<int64_t> layerOf(mlir::Operation *op);
+
+/// Where each op of the unsplit train_step goes.
+struct StageAssignment {
+  /// Transformer layers, and the first layer of each stage.
+  int64_t layers = 0;
+  llvm::SmallVector<int64_t> firstLayers;
+  /// -1: free (cloned where read): no layer, no effects, and nothing read
+  /// but the step's inputs, constants and parameters.
+  llvm::DenseMap<mlir::Operation *, int64_t> stage;
+  /// Results that depend on the loss's gradient, and the ops that read
+  /// them (backward ops, results or not: gradient accumulations).
+  llvm::DenseSet<mlir::Value> backward;
+  llvm::DenseSet<mlir::Operation *> backwardOps;
+  /// Program position of each op, the order sends and receives follow.
+  llvm::DenseMap<mlir::Operation *, int64_t> position;
+
+  /// Boundaries and stages for `stages` stages of `train`; failure with an
+  /// error on the op or module that prevents it.
+  static mlir::FailureOr<StageAssignment> build(mlir::func::FuncOp train,
+                                                int64_t stages);
+
+  int64_t stageOf(mlir::Value value) const {
+    mlir::Operation *def = value.getDefiningOp();
+    if (!def) {
+      return -1;
+    }
+    auto it = stage.find(def);
+    return it == stage.end() ? -1 : it->second;
+  }
+  int64_t positionOf(mlir::Value value) const {
+    mlir::Operation *def = value.getDefiningOp();
+    return def ? position.lookup(def) : -1;
+  }
+  int64_t stageOfLayer(int64_t layer) const;
+
+private:
+  mlir::LogicalResult chooseBoundaries(mlir::func::FuncOp train,
+                                       int64_t stages);
+  mlir::LogicalResult assignStages(mlir::func::FuncOp train);
+};
+
+} // namespace tailor::parallel
+
+#endif // TAILOR_PASSES_PARALLEL_STAGEASSIGNMENT_H
