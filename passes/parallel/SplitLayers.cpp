@@ -185,9 +185,9 @@ class EntryBuilder {
 public:
   /// `prefix` goes before the names of the entry's inputs: a plan's
   /// inputs have names unique over its entries (`forward_input_ids`).
-  EntryBuilder(OpBuilder &builder, const StageAssignment &map, func::FuncOp source,
-               func::FuncOp target, StringRef prefix)
-      : builder(builder), map(map), source(source), target(target),
+  EntryBuilder(OpBuilder &builder, func::FuncOp source, func::FuncOp target,
+               StringRef prefix)
+      : builder(builder), source(source), target(target),
         prefix(prefix.str()) {}
 
   /// The value `value` of the unsplit step has in the entry: mapped,
@@ -200,7 +200,6 @@ public:
 private:
   Value argument(BlockArgument arg);
   OpBuilder &builder;
-  const StageAssignment &map;
   func::FuncOp source, target;
   std::string prefix;
   Value slotArg;
@@ -289,7 +288,7 @@ FailureOr<func::FuncOp> LayerSplitter::buildStepFunction(ModuleOp into,
   }
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
-  EntryBuilder entry(builder, map, train, func,
+  EntryBuilder entry(builder, train, func,
                      forwardOnly ? "forward_" : "");
 
   SmallVector<std::pair<Value, int64_t>> incoming, outgoing;

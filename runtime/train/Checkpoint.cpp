@@ -209,6 +209,69 @@ static bool shardedParameterSlot(const runtime::LoadedPlan &plan,
   return true;
 }
 
+/// A slot for plan buffer `buffer`, named `name`.
+static TensorSlot slotFor(const runtime::LoadedPlan &plan,
+                          const runtime::Session &session,
+                          const std::string &name, uint32_t buffer) {
+  TensorSlot slot;
+  slot.name = name;
+  slot.dtype = plan.bufferDType(buffer);
+  slot.shape = plan.bufferShape(buffer);
+  slot.data = session.bufferData(buffer);
+  slot.buffer = buffer;
+  return slot;
+}
+
+/// The states a checkpoint saves: one slot each, a member's of a sharded
+/// one, a rank's of a per-rank one; none of the copies refreshed every
+/// step.
+static bool addStateSlots(const runtime::LoadedPlan &plan,
+                          const runtime::Session &session,
+                          CheckpointLayout &layout, std::string &error) {
+  const fb::Plan &p = plan.root();
+  if (!p.states()) {
+    return true;
+  }
+  // ZeRO-1 keeps whole gradient accumulators and a chunk one the update
+  // zeroes: at a step boundary the chunk holds nothing, and the whole
+  // accumulators are what a checkpoint saves under the members' names.
+  std::set<std::string> wholeGradients;
+  for (const fb::State *state : *p.states()) {
+    if (!state->shard() && state->kind()->string_view() == "grad") {
+      wholeGradients.insert(state->parameter()->str());
+    }
+  }
+  for (const fb::State *state : *p.states()) {
+    const fb::StateShard *shard = state->shard();
+    if (shard && state->kind()->string_view() == "grad" &&
+        shard->members()->size() > 0 &&
+        wholeGradients.count(shard->members()->Get(0)->str())) {
+      continue;
+    }
+    // Optimizer offload's host copies are refreshed every step, and a
+    // pipeline stage's received inputs every micro-batch.
+    if (state->kind()->string_view() == "master" ||
+        state->kind()->string_view() == "grad_host" ||
+        state->kind()->string_view() == "pipeline_input") {
+      continue;
+    }
+    if (shard) {
+      if (!addShardedState(plan, session, *state, layout, error)) {
+        return false;
+      }
+      continue;
+    }
+    if (state->per_rank()) {
+      addPerRankState(plan, session, *state, layout);
+      continue;
+    }
+    layout.states.push_back(slotFor(
+        plan, session, state->parameter()->str() + "." + state->kind()->str(),
+        state->buffer()));
+  }
+  return true;
+}
+
 bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
                            const runtime::Session &session,
                            CheckpointLayout &layout, std::string &error) {
@@ -257,13 +320,7 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
   }
 
   auto slotOf = [&](const std::string &name, uint32_t buffer) {
-    TensorSlot slot;
-    slot.name = name;
-    slot.dtype = plan.bufferDType(buffer);
-    slot.shape = plan.bufferShape(buffer);
-    slot.data = session.bufferData(buffer);
-    slot.buffer = buffer;
-    return slot;
+    return slotFor(plan, session, name, buffer);
   };
   std::map<uint32_t, int> buckets;
   auto parameterSlot = [&](const fb::Parameter &param, TensorSlot &slot) {
@@ -311,44 +368,8 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
             (adapter.isAdapter() ? "LoRA" : "trainable") + " parameters";
     return false;
   }
-  if (p.states()) {
-    // ZeRO-1 keeps whole gradient accumulators and a chunk one the update
-    // zeroes: at a step boundary the chunk holds nothing, and the whole
-    // accumulators are what a checkpoint saves under the members' names.
-    std::set<std::string> wholeGradients;
-    for (const fb::State *state : *p.states()) {
-      if (!state->shard() && state->kind()->string_view() == "grad") {
-        wholeGradients.insert(state->parameter()->str());
-      }
-    }
-    for (const fb::State *state : *p.states()) {
-      const fb::StateShard *shard = state->shard();
-      if (shard && state->kind()->string_view() == "grad" &&
-          shard->members()->size() > 0 &&
-          wholeGradients.count(shard->members()->Get(0)->str())) {
-        continue;
-      }
-      // Optimizer offload's host copies are refreshed every step.
-      // ...and so are a pipeline stage's received inputs.
-      if (state->kind()->string_view() == "master" ||
-          state->kind()->string_view() == "grad_host" ||
-          state->kind()->string_view() == "pipeline_input") {
-        continue;
-      }
-      if (shard) {
-        if (!addShardedState(plan, session, *state, layout, error)) {
-          return false;
-        }
-        continue;
-      }
-      if (state->per_rank()) {
-        addPerRankState(plan, session, *state, layout);
-        continue;
-      }
-      layout.states.push_back(
-          slotOf(state->parameter()->str() + "." + state->kind()->str(),
-                 state->buffer()));
-    }
+  if (!addStateSlots(plan, session, layout, error)) {
+    return false;
   }
   // Gradient accumulators are zero where checkpoints are taken.
   auto gradient = [](const TensorSlot &slot) {

@@ -14,6 +14,7 @@
  *===----------------------------------------------------------------------===*/
 
 #include "tailor/runtime.h"
+#include "test/runtime/c_api_checks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,42 +22,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int failures = 0;
 static const char *work = NULL;
 static const char *forwardPath = NULL;
 static const char *trainPath = NULL;
-
-#define CHECK(cond, what)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__,          \
-              __LINE__, what, tailor_last_error());                            \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-/* A call must return `want` and, when it fails, leave a message. */
-#define EXPECT_STATUS(call, want)                                              \
-  do {                                                                         \
-    tailor_status got_ = (call);                                               \
-    if (got_ != (want)) {                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s returned %d, expected %d (%s)\n",        \
-              __FILE__, __LINE__, #call, (int)got_, (int)(want),               \
-              tailor_last_error());                                            \
-      ++failures;                                                              \
-    } else if ((want) != TAILOR_OK && tailor_last_error()[0] == '\0') {        \
-      fprintf(stderr, "FAIL %s:%d: %s failed without a message\n", __FILE__,   \
-              __LINE__, #call);                                                \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-#define EXPECT_OK(call) EXPECT_STATUS(call, TAILOR_OK)
-#define EXPECT_INVALID(call) EXPECT_STATUS(call, TAILOR_ERROR_INVALID_ARGUMENT)
-
-/* The last error mentions `text`. */
-#define EXPECT_ERROR_SAYS(text)                                                \
-  CHECK(strstr(tailor_last_error(), (text)) != NULL, "error mentions " text)
 
 static char *pathIn(const char *name) {
   static char buffers[8][1024];
