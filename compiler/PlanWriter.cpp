@@ -308,6 +308,8 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   auto scheduler = s(training, "lr_scheduler");
   auto baseModel = s(training, "base_model");
   auto recipe = s(training, "recipe");
+  auto compileArguments = strings(training, "compile_arguments");
+  auto compileDirectory = s(training, "compile_directory");
   auto shuffle = training.getAs<BoolAttr>("shuffle");
   auto samplePacking = training.getAs<BoolAttr>("sample_packing");
   fb::TrainingBuilder builder(fbb);
@@ -339,6 +341,8 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
     builder.add_adapter(adapter);
   }
   builder.add_recipe(recipe);
+  builder.add_compile_arguments(compileArguments);
+  builder.add_compile_directory(compileDirectory);
   return builder.Finish();
 }
 

@@ -22,6 +22,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tailor {
 
@@ -45,6 +46,11 @@ struct CompileRequest {
   HardwareSpec hardware;
   int64_t threads = 8;
   onnx_import::ImportOptions importOptions;
+  /// The `tailor compile` arguments and the directory they ran in, which a
+  /// training plan records (tailor train --elastic compiles them again for
+  /// another world size); empty when no command line made the request.
+  std::vector<std::string> commandLine;
+  std::string workingDirectory;
   /// --pass-pipeline: replaces the implied pipeline when not empty.
   std::string passPipeline;
   bool printIRAfterAll = false;

@@ -14,6 +14,7 @@
 
 #include "tools/tailor/Commands.h"
 #include "tools/tailor/Compile.h"
+#include "tools/tailor/ElasticPlan.h"
 
 #include "compiler/Hardware.h"
 #include "compiler/PlanPrediction.h"
@@ -416,6 +417,48 @@ mlir::LogicalResult bindShapes(const CompileFlags &flags, CompileRequest &req) {
   return mlir::success();
 }
 
+/// Keeps the arguments that compile `req` again (tailor train --elastic)
+/// in it: all but the output and the stage and format to stop at, and but
+/// --pass-pipeline when that is the
+/// pipeline the arguments imply anyway (a pipeline of one's own is not
+/// recorded: its text fixes the target, which a new world must change).
+void recordCommandLine(mlir::MLIRContext &context, CompileRequest &req,
+                       const std::vector<std::string> &args) {
+  if (!req.passPipeline.empty()) {
+    CompileRequest implied = req;
+    implied.passPipeline.clear();
+    if (impliedPipelineText(context, implied) != req.passPipeline) {
+      return;
+    }
+  }
+  // What the arguments compile to is a plan, written where the caller says.
+  req.commandLine =
+      dropOptions(args, {"o", "pass-pipeline", "compile-to", "emit"});
+  if (llvm::SmallString<256> cwd; !llvm::sys::fs::current_path(cwd)) {
+    req.workingDirectory = cwd.str().str();
+  }
+}
+
+/// Adds the compile command line and its directory to the module's
+/// training attributes, for the plan (tailor train --elastic).
+void attachCommandLine(mlir::ModuleOp module, const CompileRequest &req) {
+  if (req.commandLine.empty()) {
+    return;
+  }
+  auto training =
+      module->getAttrOfType<mlir::DictionaryAttr>(tg::TGDialect::kTrainingAttrName);
+  if (!training) {
+    return;
+  }
+  mlir::Builder b(module.getContext());
+  mlir::NamedAttrList attrs(training);
+  attrs.set("compile_arguments", b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
+                                     req.commandLine.begin(), req.commandLine.end())));
+  attrs.set("compile_directory", b.getStringAttr(req.workingDirectory));
+  module->setAttr(tg::TGDialect::kTrainingAttrName,
+                  attrs.getDictionary(module.getContext()));
+}
+
 /// Records the recipe on a training module: the model's fixed shape where
 /// the recipe left it to defaults, the vocabulary (the logits' width), and
 /// the base model's name; fails on a recipe the model contradicts.
@@ -438,6 +481,7 @@ mlir::LogicalResult attachTrainingRecipe(mlir::ModuleOp module,
   if (llvm::Error error = attachRecipe(module, req.recipe, vocab)) {
     return compileError(req.input + ": " + llvm::toString(std::move(error)));
   }
+  attachCommandLine(module, req);
   return mlir::success();
 }
 
@@ -727,6 +771,8 @@ int runCompile(int argc, const char **argv) {
     llvm::outs() << "\n";
     return 0;
   }
+  recordCommandLine(context, req,
+                    std::vector<std::string>(argv + 1, argv + argc));
   // Errors name the op; a dump of the whole module would bury them.
   context.printOpOnDiagnostic(false);
   // Under a device budget the first try's diagnostics wait: if the plan

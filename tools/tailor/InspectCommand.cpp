@@ -545,6 +545,14 @@ llvm::json::Object trainingJson(const fb::Training &training) {
       {"eval_steps", training.eval_steps()},
       {"base_model", str(training.base_model())},
       {"recipe", str(training.recipe())}};
+  if (training.compile_arguments()) {
+    llvm::json::Array args;
+    for (const flatbuffers::String *arg : *training.compile_arguments()) {
+      args.push_back(arg->str());
+    }
+    t["compile_arguments"] = std::move(args);
+    t["compile_directory"] = str(training.compile_directory());
+  }
   if (const fb::Adapter *adapter = training.adapter()) {
     t["adapter"] = adapterJson(*adapter);
   }
@@ -741,6 +749,17 @@ void printTarget(llvm::raw_ostream &os, const fb::Plan &p, const PlanSummary &s,
      << p.version() % 100 << ", " << (p.producer() ? p.producer()->str() : "?")
      << ")\n";
   os << "model: " << (p.model() ? p.model()->str() : "") << "\n";
+  if (p.training() && p.training()->compile_arguments()) {
+    // What tailor train --elastic compiles again for another world size.
+    os << "compiled with: tailor compile";
+    for (const flatbuffers::String *arg : *p.training()->compile_arguments()) {
+      os << " " << arg->str();
+    }
+    os << " (in " << (p.training()->compile_directory()
+                          ? p.training()->compile_directory()->str()
+                          : "?")
+       << ")\n";
+  }
   if (!s.gpu) {
     os << "target: " << s.target << ", rank " << p.rank() << " of "
        << p.world_size() << ", workspaces for " << s.threads << " threads\n";

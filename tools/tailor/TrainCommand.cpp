@@ -3,6 +3,7 @@
 // tailor train PLAN.tplan --data PATH [--eval-data PATH]
 //     [--data-dtype uint16|uint32] [--max-steps N] --output-dir DIR
 //     [--resume [PATH]] [--init-adapter DIR] [--threads N] [--save-steps N]
+//     [--elastic]
 //
 // Runs a compiled training plan through the C API's tailor_trainer
 // (runtime/train/Trainer.h does the work behind it):
@@ -13,11 +14,14 @@
 // A plan compiled for N ranks runs as `mpirun -np N tailor train ...` (CPU
 // plans) or under torchrun/mpirun with a GPU a rank (CUDA plans): rank 0
 // prints and writes, every rank's error says which rank it is ("rank 1:
-// ..."), and every rank exits 1 on a launch that does not match the plan.
+// ..."), and every rank exits 1 on a launch that does not match the plan
+// -- unless --elastic, which compiles the plan again for the launch
+// (ElasticPlan.h) and resumes from the latest checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/tailor/Commands.h"
+#include "tools/tailor/ElasticPlan.h"
 
 #include "runtime/include/tailor/runtime.h"
 
@@ -109,6 +113,12 @@ int runTrain(int argc, const char **argv) {
                               cl::desc("steps --trace records (default 1)"),
                               cl::value_desc("n"), cl::init(1),
                               cl::cat(category));
+  cl::opt<bool> elastic(
+      "elastic",
+      cl::desc("on a launch of another world size than the plan's, compile "
+               "the plan again for it (keeping the global batch) and resume "
+               "from the latest checkpoint in --output-dir"),
+      cl::cat(category));
   cl::HideUnrelatedOptions(category);
 
   std::vector<std::string> args = joinResumeValue(argc, argv);
@@ -137,6 +147,17 @@ int runTrain(int argc, const char **argv) {
     return 1;
   }
 
+  std::string runPlan = planPath;
+  if (elastic) {
+    llvm::Expected<std::string> launched = planForLaunch(planPath, outputDir);
+    if (!launched) {
+      llvm::errs() << "tailor train: error: "
+                   << llvm::toString(launched.takeError()) << "\n";
+      return 1;
+    }
+    runPlan = *launched;
+  }
+
   // A client of the C API (runtime/include/tailor/runtime.h), as any
   // application embedding the trainer is.
   tailor_trainer_options options;
@@ -147,7 +168,8 @@ int runTrain(int argc, const char **argv) {
   options.max_steps = maxSteps;
   options.output_dir = outputDir.c_str();
   std::string resumeFrom;
-  if (resume.getNumOccurrences() > 0) {
+  if (resume.getNumOccurrences() > 0 || elastic) {
+    // --elastic continues from what the last membership committed.
     resumeFrom = resume.empty() ? "latest" : resume.getValue();
     options.resume = resumeFrom.c_str();
   }
@@ -163,7 +185,7 @@ int runTrain(int argc, const char **argv) {
   llvm::outs().flush();
   tailor_trainer *trainer = nullptr;
   tailor_status status =
-      tailor_trainer_create_from_file(planPath.c_str(), &options, &trainer);
+      tailor_trainer_create_from_file(runPlan.c_str(), &options, &trainer);
   if (status == TAILOR_OK) {
     status = tailor_trainer_run(trainer, nullptr, nullptr);
   }
