@@ -635,19 +635,19 @@ Error checkGenerationRecipe(const TrainingRecipe &recipe,
                             std::vector<std::string> &ignored) {
   // The weight format: what a generation plan reads.
   static const std::set<std::string> weightKeys = {
-      "quantization",         "load_in_4bit",
-      "load_in_8bit",         "double_quant",
+      "quantization",          "load_in_4bit",
+      "load_in_8bit",          "double_quant",
       "bnb_4bit_use_double_quant", "quant_block_size",
-      "quantize_modules",     "quantize_skip_modules",
-      "gptq_bits",            "gptq_group_size",
-      "gptq_act_order",       "gptq_checkpoint",
+      "quantize_modules",      "quantize_skip_modules",
+      "gptq_bits",             "gptq_group_size",
+      "gptq_act_order",        "gptq_checkpoint",
       "int8_outlier_threshold", "tie_word_embeddings"};
   // Placement and precision a one-rank fp32 CPU plan cannot honour.
   static const std::set<std::string> refusedKeys = {
-      "zero_stage",          "fsdp_sharding_strategy",
-      "offload_param",       "fsdp_offload_params",
-      "offload_optimizer",   "enable_activation_offloading",
-      "pipeline_stages",     "device_map",
+      "zero_stage",           "fsdp_sharding_strategy",
+      "offload_param",        "fsdp_offload_params",
+      "offload_optimizer",    "enable_activation_offloading",
+      "pipeline_stages",      "device_map",
       "gradient_compression", "device_memory_budget_gib"};
   std::string refused;
   for (const std::string &key : recipe.givenKeys) {
