@@ -88,18 +88,56 @@ void buildLowerToSchedule(mlir::OpPassManager &pm,
   pm.addPass(memory::createLowerToSchedPass(lowerOptions(options)));
 }
 
+/// tailor-quantize with `recipe`'s weight-format keys, storing the chosen
+/// weights as `scheme`.
+static void addQuantizePass(mlir::OpPassManager &pm,
+                            const TrainingRecipe &recipe,
+                            const std::string &scheme) {
+  graph::QuantizePassOptions quantize;
+  quantize.scheme = scheme;
+  auto join = [](const std::vector<std::string> &names) {
+    std::string list;
+    for (const std::string &name : names) {
+      list += (list.empty() ? "" : ",") + name;
+    }
+    return list;
+  };
+  quantize.modules = join(recipe.quantizeModules);
+  quantize.skip = join(recipe.quantizeSkipModules);
+  quantize.blockSize = recipe.quantBlockSize;
+  quantize.doubleQuant = recipe.doubleQuant;
+  quantize.bits = recipe.gptqBits;
+  quantize.groupSize = recipe.gptqGroupSize;
+  quantize.actOrder = recipe.gptqActOrder;
+  quantize.outlierThreshold = recipe.int8OutlierThreshold;
+  quantize.checkpoint = recipe.gptqCheckpoint;
+  pm.addPass(graph::createQuantizePass(quantize));
+}
+
 void buildGenerationPipeline(mlir::OpPassManager &pm,
                              const ScheduleOptions &options,
-                             llvm::StringRef eosTokenIds, bool raised) {
-  if (!raised) {
-    buildGraphPipeline(pm);
+                             const GenerationOptions &generation) {
+  if (!generation.raised) {
+    buildGraphPipeline(pm, generation.weights
+                               ? generation.weights->tieWordEmbeddings
+                               : "auto");
   }
-  // --- The forward graph at max_seq_len becomes one token's step: positions
-  // read at run time, attention over a KV cache.
+  // --- Frozen weights stored as the recipe says (NF4, int8, GPTQ, 16-bit),
+  // read through tg.dequantize; a bound adapter's LoRA weights stay f32
+  // beside them, unmerged, as PEFT runs LoRA on a quantized base.
+  if (generation.weights) {
+    std::string scheme = generation.weights->quantizationScheme();
+    if (!scheme.empty()) {
+      addQuantizePass(pm, *generation.weights, scheme);
+    }
+  }
+  // --- The forward graph at max_seq_len becomes one token's step and a
+  // chunk of prompt tokens' step: positions read at run time, attention
+  // over a KV cache.
   generate::BuildDecodePassOptions decode;
-  decode.eosTokenIds = eosTokenIds.str();
+  decode.eosTokenIds = generation.eosTokenIds;
   pm.addPass(generate::createBuildDecodePass(decode));
-  // --- Plan the decode entry; the caches get the kv_cache arena.
+  // --- Plan the entries; the caches get the kv_cache arena.
   memory::LowerToSchedPassOptions lower = lowerOptions(options);
   lower.functionName = "decode";
   pm.addPass(memory::createLowerToSchedPass(lower));
@@ -213,25 +251,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // tensor-core GEMMs; trainable weights stay f32 masters.
   std::string scheme = frozenWeightScheme(recipe, options);
   if (!scheme.empty()) {
-    graph::QuantizePassOptions quantize;
-    quantize.scheme = scheme;
-    auto join = [](const std::vector<std::string> &names) {
-      std::string list;
-      for (const std::string &name : names) {
-        list += (list.empty() ? "" : ",") + name;
-      }
-      return list;
-    };
-    quantize.modules = join(recipe.quantizeModules);
-    quantize.skip = join(recipe.quantizeSkipModules);
-    quantize.blockSize = recipe.quantBlockSize;
-    quantize.doubleQuant = recipe.doubleQuant;
-    quantize.bits = recipe.gptqBits;
-    quantize.groupSize = recipe.gptqGroupSize;
-    quantize.actOrder = recipe.gptqActOrder;
-    quantize.outlierThreshold = recipe.int8OutlierThreshold;
-    quantize.checkpoint = recipe.gptqCheckpoint;
-    pm.addPass(graph::createQuantizePass(quantize));
+    addQuantizePass(pm, recipe, scheme);
   }
   pm.addPass(graph::createAddLossPass());
   // --- A validation loss (val_set_size, eval_steps): a forward-only copy

@@ -74,13 +74,25 @@ std::string frozenWeightScheme(const TrainingRecipe &recipe,
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingRecipe &recipe,
                            const ScheduleOptions &options, bool schedule = true);
 
+/// What a generation plan is built with (tailor compile --task generate).
+struct GenerationOptions {
+  /// Token ids that end generation, comma-separated ("" for none).
+  std::string eosTokenIds;
+  /// The module is raised already (an adapter was bound to it).
+  bool raised = false;
+  /// The recipe whose weight-format keys store the frozen weights
+  /// quantized (null or no scheme: float weights).
+  const TrainingRecipe *weights = nullptr;
+};
+
 /// Import -> schedule of a generation plan: the graph pipeline (unless the
-/// module is `raised` already: a bound adapter), the one-token decode step
-/// with its KV cache (tailor-build-decode, recording `eosTokenIds`), then
-/// planning its `decode` entry.
+/// module is raised already), the frozen linear weights stored as the
+/// recipe's weight format says (tailor-quantize), the one-token decode step
+/// with its KV cache and the chunked prefill (tailor-build-decode), then
+/// planning the `decode` and `prefill` entries.
 void buildGenerationPipeline(mlir::OpPassManager &pm,
                              const ScheduleOptions &options,
-                             llvm::StringRef eosTokenIds, bool raised);
+                             const GenerationOptions &generation);
 
 /// Registers the pipelines with the global registry (for tailor-opt).
 void registerTailorPipelines();

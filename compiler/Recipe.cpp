@@ -631,6 +631,59 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
   return recipe;
 }
 
+Error checkGenerationRecipe(const TrainingRecipe &recipe,
+                            std::vector<std::string> &ignored) {
+  // The weight format: what a generation plan reads.
+  static const std::set<std::string> weightKeys = {
+      "quantization",          "load_in_4bit",
+      "load_in_8bit",          "double_quant",
+      "bnb_4bit_use_double_quant", "quant_block_size",
+      "quantize_modules",      "quantize_skip_modules",
+      "gptq_bits",             "gptq_group_size",
+      "gptq_act_order",        "gptq_checkpoint",
+      "int8_outlier_threshold", "tie_word_embeddings"};
+  // Placement and precision a one-rank fp32 CPU plan cannot honour.
+  static const std::set<std::string> refusedKeys = {
+      "zero_stage",           "fsdp_sharding_strategy",
+      "offload_param",        "fsdp_offload_params",
+      "offload_optimizer",    "enable_activation_offloading",
+      "pipeline_stages",      "device_map",
+      "gradient_compression", "device_memory_budget_gib"};
+  std::string refused;
+  for (const std::string &key : recipe.givenKeys) {
+    if (weightKeys.count(key)) {
+      continue;
+    }
+    bool refuse = refusedKeys.count(key) > 0;
+    // Only the values that ask for something refuse: `adapter: qlora`
+    // names the weight format, `mixed_precision: fp32` is the plan's own.
+    if (key == "adapter") {
+      refuse = recipe.adapter == "full";
+      if (recipe.qlora) {
+        continue;
+      }
+    } else if (key == "mixed_precision") {
+      refuse = recipe.mixedPrecision == "bf16";
+    }
+    if (refuse) {
+      refused += (refused.empty() ? "" : ", ") + key;
+    } else {
+      ignored.push_back(key);
+    }
+  }
+  if (!refused.empty()) {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--task generate: the recipe asks for " + refused +
+            ", which a generation plan (one rank, fp32, on the CPU) cannot "
+            "do; it reads the weight format from a recipe (quantization, "
+            "load_in_4bit, load_in_8bit, double_quant, quant_block_size, "
+            "quantize_modules, quantize_skip_modules, gptq_*, "
+            "int8_outlier_threshold)");
+  }
+  return Error::success();
+}
+
 Error attachRecipe(mlir::ModuleOp module, const TrainingRecipe &r,
                    int64_t vocabSize) {
   if (vocabSize > 0 && r.padTokenId >= vocabSize) {

@@ -182,6 +182,21 @@ struct TrainingRecipe {
 llvm::Expected<TrainingRecipe>
 loadRecipe(llvm::StringRef path, const std::vector<std::string> &overrides);
 
+/// Which keys of `recipe` a generation plan (`tailor compile --task
+/// generate --recipe R.yaml`) reads: the weight format (quantization,
+/// load_in_4bit / load_in_8bit, adapter: qlora, double_quant,
+/// quant_block_size, quantize_modules, quantize_skip_modules, gptq_*,
+/// int8_outlier_threshold). Keys of the training run (the LoRA shape, the
+/// optimizer, the schedule, the batch, the data, recomputation, seeds,
+/// logging) are returned in `ignored`: the same recipe that trained the
+/// model compiles its generation plan, and the caller says which it
+/// ignores. Keys that change how a plan is placed or computed, which a
+/// generation plan (one rank, fp32 on the CPU) cannot honour (sharding,
+/// offload, layer split, gradient compression, device budgets,
+/// mixed_precision: bf16, `adapter: full`), are an error naming them.
+llvm::Error checkGenerationRecipe(const TrainingRecipe &recipe,
+                                  std::vector<std::string> &ignored);
+
 /// Records the recipe on the module (`tg.training`) for the plan writer;
 /// fails when the recipe does not fit the model's vocabulary of
 /// `vocabSize` tokens (0: unknown).

@@ -460,6 +460,18 @@ tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
                   file.name() + ": the plan has no weight '" + module +
                       ".weight' for the adapter's module '" + module + "'");
     }
+    if (const fb::Quantization *quant = merge.base->quant()) {
+      // W + s B A would have to be quantized again: not the weights PEFT
+      // runs LoRA on (dequant(W) x + s B (A x)).
+      return fail(TAILOR_ERROR_INVALID_ARGUMENT,
+                  file.name() + ": module '" + module + "': the plan stores '" +
+                      module + ".weight' quantized (" +
+                      quant->scheme()->str() +
+                      "), and merging LoRA into it would change the "
+                      "quantized weights; compile the plan with --adapter "
+                      "DIR, which keeps LoRA unmerged beside them as PEFT "
+                      "runs it");
+    }
     if (std::string problem = unwritable(*merge.base); !problem.empty()) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   file.name() + ": module '" + module + "': " + problem);

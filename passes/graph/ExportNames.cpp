@@ -25,9 +25,14 @@ void recordExportNames(ModuleOp module) {
         value = transpose.getInput();
         transposed = true;
       }
-      auto ref = value.getDefiningOp<tg::ParamRefOp>();
-      auto param = ref ? module.lookupSymbol<tg::ParamOp>(ref.getNameAttr())
-                       : tg::ParamOp();
+      tg::ParamOp param;
+      if (auto ref = value.getDefiningOp<tg::ParamRefOp>()) {
+        param = module.lookupSymbol<tg::ParamOp>(ref.getNameAttr());
+      } else if (auto dequantize = value.getDefiningOp<tg::DequantizeOp>()) {
+        // A weight stored quantized (tailor-quantize): its `quant` records
+        // the file's layout, so only the name is needed.
+        param = module.lookupSymbol<tg::ParamOp>(dequantize.getNameAttr());
+      }
       std::string name = (path.getValue() + suffix).str();
       // A parameter under its own Hugging Face name is stored as Hugging
       // Face stores it (GPT-2's Conv1D keeps [in, out] in both).

@@ -35,6 +35,11 @@ bool hasPathComponent(StringRef path, StringRef name) {
   return llvm::is_contained(parts, name);
 }
 
+/// True for the `lora_A` / `lora_B` weights tailor-insert-lora declares.
+bool isLoraWeight(StringRef name) {
+  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
+}
+
 SmallVector<std::string> splitList(StringRef list) {
   SmallVector<StringRef> parts;
   list.split(parts, ',', -1, /*KeepEmpty=*/false);
@@ -188,8 +193,11 @@ void QuantizePass::findCandidates(ModuleOp module, Candidates &found) {
       return;
     }
     auto param = module.lookupSymbol<tg::ParamOp>(read.ref.getNameAttr());
-    // Only weights the model file holds: adapters are made at run time.
+    // Only weights the model file holds: adapters are made at run time,
+    // and a bound adapter's LoRA weights (an inference plan's, frozen but
+    // read from the adapter file) stay f32, as PEFT keeps them.
     if (param && !param.getTrainable() && !param.getQuantAttr() &&
+        !isLoraWeight(param.getSymName()) &&
         llvm::isa_and_nonnull<tg::ExternalDataAttr>(param.getLocationAttr()) &&
         param.getTensorType().getRank() == 2 &&
         llvm::isa<FloatType>(param.getTensorType().getElementType())) {

@@ -35,6 +35,9 @@ struct CompileRequest {
   Stage compileTo = Stage::Plan;
   Emit format = Emit::Plan;
   bool training = false;
+  /// --recipe or key=value overrides were given (a training plan, or the
+  /// weight format of a generation plan).
+  bool recipeGiven = false;
   /// --task generate: a decode step with a KV cache of maxSeqLen tokens
   /// (the import's sequence length), stopping at eosTokenIds.
   bool generate = false;

@@ -151,7 +151,8 @@ struct CompileFlags {
       llvm::cl::cat(category)};
   llvm::cl::opt<std::string> recipePath{
       "recipe",
-      llvm::cl::desc("training recipe (YAML): compile a training plan"),
+      llvm::cl::desc("training recipe (YAML): compile a training plan (with "
+                     "--task generate: the weight format of its keys)"),
       llvm::cl::value_desc("file"), llvm::cl::cat(category)};
   llvm::cl::list<std::string> overrides{
       llvm::cl::Positional, llvm::cl::ZeroOrMore,
@@ -226,10 +227,6 @@ mlir::LogicalResult readTask(const CompileFlags &flags, CompileRequest &req) {
     }
     return mlir::success();
   }
-  if (req.training) {
-    return compileError("--task generate compiles an inference plan; it "
-                        "takes no --recipe");
-  }
   if (req.compileTo == Stage::Train) {
     return compileError("--task generate has no training stage");
   }
@@ -301,7 +298,10 @@ mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
   if (req.format == Emit::Plan && req.compileTo != Stage::Plan) {
     return compileError("--emit=plan needs --compile-to=plan");
   }
-  req.training = !flags.recipePath.empty() || !flags.overrides.empty();
+  // A recipe makes a training plan, except for --task generate, which reads
+  // the weight format from it.
+  req.recipeGiven = !flags.recipePath.empty() || !flags.overrides.empty();
+  req.training = req.recipeGiven && flags.task != "generate";
   req.adapterDir = flags.adapterDir;
   if (req.training && !req.adapterDir.empty()) {
     return compileError(
@@ -338,7 +338,7 @@ mlir::LogicalResult readMode(const CompileFlags &flags, CompileRequest &req) {
 /// The recipe (training) or the PEFT adapter's config (--adapter).
 mlir::LogicalResult readRecipeAndAdapter(const CompileFlags &flags,
                                          CompileRequest &req) {
-  if (req.training) {
+  if (req.recipeGiven) {
     std::vector<std::string> overrides(flags.overrides.begin(),
                                        flags.overrides.end());
     auto loaded = loadRecipe(flags.recipePath, overrides);
@@ -346,6 +346,19 @@ mlir::LogicalResult readRecipeAndAdapter(const CompileFlags &flags,
       return compileError(llvm::toString(loaded.takeError()));
     }
     req.recipe = std::move(*loaded);
+  }
+  if (req.recipeGiven && req.generate) {
+    std::vector<std::string> ignored;
+    if (llvm::Error error = checkGenerationRecipe(req.recipe, ignored)) {
+      return compileError(llvm::toString(std::move(error)));
+    }
+    if (!ignored.empty()) {
+      llvm::errs() << "tailor compile: note: --task generate reads the "
+                      "recipe's weight format only; it ignores "
+                   << llvm::join(ignored, ", ")
+                   << " (the training run's keys; an adapter's shape comes "
+                      "from its adapter_config.json)\n";
+    }
   }
   if (!req.adapterDir.empty()) {
     auto config = readPeftAdapterConfig(req.adapterDir);
@@ -532,8 +545,11 @@ const char *buildImpliedPipeline(mlir::PassManager &pm,
         buildGraphPipeline(pm);
       }
     } else {
-      buildGenerationPipeline(pm, scheduleOptions, req.eosTokenIds,
-                              /*raised=*/req.adapter.has_value());
+      GenerationOptions generation;
+      generation.eosTokenIds = req.eosTokenIds;
+      generation.raised = req.adapter.has_value();
+      generation.weights = req.recipeGiven ? &req.recipe : nullptr;
+      buildGenerationPipeline(pm, scheduleOptions, generation);
     }
   } else if (req.adapter) {
     what = "schedule";

@@ -47,6 +47,34 @@ func.func @forward(%x: tensor<2x32xf32> {tg.name = "x"}) -> (tensor<2x10xf32> {t
 
 // -----
 
+tg.param @model.layers.0.self_attn.q_proj.weight : tensor<32x32xf32> at #tg.external<"w.bin", offset = 0, length = 4096>
+tg.param @model.layers.0.self_attn.q_proj.lora_A.weight : tensor<2x32xf32> at #tg.external<"adapter_model.safetensors", offset = 0, length = 256>
+tg.param @model.layers.0.self_attn.q_proj.lora_B.weight : tensor<32x2xf32> at #tg.external<"adapter_model.safetensors", offset = 256, length = 256>
+
+// Tests that an adapter bound to an inference plan (frozen LoRA weights
+// read from the adapter file, as `--task generate --adapter` makes them)
+// keeps its f32 storage beside the quantized base weight, as PEFT runs
+// LoRA on a quantized layer.
+// CHECK-LABEL: tg.param @model.layers.0.self_attn.q_proj.weight {{.*}} quantized
+// CHECK: tg.param @model.layers.0.self_attn.q_proj.lora_A.weight : tensor<2x32xf32> at #tg.external<"adapter_model.safetensors", offset = 0, length = 256>{{$}}
+// CHECK: tg.param @model.layers.0.self_attn.q_proj.lora_B.weight : tensor<32x2xf32> at #tg.external<"adapter_model.safetensors", offset = 256, length = 256>{{$}}
+// CHECK-LABEL: func.func @forward
+// CHECK: tg.dequantize @model.layers.0.self_attn.q_proj.weight
+// CHECK: tg.param_ref @model.layers.0.self_attn.q_proj.lora_A.weight
+// CHECK: tg.param_ref @model.layers.0.self_attn.q_proj.lora_B.weight
+func.func @forward(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
+  %w = tg.param_ref @model.layers.0.self_attn.q_proj.weight : tensor<32x32xf32>
+  %y = tg.linear %x, %w {tg.module = "model.layers.0.self_attn.q_proj"} : (tensor<2x32xf32>, tensor<32x32xf32>) -> tensor<2x32xf32>
+  %a = tg.param_ref @model.layers.0.self_attn.q_proj.lora_A.weight {tg.module = "model.layers.0.self_attn.q_proj"} : tensor<2x32xf32>
+  %b = tg.param_ref @model.layers.0.self_attn.q_proj.lora_B.weight {tg.module = "model.layers.0.self_attn.q_proj"} : tensor<32x2xf32>
+  %l = tg.linear %x, %a {tg.module = "model.layers.0.self_attn.q_proj"} : (tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<2x2xf32>
+  %u = tg.linear %l, %b {tg.module = "model.layers.0.self_attn.q_proj"} : (tensor<2x2xf32>, tensor<32x2xf32>) -> tensor<2x32xf32>
+  %z = tg.add %y, %u : (tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<2x32xf32>
+  return %z : tensor<2x32xf32>
+}
+
+// -----
+
 tg.param @model.layers.0.mlp.down_proj.weight : tensor<32x64xf32> at #tg.external<"w.bin", offset = 0, length = 8192>
 tg.param @model.layers.0.mlp.up_proj.weight : tensor<64x32xf32> at #tg.external<"w.bin", offset = 8192, length = 8192>
 
