@@ -219,7 +219,10 @@ Expected<std::string> planForLaunch(const std::string &planPath,
     return planPath;
   }
   auto fail = [&](const llvm::Twine &why) {
-    return createStringError(planPath + " was compiled for " +
+    std::string rank = launch.worldSize > 1
+                           ? "rank " + std::to_string(launch.rank) + ": "
+                           : "";
+    return createStringError(rank + planPath + " was compiled for " +
                              std::to_string(record->worldSize) +
                              " ranks and launched on " +
                              std::to_string(launch.worldSize) +
