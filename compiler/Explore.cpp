@@ -29,7 +29,8 @@ bool Knobs::operator==(const Knobs &o) const {
          offloadOptimizer == o.offloadOptimizer &&
          offloadActivations == o.offloadActivations &&
          microBatch == o.microBatch &&
-         accumulation == o.accumulation && compression == o.compression;
+         accumulation == o.accumulation && compression == o.compression &&
+         stages == o.stages;
 }
 
 int Knobs::distance(const Knobs &o) const {
@@ -38,7 +39,8 @@ int Knobs::distance(const Knobs &o) const {
          (offloadParams != o.offloadParams) +
          (offloadOptimizer != o.offloadOptimizer) +
          (offloadActivations != o.offloadActivations) +
-         (microBatch != o.microBatch) + (compression != o.compression);
+         (microBatch != o.microBatch) + (compression != o.compression) +
+         (stages != o.stages);
 }
 
 std::string knobValue(const Knobs &k, StringRef name) {
@@ -68,6 +70,9 @@ std::string knobValue(const Knobs &k, StringRef name) {
   }
   if (name == "compression") {
     return k.compression;
+  }
+  if (name == "split") {
+    return k.stages == 1 ? "none" : std::to_string(k.stages) + " stages";
   }
   return std::to_string(k.microBatch) + "x" + std::to_string(k.accumulation);
 }
@@ -147,6 +152,15 @@ recipeKeys(const Knobs &k, const TrainingRecipe &base) {
   if (k.compression != "none" || base.gradientCompression != "none") {
     keys.push_back({"gradient_compression", k.compression});
   }
+  // Only when either side splits; device_map: auto would choose a split of
+  // its own, so a base that used it is told none.
+  if (k.stages > 1 || base.givenKeys.count("pipeline_stages") ||
+      !base.deviceMap.empty()) {
+    if (!base.deviceMap.empty()) {
+      keys.push_back({"device_map", "none"});
+    }
+    keys.push_back({"pipeline_stages", std::to_string(k.stages)});
+  }
   return keys;
 }
 
@@ -184,6 +198,7 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
   k.microBatch = r.microBatchSize;
   k.accumulation = r.gradientAccumulationSteps;
   k.compression = r.gradientCompression;
+  k.stages = r.deviceMap == "auto" ? hardware.ranks() : r.pipelineStages;
   return k;
 }
 
@@ -225,6 +240,21 @@ void Space::addOffloads(const Knobs &base, std::vector<Knobs> &all) const {
   }
 }
 
+void Space::addSplit(const Knobs &base, int64_t split,
+                     std::vector<Knobs> &all) const {
+  if (base.sharding != "ddp" || base.recompute != "none" ||
+      !llvm::is_contained(offloadParams, false) ||
+      !llvm::is_contained(offloadOptimizer, false) ||
+      !llvm::is_contained(offloadActivations, false) ||
+      !llvm::is_contained(compression, "none")) {
+    return;
+  }
+  Knobs k = base;
+  k.stages = split;
+  k.accumulation = globalBatch / k.microBatch;
+  all.push_back(std::move(k));
+}
+
 std::vector<Knobs> Space::enumerate() const {
   std::vector<Knobs> all;
   for (int64_t mb : microBatches) {
@@ -243,7 +273,13 @@ std::vector<Knobs> Space::enumerate() const {
             k.sharding = sharding;
             k.microBatch = mb;
             k.accumulation = globalBatch / (mb * dataParallel);
-            addOffloads(k, all);
+            for (int64_t split : stages) {
+              if (split == 1) {
+                addOffloads(k, all);
+              } else {
+                addSplit(k, split, all);
+              }
+            }
           }
         }
       }
@@ -335,13 +371,16 @@ Expected<FixedKnob> parseFix(StringRef text) {
   if (key == "gradient_compression" || key == "compression") {
     return FixedKnob{"compression", v};
   }
+  if (key == "pipeline_stages" || key == "split") {
+    return FixedKnob{"split", value == "none" ? "1" : v};
+  }
   return createStringError(
       "--fix " + key +
       ": not a knob (weights/quantization, adapter, recompute/"
       "gradient_checkpointing, sharding/zero_stage/fsdp_sharding_strategy, "
       "offload/offload_param, offload_optimizer, offload_activations/"
       "enable_activation_offloading, micro_batch/micro_batch_size, "
-      "compression/gradient_compression)");
+      "compression/gradient_compression, split/pipeline_stages)");
 }
 
 /// Narrows `values` to the one `fixed` names, checking it is a value the
@@ -389,6 +428,14 @@ Error applyFix(Space &space, const FixedKnob &fix) {
   if (fix.knob == "compression") {
     return pin(space.compression, fix.value, fix.knob, fix.value);
   }
+  if (fix.knob == "split") {
+    int64_t split = 0;
+    if (StringRef(fix.value).getAsInteger(10, split) || split < 1) {
+      return createStringError("--fix pipeline_stages must be a positive "
+                               "integer or none, got '" + fix.value + "'");
+    }
+    return pin(space.stages, split, fix.knob, fix.value);
+  }
   for (auto [knob, values] :
        {std::pair<const char *, std::vector<bool> *>{"offload_param",
                                                      &space.offloadParams},
@@ -426,10 +473,12 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
                           const std::vector<std::string> &fixed) {
   Space space;
   space.dataParallel = hardware.ranks();
+  // A layer split has no data parallelism: its global batch is one rank's.
+  bool split = base.pipelineStages > 1 || base.deviceMap == "auto";
   space.globalBatch =
       globalBatch > 0 ? globalBatch
                       : base.microBatchSize * base.gradientAccumulationSteps *
-                            space.dataParallel;
+                            (split ? 1 : space.dataParallel);
   if (space.globalBatch % space.dataParallel != 0) {
     return createStringError(
         "the global batch of " + std::to_string(space.globalBatch) +
@@ -477,6 +526,11 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   if (space.dataParallel > 1 && !hardware.isCuda() &&
       base.overlapComm != "true") {
     space.compression = {"none", "powersgd", "acp-sgd", "topk", "signsgd"};
+  }
+  // Layer split: a stage per rank, on CPU ranks (the runtime's pipeline
+  // has no CUDA path yet).
+  if (space.dataParallel > 1 && !hardware.isCuda()) {
+    space.stages = {1, space.dataParallel};
   }
   for (const std::string &text : fixed) {
     Expected<FixedKnob> fix = parseFix(text);

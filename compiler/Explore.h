@@ -54,6 +54,11 @@ struct Knobs {
   int64_t accumulation = 1;
   /// gradient_compression: none, powersgd, acp-sgd, topk or signsgd.
   std::string compression = "none";
+  /// pipeline_stages: consecutive layers split over this many ranks, one
+  /// stage each, micro-batches in a 1F1B schedule (1: no split; several
+  /// CPU ranks only). A split has no data parallelism: every micro-batch of
+  /// the global batch passes through all stages.
+  int64_t stages = 1;
 
   bool operator==(const Knobs &o) const;
   /// How many knobs differ from `o` (micro batch and accumulation count as
@@ -62,11 +67,12 @@ struct Knobs {
 };
 
 /// The knobs' names, in the order tables show them.
-constexpr std::array<const char *, 7> kKnobNames = {
-    "weights", "adapter",     "recompute",  "sharding",
-    "offload", "micro_batch", "compression"};
+constexpr std::array<const char *, 8> kKnobNames = {
+    "weights", "adapter",     "recompute",   "sharding",
+    "offload", "micro_batch", "compression", "split"};
 
-/// A knob's value as text (`micro_batch` as "MBxGA").
+/// A knob's value as text (`micro_batch` as "MBxGA", `split` as "none" or
+/// "N stages").
 std::string knobValue(const Knobs &knobs, llvm::StringRef name);
 
 /// The recipe keys that select `knobs` on top of `base` (whose given keys
@@ -82,6 +88,9 @@ struct Space {
   /// Gradient compression methods; beyond "none" only where
   /// tailor-compress-gradients applies (compressible()).
   std::vector<std::string> compression = {"none"};
+  /// Layer splits: 1 (none), and the hardware's ranks where a split runs
+  /// (CPU ranks).
+  std::vector<int64_t> stages = {1};
   int64_t globalBatch = 1;
   /// Ranks that split the global batch (the hardware's ranks).
   int64_t dataParallel = 1;
@@ -98,6 +107,11 @@ private:
   void addOffloads(const Knobs &base, std::vector<Knobs> &all) const;
   /// `k` once per compression method that applies to it.
   void addCompressions(const Knobs &k, std::vector<Knobs> &all) const;
+  /// `base` split over `stages` ranks, appended to `all` when the split
+  /// composes with its other knobs (no ZeRO, offload, compression or
+  /// recomputation yet).
+  void addSplit(const Knobs &base, int64_t stages,
+                std::vector<Knobs> &all) const;
 };
 
 /// The knobs `recipe` chose (its micro batch and accumulation as given).

@@ -301,7 +301,7 @@ std::map<std::string, Setter> memorySetters() {
                                                  {"false", "false"}})},
       {"overlap_buckets_in_flight", integer(&R::overlapBucketsInFlight, 1)},
       {"pipeline_stages", integer(&R::pipelineStages, 1)},
-      {"device_map", choice(&R::deviceMap, {{"auto", "auto"}})},
+      {"device_map", choice(&R::deviceMap, {{"auto", "auto"}, {"none", ""}})},
       {"pipeline_schedule", choice(&R::pipelineSchedule,
                                    {{"1f1b", "1f1b"}, {"naive", "naive"}})},
       {"gradient_compression", choice(&R::gradientCompression,

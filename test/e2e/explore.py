@@ -5,12 +5,13 @@ On two Hugging Face Llama exports (export_hf's seeded tiny Llama with 2
 layers, and the same with 12), a LoRA recipe is explored on a CPU cluster of
 two ranks (`--hardware 2xcpu`: weights x adapter x recomputation x sharding
 x offload of parameters, optimizer and activations x micro batch for the
-recipe's global batch). Checks:
+recipe's global batch x layer split over the two ranks). Checks:
 
   * for 50 configurations drawn at random (seeded) from all explore
     evaluated, `tailor compile` with the row's recipe keys gives a plan whose
     `tailor inspect --json` per-rank device_peak_bytes, host_peak_bytes and
-    predicted_step_seconds equal explore's exactly where explore compiled
+    predicted_step_seconds (a layer split's: its largest rank and the
+    pipeline's step) equal explore's exactly where explore compiled
     it whole (every row of the 2-layer model); on the 12-layer model explore
     first extends each configuration from 2 and 3 layers, whose parameters,
     gradients, optimizer state, constants, workspace and step time must
@@ -70,7 +71,9 @@ def compiled_figures(args, model, recipe, keys, work, name):
     tailor(args.bin, "compile", model, "--recipe", recipe, "--hardware",
            "2xcpu", "-o", plan, *[f"{k}={v}" for k, v in keys.items()])
     doc = json.loads(tailor(args.bin, "inspect", plan, "--json").stdout)
-    rank = doc["ranks"][0]
+    # Ranks of a layer split differ: the one with the largest device peak
+    # is what must fit (every rank has the pipeline's step time).
+    rank = max(doc["ranks"], key=lambda r: r["device_peak_bytes"])
     return plan, rank
 
 
@@ -115,6 +118,19 @@ def check_samples(args, model, recipe, every, work, tag):
         worst = max(worst, rel(row["device_peak_bytes"],
                                rank["device_peak_bytes"]))
     extended = sum(r["extrapolated"] for r in sample)
+    splits = [r for r in compiled if r["knobs"]["split"] != "none"]
+    if not splits or any(r["extrapolated"] for r in splits):
+        failures.append(f"{tag}: {len(splits)} layer-split rows, all must "
+                        "be compiled whole")
+    for i, row in enumerate(rng.sample(splits, min(5, len(splits)))):
+        _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
+                                   f"{tag}-split{i}")
+        for key in ("device_peak_bytes", "host_peak_bytes",
+                    "predicted_step_seconds"):
+            if rank[key] != row[key]:
+                failures.append(f"{tag} {row['knobs']}: compile's {key} "
+                                f"{rank[key]} != explore's {row[key]}")
+    print(f"{tag}: {len(splits)} layer-split rows, 5 compiled alike")
     print(f"{tag}: {len(sample)} sampled configurations of "
           f"{every['evaluated']} compiled alike ({extended} extended from 2 "
           f"and 3 layers, worst device peak off by {worst:.1%}; "
@@ -189,6 +205,19 @@ def check_fix_and_errors(args, model, recipe, budget, pins, tag):
             break
     if not fixed["rows"]:
         failures.append(f"{tag}: --fix gave no configurations")
+    split = explore(args, model, recipe, *pins, "--all", "--fix",
+                    "pipeline_stages=2")
+    if not split["rows"] or any(r["knobs"]["split"] != "2 stages"
+                                for r in split["rows"]):
+        failures.append(f"{tag}: --fix pipeline_stages=2 gave "
+                        f"{sorted({r['knobs']['split'] for r in split['rows']})}")
+    three = tailor(args.bin, "explore", model, "--recipe", recipe,
+                   "--hardware", "2xcpu", "--fix", "pipeline_stages=3",
+                   check=False)
+    if three.returncode != 1 or "not a value this knob takes" not in \
+            three.stderr:
+        failures.append(f"{tag}: --fix pipeline_stages=3 on 2 ranks: exit "
+                        f"{three.returncode}, {three.stderr.strip()[-300:]}")
     # --top 2 -o DIR writes the two fastest rows' plans, with their figures.
     top_dir = os.path.join(args.work, f"{tag}-top")
     front = explore(args, model, recipe, *pins, "--fix", "weights=nf4",

@@ -20,6 +20,7 @@
 #include "tools/tailor/Compile.h"
 
 #include "compiler/Explore.h"
+#include "compiler/PipelinePrediction.h"
 #include "compiler/PlanPrediction.h"
 #include "compiler/PlanWriter.h"
 #include "compiler/Pipelines.h"
@@ -301,25 +302,64 @@ std::string Evaluator::chooseMode(CompileRequest &req) {
   return "";
 }
 
-void Evaluator::readFigures(const std::vector<uint8_t> &bytes,
-                            const CompileRequest &req,
-                            explore::Evaluation &e) const {
-  const plan::Plan *p = plan::GetSizePrefixedPlan(bytes.data());
-  for (const plan::Arena *arena : *p->arenas()) {
+/// One rank's plan's peaks and bytes by category into `e`.
+static void readMemory(const plan::Plan &p, explore::Evaluation &e) {
+  e.devicePeakBytes = e.hostPeakBytes = 0;
+  for (const plan::Arena *arena : *p.arenas()) {
     (arena->kind() == plan::ArenaKind::Device ? e.devicePeakBytes
                                               : e.hostPeakBytes) +=
         static_cast<int64_t>(arena->size());
   }
-  runtime::CategoryBytes categories = runtime::arenaBytes(*p);
+  runtime::CategoryBytes categories = runtime::arenaBytes(p);
   for (size_t c = 0; c < categories.size(); ++c) {
     e.categoryBytes[c] = static_cast<int64_t>(categories[c]);
   }
+}
+
+/// A layer split's figures: the stage with the largest device peak (the
+/// rank that must fit) and the pipeline's step, its stages together.
+static void readSplitFigures(const plan::Plan &outer, const CostTarget &target,
+                             explore::Evaluation &e) {
+  std::vector<const plan::Plan *> stages;
+  explore::Evaluation largest;
+  largest.devicePeakBytes = -1;
+  for (const plan::StagePlan *stage : *outer.stages()) {
+    stages.push_back(plan::GetSizePrefixedPlan(stage->plan()->data()));
+    explore::Evaluation one;
+    readMemory(*stages.back(), one);
+    if (one.devicePeakBytes > largest.devicePeakBytes) {
+      largest = one;
+    }
+  }
+  e.devicePeakBytes = largest.devicePeakBytes;
+  e.hostPeakBytes = largest.hostPeakBytes;
+  e.categoryBytes = largest.categoryBytes;
+  PipelinePrediction prediction = predictPipeline(stages, target);
+  if (!prediction.unpredictable.empty()) {
+    e.error = "no predicted step time: " + prediction.unpredictable;
+    return;
+  }
+  e.stepSeconds = prediction.stepSeconds;
+  e.tokensPerSecond = prediction.stepSeconds > 0
+                          ? prediction.tokensPerStep / prediction.stepSeconds
+                          : 0;
+}
+
+void Evaluator::readFigures(const std::vector<uint8_t> &bytes,
+                            const CompileRequest &req,
+                            explore::Evaluation &e) const {
+  const plan::Plan *p = plan::GetSizePrefixedPlan(bytes.data());
   CostTarget target;
   target.hardware = hardware;
   target.precision = p->target() && p->target()->precision()
                          ? p->target()->precision()->str()
                          : "fp32";
   target.threads = req.threads;
+  if (p->stages() && p->stages()->size() > 0) {
+    readSplitFigures(*p, target, e);
+    return;
+  }
+  readMemory(*p, e);
   PlanPrediction prediction = predictPlan(*p, target);
   if (!prediction.unpredictable.empty()) {
     e.error = "no predicted step time: " + prediction.unpredictable;
@@ -367,7 +407,9 @@ explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
                                         int64_t budgetBytes, bool exact) {
   // The budget policy chooses what to recompute from the whole step's
   // peak, so its choice (and time) changes with depth: never extended.
-  const bool extend = extrapolating && !exact &&
+  // Nor is a layer split: where its stage boundaries fall depends on the
+  // depth.
+  const bool extend = extrapolating && !exact && knobs.stages == 1 &&
                       !llvm::StringRef(knobs.recompute).starts_with("budget-");
   explore::Evaluation e = measure(knobs, extend ? 2 : 0);
   if (extend && e.compiled()) {
