@@ -22,7 +22,8 @@ same global batch (accumulation 12) to 1e-5 relative, so the data order
 and the math are the global batch's whatever the world; and a launch on 5
 ranks, which 24 sequences of micro batch 2 do not split over, and a plan
 for two nodes of two ranks launched on 3, are refused with exit 1 and a
-message that says so.
+message that says so. A 2-stage layer split launched on 3 ranks is compiled
+again as 3 stages and ends with one rank's adapter, bit for bit.
 
   train_elastic.py --bin build/bin --work build/test/train-elastic
 """
@@ -197,6 +198,50 @@ def check_refused_nodes(args, onnx_path, recipe, data):
     return []
 
 
+def check_layer_split(args, data):
+    """A 2-stage layer split of a 4-layer Llama, 4 steps on 2 ranks, then
+    launched on 3: compiled again as 3 stages, it resumes at step 4 and
+    ends with the adapter one rank trains, bit for bit (a split computes
+    what one rank does)."""
+    import numpy as np
+
+    onnx4 = tc.export_llama(args.work, 4)
+    recipe = tc.recipe_defaults()
+    recipe.update(max_steps=8, save_steps=1, gradient_accumulation_steps=4)
+    one, err = tc.compile_plan(args.bin, onnx4, recipe,
+                               os.path.join(args.work, "split-one"), "cpu")
+    if err:
+        return [f"layer split: compile one rank: {err}"]
+    split, err = tc.compile_plan(args.bin, onnx4,
+                                 dict(recipe, pipeline_stages=2),
+                                 os.path.join(args.work, "split"), "2xcpu")
+    if err:
+        return [f"layer split: compile 2 stages: {err}"]
+    out = os.path.join(args.work, "split", "out")
+    shutil.rmtree(out, ignore_errors=True)
+    log = os.path.join(args.work, "split", "tailor.log")
+    err = membership_run(args, split, data, out, log, [(2, 4), (3, 8)])
+    if err:
+        return [f"layer split: {err}"]
+    with open(log) as f:
+        if "(a layer split of 3 stages)" not in f.read():
+            return ["layer split: the 3-rank launch did not re-plan 3 stages"]
+    ref = os.path.join(args.work, "split-one", "out")
+    ok, msg = tailor_train(args, one, 1, data, ref, 8,
+                           os.path.join(args.work, "split-one", "tailor.log"))
+    if not ok:
+        return [f"layer split: one rank: {msg}"]
+    got = tc.load_safetensors(os.path.join(out, "adapter_model.safetensors"))
+    want = tc.load_safetensors(os.path.join(ref, "adapter_model.safetensors"))
+    differ = [k for k in want if not np.array_equal(got.get(k), want[k])]
+    if differ:
+        return [f"layer split: 2 -> 3 stages differs from one rank in "
+                f"{differ[:3]}"]
+    print(f"layer split: 2 stages to step 4, then 3 stages to 8: the "
+          f"adapter equals one rank's bit for bit ({len(want)} tensors)")
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True)
@@ -236,6 +281,7 @@ def main():
 
     failures = check_refused_world(args, plan, data)
     failures += check_refused_nodes(args, onnx_path, recipe, data)
+    failures += check_layer_split(args, data)
     elastic = os.path.join(args.work, "elastic", "out")
     c, err = killed_run(args, plan, data, elastic, rng)
     if err:

@@ -139,29 +139,38 @@ elasticCompileArguments(const ElasticRecord &record, int world,
         "those tailor explore writes, do not): compile it again with tailor "
         "compile");
   }
-  int64_t perStep = record.accumulation * record.worldSize;
-  if (perStep % world != 0) {
-    return createStringError(
-        "the global batch of " +
-        std::to_string(perStep * record.microBatchSize) +
-        " sequences (micro batch " + std::to_string(record.microBatchSize) +
-        " x accumulation " + std::to_string(record.accumulation) + " x " +
-        std::to_string(record.worldSize) + " ranks) does not split over " +
-        std::to_string(world) + " ranks");
+  std::vector<std::string> overrides;
+  if (record.stages > 0) {
+    // A layer split has no data parallelism: every micro-batch passes all
+    // stages, so the world only changes the stage count.
+    accumulation = record.accumulation;
+    overrides = {"device_map=none", "pipeline_stages=" + std::to_string(world)};
+  } else {
+    int64_t perStep = record.accumulation * record.worldSize;
+    if (perStep % world != 0) {
+      return createStringError(
+          "the global batch of " +
+          std::to_string(perStep * record.microBatchSize) +
+          " sequences (micro batch " + std::to_string(record.microBatchSize) +
+          " x accumulation " + std::to_string(record.accumulation) + " x " +
+          std::to_string(record.worldSize) + " ranks) does not split over " +
+          std::to_string(world) + " ranks");
+    }
+    accumulation = perStep / world;
+    overrides = {"gradient_accumulation_steps=" + std::to_string(accumulation)};
   }
-  accumulation = perStep / world;
   std::map<std::string, std::string> values;
   std::vector<std::string> args =
       dropOptions(record.compileArguments, {"o", "hardware"}, &values);
-  std::string hardware = values.count("hardware") ? values["hardware"] : "cpu";
-  Expected<std::string> resized = resizedHardware(hardware, world);
+  Expected<std::string> resized = resizedHardware(
+      values.count("hardware") ? values["hardware"] : "cpu", world);
   if (!resized) {
     return resized.takeError();
   }
   args.push_back("--hardware");
   args.push_back(*resized);
-  // Positional overrides apply in order: this one comes last and wins.
-  args.push_back("gradient_accumulation_steps=" + std::to_string(accumulation));
+  // Positional overrides apply in order: these come last and win.
+  args.insert(args.end(), overrides.begin(), overrides.end());
   args.push_back("-o");
   args.push_back(output);
   return args;
@@ -228,9 +237,6 @@ Expected<std::string> planForLaunch(const std::string &planPath,
                              std::to_string(launch.worldSize) +
                              "; --elastic cannot compile it again: " + why);
   };
-  if (record->stages > 0) {
-    return fail("a layer split is not re-planned yet");
-  }
   llvm::SmallString<256> dir(outputDir);
   if (std::error_code ec = llvm::sys::fs::make_absolute(dir)) {
     return fail(outputDir + ": " + ec.message());
@@ -258,10 +264,17 @@ Expected<std::string> planForLaunch(const std::string &planPath,
     llvm::errs() << "tailor train: " << planPath << " is for "
                  << record->worldSize << " ranks, launched on "
                  << launch.worldSize << ": compiled it again for "
-                 << launch.worldSize << " (gradient accumulation "
-                 << accumulation << " keeps the global batch of "
-                 << accumulation * launch.worldSize * record->microBatchSize
-                 << " sequences): " << output << "\n";
+                 << launch.worldSize;
+    if (record->stages > 0) {
+      llvm::errs() << " (a layer split of " << launch.worldSize
+                   << " stages)";
+    } else {
+      llvm::errs() << " (gradient accumulation " << accumulation
+                   << " keeps the global batch of "
+                   << accumulation * launch.worldSize * record->microBatchSize
+                   << " sequences)";
+    }
+    llvm::errs() << ": " << output << "\n";
   }
   return output;
 }

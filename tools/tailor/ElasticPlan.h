@@ -55,8 +55,9 @@ dropOptions(const std::vector<std::string> &args,
             std::map<std::string, std::string> *values = nullptr);
 
 /// `record`'s compile arguments for `world` ranks writing `output`: the
-/// output and hardware replaced, `gradient_accumulation_steps` set so the
-/// global batch stays what it was. Errors when it cannot stay.
+/// output and hardware replaced, and `gradient_accumulation_steps` set so
+/// the global batch stays what it was (an error when it cannot), or, for a
+/// layer split, `pipeline_stages` set to `world`.
 llvm::Expected<std::vector<std::string>>
 elasticCompileArguments(const ElasticRecord &record, int world,
                         const std::string &output, int64_t &accumulation);
