@@ -6,11 +6,16 @@
 // torch kernels):
 //
 //   scales[r] = max_c |W[r, c]|                       (fp32)
-//   q[r, c]   = round(W[r, c] * (127 / scales[r]))    ties to even, fp32
+//   m[r]      = (1 / scales[r]) * 127                 two roundings
+//   q[r, c]   = round(W[r, c] * m[r])                 ties to even, fp32
 //   W'[r, c]  = (float(q[r, c]) * scales[r]) * c127   two roundings
 //
 // with c127 = 7.874015718698502e-3 rounded to float (bitsandbytes'
-// multiplier for 1/127). So bytes written here equal bitsandbytes'
+// multiplier for 1/127). m[r] is how torch evaluates bitsandbytes'
+// `127.0 / row_stats` (Tensor.__rtruediv__ is `reciprocal() * 127`), not
+// the correctly rounded 127 / scales[r]: the two differ in the last bit
+// for about a quarter of the rows, enough to move a code whose scaled
+// value lies that close to a half. So bytes written here equal bitsandbytes'
 // `int8_vectorwise_quant` of the same float32 tensor, and dequantize as
 // its `int8_vectorwise_dequant` does, bit for bit. (bnb's Linear8bitLt
 // first rounds the weight to fp16; quantizing fp16-rounded floats here

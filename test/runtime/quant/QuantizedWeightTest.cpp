@@ -343,6 +343,27 @@ TEST(QuantizedWeightTest, Int8RoundsLikeBitsandbytes) {
   }
 }
 
+// Tests that int8's row multiplier is bitsandbytes' `127.0 / row_stats` as
+// torch evaluates it, (1 / absmax) * 127 with two roundings, not the
+// correctly rounded 127 / absmax. For absmax 3 the two are 0x1.52aaacp+5
+// and 0x1.52aaaap+5; each value below is the float nearest (n + 1/2) * 3 /
+// 127, whose scaled value lands on n + 1/2 (then rounds to even) with one
+// multiplier and just past it with the other. The codes are the ones
+// bitsandbytes 0.50's int8_vectorwise_quant writes for this row.
+TEST(QuantizedWeightTest, Int8MultiplierIsReciprocalTimes127) {
+  std::vector<float> w = {3.0f, 0x1.83060ep-7f, 0x1.224488p-5f,
+                          0x1.e3c790p-5f, 0x1.52a54ap-4f, -0x1.224488p-5f};
+  QuantSpec spec = specOf(Scheme::Int8, 1, 6);
+  std::vector<uint8_t> storage = quantize(spec, w.data());
+  const int8_t *q = reinterpret_cast<const int8_t *>(storage.data() + 4);
+  EXPECT_EQ(std::vector<int>(q, q + 6),
+            (std::vector<int>{127, 1, 2, 3, 4, -2}));
+  // The correctly rounded multiplier would give 0, 1, 2, 3 (-1).
+  const float rounded = 127.0f / 3.0f;
+  EXPECT_NE(rounded, (1.0f / 3.0f) * 127.0f);
+  EXPECT_EQ(std::nearbyint(w[1] * rounded), 0.0f);
+}
+
 // Tests int8's error bound, half a step of the row's scale, from a
 // transposed source too.
 TEST(QuantizedWeightTest, Int8ErrorIsHalfAStep) {
