@@ -258,7 +258,10 @@ tailor_status tailor_plan_parameter_info(const tailor_plan *plan, int index,
     info->trainable = param.trainable() ? 1 : 0;
     info->quantized = param.quant() ? 1 : 0;
     info->sharded = param.shard() ? 1 : 0;
-    info->transposed = param.export_transposed() ? 1 : 0;
+    // A quantized weight is stored as Linear's [out, in]; its source file
+    // may hold the transpose (TorchScript's MatMul weights).
+    bool sourceTransposed = param.quant() && param.quant()->source_transposed();
+    info->transposed = param.export_transposed() || sourceTransposed ? 1 : 0;
     return ok();
   });
 }

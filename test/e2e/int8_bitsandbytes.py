@@ -161,6 +161,11 @@ def check_plan(family, kind, plan, linear, inits, reference):
                             f"Linear8bitLt holds its weight ({module})")
             continue
         seen.add(module)
+        # The ONNX initializer is W^T [in, out]; the plan holds Linear's
+        # W [out, in]: tailor_parameter_info says it is transposed.
+        if not param.transposed:
+            failures.append(f"{where}: stored [out, in] from a [in, out] "
+                            "initializer, but not reported transposed")
         cb, scb = reference[module]
         rows, cols = w.shape
         raw = session.get_tensor(param.name).view(np.uint8).reshape(-1)
