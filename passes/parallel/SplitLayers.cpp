@@ -21,13 +21,15 @@
 // forward, loss and backward in one `train_step`, as a 1F1B schedule does.
 // Receives come first in an entry and sends last, each in the order of the
 // values in the unsplit step, so the two sides of a link always agree.
+// The entries are built in SplitLayersEntry.cpp; LayerSplitter.h declares
+// the class the two files share.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
 
 #include "dialects/tg/TGOps.h"
-#include "passes/parallel/StageAssignment.h"
+#include "passes/parallel/LayerSplitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,52 +48,7 @@ namespace tailor::parallel {
 
 using namespace mlir;
 
-namespace {
-
-constexpr StringLiteral kTrain = "train_step";
-constexpr StringLiteral kOptimizer = "optimizer_step";
-constexpr StringLiteral kForward = "pipeline_forward";
-
-class LayerSplitter {
-public:
-  LayerSplitter(ModuleOp module, int64_t stages, int64_t microBatches,
-                StringRef schedule)
-      : module(module), builder(module.getContext()), stages(stages),
-        microBatches(microBatches), schedule(schedule.str()) {}
-
-  LogicalResult run();
-
-private:
-  LogicalResult checkInput();
-  int64_t slotsOf(int64_t stage) const;
-
-  LogicalResult buildStage(int64_t stage);
-  void copyDeclarations(ModuleOp into);
-  FailureOr<func::FuncOp> buildStepFunction(ModuleOp into, int64_t stage,
-                                            bool forwardOnly);
-  LogicalResult buildOptimizer(ModuleOp into, int64_t stage);
-  void eraseUnusedDeclarations(ModuleOp into);
-  LogicalResult checkTiedTrainables();
-
-  /// Values of `stage`'s ops (forward ones only with `forwardOnly`) that
-  /// other stages' ops read: incoming (defined elsewhere, read here) and
-  /// outgoing (defined here, read elsewhere), each with its peer stage.
-  void crossings(int64_t stage, bool forwardOnly,
-                 SmallVector<std::pair<Value, int64_t>> &incoming,
-                 SmallVector<std::pair<Value, int64_t>> &outgoing);
-  bool inEntry(Operation *op, int64_t stage, bool forwardOnly) const;
-
-  ModuleOp module;
-  OpBuilder builder;
-  int64_t stages;
-  int64_t microBatches;
-  std::string schedule;
-  func::FuncOp train, optimizer;
-  StageAssignment map;
-  /// The stage modules, and per trainable parameter the stages that read it.
-  SmallVector<ModuleOp> stageModules;
-  llvm::MapVector<StringAttr, llvm::SetVector<int64_t>> trainableReaders;
-};
+namespace split {
 
 LogicalResult LayerSplitter::checkInput() {
   train = module.lookupSymbol<func::FuncOp>(kTrain);
@@ -177,187 +134,6 @@ void LayerSplitter::crossings(
   outgoing.assign(out.begin(), out.end());
   llvm::stable_sort(incoming, byPosition);
   llvm::stable_sort(outgoing, byPosition);
-}
-
-/// Builds one stage's entry: `train_step` (forwardOnly false) or
-/// `pipeline_forward`.
-class EntryBuilder {
-public:
-  /// `prefix` goes before the names of the entry's inputs: a plan's
-  /// inputs have names unique over its entries (`forward_input_ids`).
-  EntryBuilder(OpBuilder &builder, func::FuncOp source, func::FuncOp target,
-               StringRef prefix)
-      : builder(builder), source(source), target(target),
-        prefix(prefix.str()) {}
-
-  /// The value `value` of the unsplit step has in the entry: mapped,
-  /// cloned (free ops and arguments on first use) or received.
-  Value materialize(Value value);
-  IRMapping mapping;
-  /// The entry's `slot` argument (made on first use).
-  Value slot();
-
-private:
-  Value argument(BlockArgument arg);
-  OpBuilder &builder;
-  func::FuncOp source, target;
-  std::string prefix;
-  Value slotArg;
-  /// The input's attributes with its name prefixed.
-  DictionaryAttr renamed(DictionaryAttr attrs, StringRef fallback);
-};
-
-DictionaryAttr EntryBuilder::renamed(DictionaryAttr attrs, StringRef fallback) {
-  NamedAttrList list(attrs);
-  auto name = attrs ? attrs.getAs<StringAttr>("tg.name") : StringAttr();
-  list.set("tg.name", builder.getStringAttr(
-                          prefix + (name ? name.str() : fallback.str())));
-  return list.getDictionary(builder.getContext());
-}
-
-Value EntryBuilder::argument(BlockArgument arg) {
-  Block &body = target.getBody().front();
-  unsigned index = body.getNumArguments();
-  if (slotArg) {
-    index -= 1; // keep `slot` last
-  }
-  DictionaryAttr attrs =
-      renamed(source.getArgAttrDict(arg.getArgNumber()),
-              "input" + std::to_string(arg.getArgNumber()));
-  if (failed(target.insertArgument(index, arg.getType(), attrs,
-                                   arg.getLoc()))) {
-    return Value();
-  }
-  return body.getArgument(index);
-}
-
-Value EntryBuilder::slot() {
-  if (!slotArg) {
-    Block &body = target.getBody().front();
-    auto type = RankedTensorType::get({}, builder.getI64Type());
-    unsigned index = body.getNumArguments();
-    (void)target.insertArgument(index, type,
-                                renamed(DictionaryAttr(), "slot"),
-                                target.getLoc());
-    slotArg = body.getArgument(index);
-  }
-  return slotArg;
-}
-
-Value EntryBuilder::materialize(Value value) {
-  if (Value mapped = mapping.lookupOrNull(value)) {
-    return mapped;
-  }
-  if (auto arg = llvm::dyn_cast<BlockArgument>(value)) {
-    Value made = argument(arg);
-    mapping.map(value, made);
-    return made;
-  }
-  Operation *def = value.getDefiningOp();
-  // Only free ops are left unmapped: clone them (and what they read) here.
-  for (Value operand : def->getOperands()) {
-    materialize(operand);
-  }
-  Operation *clone = builder.clone(*def, mapping);
-  (void)clone;
-  return mapping.lookup(value);
-}
-
-FailureOr<func::FuncOp> LayerSplitter::buildStepFunction(ModuleOp into,
-                                                         int64_t stage,
-                                                         bool forwardOnly) {
-  builder.setInsertionPointToEnd(into.getBody());
-  StringRef name = forwardOnly ? kForward : kTrain;
-  bool last = stage == stages - 1;
-  SmallVector<Type> results;
-  SmallVector<DictionaryAttr> resultAttrs;
-  Value loss = train.getBody().front().getTerminator()->getOperand(0);
-  bool returnsLoss = !forwardOnly && map.stageOf(loss) == stage;
-  if (returnsLoss) {
-    results.push_back(loss.getType());
-    resultAttrs.push_back(train.getResultAttrDict(0));
-  }
-  auto func = func::FuncOp::create(
-      builder, train.getLoc(), name,
-      builder.getFunctionType(TypeRange(), results));
-  if (returnsLoss) {
-    func.setResAttrsAttr(builder.getArrayAttr({resultAttrs[0]}));
-  }
-  for (NamedAttribute attr : train->getDiscardableAttrs()) {
-    func->setAttr(attr.getName(), attr.getValue());
-  }
-  Block *body = func.addEntryBlock();
-  builder.setInsertionPointToStart(body);
-  EntryBuilder entry(builder, train, func,
-                     forwardOnly ? "forward_" : "");
-
-  SmallVector<std::pair<Value, int64_t>> incoming, outgoing;
-  crossings(stage, forwardOnly, incoming, outgoing);
-  // Receives first. A stage with a forward entry received its inputs there
-  // and kept them in slots, which train_step reads back.
-  unsigned slotIndex = 0;
-  for (auto [value, from] : incoming) {
-    auto type = llvm::cast<RankedTensorType>(value.getType());
-    bool gradient = map.backward.contains(value);
-    if (gradient ? from < stage : from > stage) {
-      return value.getDefiningOp()->emitError()
-             << "tailor-split-layers: stage " << stage << " reads "
-             << (gradient ? "a gradient" : "an activation") << " of stage "
-             << from << ", which a pipeline does not hand that way";
-    }
-    bool fromSlot = !forwardOnly && !last && !gradient;
-    Value received;
-    std::string state = "pipeline.input." + std::to_string(slotIndex);
-    if (fromSlot) {
-      received = tg::SlotReadOp::create(builder, value.getLoc(), type,
-                                        state, entry.slot());
-      ++slotIndex;
-    } else {
-      received = tg::RecvOp::create(builder, value.getLoc(), type, from);
-      if (forwardOnly) {
-        tg::SlotWriteOp::create(builder, value.getLoc(), state, received,
-                                entry.slot());
-        ++slotIndex;
-      }
-    }
-    entry.mapping.map(value, received);
-  }
-  // The stage's ops, in the unsplit order.
-  for (Operation &op : train.getBody().front().without_terminator()) {
-    if (!inEntry(&op, stage, forwardOnly)) {
-      continue;
-    }
-    for (Value operand : op.getOperands()) {
-      entry.materialize(operand);
-    }
-    builder.clone(op, entry.mapping);
-  }
-  // Sends last.
-  for (auto [value, to] : outgoing) {
-    tg::SendOp::create(builder, value.getLoc(), entry.materialize(value), to);
-  }
-  SmallVector<Value> returned;
-  if (returnsLoss) {
-    returned.push_back(entry.mapping.lookup(loss));
-  }
-  func::ReturnOp::create(builder, train.getLoc(), returned);
-  {
-    // Forward ops whose results nothing here reads (a forward entry's that
-    // feed no send, a replayed forward's that backward does not need: the
-    // stage's output, say) are not run.
-    bool erased = true;
-    while (erased) {
-      erased = false;
-      for (Operation &op :
-           llvm::make_early_inc_range(llvm::reverse(body->getOperations()))) {
-        if (isOpTriviallyDead(&op)) {
-          op.erase();
-          erased = true;
-        }
-      }
-    }
-  }
-  return func;
 }
 
 /// The stage's updates: those of the parameters whose gradients it
@@ -571,6 +347,10 @@ LogicalResult LayerSplitter::run() {
   return success();
 }
 
+} // namespace split
+
+namespace {
+
 struct SplitLayersPass : public impl::SplitLayersPassBase<SplitLayersPass> {
   using SplitLayersPassBase::SplitLayersPassBase;
 
@@ -596,7 +376,8 @@ struct SplitLayersPass : public impl::SplitLayersPassBase<SplitLayersPass> {
           << "tailor-split-layers: micro-batches must be positive";
       return signalPassFailure();
     }
-    LayerSplitter splitter(getOperation(), stages, microBatches, schedule);
+    split::LayerSplitter splitter(getOperation(), stages, microBatches,
+                                  schedule);
     if (failed(splitter.run())) {
       signalPassFailure();
     }
