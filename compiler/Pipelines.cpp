@@ -136,10 +136,12 @@ void buildGenerationPipeline(mlir::OpPassManager &pm,
   // over a KV cache.
   generate::BuildDecodePassOptions decode;
   decode.eosTokenIds = generation.eosTokenIds;
+  decode.prefillChunk = generation.prefillChunk;
   pm.addPass(generate::createBuildDecodePass(decode));
-  // --- Plan the entries; the caches get the kv_cache arena.
+  // --- Plan the entries; the caches get the kv_cache arena, which both
+  // entries read and write.
   memory::LowerToSchedPassOptions lower = lowerOptions(options);
-  lower.functionName = "decode";
+  lower.functionName = generation.prefillChunk > 1 ? "decode,prefill" : "decode";
   pm.addPass(memory::createLowerToSchedPass(lower));
 }
 

@@ -80,6 +80,9 @@ struct GenerationOptions {
   std::string eosTokenIds;
   /// The module is raised already (an adapter was bound to it).
   bool raised = false;
+  /// Prompt tokens per call of the `prefill` entry (clamped to the cache
+  /// length); 0 or 1: no prefill entry.
+  int64_t prefillChunk = 0;
   /// The recipe whose weight-format keys store the frozen weights
   /// quantized (null or no scheme: float weights).
   const TrainingRecipe *weights = nullptr;

@@ -355,6 +355,13 @@ tailor_status tailor_plan_generation_info(const tailor_plan *plan,
         }
       }
     }
+    // The prefill entry's chunk is its ids' width (the plan verifier
+    // checked the binding and its entry).
+    if (const fb::Binding *ids =
+            findBinding(plan->plan->root().inputs(), "prefill_input_ids")) {
+      info->prefill_chunk = static_cast<int>(
+          plan->plan->bufferShape(ids->buffer()).back());
+    }
     return ok();
   });
 }

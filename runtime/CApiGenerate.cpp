@@ -1,7 +1,8 @@
 //===- CApiGenerate.cpp - the C API's generator and sampling --------------===//
 //
-// tailor_generator drives a generation plan's `decode` entry through a
-// session of its own, made and used through the public session calls (so
+// tailor_generator drives a generation plan's `decode` entry (and its
+// `prefill` entry for runs of prompt tokens, when the plan has one) through
+// a session of its own, made and used through the public session calls (so
 // their checks and messages apply), and chooses tokens with
 // generate::Sampler. Its logits are copied out of the session after each
 // token, so sampling and tailor_generator_logits never read an arena a
@@ -59,6 +60,35 @@ tailor_status convertSampling(const tailor_sampling_options *in,
   return why.empty() ? ok() : fail(TAILOR_ERROR_INVALID_ARGUMENT, why);
 }
 
+/// Copies row 0 of output `name` (f32 [batch, 1, vocab]) as the logits
+/// after the last token fed.
+tailor_status copyLogits(tailor_generator &g, const char *name) {
+  const void *data = nullptr;
+  tailor_tensor_info info;
+  if (tailor_status status = tailor_session_output(g.session, name, &data,
+                                                   &info);
+      status != TAILOR_OK) {
+    g.logits.clear();
+    return status;
+  }
+  if (info.dtype != TAILOR_F32 || info.rank < 1 ||
+      info.shape[info.rank - 1] != g.info.vocab_size) {
+    g.logits.clear();
+    return fail(TAILOR_ERROR_INVALID_PLAN,
+                std::string("the plan's ") + name + " are not f32 [..., " +
+                    std::to_string(g.info.vocab_size) + "]");
+  }
+  const float *row = static_cast<const float *>(data);
+  g.logits.assign(row, row + g.info.vocab_size);
+  return ok();
+}
+
+/// Sets the i64 scalar input `name`.
+tailor_status setScalar(tailor_generator &g, const char *name, int64_t value) {
+  return tailor_session_set_input(g.session, name, TAILOR_I64, nullptr, 0,
+                                  &value, sizeof(int64_t));
+}
+
 /// Runs decode once for `token` at the generator's position and copies row
 /// 0 of the logits.
 tailor_status feedOne(tailor_generator &g, int64_t token) {
@@ -68,8 +98,7 @@ tailor_status feedOne(tailor_generator &g, int64_t token) {
       tailor_session_set_input(g.session, "input_ids", TAILOR_I64, shape, 2,
                                ids.data(), ids.size() * sizeof(int64_t));
   if (status == TAILOR_OK) {
-    status = tailor_session_set_input(g.session, "position", TAILOR_I64, shape,
-                                      0, &g.position, sizeof(int64_t));
+    status = setScalar(g, "position", g.position);
   }
   if (status == TAILOR_OK) {
     status = tailor_session_run_entry(g.session, "decode");
@@ -78,22 +107,45 @@ tailor_status feedOne(tailor_generator &g, int64_t token) {
     g.logits.clear();
     return status; // the session call left its message
   }
-  const void *data = nullptr;
-  tailor_tensor_info info;
-  if ((status = tailor_session_output(g.session, "logits", &data, &info)) !=
-      TAILOR_OK) {
+  if ((status = copyLogits(g, "logits")) == TAILOR_OK) {
+    ++g.position;
+  }
+  return status;
+}
+
+/// Runs prefill once for `count` tokens (1 <= count <= the chunk) at the
+/// generator's position, the chunk padded with id 0 after them, and copies
+/// the logits of the last. The padding's keys and values land in cache rows
+/// the next tokens overwrite before any query can see them (a query masks
+/// the keys after its position), or past the cache, where they are dropped.
+tailor_status feedChunk(tailor_generator &g, const int64_t *ids,
+                        size_t count) {
+  const size_t chunk = static_cast<size_t>(g.info.prefill_chunk);
+  std::vector<int64_t> rows(static_cast<size_t>(g.info.batch) * chunk, 0);
+  for (size_t b = 0; b < static_cast<size_t>(g.info.batch); ++b) {
+    std::copy(ids, ids + count, rows.begin() + b * chunk);
+  }
+  int64_t shape[2] = {g.info.batch, g.info.prefill_chunk};
+  tailor_status status = tailor_session_set_input(
+      g.session, "prefill_input_ids", TAILOR_I64, shape, 2, rows.data(),
+      rows.size() * sizeof(int64_t));
+  if (status == TAILOR_OK) {
+    status = setScalar(g, "prefill_position", g.position);
+  }
+  if (status == TAILOR_OK) {
+    status = setScalar(g, "prefill_last", static_cast<int64_t>(count) - 1);
+  }
+  if (status == TAILOR_OK) {
+    status = tailor_session_run_entry(g.session, "prefill");
+  }
+  if (status != TAILOR_OK) {
+    g.logits.clear();
     return status;
   }
-  if (info.dtype != TAILOR_F32 || info.rank < 1 ||
-      info.shape[info.rank - 1] != g.info.vocab_size) {
-    return fail(TAILOR_ERROR_INVALID_PLAN,
-                "the plan's logits are not f32 [..., " +
-                    std::to_string(g.info.vocab_size) + "]");
+  if ((status = copyLogits(g, "prefill_logits")) == TAILOR_OK) {
+    g.position += static_cast<int64_t>(count);
   }
-  const float *row = static_cast<const float *>(data);
-  g.logits.assign(row, row + g.info.vocab_size);
-  ++g.position;
-  return ok();
+  return status;
 }
 
 } // namespace
@@ -240,6 +292,19 @@ tailor_status tailor_generator_prefill(tailor_generator *generator,
                       std::to_string(g.position) + " of " +
                       std::to_string(g.info.max_seq_len) +
                       " (compile with a larger --max-seq-len)");
+    }
+    // Two tokens or more go through prefill when the plan has it, a chunk
+    // at a time; one token is a decode step.
+    const size_t chunk = static_cast<size_t>(g.info.prefill_chunk);
+    if (chunk > 1 && count > 1) {
+      for (size_t i = 0; i < count; i += chunk) {
+        size_t n = std::min(chunk, count - i);
+        if (tailor_status status = feedChunk(g, ids + i, n);
+            status != TAILOR_OK) {
+          return status;
+        }
+      }
+      return ok();
     }
     for (size_t i = 0; i < count; ++i) {
       if (tailor_status status = feedOne(g, ids[i]); status != TAILOR_OK) {

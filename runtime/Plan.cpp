@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -1539,8 +1540,79 @@ static std::string verifyStateShard(const fb::Plan &p, const fb::State &state) {
   return "";
 }
 
+/// Binding `name` of entry `entry` among `bindings`: `dtype` and `shape`
+/// (a -1 dim is any size); "" or what differs.
+static std::string
+expectBinding(const fb::Plan &p,
+              const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>> *list,
+              const char *what, std::string_view name, uint32_t entry,
+              fb::DType dtype, const std::vector<int64_t> &shape) {
+  const fb::Binding *found = nullptr;
+  for (uint32_t i = 0; list && i < list->size(); ++i) {
+    if (list->Get(i)->name()->string_view() == name) {
+      found = list->Get(i);
+    }
+  }
+  if (!found || found->entry() != entry) {
+    return Message() << "generation: the prefill entry has no " << what
+                     << " '" << name << "'";
+  }
+  const fb::Buffer *buffer = p.buffers()->Get(found->buffer());
+  bool same = buffer->dtype() == dtype && buffer->shape()->size() == shape.size();
+  for (size_t i = 0; same && i < shape.size(); ++i) {
+    same = shape[i] < 0 || buffer->shape()->Get(i) == shape[i];
+  }
+  if (!same) {
+    Message message;
+    message << "generation: prefill " << what << " '" << name << "' is "
+            << fb::EnumNameDType(buffer->dtype()) << " [";
+    for (size_t i = 0; i < buffer->shape()->size(); ++i) {
+      message << (i ? ", " : "") << buffer->shape()->Get(i);
+    }
+    message << "], expected " << fb::EnumNameDType(dtype) << " of rank "
+            << shape.size();
+    return message;
+  }
+  return "";
+}
+
+/// The `prefill` entry (when there is one): its chunk of [batch, C] ids,
+/// 1 < C <= max_seq_len, its start and last-row scalars and logits
+/// [batch, 1, vocab].
+static std::string verifyPrefill(const fb::Plan &p, uint32_t entry) {
+  const fb::Generation &g = *p.generation();
+  std::string problem = expectBinding(p, p.inputs(), "input",
+                                      "prefill_input_ids", entry,
+                                      fb::DType::I64, {g.batch(), -1});
+  for (const char *scalar : {"prefill_position", "prefill_last"}) {
+    if (problem.empty()) {
+      problem = expectBinding(p, p.inputs(), "input", scalar, entry,
+                              fb::DType::I64, {});
+    }
+  }
+  if (problem.empty()) {
+    problem = expectBinding(p, p.outputs(), "output", "prefill_logits", entry,
+                            fb::DType::F32, {g.batch(), 1, g.vocab_size()});
+  }
+  if (!problem.empty()) {
+    return problem;
+  }
+  for (const fb::Binding *binding : *p.inputs()) {
+    if (binding->name()->string_view() == "prefill_input_ids") {
+      int64_t chunk = p.buffers()->Get(binding->buffer())->shape()->Get(1);
+      if (chunk < 2 || chunk > g.max_seq_len()) {
+        return Message() << "generation: the prefill chunk " << chunk
+                         << " is outside [2, max_seq_len " << g.max_seq_len()
+                         << "]";
+      }
+    }
+  }
+  return "";
+}
+
 /// A generation plan (1.9): positive sizes, eos ids inside the vocabulary,
-/// and the `decode` entry `tailor generate` runs.
+/// the `decode` entry `tailor generate` runs, and a `prefill` entry's
+/// bindings when it has one.
 static std::string verifyGeneration(const fb::Plan &p) {
   const fb::Generation *generation = p.generation();
   if (!generation) {
@@ -1562,15 +1634,20 @@ static std::string verifyGeneration(const fb::Plan &p) {
     }
   }
   bool decode = false;
+  std::optional<uint32_t> prefill;
   if (const auto *entries = p.entries()) {
-    for (const fb::Entry *entry : *entries) {
-      decode |= entry->name()->string_view() == "decode";
+    for (uint32_t i = 0; i < entries->size(); ++i) {
+      std::string_view name = entries->Get(i)->name()->string_view();
+      decode |= name == "decode";
+      if (name == "prefill") {
+        prefill = i;
+      }
     }
   }
   if (!decode) {
     return "generation: the plan has no decode entry";
   }
-  return "";
+  return prefill ? verifyPrefill(p, *prefill) : "";
 }
 
 /// Training state: uniquely named buffers in a gradients or optimizer-state

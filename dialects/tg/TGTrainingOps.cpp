@@ -540,9 +540,9 @@ LogicalResult ZeroStatesOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 LogicalResult CacheWriteOp::verify() {
   auto value = llvm::cast<RankedTensorType>(getValue().getType());
-  if (value.getRank() != 4 || value.getDimSize(2) != 1) {
-    return emitOpError() << "expected the value of one token, [B, H, 1, D], "
-                            "got "
+  if (value.getRank() != 4) {
+    return emitOpError() << "expected the keys or values of the step's "
+                            "tokens, [B, H, C, D], got "
                          << value;
   }
   if (llvm::cast<RankedTensorType>(getPosition().getType()).getRank() != 0) {
@@ -567,6 +567,7 @@ LogicalResult CacheWriteOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (type.getRank() != 4 || type.getElementType() != value.getElementType() ||
       type.getDimSize(0) != value.getDimSize(0) ||
       type.getDimSize(1) != value.getDimSize(1) ||
+      type.getDimSize(2) < value.getDimSize(2) ||
       type.getDimSize(3) != value.getDimSize(3)) {
     return emitOpError() << "cache " << getCacheAttr() << " of type " << type
                          << " cannot hold a value of type " << value;

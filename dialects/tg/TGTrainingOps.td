@@ -774,13 +774,16 @@ def TG_BucketMemberOp : TG_Op<"bucket_member", [Pure,
 def TG_CacheWriteOp : TG_Op<"cache_write", [
     MemoryEffects<[MemRead, MemWrite]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "writes one token's keys or values into a KV cache, in place";
+  let summary = "writes a step's keys or values into a KV cache, in place";
   let description = [{
-    `value: [B, H, 1, D]` goes to `cache[:, :, position, :]` of the
-    `key_cache` or `value_cache` state `cache: [B, H, N, D]`; `position` is
-    an i64 scalar read at run time (the decode step's token index), so the
-    kernel checks 0 <= position < N when it runs. Ordered with the cache's
-    readers (`tg.state_ref`), so this is not `Pure`.
+    `value: [B, H, C, D]` (C tokens: 1 for a decode step, the chunk for a
+    prefill step) goes to `cache[:, :, position + c, :]` of the
+    `key_cache` or `value_cache` state `cache: [B, H, N, D]`, C <= N;
+    `position` is an i64 scalar read at run time (the step's first token
+    index), so the kernel checks 0 <= position < N when it runs, and drops
+    the rows at or past N (only a padded tail chunk of a prompt reaches
+    them). Ordered with the cache's readers (`tg.state_ref`), so this is
+    not `Pure`.
 
     ```mlir
     tg.cache_write %k into @kv.model.layers.0.self_attn.key at %position

@@ -1,26 +1,42 @@
-//===- BuildDecode.cpp - a one-token decode step with a KV cache ----------===//
+//===- BuildDecode.cpp - decode and chunked prefill steps with a KV cache -===//
 //
 // The forward graph, imported at seq = max_seq_len N, computes N tokens at
 // once. A decode step computes one, at a run-time position, against the
-// keys and values of the tokens before it kept in a cache. Everything but
-// attention is per token, so the step is the forward graph with the
-// sequence dim of every value set to 1: the pass follows that axis from
-// input_ids through each op (a reshape keeps it where the elements before
-// it are the same, a transpose permutes it, everything else keeps it in
-// place) and lets the verifiers reject an op the new shapes do not fit.
+// keys and values of the tokens before it kept in a cache; a prefill step
+// computes a chunk of C prompt tokens at positions start..start+C-1 the
+// same way. Everything but attention is per token, so each step is the
+// forward graph with the sequence dim of every value set to 1 or C: the
+// pass follows that axis from input_ids through each op (a reshape keeps it
+// where the elements before it are the same, a transpose permutes it,
+// everything else keeps it in place) and lets the verifiers reject an op
+// the new shapes do not fit.
 //
 // Positions come from tailor-pack-sequences, run first: it replaces the
 // positions 0..N-1 the export baked in (rotary tables, learned position
 // rows) by gathers at a `position_ids` input, which here is the token's
-// position. Attention then reads the cache.
+// position (start + iota(C) for a chunk, clamped to N-1: the rows of a
+// padded tail chunk past the cache read the last rotary row instead of
+// none). Attention then writes the step's keys and values into the cache
+// (rows at or past N, which only padding reaches, are dropped) and reads
+// the whole cache.
 //
-// The mask of the keys after `position` is an additive bias computed from
-// `position` by ordinary kernels (compare an iota of key indices with it,
-// select -inf or 0): a [1, 1, 1, N] tensor, shared by every layer, that
-// the attention kernel already takes, so the CPU and CUDA attention kernels
-// need nothing new. A `key_length` operand would let the kernel stop at
-// position + 1 keys instead of scoring all N; that is the batched-prefill
-// slice's concern, where the work per step matters more than here.
+// The mask is an additive bias computed from the positions by ordinary
+// kernels (compare an iota of key indices with each query row's position,
+// select -inf or 0): [1, 1, C, N], shared by every layer of one window,
+// that the attention kernel already takes, so the CPU and CUDA attention
+// kernels need nothing new. A `key_length` operand would let the kernel
+// stop at start + C keys instead of scoring all N; with C rows per call
+// the waste is (N - start - C) / N of the scores, small next to the GEMMs.
+//
+// Prefill returns the logits of one row per sequence, the last real one
+// (the `prefill_last` input, the same for the whole batch), not [B, C, V]:
+// only that row chooses the next token, and lm_head at vocab 32000 costs as
+// much as a few layers per row, C times over on a padded chunk, with a
+// [B, C, V] buffer besides. The row is gathered at the earliest point after
+// the last attention where one value alone carries the sequence (in a
+// pre-norm transformer the residual stream after the last layer's MLP; in
+// a parallel block after its sum), so the final norm and lm_head run on
+// one row. Gathering later would only cost more; earlier there is none.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,8 +48,11 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace tailor::generate {
@@ -69,18 +88,31 @@ std::string whereIs(Operation *op) {
   return "the model";
 }
 
-/// Builds `decode` from a forward function whose positions are its
-/// `position_ids` input (tailor-pack-sequences has run).
-class DecodeBuilder {
+/// Builds one step, `decode` (one token) or `prefill` (a chunk of tokens),
+/// from a forward function whose positions are its `position_ids` input
+/// (tailor-pack-sequences has run). Both steps share the caches: the first
+/// one built declares them, the second finds them.
+class StepBuilder {
 public:
-  DecodeBuilder(ModuleOp module, func::FuncOp forward)
-      : module(module), forward(forward), builder(module.getContext()) {}
+  /// `chunk` tokens per call: 1 builds `decode`, more builds `prefill`.
+  StepBuilder(ModuleOp module, func::FuncOp forward, int64_t chunk)
+      : module(module), forward(forward), builder(module.getContext()),
+        chunk(chunk), rows(chunk) {}
   LogicalResult run();
 
   int64_t batch = 0, maxSeqLen = 0, vocab = 0;
 
 private:
+  bool isPrefill() const { return chunk > 1; }
+  /// The step's input or output name: prefill's carry a prefix, since a
+  /// plan's bindings are named across its entries.
+  std::string nameOf(StringRef name) const {
+    return isPrefill() ? "prefill_" + name.str() : name.str();
+  }
   LogicalResult createFunction();
+  /// The [1, C] positions of the step's rows: start + iota(C) clamped to
+  /// N - 1 (decode: the position itself).
+  Value rowPositions(Location loc);
   /// The axis of `value`'s sequence dim, if it has one.
   std::optional<int64_t> axisOf(Value value) const {
     auto it = seqAxis.find(value);
@@ -92,26 +124,64 @@ private:
                                 int64_t axis);
   LogicalResult cloneOp(Operation &op);
   LogicalResult rewriteAttention(tg::AttentionOp attention);
-  /// The [1, 1, 1, N] bias masking the keys a query at `position` must not
-  /// see: after it, and with a window, `window` or more before it.
+  /// The [1, 1, C, N] bias masking the keys each query row must not see:
+  /// after its position, and with a window, `window` or more before it.
   Value maskBias(Location loc, Type element, int64_t window);
   mlir::FailureOr<tg::StateOp> declareCache(tg::AttentionOp attention,
                                             StringRef what,
                                             RankedTensorType type,
                                             tg::StateKind kind);
+  /// Prefill: replaces the step's value of `original` by its row
+  /// `prefill_last` (the sequence dim becomes 1 from here on).
+  void gatherLastRow(Value original, Location loc);
+  /// Prefill: after cloning op `index` of the forward graph, gathers the
+  /// last row once a single value carries the sequence (see the top).
+  void updateLive(Operation &op, int64_t index,
+                  const llvm::DenseMap<Value, int64_t> &lastUse);
 
   ModuleOp module;
-  func::FuncOp forward, decode;
+  func::FuncOp forward, step;
   OpBuilder builder;
   IRMapping mapping;
-  /// Values of `decode` that have a sequence dim (length 1 now), by axis.
+  /// Rows of the sequence per call (1: decode), and the rows the values
+  /// being cloned have (prefill: 1 after the last row was gathered).
+  int64_t chunk, rows;
+  /// Values of the step that have a sequence dim, by axis.
   llvm::DenseMap<Value, int64_t> seqAxis;
-  Value position;
+  Value position, last, positions;
   llvm::DenseMap<std::pair<Type, int64_t>, Value> biases;
   int64_t cacheCount = 0;
+  /// Prefill: forward values whose step values carry all C rows and are
+  /// used later; the index of the last attention.
+  llvm::SmallSetVector<Value, 8> live;
+  int64_t lastAttention = -1;
+  bool gathered = false;
+  llvm::StringSet<> declared;
 };
 
-LogicalResult DecodeBuilder::createFunction() {
+Value StepBuilder::rowPositions(Location loc) {
+  Type i64 = builder.getI64Type();
+  auto rowType = RankedTensorType::get({1, chunk}, i64);
+  Value start = tg::ReshapeOp::create(
+      builder, loc, RankedTensorType::get({1, 1}, i64), position);
+  if (!isPrefill()) {
+    return start;
+  }
+  SmallVector<int64_t> iota(chunk);
+  for (int64_t r = 0; r < chunk; ++r) {
+    iota[r] = r;
+  }
+  Value offsets = arith::ConstantOp::create(
+      builder, loc, DenseElementsAttr::get(rowType, ArrayRef<int64_t>(iota)));
+  Value unclamped = tg::AddOp::create(builder, loc, rowType, start, offsets);
+  Value lastRow = arith::ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(RankedTensorType::get({1, 1}, i64),
+                             ArrayRef<int64_t>{maxSeqLen - 1}));
+  return tg::MinOp::create(builder, loc, rowType, unclamped, lastRow);
+}
+
+LogicalResult StepBuilder::createFunction() {
   Block &body = forward.getBody().front();
   Value inputIds, positionIds;
   for (auto [index, arg] : llvm::enumerate(body.getArguments())) {
@@ -144,36 +214,48 @@ LogicalResult DecodeBuilder::createFunction() {
 
   MLIRContext *context = module.getContext();
   Type i64 = builder.getI64Type();
-  auto idsType = RankedTensorType::get({batch, 1}, i64);
-  auto positionType = RankedTensorType::get({}, i64);
+  auto idsType = RankedTensorType::get({batch, chunk}, i64);
+  auto scalarType = RankedTensorType::get({}, i64);
   auto logitsType = RankedTensorType::get(
       {batch, 1, vocab},
       llvm::cast<ShapedType>(forward.getResultTypes()[0]).getElementType());
-  builder.setInsertionPoint(forward);
-  decode = func::FuncOp::create(
-      builder, forward.getLoc(), "decode",
-      FunctionType::get(context, {idsType, positionType}, {logitsType}));
+  SmallVector<Type> inputs = {idsType, scalarType};
   auto named = [&](StringRef name) {
     return builder.getDictionaryAttr(
         {builder.getNamedAttr("tg.name", builder.getStringAttr(name))});
   };
-  decode.setAllArgAttrs(
-      ArrayRef<DictionaryAttr>{named("input_ids"), named("position")});
-  decode.setResultAttrs(0, named("logits"));
-  Block *entry = decode.addEntryBlock();
+  SmallVector<DictionaryAttr> inputNames = {named(nameOf("input_ids")),
+                                            named(nameOf("position"))};
+  if (isPrefill()) {
+    inputs.push_back(scalarType);
+    inputNames.push_back(named(nameOf("last")));
+  }
+  builder.setInsertionPoint(forward);
+  step = func::FuncOp::create(
+      builder, forward.getLoc(), isPrefill() ? "prefill" : "decode",
+      FunctionType::get(context, inputs, {logitsType}));
+  step.setAllArgAttrs(inputNames);
+  step.setResultAttrs(0, named(nameOf("logits")));
+  Block *entry = step.addEntryBlock();
   builder.setInsertionPointToStart(entry);
   position = entry->getArgument(1);
+  if (isPrefill()) {
+    last = entry->getArgument(2);
+  }
   mapping.map(inputIds, entry->getArgument(0));
   seqAxis[entry->getArgument(0)] = 1;
-  // Every sequence of the batch is at the same position. Without
-  // position_ids (ALiBi biases scores by key distance alone) there is none
-  // to give.
+  // Every sequence of the batch is at the same positions. Without
+  // position_ids (ALiBi biases scores by key distance alone) the model has
+  // none to read, but prefill's mask still needs them.
+  Location loc = forward.getLoc();
   if (!positionIds) {
+    if (isPrefill()) {
+      positions = rowPositions(loc);
+    }
     return success();
   }
-  Location loc = forward.getLoc();
-  Value ids = tg::ReshapeOp::create(
-      builder, loc, RankedTensorType::get({1, 1}, i64), position);
+  positions = rowPositions(loc);
+  Value ids = positions;
   if (batch != 1) {
     ids = tg::BroadcastOp::create(builder, loc, idsType, ids);
   }
@@ -182,8 +264,8 @@ LogicalResult DecodeBuilder::createFunction() {
   return success();
 }
 
-FailureOr<int64_t> DecodeBuilder::resultAxis(Operation *op, Value result,
-                                             Value operand, int64_t axis) {
+FailureOr<int64_t> StepBuilder::resultAxis(Operation *op, Value result,
+                                           Value operand, int64_t axis) {
   ArrayRef<int64_t> in = shapeOf(operand), out = shapeOf(result);
   auto product = [](ArrayRef<int64_t> dims) {
     int64_t n = 1;
@@ -224,7 +306,7 @@ FailureOr<int64_t> DecodeBuilder::resultAxis(Operation *op, Value result,
                          << ") through this op in " << whereIs(op);
 }
 
-LogicalResult DecodeBuilder::cloneOp(Operation &op) {
+LogicalResult StepBuilder::cloneOp(Operation &op) {
   if (auto attention = llvm::dyn_cast<tg::AttentionOp>(op)) {
     return rewriteAttention(attention);
   }
@@ -243,7 +325,7 @@ LogicalResult DecodeBuilder::cloneOp(Operation &op) {
   }
   if (auto slice = llvm::dyn_cast<tg::SliceOp>(clone)) {
     // Only a slice keeping the whole sequence ([0, N), as Phi's partial
-    // rotary and Falcon's fused projections cut other dims) keeps its token.
+    // rotary and Falcon's fused projections cut other dims) keeps its rows.
     int64_t axis = seq->second;
     if (slice.getStarts()[axis] != 0 || slice.getEnds()[axis] != maxSeqLen ||
         slice.getSteps()[axis] != 1) {
@@ -251,7 +333,7 @@ LogicalResult DecodeBuilder::cloneOp(Operation &op) {
                             << axis << ") in " << whereIs(&op);
     }
     SmallVector<int64_t> ends(slice.getEnds());
-    ends[axis] = 1;
+    ends[axis] = rows;
     slice.setEnds(ends);
   }
   // Each result (a split has several) keeps the dim where its rule says.
@@ -263,45 +345,61 @@ LogicalResult DecodeBuilder::cloneOp(Operation &op) {
     }
     auto type = llvm::cast<RankedTensorType>(result.getType());
     SmallVector<int64_t> shape(type.getShape());
-    shape[*axis] = 1;
+    shape[*axis] = rows;
     cloned.setType(type.clone(shape));
     seqAxis[cloned] = *axis;
   }
   return success();
 }
 
-FailureOr<tg::StateOp> DecodeBuilder::declareCache(tg::AttentionOp attention,
-                                                   StringRef what,
-                                                   RankedTensorType type,
-                                                   tg::StateKind kind) {
+FailureOr<tg::StateOp> StepBuilder::declareCache(tg::AttentionOp attention,
+                                                 StringRef what,
+                                                 RankedTensorType type,
+                                                 tg::StateKind kind) {
   // Named after the attention module, which checkpoints and inspect show.
   auto path =
       attention->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
   std::string owner =
       path ? path.str() : "attention" + std::to_string(cacheCount++);
-  if (module.lookupSymbol(owner + "." + what.str())) {
+  std::string name = owner + "." + what.str();
+  if (!declared.insert(name).second) {
     return attention.emitError() << "decode found two attentions of module "
                                  << owner << " to give a KV cache";
   }
+  // The other step built first declared it: both read and write one cache.
+  if (Operation *existing = module.lookupSymbol(name)) {
+    auto state = llvm::dyn_cast<tg::StateOp>(existing);
+    if (!state || state.getTensorType() != type || state.getKind() != kind) {
+      return attention.emitError()
+             << "the KV cache " << name << " of " << whereIs(attention)
+             << " is already declared otherwise";
+    }
+    return state;
+  }
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPoint(decode);
+  builder.setInsertionPoint(step);
   auto state = tg::StateOp::create(
-      builder, attention.getLoc(), builder.getStringAttr(owner + "." + what),
+      builder, attention.getLoc(), builder.getStringAttr(name),
       TypeAttr::get(type), FlatSymbolRefAttr::get(builder.getContext(), owner),
       tg::StateKindAttr::get(builder.getContext(), kind), UnitAttr());
   return state;
 }
 
-Value DecodeBuilder::maskBias(Location loc, Type element, int64_t window) {
+Value StepBuilder::maskBias(Location loc, Type element, int64_t window) {
   Value &bias = biases[{element, window}];
   if (bias) {
     return bias;
   }
   OpBuilder::InsertionGuard guard(builder);
-  // At the top: one bias serves every layer.
-  builder.setInsertionPointToStart(&decode.getBody().front());
+  // Near the top: one bias serves every layer of a window.
+  if (isPrefill()) {
+    builder.setInsertionPointAfterValue(positions);
+  } else {
+    builder.setInsertionPointToStart(&step.getBody().front());
+  }
   Type i64 = builder.getI64Type(), i1 = builder.getI1Type();
   auto keysType = RankedTensorType::get({1, 1, 1, maxSeqLen}, i64);
+  auto rowsType = RankedTensorType::get({1, 1, chunk, 1}, i64);
   auto oneType = RankedTensorType::get({1, 1, 1, 1}, i64);
   SmallVector<int64_t> iota(maxSeqLen);
   for (int64_t s = 0; s < maxSeqLen; ++s) {
@@ -309,15 +407,16 @@ Value DecodeBuilder::maskBias(Location loc, Type element, int64_t window) {
   }
   Value keys = arith::ConstantOp::create(
       builder, loc, DenseElementsAttr::get(keysType, ArrayRef<int64_t>(iota)));
-  Value at = tg::ReshapeOp::create(builder, loc, oneType, position);
-  auto maskType = RankedTensorType::get({1, 1, 1, maxSeqLen}, i1);
+  Value at = tg::ReshapeOp::create(builder, loc, rowsType,
+                                   isPrefill() ? positions : position);
+  auto maskType = RankedTensorType::get({1, 1, chunk, maxSeqLen}, i1);
   Value masked = tg::GtOp::create(builder, loc, maskType, keys, at);
   if (window > 0) {
     // Keys s <= position - window are outside the window.
     Value edge = arith::ConstantOp::create(
         builder, loc,
         DenseElementsAttr::get(oneType, ArrayRef<int64_t>{window - 1}));
-    Value first = tg::SubOp::create(builder, loc, oneType, at, edge);
+    Value first = tg::SubOp::create(builder, loc, rowsType, at, edge);
     Value old = tg::LtOp::create(builder, loc, maskType, keys, first);
     bool yes = true;
     Value never = arith::ConstantOp::create(
@@ -334,12 +433,12 @@ Value DecodeBuilder::maskBias(Location loc, Type element, int64_t window) {
             scalarType, ArrayRef<Attribute>{FloatAttr::get(element, v)}));
   };
   bias = tg::SelectOp::create(
-      builder, loc, RankedTensorType::get({1, 1, 1, maxSeqLen}, element),
+      builder, loc, RankedTensorType::get({1, 1, chunk, maxSeqLen}, element),
       masked, floatOf(-std::numeric_limits<double>::infinity()), floatOf(0.0));
   return bias;
 }
 
-LogicalResult DecodeBuilder::rewriteAttention(tg::AttentionOp attention) {
+LogicalResult StepBuilder::rewriteAttention(tg::AttentionOp attention) {
   if (!attention.getCausal()) {
     return attention.emitError()
            << "decode needs causal attention (a decoder), but the attention "
@@ -359,7 +458,8 @@ LogicalResult DecodeBuilder::rewriteAttention(tg::AttentionOp attention) {
     if (axisOf(v) != std::optional<int64_t>(2)) {
       return attention.emitError()
              << "decode expected the attention in " << whereIs(attention)
-             << " to read one token's [B, H, 1, D] queries, keys and values";
+             << " to read [B, H, " << rows
+             << ", D] queries, keys and values of the step's tokens";
     }
   }
   Location loc = attention.getLoc();
@@ -390,7 +490,7 @@ LogicalResult DecodeBuilder::rewriteAttention(tg::AttentionOp attention) {
   auto resultType = llvm::cast<RankedTensorType>(attention.getType());
   Value bias = maskBias(loc, resultType.getElementType(), window);
   SmallVector<int64_t> shape(resultType.getShape());
-  shape[2] = 1;
+  shape[2] = rows;
   auto decoded = tg::AttentionOp::create(
       builder, loc, resultType.clone(shape), query, keyCache, valueCache, bias,
       /*causal=*/UnitAttr(), attention.getScaleAttr(), IntegerAttr(),
@@ -406,30 +506,102 @@ LogicalResult DecodeBuilder::rewriteAttention(tg::AttentionOp attention) {
   return success();
 }
 
-LogicalResult DecodeBuilder::run() {
+void StepBuilder::gatherLastRow(Value original, Location loc) {
+  Value value = mapping.lookup(original);
+  int64_t axis = *axisOf(value);
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = 1;
+  // gather_elements takes an index per result element: `last` everywhere.
+  Type i64 = builder.getI64Type();
+  auto indexType = RankedTensorType::get(shape, i64);
+  SmallVector<int64_t> ones(shape.size(), 1);
+  Value index = tg::ReshapeOp::create(
+      builder, loc, RankedTensorType::get(ones, i64), last);
+  if (indexType.getNumElements() != 1) {
+    index = tg::BroadcastOp::create(builder, loc, indexType, index);
+  }
+  Value row = tg::GatherElementsOp::create(builder, loc, type.clone(shape),
+                                           value, index,
+                                           builder.getI64IntegerAttr(axis));
+  mapping.map(original, row);
+  seqAxis[row] = axis;
+  rows = 1;
+  gathered = true;
+}
+
+void StepBuilder::updateLive(Operation &op, int64_t index,
+                             const llvm::DenseMap<Value, int64_t> &lastUse) {
+  for (Value operand : op.getOperands()) {
+    auto it = lastUse.find(operand);
+    if (it != lastUse.end() && it->second <= index) {
+      live.remove(operand);
+    }
+  }
+  for (Value result : op.getResults()) {
+    if (lastUse.count(result) && axisOf(mapping.lookupOrDefault(result))) {
+      live.insert(result);
+    }
+  }
+  if (!gathered && index >= lastAttention && live.size() == 1) {
+    gatherLastRow(live.front(), op.getLoc());
+    live.clear();
+  }
+}
+
+LogicalResult StepBuilder::run() {
   if (failed(createFunction())) {
     return failure();
   }
-  for (Operation &op : forward.getBody().front().without_terminator()) {
+  Block &body = forward.getBody().front();
+  // Prefill: where each forward value is last used (the return counts),
+  // and the values carrying the sequence from the start.
+  llvm::DenseMap<Value, int64_t> lastUse;
+  int64_t count = 0;
+  for (Operation &op : body) {
+    for (Value operand : op.getOperands()) {
+      lastUse[operand] = count;
+    }
+    if (llvm::isa<tg::AttentionOp>(op)) {
+      lastAttention = count;
+    }
+    ++count;
+  }
+  for (Value arg : body.getArguments()) {
+    if (lastUse.count(arg) && axisOf(mapping.lookupOrDefault(arg))) {
+      live.insert(arg);
+    }
+  }
+  int64_t index = 0;
+  for (Operation &op : body.without_terminator()) {
     if (failed(cloneOp(op))) {
       return failure();
     }
+    if (isPrefill()) {
+      updateLive(op, index, lastUse);
+    }
+    ++index;
   }
-  auto ret =
-      llvm::cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
   Value logits = mapping.lookup(ret.getOperand(0));
-  if (axisOf(logits) != std::optional<int64_t>(1) ||
-      logits.getType() != decode.getResultTypes()[0]) {
+  if (isPrefill() && !gathered) {
     return forward.emitError()
-           << "decode expected logits [B, 1, vocab], got " << logits.getType();
+           << "prefill found no point after the last attention where one "
+              "value alone carries the sequence, to keep each sequence's "
+              "last row";
+  }
+  if (axisOf(logits) != std::optional<int64_t>(1) ||
+      logits.getType() != step.getResultTypes()[0]) {
+    return forward.emitError() << "decode expected logits [B, 1, vocab], got "
+                               << logits.getType();
   }
   func::ReturnOp::create(builder, ret.getLoc(), logits);
-  if (failed(verify(decode))) {
-    return decode.emitError()
-           << "the decode step does not verify (an op above depends on the "
-              "sequence in a way decode cannot follow)";
+  if (failed(verify(step))) {
+    return step.emitError()
+           << "the " << step.getSymName()
+           << " step does not verify (an op above depends on the sequence "
+              "in a way decode cannot follow)";
   }
-  forward.erase();
   return success();
 }
 
@@ -461,6 +633,11 @@ void BuildDecodePass::runOnOperation() {
                            "attention reads a KV cache";
     return signalPassFailure();
   }
+  if (prefillChunk < 0) {
+    module.emitError() << "prefill-chunk must be 0 or more, got "
+                       << prefillChunk;
+    return signalPassFailure();
+  }
   SmallVector<int64_t> eos;
   for (StringRef id : llvm::split(StringRef(eosTokenIds), ',')) {
     int64_t value = 0;
@@ -474,8 +651,9 @@ void BuildDecodePass::runOnOperation() {
     eos.push_back(value);
   }
   // Positions become a run-time input (position_ids) first, unless the
-  // model has none: ALiBi biases scores by key distance alone, the same
-  // for one query at the end of the cache (a per-row constant).
+  // model has none: ALiBi biases scores by key distance alone, which the
+  // kernel measures from a query row's place among the rows of the call,
+  // off from its true position by a constant per row (softmax ignores it).
   bool alibi = true;
   forward.walk(
       [&](tg::AttentionOp op) { alibi &= op.getAlibiSlopes().has_value(); });
@@ -486,10 +664,16 @@ void BuildDecodePass::runOnOperation() {
       return signalPassFailure();
     }
   }
-  DecodeBuilder decode(module, forward);
+  StepBuilder decode(module, forward, /*chunk=*/1);
   if (failed(decode.run())) {
     return signalPassFailure();
   }
+  // A chunk as long as the cache at most; 1 (or 0) is decode alone.
+  int64_t chunk = std::min<int64_t>(prefillChunk, decode.maxSeqLen);
+  if (chunk > 1 && failed(StepBuilder(module, forward, chunk).run())) {
+    return signalPassFailure();
+  }
+  forward.erase();
   for (int64_t id : eos) {
     if (id >= decode.vocab) {
       module.emitError() << "eos token id " << id

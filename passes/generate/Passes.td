@@ -6,7 +6,8 @@
 include "mlir/Pass/PassBase.td"
 
 def BuildDecodePass : Pass<"tailor-build-decode", "::mlir::ModuleOp"> {
-  let summary = "a one-token decode step with a KV cache, from the forward graph";
+  let summary = "a one-token decode step and a chunked prefill step with a "
+                "KV cache, from the forward graph";
   let description = [{
     Turns the raised `forward` function, imported with seq = max_seq_len
     (so rotary tables and learned positions cover every position), into
@@ -27,6 +28,17 @@ def BuildDecodePass : Pass<"tailor-build-decode", "::mlir::ModuleOp"> {
     - Every other op is cloned with the sequence dim N of its results
       set to 1, the axis followed from input_ids through the graph.
 
+    With `prefill-chunk` C > 1 (clamped to N) it also builds
+    `prefill(prefill_input_ids: [B, C] i64, prefill_position: [] i64,
+    prefill_last: [] i64) -> prefill_logits [B, 1, V]`: C prompt tokens at
+    positions start..start+C-1 (rotary rows at start + iota(C), clamped to
+    N - 1), their keys and values written into the same caches (rows at or
+    past N dropped: only a padded tail chunk reaches them), each query row
+    masked by its own position (and window) with a [1, 1, C, N] bias, and
+    the logits of row `prefill_last` only: that row is gathered at the
+    earliest point after the last attention where one value alone carries
+    the sequence, so the final norm and lm_head run once per sequence.
+
     Fails, naming the op, for attention left unraised ("attention not
     raised in layer K"), attention that is not causal or already has a
     bias, and ops that mix positions (a reduction or slice along the
@@ -34,7 +46,11 @@ def BuildDecodePass : Pass<"tailor-build-decode", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"eosTokenIds", "eos-token-ids", "std::string", /*default=*/"\"\"",
-           "comma-separated ids that end generation (recorded for the plan)">
+           "comma-separated ids that end generation (recorded for the plan)">,
+    Option<"prefillChunk", "prefill-chunk", "int64_t", /*default=*/"0",
+           "prompt tokens per call of a `prefill` step (clamped to the "
+           "cache length; 0 or 1: no prefill step, the prompt runs through "
+           "decode a token at a time)">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect",
                            "::mlir::arith::ArithDialect"];

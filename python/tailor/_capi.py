@@ -146,7 +146,8 @@ class TrainerState(ctypes.Structure):
 class GenerationInfo(ctypes.Structure):
     _fields_ = [("max_seq_len", ctypes.c_int), ("batch", ctypes.c_int),
                 ("vocab_size", ctypes.c_int64), ("eos_count", ctypes.c_int),
-                ("eos_token_ids", ctypes.c_int64 * 8)]
+                ("eos_token_ids", ctypes.c_int64 * 8),
+                ("prefill_chunk", ctypes.c_int)]
 
 
 class SamplingOptions(ctypes.Structure):

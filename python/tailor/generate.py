@@ -1,6 +1,7 @@
 """Generation from Python: tailor.Generator over the C API's
-tailor_generator_* (a generation plan's decode entry, the KV cache, greedy
-choice or transformers-style sampling), sampling_probabilities, the warped
+tailor_generator_* (a generation plan's decode and prefill entries, the KV
+cache, greedy choice or transformers-style sampling),
+sampling_probabilities, the warped
 distribution a sampling generator draws from, and tailor.Tokenizer
 (tokenizer.json byte-level BPE or SentencePiece tokenizer.model)."""
 
@@ -67,7 +68,9 @@ class Generator(_capi.Handle):
                                                   ctypes.byref(sampling)))
 
     def prefill(self, ids):
-        """Feeds tokens at the next positions of the cache."""
+        """Feeds tokens at the next positions of the cache: through the
+        plan's prefill entry a chunk at a time when it has one (see
+        prefill_chunk) and there are two or more, else a token at a time."""
         array = np.ascontiguousarray(np.asarray(ids, dtype=np.int64))
         check(lib().tailor_generator_prefill(
             self._live(), array.ctypes.data_as(_capi.I64P), array.size))
@@ -88,6 +91,14 @@ class Generator(_capi.Handle):
         check(lib().tailor_generator_logits(self._live(), ctypes.byref(data),
                                             ctypes.byref(vocab)))
         return np.ctypeslib.as_array(data, shape=(vocab.value,)).copy()
+
+    @property
+    def prefill_chunk(self):
+        """Prompt tokens per run of the plan's prefill entry (0: none)."""
+        info = _capi.GenerationInfo()
+        check(lib().tailor_plan_generation_info(self._plan.handle,
+                                                ctypes.byref(info)))
+        return info.prefill_chunk
 
     @property
     def position(self):

@@ -42,6 +42,9 @@ struct CompileRequest {
   /// (the import's sequence length), stopping at eosTokenIds.
   bool generate = false;
   int64_t maxSeqLen = 0;
+  /// --prefill-chunk: prompt tokens per call of the prefill entry, clamped
+  /// to maxSeqLen (1: none, the prompt runs through decode).
+  int64_t prefillChunk = 64;
   std::string eosTokenIds;
   TrainingRecipe recipe;
   std::string adapterDir;

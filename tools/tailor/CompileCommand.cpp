@@ -43,6 +43,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+
 namespace tailor {
 
 /// `--hardware auto`: GPU 0 as the runtime sees it (its SM and memory).
@@ -170,6 +172,12 @@ struct CompileFlags {
       llvm::cl::desc("--task generate: tokens the KV cache holds (prompt and "
                      "generated)"),
       llvm::cl::value_desc("N"), llvm::cl::init(0), llvm::cl::cat(category)};
+  llvm::cl::opt<int64_t> prefillChunk{
+      "prefill-chunk",
+      llvm::cl::desc("--task generate: prompt tokens the prefill entry runs "
+                     "per call (clamped to --max-seq-len; 1: no prefill "
+                     "entry, the prompt runs a token at a time)"),
+      llvm::cl::value_desc("C"), llvm::cl::init(64), llvm::cl::cat(category)};
   llvm::cl::opt<std::string> adapterDir{
       "adapter",
       llvm::cl::desc("apply a trained PEFT LoRA adapter (a directory with "
@@ -225,6 +233,9 @@ mlir::LogicalResult readTask(const CompileFlags &flags, CompileRequest &req) {
     if (flags.maxSeqLen.getNumOccurrences()) {
       return compileError("--max-seq-len needs --task generate");
     }
+    if (flags.prefillChunk.getNumOccurrences()) {
+      return compileError("--prefill-chunk needs --task generate");
+    }
     return mlir::success();
   }
   if (req.compileTo == Stage::Train) {
@@ -238,6 +249,12 @@ mlir::LogicalResult readTask(const CompileFlags &flags, CompileRequest &req) {
     return compileError("--task generate takes --max-seq-len, not --seq");
   }
   req.maxSeqLen = flags.maxSeqLen;
+  if (flags.prefillChunk < 1) {
+    return compileError("--prefill-chunk must be at least 1 (1: no prefill "
+                        "entry), got " +
+                        llvm::Twine(static_cast<int64_t>(flags.prefillChunk)));
+  }
+  req.prefillChunk = std::min<int64_t>(flags.prefillChunk, req.maxSeqLen);
   return mlir::success();
 }
 
@@ -547,6 +564,7 @@ const char *buildImpliedPipeline(mlir::PassManager &pm,
     } else {
       GenerationOptions generation;
       generation.eosTokenIds = req.eosTokenIds;
+      generation.prefillChunk = req.prefillChunk;
       generation.raised = req.adapter.has_value();
       generation.weights = req.recipeGiven ? &req.recipe : nullptr;
       buildGenerationPipeline(pm, scheduleOptions, generation);

@@ -205,6 +205,16 @@ tailor_status tailor_plan_memory(const tailor_plan *plan,
  * [0, max_seq_len)) and returns `logits` f32 [batch, 1, vocab_size]. The
  * cache persists across runs of the session: run decode once per prompt
  * token at positions 0, 1, ... then once per generated token.
+ *
+ * A plan compiled with `--prefill-chunk C` (C > 1; 64 by default) also has
+ * an entry "prefill": `prefill_input_ids` i64 [batch, C] (a chunk of the
+ * prompt, padded after its last real token with any id in the vocabulary),
+ * `prefill_position` i64 [] (the chunk's first position) and
+ * `prefill_last` i64 [] (the row of its last real token, in [0, C)); it
+ * writes the chunk's keys and values at positions position..position+C-1
+ * and returns `prefill_logits` f32 [batch, 1, vocab_size], the logits of
+ * row `prefill_last`. Rows a padded chunk writes past its last real token
+ * are overwritten by the tokens decoded there and never read before.
  */
 typedef struct tailor_generation_info {
   int max_seq_len;
@@ -213,6 +223,9 @@ typedef struct tailor_generation_info {
   /** Ids that end generation (the model's config.json); 0 when unknown. */
   int eos_count;
   int64_t eos_token_ids[TAILOR_MAX_EOS_IDS];
+  /** Prompt tokens per run of the "prefill" entry; 0 when the plan has
+   *  none (plans compiled before it, or with --prefill-chunk 1). */
+  int prefill_chunk;
 } tailor_generation_info;
 
 /**
@@ -726,7 +739,11 @@ tailor_status tailor_generator_set_sampling(
  * Feeds `count` tokens at the next positions of the cache (the prompt, or
  * a user's turn). Every id must be in [0, vocab_size) and the cache must
  * hold them all: both are checked before anything runs
- * (TAILOR_ERROR_INVALID_ARGUMENT, naming the id or the cache size).
+ * (TAILOR_ERROR_INVALID_ARGUMENT, naming the id or the cache size). With a
+ * plan that has a "prefill" entry, runs of 2 or more tokens go through it,
+ * ceil(count / prefill_chunk) runs (the last one padded); otherwise, and
+ * for a single token, the "decode" entry runs once per token. Either way
+ * the logits afterwards are those after the last token.
  */
 tailor_status tailor_generator_prefill(tailor_generator *generator,
                                        const int64_t *ids, size_t count);

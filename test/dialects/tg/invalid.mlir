@@ -992,11 +992,21 @@ func.func @f() {
 
 // -----
 
-// Tests that a cache write takes one token's values.
+// Tests that a cache write takes [B, H, C, D] keys or values.
 tg.state @c : tensor<1x2x8x4xf32> of @attn key_cache
-func.func @f(%k: tensor<1x2x2x4xf32>, %p: tensor<i64>) {
-  // expected-error @+1 {{expected the value of one token, [B, H, 1, D]}}
-  tg.cache_write %k into @c at %p : tensor<1x2x2x4xf32>, tensor<i64>
+func.func @f(%k: tensor<2x2x4xf32>, %p: tensor<i64>) {
+  // expected-error @+1 {{expected the keys or values of the step's tokens, [B, H, C, D]}}
+  tg.cache_write %k into @c at %p : tensor<2x2x4xf32>, tensor<i64>
+  return
+}
+
+// -----
+
+// Tests that a cache write's chunk is no longer than the cache.
+tg.state @c : tensor<1x2x8x4xf32> of @attn key_cache
+func.func @f(%k: tensor<1x2x9x4xf32>, %p: tensor<i64>) {
+  // expected-error @+1 {{cache @c of type 'tensor<1x2x8x4xf32>' cannot hold a value of type 'tensor<1x2x9x4xf32>'}}
+  tg.cache_write %k into @c at %p : tensor<1x2x9x4xf32>, tensor<i64>
   return
 }
 

@@ -1,4 +1,5 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-build-decode="eos-token-ids=15" | FileCheck %s
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-build-decode="eos-token-ids=15 prefill-chunk=3" | FileCheck %s --check-prefix=PREFILL
 
 tg.param @model.embed_tokens.weight : tensor<16x4xf32>
 tg.param @wq : tensor<4x4xf32>
@@ -38,6 +39,43 @@ tg.param @lm_head.weight : tensor<16x4xf32>
 // CHECK: %[[LOGITS:.+]] = tg.linear %{{.+}}, %{{.+}} : (tensor<1x1x4xf32>, tensor<16x4xf32>) -> tensor<1x1x16xf32>
 // CHECK: return %[[LOGITS]] : tensor<1x1x16xf32>
 // CHECK-NOT: func.func @forward
+// Tests that with prefill-chunk 3 a prefill step runs 3 tokens at positions
+// start + iota(3), clamped to the last row of the cache (3) for a padded
+// tail chunk; gathers their rotary rows; writes their keys and values into
+// the caches decode reads (declared once) at the start; masks each query
+// row by its own position with a [1, 1, 3, 4] bias; and, where the
+// attention's result alone carries the sequence, keeps row `prefill_last`
+// only, so lm_head runs on one row per sequence.
+// PREFILL: tg.state @model.layers.0.self_attn.key_cache : tensor<1x1x4x4xf32>
+// PREFILL-NOT: tg.state @model.layers.0.self_attn.key_cache
+// PREFILL-LABEL: func.func @decode
+// PREFILL-LABEL: func.func @prefill
+// PREFILL-SAME: (%[[IDS:.+]]: tensor<1x3xi64> {tg.name = "prefill_input_ids"}, %[[START:.+]]: tensor<i64> {tg.name = "prefill_position"}, %[[LAST:.+]]: tensor<i64> {tg.name = "prefill_last"}) -> (tensor<1x1x16xf32> {tg.name = "prefill_logits"})
+// PREFILL: %[[AT0:.+]] = tg.reshape %[[START]] : tensor<i64> -> tensor<1x1xi64>
+// PREFILL: %[[IOTA:.+]] = arith.constant dense<{{\[\[}}0, 1, 2]]> : tensor<1x3xi64>
+// PREFILL: %[[SUM:.+]] = tg.add %[[AT0]], %[[IOTA]] : (tensor<1x1xi64>, tensor<1x3xi64>) -> tensor<1x3xi64>
+// PREFILL: %[[END:.+]] = arith.constant dense<3> : tensor<1x1xi64>
+// PREFILL: %[[ROWS:.+]] = tg.min %[[SUM]], %[[END]] : (tensor<1x3xi64>, tensor<1x1xi64>) -> tensor<1x3xi64>
+// PREFILL: %[[KEYS:.+]] = arith.constant dense<{{\[\[\[\[}}0, 1, 2, 3]]]]> : tensor<1x1x1x4xi64>
+// PREFILL: %[[AT:.+]] = tg.reshape %[[ROWS]] : tensor<1x3xi64> -> tensor<1x1x3x1xi64>
+// PREFILL: %[[FUTURE:.+]] = tg.gt %[[KEYS]], %[[AT]] : (tensor<1x1x1x4xi64>, tensor<1x1x3x1xi64>) -> tensor<1x1x3x4xi1>
+// PREFILL: %[[BIAS:.+]] = tg.select %[[FUTURE]], %{{.+}}, %{{.+}} : {{.+}} -> tensor<1x1x3x4xf32>
+// PREFILL: %[[COS:.+]] = tg.embedding %{{.+}}, %[[ROWS]] : (tensor<4x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32>
+// PREFILL: tg.embedding %{{.+}}, %[[IDS]] : (tensor<16x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32>
+// PREFILL: %[[RQ:.+]] = tg.rope %{{.+}}, %[[COS]], %{{.+}} : (tensor<1x1x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<1x1x3x4xf32>
+// PREFILL: %[[RK:.+]] = tg.rope
+// PREFILL: tg.cache_write %[[RK]] into @model.layers.0.self_attn.key_cache at %[[START]] : tensor<1x1x3x4xf32>, tensor<i64>
+// PREFILL: tg.cache_write %{{.+}} into @model.layers.0.self_attn.value_cache at %[[START]]
+// PREFILL: %[[KC:.+]] = tg.state_ref @model.layers.0.self_attn.key_cache : tensor<1x1x4x4xf32>
+// PREFILL: %[[VC:.+]] = tg.state_ref @model.layers.0.self_attn.value_cache : tensor<1x1x4x4xf32>
+// PREFILL: %[[A:.+]] = tg.attention %[[RQ]], %[[KC]], %[[VC]] bias %[[BIAS]] {{.+}} : (tensor<1x1x3x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+// PREFILL: %[[INDEX:.+]] = tg.reshape %[[LAST]] : tensor<i64> -> tensor<1x1x1x1xi64>
+// PREFILL: %[[INDICES:.+]] = tg.broadcast %[[INDEX]] : tensor<1x1x1x1xi64> -> tensor<1x1x1x4xi64>
+// PREFILL: %[[ROW:.+]] = tg.gather_elements %[[A]], %[[INDICES]] axis = 2 : (tensor<1x1x3x4xf32>, tensor<1x1x1x4xi64>) -> tensor<1x1x1x4xf32>
+// PREFILL: tg.transpose %[[ROW]] permutation = [0, 2, 1, 3] : tensor<1x1x1x4xf32> -> tensor<1x1x1x4xf32>
+// PREFILL: %[[LOGITS:.+]] = tg.linear %{{.+}}, %{{.+}} : (tensor<1x1x4xf32>, tensor<16x4xf32>) -> tensor<1x1x16xf32>
+// PREFILL: return %[[LOGITS]] : tensor<1x1x16xf32>
+// PREFILL-NOT: func.func @forward
 func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x4x16xf32> {tg.name = "logits"}) {
   %c = arith.constant dense<[[[[1.000000000e+00, 1.000000000e+00, 1.000000000e+00, 1.000000000e+00], [5.403023059e-01, 9.999500004e-01, 5.403023059e-01, 9.999500004e-01], [-4.161468365e-01, 9.998000067e-01, -4.161468365e-01, 9.998000067e-01], [-9.899924966e-01, 9.995500337e-01, -9.899924966e-01, 9.995500337e-01]]]]> : tensor<1x1x4x4xf32>
   %s = arith.constant dense<[[[[0.000000000e+00, 0.000000000e+00, 0.000000000e+00, 0.000000000e+00], [8.414709848e-01, 9.999833334e-03, 8.414709848e-01, 9.999833334e-03], [9.092974268e-01, 1.999866669e-02, 9.092974268e-01, 1.999866669e-02], [1.411200081e-01, 2.999550020e-02, 1.411200081e-01, 2.999550020e-02]]]]> : tensor<1x1x4x4xf32>
@@ -87,6 +125,25 @@ tg.param @transformer.wpe.weight : tensor<8x4xf32>
 // CHECK: %[[ROWS:.+]] = tg.broadcast %[[ROW]] : tensor<1x1xi64> -> tensor<2x1xi64>
 // CHECK: tg.embedding %{{.+}}, %[[ROWS]] {tg.module = "transformer.wpe"} : (tensor<8x4xf32>, tensor<2x1xi64>) -> tensor<2x1x4xf32>
 // CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[BIAS]] : (tensor<2x1x1x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<2x1x1x4xf32>
+// Tests that prefill broadcasts its rows' positions over a batch of 2 for
+// the learned position rows, that the sliding window also masks, per query
+// row, the keys `window` or more before the row's position, and that the
+// last row is gathered right after the attention that alone carries the
+// sequence.
+// PREFILL-LABEL: func.func @prefill
+// PREFILL-SAME: (%[[IDS:.+]]: tensor<2x3xi64> {tg.name = "prefill_input_ids"}, %{{.+}}: tensor<i64> {tg.name = "prefill_position"}, %[[LAST:.+]]: tensor<i64> {tg.name = "prefill_last"}) -> (tensor<2x1x16xf32> {tg.name = "prefill_logits"})
+// PREFILL: %[[ROWS:.+]] = tg.min
+// PREFILL: %[[AT:.+]] = tg.reshape %[[ROWS]] : tensor<1x3xi64> -> tensor<1x1x3x1xi64>
+// PREFILL: %[[FUTURE:.+]] = tg.gt %{{.+}}, %[[AT]]
+// PREFILL: %[[FIRST:.+]] = tg.sub %[[AT]], %{{.+}} : (tensor<1x1x3x1xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x3x1xi64>
+// PREFILL: %[[OLD:.+]] = tg.lt %{{.+}}, %[[FIRST]] : (tensor<1x1x1x4xi64>, tensor<1x1x3x1xi64>) -> tensor<1x1x3x4xi1>
+// PREFILL: %[[MASKED:.+]] = tg.select %[[OLD]], %{{.+}}, %[[FUTURE]]
+// PREFILL: %[[BIAS:.+]] = tg.select %[[MASKED]]
+// PREFILL: %[[BATCH:.+]] = tg.broadcast %[[ROWS]] : tensor<1x3xi64> -> tensor<2x3xi64>
+// PREFILL: tg.embedding %{{.+}}, %[[BATCH]] {tg.module = "transformer.wpe"} : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+// PREFILL: %[[A:.+]] = tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[BIAS]] : (tensor<2x1x3x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<1x1x3x4xf32>) -> tensor<2x1x3x4xf32>
+// PREFILL: tg.gather_elements %[[A]], %{{.+}} axis = 2 : (tensor<2x1x3x4xf32>, tensor<2x1x1x4xi64>) -> tensor<2x1x1x4xf32>
+// PREFILL: tg.linear %{{.+}}, %{{.+}} : (tensor<2x1x4xf32>, tensor<16x4xf32>) -> tensor<2x1x16xf32>
 func.func @forward(%ids: tensor<2x4xi64> {tg.name = "input_ids"}) -> (tensor<2x4x16xf32> {tg.name = "logits"}) {
   %wte = tg.param_ref @transformer.wte.weight : tensor<16x4xf32>
   %wpe = tg.param_ref @transformer.wpe.weight : tensor<8x4xf32>
