@@ -5,16 +5,18 @@
 The model is a Llama built from a config (no hub access), exported with
 torch.onnx's TorchScript exporter by test/generators/export_hf.py with its
 sizes overridden (--hidden, --layers, ...), compiled with `tailor compile
---task generate --max-seq-len`, and run by `tailor generate --json`. Both
-sides use the same threads. Reported per side: time to first token (the
-whole prompt, one token at a time for tailor: its prefill is the decode
-step run per prompt token until the batched prefill entry exists) and
-decode tokens/s (the tokens after the first over their time), median of
---repeats runs; and whether the greedy ids agree.
+--task generate --max-seq-len` twice -- with the prefill entry
+(`--prefill-chunk`, default 64: the prompt in ceil(P / C) chunks) and with
+`--prefill-chunk 1` (no prefill entry: the prompt runs through the decode
+step a token at a time, as plans before the prefill entry do) -- and run by
+`tailor generate --json`. Both sides use the same threads. Reported per
+side: time to first token (the whole prompt and the first token's choice)
+and decode tokens/s (the tokens after the first over their time), median
+of --repeats runs; and whether the greedy ids agree.
 
   generate_cpu.py [--hidden 512 --layers 8 --heads 8 --kv-heads 8
                    --inter 1376 --vocab 32000] [--prompt 32] [--new 64]
-                  [--threads 2] [--repeats 3]
+                  [--prefill-chunk 64] [--threads 2] [--repeats 3]
 """
 
 import argparse
@@ -75,8 +77,8 @@ def main():
                                                          "tailor"))
     for name, value in (("hidden", 512), ("layers", 8), ("heads", 8),
                         ("kv-heads", 8), ("inter", 1376), ("vocab", 32000),
-                        ("prompt", 32), ("new", 64), ("threads", 2),
-                        ("repeats", 3)):
+                        ("prompt", 32), ("new", 64), ("prefill-chunk", 64),
+                        ("threads", 2), ("repeats", 3)):
         parser.add_argument("--" + name, type=int, default=value)
     args = parser.parse_args()
     import numpy as np
@@ -85,20 +87,23 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         onnx_path = os.path.join(work, "model.onnx")
         model = export(args, onnx_path)
-        plan = os.path.join(work, "generate.tplan")
-        subprocess.run([args.tailor, "compile", onnx_path, "--task",
-                        "generate", "--max-seq-len",
-                        str(args.prompt + args.new), "--threads",
-                        str(args.threads), "-o", plan], check=True,
-                       capture_output=True)
+        plans = {}
+        for side, chunk in (("tailor prefill", args.prefill_chunk),
+                            ("tailor 1 by 1", 1)):
+            plans[side] = os.path.join(work, f"generate{chunk}.tplan")
+            subprocess.run([args.tailor, "compile", onnx_path, "--task",
+                            "generate", "--max-seq-len",
+                            str(args.prompt + args.new), "--prefill-chunk",
+                            str(chunk), "--threads", str(args.threads), "-o",
+                            plans[side]], check=True, capture_output=True)
         rng = np.random.default_rng(0)
         prompt = [int(x) for x in rng.integers(0, args.vocab, args.prompt)]
-        runs = {"tailor": [], "transformers": []}
+        runs = {side: [] for side in (*plans, "transformers")}
         ids = {}
         for _ in range(args.repeats):
             for side in runs:
-                if side == "tailor":
-                    r = tailor_run(args.tailor, plan, prompt, args.new,
+                if side in plans:
+                    r = tailor_run(args.tailor, plans[side], prompt, args.new,
                                    args.threads)
                 else:
                     r = transformers_run(model, prompt, args.new)
@@ -107,14 +112,17 @@ def main():
     params = sum(p.numel() for p in model.parameters())
     print(f"llama {params / 1e6:.1f}M parameters (hidden {args.hidden}, "
           f"{args.layers} layers, vocab {args.vocab}), fp32, prompt "
-          f"{args.prompt}, {args.new} new tokens, {args.threads} threads, "
-          f"median of {args.repeats}")
-    print(f"{'':14s} {'TTFT ms':>9s} {'decode tok/s':>13s}")
+          f"{args.prompt}, {args.new} new tokens, prefill chunk "
+          f"{min(args.prefill_chunk, args.prompt + args.new)}, "
+          f"{args.threads} threads, median of {args.repeats}, load "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"{'':16s} {'TTFT ms':>9s} {'decode tok/s':>13s}")
     for side, values in runs.items():
         ttft = statistics.median(v[0] for v in values)
         tps = statistics.median(v[1] for v in values)
-        print(f"{side:14s} {ttft * 1e3:9.1f} {tps:13.1f}")
-    print("greedy ids agree:", ids["tailor"] == ids["transformers"])
+        print(f"{side:16s} {ttft * 1e3:9.1f} {tps:13.1f}")
+    print("greedy ids agree:",
+          all(ids[side] == ids["transformers"] for side in plans))
 
 
 if __name__ == "__main__":

@@ -4,14 +4,25 @@
 For each family (tiny random-init Hugging Face models exported by
 torch.onnx's TorchScript exporter, opset 17, fp32; the exports hf_common
 caches), compiles a generation plan (`tailor compile --task generate
---max-seq-len 64`) and checks that:
+--max-seq-len 64 --prefill-chunk 8`) and checks that:
   - `tailor generate --prompt-ids ... --max-new-tokens 20 --json` gives the
     ids `model.generate(input_ids, max_new_tokens=20, do_sample=False)`
-    gives, token for token, for several prompts (the model's config.json
-    beside the model gives both the same eos id);
-  - the logits after the prompt's last decode step (the plan's decode entry
-    run once per prompt token through the Python binding) match the
-    model's last-position logits to 1e-4;
+    gives, token for token, for prompts of 1, 5, 8, 12 and 19 tokens
+    (shorter than, equal to and longer than the prefill chunk: the prompt
+    runs through the prefill entry, its tail chunk padded; the model's
+    config.json beside the model gives both the same eos id);
+  - the logits after the prompt match the model's last-position logits to
+    1e-4 both ways: the prefill entry (tailor.Generator.prefill, chunks of
+    8) and the decode entry run once per prompt token (through the Python
+    binding);
+  - a padded tail chunk's rows are harmless: prefilling 12 tokens (the
+    tail chunk 4 real rows and 4 of padding) with two different paddings
+    leaves different keys in cache rows 12..15, yet the 8 decode steps
+    after it (which overwrite those rows) give the same logits to 1e-6,
+    and the logits of the token-at-a-time path to 1e-4 (llama, and the
+    sliding-window Mistral);
+  - a plan compiled with --prefill-chunk 1 has no prefill entry and
+    generates the same ids token by token (llama);
   - generation stops at the eos id of the config.json beside the model
     (one set to a token greedy decoding reaches), as transformers does;
   - with a PEFT LoRA adapter (q_proj, v_proj, non-zero lora_B) bound at
@@ -44,6 +55,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from hf_common import FAMILIES, cache_key, case_name, export_case  # noqa: E402
 
 MAX_SEQ_LEN = 64
+PREFILL_CHUNK = 8
 NEW_TOKENS = 20
 ATOL = 1e-4
 
@@ -157,6 +169,140 @@ def check_adapter(args, family, model, onnx_path, base_plan, prompts, work):
     return failures
 
 
+def decode_tokens(session, tokens, start):
+    """Runs the plan's decode entry once per token from `start`; the
+    logits after each."""
+    import numpy as np
+    out = []
+    for i, token in enumerate(tokens):
+        session.set_input("input_ids", np.array([[token]], dtype=np.int64))
+        session.set_input("position", np.array(start + i, dtype=np.int64))
+        session.run_entry("decode")
+        out.append(session.output("logits").reshape(-1).copy())
+    return out
+
+
+def check_logits(family, plan, model, prompts):
+    """The logits after the prompt, through the prefill entry (chunks of
+    PREFILL_CHUNK, the tail padded) and through decode a token at a time,
+    both against the model's last-position logits."""
+    import numpy as np
+    import torch
+    import tailor
+
+    failures = []
+    for prompt in prompts[1:]:
+        generator = tailor.Generator(plan)
+        if generator.prefill_chunk != PREFILL_CHUNK:
+            return [f"{family}: the plan's prefill chunk is "
+                    f"{generator.prefill_chunk}, expected {PREFILL_CHUNK}"]
+        generator.prefill(prompt)
+        chunked = generator.logits()
+        stepped = decode_tokens(tailor.InferenceSession(plan), prompt, 0)[-1]
+        with torch.no_grad():
+            want = model(torch.tensor([prompt])).logits[0, -1].numpy()
+        diffs = [float(np.max(np.abs(got - want)))
+                 for got in (chunked, stepped)]
+        between = float(np.max(np.abs(chunked - stepped)))
+        print(f"{family}: prompt of {len(prompt)}: logits max |diff| "
+              f"prefill {diffs[0]:.2e}, token by token {diffs[1]:.2e} "
+              f"(between them {between:.2e})")
+        for way, diff in zip(("prefill", "token by token"), diffs):
+            if not diff <= ATOL:
+                failures.append(f"{family}: prompt of {len(prompt)}: {way} "
+                                f"logits differ by {diff:.2e} > {ATOL}")
+    return failures
+
+
+def check_padding(family, plan, prompt):
+    """Prefill rows past the prompt (a padded tail chunk) write cache rows
+    that decoding overwrites before any query reads them: two paddings
+    leave different keys there, and change nothing after."""
+    import numpy as np
+    import tailor
+
+    chunk, count = PREFILL_CHUNK, len(prompt)
+    assert count % chunk, "the prompt must end in a padded chunk"
+    runs = []
+    for pad in (0, 1):
+        session = tailor.InferenceSession(plan)
+        for start in range(0, count, chunk):
+            rows = prompt[start:start + chunk]
+            real = len(rows)
+            rows = rows + [pad * (7 + r) % 50 for r in range(chunk - real)]
+            session.set_input("prefill_input_ids",
+                              np.array([rows], dtype=np.int64))
+            session.set_input("prefill_position", np.array(start, np.int64))
+            session.set_input("prefill_last", np.array(real - 1, np.int64))
+            session.run_entry("prefill")
+        first = session.output("prefill_logits").reshape(-1).copy()
+        keys = [state.name for state in session.plan.states()
+                if state.kind == "key_cache"]
+        padded = session.get_tensor(keys[0])[0, :, count:count + chunk -
+                                             count % chunk].copy()
+        # Greedy continuation, fed back a token at a time.
+        token, logits = int(np.argmax(first)), [first]
+        for step in range(8):
+            out = decode_tokens(session, [token], count + step)[0]
+            logits.append(out)
+            token = int(np.argmax(out))
+        runs.append((padded, logits))
+    reference = decode_tokens(tailor.InferenceSession(plan), prompt, 0)[-1:]
+    token = int(np.argmax(reference[0]))
+    stepper = tailor.InferenceSession(plan)
+    decode_tokens(stepper, prompt, 0)
+    for step in range(8):
+        out = decode_tokens(stepper, [token], count + step)[0]
+        reference.append(out)
+        token = int(np.argmax(out))
+    written = float(np.max(np.abs(runs[0][0] - runs[1][0])))
+    between = max(float(np.max(np.abs(a - b)))
+                  for a, b in zip(runs[0][1], runs[1][1]))
+    stepped = max(float(np.max(np.abs(a - b)))
+                  for a, b in zip(runs[0][1], reference))
+    print(f"{family}: padding rows {count}..{count + chunk - count % chunk - 1}"
+          f" hold other keys under another padding (max |diff| "
+          f"{written:.2e}); the 8 decode steps after agree to {between:.2e}, "
+          f"and with token by token to {stepped:.2e}")
+    failures = []
+    if not written > 0:
+        failures.append(f"{family}: the padding left no trace in the cache, "
+                        "so the padding check proves nothing")
+    if not between <= 1e-6:
+        failures.append(f"{family}: padding changed later logits by "
+                        f"{between:.2e}")
+    if not stepped <= ATOL:
+        failures.append(f"{family}: after a padded prefill the decode logits "
+                        f"differ from token by token by {stepped:.2e}")
+    return failures
+
+
+def check_token_by_token(args, family, onnx_path, prompts, wants, work):
+    """--prefill-chunk 1: no prefill entry, the same ids a token at a time
+    (as plans from before the prefill entry run)."""
+    import tailor
+
+    plan = os.path.join(work, family + "-chunk1.tplan")
+    proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
+                "--max-seq-len", str(MAX_SEQ_LEN), "--prefill-chunk", "1",
+                "-o", plan])
+    if proc.returncode != 0:
+        return [f"{family} chunk 1: compile failed: {proc.stderr[-800:]}"]
+    entries = tailor.Plan(plan).entries()
+    if entries != ["decode"]:
+        return [f"{family} chunk 1: entries {entries}, expected decode only"]
+    failures = []
+    for prompt, want in zip(prompts, wants):
+        got, info = generate_ids(args, plan, prompt)
+        if got != want:
+            failures.append(f"{family} chunk 1: prompt {prompt}: tailor {got}"
+                            f" != transformers {want} ({info})")
+    if not failures:
+        print(f"{family}: --prefill-chunk 1 (decode entry only) gives the "
+              f"same ids on {len(prompts)} prompts")
+    return failures
+
+
 def check_family(args, case, work):
     import numpy as np
     import torch
@@ -180,13 +326,15 @@ def check_family(args, case, work):
     model.config.to_json_file(os.path.join(family_dir, "config.json"))
     plan = os.path.join(family_dir, "generate.tplan")
     proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
-                "--max-seq-len", str(MAX_SEQ_LEN), "-o", plan])
+                "--max-seq-len", str(MAX_SEQ_LEN), "--prefill-chunk",
+                str(PREFILL_CHUNK), "-o", plan])
     if proc.returncode != 0:
         return [f"{family}: compile failed: {proc.stderr[-1500:]}"]
 
     failures = []
     rng = np.random.default_rng(22)
-    prompts = [[int(x) for x in rng.integers(0, vocab, n)] for n in (1, 5, 12)]
+    prompts = [[int(x) for x in rng.integers(0, vocab, n)]
+               for n in (1, 5, 8, 12, 19)]
     family = tag
     wants = []
     for prompt in prompts:
@@ -210,20 +358,12 @@ def check_family(args, case, work):
         failures += check_adapter(args, family, model, onnx_path, plan,
                                   prompts, work)
 
-    # The first decode step's logits: the prompt run token by token.
-    prompt = prompts[-1]
-    session = tailor.InferenceSession(plan)
-    for i, token in enumerate(prompt):
-        session.set_input("input_ids", np.array([[token]], dtype=np.int64))
-        session.set_input("position", np.array(i, dtype=np.int64))
-        session.run_entry("decode")
-    got = session.output("logits").reshape(-1)
-    with torch.no_grad():
-        want = model(torch.tensor([prompt])).logits[0, -1].numpy()
-    diff = float(np.max(np.abs(got - want)))
-    print(f"{family}: last-step logits max |diff| {diff:.2e}")
-    if not diff <= ATOL:
-        failures.append(f"{family}: logits differ by {diff:.2e} > {ATOL}")
+    failures += check_logits(family, plan, model, prompts)
+    if tag in ("llama_ts17", "mistral-window_ts17"):
+        failures += check_padding(family, plan, prompts[3])
+    if tag == "llama_ts17":
+        failures += check_token_by_token(args, family, onnx_path, prompts,
+                                         wants, work)
 
     # Refusals, each exit 1 with a message.
     too_long = ",".join(["1"] * (MAX_SEQ_LEN + 1))
