@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes what generate_api_test.c needs in a fresh WORK directory -- the
 # tiny Hugging Face llama exported with torch.onnx and compiled for
-# generation (max_seq_len 16) and as a forward plan, a 256-token byte-level
+# generation (max_seq_len 16; with a prefill entry of 3-token chunks, and
+# without one) and as a forward plan, a 256-token byte-level
 # BPE trained with `tokenizers`, and the ids transformers and tokenizers
 # give -- then runs the test binary on them.
 # Usage: RunGenerateApiTest.sh TAILOR PYTHON SOURCE_DIR TEST_BINARY WORK
@@ -11,7 +12,9 @@ rm -rf "$work" && mkdir -p "$work"
 "$python" "$source/test/generators/export_hf.py" --family llama \
   --exporter torchscript --opset 17 -o "$work/model.onnx" > /dev/null
 "$tailor" compile "$work/model.onnx" --task generate --max-seq-len 16 \
-  -o "$work/generate.tplan" 2> /dev/null
+  --prefill-chunk 3 -o "$work/generate.tplan" 2> /dev/null
+"$tailor" compile "$work/model.onnx" --task generate --max-seq-len 16 \
+  --prefill-chunk 1 -o "$work/decode-only.tplan" 2> /dev/null
 "$tailor" compile "$work/model.onnx" --batch 1 --seq 4 \
   -o "$work/forward.tplan" 2> /dev/null
 "$python" - "$source" "$work" <<'PY'
@@ -39,5 +42,5 @@ with open(os.path.join(work, "expected.txt"), "w") as f:
     f.write(" ".join(str(int(x)) for x in out[0, 4:]) + "\n")
     f.write(" ".join(map(str, tok.encode("Hi there").ids)) + "\n")
 PY
-"$binary" "$work/generate.tplan" "$work/forward.tplan" \
+"$binary" "$work/generate.tplan" "$work/decode-only.tplan" "$work/forward.tplan" \
   "$work/tokenizer.json" "$work/expected.txt"

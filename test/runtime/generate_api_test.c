@@ -1,15 +1,20 @@
 /*===- generate_api_test.c - the generator and tokenizer calls, from C ---===*
  *
- * Usage: generate_api_test G.tplan FORWARD.tplan TOKENIZER.json EXPECTED
+ * Usage: generate_api_test G.tplan G1.tplan FORWARD.tplan TOKENIZER.json
+ *            EXPECTED
  *
  * G.tplan is the tiny llama export compiled with `--task generate
- * --max-seq-len 16`; FORWARD.tplan any non-generation plan; TOKENIZER.json
+ * --max-seq-len 16 --prefill-chunk 3`, G1.tplan the same with
+ * `--prefill-chunk 1` (no prefill entry); FORWARD.tplan any non-generation
+ * plan; TOKENIZER.json
  * a byte-level BPE; EXPECTED a text file: the greedy ids transformers'
  * generate gives for the prompt 5 17 42 7 (8 of them), then the ids
  * `tokenizers` gives for "Hi there" (RunGenerateApiTest.sh writes it).
  * Checks each call does what runtime.h says (greedy equals transformers,
  * a reset repeats, a seed repeats, top-k 1 is greedy, the logits' argmax is
- * the greedy token) and that every misuse returns a status with a message:
+ * the greedy token; prompts of 1 to 16 tokens through the prefill entry --
+ * one chunk, several, a padded tail, a tail padded past the cache -- give
+ * the logits of the token-by-token plan) and that every misuse returns a status with a message:
  * null, freed and foreign handles, sampling before a token, ids outside
  * the vocabulary, a full cache, options out of range, an adapter after the
  * first token, a plan that does not generate. Prints a line per group and
@@ -96,6 +101,59 @@ static void testGreedy(tailor_plan *plan) {
   tailor_generator_free(generator);
   printf("greedy: %d ids equal transformers', reset repeats, cache and "
          "vocabulary checked\n", NEW_TOKENS);
+}
+
+/* Prefill in chunks of 3 against the plan without a prefill entry: the
+ * logits after prompts of every length up to the cache (one chunk, several,
+ * padded tails, the last chunk's padding past the cache at 16) and after a
+ * decode step that follows, and the greedy ids. */
+static void testPrefill(tailor_plan *plan, tailor_plan *decodeOnly) {
+  tailor_generation_info info, info1;
+  tailor_generator *chunked = NULL, *stepped = NULL;
+  int64_t prompt[16], ids[NEW_TOKENS];
+  const float *a = NULL, *b = NULL;
+  int64_t vocab = 0, n, v;
+  double worst = 0;
+  int position = -1, i;
+  EXPECT_OK(tailor_plan_generation_info(plan, &info));
+  EXPECT_OK(tailor_plan_generation_info(decodeOnly, &info1));
+  CHECK(info.prefill_chunk == 3, "the plan's prefill chunk is 3");
+  CHECK(info1.prefill_chunk == 0, "--prefill-chunk 1 has no prefill entry");
+  for (i = 0; i < 16; ++i) {
+    prompt[i] = (37 * i + 11) % info.vocab_size;
+  }
+  EXPECT_OK(tailor_generator_create(plan, NULL, NULL, &chunked));
+  EXPECT_OK(tailor_generator_create(decodeOnly, NULL, NULL, &stepped));
+  for (n = 1; n <= 16; ++n) {
+    EXPECT_OK(tailor_generator_reset(chunked));
+    EXPECT_OK(tailor_generator_reset(stepped));
+    EXPECT_OK(tailor_generator_prefill(chunked, prompt, (size_t)n));
+    EXPECT_OK(tailor_generator_prefill(stepped, prompt, (size_t)n));
+    EXPECT_OK(tailor_generator_position(chunked, &position));
+    CHECK(position == n, "prefill advances the position by the prompt");
+    for (i = 0; i < 2 && (i == 0 || n < 16); ++i) {
+      if (i == 1) { /* a decode step after the prefilled prompt */
+        EXPECT_OK(tailor_generator_decode(chunked, 3));
+        EXPECT_OK(tailor_generator_decode(stepped, 3));
+      }
+      EXPECT_OK(tailor_generator_logits(chunked, &a, &vocab));
+      EXPECT_OK(tailor_generator_logits(stepped, &b, NULL));
+      for (v = 0; a && b && v < vocab; ++v) {
+        double d = fabs((double)a[v] - (double)b[v]);
+        worst = d > worst || d != d ? d : worst;
+      }
+    }
+  }
+  CHECK(worst <= 1e-5, "prefill logits equal token by token's to 1e-5");
+  generate(chunked, ids);
+  for (i = 0; i < NEW_TOKENS; ++i) {
+    CHECK(ids[i] == expectedGreedy[i], "greedy ids after prefill");
+  }
+  tailor_generator_free(chunked);
+  tailor_generator_free(stepped);
+  printf("prefill: chunks of 3 for prompts of 1..16 (tails padded, past "
+         "the cache at 16) match token by token, max |diff| %.2e; greedy "
+         "ids equal transformers'\n", worst);
 }
 
 static void testSampling(tailor_plan *plan) {
@@ -266,26 +324,30 @@ static int readExpected(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  tailor_plan *plan = NULL, *forward = NULL;
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s G.tplan FORWARD.tplan TOKENIZER.json "
-                    "EXPECTED\n", argv[0]);
+  tailor_plan *plan = NULL, *decodeOnly = NULL, *forward = NULL;
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s G.tplan G1.tplan FORWARD.tplan "
+                    "TOKENIZER.json EXPECTED\n", argv[0]);
     return 2;
   }
-  if (!readExpected(argv[4])) {
-    fprintf(stderr, "cannot read %s\n", argv[4]);
+  if (!readExpected(argv[5])) {
+    fprintf(stderr, "cannot read %s\n", argv[5]);
     return 2;
   }
   EXPECT_OK(tailor_plan_load(argv[1], &plan));
-  EXPECT_OK(tailor_plan_load(argv[2], &forward));
-  if (!plan || !forward) {
+  EXPECT_OK(tailor_plan_load(argv[2], &decodeOnly));
+  EXPECT_OK(tailor_plan_load(argv[3], &forward));
+  if (!plan || !decodeOnly || !forward) {
     return 1;
   }
   testGreedy(plan);
+  testGreedy(decodeOnly);
+  testPrefill(plan, decodeOnly);
   testSampling(plan);
   testMisuse(plan, forward);
-  testTokenizer(argv[3]);
+  testTokenizer(argv[4]);
   tailor_plan_free(forward);
+  tailor_plan_free(decodeOnly);
   tailor_plan_free(plan);
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
