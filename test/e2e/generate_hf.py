@@ -292,6 +292,16 @@ def check_token_by_token(args, family, onnx_path, prompts, wants, work):
     if entries != ["decode"]:
         return [f"{family} chunk 1: entries {entries}, expected decode only"]
     failures = []
+    # inspect shows the prefill entry of the chunked plan, and its bindings.
+    shown = run([args.tailor, "inspect",
+                 os.path.join(os.path.dirname(onnx_path), "generate.tplan")])
+    for line in ("prefill ", f"prefill_input_ids: i64 [1, {PREFILL_CHUNK}]"
+                 "  (prefill)", "prefill_position: i64 []  (prefill)",
+                 "prefill_last: i64 []  (prefill)",
+                 "prefill_logits: f32 [1, 1, "):
+        if line not in shown.stdout:
+            failures.append(f"{family}: tailor inspect does not show "
+                            f"'{line}':\n{shown.stdout[:1500]}")
     for prompt, want in zip(prompts, wants):
         got, info = generate_ids(args, plan, prompt)
         if got != want:

@@ -6,7 +6,9 @@ the HF test matrix) have their nn.Linear weights rounded to fp16 values
 (so bitsandbytes' Linear8bitLt, which quantizes the fp16 weight, and tailor,
 which quantizes the exported fp32 one, start from the same numbers), are
 exported by torch.onnx's TorchScript exporter (opset 17) and compiled with
-`tailor compile --task generate --max-seq-len 64 --recipe R.yaml`:
+`tailor compile --task generate --max-seq-len 64 --prefill-chunk 8
+--recipe R.yaml` (the prompt runs through the prefill entry in chunks of
+8, the tail padded):
 
 NF4 (`load_in_4bit: true`, `bnb_4bit_use_double_quant: true`): the reference
 is transformers' `from_pretrained(..., quantization_config=
@@ -17,10 +19,11 @@ bitsandbytes' dequantization of its NF4 codes in fp32. tailor quantizes the
 same weights to the same codes (ctest -R e2e.nf4_bitsandbytes checks them
 bit for bit) and dequantizes them on use, so:
   - greedy ids of `tailor generate` equal the bnb model's `generate` token
-    for token (3 prompts of 1, 5 and 12 tokens, 20 new tokens each);
-  - the logits after the prompt (decode run a token at a time) match the
-    bnb model's last-position logits to NF4_ATOL = 1e-4 (fp32 summation
-    order only).
+    for token (4 prompts of 1, 5, 8 and 12 tokens, 20 new tokens each:
+    shorter than, equal to and longer than a prefill chunk);
+  - the logits after the prompt match the bnb model's last-position
+    logits to NF4_ATOL = 1e-4 (fp32 summation order only), both through
+    the prefill entry and through decode run a token at a time.
 
 int8 (`load_in_8bit: true`): bitsandbytes' CPU inference path for
 Linear8bitLt (MatMul8bitLt in eval mode) is LLM.int8: it also quantizes the
@@ -77,7 +80,8 @@ MAX_SEQ_LEN = 64
 NEW_TOKENS = 20
 NF4_ATOL = 1e-4
 INT8_ATOL = 1e-6
-PROMPT_LENGTHS = (1, 5, 12)
+PROMPT_LENGTHS = (1, 5, 8, 12)
+PREFILL_CHUNK = 8
 RECIPES = {
     "nf4": "load_in_4bit: true\nbnb_4bit_use_double_quant: true\n",
     "int8": "load_in_8bit: true\n",
@@ -197,6 +201,16 @@ def prompt_logits(plan, prompt):
     return session.output("logits").reshape(-1)
 
 
+def prefill_logits(plan, prompt):
+    """The logits after the prompt through the plan's prefill entry."""
+    import tailor
+
+    generator = tailor.Generator(plan)
+    assert generator.prefill_chunk == PREFILL_CHUNK, generator.prefill_chunk
+    generator.prefill(prompt)
+    return generator.logits()
+
+
 def reference_logits(model, prompt):
     import torch
 
@@ -211,8 +225,8 @@ def compile_plan(args, onnx_path, scheme, work, extra=()):
     plan = os.path.join(os.path.dirname(onnx_path),
                         scheme + ("-adapter" if extra else "") + ".tplan")
     proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
-                "--max-seq-len", str(MAX_SEQ_LEN), "--recipe", recipe,
-                "-o", plan, *extra])
+                "--max-seq-len", str(MAX_SEQ_LEN), "--prefill-chunk",
+                str(PREFILL_CHUNK), "--recipe", recipe, "-o", plan, *extra])
     return plan, proc
 
 
@@ -238,11 +252,19 @@ def check_nf4(args, family, model, hf_dir, onnx_path, prompts, work):
                             f"bitsandbytes {want} {err}")
     diff = float(np.max(np.abs(prompt_logits(plan, prompts[-1]) -
                                reference_logits(ref, prompts[-1]))))
+    # Through the prefill entry: one chunk exactly, and one and a half.
+    chunked = max(float(np.max(np.abs(prefill_logits(plan, prompt) -
+                                      reference_logits(ref, prompt))))
+                  for prompt in prompts[2:])
     print(f"{family} nf4: greedy ids of {len(prompts)} prompts "
           f"{'equal' if not failures else 'DIFFER'}; logits after the "
-          f"prompt max |diff| vs bitsandbytes {diff:.2e} (limit {NF4_ATOL})")
+          f"prompt max |diff| vs bitsandbytes {diff:.2e} token by token, "
+          f"{chunked:.2e} through prefill (limit {NF4_ATOL})")
     if not diff <= NF4_ATOL:
         failures.append(f"{family} nf4: logits differ by {diff:.2e}")
+    if not chunked <= NF4_ATOL:
+        failures.append(f"{family} nf4: prefill logits differ by "
+                        f"{chunked:.2e}")
     return failures, (plan, ref)
 
 
