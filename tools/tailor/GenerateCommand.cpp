@@ -7,8 +7,9 @@
 //
 // Decoding with a generation plan (`tailor compile --task generate
 // --max-seq-len N`) through the C API's generator: the prompt fills the KV
-// cache (the plan's `decode` entry once per token), then each generated
-// token is chosen -- greedily, or drawn as transformers' sampling does --
+// cache (the plan's `prefill` entry a chunk of tokens at a time; the
+// `decode` entry once per token for plans without one), then each
+// generated token is chosen -- greedily, or drawn as transformers' sampling does --
 // and fed back. Generated ids stream to stdout as they come -- their text
 // when there is a tokenizer (--prompt finds tokenizer.json or
 // tokenizer.model beside the plan, or takes --tokenizer) -- and `--json`
@@ -404,8 +405,8 @@ int openGenerator(GenerateRequest &request, GeneratorPtr &generator,
 int decodeLoop(const GenerateRequest &request, tailor_generator *generator,
                const tailor_generation_info &info, TextPrinter *printer,
                GenerateResult &result) {
-  // Time to first token counts from the first prompt token's step (loading
-  // the weights is not generation).
+  // Time to first token counts from the prompt's first step (loading the
+  // weights is not generation).
   auto begin = std::chrono::steady_clock::now();
   int64_t next = 0;
   if (tailor_generator_prefill(generator, request.prompt.data(),
