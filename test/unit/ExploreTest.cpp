@@ -52,7 +52,8 @@ TEST(ExploreSpace, MicroBatchesSplitTheGlobalBatchPerRank) {
   EXPECT_EQ(space.globalBatch, 16);
   EXPECT_EQ(space.microBatches, (std::vector<int64_t>{1, 2, 4, 8}));
   for (const Knobs &k : space.enumerate()) {
-    EXPECT_EQ(k.microBatch * k.accumulation * 2, 16);
+    // A layer split has no data parallelism: one pipeline takes it all.
+    EXPECT_EQ(k.microBatch * k.accumulation * (k.stages > 1 ? 1 : 2), 16);
   }
   // --global-batch 12 on 2 ranks: micro batches dividing 6, the recipe's 3
   // included.
@@ -80,15 +81,33 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
   // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, x 1 micro
   // batch; per sharding, the offloads: parameters (LoRA outside zero3) x
   // optimizer (ddp only) x activations (always); and the four compression
-  // methods of each ddp point without offload (two CPU ranks).
+  // methods of each ddp point without offload (two CPU ranks); and a
+  // layer split over the two ranks of each weights x adapter point without
+  // recomputation, sharding, offload or compression.
   size_t loraOffloads = 2 * (2 * 2) + 2 * 2 + 2 * 2 + 1 * 2; // ddp..zero3
   size_t fullOffloads = 2 * 2 + 2 + 2 + 2;
   size_t compressed = 4 * (10 * 3 + 1 * 3);
+  size_t splits = 10 + 1;
   EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads +
-                               compressed));
+                               compressed + splits));
   for (const Knobs &k : all) {
     EXPECT_TRUE(k.compression == "none" || Space::compressible(k));
+    if (k.stages > 1) {
+      EXPECT_EQ(k.stages, 2);
+      EXPECT_TRUE(k.sharding == "ddp" && k.recompute == "none" &&
+                  !k.offloadParams && !k.offloadOptimizer &&
+                  !k.offloadActivations && k.compression == "none");
+      EXPECT_EQ(knobValue(k, "split"), "2 stages");
+    }
   }
+  // One rank has no split to offer; --fix pins it either way.
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 1), 0).stages,
+            (std::vector<int64_t>{1}));
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0, {"pipeline_stages=2"})
+                .stages,
+            (std::vector<int64_t>{2}));
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0, {"split=none"}).stages,
+            (std::vector<int64_t>{1}));
 }
 
 TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
