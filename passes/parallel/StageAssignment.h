@@ -39,9 +39,12 @@ struct StageAssignment {
   llvm::DenseMap<mlir::Operation *, int64_t> position;
 
   /// Boundaries and stages for `stages` stages of `train`; failure with an
-  /// error on the op or module that prevents it.
-  static mlir::FailureOr<StageAssignment> build(mlir::func::FuncOp train,
-                                                int64_t stages);
+  /// error on the op or module that prevents it. `stageWeights` (empty: all
+  /// 1) scales each stage's work by its device's time per FLOP, so slower
+  /// devices get fewer layers.
+  static mlir::FailureOr<StageAssignment>
+  build(mlir::func::FuncOp train, int64_t stages,
+        llvm::ArrayRef<double> stageWeights = {});
 
   int64_t stageOf(mlir::Value value) const {
     mlir::Operation *def = value.getDefiningOp();
@@ -59,7 +62,8 @@ struct StageAssignment {
 
 private:
   mlir::LogicalResult chooseBoundaries(mlir::func::FuncOp train,
-                                       int64_t stages);
+                                       int64_t stages,
+                                       llvm::ArrayRef<double> weights);
   mlir::LogicalResult assignStages(mlir::func::FuncOp train);
 };
 
