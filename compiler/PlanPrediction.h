@@ -78,7 +78,7 @@ llvm::Expected<CostTarget> costTargetOf(const plan::Plan &p,
 
 PlanPrediction predictPlan(const plan::Plan &p, const CostTarget &target);
 
-/// One rank of a cluster of mixed devices (plan 1.11).
+/// One rank of a cluster of mixed devices (plan 1.12).
 struct RankPrediction {
   std::string device;
   int64_t microBatches = 0;

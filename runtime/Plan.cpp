@@ -383,7 +383,7 @@ static std::string verifyFormat(const fb::Plan &p) {
                      << " ranks; this runtime runs at most " << kMaxWorldSize;
   }
   if (p.parallel() && p.parallel()->ranks()) {
-    // A mixed cluster's ranks (1.11): one each, each with some work.
+    // A mixed cluster's ranks (1.12): one each, each with some work.
     const auto &ranks = *p.parallel()->ranks();
     if (static_cast<int64_t>(ranks.size()) != p.world_size()) {
       return Message() << "the plan's parallel table lists " << ranks.size()

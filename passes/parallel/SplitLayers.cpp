@@ -30,9 +30,6 @@
 
 #include "dialects/tg/TGOps.h"
 #include "passes/parallel/LayerSplitter.h"
-#include "passes/parallel/ClusterAttr.h"
-
-#include "compiler/CostModel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -312,49 +309,11 @@ LogicalResult LayerSplitter::checkTiedTrainables() {
   return success();
 }
 
-/// On a cluster of mixed devices (tg.cluster), each stage's time per FLOP
-/// relative to stage 0's: what a large GEMM takes on the rank that runs
-/// the stage (stage s on rank s), by the cost model; empty otherwise.
-static FailureOr<SmallVector<double>> stageWeights(ModuleOp module,
-                                                   int64_t stages) {
-  if (!module->hasAttr(kClusterAttrName)) {
-    return SmallVector<double>();
-  }
-  FailureOr<std::vector<HardwareSpec>> ranks = clusterRanks(module);
-  if (failed(ranks)) {
-    return failure();
-  }
-  if (static_cast<int64_t>(ranks->size()) != stages) {
-    return module.emitError()
-           << "tailor-split-layers: tg.cluster has " << ranks->size()
-           << " ranks for " << stages
-           << " stages (a layer split over mixed devices runs one stage "
-              "per rank)";
-  }
-  SmallVector<double> weights;
-  LaunchWork gemm{"linear", 1e12, 0};
-  for (const HardwareSpec &device : *ranks) {
-    CostTarget target{device, device.isCuda() ? "bf16" : "fp32",
-                      std::max<int64_t>(1, device.threads)};
-    if (std::string why = unpredictableBecause(target); !why.empty()) {
-      return module.emitError() << "tailor-split-layers: a stage's device ("
-                                << device.name << ") cannot be timed: "
-                                << why;
-    }
-    weights.push_back(predictLaunchSeconds(target, gemm));
-  }
-  double first = weights.front();
-  for (double &w : weights) {
-    w /= first;
-  }
-  return weights;
-}
-
 LogicalResult LayerSplitter::run() {
   if (failed(checkInput())) {
     return failure();
   }
-  FailureOr<SmallVector<double>> weights = stageWeights(module, stages);
+  FailureOr<SmallVector<double>> weights = stageWeightsOf(module, stages);
   if (failed(weights)) {
     return failure();
   }

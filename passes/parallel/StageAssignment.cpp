@@ -11,7 +11,9 @@
 #include "passes/parallel/StageAssignment.h"
 
 #include "dialects/tg/TGOps.h"
+#include "compiler/CostModel.h"
 #include "passes/memory/OpCost.h"
+#include "passes/parallel/ClusterAttr.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -192,6 +194,41 @@ StageAssignment::build(func::FuncOp train, int64_t stages,
     return failure();
   }
   return assignment;
+}
+
+FailureOr<SmallVector<double>> stageWeightsOf(ModuleOp module,
+                                              int64_t stages) {
+  if (!module->hasAttr(kClusterAttrName)) {
+    return SmallVector<double>();
+  }
+  FailureOr<std::vector<HardwareSpec>> ranks = clusterRanks(module);
+  if (failed(ranks)) {
+    return failure();
+  }
+  if (static_cast<int64_t>(ranks->size()) != stages) {
+    return module.emitError()
+           << "tailor-split-layers: tg.cluster has " << ranks->size()
+           << " ranks for " << stages
+           << " stages (a layer split over mixed devices runs one stage "
+              "per rank)";
+  }
+  SmallVector<double> weights;
+  LaunchWork gemm{"linear", 1e12, 0};
+  for (const HardwareSpec &device : *ranks) {
+    CostTarget target{device, device.isCuda() ? "bf16" : "fp32",
+                      std::max<int64_t>(1, device.threads)};
+    if (std::string why = unpredictableBecause(target); !why.empty()) {
+      return module.emitError() << "tailor-split-layers: a stage's device ("
+                                << device.name << ") cannot be timed: "
+                                << why;
+    }
+    weights.push_back(predictLaunchSeconds(target, gemm));
+  }
+  double first = weights.front();
+  for (double &w : weights) {
+    w /= first;
+  }
+  return weights;
 }
 
 } // namespace tailor::parallel

@@ -3,7 +3,8 @@
 // The analysis behind tailor-split-layers (SplitLayers.cpp): where the
 // stage boundaries fall (consecutive layers, chosen so the busiest stage
 // does the least work) and which stage runs each op of the unsplit
-// train_step. It reads IR and never writes it.
+// train_step. It reads IR and never writes it. On a cluster of mixed
+// devices each stage's work is weighted by its device's time per FLOP.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 #define TAILOR_PASSES_PARALLEL_STAGEASSIGNMENT_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -66,6 +68,13 @@ private:
                                        llvm::ArrayRef<double> weights);
   mlir::LogicalResult assignStages(mlir::func::FuncOp train);
 };
+
+/// On a cluster of mixed devices (the module's tg.cluster), each stage's
+/// time per FLOP relative to stage 0's: what a large GEMM takes on the rank
+/// that runs the stage (stage s on rank s), by the cost model; empty
+/// without a cluster; an error when its ranks are not one per stage.
+mlir::FailureOr<llvm::SmallVector<double>>
+stageWeightsOf(mlir::ModuleOp module, int64_t stages);
 
 } // namespace tailor::parallel
 

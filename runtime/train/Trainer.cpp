@@ -205,7 +205,7 @@ struct TrainerRun {
   int64_t microBatch = 0, sequenceLen = 0, accumulation = 1;
   /// This rank's first micro-batch in each global batch, and the global
   /// batch's micro-batches over every replica: rank x accumulation and
-  /// accumulation x replicas, or on a cluster of mixed devices (plan 1.11)
+  /// accumulation x replicas, or on a cluster of mixed devices (plan 1.12)
   /// the sums of the ranks' own counts.
   int64_t firstMicro = 0, globalMicro = 1;
   Slot inputIds, labels, positionIds, seedSlot, loss, stepSlot, lr, gradNorm;
