@@ -23,7 +23,8 @@ layers, full fine-tuning with AdamW) under
 Reported: the measured step of each plan (the median of rank 0's
 metrics.jsonl step_ms over steps 2..S; with --repeat N the runs alternate
 even, balanced, even, ... and each plan's best median is kept, as other
-work on a shared machine only slows a run down), next to the cost model's predictions (inspect
+work on a shared machine only slows a run down; every run's figure and the
+ratio of each even/balanced pair are printed too, to show the spread), next to the cost model's predictions (inspect
 --json: the balanced plan's step and its even-split figure). The built-in
 `cpu` figures are a generic core's (not this machine's), so the predicted
 milliseconds are for comparison between the two plans, not absolute.
@@ -196,15 +197,18 @@ def main():
           f"cluster file speeds {':'.join(speeds)} ({args.speeds}); global batch "
           f"{RANKS * PER_RANK} x {args.batch} x {args.seq} tokens; Llama "
           f"hidden {args.hidden}, {args.layers} layers, full fine-tuning")
-    even = balanced = None
+    evens, balanceds = [], []
     for _ in range(args.repeat):
-        e = run(args, onnx_path, data, "even", f"{RANKS}xcpu")
-        b = run(args, onnx_path, data, "balanced", cluster)
-        even = e if even is None or e["ms"] < even["ms"] else even
-        balanced = b if balanced is None or b["ms"] < balanced["ms"] else \
-            balanced
-    print(f"load average before the runs' end: {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} cores (other work slows any run)")
+        evens.append(run(args, onnx_path, data, "even", f"{RANKS}xcpu"))
+        balanceds.append(run(args, onnx_path, data, "balanced", cluster))
+    even = min(evens, key=lambda r: r["ms"])
+    balanced = min(balanceds, key=lambda r: r["ms"])
+    ratios = sorted(e["ms"] / b["ms"] for e, b in zip(evens, balanceds))
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} cores (other work slows any run); each run's "
+          f"ms/step, even: {[round(r['ms']) for r in evens]}, balanced: "
+          f"{[round(r['ms']) for r in balanceds]}; even/balanced per pair: "
+          f"{[round(x, 2) for x in ratios]}")
     balance = balanced["doc"].get("balance") or {}
     predicted = balance.get("predicted_step_seconds", 0) * 1e3
     predicted_even = balance.get("predicted_even_split_step_seconds", 0) * 1e3
