@@ -52,6 +52,10 @@ struct CostTarget {
   HardwareSpec hardware;
   std::string precision = "fp32";
   int64_t threads = 1;
+  /// train_step runs per step on this rank when not the plan's
+  /// gradient_accumulation_steps (a mixed cluster's rank: its own count);
+  /// 0: the plan's.
+  int64_t microBatches = 0;
 };
 
 /// The kind the cost model files `kernel` under (one of costKernelKinds()).

@@ -1,15 +1,14 @@
 //===- Hardware.cpp - built-in hardware table and hardware files ----------===//
 
 #include "compiler/Hardware.h"
+#include "compiler/HardwareFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/YAMLParser.h"
 
-#include <set>
+#include <optional>
 
 using namespace llvm;
 
@@ -83,9 +82,26 @@ HardwareSpec builtin(StringRef name) {
   return h;
 }
 
+} // namespace
+
+namespace detail {
+
+HardwareSpec builtinHardware(StringRef name) { return builtin(name); }
+
 Error fileError(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
+
+std::string YamlPlace::where(yaml::Node *node) const {
+  auto lc = sources.getLineAndColumn(node->getSourceRange().Start);
+  return (path + ":" + Twine(lc.first) + ":" + Twine(lc.second)).str();
+}
+
+} // namespace detail
+
+using detail::fileError;
+
+namespace {
 
 /// The keys that are one non-negative number each, and where they go.
 struct PlainFigure {
@@ -93,8 +109,8 @@ struct PlainFigure {
   double HardwareSpec::*field;
 };
 
-const PlainFigure *plainFigure(StringRef key) {
-  static const PlainFigure figures[] = {
+const std::vector<PlainFigure> &plainFigures() {
+  static const std::vector<PlainFigure> figures = {
       {"bf16_tflops", &HardwareSpec::bf16Tflops},
       {"fp32_tflops", &HardwareSpec::fp32Tflops},
       {"bandwidth_gbs", &HardwareSpec::memoryBandwidthGBs},
@@ -104,7 +120,11 @@ const PlainFigure *plainFigure(StringRef key) {
       {"host_bandwidth_gbs", &HardwareSpec::hostMemoryGBs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
       {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
-  for (const PlainFigure &figure : figures) {
+  return figures;
+}
+
+const PlainFigure *plainFigure(StringRef key) {
+  for (const PlainFigure &figure : plainFigures()) {
     if (key == figure.key) {
       return &figure;
     }
@@ -112,8 +132,10 @@ const PlainFigure *plainFigure(StringRef key) {
   return nullptr;
 }
 
-/// What a file leaves unsaid: the backend (cuda when it names an SM), and
-/// on the CPU the built-in figures it does not set; a cuda file needs `sm`.
+} // namespace
+
+namespace detail {
+
 Expected<HardwareSpec> completeHardware(HardwareSpec h, bool sawBackend,
                                         const std::set<std::string> &given,
                                         StringRef path) {
@@ -136,123 +158,188 @@ Expected<HardwareSpec> completeHardware(HardwareSpec h, bool sawBackend,
   return h;
 }
 
-Expected<HardwareSpec> readHardwareFile(StringRef path) {
-  auto buffer = MemoryBuffer::getFile(path);
-  if (!buffer) {
-    return fileError("cannot read hardware file '" + path +
-                     "': " + buffer.getError().message());
+Error applyHardwareKey(HardwareSpec &h, const YamlPlace &place,
+                       yaml::ScalarNode *keyNode, yaml::ScalarNode *valueNode,
+                       FileKeys &keys) {
+  SmallString<32> keyStorage, valueStorage;
+  StringRef key = keyNode->getValue(keyStorage);
+  keys.given.insert(key.str());
+  StringRef value = valueNode->getValue(valueStorage).trim();
+  auto bad = [&](StringRef expected) {
+    return fileError(place.where(valueNode) + ": bad value for '" + key +
+                     "': expected " + expected + ", got '" + value + "'");
+  };
+  double number = 0;
+  bool isNumber = !value.getAsDouble(number) && number >= 0;
+  if (key == "name") {
+    h.name = value.str();
+  } else if (key == "backend") {
+    if (value != "cuda" && value != "cpu") {
+      return bad("cuda or cpu");
+    }
+    h.backend = value.str();
+    keys.sawBackend = true;
+  } else if (key == "sm") {
+    if (value.getAsInteger(10, h.sm) || h.sm < 30 || h.sm > 200) {
+      return bad("a compute capability such as 80, 89 or 90");
+    }
+  } else if (key == "gpus") {
+    if (value.getAsInteger(10, h.gpus) || h.gpus < 1 || h.gpus > 4096) {
+      return bad("a GPU count in [1, 4096]");
+    }
+  } else if (key == "nodes") {
+    if (value.getAsInteger(10, h.nodes) || h.nodes < 1 || h.nodes > 4096) {
+      return bad("a node count in [1, 4096] (or a list of nodes)");
+    }
+  } else if (key == "memory_gib" || key == "memory_gb") {
+    if (!isNumber || number <= 0) {
+      return bad("a positive number");
+    }
+    h.memoryBytes = static_cast<uint64_t>(
+        number * static_cast<double>(key == "memory_gib" ? kGiB : kGB));
+  } else if (const auto *figure = plainFigure(key)) {
+    if (!isNumber) {
+      return bad("a number");
+    }
+    h.*(figure->field) = number;
+  } else if (key == "link") {
+    h.link = value.str();
+  } else if (key == "cpu_parallel_efficiency") {
+    if (!isNumber || number > 1) {
+      return bad("a fraction in [0, 1]");
+    }
+    h.cpuParallelEfficiency = number;
+  } else if (key.starts_with("efficiency_")) {
+    StringRef kind = key.drop_front(strlen("efficiency_"));
+    if (!llvm::is_contained(costKernelKinds(), kind)) {
+      return fileError(place.where(keyNode) + ": unknown kernel kind in '" +
+                       key + "' (known: " + join(costKernelKinds(), ", ") +
+                       ")");
+    }
+    if (!isNumber || number <= 0 || number > 1) {
+      return bad("a fraction in (0, 1]");
+    }
+    h.efficiency[kind.str()] = number;
+  } else {
+    return fileError(place.where(keyNode) + ": unknown key '" + key +
+                     "' (known: name, backend, sm, gpus, nodes, memory_gib, "
+                     "memory_gb, bf16_tflops, fp32_tflops, "
+                     "cpu_gflops_per_thread, cpu_parallel_efficiency, "
+                     "bandwidth_gbs, launch_overhead_us, efficiency_<kind>, "
+                     "link, link_gbs, link_latency_us, host_link_gbs, "
+                     "host_bandwidth_gbs; a cluster file: nodes, links)");
   }
+  return Error::success();
+}
+
+} // namespace detail
+
+namespace {
+
+/// One hardware document, read in one pass (LLVM's YAML nodes can be
+/// walked only once): the flat form (one device kind, `gpus` per node,
+/// `nodes` nodes) or, when `nodes:` is a list, a cluster file.
+Expected<HardwareSpec> readHardwareDocument(yaml::MappingNode *mapping,
+                                            const detail::YamlPlace &place,
+                                            HardwareSpec h) {
+  detail::FileKeys keys;
+  detail::ClusterParts cluster;
+  yaml::ScalarNode *firstFigure = nullptr;
+  for (yaml::KeyValueNode &entry : *mapping) {
+    auto *keyNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getKey());
+    SmallString<16> storage;
+    StringRef key = keyNode ? keyNode->getValue(storage) : "";
+    auto *list = dyn_cast_or_null<yaml::SequenceNode>(entry.getValue());
+    if (keyNode && list && (key == "nodes" || key == "links")) {
+      if (Error error =
+              key == "nodes"
+                  ? detail::readClusterNodes(list, place, cluster)
+                  : detail::readClusterLinks(list, place, cluster)) {
+        return error;
+      }
+      continue;
+    }
+    auto *valueNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getValue());
+    if (!keyNode || !valueNode) {
+      return fileError(place.where(entry.getKey()) +
+                       ": expected `key: value` with a scalar value");
+    }
+    if (key != "name" && !firstFigure) {
+      firstFigure = keyNode;
+    }
+    if (Error error =
+            detail::applyHardwareKey(h, place, keyNode, valueNode, keys)) {
+      return error;
+    }
+  }
+  if (!cluster.nodes.empty() || !cluster.links.empty()) {
+    if (cluster.nodes.empty()) {
+      return fileError("hardware file '" + place.path +
+                       "': `links:` without a `nodes:` list");
+    }
+    if (firstFigure) {
+      SmallString<16> storage;
+      return fileError(place.where(firstFigure) + ": '" +
+                       firstFigure->getValue(storage) +
+                       "' beside `nodes:`: a cluster file's figures go in "
+                       "each device's entry under `devices:`");
+    }
+    return detail::assembleCluster(h.name, std::move(cluster), place);
+  }
+  return detail::completeHardware(std::move(h), keys.sawBackend, keys.given,
+                                  place.path);
+}
+
+} // namespace
+
+Expected<HardwareSpec> parseHardwareYaml(StringRef text, StringRef path) {
   SourceMgr sources;
   std::string diagnostics;
   raw_string_ostream diagStream(diagnostics);
-  yaml::Stream stream((*buffer)->getMemBufferRef(), sources,
-                      /*ShowColors=*/false);
+  yaml::Stream stream(text, sources, /*ShowColors=*/false);
   sources.setDiagHandler(
       [](const SMDiagnostic &d, void *context) {
         d.print(nullptr, *static_cast<raw_string_ostream *>(context), false);
       },
       &diagStream);
-  auto where = [&](yaml::Node *node) {
-    auto lc = sources.getLineAndColumn(node->getSourceRange().Start);
-    return (path + ":" + Twine(lc.first) + ":" + Twine(lc.second)).str();
-  };
+  detail::YamlPlace place{sources, path};
   HardwareSpec h;
   h.name = sys::path::stem(path).str();
-  bool sawBackend = false;
-  std::set<std::string> given;
+  std::optional<Expected<HardwareSpec>> result;
   for (yaml::Document &document : stream) {
     auto *mapping = dyn_cast_or_null<yaml::MappingNode>(document.getRoot());
-    if (!mapping) {
+    if (!mapping || result) {
       if (!diagnostics.empty()) {
         return fileError("hardware file '" + path + "' is not valid YAML: " +
                          StringRef(diagnostics).trim());
       }
       return fileError("hardware file '" + path +
-                       "' must be a mapping of keys to values");
+                       "' must be one mapping of keys to values");
     }
-    for (yaml::KeyValueNode &entry : *mapping) {
-      auto *keyNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getKey());
-      auto *valueNode = dyn_cast_or_null<yaml::ScalarNode>(entry.getValue());
-      if (!keyNode || !valueNode) {
-        return fileError(where(entry.getKey()) +
-                         ": expected `key: value` with a scalar value");
-      }
-      SmallString<32> keyStorage, valueStorage;
-      StringRef key = keyNode->getValue(keyStorage);
-      given.insert(key.str());
-      StringRef value = valueNode->getValue(valueStorage).trim();
-      auto bad = [&](StringRef expected) {
-        return fileError(where(valueNode) + ": bad value for '" + key +
-                         "': expected " + expected + ", got '" + value + "'");
-      };
-      double number = 0;
-      bool isNumber = !value.getAsDouble(number) && number >= 0;
-      if (key == "name") {
-        h.name = value.str();
-      } else if (key == "backend") {
-        if (value != "cuda" && value != "cpu") {
-          return bad("cuda or cpu");
-        }
-        h.backend = value.str();
-        sawBackend = true;
-      } else if (key == "sm") {
-        if (value.getAsInteger(10, h.sm) || h.sm < 30 || h.sm > 200) {
-          return bad("a compute capability such as 80, 89 or 90");
-        }
-      } else if (key == "gpus") {
-        if (value.getAsInteger(10, h.gpus) || h.gpus < 1 || h.gpus > 4096) {
-          return bad("a GPU count in [1, 4096]");
-        }
-      } else if (key == "nodes") {
-        if (value.getAsInteger(10, h.nodes) || h.nodes < 1 ||
-            h.nodes > 4096) {
-          return bad("a node count in [1, 4096]");
-        }
-      } else if (key == "memory_gib" || key == "memory_gb") {
-        if (!isNumber || number <= 0) {
-          return bad("a positive number");
-        }
-        h.memoryBytes = static_cast<uint64_t>(
-            number * static_cast<double>(key == "memory_gib" ? kGiB : kGB));
-      } else if (const auto *figure = plainFigure(key)) {
-        if (!isNumber) {
-          return bad("a number");
-        }
-        h.*(figure->field) = number;
-      } else if (key == "link") {
-        h.link = value.str();
-      } else if (key == "cpu_parallel_efficiency") {
-        if (!isNumber || number > 1) {
-          return bad("a fraction in [0, 1]");
-        }
-        h.cpuParallelEfficiency = number;
-      } else if (key.starts_with("efficiency_")) {
-        StringRef kind = key.drop_front(strlen("efficiency_"));
-        if (!llvm::is_contained(costKernelKinds(), kind)) {
-          return fileError(where(keyNode) + ": unknown kernel kind in '" +
-                           key + "' (known: " +
-                           join(costKernelKinds(), ", ") + ")");
-        }
-        if (!isNumber || number <= 0 || number > 1) {
-          return bad("a fraction in (0, 1]");
-        }
-        h.efficiency[kind.str()] = number;
-      } else {
-        return fileError(where(keyNode) + ": unknown key '" + key +
-                         "' (known: name, backend, sm, gpus, nodes, memory_gib, "
-                         "memory_gb, bf16_tflops, fp32_tflops, "
-                         "cpu_gflops_per_thread, cpu_parallel_efficiency, "
-                         "bandwidth_gbs, "
-                         "launch_overhead_us, efficiency_<kind>, link, "
-                         "link_gbs, link_latency_us, host_link_gbs)");
-      }
+    result = readHardwareDocument(mapping, place, h);
+    if (!*result) {
+      return result->takeError();
     }
   }
   if (!diagnostics.empty()) {
     return fileError("hardware file '" + path + "' is not valid YAML: " +
                      StringRef(diagnostics).trim());
   }
-  return completeHardware(std::move(h), sawBackend, given, path);
+  if (!result) {
+    return fileError("hardware file '" + path + "' is empty");
+  }
+  return std::move(*result);
+}
+
+namespace {
+
+Expected<HardwareSpec> readHardwareFile(StringRef path) {
+  auto buffer = MemoryBuffer::getFile(path);
+  if (!buffer) {
+    return fileError("cannot read hardware file '" + path +
+                     "': " + buffer.getError().message());
+  }
+  return parseHardwareYaml((*buffer)->getBuffer(), path);
 }
 
 } // namespace
@@ -317,6 +404,47 @@ Expected<HardwareSpec> resolveHardware(StringRef spec) {
   h.gpus = count;
   h.name = lowered;
   return h;
+}
+
+std::vector<std::pair<std::string, double>>
+hardwareFigures(const HardwareSpec &h) {
+  std::vector<std::pair<std::string, double>> figures;
+  for (const PlainFigure &figure : plainFigures()) {
+    figures.emplace_back(figure.key, h.*(figure.field));
+  }
+  figures.emplace_back("cpu_parallel_efficiency", h.cpuParallelEfficiency);
+  figures.emplace_back("sm", static_cast<double>(h.sm));
+  figures.emplace_back("memory_bytes", static_cast<double>(h.memoryBytes));
+  figures.emplace_back("threads", static_cast<double>(h.threads));
+  figures.emplace_back("speed", h.speed);
+  for (const auto &[kind, value] : h.efficiency) {
+    figures.emplace_back("efficiency_" + kind, value);
+  }
+  return figures;
+}
+
+bool setHardwareFigure(HardwareSpec &h, StringRef key, double value) {
+  if (const PlainFigure *figure = plainFigure(key)) {
+    h.*(figure->field) = value;
+  } else if (key == "cpu_parallel_efficiency") {
+    h.cpuParallelEfficiency = value;
+  } else if (key == "sm") {
+    h.sm = static_cast<int64_t>(value);
+    h.backend = h.sm > 0 ? "cuda" : "cpu";
+  } else if (key == "memory_bytes") {
+    h.memoryBytes = static_cast<uint64_t>(value);
+  } else if (key == "threads") {
+    h.threads = static_cast<int64_t>(value);
+  } else if (key == "speed") {
+    h.speed = value;
+  } else if (key.starts_with("efficiency_") &&
+             llvm::is_contained(costKernelKinds(),
+                                key.drop_front(strlen("efficiency_")))) {
+    h.efficiency[key.drop_front(strlen("efficiency_")).str()] = value;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 } // namespace tailor

@@ -3,7 +3,8 @@
 // `--hardware NAME|FILE` picks the target: a name from the built-in table
 // (cpu, h100, h100-pcie, h200, a100-80gb, a100-40gb, l4, a10g, rtx4090,
 // rtx3090, t4, optionally prefixed by a GPU count, `2xrtx3090`) or a YAML
-// file with the same fields (what `tailor calibrate` writes). The figures
+// file with the same fields (what `tailor calibrate` writes), or a cluster
+// file whose `nodes:` list mixes devices (ClusterFile.cpp). The figures
 // (../shared/FORMATS.md, dense tensor-core rates, vendor datasheets) feed
 // the plan's memory proof and the cost model (compiler/CostModel.h).
 //
@@ -20,6 +21,15 @@
 #include <vector>
 
 namespace tailor {
+
+/// A link between two nodes of a cluster file.
+struct ClusterLink {
+  std::string from, to;
+  /// "ib", "100gbe", "10gbe", "1gbe", "nvlink", "pcie" (informative).
+  std::string kind;
+  double gbs = 0;
+  double latencyUs = 10;
+};
 
 struct HardwareSpec {
   /// The name as given ("h100", "2xrtx3090", or the file's `name`).
@@ -65,10 +75,53 @@ struct HardwareSpec {
   /// norm, elementwise, loss, optimizer, copy); `tailor calibrate` measures
   /// them, defaults otherwise.
   std::map<std::string, double> efficiency;
+  /// CPU ranks: the worker threads this device's rank runs (0: what the
+  /// compile's `--threads` says).
+  int64_t threads = 0;
+  /// The device's speed relative to its kind's figures (a cluster file's
+  /// `speed`: 0.5 for a rank that shares its core with another); the rates
+  /// above already include it, so the cost model never reads it.
+  double speed = 1;
+  /// A cluster of mixed devices (a hardware file with `nodes:`): each
+  /// rank's device in rank order (node by node, device by device as the
+  /// file lists them), with the index of its node in `node` and its
+  /// node's name in `nodeName`; empty for a homogeneous cluster, whose
+  /// every rank is this spec. This spec then holds what the plan as a whole
+  /// is built for: the smallest memory, the lowest SM, the slowest link.
+  std::vector<HardwareSpec> rankDevices;
+  int64_t node = 0;
+  std::string nodeName;
+  /// A cluster file's links between nodes.
+  std::vector<ClusterLink> links;
 
   bool isCuda() const { return backend == "cuda"; }
-  int64_t ranks() const { return nodes * gpus; }
+  bool heterogeneous() const { return !rankDevices.empty(); }
+  int64_t ranks() const {
+    return heterogeneous() ? static_cast<int64_t>(rankDevices.size())
+                           : nodes * gpus;
+  }
+  /// Rank `rank`'s device: its entry of rankDevices, or this spec.
+  const HardwareSpec &rankDevice(int64_t rank) const {
+    return heterogeneous() ? rankDevices[static_cast<size_t>(rank)] : *this;
+  }
 };
+
+/// The scalar figures of `h` under the keys a hardware file uses
+/// (bf16_tflops, cpu_gflops_per_thread, efficiency_gemm, sm, memory_gb,
+/// threads, speed, ...), every one, so setHardwareFigure on a default spec
+/// rebuilds `h`'s figures: how the module's `tg.cluster` attribute and a
+/// plan carry a rank's device.
+std::vector<std::pair<std::string, double>>
+hardwareFigures(const HardwareSpec &h);
+
+/// Sets the figure `key` (one of hardwareFigures' keys) of `h`; false for
+/// a key it does not know.
+bool setHardwareFigure(HardwareSpec &h, llvm::StringRef key, double value);
+
+/// Parses hardware YAML held in memory (`path` names it in errors): the
+/// same forms as a hardware file.
+llvm::Expected<HardwareSpec> parseHardwareYaml(llvm::StringRef text,
+                                               llvm::StringRef path);
 
 /// nvcc's architecture of the cubin tailor embeds for compute capability
 /// `sm` (major * 10 + minor): "sm_90a" for 90, "sm_80" for 80 to 88
@@ -84,7 +137,8 @@ std::vector<std::string> knownHardwareNames();
 
 /// Resolves `--hardware`: a known name, with an optional `Nx` count of
 /// devices per node and `MxNx` nodes of them (`4xcpu`: four CPU ranks,
-/// `2x2xcpu`: two nodes of two, `2x8xh100`), or, if `spec` names an existing file, that YAML file. Errors
+/// `2x2xcpu`: two nodes of two, `2x8xh100`), or, if `spec` names an
+/// existing file, that YAML file (a cluster file with `nodes:`). Errors
 /// name the unknown hardware (listing the known ones) or the file, line
 /// and key.
 llvm::Expected<HardwareSpec> resolveHardware(llvm::StringRef spec);

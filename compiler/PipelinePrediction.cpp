@@ -85,7 +85,8 @@ std::string stageTimes(const fb::Plan &p, const CostTarget &target,
 
 PipelinePrediction
 predictPipeline(const std::vector<const fb::Plan *> &stages,
-                const CostTarget &target) {
+                const CostTarget &target,
+                const std::vector<CostTarget> &stageTargets) {
   PipelinePrediction prediction;
   prediction.unpredictable = unpredictableBecause(target);
   if (!prediction.unpredictable.empty()) {
@@ -98,7 +99,13 @@ predictPipeline(const std::vector<const fb::Plan *> &stages,
       prediction.unpredictable = "not a layer split's stage";
       return prediction;
     }
-    prediction.unpredictable = stageTimes(*stages[s], target, times[s]);
+    const CostTarget &own = static_cast<size_t>(s) < stageTargets.size()
+                                ? stageTargets[static_cast<size_t>(s)]
+                                : target;
+    prediction.unpredictable = unpredictableBecause(own);
+    if (prediction.unpredictable.empty()) {
+      prediction.unpredictable = stageTimes(*stages[s], own, times[s]);
+    }
     if (!prediction.unpredictable.empty()) {
       return prediction;
     }

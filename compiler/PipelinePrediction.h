@@ -36,9 +36,13 @@ struct PipelinePrediction {
   double bubble() const;
 };
 
-/// `stages[s]` is stage s's plan (plan 1.10 PipelineStage).
-PipelinePrediction predictPipeline(const std::vector<const plan::Plan *> &stages,
-                                   const CostTarget &target);
+/// `stages[s]` is stage s's plan (plan 1.10 PipelineStage), run on
+/// `target`, or on a cluster of mixed devices on `stageTargets[s]` (its
+/// rank's device; `target` then times the links).
+PipelinePrediction
+predictPipeline(const std::vector<const plan::Plan *> &stages,
+                const CostTarget &target,
+                const std::vector<CostTarget> &stageTargets = {});
 
 } // namespace tailor
 

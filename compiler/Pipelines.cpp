@@ -54,6 +54,7 @@ ScheduleOptions scheduleOptionsFor(const HardwareSpec &hardware,
   options.deviceMemory = static_cast<int64_t>(hardware.memoryBytes);
   options.worldSize = hardware.ranks();
   options.ranksPerNode = hardware.gpus;
+  options.heterogeneous = hardware.heterogeneous();
   if (hardware.isCuda()) {
     options.precision = precision.empty() ? "bf16" : precision.str();
     options.gemmWorkspace = (hardware.sm >= 90 ? 32 : 4) * (int64_t(1) << 20);
@@ -187,7 +188,9 @@ static void addPlacementPasses(mlir::OpPassManager &pm,
   if ((options.worldSize > 1 || offloads) && overlap) {
     parallel::OverlapCollectivesPassOptions overlap;
     overlap.inFlight = recipe.overlapBucketsInFlight;
-    overlap.moveDdpReductions = recipe.gradientAccumulationSteps == 1;
+    // (Not on a mixed cluster: its ranks run train_step unequally often.)
+    overlap.moveDdpReductions =
+        recipe.gradientAccumulationSteps == 1 && !options.heterogeneous;
     pm.addPass(parallel::createOverlapCollectivesPass(overlap));
   }
 }
@@ -331,6 +334,15 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     pm.addPass(parallel::createGatherParamsPass(gather));
   }
   addPlacementPasses(pm, recipe, options, shard.bucketBytes);
+  // --- A cluster of mixed devices: each rank's micro-batches per step by
+  // its predicted speed, once the step's work is final.
+  if (options.heterogeneous) {
+    parallel::BalanceRanksPassOptions balance;
+    balance.accumulationSteps = recipe.gradientAccumulationSteps;
+    balance.threads = options.threads;
+    balance.precision = options.precision;
+    pm.addPass(parallel::createBalanceRanksPass(balance));
+  }
   if (!schedule) {
     return;
   }

@@ -38,6 +38,9 @@ struct ScheduleOptions {
   /// (tailor-shard).
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
+  /// A cluster of mixed devices (the module carries them as tg.cluster):
+  /// tailor-balance-ranks gives each rank its own micro-batch count.
+  bool heterogeneous = false;
 };
 
 struct HardwareSpec;

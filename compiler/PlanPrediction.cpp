@@ -255,6 +255,11 @@ double predictEntrySeconds(const fb::Plan &p, const CostTarget &target,
   return -1;
 }
 
+/// A rank's device in a plan's parallel table, as a cost target with
+/// `base`'s precision and threads (unless the device gives its own).
+static CostTarget rankTarget(const fb::RankDevice &device,
+                             const CostTarget &base);
+
 llvm::Expected<CostTarget> costTargetOf(const fb::Plan &p,
                                         llvm::StringRef hardwareOverride) {
   CostTarget target;
@@ -263,14 +268,25 @@ llvm::Expected<CostTarget> costTargetOf(const fb::Plan &p,
   if (name.empty()) {
     name = t && t->name() ? t->name()->str() : "cpu";
   }
-  llvm::Expected<HardwareSpec> hardware = resolveHardware(name);
-  if (!hardware) {
-    return hardware.takeError();
+  if (hardwareOverride.empty() && p.parallel() && p.parallel()->ranks() &&
+      p.parallel()->ranks()->size() > 0) {
+    // A mixed cluster's plan carries its ranks' figures: rank 0's device
+    // (with its own count) stands for the plan; predictCluster times each.
+    const fb::RankDevice *first = p.parallel()->ranks()->Get(0);
+    target = rankTarget(*first, target);
+    target.hardware.gpus = p.world_size();
+  } else {
+    llvm::Expected<HardwareSpec> hardware = resolveHardware(name);
+    if (!hardware) {
+      return hardware.takeError();
+    }
+    target.hardware = std::move(*hardware);
   }
-  target.hardware = std::move(*hardware);
   if (t) {
     target.precision = t->precision() ? t->precision()->str() : "fp32";
-    target.threads = std::max(1, t->threads());
+    target.threads = target.hardware.threads > 0
+                         ? target.hardware.threads
+                         : std::max(1, t->threads());
   }
   return target;
 }
@@ -337,6 +353,9 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   prediction.bytesSentByCycleStep.assign(cycle, 0.0);
   for (const fb::Entry *e : *p.entries()) {
     double runs = runsPerStep(p, e->name()->string_view());
+    if (e->name()->string_view() == "train_step" && target.microBatches > 0) {
+      runs = double(target.microBatches);
+    }
     if (e->name()->string_view() == "eval_step") {
       continue; // validation is not part of a training step
     }
@@ -374,6 +393,53 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
                                double(std::max(1, p.world_size()));
   }
   return prediction;
+}
+
+static CostTarget rankTarget(const fb::RankDevice &device,
+                             const CostTarget &base) {
+  CostTarget target = base;
+  HardwareSpec h;
+  h.name = device.device() ? device.device()->str() : "";
+  if (device.figures()) {
+    for (const fb::Figure *figure : *device.figures()) {
+      setHardwareFigure(h, figure->key()->string_view(), figure->value());
+    }
+  }
+  target.threads = h.threads > 0 ? h.threads : base.threads;
+  target.hardware = std::move(h);
+  target.microBatches = device.micro_batches();
+  return target;
+}
+
+ClusterPrediction predictCluster(const fb::Plan &p, const CostTarget &base) {
+  ClusterPrediction cluster;
+  if (!p.parallel() || !p.parallel()->ranks()) {
+    return cluster;
+  }
+  int64_t even = p.training()
+                     ? std::max(1, p.training()->gradient_accumulation_steps())
+                     : 1;
+  double slowestEven = 0;
+  for (const fb::RankDevice *device : *p.parallel()->ranks()) {
+    CostTarget target = rankTarget(*device, base);
+    PlanPrediction own = predictPlan(p, target);
+    if (!own.unpredictable.empty()) {
+      cluster.unpredictable = own.unpredictable;
+      cluster.ranks.clear();
+      return cluster;
+    }
+    target.microBatches = even;
+    slowestEven = std::max(slowestEven, predictPlan(p, target).step.seconds);
+    cluster.ranks.push_back(
+        {target.hardware.name, device->micro_batches(), own.step.seconds, 0});
+    cluster.stepSeconds = std::max(cluster.stepSeconds, own.step.seconds);
+    cluster.tokensPerStep = own.tokensPerStep;
+  }
+  for (RankPrediction &rank : cluster.ranks) {
+    rank.waitSeconds = cluster.stepSeconds - rank.stepSeconds;
+  }
+  cluster.evenStepSeconds = slowestEven;
+  return cluster;
 }
 
 namespace {

@@ -18,6 +18,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,41 @@ llvm::Expected<CostTarget> costTargetOf(const plan::Plan &p,
                                         llvm::StringRef hardwareOverride = "");
 
 PlanPrediction predictPlan(const plan::Plan &p, const CostTarget &target);
+
+/// One rank of a cluster of mixed devices (plan 1.12).
+struct RankPrediction {
+  std::string device;
+  int64_t microBatches = 0;
+  /// Its own step on its device: its micro-batches' train_step runs and
+  /// optimizer_step (predictPlan with its count).
+  double stepSeconds = 0;
+  /// How long it waits for the slowest rank at the step's collectives.
+  double waitSeconds = 0;
+};
+
+/// A mixed cluster's step: each rank's, and the step they all take (the
+/// slowest rank's), beside the same plan with the recipe's even split
+/// (gradient_accumulation_steps micro-batches each).
+struct ClusterPrediction {
+  /// Empty when predicted (or when the plan is not a mixed cluster's).
+  std::string unpredictable;
+  /// Empty for a homogeneous plan.
+  std::vector<RankPrediction> ranks;
+  double stepSeconds = 0;
+  double evenStepSeconds = 0;
+  double tokensPerStep = 0;
+  double maxWaitSeconds() const {
+    double wait = 0;
+    for (const RankPrediction &rank : ranks) {
+      wait = std::max(wait, rank.waitSeconds);
+    }
+    return wait;
+  }
+};
+
+/// Predicts each rank of a plan's parallel table (its devices' figures and
+/// counts) with `base`'s precision and threads.
+ClusterPrediction predictCluster(const plan::Plan &p, const CostTarget &base);
 
 /// One run of entry `name` of `p`, its launches one after the other, less
 /// its point-to-point transfers (whose bytes go to `sentBytes`); -1 when

@@ -196,6 +196,41 @@ static std::string planRelativePath(StringRef file, StringRef directory) {
   return std::string(absolute);
 }
 
+/// A mixed cluster's ranks (tg.cluster) with tailor-balance-ranks' counts
+/// (tg.balance); none for a homogeneous one.
+static flatbuffers::Offset<
+    flatbuffers::Vector<flatbuffers::Offset<fb::RankDevice>>>
+writeRankDevices(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
+  auto cluster = module->getAttrOfType<DictionaryAttr>("tg.cluster");
+  auto balance = module->getAttrOfType<DictionaryAttr>("tg.balance");
+  if (!cluster || !balance) {
+    return 0;
+  }
+  auto ranks = cluster.getAs<ArrayAttr>("ranks");
+  ArrayRef<int64_t> counts =
+      balance.getAs<DenseI64ArrayAttr>("micro_batches").asArrayRef();
+  std::vector<flatbuffers::Offset<fb::RankDevice>> devices;
+  for (auto [rank, attr] : llvm::enumerate(ranks)) {
+    auto dict = cast<DictionaryAttr>(attr);
+    std::vector<flatbuffers::Offset<fb::Figure>> figures;
+    for (NamedAttribute entry : dict) {
+      if (auto value = dyn_cast<FloatAttr>(entry.getValue())) {
+        figures.push_back(fb::CreateFigure(
+            fbb, fbb.CreateString(entry.getName().getValue().str()),
+            value.getValueAsDouble()));
+      }
+    }
+    auto device = dict.getAs<StringAttr>("device");
+    auto node = dict.getAs<IntegerAttr>("node");
+    devices.push_back(fb::CreateRankDevice(
+        fbb, fbb.CreateString(device ? device.getValue().str() : ""),
+        node ? static_cast<int32_t>(node.getInt()) : 0,
+        fbb.CreateVector(figures),
+        rank < counts.size() ? static_cast<int32_t>(counts[rank]) : 0));
+  }
+  return fbb.CreateVector(devices);
+}
+
 /// tailor-shard's decision (tg.parallel), when it ran.
 static flatbuffers::Offset<fb::Parallel>
 writeParallel(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
@@ -207,7 +242,8 @@ writeParallel(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   auto perNode = parallel.getAs<IntegerAttr>("ranks_per_node");
   return fb::CreateParallel(
       fbb, fbb.CreateString(strategy ? strategy.getValue().str() : "ddp"),
-      perNode ? static_cast<int32_t>(perNode.getInt()) : 1);
+      perNode ? static_cast<int32_t>(perNode.getInt()) : 1,
+      writeRankDevices(fbb, module));
 }
 
 /// What decoding needs of a generation plan (tailor-build-decode's

@@ -382,6 +382,21 @@ static std::string verifyFormat(const fb::Plan &p) {
     return Message() << "the plan is for " << p.world_size()
                      << " ranks; this runtime runs at most " << kMaxWorldSize;
   }
+  if (p.parallel() && p.parallel()->ranks()) {
+    // A mixed cluster's ranks (1.12): one each, each with some work.
+    const auto &ranks = *p.parallel()->ranks();
+    if (static_cast<int64_t>(ranks.size()) != p.world_size()) {
+      return Message() << "the plan's parallel table lists " << ranks.size()
+                       << " ranks' devices for a world of " << p.world_size();
+    }
+    for (uint32_t r = 0; r < ranks.size(); ++r) {
+      if (ranks.Get(r)->micro_batches() < 1) {
+        return Message() << "rank " << r << " of the plan's parallel table runs "
+                         << ranks.Get(r)->micro_batches()
+                         << " micro-batches a step (at least 1 expected)";
+      }
+    }
+  }
   if (p.target() && p.target()->backend() != fb::Backend::Cuda &&
       p.target()->backend() != fb::Backend::Cpu) {
     return Message() << "the plan targets backend "

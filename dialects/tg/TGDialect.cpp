@@ -190,6 +190,26 @@ verifyStepAttribute(Operation *op, StringRef name, Attribute value) {
     }
     return success();
   }
+  if (name == TGDialect::kClusterAttrName ||
+      name == TGDialect::kBalanceAttrName) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(value);
+    bool cluster = name == TGDialect::kClusterAttrName;
+    auto ranks = dict ? dict.getAs<ArrayAttr>("ranks") : ArrayAttr();
+    bool complete =
+        dict && (cluster ? ranks && llvm::all_of(ranks, [](Attribute rank) {
+          return llvm::isa<DictionaryAttr>(rank);
+        })
+                         : dict.getAs<IntegerAttr>("global_micro_batches") &&
+                               dict.getAs<DenseI64ArrayAttr>("micro_batches"));
+    if (!llvm::isa<ModuleOp>(op) || !complete) {
+      return op->emitError() << "'" << name << "' must be a dictionary of "
+                             << (cluster ? "ranks (an array of dictionaries)"
+                                         : "global_micro_batches and "
+                                           "micro_batches")
+                             << " on a builtin module";
+    }
+    return success();
+  }
   if (name == TGDialect::kAdapterAttrName || name == TGDialect::kTrainingAttrName) {
     if (!llvm::isa<ModuleOp>(op) ||
         !llvm::isa<DictionaryAttr>(value)) {
@@ -260,7 +280,7 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
       kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,
       kUnraisedAttentionAttrName, kExportNameAttrName,
       kExportTransposedAttrName, kGenerationAttrName, kPipelineAttrName,
-      kPipelineStageAttrName};
+      kPipelineStageAttrName,  kClusterAttrName,      kBalanceAttrName};
   return op->emitError() << "unknown tg attribute '" << name << "' (known: "
                          << llvm::join(std::begin(known), std::end(known), ", ")
                          << ")";

@@ -94,6 +94,14 @@ def TG_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPipelineAttrName = "tg.pipeline";
     static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
         "tg.pipeline_stage";
+    /// On the builtin module: a heterogeneous cluster's devices, one per
+    /// rank: name, and ranks, an array of dictionaries of device, node
+    /// and figures (passes/parallel/ClusterAttr.h).
+    static constexpr ::llvm::StringLiteral kClusterAttrName = "tg.cluster";
+    /// tailor-balance-ranks' decision, on the builtin module: each rank's
+    /// micro-batches per step ({global_micro_batches, micro_batches,
+    /// micro_batch_seconds}).
+    static constexpr ::llvm::StringLiteral kBalanceAttrName = "tg.balance";
   }];
 }
 

@@ -309,4 +309,42 @@ def SplitLayersPass : Pass<"tailor-split-layers", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def BalanceRanksPass : Pass<"tailor-balance-ranks", "::mlir::ModuleOp"> {
+  let summary = "gives each rank of a mixed cluster its own micro-batch count";
+  let description = [{
+    On a heterogeneous cluster (the module's `tg.cluster`, one device per
+    rank) data parallelism divides each optimizer step's micro-batches by
+    predicted speed: the cost model times one `train_step` micro-batch on
+    each rank's device (the work of every op, passes/memory/OpCost.h), and
+    the step's `accumulation-steps` x ranks micro-batches are handed out
+    one at a time to the rank that would finish its share soonest with one
+    more (every rank gets at least one), which minimizes the slowest rank's
+    accumulation time. The global batch is kept exactly.
+
+    Each rank accumulates the gradients of its own micro-batches; the
+    all-reduce averages the ranks' sums over the world and the update
+    divides by `accumulation-steps`, so the gradient is the sum over the
+    global batch divided by its count of micro-batches (world 1's at the
+    same global batch) however unevenly the ranks split it.
+
+    The decision: `tg.balance = {global_micro_batches, micro_batches =
+    array<i64: ...>, micro_batch_seconds = [...]}` on the module. Only
+    `ddp` and `zero1`, whose collectives run once per optimizer step, take
+    uneven counts: other strategies (tg.parallel) are refused by name.
+  }];
+  let options = [
+    Option<"accumulationSteps", "accumulation-steps", "int64_t",
+           /*default=*/"1",
+           "the recipe's micro-batches per rank and step: the step has this "
+           "many times the ranks">,
+    Option<"threads", "threads", "int64_t", /*default=*/"1",
+           "CPU threads of a rank whose device does not say">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "fp32 or bf16, as the plan computes">,
+    Option<"function", "function", "std::string",
+           /*default=*/"\"train_step\"", "the micro-batch's function">,
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 #endif // TAILOR_PASSES_PARALLEL_PASSES_TD

@@ -313,7 +313,12 @@ LogicalResult LayerSplitter::run() {
   if (failed(checkInput())) {
     return failure();
   }
-  FailureOr<StageAssignment> assignment = StageAssignment::build(train, stages);
+  FailureOr<SmallVector<double>> weights = stageWeightsOf(module, stages);
+  if (failed(weights)) {
+    return failure();
+  }
+  FailureOr<StageAssignment> assignment =
+      StageAssignment::build(train, stages, *weights);
   if (failed(assignment)) {
     return failure();
   }
@@ -334,16 +339,18 @@ LogicalResult LayerSplitter::run() {
       op.erase();
     }
   }
-  module->setAttr(
-      "tg.pipeline",
-      builder.getDictionaryAttr({
-          builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
-          builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
-          builder.getNamedAttr("micro_batches",
-                               builder.getI64IntegerAttr(microBatches)),
-          builder.getNamedAttr("first_layers",
-                               builder.getDenseI64ArrayAttr(map.firstLayers)),
-      }));
+  SmallVector<NamedAttribute> decision = {
+      builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
+      builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
+      builder.getNamedAttr("micro_batches",
+                           builder.getI64IntegerAttr(microBatches)),
+      builder.getNamedAttr("first_layers",
+                           builder.getDenseI64ArrayAttr(map.firstLayers))};
+  if (!weights->empty()) {
+    decision.push_back(builder.getNamedAttr(
+        "stage_weights", builder.getDenseF64ArrayAttr(*weights)));
+  }
+  module->setAttr("tg.pipeline", builder.getDictionaryAttr(decision));
   return success();
 }
 

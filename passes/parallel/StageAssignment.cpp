@@ -11,7 +11,9 @@
 #include "passes/parallel/StageAssignment.h"
 
 #include "dialects/tg/TGOps.h"
+#include "compiler/CostModel.h"
 #include "passes/memory/OpCost.h"
+#include "passes/parallel/ClusterAttr.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -69,7 +71,8 @@ LayerCosts layerCosts(func::FuncOp train, int64_t layers) {
 } // namespace
 
 LogicalResult StageAssignment::chooseBoundaries(func::FuncOp train,
-                                                 int64_t stages) {
+                                                 int64_t stages,
+                                                 ArrayRef<double> weights) {
   int64_t maxLayer = -1;
   train.walk([&](Operation *op) {
     if (std::optional<int64_t> layer = layerOf(op)) {
@@ -86,7 +89,9 @@ LogicalResult StageAssignment::chooseBoundaries(func::FuncOp train,
   // Consecutive layers per stage so the busiest stage does the least work:
   // a stage's work is its layers' forward and backward, its forward once
   // more on every stage but the last (the replay), and the head on the
-  // last. Exact over every split (layers x stages is small).
+  // last. Exact over every split (layers x stages is small). On devices
+  // of different speeds a stage's work counts in its device's time (its
+  // weight: seconds per FLOP relative to stage 0's).
   LayerCosts costs = layerCosts(train, layers);
   auto cost = [&](int64_t stage, int64_t first, int64_t end) {
     double work = stage == stages - 1 ? costs.head : 0;
@@ -94,7 +99,7 @@ LogicalResult StageAssignment::chooseBoundaries(func::FuncOp train,
       work += costs.forward[l] * (stage == stages - 1 ? 1 : 2) +
               costs.backward[l];
     }
-    return work;
+    return weights.empty() ? work : work * weights[static_cast<size_t>(stage)];
   };
   // best[s][e]: the least busiest-stage work placing layers [0, e) on
   // stages [0, s]; from[s][e]: where stage s then starts.
@@ -180,14 +185,50 @@ LogicalResult StageAssignment::assignStages(func::FuncOp train) {
   return success();
 }
 
-FailureOr<StageAssignment> StageAssignment::build(func::FuncOp train,
-                                                  int64_t stages) {
+FailureOr<StageAssignment>
+StageAssignment::build(func::FuncOp train, int64_t stages,
+                       llvm::ArrayRef<double> stageWeights) {
   StageAssignment assignment;
-  if (failed(assignment.chooseBoundaries(train, stages)) ||
+  if (failed(assignment.chooseBoundaries(train, stages, stageWeights)) ||
       failed(assignment.assignStages(train))) {
     return failure();
   }
   return assignment;
+}
+
+FailureOr<SmallVector<double>> stageWeightsOf(ModuleOp module,
+                                              int64_t stages) {
+  if (!module->hasAttr(kClusterAttrName)) {
+    return SmallVector<double>();
+  }
+  FailureOr<std::vector<HardwareSpec>> ranks = clusterRanks(module);
+  if (failed(ranks)) {
+    return failure();
+  }
+  if (static_cast<int64_t>(ranks->size()) != stages) {
+    return module.emitError()
+           << "tailor-split-layers: tg.cluster has " << ranks->size()
+           << " ranks for " << stages
+           << " stages (a layer split over mixed devices runs one stage "
+              "per rank)";
+  }
+  SmallVector<double> weights;
+  LaunchWork gemm{"linear", 1e12, 0};
+  for (const HardwareSpec &device : *ranks) {
+    CostTarget target{device, device.isCuda() ? "bf16" : "fp32",
+                      std::max<int64_t>(1, device.threads)};
+    if (std::string why = unpredictableBecause(target); !why.empty()) {
+      return module.emitError() << "tailor-split-layers: a stage's device ("
+                                << device.name << ") cannot be timed: "
+                                << why;
+    }
+    weights.push_back(predictLaunchSeconds(target, gemm));
+  }
+  double first = weights.front();
+  for (double &w : weights) {
+    w /= first;
+  }
+  return weights;
 }
 
 } // namespace tailor::parallel

@@ -3,7 +3,8 @@
 // The analysis behind tailor-split-layers (SplitLayers.cpp): where the
 // stage boundaries fall (consecutive layers, chosen so the busiest stage
 // does the least work) and which stage runs each op of the unsplit
-// train_step. It reads IR and never writes it.
+// train_step. It reads IR and never writes it. On a cluster of mixed
+// devices each stage's work is weighted by its device's time per FLOP.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 #define TAILOR_PASSES_PARALLEL_STAGEASSIGNMENT_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -39,9 +41,12 @@ struct StageAssignment {
   llvm::DenseMap<mlir::Operation *, int64_t> position;
 
   /// Boundaries and stages for `stages` stages of `train`; failure with an
-  /// error on the op or module that prevents it.
-  static mlir::FailureOr<StageAssignment> build(mlir::func::FuncOp train,
-                                                int64_t stages);
+  /// error on the op or module that prevents it. `stageWeights` (empty: all
+  /// 1) scales each stage's work by its device's time per FLOP, so slower
+  /// devices get fewer layers.
+  static mlir::FailureOr<StageAssignment>
+  build(mlir::func::FuncOp train, int64_t stages,
+        llvm::ArrayRef<double> stageWeights = {});
 
   int64_t stageOf(mlir::Value value) const {
     mlir::Operation *def = value.getDefiningOp();
@@ -59,9 +64,17 @@ struct StageAssignment {
 
 private:
   mlir::LogicalResult chooseBoundaries(mlir::func::FuncOp train,
-                                       int64_t stages);
+                                       int64_t stages,
+                                       llvm::ArrayRef<double> weights);
   mlir::LogicalResult assignStages(mlir::func::FuncOp train);
 };
+
+/// On a cluster of mixed devices (the module's tg.cluster), each stage's
+/// time per FLOP relative to stage 0's: what a large GEMM takes on the rank
+/// that runs the stage (stage s on rank s), by the cost model; empty
+/// without a cluster; an error when its ranks are not one per stage.
+mlir::FailureOr<llvm::SmallVector<double>>
+stageWeightsOf(mlir::ModuleOp module, int64_t stages);
 
 } // namespace tailor::parallel
 

@@ -203,6 +203,11 @@ struct TrainerRun {
   /// validation then runs train_step and clears the gradients it adds.
   int evalEntry = -1;
   int64_t microBatch = 0, sequenceLen = 0, accumulation = 1;
+  /// This rank's first micro-batch in each global batch, and the global
+  /// batch's micro-batches over every replica: rank x accumulation and
+  /// accumulation x replicas, or on a cluster of mixed devices (plan 1.12)
+  /// the sums of the ranks' own counts.
+  int64_t firstMicro = 0, globalMicro = 1;
   Slot inputIds, labels, positionIds, seedSlot, loss, stepSlot, lr, gradNorm;
   Slot evalIds, evalLabels, evalPositions, evalLoss;
   /// The gradient accumulators train_step adds into.
@@ -332,6 +337,30 @@ std::string joinLaunch(Run &run) {
   return "";
 }
 
+/// Where this rank's micro-batches sit in each global batch: equal shares,
+/// or each rank's own count on a cluster of mixed devices (the plan's
+/// parallel ranks, tailor-balance-ranks), rank r after ranks 0..r-1.
+void divideGlobalBatch(Run &run) {
+  const fb::Parallel *parallel = run.plan->root().parallel();
+  if (run.pipeline || !parallel || !parallel->ranks()) {
+    run.firstMicro = firstMicroBatchOfRank(run.rank, run.accumulation);
+    run.globalMicro = run.accumulation * run.replicas();
+    return;
+  }
+  run.firstMicro = 0;
+  run.globalMicro = 0;
+  for (uint32_t r = 0; r < parallel->ranks()->size(); ++r) {
+    int64_t count = parallel->ranks()->Get(r)->micro_batches();
+    if (static_cast<int>(r) < run.rank) {
+      run.firstMicro += count;
+    }
+    if (static_cast<int>(r) == run.rank) {
+      run.accumulation = count;
+    }
+    run.globalMicro += count;
+  }
+}
+
 /// Loads the plan, binds it to a session and finds the two entries.
 std::string openPlan(Run &run) {
   std::string error;
@@ -376,6 +405,7 @@ std::string openPlan(Run &run) {
     return run.name() + ": micro_batch_size and sequence_len must be "
                         "positive";
   }
+  divideGlobalBatch(run);
   return "";
 }
 
@@ -701,11 +731,23 @@ void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
                          run.pipeline->schedule()->str() + ")"
       : run.world > 1 ? " x " + std::to_string(run.world) + " ranks"
                       : "";
+  std::string accumulation = std::to_string(run.accumulation) + " accumulation";
+  const fb::Parallel *parallel = run.plan->root().parallel();
+  if (!run.pipeline && parallel && parallel->ranks()) {
+    // A cluster of mixed devices: each rank's own count.
+    accumulation.clear();
+    for (uint32_t r = 0; r < parallel->ranks()->size(); ++r) {
+      accumulation += (r ? " + " : "(") +
+                      std::to_string(parallel->ranks()->Get(r)->micro_batches());
+    }
+    accumulation += ") micro-batches";
+    ranks = " by ranks of mixed speed";
+  }
   std::fprintf(out,
-               "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %" PRId64
-               " accumulation%s = %" PRId64 " tokens/step, ",
+               "training %s: %s, %" PRId64 " x %" PRId64 " tokens x %s"
+               "%s = %" PRId64 " tokens/step, ",
                run.name().c_str(), run.layout.adapter.variant.c_str(),
-               run.microBatch, run.sequenceLen, run.accumulation,
+               run.microBatch, run.sequenceLen, accumulation.c_str(),
                ranks.c_str(), tokensPerStep);
   if (startStep < run.maxSteps) {
     std::fprintf(out, "steps %" PRId64 "..%" PRId64 "\n", startStep + 1,
@@ -890,7 +932,7 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
   double lossSum = 0;
   double badValue = 0;
   int64_t badMicro = -1;
-  int64_t first = firstMicroBatchOfRank(run.rank, run.accumulation);
+  int64_t first = run.firstMicro;
   if (run.data) {
     run.data->skip(static_cast<uint64_t>(first));
   }
@@ -917,7 +959,7 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
     lossSum += value;
   }
   if (run.data) {
-    run.data->skip(static_cast<uint64_t>((run.world - run.rank - 1) *
+    run.data->skip(static_cast<uint64_t>(run.globalMicro - first -
                                          run.accumulation));
   }
   if (std::string problem = sumOverRanks(run, &lossSum, 1); !problem.empty()) {
@@ -930,7 +972,7 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
     return "step " + std::to_string(step) + ": the loss is not finite on "
            "another rank; stopped without a checkpoint";
   }
-  meanLoss = lossSum / static_cast<double>(run.accumulation * run.world);
+  meanLoss = lossSum / static_cast<double>(run.globalMicro);
   return "";
 }
 
@@ -1129,8 +1171,7 @@ std::string startProgress(Run &run) {
   if (run.progress) {
     return "";
   }
-  int64_t tokensPerStep =
-      run.microBatch * run.sequenceLen * run.accumulation * run.replicas();
+  int64_t tokensPerStep = run.microBatch * run.sequenceLen * run.globalMicro;
   run.progress = std::make_unique<Progress>(
       run.out, run.err, run.state.globalStep, run.maxSteps, tokensPerStep);
   std::string error;
@@ -1248,8 +1289,7 @@ std::string loopStep(Run &run, StepMetrics &metrics,
   metrics.gradNorm = report.gradNorm;
   metrics.seconds = report.seconds;
   metrics.tokensPerSecond =
-      static_cast<double>(run.microBatch * run.sequenceLen * run.accumulation *
-                          run.replicas()) /
+      static_cast<double>(run.microBatch * run.sequenceLen * run.globalMicro) /
       std::max(report.seconds, 1e-9);
   metrics.epoch = report.epoch;
   metrics.evalLoss = report.evalLoss;
@@ -1532,8 +1572,7 @@ int64_t Trainer::globalStep() const { return impl->state.globalStep; }
 int64_t Trainer::maxSteps() const { return impl->maxSteps; }
 
 int64_t Trainer::tokensPerStep() const {
-  return impl->microBatch * impl->sequenceLen * impl->accumulation *
-         impl->replicas();
+  return impl->microBatch * impl->sequenceLen * impl->globalMicro;
 }
 
 bool Trainer::trainsAdapter() const { return impl->layout.adapter.isAdapter(); }

@@ -27,6 +27,7 @@
 #include "compiler/PipelinePrediction.h"
 #include "compiler/PlanWriter.h"
 #include "compiler/Registration.h"
+#include "passes/parallel/ClusterAttr.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "runtime/include/tailor/runtime.h"
 
@@ -211,7 +212,8 @@ struct CompileFlags {
       llvm::cl::desc("the target: cpu (default), h100, h100-pcie, h200, "
                      "a100-80gb, a100-40gb, l4, a10g, rtx4090, rtx3090, t4 "
                      "(NxNAME for N GPUs), a hardware YAML file (as tailor "
-                     "calibrate writes), or auto (GPU 0 of this machine)"),
+                     "calibrate writes, or a cluster file whose nodes: list "
+                     "mixes devices), or auto (GPU 0 of this machine)"),
       llvm::cl::value_desc("name|file"), llvm::cl::init("cpu"),
       llvm::cl::cat(category)};
 };
@@ -630,7 +632,16 @@ void reportPipelinePrediction(const CompileRequest &req, const plan::Plan &p,
   for (const plan::StagePlan *stage : *p.stages()) {
     stages.push_back(plan::GetSizePrefixedPlan(stage->plan()->data()));
   }
-  PipelinePrediction prediction = predictPipeline(stages, target);
+  // Mixed devices: each stage on its rank's device.
+  std::vector<CostTarget> stageTargets;
+  for (int64_t r = 0; req.hardware.heterogeneous() && r < req.hardware.ranks();
+       ++r) {
+    CostTarget own = target;
+    own.hardware = req.hardware.rankDevice(r);
+    own.threads = own.hardware.threads > 0 ? own.hardware.threads : req.threads;
+    stageTargets.push_back(std::move(own));
+  }
+  PipelinePrediction prediction = predictPipeline(stages, target, stageTargets);
   llvm::errs() << "tailor compile: " << req.output << ": ";
   if (!prediction.unpredictable.empty()) {
     llvm::errs() << "no predicted step time (" << prediction.unpredictable
@@ -643,6 +654,45 @@ void reportPipelinePrediction(const CompileRequest &req, const plan::Plan &p,
       stages.size(), prediction.stepSeconds * 1e3, req.hardware.name.c_str(),
       prediction.tokensPerStep / prediction.stepSeconds,
       prediction.bubble() * 100);
+}
+
+/// A mixed cluster's lines: each rank's micro-batches and predicted step,
+/// the global batch they add up to, and the even split's step beside it.
+void reportClusterPrediction(const CompileRequest &req, const plan::Plan &p,
+                             const CostTarget &target) {
+  ClusterPrediction cluster = predictCluster(p, target);
+  int64_t global = 0;
+  for (const plan::RankDevice *rank : *p.parallel()->ranks()) {
+    global += rank->micro_batches();
+  }
+  llvm::errs() << "tailor compile: " << req.output << ": "
+               << p.world_size() << " ranks of mixed devices share each "
+               << "step's " << global << " micro-batches (global batch "
+               << global * p.training()->micro_batch_size()
+               << " sequences, as the recipe's) by predicted speed:";
+  for (const plan::RankDevice *rank : *p.parallel()->ranks()) {
+    llvm::errs() << " " << rank->micro_batches();
+  }
+  llvm::errs() << "\n";
+  if (!cluster.unpredictable.empty()) {
+    llvm::errs() << "tailor compile: " << req.output
+                 << ": no predicted step time (" << cluster.unpredictable
+                 << ")\n";
+    return;
+  }
+  for (auto [r, rank] : llvm::enumerate(cluster.ranks)) {
+    llvm::errs() << llvm::format(
+        "  rank %zu (%s): %lld micro-batches, predicted %.3f ms, waits "
+        "%.3f ms\n",
+        r, rank.device.c_str(), static_cast<long long>(rank.microBatches),
+        rank.stepSeconds * 1e3, rank.waitSeconds * 1e3);
+  }
+  llvm::errs() << llvm::format(
+      "tailor compile: %s: predicted step %.3f ms on %s (%.0f tokens/s); "
+      "an even split would take %.3f ms\n",
+      req.output.c_str(), cluster.stepSeconds * 1e3,
+      req.hardware.name.c_str(), cluster.tokensPerStep / cluster.stepSeconds,
+      cluster.evenStepSeconds * 1e3);
 }
 
 /// One line on stderr: what the cost model predicts for a step of the plan
@@ -658,6 +708,10 @@ void reportPrediction(const CompileRequest &req,
   target.threads = req.threads;
   if (p->stages()) {
     reportPipelinePrediction(req, *p, target);
+    return;
+  }
+  if (p->parallel() && p->parallel()->ranks()) {
+    reportClusterPrediction(req, *p, target);
     return;
   }
   PlanPrediction prediction = predictPlan(*p, target);
@@ -761,6 +815,11 @@ mlir::OwningOpRef<mlir::ModuleOp> compileModule(mlir::MLIRContext &context,
   }
   if (req.training && failed(attachTrainingRecipe(*module, req))) {
     return nullptr;
+  }
+  // A cluster of mixed devices: each rank's device on the module, where
+  // tailor-balance-ranks reads it.
+  if (req.training && req.hardware.heterogeneous()) {
+    parallel::attachCluster(*module, req.hardware);
   }
   if (req.adapter && req.compileTo != Stage::Import &&
       failed(applyAdapter(*module, req))) {

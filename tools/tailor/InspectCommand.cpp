@@ -579,6 +579,8 @@ llvm::json::Array notesJson(const fb::Plan &p) {
 struct PredictionView {
   std::string hardware;
   PlanPrediction prediction;
+  /// A cluster of mixed devices: each rank's step (no ranks otherwise).
+  ClusterPrediction cluster;
 };
 
 llvm::json::Object predictionJson(const PredictionView &view) {
@@ -602,6 +604,25 @@ llvm::json::Object predictionJson(const PredictionView &view) {
   return out;
 }
 
+/// A mixed cluster's rank `r`: its device, micro-batches, own step and wait
+/// (predicted_step_seconds is its own; every rank's step then lasts the
+/// slowest's).
+void addClusterRank(llvm::json::Object &rank, const ClusterPrediction &cluster,
+                    size_t r) {
+  const RankPrediction &own = cluster.ranks[r];
+  bool known = cluster.unpredictable.empty();
+  rank["device"] = own.device;
+  rank["micro_batches"] = own.microBatches;
+  rank["predicted_step_seconds"] =
+      known ? llvm::json::Value(own.stepSeconds) : nullptr;
+  rank["predicted_wait_seconds"] =
+      known ? llvm::json::Value(own.waitSeconds) : nullptr;
+  rank["predicted_tokens_per_second"] =
+      known && cluster.stepSeconds > 0
+          ? llvm::json::Value(cluster.tokensPerStep / cluster.stepSeconds)
+          : nullptr;
+}
+
 /// The per-rank contract other programs read (README, "inspect --json"):
 /// device and host peak bytes, bytes per category, predicted step time and
 /// tokens per second (null when the target cannot be predicted).
@@ -619,7 +640,7 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
   }
   bool known = view.prediction.unpredictable.empty();
   // Every rank of a data-parallel plan runs the same program: the same
-  // figures, once per rank.
+  // figures, once per rank (but for a mixed cluster's own step times).
   llvm::json::Array ranks;
   for (int r = 0; r < std::max(1, p.world_size()); ++r) {
     llvm::json::Object rank{
@@ -652,9 +673,34 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
          known ? llvm::json::Value(llvm::json::Array(
                      view.prediction.bytesSentByCycleStep))
                : nullptr}};
+    if (static_cast<size_t>(r) < view.cluster.ranks.size()) {
+      addClusterRank(rank, view.cluster, static_cast<size_t>(r));
+    }
     ranks.push_back(std::move(rank));
   }
   return ranks;
+}
+
+/// A mixed cluster's balance: the step every rank takes (the slowest
+/// rank's), the longest wait, and the even split's step.
+llvm::json::Value balanceJson(const ClusterPrediction &cluster) {
+  if (cluster.ranks.empty() || !cluster.unpredictable.empty()) {
+    return nullptr;
+  }
+  int64_t global = 0, slowest = 0;
+  for (size_t r = 0; r < cluster.ranks.size(); ++r) {
+    global += cluster.ranks[r].microBatches;
+    if (cluster.ranks[r].stepSeconds >=
+        cluster.ranks[static_cast<size_t>(slowest)].stepSeconds) {
+      slowest = static_cast<int64_t>(r);
+    }
+  }
+  return llvm::json::Object{
+      {"global_micro_batches", global},
+      {"predicted_step_seconds", cluster.stepSeconds},
+      {"slowest_rank", slowest},
+      {"predicted_max_wait_seconds", cluster.maxWaitSeconds()},
+      {"predicted_even_split_step_seconds", cluster.evenStepSeconds}};
 }
 
 /// printSharding's figures for --json (null for one rank).
@@ -710,6 +756,7 @@ llvm::json::Object planJson(const LoadedPlan &loaded, const PlanSummary &s,
   root["notes"] = notesJson(p);
   root["prediction"] = predictionJson(view);
   root["ranks"] = ranksJson(p, s, view);
+  root["balance"] = balanceJson(view.cluster);
   if (const fb::PipelineStage *stage = p.pipeline()) {
     // A stage's program is its own rank's only.
     llvm::json::Array own;
@@ -1123,6 +1170,29 @@ void printNotes(llvm::raw_ostream &os, const fb::Plan &p) {
   }
 }
 
+/// A mixed cluster: each rank's micro-batches, own step and wait.
+void printBalance(llvm::raw_ostream &os, const ClusterPrediction &cluster) {
+  if (cluster.ranks.empty()) {
+    return;
+  }
+  if (!cluster.unpredictable.empty()) {
+    os << "balance: unknown (" << cluster.unpredictable << ")\n";
+    return;
+  }
+  os << llvm::format("balance: ranks of mixed devices, micro-batches by "
+                     "predicted speed; step %.3f ms (an even split: %.3f "
+                     "ms), longest wait %.3f ms\n",
+                     cluster.stepSeconds * 1e3, cluster.evenStepSeconds * 1e3,
+                     cluster.maxWaitSeconds() * 1e3);
+  for (auto [r, rank] : llvm::enumerate(cluster.ranks)) {
+    os << llvm::format("  rank %zu (%s): %lld micro-batches, predicted %.3f "
+                       "ms, waits %.3f ms\n",
+                       r, rank.device.c_str(),
+                       static_cast<long long>(rank.microBatches),
+                       rank.stepSeconds * 1e3, rank.waitSeconds * 1e3);
+  }
+}
+
 /// One line: the predicted step time, its largest parts, tokens/s.
 void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
   const PlanPrediction &prediction = view.prediction;
@@ -1173,14 +1243,15 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
                            ? prediction.bytesSentPerUncompressedStep /
                                  prediction.bytesSentPerStep
                            : 0.0);
-  }  double async = prediction.commSeconds + prediction.copySeconds;
+  }
+  double async = prediction.commSeconds + prediction.copySeconds;
   if (async > 0) {
     os << llvm::format("overlap: %.3f ms of collectives and copies run beside "
                        "compute (%.0f%% of them)\n",
                        prediction.hiddenSeconds * 1e3,
                        100.0 * prediction.hiddenSeconds / async);
   }
-
+  printBalance(os, view.cluster);
 }
 
 void printText(const LoadedPlan &loaded, const PlanSummary &s,
@@ -1382,7 +1453,8 @@ int runInspect(int argc, const char **argv) {
   llvm::Expected<CostTarget> target = costTargetOf(loaded->root(), hardware);
   PredictionView view;
   if (target) {
-    view = {target->hardware.name, predictPlan(loaded->root(), *target)};
+    view = {target->hardware.name, predictPlan(loaded->root(), *target), {}};
+    view.cluster = predictCluster(loaded->root(), *target);
   } else if (hardware.empty() && trace.empty()) {
     // A plan compiled for a hardware file: say how to predict, show the rest.
     const fb::Target *t = loaded->root().target();
