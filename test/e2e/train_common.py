@@ -269,6 +269,21 @@ def mpirun(n):
     return cmd
 
 
+def rank_pid(launcher_pid, rank):
+    """The pid of the process of `rank` among mpirun's children."""
+    children = subprocess.run(["pgrep", "-P", str(launcher_pid)],
+                              capture_output=True, text=True).stdout.split()
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(pid)
+    return None
+
+
 def recipe_defaults():
     return dict(adapter="lora", lora_r=8, lora_alpha=16, lora_dropout=0.0,
                 lora_target_modules=["q_proj", "v_proj"], use_rslora=False,

@@ -214,20 +214,6 @@ def check_sharded_memory(name, result, ddp, ranks, strategy):
     return failures
 
 
-def rank_pid(launcher_pid, rank):
-    """The pid of the process of `rank` among mpirun's children."""
-    children = subprocess.run(["pgrep", "-P", str(launcher_pid)],
-                              capture_output=True, text=True).stdout.split()
-    for pid in children:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-            return int(pid)
-    return None
-
 
 def check_rank_death(args, onnx_path, data, base):
     """kill -9 of rank 1 mid-run: every rank is gone within 60 s, the
@@ -251,7 +237,7 @@ def check_rank_death(args, onnx_path, data, base):
     while time.time() < deadline and not os.path.isdir(
             os.path.join(out, "checkpoint-10")):
         time.sleep(0.05)
-    victim = rank_pid(proc.pid, 1)
+    victim = tc.rank_pid(proc.pid, 1)
     if victim is None or proc.poll() is not None:
         proc.kill()
         return [f"rank death: no rank 1 to kill (mpirun {proc.poll()})"]

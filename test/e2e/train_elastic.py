@@ -67,20 +67,6 @@ def complete_checkpoints(out):
         and os.path.exists(os.path.join(out, d, "trainer_state.json")))
 
 
-def rank_pid(launcher_pid, rank):
-    """The pid of the process of `rank` among mpirun's children."""
-    children = subprocess.run(["pgrep", "-P", str(launcher_pid)],
-                              capture_output=True, text=True).stdout.split()
-    for pid in children:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-            return int(pid)
-    return None
-
 
 def killed_run(args, plan, data, out, rng):
     """4 ranks until checkpoint k exists, then SIGKILL of a random rank.
@@ -98,7 +84,7 @@ def killed_run(args, plan, data, out, rng):
         if proc.poll() is not None:
             break
         time.sleep(0.01)
-    victim = rank_pid(proc.pid, victim_rank)
+    victim = tc.rank_pid(proc.pid, victim_rank)
     if victim is None or proc.poll() is not None:
         proc.kill()
         text = proc.communicate()[0]
