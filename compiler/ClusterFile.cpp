@@ -30,6 +30,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace llvm;
 
@@ -59,8 +60,12 @@ Expected<double> positiveValue(const YamlPlace &place, yaml::Node *node,
     return text.takeError();
   }
   double number = 0;
-  if (StringRef(*text).getAsDouble(number) || number <= 0 ||
-      (integral && number != static_cast<double>(int64_t(number)))) {
+  // Whole numbers up to 2^53 (a double holds each exactly; larger ones and
+  // infinities would not convert to an integer).
+  if (StringRef(*text).getAsDouble(number) || !std::isfinite(number) ||
+      number <= 0 ||
+      (integral && (number > 9007199254740992.0 ||
+                    number != std::floor(number)))) {
     return fileError(place.where(node) + ": bad value for '" + key +
                      "': expected a positive " +
                      (integral ? "whole number" : "number") + ", got '" +
@@ -131,6 +136,12 @@ Expected<DeviceKeys> readDeviceKeys(const ScalarPairs &pairs,
           positiveValue(place, valueNode, key, key != "speed");
       if (!number) {
         return number.takeError();
+      }
+      // A rank is a process: no cluster file describes more than a runtime
+      // runs (65536), and a count past it would only allocate.
+      if (key != "speed" && *number > 65536) {
+        return fileError(place.where(valueNode) + ": '" + key + "' " +
+                         Twine(int64_t(*number)) + " is more than 65536");
       }
       if (key == "count") {
         keys.count = static_cast<int64_t>(*number);
@@ -231,6 +242,10 @@ Expected<Node> readNode(yaml::Node *node, const YamlPlace &place,
           return ranks.takeError();
         }
         llvm::append_range(result.devices, *ranks);
+        if (result.devices.size() > 65536) {
+          return fileError(place.where(&device) +
+                           ": the node has more than 65536 ranks");
+        }
       }
     } else {
       return fileError(place.where(entry.getKey()) + ": unknown key '" +
@@ -309,10 +324,16 @@ Expected<ClusterLink> readLink(yaml::Node *node, const YamlPlace &place) {
 Error readClusterNodes(yaml::SequenceNode *list, const YamlPlace &place,
                        ClusterParts &parts) {
   parts.nodesWhere = list;
+  size_t ranks = 0;
   for (yaml::Node &node : *list) {
     Expected<Node> read = readNode(&node, place, parts.nodes.size());
     if (!read) {
       return read.takeError();
+    }
+    ranks += read->devices.size();
+    if (ranks > 65536) {
+      return fileError(place.where(&node) +
+                       ": the cluster has more than 65536 ranks");
     }
     for (const Node &other : parts.nodes) {
       if (other.name == read->name) {

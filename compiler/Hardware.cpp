@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
 #include <optional>
 
 using namespace llvm;
@@ -93,7 +94,13 @@ Error fileError(const Twine &message) {
 }
 
 std::string YamlPlace::where(yaml::Node *node) const {
-  auto lc = sources.getLineAndColumn(node->getSourceRange().Start);
+  // A node the parser gave up on (a value missing after a syntax error)
+  // may be null or lie outside the text: the file alone is the place then.
+  SMLoc start = node ? node->getSourceRange().Start : SMLoc();
+  if (!start.isValid() || sources.FindBufferContainingLoc(start) == 0) {
+    return path.str();
+  }
+  auto lc = sources.getLineAndColumn(start);
   return (path + ":" + Twine(lc.first) + ":" + Twine(lc.second)).str();
 }
 
@@ -424,6 +431,15 @@ hardwareFigures(const HardwareSpec &h) {
 }
 
 bool setHardwareFigure(HardwareSpec &h, StringRef key, double value) {
+  // Figures come from files and plans anyone may write: every one is a
+  // finite, non-negative number, and the whole ones convert exactly.
+  if (!std::isfinite(value) || value < 0) {
+    return false;
+  }
+  if ((key == "sm" && value > 10000) || (key == "threads" && value > 65536) ||
+      (key == "memory_bytes" && value >= 18446744073709551616.0)) {
+    return false;
+  }
   if (const PlainFigure *figure = plainFigure(key)) {
     h.*(figure->field) = value;
   } else if (key == "cpu_parallel_efficiency") {

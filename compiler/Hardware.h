@@ -115,7 +115,8 @@ std::vector<std::pair<std::string, double>>
 hardwareFigures(const HardwareSpec &h);
 
 /// Sets the figure `key` (one of hardwareFigures' keys) of `h`; false for
-/// a key it does not know.
+/// a key it does not know, or a value that is negative, not finite, or out
+/// of range for a whole-number figure (sm, threads, memory_bytes).
 bool setHardwareFigure(HardwareSpec &h, llvm::StringRef key, double value);
 
 /// Parses hardware YAML held in memory (`path` names it in errors): the

@@ -374,7 +374,12 @@ Error applyYaml(TrainingRecipe &recipe, StringRef buffer, StringRef name,
     if (!overrideText.empty()) {
       return "override '" + overrideText + "'";
     }
-    auto loc = sources.getLineAndColumn(node->getSourceRange().Start);
+    // A node the parser gave up on may be null or lie outside the text.
+    SMLoc start = node ? node->getSourceRange().Start : SMLoc();
+    if (!start.isValid() || sources.FindBufferContainingLoc(start) == 0) {
+      return name.str();
+    }
+    auto loc = sources.getLineAndColumn(start);
     return (name + ":" + Twine(loc.first) + ":" + Twine(loc.second)).str();
   };
   for (yaml::Document &document : stream) {

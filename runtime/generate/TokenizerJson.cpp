@@ -137,6 +137,28 @@ bool ByteLevelBpe::addSplitter(const std::string &regex, std::string &error) {
   return true;
 }
 
+/// Ids index a table of tokens: no vocabulary has 2^24 of them (the largest
+/// published ones hold about 256k), and a larger id would only allocate.
+constexpr int64_t kMaxTokenId = int64_t(1) << 24;
+
+/// `value` as a token id: an integer in [0, kMaxTokenId) (a float or an
+/// out-of-range number is not one; converting it would be undefined).
+static bool readTokenId(const json &value, int64_t &id) {
+  if (value.is_number_unsigned()) {
+    uint64_t wide = value.get<uint64_t>();
+    id = wide < uint64_t(kMaxTokenId) ? int64_t(wide) : -1;
+  } else {
+    id = value.is_number_integer() ? value.get<int64_t>() : -1;
+  }
+  return id >= 0 && id < kMaxTokenId;
+}
+
+/// The error for an id `value` of `what` that readTokenId refused.
+static std::string badId(const std::string &what, const json &value) {
+  return what + " has id " + value.dump() + ", not an integer in [0, " +
+         std::to_string(kMaxTokenId) + ")";
+}
+
 bool ByteLevelBpe::loadModel(const json &model, std::string &error) {
   std::string type = model.value("type", "");
   if (type != "BPE") {
@@ -159,7 +181,10 @@ bool ByteLevelBpe::loadModel(const json &model, std::string &error) {
   }
   ignoreMerges = model.value("ignore_merges", false);
   for (const auto &[token, id] : model.at("vocab").items()) {
-    int64_t value = id.get<int64_t>();
+    int64_t value = 0;
+    if (!readTokenId(id, value)) {
+      return fail(error, badId("vocab token '" + token + "'", id));
+    }
     vocab[token] = value;
     if (value >= static_cast<int64_t>(idToToken.size())) {
       idToToken.resize(static_cast<size_t>(value) + 1);
@@ -193,7 +218,9 @@ bool ByteLevelBpe::loadAddedTokens(const json &root, std::string &error) {
   for (const json &token : root["added_tokens"]) {
     AddedToken added;
     added.content = token.at("content").get<std::string>();
-    added.id = token.at("id").get<int64_t>();
+    if (!readTokenId(token.at("id"), added.id)) {
+      return fail(error, badId("added token", token.at("id")));
+    }
     added.special = token.value("special", false);
     added.lstrip = token.value("lstrip", false);
     added.rstrip = token.value("rstrip", false);
@@ -313,7 +340,11 @@ bool ByteLevelBpe::loadPostProcessor(const json &post, std::string &error) {
     std::string name = item.at("SpecialToken").at("id").get<std::string>();
     const json &special = post.at("special_tokens").at(name);
     for (const json &id : special.at("ids")) {
-      (afterSequence ? suffixIds : prefixIds).push_back(id.get<int64_t>());
+      int64_t value = 0;
+      if (!readTokenId(id, value)) {
+        return fail(error, badId("special token '" + name + "'", id));
+      }
+      (afterSequence ? suffixIds : prefixIds).push_back(value);
     }
   }
   return true;
