@@ -371,7 +371,7 @@ std::vector<std::string> knownHardwareNames() {
 const std::vector<std::string> &costKernelKinds() {
   static const std::vector<std::string> kinds = {
       "gemm", "attention", "norm", "elementwise", "loss", "optimizer", "copy",
-      "host_copy"};
+      "host_copy", "comm"};
   return kinds;
 }
 

@@ -72,7 +72,8 @@ struct HardwareSpec {
   /// Fixed cost of one kernel launch, microseconds.
   double launchOverheadUs = 0;
   /// Fraction of the peak each kind of kernel reaches (gemm, attention,
-  /// norm, elementwise, loss, optimizer, copy); `tailor calibrate` measures
+  /// norm, elementwise, loss, optimizer, copy, host_copy, comm: the
+  /// collectives' share of the link); `tailor calibrate` measures
   /// them, defaults otherwise.
   std::map<std::string, double> efficiency;
   /// CPU ranks: the worker threads this device's rank runs (0: what the
