@@ -175,4 +175,24 @@ predictPipeline(const std::vector<const fb::Plan *> &stages,
   return prediction;
 }
 
+PipelinePrediction predictLayerSplit(const fb::Plan &outer,
+                                     const CostTarget &target) {
+  std::vector<const fb::Plan *> stages;
+  if (outer.stages()) {
+    for (const fb::StagePlan *stage : *outer.stages()) {
+      stages.push_back(fb::GetSizePrefixedPlan(stage->plan()->data()));
+    }
+  }
+  std::vector<CostTarget> stageTargets;
+  const HardwareSpec &h = target.hardware;
+  for (int64_t r = 0; h.heterogeneous() && r < h.ranks(); ++r) {
+    CostTarget own = target;
+    own.hardware = h.rankDevice(r);
+    own.threads = own.hardware.threads > 0 ? own.hardware.threads
+                                           : target.threads;
+    stageTargets.push_back(std::move(own));
+  }
+  return predictPipeline(stages, target, stageTargets);
+}
+
 } // namespace tailor

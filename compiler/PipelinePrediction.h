@@ -44,6 +44,13 @@ predictPipeline(const std::vector<const plan::Plan *> &stages,
                 const CostTarget &target,
                 const std::vector<CostTarget> &stageTargets = {});
 
+/// The same for a layer split's plan file as compile writes it (`outer`,
+/// whose `stages` hold the stage plans): on a cluster of mixed devices
+/// (`target.hardware.heterogeneous()`) each stage on its rank's device,
+/// with that device's threads or else `target.threads`.
+PipelinePrediction predictLayerSplit(const plan::Plan &outer,
+                                     const CostTarget &target);
+
 } // namespace tailor
 
 #endif // TAILOR_COMPILER_PIPELINEPREDICTION_H

@@ -628,20 +628,7 @@ mlir::LogicalResult runPipelines(mlir::ModuleOp module,
 /// A layer split's line: the pipeline's predicted step and bubble.
 void reportPipelinePrediction(const CompileRequest &req, const plan::Plan &p,
                               const CostTarget &target) {
-  std::vector<const plan::Plan *> stages;
-  for (const plan::StagePlan *stage : *p.stages()) {
-    stages.push_back(plan::GetSizePrefixedPlan(stage->plan()->data()));
-  }
-  // Mixed devices: each stage on its rank's device.
-  std::vector<CostTarget> stageTargets;
-  for (int64_t r = 0; req.hardware.heterogeneous() && r < req.hardware.ranks();
-       ++r) {
-    CostTarget own = target;
-    own.hardware = req.hardware.rankDevice(r);
-    own.threads = own.hardware.threads > 0 ? own.hardware.threads : req.threads;
-    stageTargets.push_back(std::move(own));
-  }
-  PipelinePrediction prediction = predictPipeline(stages, target, stageTargets);
+  PipelinePrediction prediction = predictLayerSplit(p, target);
   llvm::errs() << "tailor compile: " << req.output << ": ";
   if (!prediction.unpredictable.empty()) {
     llvm::errs() << "no predicted step time (" << prediction.unpredictable
@@ -651,7 +638,8 @@ void reportPipelinePrediction(const CompileRequest &req, const plan::Plan &p,
   llvm::errs() << llvm::format(
       "%zu pipeline stages, predicted step %.3f ms on %s (%.0f tokens/s, "
       "bubble %.1f%%); tailor inspect shows each stage\n",
-      stages.size(), prediction.stepSeconds * 1e3, req.hardware.name.c_str(),
+      prediction.busySeconds.size(), prediction.stepSeconds * 1e3,
+      req.hardware.name.c_str(),
       prediction.tokensPerStep / prediction.stepSeconds,
       prediction.bubble() * 100);
 }

@@ -320,13 +320,11 @@ static void readMemory(const plan::Plan &p, explore::Evaluation &e) {
 /// rank that must fit) and the pipeline's step, its stages together.
 static void readSplitFigures(const plan::Plan &outer, const CostTarget &target,
                              explore::Evaluation &e) {
-  std::vector<const plan::Plan *> stages;
   explore::Evaluation largest;
   largest.devicePeakBytes = -1;
   for (const plan::StagePlan *stage : *outer.stages()) {
-    stages.push_back(plan::GetSizePrefixedPlan(stage->plan()->data()));
     explore::Evaluation one;
-    readMemory(*stages.back(), one);
+    readMemory(*plan::GetSizePrefixedPlan(stage->plan()->data()), one);
     if (one.devicePeakBytes > largest.devicePeakBytes) {
       largest = one;
     }
@@ -334,7 +332,8 @@ static void readSplitFigures(const plan::Plan &outer, const CostTarget &target,
   e.devicePeakBytes = largest.devicePeakBytes;
   e.hostPeakBytes = largest.hostPeakBytes;
   e.categoryBytes = largest.categoryBytes;
-  PipelinePrediction prediction = predictPipeline(stages, target);
+  // The prediction compile prints (each stage on its rank's device).
+  PipelinePrediction prediction = predictLayerSplit(outer, target);
   if (!prediction.unpredictable.empty()) {
     e.error = "no predicted step time: " + prediction.unpredictable;
     return;
