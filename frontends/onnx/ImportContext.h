@@ -58,6 +58,11 @@ public:
 
   /// Starts an error naming the node, its op, domain, opset and index.
   mlir::InFlightDiagnostic error();
+  /// The error for a compile-time index outside dim `axis` of `size`; when
+  /// the import bound symbolic input dims, it says the export's shape
+  /// arithmetic does not hold at those shapes.
+  mlir::InFlightDiagnostic indexOutOfRange(int64_t index, int64_t axis,
+                                           int64_t size);
 
   //===--- inputs ---------------------------------------------------------===//
   size_t numInputs() const;

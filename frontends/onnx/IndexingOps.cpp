@@ -188,8 +188,7 @@ LogicalResult importGather(NodeContext &ctx) {
     for (int64_t i = 0; i < normalized.size(); ++i) {
       int64_t v = normalized.getInt(i);
       if (v < -data[*axis] || v >= data[*axis]) {
-        return ctx.error() << "index " << v << " is out of range for dim "
-                           << *axis << " of size " << data[*axis];
+        return ctx.indexOutOfRange(v, *axis, data[*axis]);
       }
       normalized.setInt(i, v < 0 ? v + data[*axis] : v);
     }
@@ -284,8 +283,7 @@ LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx) {
     for (int64_t j = 0; j < k; ++j) {
       int64_t v = indices->getInt(t * k + j);
       if (v < -dd[j] || v >= dd[j]) {
-        return ctx.error() << "index " << v << " is out of range for dim " << j
-                           << " of size " << dd[j];
+        return ctx.indexOutOfRange(v, j, dd[j]);
       }
       starts[j] = v < 0 ? v + dd[j] : v;
       ends[j] = starts[j] + 1;
@@ -402,8 +400,7 @@ LogicalResult importGatherND(NodeContext &ctx) {
         int64_t dim = dd[b + j];
         int64_t v = (*indices)->getInt((bi * tuples + t) * k + j);
         if (v < -dim || v >= dim) {
-          return ctx.error() << "index " << v << " is out of range for dim "
-                             << b + j << " of size " << dim;
+          return ctx.indexOutOfRange(v, b + j, dim);
         }
         offset = offset * dim + (v < 0 ? v + dim : v);
       }
@@ -439,8 +436,7 @@ FailureOr<HostTensor> foldGatherElements(NodeContext &ctx,
       if (d == axis) {
         coord = indices.getInt(i);
         if (coord < -dd[d] || coord >= dd[d]) {
-          return ctx.error() << "index " << coord << " is out of range for dim "
-                             << d << " of size " << dd[d];
+          return ctx.indexOutOfRange(coord, d, dd[d]);
         }
         coord = coord < 0 ? coord + dd[d] : coord;
       }

@@ -39,6 +39,16 @@ using namespace mlir;
 
 namespace tailor::onnx_import {
 
+/// "node #7 'name'", or "node #7 producing 'out'" for an unnamed node (the
+/// textual syntax, some exporters), as errors name nodes.
+static std::string describeNode(const onnx::NodeProto &node, int64_t index) {
+  std::string text = "node #" + std::to_string(index);
+  if (!node.name().empty() || node.output_size() == 0) {
+    return text + " '" + node.name() + "'";
+  }
+  return text + " producing '" + node.output(0) + "'";
+}
+
 namespace {
 
 /// Initializers larger than this are never read as masks (a 4096 x 4096
@@ -74,6 +84,9 @@ public:
   OpBuilder &getBuilder() { return builder; }
   const std::string &modelPath() const { return path; }
   int64_t maxFoldedElements() const { return options.maxFoldedElements; }
+  /// The inputs whose symbolic dims this import bound, with the shapes it
+  /// bound them to (`input_ids [2, 16]`); empty when every dim was fixed.
+  const std::string &boundInputShapes() const { return boundShapes; }
   /// Looks up an ONNX value by name (initializers are materialized lazily).
   FailureOr<ImportedValue *> lookup(llvm::StringRef name, NodeContext &node);
   void define(llvm::StringRef name, ImportedValue value) {
@@ -135,6 +148,7 @@ private:
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<tg::ParamOp> params;
   llvm::StringMap<int64_t> boundDims;
+  std::string boundShapes;
   llvm::StringSet<> missingDataFiles;
   /// Uses left of each value name (node inputs and graph outputs): a
   /// compile-time tensor is released when its last use is imported, so
@@ -343,13 +357,23 @@ LogicalResult GraphImporter::bindInputs(func::FuncOp func) {
     }
     SmallVector<int64_t> shape;
     int64_t rank = tensorType.shape().dim_size();
+    bool symbolic = false;
     for (int64_t axis = 0; axis < rank; ++axis) {
       FailureOr<int64_t> dim = bindDim(input, axis, tensorType.shape().dim(axis),
                                        rank, tensorType.elem_type());
       if (failed(dim)) {
         return failure();
       }
+      symbolic |= !tensorType.shape().dim(axis).has_dim_value();
       shape.push_back(*dim);
+    }
+    if (symbolic) {
+      boundShapes += (boundShapes.empty() ? "" : ", ") + input.name() + " [" +
+                     llvm::join(llvm::map_range(shape, [](int64_t d) {
+                                  return std::to_string(d);
+                                }),
+                                ", ") +
+                     "]";
     }
     argTypes.push_back(RankedTensorType::get(
         shape, elementType(static_cast<ElementType>(tensorType.elem_type()))));
@@ -853,8 +877,8 @@ FailureOr<SmallVector<int64_t>> GraphImporter::orderNodes() {
         continue;
       }
       if (values.count(output) || initializers.count(output)) {
-        return modelError() << "node #" << i << " '" << graph.node(i).name()
-                            << "' (" << graph.node(i).op_type()
+        return modelError() << describeNode(graph.node(i), i) << " ("
+                            << graph.node(i).op_type()
                             << ") writes '" << output
                             << "', which is already a graph input or "
                                "initializer";
@@ -905,8 +929,8 @@ FailureOr<SmallVector<int64_t>> GraphImporter::orderNodes() {
   if (static_cast<int64_t>(order.size()) != count) {
     for (int64_t i = 0; i < count; ++i) {
       if (pending[i] > 0) {
-        return modelError() << "the graph has a cycle: node #" << i << " '"
-                            << graph.node(i).name() << "' ("
+        return modelError() << "the graph has a cycle: "
+                            << describeNode(graph.node(i), i) << " ("
                             << graph.node(i).op_type()
                             << ") depends on its own output";
       }
@@ -1189,10 +1213,28 @@ MLIRContext *NodeContext::context() { return builder().getContext(); }
 InFlightDiagnostic NodeContext::error() {
   llvm::StringRef domain = nodeProto.domain();
   InFlightDiagnostic diag = mlir::emitError(UnknownLoc::get(context()));
-  diag << importer.modelPath() << ": node #" << nodeIndex << " '"
-       << nodeProto.name() << "' (op '" << nodeProto.op_type()
+  diag << importer.modelPath() << ": " << describeNode(nodeProto, nodeIndex)
+       << " (op '" << nodeProto.op_type()
        << "', domain '" << displayDomain(domain) << "', opset "
        << opsetVersion << "): ";
+  return diag;
+}
+
+InFlightDiagnostic NodeContext::indexOutOfRange(int64_t index, int64_t axis,
+                                                int64_t size) {
+  InFlightDiagnostic diag = error();
+  diag << "index " << index << " is out of range for dim " << axis
+       << " of size " << size;
+  const std::string &bound = importer.boundInputShapes();
+  if (!bound.empty()) {
+    // Exporters trace shape arithmetic at their example's shape; a graph
+    // whose indices hold only there fails in onnxruntime the same way.
+    diag << " at the shapes this compile binds the model's symbolic dims to ("
+         << bound << "): the export's shape arithmetic does not hold there "
+                     "(it was likely traced at another batch or sequence "
+                     "length); compile at the shape it was exported with, or "
+                     "re-export with an example of this shape";
+  }
   return diag;
 }
 

@@ -245,7 +245,7 @@ def cause_of(result):
     """A grouping key for a failure: the status, the failing op and the
     message with node names, value names and numbers left out."""
     detail = result["detail"]
-    m = re.match(r"node #\d+ '[^']*' \(op '(\w+)'[^)]*\): (.*)", detail)
+    m = re.match(r"node #\d+ (?:producing )?'[^']*' \(op '(\w+)'[^)]*\): (.*)", detail)
     if m:
         detail = f"{m.group(1)}: {m.group(2)}"
     elif result["status"] == "mismatch":
