@@ -28,7 +28,11 @@ recipe's global batch x layer split over the two ranks). Checks:
     and `--fix` pins knobs (every evaluation has them);
   * `--top 2 -o DIR` writes the two fastest rows' plans, with their peaks;
   * an impossible budget ends with "nothing fits ... the smallest is" and
-    exit 1; a bad --fix is an error naming the key.
+    exit 1; a bad --fix is an error naming the key;
+  * on a cluster file of mixed CPU ranks (speeds 1 : 0.5 : 0.5), 12
+    sampled rows equal compile's peaks and its predicted step (the slowest
+    rank's, with the micro-batches divided by speed; a split's pipeline
+    step), so explore prices what tailor-balance-ranks plans.
 
   explore.py --bin build/bin --work build/test/explore
 """
@@ -60,20 +64,26 @@ def tailor(bin_dir, *args, check=True):
     return out
 
 
-def explore(args, model, recipe, *flags):
+def explore(args, model, recipe, *flags, hardware="2xcpu"):
     out = tailor(args.bin, "explore", model, "--recipe", recipe, "--hardware",
-                 "2xcpu", "--json", *flags)
+                 hardware, "--json", *flags)
     return json.loads(out.stdout)
 
 
-def compiled_figures(args, model, recipe, keys, work, name):
+def compiled_figures(args, model, recipe, keys, work, name,
+                     hardware="2xcpu"):
     plan = os.path.join(work, f"{name}.tplan")
     tailor(args.bin, "compile", model, "--recipe", recipe, "--hardware",
-           "2xcpu", "-o", plan, *[f"{k}={v}" for k, v in keys.items()])
+           hardware, "-o", plan, *[f"{k}={v}" for k, v in keys.items()])
     doc = json.loads(tailor(args.bin, "inspect", plan, "--json").stdout)
     # Ranks of a layer split differ: the one with the largest device peak
     # is what must fit (every rank has the pipeline's step time).
-    rank = max(doc["ranks"], key=lambda r: r["device_peak_bytes"])
+    rank = dict(max(doc["ranks"], key=lambda r: r["device_peak_bytes"]))
+    # Mixed devices: each rank predicts its own micro-batches; the step is
+    # the slowest rank's.
+    if doc.get("balance"):
+        rank["predicted_step_seconds"] = \
+            doc["balance"]["predicted_step_seconds"]
     return plan, rank
 
 
@@ -248,6 +258,39 @@ def check_fix_and_errors(args, model, recipe, budget, pins, tag):
     return failures
 
 
+MIXED_CLUSTER = """name: mixed-cpus
+nodes:
+  - name: host
+    devices:
+      - {kind: cpu, count: 1, threads: 1}
+      - {kind: cpu, count: 2, threads: 1, speed: 0.5}
+"""
+
+
+def check_cluster(args, model, recipe, work):
+    """Explore on mixed devices prices what compile plans."""
+    cluster = os.path.join(work, "mixed-cpus.yaml")
+    with open(cluster, "w") as f:
+        f.write(MIXED_CLUSTER)
+    every = explore(args, model, recipe, "--all", "--fix", "adapter=lora",
+                    hardware=cluster)
+    compiled = [r for r in every["rows"] if "error" not in r]
+    rng = random.Random(11)
+    sample = rng.sample(compiled, min(12, len(compiled)))
+    failures = []
+    for i, row in enumerate(sample):
+        _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
+                                   f"cluster-sample{i}", hardware=cluster)
+        for key in ("device_peak_bytes", "host_peak_bytes",
+                    "predicted_step_seconds"):
+            if rank[key] != row[key]:
+                failures.append(f"mixed cluster {row['knobs']}: compile's "
+                                f"{key} {rank[key]} != explore's {row[key]}")
+    print(f"mixed cluster: {len(sample)} sampled configurations of "
+          f"{every['evaluated']} compiled alike ({len(failures)} differ)")
+    return failures
+
+
 def check_model(args, layers, pins):
     work = os.path.join(args.work, f"llama{layers}")
     os.makedirs(work, exist_ok=True)
@@ -280,6 +323,8 @@ def check_model(args, layers, pins):
                                work, tag)
     failures += check_fix_and_errors(args, model, recipe_path, budget, pins,
                                      tag)
+    if layers == 2:
+        failures += check_cluster(args, model, recipe_path, work)
     return failures
 
 

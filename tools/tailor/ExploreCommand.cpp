@@ -359,6 +359,21 @@ void Evaluator::readFigures(const std::vector<uint8_t> &bytes,
     return;
   }
   readMemory(*p, e);
+  if (p->parallel() && p->parallel()->ranks()) {
+    // A cluster of mixed devices: every rank runs this program with its own
+    // count of micro-batches; the step is the slowest rank's, as compile
+    // and inspect predict it.
+    ClusterPrediction cluster = predictCluster(*p, target);
+    if (!cluster.unpredictable.empty()) {
+      e.error = "no predicted step time: " + cluster.unpredictable;
+      return;
+    }
+    e.stepSeconds = cluster.stepSeconds;
+    e.tokensPerSecond = cluster.stepSeconds > 0
+                            ? cluster.tokensPerStep / cluster.stepSeconds
+                            : 0;
+    return;
+  }
   PlanPrediction prediction = predictPlan(*p, target);
   if (!prediction.unpredictable.empty()) {
     e.error = "no predicted step time: " + prediction.unpredictable;
