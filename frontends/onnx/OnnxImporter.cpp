@@ -118,11 +118,21 @@ private:
   LogicalResult checkTensorSizes(func::FuncOp func);
   /// An initializer that holds a causal or banded mask (a tril buffer, a
   /// mask the exporter constant-folded) is a compile-time tensor, not a
-  /// parameter, so it becomes a generated mask. Looks at inline raw_data
-  /// only (external data is weights, never read here): the first row of any
+  /// parameter, so it becomes a generated mask. Reads the first row of an
   /// initializer of rank >= 2 (a weight fails there), and all of one that
-  /// passes; nullopt for anything else.
+  /// passes; nullopt for anything else. Inline raw_data always; external
+  /// data only when every op it feeds is one a mask buffer feeds
+  /// (feedsOnlyMaskOps), so weights stay unread.
   std::optional<HostTensor> readStoredMask(const onnx::TensorProto &tensor);
+  /// Whether every node reading value `name` is one a mask feeds (Slice,
+  /// Where, a comparison, Add, ...; through Identity), never one weights
+  /// feed (MatMul, Gemm, Gather, the Transpose before a MatMul).
+  bool feedsOnlyMaskOps(llvm::StringRef name, int depth);
+  /// The first `length` bytes of an external initializer's data, or nullopt
+  /// when its location is not a readable file inside the model's folder
+  /// (a speculative read: errors are for the weights' own binding).
+  std::optional<std::string> peekExternalBytes(const onnx::TensorProto &tensor,
+                                               uint64_t length);
   /// The parameter symbol for initializer `tensor` (created on first use).
   FailureOr<tg::ParamOp> paramFor(const onnx::TensorProto &tensor);
   LogicalResult checkExternalData(const onnx::TensorProto &tensor,
@@ -149,6 +159,8 @@ private:
   llvm::StringMap<tg::ParamOp> params;
   llvm::StringMap<int64_t> boundDims;
   std::string boundShapes;
+  /// The nodes reading each value name (built on first use).
+  llvm::StringMap<SmallVector<const onnx::NodeProto *, 2>> consumers;
   llvm::StringSet<> missingDataFiles;
   /// Uses left of each value name (node inputs and graph outputs): a
   /// compile-time tensor is released when its last use is imported, so
@@ -636,27 +648,102 @@ static bool isMaskBand(const BandMask &band, int64_t rows, int64_t cols,
   return lo == 0.0 && hi == 1.0 && (isBool || triangle);
 }
 
+bool GraphImporter::feedsOnlyMaskOps(llvm::StringRef name, int depth) {
+  // Ops a mask buffer feeds on its way to the scores (nanoGPT's
+  // `bias[:, :, :T, :T] == 0`, an additive mask added to them); Identity
+  // (torch.onnx shares equal buffers across layers) is followed.
+  static const llvm::StringSet<> maskOps = {
+      "Slice", "Where", "Equal", "Not", "Cast", "Less", "Greater",
+      "LessOrEqual", "GreaterOrEqual", "Add", "Sub", "Expand"};
+  if (consumers.empty()) {
+    for (const onnx::NodeProto &node : graph.node()) {
+      for (const std::string &input : node.input()) {
+        consumers[input].push_back(&node);
+      }
+    }
+  }
+  auto it = consumers.find(name);
+  if (it == consumers.end() || depth > 4) {
+    return false;
+  }
+  for (const onnx::NodeProto *node : it->second) {
+    if (!node->domain().empty()) {
+      return false;
+    }
+    if (node->op_type() == "Identity") {
+      if (node->output_size() != 1 ||
+          !feedsOnlyMaskOps(node->output(0), depth + 1)) {
+        return false;
+      }
+    } else if (!maskOps.contains(node->op_type())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string>
+GraphImporter::peekExternalBytes(const onnx::TensorProto &tensor,
+                                 uint64_t length) {
+  std::string location;
+  uint64_t offset = 0;
+  for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset" &&
+               llvm::StringRef(entry.value()).getAsInteger(10, offset)) {
+      return std::nullopt;
+    }
+  }
+  if (location.empty() || llvm::sys::path::is_absolute(location) ||
+      llvm::StringRef(location).contains("..")) {
+    return std::nullopt;
+  }
+  llvm::SmallString<256> file(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(file, location);
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(file, size) || offset > size ||
+      length > size - offset) {
+    return std::nullopt;
+  }
+  auto buffer = llvm::MemoryBuffer::getFileSlice(file, length, offset);
+  if (!buffer) {
+    return std::nullopt;
+  }
+  return (*buffer)->getBuffer().str();
+}
+
 std::optional<HostTensor>
 GraphImporter::readStoredMask(const onnx::TensorProto &tensor) {
   SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
   auto type = static_cast<ElementType>(tensor.data_type());
   std::optional<int64_t> count = checkedProduct(dims);
+  bool external = isExternal(tensor);
   if (dims.size() < 2 || dims.back() < 2 || dims[dims.size() - 2] < 2 ||
       !count || *count > kMaxStoredMaskElements ||
-      !isSupportedElementType(tensor.data_type()) || isExternal(tensor) ||
-      !tensor.has_raw_data()) {
+      !isSupportedElementType(tensor.data_type()) ||
+      (external ? !feedsOnlyMaskOps(tensor.name(), 0)
+                : !tensor.has_raw_data())) {
     return std::nullopt;
   }
   // The first row decides cheaply: a weight has many distinct values there.
   int64_t cols = dims.back(), rows = dims[dims.size() - 2];
   int64_t width = elementByteSize(type);
-  llvm::StringRef raw = tensor.raw_data();
-  if (raw.size() != static_cast<size_t>(*count * width)) {
+  auto bytes = [&](int64_t n) -> std::optional<std::string> {
+    if (external) {
+      return peekExternalBytes(tensor, static_cast<uint64_t>(n));
+    }
+    if (tensor.raw_data().size() != static_cast<size_t>(*count * width)) {
+      return std::nullopt;
+    }
+    return tensor.raw_data().substr(0, n);
+  };
+  std::optional<std::string> first = bytes(cols * width);
+  if (!first) {
     return std::nullopt;
   }
   llvm::Expected<HostTensor> row =
-      decodeTensorData(tensor.data_type(), {cols}, raw.take_front(cols * width),
-                       {}, {}, {}, {},
+      decodeTensorData(tensor.data_type(), {cols}, *first, {}, {}, {}, {},
                        "the first row of initializer '" + tensor.name() + "'");
   if (!row) {
     llvm::consumeError(row.takeError());
@@ -669,8 +756,12 @@ GraphImporter::readStoredMask(const onnx::TensorProto &tensor) {
   if (distinct.size() > 2) {
     return std::nullopt;
   }
+  std::optional<std::string> all = bytes(*count * width);
+  if (!all) {
+    return std::nullopt;
+  }
   llvm::Expected<HostTensor> whole =
-      decodeTensorProto(tensor, raw, "initializer '" + tensor.name() + "'");
+      decodeTensorProto(tensor, *all, "initializer '" + tensor.name() + "'");
   if (!whole) {
     llvm::consumeError(whole.takeError());
     return std::nullopt;
