@@ -9,6 +9,7 @@
 #define TAILOR_COMPILER_PIPELINES_H
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
 
@@ -30,7 +31,8 @@ struct ScheduleOptions {
   std::string hardware = "cpu";
   int64_t sm = 0;
   int64_t deviceMemory = 0;
-  /// "fp32" or "bf16" (tensor-core compute with f32 accumulation).
+  /// "fp32", "bf16" (tensor-core compute with f32 accumulation) or "fp16"
+  /// (the CPU emulating fp16 tensor cores: tailor-emulate-fp16).
   std::string precision = "fp32";
   /// Bytes of cuBLASLt workspace a GPU plan reserves.
   int64_t gemmWorkspace = 0;
@@ -62,6 +64,11 @@ void buildLowerToSchedule(mlir::OpPassManager &pm,
                           const ScheduleOptions &options);
 
 struct TrainingRecipe;
+
+/// Fails, naming what, when `recipe`'s precision cannot run on `options`'
+/// target: fp16 (loss scaling) plans one CPU rank with dense frozen weights.
+llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
+                                   const ScheduleOptions &options);
 
 /// The storage scheme tailor-quantize gives the frozen weights of `recipe`
 /// on `options`' target ("" for none): the recipe's quantization, else

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
@@ -92,13 +93,22 @@ void Progress::step(const StepReport &report) {
 
   if (metrics) {
     // %.9g round-trips a float exactly; the validation loss is a double.
+    // A skipped fp16 step's norm is inf or nan, which JSON lacks: null.
+    char norm[32] = "null";
+    if (std::isfinite(report.gradNorm)) {
+      std::snprintf(norm, sizeof(norm), "%.9g", report.gradNorm);
+    }
     std::fprintf(metrics,
                  "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,"
-                 "\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,"
+                 "\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,"
                  "\"tokens\":%" PRId64 ",\"epoch\":%.6f",
-                 report.step, report.loss, report.learningRate, report.gradNorm,
+                 report.step, report.loss, report.learningRate, norm,
                  tokensPerSecond, report.seconds * 1e3, tokensPerStep,
                  report.epoch);
+    if (report.lossScale) {
+      std::fprintf(metrics, ",\"loss_scale\":%.9g,\"skipped\":%s",
+                   *report.lossScale, report.skipped ? "true" : "false");
+    }
     if (report.evalLoss) {
       std::fprintf(metrics, ",\"eval_loss\":%.17g", *report.evalLoss);
     }
@@ -119,11 +129,17 @@ void Progress::step(const StepReport &report) {
       std::snprintf(evalText, sizeof(evalText), " | eval_loss %.6f",
                     *report.evalLoss);
     }
+    char scaleText[64] = "";
+    if (report.lossScale) {
+      std::snprintf(scaleText, sizeof(scaleText), " | scale %g%s",
+                    *report.lossScale,
+                    report.skipped ? " (inf/nan grads: step skipped)" : "");
+    }
     std::fprintf(out,
-                 "step %*" PRId64 "/%" PRId64 " | loss %.6f%s | norm %.4f | "
+                 "step %*" PRId64 "/%" PRId64 " | loss %.6f%s | norm %.4f%s | "
                  "lr %.2e | %.*f ms | %.0f tok/s | eta %s\n",
                  width, report.step, maxSteps, report.loss, evalText,
-                 report.gradNorm, report.learningRate,
+                 report.gradNorm, scaleText, report.learningRate,
                  report.seconds < 0.01 ? 2 : 0, report.seconds * 1e3,
                  tokensPerSecond, eta.c_str());
     std::fflush(out);
