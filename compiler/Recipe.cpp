@@ -628,13 +628,18 @@ Error checkLossScaling(const TrainingRecipe &recipe) {
   if (!(recipe.initScale > 0.0)) {
     return error("'init_scale' must be above 0");
   }
+  auto text = [](double value) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%g", value);
+    return std::string(buffer);
+  };
   if (!(recipe.growthFactor > 1.0)) {
     return error("'growth_factor' must be above 1, got " +
-                 Twine(recipe.growthFactor));
+                 text(recipe.growthFactor));
   }
   if (!(recipe.backoffFactor > 0.0 && recipe.backoffFactor < 1.0)) {
     return error("'backoff_factor' must be in (0, 1), got " +
-                 Twine(recipe.backoffFactor));
+                 text(recipe.backoffFactor));
   }
   if (!recipe.lossScaling()) {
     return Error::success();
