@@ -149,10 +149,13 @@ void buildGenerationPipeline(mlir::OpPassManager &pm,
 std::string frozenWeightScheme(const TrainingRecipe &recipe,
                                const ScheduleOptions &options) {
   std::string scheme = recipe.quantizationScheme();
-  if (scheme.empty() && options.backend == "cuda" &&
-      options.precision == "bf16" && recipe.adapter != "full" &&
-      recipe.quantization != "none") {
+  bool dense = scheme.empty() && recipe.adapter != "full" &&
+               recipe.quantization != "none";
+  if (dense && options.backend == "cuda" && options.precision == "bf16") {
     scheme = "bf16";
+  }
+  if (dense && options.precision == "fp16") {
+    scheme = "fp16";
   }
   return scheme;
 }
@@ -173,11 +176,12 @@ llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
         "fp16 loss scaling with " + std::to_string(options.worldSize) +
         " ranks is not supported yet (one rank)");
   }
-  if (!recipe.quantizationScheme().empty()) {
+  std::string scheme = recipe.quantizationScheme();
+  if (!scheme.empty() && scheme != "fp16") {
     return llvm::createStringError(
-        "mixed_precision: fp16 with 'quantization: " +
-        recipe.quantizationScheme() +
-        "' is not supported yet (the quantized GEMMs have no fp16 rounding)");
+        "mixed_precision: fp16 with 'quantization: " + scheme +
+        "' is not supported yet (frozen weights are stored as fp16, or f32 "
+        "with 'quantization: none')");
   }
   return llvm::Error::success();
 }
@@ -278,7 +282,8 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // --- Frozen weights stored quantized (QLoRA's NF4, int8, GPTQ, 16-bit).
   // With bf16 compute on a GPU, frozen linear weights are kept in bf16 (as
   // Hugging Face loads them in bf16): half the bytes, read by the same
-  // tensor-core GEMMs; trainable weights stay f32 masters.
+  // tensor-core GEMMs; trainable weights stay f32 masters. With fp16 they
+  // are kept in fp16, the values the fp16 GEMMs round them to.
   std::string scheme = frozenWeightScheme(recipe, options);
   if (!scheme.empty()) {
     addQuantizePass(pm, recipe, scheme);

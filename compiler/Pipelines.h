@@ -72,8 +72,9 @@ llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
 
 /// The storage scheme tailor-quantize gives the frozen weights of `recipe`
 /// on `options`' target ("" for none): the recipe's quantization, else
-/// bf16 on a GPU with bf16 compute (as Hugging Face loads them) unless the
-/// recipe says `quantization: none` or trains every weight.
+/// bf16 on a GPU with bf16 compute (as Hugging Face loads them), or fp16
+/// with fp16 compute, unless the recipe says `quantization: none` or trains
+/// every weight.
 std::string frozenWeightScheme(const TrainingRecipe &recipe,
                                const ScheduleOptions &options);
 

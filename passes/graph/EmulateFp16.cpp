@@ -5,6 +5,11 @@
 // lowering, so a lit test sees it; the CPU kernels honour it
 // (runtime/cpu/HalfRounding.h). Everything else stays f32: trainable and
 // master weights, accumulators, optimizer state, norms, softmax and loss.
+// Frozen linear weights may be stored as IEEE half (tailor-quantize's
+// `fp16` scheme, which the training pipeline picks with fp16 as Hugging
+// Face loads torch_dtype=float16): their values are what the GEMM rounds
+// to anyway, so planning dequantizes them whole for the marked GEMM
+// (Fusions.cpp) instead of fusing the dequantization into an f32 GEMM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,10 +43,22 @@ void EmulateFp16Pass::runOnOperation() {
       return WalkResult::advance();
     }
     for (Value operand : op->getOperands()) {
-      if (operand.getDefiningOp<tg::DequantizeOp>()) {
-        op->emitError() << "fp16 GEMMs on quantized weights are not "
-                           "supported yet (give 'quantization: none' with "
-                           "'mixed_precision: fp16')";
+      if (auto transpose = operand.getDefiningOp<tg::TransposeOp>()) {
+        operand = transpose.getInput();
+      }
+      auto dequantize = operand.getDefiningOp<tg::DequantizeOp>();
+      if (!dequantize) {
+        continue;
+      }
+      auto param = SymbolTable::lookupNearestSymbolFrom<tg::ParamOp>(
+          dequantize, dequantize.getNameAttr());
+      DictionaryAttr quant = param ? param.getQuantAttr() : DictionaryAttr();
+      auto scheme = quant ? quant.getAs<StringAttr>("scheme") : StringAttr();
+      if (!scheme || scheme.getValue() != "fp16") {
+        op->emitError() << "fp16 GEMMs on weights stored as "
+                        << (scheme ? scheme.getValue() : "?")
+                        << " are not supported yet (frozen weights may be "
+                           "stored as fp16, or f32 with 'quantization: none')";
         return WalkResult::interrupt();
       }
     }

@@ -272,8 +272,9 @@ def EmulateFp16Pass : Pass<"tailor-emulate-fp16", "::mlir::ModuleOp"> {
     torch.autocast(dtype=float16) runs in half and tailor keeps in f32:
     attention, the elementwise ops between GEMMs (rope, SwiGLU, LoRA's
     scaling), norms, softmax and the loss, which autocast also runs in
-    f32. A GEMM on quantized weights (tg.dequantize) is refused: its kernel
-    has no half rounding yet.
+    f32. A GEMM may read a frozen weight stored as half (tg.dequantize of
+    tailor-quantize's `fp16` scheme, which planning then dequantizes whole
+    for it); other storage schemes are refused.
   }];
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
