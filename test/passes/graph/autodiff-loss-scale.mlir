@@ -10,7 +10,7 @@ tg.param @b : tensor<8x4xf32> trainable init <"zeros", 0.0 : f64>
 // CHECK-SAME: %[[S:[^:]+]]: tensor<f32> {tg.name = "loss_scale"}
 // CHECK-NOT: arith.constant dense<1.000000e+00>
 // CHECK: %[[LOSS:.+]] = tg.reduce_mean
-// CHECK: tg.mul %[[S]], %{{.+}}
+// CHECK: tg.reshape %[[S]]
 // CHECK: return %[[LOSS]], %{{.+}}
 // Tests that loss-scale is refused with cotangents (no loss to seed).
 // VJP: loss-scale seeds a loss; it cannot be combined with cotangents
