@@ -220,10 +220,10 @@ struct KernelSelector {
     return gemm(grad, "linear_weight_grad", arityOf(grad));
   }
   /// A GEMM, or with tailor-emulate-fp16's mark its `_fp16` kernel, which
-  /// takes one more operand: a workspace for its operands rounded to half
-  /// (every operand, bias or addend included, so the size does not depend
-  /// on the epilogues planning folds in later) and for its product, which
-  /// is rounded before the epilogue adds it.
+  /// takes one more operand: a workspace for its two factors rounded to
+  /// half and for its product, which is rounded before the epilogue adds it
+  /// (the op's operands and result: a bias counts, a residual folded in
+  /// later does not need to).
   FailureOr<CpuKernelChoice> gemm(Operation *op, StringRef kernel,
                                   int64_t arity) {
     if (!op->hasAttr(tg::TGDialect::kFp16AttrName)) {

@@ -314,16 +314,11 @@ KernelCall withoutWorkspace(const KernelCall &call) {
   return inner;
 }
 
-/// The workspace (last operand) is f32 and holds at least every other
-/// operand's elements.
-std::string expectHalfWorkspace(const KernelCall &call) {
+/// The workspace (last operand) is f32 and holds at least `needed` floats.
+std::string expectHalfWorkspace(const KernelCall &call, int64_t needed) {
   size_t last = call.operands.size() - 1;
   if (auto e = expectDType(call, last, DType::F32); !e.empty()) {
     return e;
-  }
-  int64_t needed = 0;
-  for (size_t i = 0; i < last; ++i) {
-    needed += call.operands[i].numel();
   }
   if (call.operands[last].numel() < needed) {
     return "workspace holds " + std::to_string(call.operands[last].numel()) +
@@ -342,7 +337,9 @@ std::string checkMatmulHalf(const KernelCall &call) {
   if (auto e = expectDType(call, 0, DType::F32); !e.empty()) {
     return e;
   }
-  return expectHalfWorkspace(call);
+  // The rounded a and b (y is rounded in place).
+  return expectHalfWorkspace(call,
+                             call.operands[0].numel() + call.operands[1].numel());
 }
 
 std::string runMatmulHalf(const KernelCall &call) {
@@ -364,7 +361,11 @@ std::string checkLinearHalf(const KernelCall &call) {
   if (auto e = checkLinear(withoutWorkspace(call)); !e.empty()) {
     return e;
   }
-  return expectHalfWorkspace(call);
+  // The rounded x and w, and the product (y's shape).
+  size_t count = call.operands.size() - 1;
+  return expectHalfWorkspace(call, call.operands[0].numel() +
+                                       call.operands[1].numel() +
+                                       call.operands[count - 1].numel());
 }
 
 /// What the product is added to: nothing, a bias row, a residual of y's

@@ -30,7 +30,8 @@ Checks:
     updates), and skipped steps report a non-finite norm on both sides;
   - the final adapter matches within WEIGHT_TOL of max|ref| per tensor,
     and training moved it well beyond that;
-  - a run stopped after step 7 (TAILOR_TRAIN_STOP_AFTER, as SIGINT) and
+  - a run stopped after step 6 (TAILOR_TRAIN_STOP_AFTER, as SIGINT: the
+    growth tracker is then mid-interval) and
     resumed equals the uninterrupted one bit for bit: metrics (scale and
     skipped flags included), final adapter, and the checkpoint's
     loss_scaler;
@@ -66,13 +67,18 @@ STEPS = 30
 SCALER = dict(init_scale=2.0 ** 24, growth_factor=4.0, backoff_factor=0.25,
               growth_interval=4)
 # Losses: the two sides round different intermediates to half (see the
-# file comment); measured worst about 2e-4, bound with margin.
-LOSS_TOL = 2e-3
-# The adapter after 30 steps: the same rounding differences through the
-# updates (measured worst about 2e-3 of max|ref|).
-WEIGHT_TOL = 2e-2
+# file comment); measured worst 9e-6 relative, bound with margin.
+LOSS_TOL = 1e-4
+# The adapter after 30 steps: the same rounding differences, through 22
+# AdamW updates, which turn small gradient differences on elements with
+# small gradients into whole-step differences (measured worst 1.9e-2 of
+# max|ref|, on a lora_A; training moves the adapter by 1.0 of max|ref|).
+WEIGHT_TOL = 5e-2
 LR_TOL = 1e-6
-STOP_AT = 7
+# The unscaled gradient norm of applied steps (the same rounding
+# differences; measured worst 3.6e-4 relative).
+GNORM_TOL = 5e-3
+STOP_AT = 6
 
 
 def recipe():
@@ -123,7 +129,7 @@ def compare(ref, metrics):
     problems = []
     print(f"  {'step':>4} {'scale torch':>11} {'tailor':>9} {'skip':>5} "
           f"{'loss torch':>11} {'loss tailor':>11} {'rel':>8} {'lr':>9}")
-    worst = 0.0
+    worst = worst_norm = 0.0
     for rec in ref:
         s = rec["step"]
         m = metrics.get(s)
@@ -150,22 +156,32 @@ def compare(ref, metrics):
             problems.append(f"step {s}: grad_norm {m.get('grad_norm')} vs "
                             f"{rec['grad_norm']} (skipped {rec['skipped']})")
             flag += "  <-- grad_norm"
+        elif finite:
+            ge = tc.rel_err(float(m["grad_norm"]), rec["grad_norm"])
+            worst_norm = max(worst_norm, ge)
+            if not ge <= GNORM_TOL:
+                problems.append(f"step {s}: grad_norm {m['grad_norm']} vs "
+                                f"{rec['grad_norm']:.7g} (rel {ge:.2e})")
+                flag += "  <-- grad_norm"
         print(f"  {s:>4} {rec['loss_scale']:>11.0f} {m.get('loss_scale', 0):>9.0f} "
               f"{'yes' if m.get('skipped') else 'no':>5} {rec['loss']:>11.6f} "
               f"{float(m['loss']):>11.6f} {e:>8.1e} {float(m['lr']):>9.3g}{flag}")
-    print(f"  worst loss rel err {worst:.2e} (bound {LOSS_TOL:g})")
+    print(f"  worst loss rel err {worst:.2e} (bound {LOSS_TOL:g}), worst "
+          f"grad_norm rel err {worst_norm:.2e} (bound {GNORM_TOL:g})")
     return problems
 
 
-def resume_check(tailor, plan, data, work, whole):
-    """Stops after STOP_AT, resumes, and compares with `whole`."""
+def resume_check(tailor, plan, data, work, whole, init_adapter):
+    """Stops after STOP_AT, resumes, and compares with `whole` (which
+    started from `init_adapter`)."""
     problems = []
     parts = os.path.join(work, "parts")
     shutil.rmtree(parts, ignore_errors=True)
     base = [tailor, "train", plan, "--data", data, "--output-dir", parts,
             "--threads", "2", "--max-steps", str(STEPS)]
     env = dict(os.environ, TAILOR_TRAIN_STOP_AFTER=str(STOP_AT))
-    for cmd, e in ((base, env), (base + ["--resume"], None)):
+    for cmd, e in ((base + ["--init-adapter", init_adapter], env),
+                   (base + ["--resume"], None)):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=e,
                               timeout=600)
         if proc.returncode != 0:
@@ -267,7 +283,7 @@ def main():
             problems.append("tailor inspect does not show the precision and the "
                             "loss-scaling settings")
         problems += resume_check(os.path.join(args.bin, "tailor"), plan, data,
-                                 work, out)
+                                 work, out, init_adapter)
     problems += refusals(args.bin, onnx_path, os.path.join(args.work, "refuse"))
     if problems:
         print("FAIL:")
