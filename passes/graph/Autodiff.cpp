@@ -61,7 +61,8 @@ public:
   Differentiator(ModuleOp module, func::FuncOp func, StringRef function,
                  bool wrtInputs, bool cotangents, bool lossScale)
       : module(module), func(func), function(function), wrtInputs(wrtInputs),
-        cotangents(cotangents), lossScale(lossScale), body(func.getBody().front()),
+        cotangents(cotangents), lossScale(lossScale),
+        body(func.getBody().front()),
         ret(llvm::cast<func::ReturnOp>(body.getTerminator())),
         loc(ret.getLoc()), builder(ret), originalArgs(body.getNumArguments()) {}
 

@@ -9,15 +9,18 @@
 //
 // fp16 loss scaling (`loss-scaling`): the gradients arrive multiplied by
 // the run-time `loss_scale` S, and optimizer_step takes `inv_scale`, 1/S as
-// GradScaler rounds it (runtime/train/LossScaler.h). Where a skipped step lives: in the update
-// ops, not in the trainer. optimizer_step computes the norm of the scaled
-// accumulators (summed in double, so finite f32 values cannot overflow
-// it), and a scaled gradient holds an inf or NaN exactly when that norm is
-// not finite (`norm * 0` is then NaN: tg.is_nan tells). The unscale, 1/S,
-// joins the factor the update ops already multiply the accumulators by
-// (averaging and clipping), which the norm itself gets too, so clipping
-// sees the unscaled norm as GradScaler.unscale_ + clip_grad_norm_ would.
-// On found_inf that factor becomes NaN, which every update kernel takes as
+// GradScaler rounds it (runtime/train/LossScaler.h).
+//
+// Where a skipped step lives: in the update ops, not in the trainer.
+// optimizer_step takes the norm of the scaled accumulators, whose squares
+// are summed in double, and a scaled gradient holds an inf or NaN exactly
+// when that norm is not finite (`norm * 0` is then NaN: tg.is_nan tells;
+// the one other way, a finite norm past f32's range, needs gradients
+// beyond 1e38 / sqrt(n), which S makes an overflow in all but name). The
+// unscale joins the factor the update ops already multiply the
+// accumulators by (averaging, clipping), and the norm is unscaled before
+// clipping reads it, as GradScaler.unscale_ then clip_grad_norm_ do. On
+// found_inf that factor becomes NaN, which every update kernel takes as
 // "skip this step": it zeroes the accumulator and touches nothing else.
 // Gating in the trainer would need optimizer_step split in two around the
 // check (one more entry, and a host round trip between them); a predicate

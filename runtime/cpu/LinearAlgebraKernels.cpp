@@ -338,8 +338,8 @@ std::string checkMatmulHalf(const KernelCall &call) {
     return e;
   }
   // The rounded a and b (y is rounded in place).
-  return expectHalfWorkspace(call,
-                             call.operands[0].numel() + call.operands[1].numel());
+  return expectHalfWorkspace(
+      call, call.operands[0].numel() + call.operands[1].numel());
 }
 
 std::string runMatmulHalf(const KernelCall &call) {
@@ -390,15 +390,16 @@ TAILOR_VECTOR_CLONES void addRoundedRow(const float *product,
 template <Base Kind>
 void addRounded(const KernelCall &call, const float *product,
                 const float *base, float *out, int64_t m, int64_t n) {
-  parallelFor(call, m, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)),
-              [&](int64_t begin, int64_t end, int) {
-                for (int64_t i = begin; i < end; ++i) {
-                  const float *row = Kind == Base::Bias ? base
-                                     : Kind == Base::None ? nullptr
-                                                          : base + i * n;
-                  addRoundedRow<Kind>(product + i * n, row, out + i * n, n);
-                }
-              });
+  int64_t grain = std::max<int64_t>(
+      1, kElementwiseGrain / std::max<int64_t>(n, 1));
+  parallelFor(call, m, grain, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float *row = Kind == Base::Bias   ? base
+                         : Kind == Base::None ? nullptr
+                                              : base + i * n;
+      addRoundedRow<Kind>(product + i * n, row, out + i * n, n);
+    }
+  });
 }
 
 std::string runLinearHalf(const KernelCall &call) {

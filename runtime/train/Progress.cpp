@@ -129,17 +129,28 @@ void Progress::step(const StepReport &report) {
       std::snprintf(evalText, sizeof(evalText), " | eval_loss %.6f",
                     *report.evalLoss);
     }
-    char scaleText[64] = "";
+    // fp16 loss scaling: the scale (a power of two, usually: in full),
+    // and a skipped step's norm, which is inf or nan, without a sign.
+    char scaleText[80] = "";
     if (report.lossScale) {
-      std::snprintf(scaleText, sizeof(scaleText), " | scale %g%s",
-                    *report.lossScale,
+      double scale = *report.lossScale;
+      bool whole = scale >= 1 && scale < 1e15 && scale == std::floor(scale);
+      std::snprintf(scaleText, sizeof(scaleText),
+                    whole ? " | scale %.0f%s" : " | scale %g%s", scale,
                     report.skipped ? " (inf/nan grads: step skipped)" : "");
     }
+    char normText[32];
+    if (std::isfinite(report.gradNorm)) {
+      std::snprintf(normText, sizeof(normText), "%.4f", report.gradNorm);
+    } else {
+      std::snprintf(normText, sizeof(normText), "%s",
+                    std::isnan(report.gradNorm) ? "nan" : "inf");
+    }
     std::fprintf(out,
-                 "step %*" PRId64 "/%" PRId64 " | loss %.6f%s | norm %.4f%s | "
+                 "step %*" PRId64 "/%" PRId64 " | loss %.6f%s | norm %s%s | "
                  "lr %.2e | %.*f ms | %.0f tok/s | eta %s\n",
                  width, report.step, maxSteps, report.loss, evalText,
-                 report.gradNorm, scaleText, report.learningRate,
+                 normText, scaleText, report.learningRate,
                  report.seconds < 0.01 ? 2 : 0, report.seconds * 1e3,
                  tokensPerSecond, eta.c_str());
     std::fflush(out);

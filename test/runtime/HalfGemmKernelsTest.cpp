@@ -122,7 +122,8 @@ TEST(HalfGemmKernelsTest, LinearOverflowsToInfAndAccumulates) {
             "");
   double product = half(0.5 * 4 * double(half(1.0 / 3.0)));
   for (int64_t i = 0; i < m * n; ++i) {
-    EXPECT_EQ(small.at(i), static_cast<float>(0.25f + static_cast<float>(product)));
+    EXPECT_EQ(small.at(i),
+              static_cast<float>(0.25f + static_cast<float>(product)));
   }
 }
 

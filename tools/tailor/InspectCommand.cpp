@@ -896,8 +896,14 @@ void printTraining(llvm::raw_ostream &os, const fb::Training &training,
      << ", weight decay " << formatNumber(training.weight_decay()) << ", seed "
      << training.seed() << "\n";
   if (const fb::LossScaling *scaling = training.loss_scaling()) {
-    os << "  fp16 loss scaling (GradScaler): init_scale "
-       << formatNumber(scaling->init_scale()) << ", growth_factor "
+    // The scale in full when whole (2**24 reads better as 16777216).
+    double scale = scaling->init_scale();
+    std::string initScale =
+        scale >= 1 && scale < 1e15 && scale == std::floor(scale)
+            ? std::to_string(static_cast<int64_t>(scale))
+            : formatNumber(scale);
+    os << "  fp16 loss scaling (GradScaler): init_scale " << initScale
+       << ", growth_factor "
        << formatNumber(scaling->growth_factor()) << ", backoff_factor "
        << formatNumber(scaling->backoff_factor()) << ", growth_interval "
        << scaling->growth_interval() << "\n";

@@ -1,4 +1,4 @@
-//===- LossScalerTest.cpp - GradScaler's state machine ---------------------===//
+//===- LossScalerTest.cpp - GradScaler's state machine --------------------===//
 //
 // runtime/train/LossScaler.h against torch.amp.GradScaler's update rule
 // (`_amp_update_scale_`): the sequences below are what PyTorch 2.x prints
