@@ -37,7 +37,9 @@ Checks:
     loss_scaler;
   - recipe errors name the key: loss-scaling keys without fp16, a
     backoff_factor of 1 or more, fp16 on a GPU target, fp16 with ZeRO-2;
-  - the plan records the precision and the settings (tailor inspect).
+  - the plan records the precision and the settings (tailor inspect);
+  - the C API's trainer (through the Python binding, libtailor_runtime)
+    reports the same scales, skips and losses for the first CAPI_STEPS.
 
   train_fp16_gradscaler.py --bin BUILD/bin --work DIR
 """
@@ -79,6 +81,7 @@ LR_TOL = 1e-6
 # differences; measured worst 3.6e-4 relative).
 GNORM_TOL = 5e-3
 STOP_AT = 6
+CAPI_STEPS = 9
 
 
 def recipe():
@@ -211,6 +214,34 @@ def resume_check(tailor, plan, data, work, whole, init_adapter):
     return problems
 
 
+def capi_check(bin_dir, plan, data, work, init_adapter, whole):
+    """The C API trainer (tailor_trainer, through python/tailor) reports the
+    scale and skipped flag of each step as `tailor train` does."""
+    lib = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "lib",
+                       "libtailor_runtime.so")
+    if not os.path.exists(lib):
+        return [f"no {lib} to check the C API trainer with"]
+    os.environ["TAILOR_RUNTIME_LIBRARY"] = lib
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    import tailor
+
+    trainer = tailor.Trainer(plan, data=data,
+                             output_dir=os.path.join(work, "capi"),
+                             init_adapter=init_adapter, max_steps=CAPI_STEPS,
+                             num_threads=2)
+    got = [trainer.step() for _ in range(CAPI_STEPS)]
+    want = [tc.read_metrics(whole)[s] for s in range(1, CAPI_STEPS + 1)]
+    problems = [f"C API step {m.step}: scale {m.loss_scale} skipped {m.skipped} "
+                f"loss {m.loss}, tailor train {w['loss_scale']} {w['skipped']} "
+                f"{w['loss']}" for m, w in zip(got, want)
+                if (m.loss_scale, m.skipped, float(f"{m.loss:.9g}"))
+                != (w["loss_scale"], w["skipped"], w["loss"])]
+    if not problems:
+        print(f"  C API trainer: the same scales, skips and losses for "
+              f"{CAPI_STEPS} steps")
+    return problems
+
+
 def refusals(bin_dir, onnx_path, work):
     base = tc.recipe_defaults()
     cases = [
@@ -284,6 +315,7 @@ def main():
                             "loss-scaling settings")
         problems += resume_check(os.path.join(args.bin, "tailor"), plan, data,
                                  work, out, init_adapter)
+        problems += capi_check(args.bin, plan, data, work, init_adapter, out)
     problems += refusals(args.bin, onnx_path, os.path.join(args.work, "refuse"))
     if problems:
         print("FAIL:")
