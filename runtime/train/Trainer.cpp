@@ -1032,7 +1032,9 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
              std::to_string(micro) + ": " + problem;
     }
     float value = readScalar(run.loss);
-    if (!std::isfinite(value) && badMicro < 0) {
+    // With loss scaling an overflowing forward is GradScaler's skipped
+    // step: its gradients are inf/NaN too, and optimizer_step finds them.
+    if (!std::isfinite(value) && badMicro < 0 && !run.scaler) {
       if (!run.comm) {
         return lossNotFinite(step, value, micro);
       }
@@ -1051,7 +1053,7 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
   if (badMicro >= 0) {
     return lossNotFinite(step, badValue, badMicro);
   }
-  if (!std::isfinite(lossSum)) {
+  if (!std::isfinite(lossSum) && !run.scaler) {
     return "step " + std::to_string(step) + ": the loss is not finite on "
            "another rank; stopped without a checkpoint";
   }
@@ -1315,6 +1317,11 @@ std::string trainStep(Run &run, int64_t step, StepReport &report) {
     return "step " + std::to_string(step) + ": gradient norm is " +
            (std::isnan(stepNorm) ? "nan" : "inf") +
            "; stopped without a checkpoint";
+  }
+  if (!std::isfinite(stepLoss) && !skipped) {
+    return "step " + std::to_string(step) +
+           ": the loss is not finite but no gradient is; stopped without a "
+           "checkpoint";
   }
   if (run.scaler) {
     report.lossScale = run.scaler->scale();
