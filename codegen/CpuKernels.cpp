@@ -211,7 +211,37 @@ struct KernelSelector {
         .done();
   }
   FailureOr<CpuKernelChoice> select(tg::LinearOp linear) {
-    return ChoiceBuilder(linear, "linear", -1).done();
+    return gemm(linear, "linear", -1);
+  }
+  FailureOr<CpuKernelChoice> select(tg::MatmulOp matmul) {
+    return gemm(matmul, "matmul", arityOf(matmul));
+  }
+  FailureOr<CpuKernelChoice> select(tg::LinearWeightGradOp grad) {
+    return gemm(grad, "linear_weight_grad", arityOf(grad));
+  }
+  /// A GEMM, or with tailor-emulate-fp16's mark its `_fp16` kernel, which
+  /// takes one more operand: a workspace for its two factors rounded to
+  /// half and for its product, which is rounded before the epilogue adds it
+  /// (the op's operands and result: a bias counts, a residual folded in
+  /// later does not need to).
+  FailureOr<CpuKernelChoice> gemm(Operation *op, StringRef kernel,
+                                  int64_t arity) {
+    if (!op->hasAttr(tg::TGDialect::kFp16AttrName)) {
+      return ChoiceBuilder(op, kernel, arity).done();
+    }
+    if (cuda) {
+      return op->emitError() << "fp16 GEMMs have no CUDA kernels yet";
+    }
+    int64_t floats = 0;
+    for (Type type : llvm::concat<Type>(op->getOperandTypes(),
+                                        op->getResultTypes())) {
+      floats += llvm::cast<ShapedType>(type).getNumElements();
+    }
+    ChoiceBuilder choice(op, (kernel + "_fp16").str(),
+                         arity < 0 ? -1 : arity + 1);
+    choice.choice.workspaceBytes =
+        std::max<int64_t>(floats, 1) * static_cast<int64_t>(sizeof(float));
+    return choice.done();
   }
   FailureOr<CpuKernelChoice> select(tg::RMSNormOp norm) {
     return ChoiceBuilder(norm, "rms_norm", arityOf(norm))
@@ -418,9 +448,8 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads,
             tg::ReciprocalOp, tg::TanhOp, tg::SigmoidOp, tg::SiluOp, tg::ReluOp,
             tg::ErfOp, tg::SinOp, tg::CosOp, tg::IsNanOp, tg::AddOp, tg::SubOp,
             tg::MulOp, tg::DivOp, tg::PowOp, tg::MaxOp, tg::MinOp, tg::EqOp,
-            tg::LtOp, tg::GtOp, tg::SelectOp, tg::CastOp, tg::MatmulOp,
-            tg::EmbeddingOp, tg::BroadcastOp, tg::SiluGradOp,
-            tg::LinearWeightGradOp, tg::EmbeddingGradOp>(
+            tg::LtOp, tg::GtOp, tg::SelectOp, tg::CastOp, tg::EmbeddingOp,
+            tg::BroadcastOp, tg::SiluGradOp, tg::EmbeddingGradOp>(
           [&](Operation *) -> FailureOr<CpuKernelChoice> {
             return ChoiceBuilder(op, op->getName().stripDialect(), arityOf(op))
                 .done();
@@ -431,7 +460,8 @@ FailureOr<CpuKernelChoice> selectCpuKernel(Operation *op, int64_t threads,
             tg::SliceOp, tg::ConcatOp, tg::SplitOp, tg::GeluGradOp,
             tg::RMSNormGradOp, tg::LayerNormGradOp, tg::AttentionGradOp,
             tg::CrossEntropyOp, tg::CrossEntropyGradOp, tg::SoftmaxGradOp,
-            tg::RopeGradOp, tg::SliceGradOp, tg::DropoutOp, tg::GlobalNormOp>(
+            tg::RopeGradOp, tg::SliceGradOp, tg::DropoutOp, tg::GlobalNormOp,
+            tg::MatmulOp, tg::LinearWeightGradOp>(
           [&](auto kind) { return selector.select(kind); })
       // Gathers, scatters, cumsum, mod and sign on run-time tensors.
       .Case<tg::GatherElementsOp, tg::ScatterElementsOp, tg::GatherNDOp,

@@ -149,12 +149,41 @@ void buildGenerationPipeline(mlir::OpPassManager &pm,
 std::string frozenWeightScheme(const TrainingRecipe &recipe,
                                const ScheduleOptions &options) {
   std::string scheme = recipe.quantizationScheme();
-  if (scheme.empty() && options.backend == "cuda" &&
-      options.precision == "bf16" && recipe.adapter != "full" &&
-      recipe.quantization != "none") {
+  bool dense = scheme.empty() && recipe.adapter != "full" &&
+               recipe.quantization != "none";
+  if (dense && options.backend == "cuda" && options.precision == "bf16") {
     scheme = "bf16";
   }
+  if (dense && options.precision == "fp16") {
+    scheme = "fp16";
+  }
   return scheme;
+}
+
+llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
+                                   const ScheduleOptions &options) {
+  if (options.precision != "fp16") {
+    return llvm::Error::success();
+  }
+  if (options.backend != "cpu") {
+    return llvm::createStringError(
+        "mixed_precision: fp16 runs on the CPU backend only: tailor's CUDA "
+        "kernels have no fp16 GEMMs yet (--hardware " +
+        options.hardware + ")");
+  }
+  if (options.worldSize > 1) {
+    return llvm::createStringError(
+        "fp16 loss scaling with " + std::to_string(options.worldSize) +
+        " ranks is not supported yet (one rank)");
+  }
+  std::string scheme = recipe.quantizationScheme();
+  if (!scheme.empty() && scheme != "fp16") {
+    return llvm::createStringError(
+        "mixed_precision: fp16 with 'quantization: " + scheme +
+        "' is not supported yet (frozen weights are stored as fp16, or f32 "
+        "with 'quantization: none')");
+  }
+  return llvm::Error::success();
 }
 
 /// Placement after recomputation: offload (frozen parameters, AdamW and
@@ -253,7 +282,8 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   // --- Frozen weights stored quantized (QLoRA's NF4, int8, GPTQ, 16-bit).
   // With bf16 compute on a GPU, frozen linear weights are kept in bf16 (as
   // Hugging Face loads them in bf16): half the bytes, read by the same
-  // tensor-core GEMMs; trainable weights stay f32 masters.
+  // tensor-core GEMMs; trainable weights stay f32 masters. With fp16 they
+  // are kept in fp16, the values the fp16 GEMMs round them to.
   std::string scheme = frozenWeightScheme(recipe, options);
   if (!scheme.empty()) {
     addQuantizePass(pm, recipe, scheme);
@@ -266,7 +296,11 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   }
   // --- Backward pass; fold the transposes it stacks on pre-transposed
   // weights before the optimizer splits the step.
-  pm.addPass(graph::createAutodiffPass());
+  // With fp16, GradScaler's scaled loss: the backward starts from a
+  // run-time `loss_scale` (the trainer's, runtime/train/LossScaler.h).
+  graph::AutodiffPassOptions autodiff;
+  autodiff.lossScale = recipe.lossScaling();
+  pm.addPass(graph::createAutodiffPass(autodiff));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
   graph::OptimizerPassOptions optimizer;
@@ -283,9 +317,15 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   optimizer.warmupSteps = recipe.warmupSteps;
   optimizer.totalSteps = recipe.maxSteps;
   optimizer.accumulationSteps = recipe.gradientAccumulationSteps;
+  optimizer.lossScaling = recipe.lossScaling();
   pm.addPass(graph::createOptimizerPass(optimizer));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
+  // --- fp16: every GEMM of the finished step (forward, backward, LoRA)
+  // computes as fp16 tensor cores do; the rest stays f32.
+  if (options.precision == "fp16") {
+    pm.addPass(graph::createEmulateFp16Pass());
+  }
   // --- Layer split: one nested module per pipeline stage, each planned as
   // its rank's program (the rest of this pipeline, per stage).
   int64_t stages = recipe.deviceMap == "auto" ? options.worldSize
@@ -361,7 +401,8 @@ constexpr const char *kHardwareHelp =
     "the target: a name from the hardware database (cpu, h100, 2xrtx3090, "
     "4xcpu, ...) or a hardware file";
 constexpr const char *kPrecisionHelp =
-    "fp32 or bf16 (empty: the target's default)";
+    "fp32, bf16 or fp16 (empty: the recipe's mixed_precision, else the "
+    "target's default)";
 constexpr const char *kThreadsHelp =
     "CPU workers the plan sizes per-worker workspaces for";
 
@@ -436,12 +477,17 @@ void registerWithOptions(
 
 /// The schedule options `options` names.
 template <typename Options>
-llvm::Expected<ScheduleOptions> scheduleOptionsOf(const Options &options) {
+llvm::Expected<ScheduleOptions>
+scheduleOptionsOf(const Options &options, llvm::StringRef precision = "") {
   llvm::Expected<HardwareSpec> hardware = resolveHardware(options.hardware);
   if (!hardware) {
     return hardware.takeError();
   }
-  return scheduleOptionsFor(*hardware, options.precision, options.threads);
+  return scheduleOptionsFor(*hardware,
+                            precision.empty() ? llvm::StringRef(
+                                                    options.precision)
+                                              : precision,
+                            options.threads);
 }
 
 } // namespace
@@ -462,6 +508,16 @@ void registerTailorPipelines() {
                                          options.recipe.end()));
         if (!recipe) {
           return recipe.takeError();
+        }
+        // The recipe's precision unless the target option gives one.
+        if (options.precision.empty() && !recipe->mixedPrecision.empty()) {
+          schedule = scheduleOptionsOf(options, recipe->mixedPrecision);
+          if (!schedule) {
+            return schedule.takeError();
+          }
+        }
+        if (llvm::Error error = checkTrainingPrecision(*recipe, *schedule)) {
+          return error;
         }
         buildTrainingPipeline(pm, *recipe, *schedule, options.schedule);
         return llvm::Error::success();

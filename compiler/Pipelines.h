@@ -9,6 +9,7 @@
 #define TAILOR_COMPILER_PIPELINES_H
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
 
@@ -30,7 +31,8 @@ struct ScheduleOptions {
   std::string hardware = "cpu";
   int64_t sm = 0;
   int64_t deviceMemory = 0;
-  /// "fp32" or "bf16" (tensor-core compute with f32 accumulation).
+  /// "fp32", "bf16" (tensor-core compute with f32 accumulation) or "fp16"
+  /// (the CPU emulating fp16 tensor cores: tailor-emulate-fp16).
   std::string precision = "fp32";
   /// Bytes of cuBLASLt workspace a GPU plan reserves.
   int64_t gemmWorkspace = 0;
@@ -63,10 +65,16 @@ void buildLowerToSchedule(mlir::OpPassManager &pm,
 
 struct TrainingRecipe;
 
+/// Fails, naming what, when `recipe`'s precision cannot run on `options`'
+/// target: fp16 (loss scaling) plans one CPU rank with dense frozen weights.
+llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
+                                   const ScheduleOptions &options);
+
 /// The storage scheme tailor-quantize gives the frozen weights of `recipe`
 /// on `options`' target ("" for none): the recipe's quantization, else
-/// bf16 on a GPU with bf16 compute (as Hugging Face loads them) unless the
-/// recipe says `quantization: none` or trains every weight.
+/// bf16 on a GPU with bf16 compute (as Hugging Face loads them), or fp16
+/// with fp16 compute, unless the recipe says `quantization: none` or trains
+/// every weight.
 std::string frozenWeightScheme(const TrainingRecipe &recipe,
                                const ScheduleOptions &options);
 

@@ -348,6 +348,17 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   auto compileDirectory = s(training, "compile_directory");
   auto shuffle = training.getAs<BoolAttr>("shuffle");
   auto samplePacking = training.getAs<BoolAttr>("sample_packing");
+  flatbuffers::Offset<fb::LossScaling> lossScaling;
+  if (auto scaler = training.getAs<DictionaryAttr>("loss_scaling")) {
+    auto number = [&](StringRef key) {
+      auto attr = scaler.getAs<FloatAttr>(key);
+      return attr ? attr.getValueAsDouble() : 0.0;
+    };
+    auto interval = scaler.getAs<IntegerAttr>("growth_interval");
+    lossScaling = fb::CreateLossScaling(
+        fbb, number("init_scale"), number("growth_factor"),
+        number("backoff_factor"), interval ? interval.getInt() : 0);
+  }
   fb::TrainingBuilder builder(fbb);
   builder.add_micro_batch_size(static_cast<int32_t>(i("micro_batch_size", 1)));
   builder.add_sequence_len(static_cast<int32_t>(i("sequence_len", 0)));
@@ -379,6 +390,9 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   builder.add_recipe(recipe);
   builder.add_compile_arguments(compileArguments);
   builder.add_compile_directory(compileDirectory);
+  if (!lossScaling.IsNull()) {
+    builder.add_loss_scaling(lossScaling);
+  }
   return builder.Finish();
 }
 

@@ -142,6 +142,21 @@ Setter loadsQuantized(const char *scheme) {
   };
 }
 
+/// axolotl's `fp16: true` / `bf16: true`: true picks that mixed precision
+/// (false leaves the choice to `mixed_precision` or the target).
+Setter halfPrecision(const char *precision) {
+  return [precision](TrainingRecipe &r, const Value &v) -> Error {
+    bool on = false;
+    if (Error error = parseBool(v, on)) {
+      return error;
+    }
+    if (on) {
+      r.mixedPrecision = precision;
+    }
+    return Error::success();
+  };
+}
+
 /// The model side: adapter, quantization, LoRA, tied embeddings.
 std::map<std::string, Setter> modelSetters() {
   using R = TrainingRecipe;
@@ -218,9 +233,17 @@ std::map<std::string, Setter> trainingSetters() {
       {"micro_batch_size", integer(&R::microBatchSize, 1)},
       {"gradient_accumulation_steps", integer(&R::gradientAccumulationSteps, 1)},
       {"mixed_precision", choice(&R::mixedPrecision, {{"bf16", "bf16"},
+                                                      {"fp16", "fp16"},
                                                       {"no", "fp32"},
                                                       {"fp32", "fp32"},
                                                       {"auto", ""}})},
+      // axolotl's spellings: `fp16: true` / `bf16: true`.
+      {"fp16", halfPrecision("fp16")},
+      {"bf16", halfPrecision("bf16")},
+      {"init_scale", number(&R::initScale, 0.0, 3.4e38)},
+      {"growth_factor", number(&R::growthFactor, 0.0, 3.4e38)},
+      {"backoff_factor", number(&R::backoffFactor, 0.0, 3.4e38)},
+      {"growth_interval", integer(&R::growthInterval, 1)},
       {"optimizer", choice(&R::optimizer, {{"adamw", "adamw"},
                                             {"adamw_torch", "adamw"},
                                             {"sgd", "sgd"}})},
@@ -579,6 +602,70 @@ Error checkPipeline(const TrainingRecipe &recipe) {
   return Error::success();
 }
 
+/// GradScaler's settings: given only with fp16 (they would do nothing
+/// otherwise), and as torch.amp.GradScaler needs them: a positive finite
+/// first scale, a growth above 1 and a back-off below 1. Two precisions
+/// asked for at once (`fp16: true` and `bf16: true`, or either against
+/// `mixed_precision`) are refused.
+Error checkLossScaling(const TrainingRecipe &recipe) {
+  auto error = [](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(), message);
+  };
+  bool fp16 = recipe.givenKeys.count("fp16") && recipe.mixedPrecision == "fp16";
+  bool bf16 = recipe.givenKeys.count("bf16") && recipe.mixedPrecision == "bf16";
+  if (recipe.givenKeys.count("fp16") && recipe.givenKeys.count("bf16") &&
+      (fp16 || bf16)) {
+    return error("'fp16' and 'bf16' both set: give one precision");
+  }
+  for (const char *key : {"init_scale", "growth_factor", "backoff_factor",
+                          "growth_interval"}) {
+    if (recipe.givenKeys.count(key) && !recipe.lossScaling()) {
+      return error("'" + Twine(key) +
+                   "' sets fp16 loss scaling, which needs 'mixed_precision: "
+                   "fp16' (or 'fp16: true')");
+    }
+  }
+  if (!(recipe.initScale > 0.0)) {
+    return error("'init_scale' must be above 0");
+  }
+  auto text = [](double value) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%g", value);
+    return std::string(buffer);
+  };
+  if (!(recipe.growthFactor > 1.0)) {
+    return error("'growth_factor' must be above 1, got " +
+                 text(recipe.growthFactor));
+  }
+  if (!(recipe.backoffFactor > 0.0 && recipe.backoffFactor < 1.0)) {
+    return error("'backoff_factor' must be in (0, 1), got " +
+                 text(recipe.backoffFactor));
+  }
+  if (!recipe.lossScaling()) {
+    return Error::success();
+  }
+  // What loss scaling has been built and checked with: one rank's step on
+  // the CPU (the skipped update is one predicate on every update op, and
+  // the passes below rewrite those ops or the norm without it).
+  auto notYet = [&](const Twine &what) {
+    return error("fp16 loss scaling with " + what + " is not supported yet");
+  };
+  if (recipe.sharding != "ddp") {
+    return notYet(recipe.sharding + " sharding");
+  }
+  if (recipe.offloadParams() || recipe.offloadOptimizer != "none" ||
+      recipe.activationOffloading) {
+    return notYet("offload");
+  }
+  if (recipe.gradientCompression != "none") {
+    return notYet("gradient compression");
+  }
+  if (recipe.pipelineStages != 1 || !recipe.deviceMap.empty()) {
+    return notYet("a layer split (pipeline_stages / device_map)");
+  }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<TrainingRecipe> loadRecipe(StringRef path,
@@ -627,6 +714,9 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
   if (Error error = checkPipeline(recipe)) {
     return error;
   }
+  if (Error error = checkLossScaling(recipe)) {
+    return error;
+  }
   if (recipe.warmupSteps > recipe.maxSteps) {
     return createStringError(inconvertibleErrorCode(),
                              "'warmup_steps' (" + Twine(recipe.warmupSteps) +
@@ -667,8 +757,9 @@ Error checkGenerationRecipe(const TrainingRecipe &recipe,
       if (recipe.qlora) {
         continue;
       }
-    } else if (key == "mixed_precision") {
-      refuse = recipe.mixedPrecision == "bf16";
+    } else if (key == "mixed_precision" || key == "fp16" || key == "bf16") {
+      refuse = recipe.mixedPrecision == "bf16" ||
+               recipe.mixedPrecision == "fp16";
     }
     if (refuse) {
       refused += (refused.empty() ? "" : ", ") + key;
@@ -723,6 +814,15 @@ Error attachRecipe(mlir::ModuleOp module, const TrainingRecipe &r,
       b.getNamedAttr("base_model", b.getStringAttr(r.baseModel)),
       b.getNamedAttr("recipe", b.getStringAttr(r.text)),
   };
+  if (r.lossScaling()) {
+    attrs.push_back(b.getNamedAttr(
+        "loss_scaling",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("init_scale", f(r.initScale)),
+             b.getNamedAttr("growth_factor", f(r.growthFactor)),
+             b.getNamedAttr("backoff_factor", f(r.backoffFactor)),
+             b.getNamedAttr("growth_interval", i(r.growthInterval))})));
+  }
   // Absent means unset: the data decides (runtime/train/DataLoader.h).
   if (r.samplePacking) {
     attrs.push_back(

@@ -64,8 +64,18 @@ struct TrainingRecipe {
   int64_t microBatchSize = 1;
   int64_t gradientAccumulationSteps = 1;
   // --- precision: "bf16" (tensor cores, f32 accumulation and master
-  // weights), "fp32", or "" for the target's default (bf16 on GPUs)
+  // weights), "fp16" (the same with IEEE half GEMMs and dynamic loss
+  // scaling), "fp32", or "" for the target's default (bf16 on GPUs)
   std::string mixedPrecision;
+  /// Dynamic loss scaling (fp16 only), named as torch.amp.GradScaler's
+  /// arguments: the first scale, its growth after `growthInterval` steps
+  /// without an inf/NaN gradient, and its back-off after one with.
+  double initScale = 65536.0;
+  double growthFactor = 2.0;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+  /// Whether the run scales its loss (`mixed_precision: fp16`).
+  bool lossScaling() const { return mixedPrecision == "fp16"; }
   // --- optimizer and schedule
   std::string optimizer = "adamw"; // adamw, sgd
   double learningRate = 2e-4;

@@ -78,6 +78,8 @@ tailor_train_metrics metricsOf(const StepMetrics &in) {
   out.has_eval_loss = in.evalLoss ? 1 : 0;
   out.eval_loss = in.evalLoss ? *in.evalLoss : 0.0;
   out.stopped = in.stopped ? 1 : 0;
+  out.loss_scale = in.lossScale ? *in.lossScale : 0.0;
+  out.skipped = in.skipped ? 1 : 0;
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -1741,6 +1742,33 @@ static std::string verifyBindings(const fb::Plan &p, uint32_t entryCount) {
   return "";
 }
 
+/// fp16 loss scaling (1.13): GradScaler's settings as it accepts them, on
+/// a CPU plan (the only one that can carry them).
+static std::string verifyLossScaling(const fb::Plan &p) {
+  const fb::LossScaling *scaling =
+      p.training() ? p.training()->loss_scaling() : nullptr;
+  if (!scaling) {
+    return "";
+  }
+  if (p.target() && p.target()->backend() == fb::Backend::Cuda) {
+    return "the plan's loss scaling needs the CPU backend (fp16 GEMMs)";
+  }
+  if (!(scaling->init_scale() > 0.0) || !std::isfinite(scaling->init_scale()) ||
+      !(scaling->growth_factor() > 1.0) ||
+      !std::isfinite(scaling->growth_factor()) ||
+      !(scaling->backoff_factor() > 0.0 && scaling->backoff_factor() < 1.0) ||
+      scaling->growth_interval() < 1) {
+    return Message() << "the plan's loss scaling is out of range (init_scale "
+                     << scaling->init_scale() << ", growth_factor "
+                     << scaling->growth_factor() << ", backoff_factor "
+                     << scaling->backoff_factor() << ", growth_interval "
+                     << scaling->growth_interval()
+                     << "; expected a finite scale above 0, growth above 1, "
+                        "back-off in (0, 1), interval >= 1)";
+  }
+  return "";
+}
+
 std::string LoadedPlan::verify(const LoadOptions &options) const {
   const fb::Plan &p = *planRoot;
   if (std::string problem = verifyFormat(p); !problem.empty()) {
@@ -1783,6 +1811,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
   }
   if (problem.empty()) {
     problem = verifyGeneration(p);
+  }
+  if (problem.empty()) {
+    problem = verifyLossScaling(p);
   }
   return problem;
 }

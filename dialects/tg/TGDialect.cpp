@@ -82,6 +82,15 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
     }
     return success();
   }
+  if (name == TGDialect::kFp16AttrName) {
+    if (!llvm::isa<UnitAttr>(value) ||
+        !llvm::isa<LinearOp, MatmulOp, LinearWeightGradOp>(op)) {
+      return op->emitError() << "'" << name
+                             << "' must be a unit attribute on a tg.linear, "
+                                "tg.matmul or tg.linear_weight_grad";
+    }
+    return success();
+  }
   if (name == TGDialect::kStepsAttrName) {
     auto steps = llvm::dyn_cast<DenseI64ArrayAttr>(value);
     if (!steps || (steps.size() != 2 && steps.size() != 3) || steps[0] < 1 ||
@@ -275,7 +284,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
   static constexpr StringRef known[] = {
       kLayerAttrName,          kModuleAttrName,       kTiedAttrName,
       kRecomputeAttrName,      kRecomputedAttrName,   kOverlapAttrName,
-      kHostAttrName,           kStepsAttrName,        kCompressionAttrName,
+      kHostAttrName,           kFp16AttrName,         kStepsAttrName,
+      kCompressionAttrName,
       kRecomputeSummaryAttrName, kRecomputePolicyAttrName, "tg.parallel",
       kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,
       kUnraisedAttentionAttrName, kExportNameAttrName,

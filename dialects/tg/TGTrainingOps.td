@@ -273,7 +273,10 @@ def TG_AdamWUpdateOp : TG_Op<"adamw_update", [
     `tg.bucket`: the update then runs on this rank's chunk of its members,
     with states of the bucket; or a parameter's `master` state (optimizer
     offload): the update then runs on that host copy, with states of the
-    parameter, and with `tg.host` it runs on the host.
+    parameter, and with `tg.host` it runs on the host. A non-finite
+    `grad_scale` skips the step (fp16 loss scaling found an inf/NaN
+    gradient): only the accumulator is zeroed. (Loss scaling is planned for
+    the CPU backend only; CUDA plans never carry it.)
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
@@ -296,7 +299,8 @@ def TG_SGDUpdateOp : TG_Op<"sgd_update", [
     With `g = grad * grad_scale + weight_decay * p`: `buf = momentum * buf + g`,
     `p -= lr * (nesterov ? g + momentum * buf : buf)` (dampening 0; without
     momentum `p -= lr * g`, and there is no buffer: torch.optim.SGD keeps
-    none either). The gradient accumulator is zeroed.
+    none either). The gradient accumulator is zeroed. A non-finite
+    `grad_scale` skips the step, as for tg.adamw_update.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FlatSymbolRefAttr:$grad,
                        OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,

@@ -59,9 +59,10 @@ struct AutodiffPass : public graph::impl::AutodiffPassBase<AutodiffPass> {
 class Differentiator {
 public:
   Differentiator(ModuleOp module, func::FuncOp func, StringRef function,
-                 bool wrtInputs, bool cotangents)
+                 bool wrtInputs, bool cotangents, bool lossScale)
       : module(module), func(func), function(function), wrtInputs(wrtInputs),
-        cotangents(cotangents), body(func.getBody().front()),
+        cotangents(cotangents), lossScale(lossScale),
+        body(func.getBody().front()),
         ret(llvm::cast<func::ReturnOp>(body.getTerminator())),
         loc(ret.getLoc()), builder(ret), originalArgs(body.getNumArguments()) {}
 
@@ -112,7 +113,7 @@ private:
   ModuleOp module;
   func::FuncOp func;
   StringRef function;
-  bool wrtInputs, cotangents;
+  bool wrtInputs, cotangents, lossScale;
   Block &body;
   func::ReturnOp ret;
   Location loc;
@@ -151,6 +152,12 @@ LogicalResult Differentiator::seedResults() {
   }
   Value loss = ret.getOperand(0);
   auto type = llvm::cast<RankedTensorType>(loss.getType());
+  if (lossScale) {
+    // GradScaler's scaled loss: the backward starts from the scale S, so
+    // every gradient is S times the loss's; the loss itself is unscaled.
+    seeds.emplace_back(loss, body.addArgument(type, loc));
+    return success();
+  }
   Value one = arith::ConstantOp::create(
       builder, loc,
       DenseElementsAttr::get(type,
@@ -346,6 +353,10 @@ void Differentiator::rewriteSignature(ArrayRef<Value> results,
   for (unsigned i = 0; i < originalArgs; ++i) {
     argAttrs.push_back(func.getArgAttrDict(i));
   }
+  if (lossScale) {
+    argAttrs.push_back(builder.getDictionaryAttr({builder.getNamedAttr(
+        "tg.name", builder.getStringAttr("loss_scale"))}));
+  }
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
     if (!cotangents || !isFloatTensor(value.getType())) {
       continue;
@@ -369,7 +380,13 @@ void AutodiffPass::runOnOperation() {
                        << " to differentiate";
     return signalPassFailure();
   }
-  Differentiator differentiator(module, func, function, wrtInputs, cotangents);
+  if (lossScale && cotangents) {
+    module.emitError() << "loss-scale seeds a loss; it cannot be combined "
+                          "with cotangents";
+    return signalPassFailure();
+  }
+  Differentiator differentiator(module, func, function, wrtInputs, cotangents,
+                                lossScale);
   if (failed(differentiator.run())) {
     return signalPassFailure();
   }

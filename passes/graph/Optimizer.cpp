@@ -7,6 +7,26 @@
 // update count, so the plan alone says what every step does and a resumed
 // run cannot drift from an uninterrupted one.
 //
+// fp16 loss scaling (`loss-scaling`): the gradients arrive multiplied by
+// the run-time `loss_scale` S, and optimizer_step takes `inv_scale`, 1/S as
+// GradScaler rounds it (runtime/train/LossScaler.h).
+//
+// Where a skipped step lives: in the update ops, not in the trainer.
+// optimizer_step takes the norm of the scaled accumulators, whose squares
+// are summed in double, and a scaled gradient holds an inf or NaN exactly
+// when that norm is not finite (`norm * 0` is then NaN: tg.is_nan tells;
+// the one other way, a finite norm past f32's range, needs gradients
+// beyond 1e38 / sqrt(n), which S makes an overflow in all but name). The
+// unscale joins the factor the update ops already multiply the
+// accumulators by (averaging, clipping), and the norm is unscaled before
+// clipping reads it, as GradScaler.unscale_ then clip_grad_norm_ do. On
+// found_inf that factor becomes NaN, which every update kernel takes as
+// "skip this step": it zeroes the accumulator and touches nothing else.
+// Gating in the trainer would need optimizer_step split in two around the
+// check (one more entry, and a host round trip between them); a predicate
+// on the factor needs no new operand, so every pass that moves or groups
+// update ops (adamw_multi) carries it unchanged.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/graph/Passes.h"
@@ -50,6 +70,10 @@ struct ScalarMath {
   Value max(Value l, Value r) { return op<tg::MaxOp>(l, r); }
   Value select(Value cond, Value t, Value f) {
     return tg::SelectOp::create(b, loc, f32, cond, t, f);
+  }
+  Value isNan(Value x) {
+    return tg::IsNanOp::create(b, loc,
+                               RankedTensorType::get({}, b.getI1Type()), x);
   }
   Value less(Value l, Value r) {
     return tg::LtOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
@@ -193,12 +217,24 @@ void OptimizerPass::runOnOperation() {
   builder.setInsertionPointAfter(func);
   auto f32 = RankedTensorType::get({}, builder.getF32Type());
   auto i64 = RankedTensorType::get({}, builder.getI64Type());
+  SmallVector<Type> argTypes = {i64}, resultTypes = {f32, f32};
+  if (lossScaling) {
+    argTypes.push_back(f32);
+    resultTypes.push_back(f32);
+  }
   auto update = func::FuncOp::create(
-      builder, loc, "optimizer_step", FunctionType::get(context, {i64}, {f32, f32}));
-  update.setArgAttrs(0, {builder.getNamedAttr("tg.name", builder.getStringAttr("step"))});
-  update.setResultAttrs(0, {builder.getNamedAttr("tg.name", builder.getStringAttr("lr"))});
-  update.setResultAttrs(
-      1, {builder.getNamedAttr("tg.name", builder.getStringAttr("grad_norm"))});
+      builder, loc, "optimizer_step",
+      FunctionType::get(context, argTypes, resultTypes));
+  auto named = [&](StringRef name) {
+    return builder.getNamedAttr("tg.name", builder.getStringAttr(name));
+  };
+  update.setArgAttrs(0, {named("step")});
+  update.setResultAttrs(0, {named("lr")});
+  update.setResultAttrs(1, {named("grad_norm")});
+  if (lossScaling) {
+    update.setArgAttrs(1, {named("inv_scale")});
+    update.setResultAttrs(2, {named("found_inf")});
+  }
   Block *entry = update.addEntryBlock();
   builder.setInsertionPointToStart(entry);
   ScalarMath m{builder, loc};
@@ -212,6 +248,14 @@ void OptimizerPass::runOnOperation() {
                                            t.grad.getSymName()));
   }
   Value norm = tg::GlobalNormOp::create(builder, loc, f32, grads);
+  // fp16: the norm of the scaled gradients says whether any is inf/NaN;
+  // then both the norm and the update's factor are unscaled.
+  Value foundInf, unscale;
+  if (lossScaling) {
+    foundInf = m.isNan(m.mul(norm, m.constant(0.0)));
+    unscale = entry->getArgument(1);
+    norm = m.mul(norm, unscale);
+  }
   double average = 1.0 / static_cast<double>(accumulationSteps);
   if (accumulationSteps > 1) {
     norm = m.mul(norm, m.constant(average));
@@ -222,6 +266,9 @@ void OptimizerPass::runOnOperation() {
         m.constant(1.0),
         m.div(m.constant(maxGradNorm), m.add(norm, m.constant(1e-6))));
     scale = accumulationSteps > 1 ? m.mul(coefficient, scale) : coefficient;
+  }
+  if (lossScaling) {
+    scale = m.select(foundInf, m.constant(std::nan("")), m.mul(scale, unscale));
   }
   Value k = m.sub(tg::CastOp::create(builder, loc, f32, step), m.constant(1.0));
   Value lr = m.mul(m.constant(learningRate), scheduleFactor(m, k));
@@ -256,5 +303,9 @@ void OptimizerPass::runOnOperation() {
     }
   }
   builder.setInsertionPointToEnd(entry);
-  func::ReturnOp::create(builder, loc, ValueRange{lr, norm});
+  SmallVector<Value> results = {lr, norm};
+  if (lossScaling) {
+    results.push_back(tg::CastOp::create(builder, loc, f32, foundInf));
+  }
+  func::ReturnOp::create(builder, loc, results);
 }

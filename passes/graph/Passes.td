@@ -260,6 +260,25 @@ def PackSequencesPass : Pass<"tailor-pack-sequences", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def EmulateFp16Pass : Pass<"tailor-emulate-fp16", "::mlir::ModuleOp"> {
+  let summary = "marks every GEMM to compute as fp16 tensor cores do";
+  let description = [{
+    `mixed_precision: fp16`: every tg.linear, tg.matmul and
+    tg.linear_weight_grad of every function (forward, backward, LoRA)
+    gets `tg.fp16`: its kernel rounds its operands to IEEE half (nearest
+    even, inf beyond 65504, as a float to half conversion), sums the
+    products in f32 and rounds the product to half before any epilogue
+    (bias, residual, accumulation into a gradient) adds it in f32. What
+    torch.autocast(dtype=float16) runs in half and tailor keeps in f32:
+    attention, the elementwise ops between GEMMs (rope, SwiGLU, LoRA's
+    scaling), norms, softmax and the loss, which autocast also runs in
+    f32. A GEMM may read a frozen weight stored as half (tg.dequantize of
+    tailor-quantize's `fp16` scheme, which planning then dequantizes whole
+    for it); other storage schemes are refused.
+  }];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def AddLossPass : Pass<"tailor-add-loss", "::mlir::ModuleOp"> {
   let summary = "causal-LM cross-entropy of the logits against shifted labels";
   let description = [{
@@ -313,6 +332,9 @@ def AutodiffPass : Pass<"tailor-autodiff", "::mlir::ModuleOp"> {
     kept. With `cotangents`, every float result R instead takes its
     cotangent as a new input `grad.R` (a vector-Jacobian product); with
     `wrt-inputs`, float inputs X get gradients too, returned as `grad.X`.
+    With `loss-scale` (fp16 training, torch.amp.GradScaler), the loss is
+    seeded with a new scalar f32 input `loss_scale` instead of 1, so every
+    gradient comes out scaled by it; the returned loss is not.
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
@@ -320,7 +342,9 @@ def AutodiffPass : Pass<"tailor-autodiff", "::mlir::ModuleOp"> {
     Option<"cotangents", "cotangents", "bool", /*default=*/"false",
            "take result cotangents as inputs instead of seeding a loss">,
     Option<"wrtInputs", "wrt-inputs", "bool", /*default=*/"false",
-           "also return gradients of float inputs">
+           "also return gradients of float inputs">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "seed the loss with a run-time input `loss_scale` instead of 1">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect",
                            "::mlir::arith::ArithDialect"];
@@ -338,6 +362,14 @@ def OptimizerPass : Pass<"tailor-optimizer", "::mlir::ModuleOp"> {
     the learning rate of Hugging Face's constant, linear or cosine schedule
     with warmup at update `step - 1` of `total-steps`, and one AdamW or SGD
     update of every trainable parameter, which also zeroes its accumulator.
+    With `loss-scaling` (fp16, after tailor-autodiff's `loss-scale`),
+    `optimizer_step` also takes `inv_scale` (1/S) and returns `found_inf`:
+    torch.amp.GradScaler's unscale, check and skip. The gradients are
+    multiplied by it before the norm, clipping and the update; if any
+    is inf or NaN, `found_inf` is 1 and every update op is given a NaN
+    grad_scale, which the update kernels take as "skip": parameters,
+    moments and AdamW's step are untouched and the accumulators are still
+    zeroed. The trainer then backs the scale off (runtime/train/LossScaler.h).
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
@@ -361,7 +393,10 @@ def OptimizerPass : Pass<"tailor-optimizer", "::mlir::ModuleOp"> {
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"1000",
            "updates the schedule spans">,
     Option<"accumulationSteps", "accumulation-steps", "int64_t", /*default=*/"1",
-           "micro-batches per update">
+           "micro-batches per update">,
+    Option<"lossScaling", "loss-scaling", "bool", /*default=*/"false",
+           "unscale by an `inv_scale` input and skip updates with inf/NaN "
+           "gradients (fp16)">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect",
                            "::mlir::arith::ArithDialect",

@@ -293,11 +293,15 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
   }
   program->setAttr("sched.threads", builder.getI64IntegerAttr(threads));
   program->setAttr("sched.backend", builder.getStringAttr(target.backend));
+  // A CPU plan computes in f32 but for fp16's GEMMs (tailor-emulate-fp16),
+  // so only fp16 is recorded there (bf16 asked of a CPU target runs f32).
+  if (target.isCuda() || target.precision == "fp16") {
+    program->setAttr("sched.precision",
+                     builder.getStringAttr(target.precision));
+  }
   if (target.isCuda()) {
     program->setAttr("sched.hardware", builder.getStringAttr(target.hardware));
     program->setAttr("sched.sm", builder.getI64IntegerAttr(target.sm));
-    program->setAttr("sched.precision",
-                     builder.getStringAttr(target.precision));
     program->setAttr("sched.device_memory",
                      builder.getI64IntegerAttr(target.deviceMemory));
   }

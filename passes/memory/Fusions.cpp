@@ -314,13 +314,19 @@ Fusions decideFusions(Block &body) {
   // Quantized weights read only by linear layers (directly or through a
   // folded transpose) are never dequantized whole: the linear kernel
   // dequantizes tiles of the stored weight.
+  // Not for fp16 GEMMs (tailor-emulate-fp16): they round their operands
+  // as they copy them, from the whole weight.
+  auto halfGemm = [](Operation *op) {
+    return op->hasAttr(tg::TGDialect::kFp16AttrName);
+  };
   for (auto dequantize : body.getOps<tg::DequantizeOp>()) {
     bool onlyLinear = llvm::all_of(dequantize->getUses(), [&](OpOperand &use) {
       Operation *user = use.getOwner();
       if (fusions.foldedTransposes.contains(user)) {
-        return true;
+        return llvm::none_of(user->getUsers(), halfGemm);
       }
-      return llvm::isa<tg::LinearOp>(user) && use.getOperandNumber() == 1;
+      return llvm::isa<tg::LinearOp>(user) && use.getOperandNumber() == 1 &&
+             !halfGemm(user);
     });
     if (onlyLinear) {
       fusions.fusedDequantizes.insert(dequantize);

@@ -81,9 +81,14 @@ void LowerToSchedPass::runOnOperation() {
                        << hardware << " is sm_" << static_cast<int64_t>(sm);
     return signalPassFailure();
   }
-  if (precision != "fp32" && precision != "bf16") {
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16") {
     module.emitError() << "unknown precision '" << precision
-                       << "' (expected fp32 or bf16)";
+                       << "' (expected fp32, bf16 or fp16)";
+    return signalPassFailure();
+  }
+  if (precision == "fp16" && backend != "cpu") {
+    module.emitError() << "fp16 runs on the CPU backend only: tailor's CUDA "
+                          "kernels have no fp16 GEMMs yet";
     return signalPassFailure();
   }
   PlannerOptions options;

@@ -132,7 +132,8 @@ class TrainMetrics(ctypes.Structure):
                 ("tokens_per_s", ctypes.c_double),
                 ("seconds", ctypes.c_double), ("epoch", ctypes.c_double),
                 ("has_eval_loss", ctypes.c_int),
-                ("eval_loss", ctypes.c_double), ("stopped", ctypes.c_int)]
+                ("eval_loss", ctypes.c_double), ("stopped", ctypes.c_int),
+                ("loss_scale", ctypes.c_double), ("skipped", ctypes.c_int)]
 
 
 class TrainerState(ctypes.Structure):

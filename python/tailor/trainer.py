@@ -23,6 +23,10 @@ class StepMetrics:
     epoch: float
     eval_loss: Optional[float]
     stopped: bool
+    # fp16 plans: the loss scale the step used (None otherwise), and whether
+    # an inf/NaN gradient skipped its update.
+    loss_scale: Optional[float] = None
+    skipped: bool = False
 
     @staticmethod
     def of(metrics):
@@ -30,7 +34,9 @@ class StepMetrics:
             int(metrics.step), metrics.loss, metrics.lr, metrics.grad_norm,
             metrics.tokens_per_s, metrics.seconds, metrics.epoch,
             metrics.eval_loss if metrics.has_eval_loss else None,
-            bool(metrics.stopped))
+            bool(metrics.stopped),
+            metrics.loss_scale if metrics.loss_scale > 0 else None,
+            bool(metrics.skipped))
 
 
 class Trainer(_capi.Handle):

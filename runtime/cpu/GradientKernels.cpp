@@ -20,6 +20,8 @@
 
 #include "runtime/cpu/AttentionKeys.h"
 #include "runtime/cpu/KernelTable.h"
+
+#include "runtime/cpu/HalfRounding.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <cblas.h>
@@ -122,6 +124,50 @@ std::string runLinearWeightGrad(const KernelCall &call) {
   sgemm(true, false, n, k, rows, alpha, dy.as<float>(), std::max<int64_t>(n, 1),
         x.as<float>(), std::max<int64_t>(k, 1), beta,
         call.operands[2].as<float>(), std::max<int64_t>(k, 1));
+  return "";
+}
+
+// linear_weight_grad_fp16: dy, x, dw, workspace (tailor-emulate-fp16). dy
+// and x are rounded to half into the workspace, the same sgemm sums their
+// products into the workspace's last N K floats, and the product, rounded
+// to half, is written to dw or added to it (`accumulate`: the gradient
+// accumulator, f32, as autocast's half weight gradient is added to an f32
+// .grad).
+
+std::string checkLinearWeightGradHalf(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 4); !e.empty()) {
+    return e;
+  }
+  KernelCall inner = call;
+  inner.operands.pop_back();
+  if (auto e = checkLinearWeightGrad(inner); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDType(call, 3, DType::F32); !e.empty()) {
+    return e;
+  }
+  int64_t needed = call.operands[0].numel() + call.operands[1].numel() +
+                   call.operands[2].numel();
+  if (call.operands[3].numel() < needed) {
+    return "workspace holds " + std::to_string(call.operands[3].numel()) +
+           " floats, expected at least " + std::to_string(needed);
+  }
+  return "";
+}
+
+std::string runLinearWeightGradHalf(const KernelCall &call) {
+  const Tensor &dy = call.operands[0], &x = call.operands[1];
+  int64_t n = dy.shape.back(), k = x.shape.back(), rows = leadingRows(dy);
+  float *dyr = call.operands[3].as<float>();
+  float *xr = dyr + dy.numel();
+  float *product = xr + x.numel();
+  roundToHalf(call, dy.as<float>(), dyr, dy.numel());
+  roundToHalf(call, x.as<float>(), xr, x.numel());
+  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
+  sgemm(true, false, n, k, rows, alpha, dyr, std::max<int64_t>(n, 1), xr,
+        std::max<int64_t>(k, 1), 0.0f, product, std::max<int64_t>(k, 1));
+  addRoundedProduct(call, product, call.operands[2].as<float>(), n, k,
+                    call.attributes.getInt("accumulate", 0) != 0);
   return "";
 }
 
@@ -566,6 +612,8 @@ std::string runEmbeddingGrad(const KernelCall &call) {
 void addGradientKernels(std::vector<KernelDef> &table) {
   table.push_back(
       {"linear_weight_grad", 3, checkLinearWeightGrad, runLinearWeightGrad});
+  table.push_back({"linear_weight_grad_fp16", 4, checkLinearWeightGradHalf,
+                   runLinearWeightGradHalf});
   table.push_back(
       {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
   table.push_back(

@@ -10,9 +10,21 @@
 // worker with the BLAS single-threaded: small GEMMs do not spread well over
 // BLAS threads, and OpenBLAS serializes concurrent multithreaded calls.
 //
+// `linear_fp16` and `matmul_fp16` (tailor-emulate-fp16): what an fp16
+// tensor core computes, emulated. Their last operand is a workspace: the
+// operands are rounded to half (HalfRounding.h) while being copied there,
+// the same f32 GEMM sums the products, and the product is rounded to half
+// as the epilogue writes it (bias, residual or accumulation added in f32
+// after the rounding, as autocast adds an f32 value to a half product).
+// The weight is re-rounded on every launch: frozen weights stay f32 in the
+// parameter arena.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+
+#include "runtime/cpu/HalfRounding.h"
+#include "runtime/cpu/VectorMath.h"
 
 #include <cblas.h>
 
@@ -133,7 +145,10 @@ std::string checkMatmul(const KernelCall &call) {
   return expectShape(call, 2, out);
 }
 
-template <typename T> void runMatmulTyped(const KernelCall &call) {
+/// y = a b over the shapes of operands 0 to 2, reading a and b from the
+/// given pointers (the operands, or their half-rounded copies).
+template <typename T>
+void runMatmulTyped(const KernelCall &call, const T *a, const T *b) {
   const Tensor &ta = call.operands[0], &tb = call.operands[1],
                &ty = call.operands[2];
   int64_t m = ta.shape[ta.rank() - 2], k = ta.shape[ta.rank() - 1];
@@ -141,7 +156,6 @@ template <typename T> void runMatmulTyped(const KernelCall &call) {
   std::vector<int64_t> aBatch = batchShape(ta), bBatch = batchShape(tb),
                        yBatch = batchShape(ty);
   int64_t batch = product(yBatch);
-  const T *a = ta.as<T>(), *b = tb.as<T>();
   T *y = ty.as<T>();
   if (batch == 0) {
     return;
@@ -174,9 +188,11 @@ template <typename T> void runMatmulTyped(const KernelCall &call) {
 
 std::string runMatmul(const KernelCall &call) {
   if (call.operands[0].dtype == DType::F32) {
-    runMatmulTyped<float>(call);
+    runMatmulTyped<float>(call, call.operands[0].as<float>(),
+                          call.operands[1].as<float>());
   } else {
-    runMatmulTyped<double>(call);
+    runMatmulTyped<double>(call, call.operands[0].as<double>(),
+                           call.operands[1].as<double>());
   }
   return "";
 }
@@ -272,11 +288,176 @@ std::string runLinear(const KernelCall &call) {
   return "";
 }
 
+//===----------------------------------------------------------------------===//
+// matmul_fp16, linear_fp16
+//===----------------------------------------------------------------------===//
+
+TAILOR_VECTOR_CLONES void roundLoop(const float *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = roundToHalf(src[i]);
+  }
+}
+
+/// dst = src rounded to half, on the pool (dst may be src).
+void roundCopy(const KernelCall &call, const float *src, float *dst,
+               int64_t n) {
+  parallelFor(call, n, kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
+    roundLoop(src + begin, dst + begin, end - begin);
+  });
+}
+
+/// The call without its last operand (the workspace), for the checks the
+/// f32 kernels make; used once per launch, when a session is created.
+KernelCall withoutWorkspace(const KernelCall &call) {
+  KernelCall inner = call;
+  inner.operands.pop_back();
+  return inner;
+}
+
+/// The workspace (last operand) is f32 and holds at least `needed` floats.
+std::string expectHalfWorkspace(const KernelCall &call, int64_t needed) {
+  size_t last = call.operands.size() - 1;
+  if (auto e = expectDType(call, last, DType::F32); !e.empty()) {
+    return e;
+  }
+  if (call.operands[last].numel() < needed) {
+    return "workspace holds " + std::to_string(call.operands[last].numel()) +
+           " floats, expected at least " + std::to_string(needed);
+  }
+  return "";
+}
+
+std::string checkMatmulHalf(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 4); !e.empty()) {
+    return e;
+  }
+  if (auto e = checkMatmul(withoutWorkspace(call)); !e.empty()) {
+    return e;
+  }
+  if (auto e = expectDType(call, 0, DType::F32); !e.empty()) {
+    return e;
+  }
+  // The rounded a and b (y is rounded in place).
+  return expectHalfWorkspace(
+      call, call.operands[0].numel() + call.operands[1].numel());
+}
+
+std::string runMatmulHalf(const KernelCall &call) {
+  const Tensor &a = call.operands[0], &b = call.operands[1],
+               &y = call.operands[2];
+  float *ar = call.operands[3].as<float>();
+  float *br = ar + a.numel();
+  roundCopy(call, a.as<float>(), ar, a.numel());
+  roundCopy(call, b.as<float>(), br, b.numel());
+  runMatmulTyped<float>(call, ar, br);
+  roundCopy(call, y.as<float>(), y.as<float>(), y.numel());
+  return "";
+}
+
+std::string checkLinearHalf(const KernelCall &call) {
+  if (auto e = expectOperandCount(call, 4, 5); !e.empty()) {
+    return e;
+  }
+  if (auto e = checkLinear(withoutWorkspace(call)); !e.empty()) {
+    return e;
+  }
+  // The rounded x and w, and the product (y's shape).
+  size_t count = call.operands.size() - 1;
+  return expectHalfWorkspace(call, call.operands[0].numel() +
+                                       call.operands[1].numel() +
+                                       call.operands[count - 1].numel());
+}
+
+/// What the product is added to: nothing, a bias row, a residual of y's
+/// shape, or y itself.
+enum class Base { None, Bias, Addend, Output };
+
+template <Base Kind>
+TAILOR_VECTOR_CLONES void addRoundedRow(const float *product,
+                                        const float *base, float *out,
+                                        int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    float p = roundToHalf(product[j]);
+    if constexpr (Kind == Base::None) {
+      out[j] = p;
+    } else {
+      out[j] = base[j] + p;
+    }
+  }
+}
+
+/// out[i, :] = base row + half(product[i, :]) for the m rows of width n.
+template <Base Kind>
+void addRounded(const KernelCall &call, const float *product,
+                const float *base, float *out, int64_t m, int64_t n) {
+  int64_t grain = std::max<int64_t>(
+      1, kElementwiseGrain / std::max<int64_t>(n, 1));
+  parallelFor(call, m, grain, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float *row = Kind == Base::Bias   ? base
+                         : Kind == Base::None ? nullptr
+                                              : base + i * n;
+      addRoundedRow<Kind>(product + i * n, row, out + i * n, n);
+    }
+  });
+}
+
+std::string runLinearHalf(const KernelCall &call) {
+  size_t count = call.operands.size() - 1;
+  const Tensor &x = call.operands[0], &w = call.operands[1];
+  const Tensor &y = call.operands[count - 1];
+  bool transposed = call.attributes.getInt("transpose_weight", 0) != 0;
+  int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
+  int64_t m = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  float *xr = call.operands[count].as<float>();
+  float *wr = xr + x.numel();
+  float *product = wr + w.numel();
+  roundCopy(call, x.as<float>(), xr, x.numel());
+  roundCopy(call, w.as<float>(), wr, w.numel());
+  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
+  gemm<float>(!transposed, m, n, k, xr, std::max<int64_t>(k, 1), wr,
+              std::max<int64_t>(transposed ? n : k, 1), 0.0f, product,
+              std::max<int64_t>(n, 1), alpha);
+  float *out = y.as<float>();
+  if (count == 4 && call.attributes.getInt("addend", 0) != 0) {
+    addRounded<Base::Addend>(call, product, call.operands[2].as<float>(), out,
+                             m, n);
+  } else if (count == 4) {
+    addRounded<Base::Bias>(call, product, call.operands[2].as<float>(), out,
+                           m, n);
+  } else if (call.attributes.getInt("accumulate", 0) != 0) {
+    addRounded<Base::Output>(call, product, out, out, m, n);
+  } else {
+    addRounded<Base::None>(call, product, nullptr, out, m, n);
+  }
+  return "";
+}
+
 } // namespace
+
+/// dw (+)= half(product) for linear_weight_grad_fp16 (GradientKernels.cpp),
+/// which shares the rounding loops.
+void addRoundedProduct(const KernelCall &call, const float *product,
+                       float *out, int64_t rows, int64_t columns,
+                       bool accumulate) {
+  if (accumulate) {
+    addRounded<Base::Output>(call, product, out, out, rows, columns);
+  } else {
+    addRounded<Base::None>(call, product, nullptr, out, rows, columns);
+  }
+}
+
+/// dst = src rounded to half, on the call's pool.
+void roundToHalf(const KernelCall &call, const float *src, float *dst,
+                 int64_t n) {
+  roundCopy(call, src, dst, n);
+}
 
 void addLinearAlgebraKernels(std::vector<KernelDef> &table) {
   table.push_back({"matmul", 3, checkMatmul, runMatmul});
   table.push_back({"linear", -1, checkLinear, runLinear});
+  table.push_back({"matmul_fp16", 4, checkMatmulHalf, runMatmulHalf});
+  table.push_back({"linear_fp16", -1, checkLinearHalf, runLinearHalf});
 }
 
 } // namespace tailor::runtime::cpu

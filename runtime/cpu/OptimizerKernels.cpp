@@ -190,6 +190,10 @@ std::string runGlobalNorm(const KernelCall &call) {
 // and zeroed after the update, ready for the next accumulation. (The
 // baseline clone calls libm's fma per element; the x86-64-v3 one, which
 // every AVX2 machine runs, vectorizes it.)
+//
+// A non-finite grad_scale skips the update (torch.amp.GradScaler's skipped
+// step, tailor-optimizer's `loss-scaling`): the accumulator is zeroed for
+// the next step and the parameter and its state are left as they were.
 
 // Clang's pragma holds to the end of the file, which has nothing else to
 // fuse; GCC's is popped after sgd.
@@ -324,7 +328,17 @@ void updateAdamW(const KernelCall &call, size_t first, const AdamWStep &s) {
               });
 }
 
+/// A skipped step's only effect: the accumulator at operand `index` is
+/// cleared.
+void zeroGradient(const KernelCall &call, size_t index) {
+  std::memset(call.operands[index].data, 0, call.operands[index].bytes());
+}
+
 std::string runAdamW(const KernelCall &call) {
+  if (!std::isfinite(scalarOperand<float>(call, 6))) {
+    zeroGradient(call, 1);
+    return "";
+  }
   AdamWStep s;
   if (auto e = adamwStepOf(call, 4, s); !e.empty()) {
     return e;
@@ -383,6 +397,12 @@ void updateAdamWRange(const KernelCall &call, const std::vector<int64_t> &starts
 
 std::string runAdamWMulti(const KernelCall &call) {
   size_t scalars = call.operands.size() - 3;
+  if (!std::isfinite(scalarOperand<float>(call, scalars + 2))) {
+    for (size_t first = 0; first < scalars; first += 4) {
+      zeroGradient(call, first + 1);
+    }
+    return "";
+  }
   AdamWStep s;
   if (auto e = adamwStepOf(call, scalars, s); !e.empty()) {
     return e;
@@ -495,6 +515,10 @@ std::string runSgd(const KernelCall &call) {
                                                      : Momentum::Plain;
   float lr = scalarOperand<float>(call, 3);
   float gradScale = scalarOperand<float>(call, 4);
+  if (!std::isfinite(gradScale)) {
+    zeroGradient(call, 1);
+    return "";
+  }
   if (weightDecay != 0) {
     runSgdWith<true>(call, mode, lr, static_cast<float>(weightDecay),
                      static_cast<float>(momentum), gradScale);

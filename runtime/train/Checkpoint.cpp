@@ -462,6 +462,12 @@ static std::string trainerStateJson(const CheckpointLayout &layout,
     history.push_back(std::move(item));
   }
   root["log_history"] = std::move(history);
+  if (state.scaler) {
+    // The scale is an f32: a double holds it exactly.
+    root["loss_scaler"] = {{"scale", static_cast<double>(state.scaler->scale)},
+                           {"growth_tracker", state.scaler->growthTracker},
+                           {"skipped_steps", state.scaler->skippedSteps}};
+  }
   return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -520,6 +526,22 @@ static bool readTrainerState(const std::string &path, TrainerState &state,
   }
   state.globalStep = static_cast<int64_t>(step);
   state.fingerprint = fingerprint->get<std::string>();
+  state.scaler.reset();
+  if (auto scaler = root.find("loss_scaler"); scaler != root.end()) {
+    uint64_t tracker = 0, skipped = 0;
+    auto scale = scaler->is_object() ? scaler->find("scale") : scaler->end();
+    if (!scaler->is_object() || scale == scaler->end() ||
+        !scale->is_number() ||
+        !readUnsigned(*scaler, "growth_tracker", tracker) ||
+        !readUnsigned(*scaler, "skipped_steps", skipped)) {
+      error = path + ": invalid loss_scaler (expected scale, growth_tracker "
+                     "and skipped_steps)";
+      return false;
+    }
+    state.scaler = LossScalerState{static_cast<float>(scale->get<double>()),
+                                   static_cast<int64_t>(tracker),
+                                   static_cast<int64_t>(skipped)};
+  }
   state.logHistory.clear();
   if (auto history = root.find("log_history");
       history != root.end() && history->is_array()) {

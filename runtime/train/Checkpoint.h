@@ -20,6 +20,7 @@
 
 #include "runtime/Plan.h"
 #include "runtime/train/DataLoader.h"
+#include "runtime/train/LossScaler.h"
 
 #include <cstdint>
 #include <deque>
@@ -189,6 +190,9 @@ struct TrainerState {
   uint64_t seed = 0;
   std::string fingerprint;
   std::vector<LogEntry> logHistory;
+  /// fp16 plans: the loss scaler's state (trainer_state.json's
+  /// `loss_scaler`); absent for other plans.
+  std::optional<LossScalerState> scaler;
 };
 
 /// Builds the layout of a training plan bound to `session`; fails for plans

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
@@ -92,13 +93,26 @@ void Progress::step(const StepReport &report) {
 
   if (metrics) {
     // %.9g round-trips a float exactly; the validation loss is a double.
+    // A skipped fp16 step's norm (or, if its forward overflowed, its loss)
+    // is inf or nan, which JSON lacks: null.
+    char norm[32] = "null", loss[32] = "null";
+    if (std::isfinite(report.gradNorm)) {
+      std::snprintf(norm, sizeof(norm), "%.9g", report.gradNorm);
+    }
+    if (std::isfinite(report.loss)) {
+      std::snprintf(loss, sizeof(loss), "%.9g", report.loss);
+    }
     std::fprintf(metrics,
-                 "{\"step\":%" PRId64 ",\"loss\":%.9g,\"lr\":%.9g,"
-                 "\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,"
+                 "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%.9g,"
+                 "\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"step_ms\":%.3f,"
                  "\"tokens\":%" PRId64 ",\"epoch\":%.6f",
-                 report.step, report.loss, report.learningRate, report.gradNorm,
+                 report.step, loss, report.learningRate, norm,
                  tokensPerSecond, report.seconds * 1e3, tokensPerStep,
                  report.epoch);
+    if (report.lossScale) {
+      std::fprintf(metrics, ",\"loss_scale\":%.9g,\"skipped\":%s",
+                   *report.lossScale, report.skipped ? "true" : "false");
+    }
     if (report.evalLoss) {
       std::fprintf(metrics, ",\"eval_loss\":%.17g", *report.evalLoss);
     }
@@ -119,11 +133,33 @@ void Progress::step(const StepReport &report) {
       std::snprintf(evalText, sizeof(evalText), " | eval_loss %.6f",
                     *report.evalLoss);
     }
+    // fp16 loss scaling: the scale (a power of two, usually: in full), and
+    // a skipped step's norm (or loss), inf or nan, without a sign.
+    char scaleText[80] = "";
+    if (report.lossScale) {
+      double scale = *report.lossScale;
+      bool whole = scale >= 1 && scale < 1e15 && scale == std::floor(scale);
+      std::snprintf(scaleText, sizeof(scaleText),
+                    whole ? " | scale %.0f%s" : " | scale %g%s", scale,
+                    report.skipped ? " (inf/nan grads: step skipped)" : "");
+    }
+    auto number = [](double value, const char *format) {
+      char text[32];
+      if (std::isfinite(value)) {
+        std::snprintf(text, sizeof(text), format, value);
+      } else {
+        std::snprintf(text, sizeof(text), "%s",
+                      std::isnan(value) ? "nan" : "inf");
+      }
+      return std::string(text);
+    };
     std::fprintf(out,
-                 "step %*" PRId64 "/%" PRId64 " | loss %.6f%s | norm %.4f | "
+                 "step %*" PRId64 "/%" PRId64 " | loss %s%s | norm %s%s | "
                  "lr %.2e | %.*f ms | %.0f tok/s | eta %s\n",
-                 width, report.step, maxSteps, report.loss, evalText,
-                 report.gradNorm, report.learningRate,
+                 width, report.step, maxSteps,
+                 number(report.loss, "%.6f").c_str(), evalText,
+                 number(report.gradNorm, "%.4f").c_str(), scaleText,
+                 report.learningRate,
                  report.seconds < 0.01 ? 2 : 0, report.seconds * 1e3,
                  tokensPerSecond, eta.c_str());
     std::fflush(out);

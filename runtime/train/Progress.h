@@ -29,6 +29,10 @@ struct StepReport {
   bool log = true;
   /// The validation loss measured after the step, if it was.
   std::optional<double> evalLoss;
+  /// fp16 loss scaling: the scale this step's backward used, and whether
+  /// an inf/NaN gradient skipped its update.
+  std::optional<double> lossScale;
+  bool skipped = false;
   /// On several ranks: bytes this rank's collectives sent during the step
   /// (train_step and optimizer_step, not validation), to compare with the
   /// plan's prediction.

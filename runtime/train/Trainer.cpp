@@ -154,6 +154,10 @@ void writeInts(const Slot &slot, const int64_t *values, size_t count) {
   }
 }
 
+void writeFloat(const Slot &slot, float value) {
+  std::memcpy(slot.data, &value, sizeof(value));
+}
+
 float readScalar(const Slot &slot) {
   float value;
   std::memcpy(&value, slot.data, sizeof(value));
@@ -209,6 +213,10 @@ struct TrainerRun {
   /// the sums of the ranks' own counts.
   int64_t firstMicro = 0, globalMicro = 1;
   Slot inputIds, labels, positionIds, seedSlot, loss, stepSlot, lr, gradNorm;
+  /// fp16 plans (loss scaling, 1.13): train_step's `loss_scale`,
+  /// optimizer_step's `inv_scale` and `found_inf`, and the scaler.
+  Slot lossScale, inverseScale, foundInf;
+  std::optional<LossScaler> scaler;
   Slot evalIds, evalLabels, evalPositions, evalLoss;
   /// The gradient accumulators train_step adds into.
   std::vector<uint32_t> gradBuffers;
@@ -449,7 +457,8 @@ std::string bindSlots(Run &run) {
            {"labels", whole, tokenShape, ints, &run.labels},
            {"position_ids", false, tokenShape, ints, &run.positionIds},
            {"seed", false, {}, ints, &run.seedSlot},
-           {"slot", false, {}, ints, &run.trainSlot}});
+           {"slot", false, {}, ints, &run.trainSlot},
+           {"loss_scale", false, {}, floats, &run.lossScale}});
       !problem.empty()) {
     return problem;
   }
@@ -474,7 +483,9 @@ std::string bindSlots(Run &run) {
   }
   if (std::string problem = bindEntry(
           plan, session, root.inputs(), run.optimizerEntry, "optimizer_step",
-          "input", {{"step", true, {}, ints, &run.stepSlot}});
+          "input",
+          {{"step", true, {}, ints, &run.stepSlot},
+           {"inv_scale", false, {}, floats, &run.inverseScale}});
       !problem.empty()) {
     return problem;
   }
@@ -482,7 +493,8 @@ std::string bindSlots(Run &run) {
           bindEntry(plan, session, root.outputs(), run.optimizerEntry,
                     "optimizer_step", "output",
                     {{"lr", true, {}, floats, &run.lr},
-                     {"grad_norm", true, {}, floats, &run.gradNorm}});
+                     {"grad_norm", true, {}, floats, &run.gradNorm},
+                     {"found_inf", false, {}, floats, &run.foundInf}});
       !problem.empty()) {
     return problem;
   }
@@ -503,10 +515,41 @@ std::string bindSlots(Run &run) {
   return "";
 }
 
+/// fp16 plans: the scaler from the plan's settings, once the entries that
+/// take the scale and report found_inf are bound; the others have none.
+std::string readLossScaling(Run &run) {
+  const fb::LossScaling *settings = run.training->loss_scaling();
+  bool bound = run.lossScale.buffer >= 0 || run.inverseScale.buffer >= 0 ||
+               run.foundInf.buffer >= 0;
+  if (!settings) {
+    return bound ? run.name() + ": the plan's entries take a loss scale but "
+                                "its training section sets no loss_scaling"
+                 : "";
+  }
+  if (run.lossScale.buffer < 0 || run.inverseScale.buffer < 0 ||
+      run.foundInf.buffer < 0) {
+    return run.name() + ": the plan sets loss_scaling but its entries lack " +
+           (run.lossScale.buffer < 0     ? "train_step's input 'loss_scale'"
+            : run.inverseScale.buffer < 0 ? "optimizer_step's input 'inv_scale'"
+                                         : "optimizer_step's output "
+                                           "'found_inf'");
+  }
+  LossScalerSettings scaling;
+  scaling.initScale = settings->init_scale();
+  scaling.growthFactor = settings->growth_factor();
+  scaling.backoffFactor = settings->backoff_factor();
+  scaling.growthInterval = settings->growth_interval();
+  run.scaler.emplace(scaling);
+  return "";
+}
+
 /// The step counts: the plan's, or the command line's.
 std::string readSettings(Run &run) {
   const TrainOptions &options = run.options;
   const fb::Training &training = *run.training;
+  if (std::string problem = readLossScaling(run); !problem.empty()) {
+    return problem;
+  }
   run.maxSteps = options.maxSteps > 0 ? options.maxSteps : training.max_steps();
   if (run.maxSteps <= 0) {
     return run.name() + ": the plan sets no max_steps; pass --max-steps";
@@ -635,6 +678,36 @@ std::string openData(Run &run) {
   return "";
 }
 
+/// Continues the checkpoint's loss scaler (fp16 plans). A checkpoint of a
+/// run without one starts the scaler afresh, and one with a scaler resumed
+/// by a plan without loss scaling drops it; both say so.
+std::string restoreLossScaler(Run &run, const std::string &from,
+                              TrainerState &state) {
+  if (!run.scaler) {
+    if (state.scaler) {
+      std::fprintf(run.err,
+                   "tailor train: note: %s holds a loss scale; this plan "
+                   "does not scale its loss (not mixed_precision: fp16)\n",
+                   from.c_str());
+      state.scaler.reset();
+    }
+    return "";
+  }
+  if (!state.scaler) {
+    std::fprintf(run.err,
+                 "tailor train: note: %s holds no loss scale; fp16 loss "
+                 "scaling starts at init_scale %g\n",
+                 from.c_str(), static_cast<double>(run.scaler->scale()));
+    state.scaler = run.scaler->state();
+    return "";
+  }
+  if (std::string problem = run.scaler->restore(*state.scaler);
+      !problem.empty()) {
+    return from + "/trainer_state.json: " + problem;
+  }
+  return "";
+}
+
 /// Loads the checkpoint `--resume` names (or the latest) into `state`.
 std::string resumeFrom(Run &run, TrainerState &state) {
   const TrainOptions &options = run.options;
@@ -661,6 +734,10 @@ std::string resumeFrom(Run &run, TrainerState &state) {
   // A fed run's data position is the caller's to keep.
   if (run.data && !run.data->setPosition(state.data, error)) {
     return from + ": " + error;
+  }
+  if (std::string problem = restoreLossScaler(run, from, state);
+      !problem.empty()) {
+    return problem;
   }
   uint64_t seed = run.training->seed();
   if (state.seed != seed) {
@@ -703,6 +780,9 @@ std::string startState(Run &run, TrainerState &state) {
   }
   state.seed = run.training->seed();
   state.fingerprint = run.layout.fingerprint;
+  if (run.scaler) {
+    state.scaler = run.scaler->state();
+  }
   if (options.resume.empty()) {
     if (std::string old = findLatestCheckpoint(options.outputDir);
         !old.empty()) {
@@ -808,6 +888,9 @@ void feed(Run &run, int64_t step, int64_t micro) {
   if (run.seedSlot.buffer >= 0) {
     int64_t seed = dropoutSeed(run.training->seed(), step, micro);
     writeInts(run.seedSlot, &seed, 1);
+  }
+  if (run.scaler) {
+    writeFloat(run.lossScale, run.scaler->scale());
   }
 }
 
@@ -949,7 +1032,9 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
              std::to_string(micro) + ": " + problem;
     }
     float value = readScalar(run.loss);
-    if (!std::isfinite(value) && badMicro < 0) {
+    // With loss scaling an overflowing forward is GradScaler's skipped
+    // step: its gradients are inf/NaN too, and optimizer_step finds them.
+    if (!std::isfinite(value) && badMicro < 0 && !run.scaler) {
       if (!run.comm) {
         return lossNotFinite(step, value, micro);
       }
@@ -968,7 +1053,7 @@ std::string accumulate(Run &run, int64_t step, double &meanLoss) {
   if (badMicro >= 0) {
     return lossNotFinite(step, badValue, badMicro);
   }
-  if (!std::isfinite(lossSum)) {
+  if (!std::isfinite(lossSum) && !run.scaler) {
     return "step " + std::to_string(step) + ": the loss is not finite on "
            "another rank; stopped without a checkpoint";
   }
@@ -1206,7 +1291,14 @@ std::string trainStep(Run &run, int64_t step, StepReport &report) {
   if (std::string problem = accumulate(run, step, stepLoss); !problem.empty()) {
     return problem;
   }
-  writeInts(run.stepSlot, &step, 1);
+  // The plan's `step` counts applied updates: with loss scaling, skipped
+  // steps do not count (the lr schedule and AdamW's bias corrections).
+  int64_t update = step;
+  if (run.scaler) {
+    update -= run.scaler->state().skippedSteps;
+    writeFloat(run.inverseScale, run.scaler->inverseScale());
+  }
+  writeInts(run.stepSlot, &update, 1);
   if (std::string problem = run.session->runEntry(run.optimizerEntry);
       !problem.empty()) {
     return "step " + std::to_string(step) + ", optimizer step: " + problem;
@@ -1218,10 +1310,24 @@ std::string trainStep(Run &run, int64_t step, StepReport &report) {
     return "--trace: " + problem;
   }
   double stepNorm = readScalar(run.gradNorm);
-  if (!std::isfinite(stepNorm)) {
+  // With loss scaling an inf/NaN gradient is a skipped step (found_inf),
+  // not an error: the scaler backs off.
+  bool skipped = run.scaler && readScalar(run.foundInf) != 0.0f;
+  if (!std::isfinite(stepNorm) && !skipped) {
     return "step " + std::to_string(step) + ": gradient norm is " +
            (std::isnan(stepNorm) ? "nan" : "inf") +
            "; stopped without a checkpoint";
+  }
+  if (!std::isfinite(stepLoss) && !skipped) {
+    return "step " + std::to_string(step) +
+           ": the loss is not finite but no gradient is; stopped without a "
+           "checkpoint";
+  }
+  if (run.scaler) {
+    report.lossScale = run.scaler->scale();
+    report.skipped = skipped;
+    run.scaler->update(skipped);
+    run.state.scaler = run.scaler->state();
   }
   report.step = step;
   report.loss = stepLoss;
@@ -1293,6 +1399,8 @@ std::string loopStep(Run &run, StepMetrics &metrics,
       std::max(report.seconds, 1e-9);
   metrics.epoch = report.epoch;
   metrics.evalLoss = report.evalLoss;
+  metrics.lossScale = report.lossScale;
+  metrics.skipped = report.skipped;
   if (observer) {
     observer(metrics);
   }

@@ -29,6 +29,12 @@
 // step at a time or to the end; `tailor train` and tailor-train are clients
 // of that API, and runTraining is Trainer::open + Trainer::run.
 //
+// fp16 plans (the plan's loss_scaling) run torch.amp.GradScaler's dynamic
+// loss scaling (runtime/train/LossScaler.h): each step feeds the scale,
+// a step whose gradients hold an inf or NaN is skipped (reported, not an
+// error: the scale backs off), and checkpoints keep the scaler's state.
+// Other plans stop on a non-finite gradient norm.
+//
 // SIGINT and SIGTERM do not kill a run: the current step finishes, a
 // checkpoint is written, and the run returns success. For deterministic
 // tests, TAILOR_TRAIN_STOP_AFTER=N makes the run behave exactly as if SIGINT
@@ -133,6 +139,10 @@ struct StepMetrics {
   /// The validation loss, when this step computed it (eval_steps, or the
   /// last step).
   std::optional<double> evalLoss;
+  /// fp16 plans: the loss scale this step used, and whether an inf/NaN
+  /// gradient skipped its update (runtime/train/LossScaler.h).
+  std::optional<double> lossScale;
+  bool skipped = false;
   /// A stop was asked for (signal, requestStop, TAILOR_TRAIN_STOP_AFTER)
   /// before max_steps: a checkpoint of this step was written and a run
   /// ends here.

@@ -365,6 +365,13 @@ mlir::LogicalResult readRecipeAndAdapter(const CompileFlags &flags,
       return compileError(llvm::toString(loaded.takeError()));
     }
     req.recipe = std::move(*loaded);
+    if (req.training) {
+      if (llvm::Error error = checkTrainingPrecision(
+              req.recipe, scheduleOptionsFor(req.hardware,
+                                             req.recipe.mixedPrecision, 1))) {
+        return compileError(llvm::toString(std::move(error)));
+      }
+    }
   }
   if (req.recipeGiven && req.generate) {
     std::vector<std::string> ignored;

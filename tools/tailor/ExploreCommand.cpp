@@ -956,6 +956,10 @@ int runExplore(int argc, const char **argv) {
   if (!base) {
     return exploreError(llvm::toString(base.takeError()));
   }
+  if (llvm::Error error = checkTrainingPrecision(
+          *base, scheduleOptionsFor(*hardware, base->mixedPrecision, 1))) {
+    return exploreError(llvm::toString(std::move(error)));
+  }
   llvm::Expected<explore::Space> space = explore::makeSpace(
       *base, *hardware, flags.globalBatch, {flags.fixed.begin(),
                                             flags.fixed.end()});

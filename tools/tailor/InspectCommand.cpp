@@ -335,10 +335,11 @@ llvm::json::Object targetJson(const fb::Plan &p, const PlanSummary &s) {
                                                  : fb::Backend::Cpu)},
       {"name", s.target},
       {"threads", s.threads}};
+  target["precision"] = p.target() && p.target()->precision()
+                            ? p.target()->precision()->str()
+                            : "fp32";
   if (s.gpu) {
     target["sm"] = p.target()->sm();
-    target["precision"] =
-        p.target()->precision() ? p.target()->precision()->str() : "fp32";
     target["device_memory"] = static_cast<int64_t>(p.target()->device_memory());
   }
   return target;
@@ -555,6 +556,13 @@ llvm::json::Object trainingJson(const fb::Training &training) {
   }
   if (const fb::Adapter *adapter = training.adapter()) {
     t["adapter"] = adapterJson(*adapter);
+  }
+  if (const fb::LossScaling *scaling = training.loss_scaling()) {
+    t["loss_scaling"] = llvm::json::Object{
+        {"init_scale", scaling->init_scale()},
+        {"growth_factor", scaling->growth_factor()},
+        {"backoff_factor", scaling->backoff_factor()},
+        {"growth_interval", scaling->growth_interval()}};
   }
   return t;
 }
@@ -808,8 +816,18 @@ void printTarget(llvm::raw_ostream &os, const fb::Plan &p, const PlanSummary &s,
        << ")\n";
   }
   if (!s.gpu) {
-    os << "target: " << s.target << ", rank " << p.rank() << " of "
-       << p.world_size() << ", workspaces for " << s.threads << " threads\n";
+    std::string precision = p.target() && p.target()->precision()
+                                ? p.target()->precision()->str()
+                                : "fp32";
+    os << "target: " << s.target;
+    if (precision == "fp16") {
+      os << " (fp16 GEMMs emulated: operands and products rounded to half, "
+            "f32 sums)";
+    } else if (precision != "fp32") {
+      os << " (" << precision << ")";
+    }
+    os << ", rank " << p.rank() << " of " << p.world_size()
+       << ", workspaces for " << s.threads << " threads\n";
     return;
   }
   os << "target: " << s.target << " (cuda, sm_" << p.target()->sm() << ", "
@@ -877,6 +895,19 @@ void printTraining(llvm::raw_ostream &os, const fb::Training &training,
                                       : std::string("off"))
      << ", weight decay " << formatNumber(training.weight_decay()) << ", seed "
      << training.seed() << "\n";
+  if (const fb::LossScaling *scaling = training.loss_scaling()) {
+    // The scale in full when whole (2**24 reads better as 16777216).
+    double scale = scaling->init_scale();
+    std::string initScale =
+        scale >= 1 && scale < 1e15 && scale == std::floor(scale)
+            ? std::to_string(static_cast<int64_t>(scale))
+            : formatNumber(scale);
+    os << "  fp16 loss scaling (GradScaler): init_scale " << initScale
+       << ", growth_factor "
+       << formatNumber(scaling->growth_factor()) << ", backoff_factor "
+       << formatNumber(scaling->backoff_factor()) << ", growth_interval "
+       << scaling->growth_interval() << "\n";
+  }
   flatbuffers::Optional<bool> packing = training.sample_packing();
   os << "  data: sample_packing "
      << (!packing   ? "unset (JSONL: one padded example per sequence; token "

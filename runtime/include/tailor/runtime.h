@@ -169,16 +169,31 @@ tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
  *                                  restart at 0 in each packed example)
  *                       seed       i64 [] (only plans with LoRA dropout: a
  *                                  new value per micro-batch)
+ *                       loss_scale f32 [] (only fp16 plans, format 1.13:
+ *                                  the dynamic loss scale S the backward
+ *                                  starts from; gradients come out S times
+ *                                  the loss's)
  *                  out: loss       f32 [] (this micro-batch's mean)
  *   optimizer_step in:  step       i64 [] (the optimizer step being taken,
  *                                  counting from 1, as PyTorch's optimizer
  *                                  state and HF's global_step do: it sets
  *                                  the learning rate of the schedule and
- *                                  AdamW's bias corrections)
+ *                                  AdamW's bias corrections; with loss
+ *                                  scaling it counts applied updates, not
+ *                                  skipped steps)
+ *                       inv_scale  f32 [] (only fp16 plans: 1/S, rounded
+ *                                  to f32 as torch.amp.GradScaler does)
  *                  out: lr         f32 [] (the learning rate it applied)
  *                       grad_norm  f32 [] (the gradient norm before
  *                                  clipping, over all accumulated
  *                                  micro-batches)
+ *                       found_inf  f32 [] (only fp16 plans: 1 when a
+ *                                  gradient was inf or NaN, and the update
+ *                                  was skipped -- parameters and optimizer
+ *                                  state untouched, accumulators cleared;
+ *                                  then back the scale off, as GradScaler's
+ *                                  update() does; tailor_trainer does all
+ *                                  of this itself)
  *   eval_step      (plans with a validation set) in: eval_input_ids,
  *                  eval_labels (and eval_position_ids); out: eval_loss.
  * Run train_step once per micro-batch of an accumulation, then
@@ -515,6 +530,12 @@ typedef struct tailor_train_metrics {
   /** 1 when a stop was requested: this step's checkpoint was written and
    *  tailor_trainer_run returns after it. */
   int stopped;
+  /** fp16 plans (mixed_precision: fp16, dynamic loss scaling as
+   *  torch.amp.GradScaler): the loss scale this step used (0 for other
+   *  plans), and 1 when an inf/NaN gradient skipped its update (the scale
+   *  then backs off; not an error). */
+  double loss_scale;
+  int skipped;
 } tailor_train_metrics;
 
 /** Where a trainer stands. */

@@ -1104,3 +1104,12 @@ func.func @f() -> tensor<?xf32> {
   %x = tg.recv from 1 : tensor<?xf32>
   return %x : tensor<?xf32>
 }
+
+// -----
+
+// Tests that tg.fp16 (tailor-emulate-fp16's decision) sits on GEMMs only.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tg.fp16' must be a unit attribute on a tg.linear, tg.matmul or tg.linear_weight_grad}}
+  %0 = tg.exp %x {tg.fp16} : tensor<4xf32>
+  return
+}
