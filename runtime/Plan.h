@@ -25,7 +25,7 @@ namespace tailor::runtime {
 /// The plan format version (major * 100 + minor): the one the plan writer
 /// (compiler/PlanWriter.cpp) produces, and this runtime reads any minor
 /// version of its major version.
-constexpr uint32_t kPlanVersion = 112;
+constexpr uint32_t kPlanVersion = 113;
 
 /// The largest rank of a buffer in a plan.
 constexpr int64_t kMaxPlanRank = 8;
@@ -36,9 +36,15 @@ struct LoadOptions {
   /// elsewhere.
   bool checkSourceFiles = true;
   /// A layer split's plan holds one plan per pipeline stage (plan 1.10):
-  /// load stage `stage`'s (the rank that runs it), or refuse with how to
-  /// run it when -1.
+  /// load stage `stage`'s; with `stage` -1, the stage launch rank `rank`
+  /// runs (rank / replicas, 1.13: stage-major ranks); refuse with how to
+  /// run it when both are -1.
   int stage = -1;
+  int rank = -1;
+  /// The launch's world size (0: unknown): a layer split's plan launched on
+  /// another is refused, naming both (its stages are loaded by rank, so
+  /// the check cannot wait until the communicator starts).
+  int worldSize = 0;
 };
 
 /// Stages of a layer split's plan file (the outer plan of 1.10), 0 when
