@@ -556,14 +556,15 @@ Error checkPipeline(const TrainingRecipe &recipe) {
   if (recipe.pipelineStages == 1 && recipe.deviceMap.empty()) {
     return Error::success();
   }
-  auto notYet = [](const Twine &what) {
+  auto notYet = [](const Twine &what, const Twine &why = "") {
     return createStringError(inconvertibleErrorCode(),
                              "layer split (pipeline_stages / device_map) "
-                             "with " + what + " is not built yet");
+                             "with " + what + " is not built yet" + why);
   };
   if (recipe.sharding != "ddp") {
-    return notYet(recipe.sharding + " sharding (the replicas of a stage "
-                                    "average their gradients as ddp does)");
+    return notYet(recipe.sharding + " sharding",
+                  " (the replicas of a stage average their gradients as ddp "
+                  "does)");
   }
   if (recipe.offloadParams() || recipe.offloadOptimizer != "none" ||
       recipe.activationOffloading) {

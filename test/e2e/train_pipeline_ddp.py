@@ -226,15 +226,20 @@ def check_refusals(args, onnx_path, data, base, plan4):
         ("zero2", dict(split, zero_stage=2), "4xcpu",
          "with zero2 sharding is not built yet"),
     ])
-    work = os.path.join(args.work, "launched-on-2")
-    os.makedirs(work, exist_ok=True)
-    _, err = train(args, plan4, work, 2, data)
+    proc = subprocess.run(tc.mpirun(2) + [
+        os.path.join(args.bin, "tailor"), "train", plan4, "--data", data,
+        "--max-steps", "1", "--output-dir",
+        os.path.join(args.work, "launched-on-2")], capture_output=True,
+        text=True, timeout=300)
+    text = proc.stdout + proc.stderr
     expect = ("compiled for 4 ranks (2 pipeline stages x 2 data-parallel "
-              "replicas) but launched on 2")
-    if not err or expect not in err:
-        failures.append(f"the 4-rank plan on 2 ranks: {err!r}")
+              "replicas) but launched on 2; launch it with mpirun -np 4")
+    if proc.returncode != 1 or expect not in text:
+        failures.append(f"the 4-rank plan on 2 ranks: exit "
+                        f"{proc.returncode}, {tc.first_lines(text)}")
     else:
-        print(f"refused on 2 ranks: {tc.first_lines(err, 1)}")
+        line = next(l for l in text.splitlines() if expect in l)
+        print(f"refused on 2 ranks (exit 1): {line.strip()}")
     return failures
 
 
