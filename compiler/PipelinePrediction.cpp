@@ -39,6 +39,8 @@ namespace {
 struct StageTimes {
   std::vector<train::PipelineWork> work;
   double forward = 0, backward = 0, optimizer = 0;
+  /// Of the optimizer, its collectives, and the bytes they send.
+  double optimizerCollectives = 0, collectiveBytes = 0;
   /// Bytes of each message it sends forward (per micro-batch) and back.
   double forwardBytes = 0, backwardBytes = 0;
 };
@@ -64,16 +66,20 @@ std::string stageTimes(const fb::Plan &p, const CostTarget &target,
     return error;
   }
   bool last = stage.stage() + 1 == stage.stages();
-  double sent = 0;
-  times.backward = predictEntrySeconds(p, target, "train_step", sent);
+  EntryPrediction backward = predictEntry(p, target, "train_step");
   // The last stage sends its input's gradient from train_step; the others
   // send theirs from train_step too, and their output from the forward.
-  times.backwardBytes = sent;
+  times.backward = backward.seconds;
+  times.backwardBytes = backward.pointToPointBytes;
   if (!last) {
-    times.forward = predictEntrySeconds(p, target, "pipeline_forward", sent);
-    times.forwardBytes = sent;
+    EntryPrediction forward = predictEntry(p, target, "pipeline_forward");
+    times.forward = forward.seconds;
+    times.forwardBytes = forward.pointToPointBytes;
   }
-  times.optimizer = predictEntrySeconds(p, target, "optimizer_step", sent);
+  EntryPrediction optimizer = predictEntry(p, target, "optimizer_step");
+  times.optimizer = optimizer.seconds;
+  times.optimizerCollectives = optimizer.collectiveSeconds;
+  times.collectiveBytes = optimizer.collectiveBytes;
   if (times.backward < 0 || times.optimizer < 0 || times.forward < 0) {
     return "stage " + std::to_string(stage.stage()) +
            " lacks train_step, optimizer_step or pipeline_forward";
@@ -155,22 +161,27 @@ predictPipeline(const std::vector<const fb::Plan *> &stages,
       return prediction;
     }
   }
-  // The optimizer steps start together (their norm is all-reduced).
+  // The optimizer steps start together (their norm is all-reduced); each
+  // starts with its replicas' gradient all-reduce, part of its time.
   double end = *std::max_element(clock.begin(), clock.end());
   double optimizer = 0;
   for (int s = 0; s < count; ++s) {
     optimizer = std::max(optimizer, times[s].optimizer);
     prediction.busySeconds[s] += times[s].optimizer;
+    prediction.collectiveSeconds.push_back(times[s].optimizerCollectives);
     double micro = double(stages[s]->pipeline()->micro_batches());
     prediction.bytesSent.push_back(
-        micro * (times[s].forwardBytes + times[s].backwardBytes));
+        micro * (times[s].forwardBytes + times[s].backwardBytes) +
+        times[s].collectiveBytes);
   }
   prediction.stepSeconds = end + optimizer;
+  prediction.replicas = std::max(1, stages[0]->pipeline()->replicas());
   if (const fb::Training *training = stages[0]->training()) {
     prediction.tokensPerStep =
         double(training->micro_batch_size()) *
         double(training->sequence_len()) *
-        double(std::max(1, training->gradient_accumulation_steps()));
+        double(std::max(1, training->gradient_accumulation_steps())) *
+        double(prediction.replicas);
   }
   return prediction;
 }

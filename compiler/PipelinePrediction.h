@@ -6,7 +6,10 @@
 // model's time of each unit -- one run of `pipeline_forward` or
 // `train_step` of that stage's plan -- with each message's transfer over
 // the link in between, then the optimizer step: the step time, each
-// stage's busy time and the bubble.
+// stage's busy time and the bubble. With data-parallel replicas of the
+// stages (plan 1.13) every replica runs the same schedule at once; the
+// optimizer step then starts with the all-reduce of the stage's gradients
+// over its replicas, which the step adds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,9 +31,17 @@ struct PipelinePrediction {
   std::string unpredictable;
   double stepSeconds = 0;
   /// Per stage: seconds of its own work in a step (forwards, backwards,
-  /// optimizer), and the bytes it sends.
+  /// optimizer), and the bytes each of its ranks sends (point to point and
+  /// collectives).
   std::vector<double> busySeconds;
   std::vector<double> bytesSent;
+  /// Per stage: of its optimizer step, the collectives' seconds: the
+  /// all-reduce of its gradients over its replicas (none with one) and the
+  /// clipping norm's over the stages.
+  std::vector<double> collectiveSeconds;
+  /// Data-parallel replicas of every stage (1 without).
+  int64_t replicas = 1;
+  /// Over every replica.
   double tokensPerStep = 0;
   /// The share of the stages' time spent waiting: 1 - mean busy / step.
   double bubble() const;

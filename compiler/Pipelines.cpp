@@ -239,8 +239,9 @@ static void addStagePasses(mlir::OpPassManager &stage,
   stage.addPass(memory::createLowerToSchedPass(lower));
 }
 
-/// Layer split: the step cut into stages (one per rank), then each stage
-/// recomputed and planned on its own.
+/// Layer split: the step cut into stages (each on world / stages ranks, its
+/// data-parallel replicas, which average its gradients), then each stage
+/// planned on its own.
 static void addPipelinePasses(mlir::OpPassManager &pm,
                               const TrainingRecipe &recipe,
                               const ScheduleOptions &options, int64_t stages,
@@ -250,6 +251,8 @@ static void addPipelinePasses(mlir::OpPassManager &pm,
   split.schedule = recipe.pipelineSchedule;
   split.microBatches = recipe.gradientAccumulationSteps;
   split.worldSize = options.worldSize;
+  split.bucketBytes =
+      static_cast<int64_t>(recipe.ddpBucketCapMb * double(int64_t(1) << 20));
   pm.addPass(parallel::createSplitLayersPass(split));
   addStagePasses(pm.nest<mlir::ModuleOp>(), recipe, options, schedule);
 }

@@ -229,30 +229,35 @@ std::vector<EntryOps> stepOrder(const fb::Plan &p) {
 
 } // namespace
 
-double predictEntrySeconds(const fb::Plan &p, const CostTarget &target,
-                           llvm::StringRef name, double &sentBytes) {
-  sentBytes = 0;
+EntryPrediction predictEntry(const fb::Plan &p, const CostTarget &target,
+                             llvm::StringRef name) {
+  EntryPrediction entry;
   if (!p.entries()) {
-    return -1;
+    return entry;
   }
   for (const fb::Entry *e : *p.entries()) {
     if (llvm::StringRef(e->name()->str()) != name) {
       continue;
     }
-    // Point-to-point transfers are the pipeline simulation's to place.
     std::vector<LaunchWork> work =
         launchesOf(p, e->first_op(), e->op_count(), steadyStep(p));
-    double seconds = 0;
+    entry.seconds = 0;
     for (const LaunchWork &w : work) {
+      // Point-to-point transfers are the pipeline simulation's to place.
       if (llvm::StringRef(w.kernel).starts_with("p2p_")) {
-        sentBytes += ringBytesSent(w.kernel, w.bytes, w.ranks);
+        entry.pointToPointBytes += ringBytesSent(w.kernel, w.bytes, w.ranks);
         continue;
       }
-      seconds += predictLaunchSeconds(target, w);
+      double seconds = predictLaunchSeconds(target, w);
+      entry.seconds += seconds;
+      if (w.ranks > 0) {
+        entry.collectiveSeconds += seconds;
+        entry.collectiveBytes += ringBytesSent(w.kernel, w.bytes, w.ranks);
+      }
     }
-    return seconds;
+    return entry;
   }
-  return -1;
+  return entry;
 }
 
 /// A rank's device in a plan's parallel table, as a cost target with

@@ -113,11 +113,23 @@ struct ClusterPrediction {
 /// counts) with `base`'s precision and threads.
 ClusterPrediction predictCluster(const plan::Plan &p, const CostTarget &base);
 
-/// One run of entry `name` of `p`, its launches one after the other, less
-/// its point-to-point transfers (whose bytes go to `sentBytes`); -1 when
-/// the plan has no such entry. What a pipeline simulation places per unit.
-double predictEntrySeconds(const plan::Plan &p, const CostTarget &target,
-                           llvm::StringRef name, double &sentBytes);
+/// One run of an entry, as a pipeline simulation places it per unit.
+struct EntryPrediction {
+  /// Its launches one after the other, less its point-to-point transfers;
+  /// -1 when the plan has no such entry.
+  double seconds = -1;
+  /// Bytes its point-to-point sends carry (the simulation's to place).
+  double pointToPointBytes = 0;
+  /// Of `seconds`, its collectives' (a pipeline stage's all-reduces over
+  /// its replicas and its norm's over the stages), and the bytes they send
+  /// (ring algorithms, CostModel.h's ringBytesSent).
+  double collectiveSeconds = 0;
+  double collectiveBytes = 0;
+};
+
+/// One run of entry `name` of `p`.
+EntryPrediction predictEntry(const plan::Plan &p, const CostTarget &target,
+                             llvm::StringRef name);
 
 /// Writes the predicted timeline of one step of `p` as trace JSON.
 void writePredictedTrace(const plan::Plan &p, const CostTarget &target,

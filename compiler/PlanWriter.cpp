@@ -280,10 +280,12 @@ writePipelineStage(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
     return static_cast<int32_t>(value ? value.getInt() : 0);
   };
   auto schedule = stage.getAs<StringAttr>("schedule");
+  auto replicas = stage.getAs<IntegerAttr>("replicas");
   return fb::CreatePipelineStage(
       fbb, i("stage"), i("stages"), i("first_layer"), i("last_layer"),
       i("slots"), i("micro_batches"),
-      fbb.CreateString(schedule ? schedule.str() : "1f1b"));
+      fbb.CreateString(schedule ? schedule.str() : "1f1b"),
+      replicas ? static_cast<int32_t>(replicas.getInt()) : 1);
 }
 
 /// The plan's training table, from the module's `tg.training` (the recipe,
@@ -1422,7 +1424,8 @@ serializePipeline(ModuleOp module, StringRef planDirectory, bool deviceCode) {
   builder.add_producer(producer);
   builder.add_model(modelText);
   builder.add_target(targetCopy);
-  builder.add_world_size(static_cast<int32_t>(stagePlans.size()));
+  // Every stage's plan is for the whole world: stages x replicas.
+  builder.add_world_size(first->world_size());
   builder.add_arenas(arenas);
   builder.add_buffers(buffers);
   builder.add_ops(ops);

@@ -566,8 +566,10 @@ Error checkCompression(const TrainingRecipe &recipe) {
   return Error::success();
 }
 
-/// What layer split composes with today: LoRA, QLoRA and full fine-tuning
-/// with recomputation; ZeRO, offload and compression are refused by name.
+/// What layer split composes with today: LoRA, QLoRA and full fine-tuning,
+/// and data parallelism (ddp) over replicas of the stages when the target
+/// has a multiple of the stages' ranks; ZeRO, offload, compression and
+/// recomputation policies are refused by name.
 Error checkPipeline(const TrainingRecipe &recipe) {
   if (recipe.givenKeys.count("pipeline_stages") && !recipe.deviceMap.empty()) {
     return createStringError(inconvertibleErrorCode(),
@@ -577,13 +579,15 @@ Error checkPipeline(const TrainingRecipe &recipe) {
   if (recipe.pipelineStages == 1 && recipe.deviceMap.empty()) {
     return Error::success();
   }
-  auto notYet = [](const Twine &what) {
+  auto notYet = [](const Twine &what, const Twine &why = "") {
     return createStringError(inconvertibleErrorCode(),
                              "layer split (pipeline_stages / device_map) "
-                             "with " + what + " is not built yet");
+                             "with " + what + " is not built yet" + why);
   };
   if (recipe.sharding != "ddp") {
-    return notYet(recipe.sharding + " sharding");
+    return notYet(recipe.sharding + " sharding",
+                  " (the replicas of a stage average their gradients as ddp "
+                  "does)");
   }
   if (recipe.offloadParams() || recipe.offloadOptimizer != "none" ||
       recipe.activationOffloading) {

@@ -157,7 +157,8 @@ LoadOptions launchLoadOptions() {
   LoadOptions options;
   comm::LaunchInfo launch;
   if (comm::detectLaunch(launch).empty() && launch.launcher != "none") {
-    options.stage = launch.rank;
+    options.rank = launch.rank;
+    options.worldSize = launch.worldSize;
   }
   return options;
 }

@@ -143,42 +143,80 @@ std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                         error);
 }
 
+/// Which stage of a layer split `options` asks for: its own `stage`, or
+/// the stage of launch rank `rank` (ranks are stage-major), checked against
+/// the plan's world; -1 with `error` set when neither fits.
+static int requestedStage(const std::string &name, int stages, int world,
+                          const LoadOptions &options, std::string &error) {
+  int replicas = world / stages;
+  std::string layout = std::to_string(world) + " ranks (" +
+                       std::to_string(stages) + " pipeline stages" +
+                       (replicas > 1 ? " x " + std::to_string(replicas) +
+                                           " data-parallel replicas"
+                                     : "") +
+                       ")";
+  if (options.stage >= 0) {
+    return options.stage;
+  }
+  if (options.rank < 0) {
+    error = Message() << name << ": a layer split for " << layout
+                      << ": train it with mpirun -np " << world
+                      << " tailor train (tailor inspect shows each stage)";
+    return -1;
+  }
+  if (options.worldSize > 0 && options.worldSize != world) {
+    error = Message() << name << " was compiled for " << layout
+                      << " but launched on " << options.worldSize
+                      << "; launch it with mpirun -np " << world
+                      << ", or recompile it";
+    return -1;
+  }
+  return options.rank / replicas;
+}
+
 std::unique_ptr<LoadedPlan>
 LoadedPlan::loadStage(const LoadedPlan &outer, const LoadOptions &options,
                       std::string &error) {
   int stages = pipelineStageCount(outer.root());
-  if (options.stage < 0) {
-    error = Message() << outer.displayName << ": a layer split of " << stages
-                      << " pipeline stages, one per rank: train it with "
-                         "mpirun -np "
-                      << stages << " tailor train (tailor inspect shows each "
-                                   "stage)";
+  int world = outer.root().world_size();
+  if (world < stages || world % stages != 0) {
+    error = Message() << outer.displayName << ": its " << stages
+                      << " pipeline stages do not divide its world of "
+                      << world << " ranks";
     return nullptr;
   }
-  if (options.stage >= stages) {
-    error = Message() << outer.displayName << ": rank " << options.stage
-                      << " has no pipeline stage (the plan has " << stages
-                      << ")";
+  int replicas = world / stages;
+  int index = requestedStage(outer.displayName, stages, world, options, error);
+  if (index < 0) {
+    return nullptr;
+  }
+  if (index >= stages) {
+    error = Message() << outer.displayName << ": no pipeline stage "
+                      << index << " (the plan has " << stages << " on "
+                      << world << " ranks)";
     return nullptr;
   }
   const auto *bytes =
-      outer.root().stages()->Get(static_cast<uint32_t>(options.stage))->plan();
+      outer.root().stages()->Get(static_cast<uint32_t>(index))->plan();
   LoadOptions inner = options;
   inner.stage = -1;
+  inner.rank = -1;
   std::unique_ptr<LoadedPlan> stage = loadFromMemory(
       bytes->data(), bytes->size(), outer.baseDir,
-      outer.displayName + " (stage " + std::to_string(options.stage) + ")",
-      inner, error);
+      outer.displayName + " (stage " + std::to_string(index) + ")", inner,
+      error);
   if (!stage) {
     return nullptr;
   }
   const fb::PipelineStage *info = stage->root().pipeline();
-  if (!info || info->stage() != options.stage || info->stages() != stages ||
-      stage->root().rank() != options.stage ||
-      stage->root().world_size() != stages) {
+  if (!info || info->stage() != index || info->stages() != stages ||
+      info->replicas() != replicas ||
+      stage->root().rank() != index * replicas ||
+      stage->root().world_size() != world) {
     error = Message() << stage->displayName
                       << ": its pipeline table does not say it is stage "
-                      << options.stage << " of " << stages;
+                      << index << " of " << stages << " on " << world
+                      << " ranks";
     return nullptr;
   }
   return stage;
@@ -382,6 +420,18 @@ static std::string verifyFormat(const fb::Plan &p) {
   if (p.world_size() > kMaxWorldSize) {
     return Message() << "the plan is for " << p.world_size()
                      << " ranks; this runtime runs at most " << kMaxWorldSize;
+  }
+  if (const fb::PipelineStage *stage = p.pipeline()) {
+    // A stage's ranks are stage-major (1.13): its first is stage x replicas.
+    int64_t replicas = stage->replicas();
+    if (replicas < 1 || stage->stages() < 1 ||
+        int64_t(stage->stages()) * replicas != p.world_size() ||
+        int64_t(stage->stage()) * replicas != p.rank()) {
+      return Message() << "pipeline stage " << stage->stage() << " of "
+                       << stage->stages() << " with " << replicas
+                       << " replicas does not fit rank " << p.rank()
+                       << " of world size " << p.world_size();
+    }
   }
   if (p.parallel() && p.parallel()->ranks()) {
     // A mixed cluster's ranks (1.12): one each, each with some work.
@@ -1226,8 +1276,11 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
   case fb::CollectiveKind::Send:
   case fb::CollectiveKind::Recv: {
     // Between this plan's rank and the other rank of a pair, `root`.
+    // With data-parallel replicas of the stages (1.13) the peer is named
+    // in replica 0, the plan's own.
     int other = collective.root();
-    bool pair = ranks == 2 && other != p.rank() &&
+    int replicas = p.pipeline() ? std::max(1, p.pipeline()->replicas()) : 1;
+    bool pair = ranks == 2 && other != p.rank() && other % replicas == 0 &&
                 (group->Get(0) == other || group->Get(1) == other) &&
                 (group->Get(0) == p.rank() || group->Get(1) == p.rank());
     if (!pair) {

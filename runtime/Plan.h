@@ -36,9 +36,15 @@ struct LoadOptions {
   /// elsewhere.
   bool checkSourceFiles = true;
   /// A layer split's plan holds one plan per pipeline stage (plan 1.10):
-  /// load stage `stage`'s (the rank that runs it), or refuse with how to
-  /// run it when -1.
+  /// load stage `stage`'s; with `stage` -1, the stage launch rank `rank`
+  /// runs (rank / replicas, 1.13: stage-major ranks); refuse with how to
+  /// run it when both are -1.
   int stage = -1;
+  int rank = -1;
+  /// The launch's world size (0: unknown): a layer split's plan launched on
+  /// another is refused, naming both (its stages are loaded by rank, so
+  /// the check cannot wait until the communicator starts).
+  int worldSize = 0;
 };
 
 /// Stages of a layer split's plan file (the outer plan of 1.10), 0 when

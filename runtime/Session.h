@@ -114,7 +114,7 @@ public:
   /// collective or a sharded state: the world's, or the sub-group split
   /// for it by setCommunicator; "" or why there is none.
   std::string groupCommunicator(const std::vector<int> &group,
-                                comm::Communicator *&result);
+                                comm::Communicator *&result) const;
   /// This rank's position in its group of the same shape as rank 0's
   /// `group` (sorted): the chunk of a sharded state it holds, and its rank
   /// in that group's communicator. -1 when the group has no shape ranks

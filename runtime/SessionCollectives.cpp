@@ -68,27 +68,33 @@ Session::prepareCollective(uint32_t step,
   return prepared;
 }
 
-/// The members of `rank`'s group of the same shape as rank 0's `group`
-/// (sorted): all ranks; a block of consecutive ranks from 0 (a node); or
-/// every `stride`-th rank from 0 (one index across nodes). The color
-/// MPI_Comm_split needs is returned through `color`; empty when the group
-/// has none of these shapes.
+/// The members of `rank`'s group of the same shape as the plan's `group`
+/// (sorted): all ranks; a block of consecutive ranks starting at a multiple
+/// of its size (a node, or a pipeline stage's replicas); or every
+/// `stride`-th rank from one below `stride` (one index across nodes, or one
+/// replica's pipeline stages). The color MPI_Comm_split needs is returned
+/// through `color`; empty when the group has none of these shapes.
 static std::vector<int> matchingGroup(const std::vector<int> &group, int rank,
                                       int worldSize, int &color) {
   int size = static_cast<int>(group.size());
   std::vector<int> members;
-  bool block = true, strided = size > 1;
+  if (size == 0) {
+    return members;
+  }
+  int first = group[0];
+  bool block = first % size == 0, strided = size > 1;
   int stride = size > 1 ? group[1] - group[0] : 1;
   for (int i = 0; i < size; ++i) {
-    block = block && group[static_cast<size_t>(i)] == i;
-    strided = strided && group[static_cast<size_t>(i)] == i * stride;
+    block = block && group[static_cast<size_t>(i)] == first + i;
+    strided = strided && group[static_cast<size_t>(i)] == first + i * stride;
   }
   if (block && worldSize % size == 0) {
     color = rank / size;
     for (int i = 0; i < size; ++i) {
       members.push_back(color * size + i);
     }
-  } else if (strided && stride > 0 && stride * size == worldSize) {
+  } else if (strided && stride > 0 && first < stride &&
+             stride * size == worldSize) {
     color = rank % stride;
     for (int i = 0; i < size; ++i) {
       members.push_back(color + i * stride);
@@ -97,13 +103,39 @@ static std::vector<int> matchingGroup(const std::vector<int> &group, int rank,
   return members;
 }
 
-/// Rank 0's groups of ranks the plan names, sorted, each with what names it
+/// A pipeline stage's plan with data-parallel replicas (1.13): its two
+/// groups, the stage's replicas (consecutive ranks) and one replica's
+/// stages (every replicas-th rank), as the plan's rank names them; none
+/// otherwise. Every stage's plan splits them first and in this order, so
+/// the ranks of different stages take part in the same splits.
+static std::vector<std::pair<std::vector<int>, std::string>>
+pipelineGroups(const fb::Plan &p) {
+  std::vector<std::pair<std::vector<int>, std::string>> groups;
+  const fb::PipelineStage *stage = p.pipeline();
+  if (!stage || stage->replicas() <= 1) {
+    return groups;
+  }
+  int replicas = stage->replicas();
+  std::vector<int> sameStage, pipeline;
+  for (int j = 0; j < replicas; ++j) {
+    sameStage.push_back(p.rank() + j);
+  }
+  for (int r = p.rank() % replicas; r < p.world_size(); r += replicas) {
+    pipeline.push_back(r);
+  }
+  groups.emplace_back(std::move(sameStage), "the replicas of a stage");
+  groups.emplace_back(std::move(pipeline), "the stages of a replica");
+  return groups;
+}
+
+/// The groups of ranks the plan names, sorted, each with what names it
 /// ("step 7", "sharded state 'zero.b0.exp_avg'"), in plan order: its
 /// collectives' (CPU or GPU), then its sharded states', then its sharded
 /// parameters' (which checkpoints gather).
 static std::vector<std::pair<std::vector<int>, std::string>>
 namedGroups(const fb::Plan &p) {
-  std::vector<std::pair<std::vector<int>, std::string>> groups;
+  std::vector<std::pair<std::vector<int>, std::string>> groups =
+      pipelineGroups(p);
   auto add = [&](const flatbuffers::Vector<int32_t> &group,
                  std::string what) {
     std::vector<int> members(group.begin(), group.end());
@@ -191,7 +223,7 @@ std::string Session::setCommunicator(comm::Communicator *communicator) {
 }
 
 std::string Session::groupCommunicator(const std::vector<int> &group,
-                                       comm::Communicator *&result) {
+                                       comm::Communicator *&result) const {
   if (!comm) {
     return "the plan runs collectives over " +
            std::to_string(loaded.root().world_size()) +
@@ -242,6 +274,9 @@ std::string Session::runPointToPoint(const PreparedCollective &collective) {
            std::to_string(loaded.root().world_size()) + ")";
   }
   comm::CollectiveCall call = collective.call;
+  // The plan names the peer in its own rank's replica (a pipeline stage's
+  // first rank); this rank's replica is as far from it.
+  call.root += rankValue - loaded.root().rank();
   if (call.kind == comm::CollectiveKind::Recv) {
     return comm::runCollective(*comm, call);
   }

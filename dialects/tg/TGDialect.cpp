@@ -197,6 +197,14 @@ verifyStepAttribute(Operation *op, StringRef name, Attribute value) {
                                        : "stages, schedule and first_layers")
                              << " on a builtin module";
     }
+    // Data-parallel replicas of every stage (absent: one).
+    if (Attribute replicas = dict.get("replicas")) {
+      auto count = llvm::dyn_cast<IntegerAttr>(replicas);
+      if (!count || count.getInt() < 1) {
+        return op->emitError() << "'" << name
+                               << "' replicas must be a positive integer";
+      }
+    }
     return success();
   }
   if (name == TGDialect::kClusterAttrName ||

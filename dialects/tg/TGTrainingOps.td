@@ -328,7 +328,9 @@ def TG_CommReduction : I32EnumAttr<"CommReduction",
 def TG_CommGroup : I32EnumAttr<"CommGroup", "the ranks a collective spans", [
       I32EnumAttrCase<"World", 0, "world">,
       I32EnumAttrCase<"Node", 1, "node">,
-      I32EnumAttrCase<"CrossNode", 2, "cross_node">
+      I32EnumAttrCase<"CrossNode", 2, "cross_node">,
+      I32EnumAttrCase<"Replicas", 3, "replicas">,
+      I32EnumAttrCase<"Stages", 4, "stages">
     ]> {
   let cppNamespace = "::tailor::tg";
 }
@@ -341,7 +343,10 @@ def TG_AllReduceStatesOp : TG_Op<"all_reduce_states", [
     One bucket of DDP's gradient all-reduce: every listed state (all of one
     element type) becomes the reduction over the ranks of `group` (`world`:
     every rank; `node`: the ranks of this rank's node; `cross_node`: the
-    ranks with this rank's index on the other nodes). Planning places a
+    ranks with this rank's index on the other nodes; in a layer split's
+    stage, `replicas`: the ranks that hold the same stage, its data-parallel
+    replicas, and `stages`: the ranks of this rank's pipeline, one replica's
+    stages). Planning places a
     bucket's states back to back, so it runs as one collective.
 
     ```mlir

@@ -121,7 +121,8 @@ private:
   LogicalResult emitOverlapped(const PlannedLaunch &launch, AsyncLane &lane,
                                unsigned index);
   void waitFor(const AsyncLane &lane, unsigned index);
-  /// Rank 0's ranks in `group`.
+  /// The program rank's ranks in `group` (rank 0's but for a pipeline
+  /// stage's program, which is its first rank's).
   SmallVector<int64_t> groupRanks(tg::CommGroup group) const;
 
   OpBuilder builder;
@@ -139,6 +140,7 @@ private:
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
   int64_t rank = 0;
+  int64_t replicas = 1;
 };
 
 } // namespace
@@ -217,12 +219,14 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
   uint64_t align = static_cast<uint64_t>(alignment);
   builder.setInsertionPointToEnd(module.getBody());
   // Every rank of a data-parallel world runs the same program; it is
-  // written as rank 0's. A pipeline stage's is its own rank's.
+  // written as rank 0's. A pipeline stage's is its first rank's (replica
+  // 0's; its other replicas run it too).
   auto program = sched::ProgramOp::create(
       builder, loc, "rank" + std::to_string(target.rank), target.rank,
       target.worldSize);
   worldSize = target.worldSize;
   rank = target.rank;
+  replicas = target.replicas;
   ranksPerNode = target.ranksPerNode;
   program.getBody().emplaceBlock();
   builder.setInsertionPointToStart(&program.getBody().front());
@@ -614,6 +618,19 @@ SmallVector<int64_t> ProgramEmitter::groupRanks(tg::CommGroup group) const {
       ranks.push_back(r);
     }
     break;
+  // A layer split's ranks are stage-major (tailor-split-layers): this
+  // stage's replicas are the consecutive ranks from its first, this
+  // replica's stages every `replicas`-th rank from its own.
+  case tg::CommGroup::Replicas:
+    for (int64_t r = 0; r < replicas; ++r) {
+      ranks.push_back(rank - rank % replicas + r);
+    }
+    break;
+  case tg::CommGroup::Stages:
+    for (int64_t r = rank % replicas; r < worldSize; r += replicas) {
+      ranks.push_back(r);
+    }
+    break;
   }
   return ranks;
 }
@@ -696,8 +713,10 @@ LogicalResult ProgramEmitter::emitCollective(const PlannedLaunch &launch,
     SmallVector<int64_t> group = groupRanks(planned.group);
     IntegerAttr peer;
     if (planned.peer) {
-      group = {std::min(rank, *planned.peer), std::max(rank, *planned.peer)};
-      peer = builder.getI64IntegerAttr(*planned.peer);
+      // The peer stage's rank in this rank's replica (replica 0's here).
+      int64_t peerRank = *planned.peer * replicas;
+      group = {std::min(rank, peerRank), std::max(rank, peerRank)};
+      peer = builder.getI64IntegerAttr(peerRank);
     }
     sched::CollectiveOp::create(
         builder, launch.op->getLoc(), planned.kind, input, output, group,

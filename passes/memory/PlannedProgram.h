@@ -180,8 +180,13 @@ struct ProgramTarget {
   int64_t worldSize = 1;
   int64_t ranksPerNode = 1;
   /// The program's rank: 0 for data parallelism (every rank runs rank 0's
-  /// program), the stage for a pipeline stage (tg.pipeline_stage).
+  /// program); for a pipeline stage (tg.pipeline_stage) its first rank,
+  /// stage x replicas (its replicas run it on the ranks after).
   int64_t rank = 0;
+  /// A pipeline stage's data-parallel replicas: a send or receive names the
+  /// peer stage's first rank (replica 0's), and the `replicas` and `stages`
+  /// groups are rank 0's stage group and pipeline.
+  int64_t replicas = 1;
   /// A pipeline stage's point-to-point sends: bytes of the `p2p_outbox`
   /// arena the runtime copies them into (every send of a step kept until
   /// the step ends).

@@ -667,7 +667,9 @@ LogicalResult SchedPlanner::run(ModuleOp module, ArrayRef<func::FuncOp> funcs) {
   }
   if (auto stage = module->getAttrOfType<DictionaryAttr>(
           tg::TGDialect::kPipelineStageAttrName)) {
-    target.rank = stage.getAs<IntegerAttr>("stage").getInt();
+    auto replicas = stage.getAs<IntegerAttr>("replicas");
+    target.replicas = replicas ? replicas.getInt() : 1;
+    target.rank = stage.getAs<IntegerAttr>("stage").getInt() * target.replicas;
     target.outboxBytes = pipelineOutboxBytes(stage, entries);
   }
   if (failed(memory::emitProgram(module, func::FuncOp(funcs.front()).getLoc(), roots, entries,

@@ -31,10 +31,15 @@ constexpr StringLiteral kForward = "pipeline_forward";
 
 class LayerSplitter {
 public:
-  LayerSplitter(ModuleOp module, int64_t stages, int64_t microBatches,
-                StringRef schedule)
+  /// `replicas` data-parallel replicas of every stage (stage-major ranks:
+  /// stage s runs on ranks s * replicas .. s * replicas + replicas - 1),
+  /// each stage's gradients averaged over its replicas in buckets of at
+  /// most `bucketBytes`.
+  LayerSplitter(ModuleOp module, int64_t stages, int64_t replicas,
+                int64_t microBatches, StringRef schedule, int64_t bucketBytes)
       : module(module), builder(module.getContext()), stages(stages),
-        microBatches(microBatches), schedule(schedule.str()) {}
+        replicas(replicas), microBatches(microBatches),
+        schedule(schedule.str()), bucketBytes(bucketBytes) {}
 
   LogicalResult run();
 
@@ -47,6 +52,8 @@ private:
   FailureOr<func::FuncOp> buildStepFunction(ModuleOp into, int64_t stage,
                                             bool forwardOnly);
   LogicalResult buildOptimizer(ModuleOp into, int64_t stage);
+  void averageOverReplicas(ModuleOp into);
+  void recordStage(ModuleOp into, int64_t stage, int64_t slots);
   void eraseUnusedDeclarations(ModuleOp into);
   LogicalResult checkTiedTrainables();
 
@@ -61,8 +68,10 @@ private:
   ModuleOp module;
   OpBuilder builder;
   int64_t stages;
+  int64_t replicas;
   int64_t microBatches;
   std::string schedule;
+  int64_t bucketBytes;
   func::FuncOp train, optimizer;
   StageAssignment map;
   /// The stage modules, and per trainable parameter the stages that read it.

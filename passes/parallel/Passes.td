@@ -269,7 +269,7 @@ def CompressGradientsPass : Pass<"tailor-compress-gradients",
 }
 
 def SplitLayersPass : Pass<"tailor-split-layers", "::mlir::ModuleOp"> {
-  let summary = "cuts the training step into pipeline stages, one per rank";
+  let summary = "cuts the training step into pipeline stages (x data-parallel replicas)";
   let description = [{
     Layer split (HF's `device_map="auto"`, DeepSpeed's pipeline stages):
     consecutive transformer layers on consecutive ranks, activations sent
@@ -289,7 +289,13 @@ def SplitLayersPass : Pass<"tailor-split-layers", "::mlir::ModuleOp"> {
     - the last stage: `train_step` (receive, forward, loss, backward, send);
     - each stage's `optimizer_step` updates its own parameters; the
       clipping norm is the square root of the all-reduced sum of the
-      stages' squared norms.
+      stages' squared norms (`over stages`).
+
+    With world-size a multiple of stages, each stage has world-size /
+    stages data-parallel replicas (stage-major ranks: a stage's replicas
+    are consecutive ranks); its gradients are averaged over them with DDP's
+    buckets (`tg.all_reduce_states ... avg over replicas`), and
+    `replicas` goes into `tg.pipeline` and `tg.pipeline_stage`.
 
     Refused by name: validation entries, an already sharded step, tied
     trainable parameters on two stages, fewer layers than stages.
@@ -302,8 +308,11 @@ def SplitLayersPass : Pass<"tailor-split-layers", "::mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
            "micro-batches per step (gradient_accumulation_steps)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
-           "ranks of the target cluster, which must equal stages (0: take "
-           "stages)">,
+           "ranks of the target cluster, a multiple of stages: stages x "
+           "data-parallel replicas (0: take stages)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "with replicas, the most bytes of gradients one all-reduce "
+           "carries (ddp_bucket_cap_mb)">,
   ];
   let dependentDialects = ["::tailor::tg::TGDialect",
                            "::mlir::func::FuncDialect"];

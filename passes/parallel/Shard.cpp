@@ -9,10 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/parallel/GradientBuckets.h"
 #include "passes/parallel/Passes.h"
 #include "passes/parallel/ZeroSharding.h"
-
-#include "dialects/tg/TGShapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -26,9 +25,6 @@ namespace {
 
 using namespace mlir;
 
-/// Gradient states grouped into the buckets one all-reduce each carries.
-using Buckets = std::vector<std::vector<tg::StateOp>>;
-
 class ShardPass : public impl::ShardPassBase<ShardPass> {
 public:
   using ShardPassBase::ShardPassBase;
@@ -37,8 +33,6 @@ public:
 
 private:
   LogicalResult checkOptions(ModuleOp module);
-  Buckets bucketGradients(ModuleOp module) const;
-  void insertAllReduces(func::FuncOp function, const Buckets &buckets);
 };
 
 } // namespace
@@ -67,49 +61,6 @@ LogicalResult ShardPass::checkOptions(ModuleOp module) {
            << bucketBytes;
   }
   return success();
-}
-
-/// Backward finishes the last layers' gradients first, so buckets are
-/// filled from the last declared gradient back; a bucket holds one element
-/// type and at most `bucketBytes` (a larger gradient is a bucket alone).
-Buckets ShardPass::bucketGradients(ModuleOp module) const {
-  std::vector<tg::StateOp> grads;
-  for (tg::StateOp state : module.getOps<tg::StateOp>()) {
-    if (state.getKind() == tg::StateKind::Grad) {
-      grads.push_back(state);
-    }
-  }
-  Buckets buckets;
-  int64_t filled = 0;
-  for (tg::StateOp state : llvm::reverse(grads)) {
-    int64_t bytes = tg::byteSize(state.getTensorType());
-    bool sameType =
-        !buckets.empty() &&
-        buckets.back().front().getTensorType().getElementType() ==
-            state.getTensorType().getElementType();
-    if (buckets.empty() || !sameType || filled + bytes > bucketBytes) {
-      buckets.emplace_back();
-      filled = 0;
-    }
-    buckets.back().push_back(state);
-    filled += bytes;
-  }
-  return buckets;
-}
-
-void ShardPass::insertAllReduces(func::FuncOp function,
-                                 const Buckets &buckets) {
-  OpBuilder builder(function.getContext());
-  builder.setInsertionPointToStart(&function.getBody().front());
-  for (const std::vector<tg::StateOp> &bucket : buckets) {
-    SmallVector<Attribute> names;
-    for (tg::StateOp state : bucket) {
-      names.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
-    }
-    tg::AllReduceStatesOp::create(builder, function.getLoc(),
-                                  builder.getArrayAttr(names),
-                                  tg::CommReduction::Avg, tg::CommGroup::World);
-  }
 }
 
 void ShardPass::runOnOperation() {
@@ -155,13 +106,13 @@ void ShardPass::runOnOperation() {
                           "(compile with a recipe)";
     return signalPassFailure();
   }
-  Buckets buckets = bucketGradients(module);
+  GradientBuckets buckets = bucketGradients(module, bucketBytes);
   if (buckets.empty()) {
     function.emitError() << "tailor-shard: nothing trains (no gradient "
                             "states) to average over ranks";
     return signalPassFailure();
   }
-  insertAllReduces(function, buckets);
+  insertGradientAllReduces(function, buckets, tg::CommGroup::World);
 }
 
 } // namespace tailor::parallel

@@ -24,11 +24,24 @@
 // The entries are built in SplitLayersEntry.cpp; LayerSplitter.h declares
 // the class the two files share.
 //
+// With more ranks than stages (a multiple of them), every stage has
+// `replicas` data-parallel replicas (Megatron's PP x DP). Ranks are
+// stage-major: stage s runs on ranks s * replicas .. s * replicas +
+// replicas - 1, so a stage's replicas are consecutive ranks (a node, when
+// a node's devices hold one stage: the gradient all-reduce stays on the
+// node's links, the smaller activations cross nodes), and replica j's
+// pipeline is ranks j, j + replicas, .... Each stage's gradients are
+// averaged over its replicas with DDP's buckets (GradientBuckets.h, group
+// `replicas`); sends and receives name the peer stage and go to the peer
+// of the same replica; the clipping norm is summed over one pipeline
+// (group `stages`), equal on every replica since their gradients are.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
 
 #include "dialects/tg/TGOps.h"
+#include "passes/parallel/GradientBuckets.h"
 #include "passes/parallel/LayerSplitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -138,7 +151,7 @@ void LayerSplitter::crossings(
 
 /// The stage's updates: those of the parameters whose gradients it
 /// accumulates; the clipping norm over every stage's gradients (the sum of
-/// the stages' squared norms, all-reduced).
+/// the stages' squared norms, all-reduced over one replica's pipeline).
 LogicalResult LayerSplitter::buildOptimizer(ModuleOp into, int64_t stage) {
   DenseSet<StringAttr> ownGrads;
   into.walk([&](tg::AccumulateOp op) {
@@ -179,7 +192,7 @@ LogicalResult LayerSplitter::buildOptimizer(ModuleOp into, int64_t stage) {
     Value square = tg::MulOp::create(builder, loc, scalar, local, local);
     Value total = tg::AllReduceOp::create(builder, loc, square,
                                           tg::CommReduction::Sum,
-                                          tg::CommGroup::World);
+                                          tg::CommGroup::Stages);
     norm.getResult().replaceAllUsesWith(
         tg::SqrtOp::create(builder, loc, scalar, total));
     norm.erase();
@@ -219,6 +232,42 @@ void LayerSplitter::eraseUnusedDeclarations(ModuleOp into) {
       erased = true;
     }
   }
+}
+
+/// DDP over the stage's replicas: its gradients (only its own are left
+/// declared) in buckets, each averaged at the start of the optimizer step.
+void LayerSplitter::averageOverReplicas(ModuleOp into) {
+  GradientBuckets buckets = bucketGradients(into, bucketBytes);
+  if (!buckets.empty()) {
+    insertGradientAllReduces(into.lookupSymbol<func::FuncOp>(kOptimizer),
+                             buckets, tg::CommGroup::Replicas);
+  }
+}
+
+/// What this stage's program is, for planning and the plan.
+void LayerSplitter::recordStage(ModuleOp into, int64_t stage, int64_t slots) {
+  int64_t last =
+      stage + 1 < stages ? map.firstLayers[stage + 1] - 1 : map.layers - 1;
+  auto i64 = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+  into->setAttr(
+      "tg.pipeline_stage",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("stage", i64(stage)),
+          builder.getNamedAttr("stages", i64(stages)),
+          builder.getNamedAttr("replicas", i64(replicas)),
+          builder.getNamedAttr("first_layer", i64(map.firstLayers[stage])),
+          builder.getNamedAttr("last_layer", i64(last)),
+          builder.getNamedAttr("slots", i64(slots)),
+          builder.getNamedAttr("micro_batches", i64(microBatches)),
+          builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
+      }));
+  into->setAttr(
+      "tg.parallel",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("strategy", builder.getStringAttr("pipeline")),
+          builder.getNamedAttr("world_size", i64(stages * replicas)),
+          builder.getNamedAttr("ranks_per_node", i64(stages * replicas)),
+      }));
 }
 
 LogicalResult LayerSplitter::buildStage(int64_t stage) {
@@ -263,30 +312,10 @@ LogicalResult LayerSplitter::buildStage(int64_t stage) {
     });
   }
   eraseUnusedDeclarations(into);
-  // What this stage's program is, for planning and the plan.
-  int64_t last = stage + 1 < stages ? map.firstLayers[stage + 1] - 1 : map.layers - 1;
-  into->setAttr(
-      "tg.pipeline_stage",
-      builder.getDictionaryAttr({
-          builder.getNamedAttr("stage", builder.getI64IntegerAttr(stage)),
-          builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
-          builder.getNamedAttr("first_layer",
-                               builder.getI64IntegerAttr(map.firstLayers[stage])),
-          builder.getNamedAttr("last_layer", builder.getI64IntegerAttr(last)),
-          builder.getNamedAttr("slots", builder.getI64IntegerAttr(slots)),
-          builder.getNamedAttr("micro_batches",
-                               builder.getI64IntegerAttr(microBatches)),
-          builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
-      }));
-  into->setAttr("tg.parallel",
-                builder.getDictionaryAttr({
-                    builder.getNamedAttr("strategy",
-                                         builder.getStringAttr("pipeline")),
-                    builder.getNamedAttr("world_size",
-                                         builder.getI64IntegerAttr(stages)),
-                    builder.getNamedAttr("ranks_per_node",
-                                         builder.getI64IntegerAttr(stages)),
-                }));
+  if (replicas > 1) {
+    averageOverReplicas(into);
+  }
+  recordStage(into, stage, slots);
   into.walk([&](tg::ParamRefOp ref) {
     auto param = into.lookupSymbol<tg::ParamOp>(ref.getNameAttr());
     if (param && param.getTrainable()) {
@@ -341,6 +370,7 @@ LogicalResult LayerSplitter::run() {
   }
   SmallVector<NamedAttribute> decision = {
       builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
+      builder.getNamedAttr("replicas", builder.getI64IntegerAttr(replicas)),
       builder.getNamedAttr("schedule", builder.getStringAttr(schedule)),
       builder.getNamedAttr("micro_batches",
                            builder.getI64IntegerAttr(microBatches)),
@@ -370,21 +400,22 @@ struct SplitLayersPass : public impl::SplitLayersPassBase<SplitLayersPass> {
                                  << schedule << "' (expected 1f1b or naive)";
       return signalPassFailure();
     }
-    if (worldSize != 0 && worldSize != stages) {
+    if (worldSize < 0 || worldSize % stages != 0) {
       getOperation().emitError()
-          << "tailor-split-layers: " << static_cast<int64_t>(stages)
-          << " pipeline stages need as many ranks; the target has "
-          << static_cast<int64_t>(worldSize)
-          << " (layer split with data parallelism is not built yet)";
+          << "tailor-split-layers: " << static_cast<int64_t>(worldSize)
+          << " ranks do not divide into " << static_cast<int64_t>(stages)
+          << " pipeline stages (the ranks must be a multiple of the stages: "
+             "stages x data-parallel replicas)";
       return signalPassFailure();
     }
-    if (microBatches < 1) {
-      getOperation().emitError()
-          << "tailor-split-layers: micro-batches must be positive";
+    if (microBatches < 1 || bucketBytes < 1) {
+      getOperation().emitError() << "tailor-split-layers: micro-batches and "
+                                    "bucket-bytes must be positive";
       return signalPassFailure();
     }
-    split::LayerSplitter splitter(getOperation(), stages, microBatches,
-                                  schedule);
+    int64_t replicas = worldSize == 0 ? 1 : worldSize / stages;
+    split::LayerSplitter splitter(getOperation(), stages, replicas,
+                                  microBatches, schedule, bucketBytes);
     if (failed(splitter.run())) {
       signalPassFailure();
     }

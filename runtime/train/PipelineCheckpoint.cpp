@@ -16,7 +16,10 @@
 //   slots into the session, the others' into their copies.
 //
 // The all-gathers go through the communicator's host form, padded to the
-// largest rank's bytes (the stages differ).
+// largest rank's bytes (the stages differ), over the ranks of this rank's
+// replica (plan 1.13: with data-parallel replicas of the stages, every
+// replica holds the same tensors, so each gathers its own stages; a rank's
+// position there is its stage).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +29,7 @@
 #include "runtime/Session.h"
 #include "runtime/comm/Communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tailor::train {
@@ -137,14 +141,31 @@ std::string addStageSlots(CheckpointLayout &layout, int stage,
   return "";
 }
 
+/// The communicator over this rank's replica's stages (the world without
+/// replicas); "" or why there is none.
+std::string pipelineCommunicator(const runtime::Session &session,
+                                 runtime::comm::Communicator *&comm) {
+  const auto &p = session.plan().root();
+  int replicas = p.pipeline() ? std::max(1, p.pipeline()->replicas()) : 1;
+  std::vector<int> group;
+  for (int r = p.rank() % replicas; r < p.world_size(); r += replicas) {
+    group.push_back(r);
+  }
+  return session.groupCommunicator(group, comm);
+}
+
 } // namespace
 
 std::string joinStageLayouts(const runtime::Session &session,
                              CheckpointLayout &layout) {
-  runtime::comm::Communicator *comm = session.communicator();
-  if (!comm) {
+  runtime::comm::Communicator *comm = nullptr;
+  if (!session.communicator()) {
     return "a layer split's checkpoint needs the other stages' ranks (no "
            "communicator)";
+  }
+  if (std::string problem = pipelineCommunicator(session, comm);
+      !problem.empty()) {
+    return "checkpoint layout of the stages: " + problem;
   }
   std::vector<std::string> blobs;
   if (std::string problem =
@@ -168,7 +189,11 @@ std::string joinStageLayouts(const runtime::Session &session,
 
 std::string gatherStageSlots(const runtime::Session &session,
                              CheckpointLayout &layout) {
-  runtime::comm::Communicator *comm = session.communicator();
+  runtime::comm::Communicator *comm = nullptr;
+  if (std::string problem = pipelineCommunicator(session, comm);
+      !problem.empty()) {
+    return "checkpoint tensors of the stages: " + problem;
+  }
   std::string own;
   for (int list = 0; list < 2; ++list) {
     for (const TensorSlot &slot : *listOf(layout, list)) {

@@ -258,9 +258,14 @@ struct TrainerRun {
   /// Rank 0: the one that prints and writes.
   bool leader() const { return rank == 0; }
   /// Ranks that each train on their own data: every rank, but the stages
-  /// of a layer split are one replica.
+  /// of a layer split are one replica (plan 1.13: world / stages of them).
   int64_t replicas() const {
     return pipeline ? world / std::max(1, pipeline->stages()) : world;
+  }
+  /// Which of them this rank is part of: a layer split's ranks are
+  /// stage-major, so replica j is ranks j, j + replicas, ...
+  int64_t replica() const {
+    return pipeline ? rank % std::max<int64_t>(1, replicas()) : rank;
   }
 };
 
@@ -351,7 +356,8 @@ std::string joinLaunch(Run &run) {
 void divideGlobalBatch(Run &run) {
   const fb::Parallel *parallel = run.plan->root().parallel();
   if (run.pipeline || !parallel || !parallel->ranks()) {
-    run.firstMicro = firstMicroBatchOfRank(run.rank, run.accumulation);
+    run.firstMicro = firstMicroBatchOfRank(static_cast<int>(run.replica()),
+                                           run.accumulation);
     run.globalMicro = run.accumulation * run.replicas();
     return;
   }
@@ -374,7 +380,9 @@ std::string openPlan(Run &run) {
   std::string error;
   if (!run.plan) {
     runtime::LoadOptions options;
-    options.stage = run.rank; // a layer split's rank runs its own stage
+    // A layer split's rank runs its own stage.
+    options.rank = run.rank;
+    options.worldSize = run.world;
     run.plan = LoadedPlan::load(run.options.planPath, options, error);
     if (!run.plan) {
       return error;
@@ -806,7 +814,11 @@ std::string startState(Run &run, TrainerState &state) {
 void printHeader(Run &run, int64_t startStep, int64_t tokensPerStep) {
   FILE *out = run.out;
   std::string ranks =
-      run.pipeline ? " over " + std::to_string(run.pipeline->stages()) +
+      run.pipeline ? (run.replicas() > 1
+                          ? " x " + std::to_string(run.replicas()) +
+                                " replicas"
+                          : "") +
+                         " over " + std::to_string(run.pipeline->stages()) +
                          " pipeline stages (" +
                          run.pipeline->schedule()->str() + ")"
       : run.world > 1 ? " x " + std::to_string(run.world) + " ranks"
@@ -928,10 +940,12 @@ void feedForward(Run &run, int64_t step, int64_t micro, int64_t slot) {
   }
 }
 
-/// A layer split's stage: every stage reads the step's micro-batches (one
-/// data-parallel replica) and runs its forwards and backwards in the
-/// plan's schedule; the last stage's losses, summed over the ranks, make
-/// the step's mean. Sends still in flight are completed at the end.
+/// A layer split's stage: every stage of a data-parallel replica reads the
+/// replica's micro-batches of the global batch (as a DDP rank reads its
+/// own; micro-batches are numbered across the global batch, which picks
+/// their dropout seeds) and runs its forwards and backwards in the plan's
+/// schedule; the last stages' losses, summed over the ranks, make the
+/// step's mean. Sends still in flight are completed at the end.
 std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
   const fb::PipelineStage &stage = *run.pipeline;
   std::string error;
@@ -949,6 +963,9 @@ std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
   }
   size_t rows = run.ids.size();
   std::vector<int64_t> ids, targets, positions;
+  if (run.data) {
+    run.data->skip(static_cast<uint64_t>(run.firstMicro));
+  }
   for (int64_t micro = 0; micro < run.accumulation; ++micro) {
     if (run.data) {
       run.data->next(run.ids.data(), run.targets.data(), positionsOf(run));
@@ -960,6 +977,10 @@ std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
     positions.insert(positions.end(), run.positions.begin(),
                      run.positions.end());
   }
+  if (run.data) {
+    run.data->skip(static_cast<uint64_t>(run.globalMicro - run.firstMicro -
+                                         run.accumulation));
+  }
   double lossSum = 0;
   for (const train::PipelineWork &unit : work) {
     size_t at = static_cast<size_t>(unit.micro) * rows;
@@ -970,10 +991,11 @@ std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
                 run.positions.size(), run.positions.begin());
     int64_t slot = unit.micro % std::max(1, stage.slots());
     std::string what = unit.forward ? "forward" : "backward";
+    int64_t global = run.firstMicro + unit.micro;
     if (unit.forward) {
-      feedForward(run, step, unit.micro, slot);
+      feedForward(run, step, global, slot);
     } else {
-      feed(run, step, unit.micro);
+      feed(run, step, global);
       if (run.trainSlot.buffer >= 0) {
         writeInts(run.trainSlot, &slot, 1);
       }
@@ -982,7 +1004,7 @@ std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
             unit.forward ? run.forwardEntry : run.trainEntry);
         !problem.empty()) {
       return "step " + std::to_string(step) + ", micro-batch " +
-             std::to_string(unit.micro) + " (" + what + "): " + problem;
+             std::to_string(global) + " (" + what + "): " + problem;
     }
     if (!unit.forward && run.loss.buffer >= 0) {
       lossSum += readScalar(run.loss);
@@ -998,7 +1020,7 @@ std::string accumulateStage(Run &run, int64_t step, double &meanLoss) {
     return "step " + std::to_string(step) +
            ": the loss is not finite; stopped without a checkpoint";
   }
-  meanLoss = lossSum / static_cast<double>(run.accumulation);
+  meanLoss = lossSum / static_cast<double>(run.globalMicro);
   return "";
 }
 

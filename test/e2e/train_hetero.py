@@ -181,7 +181,8 @@ def check_refusals(args, onnx_path, base, cluster):
     failures = []
     cases = [("zero_stage", 2, "'zero2' cannot"),
              ("zero_stage", 3, "'zero3' cannot"),
-             ("pipeline_stages", 2, "2 pipeline stages need as many ranks")]
+             ("pipeline_stages", 2,
+              "3 ranks do not divide into 2 pipeline stages")]
     for key, value, expected in cases:
         recipe = dict(base)
         recipe[key] = value

@@ -18,7 +18,8 @@ by torch.onnx) with LoRA, 4 micro-batches a step, trained 20 steps:
     rank and 3 stages, reaching the uninterrupted adapter bit for bit;
   - what is not built is refused by name: ZeRO, offload, recomputation and
     validation with a layer split; more stages than layers; a cluster whose
-    rank count differs from the stages; the plan run as one process.
+    rank count is not a multiple of the stages; the plan run as one
+    process.
 """
 
 import argparse
@@ -201,8 +202,8 @@ def check_refusals(args, onnx_path, data, recipe):
          "validation"),
         ("too-many-stages", dict(recipe, pipeline_stages=5), "5xcpu",
          "need at least as many transformer layers"),
-        ("world-mismatch", split, "4xcpu",
-         "2 pipeline stages need as many ranks; the target has 4"),
+        ("world-not-a-multiple", split, "3xcpu",
+         "3 ranks do not divide into 2 pipeline stages"),
         ("both-keys", dict(split, device_map="auto"), "2xcpu",
          "give one"),
     ])

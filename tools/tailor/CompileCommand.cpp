@@ -643,9 +643,12 @@ void reportPipelinePrediction(const CompileRequest &req, const plan::Plan &p,
     return;
   }
   llvm::errs() << llvm::format(
-      "%zu pipeline stages, predicted step %.3f ms on %s (%.0f tokens/s, "
-      "bubble %.1f%%); tailor inspect shows each stage\n",
-      prediction.busySeconds.size(), prediction.stepSeconds * 1e3,
+      "%zu pipeline stages x %lld data-parallel replica%s, predicted step "
+      "%.3f ms on %s (%.0f tokens/s, bubble %.1f%%); tailor inspect shows "
+      "each stage\n",
+      prediction.busySeconds.size(),
+      static_cast<long long>(prediction.replicas),
+      prediction.replicas > 1 ? "s" : "", prediction.stepSeconds * 1e3,
       req.hardware.name.c_str(),
       prediction.tokensPerStep / prediction.stepSeconds,
       prediction.bubble() * 100);

@@ -43,7 +43,7 @@ Expected<ElasticRecord> readElasticRecord(const std::string &planPath) {
   }
   ElasticRecord record;
   record.stages = p->stages() ? static_cast<int>(p->stages()->size()) : 0;
-  record.worldSize = record.stages > 0 ? record.stages : p->world_size();
+  record.worldSize = p->world_size();
   record.microBatchSize = training->micro_batch_size();
   record.accumulation = training->gradient_accumulation_steps();
   if (training->compile_arguments()) {
@@ -140,9 +140,16 @@ elasticCompileArguments(const ElasticRecord &record, int world,
         "compile");
   }
   std::vector<std::string> overrides;
+  if (record.stages > 0 && record.worldSize != record.stages) {
+    return createStringError(
+        "elastic training of a layer split with data-parallel replicas (" +
+        std::to_string(record.stages) + " stages on " +
+        std::to_string(record.worldSize) + " ranks) is not built yet");
+  }
   if (record.stages > 0) {
-    // A layer split has no data parallelism: every micro-batch passes all
-    // stages, so the world only changes the stage count.
+    // A layer split without replicas has no data parallelism: every
+    // micro-batch passes all stages, so the world only changes the stage
+    // count.
     accumulation = record.accumulation;
     overrides = {"device_map=none", "pipeline_stages=" + std::to_string(world)};
   } else {

@@ -766,10 +766,16 @@ llvm::json::Object planJson(const LoadedPlan &loaded, const PlanSummary &s,
   root["ranks"] = ranksJson(p, s, view);
   root["balance"] = balanceJson(view.cluster);
   if (const fb::PipelineStage *stage = p.pipeline()) {
-    // A stage's program is its own rank's only.
+    // A stage's program is its own ranks' only: its replicas' (stage-major
+    // ranks, plan 1.13), each with its place in the layout.
+    int64_t replicas = std::max(1, stage->replicas());
     llvm::json::Array own;
     for (llvm::json::Value &rank : *root.getArray("ranks")) {
-      if (rank.getAsObject()->getInteger("rank") == stage->stage()) {
+      llvm::json::Object &object = *rank.getAsObject();
+      int64_t index = *object.getInteger("rank");
+      if (index / replicas == stage->stage()) {
+        object["stage"] = stage->stage();
+        object["replica"] = index % replicas;
         own.push_back(std::move(rank));
       }
     }
@@ -777,6 +783,7 @@ llvm::json::Object planJson(const LoadedPlan &loaded, const PlanSummary &s,
     root["pipeline_stage"] = llvm::json::Object{
         {"stage", stage->stage()},
         {"stages", stage->stages()},
+        {"replicas", replicas},
         {"first_layer", stage->first_layer()},
         {"last_layer", stage->last_layer()},
         {"slots", stage->slots()},
@@ -1292,8 +1299,11 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
   llvm::raw_ostream &os = llvm::outs();
   printTarget(os, p, s, input);
   if (const fb::Training *training = p.training()) {
-    // The stages of a layer split are one data-parallel replica.
-    printTraining(os, *training, p.pipeline() ? 1 : p.world_size());
+    // The stages of a layer split are one data-parallel replica, of
+    // `replicas` (plan 1.13).
+    printTraining(os, *training,
+                  p.pipeline() ? std::max(1, p.pipeline()->replicas())
+                               : p.world_size());
   }
   printMemory(os, p, s);
   printSharding(os, p);
@@ -1359,6 +1369,18 @@ stageViews(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
   return views;
 }
 
+/// "ranks 2-3" (or "rank 1"): the ranks that run `stage`.
+std::string stageRanks(const fb::PipelineStage &stage) {
+  int replicas = std::max(1, stage.replicas());
+  int first = stage.stage() * replicas;
+  if (replicas == 1) {
+    return "rank " + std::to_string(first);
+  }
+  return "ranks " + std::to_string(first) + "-" +
+         std::to_string(first + replicas - 1) + ", its " +
+         std::to_string(replicas) + " data-parallel replicas";
+}
+
 int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
                   const std::string &input, bool json,
                   const std::string &hardware) {
@@ -1372,8 +1394,9 @@ int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
     const fb::PipelineStage &stage = *loaded->root().pipeline();
     if (!json) {
       llvm::outs() << "== pipeline stage " << stage.stage() << " of "
-                   << stage.stages() << ": layers " << stage.first_layer()
-                   << "-" << stage.last_layer() << ", " << stage.slots()
+                   << stage.stages() << " (" << stageRanks(stage)
+                   << "): layers " << stage.first_layer() << "-"
+                   << stage.last_layer() << ", " << stage.slots()
                    << " input slots, " << stage.schedule()->str()
                    << " schedule over " << stage.micro_batches()
                    << " micro-batches";
@@ -1381,6 +1404,11 @@ int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
         llvm::outs() << llvm::format(
             "; busy %.3f ms of the predicted %.3f ms step",
             pipeline.busySeconds[index] * 1e3, pipeline.stepSeconds * 1e3);
+        if (stage.replicas() > 1) {
+          llvm::outs() << llvm::format(
+              ", %.3f ms of it the all-reduces over the replicas and stages",
+              pipeline.collectiveSeconds[index] * 1e3);
+        }
       }
       llvm::outs() << "\n";
       printText(*loaded, summary, input, false, false, view);
@@ -1393,6 +1421,15 @@ int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
     }
     documents.push_back(std::move(document));
   }
+  const fb::Plan &first = stages.front()->root();
+  int64_t replicas = std::max(1, first.pipeline()->replicas());
+  if (!json) {
+    llvm::outs() << "layout: " << stages.size() << " pipeline stages x "
+                 << replicas << " data-parallel replica"
+                 << (replicas > 1 ? "s" : "") << " on " << first.world_size()
+                 << " ranks (stage-major: stage s on ranks s x " << replicas
+                 << " + replica)\n";
+  }
   if (!json && pipeline.unpredictable.empty()) {
     llvm::outs() << llvm::format(
         "pipeline: predicted step %.3f ms, bubble %.1f%% of the stages' "
@@ -1400,22 +1437,35 @@ int inspectStages(const std::vector<std::unique_ptr<LoadedPlan>> &stages,
         pipeline.stepSeconds * 1e3, pipeline.bubble() * 100);
   }
   if (json) {
-    llvm::json::Array busy;
+    llvm::json::Array busy, collectives, layout;
     for (double seconds : pipeline.busySeconds) {
       busy.push_back(seconds);
     }
+    for (double seconds : pipeline.collectiveSeconds) {
+      collectives.push_back(seconds);
+    }
+    for (size_t s = 0; s < stages.size(); ++s) {
+      llvm::json::Array own;
+      for (int64_t j = 0; j < replicas; ++j) {
+        own.push_back(static_cast<int64_t>(s) * replicas + j);
+      }
+      layout.push_back(std::move(own));
+    }
     llvm::json::Object root{
         {"plan", input},
-        {"world_size", static_cast<int64_t>(stages.size())},
+        {"world_size", static_cast<int64_t>(first.world_size())},
         {"stages", std::move(documents)},
         {"ranks", std::move(ranks)},
         {"pipeline",
          llvm::json::Object{
+             {"replicas", replicas},
+             {"ranks_by_stage", std::move(layout)},
              {"predicted_step_seconds",
               pipeline.unpredictable.empty()
                   ? llvm::json::Value(pipeline.stepSeconds)
                   : nullptr},
              {"predicted_busy_seconds", std::move(busy)},
+             {"predicted_collective_seconds", std::move(collectives)},
              {"predicted_bubble", pipeline.unpredictable.empty()
                                       ? llvm::json::Value(pipeline.bubble())
                                       : nullptr},

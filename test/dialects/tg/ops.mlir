@@ -313,6 +313,21 @@ func.func @zero_step(%flat: tensor<128xf32>, %n: tensor<f32>, %step: tensor<i64>
 
 // -----
 
+// Tests that a pipeline stage's collectives over its data-parallel replicas
+// and over one replica's stages round-trip.
+// CHECK-LABEL: func.func @stage_step
+// CHECK: tg.all_reduce_states [@w.grad] avg over replicas
+// CHECK: tg.all_reduce %{{.+}} sum over stages : tensor<f32>
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+tg.state @w.grad : tensor<4x4xf32> of @w grad
+func.func @stage_step(%n: tensor<f32>) -> tensor<f32> {
+  tg.all_reduce_states [@w.grad] avg over replicas
+  %sum = tg.all_reduce %n sum over stages : tensor<f32>
+  return %sum : tensor<f32>
+}
+
+// -----
+
 // Tests that gradient compression's state ops (PowerSGD) round-trip with
 // their states, transposes and step ranges (ACP-SGD's with a period).
 // CHECK-LABEL: func.func @powersgd_step

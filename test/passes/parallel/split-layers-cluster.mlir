@@ -7,7 +7,7 @@
 // Tests that a stage 0 at a quarter of stage 1's speed keeps only the
 // first layer (on equal devices it takes layers 0 and 1, as the next case
 // and split-layers.mlir show).
-// CHECK: tg.pipeline = {first_layers = array<i64: 0, 1>, micro_batches = 4 : i64, schedule = "1f1b", stage_weights = array<f64: 1.000000e+00, 2.500000e-01>, stages = 2 : i64}
+// CHECK: tg.pipeline = {first_layers = array<i64: 0, 1>, micro_batches = 4 : i64, replicas = 1 : i64, schedule = "1f1b", stage_weights = array<f64: 1.000000e+00, 2.500000e-01>, stages = 2 : i64}
 // CHECK-LABEL: module @stage0
 // CHECK-SAME: first_layer = 0 : i64, last_layer = 0 : i64
 // CHECK-LABEL: module @stage1

@@ -10,9 +10,10 @@
 // replays what backward needs of the forward, receives the gradient and
 // accumulates; the last receives the activation, computes the loss and
 // sends the input's gradient back; each stage updates its own parameters
-// and the clipping norm is all-reduced over the stages.
+// and the clipping norm is all-reduced over the stages (one rank each: no
+// gradient all-reduce).
 // CHECK-LABEL: module @stage0
-// CHECK-SAME: tg.pipeline_stage = {first_layer = 0 : i64, last_layer = 1 : i64, micro_batches = 4 : i64, schedule = "1f1b", slots = 2 : i64, stage = 0 : i64, stages = 2 : i64}
+// CHECK-SAME: tg.pipeline_stage = {first_layer = 0 : i64, last_layer = 1 : i64, micro_batches = 4 : i64, replicas = 1 : i64, schedule = "1f1b", slots = 2 : i64, stage = 0 : i64, stages = 2 : i64}
 // CHECK-NOT: tg.param @w2
 // CHECK-LABEL: func.func @pipeline_forward
 // CHECK-SAME: {tg.name = "forward_input"}
@@ -29,9 +30,10 @@
 // CHECK: tg.accumulate {{.+}} into @w0.grad
 // CHECK-NOT: tg.send
 // CHECK-LABEL: func.func @optimizer_step
+// CHECK-NOT: tg.all_reduce_states
 // CHECK: %[[LOCAL:.+]] = tg.global_norm
 // CHECK: %[[SQ:.+]] = tg.mul %[[LOCAL]], %[[LOCAL]]
-// CHECK: %[[SUM:.+]] = tg.all_reduce %[[SQ]] sum over world
+// CHECK: %[[SUM:.+]] = tg.all_reduce %[[SQ]] sum over stages
 // CHECK: tg.sqrt %[[SUM]]
 // CHECK: tg.sgd_update @w0
 // CHECK: tg.sgd_update @w1
