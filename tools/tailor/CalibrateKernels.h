@@ -1,0 +1,38 @@
+//===- CalibrateKernels.h - kernels calibrate times apart -------*- C++ -*-===//
+//
+// Most figures come from timing a plan's own launches; the gradient
+// compressors' kernels run only in plans of several ranks, which calibrate
+// cannot run alone, so it times them on a bucket of its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TAILOR_TOOLS_TAILOR_CALIBRATEKERNELS_H
+#define TAILOR_TOOLS_TAILOR_CALIBRATEKERNELS_H
+
+#include "compiler/CostModel.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tailor {
+
+/// One timed launch: its work as the cost model reads it, and its seconds
+/// summed over `runs` runs.
+struct TimedLaunch {
+  LaunchWork work;
+  double seconds = 0;
+  int64_t runs = 0;
+};
+
+/// Times topk_compress, sparse_average, sign_compress and sign_average
+/// (runtime/cpu/CompressionKernels.cpp) `rounds` times each on a bucket of
+/// 2^22 f32 gradients in 4 tensors with residuals (top-k ratio 0.01, two
+/// ranks' parts averaged), their work from compressionWork; appends one
+/// record per kernel to `launches`. Returns "" or what failed.
+std::string timeCompressionKernels(int rounds,
+                                   std::vector<TimedLaunch> &launches);
+
+} // namespace tailor
+
+#endif // TAILOR_TOOLS_TAILOR_CALIBRATEKERNELS_H
