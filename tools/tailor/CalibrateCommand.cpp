@@ -12,8 +12,10 @@
 //    4 KiB and compute under 4 KFLOP (nothing but the call);
 //  - efficiency_<kind> for the other kinds: the model's time for their
 //    launches at those rates (efficiency 1) over the measured time, capped
-//    to (0.01, 1]; efficiency_compression from the gradient compressors'
-//    kernels timed on a bucket of their own (CalibrateKernels.h),
+//    to [0.01, 1]; efficiency_compression (capped to [0.001, 1]: scalar
+//    loops reach a small share of the FMA rate) from the gradient
+//    compressors' kernels timed on a bucket of their own
+//    (CalibrateKernels.h),
 // and writes them as a hardware file (`--hardware FILE` in compile and
 // inspect). Inputs are zeros (token 0 is valid for any vocabulary) and the
 // optimizer step input is 1: timing needs shapes, not data.
@@ -26,6 +28,7 @@
 #include "compiler/CostModel.h"
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
+#include "runtime/cpu/Kernel.h"
 #include "runtime/schema/plan_generated.h"
 #include "runtime/train/AtomicFile.h"
 
@@ -63,7 +66,8 @@ struct Measurement {
   /// Kernels timed apart from the plan (CalibrateKernels.h).
   std::vector<TimedLaunch> apart;
   std::map<std::string, KindTotals> totals;
-  /// The median time of the launches that do (almost) nothing.
+  /// The times of the launches that do (almost) nothing, and their median.
+  std::vector<double> tiny;
   double overhead = 0;
 };
 
@@ -83,33 +87,20 @@ void fillInputs(const fb::Plan &p, Session &session) {
   }
 }
 
-/// Runs every entry once untimed, then `rounds` times timed; "" or why not.
-std::string timeEntries(Session &session, int rounds,
-                        std::vector<Session::LaunchTiming> &timeline) {
+/// Runs every entry of `session` once; "" or why not.
+std::string runEntries(Session &session) {
   for (uint32_t e = 0; e < session.entryCount(); ++e) {
     if (std::string problem = session.runEntry(e); !problem.empty()) {
       return problem;
     }
   }
-  if (std::string problem = session.recordTimeline(true); !problem.empty()) {
-    return problem;
-  }
-  for (int round = 0; round < rounds; ++round) {
-    for (uint32_t e = 0; e < session.entryCount(); ++e) {
-      if (std::string problem = session.runEntry(e); !problem.empty()) {
-        return problem;
-      }
-    }
-  }
-  timeline = session.takeTimeline();
   return "";
 }
 
 /// What the timeline says per launch and per kind, and the launch overhead.
-Measurement summarize(const fb::Plan &p,
-                      const std::vector<Session::LaunchTiming> &timeline) {
-  Measurement m;
-  std::vector<double> tiny;
+void summarize(const fb::Plan &p,
+               const std::vector<Session::LaunchTiming> &timeline,
+               Measurement &m) {
   for (const Session::LaunchTiming &t : timeline) {
     const fb::Launch *launch = p.ops()->Get(t.step)->step_as_Launch();
     if (!launch) {
@@ -122,6 +113,7 @@ Measurement summarize(const fb::Plan &p,
     record.work.flops = launch->flops();
     record.work.bytes = launch->bytes();
     record.seconds += seconds;
+    record.fastest = std::min(record.fastest, seconds);
     ++record.runs;
     KindTotals &k = m.totals[costKindOf(kernel).str()];
     k.seconds += seconds;
@@ -129,14 +121,14 @@ Measurement summarize(const fb::Plan &p,
     k.bytes += launch->bytes();
     ++k.launches;
     if (launch->bytes() < 4096 && launch->flops() < 4096) {
-      tiny.push_back(seconds);
+      m.tiny.push_back(seconds);
     }
   }
-  if (!tiny.empty()) {
+  if (!m.tiny.empty()) {
+    std::vector<double> tiny = m.tiny;
     std::nth_element(tiny.begin(), tiny.begin() + tiny.size() / 2, tiny.end());
     m.overhead = tiny[tiny.size() / 2];
   }
-  return m;
 }
 
 /// Seconds of `runs` launches with the launch overhead taken out.
@@ -173,9 +165,10 @@ void fitThreadScaling(HardwareSpec &h, const Measurement &single,
         many == parallel.launches.end()) {
       continue;
     }
-    double t1 = busySeconds(one.seconds, double(one.runs), single.overhead);
-    double tn = busySeconds(many->second.seconds, double(many->second.runs),
-                            parallel.overhead);
+    // Each launch's fastest round: on a shared machine the others' load
+    // only ever slows a round down.
+    double t1 = busySeconds(one.fastest, 1, single.overhead);
+    double tn = busySeconds(many->second.fastest, 1, parallel.overhead);
     // What each further thread added, as a fraction of one thread.
     points.push_back({one.work.flops, (t1 / tn - 1.0) / double(threads - 1),
                       t1});
@@ -259,31 +252,47 @@ HardwareSpec fitHardware(const Measurement &m, int threads,
     h.efficiency[kind] =
         kind == "gemm" || kind == "elementwise"
             ? 1.0
-            : std::clamp(idealSeconds[kind] / seconds, 0.01, 1.0);
+            : std::clamp(idealSeconds[kind] / seconds,
+                         kind == "compression" ? 1e-3 : 0.01, 1.0);
   }
   return h;
 }
 
-/// Times every launch of `plan` at `threads`, `rounds` times; false with a
-/// message when it cannot.
-bool measure(const LoadedPlan &plan, int threads, int rounds,
-             Measurement &measurement) {
-  std::string error;
-  int status = 0;
-  std::unique_ptr<Session> session =
-      Session::create(plan, threads, error, status);
-  if (!session) {
-    llvm::errs() << "tailor calibrate: error: " << error << "\n";
-    return false;
-  }
-  fillInputs(plan.root(), *session);
-  std::vector<Session::LaunchTiming> timeline;
-  if (std::string problem = timeEntries(*session, rounds, timeline);
-      !problem.empty()) {
+/// Times every launch of `plan` at each of `threads`, `rounds` times, into
+/// one measurement per count; false with a message when it cannot. The
+/// counts take turns round by round (the BLAS set to each in turn), so a
+/// change in the machine's load weighs on all alike.
+bool measure(const LoadedPlan &plan, const std::vector<int> &threads,
+             int rounds, std::vector<Measurement> &measurements) {
+  std::vector<std::unique_ptr<Session>> sessions;
+  auto fail = [](const std::string &problem) {
     llvm::errs() << "tailor calibrate: error: " << problem << "\n";
     return false;
+  };
+  for (int count : threads) {
+    std::string error;
+    int status = 0;
+    sessions.push_back(Session::create(plan, count, error, status));
+    if (!sessions.back()) {
+      return fail(error);
+    }
+    fillInputs(plan.root(), *sessions.back());
   }
-  measurement = summarize(plan.root(), timeline);
+  measurements.assign(threads.size(), Measurement());
+  // One round untimed (pages touched, caches warm), then `rounds` timed.
+  for (int round = -1; round < rounds; ++round) {
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      runtime::setBlasThreads(threads[i]);
+      if (std::string problem = sessions[i]->recordTimeline(round >= 0);
+          !problem.empty()) {
+        return fail(problem);
+      }
+      if (std::string problem = runEntries(*sessions[i]); !problem.empty()) {
+        return fail(problem);
+      }
+      summarize(plan.root(), sessions[i]->takeTimeline(), measurements[i]);
+    }
+  }
   return true;
 }
 
@@ -357,16 +366,18 @@ int runCalibrate(int argc, const char **argv) {
   }
   int useThreads = threads > 0 ? int(threads)
                                : std::max(1, p.target() ? p.target()->threads() : 1);
-  Measurement measurement;
-  if (!measure(*plan, useThreads, rounds, measurement)) {
-    return 1;
-  }
   // GEMMs do not scale linearly in threads, and small ones least: the same
   // launches on one thread give what each further thread adds, by size.
-  Measurement single;
-  if (useThreads > 1 && !measure(*plan, 1, rounds, single)) {
+  std::vector<int> counts = {useThreads};
+  if (useThreads > 1) {
+    counts.push_back(1);
+  }
+  std::vector<Measurement> measurements;
+  if (!measure(*plan, counts, rounds, measurements)) {
     return 1;
   }
+  Measurement &measurement = measurements.front();
+  const Measurement *single = useThreads > 1 ? &measurements.back() : nullptr;
   if (std::string problem = timeCompressionKernels(rounds, measurement.apart);
       !problem.empty()) {
     llvm::errs() << "tailor calibrate: error: timing the compression "
@@ -375,7 +386,7 @@ int runCalibrate(int argc, const char **argv) {
     return 1;
   }
   HardwareSpec fitted =
-      fitHardware(measurement, useThreads, useThreads > 1 ? &single : nullptr);
+      fitHardware(measurement, useThreads, single);
   std::string yaml = hardwareYaml(fitted, useThreads, planPath);
   for (const auto &[kind, k] : measurement.totals) {
     llvm::errs() << llvm::format(

@@ -11,6 +11,7 @@
 
 #include "runtime/cpu/Kernel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -165,6 +166,7 @@ std::string timeCompressionKernels(int rounds,
       }
       if (round >= 0) {
         timed[i].seconds += took.count();
+        timed[i].fastest = std::min(timed[i].fastest, took.count());
         ++timed[i].runs;
       }
     }

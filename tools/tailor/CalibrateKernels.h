@@ -12,17 +12,19 @@
 #include "compiler/CostModel.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace tailor {
 
-/// One timed launch: its work as the cost model reads it, and its seconds
-/// summed over `runs` runs.
+/// One timed launch: its work as the cost model reads it, its seconds
+/// summed over `runs` runs, and the fastest run's.
 struct TimedLaunch {
   LaunchWork work;
   double seconds = 0;
   int64_t runs = 0;
+  double fastest = std::numeric_limits<double>::infinity();
 };
 
 /// Times topk_compress, sparse_average, sign_compress and sign_average
