@@ -378,7 +378,8 @@ int runCalibrate(int argc, const char **argv) {
   }
   Measurement &measurement = measurements.front();
   const Measurement *single = useThreads > 1 ? &measurements.back() : nullptr;
-  if (std::string problem = timeCompressionKernels(rounds, measurement.apart);
+  if (std::string problem = timeCompressionKernels(CompressionBucket(), rounds,
+                                                   measurement.apart);
       !problem.empty()) {
     llvm::errs() << "tailor calibrate: error: timing the compression "
                     "kernels: "
@@ -404,6 +405,16 @@ int runCalibrate(int argc, const char **argv) {
       useThreads, cpuThreadSpeedup(fitted, useThreads, 1e6),
       cpuThreadSpeedup(fitted, useThreads, 1e8),
       cpuThreadSpeedup(fitted, useThreads, 1e10));
+  if (single) {
+    // What one speedup for every size (the model without
+    // cpu_parallel_half_mflop) makes of the same runs: for comparison.
+    double ratio =
+        gemmGflops(measurement) / std::max(gemmGflops(*single), 1e-9);
+    llvm::errs() << llvm::format(
+        "calibrate: one gemm speedup for every size would be %.2fx: "
+        "cpu_parallel_efficiency %.4f\n",
+        ratio, std::clamp((ratio - 1.0) / double(useThreads - 1), 0.0, 1.0));
+  }
   if (output.empty()) {
     llvm::outs() << yaml;
     return 0;

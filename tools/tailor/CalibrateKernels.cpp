@@ -24,20 +24,22 @@ using runtime::DType;
 using runtime::KernelCall;
 using runtime::Tensor;
 
-constexpr int64_t kElements = int64_t(1) << 22;
-constexpr int64_t kMembers = 4;
-constexpr int64_t kKept = kElements / 100;
-constexpr int64_t kRanks = 2;
-
 /// The bucket's buffers, each kernel's operands pointing into them.
 struct Bucket {
-  std::vector<float> grads = std::vector<float>(kElements);
-  std::vector<float> residuals = std::vector<float>(kElements, 0.0f);
-  std::vector<float> values = std::vector<float>(kRanks * kKept);
-  std::vector<int32_t> indices = std::vector<int32_t>(kRanks * kKept);
-  std::vector<uint8_t> signs = std::vector<uint8_t>(kRanks * kElements / 8);
-  std::vector<float> scales = std::vector<float>(kRanks * kMembers);
+  const int64_t n, members, kept, ranks;
+  std::vector<float> grads = std::vector<float>(n);
+  std::vector<float> residuals = std::vector<float>(n, 0.0f);
+  std::vector<float> values = std::vector<float>(ranks * kept);
+  std::vector<int32_t> indices = std::vector<int32_t>(ranks * kept);
+  std::vector<uint8_t> signs = std::vector<uint8_t>(ranks * n / 8);
+  std::vector<float> scales = std::vector<float>(ranks * members);
   uint64_t state = 0x9e3779b97f4a7c15ull;
+
+  explicit Bucket(const CompressionBucket &shape)
+      : n(shape.elements), members(shape.members),
+        kept(std::max<int64_t>(
+            1, int64_t(double(shape.elements) * shape.ratio))),
+        ranks(shape.ranks) {}
 
   /// New gradients in [-1, 1), from a 64-bit LCG.
   void refill() {
@@ -48,10 +50,10 @@ struct Bucket {
   }
   /// The members' tensors of `data` (grads or residuals).
   void addMembers(KernelCall &call, std::vector<float> &data) {
-    for (int64_t m = 0; m < kMembers; ++m) {
+    for (int64_t m = 0; m < members; ++m) {
       call.operands.push_back(
-          Tensor{data.data() + m * (kElements / kMembers), DType::F32,
-                 {kElements / kMembers}});
+          Tensor{data.data() + m * (n / members), DType::F32,
+                 {n / members}});
     }
   }
 };
@@ -76,35 +78,37 @@ Attribute floatAttr(const char *name, double value) {
 /// them; every rank's gathered part is this rank's (the kernels' work does
 /// not depend on whose it is).
 std::vector<std::pair<const char *, KernelCall>> launchesOf(Bucket &b) {
+  const int64_t n = b.n, members = b.members,
+                kept = b.kept, ranks = b.ranks;
   std::vector<std::pair<const char *, KernelCall>> calls(4);
   KernelCall &topk = calls[0].second;
   calls[0].first = "topk_compress";
   b.addMembers(topk, b.grads);
   b.addMembers(topk, b.residuals);
-  topk.operands.push_back(Tensor{b.values.data(), DType::F32, {kKept}});
-  topk.operands.push_back(Tensor{b.indices.data(), DType::I32, {kKept}});
-  topk.attributes = runtime::Attributes({intAttr("members", kMembers)});
+  topk.operands.push_back(Tensor{b.values.data(), DType::F32, {kept}});
+  topk.operands.push_back(Tensor{b.indices.data(), DType::I32, {kept}});
+  topk.attributes = runtime::Attributes({intAttr("members", members)});
   KernelCall &sparse = calls[1].second;
   calls[1].first = "sparse_average";
   sparse.operands.push_back(
-      Tensor{b.values.data(), DType::F32, {kRanks * kKept}});
+      Tensor{b.values.data(), DType::F32, {ranks * kept}});
   sparse.operands.push_back(
-      Tensor{b.indices.data(), DType::I32, {kRanks * kKept}});
+      Tensor{b.indices.data(), DType::I32, {ranks * kept}});
   b.addMembers(sparse, b.grads);
   sparse.attributes = runtime::Attributes({floatAttr("scale", 0.5)});
   KernelCall &sign = calls[2].second;
   calls[2].first = "sign_compress";
   b.addMembers(sign, b.grads);
   b.addMembers(sign, b.residuals);
-  sign.operands.push_back(Tensor{b.signs.data(), DType::U8, {kElements / 8}});
-  sign.operands.push_back(Tensor{b.scales.data(), DType::F32, {kMembers}});
-  sign.attributes = runtime::Attributes({intAttr("members", kMembers)});
+  sign.operands.push_back(Tensor{b.signs.data(), DType::U8, {n / 8}});
+  sign.operands.push_back(Tensor{b.scales.data(), DType::F32, {members}});
+  sign.attributes = runtime::Attributes({intAttr("members", members)});
   KernelCall &average = calls[3].second;
   calls[3].first = "sign_average";
   average.operands.push_back(
-      Tensor{b.signs.data(), DType::U8, {kRanks * kElements / 8}});
+      Tensor{b.signs.data(), DType::U8, {ranks * n / 8}});
   average.operands.push_back(
-      Tensor{b.scales.data(), DType::F32, {kRanks * kMembers}});
+      Tensor{b.scales.data(), DType::F32, {ranks * members}});
   b.addMembers(average, b.grads);
   return calls;
 }
@@ -112,12 +116,13 @@ std::vector<std::pair<const char *, KernelCall>> launchesOf(Bucket &b) {
 /// Copies this rank's part of the gathered buffers to the other ranks'
 /// places, as the all-gather between the kernels would.
 void gather(Bucket &b, int64_t first, int64_t count, bool signs) {
-  for (int64_t r = 1; r < kRanks; ++r) {
+  const int64_t n = b.n, members = b.members;
+  for (int64_t r = 1; r < b.ranks; ++r) {
     if (signs) {
-      std::memcpy(b.signs.data() + r * kElements / 8, b.signs.data(),
-                  kElements / 8);
-      std::memcpy(b.scales.data() + r * kMembers, b.scales.data(),
-                  kMembers * sizeof(float));
+      std::memcpy(b.signs.data() + r * n / 8, b.signs.data(),
+                  n / 8);
+      std::memcpy(b.scales.data() + r * members, b.scales.data(),
+                  members * sizeof(float));
     } else {
       std::memcpy(b.values.data() + r * count, b.values.data() + first,
                   count * sizeof(float));
@@ -129,9 +134,21 @@ void gather(Bucket &b, int64_t first, int64_t count, bool signs) {
 
 } // namespace
 
-std::string timeCompressionKernels(int rounds,
+std::string timeCompressionKernels(const CompressionBucket &shape, int rounds,
                                    std::vector<TimedLaunch> &launches) {
-  Bucket bucket;
+  if (shape.members < 1 || shape.elements < 8 * shape.members ||
+      shape.elements % 8 != 0 ||
+      shape.elements % shape.members != 0 || shape.ranks < 1 ||
+      !(shape.ratio > 0 && shape.ratio <= 1)) {
+    return "a bucket of " + std::to_string(shape.elements) + " elements in " +
+           std::to_string(shape.members) + " tensors, " +
+           std::to_string(shape.ranks) +
+           " ranks: expected a multiple of 8 elements split evenly, ranks "
+           "of at least 1 and a ratio in (0, 1]";
+  }
+  Bucket bucket(shape);
+  const int64_t n = bucket.n, members = bucket.members,
+                kept = bucket.kept, ranks = bucket.ranks;
   std::vector<std::pair<const char *, KernelCall>> calls = launchesOf(bucket);
   std::vector<TimedLaunch> timed(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -144,8 +161,8 @@ std::string timeCompressionKernels(int rounds,
       return std::string(name) + ": " + problem;
     }
     timed[i].work = compressionWork(
-        name, double(kElements), double(i == 1 ? kRanks * kKept : kKept),
-        kMembers, i == 3 ? kRanks : 1, i == 0 || i == 2);
+        name, double(n), double(i == 1 ? ranks * kept : kept),
+        members, i == 3 ? ranks : 1, i == 0 || i == 2);
   }
   // One round untimed (pages touched, caches warm), then `rounds` timed.
   // Each compressor gets fresh gradients (the averages overwrite them).
@@ -162,7 +179,7 @@ std::string timeCompressionKernels(int rounds,
       std::chrono::duration<double> took =
           std::chrono::steady_clock::now() - start;
       if (i == 0 || i == 2) {
-        gather(bucket, 0, kKept, i == 2);
+        gather(bucket, 0, kept, i == 2);
       }
       if (round >= 0) {
         timed[i].seconds += took.count();

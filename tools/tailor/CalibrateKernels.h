@@ -27,12 +27,21 @@ struct TimedLaunch {
   double fastest = std::numeric_limits<double>::infinity();
 };
 
+/// A bucket to time the compressors on: `elements` f32 gradients (a
+/// multiple of 8) in `members` equal tensors, with residuals; top-k sends
+/// `ratio` of them; `ranks` ranks' parts are averaged.
+struct CompressionBucket {
+  int64_t elements = int64_t(1) << 22;
+  int64_t members = 4;
+  double ratio = 0.01;
+  int64_t ranks = 2;
+};
+
 /// Times topk_compress, sparse_average, sign_compress and sign_average
-/// (runtime/cpu/CompressionKernels.cpp) `rounds` times each on a bucket of
-/// 2^22 f32 gradients in 4 tensors with residuals (top-k ratio 0.01, two
-/// ranks' parts averaged), their work from compressionWork; appends one
-/// record per kernel to `launches`. Returns "" or what failed.
-std::string timeCompressionKernels(int rounds,
+/// (runtime/cpu/CompressionKernels.cpp) `rounds` times each on `bucket`,
+/// their work from compressionWork; appends one record per kernel to
+/// `launches`. Returns "" or what failed.
+std::string timeCompressionKernels(const CompressionBucket &bucket, int rounds,
                                    std::vector<TimedLaunch> &launches);
 
 } // namespace tailor
