@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 namespace tailor {
 
@@ -113,21 +112,27 @@ std::vector<std::pair<const char *, KernelCall>> launchesOf(Bucket &b) {
   return calls;
 }
 
-/// Copies this rank's part of the gathered buffers to the other ranks'
-/// places, as the all-gather between the kernels would.
-void gather(Bucket &b, int64_t first, int64_t count, bool signs) {
-  const int64_t n = b.n, members = b.members;
+/// Fills the other ranks' places of the gathered buffers, as the
+/// all-gather between the kernels would: their own signs (independent
+/// bits: the average's per-rank select must not learn a copy's pattern)
+/// and this rank's pairs at other positions (their scattered adds land
+/// elsewhere), with this rank's scales and values.
+void gather(Bucket &b, bool signs) {
   for (int64_t r = 1; r < b.ranks; ++r) {
     if (signs) {
-      std::memcpy(b.signs.data() + r * n / 8, b.signs.data(),
-                  n / 8);
-      std::memcpy(b.scales.data() + r * members, b.scales.data(),
-                  members * sizeof(float));
+      for (int64_t i = 0; i < b.n / 8; ++i) {
+        b.state = b.state * 6364136223846793005ull + 1442695040888963407ull;
+        b.signs[size_t(r * b.n / 8 + i)] = uint8_t(b.state >> 56);
+      }
+      std::copy_n(b.scales.begin(), b.members,
+                  b.scales.begin() + r * b.members);
     } else {
-      std::memcpy(b.values.data() + r * count, b.values.data() + first,
-                  count * sizeof(float));
-      std::memcpy(b.indices.data() + r * count, b.indices.data() + first,
-                  count * sizeof(int32_t));
+      int64_t shift = r * b.n / b.ranks;
+      for (int64_t j = 0; j < b.kept; ++j) {
+        b.values[size_t(r * b.kept + j)] = b.values[size_t(j)];
+        b.indices[size_t(r * b.kept + j)] =
+            int32_t((b.indices[size_t(j)] + shift) % b.n);
+      }
     }
   }
 }
@@ -179,7 +184,7 @@ std::string timeCompressionKernels(const CompressionBucket &shape, int rounds,
       std::chrono::duration<double> took =
           std::chrono::steady_clock::now() - start;
       if (i == 0 || i == 2) {
-        gather(bucket, 0, kept, i == 2);
+        gather(bucket, i == 2);
       }
       if (round >= 0) {
         timed[i].seconds += took.count();
