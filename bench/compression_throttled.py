@@ -9,8 +9,10 @@ add dev lo root tbf rate R`), removed again when the script ends. One
 bucket serves every rank, so when all ranks send at once (a ring's steps)
 each gets R / ranks: the hardware file the plans are predicted with says
 so (`link_gbs` = R / 8 / ranks). Needs root (CAP_NET_ADMIN) and `tc`; it
-shapes all loopback traffic of the machine while it runs, so run it on a
-machine nothing else uses the loopback of.
+shapes all loopback traffic of its network namespace while it runs, so on a
+shared machine give it a namespace of its own:
+
+  unshare -n sh -c 'ip link set lo up && bench/compression_throttled.py'
 
 The model is cpu_ranks.py's seeded Llama (default 5.3M parameters, full
 fine-tuning with AdamW: about 21 MB of f32 gradients a step), the compute

@@ -7,8 +7,10 @@
 2. For every (threads, seq) in --threads x --seqs, compiles the plan for that
    hardware file, reads the predicted step time from `tailor inspect --json
    --hardware FILE`, trains --steps steps and takes the measured mean ms/step
-   over steps 2..N, and reports the error. Also the uncalibrated built-in
-   `cpu` prediction, for comparison.
+   over steps 2..N, and reports the error. Also, for comparison, the same
+   calibration with one GEMM speedup for every size (cpu_parallel_half_mflop
+   0 and the speedup of all the plan's GEMMs together: the model before
+   shape-aware scaling) and the uncalibrated built-in `cpu` prediction.
 
   bench/cost_model_100m.py [--threads 1,2] [--seqs 128,256] [--steps 4]
 """
@@ -16,6 +18,7 @@
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -78,12 +81,29 @@ def main():
 
     plan = compile_plan(tailor, onnx_path, args, run_dir, args.calibrate_seq,
                         args.calibrate_threads, "cpu")
-    subprocess.run([tailor, "calibrate", plan, "--threads",
-                    str(args.calibrate_threads), "-o", calibrated], check=True)
-    print(open(calibrated).read().strip())
+    log = subprocess.run([tailor, "calibrate", plan, "--threads",
+                          str(args.calibrate_threads), "-o", calibrated],
+                         check=True, capture_output=True, text=True).stderr
+    print(log.strip())
+    text = open(calibrated).read()
+    print(text.strip())
+    # The size-blind variant of the same calibration.
+    blind = os.path.join(run_dir, "calibrated-one-speedup.yaml")
+    found = re.search(r"would be [0-9.]+x: cpu_parallel_efficiency ([0-9.]+)",
+                      log)
+    if not found:
+        sys.exit("tailor calibrate printed no size-blind speedup (calibrate "
+                 "with --calibrate-threads above 1)")
+    text = re.sub(r"cpu_parallel_efficiency: .*",
+                  f"cpu_parallel_efficiency: {found.group(1)}", text)
+    text = re.sub(r"cpu_parallel_half_mflop: .*", "cpu_parallel_half_mflop: 0",
+                  text)
+    with open(blind, "w") as f:
+        f.write(text)
     print(f"load average: {os.getloadavg()[0]:.2f}")
     print(f"{'threads':>7s} {'seq':>5s} {'measured':>10s} {'calibrated':>11s}"
-          f" {'error':>7s} {'built-in cpu':>13s} {'error':>7s}")
+          f" {'error':>7s} {'one speedup':>12s} {'error':>7s}"
+          f" {'built-in cpu':>13s} {'error':>7s}")
     for threads in [int(t) for t in args.threads.split(",")]:
         for seq in [int(s) for s in args.seqs.split(",")]:
             plan = compile_plan(tailor, onnx_path, args, run_dir, seq, threads,
@@ -93,10 +113,12 @@ def main():
             trn.write_data(data, args)
             measured = measured_ms(tailor, plan, data, run_dir, args, threads)
             ours = 1e3 * predicted_seconds(tailor, plan, calibrated)
+            one = 1e3 * predicted_seconds(tailor, plan, blind)
             builtin = 1e3 * predicted_seconds(tailor, plan, "cpu")
             print(f"{threads:7d} {seq:5d} {measured:8.1f}ms {ours:9.1f}ms "
-                  f"{ours / measured - 1:+7.1%} {builtin:11.1f}ms "
-                  f"{builtin / measured - 1:+7.1%}")
+                  f"{ours / measured - 1:+7.1%} {one:10.1f}ms "
+                  f"{one / measured - 1:+7.1%} {builtin:11.1f}ms "
+                  f"{builtin / measured - 1:+7.1%}", flush=True)
     return 0
 
 

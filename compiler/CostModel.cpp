@@ -3,10 +3,16 @@
 #include "compiler/CostModel.h"
 
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tailor {
+
+/// What one thread's scalar, branchy loops reach of its GEMM rate (the
+/// FMA units' SIMD lanes): compression's default efficiency.
+constexpr double kCompressionEfficiency = 0.02;
 
 double ringBytesSent(llvm::StringRef kind, double bytes, int64_t ranks) {
   if (ranks <= 1) {
@@ -44,6 +50,10 @@ llvm::StringRef costKindOf(llvm::StringRef kernel) {
       kernel == "all_gather" || kernel == "broadcast" ||
       kernel.starts_with("p2p_")) {
     return "comm";
+  }
+  if (kernel == "topk_compress" || kernel == "sparse_average" ||
+      kernel == "sign_compress" || kernel == "sign_average") {
+    return "compression"; // serial scalar loops, not streaming passes
   }
   if (kernel.starts_with("linear") || kernel.starts_with("matmul") ||
       kernel == "lowrank_matmul") {
@@ -84,16 +94,85 @@ double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind) {
       .Case("gemm", 0.7)
       .Case("attention", 0.5)
       .Case("copy", 0.8)
+      .Case("compression", kCompressionEfficiency)
       .Default(0.7);
 }
 
-/// Peak FLOP/s for `kind` at `target`'s precision.
-static double peakFlops(const CostTarget &target, llvm::StringRef kind) {
+LaunchWork compressionWork(llvm::StringRef kernel, double elements,
+                           double kept, int64_t members, int64_t ranks,
+                           bool residual) {
+  double n = std::max(elements, 0.0);
+  double k = std::clamp(kept, 1.0, std::max(n, 1.0));
+  double log2k = std::log2(std::max(k, 2.0));
+  // Finding a position's tensor: a binary search over the members.
+  double findPart = std::log2(double(std::max<int64_t>(members, 1))) + 1;
+  LaunchWork work;
+  work.kernel = kernel.str();
+  // The operation counts' weights were measured on the kernels (bench/
+  // compression_kernels.py): a scan's operation takes about as long as
+  // any other, a heap level about 14 of them (its compares branch on data
+  // in no order and mispredict, its swaps miss the cache once the heap
+  // outgrows L1), an averaged rank about 10 (a bit picked, a scale
+  // loaded, a double add in a dependent chain, a mispredicted select).
+  if (kernel == "topk_compress") {
+    // A scan (load, add the residual and store it, |p|, compare with the
+    // weakest kept entry); the heap takes in k (1 + ln(n / k)) entries
+    // when magnitudes come in no order, each sifted over log2(k) levels,
+    // as is every entry of the final heap sort; the residual's k sent
+    // entries are zeroed.
+    double entered = k * (1 + std::log(std::max(n / k, 1.0)));
+    work.flops = n * (residual ? 5 : 3) + (entered + k) * log2k * 14 +
+                 (residual ? k * (2 + findPart) : 0);
+    work.bytes = 4 * n * (residual ? 3 : 1) + 8 * k;
+  } else if (kernel == "sign_compress") {
+    // Two passes: p = grad + residual and its L1 norm (a chain of double
+    // adds); then a bit per element and the residual p - scale * sign.
+    work.flops = n * (residual ? 11 : 7);
+    work.bytes = 4 * n * (residual ? 3 : 1) + n / 8 + 4 * double(members);
+  } else if (kernel == "sign_average") {
+    // Per element, each rank's bit picked and its scale added in double,
+    // then one division.
+    double r = double(std::max<int64_t>(ranks, 1));
+    work.flops = n * (10 * r + 1);
+    work.bytes = 4 * n + r * (n / 8 + 4 * double(members));
+  } else if (kernel == "sparse_average") {
+    // The bucket zeroed (a streaming store), then per gathered pair its
+    // tensor found and one scattered add: a cache line read and written.
+    work.flops = n / 8 + k * (4 + findPart);
+    work.bytes = 4 * n + k * (8 + 128);
+  } else {
+    llvm_unreachable("compressionWork: not a compression kernel");
+  }
+  return work;
+}
+
+double cpuThreadSpeedup(const HardwareSpec &hardware, int64_t threads,
+                        double flops) {
+  double gain = hardware.cpuParallelEfficiency;
+  double half = hardware.cpuParallelHalfMflop * 1e6;
+  if (half > 0) {
+    gain *= std::max(flops, 0.0) / (std::max(flops, 0.0) + half);
+  }
+  return 1.0 + double(std::max<int64_t>(1, threads) - 1) * gain;
+}
+
+/// Peak FLOP/s for a launch of `kind` doing `flops` at `target`'s
+/// precision. On the CPU only GEMMs go to the BLAS's threads, whose
+/// speedup depends on their size; the pool's kernels split their rows
+/// evenly, so they scale as a large GEMM does.
+static double peakFlops(const CostTarget &target, llvm::StringRef kind,
+                        double flops) {
   const HardwareSpec &h = target.hardware;
   if (!h.isCuda()) {
-    double extra = double(std::max<int64_t>(1, target.threads) - 1);
-    return h.cpuGflopsPerThread * 1e9 *
-           (1.0 + extra * h.cpuParallelEfficiency);
+    if (kind == "compression") {
+      return h.cpuGflopsPerThread * 1e9; // serial loops: one thread
+    }
+    double speedup =
+        kind == "gemm"
+            ? cpuThreadSpeedup(h, target.threads, flops)
+            : 1.0 + double(std::max<int64_t>(1, target.threads) - 1) *
+                        h.cpuParallelEfficiency;
+    return h.cpuGflopsPerThread * 1e9 * speedup;
   }
   bool tensorCores = target.precision == "bf16" &&
                      (kind == "gemm" || kind == "attention");
@@ -115,9 +194,15 @@ double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
     return work.bytes / (target.hardware.hostLinkGBs * 1e9 * efficiency) +
            target.hardware.launchOverheadUs * 1e-6;
   }
-  double compute = work.flops / (peakFlops(target, kind) * efficiency);
-  double memory =
-      work.bytes / (target.hardware.memoryBandwidthGBs * 1e9 * efficiency);
+  double compute =
+      work.flops / (peakFlops(target, kind, work.flops) * efficiency);
+  // Compression's efficiency is its scalar loops' share of the FMA rate;
+  // its bytes still stream as an elementwise pass's do.
+  double memoryEfficiency = kind == "compression"
+                                ? efficiencyOf(target.hardware, "elementwise")
+                                : efficiency;
+  double memory = work.bytes / (target.hardware.memoryBandwidthGBs * 1e9 *
+                                memoryEfficiency);
   // A dequantizing GEMM decodes its weight before multiplying (CUDA's
   // via_gemm route writes bf16 copies first; the CPU kernel decodes tiles):
   // the passes add up instead of overlapping.

@@ -64,6 +64,24 @@ llvm::StringRef costKindOf(llvm::StringRef kernel);
 /// The efficiency of `kind` on `hardware`: calibrated, or the default.
 double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind);
 
+/// How much faster `threads` CPU threads run a GEMM of `flops` FLOPs than
+/// one: 1 + (threads - 1) * cpu_parallel_efficiency * F / (F + half),
+/// half = cpu_parallel_half_mflop (HardwareSpec). Pure, allocates nothing.
+double cpuThreadSpeedup(const HardwareSpec &hardware, int64_t threads,
+                        double flops);
+
+/// The work of one launch of a gradient compressor's CPU kernel
+/// (topk_compress, sparse_average, sign_compress, sign_average: kind
+/// "compression") on a bucket of `elements` f32 gradients in `members`
+/// tensors, `kept` of them sent (top-k's k; sparse_average: the gathered
+/// pairs), `ranks` ranks' parts averaged (sign_average), with or without
+/// residuals: its bytes, and as `flops` the scalar operations its serial
+/// loops execute (CompressionKernels.cpp): top-k scans every element and
+/// keeps a heap of k, sign-SGD packs and unpacks a bit per element.
+LaunchWork compressionWork(llvm::StringRef kernel, double elements,
+                           double kept, int64_t members, int64_t ranks,
+                           bool residual);
+
 /// Predicted seconds of one launch.
 double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work);
 

@@ -66,6 +66,11 @@ HardwareSpec builtin(StringRef name) {
     // DRAM bandwidth. `tailor calibrate` replaces both with measurements.
     h.backend = "cpu";
     h.cpuGflopsPerThread = 60;
+    // OpenBLAS spreads a large GEMM well over a socket's cores; one of a
+    // few MFLOP (a LoRA factor, a short sequence's projection) splits
+    // into few blocks and pays the threads' hand-off each call.
+    h.cpuParallelEfficiency = 0.9;
+    h.cpuParallelHalfMflop = 20;
     h.memoryBandwidthGBs = 20;
     h.launchOverheadUs = 1;
     // CPU ranks of one machine talk through MPI's shared memory: a copy in
@@ -126,6 +131,7 @@ const std::vector<PlainFigure> &plainFigures() {
       {"host_link_gbs", &HardwareSpec::hostLinkGBs},
       {"host_bandwidth_gbs", &HardwareSpec::hostMemoryGBs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
+      {"cpu_parallel_half_mflop", &HardwareSpec::cpuParallelHalfMflop},
       {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
   return figures;
 }
@@ -152,10 +158,13 @@ Expected<HardwareSpec> completeHardware(HardwareSpec h, bool sawBackend,
   if (!h.isCuda()) {
     HardwareSpec cpu = builtin("cpu");
     for (const char *key : {"cpu_gflops_per_thread", "bandwidth_gbs",
-                            "launch_overhead_us"}) {
+                            "launch_overhead_us", "cpu_parallel_half_mflop"}) {
       if (!given.count(key)) {
         h.*(plainFigure(key)->field) = cpu.*(plainFigure(key)->field);
       }
+    }
+    if (!given.count("cpu_parallel_efficiency")) {
+      h.cpuParallelEfficiency = cpu.cpuParallelEfficiency;
     }
   }
   if (h.isCuda() && h.sm == 0) {
@@ -177,7 +186,9 @@ Error applyHardwareKey(HardwareSpec &h, const YamlPlace &place,
                      "': expected " + expected + ", got '" + value + "'");
   };
   double number = 0;
-  bool isNumber = !value.getAsDouble(number) && number >= 0;
+  // getAsDouble reads "inf" and "nan" too: neither is a figure.
+  bool isNumber =
+      !value.getAsDouble(number) && std::isfinite(number) && number >= 0;
   if (key == "name") {
     h.name = value.str();
   } else if (key == "backend") {
@@ -232,6 +243,7 @@ Error applyHardwareKey(HardwareSpec &h, const YamlPlace &place,
                      "' (known: name, backend, sm, gpus, nodes, memory_gib, "
                      "memory_gb, bf16_tflops, fp32_tflops, "
                      "cpu_gflops_per_thread, cpu_parallel_efficiency, "
+                     "cpu_parallel_half_mflop, "
                      "bandwidth_gbs, launch_overhead_us, efficiency_<kind>, "
                      "link, link_gbs, link_latency_us, host_link_gbs, "
                      "host_bandwidth_gbs; a cluster file: nodes, links)");
@@ -371,7 +383,7 @@ std::vector<std::string> knownHardwareNames() {
 const std::vector<std::string> &costKernelKinds() {
   static const std::vector<std::string> kinds = {
       "gemm", "attention", "norm", "elementwise", "loss", "optimizer", "copy",
-      "host_copy", "comm"};
+      "host_copy", "comm", "compression"};
   return kinds;
 }
 

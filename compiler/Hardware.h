@@ -65,15 +65,21 @@ struct HardwareSpec {
   /// Plain fp32 rate (CUDA cores, no tensor cores), TFLOP/s.
   double fp32Tflops = 0;
   /// CPU: fp32 GFLOP/s one worker thread sustains in a GEMM, and what each
-  /// further thread adds, as a fraction of that (1: linear scaling); T
-  /// threads reach cpuGflopsPerThread * (1 + (T - 1) * efficiency).
+  /// further thread adds, as a fraction of that (1: linear scaling), on a
+  /// large GEMM. Small GEMMs spread worse over threads (the BLAS splits
+  /// fewer blocks, and each call pays its threads' hand-off), so a GEMM
+  /// of F FLOPs gets efficiency * F / (F + cpuParallelHalfMflop * 1e6) of
+  /// each further thread: T threads reach cpuGflopsPerThread * (1 + (T -
+  /// 1) * that). 0: every size scales alike.
   double cpuGflopsPerThread = 0;
   double cpuParallelEfficiency = 1;
+  double cpuParallelHalfMflop = 0;
   /// Fixed cost of one kernel launch, microseconds.
   double launchOverheadUs = 0;
   /// Fraction of the peak each kind of kernel reaches (gemm, attention,
   /// norm, elementwise, loss, optimizer, copy, host_copy, comm: the
-  /// collectives' share of the link); `tailor calibrate` measures
+  /// collectives' share of the link, compression: gradient compressors'
+  /// serial loops, of one thread's rate); `tailor calibrate` measures
   /// them, defaults otherwise.
   std::map<std::string, double> efficiency;
   /// CPU ranks: the worker threads this device's rank runs (0: what the

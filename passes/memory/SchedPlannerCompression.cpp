@@ -12,6 +12,7 @@
 
 #include "passes/memory/SchedPlanner.h"
 
+#include "compiler/CostModel.h"
 #include "dialects/tg/TGShapes.h"
 
 #include <algorithm>
@@ -90,9 +91,8 @@ LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
   SmallVector<Access> operands;
   PlannedLaunch launch;
   if (llvm::isa<tg::TopKCompressOp, tg::SignCompressOp>(op)) {
-    // grads, [residuals], then the two results; one pass over the bucket
-    // (reading the gradient, reading and writing the residual), top-k's
-    // heap costing log2(k) compares an element.
+    // grads, [residuals], then the two results; the work is the cost
+    // model's account of the kernel's loops (compressionWork).
     bool topk = llvm::isa<tg::TopKCompressOp>(op);
     auto grads = op.getAttrOfType<ArrayAttr>("grads");
     auto residuals = op.getAttrOfType<ArrayAttr>("residuals");
@@ -107,14 +107,15 @@ LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
     launch.choice.attributes.set("members", i64AttrOf(context, grads.size()));
     double n = elementsOf(operands, 0, grads.size());
     double k = double(operands[operands.size() - 2].type.getNumElements());
-    launch.bytes = 4 * n * (residuals ? 3 : 1) +
-                   double(storageBytes(operands[operands.size() - 2].type) +
-                          storageBytes(operands.back().type));
-    launch.flops = topk ? n * (1 + std::log2(std::max(k, 2.0))) : 3 * n;
+    LaunchWork work = compressionWork(launch.choice.kernel, n, k,
+                                      int64_t(grads.size()), 1,
+                                      residuals != nullptr);
+    launch.flops = work.flops;
+    launch.bytes = work.bytes;
   } else {
     // The gathered pair, then the grads: every gradient written once,
-    // plus one read-modify-write per pair (top-k) or a pass over every
-    // rank's signs (sign-SGD).
+    // plus one scattered add per pair (top-k) or a pass over every rank's
+    // signs (sign-SGD); the work is compressionWork's.
     bool topk = llvm::isa<tg::SparseAverageOp>(op);
     for (Value input : op.getOperands()) {
       if (failed(useAt(input, step))) {
@@ -136,12 +137,13 @@ LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
     if (auto average = llvm::dyn_cast<tg::SparseAverageOp>(op)) {
       launch.choice.attributes.set("scale",
                                    f64AttrOf(context, average.getScale()));
-      launch.flops = 2 * pairs;
-      launch.bytes = 4 * n + 16 * pairs;
-    } else {
-      launch.flops = 2 * n * ranks;
-      launch.bytes = 4 * n + ranks * (n / 8 + 4);
     }
+    auto members = int64_t(operands.size() - 2);
+    LaunchWork work =
+        compressionWork(launch.choice.kernel, n, pairs, members,
+                        int64_t(std::lround(ranks)), false);
+    launch.flops = work.flops;
+    launch.bytes = work.bytes;
   }
   entry.launches.push_back(std::move(launch));
   return success();

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace tailor;
 
 namespace {
@@ -60,10 +62,140 @@ TEST(CostModel, MemoryBoundKernelsUseBandwidth) {
 }
 
 TEST(CostModel, CpuComputeScalesWithThreads) {
+  // Linear scaling without a size dependence (half 0): four threads are
+  // four times one.
+  CostTarget one = targetFor("cpu", "fp32", 1);
+  one.hardware.cpuParallelEfficiency = 1;
+  one.hardware.cpuParallelHalfMflop = 0;
+  CostTarget four = one;
+  four.threads = 4;
   LaunchWork gemm{"linear", 1e10, 1e6};
-  double one = predictLaunchSeconds(targetFor("cpu", "fp32", 1), gemm);
-  double four = predictLaunchSeconds(targetFor("cpu", "fp32", 4), gemm);
-  EXPECT_NEAR(one - 1e-6, 4 * (four - 1e-6), 1e-9);
+  double t1 = predictLaunchSeconds(one, gemm);
+  double t4 = predictLaunchSeconds(four, gemm);
+  EXPECT_NEAR(t1 - 1e-6, 4 * (t4 - 1e-6), 1e-9);
+}
+
+TEST(CostModel, SmallGemmsGainLessFromThreads) {
+  // Speedup = 1 + (T - 1) e F / (F + half): at F = half each further
+  // thread adds e / 2; it grows with F towards 1 + (T - 1) e.
+  HardwareSpec h = targetFor("cpu").hardware;
+  h.cpuParallelEfficiency = 0.8;
+  h.cpuParallelHalfMflop = 50;
+  EXPECT_NEAR(cpuThreadSpeedup(h, 2, 50e6), 1.4, 1e-12);
+  EXPECT_NEAR(cpuThreadSpeedup(h, 1, 1e12), 1.0, 1e-12);
+  double previous = 1.0;
+  for (double flops : {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11}) {
+    double speedup = cpuThreadSpeedup(h, 4, flops);
+    EXPECT_GT(speedup, previous) << flops;
+    EXPECT_LT(speedup, 1 + 3 * 0.8) << flops;
+    previous = speedup;
+  }
+  EXPECT_NEAR(cpuThreadSpeedup(h, 4, 1e13), 1 + 3 * 0.8, 1e-3);
+  // Through the model: GFLOP/s reached on two threads grows with size,
+  // while one thread's rate is the same for every size (overhead aside).
+  CostTarget target{h, "fp32", 2};
+  target.hardware.launchOverheadUs = 0;
+  CostTarget single = target;
+  single.threads = 1;
+  auto rate = [](const CostTarget &t, double flops) {
+    return flops / predictLaunchSeconds(t, {"linear", flops, 0});
+  };
+  EXPECT_LT(rate(target, 3e6), rate(target, 3e8));
+  EXPECT_LT(rate(target, 3e8), rate(target, 3e10));
+  EXPECT_NEAR(rate(single, 3e6), rate(single, 3e10), 1e-3 * rate(single, 3e6));
+  // Only GEMMs: a norm's compute scales as a large GEMM does.
+  EXPECT_NEAR(predictLaunchSeconds(target, {"rms_norm", 1e6, 0}),
+              1e6 / (h.cpuGflopsPerThread * 1e9 * 1.8 * 0.7), 1e-15);
+}
+
+TEST(CostModel, BuiltInCpuTellsGemmSizesApart) {
+  HardwareSpec cpu = targetFor("cpu").hardware;
+  EXPECT_GT(cpu.cpuParallelHalfMflop, 0);
+  EXPECT_LT(cpuThreadSpeedup(cpu, 2, 3e6), cpuThreadSpeedup(cpu, 2, 3e9));
+  // A CPU file that leaves the scaling out inherits the built-in's.
+  std::string path = hardwareFile("backend: cpu\ncpu_gflops_per_thread: 30\n");
+  llvm::Expected<HardwareSpec> file = resolveHardware(path);
+  ASSERT_TRUE(static_cast<bool>(file)) << llvm::toString(file.takeError());
+  EXPECT_EQ(file->cpuParallelHalfMflop, cpu.cpuParallelHalfMflop);
+  EXPECT_EQ(file->cpuParallelEfficiency, cpu.cpuParallelEfficiency);
+  llvm::sys::fs::remove(path);
+}
+
+TEST(CostModel, CalibratedScalingRoundTripsThroughTheFile) {
+  // What `tailor calibrate` writes reads back to the same figures, and the
+  // figures a plan carries (hardwareFigures) rebuild them.
+  std::string path = hardwareFile(
+      "backend: cpu\ncpu_gflops_per_thread: 31.5\n"
+      "cpu_parallel_efficiency: 0.8125\ncpu_parallel_half_mflop: 12.25\n"
+      "efficiency_compression: 0.0625\n");
+  llvm::Expected<HardwareSpec> h = resolveHardware(path);
+  ASSERT_TRUE(static_cast<bool>(h)) << llvm::toString(h.takeError());
+  EXPECT_EQ(h->cpuParallelEfficiency, 0.8125);
+  EXPECT_EQ(h->cpuParallelHalfMflop, 12.25);
+  EXPECT_EQ(efficiencyOf(*h, "compression"), 0.0625);
+  HardwareSpec rebuilt;
+  for (const auto &[key, value] : hardwareFigures(*h)) {
+    EXPECT_TRUE(setHardwareFigure(rebuilt, key, value)) << key;
+  }
+  EXPECT_EQ(rebuilt.cpuParallelHalfMflop, 12.25);
+  EXPECT_EQ(efficiencyOf(rebuilt, "compression"), 0.0625);
+  EXPECT_EQ(cpuThreadSpeedup(rebuilt, 3, 1e8), cpuThreadSpeedup(*h, 3, 1e8));
+  llvm::sys::fs::remove(path);
+}
+
+TEST(CostModel, BadScalingFiguresAreRefused) {
+  for (const char *value : {"-1", "nan", "inf", "-inf", "fast", "1e400"}) {
+    std::string path = hardwareFile(
+        std::string("backend: cpu\ncpu_parallel_half_mflop: ") + value + "\n");
+    llvm::Expected<HardwareSpec> h = resolveHardware(path);
+    ASSERT_FALSE(static_cast<bool>(h)) << value;
+    std::string message = llvm::toString(h.takeError());
+    EXPECT_NE(message.find("bad value for 'cpu_parallel_half_mflop'"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(":2:"), std::string::npos) << message;
+    llvm::sys::fs::remove(path);
+  }
+  std::string path =
+      hardwareFile("backend: cpu\nefficiency_compression: 0\n");
+  EXPECT_FALSE(static_cast<bool>(resolveHardware(path)));
+  llvm::consumeError(resolveHardware(path).takeError());
+  llvm::sys::fs::remove(path);
+  HardwareSpec h;
+  EXPECT_FALSE(setHardwareFigure(h, "cpu_parallel_half_mflop", -1));
+  EXPECT_FALSE(setHardwareFigure(h, "cpu_parallel_half_mflop", NAN));
+  EXPECT_FALSE(setHardwareFigure(h, "cpu_parallel_half_mflop", INFINITY));
+  EXPECT_EQ(h.cpuParallelHalfMflop, 0);
+}
+
+TEST(CostModel, CompressionKernelsArePricedByWhatTheyDo) {
+  EXPECT_EQ(costKindOf("topk_compress"), "compression");
+  EXPECT_EQ(costKindOf("sign_average"), "compression");
+  EXPECT_EQ(costKindOf("error_feedback_add"), "elementwise");
+  double n = 1 << 22;
+  LaunchWork topk = compressionWork("topk_compress", n, n / 100, 4, 1, true);
+  LaunchWork sign = compressionWork("sign_compress", n, 0, 4, 1, true);
+  // A scan plus a heap: more than the scan's operations per element, and
+  // growing with k.
+  EXPECT_GT(topk.flops, 5 * n);
+  EXPECT_GT(compressionWork("topk_compress", n, n / 10, 4, 1, true).flops,
+            topk.flops);
+  EXPECT_EQ(topk.bytes, 12 * n + 8 * (n / 100));
+  // Averaging signs reads every rank's bits.
+  EXPECT_GT(compressionWork("sign_average", n, 0, 4, 8, false).flops,
+            2 * compressionWork("sign_average", n, 0, 4, 2, false).flops);
+  // Serial loops: one thread's rate at the kind's efficiency, whatever
+  // the threads; compute-bound, unlike a streaming pass over the bytes.
+  CostTarget one = targetFor("cpu", "fp32", 1);
+  CostTarget four = targetFor("cpu", "fp32", 4);
+  EXPECT_EQ(predictLaunchSeconds(one, topk), predictLaunchSeconds(four, topk));
+  double rate = one.hardware.cpuGflopsPerThread * 1e9 *
+                efficiencyOf(one.hardware, "compression");
+  EXPECT_NEAR(predictLaunchSeconds(one, sign), sign.flops / rate + 1e-6,
+              1e-12);
+  LaunchWork streaming{"add", n, sign.bytes};
+  EXPECT_GT(predictLaunchSeconds(one, sign),
+            2 * predictLaunchSeconds(one, streaming));
 }
 
 TEST(CostModel, SumsLaunchesByKind) {
@@ -84,7 +216,9 @@ TEST(CostModel, SumsLaunchesByKind) {
 TEST(CostModel, CalibratedFileOverridesEfficiencies) {
   std::string path = hardwareFile("backend: cpu\ncpu_gflops_per_thread: 10\n"
                                   "bandwidth_gbs: 5\nefficiency_gemm: 0.5\n"
-                                  "launch_overhead_us: 0\n");
+                                  "launch_overhead_us: 0\n"
+                                  "cpu_parallel_efficiency: 1\n"
+                                  "cpu_parallel_half_mflop: 0\n");
   llvm::Expected<HardwareSpec> hardware = resolveHardware(path);
   ASSERT_TRUE(static_cast<bool>(hardware)) << llvm::toString(hardware.takeError());
   EXPECT_EQ(efficiencyOf(*hardware, "gemm"), 0.5);

@@ -4,13 +4,18 @@
 // (Session::recordTimeline), then fits the cost model's figures to what it
 // saw, on the model's own shapes:
 //  - cpu_gflops_per_thread: the GEMMs' FLOPs over their seconds on one
-//    thread, and cpu_parallel_efficiency: what each further thread adds
-//    (from a second run at --threads);
+//    thread; cpu_parallel_efficiency and cpu_parallel_half_mflop: what
+//    each further thread adds to a GEMM of a given size, fitted to every
+//    GEMM launch's speedup from one thread to --threads (a second run);
 //  - bandwidth_gbs: the elementwise kernels' bytes over their seconds;
 //  - launch_overhead_us: the median time of the launches that move under
 //    4 KiB and compute under 4 KFLOP (nothing but the call);
-//  - efficiency_<kind> for the other kinds: the roofline time at those
-//    rates (efficiency 1) over the measured time, capped to (0.01, 1].
+//  - efficiency_<kind> for the other kinds: the model's time for their
+//    launches at those rates (efficiency 1) over the measured time, capped
+//    to [0.01, 1]; efficiency_compression (capped to [0.001, 1]: scalar
+//    loops reach a small share of the FMA rate) from the gradient
+//    compressors' kernels timed on a bucket of their own
+//    (CalibrateKernels.h),
 // and writes them as a hardware file (`--hardware FILE` in compile and
 // inspect). Inputs are zeros (token 0 is valid for any vocabulary) and the
 // optimizer step input is 1: timing needs shapes, not data.
@@ -18,10 +23,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/tailor/Commands.h"
+#include "tools/tailor/CalibrateKernels.h"
 
 #include "compiler/CostModel.h"
 #include "runtime/Plan.h"
 #include "runtime/Session.h"
+#include "runtime/cpu/Kernel.h"
 #include "runtime/schema/plan_generated.h"
 #include "runtime/train/AtomicFile.h"
 
@@ -30,7 +37,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -50,6 +59,18 @@ struct KindTotals {
   int64_t launches = 0;
 };
 
+/// What one timed run of the plan at some thread count saw.
+struct Measurement {
+  /// Per step index of the plan's program; only kernel launches.
+  std::map<uint32_t, TimedLaunch> launches;
+  /// Kernels timed apart from the plan (CalibrateKernels.h).
+  std::vector<TimedLaunch> apart;
+  std::map<std::string, KindTotals> totals;
+  /// The times of the launches that do (almost) nothing, and their median.
+  std::vector<double> tiny;
+  double overhead = 0;
+};
+
 /// Zeros every input of the plan; a rank-0 integer input (the optimizer's
 /// step) gets 1.
 void fillInputs(const fb::Plan &p, Session &session) {
@@ -66,127 +87,212 @@ void fillInputs(const fb::Plan &p, Session &session) {
   }
 }
 
-/// Runs every entry once untimed, then `rounds` times timed; "" or why not.
-std::string timeEntries(Session &session, int rounds,
-                        std::vector<Session::LaunchTiming> &timeline) {
+/// Runs every entry of `session` once; "" or why not.
+std::string runEntries(Session &session) {
   for (uint32_t e = 0; e < session.entryCount(); ++e) {
     if (std::string problem = session.runEntry(e); !problem.empty()) {
       return problem;
     }
   }
-  if (std::string problem = session.recordTimeline(true); !problem.empty()) {
-    return problem;
-  }
-  for (int round = 0; round < rounds; ++round) {
-    for (uint32_t e = 0; e < session.entryCount(); ++e) {
-      if (std::string problem = session.runEntry(e); !problem.empty()) {
-        return problem;
-      }
-    }
-  }
-  timeline = session.takeTimeline();
   return "";
 }
 
-/// What the timeline says per kind, and the launch overhead.
-std::map<std::string, KindTotals>
-totalsByKind(const fb::Plan &p, const std::vector<Session::LaunchTiming> &timeline,
-             double &overheadSeconds) {
-  std::map<std::string, KindTotals> totals;
-  std::vector<double> tiny;
+/// What the timeline says per launch and per kind, and the launch overhead.
+void summarize(const fb::Plan &p,
+               const std::vector<Session::LaunchTiming> &timeline,
+               Measurement &m) {
   for (const Session::LaunchTiming &t : timeline) {
     const fb::Launch *launch = p.ops()->Get(t.step)->step_as_Launch();
     if (!launch) {
       continue; // a collective, or a wait for one: no kernel rate in it
     }
     std::string kernel = p.kernels()->Get(launch->kernel())->name()->str();
-    KindTotals &k = totals[costKindOf(kernel).str()];
     double seconds = t.end - t.start;
+    TimedLaunch &record = m.launches[t.step];
+    record.work.kernel = kernel;
+    record.work.flops = launch->flops();
+    record.work.bytes = launch->bytes();
+    record.seconds += seconds;
+    record.fastest = std::min(record.fastest, seconds);
+    ++record.runs;
+    KindTotals &k = m.totals[costKindOf(kernel).str()];
     k.seconds += seconds;
     k.flops += launch->flops();
     k.bytes += launch->bytes();
     ++k.launches;
     if (launch->bytes() < 4096 && launch->flops() < 4096) {
-      tiny.push_back(seconds);
+      m.tiny.push_back(seconds);
     }
   }
-  overheadSeconds = 0;
-  if (!tiny.empty()) {
+  if (!m.tiny.empty()) {
+    std::vector<double> tiny = m.tiny;
     std::nth_element(tiny.begin(), tiny.begin() + tiny.size() / 2, tiny.end());
-    overheadSeconds = tiny[tiny.size() / 2];
+    m.overhead = tiny[tiny.size() / 2];
   }
-  return totals;
 }
 
-/// GEMM GFLOP/s the timeline shows, the launch overhead taken out.
-double gemmGflops(const std::map<std::string, KindTotals> &totals,
-                  double overhead) {
-  auto gemm = totals.find("gemm");
-  if (gemm == totals.end() || gemm->second.flops <= 0) {
+/// Seconds of `runs` launches with the launch overhead taken out.
+double busySeconds(double seconds, double runs, double overhead) {
+  return std::max(seconds - runs * overhead, 1e-9);
+}
+
+/// GEMM GFLOP/s the measurement shows, the launch overhead taken out.
+double gemmGflops(const Measurement &m) {
+  auto gemm = m.totals.find("gemm");
+  if (gemm == m.totals.end() || gemm->second.flops <= 0) {
     return 0;
   }
   const KindTotals &k = gemm->second;
-  return k.flops /
-         std::max(k.seconds - double(k.launches) * overhead, 1e-9) / 1e9;
+  return k.flops / busySeconds(k.seconds, double(k.launches), m.overhead) /
+         1e9;
 }
 
-/// The calibrated CPU description from the measured totals at `threads`,
-/// with the GEMM rate of one thread measured apart (`singleGflops`; 0 when
-/// `threads` is 1).
-HardwareSpec fitHardware(const std::map<std::string, KindTotals> &totals,
-                         double overhead, int threads, double singleGflops) {
+/// Fits cpu_parallel_efficiency and cpu_parallel_half_mflop of `h` to the
+/// speedup each GEMM launch of the plan shows from one thread (`single`)
+/// to `threads` (`parallel`): for each half size on a grid (0 and 1 KFLOP
+/// to 100 GFLOP), the efficiency that best fits the speedups in the least
+/// squares sense, each launch weighted by its one-thread time (what it
+/// weighs in a step); the best pair wins.
+void fitThreadScaling(HardwareSpec &h, const Measurement &single,
+                      const Measurement &parallel, int threads) {
+  struct Point {
+    double flops, gain, weight;
+  };
+  std::vector<Point> points;
+  for (const auto &[step, one] : single.launches) {
+    auto many = parallel.launches.find(step);
+    if (costKindOf(one.work.kernel) != "gemm" || one.work.flops <= 0 ||
+        many == parallel.launches.end()) {
+      continue;
+    }
+    // Each launch's fastest round: on a shared machine the others' load
+    // only ever slows a round down.
+    double t1 = busySeconds(one.fastest, 1, single.overhead);
+    double tn = busySeconds(many->second.fastest, 1, parallel.overhead);
+    // What each further thread added, as a fraction of one thread.
+    points.push_back({one.work.flops, (t1 / tn - 1.0) / double(threads - 1),
+                      t1});
+  }
+  double bestError = std::numeric_limits<double>::infinity();
+  for (int i = -1; i <= 80; ++i) {
+    double half = i < 0 ? 0 : 1e3 * std::pow(10.0, i / 10.0);
+    double gainTimesShare = 0, shareSquared = 0;
+    for (const Point &p : points) {
+      double share = half > 0 ? p.flops / (p.flops + half) : 1.0;
+      gainTimesShare += p.weight * p.gain * share;
+      shareSquared += p.weight * share * share;
+    }
+    double efficiency =
+        shareSquared > 0 ? std::clamp(gainTimesShare / shareSquared, 0.0, 1.0)
+                         : 1.0;
+    double error = 0;
+    for (const Point &p : points) {
+      double share = half > 0 ? p.flops / (p.flops + half) : 1.0;
+      error += p.weight * (p.gain - efficiency * share) *
+               (p.gain - efficiency * share);
+    }
+    if (error < bestError) {
+      bestError = error;
+      h.cpuParallelEfficiency = efficiency;
+      h.cpuParallelHalfMflop = half / 1e6;
+    }
+  }
+}
+
+/// The calibrated CPU description from the measurement at `threads`, and
+/// when `threads` > 1 the one at one thread (`single`, else null).
+HardwareSpec fitHardware(const Measurement &m, int threads,
+                         const Measurement *single) {
   HardwareSpec h;
   h.name = "calibrated";
   h.backend = "cpu";
-  h.launchOverheadUs = overhead * 1e6;
-  auto busy = [&](const KindTotals &k) {
-    return std::max(k.seconds - double(k.launches) * overhead, 1e-9);
-  };
-  double parallel = gemmGflops(totals, overhead);
-  h.cpuGflopsPerThread = threads > 1 && singleGflops > 0 ? singleGflops : parallel;
-  h.cpuParallelEfficiency =
-      threads > 1 && singleGflops > 0
-          ? std::clamp((parallel / singleGflops - 1.0) / double(threads - 1),
-                       0.0, 1.0)
-          : 1.0;
-  double peak = h.cpuGflopsPerThread *
-                (1.0 + double(threads - 1) * h.cpuParallelEfficiency);
-  auto streaming = totals.find("elementwise");
-  h.memoryBandwidthGBs = streaming != totals.end() && streaming->second.bytes > 0
-                             ? streaming->second.bytes / busy(streaming->second) / 1e9
-                             : 0;
-  for (const auto &[kind, k] : totals) {
-    if (kind == "gemm" || kind == "elementwise") {
-      h.efficiency[kind] = 1.0;
-      continue;
+  h.launchOverheadUs = m.overhead * 1e6;
+  h.cpuGflopsPerThread = single ? gemmGflops(*single) : gemmGflops(m);
+  h.cpuParallelEfficiency = 1.0;
+  h.cpuParallelHalfMflop = 0;
+  if (single) {
+    fitThreadScaling(h, *single, m, threads);
+  }
+  auto streaming = m.totals.find("elementwise");
+  h.memoryBandwidthGBs =
+      streaming != m.totals.end() && streaming->second.bytes > 0
+          ? streaming->second.bytes /
+                busySeconds(streaming->second.seconds,
+                            double(streaming->second.launches), m.overhead) /
+                1e9
+          : 0;
+  // Every other kind: the model's time for its launches at efficiency 1
+  // over what they took.
+  CostTarget ideal{h, "fp32", threads};
+  ideal.hardware.launchOverheadUs = 0;
+  for (const std::string &kind : costKernelKinds()) {
+    ideal.hardware.efficiency[kind] = 1.0;
+  }
+  std::map<std::string, double> idealSeconds, busy;
+  auto add = [&](const TimedLaunch &launch) {
+    std::string kind = costKindOf(launch.work.kernel).str();
+    // Compression's efficiency derates its operations only (its bytes
+    // stream at the bandwidth): its ideal is its compute.
+    LaunchWork work = launch.work;
+    if (kind == "compression") {
+      work.bytes = 0;
     }
-    double ideal = std::max(k.flops / std::max(peak * 1e9, 1.0),
-                            k.bytes / std::max(h.memoryBandwidthGBs * 1e9, 1.0));
-    h.efficiency[kind] = std::clamp(ideal / busy(k), 0.01, 1.0);
+    idealSeconds[kind] +=
+        double(launch.runs) * predictLaunchSeconds(ideal, work);
+    busy[kind] +=
+        busySeconds(launch.seconds, double(launch.runs), m.overhead);
+  };
+  for (const auto &[step, launch] : m.launches) {
+    add(launch);
+  }
+  for (const TimedLaunch &launch : m.apart) {
+    add(launch);
+  }
+  for (const auto &[kind, seconds] : busy) {
+    h.efficiency[kind] =
+        kind == "gemm" || kind == "elementwise"
+            ? 1.0
+            : std::clamp(idealSeconds[kind] / seconds,
+                         kind == "compression" ? 1e-3 : 0.01, 1.0);
   }
   return h;
 }
 
-/// Times every launch of `plan` at `threads`, `rounds` times, into
-/// per-kind totals; false with a message when it cannot.
-bool measure(const LoadedPlan &plan, int threads, int rounds,
-             std::map<std::string, KindTotals> &totals, double &overhead) {
-  std::string error;
-  int status = 0;
-  std::unique_ptr<Session> session =
-      Session::create(plan, threads, error, status);
-  if (!session) {
-    llvm::errs() << "tailor calibrate: error: " << error << "\n";
-    return false;
-  }
-  fillInputs(plan.root(), *session);
-  std::vector<Session::LaunchTiming> timeline;
-  if (std::string problem = timeEntries(*session, rounds, timeline);
-      !problem.empty()) {
+/// Times every launch of `plan` at each of `threads`, `rounds` times, into
+/// one measurement per count; false with a message when it cannot. The
+/// counts take turns round by round (the BLAS set to each in turn), so a
+/// change in the machine's load weighs on all alike.
+bool measure(const LoadedPlan &plan, const std::vector<int> &threads,
+             int rounds, std::vector<Measurement> &measurements) {
+  std::vector<std::unique_ptr<Session>> sessions;
+  auto fail = [](const std::string &problem) {
     llvm::errs() << "tailor calibrate: error: " << problem << "\n";
     return false;
+  };
+  for (int count : threads) {
+    std::string error;
+    int status = 0;
+    sessions.push_back(Session::create(plan, count, error, status));
+    if (!sessions.back()) {
+      return fail(error);
+    }
+    fillInputs(plan.root(), *sessions.back());
   }
-  totals = totalsByKind(plan.root(), timeline, overhead);
+  measurements.assign(threads.size(), Measurement());
+  // One round untimed (pages touched, caches warm), then `rounds` timed.
+  for (int round = -1; round < rounds; ++round) {
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      runtime::setBlasThreads(threads[i]);
+      if (std::string problem = sessions[i]->recordTimeline(round >= 0);
+          !problem.empty()) {
+        return fail(problem);
+      }
+      if (std::string problem = runEntries(*sessions[i]); !problem.empty()) {
+        return fail(problem);
+      }
+      summarize(plan.root(), sessions[i]->takeTimeline(), measurements[i]);
+    }
+  }
   return true;
 }
 
@@ -199,8 +305,14 @@ std::string hardwareYaml(const HardwareSpec &h, int threads,
      << " threads\n";
   os << "name: " << h.name << "\nbackend: cpu\n";
   os << llvm::format("cpu_gflops_per_thread: %.4f\n", h.cpuGflopsPerThread);
-  os << llvm::format("cpu_parallel_efficiency: %.4f\n",
-                     h.cpuParallelEfficiency);
+  if (threads > 1) {
+    os << llvm::format("cpu_parallel_efficiency: %.4f\n",
+                       h.cpuParallelEfficiency);
+    os << llvm::format("cpu_parallel_half_mflop: %.4f\n",
+                       h.cpuParallelHalfMflop);
+  } else {
+    os << "# one thread: the built-in cpu's thread scaling applies\n";
+  }
   os << llvm::format("bandwidth_gbs: %.4f\n", h.memoryBandwidthGBs);
   os << llvm::format("launch_overhead_us: %.4f\n", h.launchOverheadUs);
   for (const auto &[kind, efficiency] : h.efficiency) {
@@ -254,28 +366,54 @@ int runCalibrate(int argc, const char **argv) {
   }
   int useThreads = threads > 0 ? int(threads)
                                : std::max(1, p.target() ? p.target()->threads() : 1);
-  std::map<std::string, KindTotals> totals;
-  double overhead = 0;
-  if (!measure(*plan, useThreads, rounds, totals, overhead)) {
+  // GEMMs do not scale linearly in threads, and small ones least: the same
+  // launches on one thread give what each further thread adds, by size.
+  std::vector<int> counts = {useThreads};
+  if (useThreads > 1) {
+    counts.push_back(1);
+  }
+  std::vector<Measurement> measurements;
+  if (!measure(*plan, counts, rounds, measurements)) {
     return 1;
   }
-  // GEMMs do not scale linearly in threads: one thread measured apart gives
-  // the rate each further thread adds.
-  double singleGflops = 0;
-  if (useThreads > 1) {
-    std::map<std::string, KindTotals> single;
-    double singleOverhead = 0;
-    if (!measure(*plan, 1, rounds, single, singleOverhead)) {
-      return 1;
-    }
-    singleGflops = gemmGflops(single, singleOverhead);
+  Measurement &measurement = measurements.front();
+  const Measurement *single = useThreads > 1 ? &measurements.back() : nullptr;
+  if (std::string problem = timeCompressionKernels(CompressionBucket(), rounds,
+                                                   measurement.apart);
+      !problem.empty()) {
+    llvm::errs() << "tailor calibrate: error: timing the compression "
+                    "kernels: "
+                 << problem << "\n";
+    return 1;
   }
-  HardwareSpec fitted = fitHardware(totals, overhead, useThreads, singleGflops);
+  HardwareSpec fitted =
+      fitHardware(measurement, useThreads, single);
   std::string yaml = hardwareYaml(fitted, useThreads, planPath);
-  for (const auto &[kind, k] : totals) {
+  for (const auto &[kind, k] : measurement.totals) {
     llvm::errs() << llvm::format(
         "calibrate: %-11s %6lld launches %9.3f ms per round\n", kind.c_str(),
         static_cast<long long>(k.launches / rounds), 1e3 * k.seconds / rounds);
+  }
+  for (const TimedLaunch &launch : measurement.apart) {
+    llvm::errs() << llvm::format(
+        "calibrate: %-14s on its own bucket %9.3f ms a launch\n",
+        launch.work.kernel.c_str(), 1e3 * launch.seconds / double(launch.runs));
+  }
+  llvm::errs() << llvm::format(
+      "calibrate: gemm speedup on %d threads: %.2fx at 1 MFLOP, %.2fx at 100 "
+      "MFLOP, %.2fx at 10 GFLOP\n",
+      useThreads, cpuThreadSpeedup(fitted, useThreads, 1e6),
+      cpuThreadSpeedup(fitted, useThreads, 1e8),
+      cpuThreadSpeedup(fitted, useThreads, 1e10));
+  if (single) {
+    // What one speedup for every size (the model without
+    // cpu_parallel_half_mflop) makes of the same runs: for comparison.
+    double ratio =
+        gemmGflops(measurement) / std::max(gemmGflops(*single), 1e-9);
+    llvm::errs() << llvm::format(
+        "calibrate: one gemm speedup for every size would be %.2fx: "
+        "cpu_parallel_efficiency %.4f\n",
+        ratio, std::clamp((ratio - 1.0) / double(useThreads - 1), 0.0, 1.0));
   }
   if (output.empty()) {
     llvm::outs() << yaml;

@@ -422,9 +422,11 @@ explore::Evaluation Evaluator::evaluate(const explore::Knobs &knobs,
   // The budget policy chooses what to recompute from the whole step's
   // peak, so its choice (and time) changes with depth: never extended.
   // Nor is a layer split: where its stage boundaries fall depends on the
-  // depth.
-  const bool extend = extrapolating && !exact && knobs.stages == 1 &&
-                      !llvm::StringRef(knobs.recompute).starts_with("budget-");
+  // depth. Nor is top-k: its heap's work grows as n log k, not linearly.
+  const bool extend =
+      extrapolating && !exact && knobs.stages == 1 &&
+      !llvm::StringRef(knobs.recompute).starts_with("budget-") &&
+      knobs.compression != "topk";
   explore::Evaluation e = measure(knobs, extend ? 2 : 0);
   if (extend && e.compiled()) {
     explore::Evaluation three = measure(knobs, 3);
