@@ -86,10 +86,39 @@ struct OptimizerPass : public graph::impl::OptimizerPassBase<OptimizerPass> {
   void runOnOperation() override;
 
 private:
+  /// A trainable parameter and its gradient accumulator.
+  struct Trained {
+    tg::ParamOp param;
+    tg::StateOp grad;
+  };
+  /// What optimizer_step computes before the updates.
+  struct UpdateFactor {
+    /// The (unscaled, averaged) gradient norm it reports.
+    Value norm;
+    /// The factor the updates multiply the accumulators by (averaging,
+    /// clipping, 1/S; NaN to skip a step with inf/NaN gradients).
+    Value scale;
+    /// fp16 loss scaling: whether a gradient is inf or NaN (i1).
+    Value foundInf;
+  };
+
   /// The multiplier of the peak learning rate after `k` updates (0-based),
   /// as transformers' get_{constant,linear,cosine}_schedule_with_warmup.
   Value scheduleFactor(ScalarMath &m, Value k);
   LogicalResult checkOptions(ModuleOp module);
+  /// Turns `func` into train_step: its gradient results are accumulated
+  /// into `.grad` states and dropped from its results.
+  FailureOr<SmallVector<Trained>> buildTrainStep(ModuleOp module,
+                                                 func::FuncOp func);
+  /// The empty optimizer_step after `trainStep`: (step[, inv_scale]) ->
+  /// (lr, grad_norm[, found_inf]).
+  func::FuncOp declareOptimizerStep(OpBuilder &builder, func::FuncOp trainStep);
+  UpdateFactor buildUpdateFactor(ScalarMath &m, Block *entry,
+                                 ArrayRef<Trained> trained);
+  /// One AdamW or SGD update per trained parameter, with its states.
+  void buildUpdates(OpBuilder &builder, func::FuncOp trainStep, Block *entry,
+                    ArrayRef<Trained> trained, Value lr, Value step,
+                    Value scale);
 };
 
 } // namespace
@@ -143,9 +172,164 @@ Value OptimizerPass::scheduleFactor(ScalarMath &m, Value k) {
   return m.select(m.less(k, m.constant(warmup)), ramp, decay);
 }
 
+/// A state (accumulator, moment, buffer) of `param`, declared before
+/// `anchor` (the train_step function, so every state precedes both entries).
+static tg::StateOp makeState(OpBuilder &builder, func::FuncOp anchor,
+                             tg::ParamOp param, tg::StateKind kind) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(anchor);
+  std::string name =
+      (param.getSymName() + "." + tg::stringifyStateKind(kind)).str();
+  return tg::StateOp::create(builder, param.getLoc(), name,
+                             param.getTensorType(), param.getSymName(), kind);
+}
+
+FailureOr<SmallVector<OptimizerPass::Trained>>
+OptimizerPass::buildTrainStep(ModuleOp module, func::FuncOp func) {
+  MLIRContext *context = &getContext();
+  Block &body = func.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder builder(context);
+  SmallVector<Trained> trained;
+  SmallVector<Value> kept;
+  SmallVector<DictionaryAttr> keptAttrs;
+  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(index, "tg.grad_of");
+    if (!of) {
+      kept.push_back(value);
+      keptAttrs.push_back(func.getResultAttrDict(index));
+      continue;
+    }
+    auto param = module.lookupSymbol<tg::ParamOp>(of);
+    if (!param || !param.getTrainable()) {
+      return func.emitError() << "result " << index << " is the gradient of "
+                              << of << ", which is not a trainable parameter";
+    }
+    tg::StateOp grad = makeState(builder, func, param, tg::StateKind::Grad);
+    builder.setInsertionPoint(ret);
+    tg::AccumulateOp::create(builder, ret.getLoc(), grad.getSymName(), value);
+    trained.push_back({param, grad});
+  }
+  if (trained.empty()) {
+    return func.emitError()
+           << "@" << function
+           << " returns no gradients; run tailor-autodiff first, with at "
+              "least one trainable parameter";
+  }
+  builder.setInsertionPoint(ret);
+  func::ReturnOp::create(builder, ret.getLoc(), kept);
+  ret.erase();
+  func.setType(FunctionType::get(context, body.getArgumentTypes(),
+                                 ValueRange(kept).getTypes()));
+  func.setAllResultAttrs(keptAttrs);
+  func.setSymName("train_step");
+  return trained;
+}
+
+func::FuncOp OptimizerPass::declareOptimizerStep(OpBuilder &builder,
+                                                 func::FuncOp trainStep) {
+  MLIRContext *context = &getContext();
+  builder.setInsertionPointAfter(trainStep);
+  auto f32 = RankedTensorType::get({}, builder.getF32Type());
+  auto i64 = RankedTensorType::get({}, builder.getI64Type());
+  SmallVector<Type> argTypes = {i64}, resultTypes = {f32, f32};
+  if (lossScaling) {
+    argTypes.push_back(f32);
+    resultTypes.push_back(f32);
+  }
+  auto update = func::FuncOp::create(
+      builder, trainStep.getLoc(), "optimizer_step",
+      FunctionType::get(context, argTypes, resultTypes));
+  auto named = [&](StringRef name) {
+    return builder.getNamedAttr("tg.name", builder.getStringAttr(name));
+  };
+  update.setArgAttrs(0, {named("step")});
+  update.setResultAttrs(0, {named("lr")});
+  update.setResultAttrs(1, {named("grad_norm")});
+  if (lossScaling) {
+    update.setArgAttrs(1, {named("inv_scale")});
+    update.setResultAttrs(2, {named("found_inf")});
+  }
+  update.addEntryBlock();
+  return update;
+}
+
+OptimizerPass::UpdateFactor
+OptimizerPass::buildUpdateFactor(ScalarMath &m, Block *entry,
+                                 ArrayRef<Trained> trained) {
+  // The norm of the averaged gradients, and the factor that averages (and
+  // clips) them inside the update, as torch.nn.utils.clip_grad_norm_.
+  SmallVector<Value> grads;
+  for (Trained t : trained) {
+    grads.push_back(tg::StateRefOp::create(m.b, m.loc, t.grad.getType(),
+                                           t.grad.getSymName()));
+  }
+  UpdateFactor f;
+  f.norm = tg::GlobalNormOp::create(m.b, m.loc, m.f32, grads);
+  // fp16: the norm of the scaled gradients says whether any is inf/NaN;
+  // then both the norm and the update's factor are unscaled.
+  Value unscale;
+  if (lossScaling) {
+    f.foundInf = m.isNan(m.mul(f.norm, m.constant(0.0)));
+    unscale = entry->getArgument(1);
+    f.norm = m.mul(f.norm, unscale);
+  }
+  double average = 1.0 / static_cast<double>(accumulationSteps);
+  if (accumulationSteps > 1) {
+    f.norm = m.mul(f.norm, m.constant(average));
+  }
+  f.scale = m.constant(average);
+  if (maxGradNorm > 0.0) {
+    Value coefficient = m.min(
+        m.constant(1.0),
+        m.div(m.constant(maxGradNorm), m.add(f.norm, m.constant(1e-6))));
+    f.scale = accumulationSteps > 1 ? m.mul(coefficient, f.scale) : coefficient;
+  }
+  if (lossScaling) {
+    f.scale = m.select(f.foundInf, m.constant(std::nan("")),
+                       m.mul(f.scale, unscale));
+  }
+  return f;
+}
+
+void OptimizerPass::buildUpdates(OpBuilder &builder, func::FuncOp trainStep,
+                                 Block *entry, ArrayRef<Trained> trained,
+                                 Value lr, Value step, Value scale) {
+  Location loc = trainStep.getLoc();
+  auto ref = [&](StringRef name) {
+    return FlatSymbolRefAttr::get(&getContext(), name);
+  };
+  builder.setInsertionPointToEnd(entry);
+  for (Trained t : trained) {
+    if (optimizer == "adamw") {
+      tg::StateOp expAvg =
+          makeState(builder, trainStep, t.param, tg::StateKind::ExpAvg);
+      tg::StateOp expAvgSq =
+          makeState(builder, trainStep, t.param, tg::StateKind::ExpAvgSq);
+      tg::AdamWUpdateOp::create(
+          builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
+          ref(expAvg.getSymName()), ref(expAvgSq.getSymName()), lr, step,
+          scale, builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
+          builder.getF64FloatAttr(epsilon), builder.getF64FloatAttr(weightDecay));
+      continue;
+    }
+    // Plain SGD keeps no buffer (nor does torch.optim.SGD).
+    FlatSymbolRefAttr buffer;
+    if (momentum != 0.0) {
+      buffer = ref(makeState(builder, trainStep, t.param,
+                             tg::StateKind::MomentumBuffer)
+                       .getSymName());
+    }
+    tg::SGDUpdateOp::create(
+        builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
+        buffer, lr, scale, builder.getF64FloatAttr(momentum),
+        builder.getF64FloatAttr(weightDecay),
+        nesterov ? builder.getUnitAttr() : UnitAttr());
+  }
+}
+
 void OptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
-  MLIRContext *context = &getContext();
   if (failed(checkOptions(module))) {
     return signalPassFailure();
   }
@@ -161,151 +345,27 @@ void OptimizerPass::runOnOperation() {
       return signalPassFailure();
     }
   }
-  Block &body = func.getBody().front();
-  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-  OpBuilder builder(context);
-
-  // --- train_step: gradients go into accumulators --------------------------
-  struct Trained {
-    tg::ParamOp param;
-    tg::StateOp grad;
-  };
-  SmallVector<Trained> trained;
-  SmallVector<Value> kept;
-  SmallVector<DictionaryAttr> keptAttrs;
-  auto makeState = [&](tg::ParamOp param, tg::StateKind kind) {
-    builder.setInsertionPoint(func);
-    std::string name =
-        (param.getSymName() + "." + tg::stringifyStateKind(kind)).str();
-    return tg::StateOp::create(builder, param.getLoc(), name,
-                               param.getTensorType(), param.getSymName(), kind);
-  };
-  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
-    auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(index, "tg.grad_of");
-    if (!of) {
-      kept.push_back(value);
-      keptAttrs.push_back(func.getResultAttrDict(index));
-      continue;
-    }
-    auto param = module.lookupSymbol<tg::ParamOp>(of);
-    if (!param || !param.getTrainable()) {
-      func.emitError() << "result " << index << " is the gradient of " << of
-                       << ", which is not a trainable parameter";
-      return signalPassFailure();
-    }
-    tg::StateOp grad = makeState(param, tg::StateKind::Grad);
-    builder.setInsertionPoint(ret);
-    tg::AccumulateOp::create(builder, ret.getLoc(), grad.getSymName(), value);
-    trained.push_back({param, grad});
-  }
-  if (trained.empty()) {
-    func.emitError() << "@" << function
-                     << " returns no gradients; run tailor-autodiff first, "
-                        "with at least one trainable parameter";
+  // train_step: gradients go into accumulators.
+  FailureOr<SmallVector<Trained>> trained = buildTrainStep(module, func);
+  if (failed(trained)) {
     return signalPassFailure();
   }
-  builder.setInsertionPoint(ret);
-  func::ReturnOp::create(builder, ret.getLoc(), kept);
-  ret.erase();
-  func.setType(FunctionType::get(context, body.getArgumentTypes(),
-                                 ValueRange(kept).getTypes()));
-  func.setAllResultAttrs(keptAttrs);
-  func.setSymName("train_step");
-
-  // --- optimizer_step ---------------------------------------------------------
-  Location loc = func.getLoc();
-  builder.setInsertionPointAfter(func);
-  auto f32 = RankedTensorType::get({}, builder.getF32Type());
-  auto i64 = RankedTensorType::get({}, builder.getI64Type());
-  SmallVector<Type> argTypes = {i64}, resultTypes = {f32, f32};
-  if (lossScaling) {
-    argTypes.push_back(f32);
-    resultTypes.push_back(f32);
-  }
-  auto update = func::FuncOp::create(
-      builder, loc, "optimizer_step",
-      FunctionType::get(context, argTypes, resultTypes));
-  auto named = [&](StringRef name) {
-    return builder.getNamedAttr("tg.name", builder.getStringAttr(name));
-  };
-  update.setArgAttrs(0, {named("step")});
-  update.setResultAttrs(0, {named("lr")});
-  update.setResultAttrs(1, {named("grad_norm")});
-  if (lossScaling) {
-    update.setArgAttrs(1, {named("inv_scale")});
-    update.setResultAttrs(2, {named("found_inf")});
-  }
-  Block *entry = update.addEntryBlock();
+  // optimizer_step: norm, clipping, schedule and one update per parameter.
+  OpBuilder builder(&getContext());
+  func::FuncOp update = declareOptimizerStep(builder, func);
+  Block *entry = &update.getBody().front();
   builder.setInsertionPointToStart(entry);
-  ScalarMath m{builder, loc};
+  ScalarMath m{builder, func.getLoc()};
   Value step = entry->getArgument(0);
-
-  // The norm of the averaged gradients, and the factor that averages (and
-  // clips) them inside the update, as torch.nn.utils.clip_grad_norm_.
-  SmallVector<Value> grads;
-  for (Trained &t : trained) {
-    grads.push_back(tg::StateRefOp::create(builder, loc, t.grad.getType(),
-                                           t.grad.getSymName()));
-  }
-  Value norm = tg::GlobalNormOp::create(builder, loc, f32, grads);
-  // fp16: the norm of the scaled gradients says whether any is inf/NaN;
-  // then both the norm and the update's factor are unscaled.
-  Value foundInf, unscale;
-  if (lossScaling) {
-    foundInf = m.isNan(m.mul(norm, m.constant(0.0)));
-    unscale = entry->getArgument(1);
-    norm = m.mul(norm, unscale);
-  }
-  double average = 1.0 / static_cast<double>(accumulationSteps);
-  if (accumulationSteps > 1) {
-    norm = m.mul(norm, m.constant(average));
-  }
-  Value scale = m.constant(average);
-  if (maxGradNorm > 0.0) {
-    Value coefficient = m.min(
-        m.constant(1.0),
-        m.div(m.constant(maxGradNorm), m.add(norm, m.constant(1e-6))));
-    scale = accumulationSteps > 1 ? m.mul(coefficient, scale) : coefficient;
-  }
-  if (lossScaling) {
-    scale = m.select(foundInf, m.constant(std::nan("")), m.mul(scale, unscale));
-  }
-  Value k = m.sub(tg::CastOp::create(builder, loc, f32, step), m.constant(1.0));
+  UpdateFactor factor = buildUpdateFactor(m, entry, *trained);
+  Value k = m.sub(tg::CastOp::create(builder, m.loc, m.f32, step),
+                  m.constant(1.0));
   Value lr = m.mul(m.constant(learningRate), scheduleFactor(m, k));
-
-  auto ref = [&](StringRef name) {
-    return FlatSymbolRefAttr::get(context, name);
-  };
-  for (Trained &t : trained) {
-    builder.setInsertionPoint(update);
-    if (optimizer == "adamw") {
-      tg::StateOp expAvg = makeState(t.param, tg::StateKind::ExpAvg);
-      tg::StateOp expAvgSq = makeState(t.param, tg::StateKind::ExpAvgSq);
-      builder.setInsertionPointToEnd(entry);
-      tg::AdamWUpdateOp::create(
-          builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
-          ref(expAvg.getSymName()), ref(expAvgSq.getSymName()), lr, step,
-          scale, builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
-          builder.getF64FloatAttr(epsilon), builder.getF64FloatAttr(weightDecay));
-    } else {
-      // Plain SGD keeps no buffer (nor does torch.optim.SGD).
-      FlatSymbolRefAttr buffer;
-      if (momentum != 0.0) {
-        buffer = ref(
-            makeState(t.param, tg::StateKind::MomentumBuffer).getSymName());
-      }
-      builder.setInsertionPointToEnd(entry);
-      tg::SGDUpdateOp::create(
-          builder, loc, ref(t.param.getSymName()), ref(t.grad.getSymName()),
-          buffer, lr, scale, builder.getF64FloatAttr(momentum),
-          builder.getF64FloatAttr(weightDecay),
-          nesterov ? builder.getUnitAttr() : UnitAttr());
-    }
-  }
+  buildUpdates(builder, func, entry, *trained, lr, step, factor.scale);
   builder.setInsertionPointToEnd(entry);
-  SmallVector<Value> results = {lr, norm};
+  SmallVector<Value> results = {lr, factor.norm};
   if (lossScaling) {
-    results.push_back(tg::CastOp::create(builder, loc, f32, foundInf));
+    results.push_back(tg::CastOp::create(builder, m.loc, m.f32, factor.foundInf));
   }
-  func::ReturnOp::create(builder, loc, results);
+  func::ReturnOp::create(builder, m.loc, results);
 }
