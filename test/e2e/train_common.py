@@ -343,6 +343,34 @@ def run(cmd, timeout, log=None):
     return True, proc.stdout + proc.stderr
 
 
+def train_plan(bin_dir, plan, work, ranks, data, max_steps, out=None,
+               resume=None, timeout=900):
+    """`tailor train` of `plan` on `ranks` ranks (mpirun past one), one
+    thread each, into `out` (work/out, emptied unless resuming). Returns
+    (out, None) or (None, the error)."""
+    import shutil
+
+    out = out or os.path.join(work, "out")
+    if resume is None:
+        shutil.rmtree(out, ignore_errors=True)
+    cmd = [os.path.join(bin_dir, "tailor"), "train", plan, "--data", data,
+           "--max-steps", str(max_steps), "--output-dir", out,
+           "--threads", "1"]
+    if resume:
+        cmd += ["--resume", resume]
+    if ranks > 1:
+        cmd = mpirun(ranks) + cmd
+    ok, msg = run(cmd, timeout, os.path.join(work, "tailor.log"))
+    return (out, None) if ok else (None, msg)
+
+
+def inspect_json(bin_dir, plan):
+    """`tailor inspect PLAN --json`, parsed."""
+    return json.loads(subprocess.run(
+        [os.path.join(bin_dir, "tailor"), "inspect", plan, "--json"],
+        capture_output=True, text=True, check=True).stdout)
+
+
 def compile_plan(bin_dir, onnx_path, recipe, work, hardware):
     """Writes `recipe` to work/recipe.yaml and compiles work/plan.tplan for
     `hardware`. Returns (plan path, None) or (None, the error)."""

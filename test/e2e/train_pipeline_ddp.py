@@ -50,24 +50,12 @@ OUTLIER_TOL = 1e-3
 
 def train(args, plan, work, ranks, data, max_steps=STEPS, out=None,
           resume=None):
-    out = out or os.path.join(work, "out")
-    if resume is None:
-        shutil.rmtree(out, ignore_errors=True)
-    cmd = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
-           "--max-steps", str(max_steps), "--output-dir", out,
-           "--threads", "1"]
-    if resume:
-        cmd += ["--resume", resume]
-    if ranks > 1:
-        cmd = tc.mpirun(ranks) + cmd
-    ok, msg = tc.run(cmd, 600, os.path.join(work, "tailor.log"))
-    return (out, None) if ok else (None, msg)
+    return tc.train_plan(args.bin, plan, work, ranks, data, max_steps, out,
+                         resume, timeout=600)
 
 
 def inspect(args, plan):
-    return json.loads(subprocess.run(
-        [os.path.join(args.bin, "tailor"), "inspect", plan, "--json"],
-        capture_output=True, text=True, check=True).stdout)
+    return tc.inspect_json(args.bin, plan)
 
 
 def layout_recipe(base, stages, ranks):
