@@ -43,6 +43,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/LowRankCompression.h"
 #include "passes/parallel/SparseCompression.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,15 +59,6 @@ namespace tailor::parallel {
 namespace {
 
 using namespace mlir;
-
-/// One gradient of a bucket and what compression keeps for it.
-struct Member {
-  tg::StateOp grad;
-  /// Error feedback's residual (null without error feedback).
-  tg::StateOp error;
-  /// The low-rank factors, [rows, r] and [cols, r] (null: not compressed).
-  tg::StateOp p, q;
-};
 
 class CompressGradientsPass
     : public impl::CompressGradientsPassBase<CompressGradientsPass> {
@@ -85,21 +77,9 @@ private:
                               int64_t ranks);
   LogicalResult rewriteBucket(ModuleOp module, func::FuncOp function,
                               tg::AllReduceStatesOp reduce);
-  FailureOr<SmallVector<Member>> membersOf(ModuleOp module,
+  FailureOr<SmallVector<LowRankMember>> membersOf(ModuleOp module,
                                            func::FuncOp function,
                                            tg::AllReduceStatesOp reduce);
-  void emitCompressed(OpBuilder &builder, Location loc,
-                      ArrayRef<Member> members, tg::CommGroup group);
-  void emitAlternating(OpBuilder &builder, Location loc,
-                       ArrayRef<Member> members, tg::CommGroup group);
-  /// The first and last of the compressed steps: error feedback and the
-  /// uncompressed all-reduce (first), the error's store (last).
-  void emitErrorFeedback(OpBuilder &builder, Location loc,
-                         ArrayRef<Member> members);
-  void emitPlainReduce(OpBuilder &builder, Location loc,
-                       ArrayRef<Member> members, tg::CommGroup group);
-  void emitErrorStore(OpBuilder &builder, Location loc,
-                      ArrayRef<Member> members);
   /// Whether the hook compresses a gradient of `type` (_should_compress).
   bool worthCompressing(RankedTensorType type, int64_t &rows, int64_t &cols,
                         int64_t &r) const;
@@ -224,7 +204,7 @@ bool CompressGradientsPass::worthCompressing(RankedTensorType type,
 
 /// The bucket's gradients, uncompressed ones first (so their all-reduce is
 /// the bucket's prefix, in place), with their new states declared.
-FailureOr<SmallVector<Member>>
+FailureOr<SmallVector<LowRankMember>>
 CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
                                  tg::AllReduceStatesOp reduce) {
   OpBuilder builder(module.getContext());
@@ -236,7 +216,7 @@ CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
     return tg::StateOp::create(builder, grad.getLoc(), name, type,
                                grad.getParameter(), kind);
   };
-  SmallVector<Member> plain, compressed;
+  SmallVector<LowRankMember> plain, compressed;
   for (Attribute name : reduce.getStates()) {
     auto grad =
         module.lookupSymbol<tg::StateOp>(llvm::cast<FlatSymbolRefAttr>(name));
@@ -251,7 +231,7 @@ CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
                          << " gradients; compression works on f32 ones";
       return failure();
     }
-    Member member{grad, {}, {}, {}};
+    LowRankMember member{grad, {}, {}, {}};
     if (errorFeedback) {
       member.error = declare(grad, type, tg::StateKind::PowerSGDError);
     }
@@ -272,180 +252,8 @@ CompressGradientsPass::membersOf(ModuleOp module, func::FuncOp function,
   return plain;
 }
 
-/// Runs `op` only in steps [first, last] (last -1: no end).
-static void runIn(Operation *op, int64_t first, int64_t last) {
-  op->setAttr(tg::TGDialect::kStepsAttrName,
-              DenseI64ArrayAttr::get(op->getContext(), {first, last}));
-}
-
 static FlatSymbolRefAttr ref(tg::StateOp state) {
   return FlatSymbolRefAttr::get(state.getSymNameAttr());
-}
-
-void CompressGradientsPass::emitErrorFeedback(OpBuilder &builder,
-                                              Location loc,
-                                              ArrayRef<Member> members) {
-  // input_tensor.add_(error); input_tensor_cp = input_tensor.clone()
-  for (const Member &m : members) {
-    if (m.error) {
-      runIn(tg::AddErrorFeedbackOp::create(builder, loc, ref(m.grad),
-                                           ref(m.error)),
-            startStep + 1, -1);
-    }
-  }
-}
-
-/// The tensors not worth compressing, averaged as they are.
-void CompressGradientsPass::emitPlainReduce(OpBuilder &builder, Location loc,
-                                            ArrayRef<Member> members,
-                                            tg::CommGroup group) {
-  SmallVector<Attribute> plain;
-  for (const Member &m : members) {
-    if (!m.p) {
-      plain.push_back(ref(m.grad));
-    }
-  }
-  if (!plain.empty()) {
-    runIn(tg::AllReduceStatesOp::create(builder, loc,
-                                        builder.getArrayAttr(plain),
-                                        tg::CommReduction::Avg, group),
-          startStep + 1, -1);
-  }
-}
-
-void CompressGradientsPass::emitErrorStore(OpBuilder &builder, Location loc,
-                                           ArrayRef<Member> members) {
-  // error = input_tensor_cp - input_tensor
-  for (const Member &m : members) {
-    if (m.error) {
-      runIn(tg::StoreErrorFeedbackOp::create(builder, loc, ref(m.error),
-                                             ref(m.grad)),
-            startStep + 1, -1);
-    }
-  }
-}
-
-/// The hook's compressed step, from step start + 1 on.
-void CompressGradientsPass::emitCompressed(OpBuilder &builder, Location loc,
-                                           ArrayRef<Member> members,
-                                           tg::CommGroup group) {
-  int64_t first = startStep + 1;
-  auto from = [&](Operation *op) { runIn(op, first, -1); };
-  SmallVector<Attribute> ps, qs;
-  for (const Member &m : members) {
-    if (m.p) {
-      ps.push_back(ref(m.p));
-      qs.push_back(ref(m.q));
-    }
-  }
-  // (Nothing compressed: only the residual of the plain all-reduce.)
-  if (!ps.empty()) {
-    // Q: fixed first values (once with warm start, else every step),
-    // orthogonalized; P = M Q, summed over ranks.
-    for (const Member &m : members) {
-      if (!m.p) {
-        continue;
-      }
-      runIn(tg::LowRankInitOp::create(builder, loc, ref(m.q)), first,
-            warmStart ? first : -1);
-      from(tg::OrthogonalizeOp::create(builder, loc, ref(m.q),
-                                       builder.getF64FloatAttr(0.0)));
-      from(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad), UnitAttr(),
-                                       ref(m.q), UnitAttr(), ref(m.p)));
-    }
-    from(tg::AllReduceStatesOp::create(builder, loc, builder.getArrayAttr(ps),
-                                       tg::CommReduction::Sum, group));
-    // P orthogonalized; Q = M^T P, averaged over ranks.
-    for (const Member &m : members) {
-      if (!m.p) {
-        continue;
-      }
-      from(tg::OrthogonalizeOp::create(builder, loc, ref(m.p),
-                                       builder.getF64FloatAttr(0.0)));
-      from(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad),
-                                       builder.getUnitAttr(), ref(m.p),
-                                       UnitAttr(), ref(m.q)));
-    }
-    from(tg::AllReduceStatesOp::create(builder, loc, builder.getArrayAttr(qs),
-                                       tg::CommReduction::Avg, group));
-    // M = P Q^T.
-    for (const Member &m : members) {
-      if (m.p) {
-        from(tg::LowRankMatmulOp::create(builder, loc, ref(m.p), UnitAttr(),
-                                         ref(m.q), builder.getUnitAttr(),
-                                         ref(m.grad)));
-      }
-    }
-  }
-}
-
-/// ACP-SGD's two alternating steps (the file comment gives the variant).
-void CompressGradientsPass::emitAlternating(OpBuilder &builder, Location loc,
-                                            ArrayRef<Member> members,
-                                            tg::CommGroup group) {
-  int64_t first = startStep + 1;
-  auto every2From = [](Operation *op, int64_t from) {
-    op->setAttr(tg::TGDialect::kStepsAttrName,
-                DenseI64ArrayAttr::get(op->getContext(), {from, -1, 2}));
-  };
-  auto epsilon = builder.getF64FloatAttr(1e-8);
-  SmallVector<Attribute> ps, qs;
-  for (const Member &m : members) {
-    if (m.p) {
-      ps.push_back(ref(m.p));
-      qs.push_back(ref(m.q));
-    }
-  }
-  if (ps.empty()) {
-    return;
-  }
-  // Q's first values, once.
-  for (const Member &m : members) {
-    if (m.p) {
-      runIn(tg::LowRankInitOp::create(builder, loc, ref(m.q)), first, first);
-    }
-  }
-  // P steps: P = M orth(Q), averaged over ranks; M = P Q^T.
-  for (const Member &m : members) {
-    if (!m.p) {
-      continue;
-    }
-    every2From(tg::OrthogonalizeOp::create(builder, loc, ref(m.q), epsilon),
-               first);
-    every2From(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad),
-                                           UnitAttr(), ref(m.q), UnitAttr(),
-                                           ref(m.p)),
-               first);
-  }
-  every2From(tg::AllReduceStatesOp::create(builder, loc,
-                                           builder.getArrayAttr(ps),
-                                           tg::CommReduction::Avg, group),
-             first);
-  // Q steps: Q = M^T orth(P), averaged over ranks; M = P Q^T.
-  for (const Member &m : members) {
-    if (!m.p) {
-      continue;
-    }
-    every2From(tg::OrthogonalizeOp::create(builder, loc, ref(m.p), epsilon),
-               first + 1);
-    every2From(tg::LowRankMatmulOp::create(builder, loc, ref(m.grad),
-                                           builder.getUnitAttr(), ref(m.p),
-                                           UnitAttr(), ref(m.q)),
-               first + 1);
-  }
-  every2From(tg::AllReduceStatesOp::create(builder, loc,
-                                           builder.getArrayAttr(qs),
-                                           tg::CommReduction::Avg, group),
-             first + 1);
-  // M = P Q^T, in both.
-  for (const Member &m : members) {
-    if (m.p) {
-      runIn(tg::LowRankMatmulOp::create(builder, loc, ref(m.p), UnitAttr(),
-                                        ref(m.q), builder.getUnitAttr(),
-                                        ref(m.grad)),
-            first, -1);
-    }
-  }
 }
 
 LogicalResult
@@ -471,35 +279,31 @@ CompressGradientsPass::rewriteBucket(ModuleOp module, func::FuncOp function,
     if (startStep == 0) {
       reduce.erase();
     } else {
-      runIn(reduce, 1, startStep);
+      runInSteps(reduce, 1, startStep);
     }
     return success();
   }
-  FailureOr<SmallVector<Member>> members = membersOf(module, function, reduce);
+  FailureOr<SmallVector<LowRankMember>> members =
+      membersOf(module, function, reduce);
   if (failed(members)) {
     return failure();
   }
   // The warm-up keeps the plain all-reduce, over the reordered bucket.
   SmallVector<Attribute> order;
-  for (const Member &m : *members) {
+  for (const LowRankMember &m : *members) {
     order.push_back(ref(m.grad));
   }
   OpBuilder builder(reduce);
   builder.setInsertionPointAfter(reduce);
-  emitErrorFeedback(builder, reduce.getLoc(), *members);
-  emitPlainReduce(builder, reduce.getLoc(), *members, reduce.getGroup());
-  if (method == "acp-sgd") {
-    emitAlternating(builder, reduce.getLoc(), *members, reduce.getGroup());
-  } else {
-    emitCompressed(builder, reduce.getLoc(), *members, reduce.getGroup());
-  }
-  emitErrorStore(builder, reduce.getLoc(), *members);
+  LowRankBucket bucket{*members, reduce.getGroup(), startStep + 1, warmStart};
+  emitLowRankCompression(builder, reduce.getLoc(), bucket,
+                         /*alternating=*/method == "acp-sgd");
   if (startStep == 0) {
     reduce.erase();
     return success();
   }
   reduce.setStatesAttr(builder.getArrayAttr(order));
-  runIn(reduce, 1, startStep);
+  runInSteps(reduce, 1, startStep);
   return success();
 }
 

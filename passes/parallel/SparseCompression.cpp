@@ -40,6 +40,8 @@
 
 #include "passes/parallel/SparseCompression.h"
 
+#include "passes/parallel/LowRankCompression.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <algorithm>
@@ -51,11 +53,8 @@ using namespace mlir;
 
 namespace {
 
-/// Runs `op` in steps [first, -1] (every step from `first`).
-void runFrom(Operation *op, int64_t first) {
-  op->setAttr(tg::TGDialect::kStepsAttrName,
-              DenseI64ArrayAttr::get(op->getContext(), {first, -1}));
-}
+/// Runs `op` in every step from `first`.
+void runFrom(Operation *op, int64_t first) { runInSteps(op, first, -1); }
 
 ArrayAttr namesOf(OpBuilder &builder, ArrayRef<tg::StateOp> states) {
   SmallVector<Attribute> names;
