@@ -127,6 +127,14 @@ private:
   /// The [1, 1, C, N] bias masking the keys each query row must not see:
   /// after its position, and with a window, `window` or more before it.
   Value maskBias(Location loc, Type element, int64_t window);
+  /// The model's own bias of `attention` in the step (null without one),
+  /// which must lie over the key positions alone (ALiBi as dynamo exports
+  /// it: slopes times the key positions 0..N-1, computed at run time): the
+  /// forward graph imported at N computes it for exactly the N cache rows,
+  /// and every query row reads the same. Anything else is an error.
+  FailureOr<Value> keyOnlyBias(tg::AttentionOp attention);
+  /// `mask` + `modelBias`, broadcast: the one bias the kernel takes.
+  Value addBias(Location loc, Value mask, Value modelBias);
   mlir::FailureOr<tg::StateOp> declareCache(tg::AttentionOp attention,
                                             StringRef what,
                                             RankedTensorType type,
@@ -438,6 +446,34 @@ Value StepBuilder::maskBias(Location loc, Type element, int64_t window) {
   return bias;
 }
 
+FailureOr<Value> StepBuilder::keyOnlyBias(tg::AttentionOp attention) {
+  if (!attention.getBias()) {
+    return Value();
+  }
+  Value bias = mapping.lookupOrDefault(attention.getBias());
+  ArrayRef<int64_t> shape = shapeOf(bias);
+  if (axisOf(bias) || shape.size() != 4 || shape[2] != 1 ||
+      shape[3] != maxSeqLen) {
+    return attention.emitError()
+           << "decode takes an attention bias over the key positions alone "
+              "([B or 1, H or 1, 1, "
+           << maxSeqLen << "], not computed from the tokens, as ALiBi's), "
+           << "but the attention in " << whereIs(attention) << " has "
+           << bias.getType();
+  }
+  return bias;
+}
+
+Value StepBuilder::addBias(Location loc, Value mask, Value modelBias) {
+  ArrayRef<int64_t> a = shapeOf(mask), b = shapeOf(modelBias);
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < a.size(); ++d) {
+    shape.push_back(std::max(a[d], b[d]));
+  }
+  auto type = llvm::cast<RankedTensorType>(mask.getType()).clone(shape);
+  return tg::AddOp::create(builder, loc, type, mask, modelBias);
+}
+
 LogicalResult StepBuilder::rewriteAttention(tg::AttentionOp attention) {
   if (!attention.getCausal()) {
     return attention.emitError()
@@ -445,11 +481,9 @@ LogicalResult StepBuilder::rewriteAttention(tg::AttentionOp attention) {
               "in "
            << whereIs(attention) << " is not causal";
   }
-  if (attention.getBias()) {
-    return attention.emitError()
-           << "decode does not take an attention bias yet, but the attention "
-              "in "
-           << whereIs(attention) << " has one";
+  FailureOr<Value> modelBias = keyOnlyBias(attention);
+  if (failed(modelBias)) {
+    return failure();
   }
   Value query = mapping.lookup(attention.getQuery());
   Value key = mapping.lookup(attention.getKey());
@@ -489,6 +523,9 @@ LogicalResult StepBuilder::rewriteAttention(tg::AttentionOp attention) {
   int64_t window = attention.getWindow().value_or(0);
   auto resultType = llvm::cast<RankedTensorType>(attention.getType());
   Value bias = maskBias(loc, resultType.getElementType(), window);
+  if (*modelBias) {
+    bias = addBias(loc, bias, *modelBias);
+  }
   SmallVector<int64_t> shape(resultType.getShape());
   shape[2] = rows;
   auto decoded = tg::AttentionOp::create(
@@ -653,10 +690,16 @@ void BuildDecodePass::runOnOperation() {
   // Positions become a run-time input (position_ids) first, unless the
   // model has none: ALiBi biases scores by key distance alone, which the
   // kernel measures from a query row's place among the rows of the call,
-  // off from its true position by a constant per row (softmax ignores it).
-  bool alibi = true;
-  forward.walk(
-      [&](tg::AttentionOp op) { alibi &= op.getAlibiSlopes().has_value(); });
+  // off from its true position by a constant per row (softmax ignores it);
+  // a bias over the key positions alone (ALiBi as dynamo exports it) is
+  // the same for every query row.
+  bool alibi = forward.getOps<tg::RopeOp>().empty();
+  forward.walk([&](tg::AttentionOp op) {
+    ArrayRef<int64_t> bias =
+        op.getBias() ? shapeOf(op.getBias()) : ArrayRef<int64_t>();
+    alibi &= op.getAlibiSlopes().has_value() ||
+             (bias.size() == 4 && bias[2] == 1);
+  });
   if (!alibi) {
     OpPassManager positions(ModuleOp::getOperationName());
     positions.addPass(graph::createPackSequencesPass());

@@ -12,7 +12,10 @@
 //     embeddings). A rotary table is recognized by its values: row 0 is the
 //     angle 0 (sin 0, cos = the attention scaling) and every row is the one
 //     before rotated by row 1, which is what "row t is position t" means
-//     for angles t * inv_freq whatever the scaling scheme. Both become
+//     for angles t * inv_freq whatever the scaling scheme. A table that
+//     dynamo's export computes at run time (cos and sin of inv_freq times a
+//     constant of the positions) is recognized by its dataflow instead
+//     (PositionRows.h). Both kinds, and the position rows, become
 //     run-time gathers of their rows at position_ids (tg.embedding): the
 //     same numbers an example gets on its own, since no position of a
 //     packed example reaches T;
@@ -27,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/graph/Passes.h"
+#include "passes/graph/PositionRows.h"
 #include "passes/graph/RaiseUtils.h"
 
 #include "dialects/tg/TGOps.h"
@@ -195,6 +199,7 @@ public:
 private:
   LogicalResult findAttention();
   void addPositionIds();
+  LogicalResult checkPositionTables(Value cos, Value sin, std::string &why);
   LogicalResult replaceRotaryTables(bool &found);
   LogicalResult replacePositionEmbeddings(bool &found);
   /// `table` gathered at position_ids: [B, T, D].
@@ -271,6 +276,28 @@ Value Packer::gather(Value table, Location loc) {
       table, positionIds);
 }
 
+/// Whether row t of `cos` and `sin` is position t's: constants whose
+/// values say so (TorchScript exports), or tables computed at run time from
+/// the positions 0..T-1 row by row (dynamo's, PositionRows.h).
+LogicalResult Packer::checkPositionTables(Value cos, Value sin,
+                                          std::string &why) {
+  std::string constantWhy;
+  FailureOr<Table> cosRows = constantRows(cos, seq, constantWhy);
+  FailureOr<Table> sinRows = succeeded(cosRows)
+                                 ? constantRows(sin, seq, constantWhy)
+                                 : FailureOr<Table>();
+  if (succeeded(sinRows)) {
+    return checkRotaryRows(*cosRows, *sinRows, why);
+  }
+  std::string computedWhy;
+  if (succeeded(graph::checkRowsFromPositions(cos, seq, computedWhy)) &&
+      succeeded(graph::checkRowsFromPositions(sin, seq, computedWhy))) {
+    return success();
+  }
+  why = "as a constant: " + constantWhy + "; as computed: " + computedWhy;
+  return failure();
+}
+
 LogicalResult Packer::replaceRotaryTables(bool &found) {
   llvm::DenseMap<Value, Value> gathered;
   SmallVector<tg::RopeOp> ropes;
@@ -285,10 +312,7 @@ LogicalResult Packer::replaceRotaryTables(bool &found) {
                 "position_ids, got "
              << cos.getType();
     }
-    FailureOr<Table> cosRows = constantRows(cos, seq, why);
-    FailureOr<Table> sinRows =
-        succeeded(cosRows) ? constantRows(sin, seq, why) : FailureOr<Table>();
-    if (failed(sinRows) || failed(checkRotaryRows(*cosRows, *sinRows, why))) {
+    if (failed(checkPositionTables(cos, sin, why))) {
       return rope.emitError() << "sample packing cannot give this rotary "
                                  "embedding per-example positions: its "
                                  "cos/sin tables are not the rotary angles "

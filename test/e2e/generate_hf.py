@@ -2,8 +2,8 @@
 """`tailor generate` against transformers' greedy `generate`.
 
 For each family (tiny random-init Hugging Face models exported by
-torch.onnx's TorchScript exporter, opset 17, fp32; the exports hf_common
-caches), compiles a generation plan (`tailor compile --task generate
+torch.onnx's TorchScript exporter at opset 17 and by its dynamo exporter at
+opset 18, fp32; the exports hf_common caches), compiles a generation plan (`tailor compile --task generate
 --max-seq-len 64 --prefill-chunk 8`) and checks that:
   - `tailor generate --prompt-ids ... --max-new-tokens 20 --json` gives the
     ids `model.generate(input_ids, max_new_tokens=20, do_sample=False)`
@@ -31,10 +31,12 @@ caches), compiles a generation plan (`tailor compile --task generate
     PEFT model's `generate` (llama);
   - a prompt longer than the cache, an id outside the vocabulary and a
     forward (non-generation) plan are refused with exit code 1.
-Families: every family of the HF matrix (TorchScript opset 17). Dynamo
-exports (opset 18) compute their rotary tables at run time from
-`inv_freq`, which decode (like sample packing) cannot yet read at a
-position: not checked here.
+Families: every family of the HF matrix, both exporters. Dynamo exports
+compute their rotary tables at run time from `inv_freq` (decode gathers
+the rows of the table computed for positions 0..N-1 at the step's
+positions: passes/graph/PositionRows.h) and BLOOM's ALiBi as slopes times
+the key positions (a bias over the keys alone, which decode keeps for the
+cache's N rows).
 
   generate_hf.py --tailor build/bin/tailor --cache build/test/hf-exports \
       --runtime-lib build/lib/libtailor_runtime.so [--families llama,gpt2]
@@ -410,12 +412,17 @@ def main():
     parser.add_argument("--cache", required=True)
     parser.add_argument("--runtime-lib", required=True)
     parser.add_argument("--families", default=",".join(FAMILIES),
-                        help="TorchScript opset-17 exports to check")
+                        help="families to check")
+    parser.add_argument("--exports", default="torchscript:17,dynamo:18",
+                        help="exporter:opset pairs to check each family of")
     args = parser.parse_args()
     os.environ["TAILOR_RUNTIME_LIBRARY"] = args.runtime_lib
     failures = []
     with tempfile.TemporaryDirectory() as work:
-        cases = [(f, "torchscript", 17) for f in args.families.split(",")]
+        exports = [(e.split(":")[0], int(e.split(":")[1]))
+                   for e in args.exports.split(",")]
+        cases = [(f, exporter, opset) for exporter, opset in exports
+                 for f in args.families.split(",")]
         for case in cases:
             failures += check_family(args, case, work)
         failures += check_forward_plan_refused(args, work)

@@ -63,9 +63,11 @@ def disable_dropout(model):
                 setattr(cfg, k, 0.0)
 
 
-def build_and_export(onnx_path, seed=0, family="llama"):
+def build_and_export(onnx_path, seed=0, family="llama", exporter="torchscript"):
     """Builds export_hf's seeded tiny model of `family` (llama, gpt2, qwen2),
-    exports it to onnx_path and returns (hf_model, info): the HF causal-LM
+    exports it to onnx_path (TorchScript at opset OPSET, or with
+    exporter="dynamo" torch.onnx's dynamo exporter at opset 18, dynamic
+    batch and seq) and returns (hf_model, info): the HF causal-LM
     model (LlamaForCausalLM, GPT2LMHeadModel, Qwen2ForCausalLM; eval mode,
     exactly the exported weights, dropout off) and a dict describing the
     export (see check_exported_weights for the name mapping).
@@ -88,9 +90,15 @@ def build_and_export(onnx_path, seed=0, family="llama"):
         example = torch.randint(0, ess["vocab"], (2, 8),
                                 generator=torch.Generator().manual_seed(seed))
         try:
-            with torch.no_grad(), export_hf._ts_symbolics(OPSET):
-                export_hf._export_torchscript(wrapped, example, OPSET, onnx_path,
-                                              external_data=False)
+            if exporter == "dynamo":
+                with torch.no_grad():
+                    export_hf._export_dynamo(wrapped, example, 18, onnx_path,
+                                             external_data=False)
+            else:
+                with torch.no_grad(), export_hf._ts_symbolics(OPSET):
+                    export_hf._export_torchscript(wrapped, example, OPSET,
+                                                  onnx_path,
+                                                  external_data=False)
             onnx.checker.check_model(onnx_path, full_check=True)
         except Exception as e:  # noqa: BLE001
             errors.append(f"attn={attn}: {type(e).__name__}: {str(e)[:500]}")

@@ -3,8 +3,9 @@
 against PyTorch running every packed example on its own.
 
 The tiny models of train_common (hidden 64, 2 layers, vocab 256, fp32) are
-exported to ONNX: the Llama (rotary positions, whose tables the export folds
-to constants), GPT-2 (learned position embeddings), Mistral with a sliding
+exported to ONNX: the Llama (rotary positions, whose tables the TorchScript
+export folds to constants; also exported by the dynamo exporter at opset 18,
+which computes the tables at run time from inv_freq), GPT-2 (learned position embeddings), Mistral with a sliding
 window of 4 keys and Gemma-2 (sliding windows on alternate layers, soft-capped
 scores): document masking combined with the other masks. A seeded JSONL set of
 short examples of different lengths (input_ids rows, rows with their own
@@ -51,7 +52,11 @@ IGNORE = -100
 T, B = 16, 2
 TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"],
            "mistral-window": ["q_proj", "v_proj"],
-           "gemma2": ["q_proj", "v_proj"]}
+           "gemma2": ["q_proj", "v_proj"],
+           "llama-dynamo": ["q_proj", "v_proj"]}
+# Cases exported by the dynamo exporter (opset 18), whose rotary tables are
+# computed at run time from inv_freq: their model family.
+DYNAMO = {"llama-dynamo": "llama"}
 
 
 # ---------------------------------------------------------------------------
@@ -259,7 +264,9 @@ def main():
     failures, total = [], 0
     for family in args.family or list(TARGETS):
         onnx_path = os.path.join(args.work, f"{family}.onnx")
-        base, info = tc.build_and_export(onnx_path, family=family)
+        base, info = tc.build_and_export(
+            onnx_path, family=DYNAMO.get(family, family),
+            exporter="dynamo" if family in DYNAMO else "torchscript")
         print(f"model: tiny {info['model_class']}, {info['params']:,} parameters")
         for name, overrides in cases:
             total += 1

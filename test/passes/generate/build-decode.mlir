@@ -169,3 +169,62 @@ func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x4
   %x = arith.constant dense<0.0> : tensor<1x4x4xf32>
   return %x : tensor<1x4x4xf32>
 }
+
+// -----
+
+tg.param @transformer.word_embeddings.weight : tensor<16x4xf32>
+tg.param @slopes : tensor<2x1x1xf32>
+
+// Tests that an attention bias over the key positions alone (ALiBi as the
+// dynamo exporter writes BLOOM's: slopes times the key positions 0..N-1,
+// computed at run time) is kept for the N cache rows and added to the
+// step's mask, and that such a model gets no position_ids.
+// CHECK-LABEL: func.func @decode
+// CHECK-SAME: (%{{.+}}: tensor<1x1xi64> {tg.name = "input_ids"}, %{{.+}}: tensor<i64> {tg.name = "position"})
+// CHECK: %[[MASK:.+]] = tg.select
+// CHECK: %[[ALIBI:.+]] = tg.reshape %{{.+}} : tensor<2x1x4xf32> -> tensor<1x2x1x4xf32>
+// CHECK: %[[BIAS:.+]] = tg.add %[[MASK]], %[[ALIBI]] : (tensor<1x1x1x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x1x4xf32>
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[BIAS]] : (tensor<1x2x1x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x1x2xf32>
+// PREFILL-LABEL: func.func @prefill
+// PREFILL: %[[MASK:.+]] = tg.select
+// PREFILL: %[[ALIBI:.+]] = tg.reshape %{{.+}} : tensor<2x1x4xf32> -> tensor<1x2x1x4xf32>
+// PREFILL: %[[BIAS:.+]] = tg.add %[[MASK]], %[[ALIBI]] : (tensor<1x1x3x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x3x4xf32>
+// PREFILL: tg.attention %{{.+}}, %{{.+}}, %{{.+}} bias %[[BIAS]] : (tensor<1x2x3x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x2xf32>
+func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x4x16xf32> {tg.name = "logits"}) {
+  %wte = tg.param_ref @transformer.word_embeddings.weight : tensor<16x4xf32>
+  %slopes = tg.param_ref @slopes : tensor<2x1x1xf32>
+  %keys = arith.constant dense<[0.0, 1.0, 2.0, 3.0]> : tensor<4xf32>
+  %alibi = tg.mul %slopes, %keys : (tensor<2x1x1xf32>, tensor<4xf32>) -> tensor<2x1x4xf32>
+  %bias = tg.reshape %alibi : tensor<2x1x4xf32> -> tensor<1x2x1x4xf32>
+  %tok = tg.embedding %wte, %ids : (tensor<16x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+  %x = tg.reshape %tok : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %xt = tg.transpose %x permutation = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+  %y = tg.attention %xt, %xt, %xt bias %bias {causal} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x4x2xf32>
+  %yt = tg.transpose %y permutation = [0, 2, 1, 3] : tensor<1x2x4x2xf32> -> tensor<1x4x2x2xf32>
+  %yr = tg.reshape %yt : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  %logits = tg.linear %yr, %wte : (tensor<1x4x4xf32>, tensor<16x4xf32>) -> tensor<1x4x16xf32>
+  return %logits : tensor<1x4x16xf32>
+}
+
+// -----
+
+tg.param @transformer.word_embeddings.weight : tensor<16x4xf32>
+
+// Tests that an attention bias computed from the tokens (a padding mask:
+// it would see the step's tokens, not the cache's) is refused.
+func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x4x16xf32> {tg.name = "logits"}) {
+  %wte = tg.param_ref @transformer.word_embeddings.weight : tensor<16x4xf32>
+  %zero = arith.constant dense<0> : tensor<i64>
+  %pad = tg.eq %ids, %zero : (tensor<1x4xi64>, tensor<i64>) -> tensor<1x4xi1>
+  %padf = tg.cast %pad : tensor<1x4xi1> -> tensor<1x4xf32>
+  %bias = tg.reshape %padf : tensor<1x4xf32> -> tensor<1x1x1x4xf32>
+  %tok = tg.embedding %wte, %ids : (tensor<16x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+  %x = tg.reshape %tok : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %xt = tg.transpose %x permutation = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+  // expected-error @+1 {{decode takes an attention bias over the key positions alone ([B or 1, H or 1, 1, 4], not computed from the tokens, as ALiBi's), but the attention in the model has 'tensor<1x1x1x1xf32>'}}
+  %y = tg.attention %xt, %xt, %xt bias %bias {causal} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x2xf32>
+  %yt = tg.transpose %y permutation = [0, 2, 1, 3] : tensor<1x2x4x2xf32> -> tensor<1x4x2x2xf32>
+  %yr = tg.reshape %yt : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  %logits = tg.linear %yr, %wte : (tensor<1x4x4xf32>, tensor<16x4xf32>) -> tensor<1x4x16xf32>
+  return %logits : tensor<1x4x16xf32>
+}

@@ -140,3 +140,55 @@ func.func @forward(%q: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
   %y = tg.attention %r, %r, %r {causal} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
   return %y : tensor<1x1x4x4xf32>
 }
+
+// -----
+
+tg.param @model.rotary_emb.inv_freq : tensor<2xf32>
+
+// Tests that rotary tables computed at run time, as the dynamo exporter
+// writes them (cos and sin of inv_freq times a constant of the positions
+// 0..T-1), become gathers of their rows at position_ids: their dataflow
+// keeps rows apart, so row t is position t's.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %[[POS:[a-z0-9]+]]: tensor<2x4xi64> {tg.name = "position_ids"}
+// CHECK: %[[COS:.+]] = tg.reshape %{{.+}} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+// CHECK: %[[GCOS:.+]] = tg.embedding %[[COS]], %[[POS]] : (tensor<4x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
+// CHECK: %[[SIN:.+]] = tg.reshape %{{.+}} : tensor<1x4x4xf32> -> tensor<4x4xf32>
+// CHECK: %[[GSIN:.+]] = tg.embedding %[[SIN]], %[[POS]]
+// CHECK: tg.rope %{{.+}}, %[[GCOS]], %[[GSIN]] : (tensor<2x2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+func.func @forward(%ids: tensor<2x4xi64> {tg.name = "input_ids"}, %q: tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32> {
+  %positions = arith.constant dense<[[[0.0], [1.0], [2.0], [3.0]]]> : tensor<1x4x1xf32>
+  %inv = tg.param_ref @model.rotary_emb.inv_freq : tensor<2xf32>
+  %angles = tg.mul %inv, %positions : (tensor<2xf32>, tensor<1x4x1xf32>) -> tensor<1x4x2xf32>
+  %both = tg.concat %angles, %angles axis = 2 : (tensor<1x4x2xf32>, tensor<1x4x2xf32>) -> tensor<1x4x4xf32>
+  %c = tg.cos %both : tensor<1x4x4xf32>
+  %s = tg.sin %both : tensor<1x4x4xf32>
+  %cos = tg.reshape %c : tensor<1x4x4xf32> -> tensor<4x4xf32>
+  %sin = tg.reshape %s : tensor<1x4x4xf32> -> tensor<4x4xf32>
+  %rq = tg.rope %q, %cos, %sin : (tensor<2x2x4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2x2x4x4xf32>
+  %a = tg.attention %rq, %rq, %q {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %a : tensor<2x2x4x4xf32>
+}
+
+// -----
+
+tg.param @model.rotary_emb.inv_freq : tensor<2xf32>
+
+// Tests that a computed table whose rows are mixed (here summed over the
+// positions, so every row reads every position) is refused, naming the op.
+func.func @forward(%ids: tensor<2x4xi64> {tg.name = "input_ids"}, %q: tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32> {
+  %positions = arith.constant dense<[[[0.0], [1.0], [2.0], [3.0]]]> : tensor<1x4x1xf32>
+  %inv = tg.param_ref @model.rotary_emb.inv_freq : tensor<2xf32>
+  %angles = tg.mul %inv, %positions : (tensor<2xf32>, tensor<1x4x1xf32>) -> tensor<1x4x2xf32>
+  %total = tg.reduce_sum %angles axes = [1] keep_dims : tensor<1x4x2xf32> -> tensor<1x1x2xf32>
+  %mixed = tg.add %angles, %total : (tensor<1x4x2xf32>, tensor<1x1x2xf32>) -> tensor<1x4x2xf32>
+  %both = tg.concat %mixed, %mixed axis = 2 : (tensor<1x4x2xf32>, tensor<1x4x2xf32>) -> tensor<1x4x4xf32>
+  %c = tg.cos %both : tensor<1x4x4xf32>
+  %s = tg.sin %both : tensor<1x4x4xf32>
+  %cos = tg.reshape %c : tensor<1x4x4xf32> -> tensor<4x4xf32>
+  %sin = tg.reshape %s : tensor<1x4x4xf32> -> tensor<4x4xf32>
+  // expected-error @+1 {{its cos/sin tables are not the rotary angles of positions 0..3 (as a constant: it is not computed from a constant (the export's positions); as computed: its rows are not computed from the positions alone: a value broadcast over the rows but computed from the positions ('tg.reduce_sum'))}}
+  %rq = tg.rope %q, %cos, %sin : (tensor<2x2x4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2x2x4x4xf32>
+  %a = tg.attention %rq, %rq, %q {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %a : tensor<2x2x4x4xf32>
+}
