@@ -12,6 +12,7 @@
 #include "passes/graph/Passes.h"
 
 #include "passes/graph/ExportNames.h"
+#include "passes/graph/PositionRows.h"
 
 #include "dialects/tg/TGOps.h"
 
@@ -161,12 +162,14 @@ LogicalResult InsertLoraPass::makeTrainable(ModuleOp module,
                                             ArrayRef<std::string> names) {
   bool all = names.size() == 1 && names.front() == "all";
   SmallVector<tg::ParamOp> trained;
+  // Exports carry module buffers as initializers too; they are not weights
+  // (rotary inverse frequencies, ALiBi slopes, integer masks).
+  llvm::StringSet<> buffers = graph::positionOnlyParameters(module);
   for (tg::ParamOp param : module.getOps<tg::ParamOp>()) {
-    // Exports carry module buffers as initializers too; they are not
-    // weights (rotary inverse frequencies, integer masks).
     bool isWeight =
         llvm::isa<FloatType>(param.getTensorType().getElementType()) &&
-        !param.getSymName().ends_with("inv_freq");
+        !param.getSymName().ends_with("inv_freq") &&
+        !buffers.contains(param.getSymName());
     bool selected =
         isWeight && (all || llvm::any_of(names, [&](const std::string &name) {
                        return hasComponent(param.getSymName(), name);

@@ -16,6 +16,7 @@
 #include "dialects/tg/TGOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
@@ -199,6 +200,80 @@ LogicalResult checkRowsFromPositions(Value table, int64_t t,
     return failure();
   }
   return success();
+}
+
+/// The values computed from a function's arguments (the input data).
+static llvm::DenseSet<Value> dataDependentValues(ModuleOp module) {
+  llvm::DenseSet<Value> data;
+  module.walk([&](func::FuncOp function) {
+    for (Value argument : function.getArguments()) {
+      data.insert(argument);
+    }
+    function.walk([&](Operation *op) {
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return data.contains(v); })) {
+        data.insert(op->result_begin(), op->result_end());
+      }
+    });
+  });
+  return data;
+}
+
+/// Whether a position operand: tg.rope's cos or sin, tg.attention's bias.
+static bool isPositionOperand(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (llvm::isa<tg::RopeOp>(user)) {
+    return use.getOperandNumber() == 1 || use.getOperandNumber() == 2;
+  }
+  auto attention = llvm::dyn_cast<tg::AttentionOp>(user);
+  return attention && attention.getBias() == use.get();
+}
+
+/// Whether `start` reaches position operands and nothing that reads data.
+static bool reachesOnlyPositions(Value start,
+                                 const llvm::DenseSet<Value> &data) {
+  bool reached = false;
+  SmallVector<Value> worklist = {start};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second) {
+      continue;
+    }
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (isPositionOperand(use)) {
+        reached = true;
+        continue;
+      }
+      if (user->getNumResults() == 0 ||
+          llvm::any_of(user->getOperands(),
+                       [&](Value v) { return data.contains(v); })) {
+        return false;
+      }
+      llvm::append_range(worklist, user->getResults());
+    }
+  }
+  return reached;
+}
+
+llvm::StringSet<> positionOnlyParameters(ModuleOp module) {
+  llvm::DenseSet<Value> data = dataDependentValues(module);
+  llvm::StringMap<bool> onlyPositions;
+  module.walk([&](tg::ParamRefOp ref) {
+    bool only = reachesOnlyPositions(ref.getResult(), data);
+    auto [it, inserted] = onlyPositions.try_emplace(ref.getName(), only);
+    if (!inserted) {
+      it->second = it->second && only;
+    }
+  });
+  llvm::StringSet<> names;
+  for (const auto &entry : onlyPositions) {
+    if (entry.second) {
+      names.insert(entry.first());
+    }
+  }
+  return names;
 }
 
 } // namespace tailor::graph

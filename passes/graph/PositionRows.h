@@ -14,7 +14,9 @@
 #ifndef TAILOR_PASSES_GRAPH_POSITIONROWS_H
 #define TAILOR_PASSES_GRAPH_POSITIONROWS_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/StringSet.h"
 #include "mlir/Support/LogicalResult.h"
 
 #include <string>
@@ -28,6 +30,13 @@ namespace tailor::graph {
 /// nothing else that varies between rows. Fails with why.
 mlir::LogicalResult checkRowsFromPositions(mlir::Value table, int64_t t,
                                            std::string &why);
+
+/// The parameters whose values reach only position computations: rotary
+/// tables (tg.rope's cos and sin) and attention biases, through ops that
+/// read no input data. They are module buffers an export carries as
+/// initializers (a rotary inv_freq, ALiBi slopes that the dynamo exporter
+/// folds into one), not weights, so full fine-tuning leaves them frozen.
+llvm::StringSet<> positionOnlyParameters(mlir::ModuleOp module);
 
 } // namespace tailor::graph
 

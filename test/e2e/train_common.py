@@ -141,7 +141,8 @@ def export_llama(work, layers):
 def check_exported_weights(model, onnx_path):
     """Finds every model parameter among the ONNX initializers, by name
     (must then be bit-identical) or else as the transposed copy the
-    exporter folds Linear weights into. Returns {"weights_checked": n,
+    exporter folds Linear weights into, or an equal copy under another
+    name. Returns {"weights_checked": n,
     "weights_unmatched": [parameters not found], "onnx_names": {initializer
     name: (HF parameter name, transposed)} for every initializer that holds
     a parameter}; raises on a mismatch.
@@ -173,11 +174,18 @@ def check_exported_weights(model, onnx_path):
             continue
         # The TorchScript exporter folds a Linear weight's Transpose into a
         # new initializer (onnx::MatMul_N, [in, out]): find it by value.
-        hit = None
+        hit, transposed = None, True
         if ref.ndim == 2:
             hit = next((n for n, a in inits.items() if n not in used
                         and a.shape == ref.T.shape and np.array_equal(a, ref.T)),
                        None)
+        if hit is None and ref.ndim == 2:
+            # The dynamo exporter names a tied table after its other user
+            # (BLOOM's word_embeddings saved as lm_head.weight).
+            hit = next((n for n, a in inits.items() if n not in used
+                        and a.shape == ref.shape and np.array_equal(a, ref)),
+                       None)
+            transposed = hit is None
         if hit is None and ref.ndim == 1:
             # Gemma's RMSNorm scales by (1 + weight): the exporter folds the
             # sum into the initializer (frozen under LoRA, never trained).
@@ -192,7 +200,7 @@ def check_exported_weights(model, onnx_path):
             unmatched.append(name)
         else:
             used.add(hit)
-            onnx_names[hit] = (name, True)
+            onnx_names[hit] = (name, transposed)
             checked += 1
     tied = []
     for n, a in inits.items():

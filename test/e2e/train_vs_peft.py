@@ -76,7 +76,7 @@ ZERO_GRAD_BOUND = 1e-3
 
 MODES = ["all", "lora", "full", "lora-fa", "gpt2-full", "gpt2-lora",
          "qwen2-lora", "qlora", "gemma2-lora", "mistral-window-lora",
-         "bloom-lora"]
+         "bloom-lora", "bloom-dynamo-full"]
 
 
 def cases(mode):
@@ -114,6 +114,12 @@ def cases(mode):
     # query_key_value.
     by_mode["bloom-lora"] = [("bloom-lora", "bloom",
                               dict(lora_target_modules=["query_key_value"]))]
+    # BLOOM exported by dynamo (opset 18): its ALiBi is slopes (folded into
+    # an initializer) times the key positions at run time, an attention
+    # bias; full fine-tuning must leave the slopes frozen (a module buffer,
+    # not a weight) and train every real parameter.
+    by_mode["bloom-dynamo-full"] = [("bloom-dynamo-full", "bloom@dynamo",
+                                     dict(adapter="full"))]
     # QLoRA: NF4 with double quantization of every frozen linear weight but
     # lm_head, LoRA r=8 on all linear layers. The reference is PEFT on the
     # model whose linear weights are bitsandbytes' own dequantization of
@@ -376,14 +382,19 @@ def main():
         """(hf model, info, onnx path) of `family`, exported on first use
         (the Llama to WORK/model.onnx, others to WORK/model-FAMILY.onnx)."""
         if family not in models:
+            # FAMILY@dynamo: exported by the dynamo exporter at opset 18.
+            name, _, exporter = family.partition("@")
             onnx_path = os.path.join(
-                args.work, "model.onnx" if family == "llama" else f"model-{family}.onnx")
-            base, info = tc.build_and_export(onnx_path, family=family)
+                args.work, "model.onnx" if family == "llama"
+                else f"model-{family.replace('@', '-')}.onnx")
+            base, info = tc.build_and_export(onnx_path, family=name,
+                                             exporter=exporter or "torchscript")
             tied = "".join(f"; {n} is a tied copy of {h} (transposed)"
                            for n, h in info["tied_copies"])
             print(f"model: tiny {info['model_class']}, {info['params']:,} parameters, "
                   f"attn {info['attn_implementation']}, exported to {onnx_path} "
-                  f"(opset {tc.OPSET}); {info['weights_checked']} of its parameters "
+                  f"(opset {18 if '@dynamo' in family else tc.OPSET}); "
+                  f"{info['weights_checked']} of its parameters "
                   f"found bit-identical among the initializers" +
                   (f", NOT found: {', '.join(info['weights_unmatched'])}"
                    if info["weights_unmatched"] else "") + tied)

@@ -26,3 +26,28 @@ func.func @forward(%ids: tensor<2xi64> {tg.name = "ids"}) -> (tensor<2x16xf32> {
   %y = tg.linear %h, %w {tg.module = "lm_head", tg.tied = "model.embed_tokens"} : (tensor<2x4xf32>, tensor<16x4xf32>) -> tensor<2x16xf32>
   return %y : tensor<2x16xf32>
 }
+
+// -----
+
+tg.param @transformer.word_embeddings.weight : tensor<16x4xf32> at #tg.external<"w.bin", offset = 0, length = 256>
+tg.param @unsqueeze_1 : tensor<2x1x1xf32> at #tg.external<"w.bin", offset = 256, length = 8>
+
+// Tests that an initializer whose values reach only position computations
+// (ALiBi slopes the dynamo exporter folds, times the key positions, as an
+// attention bias) is a buffer that full fine-tuning leaves frozen, while
+// the weights train.
+// CHECK-LABEL: tg.param @transformer.word_embeddings.weight : tensor<16x4xf32> trainable
+// CHECK-NOT: tg.param @unsqueeze_1 : tensor<2x1x1xf32> trainable
+// CHECK: tg.param @unsqueeze_1 : tensor<2x1x1xf32> at
+func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x2x4x2xf32> {tg.name = "y"}) {
+  %wte = tg.param_ref @transformer.word_embeddings.weight : tensor<16x4xf32>
+  %slopes = tg.param_ref @unsqueeze_1 : tensor<2x1x1xf32>
+  %keys = arith.constant dense<[0.0, 1.0, 2.0, 3.0]> : tensor<4xf32>
+  %alibi = tg.mul %slopes, %keys : (tensor<2x1x1xf32>, tensor<4xf32>) -> tensor<2x1x4xf32>
+  %bias = tg.reshape %alibi : tensor<2x1x4xf32> -> tensor<1x2x1x4xf32>
+  %tok = tg.embedding %wte, %ids {tg.module = "transformer.word_embeddings"} : (tensor<16x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+  %x = tg.reshape %tok : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %xt = tg.transpose %x permutation = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+  %y = tg.attention %xt, %xt, %xt bias %bias {causal} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x4x2xf32>
+  return %y : tensor<1x2x4x2xf32>
+}
