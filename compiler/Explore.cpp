@@ -30,7 +30,7 @@ bool Knobs::operator==(const Knobs &o) const {
          offloadActivations == o.offloadActivations &&
          microBatch == o.microBatch &&
          accumulation == o.accumulation && compression == o.compression &&
-         stages == o.stages;
+         stages == o.stages && replicas == o.replicas;
 }
 
 int Knobs::distance(const Knobs &o) const {
@@ -72,7 +72,12 @@ std::string knobValue(const Knobs &k, StringRef name) {
     return k.compression;
   }
   if (name == "split") {
-    return k.stages == 1 ? "none" : std::to_string(k.stages) + " stages";
+    if (k.stages == 1) {
+      return "none";
+    }
+    return std::to_string(k.stages) + " stages" +
+           (k.replicas > 1 ? " x " + std::to_string(k.replicas) + " replicas"
+                           : "");
   }
   return std::to_string(k.microBatch) + "x" + std::to_string(k.accumulation);
 }
@@ -199,6 +204,8 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
   k.accumulation = r.gradientAccumulationSteps;
   k.compression = r.gradientCompression;
   k.stages = r.deviceMap == "auto" ? hardware.ranks() : r.pipelineStages;
+  k.replicas = k.stages > 1 ? std::max<int64_t>(1, hardware.ranks() / k.stages)
+                            : 1;
   return k;
 }
 
@@ -251,7 +258,8 @@ void Space::addSplit(const Knobs &base, int64_t split,
   }
   Knobs k = base;
   k.stages = split;
-  k.accumulation = globalBatch / k.microBatch;
+  k.replicas = dataParallel / split;
+  k.accumulation = globalBatch / (k.microBatch * k.replicas);
   all.push_back(std::move(k));
 }
 
@@ -473,12 +481,13 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
                           const std::vector<std::string> &fixed) {
   Space space;
   space.dataParallel = hardware.ranks();
-  // A layer split has no data parallelism: its global batch is one rank's.
-  bool split = base.pipelineStages > 1 || base.deviceMap == "auto";
+  // A layer split's data parallelism is its replicas: ranks / stages.
+  Knobs given = knobsOf(base, hardware);
   space.globalBatch =
       globalBatch > 0 ? globalBatch
                       : base.microBatchSize * base.gradientAccumulationSteps *
-                            (split ? 1 : space.dataParallel);
+                            (given.stages > 1 ? given.replicas
+                                              : space.dataParallel);
   if (space.globalBatch % space.dataParallel != 0) {
     return createStringError(
         "the global batch of " + std::to_string(space.globalBatch) +
@@ -527,10 +536,16 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
       base.overlapComm != "true") {
     space.compression = {"none", "powersgd", "acp-sgd", "topk", "signsgd"};
   }
-  // Layer split: a stage per rank, on CPU ranks (the runtime's pipeline
-  // has no CUDA path yet).
+  // Layer split, on CPU ranks (the runtime's pipeline has no CUDA path
+  // yet): any stage count that divides the ranks, the rest replicas of each
+  // stage; mixed clusters balance a stage per rank, without replicas.
   if (space.dataParallel > 1 && !hardware.isCuda()) {
-    space.stages = {1, space.dataParallel};
+    for (int64_t split = 2; split <= space.dataParallel; ++split) {
+      if (space.dataParallel % split == 0 &&
+          (split == space.dataParallel || !hardware.heterogeneous())) {
+        space.stages.push_back(split);
+      }
+    }
   }
   for (const std::string &text : fixed) {
     Expected<FixedKnob> fix = parseFix(text);

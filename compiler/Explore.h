@@ -54,11 +54,13 @@ struct Knobs {
   int64_t accumulation = 1;
   /// gradient_compression: none, powersgd, acp-sgd, topk or signsgd.
   std::string compression = "none";
-  /// pipeline_stages: consecutive layers split over this many ranks, one
-  /// stage each, micro-batches in a 1F1B schedule (1: no split; several
-  /// CPU ranks only). A split has no data parallelism: every micro-batch of
-  /// the global batch passes through all stages.
+  /// pipeline_stages: consecutive layers split into this many stages,
+  /// micro-batches in a 1F1B schedule (1: no split; several CPU ranks
+  /// only). Each stage runs on `replicas` = ranks / stages data-parallel
+  /// replicas (PP x DP): every micro-batch of a replica's share of the
+  /// global batch passes through all stages.
   int64_t stages = 1;
+  int64_t replicas = 1;
 
   bool operator==(const Knobs &o) const;
   /// How many knobs differ from `o` (micro batch and accumulation count as
@@ -71,8 +73,8 @@ constexpr std::array<const char *, 8> kKnobNames = {
     "weights", "adapter",     "recompute",   "sharding",
     "offload", "micro_batch", "compression", "split"};
 
-/// A knob's value as text (`micro_batch` as "MBxGA", `split` as "none" or
-/// "N stages").
+/// A knob's value as text (`micro_batch` as "MBxGA", `split` as "none",
+/// "N stages" or "N stages x R replicas").
 std::string knobValue(const Knobs &knobs, llvm::StringRef name);
 
 /// The recipe keys that select `knobs` on top of `base` (whose given keys
@@ -88,8 +90,9 @@ struct Space {
   /// Gradient compression methods; beyond "none" only where
   /// tailor-compress-gradients applies (compressible()).
   std::vector<std::string> compression = {"none"};
-  /// Layer splits: 1 (none), and the hardware's ranks where a split runs
-  /// (CPU ranks).
+  /// Layer splits: 1 (none), and where a split runs (CPU ranks) every
+  /// stage count that divides the ranks (the rest are replicas; on mixed
+  /// clusters a stage per rank only).
   std::vector<int64_t> stages = {1};
   int64_t globalBatch = 1;
   /// Ranks that split the global batch (the hardware's ranks).

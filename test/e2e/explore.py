@@ -29,6 +29,9 @@ recipe's global batch x layer split over the two ranks). Checks:
   * `--top 2 -o DIR` writes the two fastest rows' plans, with their peaks;
   * an impossible budget ends with "nothing fits ... the smallest is" and
     exit 1; a bad --fix is an error naming the key;
+  * on four ranks (`4xcpu`), splits of 2 stages come with 2 data-parallel
+    replicas each (PP x DP) at the recipe's global batch, and compile gives
+    those rows' figures;
   * on a cluster file of mixed CPU ranks (speeds 1 : 0.5 : 0.5), 12
     sampled rows equal compile's peaks and its predicted step (the slowest
     rank's, with the micro-batches divided by speed; a split's pipeline
@@ -291,6 +294,44 @@ def check_cluster(args, model, recipe, work):
     return failures
 
 
+def check_replicas(args, model, recipe, work):
+    """On four ranks a split of 2 stages has 2 data-parallel replicas each
+    (PP x DP): explore lists those rows beside the plain splits and DDP
+    ones, at the same global batch, and compile gives their figures."""
+    pins = ["--fix", "weights=fp32", "--fix", "adapter=lora", "--fix",
+            "recompute=none", "--fix", "sharding=ddp", "--fix",
+            "offload=none", "--fix", "offload_optimizer=none", "--fix",
+            "offload_activations=false", "--fix", "compression=none"]
+    every = explore(args, model, recipe, *pins, "--all", hardware="4xcpu")
+    failures = []
+    rows = [r for r in every["rows"] if "error" not in r]
+    replicas = [r for r in rows
+                if r["knobs"]["split"] == "2 stages x 2 replicas"]
+    if not replicas:
+        failures.append("4xcpu: no '2 stages x 2 replicas' row among "
+                        f"{sorted({r['knobs']['split'] for r in rows})}")
+    global_batch = {int(r["recipe"]["micro_batch_size"]) *
+                    int(r["recipe"]["gradient_accumulation_steps"]) *
+                    (2 if r in replicas else
+                     1 if r["knobs"]["split"] != "none" else 4)
+                    for r in rows}
+    if len(global_batch) != 1:
+        failures.append(f"4xcpu: rows at different global batches "
+                        f"{sorted(global_batch)}")
+    for i, row in enumerate(replicas):
+        _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
+                                   f"replicas{i}", hardware="4xcpu")
+        for key in ("device_peak_bytes", "host_peak_bytes",
+                    "predicted_step_seconds"):
+            if rank[key] != row[key]:
+                failures.append(f"4xcpu {row['knobs']}: compile's {key} "
+                                f"{rank[key]} != explore's {row[key]}")
+    print(f"4xcpu: {len(replicas)} rows of 2 stages x 2 replicas (of "
+          f"{len(rows)} that compile; global batch {sorted(global_batch)}) "
+          f"compiled alike ({len(failures)} differ)")
+    return failures
+
+
 def check_model(args, layers, pins):
     work = os.path.join(args.work, f"llama{layers}")
     os.makedirs(work, exist_ok=True)
@@ -325,6 +366,7 @@ def check_model(args, layers, pins):
                                      tag)
     if layers == 2:
         failures += check_cluster(args, model, recipe_path, work)
+        failures += check_replicas(args, model, recipe_path, work)
     return failures
 
 

@@ -52,9 +52,25 @@ TEST(ExploreSpace, MicroBatchesSplitTheGlobalBatchPerRank) {
   EXPECT_EQ(space.globalBatch, 16);
   EXPECT_EQ(space.microBatches, (std::vector<int64_t>{1, 2, 4, 8}));
   for (const Knobs &k : space.enumerate()) {
-    // A layer split has no data parallelism: one pipeline takes it all.
+    // A layer split over both ranks has no data parallelism: one pipeline
+    // takes it all.
     EXPECT_EQ(k.microBatch * k.accumulation * (k.stages > 1 ? 1 : 2), 16);
   }
+  // On 4 ranks, 2 stages run 2 replicas each, sharing the global batch of
+  // 32 as DDP's 4 ranks do; 4 stages run one pipeline.
+  Space four = spaceOrDie(recipe(4, 2), cluster(1, 4), 0);
+  EXPECT_EQ(four.stages, (std::vector<int64_t>{1, 2, 4}));
+  int replicated = 0;
+  for (const Knobs &k : four.enumerate()) {
+    int64_t dataParallel = k.stages == 1 ? 4 : 4 / k.stages;
+    EXPECT_EQ(k.replicas, k.stages == 1 ? 1 : 4 / k.stages);
+    EXPECT_EQ(k.microBatch * k.accumulation * dataParallel, 32);
+    if (k.stages == 2) {
+      EXPECT_EQ(knobValue(k, "split"), "2 stages x 2 replicas");
+      ++replicated;
+    }
+  }
+  EXPECT_GT(replicated, 0);
   // --global-batch 12 on 2 ranks: micro batches dividing 6, the recipe's 3
   // included.
   EXPECT_EQ(spaceOrDie(recipe(3, 1), cluster(1, 2), 12).microBatches,
