@@ -49,6 +49,8 @@ enum ErrorCode : int {
   kScatterNdIndex = 8,
   /// mod: an integer divisor 0 at element `position` of the divisor.
   kModByZero = 9,
+  /// div: the same.
+  kDivByZero = 10,
 };
 
 /// The device's error record: all zero while nothing went wrong. `site` is

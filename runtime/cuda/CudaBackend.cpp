@@ -4,7 +4,8 @@
 // Device arena is one cudaMalloc of exactly its planned size, and nothing
 // else is allocated on the device except what the CUDA runtime and
 // cuBLASLt keep for themselves (cuBLASLt's scratch is the plan's
-// gemm_workspace arena) and the device context's 32-byte error record. HostPinned arenas are cudaHostAlloc'd, Host ones
+// gemm_workspace arena) and the device context's 32-byte error record
+// (DeviceContext.h). HostPinned arenas are cudaHostAlloc'd, Host ones
 // aligned host allocations; only copy steps and launches on a Host stream
 // touch them (the loader keeps every other launch and the collectives on
 // Device arenas). A Host stream's launches are CPU kernels
@@ -746,8 +747,8 @@ std::string GpuBackend::stepName(uint32_t i) const {
   }
   if (launch.hostKernel) {
     return "step " + std::to_string(i) + " (" + launch.hostKernel->name +
-           " on the host" + (launch.origin.empty() ? "" : ", " + launch.origin) +
-           ")";
+           " on the host" +
+           (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
   }
   if (!launch.kernel) {
     return "step " + std::to_string(i);

@@ -41,6 +41,9 @@ std::string describeDeviceError(const DeviceErrorRecord &r) {
   case tl::kModByZero:
     return "mod: integer division by zero (divisor element " +
            std::to_string(r.position) + ")";
+  case tl::kDivByZero:
+    return "integer division by zero (divisor element " +
+           std::to_string(r.position) + ")";
   }
   return "a kernel reported error code " + std::to_string(r.code) +
          ", which this runtime does not know (value " +
