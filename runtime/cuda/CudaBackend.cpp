@@ -18,8 +18,9 @@
 // stream, which is where asynchronous failures surface;
 // TAILOR_CUDA_SYNC=1 synchronizes after every step to name the failing one.
 // Then the device error record is read back (32 bytes): a kernel that met a
-// bad index (a token id, a label, a gather index) wrote it there with its
-// step, and the entry fails with that step and the CPU kernel's message.
+// bad index (a token id, a label, a gather index) or an integer divisor 0
+// wrote it there with its step, and the entry fails with that step and the
+// CPU kernel's message.
 //
 //===----------------------------------------------------------------------===//
 
