@@ -579,6 +579,14 @@ TEST_F(CudaKernelTest, GoodIndicesLeaveTheErrorRecordClear) {
   }
 }
 
+TEST(DeviceErrorText, ClearAndUnknownRecords) {
+  EXPECT_EQ(describeDeviceError({tl::kNoError, 0, 0, 0, 0}), "");
+  // A code from newer device code is named, not dropped.
+  EXPECT_EQ(describeDeviceError({42, 3, 1, 2, 5}),
+            "a kernel reported error code 42, which this runtime does not "
+            "know (value 1, position 2, bound 5)");
+}
+
 TEST_F(CudaKernelTest, CumsumEveryAxisAndDirection) {
   for (DType dtype : {DType::F32, DType::I64, DType::I32}) {
     for (int64_t axis = 0; axis < 3; ++axis) {
