@@ -5,9 +5,10 @@
 // the CUDA toolkit's runtime compiler, twice: PTX for compute_80 (which the
 // driver can JIT for any newer GPU) and a cubin for the target's SM, as
 // nvcc and ptxas do for the hand-written families at build time
-// (codegen/cuda/CMakeLists.txt). Device.cuh and ElementwiseMath.cuh reach
-// NVRTC as in-memory headers embedded in tailor when it is built, so
-// compiling needs no source tree, and no GPU.
+// (codegen/cuda/CMakeLists.txt). Device.cuh (with the DeviceError.cuh it
+// includes) and ElementwiseMath.cuh reach NVRTC as in-memory headers
+// embedded in tailor when it is built, so compiling needs no source tree,
+// and no GPU.
 //
 // No LLVM here. Without CUDA in the build the compiler is absent and says
 // so.

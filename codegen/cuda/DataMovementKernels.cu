@@ -18,6 +18,12 @@
 //     split launch it once per piece.
 //   - embedding: one block per token row, the row copied in the widest unit
 //     its size allows.
+//
+// Kernels that read indices (embedding, the gathers and scatters) or divide
+// by run-time integers (mod) report a bad value in the device's error record
+// (DeviceError.cuh: `error`, and `site`, which the launcher passes for the
+// record) and stay inside their tensors; the runtime turns the record into
+// the run error the CPU kernel gives.
 //   - rope: one thread per rotated pair, f32 arithmetic on f32 or bf16.
 //   - gather_elements, gather_nd (bytes, by size), scatter_elements,
 //     scatter_nd (bytes for reduction none, else typed), cumsum, mod and
@@ -139,16 +145,20 @@ TL_DEVICE void copyRows(const U *src, long long srcPitch, U *dst,
 }
 
 // One block per id, its threads copying the table row in units of U. An id
-// outside [0, vocab) writes a zero row: the kernel cannot report it, and
-// the trainer validates ids on the host before they are uploaded, so this
-// only keeps a bad id from reading outside the table.
+// outside [0, vocab) is reported (kEmbeddingId, by its block's thread 0)
+// and writes a zero row, so it never reads outside the table; the run then
+// fails as the CPU kernel's does.
 template <typename I, typename U>
 TL_DEVICE void embedding(const U *table, const I *ids, U *y, long long n,
-                         long long vocab, long long units) {
+                         long long vocab, long long units, ErrorRecord *error,
+                         int site) {
   for (long long i = blockIdx.x; i < n; i += gridDim.x) {
     long long id = (long long)ids[i];
     U *out = y + i * units;
     if (id < 0 || id >= vocab) {
+      if (threadIdx.x == 0) {
+        reportError(error, kEmbeddingId, site, id, i, vocab);
+      }
       for (long long k = threadIdx.x; k < units; k += blockDim.x) {
         out[k] = U();
       }
@@ -189,10 +199,12 @@ TL_DEVICE void rope(const T *x, const C *cosT, const C *sinT, T *y,
 //===----------------------------------------------------------------------===//
 //
 // Indices are i32 or i64 (`indices64` says which: one uniform branch per
-// load instead of twice the entry points) and may be negative. A kernel
-// cannot report an index outside [-n, n): a gather writes a zero element
-// for it and a scatter skips the update, so no access leaves the tensors
-// (the CPU kernels fail the launch instead). Scatters run one thread per
+// load instead of twice the entry points) and may be negative. An index
+// outside [-n, n) is reported in the error record (the value, its position
+// in the indices, n), and a gather writes a zero element for it and a
+// scatter skips the update, so no access leaves the tensors; the run then
+// fails as the CPU kernel's does. Mod by an integer 0 is reported the same
+// way (and gives 0). Scatters run one thread per
 // output fiber (scatter_elements: the elements of one line along `axis`;
 // scatter_nd: one element of the slice, every tuple in order), so repeated
 // indices combine in the CPU kernels' order with no atomics, bit for bit.
@@ -260,7 +272,8 @@ TL_DEVICE long long combine<kMul, long long>(long long a, long long b) {
 // One thread per output element.
 template <typename U>
 TL_DEVICE void gatherElements(const U *x, const void *indices, int indices64,
-                              U *y, long long total, ElementIndex s) {
+                              U *y, long long total, ElementIndex s,
+                              ErrorRecord *error, int site) {
   for (long long i = globalThread(); i < total; i += gridThreads()) {
     long long rest = i, offset = 0;
     for (int d = s.rank - 1; d >= 0; --d) {
@@ -270,9 +283,14 @@ TL_DEVICE void gatherElements(const U *x, const void *indices, int indices64,
         offset += c * s.dataStride[d];
       }
     }
-    long long v =
-        normalizeIndex(loadIndex(indices, indices64, i), s.axisExtent);
-    y[i] = v < 0 ? U() : x[offset + v * s.dataStride[s.axis]];
+    long long raw = loadIndex(indices, indices64, i);
+    long long v = normalizeIndex(raw, s.axisExtent);
+    if (v < 0) {
+      reportError(error, kGatherElementsIndex, site, raw, i, s.axisExtent);
+      y[i] = U();
+      continue;
+    }
+    y[i] = x[offset + v * s.dataStride[s.axis]];
   }
 }
 
@@ -280,7 +298,7 @@ TL_DEVICE void gatherElements(const U *x, const void *indices, int indices64,
 template <int R, typename T>
 TL_DEVICE void scatterElements(T *y, const void *indices, int indices64,
                                const T *updates, long long lines,
-                               ElementIndex s) {
+                               ElementIndex s, ErrorRecord *error, int site) {
   for (long long line = globalThread(); line < lines; line += gridThreads()) {
     long long rest = line, dBase = 0, iBase = 0;
     for (int d = s.rank - 1; d >= 0; --d) {
@@ -294,24 +312,29 @@ TL_DEVICE void scatterElements(T *y, const void *indices, int indices64,
     }
     for (long long k = 0; k < s.extent[s.axis]; ++k) {
       long long at = iBase + k * s.indexStride[s.axis];
-      long long v =
-          normalizeIndex(loadIndex(indices, indices64, at), s.axisExtent);
-      if (v >= 0) {
-        T &dst = y[dBase + v * s.dataStride[s.axis]];
-        dst = combine<R, T>(dst, updates[at]);
+      long long raw = loadIndex(indices, indices64, at);
+      long long v = normalizeIndex(raw, s.axisExtent);
+      if (v < 0) {
+        reportError(error, kScatterElementsIndex, site, raw, at, s.axisExtent);
+        continue;
       }
+      T &dst = y[dBase + v * s.dataStride[s.axis]];
+      dst = combine<R, T>(dst, updates[at]);
     }
   }
 }
 
-/// The slice offset of tuple g within its batch, or -1 for a bad index.
+/// The slice offset of tuple g within its batch, or -1 for a bad index,
+/// which is reported as `code`.
 TL_DEVICE long long tupleOffset(const void *indices, int indices64, long long g,
-                                const TupleIndex &t) {
+                                const TupleIndex &t, ErrorRecord *error,
+                                int code, int site) {
   long long offset = 0;
   for (long long j = 0; j < t.k; ++j) {
-    long long v =
-        normalizeIndex(loadIndex(indices, indices64, g * t.k + j), t.dims[j]);
+    long long raw = loadIndex(indices, indices64, g * t.k + j);
+    long long v = normalizeIndex(raw, t.dims[j]);
     if (v < 0) {
+      reportError(error, code, site, raw, g * t.k + j, t.dims[j]);
       return -1;
     }
     offset = offset * t.dims[j] + v;
@@ -322,10 +345,12 @@ TL_DEVICE long long tupleOffset(const void *indices, int indices64, long long g,
 // One thread per output element.
 template <typename U>
 TL_DEVICE void gatherND(const U *x, const void *indices, int indices64, U *y,
-                        long long total, TupleIndex t) {
+                        long long total, TupleIndex t, ErrorRecord *error,
+                        int site) {
   for (long long i = globalThread(); i < total; i += gridThreads()) {
     long long g = i / t.slice, e = i % t.slice;
-    long long offset = tupleOffset(indices, indices64, g, t);
+    long long offset =
+        tupleOffset(indices, indices64, g, t, error, kGatherNdIndex, site);
     y[i] = offset < 0
                ? U()
                : x[(g / t.tuples) * t.batchStride + offset * t.slice + e];
@@ -335,10 +360,12 @@ TL_DEVICE void gatherND(const U *x, const void *indices, int indices64, U *y,
 // One thread per slice element, every tuple in order.
 template <int R, typename T>
 TL_DEVICE void scatterND(T *y, const void *indices, int indices64,
-                         const T *updates, TupleIndex t) {
+                         const T *updates, TupleIndex t, ErrorRecord *error,
+                         int site) {
   for (long long e = globalThread(); e < t.slice; e += gridThreads()) {
     for (long long g = 0; g < t.batch * t.tuples; ++g) {
-      long long offset = tupleOffset(indices, indices64, g, t);
+      long long offset =
+          tupleOffset(indices, indices64, g, t, error, kScatterNdIndex, site);
       if (offset >= 0) {
         T &dst = y[(g / t.tuples) * t.batchStride + offset * t.slice + e];
         dst = combine<R, T>(dst, updates[g * t.slice + e]);
@@ -385,7 +412,7 @@ template <typename T> TL_DEVICE T remainder(T a, T b, int fmod) {
     return T(0);
   }
   if (b == T(0)) {
-    return T(0); // integer division by zero: the CPU kernel fails instead
+    return T(0); // integer division by zero: mod() reports it
   }
   T r = a % b;
   if (!fmod && r != 0 && ((r < 0) != (b < 0))) {
@@ -414,9 +441,15 @@ template <> TL_DEVICE double remainder<double>(double a, double b, int fmod) {
   return copysign(0.0, b);
 }
 
+/// Whether `b` is an integer 0 (a float 0 divides to NaN, as on the CPU).
+TL_DEVICE bool zeroDivisor(int b) { return b == 0; }
+TL_DEVICE bool zeroDivisor(long long b) { return b == 0; }
+TL_DEVICE bool zeroDivisor(float) { return false; }
+TL_DEVICE bool zeroDivisor(double) { return false; }
+
 template <typename T>
 TL_DEVICE void mod(const T *a, const T *b, T *y, long long total, Broadcast2 s,
-                   int fmod) {
+                   int fmod, ErrorRecord *error, int site) {
   for (long long i = globalThread(); i < total; i += gridThreads()) {
     long long rest = i, oa = 0, ob = 0;
     for (int d = s.rank - 1; d >= 0; --d) {
@@ -425,7 +458,11 @@ TL_DEVICE void mod(const T *a, const T *b, T *y, long long total, Broadcast2 s,
       oa += c * s.aStride[d];
       ob += c * s.bStride[d];
     }
-    y[i] = remainder<T>(a[oa], b[ob], fmod);
+    T divisor = b[ob];
+    if (zeroDivisor(divisor)) {
+      reportError(error, kModByZero, site, 0, ob, 0);
+    }
+    y[i] = remainder<T>(a[oa], divisor, fmod);
   }
 }
 
@@ -479,10 +516,10 @@ TL_COPY_ROWS_ENTRY(tl::move::U128, u128)
 
 // Suffixed with the ids' type, then the unit the rows move in.
 #define TL_EMBEDDING_ENTRY(I, U, SUFFIX)                                       \
-  TL_GLOBAL void tailor_embedding_##SUFFIX(const U *table, const I *ids, U *y, \
-                                           long long n, long long vocab,       \
-                                           long long units) {                  \
-    tl::move::embedding<I, U>(table, ids, y, n, vocab, units);                 \
+  TL_GLOBAL void tailor_embedding_##SUFFIX(                                    \
+      const U *table, const I *ids, U *y, long long n, long long vocab,        \
+      long long units, tl::ErrorRecord *error, int site) {                     \
+    tl::move::embedding<I, U>(table, ids, y, n, vocab, units, error, site);    \
   }                                                                            \
   TL_REGISTER(tailor_embedding_##SUFFIX)
 
@@ -512,14 +549,15 @@ TL_ROPE_ENTRY(tl::bf16, tl::bf16, bf16_bf16)
 #define TL_INDEX_GATHER_ENTRIES(U, SUFFIX)                                     \
   TL_GLOBAL void tailor_gather_elements_##SUFFIX(                              \
       const U *x, const void *indices, int indices64, U *y, long long total,   \
-      tl::move::ElementIndex s) {                                              \
-    tl::move::gatherElements<U>(x, indices, indices64, y, total, s);           \
+      tl::move::ElementIndex s, tl::ErrorRecord *error, int site) {            \
+    tl::move::gatherElements<U>(x, indices, indices64, y, total, s, error,     \
+                                site);                                         \
   }                                                                            \
   TL_REGISTER(tailor_gather_elements_##SUFFIX)                                 \
   TL_GLOBAL void tailor_gather_nd_##SUFFIX(                                    \
       const U *x, const void *indices, int indices64, U *y, long long total,   \
-      tl::move::TupleIndex t) {                                                \
-    tl::move::gatherND<U>(x, indices, indices64, y, total, t);                 \
+      tl::move::TupleIndex t, tl::ErrorRecord *error, int site) {              \
+    tl::move::gatherND<U>(x, indices, indices64, y, total, t, error, site);    \
   }                                                                            \
   TL_REGISTER(tailor_gather_nd_##SUFFIX)
 
@@ -533,14 +571,16 @@ TL_INDEX_GATHER_ENTRIES(tl::u64, u64)
 #define TL_SCATTER_ENTRIES(R, T, SUFFIX)                                       \
   TL_GLOBAL void tailor_scatter_elements_##SUFFIX(                             \
       T *y, const void *indices, int indices64, const T *updates,              \
-      long long lines, tl::move::ElementIndex s) {                             \
-    tl::move::scatterElements<R, T>(y, indices, indices64, updates, lines, s); \
+      long long lines, tl::move::ElementIndex s, tl::ErrorRecord *error,       \
+      int site) {                                                              \
+    tl::move::scatterElements<R, T>(y, indices, indices64, updates, lines, s,  \
+                                    error, site);                              \
   }                                                                            \
   TL_REGISTER(tailor_scatter_elements_##SUFFIX)                                \
-  TL_GLOBAL void tailor_scatter_nd_##SUFFIX(T *y, const void *indices,         \
-                                            int indices64, const T *updates,   \
-                                            tl::move::TupleIndex t) {          \
-    tl::move::scatterND<R, T>(y, indices, indices64, updates, t);              \
+  TL_GLOBAL void tailor_scatter_nd_##SUFFIX(                                   \
+      T *y, const void *indices, int indices64, const T *updates,              \
+      tl::move::TupleIndex t, tl::ErrorRecord *error, int site) {              \
+    tl::move::scatterND<R, T>(y, indices, indices64, updates, t, error, site); \
   }                                                                            \
   TL_REGISTER(tailor_scatter_nd_##SUFFIX)
 
@@ -565,10 +605,10 @@ TL_SCATTER_TYPED(tl::move::kMin, min)
     tl::move::cumsum<T, A>(x, y, outer, n, inner, exclusive, reverse);         \
   }                                                                            \
   TL_REGISTER(tailor_cumsum_##SUFFIX)                                          \
-  TL_GLOBAL void tailor_mod_##SUFFIX(const T *a, const T *b, T *y,             \
-                                     long long total, tl::move::Broadcast2 s,  \
-                                     int fmod) {                               \
-    tl::move::mod<T>(a, b, y, total, s, fmod);                                 \
+  TL_GLOBAL void tailor_mod_##SUFFIX(                                          \
+      const T *a, const T *b, T *y, long long total, tl::move::Broadcast2 s,   \
+      int fmod, tl::ErrorRecord *error, int site) {                            \
+    tl::move::mod<T>(a, b, y, total, s, fmod, error, site);                    \
   }                                                                            \
   TL_REGISTER(tailor_mod_##SUFFIX)                                             \
   TL_GLOBAL void tailor_sign_##SUFFIX(const T *x, T *y, long long total) {     \

@@ -13,9 +13,10 @@
 //
 // Kernels therefore use only what is declared here (plus <cuda> builtins the
 // emulator provides: threadIdx, blockIdx, blockDim, gridDim, __syncthreads,
-// __shfl_*_sync, atomicAdd on float, and the float math functions): no
-// cooperative groups, no cuda_bf16.h (bf16 is tl::bf16 below, bit-exact
-// with PyTorch's round-to-nearest-even), no inline PTX outside this header.
+// __shfl_*_sync, atomicAdd on float, atomicCAS on int, and the float math
+// functions): no cooperative groups, no cuda_bf16.h (bf16 is tl::bf16 below,
+// bit-exact with PyTorch's round-to-nearest-even), no inline PTX outside
+// this header.
 // Every __global__ entry point is `extern "C"` and named
 // `tailor_<kernel>[_<variant>]`, which is the name the runtime's launchers
 // (runtime/cuda/) ask the loaded module for.
@@ -40,6 +41,8 @@
 #define TL_HOST_DEVICE __host__ __device__ __forceinline__
 #define TL_GLOBAL extern "C" __global__
 #endif
+
+#include "codegen/cuda/DeviceError.cuh"
 
 namespace tl {
 
@@ -189,6 +192,23 @@ TL_DEVICE float blockMax(float v, float *scratch) {
   }
   __syncthreads();
   return total;
+}
+
+//===----------------------------------------------------------------------===//
+// Reporting bad data (DeviceError.cuh).
+//===----------------------------------------------------------------------===//
+
+/// Records a bad value unless the record already holds an error (the first
+/// one wins). Kernels call it only on their unlikely path, so a loop over
+/// valid data keeps its one predictable range check.
+TL_DEVICE void reportError(ErrorRecord *record, int code, int site, i64 value,
+                           i64 position, i64 bound) {
+  if (atomicCAS(&record->code, 0, code) == 0) {
+    record->site = site;
+    record->value = value;
+    record->position = position;
+    record->bound = bound;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -15,7 +15,8 @@
 // two backends agree within a few f32 ulp. Integer ops are the CPU kernel's:
 // add, sub and mul wrap, division truncates toward zero (x / -1 negates with
 // wraparound), pow works by squaring. Integer division by zero, a run error
-// on the CPU, cannot be reported from a kernel and gives 0 here.
+// on the CPU, gives 0 here and is reported in the device error record by a
+// pass over the divisors the launcher runs first (nonzeroDivisors below).
 //
 // Shape: these kernels are memory-bound, so the design goal is full-width
 // coalesced accesses and no integer division per element:
@@ -579,6 +580,26 @@ TL_EW_COMPARE(eq, Eq)
 TL_EW_COMPARE(lt, Lt)
 TL_EW_COMPARE(gt, Gt)
 
+// Integer div's divisors, checked before the division: one coalesced read
+// of b (in practice a scalar or a short vector for integer division, the
+// only case that runs it), reporting a zero element as the CPU kernel's
+// run error (kDivByZero, DeviceError.cuh); the division's own loop stays
+// free of it.
+#define TL_EW_NONZERO_DIVISORS(T, sfx)                                         \
+  TL_GLOBAL void tailor_nonzero_divisors_##sfx(                                \
+      const T *b, long long n, ::tl::ErrorRecord *error, int site) {           \
+    for (long long i = ::tl::globalThread(); i < n;                            \
+         i += ::tl::gridThreads()) {                                           \
+      if (b[i] == 0) {                                                         \
+        ::tl::reportError(error, ::tl::kDivByZero, site, 0, i, 0);             \
+      }                                                                        \
+    }                                                                          \
+  }                                                                            \
+  TL_REGISTER(tailor_nonzero_divisors_##sfx)
+
+TL_EW_NONZERO_DIVISORS(int, i32)
+TL_EW_NONZERO_DIVISORS(long long, i64)
+
 #define TL_EW_SELECT(T, sfx)                                                   \
   TL_GLOBAL void tailor_select_##sfx(const unsigned char *c, const T *a,       \
                                      const T *b, T *y, ::tl::ew::Walk w) {     \
@@ -610,6 +631,7 @@ TL_EW_BAND_MASK(unsigned char, bool)
 
 #undef TL_EW_BAND_MASK
 #undef TL_EW_SELECT
+#undef TL_EW_NONZERO_DIVISORS
 #undef TL_EW_COMPARE
 #undef TL_EW_ARITH
 #undef TL_EW_BINARY

@@ -551,16 +551,20 @@ namespace grad {
 // one row vary between runs, so unlike every other kernel here the result
 // is not bit-reproducible (the CPU kernel splits columns instead); a
 // deterministic version would sort the ids first, which needs workspace the
-// plan does not give. Ids outside [0, V) are skipped: the CPU kernel reports
-// them, and the trainer validates ids on the host before they get here. The
-// launcher zeroes dtable first unless `accumulate`.
+// plan does not give. An id outside [0, V) is reported in the error record
+// (kEmbeddingGradId, DeviceError.cuh) and skipped, so nothing is written
+// outside dtable; the run then fails as the CPU kernel's does. The launcher
+// zeroes dtable first unless `accumulate`.
 
 template <typename T, typename I>
 TL_DEVICE void embeddingGrad(const T *dy, const I *ids, float *dtable, i64 n,
-                             i64 vocab, i64 d) {
+                             i64 vocab, i64 d, ErrorRecord *error, int site) {
   for (i64 token = blockIdx.x; token < n; token += gridDim.x) {
     i64 id = i64(ids[token]);
     if (id < 0 || id >= vocab) {
+      if (threadIdx.x == 0) {
+        reportError(error, kEmbeddingGradId, site, id, token, vocab);
+      }
       continue;
     }
     float *dst = dtable + id * d;
@@ -576,8 +580,9 @@ TL_DEVICE void embeddingGrad(const T *dy, const I *ids, float *dtable, i64 n,
 
 #define TL_EMBEDDING_GRAD_ENTRY(name, T, I)                                    \
   TL_GLOBAL void name(const T *dy, const I *ids, float *dtable, long long n,   \
-                      long long vocab, long long d) {                          \
-    tl::grad::embeddingGrad(dy, ids, dtable, n, vocab, d);                     \
+                      long long vocab, long long d, tl::ErrorRecord *error,    \
+                      int site) {                                              \
+    tl::grad::embeddingGrad(dy, ids, dtable, n, vocab, d, error, site);        \
   }
 TL_EMBEDDING_GRAD_ENTRY(tailor_embedding_grad_f32_i32, float, int)
 TL_REGISTER(tailor_embedding_grad_f32_i32)
@@ -652,9 +657,10 @@ namespace grad {
 // logsumexp(x) - x[label] with the max and exp-sum taken in one pass by an
 // online rescale (f32; the CPU sums exps in f64, which agrees to ~1e-6
 // relative), one block per row. Rows labelled ignore_index give 0 and are
-// not counted; a label outside [0, V) that is not ignored (the CPU kernel's
-// run error) gives NaN, so a bad batch shows in the loss instead of passing
-// silently.
+// not counted; a label outside [0, V) that is not ignored is reported in the
+// error record (kCrossEntropyLabel, kCrossEntropyGradLabel: the CPU kernels'
+// run error, DeviceError.cuh) and its row gives NaN, reading nothing
+// outside the row.
 //   - `rows` writes the per-row losses (into the workspace for mean and
 //     sum, into the loss for none);
 //   - `reduce`, one block of 1024 threads, sums the row losses and counts
@@ -672,7 +678,8 @@ constexpr int kReduceThreads = 1024;
 
 template <typename T, typename I>
 TL_DEVICE void crossEntropyRows(const T *logits, const I *labels,
-                                float *rowLoss, i64 n, i64 v, i64 ignore) {
+                                float *rowLoss, i64 n, i64 v, i64 ignore,
+                                ErrorRecord *error, int site) {
   for (i64 row = blockIdx.x; row < n; row += gridDim.x) {
     i64 label = i64(labels[row]);
     if (label == ignore) {
@@ -685,10 +692,13 @@ TL_DEVICE void crossEntropyRows(const T *logits, const I *labels,
     float m, s;
     rowMaxExpSum(x, v, m, s);
     if (threadIdx.x == 0) {
-      rowLoss[row] =
-          label < 0 || label >= v
-              ? quietNan()
-              : float(double(m) + log(double(s)) - double(load(x, label)));
+      if (label < 0 || label >= v) {
+        reportError(error, kCrossEntropyLabel, site, label, row, v);
+        rowLoss[row] = quietNan();
+      } else {
+        rowLoss[row] =
+            float(double(m) + log(double(s)) - double(load(x, label)));
+      }
     }
   }
 }
@@ -716,7 +726,8 @@ TL_DEVICE void crossEntropyReduce(const float *rowLoss, const I *labels,
 template <typename T, typename I>
 TL_DEVICE void crossEntropyGrad(const T *logits, const I *labels,
                                 const float *dloss, T *dlogits, i64 n, i64 v,
-                                i64 ignore, int reduction) {
+                                i64 ignore, int reduction, ErrorRecord *error,
+                                int site) {
   __shared__ int countScratch[32];
   float scale = reduction == 2 ? 0.0f : dloss[0];
   if (reduction == 0) {
@@ -743,6 +754,9 @@ TL_DEVICE void crossEntropyGrad(const T *logits, const I *labels,
     rowMaxExpSum(x, v, m, s);
     float rowScale = reduction == 2 ? dloss[row] : scale;
     if (label < 0 || label >= v) {
+      if (threadIdx.x == 0) {
+        reportError(error, kCrossEntropyGradLabel, site, label, row, v);
+      }
       rowScale = quietNan();
     }
     float inv = 1.0f / s;
@@ -759,14 +773,16 @@ TL_DEVICE void crossEntropyGrad(const T *logits, const I *labels,
 #define TL_CROSS_ENTROPY_ENTRIES(suffix, T, I)                                 \
   TL_GLOBAL void tailor_cross_entropy_rows_##suffix(                           \
       const T *logits, const I *labels, float *rowLoss, long long n,           \
-      long long v, long long ignore) {                                         \
-    tl::grad::crossEntropyRows(logits, labels, rowLoss, n, v, ignore);         \
+      long long v, long long ignore, tl::ErrorRecord *error, int site) {       \
+    tl::grad::crossEntropyRows(logits, labels, rowLoss, n, v, ignore, error,   \
+                               site);                                          \
   }                                                                            \
   TL_GLOBAL void tailor_cross_entropy_grad_##suffix(                           \
       const T *logits, const I *labels, const float *dloss, T *dlogits,        \
-      long long n, long long v, long long ignore, int reduction) {             \
+      long long n, long long v, long long ignore, int reduction,               \
+      tl::ErrorRecord *error, int site) {                                      \
     tl::grad::crossEntropyGrad(logits, labels, dloss, dlogits, n, v, ignore,   \
-                               reduction);                                     \
+                               reduction, error, site);                        \
   }
 TL_CROSS_ENTROPY_ENTRIES(f32_i32, float, int)
 TL_REGISTER(tailor_cross_entropy_rows_f32_i32)

@@ -357,7 +357,8 @@ template <typename I> std::string runEmbeddingTyped(const KernelCall &call) {
   int64_t n = call.operands[1].numel();
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= vocab) {
-      return "token id " + std::to_string(ids[i]) + " is out of range [0, " +
+      return "token id " + std::to_string(ids[i]) + " at position " +
+             std::to_string(i) + " is out of range [0, " +
              std::to_string(vocab) + ")";
     }
   }

@@ -4,7 +4,8 @@
 // Device arena is one cudaMalloc of exactly its planned size, and nothing
 // else is allocated on the device except what the CUDA runtime and
 // cuBLASLt keep for themselves (cuBLASLt's scratch is the plan's
-// gemm_workspace arena). HostPinned arenas are cudaHostAlloc'd, Host ones
+// gemm_workspace arena) and the device context's 32-byte error record
+// (DeviceContext.h). HostPinned arenas are cudaHostAlloc'd, Host ones
 // aligned host allocations; only copy steps and launches on a Host stream
 // touch them (the loader keeps every other launch and the collectives on
 // Device arenas). A Host stream's launches are CPU kernels
@@ -16,6 +17,10 @@
 // records and waits with events. An entry ends by synchronizing every
 // stream, which is where asynchronous failures surface;
 // TAILOR_CUDA_SYNC=1 synchronizes after every step to name the failing one.
+// Then the device error record is read back (32 bytes): a kernel that met a
+// bad index (a token id, a label, a gather index) or an integer divisor 0
+// wrote it there with its step, and the entry fails with that step and the
+// CPU kernel's message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -275,6 +280,11 @@ public:
   /// The stream a profiled step runs on; null when not profiling or the
   /// step is not timed (events: record and wait).
   cudaStream_t timedStream(const fb::Op &op, uint32_t index) const;
+  /// "step 12 (embedding, model.embed_tokens)" for messages.
+  std::string stepName(uint32_t i) const;
+  /// Waits for every stream, then reads the device error record: "" or the
+  /// first failure, naming the step a kernel reported bad data in.
+  std::string finishSteps(uint32_t first, uint32_t count);
 
   std::unique_ptr<Impl> impl;
   CategoryBytes allocated{};
@@ -580,6 +590,7 @@ SetupError GpuBackend::prepareLaunches() {
     prepared.call.operands = std::move(check.operands);
     prepared.call.attributes = std::move(check.attributes);
     prepared.call.context = m.context.get();
+    prepared.call.step = static_cast<int>(i);
   }
   return {};
 }
@@ -729,26 +740,27 @@ std::string GpuBackend::uploadArena(uint32_t arena, const void *host) {
   return upload(impl->arenas[arena], host, a->size());
 }
 
+std::string GpuBackend::stepName(uint32_t i) const {
+  const PreparedLaunch &launch = impl->launches[i];
+  if (const fb::Copy *copy = impl->plan->root().ops()->Get(i)->step_as_Copy()) {
+    return "step " + std::to_string(i) + " (" + copyStepName(copy->kind()) +
+           ")";
+  }
+  if (launch.hostKernel) {
+    return "step " + std::to_string(i) + " (" + launch.hostKernel->name +
+           " on the host" +
+           (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
+  }
+  if (!launch.kernel) {
+    return "step " + std::to_string(i);
+  }
+  return "step " + std::to_string(i) + " (" + launch.kernel->name +
+         (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
+}
+
 std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
   Impl &m = *impl;
   const fb::Plan &p = m.plan->root();
-  auto stepName = [&](uint32_t i) {
-    const PreparedLaunch &launch = m.launches[i];
-    if (const fb::Copy *copy = p.ops()->Get(i)->step_as_Copy()) {
-      return "step " + std::to_string(i) + " (" + copyStepName(copy->kind()) +
-             ")";
-    }
-    if (launch.hostKernel) {
-      return "step " + std::to_string(i) + " (" + launch.hostKernel->name +
-             " on the host" +
-             (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
-    }
-    if (!launch.kernel) {
-      return "step " + std::to_string(i);
-    }
-    return "step " + std::to_string(i) + " (" + launch.kernel->name +
-           (launch.origin.empty() ? "" : ", " + launch.origin) + ")";
-  };
   for (uint32_t i = first; i < first + count; ++i) {
     const fb::Op *op = p.ops()->Get(i);
     std::string problem;
@@ -811,9 +823,17 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
       }
     }
     if (!problem.empty()) {
+      // What was enqueued still runs: let it finish, so a bad index it meets
+      // is not reported by the next run. This failure comes first.
+      finishSteps(first, i - first);
       return stepName(i) + ": " + problem;
     }
   }
+  return finishSteps(first, count);
+}
+
+std::string GpuBackend::finishSteps(uint32_t first, uint32_t count) {
+  Impl &m = *impl;
   for (cudaStream_t stream : m.streams) {
     if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
       return "steps " + std::to_string(first) + ".." +
@@ -822,7 +842,23 @@ std::string GpuBackend::runSteps(uint32_t first, uint32_t count) {
              " (TAILOR_CUDA_SYNC=1 names the failing step)";
     }
   }
-  return m.profile.collect();
+  std::string profiled = m.profile.collect();
+  DeviceErrorRecord record{};
+  if (std::string e = m.context->takeErrorRecord(record); !e.empty()) {
+    return "steps " + std::to_string(first) + ".." +
+           std::to_string(first + count) + " on " + description + ": " + e;
+  }
+  if (record.code != tl::kNoError) {
+    bool known = record.site >= 0 &&
+                 static_cast<size_t>(record.site) < m.launches.size() &&
+                 m.launches[record.site].kernel;
+    std::string where =
+        known ? stepName(static_cast<uint32_t>(record.site))
+              : "a kernel of steps " + std::to_string(first) + ".." +
+                    std::to_string(first + count);
+    return where + ": " + describeDeviceError(record);
+  }
+  return profiled;
 }
 
 cudaStream_t GpuBackend::timedStream(const fb::Op &op, uint32_t index) const {

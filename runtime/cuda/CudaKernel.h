@@ -23,6 +23,7 @@
 #define TAILOR_RUNTIME_CUDA_CUDAKERNEL_H
 
 #include "runtime/cpu/Kernel.h"
+#include "runtime/cuda/DeviceError.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -90,6 +91,13 @@ public:
   virtual int sm() const = 0;
   /// Whether the plan asks for bf16 tensor-core compute on f32 GEMM inputs.
   virtual bool bf16Compute() const = 0;
+  /// The device's error record (device memory, DeviceError.h): kernels that
+  /// read run-time indices get it, with CudaCall::step, to report a bad one.
+  virtual DeviceErrorRecord *errorRecord() = 0;
+  /// Once everything enqueued has finished (the caller synchronized):
+  /// copies the error record into `record` and, when it is set, clears it
+  /// on the device. "" or the failed copy.
+  virtual std::string takeErrorRecord(DeviceErrorRecord &record) = 0;
 };
 
 /// One launch as a launcher sees it: operands are device tensors (`data` is a
@@ -98,6 +106,9 @@ struct CudaCall {
   std::vector<Tensor> operands;
   Attributes attributes;
   LaunchContext *context = nullptr;
+  /// The plan step of the launch, which kernels write into the error record
+  /// so the runtime can name the step; -1 outside a plan (tests).
+  int step = -1;
 };
 
 /// A CUDA kernel. `check` runs once per launch when a session is created

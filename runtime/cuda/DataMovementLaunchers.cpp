@@ -16,20 +16,21 @@
 //     a plain LaunchContext::copy. Pieces are few and large in practice
 //     (q/k/v, key/value caches), where a launch costs far less than the copy.
 //   - copy: LaunchContext::copy.
-//   - embedding: table and y f32 or bf16 alike, ids i32 or i64. The kernel
-//     cannot report a bad id, so the launcher relies on the trainer, which
-//     checks every id against the vocabulary on the host before uploading
-//     a batch; an id outside [0, V) that gets here anyway yields a zero row
-//     (never a read outside the table) where the CPU kernel reports a run
-//     error.
+//   - embedding: table and y f32 or bf16 alike, ids i32 or i64. An id
+//     outside [0, V) yields a zero row (never a read outside the table) and
+//     is reported in the device's error record, which the runtime turns
+//     into the run error the CPU kernel gives when the entry synchronizes.
 //   - rope: x and y f32 or bf16 alike, cos and sin f32 or bf16 alike.
 //   - gather_elements, gather_nd: any dtype, indices i32 or i64, rank (and
 //     tuple length) at most 8; scatter_elements, scatter_nd: any dtype with
 //     reduction none, f32/f64/i32/i64 with add, mul, max or min (the output
 //     starts as a copy of data); cumsum, mod, sign: f32, f64, i32, i64, with
 //     integer sums and products wrapping as on the CPU. An index outside
-//     [-n, n) cannot be reported from the device: a gather writes zero, a
-//     scatter skips it, mod by an integer 0 gives 0 (the CPU kernels fail).
+//     [-n, n) is reported in the error record (a gather writes zero for
+//     it, a scatter skips it), and so is mod by an integer 0 (which gives
+//     0): the run fails as the CPU kernel's does.
+// The kernels that report get the record and the launch's step as their
+// last two arguments (ErrorArgs).
 // Checks test the dtypes, then run the CPU kernel's check on a view of the
 // launch with bf16 read as f32, so other errors read exactly as on the CPU.
 //
@@ -66,6 +67,15 @@ static_assert(sizeof(Gather) == 136, "must match tl::move::Gather");
 static_assert(sizeof(Tiles) == 232, "must match tl::move::Tiles");
 
 constexpr int kTile = 32;
+
+/// The last two arguments of a kernel that reports bad data: the device's
+/// error record and the launch's step.
+struct ErrorArgs {
+  DeviceErrorRecord *record;
+  int site;
+  explicit ErrorArgs(const CudaCall &call)
+      : record(call.context->errorRecord()), site(call.step) {}
+};
 
 /// "u8", "u16", "u32", "u64": the unit a dtype moves in.
 const char *sizeSuffix(size_t bytes) {
@@ -466,7 +476,9 @@ std::string launchEmbedding(const CudaCall &call) {
   long long units = static_cast<long long>(rowBytes / unit);
   const void *pt = table.data, *pi = ids.data;
   void *py = y.data;
-  void *args[] = {&pt, &pi, &py, &n, &vocab, &units};
+  ErrorArgs error(call);
+  void *args[] = {&pt,    &pi,    &py,           &n,
+                  &vocab, &units, &error.record, &error.site};
   std::string function = std::string("tailor_embedding_") +
                          (ids.dtype == DType::I32 ? "i32_" : "i64_") +
                          sizeSuffix(unit);
@@ -636,7 +648,9 @@ std::string launchGatherElements(const CudaCall &call) {
   const void *px = data.data, *pi = indices.data;
   void *py = out.data;
   int indices64 = indices.dtype == DType::I64 ? 1 : 0;
-  void *args[] = {&px, &pi, &indices64, &py, &total, &s};
+  ErrorArgs error(call);
+  void *args[] = {&px,    &pi, &indices64,     &py,
+                  &total, &s,  &error.record, &error.site};
   std::string function = std::string("tailor_gather_elements_") +
                          sizeSuffix(dtypeSize(data.dtype));
   return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
@@ -667,7 +681,9 @@ std::string launchScatterElements(const CudaCall &call) {
   void *py = out.data;
   const void *pi = indices.data, *pu = updates.data;
   int indices64 = indices.dtype == DType::I64 ? 1 : 0;
-  void *args[] = {&py, &pi, &indices64, &pu, &lines, &s};
+  ErrorArgs error(call);
+  void *args[] = {&py,    &pi, &indices64,     &pu,
+                  &lines, &s,  &error.record, &error.site};
   std::string function =
       "tailor_scatter_elements_" + scatterSuffix(call, data.dtype);
   return call.context->launch(function.c_str(), {blocksFor(lines, 128)}, {128},
@@ -740,7 +756,9 @@ std::string launchGatherND(const CudaCall &call) {
   const void *px = data.data, *pi = indices.data;
   void *py = out.data;
   int indices64 = indices.dtype == DType::I64 ? 1 : 0;
-  void *args[] = {&px, &pi, &indices64, &py, &total, &t};
+  ErrorArgs error(call);
+  void *args[] = {&px,    &pi, &indices64,     &py,
+                  &total, &t,  &error.record, &error.site};
   std::string function =
       std::string("tailor_gather_nd_") + sizeSuffix(dtypeSize(data.dtype));
   return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
@@ -761,7 +779,8 @@ std::string launchScatterND(const CudaCall &call) {
   void *py = out.data;
   const void *pi = indices.data, *pu = updates.data;
   int indices64 = indices.dtype == DType::I64 ? 1 : 0;
-  void *args[] = {&py, &pi, &indices64, &pu, &t};
+  ErrorArgs error(call);
+  void *args[] = {&py, &pi, &indices64, &pu, &t, &error.record, &error.site};
   std::string function = "tailor_scatter_nd_" + scatterSuffix(call, data.dtype);
   return call.context->launch(function.c_str(), {blocksFor(t.slice, 128)},
                               {128}, 0, args);
@@ -856,7 +875,9 @@ std::string launchMod(const CudaCall &call) {
   const void *pa = a.data, *pb = b.data;
   void *py = y.data;
   int fmod = call.attributes.getInt("fmod", 0) != 0 ? 1 : 0;
-  void *args[] = {&pa, &pb, &py, &total, &s, &fmod};
+  ErrorArgs error(call);
+  void *args[] = {&pa, &pb,   &py,           &total,
+                  &s,  &fmod, &error.record, &error.site};
   std::string function = std::string("tailor_mod_") + arithSuffix(a.dtype);
   return call.context->launch(function.c_str(), {blocksFor(total, 256)}, {256},
                               0, args);

@@ -95,13 +95,43 @@ DeviceContext::create(const DeviceProperties &device,
     }
     context->libraries.push_back(library);
   }
+  // The error record: 32 bytes outside the plan's arenas (DeviceContext.h).
+  void *record = nullptr;
+  cudaError_t status = cudaMalloc(&record, sizeof(DeviceErrorRecord));
+  if (status == cudaSuccess) {
+    context->record = static_cast<DeviceErrorRecord *>(record);
+    status = cudaMemset(record, 0, sizeof(DeviceErrorRecord));
+  }
+  if (status != cudaSuccess) {
+    error = "the device error record: " +
+            cudaCallError(record ? "cudaMemset" : "cudaMalloc", status);
+    return nullptr;
+  }
   return context;
 }
 
 DeviceContext::~DeviceContext() {
+  if (record) {
+    cudaFree(record);
+  }
   for (void *library : libraries) {
     cudaLibraryUnload(static_cast<cudaLibrary_t>(library));
   }
+}
+
+std::string DeviceContext::takeErrorRecord(DeviceErrorRecord &out) {
+  cudaError_t status =
+      cudaMemcpy(&out, record, sizeof(out), cudaMemcpyDeviceToHost);
+  if (status != cudaSuccess) {
+    return cudaCallError("cudaMemcpy (the device error record)", status);
+  }
+  if (out.code == tl::kNoError) {
+    return "";
+  }
+  status = cudaMemset(record, 0, sizeof(DeviceErrorRecord));
+  return status == cudaSuccess
+             ? ""
+             : cudaCallError("cudaMemset (the device error record)", status);
 }
 
 bool DeviceContext::hasFunction(const char *function) {

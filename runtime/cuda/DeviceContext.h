@@ -4,8 +4,12 @@
 // CUDA libraries, one per module (cudaLibraryLoadData, so the runtime needs
 // only the driver and its statically linked cudart), entry points resolved
 // once by name, and
-// cuBLASLt (dlopen'ed on first use) for GEMMs with the plan's workspace.
-// Sessions (CudaBackend.cpp) and the GPU kernel tests share it.
+// cuBLASLt (dlopen'ed on first use) for GEMMs with the plan's workspace,
+// and the device error record kernels report bad indices in
+// (DeviceError.h): one cudaMalloc of 32 bytes, the only device memory the
+// runtime allocates outside the plan's arenas (a fixed size, like the
+// CUDA runtime's own). Sessions (CudaBackend.cpp) and the GPU kernel tests
+// share it.
 //
 // The header needs no CUDA headers: streams travel as void *.
 //
@@ -77,6 +81,10 @@ public:
   int sm() const override { return device.sm; }
   bool bf16Compute() const override { return bf16; }
   void setBf16Compute(bool on) { bf16 = on; }
+  DeviceErrorRecord *errorRecord() override { return record; }
+  /// Synchronous copy back (the legacy default stream, after the caller
+  /// synchronized the streams it used), then a clear when set.
+  std::string takeErrorRecord(DeviceErrorRecord &out) override;
 
   /// Whether the loaded module defines `function`.
   bool hasFunction(const char *function);
@@ -95,6 +103,7 @@ private:
   size_t workspaceBytes = 0;
   void *current = nullptr;
   bool bf16 = false;
+  DeviceErrorRecord *record = nullptr; // device memory, zeroed
 };
 
 } // namespace tailor::runtime::cuda

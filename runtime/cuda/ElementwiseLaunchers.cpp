@@ -11,8 +11,10 @@
 // (the outer dimensions) by columns (the innermost) on 2-D blocks sized to
 // the row: no division per element, 16-byte packs when every row starts
 // aligned. Select also accepts f64 and the other dtypes, since it only
-// moves bytes. The one semantic gap: integer division by zero, a run error
-// on the CPU, gives 0, because nothing reads device data here.
+// moves bytes. Integer division by zero, a run error on the CPU, gives 0
+// and is reported in the device's error record by a pass over the divisors
+// launched before the division (integer div only), which the runtime turns
+// into the run error when the entry synchronizes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -301,6 +303,18 @@ template <int Op> std::string launchBinary(const CudaCall &call) {
   const void *pa = a.data;
   const void *pb = b.data;
   void *py = y.data;
+  if (Op == Div && (a.dtype == DType::I32 || a.dtype == DType::I64)) {
+    long long n = b.numel();
+    DeviceErrorRecord *record = call.context->errorRecord();
+    int site = call.step;
+    void *check[] = {&pb, &n, &record, &site};
+    if (auto e = call.context->launch(
+            entry("nonzero_divisors", "", type).c_str(), {blocksFor(n, 256)},
+            {256}, 0, check);
+        !e.empty()) {
+      return e;
+    }
+  }
   void *args[] = {&pa, &pb, &py, &w};
   return call.context->launch(entry(kBinaryNames[Op], "", type).c_str(), grid,
                               block, 0, args);
@@ -401,9 +415,13 @@ const char *const kIsNanFunctions[] = TL_FLOAT_FUNCTIONS("is_nan");
 const char *const kCastFunctions[] = {
     TL_CAST_FROM("f32"), TL_CAST_FROM("bf16"), TL_CAST_FROM("i32"),
     TL_CAST_FROM("i64"), TL_CAST_FROM("bool"), nullptr};
-const char *const kBinaryFunctions[][6] = {
-    TL_ARITH_FUNCTIONS("add"),  TL_ARITH_FUNCTIONS("sub"),
-    TL_ARITH_FUNCTIONS("mul"),  TL_ARITH_FUNCTIONS("div"),
+// div also checks integer divisors (launchBinary).
+const char *const kBinaryFunctions[][8] = {
+    TL_ARITH_FUNCTIONS("add"),
+    TL_ARITH_FUNCTIONS("sub"),
+    TL_ARITH_FUNCTIONS("mul"),
+    {"tailor_div_f32", "tailor_div_bf16", "tailor_div_i32", "tailor_div_i64",
+     "tailor_nonzero_divisors_i32", "tailor_nonzero_divisors_i64", nullptr},
     TL_ARITH_FUNCTIONS("pow"),  TL_ARITH_FUNCTIONS("max"),
     TL_ARITH_FUNCTIONS("min"),  TL_COMPARE_FUNCTIONS("eq"),
     TL_COMPARE_FUNCTIONS("lt"), TL_COMPARE_FUNCTIONS("gt")};

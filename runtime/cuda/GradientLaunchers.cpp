@@ -16,9 +16,11 @@
 // exactly as on the CPU.
 //
 // Where the CPU kernels report bad data at run time (an embedding id or a
-// label out of range), the GPU cannot without synchronizing: embedding_grad
-// skips such ids and cross_entropy gives NaN for such rows (the trainer
-// validates ids on the host).
+// label out of range), the kernels report it in the device's error record
+// (their last two arguments: the record and the launch's step), which the
+// runtime turns into the same run error when the entry synchronizes;
+// meanwhile embedding_grad skips such ids and cross_entropy gives NaN for
+// such rows, touching nothing outside their tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -350,7 +352,9 @@ std::string launchEmbeddingGrad(const CudaCall &call) {
   void *dt = table.data;
   unsigned threads = static_cast<unsigned>(
       std::clamp<int64_t>((d + 31) / 32 * 32, 32, kElementwiseThreads));
-  void *args[] = {&dy, &idp, &dt, &n, &vocab, &d};
+  DeviceErrorRecord *record = call.context->errorRecord();
+  int site = call.step;
+  void *args[] = {&dy, &idp, &dt, &n, &vocab, &d, &record, &site};
   return launch(call,
                 std::string("tailor_embedding_grad_") + floatSuffix(dyT.dtype) +
                     "_" + intSuffix(ids.dtype),
@@ -413,7 +417,9 @@ std::string launchCrossEntropy(const CudaCall &call) {
   void *rowLoss = reduction == 2 ? loss : call.operands[3].data;
   const void *x = logits.data, *lab = labels.data;
   if (n > 0) {
-    void *args[] = {&x, &lab, &rowLoss, &n, &v, &ignore};
+    DeviceErrorRecord *record = call.context->errorRecord();
+    int site = call.step;
+    void *args[] = {&x, &lab, &rowLoss, &n, &v, &ignore, &record, &site};
     if (auto e = launch(call,
                         std::string("tailor_cross_entropy_rows_") +
                             floatSuffix(logits.dtype) + "_" +
@@ -455,7 +461,10 @@ std::string launchCrossEntropyGrad(const CudaCall &call) {
     grid = std::min<int64_t>(n, std::max(1, call.context->multiprocessors()) *
                                     resident);
   }
-  void *args[] = {&x, &lab, &dloss, &dx, &n, &v, &ignore, &reduction};
+  DeviceErrorRecord *record = call.context->errorRecord();
+  int site = call.step;
+  void *args[] = {&x, &lab,    &dloss,     &dx,     &n,
+                  &v, &ignore, &reduction, &record, &site};
   return launch(call,
                 std::string("tailor_cross_entropy_grad_") +
                     floatSuffix(logits.dtype) + "_" + intSuffix(labels.dtype),

@@ -1168,7 +1168,7 @@ TEST(CpuTransformerTest, EmbeddingGathersAndRejectsBadIds) {
     expectAllNear(y, want, 0, 0, "embedding");
     Buffer bad = filled(idType, {2, 3}, {0, 1, 10, 2, -1, 3});
     EXPECT_EQ(runKernel("embedding", {&table, &bad, &y}),
-              "token id 10 is out of range [0, 10)");
+              "token id 10 at position 2 is out of range [0, 10)");
   }
 }
 

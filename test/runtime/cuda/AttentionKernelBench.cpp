@@ -231,6 +231,10 @@ public:
   int multiprocessors() const override { return inner.multiprocessors(); }
   int sm() const override { return inner.sm(); }
   bool bf16Compute() const override { return inner.bf16Compute(); }
+  DeviceErrorRecord *errorRecord() override { return inner.errorRecord(); }
+  std::string takeErrorRecord(DeviceErrorRecord &record) override {
+    return inner.takeErrorRecord(record);
+  }
 
 private:
   LaunchContext &inner;

@@ -5,7 +5,10 @@
 // embedding gradients, dropout (its mask bit for bit) and cross-entropy with
 // its gradient, on f32 at a few ulp and bf16 storage at bf16's precision,
 // plus the in-place launches the plan makes (dx over dy, dlogits over
-// logits), which need a hand-built launch with shared buffers.
+// logits), which need a hand-built launch with shared buffers. A token id
+// or label out of range must set the device error record (value, position,
+// bound, the step) and fail the launch with the CPU kernel's message, while
+// the kernel stays inside its tensors; good ones leave the record clear.
 //
 //===----------------------------------------------------------------------===//
 
@@ -439,6 +442,102 @@ TEST_F(CudaKernelTest, CrossEntropyGradInPlace) {
   std::vector<HostTensor> got =
       runAliased(*backend, "cross_entropy_grad", ops, attrs, {-1, -1, -1, 0});
   expectClose(got[3], want[3], {1e-8, 1e-5}, "dlogits over logits");
+}
+
+//===----------------------------------------------------------------------===//
+// Bad ids and labels: the device error record
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernelTest, EmbeddingGradReportsAnOutOfRangeId) {
+  HostTensor dy = randomF32({4, 6}, 90);
+  HostTensor table = randomF32({10, 6}, 91);
+  for (DType idType : {DType::I32, DType::I64}) {
+    SCOPED_TRACE(dtypeName(idType));
+    HostTensor ids = converted(i64Tensor({4}, {1, 12, 3, 0}), idType);
+    std::vector<Attribute> attrs = {intAttr("accumulate", 0)};
+    // The bad token adds nothing anywhere; the others land in their rows.
+    std::vector<HostTensor> out = {dy, ids, table};
+    runCudaForError(*backend, "embedding_grad", out, attrs, 21);
+    for (int64_t row = 0; row < 10; ++row) {
+      int64_t token = row == 1 ? 0 : row == 3 ? 2 : row == 0 ? 3 : -1;
+      for (int64_t c = 0; c < 6; ++c) {
+        float want = token < 0 ? 0.0f : dy.as<float>()[token * 6 + c];
+        EXPECT_EQ(out[2].as<float>()[row * 6 + c], want)
+            << "row " << row << " column " << c;
+      }
+    }
+    DeviceErrorRecord want{tl::kEmbeddingGradId, 21, 12, 1, 10};
+    expectDeviceError(*backend, "embedding_grad", {bf16(dy), ids, table},
+                      attrs, want);
+    EXPECT_EQ(cpuRunError("embedding_grad", {dy, ids, table}, attrs),
+              describeDeviceError(want));
+  }
+  EXPECT_EQ(describeDeviceError({tl::kEmbeddingGradId, 21, 12, 1, 10}),
+            "token id 12 at position 1 is out of range [0, 10)");
+}
+
+TEST_F(CudaKernelTest, CrossEntropyReportsAnOutOfRangeLabel) {
+  const int64_t n = 3, v = 37;
+  HostTensor logits = randomF32({n, v}, 92, -3, 3);
+  for (int64_t bad : {v, int64_t(-2)}) {
+    for (DType labelType : {DType::I32, DType::I64}) {
+      SCOPED_TRACE(std::string(dtypeName(labelType)) + " label " +
+                   std::to_string(bad));
+      // Row 2 is ignored (-100), row 1 holds the bad label.
+      HostTensor labels = converted(i64Tensor({n}, {5, bad, -100}), labelType);
+      std::vector<Attribute> mean = {stringAttr("reduction", "mean")};
+      std::vector<HostTensor> forward = {logits, labels,
+                                         HostTensor(DType::F32, {}),
+                                         HostTensor(DType::F32, {n})};
+      std::vector<HostTensor> out = forward;
+      runCudaForError(*backend, "cross_entropy", out, mean, 30);
+      EXPECT_TRUE(std::isnan(out[2].at(0))) << "the mean loss";
+      DeviceErrorRecord want{tl::kCrossEntropyLabel, 30, bad, 1, v};
+      expectDeviceError(*backend, "cross_entropy", forward, mean, want);
+      EXPECT_EQ(cpuRunError("cross_entropy", forward, mean),
+                describeDeviceError(want));
+
+      // The gradient: the bad row is NaN, the others are finite.
+      std::vector<HostTensor> backward = {logits, labels,
+                                          f32Tensor({}, {1.0f}),
+                                          HostTensor(DType::F32, {n, v})};
+      out = backward;
+      runCudaForError(*backend, "cross_entropy_grad", out, mean, 31);
+      for (int64_t i = 0; i < n * v; ++i) {
+        EXPECT_EQ(std::isnan(out[3].at(i)), i / v == 1) << "element " << i;
+      }
+      want = {tl::kCrossEntropyGradLabel, 31, bad, 1, v};
+      expectDeviceError(*backend, "cross_entropy_grad", backward, mean, want);
+      EXPECT_EQ(cpuRunError("cross_entropy_grad", backward, mean),
+                describeDeviceError(want));
+    }
+  }
+  EXPECT_EQ(describeDeviceError({tl::kCrossEntropyLabel, 30, 37, 1, 37}),
+            "label 37 at row 1 is out of range [0, 37)");
+}
+
+TEST_F(CudaKernelTest, GoodIdsAndLabelsLeaveTheErrorRecordClear) {
+  const int64_t n = 4, v = 9;
+  HostTensor labels = i64Tensor({n}, {0, 8, -100, 3});
+  HostTensor logits = randomF32({n, v}, 93);
+  std::vector<std::pair<const char *, std::vector<HostTensor>>> cases = {
+      {"embedding_grad",
+       {randomF32({n, 5}, 94), i64Tensor({n}, {0, 8, 8, 3}),
+        HostTensor(DType::F32, {v, 5})}},
+      {"cross_entropy",
+       {logits, labels, HostTensor(DType::F32, {}),
+        HostTensor(DType::F32, {n})}},
+      {"cross_entropy_grad",
+       {logits, labels, f32Tensor({}, {1.0f}), HostTensor(DType::F32, {n, v})}},
+  };
+  for (auto &[kernel, operands] : cases) {
+    DeviceErrorRecord got = runCudaForError(*backend, kernel, operands, {}, 12);
+    EXPECT_EQ(got.code, tl::kNoError) << kernel;
+    EXPECT_EQ(got.site, 0) << kernel;
+    EXPECT_EQ(got.value, 0) << kernel;
+    EXPECT_EQ(got.position, 0) << kernel;
+    EXPECT_EQ(got.bound, 0) << kernel;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -222,8 +222,18 @@ public:
   int multiprocessors() const override { return 4; }
   int sm() const override { return 90; }
   bool bf16Compute() const override { return bf16; }
+  DeviceErrorRecord *errorRecord() override { return record; }
+  std::string takeErrorRecord(DeviceErrorRecord &out) override {
+    std::memcpy(&out, record, sizeof(out));
+    if (out.code != tl::kNoError) {
+      std::memset(record, 0, sizeof(*record));
+    }
+    return "";
+  }
 
   bool bf16 = false;
+  /// The error record, in a canary-guarded allocation of the backend.
+  DeviceErrorRecord *record = nullptr;
   /// The running launcher's device functions (null: any).
   const char *const *allowed = nullptr;
   const char *launcher = nullptr;
@@ -234,7 +244,10 @@ private:
 
 class EmulatorBackend : public TestBackend {
 public:
-  EmulatorBackend() : ctx(*this) {}
+  EmulatorBackend() : ctx(*this) {
+    ctx.record = static_cast<DeviceErrorRecord *>(
+        allocate(sizeof(DeviceErrorRecord)));
+  }
   ~EmulatorBackend() override {
     for (Allocation &a : allocations) {
       std::free(a.base);
@@ -500,11 +513,31 @@ KernelCall hostCall(std::vector<HostTensor> &operands,
   return call;
 }
 
-/// Runs the launcher of `kernel` on `backend`, leaving the results in
-/// `operands`; "" or the failure.
+/// Waits for `backend`, then takes its device error record into `taken`:
+/// "" or the asynchronous failure. Without `taken`, a set record is the
+/// failure, phrased as the runtime phrases it.
+std::string finish(TestBackend &backend, DeviceErrorRecord *taken) {
+  if (std::string async = backend.synchronize(); !async.empty()) {
+    return async;
+  }
+  DeviceErrorRecord record{};
+  if (std::string e = backend.context().takeErrorRecord(record); !e.empty()) {
+    return e;
+  }
+  if (taken) {
+    *taken = record;
+    return "";
+  }
+  return describeDeviceError(record);
+}
+
+/// Runs the launcher of `kernel` on `backend` as plan step `step`, leaving
+/// the results in `operands`; "" or the failure, which includes a set
+/// device error record unless `taken` receives it.
 std::string launchOn(TestBackend &backend, const std::string &kernel,
                      std::vector<HostTensor> &operands,
-                     const std::vector<Attribute> &attributes) {
+                     const std::vector<Attribute> &attributes, int step = -1,
+                     DeviceErrorRecord *taken = nullptr) {
   const CudaKernelDef *def = findCudaKernel(kernel);
   if (!def) {
     return "no CUDA launcher '" + kernel + "'";
@@ -521,6 +554,7 @@ std::string launchOn(TestBackend &backend, const std::string &kernel,
   CudaCall call;
   call.attributes = Attributes(attributes);
   call.context = &backend.context();
+  call.step = step;
   for (HostTensor &t : operands) {
     Tensor device = t.tensor();
     device.data = backend.allocate(std::max<size_t>(t.bytes(), 1));
@@ -544,10 +578,11 @@ std::string launchOn(TestBackend &backend, const std::string &kernel,
     emulated->ctx.launcher = nullptr;
   }
   if (!error.empty()) {
-    backend.synchronize();
+    DeviceErrorRecord discarded{};
+    finish(backend, &discarded);
     return "CUDA launcher '" + kernel + "' failed: " + error;
   }
-  if (std::string async = backend.synchronize(); !async.empty()) {
+  if (std::string async = finish(backend, taken); !async.empty()) {
     return "CUDA launch of '" + kernel + "' failed: " + async;
   }
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -829,7 +864,7 @@ std::vector<HostTensor> runShifted(TestBackend &backend,
   check.attributes = call.attributes;
   EXPECT_EQ(def->check(check), "");
   EXPECT_EQ(def->launch(call), "");
-  EXPECT_EQ(backend.synchronize(), "");
+  EXPECT_EQ(finish(backend, nullptr), "");
   for (size_t i = 0; i < operands.size(); ++i) {
     backend.download(operands[i].data(), call.operands[i].data,
                      operands[i].bytes());
@@ -852,6 +887,70 @@ std::vector<HostTensor> runCuda(TestBackend &backend, const std::string &kernel,
     ADD_FAILURE() << error << " (backend " << backend.name() << ")";
   }
   return operands;
+}
+
+DeviceErrorRecord runCudaForError(TestBackend &backend,
+                                  const std::string &kernel,
+                                  std::vector<HostTensor> &operands,
+                                  std::vector<Attribute> attributes, int step) {
+  DeviceErrorRecord record{};
+  if (std::string error =
+          launchOn(backend, kernel, operands, attributes, step, &record);
+      !error.empty()) {
+    ADD_FAILURE() << error << " (backend " << backend.name() << ")";
+  }
+  return record;
+}
+
+std::string cudaLaunchError(TestBackend &backend, const std::string &kernel,
+                            std::vector<HostTensor> operands,
+                            std::vector<Attribute> attributes) {
+  return launchOn(backend, kernel, operands, attributes);
+}
+
+std::string cpuRunError(const std::string &kernel,
+                        std::vector<HostTensor> operands,
+                        std::vector<Attribute> attributes) {
+  const KernelDef *cpu = findCpuKernel(kernel);
+  if (!cpu) {
+    ADD_FAILURE() << "no CPU kernel '" << kernel << "'";
+    return "";
+  }
+  for (HostTensor &t : operands) {
+    if (t.dtype == DType::BF16) {
+      t = converted(t, DType::F32);
+    }
+  }
+  ThreadPool pool(2);
+  KernelCall cpuCall = hostCall(operands, attributes);
+  cpuCall.pool = &pool;
+  if (std::string error = cpu->check(cpuCall); !error.empty()) {
+    ADD_FAILURE() << "CPU check of '" << kernel
+                  << "' rejects the launch: " << error;
+    return "";
+  }
+  return cpu->run(cpuCall);
+}
+
+void expectDeviceError(TestBackend &backend, const std::string &kernel,
+                       std::vector<HostTensor> operands,
+                       std::vector<Attribute> attributes,
+                       const DeviceErrorRecord &want) {
+  std::vector<HostTensor> copy = operands;
+  DeviceErrorRecord got =
+      runCudaForError(backend, kernel, copy, attributes, want.site);
+  EXPECT_EQ(got.code, want.code) << kernel;
+  EXPECT_EQ(got.site, want.site) << kernel;
+  EXPECT_EQ(got.value, want.value) << kernel;
+  EXPECT_EQ(got.position, want.position) << kernel;
+  EXPECT_EQ(got.bound, want.bound) << kernel;
+  // Taking the record cleared it: the next launch starts clean.
+  DeviceErrorRecord after{};
+  EXPECT_EQ(backend.context().takeErrorRecord(after), "");
+  EXPECT_EQ(after.code, tl::kNoError) << kernel;
+  EXPECT_EQ(cudaLaunchError(backend, kernel, operands, attributes),
+            "CUDA launch of '" + kernel +
+                "' failed: " + describeDeviceError(want));
 }
 
 std::string checkCuda(const std::string &kernel,

@@ -139,6 +139,37 @@ std::vector<HostTensor> runCuda(TestBackend &backend, const std::string &kernel,
                                 std::vector<HostTensor> operands,
                                 std::vector<Attribute> attributes);
 
+/// Runs only the CUDA launcher as plan step `step` and returns the device
+/// error record the launch left (clear when every index was in range),
+/// clearing it on the device; `operands` come back as the launch left
+/// them. Fails the test on a check or launch error.
+DeviceErrorRecord runCudaForError(TestBackend &backend,
+                                  const std::string &kernel,
+                                  std::vector<HostTensor> &operands,
+                                  std::vector<Attribute> attributes, int step);
+
+/// What running the CUDA launcher fails with, "" when it succeeds: a check
+/// or launch error, or the message of the device error record it set
+/// (describeDeviceError, as the runtime reports it after its step name).
+std::string cudaLaunchError(TestBackend &backend, const std::string &kernel,
+                            std::vector<HostTensor> operands,
+                            std::vector<Attribute> attributes);
+
+/// The CPU kernel's run error for these operands ("" when it runs; bf16
+/// operands as f32 copies). Fails the test when its check rejects them.
+std::string cpuRunError(const std::string &kernel,
+                        std::vector<HostTensor> operands,
+                        std::vector<Attribute> attributes);
+
+/// Expects a launch of `kernel` (as plan step `want.site`) whose operands
+/// hold exactly one bad value to leave the device error record `want`,
+/// field for field, to clear it when taken, and, launched again, to fail
+/// with describeDeviceError(want).
+void expectDeviceError(TestBackend &backend, const std::string &kernel,
+                       std::vector<HostTensor> operands,
+                       std::vector<Attribute> attributes,
+                       const DeviceErrorRecord &want);
+
 /// The CUDA launcher's check message for a launch ("" when accepted).
 std::string checkCuda(const std::string &kernel, std::vector<HostTensor> operands,
                       std::vector<Attribute> attributes);

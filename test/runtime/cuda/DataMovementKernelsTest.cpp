@@ -3,12 +3,14 @@
 // Every launcher of runtime/cuda/DataMovementLaunchers.cpp against the CPU
 // kernel of the same name. Byte-moving kernels must match bit for bit for
 // every element size (1, 2, 4, 8 bytes) and reach both gather paths
-// (strided and tiled) and every copy unit; embedding also checks what the
-// GPU does with an id the trainer should have rejected; rope covers both
-// layouts, both table shapes and mixed f32/bf16 storage. The gathers,
-// scatters (every reduction, repeated indices), cumsum, mod and sign run at
-// odd sizes and must match the CPU kernels exactly (mod within f32 ulps:
-// the device's fmodf), with negative indices; bad indices are skipped.
+// (strided and tiled) and every copy unit; rope covers both layouts, both
+// table shapes and mixed f32/bf16 storage. The gathers, scatters (every
+// reduction, repeated indices), cumsum, mod and sign run at odd sizes and
+// must match the CPU kernels exactly (mod within f32 ulps: the device's
+// fmodf), with negative indices. A bad id or index, and mod by an integer
+// 0, must set the device error record (value, position, bound, the step),
+// stay inside the tensors, and fail the launch with the CPU kernel's
+// message; good ones must leave the record clear.
 //
 //===----------------------------------------------------------------------===//
 
@@ -215,29 +217,60 @@ TEST_F(CudaKernelTest, Embedding) {
   }
 }
 
-TEST_F(CudaKernelTest, EmbeddingOutOfRangeIdWritesZeros) {
+/// `values` as an index tensor of `dtype`.
+HostTensor indexTensor(std::vector<int64_t> shape, std::vector<int64_t> values,
+                       DType dtype) {
+  HostTensor t(DType::I64, std::move(shape));
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(int64_t));
+  return converted(t, dtype);
+}
+
+TEST_F(CudaKernelTest, EmbeddingReportsAnOutOfRangeId) {
+  HostTensor table = randomF32({10, 8}, 62, 1, 2); // no zeros
+  HostTensor y = randomF32({4, 8}, 63);
   for (DType dtype : {DType::I32, DType::I64}) {
-    HostTensor table = randomF32({10, 8}, 62, 1, 2); // no zeros
-    HostTensor ids(dtype, {4});
-    for (int64_t i = 0; i < 4; ++i) {
-      int64_t v = i == 1 ? 10 : i == 3 ? -1 : i * 3;
-      if (dtype == DType::I32) {
-        ids.as<int32_t>()[i] = int32_t(v);
-      } else {
-        ids.as<int64_t>()[i] = v;
+    for (int64_t bad : {int64_t(10), int64_t(-1)}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " id " +
+                   std::to_string(bad));
+      HostTensor ids = indexTensor({4}, {0, 3, bad, 9}, dtype);
+      // The bad id's row is zero (nothing read outside the table), the
+      // others are copied.
+      std::vector<HostTensor> out = {table, ids, y};
+      runCudaForError(*backend, "embedding", out, {}, 7);
+      for (int64_t i = 0; i < 4; ++i) {
+        int64_t id = i == 0 ? 0 : i == 1 ? 3 : 9;
+        for (int64_t j = 0; j < 8; ++j) {
+          float want = i == 2 ? 0.0f : table.as<float>()[id * 8 + j];
+          EXPECT_EQ(out[2].as<float>()[i * 8 + j], want)
+              << "row " << i << " column " << j;
+        }
       }
-    }
-    HostTensor y = randomF32({4, 8}, 63);
-    std::vector<HostTensor> out =
-        runCuda(*backend, "embedding", {table, ids, y}, {});
-    const float *got = out[2].as<float>();
-    for (int64_t i = 0; i < 4; ++i) {
-      for (int64_t j = 0; j < 8; ++j) {
-        float want = i == 1 || i == 3 ? 0.0f : table.as<float>()[i * 3 * 8 + j];
-        EXPECT_EQ(got[i * 8 + j], want) << "row " << i << " column " << j;
-      }
+      expectDeviceError(*backend, "embedding", {table, ids, y}, {},
+                        {tl::kEmbeddingId, 7, bad, 2, 10});
+      // The CPU kernel fails the same launch with the same message.
+      EXPECT_EQ(cpuRunError("embedding", {table, ids, y}, {}),
+                describeDeviceError({tl::kEmbeddingId, 7, bad, 2, 10}));
     }
   }
+  EXPECT_EQ(describeDeviceError({tl::kEmbeddingId, 7, -1, 2, 10}),
+            "token id -1 at position 2 is out of range [0, 10)");
+}
+
+TEST_F(CudaKernelTest, EmbeddingIdsOfSeveralBlocksReportOneOfThem) {
+  // Ids 5 and 70 bad among 300 rows: whichever block claims the record
+  // first, it holds one bad id with its own position.
+  HostTensor table = converted(randomF32({64, 24}, 64), DType::BF16);
+  HostTensor ids = randomInts({300}, 65, 0, 64, DType::I64);
+  ids.as<int64_t>()[5] = 64;
+  ids.as<int64_t>()[70] = -65;
+  std::vector<HostTensor> out = {table, ids,
+                                 HostTensor(DType::BF16, {300, 24})};
+  DeviceErrorRecord got = runCudaForError(*backend, "embedding", out, {}, 3);
+  EXPECT_EQ(got.code, tl::kEmbeddingId);
+  EXPECT_EQ(got.site, 3);
+  EXPECT_EQ(got.bound, 64);
+  EXPECT_TRUE(got.position == 5 || got.position == 70) << got.position;
+  EXPECT_EQ(got.value, ids.as<int64_t>()[got.position]);
 }
 
 TEST_F(CudaKernelTest, EmbeddingChecks) {
@@ -406,29 +439,152 @@ TEST_F(CudaKernelTest, ScatterNDEveryReductionInOrder) {
   }
 }
 
-TEST_F(CudaKernelTest, GatherAndScatterSkipBadIndices) {
-  // The device cannot fail a launch: a gather reads zero, a scatter skips.
+TEST_F(CudaKernelTest, GatherAndScatterElementsReportABadIndex) {
+  // data [3, 4] along axis 0: -3 is row 0, 3 (position 2) is out of range.
   HostTensor data = randomF32({3, 4}, 110, 1, 2);
-  HostTensor indices(DType::I64, {1, 4});
-  const int64_t values[] = {0, 3, -4, 2};
-  std::memcpy(indices.data(), values, sizeof(values));
-  std::vector<HostTensor> out = runCuda(
-      *backend, "gather_elements",
-      {data, indices, HostTensor(DType::F32, {1, 4})}, {intAttr("axis", 0)});
-  EXPECT_EQ(out[2].as<float>()[0], data.as<float>()[0]);
-  EXPECT_EQ(out[2].as<float>()[1], 0.0f);
-  EXPECT_EQ(out[2].as<float>()[2], 0.0f);
-  EXPECT_EQ(out[2].as<float>()[3], data.as<float>()[2 * 4 + 3]);
   HostTensor updates = randomF32({1, 4}, 111, 5, 6);
-  out = runCuda(*backend, "scatter_elements",
-                {data, indices, updates, HostTensor(DType::F32, {3, 4})},
-                {intAttr("axis", 0)});
-  for (int64_t i = 0; i < 12; ++i) {
-    float want = i == 0    ? updates.as<float>()[0]
-                 : i == 11 ? updates.as<float>()[3]
-                           : data.as<float>()[i];
-    EXPECT_EQ(out[3].as<float>()[i], want) << "element " << i;
+  std::vector<Attribute> axis0 = {intAttr("axis", 0)};
+  for (DType dtype : {DType::I32, DType::I64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    HostTensor indices = indexTensor({1, 4}, {0, -3, 3, 2}, dtype);
+    // The gather writes zero for the bad index and nothing else changes.
+    std::vector<HostTensor> out = {data, indices,
+                                   HostTensor(DType::F32, {1, 4})};
+    runCudaForError(*backend, "gather_elements", out, axis0, 5);
+    const float *x = data.as<float>();
+    EXPECT_EQ(out[2].as<float>()[0], x[0]);
+    EXPECT_EQ(out[2].as<float>()[1], x[1]);
+    EXPECT_EQ(out[2].as<float>()[2], 0.0f);
+    EXPECT_EQ(out[2].as<float>()[3], x[2 * 4 + 3]);
+    DeviceErrorRecord want{tl::kGatherElementsIndex, 5, 3, 2, 3};
+    expectDeviceError(*backend, "gather_elements",
+                      {data, indices, HostTensor(DType::F32, {1, 4})}, axis0,
+                      want);
+    EXPECT_EQ(cpuRunError("gather_elements",
+                          {data, indices, HostTensor(DType::F32, {1, 4})},
+                          axis0),
+              describeDeviceError(want));
+    // The scatter skips it.
+    out = {data, indices, updates, HostTensor(DType::F32, {3, 4})};
+    runCudaForError(*backend, "scatter_elements", out, axis0, 6);
+    for (int64_t i = 0; i < 12; ++i) {
+      float want = i == 0   ? updates.as<float>()[0]
+                   : i == 1 ? updates.as<float>()[1]
+                   : i == 11 ? updates.as<float>()[3]
+                             : x[i];
+      EXPECT_EQ(out[3].as<float>()[i], want) << "element " << i;
+    }
+    want = {tl::kScatterElementsIndex, 6, 3, 2, 3};
+    std::vector<HostTensor> operands = {data, indices, updates,
+                                        HostTensor(DType::F32, {3, 4})};
+    expectDeviceError(*backend, "scatter_elements", operands, axis0, want);
+    EXPECT_EQ(cpuRunError("scatter_elements", operands, axis0),
+              describeDeviceError(want));
   }
+  EXPECT_EQ(describeDeviceError({tl::kGatherElementsIndex, 5, 3, 2, 3}),
+            "gather_elements: index 3 at position 2 is out of range [-3, 3)");
+}
+
+TEST_F(CudaKernelTest, GatherAndScatterNDReportABadIndex) {
+  // data [3, 4], tuples (1, -4) and (2, 4): the 4 (position 3) is out of
+  // the second dimension's range.
+  HostTensor data = randomF32({3, 4}, 112, 1, 2);
+  HostTensor updates = randomF32({2}, 113, 5, 6);
+  for (DType dtype : {DType::I32, DType::I64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    HostTensor indices = indexTensor({2, 2}, {1, -4, 2, 4}, dtype);
+    std::vector<HostTensor> out = {data, indices, HostTensor(DType::F32, {2})};
+    runCudaForError(*backend, "gather_nd", out, {}, 8);
+    EXPECT_EQ(out[2].as<float>()[0], data.as<float>()[1 * 4 + 0]);
+    EXPECT_EQ(out[2].as<float>()[1], 0.0f);
+    DeviceErrorRecord want{tl::kGatherNdIndex, 8, 4, 3, 4};
+    std::vector<HostTensor> operands = {data, indices,
+                                        HostTensor(DType::F32, {2})};
+    expectDeviceError(*backend, "gather_nd", operands, {}, want);
+    EXPECT_EQ(cpuRunError("gather_nd", operands, {}),
+              describeDeviceError(want));
+
+    out = {data, indices, updates, HostTensor(DType::F32, {3, 4})};
+    runCudaForError(*backend, "scatter_nd", out, {}, 9);
+    for (int64_t i = 0; i < 12; ++i) {
+      float want = i == 4 ? updates.as<float>()[0] : data.as<float>()[i];
+      EXPECT_EQ(out[3].as<float>()[i], want) << "element " << i;
+    }
+    want = {tl::kScatterNdIndex, 9, 4, 3, 4};
+    operands = {data, indices, updates, HostTensor(DType::F32, {3, 4})};
+    expectDeviceError(*backend, "scatter_nd", operands, {}, want);
+    EXPECT_EQ(cpuRunError("scatter_nd", operands, {}),
+              describeDeviceError(want));
+    // Typed reductions take the same path.
+    std::vector<Attribute> add = {stringAttr("reduction", "add")};
+    expectDeviceError(*backend, "scatter_nd", operands, add, want);
+  }
+}
+
+TEST_F(CudaKernelTest, ModByAnIntegerZeroIsReported) {
+  for (DType dtype : {DType::I32, DType::I64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    // b broadcasts over a's rows: its element 2 is read twice.
+    HostTensor a = indexTensor({2, 4}, {7, -7, 5, 9, 1, 2, 3, 4}, dtype);
+    HostTensor b = indexTensor({4}, {3, -2, 0, 4}, dtype);
+    std::vector<HostTensor> operands = {a, b, HostTensor(dtype, {2, 4})};
+    DeviceErrorRecord want{tl::kModByZero, 4, 0, 2, 0};
+    expectDeviceError(*backend, "mod", operands, {}, want);
+    EXPECT_EQ(cpuRunError("mod", operands, {}), describeDeviceError(want));
+  }
+  // A float 0 divides to NaN, as on the CPU: nothing to report.
+  std::vector<HostTensor> operands = {
+      randomF32({4}, 133), HostTensor(DType::F32, {4}),
+      HostTensor(DType::F32, {4})};
+  EXPECT_EQ(runCudaForError(*backend, "mod", operands, {}, 4).code,
+            tl::kNoError);
+}
+
+TEST_F(CudaKernelTest, GoodIndicesLeaveTheErrorRecordClear) {
+  HostTensor data = randomF32({3, 4}, 114);
+  HostTensor rows = indexTensor({1, 4}, {0, -3, 2, -1}, DType::I64);
+  HostTensor tuples = indexTensor({2, 2}, {1, -4, 2, 3}, DType::I32);
+  struct Case {
+    const char *kernel;
+    std::vector<HostTensor> operands;
+    std::vector<Attribute> attributes;
+  };
+  std::vector<Case> cases = {
+      {"embedding",
+       {data, indexTensor({3}, {0, 2, 1}, DType::I32),
+        HostTensor(DType::F32, {3, 4})},
+       {}},
+      {"gather_elements", {data, rows, HostTensor(DType::F32, {1, 4})},
+       {intAttr("axis", 0)}},
+      {"scatter_elements",
+       {data, rows, randomF32({1, 4}, 115), HostTensor(DType::F32, {3, 4})},
+       {intAttr("axis", 0)}},
+      {"gather_nd", {data, tuples, HostTensor(DType::F32, {2})}, {}},
+      {"scatter_nd",
+       {data, tuples, randomF32({2}, 116), HostTensor(DType::F32, {3, 4})},
+       {}},
+      {"mod",
+       {indexTensor({3}, {5, -5, 0}, DType::I64),
+        indexTensor({3}, {3, 3, -1}, DType::I64), HostTensor(DType::I64, {3})},
+       {}},
+  };
+  for (Case &c : cases) {
+    DeviceErrorRecord got =
+        runCudaForError(*backend, c.kernel, c.operands, c.attributes, 11);
+    EXPECT_EQ(got.code, tl::kNoError) << c.kernel;
+    EXPECT_EQ(got.site, 0) << c.kernel;
+    EXPECT_EQ(got.value, 0) << c.kernel;
+    EXPECT_EQ(got.position, 0) << c.kernel;
+    EXPECT_EQ(got.bound, 0) << c.kernel;
+  }
+}
+
+TEST(DeviceErrorText, ClearAndUnknownRecords) {
+  EXPECT_EQ(describeDeviceError({tl::kNoError, 0, 0, 0, 0}), "");
+  // A code from newer device code is named, not dropped.
+  EXPECT_EQ(describeDeviceError({42, 3, 1, 2, 5}),
+            "a kernel reported error code 42, which this runtime does not "
+            "know (value 1, position 2, bound 5)");
 }
 
 TEST_F(CudaKernelTest, CumsumEveryAxisAndDirection) {

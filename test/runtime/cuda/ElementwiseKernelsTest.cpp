@@ -5,7 +5,8 @@
 // broadcasting (rows path, packed and not, and the strided walk),
 // comparisons and select, on f32 at a few ulp, bf16 at bf16's precision, and
 // integers exactly; plus odd sizes, empty and rank-0 tensors, misaligned
-// pointers (the unpacked paths) and the checks' messages.
+// pointers (the unpacked paths), the checks' messages, and integer division
+// by zero reported in the device error record.
 //
 //===----------------------------------------------------------------------===//
 
@@ -280,15 +281,39 @@ TEST_F(CudaKernelTest, IntegerEdgeCases) {
   std::memcpy(exponent.data(), expv, sizeof(expv));
   expectMatchesCpu(*backend, "pow", {base, exponent, like(base, DType::I64)},
                    {}, {2}, kExact);
-  // Division by zero is a run error on the CPU; the GPU cannot report it
-  // and writes 0.
-  HostTensor num = randomInts({4}, 1, -50, 50, DType::I64);
-  HostTensor zero(DType::I64, {4});
-  std::vector<HostTensor> out =
-      runCuda(*backend, "div", {num, zero, like(num, DType::I64)}, {});
-  for (int64_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(out[2].at(i), 0);
+}
+
+TEST_F(CudaKernelTest, IntegerDivisionByZeroIsReported) {
+  // A run error on the CPU: the GPU writes 0 there and reports the zero
+  // divisor (element 2 of b, which broadcasts over a's rows) in the device
+  // error record; the other quotients are the CPU kernel's.
+  for (DType dtype : {DType::I32, DType::I64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    HostTensor num = randomInts({3, 4}, 1, -50, 50, dtype);
+    HostTensor den = converted(randomInts({4}, 2, 1, 9), dtype);
+    if (dtype == DType::I32) {
+      den.as<int32_t>()[2] = 0;
+    } else {
+      den.as<int64_t>()[2] = 0;
+    }
+    std::vector<HostTensor> out = {num, den, like(num, dtype)};
+    runCudaForError(*backend, "div", out, {}, 14);
+    for (int64_t i = 0; i < 12; ++i) {
+      int64_t want =
+          i % 4 == 2 ? 0 : int64_t(num.at(i)) / int64_t(den.at(i % 4));
+      EXPECT_EQ(out[2].at(i), double(want)) << "element " << i;
+    }
+    DeviceErrorRecord want{tl::kDivByZero, 14, 0, 2, 0};
+    expectDeviceError(*backend, "div", {num, den, like(num, dtype)}, {}, want);
+    // The CPU kernel's message, with the element.
+    std::string cpu = cpuRunError("div", {num, den, like(num, dtype)}, {});
+    EXPECT_EQ(cpu, "integer division by zero");
+    EXPECT_EQ(describeDeviceError(want), cpu + " (divisor element 2)");
   }
+  // Float division by zero is IEEE's (infinities, NaN): nothing to report.
+  std::vector<HostTensor> out = {randomF32({4}, 3), HostTensor(DType::F32, {4}),
+                                 HostTensor(DType::F32, {4})};
+  EXPECT_EQ(runCudaForError(*backend, "div", out, {}, 14).code, tl::kNoError);
 }
 
 TEST_F(CudaKernelTest, Comparisons) {
