@@ -94,6 +94,14 @@ STATIC = ("parameters", "gradients", "optimizer_state", "constants",
           "workspace")
 
 
+def differences(rank, row, tag):
+    """Where compile's figures (`rank`) differ from explore's `row`."""
+    return [f"{tag} {row['knobs']}: compile's {key} {rank[key]} != "
+            f"explore's {row[key]}"
+            for key in ("device_peak_bytes", "host_peak_bytes",
+                        "predicted_step_seconds") if rank[key] != row[key]]
+
+
 def rel(a, b):
     return abs(a - b) / abs(b) if b else float(a != b)
 
@@ -113,11 +121,7 @@ def check_samples(args, model, recipe, every, work, tag):
         _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
                                    f"{tag}-sample{i}")
         if not row["extrapolated"]:
-            for key in ("device_peak_bytes", "host_peak_bytes",
-                        "predicted_step_seconds"):
-                if rank[key] != row[key]:
-                    failures.append(f"{tag} {row['knobs']}: compile's {key} "
-                                    f"{rank[key]} != explore's {row[key]}")
+            failures += differences(rank, row, tag)
             continue
         for key in STATIC:
             if rank["bytes"][key] != row["bytes"][key]:
@@ -138,11 +142,7 @@ def check_samples(args, model, recipe, every, work, tag):
     for i, row in enumerate(rng.sample(splits, min(5, len(splits)))):
         _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
                                    f"{tag}-split{i}")
-        for key in ("device_peak_bytes", "host_peak_bytes",
-                    "predicted_step_seconds"):
-            if rank[key] != row[key]:
-                failures.append(f"{tag} {row['knobs']}: compile's {key} "
-                                f"{rank[key]} != explore's {row[key]}")
+        failures += differences(rank, row, tag)
     print(f"{tag}: {len(splits)} layer-split rows, 5 compiled alike")
     print(f"{tag}: {len(sample)} sampled configurations of "
           f"{every['evaluated']} compiled alike ({extended} extended from 2 "
@@ -284,11 +284,7 @@ def check_cluster(args, model, recipe, work):
     for i, row in enumerate(sample):
         _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
                                    f"cluster-sample{i}", hardware=cluster)
-        for key in ("device_peak_bytes", "host_peak_bytes",
-                    "predicted_step_seconds"):
-            if rank[key] != row[key]:
-                failures.append(f"mixed cluster {row['knobs']}: compile's "
-                                f"{key} {rank[key]} != explore's {row[key]}")
+        failures += differences(rank, row, "mixed cluster")
     print(f"mixed cluster: {len(sample)} sampled configurations of "
           f"{every['evaluated']} compiled alike ({len(failures)} differ)")
     return failures
@@ -321,11 +317,7 @@ def check_replicas(args, model, recipe, work):
     for i, row in enumerate(replicas):
         _, rank = compiled_figures(args, model, recipe, row["recipe"], work,
                                    f"replicas{i}", hardware="4xcpu")
-        for key in ("device_peak_bytes", "host_peak_bytes",
-                    "predicted_step_seconds"):
-            if rank[key] != row[key]:
-                failures.append(f"4xcpu {row['knobs']}: compile's {key} "
-                                f"{rank[key]} != explore's {row[key]}")
+        failures += differences(rank, row, "4xcpu")
     print(f"4xcpu: {len(replicas)} rows of 2 stages x 2 replicas (of "
           f"{len(rows)} that compile; global batch {sorted(global_batch)}) "
           f"compiled alike ({len(failures)} differ)")
