@@ -66,7 +66,7 @@ func.func @nf4_weight(%x: tensor<3x64xf32>) -> tensor<3x8xf32> {
 
 // -----
 
-tg.param @b : tensor<8x4xf32> at #tg.external<"w.bin", offset = 0, length = 64> quantized {cols = 4 : i64, rows = 8 : i64, scheme = "bf16", source_transposed = false}
+tg.param @b : tensor<8x4xf32> at #tg.external<"w.bin", offset = 0, length = 128> quantized {cols = 4 : i64, rows = 8 : i64, scheme = "bf16", source_transposed = false}
 
 // Tests that a bf16 GEMM may read a frozen weight stored as bf16 (directly,
 // and through the transpose of the input gradient's GEMM), and that an
