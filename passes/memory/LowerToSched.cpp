@@ -51,7 +51,7 @@ LogicalResult checkCpuGemmPrecision(ArrayRef<func::FuncOp> funcs,
       if (mark == precision) {
         return WalkResult::advance();
       }
-      op->emitError() << "a " << precision << " CPU plan needs every GEMM "
+      op->emitError() << "a CPU plan in " << precision << " needs every GEMM "
                       << (precision == "fp32"
                               ? StringRef("unmarked")
                               : StringRef("marked by tailor-emulate-half"))
