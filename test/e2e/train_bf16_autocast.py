@@ -312,6 +312,14 @@ def ddp_check(bin_dir, onnx_path, data, work):
         if err:
             return [f"bf16 {name}: {err}"]
         metrics[name] = tc.read_metrics(out)
+        info = tc.inspect_json(bin_dir, plan)
+        if (info.get("world_size"), info["target"].get("precision")) != (ranks, "bf16"):
+            problems.append(f"bf16 {name}: the plan is for {info.get('world_size')} "
+                            f"ranks in {info['target'].get('precision')}")
+    sent = [m.get("bytes_sent", 0) for m in metrics["ddp2"].values()]
+    print(f"  bf16 DDP: rank 0 sent {sent} bytes in steps 1..{EARLY}")
+    if not all(b > 0 for b in sent):
+        problems.append("bf16 DDP sent no gradients (vacuous)")
     worst = 0.0
     for step in range(1, EARLY + 1):
         a, b = metrics["world1"][step], metrics["ddp2"][step]
