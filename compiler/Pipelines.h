@@ -75,8 +75,8 @@ llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
 /// The storage scheme tailor-quantize gives the frozen weights of `recipe`
 /// on `options`' target ("" for none): the recipe's quantization, else
 /// bf16 with bf16 compute (as Hugging Face loads them; GPU or CPU), or
-/// fp16 with fp16 compute, unless the recipe says `quantization: none` or trains
-/// every weight.
+/// fp16 with fp16 compute, unless the recipe says `quantization: none` or
+/// trains every weight.
 std::string frozenWeightScheme(const TrainingRecipe &recipe,
                                const ScheduleOptions &options);
 

@@ -328,7 +328,8 @@ TEST(HalfGemmKernelsTest, Bf16EpiloguesWeightGradAndMatmul) {
     for (int64_t j = 0; j < gk; ++j) {
       double sum = 0;
       for (int64_t r = 0; r < rows; ++r) {
-        sum += double(bf16(dy.at(r * gn + i))) * double(bf16(gx.at(r * gk + j)));
+        sum += double(bf16(dy.at(r * gn + i))) *
+               double(bf16(gx.at(r * gk + j)));
       }
       grad[i * gk + j] += sum;
     }
