@@ -9,7 +9,7 @@ SGD's update is proportional to the gradient, so the adapter keeps the
 gradients' agreement), STEPS steps of B=2 x T=16 tokens, trained five ways
 from PEFT's initial adapter:
 
-  - torch bf16: the HF model (f32 parameters) with PEFT, forward under
+  - torch bf16 autocast: the HF model (f32 parameters) with PEFT, forward under
     torch.autocast("cpu", dtype=torch.bfloat16): autocast rounds every
     linear's input and weight to bf16 (so the frozen weights compute with
     exactly the bf16 values tailor stores them as) and keeps the LoRA
@@ -27,7 +27,9 @@ from PEFT's initial adapter:
     dW = bf16(dy)^T bf16(x)): the semantics of tailor's CUDA bf16 GEMMs
     (and of this CPU plan) without autocast's extra rounding of every
     linear's output to bf16, which tailor does not do (the GPU's GEMMs
-    write f32). Attention stays f32 here as in tailor's CPU kernels;
+    write f32). Attention (SDPA) stays f32 here as in tailor's CPU
+    kernels (tailor's CUDA attention rounds q, k, v, dO, P and dS to bf16;
+    the CPU's does not yet);
   - tailor f32 and torch f32: the same recipe in full precision.
 
 Autocast's output rounding is independent noise of the same size as the
@@ -287,10 +289,14 @@ def plan_checks(bin_dir, plan):
     precision = info.get("target", {}).get("precision")
     if precision != "bf16":
         problems.append(f"inspect --json precision is {precision!r}, not bf16")
-    dump = json.dumps(info)
-    kernels = sorted({k for k in ("linear_bf16", "linear_weight_grad_bf16",
-                                  "matmul_bf16") if f'"{k}"' in dump})
-    print(f"  inspect --json: precision {precision}; bf16 kernels {kernels}")
+    kernels = info.get("kernels", {})
+    gemms = {k: n for k, n in kernels.items()
+             if k.split("_bf16")[0] in ("linear", "matmul", "linear_weight_grad",
+                                        "linear_quantized")}
+    print(f"  inspect --json: precision {precision}; GEMM kernels (launches) {gemms}")
+    if set(gemms) != {"linear_bf16", "linear_weight_grad_bf16"}:
+        problems.append(f"the bf16 plan's GEMM kernels are {sorted(gemms)}, "
+                        "expected linear_bf16 and linear_weight_grad_bf16 only")
     return problems
 
 
