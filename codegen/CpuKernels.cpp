@@ -219,25 +219,33 @@ struct KernelSelector {
   FailureOr<CpuKernelChoice> select(tg::LinearWeightGradOp grad) {
     return gemm(grad, "linear_weight_grad", arityOf(grad));
   }
-  /// A GEMM, or with tailor-emulate-fp16's mark its `_fp16` kernel, which
-  /// takes one more operand: a workspace for its two factors rounded to
-  /// half and for its product, which is rounded before the epilogue adds it
-  /// (the op's operands and result: a bias counts, a residual folded in
-  /// later does not need to).
+  /// A GEMM, or with tailor-emulate-half's mark its `_fp16` or `_bf16`
+  /// kernel, which takes one more operand: a workspace for its two factors
+  /// rounded to the format and, for fp16, for its product, which is
+  /// rounded before the epilogue adds it (the op's operands and result: a
+  /// bias counts, a residual folded in later does not need to).
   FailureOr<CpuKernelChoice> gemm(Operation *op, StringRef kernel,
                                   int64_t arity) {
-    if (!op->hasAttr(tg::TGDialect::kFp16AttrName)) {
+    bool fp16 = op->hasAttr(tg::TGDialect::kFp16AttrName);
+    bool bf16 = op->hasAttr(tg::TGDialect::kBf16AttrName);
+    if (!fp16 && !bf16) {
       return ChoiceBuilder(op, kernel, arity).done();
     }
+    StringRef format = fp16 ? "fp16" : "bf16";
     if (cuda) {
-      return op->emitError() << "fp16 GEMMs have no CUDA kernels yet";
+      return op->emitError() << "emulated " << format
+                             << " GEMMs are for the CPU backend (CUDA plans "
+                                "compute bf16 on tensor cores)";
     }
     int64_t floats = 0;
-    for (Type type : llvm::concat<Type>(op->getOperandTypes(),
-                                        op->getResultTypes())) {
-      floats += llvm::cast<ShapedType>(type).getNumElements();
+    for (Value operand : op->getOperands()) {
+      floats += llvm::cast<ShapedType>(operand.getType()).getNumElements();
     }
-    ChoiceBuilder choice(op, (kernel + "_fp16").str(),
+    if (fp16) {
+      floats += llvm::cast<ShapedType>(op->getResult(0).getType())
+                    .getNumElements();
+    }
+    ChoiceBuilder choice(op, (kernel + "_" + format).str(),
                          arity < 0 ? -1 : arity + 1);
     choice.choice.workspaceBytes =
         std::max<int64_t>(floats, 1) * static_cast<int64_t>(sizeof(float));

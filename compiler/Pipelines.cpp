@@ -151,37 +151,42 @@ std::string frozenWeightScheme(const TrainingRecipe &recipe,
   std::string scheme = recipe.quantizationScheme();
   bool dense = scheme.empty() && recipe.adapter != "full" &&
                recipe.quantization != "none";
-  if (dense && options.backend == "cuda" && options.precision == "bf16") {
-    scheme = "bf16";
-  }
-  if (dense && options.precision == "fp16") {
-    scheme = "fp16";
+  if (dense && (options.precision == "bf16" || options.precision == "fp16")) {
+    scheme = options.precision;
   }
   return scheme;
 }
 
+/// Whether the CPU emulates `options.precision`'s GEMMs
+/// (tailor-emulate-half): fp16 and bf16 CPU plans.
+static bool emulatesHalfGemms(const ScheduleOptions &options) {
+  return options.backend == "cpu" &&
+         (options.precision == "fp16" || options.precision == "bf16");
+}
+
 llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
                                    const ScheduleOptions &options) {
-  if (options.precision != "fp16") {
-    return llvm::Error::success();
-  }
-  if (options.backend != "cpu") {
+  const std::string &precision = options.precision;
+  if (precision == "fp16" && options.backend != "cpu") {
     return llvm::createStringError(
         "mixed_precision: fp16 runs on the CPU backend only: tailor's CUDA "
         "kernels have no fp16 GEMMs yet (--hardware " +
         options.hardware + ")");
   }
-  if (options.worldSize > 1) {
+  if (!emulatesHalfGemms(options)) {
+    return llvm::Error::success();
+  }
+  if (precision == "fp16" && options.worldSize > 1) {
     return llvm::createStringError(
         "fp16 loss scaling with " + std::to_string(options.worldSize) +
         " ranks is not supported yet (one rank)");
   }
   std::string scheme = recipe.quantizationScheme();
-  if (!scheme.empty() && scheme != "fp16") {
+  if (!scheme.empty() && scheme != precision) {
     return llvm::createStringError(
-        "mixed_precision: fp16 with 'quantization: " + scheme +
-        "' is not supported yet (frozen weights are stored as fp16, or f32 "
-        "with 'quantization: none')");
+        "mixed_precision: " + precision + " with 'quantization: " + scheme +
+        "' is not supported yet on the CPU backend (frozen weights are "
+        "stored as " + precision + ", or f32 with 'quantization: none')");
   }
   return llvm::Error::success();
 }
@@ -283,10 +288,10 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   lora.rslora = recipe.useRslora;
   pm.addPass(graph::createInsertLoraPass(lora));
   // --- Frozen weights stored quantized (QLoRA's NF4, int8, GPTQ, 16-bit).
-  // With bf16 compute on a GPU, frozen linear weights are kept in bf16 (as
-  // Hugging Face loads them in bf16): half the bytes, read by the same
-  // tensor-core GEMMs; trainable weights stay f32 masters. With fp16 they
-  // are kept in fp16, the values the fp16 GEMMs round them to.
+  // With bf16 compute, frozen linear weights are kept in bf16 (as Hugging
+  // Face loads them in bf16): half the bytes, read by the same tensor-core
+  // GEMMs (on the CPU: the values the bf16 GEMMs round them to); trainable
+  // weights stay f32 masters. With fp16 they are kept in fp16 likewise.
   std::string scheme = frozenWeightScheme(recipe, options);
   if (!scheme.empty()) {
     addQuantizePass(pm, recipe, scheme);
@@ -324,10 +329,13 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(graph::createOptimizerPass(optimizer));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
-  // --- fp16: every GEMM of the finished step (forward, backward, LoRA)
-  // computes as fp16 tensor cores do; the rest stays f32.
-  if (options.precision == "fp16") {
-    pm.addPass(graph::createEmulateFp16Pass());
+  // --- fp16 or bf16 on the CPU: every GEMM of the finished step (forward,
+  // backward, LoRA) computes as 16-bit tensor cores do; the rest stays f32.
+  // (CUDA plans compute bf16 on the tensor cores themselves.)
+  if (emulatesHalfGemms(options)) {
+    graph::EmulateHalfPassOptions half;
+    half.format = options.precision;
+    pm.addPass(graph::createEmulateHalfPass(half));
   }
   // --- Layer split: one nested module per pipeline stage, each planned as
   // its rank's program (the rest of this pipeline, per stage).

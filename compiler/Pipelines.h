@@ -31,8 +31,9 @@ struct ScheduleOptions {
   std::string hardware = "cpu";
   int64_t sm = 0;
   int64_t deviceMemory = 0;
-  /// "fp32", "bf16" (tensor-core compute with f32 accumulation) or "fp16"
-  /// (the CPU emulating fp16 tensor cores: tailor-emulate-fp16).
+  /// "fp32", "bf16" (tensor-core compute with f32 accumulation; the CPU
+  /// emulates it: tailor-emulate-half) or "fp16" (the CPU emulating fp16
+  /// tensor cores: tailor-emulate-half).
   std::string precision = "fp32";
   /// Bytes of cuBLASLt workspace a GPU plan reserves.
   int64_t gemmWorkspace = 0;
@@ -66,15 +67,16 @@ void buildLowerToSchedule(mlir::OpPassManager &pm,
 struct TrainingRecipe;
 
 /// Fails, naming what, when `recipe`'s precision cannot run on `options`'
-/// target: fp16 (loss scaling) plans one CPU rank with dense frozen weights.
+/// target: fp16 (loss scaling) plans one CPU rank, fp16 and bf16 CPU plans
+/// store dense frozen weights in their own format (or f32).
 llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
                                    const ScheduleOptions &options);
 
 /// The storage scheme tailor-quantize gives the frozen weights of `recipe`
 /// on `options`' target ("" for none): the recipe's quantization, else
-/// bf16 on a GPU with bf16 compute (as Hugging Face loads them), or fp16
-/// with fp16 compute, unless the recipe says `quantization: none` or trains
-/// every weight.
+/// bf16 with bf16 compute (as Hugging Face loads them; GPU or CPU), or
+/// fp16 with fp16 compute, unless the recipe says `quantization: none` or
+/// trains every weight.
 std::string frozenWeightScheme(const TrainingRecipe &recipe,
                                const ScheduleOptions &options);
 

@@ -1822,6 +1822,59 @@ static std::string verifyLossScaling(const fb::Plan &p) {
   return "";
 }
 
+/// The compute precision a kernel gives its GEMMs on the CPU ("fp32",
+/// "fp16", "bf16"), or "" for a kernel that is no model GEMM.
+static std::string_view cpuGemmPrecision(std::string_view kernel) {
+  for (std::string_view gemm :
+       {"linear", "matmul", "linear_weight_grad", "linear_quantized"}) {
+    if (kernel == gemm) {
+      return "fp32";
+    }
+    if (kernel.size() == gemm.size() + 5 &&
+        kernel.substr(0, gemm.size()) == gemm &&
+        kernel[gemm.size()] == '_') {
+      std::string_view suffix = kernel.substr(gemm.size() + 1);
+      if (suffix == "fp16" || suffix == "bf16") {
+        return suffix;
+      }
+    }
+  }
+  return "";
+}
+
+/// The target's precision is one this runtime computes: fp32 or bf16 on
+/// CUDA; fp32, fp16 or bf16 on the CPU (1.14), whose GEMM kernels must all
+/// compute it (a plan never runs in another precision than it says).
+static std::string verifyPrecision(const fb::Plan &p, bool gpu) {
+  std::string_view precision = "fp32";
+  if (p.target() && p.target()->precision() &&
+      !p.target()->precision()->string_view().empty()) {
+    precision = p.target()->precision()->string_view();
+  }
+  bool known = precision == "fp32" || precision == "bf16" ||
+               (!gpu && precision == "fp16");
+  if (!known) {
+    return Message() << "the plan's precision '" << std::string(precision)
+                     << "' is not one the " << (gpu ? "CUDA" : "CPU")
+                     << " backend computes (expected fp32, bf16"
+                     << (gpu ? "" : " or fp16") << ")";
+  }
+  if (gpu || !p.kernels()) {
+    return "";
+  }
+  for (const fb::Kernel *kernel : *p.kernels()) {
+    std::string_view name =
+        kernel->name() ? kernel->name()->string_view() : std::string_view();
+    std::string_view gemm = cpuGemmPrecision(name);
+    if (!gemm.empty() && gemm != precision) {
+      return Message() << "the plan's precision is " << std::string(precision)
+                       << " but its kernel '" << std::string(name)
+                       << "' computes " << std::string(gemm);
+    }
+  }
+  return "";
+}
+
 std::string LoadedPlan::verify(const LoadOptions &options) const {
   const fb::Plan &p = *planRoot;
   if (std::string problem = verifyFormat(p); !problem.empty()) {
@@ -1867,6 +1920,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
   }
   if (problem.empty()) {
     problem = verifyLossScaling(p);
+  }
+  if (problem.empty()) {
+    problem = verifyPrecision(p, gpu);
   }
   return problem;
 }

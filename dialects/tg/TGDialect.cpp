@@ -82,12 +82,19 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
     }
     return success();
   }
-  if (name == TGDialect::kFp16AttrName) {
+  if (name == TGDialect::kFp16AttrName || name == TGDialect::kBf16AttrName) {
     if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<LinearOp, MatmulOp, LinearWeightGradOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a tg.linear, "
                                 "tg.matmul or tg.linear_weight_grad";
+    }
+    StringRef other = name == TGDialect::kFp16AttrName
+                          ? TGDialect::kBf16AttrName
+                          : TGDialect::kFp16AttrName;
+    if (op->hasAttr(other)) {
+      return op->emitError() << "a GEMM is either 'tg.fp16' or 'tg.bf16', "
+                                "not both";
     }
     return success();
   }
@@ -292,7 +299,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
   static constexpr StringRef known[] = {
       kLayerAttrName,          kModuleAttrName,       kTiedAttrName,
       kRecomputeAttrName,      kRecomputedAttrName,   kOverlapAttrName,
-      kHostAttrName,           kFp16AttrName,         kStepsAttrName,
+      kHostAttrName,           kFp16AttrName,         kBf16AttrName,
+      kStepsAttrName,
       kCompressionAttrName,
       kRecomputeSummaryAttrName, kRecomputePolicyAttrName, "tg.parallel",
       kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,

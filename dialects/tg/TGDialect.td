@@ -68,10 +68,15 @@ def TG_Dialect : Dialect {
     /// tailor-offload's optimizer decision, on an optimizer update (unit):
     /// it runs on the host, on host states.
     static constexpr ::llvm::StringLiteral kHostAttrName = "tg.host";
-    /// tailor-emulate-fp16's decision, on a GEMM (tg.linear, tg.matmul,
-    /// tg.linear_weight_grad; unit): its operands and its product are
-    /// rounded to IEEE half, its sums kept in f32 (fp16 tensor cores).
+    /// tailor-emulate-half's decision with format fp16, on a GEMM
+    /// (tg.linear, tg.matmul, tg.linear_weight_grad; unit): its operands
+    /// and its product are rounded to IEEE half, its sums kept in f32 (fp16
+    /// tensor cores).
     static constexpr ::llvm::StringLiteral kFp16AttrName = "tg.fp16";
+    /// tailor-emulate-half's decision with format bf16, on a GEMM (as
+    /// tg.fp16): its operands are rounded to bf16, its sums and result
+    /// kept in f32 (bf16 tensor cores with f32 accumulation).
+    static constexpr ::llvm::StringLiteral kBf16AttrName = "tg.bf16";
     /// On a tg.param: stored as the transpose of the Hugging Face tensor.
     static constexpr ::llvm::StringLiteral kExportTransposedAttrName =
         "tg.export_transposed";

@@ -260,22 +260,28 @@ def PackSequencesPass : Pass<"tailor-pack-sequences", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
-def EmulateFp16Pass : Pass<"tailor-emulate-fp16", "::mlir::ModuleOp"> {
-  let summary = "marks every GEMM to compute as fp16 tensor cores do";
+def EmulateHalfPass : Pass<"tailor-emulate-half", "::mlir::ModuleOp"> {
+  let summary = "marks every GEMM to compute as 16-bit tensor cores do";
   let description = [{
-    `mixed_precision: fp16`: every tg.linear, tg.matmul and
-    tg.linear_weight_grad of every function (forward, backward, LoRA)
-    gets `tg.fp16`: its kernel rounds its operands to IEEE half (nearest
-    even, inf beyond 65504, as a float to half conversion), sums the
-    products in f32 and rounds the product to half before any epilogue
-    (bias, residual, accumulation into a gradient) adds it in f32. What
-    torch.autocast(dtype=float16) runs in half and tailor keeps in f32:
-    attention, the elementwise ops between GEMMs (rope, SwiGLU, LoRA's
-    scaling), norms, softmax and the loss, which autocast also runs in
-    f32. A GEMM may read a frozen weight stored as half (tg.dequantize of
-    tailor-quantize's `fp16` scheme, which planning then dequantizes whole
-    for it); other storage schemes are refused.
+    `mixed_precision: fp16` or `bf16` on the CPU: every tg.linear,
+    tg.matmul and tg.linear_weight_grad of every function (forward,
+    backward, LoRA) gets `tg.fp16` or `tg.bf16` (the `format` option).
+    fp16: its kernel rounds its operands to IEEE half (nearest even, inf
+    beyond 65504, as a float to half conversion), sums the products in f32
+    and rounds the product to half before any epilogue (bias, residual,
+    accumulation into a gradient) adds it in f32. bf16: its kernel rounds
+    its operands to bf16 (nearest even) and sums and writes in f32, as
+    tailor's CUDA bf16 GEMMs (GemmDesc::bf16Compute). What autocast runs in
+    16 bits and tailor keeps in f32: attention, the elementwise ops between
+    GEMMs (rope, SwiGLU, LoRA's scaling), norms, softmax and the loss. A
+    GEMM may read a frozen weight stored in its own format (tg.dequantize
+    of tailor-quantize's `fp16` or `bf16` scheme, which planning then
+    dequantizes whole for it); other storage schemes are refused.
   }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"fp16\"",
+           "fp16 or bf16: the rounding the marked GEMMs emulate">
+  ];
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 

@@ -297,9 +297,11 @@ void ProgramEmitter::emitHeader(const ArenaLayout &layout, int64_t threads,
   }
   program->setAttr("sched.threads", builder.getI64IntegerAttr(threads));
   program->setAttr("sched.backend", builder.getStringAttr(target.backend));
-  // A CPU plan computes in f32 but for fp16's GEMMs (tailor-emulate-fp16),
-  // so only fp16 is recorded there (bf16 asked of a CPU target runs f32).
-  if (target.isCuda() || target.precision == "fp16") {
+  // A CPU plan computes in f32 but for the GEMMs tailor-emulate-half marked
+  // (fp16 or bf16), so only those are recorded there; the runtime checks
+  // that its GEMM kernels agree (runtime/Plan.cpp).
+  if (target.isCuda() || target.precision == "fp16" ||
+      target.precision == "bf16") {
     program->setAttr("sched.precision",
                      builder.getStringAttr(target.precision));
   }

@@ -314,10 +314,11 @@ Fusions decideFusions(Block &body) {
   // Quantized weights read only by linear layers (directly or through a
   // folded transpose) are never dequantized whole: the linear kernel
   // dequantizes tiles of the stored weight.
-  // Not for fp16 GEMMs (tailor-emulate-fp16): they round their operands
-  // as they copy them, from the whole weight.
+  // Not for fp16 or bf16 GEMMs (tailor-emulate-half): they round their
+  // operands as they copy them, from the whole weight.
   auto halfGemm = [](Operation *op) {
-    return op->hasAttr(tg::TGDialect::kFp16AttrName);
+    return op->hasAttr(tg::TGDialect::kFp16AttrName) ||
+           op->hasAttr(tg::TGDialect::kBf16AttrName);
   };
   for (auto dequantize : body.getOps<tg::DequantizeOp>()) {
     bool onlyLinear = llvm::all_of(dequantize->getUses(), [&](OpOperand &use) {

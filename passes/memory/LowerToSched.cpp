@@ -12,6 +12,8 @@
 
 #include "passes/memory/SchedPlanner.h"
 
+#include "dialects/tg/TGOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace tailor::memory {
@@ -31,6 +33,37 @@ struct LowerToSchedPass
 
   void runOnOperation() override;
 };
+
+/// A CPU plan's precision is its GEMMs' (tailor-emulate-half's marks):
+/// fails naming the first GEMM whose mark (tg.fp16, tg.bf16 or none for
+/// fp32) differs from `precision`, so the plan never records a precision
+/// its kernels do not compute.
+LogicalResult checkCpuGemmPrecision(ArrayRef<func::FuncOp> funcs,
+                                    StringRef precision) {
+  for (func::FuncOp func : funcs) {
+    WalkResult result = func.walk([&](Operation *op) -> WalkResult {
+      if (!llvm::isa<tg::LinearOp, tg::MatmulOp, tg::LinearWeightGradOp>(op)) {
+        return WalkResult::advance();
+      }
+      StringRef mark = op->hasAttr(tg::TGDialect::kFp16AttrName)   ? "fp16"
+                       : op->hasAttr(tg::TGDialect::kBf16AttrName) ? "bf16"
+                                                                   : "fp32";
+      if (mark == precision) {
+        return WalkResult::advance();
+      }
+      op->emitError() << "a CPU plan in " << precision << " needs every GEMM "
+                      << (precision == "fp32"
+                              ? StringRef("unmarked")
+                              : StringRef("marked by tailor-emulate-half"))
+                      << ", this one computes " << mark;
+      return WalkResult::interrupt();
+    });
+    if (result.wasInterrupted()) {
+      return failure();
+    }
+  }
+  return success();
+}
 
 } // namespace
 
@@ -89,6 +122,9 @@ void LowerToSchedPass::runOnOperation() {
   if (precision == "fp16" && backend != "cpu") {
     module.emitError() << "fp16 runs on the CPU backend only: tailor's CUDA "
                           "kernels have no fp16 GEMMs yet";
+    return signalPassFailure();
+  }
+  if (backend == "cpu" && failed(checkCpuGemmPrecision(funcs, precision))) {
     return signalPassFailure();
   }
   PlannerOptions options;

@@ -99,8 +99,9 @@ def LowerToSchedPass : Pass<"tailor-lower-to-sched", "::mlir::ModuleOp"> {
            "cuda: the target's compute capability (major * 10 + minor)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "fp32, bf16 (GEMMs and attention round inputs to bf16 for the "
-           "tensor cores, accumulating in f32), or fp16 (cpu: the GEMMs "
-           "tailor-emulate-fp16 marked round to half)">,
+           "tensor cores, accumulating in f32; cpu: the GEMMs "
+           "tailor-emulate-half marked tg.bf16), or fp16 (cpu: the GEMMs "
+           "tailor-emulate-half marked tg.fp16 round to half)">,
     Option<"deviceMemory", "device-memory", "int64_t", /*default=*/"0",
            "cuda: the GPU's memory in bytes; a program that does not fit "
            "in it less 512 MiB for the CUDA context is an error (0: no "

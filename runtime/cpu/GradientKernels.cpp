@@ -127,13 +127,16 @@ std::string runLinearWeightGrad(const KernelCall &call) {
   return "";
 }
 
-// linear_weight_grad_fp16: dy, x, dw, workspace (tailor-emulate-fp16). dy
-// and x are rounded to half into the workspace, the same sgemm sums their
-// products into the workspace's last N K floats, and the product, rounded
-// to half, is written to dw or added to it (`accumulate`: the gradient
-// accumulator, f32, as autocast's half weight gradient is added to an f32
-// .grad).
+// linear_weight_grad_fp16 / _bf16: dy, x, dw, workspace
+// (tailor-emulate-half). dy and x are rounded to the format into the
+// workspace and the same sgemm sums their products. fp16: into the
+// workspace's last N K floats, and the product, rounded to half, is
+// written to dw or added to it (`accumulate`: the gradient accumulator,
+// f32, as autocast's half weight gradient is added to an f32 .grad).
+// bf16: the f32 sums go to dw directly (beta 1 with `accumulate`), as a
+// bf16Compute GEMM with an f32 output.
 
+template <HalfFormat Format>
 std::string checkLinearWeightGradHalf(const KernelCall &call) {
   if (auto e = expectOperandCount(call, 4); !e.empty()) {
     return e;
@@ -147,7 +150,7 @@ std::string checkLinearWeightGradHalf(const KernelCall &call) {
     return e;
   }
   int64_t needed = call.operands[0].numel() + call.operands[1].numel() +
-                   call.operands[2].numel();
+                   (kRoundsProduct<Format> ? call.operands[2].numel() : 0);
   if (call.operands[3].numel() < needed) {
     return "workspace holds " + std::to_string(call.operands[3].numel()) +
            " floats, expected at least " + std::to_string(needed);
@@ -155,19 +158,27 @@ std::string checkLinearWeightGradHalf(const KernelCall &call) {
   return "";
 }
 
+template <HalfFormat Format>
 std::string runLinearWeightGradHalf(const KernelCall &call) {
   const Tensor &dy = call.operands[0], &x = call.operands[1];
   int64_t n = dy.shape.back(), k = x.shape.back(), rows = leadingRows(dy);
   float *dyr = call.operands[3].as<float>();
   float *xr = dyr + dy.numel();
-  float *product = xr + x.numel();
-  roundToHalf(call, dy.as<float>(), dyr, dy.numel());
-  roundToHalf(call, x.as<float>(), xr, x.numel());
+  roundCopy<Format>(call, dy.as<float>(), dyr, dy.numel());
+  roundCopy<Format>(call, x.as<float>(), xr, x.numel());
   const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
-  sgemm(true, false, n, k, rows, alpha, dyr, std::max<int64_t>(n, 1), xr,
-        std::max<int64_t>(k, 1), 0.0f, product, std::max<int64_t>(k, 1));
-  addRoundedProduct(call, product, call.operands[2].as<float>(), n, k,
-                    call.attributes.getInt("accumulate", 0) != 0);
+  bool accumulate = call.attributes.getInt("accumulate", 0) != 0;
+  float *dw = call.operands[2].as<float>();
+  if constexpr (kRoundsProduct<Format>) {
+    float *product = xr + x.numel();
+    sgemm(true, false, n, k, rows, alpha, dyr, std::max<int64_t>(n, 1), xr,
+          std::max<int64_t>(k, 1), 0.0f, product, std::max<int64_t>(k, 1));
+    addRoundedProduct(call, product, dw, n, k, accumulate);
+  } else {
+    sgemm(true, false, n, k, rows, alpha, dyr, std::max<int64_t>(n, 1), xr,
+          std::max<int64_t>(k, 1), accumulate ? 1.0f : 0.0f, dw,
+          std::max<int64_t>(k, 1));
+  }
   return "";
 }
 
@@ -612,8 +623,12 @@ std::string runEmbeddingGrad(const KernelCall &call) {
 void addGradientKernels(std::vector<KernelDef> &table) {
   table.push_back(
       {"linear_weight_grad", 3, checkLinearWeightGrad, runLinearWeightGrad});
-  table.push_back({"linear_weight_grad_fp16", 4, checkLinearWeightGradHalf,
-                   runLinearWeightGradHalf});
+  table.push_back({"linear_weight_grad_fp16", 4,
+                   checkLinearWeightGradHalf<HalfFormat::Fp16>,
+                   runLinearWeightGradHalf<HalfFormat::Fp16>});
+  table.push_back({"linear_weight_grad_bf16", 4,
+                   checkLinearWeightGradHalf<HalfFormat::Bf16>,
+                   runLinearWeightGradHalf<HalfFormat::Bf16>});
   table.push_back(
       {"rms_norm_grad", 6, checkNormGrad<false>, runNormGrad<false>});
   table.push_back(

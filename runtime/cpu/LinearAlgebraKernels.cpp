@@ -10,14 +10,18 @@
 // worker with the BLAS single-threaded: small GEMMs do not spread well over
 // BLAS threads, and OpenBLAS serializes concurrent multithreaded calls.
 //
-// `linear_fp16` and `matmul_fp16` (tailor-emulate-fp16): what an fp16
-// tensor core computes, emulated. Their last operand is a workspace: the
-// operands are rounded to half (HalfRounding.h) while being copied there,
-// the same f32 GEMM sums the products, and the product is rounded to half
-// as the epilogue writes it (bias, residual or accumulation added in f32
-// after the rounding, as autocast adds an f32 value to a half product).
-// The weight is re-rounded on every launch: frozen weights stay f32 in the
-// parameter arena.
+// `linear_fp16` and `matmul_fp16` (tailor-emulate-half, format fp16): what
+// an fp16 tensor core computes, emulated. Their last operand is a
+// workspace: the operands are rounded to half (HalfRounding.h) while being
+// copied there, the same f32 GEMM sums the products, and the product is
+// rounded to half as the epilogue writes it (bias, residual or
+// accumulation added in f32 after the rounding, as autocast adds an f32
+// value to a half product). `linear_bf16` and `matmul_bf16` (format bf16)
+// are the same templates with bf16 rounding of the operands and no
+// rounding of the product: f32 sums written as f32 (CUDA's bf16Compute
+// GEMMs), so their workspace holds the rounded operands only. The weight is
+// re-rounded on every launch (a no-op on a frozen weight stored as bf16 or
+// fp16 and dequantized whole, Fusions.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -289,21 +293,14 @@ std::string runLinear(const KernelCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
-// matmul_fp16, linear_fp16
+// matmul_fp16, linear_fp16, matmul_bf16, linear_bf16
 //===----------------------------------------------------------------------===//
 
+template <HalfFormat Format>
 TAILOR_VECTOR_CLONES void roundLoop(const float *src, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    dst[i] = roundToHalf(src[i]);
+    dst[i] = roundTo<Format>(src[i]);
   }
-}
-
-/// dst = src rounded to half, on the pool (dst may be src).
-void roundCopy(const KernelCall &call, const float *src, float *dst,
-               int64_t n) {
-  parallelFor(call, n, kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
-    roundLoop(src + begin, dst + begin, end - begin);
-  });
 }
 
 /// The call without its last operand (the workspace), for the checks the
@@ -337,23 +334,28 @@ std::string checkMatmulHalf(const KernelCall &call) {
   if (auto e = expectDType(call, 0, DType::F32); !e.empty()) {
     return e;
   }
-  // The rounded a and b (y is rounded in place).
+  // The rounded a and b (an fp16 y is rounded in place).
   return expectHalfWorkspace(
       call, call.operands[0].numel() + call.operands[1].numel());
 }
 
+template <HalfFormat Format>
 std::string runMatmulHalf(const KernelCall &call) {
   const Tensor &a = call.operands[0], &b = call.operands[1],
                &y = call.operands[2];
   float *ar = call.operands[3].as<float>();
   float *br = ar + a.numel();
-  roundCopy(call, a.as<float>(), ar, a.numel());
-  roundCopy(call, b.as<float>(), br, b.numel());
+  roundCopy<Format>(call, a.as<float>(), ar, a.numel());
+  roundCopy<Format>(call, b.as<float>(), br, b.numel());
   runMatmulTyped<float>(call, ar, br);
-  roundCopy(call, y.as<float>(), y.as<float>(), y.numel());
+  if constexpr (kRoundsProduct<Format>) {
+    roundCopy<Format>(call, y.as<float>(), y.as<float>(), y.numel());
+  }
   return "";
 }
 
+/// The rounded x and w, and for fp16 the product (y's shape).
+template <HalfFormat Format>
 std::string checkLinearHalf(const KernelCall &call) {
   if (auto e = expectOperandCount(call, 4, 5); !e.empty()) {
     return e;
@@ -361,11 +363,11 @@ std::string checkLinearHalf(const KernelCall &call) {
   if (auto e = checkLinear(withoutWorkspace(call)); !e.empty()) {
     return e;
   }
-  // The rounded x and w, and the product (y's shape).
   size_t count = call.operands.size() - 1;
+  int64_t product = kRoundsProduct<Format> ? call.operands[count - 1].numel()
+                                           : 0;
   return expectHalfWorkspace(call, call.operands[0].numel() +
-                                       call.operands[1].numel() +
-                                       call.operands[count - 1].numel());
+                                       call.operands[1].numel() + product);
 }
 
 /// What the product is added to: nothing, a bias row, a residual of y's
@@ -402,23 +404,10 @@ void addRounded(const KernelCall &call, const float *product,
   });
 }
 
-std::string runLinearHalf(const KernelCall &call) {
+/// linear_fp16: the product, rounded to half, then the epilogue in f32.
+void linearHalfEpilogue(const KernelCall &call, const float *product,
+                        float *out, int64_t m, int64_t n) {
   size_t count = call.operands.size() - 1;
-  const Tensor &x = call.operands[0], &w = call.operands[1];
-  const Tensor &y = call.operands[count - 1];
-  bool transposed = call.attributes.getInt("transpose_weight", 0) != 0;
-  int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
-  int64_t m = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
-  float *xr = call.operands[count].as<float>();
-  float *wr = xr + x.numel();
-  float *product = wr + w.numel();
-  roundCopy(call, x.as<float>(), xr, x.numel());
-  roundCopy(call, w.as<float>(), wr, w.numel());
-  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
-  gemm<float>(!transposed, m, n, k, xr, std::max<int64_t>(k, 1), wr,
-              std::max<int64_t>(transposed ? n : k, 1), 0.0f, product,
-              std::max<int64_t>(n, 1), alpha);
-  float *out = y.as<float>();
   if (count == 4 && call.attributes.getInt("addend", 0) != 0) {
     addRounded<Base::Addend>(call, product, call.operands[2].as<float>(), out,
                              m, n);
@@ -430,6 +419,33 @@ std::string runLinearHalf(const KernelCall &call) {
   } else {
     addRounded<Base::None>(call, product, nullptr, out, m, n);
   }
+}
+
+template <HalfFormat Format>
+std::string runLinearHalf(const KernelCall &call) {
+  size_t count = call.operands.size() - 1;
+  const Tensor &x = call.operands[0], &w = call.operands[1];
+  const Tensor &y = call.operands[count - 1];
+  float *xr = call.operands[count].as<float>();
+  float *wr = xr + x.numel();
+  roundCopy<Format>(call, x.as<float>(), xr, x.numel());
+  roundCopy<Format>(call, w.as<float>(), wr, w.numel());
+  if constexpr (!kRoundsProduct<Format>) {
+    // bf16: the f32 kernel on the rounded operands (its epilogue in f32).
+    KernelCall rounded = withoutWorkspace(call);
+    rounded.operands[0].data = xr;
+    rounded.operands[1].data = wr;
+    return runLinear(rounded);
+  }
+  bool transposed = call.attributes.getInt("transpose_weight", 0) != 0;
+  int64_t k = x.shape.back(), n = w.shape[transposed ? 1 : 0];
+  int64_t m = k ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  float *product = wr + w.numel();
+  const auto alpha = static_cast<float>(call.attributes.getFloat("alpha", 1));
+  gemm<float>(!transposed, m, n, k, xr, std::max<int64_t>(k, 1), wr,
+              std::max<int64_t>(transposed ? n : k, 1), 0.0f, product,
+              std::max<int64_t>(n, 1), alpha);
+  linearHalfEpilogue(call, product, y.as<float>(), m, n);
   return "";
 }
 
@@ -447,17 +463,30 @@ void addRoundedProduct(const KernelCall &call, const float *product,
   }
 }
 
-/// dst = src rounded to half, on the call's pool.
-void roundToHalf(const KernelCall &call, const float *src, float *dst,
-                 int64_t n) {
-  roundCopy(call, src, dst, n);
+template <HalfFormat Format>
+void roundCopy(const KernelCall &call, const float *src, float *dst,
+               int64_t n) {
+  parallelFor(call, n, kElementwiseGrain, [&](int64_t begin, int64_t end, int) {
+    roundLoop<Format>(src + begin, dst + begin, end - begin);
+  });
 }
+
+template void roundCopy<HalfFormat::Fp16>(const KernelCall &, const float *,
+                                          float *, int64_t);
+template void roundCopy<HalfFormat::Bf16>(const KernelCall &, const float *,
+                                          float *, int64_t);
 
 void addLinearAlgebraKernels(std::vector<KernelDef> &table) {
   table.push_back({"matmul", 3, checkMatmul, runMatmul});
   table.push_back({"linear", -1, checkLinear, runLinear});
-  table.push_back({"matmul_fp16", 4, checkMatmulHalf, runMatmulHalf});
-  table.push_back({"linear_fp16", -1, checkLinearHalf, runLinearHalf});
+  table.push_back({"matmul_fp16", 4, checkMatmulHalf,
+                   runMatmulHalf<HalfFormat::Fp16>});
+  table.push_back({"linear_fp16", -1, checkLinearHalf<HalfFormat::Fp16>,
+                   runLinearHalf<HalfFormat::Fp16>});
+  table.push_back({"matmul_bf16", 4, checkMatmulHalf,
+                   runMatmulHalf<HalfFormat::Bf16>});
+  table.push_back({"linear_bf16", -1, checkLinearHalf<HalfFormat::Bf16>,
+                   runLinearHalf<HalfFormat::Bf16>});
 }
 
 } // namespace tailor::runtime::cpu

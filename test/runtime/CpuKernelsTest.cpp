@@ -198,8 +198,9 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "adamw_multi", "sgd", "zero",
       // Quantized weights (QuantizedLinearKernels.cpp).
       "linear_quantized", "dequantize",
-      // fp16 GEMMs (LinearAlgebraKernels.cpp, GradientKernels.cpp).
-      "linear_fp16", "matmul_fp16", "linear_weight_grad_fp16",
+      // fp16 and bf16 GEMMs (LinearAlgebraKernels.cpp, GradientKernels.cpp).
+      "linear_fp16", "matmul_fp16", "linear_weight_grad_fp16", "linear_bf16",
+      "matmul_bf16", "linear_weight_grad_bf16",
       // Fusion groups (FusedKernels.cpp).
       "fused_elementwise",
       // Gradient compression (CompressionKernels.cpp).

@@ -1,8 +1,11 @@
-//===- HalfGemmKernelsTest.cpp - fp16 GEMMs and skipped updates -----------===//
+//===- HalfGemmKernelsTest.cpp - fp16 and bf16 GEMMs, skipped updates -----===//
 //
-// The `*_fp16` GEMM kernels (tailor-emulate-fp16) against a reference that
+// The `*_fp16` GEMM kernels (tailor-emulate-half) against a reference that
 // rounds with the compiler's IEEE float -> _Float16 conversion and sums in
-// double; roundToHalf against that conversion; and the update kernels'
+// double; roundToHalf against that conversion; roundToBf16 against torch's
+// float -> bfloat16 conversion (a table of its bits) and a nearest-even
+// reference over a sweep of bit patterns; the `*_bf16` GEMM kernels against
+// a double reference on bf16-rounded operands; and the update kernels'
 // skipped step (a non-finite grad_scale, fp16 loss scaling).
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +14,8 @@
 
 #include "runtime/cpu/HalfRounding.h"
 
+#include <cstring>
+#include <functional>
 #include <limits>
 
 using namespace tailor::runtime;
@@ -167,6 +172,190 @@ TEST(HalfGemmKernelsTest, WeightGradAndMatmul) {
   // A workspace too small for the rounded operands is refused at load.
   Buffer tiny(DType::F32, {8});
   EXPECT_NE(checkKernel("matmul_fp16", {&a, &b, &y, &tiny}), "");
+}
+
+/// The bf16 value nearest to finite `x` (ties to even), from the two
+/// candidates around it compared in double: independent of the kernels'
+/// add-and-clear.
+float bf16Reference(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  uint32_t down = bits & 0xffff0000u, up = down + 0x10000u;
+  float lo, hi;
+  std::memcpy(&lo, &down, sizeof(lo));
+  std::memcpy(&hi, &up, sizeof(hi));
+  // Past the largest finite, `up` is inf: the midpoint is 2^128 - 2^111.
+  double hiValue = std::isinf(hi) ? std::copysign(std::ldexp(1.0, 128), x)
+                                  : double(hi);
+  double dLo = std::fabs(double(x) - double(lo));
+  double dHi = std::fabs(double(x) - hiValue);
+  if (dLo < dHi || (dLo == dHi && (down & 0x10000u) == 0)) {
+    return lo;
+  }
+  return hi;
+}
+
+/// `x` rounded to bf16 (the kernels' rounding), for the references below.
+float bf16(double x) { return cpu::roundToBf16(static_cast<float>(x)); }
+
+TEST(HalfGemmKernelsTest, RoundToBf16MatchesTorch) {
+  // {f32 bits, torch's x.to(torch.bfloat16) bits} (torch 2.x on the CPU):
+  // ties to even (1 + 2^-8 down, 1 + 3 * 2^-8 up), just above a tie,
+  // overflow of the largest finite f32 to inf, subnormals (a tie at
+  // 3 * 2^-134), the largest subnormal rounding to the smallest normal.
+  static const uint32_t cases[][2] = {
+      {0x00000000u, 0x0000u}, {0x80000000u, 0x8000u}, {0x3f800000u, 0x3f80u},
+      {0x3f808000u, 0x3f80u}, {0x3f818000u, 0x3f82u}, {0x3f808008u, 0x3f81u},
+      {0x4040c000u, 0x4041u}, {0x3dcccccdu, 0x3dcdu}, {0xc0490fd0u, 0xc049u},
+      {0x477fe000u, 0x4780u}, {0x7f7f0000u, 0x7f7fu}, {0x7f7fffffu, 0x7f80u},
+      {0xff7fffffu, 0xff80u}, {0x000116c2u, 0x0001u}, {0x00010000u, 0x0001u},
+      {0x00018000u, 0x0002u}, {0x007fffffu, 0x0080u}, {0x00010075u, 0x0001u},
+      {0x7f800000u, 0x7f80u}, {0xff800000u, 0xff80u}, {0x437f8000u, 0x4380u},
+      {0x43804000u, 0x4380u}, {0x4380c000u, 0x4381u}, {0xc380c000u, 0xc381u}};
+  for (const auto &c : cases) {
+    float x, got;
+    std::memcpy(&x, &c[0], sizeof(x));
+    got = cpu::roundToBf16(x);
+    uint32_t gotBits;
+    std::memcpy(&gotBits, &got, sizeof(gotBits));
+    EXPECT_EQ(gotBits, c[1] << 16) << std::hex << c[0];
+  }
+  // NaNs stay NaN, also one whose payload is only in the dropped bits
+  // (truncation would make it inf).
+  for (uint32_t nanBits : {0x7fc00000u, 0x7f800001u, 0xff800001u,
+                           0x7fffffffu}) {
+    float x;
+    std::memcpy(&x, &nanBits, sizeof(x));
+    EXPECT_TRUE(std::isnan(cpu::roundToBf16(x))) << std::hex << nanBits;
+  }
+  // A sweep over the f32 range, every 4099th bit pattern.
+  for (uint64_t bits = 0; bits < (uint64_t(1) << 32); bits += 4099) {
+    uint32_t b = static_cast<uint32_t>(bits);
+    float x;
+    std::memcpy(&x, &b, sizeof(x));
+    float got = cpu::roundToBf16(x);
+    if (std::isnan(x)) {
+      ASSERT_TRUE(std::isnan(got)) << b;
+    } else if (std::isinf(x)) {
+      ASSERT_EQ(got, x) << b;
+    } else {
+      ASSERT_EQ(got, bf16Reference(x)) << b;
+    }
+  }
+}
+
+/// y[m, n] = sum_k bf16(x[m, k]) bf16(w[n, k]) + base, in double (no
+/// rounding of the product: f32 accumulation and output).
+std::vector<double> bf16Linear(const Buffer &x, const Buffer &w, int64_t m,
+                               int64_t n, int64_t k, double alpha,
+                               const std::function<double(int64_t)> &base) {
+  std::vector<double> y(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += double(bf16(x.at(i * k + p))) * double(bf16(w.at(j * k + p)));
+      }
+      y[i * n + j] = alpha * sum + base(i * n + j);
+    }
+  }
+  return y;
+}
+
+TEST(HalfGemmKernelsTest, Bf16LinearRoundsOperandsNotProduct) {
+  int64_t m = 37, n = 19, k = 300;
+  Buffer x = randomBuffer({m, k}, -3, 3, 1);
+  Buffer w = randomBuffer({n, k}, -0.2, 0.2, 2);
+  Buffer bias = randomBuffer({n}, -1, 1, 3);
+  Buffer y(DType::F32, {m, n});
+  // The rounded x and w only: no product for bf16.
+  Buffer workspace(DType::F32, {m * k + n * k});
+  ASSERT_EQ(runKernel("linear_bf16", {&x, &w, &bias, &y, &workspace}), "");
+  // f32 sums of 300 exact bf16 products (8-bit significands multiply
+  // exactly in f32) against double: f32 rounding of the partial sums only.
+  std::vector<double> want = bf16Linear(
+      x, w, m, n, k, 1.0, [&](int64_t i) { return bias.at(i % n); });
+  expectAllNear(y, want, 1e-4, 1e-4, "linear_bf16");
+  // The f32 kernel differs by the operand rounding (up to 2^-9 relative
+  // each, about 1e-2 on these sums), far above that tolerance; and the
+  // product is not rounded to bf16.
+  Buffer y32(DType::F32, {m, n});
+  ASSERT_EQ(runKernel("linear", {&x, &w, &bias, &y32}), "");
+  double diff = 0;
+  int64_t unrounded = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    diff = std::max(diff, std::fabs(y.at(i) - y32.at(i)));
+    float product = static_cast<float>(y.at(i));
+    unrounded += cpu::roundToBf16(product) != product;
+  }
+  EXPECT_GT(diff, 1e-3) << "bf16 must differ from the f32 kernel";
+  EXPECT_GT(unrounded, m * n / 2) << "a bf16 GEMM writes f32 sums";
+  // Too small a workspace is refused when the session is created.
+  Buffer tiny(DType::F32, {m * k});
+  EXPECT_NE(checkKernel("linear_bf16", {&x, &w, &bias, &y, &tiny}), "");
+}
+
+TEST(HalfGemmKernelsTest, Bf16EpiloguesWeightGradAndMatmul) {
+  int64_t m = 5, n = 6, k = 70;
+  Buffer x = randomBuffer({m, k}, -2, 2, 20);
+  Buffer w = randomBuffer({k, n}, -2, 2, 21);
+  Buffer y = randomBuffer({m, n}, -1, 1, 22);
+  std::vector<double> before = values(y);
+  Buffer workspace(DType::F32, {m * k + n * k});
+  // transpose_weight (w stored [K, N]), alpha and accumulate: y += 0.5 x w.
+  ASSERT_EQ(runKernel("linear_bf16", {&x, &w, &y, &workspace},
+                      {intAttr("transpose_weight", 1),
+                       intAttr("accumulate", 1), floatAttr("alpha", 0.5)}),
+            "");
+  std::vector<double> want(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += double(bf16(x.at(i * k + p))) * double(bf16(w.at(p * n + j)));
+      }
+      want[i * n + j] = before[i * n + j] + 0.5 * sum;
+    }
+  }
+  expectAllNear(y, want, 1e-5, 1e-5, "linear_bf16 accumulate");
+
+  int64_t rows = 29, gn = 7, gk = 11;
+  Buffer dy = randomBuffer({rows, gn}, -2, 2, 23);
+  Buffer gx = randomBuffer({rows, gk}, -2, 2, 24);
+  Buffer dw = randomBuffer({gn, gk}, -1, 1, 25);
+  std::vector<double> grad = values(dw);
+  for (int64_t i = 0; i < gn; ++i) {
+    for (int64_t j = 0; j < gk; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        sum += double(bf16(dy.at(r * gn + i))) *
+               double(bf16(gx.at(r * gk + j)));
+      }
+      grad[i * gk + j] += sum;
+    }
+  }
+  Buffer gws(DType::F32, {rows * gn + rows * gk});
+  ASSERT_EQ(runKernel("linear_weight_grad_bf16", {&dy, &gx, &dw, &gws},
+                      {intAttr("accumulate", 1)}),
+            "");
+  expectAllNear(dw, grad, 1e-5, 1e-5, "linear_weight_grad_bf16");
+
+  Buffer a = randomBuffer({2, 5, 6}, -2, 2, 26);
+  Buffer b = randomBuffer({6, 4}, -2, 2, 27);
+  Buffer out(DType::F32, {2, 5, 4});
+  Buffer mws(DType::F32, {60 + 24});
+  ASSERT_EQ(runKernel("matmul_bf16", {&a, &b, &out, &mws}), "");
+  std::vector<double> ref(40);
+  for (int64_t i = 0; i < 10; ++i) {
+    for (int64_t j = 0; j < 4; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < 6; ++p) {
+        sum += double(bf16(a.at(i * 6 + p))) * double(bf16(b.at(p * 4 + j)));
+      }
+      ref[i * 4 + j] = sum;
+    }
+  }
+  expectAllNear(out, ref, 1e-5, 1e-5, "matmul_bf16");
 }
 
 TEST(HalfGemmKernelsTest, NonFiniteGradScaleSkipsTheUpdate) {

@@ -830,6 +830,9 @@ void printTarget(llvm::raw_ostream &os, const fb::Plan &p, const PlanSummary &s,
     if (precision == "fp16") {
       os << " (fp16 GEMMs emulated: operands and products rounded to half, "
             "f32 sums)";
+    } else if (precision == "bf16") {
+      os << " (bf16 GEMMs emulated: operands rounded to bf16, f32 sums and "
+            "results)";
     } else if (precision != "fp32") {
       os << " (" << precision << ")";
     }

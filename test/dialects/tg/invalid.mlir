@@ -1107,9 +1107,27 @@ func.func @f() -> tensor<?xf32> {
 
 // -----
 
-// Tests that tg.fp16 (tailor-emulate-fp16's decision) sits on GEMMs only.
+// Tests that tg.fp16 (tailor-emulate-half's decision) sits on GEMMs only.
 func.func @f(%x: tensor<4xf32>) {
   // expected-error @+1 {{'tg.fp16' must be a unit attribute on a tg.linear, tg.matmul or tg.linear_weight_grad}}
   %0 = tg.exp %x {tg.fp16} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that tg.bf16 (tailor-emulate-half's decision) sits on GEMMs only.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tg.bf16' must be a unit attribute on a tg.linear, tg.matmul or tg.linear_weight_grad}}
+  %0 = tg.exp %x {tg.bf16} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a GEMM computes in one 16-bit format.
+func.func @f(%x: tensor<3x4xf32>, %w: tensor<8x4xf32>) {
+  // expected-error @+1 {{a GEMM is either 'tg.fp16' or 'tg.bf16', not both}}
+  %0 = tg.linear %x, %w {tg.fp16, tg.bf16} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
   return
 }

@@ -327,3 +327,16 @@ func.func @forward(%x: tensor<2x4xf32> {tg.name = "x"}) -> (tensor<2x4xf32> {tg.
   %y = tg.mul %d, %half : (tensor<2x4xf32>, tensor<1x1xf32>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
 }
+
+// -----
+
+tg.param @w : tensor<8x4xf32> at #tg.external<"weights.bin", offset = 0, length = 128>
+
+// Tests that an fp32 CPU plan refuses a GEMM tailor-emulate-half marked
+// (the plan would say fp32 and round to bf16).
+func.func @forward(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<3x8xf32> {tg.name = "y"}) {
+  %w = tg.param_ref @w : tensor<8x4xf32>
+  // expected-error @+1 {{a CPU plan in fp32 needs every GEMM unmarked, this one computes bf16}}
+  %y = tg.linear %x, %w {tg.bf16} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
