@@ -201,7 +201,7 @@ loadRecipe(llvm::StringRef path, const std::vector<std::string> &overrides);
 /// logging) are returned in `ignored`: the same recipe that trained the
 /// model compiles its generation plan, and the caller says which it
 /// ignores. Keys that change how a plan is placed or computed, which a
-/// generation plan (one rank, fp32 on the CPU) cannot honour (sharding,
+/// generation plan (one rank, fp32) cannot honour (sharding,
 /// offload, layer split, gradient compression, device budgets,
 /// mixed_precision: bf16, `adapter: full`), are an error naming them.
 llvm::Error checkGenerationRecipe(const TrainingRecipe &recipe,

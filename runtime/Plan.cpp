@@ -1875,6 +1875,39 @@ static std::string verifyPrecision(const fb::Plan &p, bool gpu) {
   return "";
 }
 
+/// A CUDA plan: every device launch as its launcher checks it when a GPU
+/// session is made (shapes, dtypes, attributes; no memory yet), so a plan
+/// a launcher refuses fails to load on any machine, naming the step.
+static std::string verifyCudaLaunches(const LoadedPlan &plan) {
+  const fb::Plan &p = plan.root();
+  const auto &ops = *p.ops();
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    const fb::Launch *launch = ops.Get(i)->step_as_Launch();
+    if (!launch ||
+        p.streams()->Get(launch->stream())->kind() == fb::StreamKind::Host) {
+      continue;
+    }
+    const fb::Kernel *kernel = p.kernels()->Get(launch->kernel());
+    const cuda::CudaKernelDef *def =
+        cuda::findCudaKernel(kernel->name()->string_view());
+    KernelCall call;
+    for (uint32_t operand : *launch->operands()) {
+      Tensor tensor;
+      tensor.dtype = plan.bufferDType(operand);
+      tensor.shape = plan.bufferShape(operand);
+      call.operands.push_back(tensor);
+    }
+    call.attributes = decodeLaunchAttributes(*launch);
+    if (std::string message = def->check(call); !message.empty()) {
+      return Message() << "step " << i << " (" << kernel->name()->str()
+                       << (launch->origin() ? ", " + launch->origin()->str()
+                                            : std::string())
+                       << "): the CUDA backend cannot run it: " << message;
+    }
+  }
+  return "";
+}
+
 std::string LoadedPlan::verify(const LoadOptions &options) const {
   const fb::Plan &p = *planRoot;
   if (std::string problem = verifyFormat(p); !problem.empty()) {
@@ -1923,6 +1956,9 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
   }
   if (problem.empty()) {
     problem = verifyPrecision(p, gpu);
+  }
+  if (problem.empty() && gpu) {
+    problem = verifyCudaLaunches(*this);
   }
   return problem;
 }

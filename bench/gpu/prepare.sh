@@ -169,6 +169,25 @@ done
 # The GPU in f32: compared with the CPU plan at a tight tolerance.
 compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-h100-fp32.tplan" h100 \
   "$tiny_recipe" mixed_precision=fp32
+# Generation (--task generate): the KV cache decode and prefill entries on
+# the CPU and on the GPU, plain and with NF4 weights, and a GPU plan with no
+# prefill entry (the prompt a token at a time).
+compile_generate() { # OUT HARDWARE [flag or key=value...]
+  local out=$1 hw=$2
+  shift 2
+  if ! "$TAILOR" compile "$BUNDLE/tiny-llama/model.onnx" --task generate \
+      --max-seq-len 64 --hardware "$hw" "$@" -o "$out" > "$out.log" 2>&1; then
+    cat "$out.log" >&2
+    die "tailor compile --task generate for $hw failed: $(basename "$out")"
+  fi
+  rm -f "$out.log"
+  echo "  $(basename "$out")"
+}
+for hw in cpu h100; do
+  compile_generate "$BUNDLE/tiny-llama/gen-$hw.tplan" "$hw" --prefill-chunk 8
+  compile_generate "$BUNDLE/tiny-llama/gen-nf4-$hw.tplan" "$hw" --prefill-chunk 8 quantization=nf4
+done
+compile_generate "$BUNDLE/tiny-llama/gen-h100-chunk1.tplan" h100 --prefill-chunk 1
 
 # --- TinyLlama-1.1B: graph, layout, plans ----------------------------------
 step "TinyLlama-1.1B graph (bench/gen_llama7b_onnx.py --preset tinyllama, sparse weights)"

@@ -22,7 +22,9 @@
 #          h100 plan against the CPU at a tight one; the offload_param plans
 #          (pinned host weights, copy stream) against the plain h100 ones,
 #          exactly; tailor-embed-train (the
-#          C API) on both LoRA plans, 10 steps
+#          C API) on both LoRA plans, 10 steps; generation (--task
+#          generate, plain, NF4, and without prefill) through the C API's
+#          generator, every step's logits and greedy id against the CPU's
 #   profile  TAILOR_PROFILE=1 on the 1.1B plans (PROFILE_STEPS, 3): GPU
 #          time per kernel and the costliest steps (CUDA events)
 #   bench  TinyLlama-1.1B: fill_weights.py, then tailor-train on the bf16
@@ -290,6 +292,24 @@ part_tiny() {
         record "tiny $v $kind=plain" FAIL "$(grep -m1 -E '^worst|^MISMATCH|error' "$d/$v-$kind.compare.txt")"
       fi
     done
+  done
+  # Generation through the C API's generator (the Python binding): the
+  # CPU's greedy ids fed to both plans, every step's logits compared
+  # (test/tools/Inputs/generate_gpu_vs_cpu.py), and a reset rerun.
+  local g
+  for g in gen:gen gen-nf4:gen-nf4 gen:gen-h100-chunk1; do
+    local cpu_gen="$B/tiny-llama/${g%%:*}-cpu.tplan" gpu_gen="$B/tiny-llama/${g#*:}.tplan"
+    [[ ${g#*:} != *chunk1 ]] && gpu_gen="$B/tiny-llama/${g#*:}-h100.tplan"
+    echo "+ generate_gpu_vs_cpu.py $(basename "$cpu_gen") $(basename "$gpu_gen")"
+    if timeout "$TRAIN_TIMEOUT" env LD_LIBRARY_PATH="$TL_LIBS" PYTHONPATH="$ROOT/python" \
+        TAILOR_RUNTIME_LIBRARY="$B/lib/libtailor_runtime.so.0" \
+        "$PY" "$ROOT/test/tools/Inputs/generate_gpu_vs_cpu.py" "$cpu_gen" "$gpu_gen" \
+        > "$d/generate-${g#*:}.log" 2>&1; then
+      record "tiny generate ${g#*:} cpu=h100" PASS "$(grep -m1 '^logits' "$d/generate-${g#*:}.log")"
+    else
+      record "tiny generate ${g#*:} cpu=h100" FAIL "$(tail -1 "$d/generate-${g#*:}.log" | cut -c1-160)"
+    fi
+    cat "$d/generate-${g#*:}.log"
   done
   # The C API from a C program (examples/embed/train.c): same plans, 10 steps.
   local hw rc=0

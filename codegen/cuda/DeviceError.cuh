@@ -1,12 +1,13 @@
 //===- DeviceError.cuh - bad data a kernel found, for the host -*- CUDA -*-===//
 //
 // Kernels that read indices from run-time tensors (token ids, labels,
-// gather/scatter indices) or divide by run-time integers meet values the
-// CPU kernels reject with a run error. A kernel cannot return an error, so
-// it records the first one in a small ErrorRecord in device memory (one per
-// device context, allocated next to the plan's arenas: 32 bytes the plan
-// does not count) and carries on memory-safely (a gather writes zero, a
-// scatter skips the update, a loss is NaN). The runtime copies the record
+// gather/scatter indices, the KV cache's write position) or divide by
+// run-time integers meet values the CPU kernels reject with a run error. A
+// kernel cannot return an error, so it records the first one in a small
+// ErrorRecord in device memory (one per device context, allocated next to
+// the plan's arenas: 32 bytes the plan does not count) and carries on
+// memory-safely (a gather writes zero, a scatter skips the update, a loss
+// is NaN, the KV cache write writes nothing). The runtime copies the record
 // back where it synchronizes anyway (the end of an entry), turns a set one
 // into the failing step's error and clears it (runtime/cuda/DeviceError.h).
 //
@@ -51,6 +52,9 @@ enum ErrorCode : int {
   kModByZero = 9,
   /// div: the same.
   kDivByZero = 10,
+  /// kv_cache_write: the position `value` (an i64 scalar operand) outside
+  /// the cache's [0, bound) rows; `position` is 0 (there is only one).
+  kKvCachePosition = 11,
 };
 
 /// The device's error record: all zero while nothing went wrong. `site` is

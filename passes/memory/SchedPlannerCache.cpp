@@ -16,11 +16,6 @@ using namespace tailor::memory;
 LogicalResult SchedPlanner::planCacheWrite(ModuleOp module,
                                            tg::CacheWriteOp write,
                                            PlannedEntry &entry, int64_t step) {
-  if (backend == "cuda") {
-    return write.emitError() << "the KV cache has no CUDA kernels yet: "
-                                "generation plans run on the CPU (hardware "
-                                "cpu)";
-  }
   FailureOr<unsigned> cache = stateRoot(module, write, write.getCacheAttr());
   if (failed(cache) || failed(useAt(write.getValue(), step)) ||
       failed(useAt(write.getPosition(), step))) {

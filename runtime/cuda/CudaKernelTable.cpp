@@ -19,6 +19,7 @@ const std::vector<CudaKernelDef> &cudaKernels() {
     addOptimizerCudaKernels(defs);
     addAttentionCudaKernels(defs);
     addLinearAlgebraCudaKernels(defs);
+    addGenerationCudaKernels(defs);
     addFusedCudaKernels(defs);
     return defs;
   }();

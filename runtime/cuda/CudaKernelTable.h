@@ -31,6 +31,8 @@ void addAttentionCudaKernels(std::vector<CudaKernelDef> &table);
 /// linear, matmul, linear_weight_grad (GEMMs through LaunchContext::gemm),
 /// linear_quantized and dequantize (dequantizing GEMMs).
 void addLinearAlgebraCudaKernels(std::vector<CudaKernelDef> &table);
+/// kv_cache_write (decode and prefill steps of a generation plan).
+void addGenerationCudaKernels(std::vector<CudaKernelDef> &table);
 /// fused_elementwise (kernels generated per plan; FusedLaunchers.h).
 void addFusedCudaKernels(std::vector<CudaKernelDef> &table);
 

@@ -44,6 +44,9 @@ std::string describeDeviceError(const DeviceErrorRecord &r) {
   case tl::kDivByZero:
     return "integer division by zero (divisor element " +
            std::to_string(r.position) + ")";
+  case tl::kKvCachePosition:
+    return "position " + std::to_string(r.value) +
+           " is outside the KV cache [0, " + std::to_string(r.bound) + ")";
   }
   return "a kernel reported error code " + std::to_string(r.code) +
          ", which this runtime does not know (value " +

@@ -516,6 +516,17 @@ TEST_F(PlanLoaderTest, RejectsUnusableDeviceCode) {
                   "a CUDA plan's parameters and constants must lie in "
                   "parameters or constants arenas");
 
+  // Every device launch passes its CUDA launcher's check when the plan
+  // loads, GPU or not (y [2] is no sum of two [4]).
+  spec = {};
+  spec.backend = fb::Backend::Cuda;
+  spec.sm = 86;
+  spec.deviceCode = {{fb::DeviceCodeKind::Cubin, "sm_80", 80, cubin}};
+  spec.outputDim = 2;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "step 0 (add, tg.add test): the CUDA backend cannot run "
+                  "it: ");
+
   // A good plan gets as far as the GPU; without one, it says why.
   spec = {};
   spec.backend = fb::Backend::Cuda;

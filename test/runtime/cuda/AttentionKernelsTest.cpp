@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace tailor::runtime::cuda::testing {
 namespace {
@@ -480,6 +481,40 @@ TEST_F(CudaKernelTest, AttentionBias) {
                                alibiSlopes(4), {1, 4, 37, 37}));
   expectForward(*backend, with({1, 2, 1, 37, 37, 32, 32, true, DType::BF16},
                                0, 0, {}, {1, 2, 37, 37}));
+}
+
+// Tests the launches of a generation plan's decode and prefill steps: T = 1
+// (decode) or a chunk of queries (prefill) over the whole KV cache (S = N,
+// GQA), no causal flag but the additive mask tailor-build-decode makes (0
+// up to each query's position, -inf after it), alone, with ALiBi and with
+// a softcap; prefill chunks at the start of the cache and crossing its end.
+TEST_F(CudaKernelTest, AttentionOverAKvCache) {
+  constexpr int64_t kCache = 32;
+  struct Step {
+    int64_t t, position;
+  };
+  for (Step step : {Step{1, 0}, Step{1, 20}, Step{8, 0}, Step{8, 27}}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE("T " + std::to_string(step.t) + " position " +
+                   std::to_string(step.position) + " variant " +
+                   std::to_string(variant));
+      Case c = with({1, 4, 2, step.t, kCache, 16, 16, false}, 0,
+                    variant == 2 ? 50.0 : 0.0,
+                    variant == 1 ? alibiSlopes(4) : std::vector<double>{},
+                    {1, 1, step.t, kCache});
+      std::vector<HostTensor> ops = forwardOperands(c);
+      float *mask = ops[3].as<float>();
+      for (int64_t t = 0; t < step.t; ++t) {
+        for (int64_t s = 0; s < kCache; ++s) {
+          mask[t * kCache + s] = s <= step.position + t
+                                     ? 0.0f
+                                     : -std::numeric_limits<float>::infinity();
+        }
+      }
+      expectMatchesCpu(*backend, "attention", ops, attributesOf(c, 0),
+                       {outputIndex(c)}, kBf16Compute);
+    }
+  }
 }
 
 // Tests the backward of windows, softcaps, ALiBi and biases (the same
