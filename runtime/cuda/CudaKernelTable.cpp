@@ -7,6 +7,8 @@
 
 #include "runtime/cuda/CudaKernelTable.h"
 
+#include <algorithm>
+
 namespace tailor::runtime::cuda {
 
 const std::vector<CudaKernelDef> &cudaKernels() {
@@ -58,6 +60,31 @@ std::string checkLikeCpu(const char *name, const KernelCall &call) {
     t.data = nullptr;
   }
   return cpu->check(view);
+}
+
+size_t widestUnit(const std::vector<uint64_t> &values) {
+  for (size_t unit : {16, 8, 4, 2}) {
+    if (std::all_of(values.begin(), values.end(),
+                    [&](uint64_t v) { return v % unit == 0; })) {
+      return unit;
+    }
+  }
+  return 1;
+}
+
+const char *sizeSuffix(size_t bytes) {
+  switch (bytes) {
+  case 1:
+    return "u8";
+  case 2:
+    return "u16";
+  case 4:
+    return "u32";
+  case 16:
+    return "u128";
+  default:
+    return "u64";
+  }
 }
 
 } // namespace tailor::runtime::cuda

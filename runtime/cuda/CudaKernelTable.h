@@ -36,6 +36,13 @@ void addGenerationCudaKernels(std::vector<CudaKernelDef> &table);
 /// fused_elementwise (kernels generated per plan; FusedLaunchers.h).
 void addFusedCudaKernels(std::vector<CudaKernelDef> &table);
 
+/// The widest unit (16, 8, 4, 2 or 1 bytes) dividing every value: what
+/// the byte-moving kernels copy in, given their row sizes and pointers.
+size_t widestUnit(const std::vector<uint64_t> &values);
+/// "u8", "u16", "u32", "u64", "u128": the entry-point suffix of a unit of
+/// `bytes` (8 for any other size).
+const char *sizeSuffix(size_t bytes);
+
 } // namespace tailor::runtime::cuda
 
 #endif // TAILOR_RUNTIME_CUDA_CUDAKERNELTABLE_H

@@ -77,22 +77,6 @@ struct ErrorArgs {
       : record(call.context->errorRecord()), site(call.step) {}
 };
 
-/// "u8", "u16", "u32", "u64": the unit a dtype moves in.
-const char *sizeSuffix(size_t bytes) {
-  switch (bytes) {
-  case 1:
-    return "u8";
-  case 2:
-    return "u16";
-  case 4:
-    return "u32";
-  case 16:
-    return "u128";
-  default:
-    return "u64";
-  }
-}
-
 /// "f32", "f64", "i32", "i64": the type an arithmetic kernel computes in.
 const char *arithSuffix(DType dtype) {
   switch (dtype) {
@@ -150,20 +134,6 @@ std::string expectMergedRank(const MergedGather &m) {
            " supported";
   }
   return "";
-}
-
-/// The widest unit (16, 8, 4, 2 or 1 bytes) dividing every value.
-size_t widestUnit(const std::vector<uint64_t> &values) {
-  for (size_t unit : {16, 8, 4, 2}) {
-    bool fits = true;
-    for (uint64_t v : values) {
-      fits = fits && v % unit == 0;
-    }
-    if (fits) {
-      return unit;
-    }
-  }
-  return 1;
 }
 
 /// y (contiguous, `shape`) = x at element offset sum(index * stride).

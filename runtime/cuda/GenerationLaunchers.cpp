@@ -22,32 +22,6 @@
 namespace tailor::runtime::cuda {
 namespace {
 
-/// The widest unit (16, 8, 4, 2 or 1 bytes) dividing every value.
-size_t widestUnit(std::initializer_list<uint64_t> values) {
-  for (size_t unit : {16, 8, 4, 2}) {
-    if (std::all_of(values.begin(), values.end(),
-                    [&](uint64_t v) { return v % unit == 0; })) {
-      return unit;
-    }
-  }
-  return 1;
-}
-
-const char *unitSuffix(size_t unit) {
-  switch (unit) {
-  case 16:
-    return "u128";
-  case 8:
-    return "u64";
-  case 4:
-    return "u32";
-  case 2:
-    return "u16";
-  default:
-    return "u8";
-  }
-}
-
 std::string checkKvCacheWrite(const KernelCall &call) {
   if (auto e = cpu::expectOperandCount(call, 3); !e.empty()) {
     return e;
@@ -77,7 +51,7 @@ std::string launchKvCacheWrite(const CudaCall &call) {
   void *args[] = {&pv,     &pp,    &pc,     &heads, &chunk,
                   &length, &units, &record, &site};
   std::string function = std::string("tailor_kv_cache_write_") +
-                         unitSuffix(unit);
+                         sizeSuffix(unit);
   constexpr unsigned kThreads = 256;
   return call.context->launch(function.c_str(),
                               {blocksFor(heads * chunk * units, kThreads)},
