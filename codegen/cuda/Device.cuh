@@ -110,6 +110,28 @@ TL_HOST_DEVICE float halfToFloat(u16 h) {
   return bitsFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+/// The IEEE half nearest `f` (ties to even), as runtime/cpu/HalfRounding.h's
+/// roundToHalf rounds: inf from 65520 up, subnormals below 2^-14, NaN quiet.
+TL_HOST_DEVICE u16 floatToHalf(float f) {
+  u32 u = floatBits(f);
+  u16 sign = u16((u >> 16) & 0x8000u);
+  u32 magnitude = u & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) {
+    return u16(sign | 0x7e00u);
+  }
+  if (magnitude >= 0x477ff000u) { // rounds to 65520 or more: infinity
+    return u16(sign | 0x7c00u);
+  }
+  if (magnitude < 0x38800000u) { // below 2^-14: a multiple of 2^-24
+    // (|f| + 0.5) - 0.5 rounds to 2^-24 steps, ties to even (f32 spacing
+    // in [0.5, 1) is 2^-24); the steps are the subnormal's mantissa.
+    float steps = ((bitsFloat(magnitude) + 0.5f) - 0.5f) * 16777216.0f;
+    return u16(sign | u16(steps));
+  }
+  u32 rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+  return u16(sign | u16((rounded - 0x38000000u) >> 13));
+}
+
 //===----------------------------------------------------------------------===//
 // Loads and stores that convert: kernels are written once over `float`
 // arithmetic and instantiated per storage type (float, bf16).

@@ -94,7 +94,14 @@ bool resolve(void *library, const char *name, Fn &fn, std::string &error) {
 }
 
 cudaDataType_t cudaType(DType dtype) {
-  return dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  switch (dtype) {
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  default:
+    return CUDA_R_32F;
+  }
 }
 
 /// The largest power of two (up to 256) dividing every pointer: cuBLASLt's
@@ -174,9 +181,12 @@ std::string CublasLt::gemm(const GemmDesc &desc, void *workspace,
   }
   const bool f32Inputs =
       desc.aType == DType::F32 && desc.bType == DType::F32;
-  const cublasComputeType_t compute =
-      desc.bf16Compute && f32Inputs ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                    : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (f32Inputs && desc.halfCompute == HalfCompute::BF16) {
+    compute = CUBLAS_COMPUTE_32F_FAST_16BF;
+  } else if (f32Inputs && desc.halfCompute == HalfCompute::FP16) {
+    compute = CUBLAS_COMPUTE_32F_FAST_16F;
+  }
   // cuBLASLt's A is our B and its B our A (see the file comment).
   const cublasOperation_t opL = desc.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opR = desc.transA ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -520,11 +520,14 @@ SetupError GpuBackend::loadDeviceCode(const DeviceCodeChoice &choice,
                                       const GemmWorkspace &workspace) {
   const fb::Plan &p = impl->plan->root();
   std::string problem;
-  bool bf16 = p.target()->precision() &&
-              p.target()->precision()->string_view() == "bf16";
+  std::string_view precision =
+      p.target()->precision() ? p.target()->precision()->string_view() : "";
+  HalfCompute half = precision == "bf16"   ? HalfCompute::BF16
+                     : precision == "fp16" ? HalfCompute::FP16
+                                           : HalfCompute::None;
   impl->context =
       DeviceContext::create(impl->device, choice.images, workspace.memory,
-                            workspace.bytes, bf16, problem);
+                            workspace.bytes, half, problem);
   if (!impl->context) {
     return {TAILOR_ERROR_INTERNAL, "cannot load its device code (" +
                                        choice.archs + ") on " + description +

@@ -37,16 +37,33 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
+/// The 16-bit format a plan's mixed precision computes in on the tensor
+/// cores (the plan's target precision): None for fp32 plans.
+enum class HalfCompute : uint8_t { None, BF16, FP16 };
+
+/// "none", "bf16" or "fp16".
+inline const char *halfComputeName(HalfCompute half) {
+  switch (half) {
+  case HalfCompute::BF16:
+    return "bf16";
+  case HalfCompute::FP16:
+    return "fp16";
+  case HalfCompute::None:
+    break;
+  }
+  return "none";
+}
+
 /// One GEMM in cuBLAS's column-major terms is awkward to reason about from
 /// row-major tensors, so launchers describe it row-major:
 ///   C[b] (m x n) = alpha * op(A[b]) (m x k) * op(B[b]) (k x n) + beta * C[b]
 /// where op(X) is X or X^T as `transA`/`transB` say, each matrix is
 /// row-major with leading dimension `ld*` (elements between rows of the
 /// stored matrix), and batch b adds b * `stride*` elements. `beta` = 1
-/// accumulates into C. Inputs and output are f32 or bf16 (`*Type`);
-/// accumulation is always f32. `bf16Compute` rounds f32 inputs to bf16 for
-/// the tensor cores (the recipe's mixed precision); otherwise f32 inputs
-/// compute in full f32.
+/// accumulates into C. Inputs are f32, bf16 or f16, the two alike; the
+/// output is f32 or the inputs' type (`*Type`); accumulation is always f32.
+/// `halfCompute` rounds f32 inputs to bf16 or fp16 for the tensor cores (the
+/// recipe's mixed precision); None computes f32 inputs in full f32.
 struct GemmDesc {
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
@@ -67,7 +84,7 @@ struct GemmDesc {
   /// op(B) + beta addend, written to c (a residual added by the GEMM).
   /// Null: C is c itself.
   const void *addend = nullptr;
-  bool bf16Compute = false;
+  HalfCompute halfCompute = HalfCompute::None;
 };
 
 /// What launchers may do. Every call enqueues on `stream` (an index into the
@@ -89,8 +106,9 @@ public:
   /// The device's multiprocessor count and compute capability (major*10+minor).
   virtual int multiprocessors() const = 0;
   virtual int sm() const = 0;
-  /// Whether the plan asks for bf16 tensor-core compute on f32 GEMM inputs.
-  virtual bool bf16Compute() const = 0;
+  /// The 16-bit tensor-core format the plan computes f32 GEMM and attention
+  /// inputs in (None: full f32 GEMMs; attention then uses bf16).
+  virtual HalfCompute halfCompute() const = 0;
   /// The device's error record (device memory, DeviceError.h): kernels that
   /// read run-time indices get it, with CudaCall::step, to report a bad one.
   virtual DeviceErrorRecord *errorRecord() = 0;

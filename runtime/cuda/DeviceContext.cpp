@@ -76,13 +76,13 @@ std::string openDevice(int ordinal, DeviceProperties &properties) {
 std::unique_ptr<DeviceContext>
 DeviceContext::create(const DeviceProperties &device,
                       const std::vector<Image> &images, void *gemmWorkspace,
-                      size_t gemmWorkspaceBytes, bool bf16Compute,
+                      size_t gemmWorkspaceBytes, HalfCompute halfCompute,
                       std::string &error) {
   std::unique_ptr<DeviceContext> context(new DeviceContext());
   context->device = device;
   context->workspace = gemmWorkspace;
   context->workspaceBytes = gemmWorkspaceBytes;
-  context->bf16 = bf16Compute;
+  context->half = halfCompute;
   for (const Image &image : images) {
     // The driver reads the image's own headers (ELF, or PTX text).
     cudaLibrary_t library = nullptr;

@@ -65,7 +65,7 @@ public:
   /// `gemmWorkspace` (device memory, may be null) is what every GEMM may use.
   static std::unique_ptr<DeviceContext>
   create(const DeviceProperties &device, const std::vector<Image> &images,
-         void *gemmWorkspace, size_t gemmWorkspaceBytes, bool bf16Compute,
+         void *gemmWorkspace, size_t gemmWorkspaceBytes, HalfCompute halfCompute,
          std::string &error);
   ~DeviceContext() override;
 
@@ -79,8 +79,8 @@ public:
   std::string copy(void *target, const void *source, size_t bytes) override;
   int multiprocessors() const override { return device.multiprocessors; }
   int sm() const override { return device.sm; }
-  bool bf16Compute() const override { return bf16; }
-  void setBf16Compute(bool on) { bf16 = on; }
+  HalfCompute halfCompute() const override { return half; }
+  void setHalfCompute(HalfCompute format) { half = format; }
   DeviceErrorRecord *errorRecord() override { return record; }
   /// Synchronous copy back (the legacy default stream, after the caller
   /// synchronized the streams it used), then a clear when set.
@@ -102,7 +102,7 @@ private:
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
   void *current = nullptr;
-  bool bf16 = false;
+  HalfCompute half = HalfCompute::None;
   DeviceErrorRecord *record = nullptr; // device memory, zeroed
 };
 

@@ -98,8 +98,8 @@ GemmDesc gemmOf(const CudaCall &call, const Tensor &a, const Tensor &b,
   desc.bType = b.dtype;
   desc.c = c.data;
   desc.cType = c.dtype;
-  desc.bf16Compute =
-      a.dtype == DType::F32 && call.context->bf16Compute();
+  desc.halfCompute = a.dtype == DType::F32 ? call.context->halfCompute()
+                                            : HalfCompute::None;
   return desc;
 }
 

@@ -230,7 +230,7 @@ public:
   }
   int multiprocessors() const override { return inner.multiprocessors(); }
   int sm() const override { return inner.sm(); }
-  bool bf16Compute() const override { return inner.bf16Compute(); }
+  HalfCompute halfCompute() const override { return inner.halfCompute(); }
   DeviceErrorRecord *errorRecord() override { return inner.errorRecord(); }
   std::string takeErrorRecord(DeviceErrorRecord &record) override {
     return inner.takeErrorRecord(record);
@@ -486,7 +486,7 @@ int run(int argc, char **argv) {
     std::printf("device: %s, sm_%d, %d SMs\n", device.name.c_str(), device.sm,
                 device.multiprocessors);
   }
-  backend->setBf16Compute(true);
+  backend->setHalfCompute(HalfCompute::BF16);
   LaunchTimer timer(events);
   TimedContext timed(backend->context(), timer);
   int failures = 0;

@@ -60,7 +60,9 @@ public:
               cudaSuccess);
   }
   LaunchContext &context() override { return *deviceContext; }
-  void setBf16Compute(bool on) override { deviceContext->setBf16Compute(on); }
+  void setHalfCompute(HalfCompute format) override {
+    deviceContext->setHalfCompute(format);
+  }
   std::string synchronize() override {
     cudaError_t e = cudaStreamSynchronize(stream);
     if (e == cudaSuccess) {
@@ -149,7 +151,7 @@ std::unique_ptr<TestBackend> makeCudaDeviceBackend(std::string &why) {
                       backend->images[i].size()});
   }
   backend->deviceContext = DeviceContext::create(device, images, workspace,
-                                                 workspaceBytes, false, error);
+                                                 workspaceBytes, HalfCompute::None, error);
   if (!backend->deviceContext) {
     why = "cannot load the device code on " + device.name + ": " + error;
     return nullptr;

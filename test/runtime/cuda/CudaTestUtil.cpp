@@ -221,7 +221,7 @@ public:
   std::string copy(void *target, const void *source, size_t bytes) override;
   int multiprocessors() const override { return 4; }
   int sm() const override { return 90; }
-  bool bf16Compute() const override { return bf16; }
+  HalfCompute halfCompute() const override { return half; }
   DeviceErrorRecord *errorRecord() override { return record; }
   std::string takeErrorRecord(DeviceErrorRecord &out) override {
     std::memcpy(&out, record, sizeof(out));
@@ -231,7 +231,7 @@ public:
     return "";
   }
 
-  bool bf16 = false;
+  HalfCompute half = HalfCompute::None;
   /// The error record, in a canary-guarded allocation of the backend.
   DeviceErrorRecord *record = nullptr;
   /// The running launcher's device functions (null: any).
@@ -277,7 +277,7 @@ public:
     }
   }
   LaunchContext &context() override { return ctx; }
-  void setBf16Compute(bool on) override { ctx.bf16 = on; }
+  void setHalfCompute(HalfCompute format) override { ctx.half = format; }
   std::string synchronize() override {
     std::string error = std::move(pending);
     pending.clear();
@@ -422,10 +422,20 @@ std::string EmulatorContext::gemm(const GemmDesc &d) {
     return "gemm: a matrix (with its batch strides and leading dimension) "
            "extends past its device buffer";
   }
-  bool roundInputs = d.bf16Compute;
   auto input = [&](const void *base, DType t, int64_t offset) {
     float v = float(readElement(t, base, offset));
-    return roundInputs && t == DType::F32 ? bf16ToFloat(floatToBf16(v)) : v;
+    if (t != DType::F32) {
+      return v;
+    }
+    switch (d.halfCompute) {
+    case HalfCompute::BF16:
+      return bf16ToFloat(floatToBf16(v));
+    case HalfCompute::FP16:
+      return halfToFloat(floatToHalf(v));
+    case HalfCompute::None:
+      break;
+    }
+    return v;
   };
   std::vector<float> a(size_t(d.m * d.k)), b(size_t(d.n * d.k));
   for (int64_t batch = 0; batch < d.batch; ++batch) {

@@ -42,9 +42,9 @@ public:
   virtual void *allocate(size_t bytes) = 0;
   virtual void upload(void *device, const void *host, size_t bytes) = 0;
   virtual void download(void *host, const void *device, size_t bytes) = 0;
-  /// The context launchers enqueue on; `bf16Compute` as the plan would say.
+  /// The context launchers enqueue on; `halfCompute` as the plan would say.
   virtual LaunchContext &context() = 0;
-  virtual void setBf16Compute(bool on) = 0;
+  virtual void setHalfCompute(HalfCompute format) = 0;
   /// Waits for everything enqueued; "" or the first asynchronous error.
   virtual std::string synchronize() = 0;
 };

@@ -63,7 +63,7 @@ TEST_F(CudaKernelTest, LinearEpilogueScalesAndAccumulates) {
   // The planner's folded scale (alpha) and addition (accumulate onto y),
   // f32 and with bf16 compute.
   for (bool bf16Compute : {false, true}) {
-    backend->setBf16Compute(bf16Compute);
+    backend->setHalfCompute(bf16Compute ? HalfCompute::BF16 : HalfCompute::None);
     expectMatchesCpu(*backend, "linear",
                      {random({37, 29}, 21), random({23, 29}, 22),
                       random({37, 23}, 23)},
@@ -75,7 +75,7 @@ TEST_F(CudaKernelTest, LinearEpilogueScalesAndAccumulates) {
                      {intAttr("transpose_weight", 1), floatAttr("alpha", -3)},
                      {2}, bf16Compute ? kBf16 : kF32);
   }
-  backend->setBf16Compute(false);
+  backend->setHalfCompute(HalfCompute::None);
   // A residual the GEMM adds (cuBLASLt's C apart from D).
   expectMatchesCpu(*backend, "linear",
                    {random({2, 5, 33}, 27), random({17, 33}, 28),
@@ -104,12 +104,12 @@ TEST_F(CudaKernelTest, LinearBf16) {
 }
 
 TEST_F(CudaKernelTest, LinearBf16ComputeOnF32) {
-  backend->setBf16Compute(true);
+  backend->setHalfCompute(HalfCompute::BF16);
   expectMatchesCpu(*backend, "linear",
                    {random({21, 64}, 19), random({30, 64}, 20), random({30}, 21),
                     HostTensor(DType::F32, {21, 30})},
                    {}, {3}, kBf16);
-  backend->setBf16Compute(false);
+  backend->setHalfCompute(HalfCompute::None);
 }
 
 TEST_F(CudaKernelTest, LinearEmptyContraction) {

@@ -710,7 +710,7 @@ std::vector<double> naiveGemm(const GemmDesc &d, const HostTensor &a,
     out[size_t(i)] = c.at(i);
   }
   auto round = [&](double v, DType t) {
-    return d.bf16Compute && t == DType::F32
+    return d.halfCompute == HalfCompute::BF16 && t == DType::F32
                ? double(tl::toFloat(tl::toBf16(float(v))))
                : v;
   };
@@ -756,7 +756,7 @@ TEST_P(GemmReferenceTest, MatchesNaiveLoop) {
   d.batch = p.batch;
   d.alpha = p.alpha;
   d.beta = p.beta;
-  d.bf16Compute = p.bf16Compute;
+  d.halfCompute = p.bf16Compute ? HalfCompute::BF16 : HalfCompute::None;
   // Leading dimensions wider than the rows, to catch ld/stride mix-ups.
   int64_t aRows = p.transA ? d.k : d.m, aCols = p.transA ? d.m : d.k;
   int64_t bRows = p.transB ? d.n : d.k, bCols = p.transB ? d.k : d.n;
@@ -782,7 +782,8 @@ TEST_P(GemmReferenceTest, MatchesNaiveLoop) {
   d.b = upload(b);
   d.c = upload(c);
   d.bias = p.bias ? upload(bias) : nullptr;
-  backend->setBf16Compute(p.bf16Compute);
+  backend->setHalfCompute(p.bf16Compute ? HalfCompute::BF16
+                                         : HalfCompute::None);
   ASSERT_EQ(backend->context().gemm(d), "");
   ASSERT_EQ(backend->synchronize(), "");
   HostTensor got(p.type, c.shape);
