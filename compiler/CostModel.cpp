@@ -174,8 +174,11 @@ static double peakFlops(const CostTarget &target, llvm::StringRef kind,
                         h.cpuParallelEfficiency;
     return h.cpuGflopsPerThread * 1e9 * speedup;
   }
-  bool tensorCores = target.precision == "bf16" &&
-                     (kind == "gemm" || kind == "attention");
+  // bf16 and fp16 run at the same dense tensor-core rate on sm_80 and
+  // newer, which bf16_tflops gives.
+  bool tensorCores =
+      (target.precision == "bf16" || target.precision == "fp16") &&
+      (kind == "gemm" || kind == "attention");
   return (tensorCores ? h.bf16Tflops : h.fp32Tflops) * 1e12;
 }
 
@@ -244,8 +247,10 @@ std::string unpredictableBecause(const CostTarget &target) {
   if (!h.isCuda() && h.cpuGflopsPerThread <= 0) {
     return "the hardware '" + h.name + "' gives no cpu_gflops_per_thread";
   }
-  if (h.isCuda() && (h.fp32Tflops <= 0 ||
-                     (target.precision == "bf16" && h.bf16Tflops <= 0))) {
+  if (h.isCuda() &&
+      (h.fp32Tflops <= 0 ||
+       ((target.precision == "bf16" || target.precision == "fp16") &&
+        h.bf16Tflops <= 0))) {
     return "the hardware '" + h.name + "' gives no " +
            (h.fp32Tflops <= 0 ? "fp32_tflops" : "bf16_tflops");
   }

@@ -167,19 +167,13 @@ static bool emulatesHalfGemms(const ScheduleOptions &options) {
 llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
                                    const ScheduleOptions &options) {
   const std::string &precision = options.precision;
-  if (precision == "fp16" && options.backend != "cpu") {
-    return llvm::createStringError(
-        "mixed_precision: fp16 runs on the CPU backend only: tailor's CUDA "
-        "kernels have no fp16 GEMMs yet (--hardware " +
-        options.hardware + ")");
-  }
-  if (!emulatesHalfGemms(options)) {
-    return llvm::Error::success();
-  }
   if (precision == "fp16" && options.worldSize > 1) {
     return llvm::createStringError(
         "fp16 loss scaling with " + std::to_string(options.worldSize) +
         " ranks is not supported yet (one rank)");
+  }
+  if (!emulatesHalfGemms(options)) {
+    return llvm::Error::success();
   }
   std::string scheme = recipe.quantizationScheme();
   if (!scheme.empty() && scheme != precision) {

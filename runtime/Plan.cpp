@@ -1795,16 +1795,24 @@ static std::string verifyBindings(const fb::Plan &p, uint32_t entryCount) {
   return "";
 }
 
-/// fp16 loss scaling (1.13): GradScaler's settings as it accepts them, on
-/// a CPU plan (the only one that can carry them).
+/// fp16 loss scaling (1.13): GradScaler's settings as it accepts them, in
+/// an fp16 plan (CPU or CUDA), the only one that scales its loss.
 static std::string verifyLossScaling(const fb::Plan &p) {
   const fb::LossScaling *scaling =
       p.training() ? p.training()->loss_scaling() : nullptr;
   if (!scaling) {
     return "";
   }
-  if (p.target() && p.target()->backend() == fb::Backend::Cuda) {
-    return "the plan's loss scaling needs the CPU backend (fp16 GEMMs)";
+  std::string_view precision =
+      p.target() && p.target()->precision()
+          ? p.target()->precision()->string_view()
+          : std::string_view();
+  if (precision != "fp16") {
+    return Message() << "the plan scales its loss (fp16 loss scaling) but "
+                        "its precision is "
+                     << (precision.empty() ? std::string("fp32")
+                                           : std::string(precision))
+                     << ", not fp16";
   }
   if (!(scaling->init_scale() > 0.0) || !std::isfinite(scaling->init_scale()) ||
       !(scaling->growth_factor() > 1.0) ||
@@ -1842,24 +1850,51 @@ static std::string_view cpuGemmPrecision(std::string_view kernel) {
   return "";
 }
 
-/// The target's precision is one this runtime computes: fp32 or bf16 on
-/// CUDA; fp32, fp16 or bf16 on the CPU (1.14), whose GEMM kernels must all
-/// compute it (a plan never runs in another precision than it says).
+/// A CUDA plan's frozen-weight GEMMs multiply copies in its precision's
+/// 16-bit format: fp16 copies (via_gemm = 2) in fp16 plans, bf16 ones
+/// (via_gemm = 1) in the others.
+static std::string verifyCudaGemmRoutes(const fb::Plan &p,
+                                        std::string_view precision) {
+  const int64_t expected = precision == "fp16" ? 2 : 1;
+  const auto &ops = *p.ops();
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    const fb::Launch *launch = ops.Get(i)->step_as_Launch();
+    if (!launch || p.kernels()->Get(launch->kernel())->name()->string_view() !=
+                       "linear_quantized") {
+      continue;
+    }
+    int64_t viaGemm = decodeLaunchAttributes(*launch).getInt("via_gemm", 0);
+    if (viaGemm != 0 && viaGemm != expected) {
+      return Message() << "the plan's precision is " << std::string(precision)
+                       << " but step " << i
+                       << " (linear_quantized) multiplies "
+                       << (viaGemm == 2 ? "fp16" : "bf16")
+                       << " copies (via_gemm = " << viaGemm << ")";
+    }
+  }
+  return "";
+}
+
+/// The target's precision is one this runtime computes: fp32, fp16 or bf16,
+/// on the CPU and on CUDA, and the plan's GEMMs all compute it (a plan never
+/// runs in another precision than it says).
 static std::string verifyPrecision(const fb::Plan &p, bool gpu) {
   std::string_view precision = "fp32";
   if (p.target() && p.target()->precision() &&
       !p.target()->precision()->string_view().empty()) {
     precision = p.target()->precision()->string_view();
   }
-  bool known = precision == "fp32" || precision == "bf16" ||
-               (!gpu && precision == "fp16");
+  bool known =
+      precision == "fp32" || precision == "bf16" || precision == "fp16";
   if (!known) {
     return Message() << "the plan's precision '" << std::string(precision)
                      << "' is not one the " << (gpu ? "CUDA" : "CPU")
-                     << " backend computes (expected fp32, bf16"
-                     << (gpu ? "" : " or fp16") << ")";
+                     << " backend computes (expected fp32, bf16 or fp16)";
   }
-  if (gpu || !p.kernels()) {
+  if (gpu) {
+    return verifyCudaGemmRoutes(p, precision);
+  }
+  if (!p.kernels()) {
     return "";
   }
   for (const fb::Kernel *kernel : *p.kernels()) {

@@ -7,7 +7,9 @@ same steps in both (all of them: --steps N limits the check to the first
 N), and compares every step's loss at relative tolerance --rtol (default
 2e-2: the GPU plan computes in bf16, the CPU one in f32). Prints one line
 per run, the worst step and a verdict; exits 1 on a mismatch or a missing
-or non-finite loss.
+or non-finite loss. Runs with fp16 loss scaling also print each side's
+scales and skipped steps (informational: the two may round an overflow
+differently).
 
   bench/gpu/compare_runs.py CPU_RUN GPU_RUN [--rtol 2e-2] [--steps N]
 """
@@ -22,7 +24,7 @@ import sys
 def read_losses(path):
     if os.path.isdir(path):
         path = os.path.join(path, "metrics.jsonl")
-    rows = {}
+    rows, scaling = {}, {}
     if not os.path.isfile(path):
         raise SystemExit(f"error: {path}: no such file (did the run start?)")
     with open(path) as f:
@@ -31,12 +33,26 @@ def read_losses(path):
                 continue
             try:
                 row = json.loads(line)
-                rows[int(row["step"])] = float(row["loss"])
-            except (ValueError, KeyError) as e:
+                loss = row["loss"]
+                rows[int(row["step"])] = math.nan if loss is None else float(loss)
+                if "loss_scale" in row:
+                    scaling[int(row["step"])] = (row["loss_scale"],
+                                                 bool(row.get("skipped")))
+            except (ValueError, KeyError, TypeError) as e:
                 raise SystemExit(f"error: {path}:{n}: not a metrics row ({e})")
     if not rows:
         raise SystemExit(f"error: {path} has no steps")
-    return path, rows
+    return path, rows, scaling
+
+
+def describe_scaling(path, scaling):
+    skipped = [s for s in sorted(scaling) if scaling[s][1]]
+    scales = []
+    for s in sorted(scaling):
+        if not scales or scales[-1] != scaling[s][0]:
+            scales.append(scaling[s][0])
+    print(f"{path}: loss scale {' -> '.join(f'{x:g}' for x in scales)}, "
+          f"skipped steps {skipped or 'none'}")
 
 
 def main():
@@ -50,8 +66,11 @@ def main():
     ap.add_argument("--steps", type=int, help="compare the first N steps only")
     a = ap.parse_args()
 
-    ref_path, ref = read_losses(a.reference)
-    got_path, got = read_losses(a.candidate)
+    ref_path, ref, ref_scaling = read_losses(a.reference)
+    got_path, got, got_scaling = read_losses(a.candidate)
+    for path, scaling in ((ref_path, ref_scaling), (got_path, got_scaling)):
+        if scaling:
+            describe_scaling(path, scaling)
     steps = sorted(ref)
     if a.steps:
         steps = [s for s in steps if s <= a.steps]

@@ -14,7 +14,8 @@
 #   test/   the CUDA kernel tests (the binaries of ctest's gpu.* tests)
 #   cuda/   the device code the kernel tests load (cubins, PTX)
 #   tiny-llama/  the tiny Llama of examples/demo.sh with its weights, and
-#           LoRA and QLoRA plans for cpu and h100 (+ a fp32 h100 LoRA plan)
+#           LoRA and QLoRA plans for cpu and h100 (+ a fp32 h100 LoRA plan,
+#           fp16 LoRA plans for both and an fp16 QLoRA h100 plan)
 #   tinyllama/   the TinyLlama-1.1B graph (bench/gen_llama7b_onnx.py
 #           --preset tinyllama, no weights: run.sh fills them with
 #           bench/gpu/fill_weights.py) and its h100 plans: bf16 LoRA and NF4
@@ -169,6 +170,17 @@ done
 # The GPU in f32: compared with the CPU plan at a tight tolerance.
 compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-h100-fp32.tplan" h100 \
   "$tiny_recipe" mixed_precision=fp32
+# fp16 with GradScaler's loss scaling (the T4's precision): the CPU's fp16
+# emulation against the GPU's fp16 tensor cores, LoRA; QLoRA (NF4
+# dequantized to fp16) against the CPU's f32 QLoRA plan. A first scale of
+# 1024 that grows every 10 clean steps, so both sides see growth.
+fp16_args=(fp16=true init_scale=1024 growth_interval=10)
+compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-fp16-cpu.tplan" cpu \
+  "$tiny_recipe" "${fp16_args[@]}"
+compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-fp16-h100.tplan" h100 \
+  "$tiny_recipe" "${fp16_args[@]}"
+compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/qlora-fp16-h100.tplan" h100 \
+  "$tiny_recipe" "${fp16_args[@]}" adapter=qlora
 # Generation (--task generate): the KV cache decode and prefill entries on
 # the CPU and on the GPU, plain and with NF4 weights, and a GPU plan with no
 # prefill entry (the prompt a token at a time).
@@ -233,6 +245,9 @@ compile "$BUNDLE/tinyllama/tinyllama.onnx" "$BUNDLE/tinyllama/lora-h100.tplan" h
   "$BUNDLE/tinyllama/lora.yaml"
 compile "$BUNDLE/tinyllama/tinyllama.onnx" "$BUNDLE/tinyllama/qlora-h100.tplan" h100 \
   "$BUNDLE/tinyllama/lora.yaml" adapter=qlora
+# fp16 with loss scaling (what a T4 would run), timed beside bf16.
+compile "$BUNDLE/tinyllama/tinyllama.onnx" "$BUNDLE/tinyllama/lora-fp16-h100.tplan" h100 \
+  "$BUNDLE/tinyllama/lora.yaml" fp16=true
 rm -f "$BUNDLE/tinyllama/tinyllama.onnx.data"
 
 # 64 sequences of 2048 seeded random tokens (nanoGPT uint16 .bin): what both

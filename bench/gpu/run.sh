@@ -19,7 +19,9 @@
 #   tiny   the tiny Llama: tailor-train on the CPU plan and on the h100 plan,
 #          LoRA and QLoRA, TINY_STEPS steps each on counting.jsonl, every
 #          step's loss compared (compare_runs.py, bf16 tolerance); the f32
-#          h100 plan against the CPU at a tight one; the offload_param plans
+#          h100 plan against the CPU at a tight one; fp16 with loss
+#          scaling (LoRA against the CPU's fp16 plan, QLoRA against its
+#          QLoRA plan), with each side's scales and skips; the offload_param plans
 #          (pinned host weights, copy stream) against the plain h100 ones,
 #          exactly; tailor-embed-train (the
 #          C API) on both LoRA plans, 10 steps; generation (--task
@@ -28,7 +30,7 @@
 #   profile  TAILOR_PROFILE=1 on the 1.1B plans (PROFILE_STEPS, 3): GPU
 #          time per kernel and the costliest steps (CUDA events)
 #   bench  TinyLlama-1.1B: fill_weights.py, then tailor-train on the bf16
-#          LoRA and NF4 QLoRA plans and hf_peft_train.py (same weights, same
+#          LoRA, NF4 QLoRA and fp16 LoRA plans and hf_peft_train.py (same weights, same
 #          tokens), WARMUP + STEPS steps each; tokens/s, ms/step, peak GPU
 #          memory (nvidia-smi, sampled) and the plan's own memory figure
 #
@@ -250,20 +252,25 @@ part_tiny() {
   banner "tiny: tiny Llama LoRA/QLoRA, CPU plan vs h100 plan, $TINY_STEPS steps"
   local d="$OUTDIR/tiny" data="$B/data/counting.jsonl" v hw ok
   mkdir -p "$d"
-  for v in lora qlora lora-fp32; do
-    local cpu_plan="$B/tiny-llama/${v%-fp32}-cpu.tplan" gpu_plan="$B/tiny-llama/$v-h100.tplan"
+  # fp16 (loss scaling): LoRA against the CPU's fp16 plan; QLoRA against
+  # the CPU's QLoRA plan (the CPU has no fp16 NF4 yet), both at bf16's
+  # tolerance.
+  for v in lora qlora lora-fp32 lora-fp16 qlora-fp16; do
+    local cpu_name="${v%-fp32}" gpu_plan="$B/tiny-llama/$v-h100.tplan"
+    [[ $v == qlora-fp16 ]] && cpu_name=qlora
+    local cpu_plan="$B/tiny-llama/$cpu_name-cpu.tplan"
     [[ $v == lora-fp32 ]] && gpu_plan="$B/tiny-llama/lora-h100-fp32.tplan"
     local rtol=2e-2
     [[ $v == lora-fp32 ]] && rtol=2e-3
     ok=1
-    if [[ $v != lora-fp32 ]]; then
-      train "tiny-$v-cpu" "$cpu_plan" "$data" "$TINY_STEPS" "$d" ||
-        { ok=0; record "tiny $v cpu" FAIL "tailor-train on the CPU plan failed (tiny/tiny-$v-cpu.log)"; }
+    if [[ $v == lora || $v == qlora || $v == lora-fp16 ]]; then
+      train "tiny-$cpu_name-cpu" "$cpu_plan" "$data" "$TINY_STEPS" "$d" ||
+        { ok=0; record "tiny $v cpu" FAIL "tailor-train on the CPU plan failed (tiny/tiny-$cpu_name-cpu.log)"; }
     fi
     train "tiny-$v-h100" "$gpu_plan" "$data" "$TINY_STEPS" "$d" ||
       { ok=0; record "tiny $v h100" FAIL "tailor-train on the h100 plan failed (tiny/tiny-$v-h100.log)"; }
     [[ $ok == 1 ]] || continue
-    if "$PY" "$ROOT/bench/gpu/compare_runs.py" "$d/tiny-${v%-fp32}-cpu.metrics.jsonl" \
+    if "$PY" "$ROOT/bench/gpu/compare_runs.py" "$d/tiny-$cpu_name-cpu.metrics.jsonl" \
         "$d/tiny-$v-h100.metrics.jsonl" --rtol "$rtol" 2>&1 | tee "$d/$v.compare.txt"; then
       record "tiny $v cpu=h100" PASS "$(grep -m1 '^worst' "$d/$v.compare.txt")"
     else
@@ -391,8 +398,9 @@ part_bench() {
   fill_weights "$d" || return
   base="$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)"
   echo "GPU memory in use before the runs: ${base:-?} MiB"
-  for v in lora qlora; do
+  for v in lora qlora lora-fp16; do
     local plan="$B/tinyllama/$v-h100.tplan"
+    [[ -f "$plan" ]] || { record "bench tailor $v" FAIL "no $plan in the bundle"; continue; }
     plan_mem="$(tl "$B/bin/tailor-run" "$plan" --list 2>&1 | grep -m1 '^memory:' | sed 's/^memory: *//')"
     echo "plan memory ($v, tailor-run --list): ${plan_mem:-?}"
     sed -n '/^memory:/,/^  total/p' "$B/tinyllama/$v-h100.inspect.txt" 2>/dev/null | sed 's/^/  tailor inspect: /'

@@ -134,13 +134,20 @@ TL_HOST_DEVICE u16 floatToHalf(float f) {
 
 //===----------------------------------------------------------------------===//
 // Loads and stores that convert: kernels are written once over `float`
-// arithmetic and instantiated per storage type (float, bf16).
+// arithmetic and instantiated per storage type (float, bf16, and f16
+// where fp16 plans need it: IEEE half as raw bits).
 //===----------------------------------------------------------------------===//
+
+struct f16 {
+  u16 bits;
+};
 
 TL_DEVICE float load(const float *p, i64 i) { return p[i]; }
 TL_DEVICE float load(const bf16 *p, i64 i) { return toFloat(p[i]); }
+TL_DEVICE float load(const f16 *p, i64 i) { return halfToFloat(p[i].bits); }
 TL_DEVICE void store(float *p, i64 i, float v) { p[i] = v; }
 TL_DEVICE void store(bf16 *p, i64 i, float v) { p[i] = toBf16(v); }
+TL_DEVICE void store(f16 *p, i64 i, float v) { p[i].bits = floatToHalf(v); }
 
 //===----------------------------------------------------------------------===//
 // Dynamic shared memory: the launch's `sharedBytes`, 16-byte aligned. Kernels

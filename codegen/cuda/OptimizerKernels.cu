@@ -10,6 +10,12 @@
 // vector accesses when every pointer is 16-byte aligned (a uniform branch),
 // since AdamW moves 28 bytes per element and nothing else.
 //
+// A non-finite grad_scale skips the update, as on the CPU (fp16 loss
+// scaling's skipped step, tailor-optimizer's `loss-scaling`): the gradient
+// accumulator is zeroed for the next step and the parameter and its state
+// are left as they were. Every thread reads the same scale, so the branch
+// is uniform.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/Device.cuh"
@@ -21,6 +27,18 @@ namespace opt {
 struct alignas(16) Float4 {
   float v[4];
 };
+
+/// Whether `x` is finite (its exponent is not all ones).
+TL_DEVICE bool finite(float x) {
+  return (floatBits(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+/// A skipped update's only effect: the gradient accumulator cleared.
+TL_DEVICE void zeroGradient(float *grad, i64 n) {
+  for (i64 i = globalThread(); i < n; i += gridThreads()) {
+    grad[i] = 0.0f;
+  }
+}
 
 TL_DEVICE bool aligned16(const void *p) {
   return (reinterpret_cast<unsigned long long>(p) & 15u) == 0;
@@ -300,6 +318,10 @@ TL_DEVICE void adamw(float *param, float *grad, float *expAvg, float *expAvgSq,
                      const float *lr, const i64 *step, const float *gradScale,
                      i64 n, const AdamWConfig &c) {
   AdamWStep s = adamwStep(lr, step, gradScale, c);
+  if (!finite(s.gradScale)) {
+    zeroGradient(grad, n);
+    return;
+  }
   bool vector = aligned16(param) && aligned16(grad) && aligned16(expAvg) &&
                 aligned16(expAvgSq);
   i64 head = 0;
@@ -390,6 +412,15 @@ TL_DEVICE void adamwMulti(const AdamWTensors &t, const float *lr,
     }
     float *param = t.param[j], *grad = t.grad[j];
     float *expAvg = t.expAvg[j], *expAvgSq = t.expAvgSq[j];
+    if (!finite(s.gradScale)) {
+      i64 begin = (tile - t.tileStart[j]) * kAdamWTile;
+      i64 end = begin + kAdamWTile < t.numel[j] ? begin + kAdamWTile
+                                                 : t.numel[j];
+      for (i64 i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        grad[i] = 0.0f;
+      }
+      continue;
+    }
     bool vector = aligned16(param) && aligned16(grad) && aligned16(expAvg) &&
                   aligned16(expAvgSq);
     i64 begin = (tile - t.tileStart[j]) * kAdamWTile + 4 * i64(threadIdx.x);
@@ -442,6 +473,10 @@ TL_DEVICE void sgd(float *param, float *grad, float *buf, const float *lrP,
                    const float *gradScaleP, i64 n, float weightDecay,
                    float momentum, int decay, int mode) {
   float lr = *lrP, gradScale = *gradScaleP;
+  if (!finite(gradScale)) {
+    zeroGradient(grad, n);
+    return;
+  }
   bool vector =
       aligned16(param) && aligned16(grad) && (mode == 0 || aligned16(buf));
   i64 head = 0;

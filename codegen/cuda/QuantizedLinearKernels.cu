@@ -719,6 +719,14 @@ TL_GLOBAL void tailor_dequantize_bf16(tl::qlinear::QuantWeight w,
 }
 TL_REGISTER(tailor_dequantize_bf16)
 
+TL_GLOBAL void tailor_dequantize_fp16(tl::qlinear::QuantWeight w,
+                                      tl::qlinear::QuantTables tables,
+                                      tl::f16 *y) {
+  __shared__ float staged[tl::qlinear::kTableFloats];
+  tl::qlinear::dequantize(w, tables, y, staged);
+}
+TL_REGISTER(tailor_dequantize_fp16)
+
 #undef TL_QLINEAR_SHARED
 
 // x rounded to bf16 for linear_quantized's GEMM route (via_gemm; see
@@ -729,3 +737,11 @@ TL_GLOBAL void tailor_round_to_bf16(const float *x, tl::bf16 *y, tl::i64 n) {
   }
 }
 TL_REGISTER(tailor_round_to_bf16)
+
+// x rounded to fp16 for the GEMM route of fp16 plans (the same copy).
+TL_GLOBAL void tailor_round_to_fp16(const float *x, tl::f16 *y, tl::i64 n) {
+  for (tl::i64 i = tl::globalThread(); i < n; i += tl::gridThreads()) {
+    y[i].bits = tl::floatToHalf(x[i]);
+  }
+}
+TL_REGISTER(tailor_round_to_fp16)

@@ -119,11 +119,6 @@ void LowerToSchedPass::runOnOperation() {
                        << "' (expected fp32, bf16 or fp16)";
     return signalPassFailure();
   }
-  if (precision == "fp16" && backend != "cpu") {
-    module.emitError() << "fp16 runs on the CPU backend only: tailor's CUDA "
-                          "kernels have no fp16 GEMMs yet";
-    return signalPassFailure();
-  }
   if (backend == "cpu" && failed(checkCpuGemmPrecision(funcs, precision))) {
     return signalPassFailure();
   }

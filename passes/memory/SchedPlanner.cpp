@@ -171,14 +171,19 @@ SchedPlanner::selectQuantizedLinear(tg::LinearOp linear,
       static_cast<int64_t>(sizeof(float));
   if (backend == "cuda") {
     // The GEMM route's bias is the cuBLASLt epilogue's: y's dtype, as tg's
-    // linear has it.
+    // linear has it. fp16 plans multiply fp16 copies, the others bf16 ones.
     auto input = llvm::cast<RankedTensorType>(linear.getInput().getType());
+    const runtime::cuda::GemmRouteFormat format =
+        precision == "fp16" ? runtime::cuda::GemmRouteFormat::FP16
+                            : runtime::cuda::GemmRouteFormat::BF16;
     const runtime::cuda::QuantizedGemmLayout layout =
         runtime::cuda::quantizedGemmLayout(*spec, input.getNumElements(),
-                                           input.getElementType().isF32());
+                                           input.getElementType().isF32(),
+                                           format);
     choice.attributes.set(
         "via_gemm",
-        IntegerAttr::get(IntegerType::get(dequantize.getContext(), 64), 1));
+        IntegerAttr::get(IntegerType::get(dequantize.getContext(), 64),
+                         static_cast<int64_t>(format)));
     choice.workspaceBytes = std::max(
         choice.workspaceBytes,
         static_cast<int64_t>(llvm::alignTo(layout.totalBytes(), 4)));

@@ -81,8 +81,12 @@ static double viaGemmBytes(const PlannedLaunch &launch) {
     return 0;
   }
   auto x = llvm::cast<MemRefType>(launch.operands[0].type);
+  runtime::cuda::GemmRouteFormat format;
+  if (!runtime::cuda::gemmRouteFormatOf(viaGemm.getInt(), format)) {
+    return 0;
+  }
   runtime::cuda::QuantizedGemmLayout layout = runtime::cuda::quantizedGemmLayout(
-      *spec, x.getNumElements(), x.getElementType().isF32());
+      *spec, x.getNumElements(), x.getElementType().isF32(), format);
   return double(storageBytes(launch.operands[1].type)) +
          2.0 * double(layout.xBytes + layout.weightBytes);
 }

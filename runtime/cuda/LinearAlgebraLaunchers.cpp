@@ -12,16 +12,19 @@
 //     always f32 (the master gradient). matmul has no f64.
 //     linear_quantized takes x, bias and y in f32 or bf16 independently;
 //     dequantize writes f32 or bf16.
-//   - precision: f32 inputs compute in f32, or in bf16 on the tensor cores
-//     when the plan asks for it (LaunchContext::bf16Compute); the quantized
-//     GEMM always rounds x and W to bf16 (f32 accumulation).
+//   - precision: f32 inputs compute in f32, or in bf16 or fp16 on the
+//     tensor cores when the plan asks for it (LaunchContext::halfCompute;
+//     f32 sums and outputs: unlike the CPU's fp16 kernels, the product is
+//     not rounded to half); the quantized tile kernel always rounds x and
+//     W to bf16, its GEMM route to the format `via_gemm` names (f32
+//     accumulation either way).
 //   - linear with K = 0 and a bias is rejected (y would be the bias: no
 //     GEMM expresses that, and no model has it).
 //   - linear_quantized ignores its workspace (any rank-1 f32 tensor) and
 //     needs its storage 4-byte aligned; M is at most 65535 * 128 rows.
 //     With `via_gemm` (the compiler's choice on CUDA targets) it is a
-//     cuBLASLt GEMM on bf16 copies in its workspace instead
-//     (QuantizedGemmWorkspace.h), and a bias must have y's dtype.
+//     cuBLASLt GEMM on bf16 (1) or fp16 (2) copies in its workspace
+//     instead (QuantizedGemmWorkspace.h), and a bias must have y's dtype.
 // matmul batches: when the batch dims of a and b walk y's batch with one
 // stride each (equal, or broadcast with stride 0), one strided batched
 // GEMM; otherwise one batched GEMM per run of the innermost merged batch
@@ -422,20 +425,45 @@ bool wordAligned(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 3u) == 0;
 }
 
-/// The GEMM route's operands: its workspace and a bias of y's dtype (the
-/// cuBLASLt epilogue's).
+/// The copies' format `via_gemm` names (QuantizedGemmWorkspace.h), or why
+/// it names none.
+std::string routeFormatOf(const Attributes &attributes,
+                          GemmRouteFormat &format) {
+  const int64_t viaGemm = attributes.getInt("via_gemm", 0);
+  if (!gemmRouteFormatOf(viaGemm, format)) {
+    return "linear_quantized: via_gemm must be 1 (bf16 copies) or 2 (fp16 "
+           "copies), got " +
+           std::to_string(viaGemm);
+  }
+  return "";
+}
+
+/// The GEMM route's operands: its format, its workspace and a bias of y's
+/// dtype (the cuBLASLt epilogue's). fp16 copies take x in f32 and write y
+/// in f32 (cuBLASLt multiplies fp16 into f32 or fp16 only).
 std::string checkThroughGemm(const KernelCall &call,
                              const quant::QuantSpec &spec) {
   const size_t count = call.operands.size();
   const Tensor &x = call.operands[0], &y = call.operands[count - 2];
   const Tensor &workspace = call.operands[count - 1];
+  GemmRouteFormat format;
+  if (auto e = routeFormatOf(call.attributes, format); !e.empty()) {
+    return e;
+  }
+  if (format == GemmRouteFormat::FP16 &&
+      (x.dtype != DType::F32 || y.dtype != DType::F32)) {
+    return std::string("linear_quantized through fp16 copies (via_gemm = "
+                       "2) needs x and y in f32, got x ") +
+           dtypeName(x.dtype) + " and y " + dtypeName(y.dtype);
+  }
   if (count == 5 && call.operands[2].dtype != y.dtype) {
     return "linear_quantized with via_gemm needs the bias in y's dtype (" +
            std::string(dtypeName(y.dtype)) + "), got " +
            dtypeName(call.operands[2].dtype);
   }
   const int64_t needed =
-      quantizedGemmLayout(spec, x.numel(), x.dtype == DType::F32).totalBytes();
+      quantizedGemmLayout(spec, x.numel(), x.dtype == DType::F32, format)
+          .totalBytes();
   if (workspace.bytes() < static_cast<size_t>(needed)) {
     return "linear_quantized with via_gemm needs " + std::to_string(needed) +
            " bytes of workspace, the plan gives " +
@@ -515,11 +543,12 @@ const char *const kLinearQuantizedFunctions[] = {
     "tailor_linear_quantized_fp16_f32", "tailor_linear_quantized_fp16_bf16",
     "tailor_linear_quantized_any_f32",  "tailor_linear_quantized_any_bf16",
     "tailor_round_to_bf16",             "tailor_dequantize_bf16",
+    "tailor_round_to_fp16",             "tailor_dequantize_fp16",
     nullptr};
 
-/// linear_quantized with `via_gemm`: x rounded and W dequantized to bf16 in
-/// the workspace (QuantizedGemmWorkspace.h), then one cuBLASLt GEMM with
-/// the bias in its epilogue.
+/// linear_quantized with `via_gemm`: x rounded and W dequantized to the
+/// route's 16-bit format in the workspace (QuantizedGemmWorkspace.h), then
+/// one cuBLASLt GEMM with the bias in its epilogue.
 std::string launchQuantizedThroughGemm(const CudaCall &call,
                                        const quant::QuantSpec &spec,
                                        bool transposeWeight) {
@@ -529,10 +558,15 @@ std::string launchQuantizedThroughGemm(const CudaCall &call,
   const Tensor &workspace = call.operands[count - 1];
   const int64_t k = transposeWeight ? spec.rows : spec.cols;
   const int64_t n = transposeWeight ? spec.cols : spec.rows;
+  GemmRouteFormat format;
+  if (auto e = routeFormatOf(call.attributes, format); !e.empty()) {
+    return e;
+  }
+  const bool fp16 = format == GemmRouteFormat::FP16;
   const QuantizedGemmLayout layout =
-      quantizedGemmLayout(spec, x.numel(), x.dtype == DType::F32);
+      quantizedGemmLayout(spec, x.numel(), x.dtype == DType::F32, format);
   char *base = static_cast<char *>(workspace.data);
-  const void *xBf16 = x.data;
+  const void *xHalf = x.data;
   if (layout.xBytes > 0) {
     const int64_t elements = x.numel();
     const void *in = x.data;
@@ -542,14 +576,15 @@ std::string launchQuantizedThroughGemm(const CudaCall &call,
     Dim3 block;
     block.x = kThreads;
     void *args[] = {&in, &out, const_cast<int64_t *>(&elements)};
-    if (auto e = call.context->launch("tailor_round_to_bf16", grid, block, 0,
-                                      args);
+    if (auto e = call.context->launch(fp16 ? "tailor_round_to_fp16"
+                                           : "tailor_round_to_bf16",
+                                      grid, block, 0, args);
         !e.empty()) {
       return e;
     }
-    xBf16 = base;
+    xHalf = base;
   }
-  const void *wBf16 = storage.data;
+  const void *wHalf = storage.data;
   if (layout.weightBytes > 0) {
     QuantWeight w = weightOf(spec, storage.data);
     QuantTables tables = tablesOf();
@@ -559,18 +594,19 @@ std::string launchQuantizedThroughGemm(const CudaCall &call,
     Dim3 block;
     block.x = kThreads;
     void *args[] = {&w, &tables, &out};
-    if (auto e = call.context->launch("tailor_dequantize_bf16", grid, block,
-                                      0, args);
+    if (auto e = call.context->launch(fp16 ? "tailor_dequantize_fp16"
+                                           : "tailor_dequantize_bf16",
+                                      grid, block, 0, args);
         !e.empty()) {
       return e;
     }
-    wBf16 = out;
+    wHalf = out;
   }
   GemmDesc desc;
-  desc.a = xBf16;
-  desc.aType = DType::BF16;
-  desc.b = wBf16;
-  desc.bType = DType::BF16;
+  desc.a = xHalf;
+  desc.aType = fp16 ? DType::F16 : DType::BF16;
+  desc.b = wHalf;
+  desc.bType = desc.aType;
   desc.c = y.data;
   desc.cType = y.dtype;
   shapeLinear(desc, x.numel() / k, n, k, transposeWeight,

@@ -251,8 +251,8 @@ def refusals(bin_dir, onnx_path, work):
          "'backoff_factor' must be in (0, 1)"),
         ("growth", dict(base, mixed_precision="fp16", growth_factor=1.0), "cpu",
          "'growth_factor' must be above 1"),
-        ("gpu", dict(base, fp16=True), "h100",
-         "mixed_precision: fp16 runs on the CPU backend only"),
+        ("gpu-ranks", dict(base, fp16=True), "2xh100",
+         "fp16 loss scaling with 2 ranks is not supported yet"),
         ("zero2", dict(base, fp16=True, zero_stage=2), "2xcpu",
          "fp16 loss scaling with zero2 sharding is not supported yet"),
     ]

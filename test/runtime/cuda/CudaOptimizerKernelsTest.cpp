@@ -459,6 +459,67 @@ TEST_F(CudaKernelTest, SgdMatchesCpuOverSteps) {
 }
 
 //===----------------------------------------------------------------------===//
+// Skipped steps (fp16 loss scaling)
+//===----------------------------------------------------------------------===//
+
+/// `kernel` with a grad_scale of `scale` (NaN or inf: GradScaler found an
+/// inf gradient) leaves every operand but the gradient as it was and zeroes
+/// the gradient, on the CPU and here alike.
+void expectSkipped(TestBackend &backend, const char *kernel,
+                   std::vector<HostTensor> operands,
+                   const std::vector<Attribute> &attrs, size_t gradIndex,
+                   size_t stateCount) {
+  std::vector<HostTensor> cpu = runCpu(kernel, operands, attrs);
+  std::vector<HostTensor> gpu = runCuda(backend, kernel, operands, attrs);
+  for (size_t i = 0; i < stateCount; ++i) {
+    std::string what = std::string(kernel) + " operand " + std::to_string(i);
+    if (i % 4 == gradIndex) {
+      HostTensor zero(DType::F32, operands[i].shape);
+      expectWithinUlps(cpu[i], zero, 0, "cpu " + what);
+      expectWithinUlps(gpu[i], zero, 0, "cuda " + what);
+    } else {
+      expectWithinUlps(cpu[i], operands[i], 0, "cpu " + what);
+      expectWithinUlps(gpu[i], operands[i], 0, "cuda " + what);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, UpdatesSkipOnANonFiniteGradScale) {
+  std::vector<Attribute> adamwAttrs = {
+      floatAttr("beta1", 0.9), floatAttr("beta2", 0.999),
+      floatAttr("epsilon", 1e-8), floatAttr("weight_decay", 0.01)};
+  for (float scale : {std::nanf(""), INFINITY}) {
+    SCOPED_TRACE("grad_scale " + std::to_string(scale));
+    // Sizes with a vector body and a scalar tail.
+    expectSkipped(*backend, "adamw",
+                  {randomF32({1001}, 50), randomF32({1001}, 51),
+                   randomF32({1001}, 52), randomF32({1001}, 53, 0, 1),
+                   f32Scalar(1e-3f), i64Scalar(3), f32Scalar(scale)},
+                  adamwAttrs, 1, 4);
+    std::vector<HostTensor> multi;
+    for (int64_t size : {37, 5000, 0, 4}) {
+      multi.push_back(randomF32({size}, 60 + size));
+      multi.push_back(randomF32({size}, 61 + size));
+      multi.push_back(randomF32({size}, 62 + size));
+      multi.push_back(randomF32({size}, 63 + size, 0, 1));
+    }
+    const size_t states = multi.size();
+    multi.push_back(f32Scalar(1e-3f));
+    multi.push_back(i64Scalar(3));
+    multi.push_back(f32Scalar(scale));
+    expectSkipped(*backend, "adamw_multi", multi, adamwAttrs, 1, states);
+    // sgd's operands are (param, grad, momentum_buffer): index 1 is the
+    // gradient, and i % 4 == 1 still names it for three operands.
+    expectSkipped(*backend, "sgd",
+                  {randomF32({1003}, 70), randomF32({1003}, 71),
+                   randomF32({1003}, 72), f32Scalar(0.05f), f32Scalar(scale)},
+                  {floatAttr("momentum", 0.9), floatAttr("weight_decay", 0.01),
+                   intAttr("nesterov", 0)},
+                  1, 3);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Checks
 //===----------------------------------------------------------------------===//
 

@@ -383,9 +383,17 @@ std::string EmulatorContext::launch(const char *function, Dim3 grid, Dim3 block,
 }
 
 std::string EmulatorContext::gemm(const GemmDesc &d) {
-  auto typeOk = [](DType t) { return t == DType::F32 || t == DType::BF16; };
-  if (!typeOk(d.aType) || !typeOk(d.bType) || !typeOk(d.cType)) {
-    return "gemm: operands must be f32 or bf16";
+  // cuBLASLt's combinations (CudaKernel.h): A and B alike in f32, bf16 or
+  // f16; C in f32 or their type.
+  auto typeOk = [](DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+  };
+  if (!typeOk(d.aType) || d.bType != d.aType ||
+      (d.cType != DType::F32 && d.cType != d.aType)) {
+    return std::string("gemm: operands must be f32, bf16 or f16, A and B "
+                       "alike and C in f32 or theirs, got ") +
+           dtypeName(d.aType) + " x " + dtypeName(d.bType) + " -> " +
+           dtypeName(d.cType);
   }
   if (d.m < 0 || d.n < 0 || d.k < 0 || d.batch < 1) {
     return "gemm: negative extent or batch below 1";

@@ -21,6 +21,8 @@ namespace {
 
 constexpr Tolerance kF32{2e-5, 1e-5};
 constexpr Tolerance kBf16{3e-2, 1e-2};
+// fp16 rounds to 11 significant bits, bf16 to 8: an eighth of bf16's.
+constexpr Tolerance kFp16{3e-2 / 8, 1e-2 / 8};
 
 HostTensor random(std::vector<int64_t> shape, uint64_t seed,
                   DType dtype = DType::F32) {
@@ -109,6 +111,31 @@ TEST_F(CudaKernelTest, LinearBf16ComputeOnF32) {
                    {random({21, 64}, 19), random({30, 64}, 20), random({30}, 21),
                     HostTensor(DType::F32, {21, 30})},
                    {}, {3}, kBf16);
+  backend->setHalfCompute(HalfCompute::None);
+}
+
+TEST_F(CudaKernelTest, GemmsWithFp16ComputeOnF32) {
+  // fp16 plans: f32 operands rounded to fp16 on the tensor cores (cuBLASLt's
+  // FAST_16F), f32 sums and outputs; linear with its epilogue, matmul and
+  // linear_weight_grad. The tolerance is one bf16 compute would miss.
+  backend->setHalfCompute(HalfCompute::FP16);
+  expectMatchesCpu(*backend, "linear",
+                   {random({21, 64}, 40), random({30, 64}, 41), random({30}, 42),
+                    HostTensor(DType::F32, {21, 30})},
+                   {}, {3}, kFp16);
+  expectMatchesCpu(*backend, "linear",
+                   {random({37, 29}, 43), random({23, 29}, 44),
+                    random({37, 23}, 45)},
+                   {intAttr("accumulate", 1), floatAttr("alpha", 0.5)}, {2},
+                   kFp16);
+  expectMatchesCpu(*backend, "matmul",
+                   {random({3, 17, 40}, 46), random({3, 40, 9}, 47),
+                    HostTensor(DType::F32, {3, 17, 9})},
+                   {}, {2}, kFp16);
+  expectMatchesCpu(*backend, "linear_weight_grad",
+                   {random({2, 7, 24}, 48), random({2, 7, 33}, 49),
+                    HostTensor(DType::F32, {24, 33})},
+                   {}, {2}, kFp16);
   backend->setHalfCompute(HalfCompute::None);
 }
 

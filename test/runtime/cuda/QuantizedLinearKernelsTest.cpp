@@ -103,10 +103,12 @@ struct Launch {
   bool bias = false;
   DType x = DType::F32, y = DType::F32, biasType = DType::F32;
   std::vector<int64_t> lead = {2, 3}; // x's leading dims
-  bool viaGemm = false;                // the cuBLASLt route (via_gemm)
+  int viaGemm = 0; // the cuBLASLt route: 1 bf16 copies, 2 fp16 (via_gemm)
   double alpha = 1;                    // the GEMM epilogue's scale
   bool accumulate = false;             // y += alpha x W^T onto a random y
   bool addend = false;                 // y = alpha x W^T + a residual
+  /// Tolerance as a fraction of the output's scale (bf16's by default).
+  double tolerance = 3e-2;
 };
 
 /// Runs linear_quantized on `weight` as `launch` says and compares it with
@@ -138,9 +140,10 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
   // GEMM route its bf16 copies.
   int64_t workspaceFloats =
       quant::linearWorkspaceFloats(spec, launch.transposeWeight, 2);
-  if (launch.viaGemm) {
+  if (launch.viaGemm != 0) {
     const int64_t bytes =
-        quantizedGemmLayout(spec, x.numel(), launch.x == DType::F32)
+        quantizedGemmLayout(spec, x.numel(), launch.x == DType::F32,
+                            static_cast<GemmRouteFormat>(launch.viaGemm))
             .totalBytes();
     workspaceFloats = std::max(workspaceFloats, (bytes + 3) / 4);
   }
@@ -151,7 +154,8 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
                std::to_string(spec.rows) + ", " + std::to_string(spec.cols) +
                "] transpose " + std::to_string(launch.transposeWeight) +
                " bias " + std::to_string(launch.bias) + " x " +
-               dtypeName(launch.x) + " y " + dtypeName(launch.y));
+               dtypeName(launch.x) + " y " + dtypeName(launch.y) +
+               " via_gemm " + std::to_string(launch.viaGemm));
   std::vector<Attribute> attributes =
       attributesOf(spec, launch.transposeWeight);
   attributes.push_back(intAttr("via_gemm", launch.viaGemm));
@@ -159,7 +163,8 @@ void expectLinearQuantized(TestBackend &backend, const Weight &weight,
   attributes.push_back(intAttr("addend", launch.addend));
   attributes.push_back(floatAttr("alpha", launch.alpha));
   expectMatchesCpu(backend, "linear_quantized", operands, attributes,
-                   {operands.size() - 2}, {3e-2 * scale, 1e-2});
+                   {operands.size() - 2},
+                   {launch.tolerance * scale, launch.tolerance / 3});
 }
 
 /// Both directions, with and without bias, f32 and bf16 activations.
@@ -248,7 +253,7 @@ TEST_F(CudaKernelTest, LinearQuantizedThroughGemm) {
     for (bool transposeWeight : {false, true}) {
       for (DType x : {DType::F32, DType::BF16}) {
         Launch launch;
-        launch.viaGemm = true;
+        launch.viaGemm = 1;
         launch.transposeWeight = transposeWeight;
         launch.x = x;
         launch.bias = x == DType::BF16;
@@ -269,19 +274,83 @@ TEST_F(CudaKernelTest, LinearQuantizedThroughGemmEpilogue) {
     for (bool transposeWeight : {false, true}) {
       for (bool accumulate : {false, true}) {
         Launch launch;
-        launch.viaGemm = true;
+        launch.viaGemm = 1;
         launch.transposeWeight = transposeWeight;
         launch.alpha = 0.375;
         launch.accumulate = accumulate;
         expectLinearQuantized(*backend, weight, launch, seed++);
       }
       Launch residual;
-      residual.viaGemm = true;
+      residual.viaGemm = 1;
       residual.transposeWeight = transposeWeight;
       residual.addend = true;
       expectLinearQuantized(*backend, weight, residual, seed++);
     }
   }
+}
+
+TEST_F(CudaKernelTest, LinearQuantizedThroughFp16Copies) {
+  // via_gemm = 2 (fp16 plans): x rounded and W dequantized to fp16, the GEMM
+  // on the fp16 tensor cores; W stored as fp16 is multiplied in place. Every
+  // scheme, both directions, a bias, the epilogue's scale, accumulation and
+  // residual. fp16 keeps 3 more mantissa bits than bf16, so the tolerance
+  // is 8 times tighter than the bf16 route's (3e-2 of the output's scale).
+  QuantSpec gptq = specOf(Scheme::GPTQ, 64, 96);
+  gptq.bits = 4;
+  gptq.groupSize = 32;
+  const Weight weights[] = {makeWeight(specOf(Scheme::FP16, 33, 45), 30),
+                            makeWeight(specOf(Scheme::NF4, 130, 272), 31),
+                            makeWeight(specOf(Scheme::BF16, 37, 75), 32),
+                            makeWeight(specOf(Scheme::Int8, 70, 96), 33),
+                            makeWeight(gptq, 34)};
+  uint64_t seed = 800;
+  for (const Weight &weight : weights) {
+    for (bool transposeWeight : {false, true}) {
+      Launch launch;
+      launch.viaGemm = 2;
+      launch.tolerance = 3e-2 / 8;
+      launch.transposeWeight = transposeWeight;
+      launch.bias = true;
+      launch.lead = {5, 13};
+      expectLinearQuantized(*backend, weight, launch, seed++);
+      Launch epilogue = launch;
+      epilogue.bias = false;
+      epilogue.alpha = 0.375;
+      epilogue.accumulate = true;
+      expectLinearQuantized(*backend, weight, epilogue, seed++);
+      Launch residual = launch;
+      residual.bias = false;
+      residual.addend = true;
+      expectLinearQuantized(*backend, weight, residual, seed++);
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, LinearQuantizedThroughFp16CopiesChecksItsOperands) {
+  const Weight nf4 = makeWeight(specOf(Scheme::NF4, 64, 64), 35);
+  std::vector<Attribute> attributes = attributesOf(nf4.spec, false);
+  attributes.push_back(intAttr("via_gemm", 2));
+  std::vector<HostTensor> operands = {
+      HostTensor(DType::F32, {4, 64}), storageTensor(nf4),
+      HostTensor(DType::BF16, {4, 64}), HostTensor(DType::F32, {2176})};
+  EXPECT_EQ(checkCuda("linear_quantized", operands, attributes),
+            "linear_quantized through fp16 copies (via_gemm = 2) needs x and "
+            "y in f32, got x f32 and y bf16");
+  operands[2] = HostTensor(DType::F32, {4, 64});
+  EXPECT_EQ(checkCuda("linear_quantized", operands, attributes), "");
+  // fp16 storage needs no copy of W: x's 512 bytes are all.
+  const Weight half = makeWeight(specOf(Scheme::FP16, 64, 64), 36);
+  operands[1] = storageTensor(half);
+  attributes = attributesOf(half.spec, false);
+  attributes.push_back(intAttr("via_gemm", 2));
+  operands[3] = HostTensor(DType::F32, {127});
+  EXPECT_EQ(checkCuda("linear_quantized", operands, attributes),
+            "linear_quantized with via_gemm needs 512 bytes of workspace, the "
+            "plan gives 508");
+  attributes.back() = intAttr("via_gemm", 3);
+  EXPECT_EQ(checkCuda("linear_quantized", operands, attributes),
+            "linear_quantized: via_gemm must be 1 (bf16 copies) or 2 (fp16 "
+            "copies), got 3");
 }
 
 TEST_F(CudaKernelTest, LinearQuantizedThroughGemmChecksItsOperands) {
