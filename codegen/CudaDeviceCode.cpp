@@ -45,8 +45,9 @@ bool selectCudaDeviceImages(llvm::StringRef arch,
   }
   std::vector<std::string> built;
   bool found = false;
+  const std::string ptxArch = ptxArchFor(std::string_view(arch.data(), arch.size()));
   for (const CudaDeviceImage &image : all) {
-    if (image.isPtx() || image.arch == arch) {
+    if (image.arch == ptxArch || image.arch == arch) {
       images.push_back(image);
       found |= !image.isPtx();
     }

@@ -12,6 +12,8 @@
 #define TAILOR_CODEGEN_CUDADEVICECODE_H
 
 #include "llvm/ADT/ArrayRef.h"
+#include "codegen/CudaArch.h"
+
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -33,8 +35,8 @@ struct CudaDeviceImage {
 /// Every image this tailor was built with (empty without the CUDA toolkit).
 std::vector<CudaDeviceImage> cudaDeviceImages();
 
-/// The images of cubin architecture `arch` ("sm_90a") and the PTX, for
-/// every module. Fails with a message when this tailor was built without
+/// The images of cubin architecture `arch` ("sm_90a") and the PTX that goes
+/// with it (ptxArchFor), for every module. Fails with a message when this tailor was built without
 /// CUDA or has no cubin for `arch`.
 bool selectCudaDeviceImages(llvm::StringRef arch,
                             std::vector<CudaDeviceImage> &images,

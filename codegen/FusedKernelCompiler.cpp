@@ -1,6 +1,7 @@
 //===- FusedKernelCompiler.cpp - NVRTC for the generated fused kernels ----===//
 
 #include "codegen/FusedKernelCompiler.h"
+#include "codegen/CudaArch.h"
 
 #if TAILOR_ENABLE_CUDA
 #include <nvrtc.h>
@@ -34,8 +35,6 @@ const char *const kHeaderSources[] = {
 #undef TAILOR_FUSED_HEADER
 };
 
-/// PTX for this virtual architecture, as the prebuilt families.
-constexpr const char *kPtxArch = "compute_80";
 
 struct ProgramDeleter {
   void operator()(nvrtcProgram *program) const {
@@ -114,13 +113,13 @@ std::string compileFusedKernels(const std::string &source,
   }
   code = FusedDeviceCode();
   code.cubinArch = cubinArch;
-  code.ptxArch = kPtxArch;
+  code.ptxArch = ptxArchFor(cubinArch);
   std::vector<char> image;
   if (std::string e = compileFor(source, cubinArch, image); !e.empty()) {
     return e;
   }
   code.cubin.assign(image.begin(), image.end());
-  if (std::string e = compileFor(source, kPtxArch, image); !e.empty()) {
+  if (std::string e = compileFor(source, code.ptxArch, image); !e.empty()) {
     return e;
   }
   // nvrtcGetPTX writes the terminating NUL too.

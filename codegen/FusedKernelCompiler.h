@@ -37,8 +37,9 @@ struct FusedDeviceCode {
 bool fusedKernelCompilerAvailable();
 
 /// Compiles `source` (CUDA C++ that includes codegen/cuda/Device.cuh and
-/// ElementwiseMath.cuh) to a cubin for `cubinArch` ("sm_80", "sm_89",
-/// "sm_90a") and to PTX for compute_80. Returns "" or what failed: the
+/// ElementwiseMath.cuh) to a cubin for `cubinArch` ("sm_75", "sm_80",
+/// "sm_89", "sm_90a") and to PTX for the virtual architecture that goes
+/// with it (ptxArchFor: compute_75 or compute_80). Returns "" or what failed: the
 /// NVRTC call and its error, with the compiler's log when there is one, or
 /// that this tailor has no NVRTC.
 std::string compileFusedKernels(const std::string &source,

@@ -335,9 +335,20 @@ uint64_t LoadedPlan::bufferOffset(uint32_t buffer, int rank) const {
 
 std::string LoadedPlan::verifyDeviceCode() const {
   const fb::Plan &p = *planRoot;
-  if (p.target()->sm() < 80) {
+  if (p.target()->sm() < 75) {
     return Message() << "the plan targets sm_" << p.target()->sm()
-                     << "; tailor's CUDA kernels need sm_80 or newer";
+                     << "; tailor's CUDA kernels need sm_75 or newer";
+  }
+  std::string_view precision = p.target()->precision()
+                                   ? p.target()->precision()->string_view()
+                                   : std::string_view();
+  if (p.target()->sm() < 80 && precision != "fp16") {
+    return Message() << "the plan targets sm_" << p.target()->sm()
+                     << " in "
+                     << (precision.empty() ? std::string("fp32")
+                                           : std::string(precision))
+                     << "; below sm_80 tailor's CUDA kernels compute fp16 "
+                        "only (no bf16 tensor cores)";
   }
   if (!p.device_code() || p.device_code()->size() == 0) {
     return Message() << "the plan targets CUDA (sm_" << p.target()->sm()

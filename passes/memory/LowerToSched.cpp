@@ -108,15 +108,22 @@ void LowerToSchedPass::runOnOperation() {
                        << "' (expected cpu or cuda)";
     return signalPassFailure();
   }
-  if (backend == "cuda" && sm < 80) {
-    module.emitError() << "tailor's CUDA kernels need sm_80 or newer (bf16 "
-                          "tensor cores); "
-                       << hardware << " is sm_" << static_cast<int64_t>(sm);
-    return signalPassFailure();
-  }
   if (precision != "fp32" && precision != "bf16" && precision != "fp16") {
     module.emitError() << "unknown precision '" << precision
                        << "' (expected fp32, bf16 or fp16)";
+    return signalPassFailure();
+  }
+  if (backend == "cuda" && sm < 75) {
+    module.emitError() << "tailor's CUDA kernels need sm_75 or newer (tensor "
+                          "cores); "
+                       << hardware << " is sm_" << static_cast<int64_t>(sm);
+    return signalPassFailure();
+  }
+  if (backend == "cuda" && sm < 80 && precision != "fp16") {
+    module.emitError() << hardware << " is sm_" << static_cast<int64_t>(sm)
+                       << ", whose tensor cores have no bf16: compile with "
+                          "'mixed_precision: fp16' (or 'fp16: true'), not "
+                       << precision;
     return signalPassFailure();
   }
   if (backend == "cpu" && failed(checkCpuGemmPrecision(funcs, precision))) {

@@ -401,7 +401,7 @@ TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
   spec = {};
   spec.backend = fb::Backend::Cuda;
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
-                  "the plan targets sm_0; tailor's CUDA kernels need sm_80");
+                  "the plan targets sm_0; tailor's CUDA kernels need sm_75");
   spec = {};
   // A launch on a host stream (1.8) runs a CPU kernel: host arenas only.
   spec.streamKind = fb::StreamKind::Host;
