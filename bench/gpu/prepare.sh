@@ -181,6 +181,10 @@ compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-fp16-h100.tplan
   "$tiny_recipe" "${fp16_args[@]}"
 compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/qlora-fp16-h100.tplan" h100 \
   "$tiny_recipe" "${fp16_args[@]}" adapter=qlora
+# A T4 plan (sm_75 cubins and compute_75 PTX, which the driver JITs on a
+# newer GPU): the T4's code paths (fp16 mma as two m16n8k8) on this GPU.
+compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-fp16-t4.tplan" t4 \
+  "$tiny_recipe" "${fp16_args[@]}"
 # Generation (--task generate): the KV cache decode and prefill entries on
 # the CPU and on the GPU, plain and with NF4 weights, and a GPU plan with no
 # prefill entry (the prompt a token at a time).

@@ -21,7 +21,8 @@
 #          step's loss compared (compare_runs.py, bf16 tolerance); the f32
 #          h100 plan against the CPU at a tight one; fp16 with loss
 #          scaling (LoRA against the CPU's fp16 plan, QLoRA against its
-#          QLoRA plan), with each side's scales and skips; the offload_param plans
+#          QLoRA plan), with each side's scales and skips, and a T4 plan
+#          (compute_75 PTX JIT-compiled here); the offload_param plans
 #          (pinned host weights, copy stream) against the plain h100 ones,
 #          exactly; tailor-embed-train (the
 #          C API) on both LoRA plans, 10 steps; generation (--task
@@ -255,9 +256,11 @@ part_tiny() {
   # fp16 (loss scaling): LoRA against the CPU's fp16 plan; QLoRA against
   # the CPU's QLoRA plan (the CPU has no fp16 NF4 yet), both at bf16's
   # tolerance.
-  for v in lora qlora lora-fp32 lora-fp16 qlora-fp16; do
+  # The T4 plan (compute_75 PTX, JIT-compiled here) against the CPU's fp16.
+  for v in lora qlora lora-fp32 lora-fp16 qlora-fp16 lora-fp16-t4; do
     local cpu_name="${v%-fp32}" gpu_plan="$B/tiny-llama/$v-h100.tplan"
     [[ $v == qlora-fp16 ]] && cpu_name=qlora
+    [[ $v == lora-fp16-t4 ]] && { cpu_name=lora-fp16; gpu_plan="$B/tiny-llama/lora-fp16-t4.tplan"; }
     local cpu_plan="$B/tiny-llama/$cpu_name-cpu.tplan"
     [[ $v == lora-fp32 ]] && gpu_plan="$B/tiny-llama/lora-h100-fp32.tplan"
     local rtol=2e-2
