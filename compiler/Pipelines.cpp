@@ -56,7 +56,10 @@ ScheduleOptions scheduleOptionsFor(const HardwareSpec &hardware,
   options.ranksPerNode = hardware.gpus;
   options.heterogeneous = hardware.heterogeneous();
   if (hardware.isCuda()) {
-    options.precision = precision.empty() ? "bf16" : precision.str();
+    // bf16 tensor cores from sm_80; before them (the T4) fp16, which
+    // training must ask for with its loss scaling (checkTrainingPrecision).
+    const char *half = hardware.sm >= 80 ? "bf16" : "fp16";
+    options.precision = precision.empty() ? half : precision.str();
     options.gemmWorkspace = (hardware.sm >= 90 ? 32 : 4) * (int64_t(1) << 20);
   } else {
     options.precision = precision.empty() ? "fp32" : precision.str();
@@ -167,6 +170,13 @@ static bool emulatesHalfGemms(const ScheduleOptions &options) {
 llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
                                    const ScheduleOptions &options) {
   const std::string &precision = options.precision;
+  if (options.backend == "cuda" && options.sm < 80 && precision == "fp16" &&
+      !recipe.lossScaling()) {
+    return llvm::createStringError(
+        options.hardware + " is sm_" + std::to_string(options.sm) +
+        ", whose tensor cores have no bf16: train with 'mixed_precision: "
+        "fp16' (or 'fp16: true'), which scales the loss as GradScaler does");
+  }
   if (precision == "fp16" && options.worldSize > 1) {
     return llvm::createStringError(
         "fp16 loss scaling with " + std::to_string(options.worldSize) +

@@ -204,6 +204,8 @@ for hw in cpu h100; do
   compile_generate "$BUNDLE/tiny-llama/gen-nf4-$hw.tplan" "$hw" --prefill-chunk 8 quantization=nf4
 done
 compile_generate "$BUNDLE/tiny-llama/gen-h100-chunk1.tplan" h100 --prefill-chunk 1
+# The T4's generation plan (fp16, compute_75 PTX JIT-compiled on the GPU).
+compile_generate "$BUNDLE/tiny-llama/gen-t4.tplan" t4 --prefill-chunk 8
 
 # --- TinyLlama-1.1B: graph, layout, plans ----------------------------------
 step "TinyLlama-1.1B graph (bench/gen_llama7b_onnx.py --preset tinyllama, sparse weights)"

@@ -307,9 +307,10 @@ part_tiny() {
   # CPU's greedy ids fed to both plans, every step's logits compared
   # (test/tools/Inputs/generate_gpu_vs_cpu.py), and a reset rerun.
   local g
-  for g in gen:gen gen-nf4:gen-nf4 gen:gen-h100-chunk1; do
+  # gen-t4: the T4's fp16 plan, its compute_75 PTX JIT-compiled here.
+  for g in gen:gen gen-nf4:gen-nf4 gen:gen-h100-chunk1 gen:gen-t4; do
     local cpu_gen="$B/tiny-llama/${g%%:*}-cpu.tplan" gpu_gen="$B/tiny-llama/${g#*:}.tplan"
-    [[ ${g#*:} != *chunk1 ]] && gpu_gen="$B/tiny-llama/${g#*:}-h100.tplan"
+    [[ ${g#*:} != *chunk1 && ${g#*:} != *t4 ]] && gpu_gen="$B/tiny-llama/${g#*:}-h100.tplan"
     echo "+ generate_gpu_vs_cpu.py $(basename "$cpu_gen") $(basename "$gpu_gen")"
     if timeout "$TRAIN_TIMEOUT" env LD_LIBRARY_PATH="$TL_LIBS" PYTHONPATH="$ROOT/python" \
         TAILOR_RUNTIME_LIBRARY="$B/lib/libtailor_runtime.so.0" \
