@@ -13,7 +13,8 @@
 # explore reports is compiled whole (on --jobs workers, the machine's
 # cores); FIX arguments (--fix key=value ...) narrow the space.
 #   7B  on 2xrtx3090, global batch 16 (micro batch x accumulation x 2)
-#   7B  on t4 (one 16 GB card), global batch 8
+#   7B  on t4 (one 16 GB card, sm_75: fp16 with loss scaling), global
+#       batch 8
 #   70B on 2x8xh100, global batch 64 (hybrid sharding joins the space: two
 #       nodes)
 set -uo pipefail
@@ -45,11 +46,13 @@ sequence_len: 512
 micro_batch_size: 1
 gradient_accumulation_steps: 1
 YAML
+# The T4 has no bf16 tensor cores: the same recipe in fp16.
+{ cat "$OUT/qlora.yaml"; echo "fp16: true"; } > "$OUT/qlora-fp16.yaml"
 
-run() { # NAME MODEL HARDWARE GLOBAL_BATCH [FIX...]
+run() { # NAME MODEL HARDWARE GLOBAL_BATCH [FIX...]   (env RECIPE: another recipe)
   local name=$1 model=$2 hardware=$3 global=$4
   shift 4
-  "$TAILOR" explore "$model" --recipe "$OUT/qlora.yaml" --hardware "$hardware" \
+  "$TAILOR" explore "$model" --recipe "${RECIPE:-$OUT/qlora.yaml}" --hardware "$hardware" \
     --global-batch "$global" --json --plot "$OUT/$name.svg" "$@" "${FIX[@]}" \
     > "$OUT/$name.json" 2> "$OUT/$name.log" || true
   "$PY" - "$OUT/$name.json" "$name" "$hardware" <<'PY'
@@ -73,6 +76,6 @@ PY
 
 M7=$(graph llama7b "$BUILD/bench/llama7b-eager")
 run 7b-2x3090 "$M7" 2xrtx3090 16
-run 7b-t4 "$M7" t4 8
+RECIPE="$OUT/qlora-fp16.yaml" run 7b-t4 "$M7" t4 8
 M70=$(graph llama70b "$BUILD/bench/llama70b")
 run 70b-2x8xh100 "$M70" 2x8xh100 64
