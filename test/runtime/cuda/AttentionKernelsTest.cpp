@@ -30,9 +30,14 @@
 // grows with sqrt(group / 2) (2.8e-2 for groups of 4, 4e-2 for 8; the
 // unsplit key-major pass shows the same errors, AttentionGradSplitMasking).
 // IEEE half keeps 3 more mantissa bits (a unit roundoff of 2^-11 against
-// bf16's 2^-8), so fp16 compute gets kFp16Compute, 8 times tighter, with
-// the same growth for GQA groups. TAILOR_ATTENTION_ERRORS=1 prints each
-// case's worst absolute error per output (the figures behind both).
+// bf16's 2^-8): over these cases the worst absolute errors with fp16
+// compute are 1.2e-3 forward and 1.9e-3 / 3.5e-3 / 2.7e-3 for dq / dk / dv
+// (4.8e-3 for dk with a group of 8), against 1.1e-2 and 1.8e-2 / 2.4e-2 /
+// 3.0e-2 with bf16 (3.3e-2 with a group of 8); the same figures on the
+// emulator and on an H200. So fp16 compute gets kFp16Compute, 4 times
+// tighter than bf16's, with the same growth for GQA groups.
+// TAILOR_ATTENTION_ERRORS=1 prints each case's worst absolute error per
+// output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,7 +58,7 @@ namespace tailor::runtime::cuda::testing {
 namespace {
 
 constexpr Tolerance kBf16Compute{2e-2, 2e-2};
-constexpr Tolerance kFp16Compute{2.5e-3, 2.5e-3};
+constexpr Tolerance kFp16Compute{5e-3, 5e-3};
 
 /// The tolerance of the tensor-core format `backend` computes in.
 Tolerance computeTolerance(TestBackend &backend) {
@@ -256,8 +261,10 @@ bool expectFp16RefusesBf16(TestBackend &backend, const std::string &kernel,
   }
   EXPECT_EQ(cudaLaunchError(backend, kernel, std::move(operands),
                             std::move(attributes)),
-            "attention on bf16 operands cannot compute on fp16 tensor cores "
-            "(the plan's precision is fp16, whose attention operands are f32)");
+            "CUDA launcher '" + kernel +
+                "' failed: attention on bf16 operands cannot compute on fp16 "
+                "tensor cores (the plan's precision is fp16, whose attention "
+                "operands are f32)");
   return true;
 }
 
