@@ -398,11 +398,13 @@ writeTraining(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module) {
   return builder.Finish();
 }
 
-/// The device functions the launchers of `kernelNames` ask for (the
-/// prebuilt families'; fused_elementwise's are generated per plan).
+/// The device functions the launchers of `kernelNames` ask for in a plan
+/// whose tensor cores compute in `half` (the prebuilt families';
+/// fused_elementwise's are generated per plan).
 static FailureOr<std::vector<std::string>>
 launcherFunctions(sched::ProgramOp program,
-                  const std::vector<std::string> &kernelNames) {
+                  const std::vector<std::string> &kernelNames,
+                  runtime::cuda::HalfCompute half) {
   std::vector<std::string> needed;
   for (const std::string &name : kernelNames) {
     const runtime::cuda::CudaKernelDef *def =
@@ -412,7 +414,8 @@ launcherFunctions(sched::ProgramOp program,
              << "the CUDA backend has no kernel '" << name
              << "' (the CPU backend has it; this plan cannot run on a GPU)";
     }
-    for (const char *const *f = def->functions; f && *f; ++f) {
+    for (const char *const *f = runtime::cuda::deviceFunctions(*def, half);
+         f && *f; ++f) {
       needed.push_back(*f);
     }
   }
@@ -619,7 +622,8 @@ writeImages(flatbuffers::FlatBufferBuilder &fbb,
 /// into the plan.
 static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
 writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
-                int64_t sm, const std::vector<std::string> &kernelNames) {
+                int64_t sm, runtime::cuda::HalfCompute half,
+                const std::vector<std::string> &kernelNames) {
   std::string arch = cubinArchFor(sm);
   std::vector<codegen::CudaDeviceImage> images;
   std::string error;
@@ -628,7 +632,7 @@ writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
                                << error;
   }
   FailureOr<std::vector<std::string>> needed =
-      launcherFunctions(program, kernelNames);
+      launcherFunctions(program, kernelNames, half);
   codegen::FusedDeviceCode fused;
   if (failed(needed) ||
       failed(generateFusedKernels(program, arch, fused, *needed))) {
@@ -1324,8 +1328,12 @@ PlanBuilder::writeDeviceCodeOf(bool cuda) {
   for (auto kernel : program.getBody().front().getOps<sched::KernelOp>()) {
     kernelNames.push_back(kernel.getSymName().str());
   }
+  // The precision picks some launchers' entry points (fp16 attention).
+  StringAttr precision = programString("sched.precision");
+  runtime::cuda::HalfCompute half = runtime::cuda::halfComputeOf(
+      precision ? precision.strref() : StringRef("fp32"));
   FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>> images =
-      writeDeviceCode(fbb, program, programInt("sched.sm"), kernelNames);
+      writeDeviceCode(fbb, program, programInt("sched.sm"), half, kernelNames);
   if (failed(images)) {
     return failure();
   }

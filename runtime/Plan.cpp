@@ -354,13 +354,17 @@ std::string LoadedPlan::verifyDeviceCode() const {
     return Message() << "the plan targets CUDA (sm_" << p.target()->sm()
                      << ") but carries no device code";
   }
-  // Every device function any launcher of the plan may ask for.
+  // Every device function any launcher of the plan may ask for at the
+  // plan's precision.
+  cuda::HalfCompute half = cuda::halfComputeOf(
+      p.target()->precision() ? p.target()->precision()->string_view() : "");
   std::vector<std::string> needed;
   if (p.kernels()) {
     for (const fb::Kernel *kernel : *p.kernels()) {
       if (const cuda::CudaKernelDef *def =
               cuda::findCudaKernel(kernel->name()->string_view())) {
-        for (const char *const *f = def->functions; f && *f; ++f) {
+        for (const char *const *f = cuda::deviceFunctions(*def, half); f && *f;
+             ++f) {
           needed.push_back(*f);
         }
       }

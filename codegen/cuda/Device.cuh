@@ -241,22 +241,51 @@ TL_DEVICE void reportError(ErrorRecord *record, int code, int site, i64 value,
 }
 
 //===----------------------------------------------------------------------===//
-// Tensor cores: one warp-wide mma.sync m16n8k16 with bf16 inputs and f32
-// accumulators, in PTX's fragment layout (lane = 4 * groupID + threadInGroup):
-//   a[0..3]: bf16 pairs {A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]}
-//   b[0..1]: bf16 pairs {B[2t..2t+1][g], B[2t+8..2t+9][g]}   (B is K x N)
+// Tensor cores: one warp-wide mma.sync m16n8k16 with 16-bit inputs (bf16 or
+// IEEE half) and f32 accumulators, in PTX's fragment layout (lane =
+// 4 * groupID + threadInGroup):
+//   a[0..3]: pairs {A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]}
+//   b[0..1]: pairs {B[2t..2t+1][g], B[2t+8..2t+9][g]}   (B is K x N)
 //   c[0..3]: {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}
-// Each u32 packs two bf16, the lower-indexed element in the low half.
-// The emulator computes the same layout in fp32 (SimtEmulator.h); sm_80+.
+// Each u32 packs two 16-bit values, the lower-indexed element in the low
+// half. The emulator computes the same layout in fp32 (SimtEmulator.h).
+// bf16 needs sm_80+; half runs on sm_80+ as one m16n8k16 and on sm_75 (the
+// T4) as two m16n8k8, whose fragments are the halves of the k16 ones:
+// m16n8k8's a[0..1] are {A[g][2t..], A[g+8][2t..]} over k 0..7 and its b[0]
+// is {B[2t..2t+1][g]}, so (a[0], a[1], b[0]) multiply k 0..7 and (a[2],
+// a[3], b[1]) k 8..15 into the same accumulators.
 //===----------------------------------------------------------------------===//
 
 TL_DEVICE u32 packBf16(float lo, float hi) {
   return u32(toBf16(lo).bits) | (u32(toBf16(hi).bits) << 16);
 }
 
+/// Two floats as IEEE halves (round to nearest even, inf from 65520 up),
+/// `lo` in the low 16 bits: floatToHalf's bits, but for NaN's payload (the
+/// GPU's cvt gives the canonical 0x7fff).
+#if defined(TAILOR_SIMT_EMULATOR) || !defined(__CUDA_ARCH__) ||               \
+    __CUDA_ARCH__ < 750
+TL_DEVICE u32 packHalf(float lo, float hi) {
+  return u32(floatToHalf(lo)) | (u32(floatToHalf(hi)) << 16);
+}
+#else
+TL_DEVICE u32 packHalf(float lo, float hi) {
+  u32 packed;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+#else
+  unsigned short l, h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(lo));
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(hi));
+  packed = u32(l) | (u32(h) << 16);
+#endif
+  return packed;
+}
+#endif
+
 #ifdef TAILOR_SIMT_EMULATOR
-// Defined in SimtEmulator.h: a warp-collective that gathers every lane's
-// fragments and computes D = A B + C in fp32.
+// Defined in SimtEmulator.h: warp-collectives that gather every lane's
+// fragments and compute D = A B + C in fp32 from bf16 or half bits.
 #else
 TL_DEVICE void mmaBf16(float c[4], const u32 a[4], const u32 b[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -267,7 +296,30 @@ TL_DEVICE void mmaBf16(float c[4], const u32 a[4], const u32 b[2]) {
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
                  "r"(b[1]));
 #else
-  __trap(); // tailor's CUDA plans require sm_80 or newer
+  __trap(); // bf16 tensor cores need sm_80 or newer
+#endif
+}
+
+/// D = A B + C with IEEE half A and B (the fp16 plans' tensor cores).
+TL_DEVICE void mmaHalf(float c[4], const u32 a[4], const u32 b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#else
+  __trap(); // half tensor cores need sm_75 or newer
 #endif
 }
 #endif

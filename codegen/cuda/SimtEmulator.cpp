@@ -20,8 +20,10 @@
 #include "codegen/cuda/SimtEmulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -200,6 +202,8 @@ const char *opName(WarpOp op) {
     return "__all_sync";
   case WarpOp::Mma:
     return "tl::mmaBf16";
+  case WarpOp::MmaHalf:
+    return "tl::mmaHalf";
   }
   return "?";
 }
@@ -337,15 +341,30 @@ void warpOf(const Emulator &e, int t, int &base, int &lanes) {
   lanes = std::min(32, e.threads - base);
 }
 
-/// D = A B + C for the warp whose lanes start at `lane`. Kept out of line:
-/// its 2.5 KiB of matrices would otherwise sit in every collective's frame.
-__attribute__((noinline)) void mmaWarp(Fiber *lane) {
+/// The value of IEEE half bits (decoded here, not with Device.cuh's
+/// halfToFloat, so the emulator checks that too).
+float halfValue(unsigned bits) {
+  int exponent = int(bits >> 10) & 0x1f;
+  int mantissa = int(bits & 0x3ffu);
+  float magnitude =
+      exponent == 0x1f
+          ? (mantissa ? std::numeric_limits<float>::quiet_NaN()
+                      : std::numeric_limits<float>::infinity())
+          : std::ldexp(float(exponent ? 1024 + mantissa : mantissa),
+                       (exponent ? exponent : 1) - 25);
+  return bits & 0x8000u ? -magnitude : magnitude;
+}
+
+/// D = A B + C for the warp whose lanes start at `lane`, from bf16 or (with
+/// `half`) IEEE half fragments. Kept out of line: its 2.5 KiB of matrices
+/// would otherwise sit in every collective's frame.
+__attribute__((noinline)) void mmaWarp(Fiber *lane, bool half) {
   // PTX's m16n8k16 fragments (lane = 4 g + t): gather A (16 x 16), B
-  // (16 x 8) and C (16 x 8), then D = A B + C with the bf16 products
+  // (16 x 8) and C (16 x 8), then D = A B + C with the 16-bit products
   // summed exactly in double and rounded once to f32.
   float a[16][16], b[16][8], c[16][8];
-  auto bf16 = [](unsigned bits) {
-    return fromBits<float>(uint32_t(bits) << 16);
+  auto value = [half](unsigned bits) {
+    return half ? halfValue(bits) : fromBits<float>(uint32_t(bits) << 16);
   };
   for (int l = 0; l < 32; ++l) {
     int g = l / 4, t = l % 4;
@@ -353,12 +372,12 @@ __attribute__((noinline)) void mmaWarp(Fiber *lane) {
     const unsigned *fb = lane[l].mmaB;
     const float *fc = lane[l].mmaC;
     for (int h = 0; h < 2; ++h) {
-      a[g][2 * t + h] = bf16((fa[0] >> (16 * h)) & 0xffffu);
-      a[g + 8][2 * t + h] = bf16((fa[1] >> (16 * h)) & 0xffffu);
-      a[g][2 * t + 8 + h] = bf16((fa[2] >> (16 * h)) & 0xffffu);
-      a[g + 8][2 * t + 8 + h] = bf16((fa[3] >> (16 * h)) & 0xffffu);
-      b[2 * t + h][g] = bf16((fb[0] >> (16 * h)) & 0xffffu);
-      b[2 * t + 8 + h][g] = bf16((fb[1] >> (16 * h)) & 0xffffu);
+      a[g][2 * t + h] = value((fa[0] >> (16 * h)) & 0xffffu);
+      a[g + 8][2 * t + h] = value((fa[1] >> (16 * h)) & 0xffffu);
+      a[g][2 * t + 8 + h] = value((fa[2] >> (16 * h)) & 0xffffu);
+      a[g + 8][2 * t + 8 + h] = value((fa[3] >> (16 * h)) & 0xffffu);
+      b[2 * t + h][g] = value((fb[0] >> (16 * h)) & 0xffffu);
+      b[2 * t + 8 + h][g] = value((fb[1] >> (16 * h)) & 0xffffu);
       c[g][2 * t + h] = fc[h];
       c[g + 8][2 * t + h] = fc[2 + h];
     }
@@ -436,7 +455,8 @@ void complete(Emulator &e, int base, unsigned mask) {
     break;
   }
   case WarpOp::Mma:
-    mmaWarp(lane);
+  case WarpOp::MmaHalf:
+    mmaWarp(lane, op == WarpOp::MmaHalf);
     break;
   }
   for (unsigned m = mask; m; m &= m - 1) {
@@ -627,20 +647,22 @@ uint64_t warpCollective(WarpOp op, unsigned mask, uint64_t value, int arg,
   return f.result;
 }
 
-void mma(float c[4], const unsigned a[4], const unsigned b[2]) {
+void mma(float c[4], const unsigned a[4], const unsigned b[2], bool half) {
   Emulator &e = emulator();
   int base, lanes;
   warpOf(e, e.current, base, lanes);
+  WarpOp op = half ? WarpOp::MmaHalf : WarpOp::Mma;
   if (lanes != 32) {
-    setError(where() + ": tl::mmaBf16 needs a full warp, the last warp has " +
-             std::to_string(lanes) + " lanes");
+    setError(where() + ": " + opName(op) +
+             " needs a full warp, the last warp has " + std::to_string(lanes) +
+             " lanes");
     halt();
   }
   Fiber &f = e.fibers[e.current];
   f.mmaC = c;
   f.mmaA = a;
   f.mmaB = b;
-  warpCollective(WarpOp::Mma, 0xffffffffu, 0, 0, 32);
+  warpCollective(op, 0xffffffffu, 0, 0, 32);
 }
 
 void trap(const char *what) {

@@ -6,8 +6,8 @@
 // host spellings, the builtin variables (threadIdx, blockIdx, blockDim,
 // gridDim) are globals the scheduler sets, and every thread of a block runs
 // as a fiber that yields only at __syncthreads() and at warp collectives
-// (shuffles, votes, __syncwarp, tl::mmaBf16). Between those points a thread
-// runs alone, so atomics are plain read-modify-writes.
+// (shuffles, votes, __syncwarp, tl::mmaBf16, tl::mmaHalf). Between those
+// points a thread runs alone, so atomics are plain read-modify-writes.
 //
 // Why fibers and not OS threads: barriers and warp collectives then cost a
 // context switch of a few nanoseconds instead of a futex wake, tests stay
@@ -169,7 +169,8 @@ enum class WarpOp : uint8_t {
   Ballot,
   Any,
   All,
-  Mma
+  Mma,
+  MmaHalf
 };
 
 /// The running block's dynamic shared memory.
@@ -180,7 +181,9 @@ void syncThreads();
 /// argument, and each gets back the op's result.
 uint64_t warpCollective(WarpOp op, unsigned mask, uint64_t value, int arg,
                         int width);
-void mma(float c[4], const unsigned a[4], const unsigned b[2]);
+/// One lane's part of an mma: `half` says the fragments hold IEEE halves
+/// (tl::mmaHalf) rather than bf16 (tl::mmaBf16).
+void mma(float c[4], const unsigned a[4], const unsigned b[2], bool half);
 [[noreturn]] void trap(const char *what);
 
 template <typename T> uint64_t toBits(T v) {
@@ -206,7 +209,12 @@ template <typename T> inline T *dynamicShared() {
 /// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32 over the warp (Device.cuh
 /// documents the fragments): every lane of a full warp must call it.
 inline void mmaBf16(float c[4], const unsigned a[4], const unsigned b[2]) {
-  ::tl::emu::mma(c, a, b);
+  ::tl::emu::mma(c, a, b, /*half=*/false);
+}
+/// mma.sync.m16n8k16.row.col.f32.f16.f16.f32: the same fragments holding
+/// IEEE halves (what sm_75's two m16n8k8 compute too).
+inline void mmaHalf(float c[4], const unsigned a[4], const unsigned b[2]) {
+  ::tl::emu::mma(c, a, b, /*half=*/true);
 }
 } // namespace tl
 

@@ -1,18 +1,27 @@
 //===- AttentionLaunchers.cpp - attention and attention_grad --------------===//
 //
-// Launchers of codegen/cuda/AttentionKernels.cu (flash-style, tensor
+// Launchers of codegen/cuda/AttentionKernels.cuh (flash-style, tensor
 // cores). Operands, attributes and semantics are the CPU kernels'
 // (runtime/cpu/README.md: causal, window, softcap, alibi_slopes, and the
 // optional bias operand after v when attribute `bias` is 1) with three
 // differences:
-//   - storage is f32 or bf16, every operand but the workspace alike (the
-//     kernels compute in bf16 x bf16 -> f32 on the tensor cores either way);
+//   - storage is f32 or bf16, every operand but the workspace alike;
 //   - the workspace keeps its place and must be a rank-1 f32 tensor, but
 //     its size is free: the forward needs none; the backward needs the
 //     partial dk, dv of its split key-major pass (with GQA, see below)
 //     and keeps its per-row statistics there when they fit.
 //   - ALiBi slopes travel by value in the kernels' Dims: at most 256 query
 //     heads with ALiBi.
+// Precision (LaunchContext::halfCompute(), the plan's): the tensor cores
+// multiply bf16 x bf16 -> f32 in fp32 and bf16 plans (and in tests that set
+// no precision), entry points tailor_<kernel>_d<HD>_<f32|bf16> of the
+// module attention; fp16 plans multiply IEEE half x half -> f32, entry
+// points tailor_<kernel>_d<HD>_f32_fp16 and
+// tailor_attention_grad_kv_sum_f32_fp16 of the module attention_fp16
+// (CudaKernelDef::fp16Functions, so only fp16 plans embed it). fp16 plans
+// keep activations f32: bf16 storage in an fp16 plan is an error at
+// launch. Half overflows at 65520: a dO or dS that large gives inf or NaN
+// gradients, which the plan's loss scaler sees and skips the step for.
 // Head dims D and Dv up to 128 are supported (padded to the class 32, 64,
 // 96 or 128 of the larger one).
 //
@@ -111,9 +120,25 @@ int64_t headClass(const Shape &a) {
 /// u32 words per staged row (tl::attn::kRowWords).
 size_t rowBytes(int64_t hd) { return static_cast<size_t>(hd / 2 + 4) * 4; }
 
-std::string function(const char *kernel, int64_t hd, DType dtype) {
+/// The entry-point suffix for storage `dtype` under the launch's tensor-core
+/// format ("f32", "bf16" or "f32_fp16"), or "" after setting `error` when
+/// the plan computes in fp16 on bf16 storage.
+std::string entrySuffix(const CudaCall &call, DType dtype, std::string &error) {
+  if (call.context->halfCompute() != HalfCompute::FP16) {
+    return floatSuffix(dtype);
+  }
+  if (dtype == DType::BF16) {
+    error = "attention on bf16 operands cannot compute on fp16 tensor cores "
+            "(the plan's precision is fp16, whose attention operands are f32)";
+    return "";
+  }
+  return "f32_fp16";
+}
+
+std::string function(const char *kernel, int64_t hd,
+                     const std::string &suffix) {
   return std::string("tailor_") + kernel + "_d" + std::to_string(hd) + "_" +
-         floatSuffix(dtype);
+         suffix;
 }
 
 /// The grid of the query-major kernels: query tiles x query heads
@@ -278,10 +303,14 @@ std::string launchAttention(const CudaCall &call) {
   Dims p = dimsOf(a, call.attributes, biased ? &call.operands[3] : nullptr,
                   positions >= 0 ? &call.operands[positions] : nullptr);
   int64_t hd = headClass(a);
+  std::string error, suffix = entrySuffix(call, q.dtype, error);
+  if (!error.empty()) {
+    return error;
+  }
   const void *pq = q.data, *pk = k.data, *pv = v.data;
   void *py = y.data;
   void *args[] = {&pq, &pk, &pv, &py, &p};
-  return call.context->launch(function("attention", hd, q.dtype).c_str(),
+  return call.context->launch(function("attention", hd, suffix).c_str(),
                               queryGrid(a), {kThreads},
                               2 * kBlockRows * rowBytes(hd), args);
 }
@@ -369,9 +398,10 @@ std::string checkAttentionGrad(const KernelCall &call) {
 }
 
 /// The key-major pass: attention_grad_kv, and with several slices
-/// attention_grad_kv_sum. `p` has the slices.
+/// attention_grad_kv_sum. `p` has the slices; `suffix` is entrySuffix's.
 std::string launchKeyValue(const CudaCall &call, const Shape &a, Dims &p,
-                           float *partial, const float *stats) {
+                           const std::string &suffix, float *partial,
+                           const float *stats) {
   size_t out = gradOutputIndex(call.attributes);
   const Tensor &q = call.operands[1], &dk = call.operands[out + 1],
                &dv = call.operands[out + 2];
@@ -384,7 +414,7 @@ std::string launchKeyValue(const CudaCall &call, const Shape &a, Dims &p,
   Dim3 grid{static_cast<unsigned>(tiles * a.hkv * p.kvSplits), 1,
             static_cast<unsigned>(a.b)};
   if (auto e = call.context->launch(
-          function("attention_grad_kv", hd, q.dtype).c_str(), grid, {kThreads},
+          function("attention_grad_kv", hd, suffix).c_str(), grid, {kThreads},
           4 * kBlockRows * rowBytes(hd) + 2 * kBlockRows * sizeof(float), args);
       !e.empty() || p.kvSplits <= 1) {
     return e;
@@ -394,8 +424,7 @@ std::string launchKeyValue(const CudaCall &call, const Shape &a, Dims &p,
   void *sumArgs[] = {&cpartial, &pdk, &pdv, &batch, &p};
   constexpr unsigned kSumThreads = 256;
   return call.context->launch(
-      (std::string("tailor_attention_grad_kv_sum_") + floatSuffix(q.dtype))
-          .c_str(),
+      ("tailor_attention_grad_kv_sum_" + suffix).c_str(),
       {blocksFor(dk.numel() + dv.numel(), kSumThreads)}, {kSumThreads}, 0,
       sumArgs);
 }
@@ -425,6 +454,10 @@ std::string launchAttentionGrad(const CudaCall &call) {
   float *stats = place.inWorkspace ? workspace.as<float>() + place.offset
                                    : dq.as<float>();
   int64_t hd = headClass(a);
+  std::string error, suffix = entrySuffix(call, q.dtype, error);
+  if (!error.empty()) {
+    return error;
+  }
   size_t row = rowBytes(hd);
   const void *pdout = dout.data, *pq = q.data, *pk = k.data, *pv = v.data;
   void *pdq = dq.data;
@@ -432,7 +465,7 @@ std::string launchAttentionGrad(const CudaCall &call) {
   if (queries) {
     void *args[] = {&pdout, &pq, &pk, &pv, &stats, &p};
     if (auto e = call.context->launch(
-            function("attention_grad_stats", hd, q.dtype).c_str(),
+            function("attention_grad_stats", hd, suffix).c_str(),
             queryGrid(a), {kThreads}, 2 * kBlockRows * row, args);
         !e.empty()) {
       return e;
@@ -440,7 +473,8 @@ std::string launchAttentionGrad(const CudaCall &call) {
   }
   if (dk.numel() + dv.numel() > 0) {
     float *partial = p.kvSplits > 1 ? workspace.as<float>() : nullptr;
-    if (auto e = launchKeyValue(call, a, p, partial, stats); !e.empty()) {
+    if (auto e = launchKeyValue(call, a, p, suffix, partial, stats);
+        !e.empty()) {
       return e;
     }
   }
@@ -448,7 +482,7 @@ std::string launchAttentionGrad(const CudaCall &call) {
     const float *cstats = stats;
     void *args[] = {&pdout, &pq, &pk, &pv, &pdq, &cstats, &p};
     return call.context->launch(
-        function("attention_grad_q", hd, q.dtype).c_str(), queryGrid(a),
+        function("attention_grad_q", hd, suffix).c_str(), queryGrid(a),
         {kThreads}, 4 * kBlockRows * row, args);
   }
   return "";
@@ -459,6 +493,9 @@ std::string launchAttentionGrad(const CudaCall &call) {
       "tailor_" KERNEL "_d96_f32", "tailor_" KERNEL "_d128_f32",               \
       "tailor_" KERNEL "_d32_bf16", "tailor_" KERNEL "_d64_bf16",              \
       "tailor_" KERNEL "_d96_bf16", "tailor_" KERNEL "_d128_bf16"
+#define TL_ATTENTION_FP16_FUNCTIONS(KERNEL)                                    \
+  "tailor_" KERNEL "_d32_f32_fp16", "tailor_" KERNEL "_d64_f32_fp16",          \
+      "tailor_" KERNEL "_d96_f32_fp16", "tailor_" KERNEL "_d128_f32_fp16"
 
 const char *const kAttentionFunctions[] = {TL_ATTENTION_FUNCTIONS("attention"),
                                            nullptr};
@@ -469,18 +506,28 @@ const char *const kAttentionGradFunctions[] = {
     "tailor_attention_grad_kv_sum_f32",
     "tailor_attention_grad_kv_sum_bf16",
     nullptr};
+// Module attention_fp16 (fp16 plans).
+const char *const kAttentionFp16Functions[] = {
+    TL_ATTENTION_FP16_FUNCTIONS("attention"), nullptr};
+const char *const kAttentionGradFp16Functions[] = {
+    TL_ATTENTION_FP16_FUNCTIONS("attention_grad_stats"),
+    TL_ATTENTION_FP16_FUNCTIONS("attention_grad_kv"),
+    TL_ATTENTION_FP16_FUNCTIONS("attention_grad_q"),
+    "tailor_attention_grad_kv_sum_f32_fp16", nullptr};
 
 #undef TL_ATTENTION_FUNCTIONS
+#undef TL_ATTENTION_FP16_FUNCTIONS
 
 } // namespace
 
 void addAttentionCudaKernels(std::vector<CudaKernelDef> &table) {
   // Variadic like the CPU kernels: the bias and document masking's
   // positions operands are optional.
-  table.push_back(
-      {"attention", -1, checkAttention, launchAttention, kAttentionFunctions});
+  table.push_back({"attention", -1, checkAttention, launchAttention,
+                   kAttentionFunctions, kAttentionFp16Functions});
   table.push_back({"attention_grad", -1, checkAttentionGrad,
-                   launchAttentionGrad, kAttentionGradFunctions});
+                   launchAttentionGrad, kAttentionGradFunctions,
+                   kAttentionGradFp16Functions});
 }
 
 } // namespace tailor::runtime::cuda

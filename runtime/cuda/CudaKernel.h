@@ -141,7 +141,28 @@ struct CudaKernelDef {
   std::string (*check)(const KernelCall &call);
   std::string (*launch)(const CudaCall &call);
   const char *const *functions;
+  /// The entry points the launcher asks for instead of `functions` in a
+  /// plan that computes in fp16 (null-terminated; null: `functions` too),
+  /// so such plans embed the fp16 modules and others do not.
+  const char *const *fp16Functions = nullptr;
 };
+
+/// The device entry points `def`'s launcher may ask for in a plan whose
+/// tensor cores compute in `half` (what the compiler embeds and the
+/// runtime checks a plan's device code for).
+inline const char *const *deviceFunctions(const CudaKernelDef &def,
+                                          HalfCompute half) {
+  return half == HalfCompute::FP16 && def.fp16Functions ? def.fp16Functions
+                                                        : def.functions;
+}
+
+/// The HalfCompute of a plan's target precision ("bf16", "fp16"; any
+/// other, "fp32" included, is None).
+inline HalfCompute halfComputeOf(std::string_view precision) {
+  return precision == "bf16"   ? HalfCompute::BF16
+         : precision == "fp16" ? HalfCompute::FP16
+                               : HalfCompute::None;
+}
 
 /// The launcher for kernel `name`, or null (then the plan cannot run on CUDA).
 const CudaKernelDef *findCudaKernel(std::string_view name);

@@ -8,17 +8,22 @@
 // (codegen/cuda in the build, or TAILOR_CUDA_MODULE_DIR).
 //
 //   AttentionKernelBench [--warmup N] [--reps N] [--sweep]
-//                        [--backend cuda|emulator] [SHAPE...]
+//                        [--backend cuda|emulator] [--compute bf16|fp16]
+//                        [SHAPE...]
 //
 // SHAPE is a built-in name (tinyllama, llama7b, gqa-b4; the default is all
 // three) or B,HQ,HKV,T,S,D[,DV][,causal|full][,bf16|f32][,splits=N]
 // (default causal bf16; splits forces attention_grad's kv_splits). --sweep
 // also runs every other divisor of the GQA group as kv_splits, to check
-// the rule of runtime/cuda/AttentionWorkspace.h. Per launch it prints the
+// the rule of runtime/cuda/AttentionWorkspace.h. --compute picks the
+// tensor cores' format (bf16, the default, as fp32 and bf16 plans; fp16 as
+// fp16 plans, the module attention_fp16), and fp16 runs every shape with
+// f32 storage, which is what fp16 plans keep. Per launch it prints the
 // mean ms and TFLOP/s (matmul FLOPs, causal counted as half), and per shape
 // one line for scripts:
 //   KERNELBENCH name=tinyllama splits=8 fwd_ms=... stats_ms=... kv_ms=...
 //       kv_sum_ms=... q_ms=... bwd_ms=... fwd_tflops=... bwd_tflops=...
+//       compute=bf16
 // where bwd_tflops counts the backward as 2.5 forwards (FlashAttention's
 // convention), so it compares with published figures.
 //
@@ -28,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/cuda/AttentionFp16Kernels.cu"
 #include "codegen/cuda/AttentionKernels.cu"
 
 #include "runtime/cuda/AttentionWorkspace.h"
@@ -189,12 +195,12 @@ private:
   std::chrono::steady_clock::time_point hostStart;
 };
 
-/// "tailor_attention_grad_kv_d64_bf16" -> "attention_grad_kv".
+/// "tailor_attention_grad_kv_d64_bf16" (or _f32_fp16): "attention_grad_kv".
 std::string kernelName(std::string function) {
   if (function.rfind("tailor_", 0) == 0) {
     function = function.substr(7);
   }
-  for (const char *suffix : {"_bf16", "_f32"}) {
+  for (const char *suffix : {"_fp16", "_bf16", "_f32"}) {
     size_t n = std::string(suffix).size();
     if (function.size() > n &&
         function.compare(function.size() - n, n, suffix) == 0) {
@@ -245,6 +251,7 @@ struct Options {
   int warmup = 3, reps = 20;
   bool sweep = false;
   std::string backend = "cuda";
+  HalfCompute compute = HalfCompute::BF16;
 };
 
 /// The launch's operands on the device (uploaded once) and attributes.
@@ -408,14 +415,15 @@ std::string benchShape(TestBackend &backend, const BenchShape &shape,
   };
   std::printf("KERNELBENCH name=%s splits=%lld fwd_ms=%.4f stats_ms=%.4f "
               "kv_ms=%.4f kv_sum_ms=%.4f q_ms=%.4f bwd_ms=%.4f "
-              "fwd_tflops=%.1f bwd_tflops=%.1f\n",
+              "fwd_tflops=%.1f bwd_tflops=%.1f compute=%s\n",
               c.name.c_str(), (long long)used, fwdMs,
               get("attention_grad_stats"), get("attention_grad_kv"),
               get("attention_grad_kv_sum"), get("attention_grad_q"),
               backwardMs,
               fwdMs > 0 ? forwardFlops / (fwdMs * 1e-3) / 1e12 : 0.0,
               backwardMs > 0 ? 2.5 * forwardFlops / (backwardMs * 1e-3) / 1e12
-                             : 0.0);
+                             : 0.0,
+              halfComputeName(timed.halfCompute()));
   std::fflush(stdout);
   return "";
 }
@@ -424,7 +432,7 @@ int usage(const char *problem) {
   std::fprintf(stderr,
                "AttentionKernelBench: %s\nusage: AttentionKernelBench "
                "[--warmup N] [--reps N] [--sweep] [--backend cuda|emulator] "
-               "[SHAPE...]\n  SHAPE: tinyllama | llama7b | gqa-b4 | "
+               "[--compute bf16|fp16] [SHAPE...]\n  SHAPE: tinyllama | llama7b | gqa-b4 | "
                "B,HQ,HKV,T,S,D[,DV][,causal|full][,bf16|f32][,splits=N]\n",
                problem);
   return 1;
@@ -442,6 +450,12 @@ int run(int argc, char **argv) {
       options.reps = std::atoi(argv[++i]);
     } else if (arg == "--backend" && hasValue) {
       options.backend = argv[++i];
+    } else if (arg == "--compute" && hasValue) {
+      std::string compute = argv[++i];
+      if (compute != "bf16" && compute != "fp16") {
+        return usage(("unknown compute " + compute).c_str());
+      }
+      options.compute = halfComputeOf(compute);
     } else if (arg == "--sweep") {
       options.sweep = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -486,7 +500,12 @@ int run(int argc, char **argv) {
     std::printf("device: %s, sm_%d, %d SMs\n", device.name.c_str(), device.sm,
                 device.multiprocessors);
   }
-  backend->setHalfCompute(HalfCompute::BF16);
+  backend->setHalfCompute(options.compute);
+  if (options.compute == HalfCompute::FP16) {
+    for (BenchShape &shape : shapes) {
+      shape.dtype = DType::F32;
+    }
+  }
   LaunchTimer timer(events);
   TimedContext timed(backend->context(), timer);
   int failures = 0;

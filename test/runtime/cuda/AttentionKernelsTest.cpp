@@ -14,6 +14,11 @@
 // query heads (groups of 1, 2, 8, the rule's slices and forced ones, with
 // every masking), and the rule itself (runtime/cuda/AttentionWorkspace.h).
 //
+// Every test but the checks runs twice (AttentionTest's parameter): with
+// the bf16 tensor cores of fp32 and bf16 plans (HalfCompute::None) and with
+// the fp16 ones of fp16 plans (HalfCompute::FP16, module attention_fp16),
+// where bf16 storage must be refused.
+//
 // Tolerance: the device kernels multiply bf16-rounded operands on the
 // tensor cores (f32 accumulation), the CPU computes in f32, so results on
 // O(1) data agree to about 1e-2; inputs are uniform in [-2, 2] so the
@@ -24,9 +29,19 @@
 // and dv of a GQA group above 2 heads sum more rounded terms: their atol
 // grows with sqrt(group / 2) (2.8e-2 for groups of 4, 4e-2 for 8; the
 // unsplit key-major pass shows the same errors, AttentionGradSplitMasking).
+// IEEE half keeps 3 more mantissa bits (a unit roundoff of 2^-11 against
+// bf16's 2^-8): over these cases the worst absolute errors with fp16
+// compute are 1.2e-3 forward and 1.9e-3 / 3.5e-3 / 2.7e-3 for dq / dk / dv
+// (4.8e-3 for dk with a group of 8), against 1.1e-2 and 1.8e-2 / 2.4e-2 /
+// 3.0e-2 with bf16 (3.3e-2 with a group of 8); the same figures on the
+// emulator and on an H200. So fp16 compute gets kFp16Compute, 4 times
+// tighter than bf16's, with the same growth for GQA groups.
+// TAILOR_ATTENTION_ERRORS=1 prints each case's worst absolute error per
+// output.
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/cuda/AttentionFp16Kernels.cu"
 #include "codegen/cuda/AttentionKernels.cu"
 
 #include "runtime/cuda/AttentionWorkspace.h"
@@ -34,6 +49,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -41,6 +58,13 @@ namespace tailor::runtime::cuda::testing {
 namespace {
 
 constexpr Tolerance kBf16Compute{2e-2, 2e-2};
+constexpr Tolerance kFp16Compute{5e-3, 5e-3};
+
+/// The tolerance of the tensor-core format `backend` computes in.
+Tolerance computeTolerance(TestBackend &backend) {
+  return backend.context().halfCompute() == HalfCompute::FP16 ? kFp16Compute
+                                                              : kBf16Compute;
+}
 
 struct Case {
   int64_t b, hq, hkv, t, s, d, dv;
@@ -193,23 +217,109 @@ std::vector<HostTensor> backwardOperands(const Case &c) {
   return ops;
 }
 
+/// Prints, with TAILOR_ATTENTION_ERRORS set, the worst absolute error of
+/// each `compared` output of the launch against the CPU kernel.
+void reportErrors(TestBackend &backend, const std::string &kernel,
+                  const std::vector<HostTensor> &operands,
+                  const std::vector<Attribute> &attributes,
+                  const std::vector<size_t> &compared, const Case &c) {
+  if (!std::getenv("TAILOR_ATTENTION_ERRORS")) {
+    return;
+  }
+  std::vector<HostTensor> want = runCpu(kernel, operands, attributes);
+  std::vector<HostTensor> got = runCuda(backend, kernel, operands, attributes);
+  if (want.empty() || got.empty()) {
+    return;
+  }
+  std::string line = std::string(halfComputeName(
+                         backend.context().halfCompute())) +
+                     " " + kernel + " [" + std::to_string(c.b) + "," +
+                     std::to_string(c.hq) + "," + std::to_string(c.hkv) +
+                     "," + std::to_string(c.t) + "," + std::to_string(c.s) +
+                     "," + std::to_string(c.d) + "," + std::to_string(c.dv) +
+                     (c.causal ? ",causal" : "") + "]";
+  for (size_t index : compared) {
+    double worst = 0;
+    for (int64_t i = 0; i < got[index].numel(); ++i) {
+      worst = std::max(worst, std::fabs(got[index].at(i) - want[index].at(i)));
+    }
+    char figure[32];
+    std::snprintf(figure, sizeof(figure), " %.2e", worst);
+    line += figure;
+  }
+  std::printf("attention error: %s\n", line.c_str());
+}
+
+/// Expects the launch to be refused when the backend computes in fp16 and
+/// the storage is bf16 (true then), else nothing (false).
+bool expectFp16RefusesBf16(TestBackend &backend, const std::string &kernel,
+                           const Case &c, std::vector<HostTensor> operands,
+                           std::vector<Attribute> attributes) {
+  if (backend.context().halfCompute() != HalfCompute::FP16 ||
+      c.dtype != DType::BF16) {
+    return false;
+  }
+  EXPECT_EQ(cudaLaunchError(backend, kernel, std::move(operands),
+                            std::move(attributes)),
+            "CUDA launcher '" + kernel +
+                "' failed: attention on bf16 operands cannot compute on fp16 "
+                "tensor cores (the plan's precision is fp16, whose attention "
+                "operands are f32)");
+  return true;
+}
+
 void expectForward(TestBackend &backend, const Case &c) {
-  expectMatchesCpu(backend, "attention", forwardOperands(c),
-                   attributesOf(c, 0), {outputIndex(c)}, kBf16Compute);
+  std::vector<HostTensor> ops = forwardOperands(c);
+  std::vector<Attribute> attrs = attributesOf(c, 0);
+  if (expectFp16RefusesBf16(backend, "attention", c, ops, attrs)) {
+    return;
+  }
+  reportErrors(backend, "attention", ops, attrs, {outputIndex(c)}, c);
+  expectMatchesCpu(backend, "attention", ops, attrs, {outputIndex(c)},
+                   computeTolerance(backend));
 }
 
 void expectBackward(TestBackend &backend, const Case &c) {
   size_t out = outputIndex(c, 1);
+  std::vector<HostTensor> ops = backwardOperands(c);
+  std::vector<Attribute> attrs = attributesOf(c, 1);
+  if (expectFp16RefusesBf16(backend, "attention_grad", c, ops, attrs)) {
+    return;
+  }
   // dk and dv sum over every query head of the group: their rounding
   // errors grow like the square root of the group beyond 2 heads.
-  Tolerance tolerance = kBf16Compute;
+  Tolerance tolerance = computeTolerance(backend);
   int64_t group = c.hkv > 0 ? c.hq / c.hkv : 1;
   if (group > 2) {
     tolerance.atol *= std::sqrt(double(group) / 2.0);
   }
-  expectMatchesCpu(backend, "attention_grad", backwardOperands(c),
-                   attributesOf(c, 1), {out, out + 1, out + 2}, tolerance);
+  reportErrors(backend, "attention_grad", ops, attrs, {out, out + 1, out + 2},
+               c);
+  expectMatchesCpu(backend, "attention_grad", ops, attrs,
+                   {out, out + 1, out + 2}, tolerance);
 }
+
+/// The attention tests, run with the tensor cores of bf16 and fp32 plans
+/// (HalfCompute::None) and of fp16 plans (HalfCompute::FP16).
+class AttentionTest : public CudaKernelTest,
+                      public ::testing::WithParamInterface<HalfCompute> {
+protected:
+  void SetUp() override {
+    CudaKernelTest::SetUp();
+    if (backend) {
+      backend->setHalfCompute(GetParam());
+    }
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Compute, AttentionTest,
+                         ::testing::Values(HalfCompute::None,
+                                           HalfCompute::FP16),
+                         [](const auto &info) {
+                           return info.param == HalfCompute::FP16
+                                      ? std::string("fp16")
+                                      : std::string("bf16");
+                         });
 
 /// BLOOM's ALiBi slopes for `heads` heads (a power of two):
 /// 2^(-8 (h + 1) / heads).
@@ -236,55 +346,56 @@ Case with(Case base, int64_t window, double softcap,
 //===----------------------------------------------------------------------===//
 
 // Tests self attention with grouped query heads, causal, T off the tile.
-TEST_F(CudaKernelTest, AttentionSelfCausalGqa) {
+TEST_P(AttentionTest, AttentionSelfCausalGqa) {
   expectForward(*backend, {2, 4, 2, 37, 37, 64, 64, true});
 }
 
 // Tests two query tiles, equal heads, no mask, the 32 class.
-TEST_F(CudaKernelTest, AttentionSelfFullD32) {
+TEST_P(AttentionTest, AttentionSelfFullD32) {
   expectForward(*backend, {2, 2, 2, 100, 100, 32, 32, false});
 }
 
 // Tests T < S: causal rows see S - T more keys than their index.
-TEST_F(CudaKernelTest, AttentionCausalOffsetD128) {
+TEST_P(AttentionTest, AttentionCausalOffsetD128) {
   expectForward(*backend, {2, 4, 2, 37, 100, 128, 128, true});
 }
 
 // Tests T < S without a mask, several key tiles.
-TEST_F(CudaKernelTest, AttentionCrossFullGqa) {
+TEST_P(AttentionTest, AttentionCrossFullGqa) {
   expectForward(*backend, {1, 4, 1, 20, 130, 64, 64, false});
 }
 
 // Tests T > S causal: the first T - S rows see no key and get zeros.
-TEST_F(CudaKernelTest, AttentionRowsWithoutKeys) {
+TEST_P(AttentionTest, AttentionRowsWithoutKeys) {
   expectForward(*backend, {2, 2, 1, 100, 30, 32, 32, true});
 }
 
 // Tests D != Dv and dims below their class (80 -> 96, 40 -> 64).
-TEST_F(CudaKernelTest, AttentionUnevenHeadDims) {
+TEST_P(AttentionTest, AttentionUnevenHeadDims) {
   expectForward(*backend, {1, 2, 2, 50, 70, 80, 48, true});
   expectForward(*backend, {1, 2, 1, 33, 33, 40, 24, false});
   expectForward(*backend, {1, 1, 1, 17, 17, 7, 5, true});
 }
 
 // Tests bf16 storage.
-TEST_F(CudaKernelTest, AttentionBf16) {
+TEST_P(AttentionTest, AttentionBf16) {
   expectForward(*backend, {2, 4, 2, 37, 37, 64, 64, true, DType::BF16});
   expectForward(*backend, {1, 2, 2, 20, 70, 128, 128, false, DType::BF16});
   expectForward(*backend, {1, 2, 1, 100, 30, 32, 32, true, DType::BF16});
 }
 
 // Tests the default scale, 1 / sqrt(D), forward and backward.
-TEST_F(CudaKernelTest, AttentionDefaultScale) {
+TEST_P(AttentionTest, AttentionDefaultScale) {
   Case c{1, 2, 1, 20, 20, 48, 48, true};
   expectMatchesCpu(*backend, "attention", forwardOperands(c),
-                   {intAttr("causal", 1)}, {3}, kBf16Compute);
+                   {intAttr("causal", 1)}, {3}, computeTolerance(*backend));
   expectMatchesCpu(*backend, "attention_grad", backwardOperands(c),
-                   {intAttr("causal", 1)}, {4, 5, 6}, kBf16Compute);
+                   {intAttr("causal", 1)}, {4, 5, 6},
+                   computeTolerance(*backend));
 }
 
 // Tests empty shapes: no key gives zeros, no query nothing.
-TEST_F(CudaKernelTest, AttentionEmpty) {
+TEST_P(AttentionTest, AttentionEmpty) {
   expectForward(*backend, {1, 2, 1, 5, 0, 32, 32, false});
   expectForward(*backend, {1, 2, 1, 0, 5, 32, 32, true});
   expectForward(*backend, {0, 2, 1, 5, 5, 32, 32, true});
@@ -295,35 +406,35 @@ TEST_F(CudaKernelTest, AttentionEmpty) {
 //===----------------------------------------------------------------------===//
 
 // Tests self attention with grouped query heads, causal, T off the tile.
-TEST_F(CudaKernelTest, AttentionGradSelfCausalGqa) {
+TEST_P(AttentionTest, AttentionGradSelfCausalGqa) {
   expectBackward(*backend, {2, 4, 2, 37, 37, 64, 64, true});
 }
 
 // Tests two query and key tiles, equal heads, no mask, the 32 class.
-TEST_F(CudaKernelTest, AttentionGradSelfFullD32) {
+TEST_P(AttentionTest, AttentionGradSelfFullD32) {
   expectBackward(*backend, {2, 2, 2, 100, 100, 32, 32, false});
 }
 
 // Tests T < S causal with the 128 class (above 48 KiB of shared memory).
-TEST_F(CudaKernelTest, AttentionGradCausalOffsetD128) {
+TEST_P(AttentionTest, AttentionGradCausalOffsetD128) {
   expectBackward(*backend, {1, 4, 2, 37, 100, 128, 128, true});
 }
 
 // Tests T < S without a mask, all query heads on one kv head.
-TEST_F(CudaKernelTest, AttentionGradCrossFullGqa) {
+TEST_P(AttentionTest, AttentionGradCrossFullGqa) {
   expectBackward(*backend, {1, 4, 1, 20, 130, 64, 64, false});
 }
 
 // Tests T > S causal: rows that see no key get zero dq and add nothing to
 // dk, dv; key tiles that no query sees get zeros.
-TEST_F(CudaKernelTest, AttentionGradRowsWithoutKeys) {
+TEST_P(AttentionTest, AttentionGradRowsWithoutKeys) {
   expectBackward(*backend, {2, 2, 1, 100, 30, 32, 32, true});
 }
 
 // Tests the statistics kept in dq's rows: the workspace holds the partial
 // dk, dv of the split key-major pass but not 2 floats per query row after
 // them; and without GQA (no partials) a workspace of 2 x 64 x S floats.
-TEST_F(CudaKernelTest, AttentionGradStatsInDq) {
+TEST_P(AttentionTest, AttentionGradStatsInDq) {
   expectBackward(*backend, {2, 4, 2, 100, 8, 32, 32, true, DType::F32, -1});
   expectBackward(*backend, {2, 4, 2, 100, 8, 64, 32, false, DType::BF16, -1});
   expectBackward(*backend, {2, 2, 2, 100, 8, 32, 32, true, DType::F32, -1});
@@ -334,7 +445,7 @@ TEST_F(CudaKernelTest, AttentionGradStatsInDq) {
 // these sizes) and forced ones (kv_splits: one slice of a group of 8, 2 of
 // 8 with 4 heads each, 4 of 8); causal and not, T and S off the tile, D 64
 // and 128, f32 and bf16.
-TEST_F(CudaKernelTest, AttentionGradSplitKeyValue) {
+TEST_P(AttentionTest, AttentionGradSplitKeyValue) {
   expectBackward(*backend, {1, 2, 2, 70, 70, 64, 64, true});
   expectBackward(*backend, {2, 4, 2, 67, 67, 64, 64, true, DType::BF16});
   expectBackward(*backend, {1, 8, 1, 100, 100, 64, 64, true});
@@ -351,7 +462,7 @@ TEST_F(CudaKernelTest, AttentionGradSplitKeyValue) {
 
 // Tests the split key-major pass with a softcap, a window, ALiBi, a bias
 // operand and packed documents.
-TEST_F(CudaKernelTest, AttentionGradSplitMasking) {
+TEST_P(AttentionTest, AttentionGradSplitMasking) {
   expectBackward(*backend,
                  with({1, 8, 1, 70, 70, 64, 64, true}, 20, 1.5, alibiSlopes(8)));
   Case biased = with({2, 8, 2, 37, 37, 32, 32, true}, 0, 0, {}, {2, 8, 37, 37});
@@ -392,36 +503,36 @@ TEST(AttentionWorkspaceTest, SplitRule) {
 }
 
 // Tests D != Dv and dims below their class.
-TEST_F(CudaKernelTest, AttentionGradUnevenHeadDims) {
+TEST_P(AttentionTest, AttentionGradUnevenHeadDims) {
   expectBackward(*backend, {1, 2, 2, 50, 70, 80, 48, true});
   expectBackward(*backend, {1, 2, 1, 33, 33, 40, 24, false});
   expectBackward(*backend, {1, 1, 1, 17, 17, 7, 5, true});
 }
 
 // Tests bf16 storage.
-TEST_F(CudaKernelTest, AttentionGradBf16) {
+TEST_P(AttentionTest, AttentionGradBf16) {
   expectBackward(*backend, {2, 4, 2, 37, 37, 64, 64, true, DType::BF16});
   expectBackward(*backend, {1, 2, 2, 20, 70, 128, 128, false, DType::BF16});
   expectBackward(*backend, {1, 2, 1, 100, 30, 32, 32, true, DType::BF16});
 }
 
 // Tests empty shapes: no key zeroes dq, no query zeroes dk and dv.
-TEST_F(CudaKernelTest, AttentionGradEmpty) {
+TEST_P(AttentionTest, AttentionGradEmpty) {
   Case noKey{1, 2, 1, 5, 0, 32, 32, false};
   std::vector<HostTensor> ops = backwardOperands(noKey);
   std::fill(ops[4].storage.begin(), ops[4].storage.end(), ~uint64_t(0));
   expectMatchesCpu(*backend, "attention_grad", ops, attributesOf(noKey),
-                   {4, 5, 6}, kBf16Compute);
+                   {4, 5, 6}, computeTolerance(*backend));
   Case noQuery{1, 2, 1, 0, 5, 32, 32, true};
   ops = backwardOperands(noQuery);
   std::fill(ops[5].storage.begin(), ops[5].storage.end(), ~uint64_t(0));
   std::fill(ops[6].storage.begin(), ops[6].storage.end(), ~uint64_t(0));
   expectMatchesCpu(*backend, "attention_grad", ops, attributesOf(noQuery),
-                   {4, 5, 6}, kBf16Compute);
+                   {4, 5, 6}, computeTolerance(*backend));
 }
 
 // Tests that the backward gives the same bits twice (no atomics).
-TEST_F(CudaKernelTest, AttentionGradDeterministic) {
+TEST_P(AttentionTest, AttentionGradDeterministic) {
   Case c{1, 4, 2, 70, 70, 32, 32, true};
   std::vector<HostTensor> a =
       runCuda(*backend, "attention_grad", backwardOperands(c), attributesOf(c));
@@ -441,7 +552,7 @@ TEST_F(CudaKernelTest, AttentionGradDeterministic) {
 
 // Tests sliding windows smaller than T: GQA, odd T and D, one tile and
 // several (a window of 40 over 150 keys skips whole key tiles), and T < S.
-TEST_F(CudaKernelTest, AttentionWindow) {
+TEST_P(AttentionTest, AttentionWindow) {
   expectForward(*backend, with({2, 4, 2, 37, 37, 40, 24, true}, 5, 0));
   expectForward(*backend, with({1, 2, 1, 150, 150, 32, 32, true}, 40, 0));
   expectForward(*backend, with({1, 4, 2, 37, 100, 64, 64, true}, 9, 0));
@@ -449,7 +560,7 @@ TEST_F(CudaKernelTest, AttentionWindow) {
 }
 
 // Tests soft-capping alone, with a window, and in bf16.
-TEST_F(CudaKernelTest, AttentionSoftcap) {
+TEST_P(AttentionTest, AttentionSoftcap) {
   expectForward(*backend, with({2, 4, 2, 37, 37, 40, 24, false}, 0, 1.5));
   expectForward(*backend, with({1, 4, 2, 70, 70, 64, 64, true}, 17, 2.0));
   expectForward(*backend,
@@ -458,7 +569,7 @@ TEST_F(CudaKernelTest, AttentionSoftcap) {
 
 // Tests ALiBi slopes: causal with GQA, T < S, no mask, with a window and a
 // softcap.
-TEST_F(CudaKernelTest, AttentionAlibi) {
+TEST_P(AttentionTest, AttentionAlibi) {
   expectForward(*backend,
                 with({2, 4, 2, 37, 37, 40, 24, true}, 0, 0, alibiSlopes(4)));
   expectForward(*backend,
@@ -472,7 +583,7 @@ TEST_F(CudaKernelTest, AttentionAlibi) {
 // Tests additive bias operands: full [B, Hq, T, S], broadcast over heads
 // and queries (a padding mask's shape), over batches, f32 and bf16, with
 // ALiBi and a window.
-TEST_F(CudaKernelTest, AttentionBias) {
+TEST_P(AttentionTest, AttentionBias) {
   expectForward(*backend, with({2, 4, 2, 37, 37, 40, 24, true}, 0, 0, {},
                                {2, 4, 37, 37}));
   expectForward(*backend, with({2, 2, 1, 20, 70, 32, 32, false}, 0, 0, {},
@@ -488,7 +599,7 @@ TEST_F(CudaKernelTest, AttentionBias) {
 // GQA), no causal flag but the additive mask tailor-build-decode makes (0
 // up to each query's position, -inf after it), alone, with ALiBi and with
 // a softcap; prefill chunks at the start of the cache and crossing its end.
-TEST_F(CudaKernelTest, AttentionOverAKvCache) {
+TEST_P(AttentionTest, AttentionOverAKvCache) {
   constexpr int64_t kCache = 32;
   struct Step {
     int64_t t, position;
@@ -512,14 +623,14 @@ TEST_F(CudaKernelTest, AttentionOverAKvCache) {
         }
       }
       expectMatchesCpu(*backend, "attention", ops, attributesOf(c, 0),
-                       {outputIndex(c)}, kBf16Compute);
+                       {outputIndex(c)}, computeTolerance(*backend));
     }
   }
 }
 
 // Tests the backward of windows, softcaps, ALiBi and biases (the same
 // shapes as the forward).
-TEST_F(CudaKernelTest, AttentionGradWindowSoftcap) {
+TEST_P(AttentionTest, AttentionGradWindowSoftcap) {
   expectBackward(*backend, with({2, 4, 2, 37, 37, 40, 24, true}, 5, 0));
   expectBackward(*backend, with({1, 2, 1, 150, 150, 32, 32, true}, 40, 0));
   expectBackward(*backend, with({1, 4, 2, 37, 100, 64, 64, true}, 9, 1.5));
@@ -530,7 +641,7 @@ TEST_F(CudaKernelTest, AttentionGradWindowSoftcap) {
 
 // Tests the backward with ALiBi and bias operands, and the statistics in
 // dq's rows.
-TEST_F(CudaKernelTest, AttentionGradAlibiBias) {
+TEST_P(AttentionTest, AttentionGradAlibiBias) {
   expectBackward(*backend,
                  with({2, 4, 2, 37, 37, 40, 24, true}, 0, 0, alibiSlopes(4)));
   expectBackward(*backend,
@@ -548,7 +659,7 @@ TEST_F(CudaKernelTest, AttentionGradAlibiBias) {
 // packed along T, queries never seeing keys of an earlier example, with
 // GQA, a window, ALiBi, a bias operand in front, and bf16; forward and
 // backward.
-TEST_F(CudaKernelTest, AttentionDocuments) {
+TEST_P(AttentionTest, AttentionDocuments) {
   Case gqa{2, 4, 2, 37, 37, 40, 24, true};
   gqa.documents = {5, 11, 1, 20};
   expectForward(*backend, gqa);
@@ -566,6 +677,93 @@ TEST_F(CudaKernelTest, AttentionDocuments) {
   bf16.documents = {8, 30};
   expectForward(*backend, bf16);
   expectBackward(*backend, bf16);
+}
+
+//===----------------------------------------------------------------------===//
+// fp16's range.
+//===----------------------------------------------------------------------===//
+
+/// Operands `indices` of `tensors` that hold an inf or NaN.
+std::vector<size_t> nonFinite(const std::vector<HostTensor> &tensors,
+                              std::vector<size_t> indices) {
+  std::vector<size_t> bad;
+  for (size_t index : indices) {
+    const HostTensor &t = tensors[index];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (!std::isfinite(t.at(i))) {
+        bad.push_back(index);
+        break;
+      }
+    }
+  }
+  return bad;
+}
+
+// Tests what half's range does to the backward, which is what a loss
+// scaler (GradScaler) must see to skip the step: with dO up to 40000
+// (finite in half) dP = dO V reaches about 10^5 and dS, rounded to half
+// for dS K and dS^T Q, passes 65504, so dq and dk get inf or NaN while dv
+// (P^T dO: f32 sums of finite halves) stays finite; with dO up to 70000
+// (inf in half) dv is not finite either. The CPU reference and bf16
+// compute, whose range is f32's, stay finite.
+TEST_P(AttentionTest, AttentionGradFp16Overflow) {
+  Case c{1, 2, 1, 37, 37, 64, 64, true};
+  bool fp16 = backend->context().halfCompute() == HalfCompute::FP16;
+  struct Scale {
+    float scale;
+    std::vector<size_t> fp16NonFinite;
+  };
+  for (Scale s : {Scale{20000.0f, {4, 5}}, Scale{35000.0f, {4, 5, 6}}}) {
+    SCOPED_TRACE("dO scale " + std::to_string(s.scale));
+    std::vector<HostTensor> ops = backwardOperands(c);
+    float *dout = ops[0].as<float>();
+    for (int64_t i = 0; i < ops[0].numel(); ++i) {
+      dout[i] *= s.scale;
+    }
+    std::vector<Attribute> attrs = attributesOf(c, 1);
+    std::vector<HostTensor> cpu = runCpu("attention_grad", ops, attrs);
+    std::vector<HostTensor> got =
+        runCuda(*backend, "attention_grad", ops, attrs);
+    ASSERT_FALSE(cpu.empty());
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(nonFinite(cpu, {4, 5, 6}), std::vector<size_t>{});
+    EXPECT_EQ(nonFinite(got, {4, 5, 6}),
+              fp16 ? s.fp16NonFinite : std::vector<size_t>{});
+  }
+}
+
+// Tests the entry points the launchers ask for at each precision, which
+// is what the compiler embeds and the runtime checks plans for: fp16 plans
+// only the module attention_fp16's (_fp16 names), the others only
+// attention's; every one an entry point the device code defines.
+TEST(AttentionFunctions, PerPrecision) {
+  struct Expected {
+    const char *kernel;
+    int functions, fp16Functions;
+  };
+  for (Expected e : {Expected{"attention", 8, 4},
+                     Expected{"attention_grad", 26, 13}}) {
+    const CudaKernelDef *def = findCudaKernel(e.kernel);
+    ASSERT_NE(def, nullptr) << e.kernel;
+    for (HalfCompute half :
+         {HalfCompute::None, HalfCompute::BF16, HalfCompute::FP16}) {
+      int count = 0;
+      for (const char *const *f = deviceFunctions(*def, half); f && *f; ++f) {
+        std::string name = *f;
+        bool fp16Entry = name.size() > 5 &&
+                         name.compare(name.size() - 5, 5, "_fp16") == 0;
+        EXPECT_EQ(fp16Entry, half == HalfCompute::FP16) << name;
+        EXPECT_NE(tl::emu::findKernel(*f), nullptr) << name;
+        ++count;
+      }
+      EXPECT_EQ(count, half == HalfCompute::FP16 ? e.fp16Functions
+                                                 : e.functions)
+          << e.kernel << " " << halfComputeName(half);
+    }
+  }
+  EXPECT_EQ(halfComputeOf("fp16"), HalfCompute::FP16);
+  EXPECT_EQ(halfComputeOf("bf16"), HalfCompute::BF16);
+  EXPECT_EQ(halfComputeOf("fp32"), HalfCompute::None);
 }
 
 //===----------------------------------------------------------------------===//

@@ -234,7 +234,7 @@ public:
   HalfCompute half = HalfCompute::None;
   /// The error record, in a canary-guarded allocation of the backend.
   DeviceErrorRecord *record = nullptr;
-  /// The running launcher's device functions (null: any).
+  /// The running launcher's device functions at the precision (null: any).
   const char *const *allowed = nullptr;
   const char *launcher = nullptr;
 
@@ -587,7 +587,7 @@ std::string launchOn(TestBackend &backend, const std::string &kernel,
                                   ? static_cast<EmulatorBackend *>(&backend)
                                   : nullptr;
   if (emulated) {
-    emulated->ctx.allowed = def->functions;
+    emulated->ctx.allowed = deviceFunctions(*def, emulated->ctx.half);
     emulated->ctx.launcher = def->name;
   }
   std::string error = def->launch(call);

@@ -2,10 +2,11 @@
 //
 // The emulator must behave like a GPU wherever kernels can tell: barriers
 // order shared-memory traffic, shuffles read the lanes PTX says, tl::mmaBf16
-// uses PTX's fragment layout, and mistakes (a barrier some threads skip, a
-// bad mask, an out-of-bounds write) fail the launch instead of hanging or
-// passing. The small kernels below exercise one thing each; the GEMM tests
-// check the emulator backend's reference GEMM against a naive loop.
+// and tl::mmaHalf use PTX's fragment layout, and mistakes (a barrier some
+// threads skip, a bad mask, an out-of-bounds write) fail the launch instead
+// of hanging or passing. The small kernels below exercise one thing each;
+// the GEMM tests check the emulator backend's reference GEMM against a
+// naive loop.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <gtest/gtest.h>
 #include <vector>
 
@@ -213,9 +215,10 @@ TL_GLOBAL void tailor_emutest_indices(unsigned *out) {
 }
 TL_REGISTER(tailor_emutest_indices)
 
-/// One mma on raw fragments: lane l holds a[4 l..], b[2 l..], c[4 l..].
-TL_GLOBAL void tailor_emutest_mma_fragments(const tl::u32 *a, const tl::u32 *b,
-                                            float *c) {
+/// One mma on raw fragments: lane l holds a[4 l..], b[2 l..], c[4 l..];
+/// bf16 or (`half`) IEEE half fragments.
+template <bool half>
+TL_DEVICE void mmaFragments(const tl::u32 *a, const tl::u32 *b, float *c) {
   int lane = threadIdx.x;
   tl::u32 fa[4], fb[2];
   float fc[4];
@@ -225,12 +228,34 @@ TL_GLOBAL void tailor_emutest_mma_fragments(const tl::u32 *a, const tl::u32 *b,
   }
   fb[0] = b[2 * lane];
   fb[1] = b[2 * lane + 1];
-  tl::mmaBf16(fc, fa, fb);
+  if (half) {
+    tl::mmaHalf(fc, fa, fb);
+  } else {
+    tl::mmaBf16(fc, fa, fb);
+  }
   for (int i = 0; i < 4; ++i) {
     c[4 * lane + i] = fc[i];
   }
 }
+TL_GLOBAL void tailor_emutest_mma_fragments(const tl::u32 *a, const tl::u32 *b,
+                                            float *c) {
+  mmaFragments<false>(a, b, c);
+}
 TL_REGISTER(tailor_emutest_mma_fragments)
+TL_GLOBAL void tailor_emutest_mma_half_fragments(const tl::u32 *a,
+                                                 const tl::u32 *b, float *c) {
+  mmaFragments<true>(a, b, c);
+}
+TL_REGISTER(tailor_emutest_mma_half_fragments)
+
+/// packHalf of each pair (in[2 i], in[2 i + 1]), one thread per pair.
+TL_GLOBAL void tailor_emutest_pack_half(const float *in, tl::u32 *out, int n) {
+  int i = int(tl::globalThread());
+  if (i < n) {
+    out[i] = tl::packHalf(in[2 * i], in[2 * i + 1]);
+  }
+}
+TL_REGISTER(tailor_emutest_pack_half)
 
 TL_DEVICE tl::u32 pairBits(tl::bf16 lo, tl::bf16 hi) {
   return tl::u32(lo.bits) | (tl::u32(hi.bits) << 16);
@@ -582,37 +607,36 @@ TEST(SimtEmulator, InvalidLaunchConfigurations) {
 float bf16Value(tl::u32 pair, int half) {
   return tl::bitsFloat((pair >> (16 * half)) << 16);
 }
+float halfValue(tl::u32 pair, int half) {
+  return tl::halfToFloat(tl::u16(pair >> (16 * half)));
+}
 
-// Random fragments, and the expected result computed per element of D by
-// finding where the documented layout puts each element of A, B and C.
-TEST(SimtEmulator, MmaMatchesTheDocumentedLayout) {
+/// Runs `kernel` (an mma on raw fragments) on random fragments whose 16-bit
+/// values `random16` makes, and expects the result computed per element of
+/// D by finding where the documented layout puts each element of A, B and
+/// C, with `value` decoding a pair's halves.
+void expectDocumentedMmaLayout(const char *kernel,
+                               const std::function<tl::u16()> &random16,
+                               float (*value)(tl::u32, int)) {
   std::vector<tl::u32> a(128), b(64);
   std::vector<float> c(128);
-  uint32_t state = 12345;
-  auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return state;
-  };
-  auto randomBf16 = [&] {
-    return tl::toBf16(float(int(next() >> 8) % 2001 - 1000) / 256.0f).bits;
-  };
   for (auto &v : a) {
-    v = tl::u32(randomBf16()) | (tl::u32(randomBf16()) << 16);
+    v = tl::u32(random16()) | (tl::u32(random16()) << 16);
   }
   for (auto &v : b) {
-    v = tl::u32(randomBf16()) | (tl::u32(randomBf16()) << 16);
+    v = tl::u32(random16()) | (tl::u32(random16()) << 16);
   }
-  for (auto &v : c) {
-    v = float(int(next() >> 8) % 200 - 100) / 8.0f;
+  for (int i = 0; i < 128; ++i) {
+    c[i] = float((i * 37) % 200 - 100) / 8.0f;
   }
   auto A = [&](int i, int k) {
     int lane = 4 * (i % 8) + (k % 8) / 2;
     int reg = (i >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
-    return bf16Value(a[4 * lane + reg], k % 2);
+    return value(a[4 * lane + reg], k % 2);
   };
   auto B = [&](int k, int j) {
     int lane = 4 * j + (k % 8) / 2;
-    return bf16Value(b[2 * lane + (k >= 8 ? 1 : 0)], k % 2);
+    return value(b[2 * lane + (k >= 8 ? 1 : 0)], k % 2);
   };
   auto slot = [](int i, int j) { // index of C/D element (i, j) in c
     int lane = 4 * (i % 8) + j / 2;
@@ -630,11 +654,79 @@ TEST(SimtEmulator, MmaMatchesTheDocumentedLayout) {
   }
   const tl::u32 *pa = a.data(), *pb = b.data();
   float *pc = c.data();
-  ASSERT_EQ(run("tailor_emutest_mma_fragments", dim3(1), dim3(32), 0,
-                {&pa, &pb, &pc}),
-            "");
+  ASSERT_EQ(run(kernel, dim3(1), dim3(32), 0, {&pa, &pb, &pc}), "");
   for (int s = 0; s < 128; ++s) {
     EXPECT_NEAR(c[s], expected[s], 1e-4 * (1 + std::fabs(expected[s]))) << s;
+  }
+}
+
+/// A linear congruential generator: the tests' fragments.
+std::function<uint32_t()> lcg(uint32_t seed) {
+  return [state = seed]() mutable {
+    state = state * 1664525u + 1013904223u;
+    return state;
+  };
+}
+
+// Random fragments, and the expected result computed per element of D by
+// finding where the documented layout puts each element of A, B and C.
+TEST(SimtEmulator, MmaMatchesTheDocumentedLayout) {
+  auto next = lcg(12345);
+  expectDocumentedMmaLayout(
+      "tailor_emutest_mma_fragments",
+      [&] {
+        return tl::toBf16(float(int(next() >> 8) % 2001 - 1000) / 256.0f).bits;
+      },
+      bf16Value);
+}
+
+// The same with IEEE half fragments (tl::mmaHalf): values of 11
+// significant bits, which bf16 cannot hold, and subnormals (below 2^-14),
+// so a decoder that read them as bf16, or flushed subnormals, fails.
+TEST(SimtEmulator, MmaHalfMatchesTheDocumentedLayout) {
+  auto next = lcg(777);
+  int count = 0;
+  expectDocumentedMmaLayout(
+      "tailor_emutest_mma_half_fragments",
+      [&] {
+        float v = float(int(next() >> 8) % 4001 - 2000) / 1024.0f;
+        if (++count % 7 == 0) { // a subnormal half: k 2^-24, |k| < 1024
+          v = float(int(next() >> 8) % 2047 - 1023) * 5.9604644775390625e-8f;
+        }
+        tl::u16 bits = tl::floatToHalf(v);
+        EXPECT_EQ(tl::halfToFloat(bits), v) << "not a half: " << v;
+        return bits;
+      },
+      halfValue);
+}
+
+// packHalf rounds as floatToHalf does: ties to even, inf from 65520,
+// subnormals, signed zeros; and lo goes to the low half.
+TEST(SimtEmulator, PackHalfRoundsToNearestEven) {
+  std::vector<float> in = {1.0f,
+                           -2.0f,
+                           1.0f + 1.0f / 2048.0f, // tie: to 1
+                           1.0f + 3.0f / 2048.0f, // tie: to 1 + 2^-9
+                           65504.0f,
+                           65519.0f, // below the midpoint: 65504
+                           65520.0f, // the midpoint: inf
+                           -1e6f,
+                           5.9604644775390625e-8f, // 2^-24
+                           2.9802322387695312e-8f, // 2^-25: tie to 0
+                           -0.0f,
+                           0.333333333f};
+  std::vector<tl::u16> want = {0x3c00, 0xc000, 0x3c00, 0x3c02, 0x7bff, 0x7bff,
+                               0x7c00, 0xfc00, 0x0001, 0x0000, 0x8000, 0x3555};
+  int n = int(in.size()) / 2;
+  std::vector<tl::u32> out(n, 0xdeadbeefu);
+  const float *pin = in.data();
+  tl::u32 *pout = out.data();
+  ASSERT_EQ(run("tailor_emutest_pack_half", dim3(1), dim3(32), 0,
+                {&pin, &pout, &n}),
+            "");
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(out[i] & 0xffffu, want[2 * i]) << in[2 * i];
+    EXPECT_EQ(out[i] >> 16, want[2 * i + 1]) << in[2 * i + 1];
   }
 }
 
