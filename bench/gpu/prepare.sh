@@ -70,7 +70,16 @@ for name in "${tests[@]}"; do
   [[ -x "$BUILD/test/unit/$name" ]] || die "$BUILD/test/unit/$name is missing (build the kernel tests)"
 done
 shopt -s nullglob
-device_code=("$BUILD"/codegen/cuda/*.cubin "$BUILD"/codegen/cuda/*.ptx)
+# (Not the T4's sm_75 cubins and compute_75 PTX: the GPUs this runs on are
+# newer; the T4 plans carry their own, and half_mma_sm75 is its PTX alone.)
+device_code=()
+for f in "$BUILD"/codegen/cuda/*.cubin "$BUILD"/codegen/cuda/*.ptx; do
+  case "$f" in
+    *half_mma_sm75*) device_code+=("$f") ;;
+    *.sm_75.cubin|*.compute_75.ptx) ;;
+    *) device_code+=("$f") ;;
+  esac
+done
 shopt -u nullglob
 [[ ${#device_code[@]} -gt 0 ]] || die "no cubin or PTX in $BUILD/codegen/cuda"
 echo "ok: tailor, runtime binaries, ${#tests[@]} kernel tests, ${#device_code[@]} device code files"

@@ -122,9 +122,18 @@ size_t rowBytes(int64_t hd) { return static_cast<size_t>(hd / 2 + 4) * 4; }
 
 /// The entry-point suffix for storage `dtype` under the launch's tensor-core
 /// format ("f32", "bf16" or "f32_fp16"), or "" after setting `error` when
-/// the plan computes in fp16 on bf16 storage.
+/// the plan computes in fp16 on bf16 storage, or in bf16 below sm_80.
 std::string entrySuffix(const CudaCall &call, DType dtype, std::string &error) {
   if (call.context->halfCompute() != HalfCompute::FP16) {
+    if (call.context->sm() < 80) {
+      error = "attention on sm_" + std::to_string(call.context->sm()) +
+              " computes on fp16 tensor cores only (bf16 ones need sm_80), "
+              "but the plan's precision is " +
+              (call.context->halfCompute() == HalfCompute::None
+                   ? std::string("fp32")
+                   : std::string(halfComputeName(call.context->halfCompute())));
+      return "";
+    }
     return floatSuffix(dtype);
   }
   if (dtype == DType::BF16) {

@@ -100,8 +100,10 @@ std::unique_ptr<TestBackend> makeCudaDeviceBackend(std::string &why) {
   const char *override = std::getenv("TAILOR_CUDA_MODULE_DIR");
   const std::string dir =
       override && *override ? override : TAILOR_TEST_CUDA_MODULE_DIR;
-  // Every module in the directory: its cubin for this GPU, else its PTX.
+  // Every module in the directory: its cubin for this GPU, else its newest
+  // PTX this GPU can compile (compute_80 over compute_75).
   std::map<std::string, std::string> chosen; // module -> file
+  std::map<std::string, int> chosenPtx;      // module -> its PTX's SM
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
@@ -119,13 +121,22 @@ std::unique_ptr<TestBackend> makeCudaDeviceBackend(std::string &why) {
       if (readCubin(bytes.data(), bytes.size(), info).empty() &&
           cubinRunsOn(info.sm, arch.back() == 'a', device.sm)) {
         chosen[module] = entry.path().string();
+        chosenPtx.erase(module);
       }
-    } else if (isPtx && !chosen.count(module)) {
-      chosen[module] = entry.path().string();
+    } else if (isPtx) {
+      // "attention.compute_80.ptx" -> 80.
+      int sm = std::atoi(name.c_str() + name.find("compute_") + 8);
+      bool better = !chosen.count(module) ||
+                    (chosenPtx.count(module) && chosenPtx[module] < sm);
+      if (name.find("compute_") != std::string::npos && sm <= device.sm &&
+          better) {
+        chosen[module] = entry.path().string();
+        chosenPtx[module] = sm;
+      }
     }
   }
   // A cubin found after the PTX of its module replaces it above; a PTX
-  // found after a cubin must not.
+  // found after a cubin must not (a cubin leaves no chosenPtx entry).
   for (const auto &[module, path] : chosen) {
     std::vector<uint8_t> bytes = readFile(path);
     if (path.size() > 4 && path.compare(path.size() - 4, 4, ".ptx") == 0) {
