@@ -522,9 +522,7 @@ SetupError GpuBackend::loadDeviceCode(const DeviceCodeChoice &choice,
   std::string problem;
   std::string_view precision =
       p.target()->precision() ? p.target()->precision()->string_view() : "";
-  HalfCompute half = precision == "bf16"   ? HalfCompute::BF16
-                     : precision == "fp16" ? HalfCompute::FP16
-                                           : HalfCompute::None;
+  HalfCompute half = halfComputeOf(precision);
   impl->context =
       DeviceContext::create(impl->device, choice.images, workspace.memory,
                             workspace.bytes, half, problem);
@@ -568,7 +566,10 @@ SetupError GpuBackend::prepareLaunches() {
     }
     check.attributes = decodeLaunchAttributes(*launch);
     std::string message = prepared.kernel->check(check);
-    for (const char *const *f = prepared.kernel->functions;
+    // The entry points of the plan's precision (fp16 plans: the fp16
+    // attention module's), as the plan writer embedded them.
+    for (const char *const *f =
+             deviceFunctions(*prepared.kernel, m.context->halfCompute());
          message.empty() && f && *f; ++f) {
       if (!m.context->hasFunction(*f)) {
         message = std::string("the device code has no function '") + *f + "'";
