@@ -6,7 +6,7 @@
 // RUN: tailor-translate --mlir-to-tplan %t/fp16.mlir -o %t/fp16.tplan
 // RUN: tailor-translate --mlir-to-tplan %t/bf16.mlir -o %t/bf16.tplan
 // RUN: tailor-translate --mlir-to-tplan %t/fp32.mlir -o %t/fp32.tplan
-// RUN: grep -a -o -w 'attention_fp16\|attention' %t/fp16.tplan | sort | uniq -c | FileCheck %s --check-prefix=FP16
+// RUN: tailor inspect %t/fp16.tplan | FileCheck %s --check-prefix=FP16
 // RUN: grep -a -o 'tailor_attention_[a-z0-9_]*' %t/fp16.tplan | sort -u > %t/fp16.entries
 // RUN: not grep -v '_f32_fp16$' %t/fp16.entries
 // RUN: wc -l < %t/fp16.entries | FileCheck %s --check-prefix=ENTRIES
@@ -17,12 +17,12 @@
 // fp16 plans the module attention_fp16 (half tensor cores), as PTX and a
 // cubin, with its 17 entry points and no other attention code; bf16 and
 // fp32 plans the module attention (bf16 tensor cores) and not
-// attention_fp16. (`tailor inspect` refuses fp16 CUDA plans until the
-// runtime runs them, so the fp16 plan is read with grep: module names and
-// entry points are plain flatbuffer strings; "attention" once is the
-// kernel's name.)
-// FP16: 1 attention{{$}}
-// FP16-NEXT: 2 attention_fp16{{$}}
+// attention_fp16. (The entry points are read with grep: they are plain
+// flatbuffer strings.)
+// FP16-NOT: device code: attention {{ptx|cubin}}
+// FP16-DAG: device code: attention_fp16 ptx compute_80 (17 kernels
+// FP16-DAG: device code: attention_fp16 cubin sm_90a (17 kernels
+// FP16-NOT: device code: attention {{ptx|cubin}}
 // ENTRIES: 17
 // BF16-NOT: device code: attention_fp16
 // BF16-DAG: device code: attention ptx compute_80 (34 kernels
