@@ -104,6 +104,20 @@ cudaDataType_t cudaType(DType dtype) {
   }
 }
 
+/// f32 accumulation; f32 inputs rounded to bf16 or fp16 on the tensor
+/// cores when the plan computes in that format.
+cublasComputeType_t computeTypeOf(const GemmDesc &desc) {
+  const bool f32Inputs =
+      desc.aType == DType::F32 && desc.bType == DType::F32;
+  if (f32Inputs && desc.halfCompute == HalfCompute::BF16) {
+    return CUBLAS_COMPUTE_32F_FAST_16BF;
+  }
+  if (f32Inputs && desc.halfCompute == HalfCompute::FP16) {
+    return CUBLAS_COMPUTE_32F_FAST_16F;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
 /// The largest power of two (up to 256) dividing every pointer: cuBLASLt's
 /// kernels and its heuristic depend on it.
 int64_t alignmentOf(std::initializer_list<const void *> pointers) {
@@ -179,14 +193,7 @@ std::string CublasLt::gemm(const GemmDesc &desc, void *workspace,
     return "cublasLt gemm: batch " + std::to_string(desc.batch) +
            " exceeds 2^31 - 1";
   }
-  const bool f32Inputs =
-      desc.aType == DType::F32 && desc.bType == DType::F32;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  if (f32Inputs && desc.halfCompute == HalfCompute::BF16) {
-    compute = CUBLAS_COMPUTE_32F_FAST_16BF;
-  } else if (f32Inputs && desc.halfCompute == HalfCompute::FP16) {
-    compute = CUBLAS_COMPUTE_32F_FAST_16F;
-  }
+  const cublasComputeType_t compute = computeTypeOf(desc);
   // cuBLASLt's A is our B and its B our A (see the file comment).
   const cublasOperation_t opL = desc.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opR = desc.transA ? CUBLAS_OP_T : CUBLAS_OP_N;

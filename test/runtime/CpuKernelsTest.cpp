@@ -1363,144 +1363,47 @@ TEST(CpuDataMovementTest, BroadcastAndCopy) {
 // check() rejections
 //===----------------------------------------------------------------------===//
 
-TEST(CpuKernelCheckTest, RejectsMalformedLaunches) {
-  Buffer f4(DType::F32, {4}), f4b(DType::F32, {4}), f5(DType::F32, {5});
-  Buffer f23(DType::F32, {2, 3}), f32x(DType::F32, {3, 2}), f3(DType::F32, {3});
-  Buffer d4(DType::F64, {4}), i4(DType::I64, {4}), b4(DType::Bool, {4});
-  Buffer i32x4(DType::I32, {4});
-  Buffer q(DType::F32, {1, 4, 8, 16}), k(DType::F32, {1, 2, 8, 16}),
-      v(DType::F32, {1, 2, 8, 16}), y(DType::F32, {1, 4, 8, 16});
-  Buffer k3(DType::F32, {1, 3, 8, 16}), v3(DType::F32, {1, 3, 8, 16});
-  Buffer ws(DType::F32, {64 * 8}), smallWs(DType::F32, {64 * 8 - 1});
-  Buffer cosT(DType::F32, {8, 16}), badCos(DType::F32, {7, 16});
-  Buffer odd(DType::F32, {1, 1, 8, 15}), cosOdd(DType::F32, {8, 15});
-  Buffer table(DType::F32, {10, 3}), ids(DType::I64, {4}),
-      emb(DType::F32, {4, 3});
-  Buffer fIds(DType::F32, {4}), emb2(DType::F32, {4, 2});
-  struct Case {
-    const char *kernel;
-    std::vector<Buffer *> ops;
-    std::vector<Attribute> attrs;
-    const char *expected; // a substring of the message
-  };
-  const Case cases[] = {
-      // Arity.
-      {"exp", {&f4}, {}, "expected 2 operands, got 1"},
-      {"add", {&f4, &f4b}, {}, "expected 3 operands, got 2"},
-      {"attention", {&q, &k, &v, &y}, {}, "expected 5 operands, got 4"},
-      {"linear", {&f23}, {}, "expected 3 to 4 operands, got 1"},
-      {"concat", {&f4}, {intAttr("axis", 0)}, "at least 2 operands"},
-      // Dtypes.
-      {"exp", {&i4, &i4}, {}, "operand 0 must be f32 or f64, got i64"},
-      {"exp", {&f4, &d4}, {}, "operand 1 must be f32 like operand 0, got f64"},
-      {"add", {&f4, &d4, &f4b}, {}, "operand 1 must be f32 like operand 0"},
-      {"add", {&b4, &b4, &b4}, {}, "got bool"},
-      {"eq", {&f4, &f4b, &f4}, {}, "operand 2 must be bool, got f32"},
-      {"is_nan", {&f4, &f4b}, {}, "operand 1 must be bool"},
-      {"select", {&f4, &f4, &f4, &f4}, {}, "operand 0 must be bool"},
-      {"rms_norm",
-       {&d4, &d4, &d4},
-       {floatAttr("epsilon", 1e-6)},
-       "must be f32"},
-      {"embedding", {&table, &fIds, &emb}, {}, "operand 1 must be i32 or i64"},
-      // Shapes and broadcasting.
-      {"exp", {&f4, &f5}, {}, "operand 1 must have shape [4], got [5]"},
-      {"add",
-       {&f4, &f5, &f4b},
-       {},
-       "operand 1 of shape [5] does not broadcast to [4]"},
-      {"add", {&f23, &f3, &f32x}, {}, "does not broadcast to [3, 2]"},
-      {"matmul", {&f23, &f23, &f23}, {}, "contraction extents differ"},
-      {"matmul", {&f4, &f4, &f4}, {}, "must have rank >= 2"},
-      {"linear", {&f23, &f32x, &f23}, {}, "does not match input"},
-      {"rms_norm",
-       {&f23, &f4, &f23},
-       {floatAttr("epsilon", 1e-6)},
-       "operand 1 must have shape [3]"},
-      {"attention",
-       {&q, &k3, &v3, &y, &ws},
-       {},
-       "must be a multiple of key/value heads"},
-      {"attention", {&q, &k, &v, &f23, &ws}, {}, "operand 3 must have rank 4"},
-      {"attention",
-       {&q, &k, &v, &y, &smallWs},
-       {},
-       "holds no 64 x 8 score block"},
-      {"rope",
-       {&q, &badCos, &badCos, &q},
-       {},
-       "operand 1 must have shape [8, 16] or [1, 8, 16]"},
-      {"rope", {&odd, &cosOdd, &cosOdd, &odd}, {}, "must be even"},
-      {"embedding",
-       {&table, &ids, &emb2},
-       {},
-       "operand 2 must have shape [4, 3]"},
-      {"transpose",
-       {&f23, &f23},
-       {intsAttr("permutation", {1, 0})},
-       "operand 1 must have shape [3, 2]"},
-      {"slice",
-       {&f23, &f23},
-       {intsAttr("starts", {1, 0}), intsAttr("steps", {1, 1})},
-       "reads past its extent 2"},
-      {"concat", {&f23, &f32x, &f23}, {intAttr("axis", 0)}, "does not match"},
-      {"concat",
-       {&f23, &f23, &f23},
-       {intAttr("axis", 1)},
-       "pieces add up to 6 along axis 1, expected 3"},
-      {"broadcast", {&f4, &f23}, {}, "does not broadcast"},
-      {"copy", {&f4, &f5}, {}, "copy of 16 bytes into 20"},
-      {"reduce_sum",
-       {&f23, &f23},
-       {intsAttr("axes", {1})},
-       "operand 1 must have shape [2]"},
-      // Attributes.
-      {"softmax", {&f23, &f23}, {}, "missing int attribute 'axis'"},
-      {"softmax",
-       {&f23, &f23},
-       {intAttr("axis", 2)},
-       "attribute 'axis' is 2, expected a value in [0, 1]"},
-      {"rms_norm", {&f4, &f4, &f4}, {}, "missing float attribute 'epsilon'"},
-      {"reduce_sum", {&f23, &f3}, {}, "missing ints attribute 'axes'"},
-      {"reduce_sum",
-       {&f23, &f3},
-       {intsAttr("axes", {1, 0})},
-       "must be sorted distinct axes"},
-      {"reduce_sum",
-       {&f23, &f3},
-       {intsAttr("axes", {0}), intAttr("keep_dims", 2)},
-       "attribute 'keep_dims' is 2"},
-      {"transpose",
-       {&f23, &f32x},
-       {intsAttr("permutation", {0, 0})},
-       "is not a permutation"},
-      {"transpose",
-       {&f23, &f32x},
-       {intsAttr("permutation", {1})},
-       "has 1 entries, expected 2"},
-      {"slice",
-       {&f23, &f23},
-       {intsAttr("starts", {0, 0}), intsAttr("steps", {1, 0})},
-       "attribute 'steps' has entry 0"},
-      {"attention",
-       {&q, &k, &v, &y, &ws},
-       {intAttr("causal", 2)},
-       "attribute 'causal' is 2"},
-      {"attention",
-       {&q, &k, &v, &y, &ws},
-       {stringAttr("scale", "x")},
-       "attribute 'scale' must be a float"},
-      {"rope",
-       {&q, &cosT, &cosT, &q},
-       {floatAttr("interleaved", 1)},
-       "attribute 'interleaved' must be an int"},
-      {"concat", {&f23, &f23, &f23}, {}, "missing int attribute 'axis'"},
-      {"linear",
-       {&f23, &f32x, &f23},
-       {intAttr("transpose_weight", 2)},
-       "attribute 'transpose_weight' is 2"},
-  };
-  for (const Case &c : cases) {
+/// The operands the rejection cases below launch with.
+struct CheckOperands {
+  Buffer f4{DType::F32, {4}};
+  Buffer f4b{DType::F32, {4}};
+  Buffer f5{DType::F32, {5}};
+  Buffer f23{DType::F32, {2, 3}};
+  Buffer f32x{DType::F32, {3, 2}};
+  Buffer f3{DType::F32, {3}};
+  Buffer d4{DType::F64, {4}};
+  Buffer i4{DType::I64, {4}};
+  Buffer b4{DType::Bool, {4}};
+  Buffer i32x4{DType::I32, {4}};
+  Buffer q{DType::F32, {1, 4, 8, 16}};
+  Buffer k{DType::F32, {1, 2, 8, 16}};
+  Buffer v{DType::F32, {1, 2, 8, 16}};
+  Buffer y{DType::F32, {1, 4, 8, 16}};
+  Buffer k3{DType::F32, {1, 3, 8, 16}};
+  Buffer v3{DType::F32, {1, 3, 8, 16}};
+  Buffer ws{DType::F32, {64 * 8}};
+  Buffer smallWs{DType::F32, {64 * 8 - 1}};
+  Buffer cosT{DType::F32, {8, 16}};
+  Buffer badCos{DType::F32, {7, 16}};
+  Buffer odd{DType::F32, {1, 1, 8, 15}};
+  Buffer cosOdd{DType::F32, {8, 15}};
+  Buffer table{DType::F32, {10, 3}};
+  Buffer ids{DType::I64, {4}};
+  Buffer emb{DType::F32, {4, 3}};
+  Buffer fIds{DType::F32, {4}};
+  Buffer emb2{DType::F32, {4, 2}};
+};
+
+/// A launch `kernel` must reject with a message containing `expected`.
+struct RejectionCase {
+  const char *kernel;
+  std::vector<Buffer *> ops;
+  std::vector<Attribute> attrs;
+  const char *expected; // a substring of the message
+};
+
+void expectRejected(const std::vector<RejectionCase> &cases) {
+  for (const RejectionCase &c : cases) {
     std::string message = checkKernel(c.kernel, c.ops, c.attrs);
     EXPECT_NE(message.find(c.expected), std::string::npos)
         << c.kernel << ": got '" << message << "', expected '" << c.expected
@@ -1511,11 +1414,145 @@ TEST(CpuKernelCheckTest, RejectsMalformedLaunches) {
         << message;
     EXPECT_NE(message.back(), '.') << message;
   }
-  // The same launches, well-formed, pass.
-  EXPECT_EQ(
-      checkKernel("attention", {&q, &k, &v, &y, &ws}, {intAttr("causal", 1)}),
-      "");
-  EXPECT_EQ(checkKernel("rope", {&q, &cosT, &cosT, &q}, {}), "");
-  EXPECT_EQ(checkKernel("add", {&f23, &f3, &f23}), "");
-  EXPECT_EQ(checkKernel("eq", {&i32x4, &i32x4, &b4}), "");
+}
+
+TEST(CpuKernelCheckTest, RejectsWrongArityAndDtypes) {
+  CheckOperands o;
+  expectRejected({
+      // Arity.
+      {"exp", {&o.f4}, {}, "expected 2 operands, got 1"},
+      {"add", {&o.f4, &o.f4b}, {}, "expected 3 operands, got 2"},
+      {"attention", {&o.q, &o.k, &o.v, &o.y}, {}, "expected 5 operands, got 4"},
+      {"linear", {&o.f23}, {}, "expected 3 to 4 operands, got 1"},
+      {"concat", {&o.f4}, {intAttr("axis", 0)}, "at least 2 operands"},
+      // Dtypes.
+      {"exp", {&o.i4, &o.i4}, {}, "operand 0 must be f32 or f64, got i64"},
+      {"exp", {&o.f4, &o.d4}, {}, "operand 1 must be f32 like operand 0, got f64"},
+      {"add", {&o.f4, &o.d4, &o.f4b}, {}, "operand 1 must be f32 like operand 0"},
+      {"add", {&o.b4, &o.b4, &o.b4}, {}, "got bool"},
+      {"eq", {&o.f4, &o.f4b, &o.f4}, {}, "operand 2 must be bool, got f32"},
+      {"is_nan", {&o.f4, &o.f4b}, {}, "operand 1 must be bool"},
+      {"select", {&o.f4, &o.f4, &o.f4, &o.f4}, {}, "operand 0 must be bool"},
+      {"rms_norm",
+       {&o.d4, &o.d4, &o.d4},
+       {floatAttr("epsilon", 1e-6)},
+       "must be f32"},
+      {"embedding", {&o.table, &o.fIds, &o.emb}, {}, "operand 1 must be i32 or i64"},
+  });
+}
+
+TEST(CpuKernelCheckTest, RejectsShapesThatDoNotFit) {
+  CheckOperands o;
+  expectRejected({
+      {"exp", {&o.f4, &o.f5}, {}, "operand 1 must have shape [4], got [5]"},
+      {"add",
+       {&o.f4, &o.f5, &o.f4b},
+       {},
+       "operand 1 of shape [5] does not broadcast to [4]"},
+      {"add", {&o.f23, &o.f3, &o.f32x}, {}, "does not broadcast to [3, 2]"},
+      {"matmul", {&o.f23, &o.f23, &o.f23}, {}, "contraction extents differ"},
+      {"matmul", {&o.f4, &o.f4, &o.f4}, {}, "must have rank >= 2"},
+      {"linear", {&o.f23, &o.f32x, &o.f23}, {}, "does not match input"},
+      {"rms_norm",
+       {&o.f23, &o.f4, &o.f23},
+       {floatAttr("epsilon", 1e-6)},
+       "operand 1 must have shape [3]"},
+      {"attention",
+       {&o.q, &o.k3, &o.v3, &o.y, &o.ws},
+       {},
+       "must be a multiple of key/value heads"},
+      {"attention", {&o.q, &o.k, &o.v, &o.f23, &o.ws}, {}, "operand 3 must have rank 4"},
+      {"attention",
+       {&o.q, &o.k, &o.v, &o.y, &o.smallWs},
+       {},
+       "holds no 64 x 8 score block"},
+      {"rope",
+       {&o.q, &o.badCos, &o.badCos, &o.q},
+       {},
+       "operand 1 must have shape [8, 16] or [1, 8, 16]"},
+      {"rope", {&o.odd, &o.cosOdd, &o.cosOdd, &o.odd}, {}, "must be even"},
+      {"embedding",
+       {&o.table, &o.ids, &o.emb2},
+       {},
+       "operand 2 must have shape [4, 3]"},
+      {"transpose",
+       {&o.f23, &o.f23},
+       {intsAttr("permutation", {1, 0})},
+       "operand 1 must have shape [3, 2]"},
+      {"slice",
+       {&o.f23, &o.f23},
+       {intsAttr("starts", {1, 0}), intsAttr("steps", {1, 1})},
+       "reads past its extent 2"},
+      {"concat", {&o.f23, &o.f32x, &o.f23}, {intAttr("axis", 0)}, "does not match"},
+      {"concat",
+       {&o.f23, &o.f23, &o.f23},
+       {intAttr("axis", 1)},
+       "pieces add up to 6 along axis 1, expected 3"},
+      {"broadcast", {&o.f4, &o.f23}, {}, "does not broadcast"},
+      {"copy", {&o.f4, &o.f5}, {}, "copy of 16 bytes into 20"},
+      {"reduce_sum",
+       {&o.f23, &o.f23},
+       {intsAttr("axes", {1})},
+       "operand 1 must have shape [2]"},
+  });
+}
+
+TEST(CpuKernelCheckTest, RejectsBadAttributes) {
+  CheckOperands o;
+  expectRejected({
+      {"softmax", {&o.f23, &o.f23}, {}, "missing int attribute 'axis'"},
+      {"softmax",
+       {&o.f23, &o.f23},
+       {intAttr("axis", 2)},
+       "attribute 'axis' is 2, expected a value in [0, 1]"},
+      {"rms_norm", {&o.f4, &o.f4, &o.f4}, {}, "missing float attribute 'epsilon'"},
+      {"reduce_sum", {&o.f23, &o.f3}, {}, "missing ints attribute 'axes'"},
+      {"reduce_sum",
+       {&o.f23, &o.f3},
+       {intsAttr("axes", {1, 0})},
+       "must be sorted distinct axes"},
+      {"reduce_sum",
+       {&o.f23, &o.f3},
+       {intsAttr("axes", {0}), intAttr("keep_dims", 2)},
+       "attribute 'keep_dims' is 2"},
+      {"transpose",
+       {&o.f23, &o.f32x},
+       {intsAttr("permutation", {0, 0})},
+       "is not a permutation"},
+      {"transpose",
+       {&o.f23, &o.f32x},
+       {intsAttr("permutation", {1})},
+       "has 1 entries, expected 2"},
+      {"slice",
+       {&o.f23, &o.f23},
+       {intsAttr("starts", {0, 0}), intsAttr("steps", {1, 0})},
+       "attribute 'steps' has entry 0"},
+      {"attention",
+       {&o.q, &o.k, &o.v, &o.y, &o.ws},
+       {intAttr("causal", 2)},
+       "attribute 'causal' is 2"},
+      {"attention",
+       {&o.q, &o.k, &o.v, &o.y, &o.ws},
+       {stringAttr("scale", "x")},
+       "attribute 'scale' must be a float"},
+      {"rope",
+       {&o.q, &o.cosT, &o.cosT, &o.q},
+       {floatAttr("interleaved", 1)},
+       "attribute 'interleaved' must be an int"},
+      {"concat", {&o.f23, &o.f23, &o.f23}, {}, "missing int attribute 'axis'"},
+      {"linear",
+       {&o.f23, &o.f32x, &o.f23},
+       {intAttr("transpose_weight", 2)},
+       "attribute 'transpose_weight' is 2"},
+  });
+}
+
+TEST(CpuKernelCheckTest, AcceptsTheSameLaunchesWellFormed) {
+  CheckOperands o;
+  EXPECT_EQ(checkKernel("attention", {&o.q, &o.k, &o.v, &o.y, &o.ws},
+                        {intAttr("causal", 1)}),
+            "");
+  EXPECT_EQ(checkKernel("rope", {&o.q, &o.cosT, &o.cosT, &o.q}, {}), "");
+  EXPECT_EQ(checkKernel("add", {&o.f23, &o.f3, &o.f23}), "");
+  EXPECT_EQ(checkKernel("eq", {&o.i32x4, &o.i32x4, &o.b4}), "");
 }
