@@ -562,6 +562,59 @@ TL_DEVICE void forward(const T *__restrict__ q, const T *__restrict__ k,
 // dK and dV: key-major
 //===----------------------------------------------------------------------===//
 
+/// gradKeyValue's last step: this lane's dK (scaled) and dV rows of keys
+/// keyA and keyA + 8. One slice writes dk, dv; several write their f32
+/// partials, dk's [B, Hkv, slices, S, D] then dv's [B, Hkv, slices, S, Dv],
+/// which attention_grad_kv_sum adds up.
+template <typename T, int HD>
+TL_DEVICE void storeKeyValueGrads(const float (&dkAcc)[HD / 8][4],
+                                  const float (&dvAcc)[HD / 8][4], int keyA,
+                                  int slice, int slices, i64 kvh,
+                                  T *__restrict__ dk, T *__restrict__ dv,
+                                  float *__restrict__ partial, const Dims &p) {
+  constexpr int outTiles = HD / 8;
+  const int tq = threadIdx.x % kWarpSize % 4;
+  i64 rowBase = kvh * p.s;
+  float *pk = nullptr, *pv = nullptr;
+  if (slices > 1) {
+    i64 keyRows = i64(gridDim.z) * p.hkv * slices * p.s;
+    rowBase = (kvh * slices + slice) * p.s;
+    pk = partial;
+    pv = partial + keyRows * p.d;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int key = keyA + 8 * r;
+    if (key >= p.s) {
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < outTiles; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        int col = 8 * j + 2 * tq + c;
+        float gk = dkAcc[j][2 * r + c] * p.scale, gv = dvAcc[j][2 * r + c];
+        if (col < p.d) {
+          i64 at = (rowBase + key) * p.d + col;
+          if (pk) {
+            pk[at] = gk;
+          } else {
+            store(dk, at, gk);
+          }
+        }
+        if (col < p.dv) {
+          i64 at = (rowBase + key) * p.dv + col;
+          if (pv) {
+            pv[at] = gv;
+          } else {
+            store(dv, at, gv);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Shared memory: the block's K and V (kBlockRows rows each, read as A
 // fragments), a query tile of Q and dO (kTileRows rows each), and L and
 // Delta of the tile's rows. Each warp works on 16 queries at a time so only
@@ -691,48 +744,8 @@ TL_DEVICE void gradKeyValue(const T *__restrict__ dout, const T *__restrict__ q,
     }
   }
 
-  // One slice writes dk, dv; several write their f32 partials, dk's
-  // [B, Hkv, slices, S, D] then dv's [B, Hkv, slices, S, Dv], which
-  // attention_grad_kv_sum adds up.
-  i64 rowBase = kvh * p.s;
-  float *pk = nullptr, *pv = nullptr;
-  if (slices > 1) {
-    i64 keyRows = i64(gridDim.z) * p.hkv * slices * p.s;
-    rowBase = (kvh * slices + slice) * p.s;
-    pk = partial;
-    pv = partial + keyRows * p.d;
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    int key = keyA + 8 * r;
-    if (key >= p.s) {
-      continue;
-    }
-#pragma unroll
-    for (int j = 0; j < outTiles; ++j) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        int col = 8 * j + 2 * tq + c;
-        float gk = dkAcc[j][2 * r + c] * p.scale, gv = dvAcc[j][2 * r + c];
-        if (col < p.d) {
-          i64 at = (rowBase + key) * p.d + col;
-          if (pk) {
-            pk[at] = gk;
-          } else {
-            store(dk, at, gk);
-          }
-        }
-        if (col < p.dv) {
-          i64 at = (rowBase + key) * p.dv + col;
-          if (pv) {
-            pv[at] = gv;
-          } else {
-            store(dv, at, gv);
-          }
-        }
-      }
-    }
-  }
+  storeKeyValueGrads<T, HD>(dkAcc, dvAcc, keyA, slice, slices, kvh, dk, dv,
+                            partial, p);
 }
 
 /// dk and dv as the sums of attention_grad_kv's slices (p.kvSplits > 1), in
