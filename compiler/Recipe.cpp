@@ -775,8 +775,9 @@ Error checkGenerationRecipe(const TrainingRecipe &recipe,
     return createStringError(
         inconvertibleErrorCode(),
         "--task generate: the recipe asks for " + refused +
-            ", which a generation plan (one rank, fp32) cannot "
-            "do; it reads the weight format from a recipe (quantization, "
+            ", which a generation plan (one rank, in the target's "
+            "precision) cannot do; it reads the weight format from a recipe "
+            "(quantization, "
             "load_in_4bit, load_in_8bit, double_quant, quant_block_size, "
             "quantize_modules, quantize_skip_modules, gptq_*, "
             "int8_outlier_threshold)");
