@@ -27,6 +27,7 @@
 
 #include "runtime/cpu/KernelTable.h"
 
+#include "runtime/cpu/BlasCore.h"
 #include "runtime/cpu/HalfRounding.h"
 #include "runtime/cpu/VectorMath.h"
 
@@ -43,6 +44,7 @@ extern "C" int openblas_get_num_threads(void);
 namespace tailor::runtime {
 
 void setBlasThreads(int threads) {
+  ensureBlasCoreMatchesCpu();
   openblas_set_num_threads(std::max(1, threads));
 }
 
@@ -52,6 +54,7 @@ namespace tailor::runtime::cpu {
 
 ScopedBlasThreads::ScopedBlasThreads(int threads)
     : previous(openblas_get_num_threads()) {
+  ensureBlasCoreMatchesCpu();
   if (previous != threads) {
     openblas_set_num_threads(threads);
   }

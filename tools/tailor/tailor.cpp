@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/BlasCore.h"
 #include "runtime/include/tailor/runtime.h"
 #include "tools/tailor/Commands.h"
 
@@ -16,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -39,7 +41,8 @@ Run 'tailor <command> --help' for a command's options.
 Related tools: tailor-opt (run passes on IR), tailor-translate.
 )";
 
-/// `tailor devices [--count]`: the GPUs the runtime sees, or why none.
+/// `tailor devices [--count]`: the CPU's vector units and the GEMM kernels
+/// chosen for them, then the GPUs the runtime sees, or why none.
 int runDevices(int argc, const char **argv) {
   llvm::cl::ResetCommandLineParser();
   llvm::cl::opt<bool> countOnly(
@@ -55,6 +58,12 @@ int runDevices(int argc, const char **argv) {
     llvm::outs() << count << "\n";
     return 0;
   }
+  const tailor::runtime::BlasCoreReport &blas =
+      tailor::runtime::ensureBlasCoreMatchesCpu();
+  llvm::outs() << "cpu: " << blas.cpuVectors << ", "
+               << std::thread::hardware_concurrency() << " threads; GEMMs: "
+               << blas.core << " kernels of " << blas.library << " ("
+               << blas.reason << ")\n";
   if (status != TAILOR_OK) {
     llvm::outs() << "no usable GPU: " << tailor_last_error() << "\n";
     return 0;
