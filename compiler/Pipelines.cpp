@@ -177,11 +177,6 @@ llvm::Error checkTrainingPrecision(const TrainingRecipe &recipe,
         ", whose tensor cores have no bf16: train with 'mixed_precision: "
         "fp16' (or 'fp16: true'), which scales the loss as GradScaler does");
   }
-  if (precision == "fp16" && options.worldSize > 1) {
-    return llvm::createStringError(
-        "fp16 loss scaling with " + std::to_string(options.worldSize) +
-        " ranks is not supported yet (one rank)");
-  }
   if (!emulatesHalfGemms(options)) {
     return llvm::Error::success();
   }

@@ -418,10 +418,11 @@ def check_refusals(bin_dir, onnx_path, work, cases):
 
 def tailor_compile_train(bin_dir, onnx_path, recipe, work, data_path,
                          init_adapter=None, threads=2, overrides=(),
-                         train_args=()):
-    """Compiles `recipe` to work/plan.tplan and trains it into work/out
-    (`train_args`: more `tailor train` flags). Returns (out_dir, None) or
-    (None, error); both commands' output goes to work/tailor.log."""
+                         train_args=(), hardware="cpu", ranks=1):
+    """Compiles `recipe` to work/plan.tplan for `hardware` and trains it
+    into work/out on `ranks` ranks (mpirun past one; `train_args`: more
+    `tailor train` flags). Returns (out_dir, None) or (None, error); both
+    commands' output goes to work/tailor.log."""
     import shutil
 
     tailor = os.path.join(bin_dir, "tailor")
@@ -430,7 +431,7 @@ def tailor_compile_train(bin_dir, onnx_path, recipe, work, data_path,
     plan = os.path.join(work, "plan.tplan")
     log = os.path.join(work, "tailor.log")
     ok, msg = run([tailor, "compile", onnx_path, "--recipe", recipe_path,
-                   *overrides, "-o", plan], 900, log)
+                   *overrides, "--hardware", hardware, "-o", plan], 900, log)
     if not ok:
         return None, "compile: " + msg
     out = os.path.join(work, "out")
@@ -441,6 +442,8 @@ def tailor_compile_train(bin_dir, onnx_path, recipe, work, data_path,
     if init_adapter:
         cmd += ["--init-adapter", init_adapter]
     cmd += list(train_args)
+    if ranks > 1:
+        cmd = mpirun(ranks) + cmd
     ok, msg = run(cmd, 1800, log)
     if not ok:
         return None, "train: " + msg

@@ -35,8 +35,18 @@ Checks:
     resumed equals the uninterrupted one bit for bit: metrics (scale and
     skipped flags included), final adapter, and the checkpoint's
     loss_scaler;
+  - offload (the optimizer, frozen parameters, activations): metrics and
+    adapter identical to the run without, bit for bit;
+  - data parallelism: 2 CPU ranks under mpirun (micro-batch 1 each, 12
+    steps) with DDP and ZeRO-1/2/3 against DDP's arithmetic in PyTorch
+    (each rank's scaled backward, gradients averaged before unscale_): the
+    same scales and skips, losses and adapter within the tolerances above;
+    and a step where rank 0's gradients overflow and rank 1's do not
+    (sequences chosen by their measured overflow thresholds) skips on both
+    ranks under DDP, ZeRO-2 and ZeRO-3;
   - recipe errors name the key: loss-scaling keys without fp16, a
-    backoff_factor of 1 or more, fp16 on a GPU target, fp16 with ZeRO-2;
+    backoff_factor of 1 or more, a growth_factor of 1, fp16 with gradient
+    compression or a layer split;
   - the plan records the precision and the settings (tailor inspect);
   - the C API's trainer (through the Python binding, libtailor_runtime)
     reports the same scales, skips and losses for the first CAPI_STEPS.
@@ -82,37 +92,71 @@ LR_TOL = 1e-6
 GNORM_TOL = 5e-3
 STOP_AT = 6
 CAPI_STEPS = 9
+# Data parallelism: 2 CPU ranks of micro-batch 1. One sequence's half
+# gradients overflow between 2**17.58 and 2**18.67 on this data (measured
+# as above), so factors of 8 from 2**26 visit 2**26, 2**23, 2**20 (always
+# overflow) and 2**17 (never): every step away from the band, both
+# branches run.
+DDP_RANKS = 2
+DDP_STEPS = 12
+DDP_SCALER = dict(init_scale=2.0 ** 26, growth_factor=8.0, backoff_factor=0.125,
+                  growth_interval=4)
+# The step where one rank overflows and the other does not: the sequences
+# with the lowest and the highest threshold go first, to ranks 0 and 1,
+# and the first scale lies midway (at least MIXED_MARGIN from each, in
+# log2); the scale after the back-off lies far below every threshold.
+MIXED_STEPS = 4
+MIXED_MARGIN = 0.4
 
 
-def recipe():
+def recipe(scaler_cfg=SCALER, steps=STEPS, micro_batch=tc.B):
     r = tc.recipe_defaults()
-    r.update(max_steps=STEPS, save_steps=0, learning_rate=2e-3,
-             max_grad_norm=1.0, fp16=True, **SCALER)
-    r["init_scale"] = int(SCALER["init_scale"])
+    r.update(max_steps=steps, save_steps=0, learning_rate=2e-3,
+             max_grad_norm=1.0, fp16=True, micro_batch_size=micro_batch,
+             **scaler_cfg)
+    if float(scaler_cfg["init_scale"]).is_integer():
+        r["init_scale"] = int(scaler_cfg["init_scale"])
     return r
 
 
-def torch_reference(base, rows, r):
+def torch_reference(base, rows, r, scaler_cfg=SCALER, steps=STEPS, ranks=1,
+                    save_init=True):
     """PEFT LoRA under CPU autocast fp16 with GradScaler; returns
-    (records, init_adapter_dir, final adapter)."""
+    (records, init_adapter_dir, final adapter). With `ranks` > 1, DDP's
+    arithmetic in one process: each rank's micro-batch (rank r of step s
+    takes micro-batch (s-1) ranks + r, as tailor's trainer and a
+    DistributedSampler without shuffling do) runs its own scaled backward,
+    the gradients are averaged (DDP's all-reduce, before unscale_), and the
+    record says which ranks' gradients alone were finite."""
     import torch
 
     model = tc.make_peft(base, r)
     init = os.path.join(r["_work"], "init_adapter")
-    model.save_pretrained(init)
+    if save_init:
+        model.save_pretrained(init)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = tc.make_optimizer(params, r)
     sched = tc.make_scheduler(opt, r)
-    scaler = torch.amp.GradScaler("cpu", **SCALER)
+    scaler = torch.amp.GradScaler("cpu", **scaler_cfg)
     records = []
     model.train()
-    for step in range(1, STEPS + 1):
+    for step in range(1, steps + 1):
         lr = opt.param_groups[0]["lr"]
         scale = scaler.get_scale()
-        ids, labels = tc.micro_batch(rows, step - 1, r["micro_batch_size"])
-        with torch.autocast("cpu", dtype=torch.float16):
-            out = model(input_ids=ids, labels=labels, use_cache=False)
-        scaler.scale(out.loss).backward()
+        losses, rank_finite, summed = [], [], None
+        for rank in range(ranks):
+            ids, labels = tc.micro_batch(rows, (step - 1) * ranks + rank,
+                                         r["micro_batch_size"])
+            with torch.autocast("cpu", dtype=torch.float16):
+                out = model(input_ids=ids, labels=labels, use_cache=False)
+            scaler.scale(out.loss).backward()
+            losses.append(out.loss.item())
+            grads = [p.grad.clone() for p in params]
+            rank_finite.append(all(bool(torch.isfinite(g).all()) for g in grads))
+            summed = grads if summed is None else [a + b for a, b in zip(summed, grads)]
+            opt.zero_grad(set_to_none=True)
+        for p, g in zip(params, summed):
+            p.grad = g / ranks
         scaler.unscale_(opt)
         found = sum(v.item() for v in
                     scaler._per_optimizer_states[id(opt)]["found_inf_per_device"].values())
@@ -123,8 +167,9 @@ def torch_reference(base, rows, r):
         if not skipped:
             sched.step()
         opt.zero_grad(set_to_none=True)
-        records.append(dict(step=step, loss=out.loss.item(), lr=lr,
-                            grad_norm=norm, loss_scale=scale, skipped=skipped))
+        records.append(dict(step=step, loss=sum(losses) / ranks, lr=lr,
+                            grad_norm=norm, loss_scale=scale, skipped=skipped,
+                            rank_finite=rank_finite))
     return records, init, tc.peft_tensors(model)
 
 
@@ -251,12 +296,174 @@ def refusals(bin_dir, onnx_path, work):
          "'backoff_factor' must be in (0, 1)"),
         ("growth", dict(base, mixed_precision="fp16", growth_factor=1.0), "cpu",
          "'growth_factor' must be above 1"),
-        ("gpu-ranks", dict(base, fp16=True), "2xh100",
-         "fp16 loss scaling with 2 ranks is not supported yet"),
-        ("zero2", dict(base, fp16=True, zero_stage=2), "2xcpu",
-         "fp16 loss scaling with zero2 sharding is not supported yet"),
+        ("compression", dict(base, fp16=True, gradient_compression="powersgd"),
+         "2xcpu", "fp16 loss scaling with gradient compression is not "
+         "supported yet"),
+        ("split", dict(base, fp16=True, pipeline_stages=2), "2xcpu",
+         "fp16 loss scaling with a layer split (pipeline_stages / device_map) "
+         "is not supported yet"),
     ]
     return tc.check_refusals(bin_dir, onnx_path, work, cases)
+
+
+def overflow_threshold(model, params, ids, labels):
+    """log2 of the largest loss scale at which this micro-batch's half
+    gradients stay finite (bisection to 2**-10)."""
+    import torch
+
+    lo, hi = 10.0, 30.0
+    while hi - lo > 2.0 ** -10:
+        mid = (lo + hi) / 2
+        for p in params:
+            p.grad = None
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = model(input_ids=ids, labels=labels, use_cache=False)
+        (out.loss * 2.0 ** mid).backward()
+        if all(bool(torch.isfinite(p.grad).all()) for p in params):
+            lo = mid
+        else:
+            hi = mid
+    for p in params:
+        p.grad = None
+    return lo
+
+
+def mixed_overflow_data(base, rows, r):
+    """The rows reordered so that step 1's two ranks get the sequences with
+    the lowest and the highest overflow threshold at the initial adapter,
+    and those thresholds."""
+    model = tc.make_peft(base, r)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    th = [overflow_threshold(model, params, *tc.micro_batch(rows, i, 1))
+          for i in range(len(rows))]
+    lo = min(range(len(th)), key=th.__getitem__)
+    hi = max(range(len(th)), key=th.__getitem__)
+    order = [lo, hi] + [i for i in range(len(rows)) if i not in (lo, hi)]
+    return [rows[i] for i in order], th[lo], th[hi]
+
+
+# Sharding strategies of the data-parallel runs (recipe keys); each must
+# give the reference's scales, skips, losses and adapter.
+STRATEGIES = [("ddp", {}), ("zero1", dict(zero_stage=1)),
+              ("zero2", dict(zero_stage=2)), ("zero3", dict(zero_stage=3))]
+# Strategies the step where one rank alone overflows runs under: DDP's
+# all-reduce, and ZeRO's reduce-scatter, after which only the rank holding
+# the inf's chunk sees it until the norm's all-reduce.
+MIXED_STRATEGIES = ("ddp", "zero2", "zero3")
+
+
+def train_ranks(args, onnx_path, r, work, data, init_adapter):
+    """Compiles and trains `r` on DDP_RANKS CPU ranks under mpirun."""
+    os.makedirs(work)
+    return tc.tailor_compile_train(args.bin, onnx_path, r, work, data,
+                                   init_adapter=init_adapter, threads=1,
+                                   hardware=f"{DDP_RANKS}xcpu",
+                                   ranks=DDP_RANKS)
+
+
+def ddp_check(args, onnx_path, base, rows, data, init_adapter):
+    """fp16 on 2 CPU ranks (mpirun) under DDP and ZeRO-1/2/3 against DDP's
+    arithmetic in PyTorch: the same scales and skips, losses (the mean over
+    ranks) and the adapter within the single-rank tolerances."""
+    problems = []
+    r = recipe(DDP_SCALER, DDP_STEPS, micro_batch=1)
+    r["_work"] = args.work
+    ref, _, final = torch_reference(base, rows, r, DDP_SCALER, DDP_STEPS,
+                                    DDP_RANKS, save_init=False)
+    del r["_work"]
+    skips = sum(x["skipped"] for x in ref)
+    print(f"{DDP_RANKS} ranks, reference: {skips} of {DDP_STEPS} steps "
+          f"skipped, scales {sorted(set(x['loss_scale'] for x in ref))}")
+    if skips == 0 or skips == DDP_STEPS:
+        problems.append("the data-parallel reference must both skip and "
+                        "apply (vacuous)")
+    for name, keys in STRATEGIES:
+        print(f" {name}:")
+        out, err = train_ranks(args, onnx_path, dict(r, **keys),
+                               os.path.join(args.work, name), data,
+                               init_adapter)
+        if err:
+            problems.append(f"{name}: {err}")
+            continue
+        problems += [f"{name}: {p}" for p in compare(ref, tc.read_metrics(out))]
+        got = tc.load_safetensors(os.path.join(out, "adapter_model.safetensors"))
+        worst, tensor, probs = tc.compare_tensors(got, final, WEIGHT_TOL)
+        problems += [f"{name}: {p}" for p in probs[:6]]
+        print(f"  final adapter: worst max|diff|/max|ref| {worst:.2e} ({tensor})")
+    return problems + mixed_overflow_check(args, onnx_path, base, rows,
+                                           init_adapter)
+
+
+def mixed_overflow_check(args, onnx_path, base, rows, init_adapter):
+    """A step where rank 0's gradients overflow and rank 1's do not
+    (sequences chosen by their measured overflow thresholds) skips on both
+    ranks, and the runs go on as the reference does."""
+    r = recipe(DDP_SCALER, MIXED_STEPS, micro_batch=1)
+    mixed_rows, t_lo, t_hi = mixed_overflow_data(base, rows, r)
+    mid = (t_lo + t_hi) / 2
+    print(f"one sequence's overflow threshold: 2**{t_lo:.2f} .. 2**{t_hi:.2f}; "
+          f"the mixed step at scale 2**{mid:.2f}")
+    if t_hi - mid < MIXED_MARGIN:
+        return [f"no two sequences {2 * MIXED_MARGIN} apart in overflow "
+                f"threshold (vacuous)"]
+    # An integer scale: exact in the recipe, in f32 and after the back-off.
+    cfg = dict(DDP_SCALER, init_scale=float(round(2.0 ** mid)),
+               growth_interval=1000)
+    r = recipe(cfg, MIXED_STEPS, micro_batch=1)
+    r["_work"] = args.work
+    ref, _, _ = torch_reference(base, mixed_rows, r, cfg, MIXED_STEPS,
+                                DDP_RANKS, save_init=False)
+    del r["_work"]
+    if ref[0]["rank_finite"] != [False, True] or not ref[0]["skipped"]:
+        return [f"the mixed step's reference is {ref[0]} (vacuous)"]
+    mixed_data = os.path.join(args.work, "mixed-data.jsonl")
+    tc.write_jsonl(mixed_rows, mixed_data)
+    problems = []
+    for name, keys in STRATEGIES:
+        if name not in MIXED_STRATEGIES:
+            continue
+        print(f" {name}, rank 0 alone overflowing at step 1:")
+        out, err = train_ranks(args, onnx_path, dict(r, **keys),
+                               os.path.join(args.work, f"mixed-{name}"),
+                               mixed_data, init_adapter)
+        if err:
+            problems.append(f"{name} mixed: {err}")
+            continue
+        problems += [f"{name} mixed: {p}"
+                     for p in compare(ref, tc.read_metrics(out))]
+    return problems
+
+
+OFFLOADS = [("offload_optimizer", dict(offload_optimizer="cpu")),
+            ("offload_params", dict(fsdp_offload_params=True)),
+            ("offload_activations", dict(enable_activation_offloading=True))]
+
+
+def offload_check(args, onnx_path, r, data, init_adapter, whole):
+    """Each offload kind changes where bytes live, not what is computed:
+    its metrics (scales and skips included) and adapter equal the plain
+    run's bit for bit."""
+    problems = []
+    keys = ("step", "loss", "lr", "grad_norm", "loss_scale", "skipped")
+    rows = lambda d: [tuple(json.loads(x).get(k) for k in keys)  # noqa: E731
+                      for x in open(os.path.join(d, "metrics.jsonl"))]
+    for name, extra in OFFLOADS:
+        work = os.path.join(args.work, name)
+        os.makedirs(work)
+        out, err = tc.tailor_compile_train(args.bin, onnx_path, dict(r, **extra),
+                                           work, data, init_adapter=init_adapter)
+        if err:
+            problems.append(f"{name}: {err}")
+        elif rows(out) != rows(whole) or not filecmp.cmp(
+                os.path.join(out, "adapter_model.safetensors"),
+                os.path.join(whole, "adapter_model.safetensors"), shallow=False):
+            problems.append(f"{name}: metrics or adapter differ from the "
+                            f"run without offload")
+    if not problems:
+        print(f"  {', '.join(n for n, _ in OFFLOADS)}: metrics and adapter "
+              f"identical to the run without offload")
+    return problems
 
 
 def main():
@@ -316,6 +523,8 @@ def main():
         problems += resume_check(os.path.join(args.bin, "tailor"), plan, data,
                                  work, out, init_adapter)
         problems += capi_check(args.bin, plan, data, work, init_adapter, out)
+        problems += offload_check(args, onnx_path, r, data, init_adapter, out)
+        problems += ddp_check(args, onnx_path, base, rows, data, init_adapter)
     problems += refusals(args.bin, onnx_path, os.path.join(args.work, "refuse"))
     if problems:
         print("FAIL:")
@@ -325,7 +534,8 @@ def main():
         return 1
     print(f"summary: fp16 loss scaling matches GradScaler over {STEPS} steps "
           f"({skips} skipped; loss rel {LOSS_TOL:g}, adapter {WEIGHT_TOL:g}); "
-          "resume exact; recipe errors named")
+          f"offload exact; DDP and ZeRO-1/2/3 on {DDP_RANKS} ranks too; resume "
+          "exact; recipe errors named")
     return 0
 
 
