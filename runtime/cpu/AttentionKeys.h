@@ -23,7 +23,12 @@
 // adds slope[h] * (s - t - (S - T)) (zero on the causal diagonal), and an
 // additive bias operand [b0, b1, b2, b3], each dim 1 or the scores' [B, Hq,
 // T, S] dim, adds its broadcast element. Neither changes the gradients of
-// q, k or v beyond the probabilities they shift.
+// q, k or v beyond the probabilities they shift. A bias that hides every
+// key a row could see (-inf throughout: a padding mask over the pads of a
+// left-padded sequence) leaves the row seeing none, as the causal mask
+// does to a row before the first key: zeros and zero gradients, not NaN
+// (the CUDA kernels do the same; PyTorch's math attention gives NaN, which
+// Hugging Face's masks avoid by never hiding a whole row).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,10 +36,13 @@
 #define TAILOR_RUNTIME_CPU_ATTENTIONKEYS_H
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 namespace tailor::runtime::cpu {
@@ -252,6 +260,21 @@ inline AttentionKeys attentionKeys(const KernelCall &call, int64_t t,
         call.operands[static_cast<size_t>(index)].as<int64_t>();
   }
   return keys;
+}
+
+/// The n scores a row sees, in place, become exp(score - max); returns
+/// 1 / their sum. A row whose every score is -inf (its bias hides every
+/// key) sees none: zeros, and 0.
+inline float expVisibleRow(float *row, int64_t n) {
+  if (n <= 0) {
+    return 0.0f;
+  }
+  float max = vmath::rowMax(row, n);
+  if (max == -std::numeric_limits<float>::infinity()) {
+    std::memset(row, 0, n * sizeof(float));
+    return 0.0f;
+  }
+  return 1.0f / vmath::rowExpShiftSum(row, row, n, max);
 }
 
 } // namespace tailor::runtime::cpu

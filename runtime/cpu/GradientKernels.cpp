@@ -447,8 +447,7 @@ TAILOR_VECTOR_CLONES void softmaxBlock(float *p, int64_t rows, int64_t width,
     }
     if (n > 0) {
       float *seen = row + begin;
-      float inv =
-          1.0f / vmath::rowExpShiftSum(seen, seen, n, vmath::rowMax(seen, n));
+      float inv = expVisibleRow(seen, n);
       for (int64_t i = 0; i < n; ++i) {
         seen[i] *= inv;
       }

@@ -8,6 +8,8 @@
 
 #include "runtime/cpu/KernelTable.h"
 
+#include "runtime/cpu/BlasCore.h"
+
 #include <cmath>
 #include <cstdio>
 
@@ -20,6 +22,9 @@ void addQuantizedLinearKernels(std::vector<KernelDef> &table);
 
 const std::vector<KernelDef> &cpuKernels() {
   static const std::vector<KernelDef> table = [] {
+    // Every kernel is found here first, so OpenBLAS's kernels are fixed
+    // before any GEMM runs (and before other threads can be inside one).
+    ensureBlasCoreMatchesCpu();
     std::vector<KernelDef> defs;
     cpu::addElementwiseKernels(defs);
     cpu::addBinaryKernels(defs);

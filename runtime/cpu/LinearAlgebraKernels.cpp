@@ -54,7 +54,6 @@ namespace tailor::runtime::cpu {
 
 ScopedBlasThreads::ScopedBlasThreads(int threads)
     : previous(openblas_get_num_threads()) {
-  ensureBlasCoreMatchesCpu();
   if (previous != threads) {
     openblas_set_num_threads(threads);
   }

@@ -215,7 +215,8 @@ std::string checkAttention(const KernelCall &call) {
 /// row r may see, [keys.first(t0 + r), keys.limit(t0 + r)), capped first
 /// when softcap > 0 and then biased (ALiBi, bias operand) for query head h
 /// of batch bi, and 0 elsewhere. inv[r] gets 1 / rowsum, or 0 for a
-/// row that sees no key (its output is then zeros).
+/// row that sees no key, the bias hiding all it could see included (its
+/// output is then zeros).
 TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t width,
                                     const AttentionKeys &visible, int64_t bi,
                                     int64_t h, int64_t t0, int64_t first,
@@ -229,10 +230,7 @@ TAILOR_VECTOR_CLONES void expScores(float *scores, int64_t rows, int64_t width,
     if (n > 0 && visible.hasScoreBias()) {
       visible.biasRow(row + begin, bi, h, t0 + r, first + begin, n);
     }
-    float sum = n > 0 ? vmath::rowExpShiftSum(row + begin, row + begin, n,
-                                              vmath::rowMax(row + begin, n))
-                      : 0.0f;
-    inv[r] = n > 0 ? 1.0f / sum : 0.0f;
+    inv[r] = expVisibleRow(row + begin, n);
     std::memset(row + begin + std::max<int64_t>(n, 0), 0,
                 (width - begin - std::max<int64_t>(n, 0)) * sizeof(float));
   }

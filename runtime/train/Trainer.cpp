@@ -218,6 +218,12 @@ struct TrainerRun {
   Slot lossScale, inverseScale, foundInf;
   std::optional<LossScaler> scaler;
   Slot evalIds, evalLabels, evalPositions, evalLoss;
+  /// An export's `attention_mask` input (optimum and hand-made exports
+  /// take one), per entry: fed all ones. Every loader pads on the right
+  /// and the models are causal, so no real token sees a pad and the pads'
+  /// labels are -100: ones give the loss and gradients of the true mask.
+  Slot attentionMask, evalAttentionMask, forwardAttentionMask;
+  std::vector<int64_t> maskOnes;
   /// The gradient accumulators train_step adds into.
   std::vector<uint32_t> gradBuffers;
   CheckpointLayout layout;
@@ -440,7 +446,9 @@ std::string bindEvalEntry(Run &run) {
           {{"eval_input_ids", true, tokenShape, ints, &run.evalIds},
            {"eval_labels", true, tokenShape, ints, &run.evalLabels},
            {"eval_position_ids", false, tokenShape, ints,
-            &run.evalPositions}});
+            &run.evalPositions},
+           {"eval_attention_mask", false, tokenShape, ints,
+            &run.evalAttentionMask}});
       !problem.empty()) {
     return problem;
   }
@@ -464,6 +472,7 @@ std::string bindSlots(Run &run) {
           {{"input_ids", whole, tokenShape, ints, &run.inputIds},
            {"labels", whole, tokenShape, ints, &run.labels},
            {"position_ids", false, tokenShape, ints, &run.positionIds},
+           {"attention_mask", false, tokenShape, ints, &run.attentionMask},
            {"seed", false, {}, ints, &run.seedSlot},
            {"slot", false, {}, ints, &run.trainSlot},
            {"loss_scale", false, {}, floats, &run.lossScale}});
@@ -483,6 +492,8 @@ std::string bindSlots(Run &run) {
             {{"forward_input_ids", false, tokenShape, ints, &run.forwardIds},
              {"forward_position_ids", false, tokenShape, ints,
               &run.forwardPositions},
+             {"forward_attention_mask", false, tokenShape, ints,
+              &run.forwardAttentionMask},
              {"forward_seed", false, {}, ints, &run.forwardSeed},
              {"forward_slot", false, {}, ints, &run.forwardSlot}});
         !problem.empty()) {
@@ -897,6 +908,9 @@ void feed(Run &run, int64_t step, int64_t micro) {
   if (run.positionIds.buffer >= 0) {
     writeInts(run.positionIds, run.positions.data(), run.positions.size());
   }
+  if (run.attentionMask.buffer >= 0) {
+    writeInts(run.attentionMask, run.maskOnes.data(), run.maskOnes.size());
+  }
   if (run.seedSlot.buffer >= 0) {
     int64_t seed = dropoutSeed(run.training->seed(), step, micro);
     writeInts(run.seedSlot, &seed, 1);
@@ -930,6 +944,10 @@ void feedForward(Run &run, int64_t step, int64_t micro, int64_t slot) {
   if (run.forwardPositions.buffer >= 0) {
     writeInts(run.forwardPositions, run.positions.data(),
               run.positions.size());
+  }
+  if (run.forwardAttentionMask.buffer >= 0) {
+    writeInts(run.forwardAttentionMask, run.maskOnes.data(),
+              run.maskOnes.size());
   }
   if (run.forwardSeed.buffer >= 0) {
     int64_t seed = dropoutSeed(run.training->seed(), step, micro);
@@ -1127,6 +1145,10 @@ std::string runValidationBatch(Run &run, int64_t step) {
   writeInts(run.evalLabels, run.targets.data(), run.targets.size());
   if (run.evalPositions.buffer >= 0) {
     writeInts(run.evalPositions, run.positions.data(), run.positions.size());
+  }
+  if (run.evalAttentionMask.buffer >= 0) {
+    writeInts(run.evalAttentionMask, run.maskOnes.data(),
+              run.maskOnes.size());
   }
   return run.session->runEntry(run.evalEntry);
 }
@@ -1527,6 +1549,7 @@ std::string openRun(Run &run) {
   if (run.positionIds.buffer >= 0) {
     run.positions.resize(run.ids.size());
   }
+  run.maskOnes.assign(run.ids.size(), 1);
   return "";
 }
 

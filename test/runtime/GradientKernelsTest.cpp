@@ -461,6 +461,67 @@ TEST(GradientKernelsTest, AttentionGradAlibiAndBias) {
 // Threads and checks
 //===----------------------------------------------------------------------===//
 
+// Tests a padding mask over a left-padded sequence: batch entry 1's first
+// kPads keys have bias -inf, so under the causal mask its first kPads query
+// rows see no key at all. Those rows get zeros and zero gradients (not NaN,
+// which would reach every row through P V); the other rows are what a
+// finite -1e30 bias gives, whose hidden rows instead spread evenly over the
+// hidden keys (their dout zeroed there, so they add nothing to dk, dv).
+TEST(GradientKernelsTest, AttentionBiasHidingWholeRowsGivesZeros) {
+  constexpr int64_t kB = 2, kH = 2, kT = 7, kD = 4, kPads = 3;
+  const float inf = std::numeric_limits<float>::infinity();
+  Buffer hiding(DType::F32, {kB, 1, 1, kT}), finite(DType::F32, {kB, 1, 1, kT});
+  for (int64_t i = 0; i < kB * kT; ++i) {
+    bool pad = i >= kT && i < kT + kPads;
+    hiding.data<float>()[i] = pad ? -inf : 0.0f;
+    finite.data<float>()[i] = pad ? -1e30f : 0.0f;
+  }
+  auto hidden = [&](int64_t row) { // row of [B, H, T]
+    return row / (kH * kT) == 1 && row % kT < kPads;
+  };
+  Buffer q = randomBuffer({kB, kH, kT, kD}, -1, 1, 40);
+  Buffer k = randomBuffer({kB, kH, kT, kD}, -1, 1, 41);
+  Buffer v = randomBuffer({kB, kH, kT, kD}, -1, 1, 42);
+  Buffer dout = randomBuffer({kB, kH, kT, kD}, -1, 1, 43);
+  for (int64_t row = 0; row < kB * kH * kT; ++row) {
+    for (int64_t i = 0; hidden(row) && i < kD; ++i) {
+      dout.data<float>()[row * kD + i] = 0.0f;
+    }
+  }
+  std::vector<Attribute> attrs = {intAttr("causal", 1), intAttr("bias", 1)};
+  struct Result {
+    Buffer y, dq, dk, dv;
+  };
+  auto run = [&](Buffer &bias) {
+    Result r{Buffer(DType::F32, q.shape), Buffer(DType::F32, q.shape),
+             Buffer(DType::F32, k.shape), Buffer(DType::F32, v.shape)};
+    Buffer fws(DType::F32, {64 * kT}), ws(DType::F32, {2 * 2 * 64 * kT});
+    EXPECT_EQ(runKernel("attention", {&q, &k, &v, &bias, &r.y, &fws}, attrs),
+              "");
+    runGrad("attention_grad",
+            {&dout, &q, &k, &v, &bias, &r.dq, &r.dk, &r.dv, &ws}, 5, attrs,
+            true);
+    return r;
+  };
+  Result got = run(hiding), want = run(finite);
+  for (int64_t row = 0; row < kB * kH * kT; ++row) {
+    for (int64_t i = 0; i < kD; ++i) {
+      int64_t at = row * kD + i;
+      if (hidden(row)) {
+        EXPECT_EQ(got.y.data<float>()[at], 0.0f) << "y row " << row;
+        EXPECT_EQ(got.dq.data<float>()[at], 0.0f) << "dq row " << row;
+      } else {
+        EXPECT_EQ(got.y.data<float>()[at], want.y.data<float>()[at])
+            << "y row " << row;
+        EXPECT_EQ(got.dq.data<float>()[at], want.dq.data<float>()[at])
+            << "dq row " << row;
+      }
+    }
+  }
+  expectAllNear(got.dk, values(want.dk), 0, 0, "dk");
+  expectAllNear(got.dv, values(want.dv), 0, 0, "dv");
+}
+
 TEST(GradientKernelsTest, ThreadCountDoesNotChangeBitsOnSplitShapes) {
   // Large enough that every kernel's rows or column blocks split over the
   // pool (runGrad compares 3 threads with 1).
