@@ -191,13 +191,16 @@ Value StepBuilder::rowPositions(Location loc) {
 
 LogicalResult StepBuilder::createFunction() {
   Block &body = forward.getBody().front();
-  Value inputIds, positionIds;
+  Value inputIds, positionIds, attentionMask;
   for (auto [index, arg] : llvm::enumerate(body.getArguments())) {
     auto name = forward.getArgAttrOfType<StringAttr>(index, "tg.name");
     if (name && name.getValue() == "input_ids") {
       inputIds = arg;
     } else if (name && name.getValue() == "position_ids") {
       positionIds = arg;
+    } else if (name && name.getValue() == "attention_mask" &&
+               shapeOf(arg).size() == 2) {
+      attentionMask = arg;
     } else {
       std::string what = name ? name.str() : "#" + llvm::utostr(index);
       return forward.emitError()
@@ -252,6 +255,17 @@ LogicalResult StepBuilder::createFunction() {
   }
   mapping.map(inputIds, entry->getArgument(0));
   seqAxis[entry->getArgument(0)] = 1;
+  // An export's attention_mask (optimum's, Hugging Face's padding mask
+  // over the keys): the cache holds no padding, as every sequence of the
+  // batch is at the same positions, so it is all ones over the N keys.
+  if (attentionMask) {
+    auto maskType = llvm::cast<RankedTensorType>(attentionMask.getType());
+    Attribute one = IntegerAttr::get(maskType.getElementType(), 1);
+    mapping.map(attentionMask,
+                arith::ConstantOp::create(
+                    builder, forward.getLoc(),
+                    DenseElementsAttr::get(maskType, one)));
+  }
   // Every sequence of the batch is at the same positions. Without
   // position_ids (ALiBi biases scores by key distance alone) the model has
   // none to read, but prefill's mask still needs them.
@@ -644,6 +658,23 @@ LogicalResult StepBuilder::run() {
 
 } // namespace
 
+/// Whether `value` is computed from an argument of its function.
+static bool readsAnInput(Value value) {
+  SmallVector<Value> work = {value};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second) {
+      continue;
+    }
+    if (llvm::isa<BlockArgument>(v)) {
+      return true;
+    }
+    llvm::append_range(work, v.getDefiningOp()->getOperands());
+  }
+  return false;
+}
+
 void BuildDecodePass::runOnOperation() {
   ModuleOp module = getOperation();
   // Hugging Face names on renamed weights: `tailor generate --adapter`
@@ -693,12 +724,15 @@ void BuildDecodePass::runOnOperation() {
   // off from its true position by a constant per row (softmax ignores it);
   // a bias over the key positions alone (ALiBi as dynamo exports it) is
   // the same for every query row.
+  // A bias read from an input (an export's attention_mask: padding) is
+  // not ALiBi.
   bool alibi = forward.getOps<tg::RopeOp>().empty();
   forward.walk([&](tg::AttentionOp op) {
     ArrayRef<int64_t> bias =
         op.getBias() ? shapeOf(op.getBias()) : ArrayRef<int64_t>();
     alibi &= op.getAlibiSlopes().has_value() ||
-             (bias.size() == 4 && bias[2] == 1);
+             (bias.size() == 4 && bias[2] == 1 &&
+              !readsAnInput(op.getBias()));
   });
   if (!alibi) {
     OpPassManager positions(ModuleOp::getOperationName());

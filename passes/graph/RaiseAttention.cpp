@@ -15,9 +15,11 @@
 // compile-time term whose every [b, h, t] row is c + slope_h * s (one slope
 // per head) is ALiBi: `alibi_slopes` (the per-row constant c cancels in the
 // softmax, so BLOOM's slope * s and MPT's slope * (s - S + 1) are one
-// form). Any other term (a padding mask computed from an attention_mask
-// input, a constant that is neither mask nor ALiBi) becomes the `bias`
-// operand, reshaped to rank 4. Key/value heads repeated for grouped-query
+// form). A padding mask joined with the causal one, Hugging Face's
+// select(and(C, K), 0, -big) for an attention_mask input, is split: C gives
+// `causal` and the bias is select(K, 0, -big) over the keys alone. Any other
+// term (a constant that is neither mask nor ALiBi, a run-time bias) becomes
+// the `bias` operand, reshaped to rank 4. Key/value heads repeated for grouped-query
 // attention by reshape -> broadcast -> reshape are unrepeated: tg.attention
 // reads them natively.
 //
@@ -545,6 +547,18 @@ FailureOr<PeeledScores> peelScores(Value scores, std::string &why) {
   return peeled;
 }
 
+/// A padding mask over the keys, split off the causal mask it was joined
+/// with: the additive term select(and(band, keep), allowed, hidden) becomes
+/// `causal` plus the bias select(keep, allowed, hidden), made when the
+/// pattern rewrites ([B, 1, 1, S] rather than [B, 1, T, S]).
+struct KeyPadding {
+  /// The term as exported (its type gives the bias's element type).
+  Value term;
+  /// i1, true for the keys every query may see; broadcasts as [B, 1, 1, S].
+  Value keep;
+  Value allowed, hidden;
+};
+
 /// What the terms added to the scores amount to.
 struct ScoreBiases {
   MaskKind kind = MaskKind::None;
@@ -552,8 +566,30 @@ struct ScoreBiases {
   std::optional<SmallVector<double>> alibi;
   /// A bias operand to pass (a run-time or non-ALiBi compile-time term).
   std::optional<ScoreTerm> bias;
+  /// Or a key padding split off the causal mask, which becomes the bias.
+  std::optional<KeyPadding> padding;
   std::optional<ScoreTerm> scores;
 };
+
+/// The two sides of `and(a, b)`, spelled select(a, b, false) by the
+/// importer, or nothing.
+std::optional<std::pair<Value, Value>> splitAnd(Value v) {
+  auto select = skipCasts(v).getDefiningOp<tg::SelectOp>();
+  if (!select || !getElementTypeOrSelf(select.getType()).isInteger(1) ||
+      !isSplat(select.getOnFalse(), 0.0)) {
+    return std::nullopt;
+  }
+  return std::make_pair(select.getCondition(), select.getOnTrue());
+}
+
+/// Whether boolean `v` is a mask over the keys alone: broadcast to the
+/// scores [B, H, T, S], it is the same for every head and query.
+bool isKeyMask(Value v, ArrayRef<int64_t> scores) {
+  std::optional<SmallVector<int64_t>> shape4 =
+      shape4Of(shapeOf(v), false, scores);
+  return getElementTypeOrSelf(v.getType()).isInteger(1) && shape4 &&
+         (*shape4)[1] == 1 && (*shape4)[2] == 1 && (*shape4)[3] == scores[3];
+}
 
 struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
   /// `unraised` collects, per attention-like matmul (softmax(...) @ v) the
@@ -616,11 +652,13 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
           continue;
         }
       }
-      if (out.bias) {
+      if (out.bias || out.padding) {
         why = "several run-time biases are added to the scores";
         return failure();
       }
-      out.bias = term;
+      if (!splitKeyPadding(term, scores, out)) {
+        out.bias = term;
+      }
     }
     if (!out.scores) {
       // Report why the most likely candidate (a lone term) failed.
@@ -632,6 +670,51 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       return failure();
     }
     return success();
+  }
+
+  /// Reads `term` as Hugging Face's mask of a padded batch: an additive
+  /// select(and(C, K), 0, -big) with C a causal band mask and K a padding
+  /// mask over the keys (what masking_utils makes of an attention_mask
+  /// input). Records `causal` and the padding in `out` and returns true, or
+  /// returns false with `out` untouched.
+  bool splitKeyPadding(const ScoreTerm &term, ArrayRef<int64_t> scores,
+                       ScoreBiases &out) const {
+    auto select = skipCasts(term.value).getDefiningOp<tg::SelectOp>();
+    if (term.flat || !select || out.kind == MaskKind::Causal ||
+        !isSplat(select.getOnTrue(), 0.0)) {
+      return false;
+    }
+    std::optional<double> hidden = splatValue(select.getOnFalse());
+    std::optional<std::pair<Value, Value>> sides =
+        splitAnd(select.getCondition());
+    if (!hidden || *hidden > -1e4 || !sides) {
+      return false;
+    }
+    for (auto [band, keep] : {*sides, std::make_pair(sides->second,
+                                                     sides->first)}) {
+      int64_t window = 0;
+      if (isMaskSource(band) && isKeyMask(keep, scores) &&
+          classifyMask(band, scores[2], scores[3], MaskUse::Keep, maskCache,
+                       window) == MaskKind::Causal) {
+        out.kind = MaskKind::Causal;
+        out.window = window;
+        out.padding = KeyPadding{select.getResult(), keep,
+                                 select.getOnTrue(), select.getOnFalse()};
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// The padding's bias, select(keep, allowed, hidden), as rank 4.
+  Value materializePadding(PatternRewriter &rewriter, const KeyPadding &padding,
+                           ArrayRef<int64_t> scores) const {
+    auto type = RankedTensorType::get(
+        shapeOf(padding.keep), getElementTypeOrSelf(padding.term.getType()));
+    Value bias = tg::SelectOp::create(rewriter, padding.term.getLoc(), type,
+                                      padding.keep, padding.allowed,
+                                      padding.hidden);
+    return materializeBias(rewriter, ScoreTerm{bias, false}, scores);
   }
 
   /// The bias operand [.., .., .., S] as rank 4 (a reshape when it is not).
@@ -736,7 +819,9 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
     Type element = getElementTypeOrSelf(op.getType());
     if (getElementTypeOrSelf(query.getType()) != element ||
         (biases.bias &&
-         getElementTypeOrSelf(biases.bias->value.getType()) != element)) {
+         getElementTypeOrSelf(biases.bias->value.getType()) != element) ||
+        (biases.padding &&
+         getElementTypeOrSelf(biases.padding->term.getType()) != element)) {
       return giveUp(op, rewriter, "mixed precision attention");
     }
     double defaultScale = 1.0 / std::sqrt(static_cast<double>(q[3]));
@@ -750,9 +835,12 @@ struct RaiseAttention : OpRewritePattern<tg::MatmulOp> {
       alibiAttr = rewriter.getDenseF64ArrayAttr(*biases.alibi);
     }
     unraised.erase(op);
-    Value bias = biases.bias
-                     ? materializeBias(rewriter, *biases.bias, scoreShape)
-                     : Value();
+    Value bias;
+    if (biases.bias) {
+      bias = materializeBias(rewriter, *biases.bias, scoreShape);
+    } else if (biases.padding) {
+      bias = materializePadding(rewriter, *biases.padding, scoreShape);
+    }
     auto resultType = RankedTensorType::get({q[0], q[1], q[2], v[3]}, element);
     auto attention = tg::AttentionOp::create(
         rewriter, op.getLoc(), resultType, materialize(rewriter, *queryPlan),

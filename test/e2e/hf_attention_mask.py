@@ -8,13 +8,16 @@ exporter (opset 17) and the dynamo exporter (opset 18), both with dynamic
 batch and sequence. Checks, per export:
 
   - `tailor compile` (inference, B=2, T=16) raises attention in every
-    layer from the run-time mask (inspect: one `attention` launch a layer);
+    layer from the run-time mask (inspect: one `attention` launch a layer),
+    as causal attention plus a [B, 1, 1, S] bias over the keys (the IR);
   - `tailor-run` with the mask all ones, right-padded (row 2 ends in 5
     pads) and left-padded (row 2 starts with 5 pads): the logits of every
     real token equal transformers' model(input_ids, attention_mask) within
     LOGITS_TOL. A left pad is a query row whose mask hides every key it
     could see: the CPU kernels give it zeros, not NaN (NaN there would
     reach the real rows through P V, as 0 x NaN);
+  - `tailor generate` of the export (the decode step's mask is all ones:
+    the cache holds no padding) equals transformers' greedy generate;
   - LoRA training of the export (`tailor train`, which feeds the mask all
     ones: its loaders pad on the right, and no real token of a causal model
     sees a right pad) against PEFT from the same initial adapter: every
@@ -44,6 +47,9 @@ PADS = 5
 LOGITS_TOL = 1e-4
 STEPS = 8
 LOSS_TOL = 1e-5
+GEN_LEN = 32
+PROMPT = [1, 2, 3, 4, 5]
+NEW_TOKENS = 8
 
 
 def masks():
@@ -139,6 +145,21 @@ def check_logits(args, model, path, layers, work):
     problems = []
     if raised != layers:
         problems.append(f"{raised} attention launches for {layers} layers")
+    # Raised as causal attention plus a [B, 1, 1, S] padding bias, not as a
+    # [B, 1, T, S] bias of both (which would score the masked half too, and
+    # keep generation and sample packing out).
+    graph = os.path.join(work, "graph.mlir")
+    ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile", path,
+                      "--batch", str(B), "--seq", str(T), "--compile-to=graph",
+                      "-o", graph], 300)
+    split = 0
+    if ok:
+        with open(graph) as f:
+            split = sum(1 for line in f if "tg.attention" in line and
+                        "{causal" in line and f"tensor<{B}x1x1x{T}xf32>) ->" in line)
+    if split != layers:
+        problems.append(f"{split} of {layers} attentions raised as causal with "
+                        f"a padding bias over the keys ({msg if not ok else ''})")
     ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(9))
     report = []
     for name, mask in masks():
@@ -159,9 +180,37 @@ def check_logits(args, model, path, layers, work):
         report.append(f"{name} {err:.1e}")
         if not err <= LOGITS_TOL:
             problems.append(f"{name}: logits of real tokens differ by {err:.2e}")
-    print(f"  attention raised in {raised}/{layers} layers; logits of real "
+    print(f"  attention raised in {raised}/{layers} layers ({split} causal with "
+          f"a [B, 1, 1, S] padding bias); logits of real "
           f"tokens vs HF: {', '.join(report)}")
     return problems
+
+
+def check_generate(args, model, path, work):
+    """`tailor generate` (the cache holds no padding: the mask is ones)
+    against transformers' greedy generate."""
+    import json
+
+    import torch
+
+    plan = os.path.join(work, "generate.tplan")
+    ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile", path,
+                      "--task", "generate", "--max-seq-len", str(GEN_LEN),
+                      "-o", plan], 300)
+    if not ok:
+        return [f"generate compile: {msg}"]
+    ok, out = tc.run([os.path.join(args.bin, "tailor"), "generate", plan,
+                      "--prompt-ids", ",".join(map(str, PROMPT)),
+                      "--max-new-tokens", str(NEW_TOKENS), "--json"], 300)
+    if not ok:
+        return [f"generate: {out}"]
+    got = json.loads(out.strip().splitlines()[-1])["generated_ids"]
+    with torch.no_grad():
+        ref = model.generate(torch.tensor([PROMPT]), max_new_tokens=NEW_TOKENS,
+                             do_sample=False, min_new_tokens=NEW_TOKENS,
+                             pad_token_id=0)[0, len(PROMPT):].tolist()
+    print(f"  generate {NEW_TOKENS} tokens: tailor {got}, transformers {ref}")
+    return [] if got == ref else [f"generated {got}, transformers {ref}"]
 
 
 def check_training(args, family, model, path, work):
@@ -216,6 +265,7 @@ def main():
                                 f"{str(e)[:300]}")
                 continue
             found = check_logits(args, model, path, ess["num_layers"], work)
+            found += check_generate(args, model, path, work)
             found += check_training(args, family, model, path, work)
             problems += [f"{label}: {p}" for p in found]
     if problems:
@@ -227,7 +277,8 @@ def main():
     print(f"summary: {len(FAMILIES) * len(EXPORTERS)} exports with an "
           f"attention_mask input: attention raised in every layer, logits of "
           f"real tokens within {LOGITS_TOL:g} of HF (ones, right- and "
-          f"left-padded), LoRA losses within {LOSS_TOL:g} of PEFT")
+          f"left-padded), greedy generation as transformers', LoRA losses "
+          f"within {LOSS_TOL:g} of PEFT")
     return 0
 
 

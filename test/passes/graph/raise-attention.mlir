@@ -250,3 +250,35 @@ func.func @runtime_keep_mask(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %
   %o = tg.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
   return %o : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// Tests that Hugging Face's mask of a padded batch, an additive
+// select(and(causal band, padding over the keys), 0, -big) from an
+// attention_mask input, splits into a causal tg.attention and a bias over
+// the keys alone: select(padding, 0, -big) of [B, 1, 1, S].
+// CHECK-LABEL: func.func @causal_and_key_padding
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x2x8x4xf32>, %[[K:.+]]: tensor<2x2x8x4xf32>, %[[V:.+]]: tensor<2x2x8x4xf32>, %[[MASK:.+]]: tensor<2x8xi64>)
+// CHECK: %[[KEEP:.+]] = tg.reshape
+// CHECK: %[[BIAS:.+]] = tg.select %[[KEEP]], %{{.+}}, %{{.+}} : (tensor<2x1x1x8xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x8xf32>
+// CHECK: %[[OUT:.+]] = tg.attention %[[Q]], %[[K]], %[[V]] bias %[[BIAS]] {causal}
+// CHECK-NOT: tg.softmax
+// CHECK: return %[[OUT]]
+func.func @causal_and_key_padding(%q: tensor<2x2x8x4xf32>, %k: tensor<2x2x8x4xf32>, %v: tensor<2x2x8x4xf32>, %mask: tensor<2x8xi64>) -> tensor<2x2x8x4xf32> {
+  %kt = tg.transpose %k permutation = [0, 1, 3, 2] : tensor<2x2x8x4xf32> -> tensor<2x2x4x8xf32>
+  %s = tg.matmul %q, %kt : (tensor<2x2x8x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x8x8xf32>
+  %c = arith.constant dense<0.5> : tensor<f32>
+  %scaled = tg.mul %s, %c : (tensor<2x2x8x8xf32>, tensor<f32>) -> tensor<2x2x8x8xf32>
+  %band = tg.band_mask {inside = 1.0 : f64, lower = -7 : i64, outside = 0.0 : f64, upper = 0 : i64} : tensor<1x1x8x8xi1>
+  %bools = tg.cast %mask : tensor<2x8xi64> -> tensor<2x8xi1>
+  %keep = tg.reshape %bools : tensor<2x8xi1> -> tensor<2x1x1x8xi1>
+  %false = arith.constant dense<false> : tensor<i1>
+  %both = tg.select %band, %keep, %false : (tensor<1x1x8x8xi1>, tensor<2x1x1x8xi1>, tensor<i1>) -> tensor<2x1x8x8xi1>
+  %zero = arith.constant dense<0.0> : tensor<f32>
+  %big = arith.constant dense<-3.4028234663852886E+38> : tensor<f32>
+  %bias = tg.select %both, %zero, %big : (tensor<2x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x8x8xf32>
+  %masked = tg.add %scaled, %bias : (tensor<2x2x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %p = tg.softmax %masked axis = 3 : tensor<2x2x8x8xf32>
+  %o = tg.matmul %p, %v : (tensor<2x2x8x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+  return %o : tensor<2x2x8x4xf32>
+}
