@@ -251,55 +251,81 @@ LogicalResult importGather(NodeContext &ctx) {
   return success();
 }
 
-/// Most index tuples a GatherND on run-time data becomes slices for.
-constexpr int64_t kMaxStaticGatherTuples = 4096;
+/// Most slices a GatherND on run-time data becomes; past that, a
+/// tg.gather_nd kernel with the indices as a constant.
+constexpr int64_t kMaxStaticGatherRuns = 4096;
 
-/// GatherND of run-time data at compile-time indices (batch_dims 0, at
-/// most kMaxStaticGatherTuples tuples), as
-/// exporters write x[:, :, i] on a transposed tensor: each index tuple is a
-/// slice of the data's leading dims; the slices are concatenated (runs of
-/// consecutive tuples along the first dim are one slice) and reshaped to
+/// The rows a GatherND with compile-time index tuples of length k reads
+/// from data viewed as [prod(dims[:k]), dims[k:]...], as runs [start, end)
+/// of consecutive rows in the order the tuples name them.
+struct GatherRuns {
+  SmallVector<std::pair<int64_t, int64_t>> runs;
+};
+
+/// Reads the tuples of `indices` (checking each against `dims`) into runs;
+/// fails (with the error emitted) on an index out of range.
+FailureOr<GatherRuns> gatherRuns(NodeContext &ctx, const HostTensor &indices,
+                                 ArrayRef<int64_t> dims) {
+  ArrayRef<int64_t> id = indices.dims();
+  int64_t k = id.back();
+  int64_t tuples = product(id.drop_back());
+  GatherRuns out;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t v = indices.getInt(t * k + j);
+      if (v < -dims[j] || v >= dims[j]) {
+        (void)ctx.indexOutOfRange(v, j, dims[j]);
+        return failure();
+      }
+      row = row * dims[j] + (v < 0 ? v + dims[j] : v);
+    }
+    if (!out.runs.empty() && out.runs.back().second == row) {
+      ++out.runs.back().second;
+    } else {
+      out.runs.push_back({row, row + 1});
+    }
+  }
+  return out;
+}
+
+/// GatherND of run-time data at compile-time indices (batch_dims 0), as
+/// exporters write x[:, :, i] on a transposed tensor or, in Hugging Face's
+/// masks, attention_mask[batch_idx, kv_idx] over aranges: the data is
+/// viewed as rows [prod(dims[:k]), dims[k:]...], each run of consecutive
+/// rows the tuples name is one slice (an identity gather is one slice of
+/// everything), the slices are concatenated and reshaped to
 /// indices.shape[:-1] + data.shape[k:]. Gradients flow through slice and
 /// concat as usual.
-LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx) {
-  FailureOr<HostTensor> indices = ctx.heldConstant(1, "indices");
+LogicalResult importGatherNDOfRuntimeData(NodeContext &ctx,
+                                          ArrayRef<int64_t> id,
+                                          const GatherRuns &gather) {
   FailureOr<Value> data = ctx.value(0);
-  if (failed(indices) || failed(data)) {
+  if (failed(data)) {
     return failure();
   }
-  ArrayRef<int64_t> dd = ctx.shape(0), id = indices->dims();
-  int64_t k = id.empty() ? 0 : id.back();
-  int64_t r = static_cast<int64_t>(dd.size());
-  if (id.empty() || k < 1 || k > r) {
-    return ctx.error() << "index tuples of length " << k << " do not fit data "
-                       << tg::formatShape(dd);
-  }
-  int64_t tuples = product(id.drop_back());
+  ArrayRef<int64_t> dd = ctx.shape(0);
+  int64_t k = id.back();
   Type elem = getElementTypeOrSelf(data->getType());
   ArrayRef<int64_t> rest = dd.drop_front(k);
+  SmallVector<int64_t> rowsDims{product(dd.take_front(k))};
+  rowsDims.append(rest.begin(), rest.end());
+  Value rows = ctx.reshape(*data, rowsDims);
   SmallVector<Value> pieces;
-  for (int64_t t = 0; t < tuples; ++t) {
-    SmallVector<int64_t> starts(r, 0), ends(dd), steps(r, 1);
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t v = indices->getInt(t * k + j);
-      if (v < -dd[j] || v >= dd[j]) {
-        return ctx.indexOutOfRange(v, j, dd[j]);
-      }
-      starts[j] = v < 0 ? v + dd[j] : v;
-      ends[j] = starts[j] + 1;
-    }
-    SmallVector<int64_t> sliceDims(k, 1);
-    sliceDims.append(rest.begin(), rest.end());
-    Value slice = tg::SliceOp::create(
-        ctx.builder(), ctx.loc(), ctx.tensorType(sliceDims, elem), *data,
+  for (auto [begin, end] : gather.runs) {
+    SmallVector<int64_t> starts(rowsDims.size(), 0), ends(rowsDims),
+        steps(rowsDims.size(), 1);
+    starts[0] = begin;
+    ends[0] = end;
+    SmallVector<int64_t> sliceDims(rowsDims);
+    sliceDims[0] = end - begin;
+    pieces.push_back(tg::SliceOp::create(
+        ctx.builder(), ctx.loc(), ctx.tensorType(sliceDims, elem), rows,
         ctx.builder().getDenseI64ArrayAttr(starts),
         ctx.builder().getDenseI64ArrayAttr(ends),
-        ctx.builder().getDenseI64ArrayAttr(steps));
-    SmallVector<int64_t> rowDims{1};
-    rowDims.append(rest.begin(), rest.end());
-    pieces.push_back(ctx.reshape(slice, rowDims));
+        ctx.builder().getDenseI64ArrayAttr(steps)));
   }
-  SmallVector<int64_t> stacked{tuples};
+  SmallVector<int64_t> stacked{product(id.drop_back())};
   stacked.append(rest.begin(), rest.end());
   Value all = pieces.size() == 1
                   ? pieces.front()
@@ -350,9 +376,24 @@ LogicalResult importRuntimeGatherND(NodeContext &ctx) {
 /// a tg.gather_nd.
 LogicalResult importGatherND(NodeContext &ctx) {
   if (!ctx.isConstant(0) && ctx.isConstant(1) &&
-      ctx.attrInt("batch_dims", 0) == 0 &&
-      product(ctx.shape(1).drop_back()) <= kMaxStaticGatherTuples) {
-    return importGatherNDOfRuntimeData(ctx);
+      ctx.attrInt("batch_dims", 0) == 0) {
+    FailureOr<HostTensor> indices = ctx.heldConstant(1, "indices");
+    if (failed(indices)) {
+      return failure();
+    }
+    ArrayRef<int64_t> dd = ctx.shape(0), id = indices->dims();
+    int64_t k = id.empty() ? 0 : id.back();
+    if (id.empty() || k < 1 || k > static_cast<int64_t>(dd.size())) {
+      return ctx.error() << "index tuples of length " << k
+                         << " do not fit data " << tg::formatShape(dd);
+    }
+    FailureOr<GatherRuns> runs = gatherRuns(ctx, *indices, dd);
+    if (failed(runs)) {
+      return failure();
+    }
+    if (static_cast<int64_t>(runs->runs.size()) <= kMaxStaticGatherRuns) {
+      return importGatherNDOfRuntimeData(ctx, id, *runs);
+    }
   }
   if (!ctx.allConstant()) {
     return importRuntimeGatherND(ctx);

@@ -658,21 +658,33 @@ LogicalResult StepBuilder::run() {
 
 } // namespace
 
-/// Whether `value` is computed from an argument of its function.
-static bool readsAnInput(Value value) {
+/// Whether `value` is computed from `arg` (a padding bias from the
+/// export's attention_mask).
+static bool readsArgument(Value value, Value arg) {
   SmallVector<Value> work = {value};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    if (!seen.insert(v).second) {
-      continue;
-    }
-    if (llvm::isa<BlockArgument>(v)) {
+    if (v == arg) {
       return true;
+    }
+    if (!seen.insert(v).second || llvm::isa<BlockArgument>(v)) {
+      continue;
     }
     llvm::append_range(work, v.getDefiningOp()->getOperands());
   }
   return false;
+}
+
+/// The argument of `func` named `name` (tg.name), or null.
+static Value namedArgument(func::FuncOp func, StringRef name) {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto attr = func.getArgAttrOfType<StringAttr>(i, "tg.name");
+    if (attr && attr.getValue() == name) {
+      return func.getArgument(i);
+    }
+  }
+  return nullptr;
 }
 
 void BuildDecodePass::runOnOperation() {
@@ -724,15 +736,15 @@ void BuildDecodePass::runOnOperation() {
   // off from its true position by a constant per row (softmax ignores it);
   // a bias over the key positions alone (ALiBi as dynamo exports it) is
   // the same for every query row.
-  // A bias read from an input (an export's attention_mask: padding) is
-  // not ALiBi.
+  // A bias read from the export's attention_mask is padding, not ALiBi.
   bool alibi = forward.getOps<tg::RopeOp>().empty();
+  Value attentionMask = namedArgument(forward, "attention_mask");
   forward.walk([&](tg::AttentionOp op) {
     ArrayRef<int64_t> bias =
         op.getBias() ? shapeOf(op.getBias()) : ArrayRef<int64_t>();
     alibi &= op.getAlibiSlopes().has_value() ||
              (bias.size() == 4 && bias[2] == 1 &&
-              !readsAnInput(op.getBias()));
+              !(attentionMask && readsArgument(op.getBias(), attentionMask)));
   });
   if (!alibi) {
     OpPassManager positions(ModuleOp::getOperationName());
