@@ -40,6 +40,9 @@ static double collectiveSeconds(const CostTarget &target,
   double p = double(work.ranks);
   double hops = (work.kernel == "all_reduce" ? 2 : 1) * (p - 1);
   double efficiency = efficiencyOf(h, "comm");
+  if (work.kernel == "all_reduce" || work.kernel == "reduce_scatter") {
+    efficiency *= efficiencyOf(h, "reduce"); // their sums' memory traffic
+  }
   double seconds = ringBytesSent(work.kernel, work.bytes, work.ranks) /
                    (h.linkGBs * 1e9 * efficiency);
   return seconds + hops * h.linkLatencyUs * 1e-6;
@@ -95,6 +98,7 @@ double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind) {
       .Case("attention", 0.5)
       .Case("copy", 0.8)
       .Case("compression", kCompressionEfficiency)
+      .Case("reduce", 1.0) // uncalibrated: summing costs nothing extra
       .Default(0.7);
 }
 

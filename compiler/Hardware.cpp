@@ -383,7 +383,7 @@ std::vector<std::string> knownHardwareNames() {
 const std::vector<std::string> &costKernelKinds() {
   static const std::vector<std::string> kinds = {
       "gemm", "attention", "norm", "elementwise", "loss", "optimizer", "copy",
-      "host_copy", "comm", "compression"};
+      "host_copy", "comm", "compression", "reduce"};
   return kinds;
 }
 

@@ -79,8 +79,9 @@ struct HardwareSpec {
   /// Fraction of the peak each kind of kernel reaches (gemm, attention,
   /// norm, elementwise, loss, optimizer, copy, host_copy, comm: the
   /// collectives' share of the link, compression: gradient compressors'
-  /// serial loops, of one thread's rate); `tailor calibrate` measures
-  /// them, defaults otherwise.
+  /// serial loops, of one thread's rate, reduce: the share of comm's rate
+  /// all-reduce and reduce-scatter keep, their sums costing memory
+  /// traffic); `tailor calibrate` measures them, defaults otherwise.
   std::map<std::string, double> efficiency;
   /// CPU ranks: the worker threads this device's rank runs (0: what the
   /// compile's `--threads` says).

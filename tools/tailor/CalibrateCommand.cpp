@@ -16,6 +16,9 @@
 //    loops reach a small share of the FMA rate) from the gradient
 //    compressors' kernels timed on a bucket of their own
 //    (CalibrateKernels.h),
+// and, launched on several ranks (mpirun), the link between them:
+// link_gbs and link_latency_us fitted to timed collectives
+// (CalibrateLinks.h), with gpus (ranks per node) and nodes as launched;
 // and writes them as a hardware file (`--hardware FILE` in compile and
 // inspect). Inputs are zeros (token 0 is valid for any vocabulary) and the
 // optimizer step input is 1: timing needs shapes, not data.
@@ -24,6 +27,7 @@
 
 #include "tools/tailor/Commands.h"
 #include "tools/tailor/CalibrateKernels.h"
+#include "tools/tailor/CalibrateLinks.h"
 
 #include "compiler/CostModel.h"
 #include "runtime/Plan.h"
@@ -315,10 +319,80 @@ std::string hardwareYaml(const HardwareSpec &h, int threads,
   }
   os << llvm::format("bandwidth_gbs: %.4f\n", h.memoryBandwidthGBs);
   os << llvm::format("launch_overhead_us: %.4f\n", h.launchOverheadUs);
+  if (h.ranks() > 1) {
+    os << "gpus: " << h.gpus << "\nnodes: " << h.nodes << "\n";
+    os << llvm::format("link_gbs: %.4f\n", h.linkGBs);
+    os << llvm::format("link_latency_us: %.4f\n", h.linkLatencyUs);
+  }
   for (const auto &[kind, efficiency] : h.efficiency) {
     os << "efficiency_" << kind << llvm::format(": %.4f\n", efficiency);
   }
   return text;
+}
+
+/// The communicator of a launch on several ranks (null on one): MPI, as
+/// CPU plans train. "" or why there is none.
+std::string joinRanks(runtime::comm::LaunchInfo &launch,
+                      std::unique_ptr<runtime::comm::Communicator> &group) {
+  if (std::string e = runtime::comm::detectLaunch(launch); !e.empty()) {
+    return e;
+  }
+  if (launch.worldSize == 1) {
+    return "";
+  }
+  if (launch.launcher == "torchrun") {
+    return "CPU ranks communicate through MPI: launch with mpirun -np " +
+           std::to_string(launch.worldSize) +
+           " tailor calibrate ... (torchrun starts no MPI)";
+  }
+  if (launch.worldSize % launch.localWorldSize != 0) {
+    return runtime::comm::describeLaunch(launch) +
+           " does not split into nodes of equal rank counts";
+  }
+  std::string error;
+  group = runtime::comm::createMpiCommunicator(launch, error);
+  return group ? "" : error;
+}
+
+/// Times the collectives on `group` and puts the fitted link into `h` (the
+/// ranks as launched, efficiency_comm 1: the fit is the link as used).
+/// Rank 0 prints each size against the fit. "" or the failure.
+std::string calibrateLinks(runtime::comm::Communicator &group,
+                           const runtime::comm::LaunchInfo &launch, int rounds,
+                           HardwareSpec &h) {
+  std::vector<CollectiveSample> samples;
+  if (std::string e = timeCollectives(group, std::max(rounds, 3), samples);
+      !e.empty()) {
+    return e;
+  }
+  LinkFit link = fitLink(samples);
+  h.gpus = launch.localWorldSize;
+  h.nodes = launch.worldSize / launch.localWorldSize;
+  h.linkGBs = link.gbs;
+  h.linkLatencyUs = link.latencyUs;
+  h.link = "calibrated";
+  h.efficiency["comm"] = 1.0;
+  h.efficiency["reduce"] = link.reduceEfficiency;
+  if (group.rank() != 0) {
+    return "";
+  }
+  std::vector<double> errors;
+  for (const CollectiveSample &s : samples) {
+    double model = linkSeconds(link, s);
+    errors.push_back(std::fabs(model - s.seconds) / s.seconds);
+    llvm::errs() << llvm::format(
+        "calibrate: %-14s %8.0f KiB on %d ranks %9.3f ms, link model %9.3f "
+        "ms\n",
+        s.kind.c_str(), s.bytes / 1024, s.ranks, 1e3 * s.seconds, 1e3 * model);
+  }
+  std::sort(errors.begin(), errors.end());
+  llvm::errs() << llvm::format(
+      "calibrate: link between %d ranks: %.3f GB/s, %.2f us a ring step, "
+      "summing collectives at %.2f of the bandwidth (sizes off by %.0f%% "
+      "median, %.0f%% worst)\n",
+      group.size(), link.gbs, link.latencyUs, link.reduceEfficiency,
+      100 * errors[errors.size() / 2], 100 * errors.back());
+  return "";
 }
 
 } // namespace
@@ -348,6 +422,12 @@ int runCalibrate(int argc, const char **argv) {
   if (rounds < 1 || threads < 0) {
     llvm::errs() << "tailor calibrate: error: --rounds must be at least 1 "
                     "and --threads not negative\n";
+    return 1;
+  }
+  runtime::comm::LaunchInfo launch;
+  std::unique_ptr<runtime::comm::Communicator> group;
+  if (std::string e = joinRanks(launch, group); !e.empty()) {
+    llvm::errs() << "tailor calibrate: error: " << e << "\n";
     return 1;
   }
   std::string error;
@@ -388,6 +468,17 @@ int runCalibrate(int argc, const char **argv) {
   }
   HardwareSpec fitted =
       fitHardware(measurement, useThreads, single);
+  if (group) {
+    if (std::string e = calibrateLinks(*group, launch, rounds, fitted);
+        !e.empty()) {
+      llvm::errs() << "tailor calibrate: error: timing the collectives: " << e
+                   << "\n";
+      return 1;
+    }
+    if (group->rank() != 0) {
+      return 0; // rank 0 reports and writes the file
+    }
+  }
   std::string yaml = hardwareYaml(fitted, useThreads, planPath);
   for (const auto &[kind, k] : measurement.totals) {
     llvm::errs() << llvm::format(
