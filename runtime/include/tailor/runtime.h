@@ -167,6 +167,10 @@ tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
  *                       position_ids i64 [micro_batch, seq] (only plans
  *                                  compiled for sample packing: positions
  *                                  restart at 0 in each packed example)
+ *                       attention_mask i64 [micro_batch, seq] (only
+ *                                  exports that take one: 1 for a token
+ *                                  attention may see; tailor_trainer feeds
+ *                                  ones, exact for right padding)
  *                       seed       i64 [] (only plans with LoRA dropout: a
  *                                  new value per micro-batch)
  *                       loss_scale f32 [] (only fp16 plans, format 1.13:
@@ -195,7 +199,8 @@ tailor_status tailor_plan_output_info(const tailor_plan *plan, int index,
  *                                  update() does; tailor_trainer does all
  *                                  of this itself)
  *   eval_step      (plans with a validation set) in: eval_input_ids,
- *                  eval_labels (and eval_position_ids); out: eval_loss.
+ *                  eval_labels (and eval_position_ids, eval_attention_mask
+ *                  where train_step has them); out: eval_loss.
  * Run train_step once per micro-batch of an accumulation, then
  * optimizer_step once; tailor_plan_input_info gives exact shapes.
  */
