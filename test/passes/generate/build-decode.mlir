@@ -208,6 +208,42 @@ func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}) -> (tensor<1x4
 
 // -----
 
+tg.param @transformer.wte.weight : tensor<16x4xf32>
+tg.param @transformer.wpe.weight : tensor<8x4xf32>
+
+// Tests that an export's attention_mask input (a padding bias over the keys,
+// select(mask, 0, -inf)) becomes a constant of ones in the steps, which
+// take input_ids and the position only, and that such a bias is not taken
+// for ALiBi: the learned position rows are still read at the position.
+// CHECK-LABEL: func.func @decode
+// CHECK-SAME: (%{{.+}}: tensor<1x1xi64> {tg.name = "input_ids"}, %[[POS:.+]]: tensor<i64> {tg.name = "position"}) -> (tensor<1x1x16xf32> {tg.name = "logits"})
+// CHECK: %[[ONES:.+]] = arith.constant dense<1> : tensor<1x4xi64>
+// CHECK: tg.embedding %{{.+}}, %{{.+}} {tg.module = "transformer.wpe"} : (tensor<8x4xf32>, tensor<1x1xi64>) -> tensor<1x1x4xf32>
+// CHECK: tg.cast %[[ONES]] : tensor<1x4xi64> -> tensor<1x4xi1>
+// CHECK-NOT: attention_mask
+func.func @forward(%ids: tensor<1x4xi64> {tg.name = "input_ids"}, %mask: tensor<1x4xi64> {tg.name = "attention_mask"}) -> (tensor<1x4x16xf32> {tg.name = "logits"}) {
+  %wte = tg.param_ref @transformer.wte.weight : tensor<16x4xf32>
+  %wpe = tg.param_ref @transformer.wpe.weight : tensor<8x4xf32>
+  %tok = tg.embedding %wte, %ids : (tensor<16x4xf32>, tensor<1x4xi64>) -> tensor<1x4x4xf32>
+  %rows = tg.slice %wpe starts = [0, 0] ends = [4, 4] steps = [1, 1] : tensor<8x4xf32> -> tensor<4x4xf32>
+  %pos = tg.reshape %rows : tensor<4x4xf32> -> tensor<1x4x4xf32>
+  %e = tg.add %tok, %pos : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %keep = tg.cast %mask : tensor<1x4xi64> -> tensor<1x4xi1>
+  %keep4 = tg.reshape %keep : tensor<1x4xi1> -> tensor<1x1x1x4xi1>
+  %zero = arith.constant dense<0.0> : tensor<f32>
+  %ninf = arith.constant dense<0xFF800000> : tensor<f32>
+  %bias = tg.select %keep4, %zero, %ninf : (tensor<1x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x1x4xf32>
+  %x = tg.reshape %e : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %xt = tg.transpose %x permutation = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+  %y = tg.attention %xt, %xt, %xt bias %bias {causal} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x2xf32>
+  %yt = tg.transpose %y permutation = [0, 2, 1, 3] : tensor<1x2x4x2xf32> -> tensor<1x4x2x2xf32>
+  %yr = tg.reshape %yt : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  %logits = tg.linear %yr, %wte : (tensor<1x4x4xf32>, tensor<16x4xf32>) -> tensor<1x4x16xf32>
+  return %logits : tensor<1x4x16xf32>
+}
+
+// -----
+
 tg.param @transformer.word_embeddings.weight : tensor<16x4xf32>
 
 // Tests that an attention bias computed from the tokens (a padding mask:
