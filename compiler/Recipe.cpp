@@ -589,6 +589,10 @@ Error checkPipeline(const TrainingRecipe &recipe) {
                   " (the replicas of a stage average their gradients as ddp "
                   "does)");
   }
+  if (recipe.offloadParams() || recipe.offloadOptimizer != "none" ||
+      recipe.activationOffloading) {
+    return notYet("offload");
+  }
   if (recipe.gradientCompression != "none") {
     return notYet("gradient compression");
   }
