@@ -746,7 +746,9 @@ void BuildDecodePass::runOnOperation() {
              (bias.size() == 4 && bias[2] == 1 &&
               !(attentionMask && readsArgument(op.getBias(), attentionMask)));
   });
-  if (!alibi) {
+  // An export that takes position_ids reads its positions already; the
+  // steps set them (StepBuilder::createFunction).
+  if (!alibi && !namedArgument(forward, "position_ids")) {
     OpPassManager positions(ModuleOp::getOperationName());
     positions.addPass(graph::createPackSequencesPass());
     if (failed(runPipeline(positions, module))) {

@@ -2,8 +2,11 @@
 //
 // With `sample_packing: true` one sequence holds several examples. Each must
 // see the positions it would see alone (0, 1, ... from its first token) and
-// attend to its own tokens only, as varlen flash-attention users get. The
-// forward function gains an input `position_ids: [B, T]` (i64), which:
+// attend to its own tokens only, as varlen flash-attention users get. An
+// export that takes `position_ids` itself computes its positions from that
+// input: the trainer feeds the per-example positions there, and the pass
+// only hands it to attention. Otherwise the forward function gains an
+// input `position_ids: [B, T]` (i64), which:
 //   - replaces the positions 0..T-1 the export baked in. The importer folds
 //     Range/arange and everything computed from it, so what is left of them
 //     is data: the rotary tables tg.rope reads (constants whose row t holds
@@ -198,6 +201,8 @@ public:
 
 private:
   LogicalResult findAttention();
+  /// The function's own `position_ids` input ([B, T] i64), or null.
+  Value givenPositionIds();
   void addPositionIds();
   LogicalResult checkPositionTables(Value cos, Value sin, std::string &why);
   LogicalResult replaceRotaryTables(bool &found);
@@ -211,6 +216,19 @@ private:
   int64_t batch = 0, seq = 0;
   Value positionIds;
 };
+
+Value Packer::givenPositionIds() {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, "tg.name");
+    Value arg = func.getArgument(i);
+    if (name && name.getValue() == "position_ids" &&
+        shapeOf(arg) == ArrayRef<int64_t>({batch, seq}) &&
+        getElementTypeOrSelf(arg.getType()).isInteger(64)) {
+      return arg;
+    }
+  }
+  return nullptr;
+}
 
 LogicalResult Packer::findAttention() {
   if (func->hasAttr(tg::TGDialect::kUnraisedAttentionAttrName)) {
@@ -392,6 +410,17 @@ LogicalResult Packer::replacePositionEmbeddings(bool &found) {
 LogicalResult Packer::run() {
   if (failed(findAttention())) {
     return failure();
+  }
+  // An export that takes position_ids computes its positions from them
+  // already (Hugging Face's forward with position_ids, optimum's decoder
+  // exports): the trainer feeds the restarting positions there, and they
+  // only need to reach attention.
+  if (Value given = givenPositionIds()) {
+    positionIds = given;
+    for (tg::AttentionOp op : attentions) {
+      op.getPositionsMutable().assign(positionIds);
+    }
+    return success();
   }
   addPositionIds();
   bool rotary = false, learned = false;

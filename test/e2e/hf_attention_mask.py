@@ -3,9 +3,10 @@
 exports do, against Hugging Face (issue: real-world inputs).
 
 For Llama, Qwen2 and GPT-2 (export_hf's seeded tiny models), a wrapper
-forward(input_ids, attention_mask) -> logits is exported by the TorchScript
-exporter (opset 17) and the dynamo exporter (opset 18), both with dynamic
-batch and sequence. Checks, per export:
+forward(input_ids, attention_mask) -> logits, and for Llama also
+forward(input_ids, attention_mask, position_ids) as optimum exports decoders,
+is exported by the TorchScript exporter (opset 17) and the dynamo exporter
+(opset 18), both with dynamic batch and sequence. Checks, per export:
 
   - `tailor compile` (inference, B=2, T=16) raises attention in every
     layer from the run-time mask (inspect: one `attention` launch a layer),
@@ -18,6 +19,9 @@ batch and sequence. Checks, per export:
     reach the real rows through P V, as 0 x NaN);
   - `tailor generate` of the export (the decode step's mask is all ones:
     the cache holds no padding) equals transformers' greedy generate;
+  - with position_ids, sample packing feeds each example's positions
+    there: the same losses as the export without them, packed by
+    tailor-pack-sequences;
   - LoRA training of the export (`tailor train`, which feeds the mask all
     ones: its loaders pad on the right, and no real token of a causal model
     sees a right pad) against PEFT from the same initial adapter: every
@@ -27,6 +31,7 @@ batch and sequence. Checks, per export:
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -39,7 +44,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "generators"))
 
 import train_common as tc  # noqa: E402
 
-FAMILIES = ("llama", "qwen2", "gpt2")
+# (family, with position_ids): optimum's decoder exports take position_ids
+# as a third input.
+VARIANTS = (("llama", False), ("qwen2", False), ("gpt2", False),
+            ("llama", True))
 LORA_TARGETS = {"gpt2": ["c_attn"]}  # the others: q_proj, v_proj
 EXPORTERS = ("torchscript", "dynamo")
 B, T = 2, 16
@@ -75,11 +83,11 @@ def build(family):
 
 class MaskedForward:
     """Within the block, `model` computes its logits from (input_ids,
-    attention_mask): a subclass, so the initializers keep the module paths
-    PEFT and tailor name adapters by."""
+    attention_mask[, position_ids]): a subclass, so the initializers keep
+    the module paths PEFT and tailor name adapters by."""
 
-    def __init__(self, model):
-        self.model, self.cls = model, type(model)
+    def __init__(self, model, positions):
+        self.model, self.cls, self.positions = model, type(model), positions
 
     def __enter__(self):
         cls = self.cls
@@ -90,22 +98,33 @@ class MaskedForward:
                                    attention_mask=attention_mask,
                                    use_cache=False).logits
 
-        self.model.__class__ = WithMask
+        class WithPositions(cls):
+            def forward(self, input_ids, attention_mask, position_ids):
+                return cls.forward(self, input_ids=input_ids,
+                                   attention_mask=attention_mask,
+                                   position_ids=position_ids,
+                                   use_cache=False).logits
+
+        self.model.__class__ = WithPositions if self.positions else WithMask
         return self.model
 
     def __exit__(self, *exc):
         self.model.__class__ = self.cls
 
 
-def export(module, exporter, path):
+def export(module, exporter, path, positions):
     import torch
 
     import export_hf
 
     ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(5))
     mask = torch.ones(B, T, dtype=torch.int64)
-    names = dict(input_names=["input_ids", "attention_mask"],
-                 output_names=["logits"])
+    inputs = ["input_ids", "attention_mask"]
+    example = (ids, mask)
+    if positions:
+        inputs.append("position_ids")
+        example += (torch.arange(T).unsqueeze(0).expand(B, T).contiguous(),)
+    names = dict(input_names=inputs, output_names=["logits"])
     with torch.no_grad(), warnings.catch_warnings(), export_hf._quiet_stdout():
         warnings.simplefilter("ignore")
         if exporter == "dynamo":
@@ -113,21 +132,20 @@ def export(module, exporter, path):
             seq = torch.export.Dim("seq", min=2, max=export_hf.MAXPOS)
             dims = {0: batch, 1: seq}
             prog = torch.onnx.export(
-                module, (ids, mask), dynamo=True, opset_version=18,
-                dynamic_shapes={"input_ids": dims, "attention_mask": dims},
+                module, example, dynamo=True, opset_version=18,
+                dynamic_shapes={name: dims for name in inputs},
                 optimize=True, verbose=False, report=False, **names)
             prog.save(path)
         else:
             axes = {0: "batch", 1: "seq"}
             with export_hf._ts_symbolics(17):
                 torch.onnx.export(
-                    module, (ids, mask), path, dynamo=False, opset_version=17,
-                    dynamic_axes={"input_ids": axes, "attention_mask": axes,
-                                  "logits": axes},
+                    module, example, path, dynamo=False, opset_version=17,
+                    dynamic_axes={name: axes for name in inputs + ["logits"]},
                     do_constant_folding=True, **names)
 
 
-def check_logits(args, model, path, layers, work):
+def check_logits(args, model, path, layers, work, positions):
     """Compiles an inference plan and compares its logits with HF's under
     each mask. Returns the problems."""
     import numpy as np
@@ -162,16 +180,21 @@ def check_logits(args, model, path, layers, work):
                         f"a padding bias over the keys ({msg if not ok else ''})")
     ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(9))
     report = []
+    position_ids = torch.arange(T).unsqueeze(0).expand(B, T).contiguous()
+    np.save(os.path.join(work, "positions.npy"), position_ids.numpy())
     for name, mask in masks():
         with torch.no_grad():
-            ref = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            ref = model(input_ids=ids, attention_mask=mask, use_cache=False,
+                        position_ids=position_ids if positions else None).logits
         np.save(os.path.join(work, "ids.npy"), ids.numpy())
         np.save(os.path.join(work, "mask.npy"), mask.numpy())
         out = os.path.join(work, "logits.npy")
+        extra = (["--input", f"position_ids={work}/positions.npy"]
+                 if positions else [])
         ok, msg = tc.run([os.path.join(args.bin, "tailor-run"), plan,
                           "--input", f"input_ids={work}/ids.npy",
                           "--input", f"attention_mask={work}/mask.npy",
-                          "--output", f"logits={out}"], 300)
+                          *extra, "--output", f"logits={out}"], 300)
         if not ok:
             problems.append(f"{name}: {msg}")
             continue
@@ -239,6 +262,45 @@ def check_training(args, family, model, path, work):
     return [] if worst <= LOSS_TOL else [f"losses differ from PEFT's by {worst:.2e}"]
 
 
+PACKED_LENGTHS = [5, 3, 7, 4, 6, 9, 11, 8, 5, 12, 3, 6, 16, 4, 7, 9]
+
+
+def check_packing(args, path, plain, work):
+    """sample_packing: true on the export that takes position_ids (the
+    trainer feeds each example's restarting positions there) against the
+    same model exported without them (tailor-pack-sequences gives it its
+    positions; e2e.train_packing checks that one against PyTorch): the same
+    losses, from the same initial adapter."""
+    import random
+
+    rng = random.Random(11)
+    rows = [{"input_ids": [rng.randrange(256) for _ in range(n)]}
+            for n in PACKED_LENGTHS]
+    data = os.path.join(work, "packed.jsonl")
+    with open(data, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    r = tc.recipe_defaults()
+    r.update(max_steps=3, save_steps=0, sequence_len=T, micro_batch_size=B,
+             learning_rate=2e-3, sample_packing=True)
+    init = os.path.join(work, "init_adapter")
+    losses = {}
+    for name, model in (("position_ids", path), ("plain", plain)):
+        out_dir = os.path.join(work, f"packed-{name}")
+        os.makedirs(out_dir)
+        out, err = tc.tailor_compile_train(args.bin, model, r, out_dir, data,
+                                           init_adapter=init)
+        if err:
+            return [f"packing ({name}): {err}"]
+        losses[name] = [float(m["loss"]) for _, m in
+                        sorted(tc.read_metrics(out).items())]
+    worst = max(tc.rel_err(a, b) for a, b in zip(losses["position_ids"],
+                                                  losses["plain"]))
+    print(f"  sample packing through the export's position_ids: losses "
+          f"{losses['position_ids']}, without them {losses['plain']}")
+    return [] if worst <= 1e-6 else [f"packed losses differ by {worst:.2e}"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", default=os.path.join("build", "bin"))
@@ -249,24 +311,29 @@ def main():
     torch.set_num_threads(2)
     shutil.rmtree(args.work, ignore_errors=True)
     problems = []
-    for family in FAMILIES:
+    for family, positions in VARIANTS:
         for exporter in EXPORTERS:
-            label = f"{family}/{exporter}"
+            variant = family + ("+position_ids" if positions else "")
+            label = f"{variant}/{exporter}"
             print(label)
-            work = os.path.join(args.work, family, exporter)
+            work = os.path.join(args.work, variant, exporter)
             os.makedirs(work)
             model, ess = build(family)
             path = os.path.join(work, "model.onnx")
             try:
-                with MaskedForward(model) as module:
-                    export(module, exporter, path)
+                with MaskedForward(model, positions) as module:
+                    export(module, exporter, path, positions)
             except Exception as e:  # noqa: BLE001
                 problems.append(f"{label}: export failed: {type(e).__name__}: "
                                 f"{str(e)[:300]}")
                 continue
-            found = check_logits(args, model, path, ess["num_layers"], work)
+            found = check_logits(args, model, path, ess["num_layers"], work,
+                                 positions)
             found += check_generate(args, model, path, work)
             found += check_training(args, family, model, path, work)
+            if positions:
+                plain = os.path.join(args.work, family, exporter, "model.onnx")
+                found += check_packing(args, path, plain, work)
             problems += [f"{label}: {p}" for p in found]
     if problems:
         print("FAIL:")
@@ -274,7 +341,7 @@ def main():
             print(f"  {p}")
         print("summary: exports with an attention_mask do NOT match HF")
         return 1
-    print(f"summary: {len(FAMILIES) * len(EXPORTERS)} exports with an "
+    print(f"summary: {len(VARIANTS) * len(EXPORTERS)} exports with an "
           f"attention_mask input: attention raised in every layer, logits of "
           f"real tokens within {LOGITS_TOL:g} of HF (ones, right- and "
           f"left-padded), greedy generation as transformers', LoRA losses "
