@@ -192,3 +192,25 @@ func.func @forward(%ids: tensor<2x4xi64> {tg.name = "input_ids"}, %q: tensor<2x2
   %a = tg.attention %rq, %rq, %q {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
   return %a : tensor<2x2x4x4xf32>
 }
+
+// -----
+
+// Tests that an export taking position_ids itself (its rotary tables
+// computed from them at run time, as optimum's decoder exports are) keeps
+// its inputs: no second position_ids is added, no table is replaced, and
+// every causal attention is masked per example by the export's own input.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[IDS:.+]]: tensor<2x4xi64> {tg.name = "input_ids"}, %[[POS:.+]]: tensor<2x4xi64> {tg.name = "position_ids"}, %[[Q:.+]]: tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+// CHECK-NOT: tg.embedding
+// CHECK: tg.attention %{{.+}}, %{{.+}}, %[[Q]] positions %[[POS]] {causal}
+func.func @forward(%ids: tensor<2x4xi64> {tg.name = "input_ids"}, %pos: tensor<2x4xi64> {tg.name = "position_ids"}, %q: tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32> {
+  %p = tg.cast %pos : tensor<2x4xi64> -> tensor<2x4xf32>
+  %p3 = tg.reshape %p : tensor<2x4xf32> -> tensor<2x4x1xf32>
+  %freq = arith.constant dense<[1.0, 0.01, 1.0, 0.01]> : tensor<4xf32>
+  %angles = tg.mul %p3, %freq : (tensor<2x4x1xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %cos = tg.cos %angles : tensor<2x4x4xf32>
+  %sin = tg.sin %angles : tensor<2x4x4xf32>
+  %rq = tg.rope %q, %cos, %sin : (tensor<2x2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %a = tg.attention %rq, %rq, %q {causal} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  return %a : tensor<2x2x4x4xf32>
+}
