@@ -33,11 +33,11 @@ struct BlasCoreReport {
   std::string reason;
 };
 
-/// Checks OpenBLAS's kernel choice against the CPU once per process (the
-/// first call; later calls return the same report) and corrects a choice
-/// narrower than the CPU's vector units. Called before a session runs its
-/// first GEMM; it sets and clears OPENBLAS_CORETYPE for the moment of the
-/// re-selection, so call it before other threads read the environment.
+/// Checks OpenBLAS's kernel choice against the CPU once per process and
+/// corrects a choice narrower than the CPU's vector units; later calls
+/// return the same report. It runs when the program or library loads
+/// (BlasCore.cpp), before main and any other thread: it sets and clears
+/// OPENBLAS_CORETYPE for the moment of the re-selection.
 const BlasCoreReport &ensureBlasCoreMatchesCpu();
 
 } // namespace tailor::runtime
