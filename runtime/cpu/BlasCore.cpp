@@ -6,8 +6,12 @@
 // Emerald Rapids: 36 GFLOP/s against 250 for a 1024^3 sgemm on 2 threads).
 // The library exports the two calls that make it choose again
 // (gotoblas_dynamic_quit, gotoblas_dynamic_init), and the choice honours
-// OPENBLAS_CORETYPE; this file uses them once, at load time (before any
-// thread but main exists), when the choice is narrower than the CPU. A
+// OPENBLAS_CORETYPE; this file uses them once, before the first GEMM and
+// before MPI starts its threads (the tools call it first thing, the
+// trainer before it joins its ranks, the kernel table as it is built; not
+// at load time, when OpenBLAS's own threads are still starting and read
+// the kernel table the re-selection clears for a moment), when the choice
+// is narrower than the CPU. A
 // user's own OPENBLAS_CORETYPE is never overridden, and a library without
 // DYNAMIC_ARCH (no such calls) is left as it is; the report says which case
 // applied.
@@ -154,14 +158,6 @@ std::string libraryVersion(std::string_view config) {
 BlasCoreReport checkBlasCore() {
   BlasCoreReport report;
   report.library = libraryVersion(openblas_get_config());
-  // OpenBLAS's own choice, made again: a program that links the runtime
-  // twice (a static copy and libtailor_runtime.so, each checking at load)
-  // would otherwise see the first copy's correction as OpenBLAS's choice.
-  if (!std::getenv("OPENBLAS_CORETYPE") && gotoblas_dynamic_init &&
-      gotoblas_dynamic_quit) {
-    gotoblas_dynamic_quit();
-    gotoblas_dynamic_init();
-  }
   report.detectedCore = openblas_get_corename();
   report.core = report.detectedCore;
   VectorLevel cpu = cpuLevel();
@@ -203,13 +199,5 @@ const BlasCoreReport &ensureBlasCoreMatchesCpu() {
   return report;
 }
 
-namespace {
-/// The check runs when the program (or the runtime library) loads, after
-/// OpenBLAS's own start-up and before main: the re-selection sets
-/// OPENBLAS_CORETYPE for a moment, and setenv is safe only while no other
-/// thread can read the environment (MPI's and the session's threads read
-/// it; a later first check raced them and crashed a rank).
-const bool kCheckedAtLoad = (ensureBlasCoreMatchesCpu(), true);
-} // namespace
 
 } // namespace tailor::runtime

@@ -35,9 +35,9 @@ struct BlasCoreReport {
 
 /// Checks OpenBLAS's kernel choice against the CPU once per process and
 /// corrects a choice narrower than the CPU's vector units; later calls
-/// return the same report. It runs when the program or library loads
-/// (BlasCore.cpp), before main and any other thread: it sets and clears
-/// OPENBLAS_CORETYPE for the moment of the re-selection.
+/// return the same report. Call it before the first GEMM and before other
+/// threads than OpenBLAS's idle ones read the environment (MPI's): it sets
+/// and clears OPENBLAS_CORETYPE for the moment of the re-selection.
 const BlasCoreReport &ensureBlasCoreMatchesCpu();
 
 } // namespace tailor::runtime

@@ -2,6 +2,8 @@
 
 #include "runtime/train/Trainer.h"
 
+#include "runtime/cpu/BlasCore.h"
+
 #include "runtime/Timeline.h"
 
 #include "runtime/MemoryCategory.h"
@@ -317,6 +319,9 @@ std::string shareOutcome(Run &run, const std::string &problem,
 /// starts the communicator: MPI for CPU plans, NCCL for GPU plans. A plan
 /// for one rank launched alone starts nothing (no MPI_Init).
 std::string joinLaunch(Run &run) {
+  // OpenBLAS's kernels are fixed before MPI starts threads that read the
+  // environment the check sets for a moment (BlasCore.h).
+  runtime::ensureBlasCoreMatchesCpu();
   int planWorld = run.plan->root().world_size();
   std::string launchText = comm::describeLaunch(run.launch);
   if (planWorld != run.world) {

@@ -93,6 +93,9 @@ void printVersion() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // OpenBLAS's kernels, fixed while this is the only thread that reads the
+  // environment (runtime/cpu/BlasCore.h).
+  tailor::runtime::ensureBlasCoreMatchesCpu();
   if (argc < 2) {
     llvm::errs() << kUsage;
     return 1;
