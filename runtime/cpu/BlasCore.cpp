@@ -11,10 +11,9 @@
 // trainer before it joins its ranks, the kernel table as it is built; not
 // at load time, when OpenBLAS's own threads are still starting and read
 // the kernel table the re-selection clears for a moment), when the choice
-// is narrower than the CPU. A
-// user's own OPENBLAS_CORETYPE is never overridden, and a library without
-// DYNAMIC_ARCH (no such calls) is left as it is; the report says which case
-// applied.
+// is narrower than the CPU. A user's own OPENBLAS_CORETYPE is never
+// overridden, and a library without DYNAMIC_ARCH (no such calls) is left
+// as it is; the report says which case applied.
 //
 //===----------------------------------------------------------------------===//
 
