@@ -203,11 +203,17 @@ LinkFit fitLink(const std::vector<CollectiveSample> &samples) {
 }
 
 double linkSeconds(const LinkFit &link, const CollectiveSample &sample) {
-  double bandwidth = link.gbs > 0 ? link.gbs * 1e9 : INFINITY;
-  if (reduces(sample)) {
-    bandwidth *= link.reduceEfficiency;
-  }
-  return hopsOf(sample) * link.latencyUs * 1e-6 + sentOf(sample) / bandwidth;
+  // The cost model's own pricing, on a target holding the fitted link.
+  CostTarget target;
+  target.hardware.linkGBs = link.gbs;
+  target.hardware.linkLatencyUs = link.latencyUs;
+  target.hardware.efficiency["comm"] = 1.0;
+  target.hardware.efficiency["reduce"] = link.reduceEfficiency;
+  LaunchWork work;
+  work.kernel = sample.kind;
+  work.bytes = sample.bytes;
+  work.ranks = sample.ranks;
+  return predictLaunchSeconds(target, work);
 }
 
 } // namespace tailor
