@@ -8,12 +8,15 @@
 // (gotoblas_dynamic_quit, gotoblas_dynamic_init), and the choice honours
 // OPENBLAS_CORETYPE; this file uses them once, before the first GEMM and
 // before MPI starts its threads (the tools call it first thing, the
-// trainer before it joins its ranks, the kernel table as it is built; not
-// at load time, when OpenBLAS's own threads are still starting and read
-// the kernel table the re-selection clears for a moment), when the choice
-// is narrower than the CPU. A user's own OPENBLAS_CORETYPE is never
-// overridden, and a library without DYNAMIC_ARCH (no such calls) is left
-// as it is; the report says which case applied.
+// trainer before it joins its ranks, the kernel table as it is built),
+// when the choice is narrower than the CPU. OpenBLAS starts its worker
+// threads as it loads, and a worker still starting reads the kernel table
+// the re-selection clears for a moment (a segfault in about one process
+// in 700); so the workers are first joined with blas_thread_shutdown_,
+// the call OpenBLAS makes itself before a fork, and its next threaded GEMM
+// starts them again. A user's own OPENBLAS_CORETYPE is never overridden,
+// and a library without these calls is left as it is; the report says
+// which case applied.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +32,8 @@ char *openblas_get_corename(void);
 // Only in DYNAMIC_ARCH builds: weak, so other builds link and skip the fix.
 __attribute__((weak)) void gotoblas_dynamic_init(void);
 __attribute__((weak)) void gotoblas_dynamic_quit(void);
+// Joins the worker threads; the next threaded call starts them again.
+__attribute__((weak)) int blas_thread_shutdown_(void);
 }
 
 namespace tailor::runtime {
@@ -136,8 +141,10 @@ const char *coreFor(VectorLevel level) {
 }
 
 /// Makes OpenBLAS select its kernels again with OPENBLAS_CORETYPE = `core`
-/// (set for the call only) and returns what it chose.
+/// (set for the call only) and returns what it chose. No OpenBLAS thread
+/// runs while the kernel table is empty: the workers are joined first.
 std::string reselectCore(const char *core) {
+  blas_thread_shutdown_();
   gotoblas_dynamic_quit();
   setenv("OPENBLAS_CORETYPE", core, 1);
   gotoblas_dynamic_init();
@@ -175,10 +182,12 @@ BlasCoreReport checkBlasCore() {
     report.reason = "OpenBLAS's choice (a kernel set tailor does not rank)";
   } else if (chosen >= cpu) {
     report.reason = "OpenBLAS's choice, which uses the CPU's widest vectors";
-  } else if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) {
+  } else if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit ||
+             !blas_thread_shutdown_) {
     report.reason = std::string("OpenBLAS's choice, narrower than the CPU's ") +
                     report.cpuVectors +
-                    ", kept: this OpenBLAS was built without DYNAMIC_ARCH";
+                    ", kept: this OpenBLAS has no DYNAMIC_ARCH or no "
+                    "pthread server to stop while it chooses again";
   } else {
     const char *wanted = coreFor(cpu);
     report.core = reselectCore(wanted);

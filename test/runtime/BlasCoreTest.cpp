@@ -50,10 +50,9 @@ TEST(BlasCoreTest, KernelsAreAsWideAsTheCpu) {
   }
 }
 
-TEST(BlasCoreTest, GemmAfterTheChoiceIsExact) {
-  ensureBlasCoreMatchesCpu();
-  // Small integers: every product and sum is exact in f32 on any kernel.
-  const int m = 37, n = 29, k = 53;
+/// C = A B for small-integer A and B, which every kernel computes exactly
+/// in f32; the first wrong element, or "" when all match.
+std::string checkExactGemm(int m, int n, int k) {
   std::vector<float> a(m * k), b(k * n), c(m * n);
   for (int i = 0; i < m * k; ++i) {
     a[i] = static_cast<float>(i % 7 - 3);
@@ -69,9 +68,26 @@ TEST(BlasCoreTest, GemmAfterTheChoiceIsExact) {
       for (int l = 0; l < k; ++l) {
         expected += a[i * k + l] * b[l * n + j];
       }
-      ASSERT_EQ(c[i * n + j], expected) << i << "," << j;
+      if (c[i * n + j] != expected) {
+        return std::to_string(i) + "," + std::to_string(j);
+      }
     }
   }
+  return "";
+}
+
+TEST(BlasCoreTest, GemmAfterTheChoiceIsExact) {
+  ensureBlasCoreMatchesCpu();
+  EXPECT_EQ(checkExactGemm(37, 29, 53), "");
+}
+
+TEST(BlasCoreTest, ThreadedGemmAfterTheChoiceIsExact) {
+  // The re-selection joins OpenBLAS's workers; a GEMM large enough to be
+  // split must start them again and still add up.
+  ensureBlasCoreMatchesCpu();
+  openblas_set_num_threads(2);
+  EXPECT_EQ(checkExactGemm(384, 320, 448), "");
+  EXPECT_EQ(openblas_get_num_threads(), 2);
 }
 
 } // namespace
