@@ -232,10 +232,6 @@ void Space::addOffloads(const Knobs &base, std::vector<Knobs> &all) const {
       continue;
     }
     for (bool optimizer : offloadOptimizer) {
-      // The host AdamW updates whole (unsharded) parameters.
-      if (optimizer && base.sharding != "ddp") {
-        continue;
-      }
       for (bool activations : offloadActivations) {
         Knobs k = base;
         k.offloadParams = params;

@@ -401,7 +401,8 @@ LogicalResult SGDUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 /// The type of a tg.param or tg.state named `name`, and whether it lives in
-/// host memory (a `host` state).
+/// host memory (a `host` state); for a tg.bucket of trainable parameters
+/// (ZeRO), this rank's chunk of it, which its update writes.
 static FailureOr<std::pair<Type, bool>>
 lookupCopied(Operation *op, SymbolTableCollection &symbols,
              FlatSymbolRefAttr name) {
@@ -416,7 +417,16 @@ lookupCopied(Operation *op, SymbolTableCollection &symbols,
   if (auto state = symbols.lookupNearestSymbolFrom<StateOp>(op, name)) {
     return std::make_pair(Type(state.getType()), state.getHost());
   }
-  return op->emitOpError() << name << " does not name a tg.param or tg.state";
+  if (auto bucket = symbols.lookupNearestSymbolFrom<BucketOp>(op, name)) {
+    if (bucket.getHost()) {
+      return op->emitOpError() << "bucket " << name
+                               << " holds offloaded frozen parameters; only "
+                                  "a bucket of trainable ones is copied";
+    }
+    return std::make_pair(Type(bucket.getChunkType()), false);
+  }
+  return op->emitOpError() << name
+                           << " does not name a tg.param, tg.state or tg.bucket";
 }
 
 LogicalResult CopyStateOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -708,7 +708,8 @@ def TG_CopyStateOp : TG_Op<"copy_state", [
     Optimizer offload's moves between memories: a gradient into its host
     copy, a parameter into its `master` state and the updated master back.
     Source and target are `tg.param`s or `tg.state`s of one type, one of
-    them in host memory (a `host` state), the other not.
+    them in host memory (a `host` state), the other not; a `tg.bucket` of
+    trainable parameters (ZeRO) stands for this rank's chunk of it.
 
     ```mlir
     tg.copy_state @w.grad into @w.grad_host

@@ -391,15 +391,14 @@ LogicalResult SchedPlanner::runOnHost(PlannedLaunch &launch) {
 
 LogicalResult SchedPlanner::planCopyState(ModuleOp module, tg::CopyStateOp op,
                                           PlannedEntry &entry) {
+  // A bucket (ZeRO) is copied as the chunk its update writes.
   SmallVector<Access, 2> operands;
   for (FlatSymbolRefAttr name : {op.getSourceAttr(), op.getTargetAttr()}) {
-    FailureOr<unsigned> root = module.lookupSymbol<tg::StateOp>(name)
-                                   ? stateRoot(module, op, name)
-                                   : paramRoot(module, op, name);
-    if (failed(root)) {
+    FailureOr<Access> access = updatedParam(module, op, name);
+    if (failed(access)) {
       return failure();
     }
-    operands.push_back(whole(*root));
+    operands.push_back(*access);
   }
   bool fromHost = roots[operands[0].root].host;
   if (fromHost == roots[operands[1].root].host) {

@@ -13,6 +13,12 @@
 //   4. every updated master copied back into its parameter, and the device
 //      gradient accumulators zeroed.
 //
+// Under ZeRO (DeepSpeed's ZeRO-Offload is stage 2 with this placement) an
+// update names a tg.bucket and its chunk states: the host copies are then
+// chunk-sized (this rank's share of the master weights and moments), the
+// copies move this rank's chunk of the bucket, and the all-gathers of the
+// updated buckets (stages 1 and 2) follow the copies back.
+//
 // The master is refreshed from the device each step rather than kept as
 // the truth (as DeepSpeed keeps its fp32 master): a parameter written by
 // anyone else (an adapter loaded, a checkpoint resumed, a caller's upload)
@@ -26,6 +32,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace tailor::parallel {
@@ -50,24 +57,29 @@ tg::StateOp hostStateOf(ModuleOp module, tg::StateOp like, tg::StateKind kind) {
 
 /// Refuses what optimizer offload does not place yet, naming it.
 LogicalResult checkOffloadable(func::FuncOp optimizer) {
-  WalkResult walk = optimizer.walk([&](Operation *op) {
-    if (auto sgd = llvm::dyn_cast<tg::SGDUpdateOp>(op)) {
-      sgd.emitError() << "offload_optimizer: SGD on the host is not built "
-                         "yet (AdamW is)";
-      return WalkResult::interrupt();
-    }
-    auto adamw = llvm::dyn_cast<tg::AdamWUpdateOp>(op);
-    if (adamw && SymbolTable::lookupNearestSymbolFrom<tg::BucketOp>(
-                     adamw, adamw.getParamAttr())) {
-      adamw.emitError() << "offload_optimizer with ZeRO sharding (an "
-                           "update of bucket "
-                        << adamw.getParamAttr()
-                        << ") is not built yet; use zero_stage 0";
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
+  WalkResult walk = optimizer.walk([&](tg::SGDUpdateOp sgd) {
+    sgd.emitError() << "offload_optimizer: SGD on the host is not built "
+                       "yet (AdamW is)";
+    return WalkResult::interrupt();
   });
   return failure(walk.wasInterrupted());
+}
+
+/// The all-gathers of the buckets the updates write (ZeRO-1/2), which
+/// must read the parameters the masters are copied back into.
+SmallVector<tg::AllGatherBucketOp>
+gathersOfUpdated(func::FuncOp optimizer, ArrayRef<tg::AdamWUpdateOp> updates) {
+  llvm::DenseSet<StringAttr> updated;
+  for (tg::AdamWUpdateOp update : updates) {
+    updated.insert(update.getParamAttr().getAttr());
+  }
+  SmallVector<tg::AllGatherBucketOp> gathers;
+  optimizer.walk([&](tg::AllGatherBucketOp gather) {
+    if (updated.contains(gather.getBucketAttr().getAttr())) {
+      gathers.push_back(gather);
+    }
+  });
+  return gathers;
 }
 
 } // namespace
@@ -88,6 +100,8 @@ LogicalResult offloadOptimizer(ModuleOp module, const ZeroOptions &options) {
   if (updates.empty()) {
     return success();
   }
+  SmallVector<tg::AllGatherBucketOp> gathers =
+      gathersOfUpdated(optimizer, updates);
   // Everything goes where the first update was: the norm, learning rate
   // and the scalars are computed before it.
   OpBuilder builder(updates.front());
@@ -132,8 +146,13 @@ LogicalResult offloadOptimizer(ModuleOp module, const ZeroOptions &options) {
   }
   builder.setInsertionPointAfter(last);
   for (auto [master, param] : copyBacks) {
-    tg::CopyStateOp::create(builder, loc, master, param);
+    last = tg::CopyStateOp::create(builder, loc, master, param);
   }
+  for (tg::AllGatherBucketOp gather : gathers) {
+    gather->moveAfter(last);
+    last = gather;
+  }
+  builder.setInsertionPointAfter(last);
   tg::ZeroStatesOp::create(builder, loc, builder.getArrayAttr(deviceGrads));
   return success();
 }

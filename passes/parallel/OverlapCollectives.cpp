@@ -366,7 +366,6 @@ void OverlapCollectivesPass::runOnOperation() {
     }
     hoistAccumulates(step);
     moveDdpReductionsInto(step, optimizer);
-    moveOffloadCopiesInto(step, optimizer);
   }
   if (prefetch) {
     prefetchGathers(step);
@@ -390,6 +389,13 @@ void OverlapCollectivesPass::runOnOperation() {
     }
     collective->setAttr(tg::TGDialect::kOverlapAttrName,
                         builder.getUnitAttr());
+  }
+  // Last: a gradient a collective accumulates (ZeRO-2's chunks) is copied
+  // to the host after its accumulation has been deferred past the next
+  // collectives, so the copy does not pin the accumulation in place.
+  if (moveDdpReductions) {
+    moveOffloadCopiesInto(
+        step, module.lookupSymbol<func::FuncOp>(optimizerFunction));
   }
 }
 

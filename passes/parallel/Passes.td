@@ -143,7 +143,9 @@ def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
       (`tg.host`) on host copies of the gradient (`grad_host`) and of the
       parameter (`master`), made by `tg.copy_state` before the updates and
       copied back after; `tg.to_host` brings the scalars over
-      (OffloadOptimizer.cpp). SGD and ZeRO-sharded updates are refused.
+      (OffloadOptimizer.cpp). Under ZeRO the update of a bucket's chunk
+      gets chunk-sized host states, its copies move this rank's chunk, and
+      the bucket's all-gather follows the copy back. SGD is refused.
     - `activations` (`enable_activation_offloading: true`, torchtune's):
       every activation of at least `activation-min-bytes` that the forward
       of `train_step` saves for backward (after recomputation) is copied to

@@ -92,16 +92,16 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
     EXPECT_FALSE(k.adapter == "full" && k.weights != "fp32");
     EXPECT_FALSE(k.offloadParams &&
                  (k.adapter == "full" || k.sharding == "zero3"));
-    EXPECT_FALSE(k.offloadOptimizer && k.sharding != "ddp");
   }
   // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, x 1 micro
   // batch; per sharding, the offloads: parameters (LoRA outside zero3) x
-  // optimizer (ddp only) x activations (always); and the four compression
+  // optimizer (always: ZeRO's chunks too) x activations (always); and the
+  // four compression
   // methods of each ddp point without offload (two CPU ranks); and a
   // layer split over the two ranks of each weights x adapter point without
   // recomputation, sharding, offload or compression.
-  size_t loraOffloads = 2 * (2 * 2) + 2 * 2 + 2 * 2 + 1 * 2; // ddp..zero3
-  size_t fullOffloads = 2 * 2 + 2 + 2 + 2;
+  size_t loraOffloads = 3 * (2 * 2 * 2) + 1 * 2 * 2; // ddp..zero2, zero3
+  size_t fullOffloads = 4 * (2 * 2);
   size_t compressed = 4 * (10 * 3 + 1 * 3);
   size_t splits = 10 + 1;
   EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads +
