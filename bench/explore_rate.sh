@@ -32,8 +32,9 @@ graph() { # PRESET DIR: the eager-attention export (micro batches > 1 work)
   if [[ ! -f "$dir/$preset.onnx" ]]; then
     mkdir -p "$dir"
     "$PY" "$ROOT/bench/gen_llama7b_onnx.py" --preset "$preset" \
-      --no-packed-mask --attn eager -o "$dir" | tail -1 || exit 1
+      --no-packed-mask --attn eager -o "$dir" | tail -1 >&2 || exit 1
   fi
+  # Only the path on stdout: the caller captures it.
   echo "$dir/$preset.onnx"
 }
 
