@@ -40,11 +40,6 @@ constexpr int kMaxRank = 8;
 constexpr int kTile = 32;
 constexpr int kTileRows = 8;
 
-/// 16 bytes moved as one vector load and store.
-struct alignas(16) U128 {
-  u64 lo, hi;
-};
-
 /// y (contiguous, `extent` per dimension) = x at sum(index * stride).
 struct Gather {
   int rank;
@@ -493,10 +488,10 @@ TL_GATHER_ENTRIES(tl::u32, u32)
 TL_GATHER_ENTRIES(tl::u64, u64)
 
 // Contiguous runs of any dtype widen to 16-byte units when they can.
-TL_GLOBAL void tailor_gather_strided_u128(const tl::move::U128 *x,
-                                          tl::move::U128 *y, long long total,
+TL_GLOBAL void tailor_gather_strided_u128(const tl::U128 *x,
+                                          tl::U128 *y, long long total,
                                           tl::move::Gather g) {
-  tl::move::gatherStrided<tl::move::U128>(x, y, total, g);
+  tl::move::gatherStrided<tl::U128>(x, y, total, g);
 }
 TL_REGISTER(tailor_gather_strided_u128)
 
@@ -512,7 +507,7 @@ TL_COPY_ROWS_ENTRY(unsigned char, u8)
 TL_COPY_ROWS_ENTRY(tl::u16, u16)
 TL_COPY_ROWS_ENTRY(tl::u32, u32)
 TL_COPY_ROWS_ENTRY(tl::u64, u64)
-TL_COPY_ROWS_ENTRY(tl::move::U128, u128)
+TL_COPY_ROWS_ENTRY(tl::U128, u128)
 
 // Suffixed with the ids' type, then the unit the rows move in.
 #define TL_EMBEDDING_ENTRY(I, U, SUFFIX)                                       \
@@ -525,10 +520,10 @@ TL_COPY_ROWS_ENTRY(tl::move::U128, u128)
 
 TL_EMBEDDING_ENTRY(int, tl::u16, i32_u16)
 TL_EMBEDDING_ENTRY(int, tl::u32, i32_u32)
-TL_EMBEDDING_ENTRY(int, tl::move::U128, i32_u128)
+TL_EMBEDDING_ENTRY(int, tl::U128, i32_u128)
 TL_EMBEDDING_ENTRY(long long, tl::u16, i64_u16)
 TL_EMBEDDING_ENTRY(long long, tl::u32, i64_u32)
-TL_EMBEDDING_ENTRY(long long, tl::move::U128, i64_u128)
+TL_EMBEDDING_ENTRY(long long, tl::U128, i64_u128)
 
 // Suffixed with x's storage type, then the tables'.
 #define TL_ROPE_ENTRY(T, C, SUFFIX)                                            \

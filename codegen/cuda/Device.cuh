@@ -54,6 +54,12 @@ typedef unsigned long long u64;
 constexpr int kWarpSize = 32;
 constexpr u32 kFullMask = 0xffffffffu;
 
+/// 16 bytes moved as one vector load and store (the element type of the
+/// data-movement kernels' widest variants).
+struct alignas(16) U128 {
+  u64 lo, hi;
+};
+
 //===----------------------------------------------------------------------===//
 // bf16 and fp16 as raw bits: conversions round to nearest even, NaN stays NaN.
 //===----------------------------------------------------------------------===//

@@ -26,11 +26,6 @@
 
 namespace tl::gen {
 
-/// 16 bytes moved as one vector load and store.
-struct alignas(16) U128 {
-  u64 lo, hi;
-};
-
 /// cache[(h * length + position + r) * units + u] =
 ///   value[(h * chunk + r) * units + u] for h < heads (B * H), r < the
 /// rows that fit (min(chunk, length - position)), u < units per row.
@@ -75,6 +70,6 @@ TL_KV_CACHE_WRITE_ENTRY(unsigned char, u8)
 TL_KV_CACHE_WRITE_ENTRY(tl::u16, u16)
 TL_KV_CACHE_WRITE_ENTRY(tl::u32, u32)
 TL_KV_CACHE_WRITE_ENTRY(tl::u64, u64)
-TL_KV_CACHE_WRITE_ENTRY(tl::gen::U128, u128)
+TL_KV_CACHE_WRITE_ENTRY(tl::U128, u128)
 
 #undef TL_KV_CACHE_WRITE_ENTRY
