@@ -55,9 +55,18 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // ZERO1: tg.adamw_update @zero.b0 grad @zero.b0.grad
 // ZERO1-NEXT: tg.all_gather_bucket @zero.b0
 // ZERO1: return %{{.+}}, %[[NORM]]
+// Tests that zero2 keeps no whole gradients: each bucket is flattened and
+// reduce-scattered into its chunk accumulator right after its last
+// gradient's producer (@a's bucket before @b's gradient is computed), not
+// where the accumulations were.
 // ZERO2-NOT: tg.state @b.grad
 // ZERO2-LABEL: func.func @train_step
-// ZERO2: %[[G:.+]] = tg.mul %arg0, %arg0
+// ZERO2: tg.cross_entropy_grad
+// ZERO2-NEXT: %[[BA:.+]] = tg.mul
+// ZERO2-NEXT: %[[FA:.+]] = tg.reshape %[[BA]]
+// ZERO2: %[[A:.+]] = tg.reduce_scatter %{{.+}} avg over world shards 2
+// ZERO2-NEXT: tg.accumulate %[[A]] into @zero.b1.grad
+// ZERO2-NEXT: %[[G:.+]] = tg.mul %arg0, %arg0
 // ZERO2-NOT: tg.accumulate %[[G]] into @b.grad
 // ZERO2: %[[FLAT:.+]] = tg.concat %{{.+}}, %{{.+}}, %[[G]], %{{.+}} axis = 0 : (tensor<16xf32>, tensor<48xf32>, tensor<30xf32>, tensor<34xf32>) -> tensor<128xf32>
 // ZERO2: %[[CHUNK:.+]] = tg.reduce_scatter %[[FLAT]] avg over world shards 2
