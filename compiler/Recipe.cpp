@@ -508,9 +508,8 @@ Error resolveSharding(TrainingRecipe &recipe) {
 /// What offload can place today: frozen parameters (LoRA's and QLoRA's
 /// base weights) without ZeRO-3, AdamW's state with its update, whole or
 /// each rank's ZeRO chunk (offload_optimizer: cpu; the pass refuses SGD by
-/// name) and the
-/// saved activations (enable_activation_offloading). The rest is refused by
-/// name, never ignored.
+/// name) and the saved activations (enable_activation_offloading). The
+/// rest is refused by name, never ignored.
 Error checkOffload(const TrainingRecipe &recipe) {
   auto notYet = [](const Twine &what) {
     return createStringError(inconvertibleErrorCode(),
