@@ -263,8 +263,11 @@ static void addPipelinePasses(mlir::OpPassManager &pm,
 
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingRecipe &recipe,
-                           const ScheduleOptions &options, bool schedule) {
-  buildGraphPipeline(pm, recipe.tieWordEmbeddings);
+                           const ScheduleOptions &options, bool schedule,
+                           bool raised) {
+  if (!raised) {
+    buildGraphPipeline(pm, recipe.tieWordEmbeddings);
+  }
   // --- Sample packing: per-example positions (a position_ids input) and
   // document masking in every attention, before anything reads positions.
   if (recipe.samplePacking.value_or(false)) {

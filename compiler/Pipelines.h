@@ -83,9 +83,11 @@ std::string frozenWeightScheme(const TrainingRecipe &recipe,
 /// Import -> schedule of a training plan: the graph pipeline, the training
 /// passes the recipe asks for (insert-lora, add-loss, autodiff, optimizer),
 /// then planning one rank with its two entries.
-/// With `schedule` false it stops at the training step in tg.
+/// With `schedule` false it stops at the training step in tg; with
+/// `raised` it leaves out the graph pipeline (the module went through it).
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingRecipe &recipe,
-                           const ScheduleOptions &options, bool schedule = true);
+                           const ScheduleOptions &options, bool schedule = true,
+                           bool raised = false);
 
 /// What a generation plan is built with (tailor compile --task generate).
 struct GenerationOptions {

@@ -167,6 +167,7 @@ LogicalResult Differentiator::seedResults() {
 }
 
 void Differentiator::markVaried() {
+  SymbolTable symbols(module);
   if (wrtInputs) {
     for (unsigned i = 0; i < originalArgs; ++i) {
       if (isFloatTensor(body.getArgument(i).getType())) {
@@ -177,7 +178,7 @@ void Differentiator::markVaried() {
   for (Operation &op : body.without_terminator()) {
     ops.push_back(&op);
     if (auto ref = llvm::dyn_cast<tg::ParamRefOp>(op)) {
-      auto param = module.lookupSymbol<tg::ParamOp>(ref.getNameAttr());
+      auto param = symbols.lookup<tg::ParamOp>(ref.getName());
       if (param && param.getTrainable()) {
         varied.insert(ref.getResult());
         paramRefs[ref.getNameAttr().getAttr()].push_back(ref.getResult());

@@ -193,6 +193,8 @@ OptimizerPass::buildTrainStep(ModuleOp module, func::FuncOp func) {
   SmallVector<Trained> trained;
   SmallVector<Value> kept;
   SmallVector<DictionaryAttr> keptAttrs;
+  // Names to symbols once: a scan of the module per lookup is quadratic.
+  SymbolTable symbols(module);
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
     auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(index, "tg.grad_of");
     if (!of) {
@@ -200,7 +202,7 @@ OptimizerPass::buildTrainStep(ModuleOp module, func::FuncOp func) {
       keptAttrs.push_back(func.getResultAttrDict(index));
       continue;
     }
-    auto param = module.lookupSymbol<tg::ParamOp>(of);
+    auto param = symbols.lookup<tg::ParamOp>(of.getAttr());
     if (!param || !param.getTrainable()) {
       return func.emitError() << "result " << index << " is the gradient of "
                               << of << ", which is not a trainable parameter";

@@ -173,6 +173,7 @@ void QuantizePass::findCandidates(ModuleOp module, Candidates &found) {
   SmallVector<std::string> wanted = splitList(modules);
   SmallVector<std::string> skipped = splitList(skip);
   bool allLinear = wanted.size() == 1 && wanted.front() == "all-linear";
+  SymbolTable symbols(module);
   module.walk([&](tg::LinearOp linear) {
     auto path =
         linear->getAttrOfType<StringAttr>(tg::TGDialect::kModuleAttrName);
@@ -192,7 +193,7 @@ void QuantizePass::findCandidates(ModuleOp module, Candidates &found) {
       found.rejected.insert(name);
       return;
     }
-    auto param = module.lookupSymbol<tg::ParamOp>(read.ref.getNameAttr());
+    auto param = symbols.lookup<tg::ParamOp>(read.ref.getName());
     // Only weights the model file holds: adapters are made at run time,
     // and a bound adapter's LoRA weights (an inference plan's, frozen but
     // read from the adapter file) stay f32, as PEFT keeps them.

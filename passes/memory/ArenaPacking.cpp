@@ -8,6 +8,89 @@
 
 namespace tailor::memory {
 
+namespace {
+
+/// Placed buffers indexed by time, so that placing one visits the placed
+/// buffers near its lifetime rather than all of them. Levels of buckets
+/// 16, 128, 1024, ... steps long; a buffer goes in the one or two buckets
+/// of the first level whose buckets are at least as long as its lifetime.
+/// A training step's saved activations live from forward to backward: in
+/// one grid of short buckets each would sit in every bucket it spans, and a
+/// query would walk those copies bucket after bucket (quadratic in the
+/// layers); here it meets each at most twice.
+class TimeIndex {
+public:
+  explicit TimeIndex(const std::vector<LiveBuffer> &buffers)
+      : buffers(buffers), seen(buffers.size(), 0) {
+    firstStep = buffers.front().first;
+    int64_t lastStep = buffers.front().last;
+    for (const LiveBuffer &b : buffers) {
+      firstStep = std::min(firstStep, b.first);
+      lastStep = std::max(lastStep, b.last);
+    }
+    for (int64_t length = kFinest;; length *= kRatio) {
+      levels.push_back(
+          {length, std::vector<std::vector<size_t>>(
+                       static_cast<size_t>((lastStep - firstStep) / length + 1))});
+      if (length > lastStep - firstStep) {
+        break;
+      }
+    }
+  }
+
+  void insert(size_t index) {
+    const LiveBuffer &b = buffers[index];
+    Level &level = levels[levelOf(b)];
+    for (size_t k = bucket(level, b.first); k <= bucket(level, b.last); ++k) {
+      level.buckets[k].push_back(index);
+    }
+  }
+
+  /// Calls `visit(index)` once for every placed buffer whose buckets meet
+  /// `b`'s lifetime (a superset of those that overlap it).
+  template <typename Visit> void forEachNear(const LiveBuffer &b, Visit visit) {
+    ++stamp;
+    for (Level &level : levels) {
+      for (size_t k = bucket(level, b.first); k <= bucket(level, b.last);
+           ++k) {
+        for (size_t other : level.buckets[k]) {
+          if (seen[other] != stamp) {
+            seen[other] = stamp;
+            visit(other);
+          }
+        }
+      }
+    }
+  }
+
+private:
+  static constexpr int64_t kFinest = 16, kRatio = 8;
+  struct Level {
+    int64_t length;
+    std::vector<std::vector<size_t>> buckets;
+  };
+
+  size_t levelOf(const LiveBuffer &b) const {
+    size_t level = 0;
+    while (level + 1 < levels.size() &&
+           levels[level].length < b.last - b.first + 1) {
+      ++level;
+    }
+    return level;
+  }
+  size_t bucket(const Level &level, int64_t step) const {
+    return static_cast<size_t>((step - firstStep) / level.length);
+  }
+
+  const std::vector<LiveBuffer> &buffers;
+  std::vector<Level> levels;
+  int64_t firstStep = 0;
+  std::vector<uint32_t> seen;
+  uint32_t stamp = 0;
+};
+
+} // namespace
+
 PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
                           uint64_t alignment) {
   PackingResult result;
@@ -41,42 +124,18 @@ PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
     return buffers[a].first < buffers[b].first;
   });
 
-  // Placed buffers are indexed by time bucket, so a query only visits the
-  // buffers whose lifetimes share a bucket with the one being placed.
-  int64_t firstStep = buffers[0].first, lastStep = buffers[0].last;
-  for (const LiveBuffer &b : buffers) {
-    firstStep = std::min(firstStep, b.first);
-    lastStep = std::max(lastStep, b.last);
-  }
-  const int64_t bucketSteps = 16;
-  size_t bucketCount =
-      static_cast<size_t>((lastStep - firstStep) / bucketSteps + 1);
-  std::vector<std::vector<size_t>> buckets(bucketCount);
-  auto bucketOf = [&](int64_t step) {
-    return static_cast<size_t>((step - firstStep) / bucketSteps);
-  };
-
-  std::vector<uint32_t> seenStamp(buffers.size(), 0);
-  uint32_t stamp = 0;
+  TimeIndex placed(buffers);
   std::vector<std::pair<uint64_t, uint64_t>> busy; // [offset, end) in use
   for (size_t index : order) {
     LiveBuffer &buffer = buffers[index];
     uint64_t size = alignTo(buffer.size, alignment);
-    ++stamp;
     busy.clear();
-    for (size_t bucket = bucketOf(buffer.first);
-         bucket <= bucketOf(buffer.last); ++bucket) {
-      for (size_t other : buckets[bucket]) {
-        if (seenStamp[other] == stamp) {
-          continue;
-        }
-        seenStamp[other] = stamp;
-        const LiveBuffer &o = buffers[other];
-        if (o.first <= buffer.last && buffer.first <= o.last) {
-          busy.emplace_back(o.offset, o.offset + alignTo(o.size, alignment));
-        }
+    placed.forEachNear(buffer, [&](size_t other) {
+      const LiveBuffer &o = buffers[other];
+      if (o.first <= buffer.last && buffer.first <= o.last) {
+        busy.emplace_back(o.offset, o.offset + alignTo(o.size, alignment));
       }
-    }
+    });
     // Lowest gap that fits among the overlapping buffers.
     std::sort(busy.begin(), busy.end());
     uint64_t candidate = 0;
@@ -88,10 +147,7 @@ PackingResult packBuffers(std::vector<LiveBuffer> &buffers,
     }
     buffer.offset = candidate;
     result.arenaBytes = std::max(result.arenaBytes, candidate + size);
-    for (size_t bucket = bucketOf(buffer.first);
-         bucket <= bucketOf(buffer.last); ++bucket) {
-      buckets[bucket].push_back(index);
-    }
+    placed.insert(index);
   }
   return result;
 }

@@ -42,8 +42,9 @@ struct PackingResult {
 
 /// Assigns `offset` for every buffer (multiples of `alignment`, a power of
 /// two); sizes are rounded up to the alignment. Buffers overlapping in time
-/// never overlap in memory. Runs in O(n log n + n k) for n buffers of which
-/// at most k overlap any one buffer in time.
+/// never overlap in memory. Runs in O(n k log k) for n buffers of which at
+/// most k overlap any one buffer in time (placed buffers are indexed by
+/// lifetime, so a placement visits few that do not overlap it).
 PackingResult packBuffers(std::vector<LiveBuffer> &buffers, uint64_t alignment);
 
 } // namespace tailor::memory

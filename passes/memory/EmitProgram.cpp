@@ -78,7 +78,8 @@ struct AsyncLane {
 class ProgramEmitter {
 public:
   ProgramEmitter(ModuleOp module, Location loc, std::vector<Root> &roots)
-      : builder(module.getContext()), module(module), loc(loc), roots(roots) {}
+      : builder(module.getContext()), module(module), symbols(module),
+        loc(loc), roots(roots) {}
 
   void emitHeader(const ArenaLayout &layout, int64_t threads, int64_t alignment,
                   const ProgramTarget &target);
@@ -127,6 +128,8 @@ private:
 
   OpBuilder builder;
   ModuleOp module;
+  /// The tg symbols by name, read once (the program adds none of them).
+  SymbolTable symbols;
   Location loc;
   std::vector<Root> &roots;
   ProgramArenas arenas;
@@ -533,15 +536,15 @@ Value ProgramEmitter::bufferFor(Access access) {
 }
 
 DictionaryAttr ProgramEmitter::shardOf(tg::StateOp state) {
-  auto bucket = module.lookupSymbol<tg::BucketOp>(state.getParameterAttr());
+  auto bucket = symbols.lookup<tg::BucketOp>(state.getParameter());
   if (!bucket) {
     return DictionaryAttr();
   }
   SmallVector<Attribute> members;
   SmallVector<int64_t> numels;
   for (Attribute member : bucket.getMembers()) {
-    auto param = module.lookupSymbol<tg::ParamOp>(
-        llvm::cast<FlatSymbolRefAttr>(member));
+    auto param = symbols.lookup<tg::ParamOp>(
+        llvm::cast<FlatSymbolRefAttr>(member).getAttr());
     members.push_back(builder.getStringAttr(param.getSymName()));
     numels.push_back(tg::numElements(param.getTensorType().getShape()));
   }

@@ -96,7 +96,7 @@ FailureOr<unsigned> SchedPlanner::paramRoot(ModuleOp module,
   if (!inserted) {
     return it->second;
   }
-  auto param = module.lookupSymbol<tg::ParamOp>(name);
+  auto param = symbols.lookupSymbolIn<tg::ParamOp>(module, name);
   if (!param) {
     symbolRoots.erase(it);
     return user->emitError() << "parameter " << name << " is not declared";
@@ -127,7 +127,7 @@ FailureOr<unsigned> SchedPlanner::stateRoot(ModuleOp module,
   if (!inserted) {
     return it->second;
   }
-  auto state = module.lookupSymbol<tg::StateOp>(name);
+  auto state = symbols.lookupSymbolIn<tg::StateOp>(module, name);
   if (!state) {
     symbolRoots.erase(it);
     return user->emitError() << "state " << name << " is not declared";
@@ -144,7 +144,7 @@ SchedPlanner::selectQuantizedLinear(tg::LinearOp linear,
                                         tg::DequantizeOp dequantize,
                                         bool transposeWeight,
                                         codegen::CpuKernelChoice &choice) {
-  auto param = SymbolTable::lookupNearestSymbolFrom<tg::ParamOp>(
+  auto param = symbols.lookupNearestSymbolFrom<tg::ParamOp>(
       dequantize, dequantize.getNameAttr());
   if (!param) {
     return dequantize.emitError() << "parameter " << dequantize.getNameAttr()
@@ -237,7 +237,8 @@ LogicalResult SchedPlanner::planDequantize(ModuleOp module,
                                                PlannedEntry &entry,
                                                int64_t step) {
   Operation &op = *dequantize;
-  auto param = module.lookupSymbol<tg::ParamOp>(dequantize.getNameAttr());
+  auto param =
+      symbols.lookupSymbolIn<tg::ParamOp>(module, dequantize.getNameAttr());
   if (!param) {
     return op.emitError() << "parameter " << dequantize.getNameAttr()
                           << " is not declared";

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <optional>
@@ -218,6 +219,9 @@ private:
   /// The storage root of each tg.dequantize result.
   llvm::DenseMap<mlir::Value, Access> quantizedStorage;
   llvm::StringMap<unsigned> symbolRoots;
+  /// The module's symbols by name (a lookup is a hash, not a scan of the
+  /// module; the planner adds and erases no tg symbol while it runs).
+  mlir::SymbolTableCollection symbols;
   /// The root of each ZeRO bucket's flat parameters (ZeRO-3: its chunk).
   llvm::StringMap<unsigned> bucketRoots;
   /// Values that are views at a byte offset into their root (members of a

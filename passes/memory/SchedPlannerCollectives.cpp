@@ -234,12 +234,13 @@ Access SchedPlanner::chunkOf(tg::BucketOp bucket) {
 FailureOr<Access> SchedPlanner::updatedParam(ModuleOp module,
                                                  Operation *update,
                                                  FlatSymbolRefAttr name) {
-  if (auto bucket = module.lookupSymbol<tg::BucketOp>(name)) {
+  if (auto bucket = symbols.lookupSymbolIn<tg::BucketOp>(module, name)) {
     return chunkOf(bucket);
   }
-  FailureOr<unsigned> root = module.lookupSymbol<tg::StateOp>(name)
-                                 ? stateRoot(module, update, name)
-                                 : paramRoot(module, update, name);
+  FailureOr<unsigned> root =
+      symbols.lookupSymbolIn<tg::StateOp>(module, name)
+          ? stateRoot(module, update, name)
+          : paramRoot(module, update, name);
   if (failed(root)) {
     return failure();
   }
@@ -294,7 +295,8 @@ LogicalResult SchedPlanner::planShardOp(ModuleOp module, Operation &op,
         entry, step);
   }
   if (auto gather = llvm::dyn_cast<tg::AllGatherBucketOp>(op)) {
-    auto bucket = module.lookupSymbol<tg::BucketOp>(gather.getBucketAttr());
+    auto bucket =
+        symbols.lookupSymbolIn<tg::BucketOp>(module, gather.getBucketAttr());
     if (!bucket) {
       return op.emitError() << gather.getBucketAttr()
                             << " does not name a tg.bucket";
@@ -313,7 +315,8 @@ LogicalResult SchedPlanner::planShardOp(ModuleOp module, Operation &op,
     return success();
   }
   if (auto gather = llvm::dyn_cast<tg::GatherBucketOp>(op)) {
-    auto bucket = module.lookupSymbol<tg::BucketOp>(gather.getBucketAttr());
+    auto bucket =
+        symbols.lookupSymbolIn<tg::BucketOp>(module, gather.getBucketAttr());
     if (!bucket || !bucket.getShardedParams()) {
       return op.emitError() << gather.getBucketAttr()
                             << " is not a tg.bucket of sharded parameters";

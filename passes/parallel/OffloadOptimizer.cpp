@@ -43,16 +43,20 @@ namespace {
 
 /// A host state of `param` of `kind`, declared beside the parameter's
 /// other states (made once).
-tg::StateOp hostStateOf(ModuleOp module, tg::StateOp like, tg::StateKind kind) {
-  std::string name = (like.getParameter() + "." + tg::stringifyStateKind(kind)).str();
-  if (auto existing = module.lookupSymbol<tg::StateOp>(name)) {
+tg::StateOp hostStateOf(SymbolTable &symbols, tg::StateOp like,
+                        tg::StateKind kind) {
+  std::string name =
+      (like.getParameter() + "." + tg::stringifyStateKind(kind)).str();
+  if (auto existing = symbols.lookup<tg::StateOp>(name)) {
     return existing;
   }
   OpBuilder builder(like);
   builder.setInsertionPointAfter(like);
-  return tg::StateOp::create(builder, like.getLoc(), name,
-                             like.getTensorType(), like.getParameter(), kind,
-                             /*host=*/true);
+  auto state = tg::StateOp::create(builder, like.getLoc(), name,
+                                   like.getTensorType(), like.getParameter(),
+                                   kind, /*host=*/true);
+  symbols.insert(state);
+  return state;
 }
 
 /// Refuses what optimizer offload does not place yet, naming it.
@@ -109,13 +113,15 @@ LogicalResult offloadOptimizer(ModuleOp module, const ZeroOptions &options) {
   llvm::MapVector<Value, Value> hostScalars;
   SmallVector<Attribute> deviceGrads;
   SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> copyBacks;
+  // Names to symbols once: a scan of the module per lookup is quadratic.
+  SymbolTable symbols(module);
   for (tg::AdamWUpdateOp update : updates) {
-    auto grad = module.lookupSymbol<tg::StateOp>(update.getGradAttr());
-    tg::StateOp gradHost = hostStateOf(module, grad, tg::StateKind::GradHost);
-    tg::StateOp master = hostStateOf(module, grad, tg::StateKind::Master);
+    auto grad = symbols.lookup<tg::StateOp>(update.getGrad());
+    tg::StateOp gradHost = hostStateOf(symbols, grad, tg::StateKind::GradHost);
+    tg::StateOp master = hostStateOf(symbols, grad, tg::StateKind::Master);
     for (FlatSymbolRefAttr moment :
          {update.getExpAvgAttr(), update.getExpAvgSqAttr()}) {
-      module.lookupSymbol<tg::StateOp>(moment).setHost(true);
+      symbols.lookup<tg::StateOp>(moment.getAttr()).setHost(true);
     }
     auto gradHostRef = FlatSymbolRefAttr::get(gradHost.getSymNameAttr());
     auto masterRef = FlatSymbolRefAttr::get(master.getSymNameAttr());

@@ -182,8 +182,10 @@ void OverlapCollectivesPass::moveDdpReductionsInto(func::FuncOp step,
 void OverlapCollectivesPass::moveOffloadCopiesInto(func::FuncOp step,
                                                    func::FuncOp optimizer) {
   ModuleOp module = step->getParentOfType<ModuleOp>();
+  // Names to symbols once: a scan of the module per lookup is quadratic.
+  SymbolTable symbols(module);
   auto isToHost = [&](tg::CopyStateOp copy) {
-    auto target = module.lookupSymbol<tg::StateOp>(copy.getTargetAttr());
+    auto target = symbols.lookup<tg::StateOp>(copy.getTarget());
     return target && target.getHost();
   };
   // Gradients a collective names stay: their copy must follow it.
@@ -196,52 +198,72 @@ void OverlapCollectivesPass::moveOffloadCopiesInto(func::FuncOp step,
       }
     });
   }
+  // The last op of the step naming each symbol, found once (the copies
+  // moved in below name only their own gradient, parameter and host
+  // states, so these stay the last for every other gradient).
   Block &body = step.getBody().front();
+  llvm::DenseMap<StringAttr, Operation *> lastNaming;
+  for (Operation &op : body.without_terminator()) {
+    for (StringAttr name : symbolsOf(&op)) {
+      lastNaming[name] = &op;
+    }
+  }
   Builder builder(step.getContext());
   SmallVector<tg::CopyStateOp> copies(optimizer.getOps<tg::CopyStateOp>());
+  // Each parameter's own copies to the host (its fp32 master's).
+  llvm::DenseMap<StringAttr, SmallVector<tg::CopyStateOp>> paramCopies;
   for (tg::CopyStateOp copy : copies) {
-    auto source = module.lookupSymbol<tg::StateOp>(copy.getSourceAttr());
+    if (isToHost(copy) && symbols.lookup<tg::ParamOp>(copy.getSource())) {
+      paramCopies[copy.getSourceAttr().getAttr()].push_back(copy);
+    }
+  }
+  for (tg::CopyStateOp copy : copies) {
+    auto source = symbols.lookup<tg::StateOp>(copy.getSource());
     if (!isToHost(copy) || !source || source.getKind() != tg::StateKind::Grad ||
         reduced.contains(source.getSymNameAttr())) {
       continue;
     }
-    llvm::DenseSet<StringAttr> grad = {source.getSymNameAttr()};
-    Operation *last = nullptr;
-    for (Operation &op : body.without_terminator()) {
-      if (touchesAny(&op, grad)) {
-        last = &op;
-      }
-    }
-    if (!last) {
+    Operation *at = lastNaming.lookup(source.getSymNameAttr());
+    if (!at) {
       continue; // the step never makes this gradient
     }
-    Operation *at = last;
     // The parameter's own copy (the next copy_state of the same parameter)
     // travels with it.
-    for (tg::CopyStateOp other : copies) {
-      if (other != copy && isToHost(other) &&
-          module.lookupSymbol<tg::ParamOp>(other.getSourceAttr()) &&
-          other.getSourceAttr().getValue() == source.getParameter()) {
-        other->moveAfter(at);
-        other->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
-      }
+    for (tg::CopyStateOp other :
+         paramCopies.lookup(source.getParameterAttr().getAttr())) {
+      other->moveAfter(at);
+      other->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
     }
     copy->moveAfter(at);
     copy->setAttr(tg::TGDialect::kOverlapAttrName, builder.getUnitAttr());
   }
 }
 
+/// Each op of `block` by its place, counted before anything moves. Moving
+/// ops one by one and asking isBeforeInBlock after each move renumbers the
+/// block every time (quadratic); these places stay right for every two ops
+/// that have not moved, which are the only ones compared below.
+using Positions = llvm::DenseMap<Operation *, size_t>;
+static Positions positionsIn(Block &block) {
+  Positions positions;
+  size_t next = 0;
+  for (Operation &op : block) {
+    positions[&op] = next++;
+  }
+  return positions;
+}
+
 /// The first op of `op`'s block that uses one of its results (through
 /// bucket_member views too); null if none.
-static Operation *firstUser(Operation *op) {
+static Operation *firstUser(Operation *op, const Positions &positions) {
   Operation *first = nullptr;
   for (Operation *user : op->getUsers()) {
     Operation *at = user;
     if (llvm::isa<tg::BucketMemberOp>(user)) {
-      at = firstUser(user);
+      at = firstUser(user, positions);
     }
     if (at && at->getBlock() == op->getBlock() &&
-        (!first || at->isBeforeInBlock(first))) {
+        (!first || positions.lookup(at) < positions.lookup(first))) {
       first = at;
     }
   }
@@ -253,13 +275,15 @@ void OverlapCollectivesPass::prefetchGathers(func::FuncOp step) {
   // Where compute starts using each gather, before anything moves: the
   // next gather is issued there, so at most two gathered buckets (the one
   // in use, the one in flight) are alive at once.
+  Positions positions = positionsIn(step.getBody().front());
   SmallVector<Operation *> uses;
   for (tg::GatherBucketOp gather : gathers) {
-    uses.push_back(firstUser(gather));
+    uses.push_back(firstUser(gather, positions));
   }
   Builder builder(step.getContext());
   for (size_t i = 0; i < gathers.size(); ++i) {
-    if (i > 0 && uses[i - 1] && uses[i - 1]->isBeforeInBlock(gathers[i])) {
+    if (i > 0 && uses[i - 1] &&
+        positions.lookup(uses[i - 1]) < positions.lookup(gathers[i])) {
       gathers[i]->moveBefore(uses[i - 1]);
     }
     gathers[i]->setAttr(tg::TGDialect::kOverlapAttrName,
@@ -290,18 +314,21 @@ void OverlapCollectivesPass::overlapActivationCopies(func::FuncOp step) {
     }
     layers.back().push_back(back);
   }
+  // Only the copies back move; their users, compared here, stay.
+  Positions positions = positionsIn(step.getBody().front());
   for (size_t i = 1; i < layers.size(); ++i) {
     Operation *firstUse = nullptr;
     for (tg::ToDeviceOp back : layers[i - 1]) {
-      Operation *use = firstUser(back);
-      if (use && (!firstUse || use->isBeforeInBlock(firstUse))) {
+      Operation *use = firstUser(back, positions);
+      if (use && (!firstUse ||
+                  positions.lookup(use) < positions.lookup(firstUse))) {
         firstUse = use;
       }
     }
     for (tg::ToDeviceOp back : layers[i]) {
       // Its host copy is made in forward, long before: moving up keeps it
       // after its operand.
-      if (firstUse && firstUse->isBeforeInBlock(back)) {
+      if (firstUse && positions.lookup(firstUse) < positions.lookup(back)) {
         back->moveBefore(firstUse);
       }
     }

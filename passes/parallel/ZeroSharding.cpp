@@ -78,13 +78,15 @@ LogicalResult ZeroRewriter::collectMembers(SmallVectorImpl<Member> &members) {
           op;
     }
   });
+  // Names to symbols once: a scan of the module per lookup is quadratic.
+  SymbolTable symbols(module);
   for (tg::StateOp state : module.getOps<tg::StateOp>()) {
     if (state.getKind() != tg::StateKind::Grad) {
       continue;
     }
     Member member;
     member.grad = state;
-    member.param = module.lookupSymbol<tg::ParamOp>(state.getParameter());
+    member.param = symbols.lookup<tg::ParamOp>(state.getParameter());
     member.update = updates.lookup(state.getParameter());
     if (!member.param || !member.update) {
       return state.emitError()
@@ -99,7 +101,7 @@ LogicalResult ZeroRewriter::collectMembers(SmallVectorImpl<Member> &members) {
     }
     for (StringRef kind : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
       if (auto name = member.update->getAttrOfType<FlatSymbolRefAttr>(kind)) {
-        member.moments.push_back(module.lookupSymbol<tg::StateOp>(name));
+        member.moments.push_back(symbols.lookup<tg::StateOp>(name.getAttr()));
       }
     }
     member.numel = tg::numElements(state.getTensorType().getShape());

@@ -65,6 +65,12 @@ struct CompileRequest {
   /// The first of two tries under a device budget: its failure is reported
   /// by the caller.
   bool quietPipelineFailure = false;
+  /// Verify the IR after every pass (false: once, after the last; explore
+  /// compiles thousands of configurations through tested passes).
+  bool verifyEachPass = true;
+  /// `imported` went through the graph pipeline already (explore's cached,
+  /// raised modules): a training compile leaves it out.
+  bool raised = false;
   /// When set, compileModule starts from a clone of this module (imported
   /// from `input` with these importOptions) instead of importing again.
   mlir::ModuleOp imported;

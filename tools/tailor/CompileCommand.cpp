@@ -33,6 +33,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
@@ -558,7 +559,8 @@ const char *buildImpliedPipeline(mlir::PassManager &pm,
       buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
     } else {
       buildTrainingPipeline(pm, req.recipe, scheduleOptions,
-                            /*schedule=*/req.compileTo != Stage::Train);
+                            /*schedule=*/req.compileTo != Stage::Train,
+                            req.raised);
     }
   } else if (req.generate) {
     what = "generation";
@@ -618,7 +620,9 @@ mlir::LogicalResult runPipelines(mlir::ModuleOp module,
   if (req.timing) {
     pm.enableTiming();
   }
-  if (failed(pm.run(module))) {
+  pm.enableVerifier(req.verifyEachPass);
+  if (failed(pm.run(module)) ||
+      (!req.verifyEachPass && failed(mlir::verify(module)))) {
     if (req.quietPipelineFailure) {
       return mlir::failure();
     }

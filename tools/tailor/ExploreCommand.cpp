@@ -207,6 +207,9 @@ Evaluator::requestFor(const explore::Knobs &knobs) const {
   // A configuration that does not compile is a row with its error, not a
   // line on the terminal.
   req.quietPipelineFailure = true;
+  // Thousands of compiles through passes tested one by one: the IR is
+  // verified once, after the last pass, not after each.
+  req.verifyEachPass = false;
   bindRecipeShapes(req);
   return req;
 }
@@ -236,13 +239,15 @@ mlir::ModuleOp Evaluator::startingModule(const CompileRequest &req,
   }
   module = from.clone();
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  if (keepLayers == kRaised) {
-    buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
-  } else {
+  if (keepLayers != kRaised) {
     graph::KeepLayersPassOptions keep;
     keep.count = keepLayers;
     pm.addPass(graph::createKeepLayersPass(keep));
   }
+  // Once per module, not per configuration: compile leaves the graph
+  // pipeline out (req.raised). After a cut it runs again, as it would in a
+  // compile of the cut model (cleaning what the cut left unused).
+  buildGraphPipeline(pm, req.recipe.tieWordEmbeddings);
   if (failed(pm.run(*module))) {
     error = keepLayers == kRaised
                 ? std::string("the model does not raise")
@@ -268,7 +273,9 @@ std::string Evaluator::compile(CompileRequest &req,
     return mlir::success();
   });
   std::string error;
-  req.imported = startingModule(req, keepLayers, error);
+  req.imported = startingModule(req, keepLayers == 0 ? kRaised : keepLayers,
+                                error);
+  req.raised = true;
   if (!req.imported) {
     return first.empty() ? error : first;
   }
