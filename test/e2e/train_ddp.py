@@ -14,7 +14,9 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
   * QLoRA (NF4 base weights) under ZeRO-3 at world 2 and 4, the NF4 bytes
     sharded too;
   * a run that changes world size and strategy as it resumes: steps 1-7
-    with ZeRO-3 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank.
+    with ZeRO-3 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank;
+  * full fine-tuning under ZeRO-3 with gradient checkpointing at world 2
+    (no more activation bytes than without it).
 
 Checks: every step's loss and grad_norm (rank 0's metrics.jsonl, averaged
 over the ranks) equal world 1's to 1e-5 relative, and the final adapter's
@@ -384,6 +386,29 @@ def check_overlap(args, onnx_path, data, base, ref):
     return failures
 
 
+def check_zero3_recompute(args, onnx_path, data, base, ref, without):
+    """ZeRO-3 with gradient checkpointing (full fine-tuning): the replayed
+    forward reads the parameters through backward's gathers (never the
+    forward's gathered copies), with world 1's numbers, the predicted
+    bytes, and no more activation bytes than ZeRO-3 without it (keeping
+    the forward's gathered weights for the replay would add them)."""
+    name = "full-zero3-checkpointing-world2"
+    recipe = dict(base, gradient_checkpointing="true")
+    got, err = run_world(args, onnx_path, data, recipe, name, "2xcpu", 2,
+                         "zero3")
+    if err:
+        return [f"{name}: {err}"]
+    failures = compare(name, got, ref) + check_bytes_sent(name, got, 2)
+    mine = got["doc"]["memory"]["activations"]
+    theirs = without["doc"]["memory"]["activations"]
+    print(f"{name}: activations {mine} B per rank (without checkpointing "
+          f"{theirs} B)")
+    if mine > theirs:
+        failures.append(f"{name}: {mine} activation bytes per rank, more "
+                        f"than without checkpointing ({theirs})")
+    return failures
+
+
 def check_qlora(args, onnx_path, data, base):
     """QLoRA under ZeRO-3: the NF4 base weights' stored bytes are sharded
     too, gathered as bytes and dequantized on use: world 1's numbers, and
@@ -474,6 +499,10 @@ def main():
                                         full_results["world1"])
         failures += check_overlap(args, onnx_path, data, full,
                                   full_results["world1"])
+        if "full-zero3-world2" in full_results:
+            failures += check_zero3_recompute(
+                args, onnx_path, data, full, full_results["world1"],
+                full_results["full-zero3-world2"])
     qlora = dict(lora)
     qlora.update(adapter="qlora")
     failures += check_qlora(args, onnx_path, data, qlora)

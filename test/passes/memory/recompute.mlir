@@ -50,3 +50,29 @@ func.func @forward(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<f32> {tg.name
   return %l : tensor<f32>
 }
 
+
+// -----
+
+tg.param @w : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
+
+// Tests that a replay computes its view of a parameter (the transpose a
+// linear reads) again from the parameter, rather than read the forward's
+// copy, which would then live until backward (a ZeRO-3 gather or an
+// offloaded parameter's copy, a whole weight per linear).
+// FULL-LABEL: func.func @forward
+// FULL: %[[W:.+]] = tg.param_ref @w
+// FULL: %[[T:.+]] = tg.transpose %[[W]] permutation = [1, 0] :
+// FULL: tg.linear %arg0, %[[T]] {tg.layer = 0 : i64, tg.recompute}
+// FULL: %[[T2:.+]] = tg.transpose %[[W]] permutation = [1, 0] {tg.recomputed}
+// FULL: %[[H2:.+]] = tg.linear %arg0, %[[T2]] {tg.layer = 0 : i64, tg.recomputed}
+// FULL: tg.silu_grad %[[H2]]
+// FULL: return
+func.func @forward(%x: tensor<3x4xf32> {tg.name = "x"}) -> (tensor<f32> {tg.name = "loss"}) {
+  %w = tg.param_ref @w : tensor<4x4xf32>
+  %t = tg.transpose %w permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %h = tg.linear %x, %t {tg.layer = 0 : i64} : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %s = tg.silu %h {tg.layer = 0 : i64} : tensor<3x4xf32>
+  %x1 = tg.add %x, %s {tg.layer = 0 : i64} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %l = tg.reduce_mean %x1 axes = [0, 1] : tensor<3x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
