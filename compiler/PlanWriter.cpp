@@ -766,7 +766,20 @@ private:
   ModuleOp module;
   sched::ProgramOp program;
   StringRef planDirectory;
-  flatbuffers::FlatBufferBuilder fbb{1 << 16};
+  /// Data files by name, relative to the plan (every parameter of a model
+  /// names the same file or few: one path computation each, not a getcwd
+  /// per parameter).
+  llvm::StringMap<std::string> relativePaths;
+  /// A 2-layer plan (what explore compiles thousands of) fits in 1 MiB:
+  /// growing from less copies the buffer several times per plan.
+  flatbuffers::FlatBufferBuilder fbb{1 << 20};
+  StringRef relativePath(StringRef file) {
+    auto [it, inserted] = relativePaths.try_emplace(file);
+    if (inserted) {
+      it->second = planRelativePath(file, planDirectory);
+    }
+    return it->second;
+  }
   llvm::StringMap<uint32_t> arenaIndex, kernelIndex, streamIndex, eventIndex;
   std::vector<flatbuffers::Offset<fb::Arena>> arenas;
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
@@ -932,7 +945,7 @@ PlanBuilder::paramSource(sched::ParamOp param) {
     return failure();
   }
   return fb::CreateSource(
-      fbb, text(planRelativePath(*param.getFile(), planDirectory)),
+      fbb, text(relativePath(*param.getFile())),
       static_cast<uint64_t>(*param.getFileOffset()),
       static_cast<uint64_t>(*param.getFileLength()), *sourceDType);
 }
@@ -965,7 +978,7 @@ PlanBuilder::gptqSections(sched::ParamOp param, DictionaryAttr dict) {
     return param.emitError() << "checkpoint '" << path.getValue()
                              << "' has no module '" << hfName << "'";
   }
-  std::string file = planRelativePath(path.getValue(), planDirectory);
+  std::string file = relativePath(path.getValue()).str();
   std::vector<flatbuffers::Offset<fb::Source>> sections;
   for (const quant::GptqTensorLocation *tensor :
        {&gptqModule->qweight, &gptqModule->qzeros, &gptqModule->scales,
