@@ -172,9 +172,7 @@ private:
   bool rereadsParameter(Value operand) {
     Operation *producer = operand.getDefiningOp();
     return producer && info.free.contains(operand) &&
-           !llvm::isa<tg::ParamRefOp, tg::StateRefOp, arith::ConstantOp>(
-               producer) &&
-           readsParameter(producer);
+           !isDataReference(producer) && readsParameter(producer);
   }
 
   /// Whether `op` computes from a tg.param_ref (through other ops).

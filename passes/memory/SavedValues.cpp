@@ -18,11 +18,11 @@ std::optional<int64_t> tailor::memory::layerOf(Operation *op) {
   return std::nullopt;
 }
 
-namespace {
-
-bool isDataReference(Operation *op) {
+bool tailor::memory::isDataReference(Operation *op) {
   return llvm::isa<tg::ParamRefOp, tg::StateRefOp, arith::ConstantOp>(op);
 }
+
+namespace {
 
 /// The backward slice of the loss inside `body`.
 DenseSet<Operation *> forwardOps(Block &body, Value loss) {

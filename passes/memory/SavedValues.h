@@ -39,6 +39,10 @@ struct SavedValues {
 /// Analyzes `body`, a training step's block whose loss is `loss`.
 SavedValues findSavedValues(mlir::Block &body, mlir::Value loss);
 
+/// A read of a parameter, a state or a constant: what free values are
+/// computed from.
+bool isDataReference(mlir::Operation *op);
+
 /// The transformer layer `op` belongs to (`tg.layer`), if any.
 std::optional<int64_t> layerOf(mlir::Operation *op);
 
