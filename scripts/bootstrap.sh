@@ -43,8 +43,8 @@ system_packages=(
   # tokenizers for tailor generate: SentencePiece tokenizer.model, and ICU
   # for tokenizer.json's regexes and NFC
   libsentencepiece-dev libicu-dev
-  # CPU collectives, BLAS
-  openmpi-bin libopenmpi-dev libopenblas-dev
+  # CPU collectives (MPI under mpirun, Gloo under torchrun), BLAS
+  openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev
   # unit tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # libFuzzer targets (`make fuzz`): clang and its sanitizer runtimes

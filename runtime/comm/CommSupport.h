@@ -25,6 +25,14 @@ uint64_t ringBytes(uint64_t bytes, int size, int hops);
 /// Whether two byte ranges share a byte.
 bool overlaps(const void *a, size_t aBytes, const void *b, size_t bBytes);
 
+/// Divides `count` elements by `divisor` in place (an average's last
+/// step; float types only, which checkReduction leaves for averages).
+void divideElements(void *data, size_t count, DType dtype, int divisor);
+
+/// TAILOR_COMM_TIMEOUT seconds, or the default (45) when unset; "" or why
+/// the value is bad.
+std::string readTimeout(double &seconds);
+
 /// "sum", "avg", "max", "min".
 const char *opName(ReduceOp op);
 

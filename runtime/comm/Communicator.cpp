@@ -8,6 +8,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include "runtime/comm/CommSupport.h"
+#include "runtime/quant/Half.h"
 
 #include <cerrno>
 #include <climits>
@@ -303,6 +304,54 @@ uint64_t ringBytes(uint64_t bytes, int size, int hops) {
          static_cast<uint64_t>(size - 1) / static_cast<uint64_t>(size);
 }
 
+void divideElements(void *data, size_t count, DType dtype, int divisor) {
+  switch (dtype) {
+  case DType::F32: {
+    auto *x = static_cast<float *>(data);
+    for (size_t i = 0; i < count; ++i) {
+      x[i] /= static_cast<float>(divisor);
+    }
+    break;
+  }
+  case DType::F64: {
+    auto *x = static_cast<double *>(data);
+    for (size_t i = 0; i < count; ++i) {
+      x[i] /= divisor;
+    }
+    break;
+  }
+  case DType::BF16:
+  case DType::F16: {
+    auto *x = static_cast<uint16_t *>(data);
+    bool bf16 = dtype == DType::BF16;
+    for (size_t i = 0; i < count; ++i) {
+      float v = bf16 ? quant::bf16ToFloat(x[i]) : quant::fp16ToFloat(x[i]);
+      v /= static_cast<float>(divisor);
+      x[i] = bf16 ? quant::floatToBf16(v) : quant::floatToFp16(v);
+    }
+    break;
+  }
+  default:
+    break; // checkReduction rejected integer averages before.
+  }
+}
+
+std::string readTimeout(double &seconds) {
+  seconds = 45; // collectives of a step take seconds at most
+  const char *text = std::getenv("TAILOR_COMM_TIMEOUT");
+  if (!text) {
+    return "";
+  }
+  char *end = nullptr;
+  double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value > 0)) {
+    return std::string("TAILOR_COMM_TIMEOUT='") + text +
+           "' is not a positive number of seconds";
+  }
+  seconds = value;
+  return "";
+}
+
 bool overlaps(const void *a, size_t aBytes, const void *b, size_t bBytes) {
   auto x = reinterpret_cast<uintptr_t>(a);
   auto y = reinterpret_cast<uintptr_t>(b);
@@ -349,5 +398,21 @@ std::string runCollective(Communicator &group, const CollectiveCall &call) {
   return "unknown collective kind " +
          std::to_string(static_cast<int>(call.kind));
 }
+
+std::unique_ptr<Communicator> createCpuCommunicator(const LaunchInfo &launch,
+                                                    std::string &error) {
+  return launch.launcher == "torchrun" ? createGlooCommunicator(launch, error)
+                                       : createMpiCommunicator(launch, error);
+}
+
+#if !TAILOR_HAVE_GLOO
+std::unique_ptr<Communicator> createGlooCommunicator(const LaunchInfo &,
+                                                     std::string &error) {
+  error = "this runtime was built without Gloo (Debian's libgloo-dev), which "
+          "CPU ranks under torchrun communicate through: launch them with "
+          "mpirun, or rebuild with libgloo-dev installed";
+  return nullptr;
+}
+#endif
 
 } // namespace tailor::runtime::comm

@@ -2,10 +2,11 @@
 //
 // A plan compiled for several ranks names collectives (all-reduce,
 // reduce-scatter, all-gather, broadcast) over groups of ranks; the runtime
-// runs them through a Communicator. Two implementations, each a thin layer
-// over a real library and nothing home-made underneath: MPI (OpenMPI) for
-// CPU ranks, NCCL for GPU ranks (bootstrapped through MPI_Bcast of the
-// unique id, or under torchrun through a rendezvous on MASTER_ADDR).
+// runs them through a Communicator. Three implementations, each a thin
+// layer over a real library and nothing home-made underneath: MPI (OpenMPI)
+// for CPU ranks under mpirun or SLURM, Gloo for CPU ranks under torchrun,
+// NCCL for GPU ranks (bootstrapped through MPI_Bcast of the unique id, or
+// under torchrun through a rendezvous on MASTER_ADDR).
 //
 // Every call returns "" or an error naming the call, the rank and the
 // library's own message; nothing here exits the process or throws.
@@ -82,7 +83,7 @@ public:
   /// This rank's index in the group, and the group's size.
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// "mpi" or "nccl".
+  /// "mpi", "gloo" or "nccl".
   virtual const char *backend() const = 0;
 
   /// recv[i] = op over ranks of send[i], `count` elements on every rank.
@@ -196,6 +197,18 @@ std::string runCollective(Communicator &group, const CollectiveCall &call);
 /// (MPI_ERRORS_RETURN). Null with `error` set when MPI cannot start or the
 /// world is not the launch's.
 std::unique_ptr<Communicator> createMpiCommunicator(const LaunchInfo &launch,
+                                                    std::string &error);
+
+/// The Gloo communicator of CPU ranks launched by torchrun (no MPI job
+/// around them): TCP pairs connected through the torchrun rendezvous
+/// (MASTER_ADDR, port MASTER_PORT + 1). Null with `error` set when built
+/// without Gloo or when a rank does not come.
+std::unique_ptr<Communicator> createGlooCommunicator(const LaunchInfo &launch,
+                                                     std::string &error);
+
+/// The communicator of CPU ranks for `launch`: Gloo under torchrun, MPI
+/// under mpirun or SLURM.
+std::unique_ptr<Communicator> createCpuCommunicator(const LaunchInfo &launch,
                                                     std::string &error);
 
 /// The NCCL communicator for GPU `launch.localRank`: the unique id comes

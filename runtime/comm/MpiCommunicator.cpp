@@ -167,39 +167,6 @@ MPI_Op mpiOp(DType dtype, ReduceOp op) {
   return ops[index];
 }
 
-/// Divides `count` elements by `divisor` (an average's last step).
-void scale(void *data, size_t count, DType dtype, int divisor) {
-  switch (dtype) {
-  case DType::F32: {
-    auto *x = static_cast<float *>(data);
-    for (size_t i = 0; i < count; ++i) {
-      x[i] /= static_cast<float>(divisor);
-    }
-    break;
-  }
-  case DType::F64: {
-    auto *x = static_cast<double *>(data);
-    for (size_t i = 0; i < count; ++i) {
-      x[i] /= divisor;
-    }
-    break;
-  }
-  case DType::BF16:
-  case DType::F16: {
-    auto *x = static_cast<uint16_t *>(data);
-    bool bf16 = dtype == DType::BF16;
-    for (size_t i = 0; i < count; ++i) {
-      float v = bf16 ? quant::bf16ToFloat(x[i]) : quant::fp16ToFloat(x[i]);
-      v /= static_cast<float>(divisor);
-      x[i] = bf16 ? quant::floatToBf16(v) : quant::floatToFp16(v);
-    }
-    break;
-  }
-  default:
-    break; // checkReduction rejected integer averages before.
-  }
-}
-
 /// What is left once a collective's data has moved: scaling an average,
 /// and counting the bytes it sent.
 struct Completion {
@@ -381,7 +348,8 @@ std::string MpiCommunicator::agree(const char *what, size_t count,
 
 void MpiCommunicator::complete(const Completion &completion) {
   if (completion.averaged) {
-    scale(completion.averaged, completion.count, completion.dtype, sizeValue);
+    detail::divideElements(completion.averaged, completion.count,
+                           completion.dtype, sizeValue);
   }
   countSent(completion.bytes);
 }

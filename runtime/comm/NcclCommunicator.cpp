@@ -38,25 +38,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kDefaultTimeout = 45;
 constexpr double kStartupTimeout = 300;
 
-/// TAILOR_COMM_TIMEOUT, or the default; "" or why the value is bad.
-std::string readTimeout(double &seconds) {
-  seconds = kDefaultTimeout;
-  const char *text = std::getenv("TAILOR_COMM_TIMEOUT");
-  if (!text) {
-    return "";
-  }
-  char *end = nullptr;
-  double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value > 0)) {
-    return std::string("TAILOR_COMM_TIMEOUT='") + text +
-           "' is not a positive number of seconds";
-  }
-  seconds = value;
-  return "";
-}
 
 std::string where(int line) {
   return " (runtime/comm/NcclCommunicator.cpp:" + std::to_string(line) + ")";
@@ -634,7 +617,7 @@ std::string shareUniqueId(const LaunchInfo &launch, ncclUniqueId &id,
 std::string createNccl(const LaunchInfo &launch,
                        std::unique_ptr<Communicator> &result) {
   double timeout = 0;
-  if (std::string problem = readTimeout(timeout); !problem.empty()) {
+  if (std::string problem = detail::readTimeout(timeout); !problem.empty()) {
     return problem;
   }
   int rankIndex = launch.rank;

@@ -1,4 +1,4 @@
-//===- Rendezvous.cpp - NCCL's unique id over TCP under torchrun ----------===//
+//===- Rendezvous.cpp - bootstrap bytes over TCP under torchrun -----------===//
 
 #include "runtime/comm/Rendezvous.h"
 
@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,6 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr char kMagic[4] = {'T', 'L', 'R', 'V'};
+/// The most bytes one rank's rendezvousTable entry may hold (Gloo's
+/// addresses are tens of bytes a peer).
+constexpr uint32_t kMaxEntryBytes = 1 << 24;
 
 /// Closes a descriptor when it goes out of scope.
 struct Socket {
@@ -101,11 +105,10 @@ uint32_t getU32(const uint8_t *in) {
   return ntohl(big);
 }
 
-std::string serve(const LaunchInfo &launch, const std::vector<uint8_t> &bytes,
-                  Clock::time_point deadline) {
-  int port = launch.masterPort + 1;
-  std::string where = "port " + std::to_string(port);
-  Socket listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+/// Rank 0 listens on MASTER_PORT + 1 (any address); "" or why not.
+std::string listen(const LaunchInfo &launch, Socket &listener,
+                   const std::string &where) {
+  listener.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener.fd < 0) {
     return systemFailure("socket", where, __LINE__);
   }
@@ -114,13 +117,24 @@ std::string serve(const LaunchInfo &launch, const std::vector<uint8_t> &bytes,
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_ANY);
-  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_port = htons(static_cast<uint16_t>(launch.masterPort + 1));
   if (::bind(listener.fd, reinterpret_cast<sockaddr *>(&address),
              sizeof(address)) != 0) {
     return systemFailure("bind", where + " (MASTER_PORT + 1)", __LINE__);
   }
   if (::listen(listener.fd, launch.worldSize) != 0) {
     return systemFailure("listen", where, __LINE__);
+  }
+  return "";
+}
+
+std::string serve(const LaunchInfo &launch, const std::vector<uint8_t> &bytes,
+                  Clock::time_point deadline) {
+  int port = launch.masterPort + 1;
+  std::string where = "port " + std::to_string(port);
+  Socket listener;
+  if (std::string problem = listen(launch, listener, where); !problem.empty()) {
+    return problem;
   }
   std::vector<bool> served(static_cast<size_t>(launch.worldSize), false);
   served[0] = true;
@@ -246,7 +260,156 @@ std::string fetch(const LaunchInfo &launch, std::vector<uint8_t> &bytes,
                   where);
 }
 
+/// Rank 0's side of rendezvousTable: every other rank's entry, then the
+/// whole table back to each.
+std::string serveTable(const LaunchInfo &launch,
+                       std::vector<std::vector<uint8_t>> &table,
+                       Clock::time_point deadline) {
+  int port = launch.masterPort + 1;
+  std::string where = "port " + std::to_string(port);
+  Socket listener;
+  if (std::string problem = listen(launch, listener, where); !problem.empty()) {
+    return problem;
+  }
+  std::vector<std::unique_ptr<Socket>> peers(table.size());
+  int missing = launch.worldSize - 1;
+  while (missing > 0) {
+    if (!waitFor(listener.fd, POLLIN, deadline)) {
+      std::string ranks;
+      for (size_t r = 1; r < peers.size(); ++r) {
+        if (!peers[r]) {
+          ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+        }
+      }
+      return "timed out waiting on " + where + " for rank(s) " + ranks +
+             " to connect";
+    }
+    auto peer = std::make_unique<Socket>(
+        ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (peer->fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) {
+        continue;
+      }
+      return systemFailure("accept", where, __LINE__);
+    }
+    uint8_t hello[12];
+    if (!transfer(peer->fd, hello, sizeof(hello), true, deadline, where)
+             .empty() ||
+        std::memcmp(hello, kMagic, 4) != 0) {
+      continue; // a stray connection, as in serve()
+    }
+    uint32_t rank = getU32(hello + 4), size = getU32(hello + 8);
+    if (rank == 0 || rank >= peers.size() || peers[rank] ||
+        size > kMaxEntryBytes) {
+      return "rank " + std::to_string(rank) + " connected to " + where +
+             " with " + std::to_string(size) +
+             " bytes, which a world of " + std::to_string(launch.worldSize) +
+             " does not expect (two jobs on one MASTER_PORT?)";
+    }
+    table[rank].resize(size);
+    if (std::string problem =
+            transfer(peer->fd, table[rank].data(), size, true, deadline,
+                     "rank " + std::to_string(rank));
+        !problem.empty()) {
+      return problem;
+    }
+    peers[rank] = std::move(peer);
+    --missing;
+  }
+  std::vector<uint8_t> reply = {kMagic[0], kMagic[1], kMagic[2], kMagic[3]};
+  for (const std::vector<uint8_t> &entry : table) {
+    uint8_t size[4];
+    putU32(size, static_cast<uint32_t>(entry.size()));
+    reply.insert(reply.end(), size, size + 4);
+    reply.insert(reply.end(), entry.begin(), entry.end());
+  }
+  for (size_t r = 1; r < peers.size(); ++r) {
+    if (std::string problem =
+            transfer(peers[r]->fd, reply.data(), reply.size(), false,
+                     deadline, "rank " + std::to_string(r));
+        !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
+
+/// Every rank but 0's side of rendezvousTable.
+std::string fetchTable(const LaunchInfo &launch,
+                       std::vector<std::vector<uint8_t>> &table,
+                       Clock::time_point deadline) {
+  std::string where = "rank 0 at " + launch.masterAddr + ":" +
+                      std::to_string(launch.masterPort + 1);
+  Socket server;
+  if (std::string problem = connectToServer(launch, server, deadline, where);
+      !problem.empty()) {
+    return problem;
+  }
+  const std::vector<uint8_t> &mine = table[launch.rank];
+  std::vector<uint8_t> hello(12);
+  std::memcpy(hello.data(), kMagic, 4);
+  putU32(hello.data() + 4, static_cast<uint32_t>(launch.rank));
+  putU32(hello.data() + 8, static_cast<uint32_t>(mine.size()));
+  hello.insert(hello.end(), mine.begin(), mine.end());
+  if (std::string problem = transfer(server.fd, hello.data(), hello.size(),
+                                     false, deadline, where);
+      !problem.empty()) {
+    return problem;
+  }
+  uint8_t magic[4];
+  if (std::string problem =
+          transfer(server.fd, magic, sizeof(magic), true, deadline, where);
+      !problem.empty()) {
+    return problem;
+  }
+  if (std::memcmp(magic, kMagic, 4) != 0) {
+    return where + " answered with something other than a rendezvous table";
+  }
+  for (std::vector<uint8_t> &entry : table) {
+    uint8_t size[4];
+    if (std::string problem =
+            transfer(server.fd, size, sizeof(size), true, deadline, where);
+        !problem.empty()) {
+      return problem;
+    }
+    if (getU32(size) > kMaxEntryBytes) {
+      return where + " sent an entry of " + std::to_string(getU32(size)) +
+             " bytes, over the " + std::to_string(kMaxEntryBytes) +
+             " a rendezvous entry may hold";
+    }
+    entry.resize(getU32(size));
+    if (std::string problem = transfer(server.fd, entry.data(), entry.size(),
+                                       true, deadline, where);
+        !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
+
 } // namespace
+
+std::string rendezvousTable(const LaunchInfo &launch,
+                            std::vector<std::vector<uint8_t>> &table,
+                            double timeoutSeconds) {
+  if (table.size() != static_cast<size_t>(launch.worldSize)) {
+    return "rendezvous: a table of " + std::to_string(table.size()) +
+           " entries for a world of " + std::to_string(launch.worldSize);
+  }
+  if (launch.worldSize <= 1) {
+    return "";
+  }
+  if (launch.masterAddr.empty() || launch.masterPort <= 0) {
+    return "rendezvous: MASTER_ADDR and MASTER_PORT are not set";
+  }
+  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(
+                                     timeoutSeconds * 1000));
+  std::string problem = launch.rank == 0 ? serveTable(launch, table, deadline)
+                                         : fetchTable(launch, table, deadline);
+  return problem.empty() ? "" : "rendezvous on rank " +
+                                    std::to_string(launch.rank) + ": " +
+                                    problem;
+}
 
 std::string rendezvousBytes(const LaunchInfo &launch,
                             std::vector<uint8_t> &bytes,

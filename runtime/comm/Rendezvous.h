@@ -1,6 +1,7 @@
-//===- Rendezvous.h - NCCL's unique id under torchrun -----------*- C++ -*-===//
+//===- Rendezvous.h - bootstrap under torchrun -----------------*- C++ -*-===//
 //
-// Under torchrun there is no MPI to broadcast NCCL's unique id, and
+// Under torchrun there is no MPI to broadcast NCCL's unique id (GPU ranks)
+// or to exchange Gloo's addresses (CPU ranks), and
 // torchrun's agent holds MASTER_PORT. Rank 0 listens on MASTER_PORT + 1,
 // every other rank connects to MASTER_ADDR there (retrying while rank 0 is
 // not up yet) and receives the id. This is only bootstrap: the collectives
@@ -30,6 +31,14 @@ namespace tailor::runtime::comm {
 /// the address, the call and, on rank 0, the ranks that never connected.
 std::string rendezvousBytes(const LaunchInfo &launch,
                             std::vector<uint8_t> &bytes,
+                            double timeoutSeconds);
+
+/// Every rank's entry to every rank (an all-gather over the same port):
+/// `table` has one entry per rank, this rank's filled in; on return every
+/// entry is filled. Rank 0 gathers the others' entries, then sends each the
+/// whole table. "" or an error as rendezvousBytes gives.
+std::string rendezvousTable(const LaunchInfo &launch,
+                            std::vector<std::vector<uint8_t>> &table,
                             double timeoutSeconds);
 
 } // namespace tailor::runtime::comm

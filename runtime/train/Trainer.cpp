@@ -336,7 +336,7 @@ std::string joinLaunch(Run &run) {
                              std::to_string(planWorld) +
                              " (or torchrun --nproc-per-node " +
                              std::to_string(planWorld) +
-                             " for a GPU plan), or recompile it";
+                             " --no-python), or recompile it";
     return run.name() + " was compiled for " + ranks(planWorld) +
            " but launched on " + std::to_string(run.world) + " (" +
            launchText + "); " + fix;
@@ -346,15 +346,9 @@ std::string joinLaunch(Run &run) {
   }
   const fb::Target *target = run.plan->root().target();
   bool gpu = target && target->backend() == fb::Backend::Cuda;
-  if (!gpu && run.launch.launcher == "torchrun") {
-    return run.name() + " is a CPU plan, whose ranks communicate through "
-                        "MPI: launch it with mpirun -np " +
-           std::to_string(run.world) + " tailor train ... (torchrun starts "
-                                       "no MPI)";
-  }
   std::string error;
   run.comm = gpu ? comm::createNcclCommunicator(run.launch, error)
-                 : comm::createMpiCommunicator(run.launch, error);
+                 : comm::createCpuCommunicator(run.launch, error);
   if (!run.comm) {
     return error;
   }

@@ -340,17 +340,12 @@ std::string joinRanks(runtime::comm::LaunchInfo &launch,
   if (launch.worldSize == 1) {
     return "";
   }
-  if (launch.launcher == "torchrun") {
-    return "CPU ranks communicate through MPI: launch with mpirun -np " +
-           std::to_string(launch.worldSize) +
-           " tailor calibrate ... (torchrun starts no MPI)";
-  }
   if (launch.worldSize % launch.localWorldSize != 0) {
     return runtime::comm::describeLaunch(launch) +
            " does not split into nodes of equal rank counts";
   }
   std::string error;
-  group = runtime::comm::createMpiCommunicator(launch, error);
+  group = runtime::comm::createCpuCommunicator(launch, error);
   return group ? "" : error;
 }
 
