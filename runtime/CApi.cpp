@@ -163,6 +163,13 @@ LoadOptions launchLoadOptions() {
   return options;
 }
 
+/// A file that cannot be read is the caller's to fix (a path, a copy that
+/// left the weights behind); anything else is the plan's.
+tailor_status loadStatus(LoadFailure failure) {
+  return failure == LoadFailure::Io ? TAILOR_ERROR_IO
+                                    : TAILOR_ERROR_INVALID_PLAN;
+}
+
 } // namespace
 
 extern "C" {
@@ -175,12 +182,11 @@ tailor_status tailor_plan_load(const char *path, tailor_plan **plan) {
     }
     *plan = nullptr;
     std::string error;
+    LoadFailure failure = LoadFailure::InvalidPlan;
     std::unique_ptr<LoadedPlan> loaded =
-        LoadedPlan::load(path, launchLoadOptions(), error);
+        LoadedPlan::load(path, launchLoadOptions(), error, &failure);
     if (!loaded) {
-      bool io = error.rfind("cannot open plan", 0) == 0 ||
-                error.rfind("cannot read plan", 0) == 0;
-      return fail(io ? TAILOR_ERROR_IO : TAILOR_ERROR_INVALID_PLAN, error);
+      return fail(loadStatus(failure), error);
     }
     *plan = newPlanHandle(std::move(loaded));
     return ok();
@@ -197,11 +203,12 @@ tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
     }
     *plan = nullptr;
     std::string error;
+    LoadFailure failure = LoadFailure::InvalidPlan;
     std::unique_ptr<LoadedPlan> loaded = LoadedPlan::loadFromMemory(
-        data, size, base_dir ? base_dir : ".", "<memory>",
-        launchLoadOptions(), error);
+        data, size, base_dir ? base_dir : ".", "<memory>", launchLoadOptions(),
+        error, &failure);
     if (!loaded) {
-      return fail(TAILOR_ERROR_INVALID_PLAN, error);
+      return fail(loadStatus(failure), error);
     }
     *plan = newPlanHandle(std::move(loaded));
     return ok();

@@ -99,11 +99,20 @@ static uint64_t floatSourceSize(fb::DType dtype) {
   }
 }
 
+/// Records why a load failed where the caller asked to know.
+static void setFailure(LoadFailure *failure, LoadFailure kind) {
+  if (failure) {
+    *failure = kind;
+  }
+}
+
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              const LoadOptions &options,
-                                             std::string &error) {
+                                             std::string &error,
+                                             LoadFailure *failure) {
   // A plan is a size-prefixed flatbuffer: [u32 length] then that many bytes.
   constexpr uint64_t kLargestPlan = uint64_t(UINT32_MAX) + 4;
+  setFailure(failure, LoadFailure::Io);
   struct stat info;
   if (::stat(path.c_str(), &info) != 0) {
     error = Message() << "cannot open plan '" << path << "': "
@@ -117,6 +126,7 @@ std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
     return nullptr;
   }
   if (static_cast<uint64_t>(info.st_size) > kLargestPlan) {
+    setFailure(failure, LoadFailure::InvalidPlan);
     error = Message() << path << ": not a tailor plan (the file has "
                       << info.st_size << " bytes, more than the "
                       << kLargestPlan << " a plan can hold)";
@@ -140,7 +150,7 @@ std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
     baseDir = slash == 0 ? "/" : path.substr(0, slash);
   }
   return loadFromMemory(bytes.data(), bytes.size(), baseDir, path, options,
-                        error);
+                        error, failure);
 }
 
 /// Which stage of a layer split `options` asks for: its own `stage`, or
@@ -174,9 +184,10 @@ static int requestedStage(const std::string &name, int stages, int world,
   return options.rank / replicas;
 }
 
-std::unique_ptr<LoadedPlan>
-LoadedPlan::loadStage(const LoadedPlan &outer, const LoadOptions &options,
-                      std::string &error) {
+std::unique_ptr<LoadedPlan> LoadedPlan::loadStage(const LoadedPlan &outer,
+                                                  const LoadOptions &options,
+                                                  std::string &error,
+                                                  LoadFailure *failure) {
   int stages = pipelineStageCount(outer.root());
   int world = outer.root().world_size();
   if (world < stages || world % stages != 0) {
@@ -204,7 +215,7 @@ LoadedPlan::loadStage(const LoadedPlan &outer, const LoadOptions &options,
   std::unique_ptr<LoadedPlan> stage = loadFromMemory(
       bytes->data(), bytes->size(), outer.baseDir,
       outer.displayName + " (stage " + std::to_string(index) + ")", inner,
-      error);
+      error, failure);
   if (!stage) {
     return nullptr;
   }
@@ -222,11 +233,11 @@ LoadedPlan::loadStage(const LoadedPlan &outer, const LoadOptions &options,
   return stage;
 }
 
-std::unique_ptr<LoadedPlan>
-LoadedPlan::loadFromMemory(const void *data, size_t size,
-                           const std::string &baseDir,
-                           const std::string &displayName,
-                           const LoadOptions &options, std::string &error) {
+std::unique_ptr<LoadedPlan> LoadedPlan::loadFromMemory(
+    const void *data, size_t size, const std::string &baseDir,
+    const std::string &displayName, const LoadOptions &options,
+    std::string &error, LoadFailure *failure) {
+  setFailure(failure, LoadFailure::InvalidPlan);
   std::unique_ptr<LoadedPlan> plan(new LoadedPlan());
   plan->displayName = displayName;
   plan->baseDir = baseDir.empty() ? "." : baseDir;
@@ -266,12 +277,22 @@ LoadedPlan::loadFromMemory(const void *data, size_t size,
   }
   plan->planRoot = fb::GetSizePrefixedPlan(bytes);
   if (int stages = pipelineStageCount(*plan->planRoot); stages > 0) {
-    return loadStage(*plan, options, error);
+    return loadStage(*plan, options, error, failure);
   }
-  std::string problem = plan->verify(options);
+  std::string problem = plan->verify();
   if (!problem.empty()) {
     error = Message() << displayName << ": " << problem;
     return nullptr;
+  }
+  // Only once the plan itself is sound, so a damaged plan is reported as
+  // one even when its weights are missing too.
+  if (options.checkSourceFiles) {
+    problem = plan->verifySourceFiles();
+    if (!problem.empty()) {
+      error = Message() << displayName << ": " << problem;
+      setFailure(failure, LoadFailure::Io);
+      return nullptr;
+    }
   }
   return plan;
 }
@@ -791,12 +812,28 @@ static std::string verifySharedChunks(const fb::Plan &p) {
   return "";
 }
 
+/// The file ranges a parameter is bound from: a quantized parameter's
+/// sections (GPTQ) when it has them, else its source (none when the runtime
+/// creates it).
+static std::vector<const fb::Source *>
+parameterReads(const fb::Parameter &param) {
+  if (const fb::Quantization *table = param.quant()) {
+    if (const auto *sections = table->sections()) {
+      return std::vector<const fb::Source *>(sections->begin(),
+                                             sections->end());
+    }
+  }
+  if (const fb::Source *source = param.source()) {
+    return {source};
+  }
+  return {};
+}
+
 /// A quantized parameter: its storage buffer, and the file bytes it is read
-/// from (GPTQ's sections, or the float weight), appended to `reads`.
-static std::string
-verifyQuantizedParameter(const LoadedPlan &plan, const fb::Parameter &param,
-                         const fb::Quantization &table,
-                         std::vector<const fb::Source *> &reads) {
+/// from (GPTQ's sections, or the float weight).
+static std::string verifyQuantizedParameter(const LoadedPlan &plan,
+                                            const fb::Parameter &param,
+                                            const fb::Quantization &table) {
   std::string name = param.name()->str();
   quant::QuantSpec spec;
   std::string problem;
@@ -832,7 +869,6 @@ verifyQuantizedParameter(const LoadedPlan &plan, const fb::Parameter &param,
                          << "': its sections exceed " << storage << " bytes";
       }
       total += section->length();
-      reads.push_back(section);
     }
     if (total != storage) {
       return Message() << "quantized parameter '" << name
@@ -853,22 +889,15 @@ verifyQuantizedParameter(const LoadedPlan &plan, const fb::Parameter &param,
                      << "' needs an f32, f16 or bf16 source of " << spec.rows
                      << " x " << spec.cols << " elements";
   }
-  reads.push_back(source);
   return "";
 }
 
-/// One range of file bytes a parameter reads: no overflow, and (when asked)
-/// inside an existing file.
-static std::string verifySourceRange(const LoadedPlan &plan,
-                                     const std::string &name,
-                                     const fb::Source &read,
-                                     const LoadOptions &options) {
-  if (read.offset() > UINT64_MAX - read.length()) {
-    return Message() << "parameter '" << name << "' source range overflows";
-  }
-  if (!options.checkSourceFiles) {
-    return "";
-  }
+/// Bytes [offset, offset + length) of `read` lie inside its file, which
+/// can be opened: a problem here is the file's (missing, unreadable,
+/// shorter than the plan expects), not the plan's.
+static std::string verifySourceFile(const LoadedPlan &plan,
+                                    const std::string &name,
+                                    const fb::Source &read) {
   std::string path = plan.resolveSourcePath(read.file()->str());
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
@@ -888,8 +917,7 @@ static std::string verifySourceRange(const LoadedPlan &plan,
 /// A parameter: its buffer, what fills it (file bytes, quantized storage,
 /// or the runtime), and the file ranges it reads.
 static std::string verifyParameter(const LoadedPlan &plan,
-                                   const fb::Parameter &param,
-                                   const LoadOptions &options) {
+                                   const fb::Parameter &param) {
   std::string name = param.name()->str();
   uint32_t bufferCount = plan.root().buffers()->size();
   if (param.buffer() >= bufferCount) {
@@ -903,10 +931,8 @@ static std::string verifyParameter(const LoadedPlan &plan,
     }
   }
   const fb::Source *source = param.source();
-  std::vector<const fb::Source *> reads;
   if (const fb::Quantization *table = param.quant()) {
-    if (std::string problem =
-            verifyQuantizedParameter(plan, param, *table, reads);
+    if (std::string problem = verifyQuantizedParameter(plan, param, *table);
         !problem.empty()) {
       return problem;
     }
@@ -933,12 +959,10 @@ static std::string verifyParameter(const LoadedPlan &plan,
                        << source->length() << " does not match its " << bytes
                        << "-byte " << (param.shard() ? "tensor" : "buffer");
     }
-    reads.push_back(source);
   }
-  for (const fb::Source *read : reads) {
-    if (std::string problem = verifySourceRange(plan, name, *read, options);
-        !problem.empty()) {
-      return problem;
+  for (const fb::Source *read : parameterReads(param)) {
+    if (read->offset() > UINT64_MAX - read->length()) {
+      return Message() << "parameter '" << name << "' source range overflows";
     }
   }
   return "";
@@ -963,12 +987,11 @@ static std::string verifyStagedArena(const fb::Plan &p, uint32_t buffer,
 }
 
 /// Parameters, then constants: valid buffers holding the right bytes.
-static std::string verifyParametersAndConstants(const LoadedPlan &plan,
-                                                const LoadOptions &options) {
+static std::string verifyParametersAndConstants(const LoadedPlan &plan) {
   const fb::Plan &p = plan.root();
   if (const auto *params = p.parameters()) {
     for (const fb::Parameter *param : *params) {
-      if (std::string problem = verifyParameter(plan, *param, options);
+      if (std::string problem = verifyParameter(plan, *param);
           !problem.empty()) {
         return problem;
       }
@@ -1958,7 +1981,22 @@ static std::string verifyCudaLaunches(const LoadedPlan &plan) {
   return "";
 }
 
-std::string LoadedPlan::verify(const LoadOptions &options) const {
+std::string LoadedPlan::verifySourceFiles() const {
+  const auto *params = planRoot->parameters();
+  for (uint32_t i = 0; params && i < params->size(); ++i) {
+    const fb::Parameter &param = *params->Get(i);
+    for (const fb::Source *read : parameterReads(param)) {
+      if (std::string problem =
+              verifySourceFile(*this, param.name()->str(), *read);
+          !problem.empty()) {
+        return problem;
+      }
+    }
+  }
+  return "";
+}
+
+std::string LoadedPlan::verify() const {
   const fb::Plan &p = *planRoot;
   if (std::string problem = verifyFormat(p); !problem.empty()) {
     return problem;
@@ -1978,7 +2016,7 @@ std::string LoadedPlan::verify(const LoadOptions &options) const {
     problem = verifyBuffers(p);
   }
   if (problem.empty()) {
-    problem = verifyParametersAndConstants(*this, options);
+    problem = verifyParametersAndConstants(*this);
   }
   if (problem.empty()) {
     problem = verifyKernels(p, gpu, arities);

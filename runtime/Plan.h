@@ -80,19 +80,31 @@ bool crossesHostAndDevice(tailor::plan::CopyKind kind);
 /// A launch's attributes as kernels read them.
 Attributes decodeLaunchAttributes(const tailor::plan::Launch &launch);
 
+/// Why a load failed, so the C API can tell a file it cannot read from a
+/// plan it will not run.
+enum class LoadFailure {
+  /// Not a plan, truncated, damaged, of another version or inconsistent.
+  InvalidPlan,
+  /// A file cannot be opened or read: the plan file, or a parameter's
+  /// weights file (missing, unreadable, or shorter than the plan reads).
+  Io,
+};
+
 class LoadedPlan {
 public:
   /// Reads and verifies the plan at `path`; on failure returns null and sets
-  /// `error` (which names the file and the first problem).
+  /// `error` (which names the file and the first problem) and, when given,
+  /// `failure`.
   static std::unique_ptr<LoadedPlan> load(const std::string &path,
                                           const LoadOptions &options,
-                                          std::string &error);
+                                          std::string &error,
+                                          LoadFailure *failure = nullptr);
   /// The same for a plan in memory (copied); relative weight paths resolve
   /// against `baseDir`.
   static std::unique_ptr<LoadedPlan>
   loadFromMemory(const void *data, size_t size, const std::string &baseDir,
                  const std::string &displayName, const LoadOptions &options,
-                 std::string &error);
+                 std::string &error, LoadFailure *failure = nullptr);
 
   const plan::Plan &root() const { return *planRoot; }
   const std::string &name() const { return displayName; }
@@ -118,8 +130,13 @@ private:
   /// Stage `options.stage` of a layer split's plan `outer`.
   static std::unique_ptr<LoadedPlan> loadStage(const LoadedPlan &outer,
                                                const LoadOptions &options,
-                                               std::string &error);
-  std::string verify(const LoadOptions &options) const;
+                                               std::string &error,
+                                               LoadFailure *failure);
+  /// The plan alone: everything but its weights files.
+  std::string verify() const;
+  /// Every parameter's weights file exists and holds the bytes it reads
+  /// (LoadOptions::checkSourceFiles).
+  std::string verifySourceFiles() const;
   /// A CUDA plan's device code: readable images for the declared SMs, a
   /// cubin for the target, every entry point the launches need.
   std::string verifyDeviceCode() const;

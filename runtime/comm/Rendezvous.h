@@ -4,13 +4,17 @@
 // or to exchange Gloo's addresses (CPU ranks), and
 // torchrun's agent holds MASTER_PORT. Rank 0 listens on MASTER_PORT + 1,
 // every other rank connects to MASTER_ADDR there (retrying while rank 0 is
-// not up yet) and receives the id. This is only bootstrap: the collectives
-// themselves run in NCCL.
+// not up yet) and receives the id, or, for Gloo, the table of every rank's
+// addresses. This is only bootstrap: the collectives themselves run in
+// NCCL or Gloo.
 //
-// The exchange on each connection: the client sends "TLRV" and its rank
+// rendezvousBytes on each connection: the client sends "TLRV" and its rank
 // (big-endian u32); the server answers "TLRV", the byte count (big-endian
-// u32) and the bytes. Every wait has the caller's deadline, so a rank that
-// never comes makes an error naming it, not a hang.
+// u32) and the bytes. rendezvousTable: the client sends "TLRV", its rank,
+// its entry's byte count and the entry; once every rank has, the server
+// answers each "TLRV" and every rank's (count, entry) in rank order. Every
+// wait has the caller's deadline, so a rank that never comes makes an
+// error naming it, not a hang.
 //
 //===----------------------------------------------------------------------===//
 

@@ -15,8 +15,8 @@ cost model's alpha-beta ring formulas. Checks:
     whose predicted step inspect prices on it, and its all-reduce time is
     the formula's with the file's figures: 2(p-1) latency + 2(p-1)/p n /
     (link_gbs x efficiency_reduce);
-  - CPU ranks started by torchrun's variables (no MPI) are refused with a
-    message that names mpirun.
+  - under torchrun (CPU ranks on Gloo) calibrate fits Gloo's link into a
+    file of 2 ranks.
 
   calibrate_ranks.py --bin BUILD/bin --work DIR
 """
@@ -102,14 +102,20 @@ def main():
         problems.append(f"compile with the calibrated file: {err}")
     else:
         problems += check_all_reduce(args, ddp, hw, link, latency, reduce)
-    env = dict(os.environ, RANK="0", WORLD_SIZE="2", LOCAL_RANK="0",
-               LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29511")
-    proc = subprocess.run([tailor, "calibrate", plan, "--rounds", "1"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    print(f"torchrun's variables: exit {proc.returncode}: {proc.stderr.strip()}")
-    if proc.returncode != 1 or "launch with mpirun -np 2" not in proc.stderr:
-        problems.append("CPU ranks under torchrun's variables were not refused "
-                        "naming mpirun")
+    # Under torchrun the ranks time Gloo's collectives, which they would run.
+    hw_gloo = os.path.join(args.work, "hw-gloo.yaml")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
+                           "--standalone", "--nproc-per-node", str(RANKS),
+                           "--no-python", tailor, "calibrate", plan,
+                           "--threads", "1", "--rounds", "1", "-o", hw_gloo],
+                          capture_output=True, text=True, timeout=600)
+    g = read_figures(hw_gloo) if proc.returncode == 0 else {}
+    print("under torchrun (gloo): exit %d; " % proc.returncode + ", ".join(
+        f"{k} {g.get(k)}" for k in ("gpus", "link_gbs", "link_latency_us")))
+    if proc.returncode != 0 or g.get("gpus") != "2" or not (
+            float(g.get("link_gbs", 0)) > 0):
+        problems.append("calibrate under torchrun: exit %d, figures %s: %s" % (
+            proc.returncode, g, proc.stderr[-1500:]))
     if problems:
         print("FAIL:")
         for p in problems:

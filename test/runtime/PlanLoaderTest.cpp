@@ -388,13 +388,6 @@ TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
                   "the memory report says Activations = 64 bytes but its "
                   "arenas hold 128");
   spec = {};
-  spec.weightsFile = "missing.bin";
-  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN, "cannot open");
-  spec = {};
-  spec.weightsOffset = 24;
-  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
-                  "bytes [24, 40) lie outside");
-  spec = {};
   spec.weightsLength = 12;
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
                   "source length 12 does not match its 16-byte buffer");
@@ -420,6 +413,26 @@ TEST_F(PlanLoaderTest, RejectsSemanticDamage) {
   spec.worldSize = 0;
   EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
                   "rank 0 is outside world size 0");
+}
+
+TEST_F(PlanLoaderTest, MissingOrShortWeightsAreIoErrors) {
+  // The plan is sound; the file it binds is not there or not whole, which
+  // the caller fixes by putting the weights back, not by recompiling.
+  PlanSpec spec;
+  spec.weightsFile = "missing.bin";
+  EXPECT_REJECTED(spec, TAILOR_ERROR_IO,
+                  "parameter 'w': cannot open '" + dir + "/missing.bin'");
+  spec = {};
+  spec.weightsOffset = 24;
+  EXPECT_REJECTED(spec, TAILOR_ERROR_IO,
+                  "parameter 'w': bytes [24, 40) lie outside '" + dir +
+                      "/w.bin' (32 bytes)");
+  // A damaged plan is reported as one even when its weights are missing.
+  spec = {};
+  spec.weightsFile = "missing.bin";
+  spec.kernel = "frobnicate";
+  EXPECT_REJECTED(spec, TAILOR_ERROR_INVALID_PLAN,
+                  "kernel 'frobnicate' is not known");
 }
 
 TEST_F(PlanLoaderTest, RejectsTruncationAtEveryLength) {

@@ -7,7 +7,7 @@
  * head [8, 100]); TRAIN.tplan the same model compiled for full fine-tuning
  * (tiny-lm-full.yaml, one micro-batch a step, no shuffling). Each check says
  * what it expects; every misuse must return a status (never crash: the
- * AddressSanitizer build of this file, runtime.c_api_asan, also catches
+ * AddressSanitizer build of this file, runtime.c_api_test_asan, also catches
  * reads and writes out of bounds). Prints one line per group and exits 1 if
  * any check failed.
  *
@@ -124,25 +124,68 @@ static void testPlanLoadMisuse(void) {
   printf("plan loading: misuse refused\n");
 }
 
-/* A plan loaded from memory answers as the one loaded from the file. */
-static void testPlanFromMemory(void) {
-  FILE *file = fopen(forwardPath, "rb");
-  CHECK(file != NULL, "open the forward plan");
+/* The bytes of the file at `path` (malloc'd, into `size`), or NULL. */
+static void *readFile(const char *path, size_t *size) {
+  FILE *file = fopen(path, "rb");
   if (!file) {
-    return;
+    return NULL;
   }
   fseek(file, 0, SEEK_END);
-  long size = ftell(file);
+  long length = ftell(file);
   fseek(file, 0, SEEK_SET);
-  void *bytes = malloc((size_t)size);
-  CHECK(fread(bytes, 1, (size_t)size, file) == (size_t)size, "read plan");
+  void *bytes = length > 0 ? malloc((size_t)length) : NULL;
+  if (bytes && fread(bytes, 1, (size_t)length, file) != (size_t)length) {
+    free(bytes);
+    bytes = NULL;
+  }
   fclose(file);
+  *size = bytes ? (size_t)length : 0;
+  return bytes;
+}
+
+/* A plan loaded from memory answers as the one loaded from the file. */
+static void testPlanFromMemory(void) {
+  size_t size = 0;
+  void *bytes = readFile(forwardPath, &size);
+  CHECK(bytes != NULL, "read the forward plan");
+  if (!bytes) {
+    return;
+  }
   /* Weights resolve against the plan's directory. */
   tailor_plan *plan = NULL;
-  EXPECT_OK(tailor_plan_load_from_memory(bytes, (size_t)size, work, &plan));
+  EXPECT_OK(tailor_plan_load_from_memory(bytes, size, work, &plan));
   free(bytes);
   CHECK(tailor_plan_input_count(plan) == 1, "one input from memory");
   tailor_plan_free(plan);
+}
+
+/* A plan copied without its weights (lm.onnx stays behind in WORK) is an
+ * I/O error naming the weights file, from a file and from memory: the plan
+ * is sound, the caller has to bring the weights. */
+static void testPlanWithoutWeights(void) {
+  size_t size = 0;
+  void *bytes = readFile(forwardPath, &size);
+  CHECK(bytes != NULL, "read the forward plan");
+  if (!bytes) {
+    return;
+  }
+  const char *dir = pathIn("miss");
+  char planPath[1100], weightsPath[1100];
+  snprintf(planPath, sizeof(planPath), "%s/forward.tplan", dir);
+  snprintf(weightsPath, sizeof(weightsPath), "'%s/lm.onnx'", dir);
+  CHECK(mkdir(dir, 0755) == 0, "make WORK/miss");
+  CHECK(writeFile(planPath, bytes, size), "copy the plan alone");
+  tailor_plan *plan = (tailor_plan *)1;
+  EXPECT_STATUS(tailor_plan_load(planPath, &plan), TAILOR_ERROR_IO);
+  CHECK(strstr(tailor_last_error(), weightsPath) != NULL,
+        "the error names the missing weights file");
+  CHECK(plan == NULL, "a failed load clears *plan");
+  EXPECT_STATUS(tailor_plan_load_from_memory(bytes, size, dir, &plan),
+                TAILOR_ERROR_IO);
+  CHECK(strstr(tailor_last_error(), weightsPath) != NULL,
+        "the error names the missing weights file (from memory)");
+  free(bytes);
+  printf("plan loading: missing weights are an I/O error naming the file\n");
 }
 
 static void testPlanQueries(tailor_plan *plan) {
@@ -766,6 +809,7 @@ int main(int argc, char **argv) {
   testLibrary();
   testPlanLoadMisuse();
   testPlanFromMemory();
+  testPlanWithoutWeights();
   testSessions();
   testTraining();
   if (failures) {

@@ -38,7 +38,11 @@ typedef enum tailor_status {
   TAILOR_ERROR_INTERNAL = 3,
   /** A plan file is truncated, corrupt, of another version or inconsistent. */
   TAILOR_ERROR_INVALID_PLAN = 4,
-  /** A file (plan, weights) cannot be opened, mapped or read. */
+  /**
+   * A file cannot be opened, mapped or read: the plan file, or a weights
+   * file a plan binds (missing, unreadable, or shorter than the bytes the
+   * plan reads from it). The message names the file.
+   */
   TAILOR_ERROR_IO = 5,
   /** A kernel failed while running (bad index in the data, for instance). */
   TAILOR_ERROR_EXECUTION = 6,
@@ -127,12 +131,27 @@ typedef struct tailor_memory_report {
   uint64_t total;
 } tailor_memory_report;
 
-/** Loads and verifies the plan file at `path`. */
+/**
+ * Loads and verifies the plan file at `path`, and checks that every weights
+ * file it binds exists and holds the bytes it reads (relative weight paths
+ * resolve against the plan's directory). `*plan` is NULL on failure.
+ * Returns TAILOR_ERROR_INVALID_ARGUMENT when `path` or `plan` is NULL;
+ * TAILOR_ERROR_IO when the plan file or one of its weights files cannot be
+ * opened or read, or a weights file is shorter than the plan reads (the
+ * message names the file); TAILOR_ERROR_INVALID_PLAN when the file is not a
+ * plan, is truncated, damaged, of another format version or inconsistent,
+ * or is a layer split's plan loaded by a process no launcher (mpirun,
+ * torchrun, SLURM) started or on another number of ranks than it was
+ * compiled for (a damaged plan is reported as one even when its weights
+ * are missing too); TAILOR_ERROR_INTERNAL when memory runs out.
+ */
 tailor_status tailor_plan_load(const char *path, tailor_plan **plan);
 
 /**
  * Loads and verifies a plan held in memory (copied). Relative weight paths
- * resolve against `base_dir` (the current directory when NULL).
+ * resolve against `base_dir` (the current directory when NULL). Returns
+ * what tailor_plan_load returns, TAILOR_ERROR_INVALID_ARGUMENT also for
+ * NULL `data` with a nonzero `size`.
  */
 tailor_status tailor_plan_load_from_memory(const void *data, size_t size,
                                            const char *base_dir,
@@ -262,7 +281,9 @@ typedef struct tailor_session_options {
 
 /**
  * Allocates the plan's arenas and binds its parameters. `options` may be
- * NULL. Fails with TAILOR_ERROR_IO when a weights file is missing or short.
+ * NULL. Fails with TAILOR_ERROR_IO when a weights file cannot be opened or
+ * read or is short; tailor_plan_load checked them, so this is a file
+ * removed, truncated or replaced since the plan was loaded.
  */
 tailor_status tailor_session_create(const tailor_plan *plan,
                                     const tailor_session_options *options,
@@ -674,8 +695,12 @@ tailor_status tailor_trainer_resume(tailor_trainer *trainer,
  * Writes the current weights into directory `dir` (created if needed): a
  * PEFT adapter (adapter_config.json + adapter_model.safetensors, loadable
  * with PeftModel.from_pretrained) or, for full fine-tuning,
- * model.safetensors with config.json. TAILOR_ERROR_EXECUTION when it cannot
- * be written.
+ * model.safetensors, plus a copy of config.json only when the plan's base
+ * model (training.base_model in `tailor inspect --json`) is a local
+ * directory holding one, as a recipe's base_model naming a save_pretrained
+ * directory is; for a hub id, a file name or no base model no config.json
+ * is written, and from_pretrained needs the config given apart.
+ * TAILOR_ERROR_EXECUTION when it cannot be written.
  */
 tailor_status tailor_trainer_export(tailor_trainer *trainer, const char *dir);
 
