@@ -11,9 +11,9 @@
 // terminal's stderr, DIR/metrics.jsonl), writes checkpoints, and resumes from
 // them bit-identically.
 //
-// On several ranks (`mpirun -np N tailor train ...` for CPU plans; NCCL
-// for GPU plans, under mpirun or torchrun) the plan's world_size must be
-// the launch's. A global batch is micro_batch_size x accumulation x N
+// On several ranks (`mpirun -np N tailor train ...` or torchrun for CPU
+// plans, MPI or Gloo carrying their collectives; NCCL for GPU plans, under
+// mpirun or torchrun) the plan's world_size must be the launch's. A global batch is micro_batch_size x accumulation x N
 // sequences, read in the order one rank with N times the accumulation
 // would read them; rank r trains on micro-batches r x accumulation ..
 // (r + 1) x accumulation - 1 of it (DistributedSampler semantics) and the

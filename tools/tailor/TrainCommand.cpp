@@ -11,8 +11,9 @@
 // DIR/checkpoint-N, the final adapter (or model) in DIR. Ctrl-C finishes the
 // step, writes a checkpoint and exits 0; `--resume` continues from it.
 //
-// A plan compiled for N ranks runs as `mpirun -np N tailor train ...` (CPU
-// plans) or under torchrun/mpirun with a GPU a rank (CUDA plans): rank 0
+// A plan compiled for N ranks runs as `mpirun -np N tailor train ...` or
+// `torchrun --nproc-per-node N --no-python tailor train ...` (a GPU a rank
+// for CUDA plans): rank 0
 // prints and writes, every rank's error says which rank it is ("rank 1:
 // ..."), and every rank exits 1 on a launch that does not match the plan
 // -- unless --elastic, which compiles the plan again for the launch
