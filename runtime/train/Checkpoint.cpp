@@ -403,8 +403,9 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
 
 /// A full fine-tune loads with transformers' from_pretrained when its
 /// directory also holds the base model's config.json: copied from
-/// `base_model` when that names a local Hugging Face model directory
-/// (where it is not, as for a hub id, there is nothing to copy).
+/// `base_model` when that names a local Hugging Face model directory (the
+/// recipe's, or the ONNX model's when compile found a config.json beside
+/// it); where it is not, as for a hub id, there is nothing to copy.
 static bool copyBaseConfig(const std::string &baseModel, const std::string &dir,
                            std::string &error) {
   if (baseModel.empty()) {

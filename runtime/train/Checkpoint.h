@@ -4,7 +4,10 @@
 // Trainer's layout) holding
 //   adapter_config.json + adapter_model.safetensors   (LoRA plans: a PEFT
 //       adapter, loadable with PeftModel.from_pretrained), or
-//   model.safetensors                                 (full fine-tuning),
+//   model.safetensors                                 (full fine-tuning,
+//       Hugging Face names; with the base model's config.json where the
+//       plan's base model is a local model directory, loadable with
+//       from_pretrained),
 //   optimizer.safetensors  every state tensor as `<parameter>.<kind>`,
 //   trainer_state.json     step, data position, seed, plan fingerprint and
 //                          the loss history.
@@ -206,7 +209,9 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
 void computeFingerprint(CheckpointLayout &layout);
 
 /// Writes the model files into `dir` (each file atomically):
-/// adapter_config.json + adapter_model.safetensors, or model.safetensors.
+/// adapter_config.json + adapter_model.safetensors, or model.safetensors
+/// plus, where the base model is a local directory holding one, its
+/// config.json.
 bool writeModelFiles(const CheckpointLayout &layout, const std::string &dir,
                      std::string &error);
 

@@ -27,6 +27,24 @@ PyTorch reference is the exported object itself):
       b-qv:     q_proj, v_proj, r=8, alpha 16
       b-all7:   all seven projections, r=4, alpha 16, use_rslora
 
+(c) tailor -> transformers. A model saved with save_pretrained (a fresh
+    seeded one, built from its config) and exported to ONNX beside its
+    config.json; a recipe with no `base_model`. Full fine-tuning (AdamW lr
+    1e-2, 6 steps, a checkpoint at step 5) must write OUT and
+    OUT/checkpoint-5 that AutoModelForCausalLM.from_pretrained loads:
+    config.json copied from the model's directory, which the plan names as
+    its base model; no missing, unexpected or mismatched keys; every tensor
+    of the loaded state dict bit-identical to what tailor wrote (a tied
+    lm_head to its embedding); and checkpoint-5 loaded so gives the
+    causal-LM loss of micro-batch 6 that tailor reported for step 6 (the
+    forward of those same weights) within --tol relative.
+      c-full:      the Llama (untied lm_head)
+      c-full-gpt2: GPT-2 (lm_head tied to wte, Conv1D weights [in, out])
+    A LoRA run on the Llama saved so writes base_model_name_or_path = its
+    directory, so AutoPeftModelForCausalLM.from_pretrained(OUT) finds base
+    and adapter alone (the logits of PeftModel on the exported model):
+      c-lora:      q_proj, v_proj, r=8, 2 steps
+
 Every case also checks that the adapter matters (its effect on the logits or
 the loss is well above the tolerance), so a dropped adapter cannot pass.
 
@@ -34,6 +52,7 @@ the loss is well above the tolerance), so a dropped adapter cannot pass.
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -114,6 +133,146 @@ def check_logits(got, ref, base_ref, tol):
             f"adapter effect {effect:.2e})"), problems
 
 
+def full_recipe(**kw):
+    """A full fine-tuning recipe: recipe() without the LoRA keys."""
+    r = recipe(adapter="full", **kw)
+    for k in [k for k in r if k.startswith("lora_") or k == "use_rslora"]:
+        del r[k]
+    r.pop("momentum")
+    return r
+
+
+def saved_hf_model(work, family):
+    """export_hf's seeded tiny `family` model saved with save_pretrained in
+    WORK/hf and exported to WORK/hf/model.onnx beside its config.json.
+    Returns (hf directory, model, export info)."""
+    hf_dir = os.path.join(work, "hf")
+    base, info = tc.build_and_export(os.path.join(hf_dir, "model.onnx"),
+                                     family=family)
+    base.save_pretrained(hf_dir)
+    return hf_dir, base, info
+
+
+def plan_base_model(bin_dir, work, hf_dir):
+    """Problems with the base model WORK/plan.tplan records: hf_dir."""
+    got = tc.inspect_json(bin_dir, os.path.join(work, "plan.tplan")) \
+        .get("training", {}).get("base_model")
+    if got != os.path.abspath(hf_dir):
+        return [f"the plan's base_model is {got!r}, expected the model's "
+                f"directory {os.path.abspath(hf_dir)!r} (config.json beside "
+                "model.onnx)"]
+    return []
+
+
+def check_pretrained_dir(path, hf_dir, aliases):
+    """(model or None, problems): DIR loaded with
+    AutoModelForCausalLM.from_pretrained, its config.json a copy of
+    hf_dir's, no missing, unexpected or mismatched keys, and every tensor of
+    its state dict bit-identical to DIR/model.safetensors (under its tie
+    target for the names in `aliases`)."""
+    import numpy as np
+    from transformers import AutoModelForCausalLM
+
+    label = os.path.basename(path.rstrip("/"))
+    config = os.path.join(path, "config.json")
+    if not os.path.exists(config):
+        return None, [f"{label}: no config.json (from_pretrained cannot load "
+                      "a full fine-tune without one)"]
+    problems = []
+    if open(config, "rb").read() != \
+            open(os.path.join(hf_dir, "config.json"), "rb").read():
+        problems.append(f"{label}: config.json differs from the base model's")
+    try:
+        model, loading = AutoModelForCausalLM.from_pretrained(
+            path, output_loading_info=True)
+    except Exception as e:  # noqa: BLE001
+        return None, problems + [f"{label}: from_pretrained failed: "
+                                 f"{type(e).__name__}: {str(e)[:300]}"]
+    for key in ("missing_keys", "unexpected_keys", "mismatched_keys",
+                "error_msgs"):
+        if loading.get(key):
+            problems.append(f"{label}: from_pretrained {key}: "
+                            f"{sorted(map(str, loading[key]))[:6]}")
+    written = tc.load_safetensors(os.path.join(path, "model.safetensors"))
+    for name, tensor in model.state_dict().items():
+        source = name if name in written else aliases.get(name)
+        if source not in written:
+            problems.append(f"{label}: {name} is not in model.safetensors")
+        elif not np.array_equal(tensor.numpy(), written[source]):
+            problems.append(f"{label}: loaded {name} differs from "
+                            f"model.safetensors' {source}")
+    return model.eval(), problems
+
+
+def full_finetune_case(name, family, args, rows, data):
+    """(c) for `family`: (line, problems)."""
+    work = os.path.join(args.work, name)
+    os.makedirs(work)
+    hf_dir, base, info = saved_hf_model(work, family)
+    r = full_recipe(max_steps=6, save_steps=5)
+    out, err = tc.tailor_compile_train(args.bin, os.path.join(hf_dir, "model.onnx"),
+                                       r, work, data, threads=args.threads)
+    if err:
+        return "", [err]
+    problems = plan_base_model(args.bin, work, hf_dir)
+    _, probs = check_pretrained_dir(out, hf_dir, info["aliases"])
+    problems += probs
+    ck, probs = check_pretrained_dir(os.path.join(out, "checkpoint-5"), hf_dir,
+                                     info["aliases"])
+    problems += probs
+    if ck is None:
+        return "", problems
+    # Step 6's loss is tailor's forward of the weights after step 5.
+    ids, labels = tc.micro_batch(rows, 5, r["micro_batch_size"])
+    ref = tc.causal_lm_loss(ck, ids, labels)
+    base_loss = tc.causal_lm_loss(base, ids, labels)
+    try:
+        loss = float(tc.read_metrics(out)[6]["loss"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return "", problems + [f"no step-6 loss in metrics.jsonl: {e}"]
+    e = tc.rel_err(loss, ref)
+    if not e <= args.tol:
+        problems.append(f"tailor's step-6 loss {loss:.7f} vs from_pretrained("
+                        f"checkpoint-5)'s {ref:.7f} (rel {e:.2e})")
+    if not tc.rel_err(base_loss, ref) > 10 * args.tol:
+        problems.append(f"5 steps moved the loss only from {base_loss:.6f} to "
+                        f"{ref:.6f} (vacuous)")
+    return (f"from_pretrained(checkpoint-5) loss {ref:.7f}, tailor step 6 "
+            f"{loss:.7f} (rel {e:.1e}; base model {base_loss:.5f})"), problems
+
+
+def lora_base_case(args, rows, data, ids):
+    """(c) c-lora: (line, problems)."""
+    import numpy as np
+    from peft import AutoPeftModelForCausalLM, PeftModel
+
+    work = os.path.join(args.work, "c-lora")
+    os.makedirs(work)
+    hf_dir, base, _ = saved_hf_model(work, "llama")
+    r = recipe(max_steps=2)
+    out, err = tc.tailor_compile_train(args.bin, os.path.join(hf_dir, "model.onnx"),
+                                       r, work, data, threads=args.threads)
+    if err:
+        return "", [err]
+    problems = plan_base_model(args.bin, work, hf_dir) + \
+        tc.check_adapter_config(out, r)
+    config = json.load(open(os.path.join(out, "adapter_config.json")))
+    if config.get("base_model_name_or_path") != os.path.abspath(hf_dir):
+        problems.append(f"base_model_name_or_path "
+                        f"{config.get('base_model_name_or_path')!r}, expected "
+                        f"{os.path.abspath(hf_dir)!r}")
+        return "", problems
+    try:
+        auto = AutoPeftModelForCausalLM.from_pretrained(out).eval()
+    except Exception as e:  # noqa: BLE001
+        return "", problems + [f"AutoPeftModelForCausalLM cannot load OUT: "
+                               f"{type(e).__name__}: {str(e)[:300]}"]
+    got = logits_of(auto, ids)
+    ref = logits_of(PeftModel.from_pretrained(tc.fresh_copy(base), out).eval(), ids)
+    line, probs = check_logits(got, ref, logits_of(base, ids), args.tol)
+    return line.replace("tailor - PEFT", "AutoPeft - PeftModel"), problems + probs
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -154,7 +313,7 @@ def main():
 
     def report(name, line, problems):
         results.append((name, not problems))
-        print(f"{'ok  ' if not problems else 'FAIL'} {name:<9} {line}")
+        print(f"{'ok  ' if not problems else 'FAIL'} {name:<11} {line}")
         for p in problems:
             print(f"       {p}")
 
@@ -219,7 +378,7 @@ def main():
             adapter_dir, pm = peft_dirs["b-qv"]
             ref = logits_of(pm, ids)
         elif args.torch_only:
-            print(f"skip {name:<9} (needs a tailor-trained adapter)")
+            print(f"skip {name:<11} (needs a tailor-trained adapter)")
             continue
         else:
             out, err = tc.tailor_compile_train(args.bin, onnx_path, r, work, data,
@@ -241,7 +400,7 @@ def main():
             ref = logits_of(pm, ids)
         if args.torch_only:
             effect = float(np.abs(ref - base_logits).max())
-            print(f"ok   {name:<9} PEFT logits scale {np.abs(ref).max():.3g}, "
+            print(f"ok   {name:<11} PEFT logits scale {np.abs(ref).max():.3g}, "
                   f"adapter effect {effect:.2e} (tailor not run)")
             results.append((name, True))
             continue
@@ -251,6 +410,20 @@ def main():
             report(name, "", [err])
             continue
         line, problems = check_logits(got, ref, base_logits, args.tol)
+        report(name, line, problems)
+
+    # (c) tailor-trained models through transformers' own loaders.
+    c_cases = [
+        ("c-full", lambda: full_finetune_case("c-full", "llama", args, rows, data)),
+        ("c-full-gpt2", lambda: full_finetune_case("c-full-gpt2", "gpt2", args,
+                                                   rows, data)),
+        ("c-lora", lambda: lora_base_case(args, rows, data, ids)),
+    ]
+    for name, run_case in c_cases:
+        if args.torch_only:
+            print(f"skip {name:<11} (needs a tailor-trained model)")
+            continue
+        line, problems = run_case()
         report(name, line, problems)
 
     n = len(results)

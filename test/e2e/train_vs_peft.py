@@ -53,6 +53,18 @@ adapter's B(A x) is the same) and qwen2-lora (LoRA on q_proj, v_proj);
 `--mode all` (the default) runs them all. Weight decay is 0.01 on every
 trainable tensor (plain torch AdamW semantics, no exclusions).
 
+qwen2-dynamo-merged (not a training case) exports the tiny Qwen2 with
+dynamo (opset 18) as HF initializes it, without export_hf's perturbation of
+equal-valued weights (norm weights all 1, biases all 0): the exporter
+merges equal initializers into one, read by several modules, and full
+fine-tuning would train each merged tensor with the sum of its readers'
+gradients under one name. `tailor compile` with the full recipe must exit 1
+naming every merged group -- each group of equal HF parameters as one
+`@NAME read by MODULE...` line whose modules (the first four, then "and N
+more") are exactly the group's -- and write no plan; the same export with
+the LoRA recipe (the merged weights stay frozen) and the perturbed export
+(qwen2@dynamo) with the full recipe must compile.
+
   train_vs_peft.py --bin build/bin --work build/test/train-vs-peft [--mode all]
   train_vs_peft.py --work /tmp/w --torch-only     # the PyTorch half only
 """
@@ -76,7 +88,9 @@ ZERO_GRAD_BOUND = 1e-3
 
 MODES = ["all", "lora", "full", "lora-fa", "gpt2-full", "gpt2-lora",
          "qwen2-lora", "qlora", "gemma2-lora", "mistral-window-lora",
-         "bloom-lora", "bloom-dynamo-full"]
+         "bloom-lora", "bloom-dynamo-full", "qwen2-dynamo-merged"]
+# Not training cases: checked apart from cases().
+CHECKS = {"qwen2-dynamo-merged"}
 
 
 def cases(mode):
@@ -129,8 +143,8 @@ def cases(mode):
                          dict(adapter="qlora", lora_target_modules=["all-linear"],
                               double_quant=True))]
     if mode == "all":
-        return [c for k in MODES[1:] for c in by_mode[k]]
-    return by_mode[mode]
+        return [c for k in MODES[1:] if k not in CHECKS for c in by_mode[k]]
+    return by_mode.get(mode, [])
 
 
 def recipe_for(overrides):
@@ -352,6 +366,120 @@ def compare_run(name, r, ref, out, info):
     return problems
 
 
+def export_unperturbed(onnx_path, family):
+    """export_hf's seeded tiny `family` model as HF initializes it (equal
+    norm weights and biases left equal), exported by dynamo at opset 18.
+    Returns the HF model."""
+    import torch
+
+    import export_hf
+
+    os.makedirs(os.path.dirname(onnx_path), exist_ok=True)
+    torch.manual_seed(0)
+    model, _ = export_hf._build_model(family)
+    example = torch.randint(0, 256, (2, 8),
+                            generator=torch.Generator().manual_seed(0))
+    wrapped = export_hf._logits_wrapper(model)
+    with torch.no_grad():
+        export_hf._export_dynamo(wrapped, example, 18, onnx_path,
+                                 external_data=False)
+    return model
+
+
+def merged_groups(model, onnx_path):
+    """[(kept initializer, [HF parameter names])]: the groups of two or more
+    parameters of `model` with identical contents, which the exporter kept as
+    one initializer (named after one of them)."""
+    import onnx
+
+    kept = {t.name for t in onnx.load(onnx_path).graph.initializer}
+    groups = {}
+    for name, p in model.named_parameters():
+        a = p.detach().numpy()
+        groups.setdefault((a.shape, a.tobytes()), []).append(name)
+    out = []
+    for names in groups.values():
+        if len(names) > 1:
+            out.append((next((n for n in names if n in kept), None), names))
+    return out
+
+
+def check_merged_message(stderr, groups):
+    """Problems with the refusal's list of merged parameters: one line
+    `@NAME read by M1 M2 M3 M4 [and N more]` per group, naming a member
+    and exactly the group's modules."""
+    import re
+
+    problems = []
+    lines = {m.group(1): m.group(2).split()
+             for m in re.finditer(r"^ *@(\S+) read by (.*)$", stderr, re.M)}
+    for kept, names in groups:
+        modules = {n.rpartition(".")[0] for n in names}
+        if kept is None:
+            problems.append(f"no initializer of the export holds {names}")
+            continue
+        readers = lines.pop(kept, None)
+        if readers is None:
+            problems.append(f"the error does not name @{kept} (merged with "
+                            f"{', '.join(n for n in names if n != kept)})")
+            continue
+        more = 0
+        if len(readers) >= 3 and readers[-3] == "and" and readers[-1] == "more":
+            more, readers = int(readers[-2]), readers[:-3]
+        if not set(readers) <= modules or len(set(readers)) + more != len(modules):
+            problems.append(f"@{kept}: readers {readers} and {more} more, "
+                            f"expected the modules {sorted(modules)}")
+    problems += [f"the error names @{k}, which is not merged" for k in lines]
+    return problems
+
+
+def merged_initializers(args, perturbed_onnx):
+    """The qwen2-dynamo-merged check (see the module docstring); returns
+    problems. `perturbed_onnx`: the perturbed export of the same model."""
+    import subprocess
+
+    work = os.path.join(args.work, "qwen2-dynamo-merged")
+    onnx_path = os.path.join(work, "model.onnx")
+    model = export_unperturbed(onnx_path, "qwen2")
+    groups = merged_groups(model, onnx_path)
+    print("case qwen2-dynamo-merged: the unperturbed Qwen2 exported by dynamo "
+          f"keeps {len(groups)} initializers for "
+          f"{sum(len(n) for _, n in groups)} equal parameters: " +
+          "; ".join(f"{k} ({len(n)})" for k, n in groups))
+    if not any(len(names) > 2 for _, names in groups):
+        return ["the export merged no group of more than two parameters "
+                "(the case tests nothing)"]
+    tailor = os.path.join(args.bin, "tailor")
+    recipe_path = os.path.join(work, "full.yaml")
+    tc.write_recipe(recipe_for(dict(adapter="full")), recipe_path)
+    plan = os.path.join(work, "full.tplan")
+    proc = subprocess.run([tailor, "compile", onnx_path, "--recipe", recipe_path,
+                           "--hardware", "cpu", "-o", plan],
+                          capture_output=True, text=True, timeout=900)
+    problems = []
+    if proc.returncode != 1:
+        problems.append(f"tailor compile of full fine-tuning exited "
+                        f"{proc.returncode}, expected 1")
+    if os.path.exists(plan):
+        problems.append(f"the refused compile wrote {plan}")
+    problems += check_merged_message(proc.stderr, groups)
+    print("  full fine-tuning refused, naming:")
+    for line in proc.stderr.splitlines():
+        if " read by " in line:
+            print(f"    {line.strip()}")
+    accepted = [("the unperturbed export, lora", onnx_path, recipe_for({})),
+                ("the perturbed export, full", perturbed_onnx,
+                 recipe_for(dict(adapter="full")))]
+    for i, (what, path, r) in enumerate(accepted):
+        _, err = tc.compile_plan(args.bin, path, r,
+                                 os.path.join(work, f"accept-{i}"), "cpu")
+        if err:
+            problems.append(f"{what}: {err}")
+        else:
+            print(f"  compiled {what}")
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -446,13 +574,26 @@ def main():
         else:
             print(f"  ok   {name} (weights moved {moved:.2g} from init)")
     n = len(todo)
+    merged = ""
+    if args.mode in ("all", "qwen2-dynamo-merged") and not args.torch_only:
+        problems = merged_initializers(args, model_for("qwen2@dynamo")[2])
+        if problems:
+            failures.append("qwen2-dynamo-merged")
+            print("  FAIL qwen2-dynamo-merged:")
+            for p in problems[:24]:
+                print(f"    {p}")
+        else:
+            print("  ok   qwen2-dynamo-merged")
+        merged = ("; merged initializers " +
+                  ("NOT refused as expected" if problems else "refused as expected"))
     if args.torch_only:
         print(f"summary: {n - len(failures)}/{n} PyTorch reference runs done "
               "(tailor not run)")
     else:
-        print(f"summary: {n - len(failures)}/{n} training cases match PyTorch/PEFT "
+        bad = len([f for f in failures if f not in CHECKS])
+        print(f"summary: {n - bad}/{n} training cases match PyTorch/PEFT "
               f"(loss rel {LOSS_TOL:g}, weights max|diff|/max|ref| {WEIGHT_TOL:g})"
-              + (f"; failed: {', '.join(failures)}" if failures else ""))
+              + merged + (f"; failed: {', '.join(failures)}" if failures else ""))
     return 1 if failures else 0
 
 

@@ -495,9 +495,34 @@ void attachCommandLine(mlir::ModuleOp module, const CompileRequest &req) {
                   attrs.getDictionary(module.getContext()));
 }
 
+/// The base model of a recipe without `base_model`: the ONNX model's
+/// directory, made absolute (the trainer may run elsewhere), when a Hugging
+/// Face config.json sits beside the model, as an export next to
+/// save_pretrained's files has; else the model's file name. The trainer
+/// copies a base model directory's config.json next to full fine-tuning's
+/// weights, so from_pretrained loads them, and PEFT's
+/// base_model_name_or_path then names a directory transformers can load.
+std::string defaultBaseModel(llvm::StringRef model) {
+  llvm::SmallString<256> dir(llvm::sys::path::parent_path(model));
+  if (dir.empty()) {
+    dir = ".";
+  }
+  if (llvm::sys::fs::make_absolute(dir)) {
+    return llvm::sys::path::filename(model).str();
+  }
+  llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+  llvm::SmallString<256> config(dir);
+  llvm::sys::path::append(config, "config.json");
+  if (!llvm::sys::fs::is_regular_file(config)) {
+    return llvm::sys::path::filename(model).str();
+  }
+  return dir.str().str();
+}
+
 /// Records the recipe on a training module: the model's fixed shape where
 /// the recipe left it to defaults, the vocabulary (the logits' width), and
-/// the base model's name; fails on a recipe the model contradicts.
+/// the base model (defaultBaseModel when the recipe names none); fails on a
+/// recipe the model contradicts.
 mlir::LogicalResult attachTrainingRecipe(mlir::ModuleOp module,
                                          CompileRequest &req) {
   adoptFixedTokenShape(module, req.recipe);
@@ -512,7 +537,7 @@ mlir::LogicalResult attachTrainingRecipe(mlir::ModuleOp module,
     }
   }
   if (req.recipe.baseModel.empty()) {
-    req.recipe.baseModel = llvm::sys::path::filename(req.input).str();
+    req.recipe.baseModel = defaultBaseModel(req.input);
   }
   if (llvm::Error error = attachRecipe(module, req.recipe, vocab)) {
     return compileError(req.input + ": " + llvm::toString(std::move(error)));
