@@ -3,22 +3,28 @@
 
 1. Compiles the LoRA plan of bench/cpu_train_100m.sh at --calibrate-seq with
    --calibrate-threads and runs `tailor calibrate` on it (hardware file in
-   BUILD/bench/cost_model_100m/calibrated.yaml).
+   BUILD/bench/cost_model_100m/calibrated.R.yaml, R the repeat).
 2. For every (threads, seq) in --threads x --seqs, compiles the plan for that
    hardware file, reads the predicted step time from `tailor inspect --json
-   --hardware FILE`, trains --steps steps and takes the measured mean ms/step
-   over steps 2..N, and reports the error. Also, for comparison, the same
-   calibration with one GEMM speedup for every size (cpu_parallel_half_mflop
-   0 and the speedup of all the plan's GEMMs together: the model before
-   shape-aware scaling) and the uncalibrated built-in `cpu` prediction.
+   --hardware FILE`, trains --steps steps and takes the median ms/step over
+   steps 2..N, and reports the error.
+3. Repeats 1-2 --repeats times (each repeat calibrates afresh, so a noisy
+   calibration weighs on one repeat only) and prints each column's median
+   over the repeats.
+Also, for comparison, the same calibration with one GEMM speedup for every
+size (cpu_parallel_half_mflop 0 and the speedup of all the plan's GEMMs
+together: the model before shape-aware scaling) and the uncalibrated
+built-in `cpu` prediction.
 
-  bench/cost_model_100m.py [--threads 1,2] [--seqs 128,256] [--steps 4]
+  bench/cost_model_100m.py [--threads 1,2] [--seqs 128,256] [--steps 6]
+                           [--repeats 3]
 """
 
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -49,6 +55,8 @@ def compile_plan(tailor, onnx_path, args, run_dir, seq, threads, hardware):
 
 
 def measured_ms(tailor, plan, data, run_dir, args, threads):
+    """The median step of steps 2..N: one slow step (the shared machine's
+    neighbours) does not move it as it moves a mean."""
     out = os.path.join(run_dir, "out")
     subprocess.run(["rm", "-rf", out])
     rc, _, _, text = trn.run_measured(
@@ -58,37 +66,29 @@ def measured_ms(tailor, plan, data, run_dir, args, threads):
         sys.exit(f"tailor train exited {rc}:\n{text[-2000:]}")
     metrics = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))
                if line.strip()]
-    return trn.stats([float(m["step_ms"]) for m in metrics])[0]
+    timed = [float(m["step_ms"]) for m in metrics][1:]
+    return statistics.median(timed)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--seqs", default="128,256")
-    ap.add_argument("--calibrate-threads", type=int, default=2)
-    ap.add_argument("--calibrate-seq", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    trn.add_model_args(ap)  # the model of cpu_train_100m
-    args = ap.parse_args()
-    tailor = os.path.join(args.build, "bin", "tailor")
-    args.seq = args.calibrate_seq
-    onnx_path = fwd.exported_model(args, args.build)
-    run_dir = os.path.join(args.build, "bench", "cost_model_100m")
-    os.makedirs(run_dir, exist_ok=True)
-    calibrated = os.path.join(run_dir, "calibrated.yaml")
-
+def calibrate(tailor, onnx_path, args, run_dir, repeat):
+    """Calibrates on the plan at --calibrate-seq / --calibrate-threads;
+    returns (the calibrated file, its one-speedup variant)."""
+    calibrated = os.path.join(run_dir, f"calibrated.{repeat}.yaml")
     plan = compile_plan(tailor, onnx_path, args, run_dir, args.calibrate_seq,
                         args.calibrate_threads, "cpu")
     log = subprocess.run([tailor, "calibrate", plan, "--threads",
                           str(args.calibrate_threads), "-o", calibrated],
                          check=True, capture_output=True, text=True).stderr
-    print(log.strip())
     text = open(calibrated).read()
-    print(text.strip())
+    if repeat == 0:
+        print(log.strip())
+        print(text.strip())
+    else:
+        print("recalibrated: " + ", ".join(
+            line.strip() for line in text.splitlines()
+            if line.startswith(("cpu_gflops_per_thread", "cpu_parallel_"))))
     # The size-blind variant of the same calibration.
-    blind = os.path.join(run_dir, "calibrated-one-speedup.yaml")
+    blind = os.path.join(run_dir, f"calibrated-one-speedup.{repeat}.yaml")
     found = re.search(r"would be [0-9.]+x: cpu_parallel_efficiency ([0-9.]+)",
                       log)
     if not found:
@@ -100,25 +100,69 @@ def main():
                   text)
     with open(blind, "w") as f:
         f.write(text)
-    print(f"load average: {os.getloadavg()[0]:.2f}")
-    print(f"{'threads':>7s} {'seq':>5s} {'measured':>10s} {'calibrated':>11s}"
-          f" {'error':>7s} {'one speedup':>12s} {'error':>7s}"
-          f" {'built-in cpu':>13s} {'error':>7s}")
-    for threads in [int(t) for t in args.threads.split(",")]:
-        for seq in [int(s) for s in args.seqs.split(",")]:
-            plan = compile_plan(tailor, onnx_path, args, run_dir, seq, threads,
-                                calibrated)
-            args.seq = seq
-            data = os.path.join(run_dir, f"data.t{seq}.jsonl")
-            trn.write_data(data, args)
-            measured = measured_ms(tailor, plan, data, run_dir, args, threads)
-            ours = 1e3 * predicted_seconds(tailor, plan, calibrated)
-            one = 1e3 * predicted_seconds(tailor, plan, blind)
-            builtin = 1e3 * predicted_seconds(tailor, plan, "cpu")
-            print(f"{threads:7d} {seq:5d} {measured:8.1f}ms {ours:9.1f}ms "
-                  f"{ours / measured - 1:+7.1%} {one:10.1f}ms "
-                  f"{one / measured - 1:+7.1%} {builtin:11.1f}ms "
-                  f"{builtin / measured - 1:+7.1%}", flush=True)
+    return calibrated, blind
+
+
+def measure_row(tailor, onnx_path, args, run_dir, threads, seq, calibrated,
+                blind):
+    """(measured, calibrated, one speedup, built-in) milliseconds."""
+    plan = compile_plan(tailor, onnx_path, args, run_dir, seq, threads,
+                        calibrated)
+    args.seq = seq
+    data = os.path.join(run_dir, f"data.t{seq}.jsonl")
+    trn.write_data(data, args)
+    measured = measured_ms(tailor, plan, data, run_dir, args, threads)
+    return (measured, 1e3 * predicted_seconds(tailor, plan, calibrated),
+            1e3 * predicted_seconds(tailor, plan, blind),
+            1e3 * predicted_seconds(tailor, plan, "cpu"))
+
+
+def print_row(label, threads, seq, row):
+    measured, ours, one, builtin = row
+    print(f"{label:>6s} {threads:7d} {seq:5d} {measured:8.1f}ms "
+          f"{ours:9.1f}ms {ours / measured - 1:+7.1%} {one:10.1f}ms "
+          f"{one / measured - 1:+7.1%} {builtin:11.1f}ms "
+          f"{builtin / measured - 1:+7.1%}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--seqs", default="128,256")
+    ap.add_argument("--calibrate-threads", type=int, default=2)
+    ap.add_argument("--calibrate-seq", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    trn.add_model_args(ap)  # the model of cpu_train_100m
+    args = ap.parse_args()
+    tailor = os.path.join(args.build, "bin", "tailor")
+    args.seq = args.calibrate_seq
+    onnx_path = fwd.exported_model(args, args.build)
+    run_dir = os.path.join(args.build, "bench", "cost_model_100m")
+    os.makedirs(run_dir, exist_ok=True)
+    configs = [(int(t), int(s)) for t in args.threads.split(",")
+               for s in args.seqs.split(",")]
+    rows = {config: [] for config in configs}
+    header = (f"{'repeat':>6s} {'threads':>7s} {'seq':>5s} {'measured':>10s} "
+              f"{'calibrated':>11s} {'error':>7s} {'one speedup':>12s} "
+              f"{'error':>7s} {'built-in cpu':>13s} {'error':>7s}")
+    for repeat in range(args.repeats):
+        calibrated, blind = calibrate(tailor, onnx_path, args, run_dir, repeat)
+        print(f"load average: {os.getloadavg()[0]:.2f}")
+        print(header)
+        for threads, seq in configs:
+            row = measure_row(tailor, onnx_path, args, run_dir, threads, seq,
+                              calibrated, blind)
+            rows[(threads, seq)].append(row)
+            print_row(str(repeat + 1), threads, seq, row)
+    # Each column's median over the repeats (each repeat calibrated afresh).
+    print(f"median of {args.repeats} repeats:")
+    print(header)
+    for (threads, seq), got in rows.items():
+        print_row("median", threads, seq,
+                  tuple(statistics.median(r[i] for r in got) for i in range(4)))
     return 0
 
 
