@@ -352,6 +352,36 @@ std::string readTimeout(double &seconds) {
   return "";
 }
 
+Agreement::Agreement(std::vector<std::pair<const char *, int64_t>> fields,
+                     bool failedHere)
+    : fields(std::move(fields)) {
+  this->fields.push_back({"", failedHere ? 1 : 0});
+  size_t n = this->fields.size();
+  values.resize(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    values[i] = this->fields[i].second;
+    values[n + i] = -this->fields[i].second;
+  }
+}
+
+std::string Agreement::verdict(const std::string &prefix) const {
+  size_t n = fields.size();
+  for (size_t i = 0; i + 1 < n; ++i) {
+    int64_t high = values[i], low = -values[n + i];
+    if (high != low) {
+      return prefix + "the ranks disagree on the " + fields[i].first +
+             " (this rank " + std::to_string(fields[i].second) +
+             ", others from " + std::to_string(low) + " to " +
+             std::to_string(high) + ")";
+    }
+  }
+  if (values[n - 1] != 0) {
+    return prefix + "another rank's call failed its checks (its error says "
+                    "why)";
+  }
+  return "";
+}
+
 bool overlaps(const void *a, size_t aBytes, const void *b, size_t bBytes) {
   auto x = reinterpret_cast<uintptr_t>(a);
   auto y = reinterpret_cast<uintptr_t>(b);

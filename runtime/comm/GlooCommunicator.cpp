@@ -313,43 +313,22 @@ std::string GlooCommunicator::agree(const char *what, size_t count,
   if (size() == 1) {
     return problem;
   }
-  constexpr int kFields = 5;
-  const char *names[kFields] = {"element count", "dtype", "operation", "root",
-                                ""};
-  int64_t mine[kFields] = {static_cast<int64_t>(count),
-                           static_cast<int64_t>(dtype), op, root,
-                           problem.empty() ? 0 : 1};
-  // One max over (x, -x) gives every field's maximum and minimum.
-  int64_t extremes[2 * kFields];
-  for (int i = 0; i < kFields; ++i) {
-    extremes[i] = mine[i];
-    extremes[kFields + i] = -mine[i];
-  }
+  detail::Agreement agreement({{"element count", static_cast<int64_t>(count)},
+                               {"dtype", static_cast<int64_t>(dtype)},
+                               {"operation", op},
+                               {"root", root}},
+                              !problem.empty());
   if (std::string error = guarded(what,
                                   [&] {
-                                    allReduceInPlace(extremes, 2 * kFields,
+                                    allReduceInPlace(agreement.extremes(),
+                                                     agreement.count(),
                                                      DType::I64,
                                                      ReduceOp::Max);
                                   });
       !error.empty()) {
     return error;
   }
-  if (!problem.empty()) {
-    return problem;
-  }
-  for (int i = 0; i + 1 < kFields; ++i) {
-    int64_t high = extremes[i], low = -extremes[kFields + i];
-    if (high != low) {
-      return prefix(what) + "the ranks disagree on the " + names[i] +
-             " (this rank " + std::to_string(mine[i]) + ", others from " +
-             std::to_string(low) + " to " + std::to_string(high) + ")";
-    }
-  }
-  if (extremes[kFields - 1] != 0) {
-    return prefix(what) + "another rank's call failed its checks (its "
-                          "error says why)";
-  }
-  return "";
+  return problem.empty() ? agreement.verdict(prefix(what)) : problem;
 }
 
 std::string GlooCommunicator::allReduce(const void *send, void *recv,

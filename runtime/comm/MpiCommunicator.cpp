@@ -307,43 +307,16 @@ std::string MpiCommunicator::agree(const char *what, size_t count,
   if (sizeValue == 1) {
     return problem;
   }
-  constexpr int kFields = 6;
-  const char *names[kFields] = {"element count",
-                                "dtype",
-                                "operation",
-                                "root",
-                                "form (0 blocking, 1 started nonblocking)",
-                                ""};
-  int64_t mine[kFields] = {static_cast<int64_t>(count),
-                           static_cast<int64_t>(dtype),
-                           op,
-                           root,
-                           started ? 1 : 0,
-                           problem.empty() ? 0 : 1};
-  // One MPI_MAX over (x, -x) gives every field's maximum and minimum.
-  int64_t both[2 * kFields], extremes[2 * kFields];
-  for (int i = 0; i < kFields; ++i) {
-    both[i] = mine[i];
-    both[kFields + i] = -mine[i];
-  }
-  TAILOR_MPI(MPI_Allreduce, both, extremes, 2 * kFields, MPI_INT64_T, MPI_MAX,
-             comm);
-  if (!problem.empty()) {
-    return problem;
-  }
-  for (int i = 0; i + 1 < kFields; ++i) {
-    int64_t high = extremes[i], low = -extremes[kFields + i];
-    if (high != low) {
-      return prefix(what) + "the ranks disagree on the " + names[i] +
-             " (this rank " + std::to_string(mine[i]) + ", others from " +
-             std::to_string(low) + " to " + std::to_string(high) + ")";
-    }
-  }
-  if (extremes[kFields - 1] != 0) {
-    return prefix(what) + "another rank's call failed its checks (its "
-                          "error says why)";
-  }
-  return "";
+  detail::Agreement agreement(
+      {{"element count", static_cast<int64_t>(count)},
+       {"dtype", static_cast<int64_t>(dtype)},
+       {"operation", op},
+       {"root", root},
+       {"form (0 blocking, 1 started nonblocking)", started ? 1 : 0}},
+      !problem.empty());
+  TAILOR_MPI(MPI_Allreduce, MPI_IN_PLACE, agreement.extremes(),
+             agreement.count(), MPI_INT64_T, MPI_MAX, comm);
+  return problem.empty() ? agreement.verdict(prefix(what)) : problem;
 }
 
 void MpiCommunicator::complete(const Completion &completion) {

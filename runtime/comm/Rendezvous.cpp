@@ -387,6 +387,26 @@ std::string fetchTable(const LaunchInfo &launch,
   return "";
 }
 
+/// Runs rank 0's side (`serveSide`) or the others' (`fetchSide`) before
+/// the deadline; "" or the failure, naming this rank.
+template <typename Serve, typename Fetch>
+std::string runRendezvous(const LaunchInfo &launch, double timeoutSeconds,
+                          Serve serveSide, Fetch fetchSide) {
+  if (launch.worldSize <= 1) {
+    return "";
+  }
+  if (launch.masterAddr.empty() || launch.masterPort <= 0) {
+    return "rendezvous: MASTER_ADDR and MASTER_PORT are not set";
+  }
+  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(
+                                     timeoutSeconds * 1000));
+  std::string problem =
+      launch.rank == 0 ? serveSide(deadline) : fetchSide(deadline);
+  return problem.empty() ? "" : "rendezvous on rank " +
+                                    std::to_string(launch.rank) + ": " +
+                                    problem;
+}
+
 } // namespace
 
 std::string rendezvousTable(const LaunchInfo &launch,
@@ -396,37 +416,25 @@ std::string rendezvousTable(const LaunchInfo &launch,
     return "rendezvous: a table of " + std::to_string(table.size()) +
            " entries for a world of " + std::to_string(launch.worldSize);
   }
-  if (launch.worldSize <= 1) {
-    return "";
-  }
-  if (launch.masterAddr.empty() || launch.masterPort <= 0) {
-    return "rendezvous: MASTER_ADDR and MASTER_PORT are not set";
-  }
-  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(
-                                     timeoutSeconds * 1000));
-  std::string problem = launch.rank == 0 ? serveTable(launch, table, deadline)
-                                         : fetchTable(launch, table, deadline);
-  return problem.empty() ? "" : "rendezvous on rank " +
-                                    std::to_string(launch.rank) + ": " +
-                                    problem;
+  return runRendezvous(
+      launch, timeoutSeconds,
+      [&](Clock::time_point deadline) {
+        return serveTable(launch, table, deadline);
+      },
+      [&](Clock::time_point deadline) {
+        return fetchTable(launch, table, deadline);
+      });
 }
 
 std::string rendezvousBytes(const LaunchInfo &launch,
                             std::vector<uint8_t> &bytes,
                             double timeoutSeconds) {
-  if (launch.worldSize <= 1) {
-    return "";
-  }
-  if (launch.masterAddr.empty() || launch.masterPort <= 0) {
-    return "rendezvous: MASTER_ADDR and MASTER_PORT are not set";
-  }
-  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(
-                                     timeoutSeconds * 1000));
-  std::string problem = launch.rank == 0 ? serve(launch, bytes, deadline)
-                                         : fetch(launch, bytes, deadline);
-  return problem.empty() ? "" : "rendezvous on rank " +
-                                    std::to_string(launch.rank) + ": " +
-                                    problem;
+  return runRendezvous(
+      launch, timeoutSeconds,
+      [&](Clock::time_point deadline) { return serve(launch, bytes, deadline); },
+      [&](Clock::time_point deadline) {
+        return fetch(launch, bytes, deadline);
+      });
 }
 
 } // namespace tailor::runtime::comm

@@ -278,6 +278,58 @@ TEST(Rendezvous, RankZeroHandsItsBytesToEveryRank) {
   }
 }
 
+/// Rank r's rendezvousTable entry: r + 1 bytes of value r * 16 (entries of
+/// different sizes, an empty one impossible to confuse with a missing one).
+static std::vector<uint8_t> entryOf(int rank) {
+  return std::vector<uint8_t>(static_cast<size_t>(rank + 1),
+                              static_cast<uint8_t>(rank * 16));
+}
+
+TEST(Rendezvous, EveryRankGetsEveryRanksEntry) {
+  const int world = 4;
+  int port = freePort();
+  ASSERT_GT(port, 0);
+  auto tableFor = [&](int rank, std::string &error) {
+    LaunchInfo launch;
+    launch.launcher = "torchrun";
+    launch.rank = rank;
+    launch.worldSize = world;
+    launch.masterAddr = "127.0.0.1";
+    launch.masterPort = port;
+    std::vector<std::vector<uint8_t>> table(world);
+    table[static_cast<size_t>(rank)] = entryOf(rank);
+    error = rendezvousTable(launch, table, 20);
+    return table;
+  };
+  auto complete = [&](const std::vector<std::vector<uint8_t>> &table) {
+    for (int r = 0; r < world; ++r) {
+      if (table[static_cast<size_t>(r)] != entryOf(r)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < world; ++rank) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::string error;
+      bool ok = complete(tableFor(rank, error));
+      _exit(error.empty() && ok ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  std::string error;
+  EXPECT_TRUE(complete(tableFor(0, error)));
+  EXPECT_EQ(error, "");
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
 TEST(Rendezvous, AMissingRankIsATimeoutNamingIt) {
   int port = freePort();
   ASSERT_GT(port, 0);
