@@ -23,7 +23,11 @@ and the math are the global batch's whatever the world; and a launch on 5
 ranks, which 24 sequences of micro batch 2 do not split over, and a plan
 for two nodes of two ranks launched on 3, are refused with exit 1 and a
 message that says so. A 2-stage layer split launched on 3 ranks is compiled
-again as 3 stages and ends with one rank's adapter, bit for bit.
+again as 3 stages and ends with one rank's adapter, bit for bit. Under
+torchrun's elastic agent (two agents of 2 CPU ranks, which Gloo joins), one
+agent killed with its workers leaves the other's restarted workers to
+re-plan for 2 ranks and resume; a 4-rank torchrun launch grows it back; the
+adapter and losses equal an mpirun run with the same membership.
 
   train_elastic.py --bin build/bin --work build/test/train-elastic
 """
@@ -31,6 +35,7 @@ again as 3 stages and ends with one rank's adapter, bit for bit.
 import argparse
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -228,6 +233,120 @@ def check_layer_split(args, data):
     return []
 
 
+def torchrun_agent(rdzv, is_host):
+    """One torchrun elastic agent ("node") of 2 CPU ranks: nodes 1 to 2,
+    c10d rendezvous at `rdzv`, restarts allowed, a quick last call."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1:2",
+            "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", rdzv, "--rdzv-id", "tailor-elastic",
+            "--rdzv-conf", f"is_host={str(is_host).lower()},"
+            "join_timeout=120,last_call_timeout=10",
+            "--max-restarts", "3", "--monitor-interval", "1", "--no-python"]
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_agent(proc):
+    """SIGKILL of a torchrun agent and its workers (a node lost whole)."""
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)],
+                              capture_output=True, text=True).stdout.split()
+    for pid in [proc.pid] + [int(c) for c in children]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def check_torchrun_elastic(args, plan, data, rng):
+    """Under torchrun's elastic agent: two agents of 2 CPU ranks (Gloo) start
+    the 4-rank plan; once checkpoint k exists one agent is killed with its
+    workers; the other's agent restarts its workers as a world of 2, which
+    compile the plan again for 2 ranks and resume from the last complete
+    checkpoint c to step 24; a plain 4-rank torchrun launch then continues
+    to 32. The adapter and every step's loss equal an mpirun run with the
+    same membership (4 ranks to c, 2 to 24, 4 to 32)."""
+    try:
+        import torch.distributed.run  # noqa: F401
+    except ImportError:
+        print("torchrun elastic: skipped (no torch.distributed.run)")
+        return []
+    work = os.path.join(args.work, "torchrun")
+    out = os.path.join(work, "out")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    k, shrink_end, grow_end = rng.randint(2, 5), 24, 32
+    rdzv = f"127.0.0.1:{free_port()}"
+    train = [os.path.join(args.bin, "tailor"), "train", plan, "--data", data,
+             "--output-dir", out, "--threads", "1", "--elastic",
+             "--max-steps", str(shrink_end)]
+    logs = [open(os.path.join(work, f"agent-{n}.log"), "w") for n in "ab"]
+    agents = [subprocess.Popen(torchrun_agent(rdzv, n == 0) + train,
+                               stdout=logs[n], stderr=subprocess.STDOUT,
+                               start_new_session=True) for n in (0, 1)]
+    deadline = time.time() + 300
+    target = os.path.join(out, f"checkpoint-{k}", "trainer_state.json")
+    while time.time() < deadline and not os.path.exists(target):
+        if any(a.poll() is not None for a in agents):
+            break
+        time.sleep(0.01)
+    if not os.path.exists(target) or agents[1].poll() is not None:
+        for a in agents:
+            kill_agent(a)
+        return [f"torchrun elastic: no checkpoint-{k} while both agents ran "
+                f"(see {work})"]
+    kill_agent(agents[1])
+    try:
+        rc = agents[0].wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        kill_agent(agents[0])
+        return ["torchrun elastic: the surviving agent ran 300 s on"]
+    for f in logs:
+        f.close()
+    with open(os.path.join(work, "agent-a.log")) as f:
+        text = f.read()
+    found = re.findall(r"resuming from .*checkpoint-(\d+) \(step (\d+)\)",
+                       text)
+    if rc != 0 or "compiled it again for 2" not in text or not found:
+        return [f"torchrun elastic: the surviving agent exited {rc} "
+                f"without re-planning for 2 ranks and resuming (see {work})"]
+    c = int(found[-1][0])
+    print(f"torchrun elastic: agent b killed after checkpoint-{k}; agent a's "
+          f"restarted workers re-planned for 2 ranks and resumed from "
+          f"checkpoint-{c}")
+    grow = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "4", "--no-python"] + train[:-1] + [
+                str(grow_end)]
+    ok, msg = tc.run(grow, 600, os.path.join(work, "grow.log"))
+    if not ok:
+        return [f"torchrun elastic: 4 ranks again: {msg}"]
+    reference = os.path.join(work, "reference")
+    err = membership_run(args, plan, data, reference,
+                         os.path.join(work, "reference.log"),
+                         [(4, c), (2, shrink_end), (4, grow_end)])
+    if err:
+        return [f"torchrun elastic: reference: {err}"]
+    failures, worst = compare_adapters(out, reference, TOL,
+                                       "torchrun elastic vs mpirun")
+    got, ref = tc.read_metrics(out), tc.read_metrics(reference)
+    loss_worst = max(abs(got[s]["loss"] - ref[s]["loss"]) /
+                     max(abs(ref[s]["loss"]), 1e-12)
+                     for s in range(1, grow_end + 1) if s in got and s in ref)
+    missing = [s for s in range(1, grow_end + 1) if s not in got]
+    if missing or loss_worst > TOL:
+        failures.append(f"torchrun elastic: steps {missing[:3]} missing, "
+                        f"losses within {loss_worst:.2e} of mpirun's")
+    print(f"torchrun elastic: 4 ranks to {c}, 2 to {shrink_end}, 4 to "
+          f"{grow_end}: adapter {worst:.2e} of scale and losses within "
+          f"{loss_worst:.2e} of the mpirun run with the same membership")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True)
@@ -304,6 +423,8 @@ def main():
     failures += more
     print(f"final adapter after kill at {c}, 3 ranks to {c + 4}, 4 to "
           f"{STEPS}: {worst:.2e} of scale from the run without a kill")
+
+    failures += check_torchrun_elastic(args, plan, data, rng)
 
     single = os.path.join(args.work, "world1", "out")
     ok, msg = tailor_train(args, plan1, 1, data, single, STEPS,
