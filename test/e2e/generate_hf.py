@@ -25,10 +25,16 @@ opset 18, fp32; the exports hf_common caches), compiles a generation plan (`tail
     generates the same ids token by token (llama);
   - generation stops at the eos id of the config.json beside the model
     (one set to a token greedy decoding reaches), as transformers does;
-  - with a PEFT LoRA adapter (q_proj, v_proj, non-zero lora_B) bound at
-    compile time (`--task generate --adapter DIR`) and merged at load
-    (`tailor generate --adapter DIR` on the plain plan), the ids equal the
-    PEFT model's `generate` (llama);
+  - with a PEFT LoRA adapter (r 4, non-zero lora_B, on an attention and
+    an MLP projection: q_proj, v_proj and down_proj or fc2; GPT-2's
+    Conv1D c_attn and c_fc; Falcon's query_key_value and dense_4h_to_h,
+    BLOOM's query_key_value and dense) bound at compile time (`--task
+    generate --adapter DIR`) and merged at load (`tailor generate
+    --adapter DIR` on the plain plan), the ids equal the PEFT model's
+    `generate` (every family and exporter; 5 prompts on llama_ts17, the
+    5- and 12-token ones elsewhere). GPT-2's merge at load is refused
+    (the merge reads no fan_in_fan_out; MERGE_REFUSED), and the check
+    expects that refusal until it is fixed;
   - a prompt longer than the cache, an id outside the vocabulary and a
     forward (non-generation) plan are refused with exit code 1.
 Families: every family of the HF matrix, both exporters. Dynamo exports
@@ -122,22 +128,49 @@ def check_eos(args, family, model, onnx_path, prompt, want, work):
     return []
 
 
-def check_adapter(args, family, model, onnx_path, base_plan, prompts, work):
+# LoRA targets per family: an attention projection and an MLP one (GPT-2's
+# Conv1D layers store [in, out], so PEFT sets fan_in_fan_out; Falcon and
+# BLOOM fuse q, k and v into query_key_value).
+ADAPTER_TARGETS = {
+    "gpt2": ["c_attn", "c_fc"],
+    "phi": ["q_proj", "v_proj", "fc2"],
+    "falcon": ["query_key_value", "dense_4h_to_h"],
+    "bloom": ["query_key_value", "dense"],
+}
+# The random lora_B's scale. BLOOM's tiny model repeats the prompt's last
+# token (its tied embedding dominates the logits): at 0.2 no greedy id
+# moves, so the check could not tell an adapter from none.
+LORA_B_SCALE = {"bloom": 1.0}
+# Families whose adapters `generate --adapter` refuses to merge, with the
+# message: GPT-2's Conv1D weights are [in, out] and the merge
+# (runtime/CApiWeights.cpp, planMerges) reads no fan_in_fan_out. Binding
+# at compile time works. When the merge learns it, this check fails:
+# drop the entry, so the merged ids are compared.
+MERGE_REFUSED = {"gpt2": "does not make weight"}
+
+
+def check_adapter(args, family, model, onnx_path, base_plan, prompts, wants,
+                  work):
     """A PEFT adapter bound at compile time, or merged into the plain plan
-    at load, decodes as PEFT generates."""
+    at load, decodes as PEFT generates; `wants` are the base model's ids."""
     import copy
+    import numpy as np
     import torch
+    import tailor
     from peft import LoraConfig, get_peft_model
 
+    name = family.split("_")[0]
+    targets = ADAPTER_TARGETS.get(name, ["q_proj", "v_proj", "down_proj"])
     peft_model = get_peft_model(
         copy.deepcopy(model),
         LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
-                   target_modules=["q_proj", "v_proj"]))
+                   target_modules=targets))
     gen = torch.Generator().manual_seed(7)
     with torch.no_grad():
-        for name, p in sorted(peft_model.named_parameters()):
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+        for param_name, p in sorted(peft_model.named_parameters()):
+            if "lora_B" in param_name:
+                p.copy_(torch.randn(p.shape, generator=gen) *
+                        LORA_B_SCALE.get(name, 0.2))
     adapter = os.path.join(work, family + "-adapter")
     peft_model.save_pretrained(adapter)
     peft_model.eval()
@@ -149,25 +182,58 @@ def check_adapter(args, family, model, onnx_path, base_plan, prompts, work):
         return [f"{family} adapter: compile failed: {proc.stderr[-800:]}"]
     failures, changed = [], 0
     eos = model.generation_config.eos_token_id
-    for prompt in prompts:
+    refused = MERGE_REFUSED.get(name)
+    for prompt, base in zip(prompts, wants):
         want = greedy(peft_model, prompt, eos)
-        changed += want != greedy(model, prompt, eos)
+        changed += want != base
         got, info = generate_ids(args, plan, prompt)
         if got != want:
             failures.append(f"{family} adapter: prompt {prompt}: tailor {got} "
                             f"!= PEFT {want} ({info})")
         merged, info = generate_ids(args, base_plan, prompt,
                                     flags=("--adapter", adapter))
-        if merged != want:
+        if refused:
+            if merged is not None or refused not in info:
+                failures.append(f"{family} generate --adapter: expected the "
+                                f"known refusal '{refused}', got {merged} "
+                                f"{info}")
+        elif merged != want:
             failures.append(f"{family} generate --adapter: prompt {prompt}: "
                             f"tailor {merged} != PEFT {want} ({info})")
     if not changed:
         failures.append(f"{family} adapter: the adapter changes no prompt's "
                         "ids, so the check proves nothing")
+    # Ids can hide a small error in one layer's LoRA: the logits after the
+    # longest prompt too, bound and merged, against PEFT's.
+    prompt = prompts[-1]
+    with torch.no_grad():
+        want = peft_model(torch.tensor([prompt])).logits[0, -1].numpy()
+        base = model(torch.tensor([prompt])).logits[0, -1].numpy()
+    ways = {"bound": tailor.Generator(plan)}
+    if not refused:
+        ways["merged"] = tailor.Generator(base_plan, adapter=adapter)
+    diffs = {}
+    for way, generator in ways.items():
+        generator.prefill(prompt)
+        diffs[way] = float(np.max(np.abs(generator.logits() - want)))
+        if not diffs[way] <= ATOL:
+            failures.append(f"{family} adapter ({way}): logits after "
+                            f"{len(prompt)} tokens differ from PEFT's by "
+                            f"{diffs[way]:.2e} > {ATOL}")
+    moved = float(np.max(np.abs(want - base)))
+    if not moved > 10 * ATOL:
+        failures.append(f"{family} adapter: it moves the logits by "
+                        f"{moved:.2e} only, too little to check")
     if not failures:
-        print(f"{family}: with a LoRA adapter (bound at compile time, and "
-              f"merged by generate --adapter), ids equal PEFT's on "
-              f"{len(prompts)} prompts ({changed} differ from the base)")
+        merge = ("generate --adapter refuses to merge it (a known gap: "
+                 "Conv1D's fan_in_fan_out)" if refused else
+                 "and merged by generate --adapter")
+        print(f"{family}: with a LoRA adapter on {', '.join(targets)} (bound "
+              f"at compile time; {merge}), ids equal PEFT's on "
+              f"{len(prompts)} prompts ({changed} differ from the base); "
+              f"logits max |diff| " + ", ".join(
+                  f"{way} {d:.2e}" for way, d in diffs.items()) +
+              f" (the adapter moves them by {moved:.2e})")
     return failures
 
 
@@ -367,8 +433,12 @@ def check_family(args, case, work):
         prompt = prompts[wants.index(full[0])]
         failures += check_eos(args, family, model, onnx_path, prompt,
                               full[0], work)
-        failures += check_adapter(args, family, model, onnx_path, plan,
-                                  prompts, work)
+    # The adapter on every case: all prompts on llama_ts17, two (shorter
+    # and longer than a prefill chunk) elsewhere, to keep the test short.
+    some = (0, 1, 2, 3, 4) if tag == "llama_ts17" else (1, 3)
+    failures += check_adapter(args, family, model, onnx_path, plan,
+                              [prompts[i] for i in some],
+                              [wants[i] for i in some], work)
 
     failures += check_logits(family, plan, model, prompts)
     if tag in ("llama_ts17", "mistral-window_ts17"):

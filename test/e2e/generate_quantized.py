@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`tailor generate` with NF4 and int8 weights against bitsandbytes on the CPU.
+"""`tailor generate` with NF4 and int8 weights against bitsandbytes on the
+CPU, and with bf16 and GPTQ weights against transformers.
 
 Tiny random Llama and Qwen2 (hidden 64, 2 layers, vocab 256, the models of
 the HF test matrix) have their nn.Linear weights rounded to fp16 values
@@ -49,13 +50,35 @@ activations stay fp32). So two references:
     logit margin is below twice that distance (after that, activation
     rounding may legitimately flip the argmax). Both figures are printed.
 
+bf16 (`quantization: bf16` in the recipe): tailor stores every linear
+weight but lm_head (those tailor-quantize selects; embeddings, norms and
+biases stay fp32) as bf16, rounded to nearest even as torch's
+`.to(torch.bfloat16)` does, and computes in fp32. The reference is
+transformers' `generate` on the float model with those weights rounded to
+bf16 and back: greedy ids equal, logits after the prompt (token by token
+and through prefill) within BF16_ATOL = 1e-6, and the rounding must move
+the fp32 model's logits by more than ten times that (so a plan that kept
+fp32 weights, or rounded other tensors, would fail); `tailor inspect`
+counts as many bf16 tensors as the reference rounds.
+
+GPTQ: `tailor quantize --scheme gptq` (4 bits, groups of 32, act-order,
+32 calibration sequences of 16 random tokens) writes an AutoGPTQ
+checkpoint, and `--task generate quantization=gptq gptq_checkpoint=...`
+(key=value overrides) binds it. The reference is transformers on the
+float model whose linear weights are the checkpoint's, dequantized by
+gptq_quantize.py's own unpacking of AutoGPTQ's layout (which also checks
+the layout): ids equal, logits within GPTQ_ATOL = 1e-6 (the dequantization
+scale * (q - zero) is one fp32 product on both sides), the same
+distance-from-fp32 and inspect-count checks.
+
 Also checked: `tailor inspect` shows parameter bytes nf4 < int8 < fp32; a
 PEFT LoRA adapter (q_proj, v_proj, non-zero lora_B) bound at compile time
 on the NF4 plan (kept unmerged, LoRA weights in f32) generates the ids of
-PEFT on the bnb NF4 model; `tailor generate --adapter` on the plain NF4
-plan is refused (merging would change the quantized weights); a recipe
-asking for what a generation plan cannot do (zero_stage) is refused and
-training keys (optimizer, lora_r) are ignored with a note naming them.
+PEFT on the bnb NF4 model, and on the int8 plan those of PEFT on the
+weight-only int8 reference; `tailor generate --adapter` on the plain NF4
+and int8 plans is refused (merging would change the quantized weights); a
+recipe asking for what a generation plan cannot do (zero_stage) is refused
+and training keys (optimizer, lora_r) are ignored with a note naming them.
 
   generate_quantized.py --tailor build/bin/tailor \
       --runtime-lib build/lib/libtailor_runtime.so [--families llama,qwen2]
@@ -80,12 +103,22 @@ MAX_SEQ_LEN = 64
 NEW_TOKENS = 20
 NF4_ATOL = 1e-4
 INT8_ATOL = 1e-6
+# bf16 and GPTQ weights dequantize exactly (a bf16 is a float's upper half;
+# GPTQ's scale * (q - zero) is one fp32 product, as the reference computes
+# it), so what is left is fp32 summation order, as for int8.
+BF16_ATOL = 1e-6
+GPTQ_ATOL = 1e-6
+# GPTQ: 4 bits, groups of 32 columns, act-order (g_idx not c / 32), on 32
+# calibration sequences of 16 random tokens.
+GPTQ_FLAGS = ("--bits", "4", "--group-size", "32", "--act-order",
+              "--samples", "32", "--seq", "16")
 # 8 last: the prompts before it are those the test always drew.
 PROMPT_LENGTHS = (1, 5, 12, 8)
 PREFILL_CHUNK = 8
 RECIPES = {
     "nf4": "load_in_4bit: true\nbnb_4bit_use_double_quant: true\n",
     "int8": "load_in_8bit: true\n",
+    "bf16": "quantization: bf16\n",
 }
 
 
@@ -219,15 +252,22 @@ def reference_logits(model, prompt):
         return model(torch.tensor([prompt])).logits[0, -1].float().numpy()
 
 
-def compile_plan(args, onnx_path, scheme, work, extra=()):
-    recipe = os.path.join(work, scheme + ".yaml")
-    with open(recipe, "w") as f:
-        f.write(RECIPES[scheme])
+def compile_plan(args, onnx_path, scheme, work, extra=(), overrides=None):
+    """The generation plan of `scheme`: its weight format from RECIPES'
+    recipe file, or from key=value `overrides` when given."""
+    if overrides is None:
+        recipe = os.path.join(work, scheme + ".yaml")
+        with open(recipe, "w") as f:
+            f.write(RECIPES[scheme])
+        extra = ("--recipe", recipe, *extra)
+    else:
+        extra = (*extra, *overrides)
     plan = os.path.join(os.path.dirname(onnx_path),
-                        scheme + ("-adapter" if extra else "") + ".tplan")
+                        scheme + ("-adapter" if "--adapter" in extra else "")
+                        + ".tplan")
     proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
                 "--max-seq-len", str(MAX_SEQ_LEN), "--prefill-chunk",
-                str(PREFILL_CHUNK), "--recipe", recipe, "-o", plan, *extra])
+                str(PREFILL_CHUNK), "-o", plan, *extra])
     return plan, proc
 
 
@@ -235,6 +275,130 @@ def parameter_bytes(args, plan):
     out = run([args.tailor, "inspect", plan]).stdout
     found = re.search(r"^\s*parameters\s+(\d+) B", out, re.M)
     return int(found.group(1)) if found else None
+
+
+def quantized_count(args, plan, scheme):
+    """How many tensors `tailor inspect` says the plan stores as `scheme`."""
+    out = run([args.tailor, "inspect", plan]).stdout
+    found = re.search(rf"quantized {scheme}: (\d+) tensors", out)
+    return int(found.group(1)) if found else None
+
+
+def float_reference(model, weights):
+    """A copy of float `model` whose nn.Linear weights, but lm_head's (the
+    weights tailor-quantize stores quantized: every linear layer's but
+    lm_head), are weights(name, W), in fp32; and how many it replaced."""
+    import torch
+
+    out = copy.deepcopy(model)
+    count = 0
+    with torch.no_grad():
+        for name, module in out.named_modules():
+            if (isinstance(module, torch.nn.Linear) and
+                    not name.endswith("lm_head")):
+                module.weight.copy_(weights(name, module.weight).float())
+                count += 1
+    return out, count
+
+
+def check_against(args, family, scheme, plan, model, ref, count, prompts,
+                  atol):
+    """`plan`'s greedy ids equal transformers' `generate` on `ref`, and its
+    logits after the prompt (a token at a time, and through the prefill
+    entry) are within `atol` of `ref`'s; `ref` must be further than `atol`
+    from the float `model`, or the check could not tell the weight formats
+    apart; `tailor inspect` counts `count` tensors stored as `scheme`."""
+    import numpy as np
+
+    failures = []
+    for prompt in prompts:
+        want = greedy(ref, prompt)
+        got, err = tailor_ids(args, plan, prompt)
+        if got != want:
+            failures.append(f"{family} {scheme}: prompt {prompt}: tailor "
+                            f"{got} != transformers {want} {err}")
+    stepped = float(np.max(np.abs(prompt_logits(plan, prompts[2]) -
+                                  reference_logits(ref, prompts[2]))))
+    chunked = max(float(np.max(np.abs(prefill_logits(plan, prompt) -
+                                      reference_logits(ref, prompt))))
+                  for prompt in prompts[2:])
+    moved = max(float(np.max(np.abs(reference_logits(model, prompt) -
+                                    reference_logits(ref, prompt))))
+                for prompt in prompts[2:])
+    stored = quantized_count(args, plan, scheme)
+    print(f"{family} {scheme}: {count} linear weights; greedy ids of "
+          f"{len(prompts)} prompts {'equal' if not failures else 'DIFFER'}; "
+          f"logits after the prompt max |diff| {stepped:.2e} token by token, "
+          f"{chunked:.2e} through prefill (limit {atol}); the {scheme} "
+          f"weights move the fp32 model's logits by {moved:.2e}")
+    for way, diff in (("token by token", stepped), ("prefill", chunked)):
+        if not diff <= atol:
+            failures.append(f"{family} {scheme}: {way} logits differ by "
+                            f"{diff:.2e} > {atol}")
+    if not moved > 10 * atol:
+        failures.append(f"{family} {scheme}: the reference is {moved:.2e} "
+                        f"from the fp32 model, too close to tell {scheme} "
+                        "weights from fp32 ones")
+    if stored != count:
+        failures.append(f"{family} {scheme}: tailor inspect shows {stored} "
+                        f"tensors stored {scheme}, the reference rounds "
+                        f"{count}")
+    return failures
+
+
+def check_bf16(args, family, model, onnx_path, prompts, work):
+    """`quantization: bf16` stores every linear weight but lm_head as bf16
+    (rounded to nearest even, as torch's .to(bfloat16)) and computes in
+    fp32: transformers on the model whose weights are rounded alike."""
+    import torch
+
+    plan, proc = compile_plan(args, onnx_path, "bf16", work)
+    if proc.returncode != 0:
+        return [f"{family} bf16: compile failed: {proc.stderr[-1500:]}"]
+    ref, count = float_reference(model,
+                                 lambda name, w: w.to(torch.bfloat16))
+    return check_against(args, family, "bf16", plan, model, ref, count,
+                         prompts, BF16_ATOL)
+
+
+def check_gptq(args, family, model, onnx_path, prompts, work):
+    """`tailor quantize --scheme gptq`, then a generation plan binding its
+    checkpoint (`quantization=gptq gptq_checkpoint=...`): transformers on
+    the model whose linear weights are the checkpoint's, dequantized by
+    gptq_quantize.py's own unpacking of AutoGPTQ's layout."""
+    import numpy as np
+    import torch
+    import gptq_quantize
+
+    calib = os.path.join(work, family + "-calib.jsonl")
+    rng = np.random.default_rng(5)
+    with open(calib, "w") as f:
+        for _ in range(32):
+            ids = [int(x) for x in rng.integers(0, model.config.vocab_size,
+                                                16)]
+            f.write(json.dumps({"input_ids": ids}) + "\n")
+    out_dir = os.path.join(os.path.dirname(onnx_path), "gptq")
+    os.makedirs(out_dir)
+    checkpoint = os.path.join(out_dir, "model.safetensors")
+    proc = run([args.tailor, "quantize", onnx_path, "--scheme", "gptq",
+                "--calib", calib, *GPTQ_FLAGS, "--threads", "2",
+                "-o", checkpoint])
+    if proc.returncode != 0:
+        return [f"{family} gptq: tailor quantize failed: "
+                f"{proc.stderr[-1500:]}"]
+    problems, weights = gptq_quantize.check_layout(checkpoint, 4, 32, True,
+                                                   model)
+    if problems:
+        return [f"{family} gptq: checkpoint: {p}" for p in problems[:8]]
+    plan, proc = compile_plan(
+        args, onnx_path, "gptq", work,
+        overrides=("quantization=gptq", f"gptq_checkpoint={checkpoint}"))
+    if proc.returncode != 0:
+        return [f"{family} gptq: compile failed: {proc.stderr[-1500:]}"]
+    ref, count = float_reference(
+        model, lambda name, w: torch.from_numpy(weights[name].copy()))
+    return check_against(args, family, "gptq", plan, model, ref, count,
+                         prompts, GPTQ_ATOL)
 
 
 def check_nf4(args, family, model, hf_dir, onnx_path, prompts, work):
@@ -319,31 +483,37 @@ def check_int8(args, family, model, hf_dir, onnx_path, prompts, work):
           f"{compared} decidable LLM.int8 greedy steps agree")
     if not diff <= INT8_ATOL:
         failures.append(f"{family} int8: logits differ by {diff:.2e}")
-    return failures, plan
+    return failures, (plan, weight_only)
 
 
-def check_adapter(args, family, onnx_path, nf4, prompts, work):
-    """LoRA on the NF4 base, bound at compile time, equals PEFT on the bnb
-    NF4 model; merging into the quantized plan is refused."""
+def check_adapter(args, family, onnx_path, scheme, quantized, prompts, work):
+    """LoRA on the quantized base, bound at compile time, equals PEFT on the
+    reference of `scheme` (bitsandbytes' NF4 model; for int8 the float
+    model carrying bnb's dequantized Int8Params, as tailor's int8 is
+    weight-only); merging into the quantized plan is refused."""
     import torch
     from peft import LoraConfig, get_peft_model
 
-    plan, ref = nf4
+    plan, ref = quantized
+    what = {"nf4": "bitsandbytes NF4",
+            "int8": "bitsandbytes' weight-only int8"}[scheme]
     peft_model = get_peft_model(
-        ref, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
-                        target_modules=["q_proj", "v_proj"]))
+        ref if scheme == "nf4" else copy.deepcopy(ref),
+        LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                   target_modules=["q_proj", "v_proj"]))
     gen = torch.Generator().manual_seed(7)
     with torch.no_grad():
         for name, p in sorted(peft_model.named_parameters()):
             if "lora_B" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    adapter = os.path.join(work, family + "-adapter")
+    adapter = os.path.join(work, f"{family}-{scheme}-adapter")
     peft_model.save_pretrained(adapter)
     peft_model.eval()
-    adapted, proc = compile_plan(args, onnx_path, "nf4", work,
+    adapted, proc = compile_plan(args, onnx_path, scheme, work,
                                  extra=("--adapter", adapter))
     if proc.returncode != 0:
-        return [f"{family} nf4 adapter: compile failed: {proc.stderr[-800:]}"]
+        return [f"{family} {scheme} adapter: compile failed: "
+                f"{proc.stderr[-800:]}"]
     failures, changed = [], 0
     for prompt in prompts:
         want = greedy(peft_model, prompt)
@@ -351,21 +521,22 @@ def check_adapter(args, family, onnx_path, nf4, prompts, work):
             changed += want != greedy(peft_model, prompt)
         got, err = tailor_ids(args, adapted, prompt)
         if got != want:
-            failures.append(f"{family} nf4 adapter: prompt {prompt}: tailor "
-                            f"{got} != PEFT {want} {err}")
+            failures.append(f"{family} {scheme} adapter: prompt {prompt}: "
+                            f"tailor {got} != PEFT {want} {err}")
     if not changed:
-        failures.append(f"{family} nf4 adapter: the adapter changes no ids")
+        failures.append(f"{family} {scheme} adapter: the adapter changes no "
+                        "ids")
     proc = run([args.tailor, "generate", plan, "--prompt-ids", "1,2",
                 "--adapter", adapter])
     if proc.returncode != 1 or "would change the quantized" not in proc.stderr:
-        failures.append(f"{family}: generate --adapter on an NF4 plan: "
+        failures.append(f"{family}: generate --adapter on an {scheme} plan: "
                         f"expected a refusal, got {proc.returncode}: "
                         f"{proc.stderr[-300:]}")
     if not failures:
-        print(f"{family} nf4 + LoRA (unmerged, bound at compile time): ids "
-              f"equal PEFT on bitsandbytes NF4 for {len(prompts)} prompts "
+        print(f"{family} {scheme} + LoRA (unmerged, bound at compile time): "
+              f"ids equal PEFT on {what} for {len(prompts)} prompts "
               f"({changed} differ from the base); generate --adapter on the "
-              f"NF4 plan refused")
+              f"{scheme} plan refused")
     return failures
 
 
@@ -408,13 +579,20 @@ def check_family(args, family, work):
                                                        "-f32.tplan"))}
     if nf4 and int8:
         sizes.update(nf4=parameter_bytes(args, nf4[0]),
-                     int8=parameter_bytes(args, int8))
+                     int8=parameter_bytes(args, int8[0]))
         print(f"{family}: parameter bytes {sizes}")
         if not (sizes["nf4"] < sizes["int8"] < sizes["fp32"]):
             failures.append(f"{family}: parameter bytes {sizes} not "
                             "nf4 < int8 < fp32")
+    failures += check_bf16(args, family, model, onnx_path, prompts, work)
+    failures += check_gptq(args, family, model, onnx_path, prompts, work)
     if family == "llama" and nf4:
-        failures += check_adapter(args, family, onnx_path, nf4, prompts, work)
+        failures += check_adapter(args, family, onnx_path, "nf4", nf4,
+                                  prompts, work)
+    if family == "llama" and int8:
+        failures += check_adapter(args, family, onnx_path, "int8", int8,
+                                  prompts, work)
+    if family == "llama":
         failures += check_recipe_keys(args, onnx_path, work)
     return failures
 
