@@ -385,6 +385,10 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     gather.bucketBytes = shard.bucketBytes;
     gather.reshardAfterForward = recipe.reshardAfterForward;
     pm.addPass(parallel::createGatherParamsPass(gather));
+    // ZeRO++'s qwZ: the weight gathers send int8 blocks.
+    if (recipe.zeroQuantizedWeights) {
+      pm.addPass(parallel::createQuantizeGathersPass());
+    }
   }
   addPlacementPasses(pm, recipe, options, shard.bucketBytes);
   // --- A cluster of mixed devices: each rank's micro-batches per step by

@@ -313,6 +313,7 @@ std::map<std::string, Setter> memorySetters() {
                                          {"HYBRID_SHARD", "hybrid"}})},
       {"ddp_bucket_cap_mb", number(&R::ddpBucketCapMb, 1e-3, 1e6)},
       {"reshard_after_forward", boolean(&R::reshardAfterForward)},
+      {"zero_quantized_weights", boolean(&R::zeroQuantizedWeights)},
       {"offload_param", choice(&R::offloadParam, {{"cpu", "cpu"},
                                                    {"none", "none"}})},
       {"fsdp_offload_params", boolean(&R::fsdpOffloadParams)},
@@ -706,6 +707,12 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
   }
   if (Error error = checkCompression(recipe)) {
     return error;
+  }
+  if (recipe.zeroQuantizedWeights && recipe.sharding != "zero3") {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'zero_quantized_weights' quantizes zero_stage 3 / FULL_SHARD's "
+        "weight gathers, but the sharding is " + recipe.sharding);
   }
   if (Error error = resolveRecomputation(recipe)) {
     return error;

@@ -116,6 +116,9 @@ struct TrainingRecipe {
   /// `reshard_after_forward` (FSDP2): free gathered parameters after the
   /// forward (zero3).
   bool reshardAfterForward = true;
+  /// `zero_quantized_weights` (DeepSpeed's ZeRO++ qwZ): zero3's weight
+  /// gathers send int8 blocks (tailor-quantize-gathers).
+  bool zeroQuantizedWeights = false;
   /// `overlap_comm` (DeepSpeed): gradient collectives run on a
   /// communication stream while the rest of backward computes
   /// (tailor-overlap-collectives): "true", "false", or "auto" (on GPUs,

@@ -17,6 +17,7 @@
 #define TAILOR_DIALECTS_TG_TGQUANT_H
 
 #include "runtime/quant/QuantizedWeight.h"
+#include "runtime/quant/WireInt8.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -24,6 +25,10 @@
 #include "mlir/Support/LLVM.h"
 
 namespace tailor::tg {
+
+// ZeRO++'s int8 wire chunks (tg.gather_bucket `wire`).
+using quant::int8WireBytes;
+using quant::kWireBlock;
 
 /// The spec a quantization dictionary describes, checked with
 /// quant::checkSpec; errors go through `emitError`.

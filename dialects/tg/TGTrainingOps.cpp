@@ -590,11 +590,52 @@ LogicalResult GatherBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!bucket) {
     return emitOpError() << getBucketAttr() << " does not name a tg.bucket";
   }
+  if (std::optional<StringRef> wire = getWire()) {
+    if (*wire != "int8") {
+      return emitOpError() << "expected wire \"int8\", got \"" << *wire
+                           << "\"";
+    }
+    if (!bucket.getElementType().isF32() || !bucket.getShardedParams() ||
+        bucket.getHost() || bucket.getChunkElements() % kWireBlock != 0) {
+      return emitOpError() << "an int8 wire needs a device bucket of sharded "
+                              "f32 parameters whose chunks are whole blocks "
+                              "of "
+                           << kWireBlock << ", got " << getBucketAttr();
+    }
+    auto wireType = RankedTensorType::get(
+        {static_cast<int64_t>(bucket.getShards()) *
+         int8WireBytes(bucket.getChunkElements())},
+        IntegerType::get(getContext(), 8, IntegerType::Unsigned));
+    if (getResult().getType() != wireType) {
+      return emitOpError() << "expected " << wireType << " (every rank's "
+                           << "int8 wire chunk), got " << getResult().getType();
+    }
+    return success();
+  }
   auto expected = RankedTensorType::get(
       {static_cast<int64_t>(bucket.getSize())}, bucket.getElementType());
   if (getResult().getType() != expected) {
     return emitOpError() << "expected " << expected << " (the bucket's "
                          << "flat space), got " << getResult().getType();
+  }
+  return success();
+}
+
+LogicalResult DequantizeGatheredOp::verify() {
+  int64_t chunk = static_cast<int64_t>(getChunk());
+  int64_t shards = static_cast<int64_t>(getShards());
+  if (chunk <= 0 || shards <= 0 || chunk % kWireBlock != 0) {
+    return emitOpError() << "expected a positive chunk of whole blocks of "
+                         << kWireBlock << " and positive shards, got chunk "
+                         << chunk << " shards " << shards;
+  }
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  if (input.getRank() != 1 || input.getDimSize(0) != shards * int8WireBytes(chunk) ||
+      result.getRank() != 1 || result.getDimSize(0) != shards * chunk) {
+    return emitOpError() << "expected " << shards * int8WireBytes(chunk)
+                         << " wire bytes decoding to " << shards * chunk
+                         << " elements, got " << input << " -> " << result;
   }
   return success();
 }

@@ -756,11 +756,42 @@ def TG_GatherBucketOp : TG_Op<"gather_bucket", [
     bucket, copied from host memory); a transient that `tg.bucket_member`
     views take the parameters from. Collectives and copies are ordered, so
     this is not `Pure`.
+
+    With `wire = "int8"` (ZeRO++'s quantized weight gather, qwZ) each rank
+    quantizes its f32 chunk in blocks of 64 elements to int8 codes and one
+    f32 scale per block before the gather, and the result is every rank's
+    wire chunk in rank order (`ui8`, `tg::int8WireBytes(chunk)` bytes each:
+    the codes, then the scales), which `tg.dequantize_gathered` decodes.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$bucket);
-  // Floats, or a bucket of quantized weights' stored bytes (ui8).
+  let arguments = (ins FlatSymbolRefAttr:$bucket, OptionalAttr<StrAttr>:$wire);
+  // Floats, or a bucket of quantized weights' stored bytes (ui8), or the
+  // int8 wire chunks.
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$bucket attr-dict `:` type($result)";
+}
+
+def TG_DequantizeGatheredOp : TG_Op<"dequantize_gathered", [Pure]> {
+  let summary = "the f32 bucket of ZeRO++'s int8 wire chunks";
+  let description = [{
+    Decodes `tg.gather_bucket`'s int8 wire result: for each of the
+    `shards` chunks of `chunk` elements, element i is code i times the
+    scale of its block of 64 (symmetric: code = round(x / scale), scale =
+    absmax / 127). Every rank decodes every chunk, its own included, so all
+    ranks compute with the same weights.
+
+    ```mlir
+    %w = tg.dequantize_gathered %q chunk 832 shards 2
+        : tensor<1768xui8> -> tensor<1664xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[UI8]>:$input, I64Attr:$chunk,
+                       I64Attr:$shards);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `chunk` $chunk `shards` $shards attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 def TG_BucketMemberOp : TG_Op<"bucket_member", [Pure,

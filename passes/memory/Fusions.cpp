@@ -34,7 +34,8 @@ bool lastReaderOfActivation(Value owner, Operation *op) {
   // A gathered ZeRO-3 bucket holds every member: never written over.
   if (!producer ||
       llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
-                arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp>(
+                arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp,
+                tg::DequantizeGatheredOp>(
           producer)) {
     return false;
   }
@@ -148,7 +149,8 @@ bool canAddInto(Value into, tg::AddOp add, Operation *gemm,
   if (!writer || writer->getBlock() != gemm->getBlock() ||
       !writer->isBeforeInBlock(gemm) ||
       llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
-                arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp>(
+                arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp,
+                tg::DequantizeGatheredOp>(
           writer)) {
     return false;
   }

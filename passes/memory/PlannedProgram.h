@@ -146,6 +146,9 @@ struct PlannedLaunch {
   std::optional<PlannedCopy> copy;
   /// The step (op position) it was planned at.
   int64_t step = 0;
+  /// Its flops and bytes were counted when it was planned (recordWork
+  /// leaves them).
+  bool workCounted = false;
   /// Runs on the host stream over host memory (a tg.host update).
   bool host = false;
   /// tg.steps of its op: runs only in training steps [first, last] (last

@@ -524,7 +524,8 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
     return planCompressionOp(module, op, entry, step);
   }
   if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
-                tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp>(op)) {
+                tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp,
+                tg::DequantizeGatheredOp>(op)) {
     return planShardOp(module, op, entry, step);
   }
   return planKernelLaunch(module, op, fusions, entry, step);

@@ -179,6 +179,15 @@ private:
   /// the bucket all-gather, and zeroing states.
   mlir::LogicalResult planShardOp(mlir::ModuleOp module, mlir::Operation &op,
                             PlannedEntry &entry, int64_t step);
+  /// ZeRO++'s int8 weight gather (tg.gather_bucket `wire`): this rank's
+  /// chunk encoded into a staging buffer, then gathered; and the decode of
+  /// the gathered wire chunks (tg.dequantize_gathered).
+  mlir::LogicalResult planWireGather(tg::GatherBucketOp gather,
+                                     tg::BucketOp bucket, PlannedEntry &entry,
+                                     int64_t step);
+  mlir::LogicalResult planDequantizeGathered(tg::DequantizeGatheredOp decode,
+                                             PlannedEntry &entry,
+                                             int64_t step);
   /// A collective from `input` into a new activation of `result`'s type.
   mlir::LogicalResult planValueCollective(mlir::Operation &op, mlir::Value input, mlir::Value result,
                                     PlannedCollective collective,

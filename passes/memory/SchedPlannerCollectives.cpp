@@ -2,6 +2,8 @@
 
 #include "passes/memory/SchedPlanner.h"
 
+#include "dialects/tg/TGQuant.h"
+
 using namespace mlir;
 using namespace tailor;
 using namespace tailor::memory;
@@ -338,6 +340,9 @@ LogicalResult SchedPlanner::planShardOp(ModuleOp module, Operation &op,
       entry.launches.push_back(std::move(launch));
       return success();
     }
+    if (gather.getWire()) {
+      return planWireGather(gather, bucket, entry, step);
+    }
     PlannedCollective collective;
     collective.kind = sched::CollectiveKind::AllGather;
     collective.group = bucket.getGroup();
@@ -347,6 +352,9 @@ LogicalResult SchedPlanner::planShardOp(ModuleOp module, Operation &op,
     launch.operands = {chunkOf(bucket), accessOf(gather.getResult())};
     entry.launches.push_back(std::move(launch));
     return success();
+  }
+  if (auto decode = llvm::dyn_cast<tg::DequantizeGatheredOp>(op)) {
+    return planDequantizeGathered(decode, entry, step);
   }
   if (auto member = llvm::dyn_cast<tg::BucketMemberOp>(op)) {
     // A view into the gathered bucket; it extends the gather's life.
@@ -443,6 +451,74 @@ LogicalResult SchedPlanner::planMove(Operation *op, bool toHost,
                      : sched::CopyKind::HostToDevice;
   copy.overlap = op->hasAttr(tg::TGDialect::kOverlapAttrName);
   launch.copy = copy;
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult SchedPlanner::planWireGather(tg::GatherBucketOp gather,
+                                           tg::BucketOp bucket,
+                                           PlannedEntry &entry, int64_t step) {
+  Operation *op = gather.getOperation();
+  if (backend == "cuda") {
+    return gather.emitError() << "zero_quantized_weights has no CUDA kernels "
+                                 "yet: it runs on CPU ranks (hardware cpu)";
+  }
+  // This rank's chunk, encoded where the gather is issued (the compute
+  // stream), into a staging buffer the gather reads.
+  int64_t chunk = bucket.getChunkElements();
+  auto wireChunk = RankedTensorType::get(
+      {tg::int8WireBytes(chunk)},
+      IntegerType::get(gather.getContext(), 8, IntegerType::Unsigned));
+  Root staged = makeRoot(Home::Activation, memrefFor(wireChunk));
+  staged.first = staged.last = step;
+  unsigned stagedRoot = newRoot(std::move(staged));
+  PlannedLaunch encode =
+      launchOf(op, "quantize_wire_int8", 2, {chunkOf(bucket), whole(stagedRoot)});
+  // A pass for the block maxima, one to scale and round (what the cost
+  // model's elementwise rate prices); the chunk read twice.
+  encode.flops = 3.0 * double(chunk);
+  encode.bytes = 8.0 * double(chunk) + double(tg::int8WireBytes(chunk));
+  encode.workCounted = true;
+  entry.launches.push_back(std::move(encode));
+  PlannedLaunch launch;
+  launch.op = op;
+  launch.origin = originOf(op);
+  PlannedCollective collective;
+  collective.kind = sched::CollectiveKind::AllGather;
+  collective.group = bucket.getGroup();
+  collective.inPlace = false;
+  collective.overlap = op->hasAttr(tg::TGDialect::kOverlapAttrName);
+  launch.collective = collective;
+  launch.operands = {whole(stagedRoot), accessOf(gather.getResult())};
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult SchedPlanner::planDequantizeGathered(
+    tg::DequantizeGatheredOp decode, PlannedEntry &entry, int64_t step) {
+  if (backend == "cuda") {
+    return decode.emitError() << "zero_quantized_weights has no CUDA kernels "
+                                 "yet: it runs on CPU ranks (hardware cpu)";
+  }
+  if (failed(useAt(decode.getInput(), step))) {
+    return decode.emitError() << "its input has no planned buffer";
+  }
+  Root root = makeRoot(Home::Activation, memrefFor(decode.getType()));
+  root.first = root.last = step;
+  rootOf[decode.getResult()] = newRoot(std::move(root));
+  PlannedLaunch launch =
+      launchOf(decode.getOperation(), "dequantize_wire_int8", 2,
+               {accessOf(decode.getInput()), accessOf(decode.getResult())});
+  launch.choice.attributes.set(
+      "chunk", IntegerAttr::get(IntegerType::get(decode.getContext(), 64),
+                                static_cast<int64_t>(decode.getChunk())));
+  double elements = double(decode.getShards() * decode.getChunk());
+  launch.flops = elements;
+  launch.bytes = double(tg::int8WireBytes(static_cast<int64_t>(
+                     decode.getChunk()))) *
+                     double(decode.getShards()) +
+                 4.0 * elements;
+  launch.workCounted = true;
   entry.launches.push_back(std::move(launch));
   return success();
 }

@@ -132,7 +132,8 @@ void SchedPlanner::recordWork(PlannedEntry &entry) {
                launch.choice.kernel == "adamw_multi") {
       launch.flops = 0;
       launch.bytes = adamwBytes(launch);
-    } else if (launch.choice.kernel == "fused_elementwise" ||
+    } else if (launch.workCounted ||
+               launch.choice.kernel == "fused_elementwise" ||
                (launch.op && isCompressionOp(launch.op))) {
       // The group's or the compression op's work, counted when planned.
     } else if (launch.op) {

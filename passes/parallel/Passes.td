@@ -199,6 +199,27 @@ def GatherParamsPass : Pass<"tailor-gather-params", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def QuantizeGathersPass : Pass<"tailor-quantize-gathers", "::mlir::ModuleOp"> {
+  let summary = "ZeRO++'s quantized weight gathers (qwZ) for ZeRO-3's buckets";
+  let description = [{
+    Every `tg.gather_bucket` of a device bucket of sharded f32 parameters
+    (ZeRO-3's trainable and frozen float weights) sends int8 on the wire:
+    the gather gets `wire = "int8"` and the wire chunks' type, and a
+    `tg.dequantize_gathered` right after it decodes the f32 bucket for the
+    gather's readers (runtime/quant/WireInt8.h: blocks of 64, one f32 scale
+    each; 3.76x fewer bytes than f32). The decision is also recorded on the
+    module (`quantized_gathers` in `tg.parallel`). Quantized frozen weights' stored bytes
+    and offloaded buckets are left alone. Run after `tailor-gather-params`
+    and before `tailor-overlap-collectives` (which then prefetches the
+    gathers and leaves the decodes where compute reads them).
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"int8\"",
+           "the wire format of weight gathers: int8">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def CompressGradientsPass : Pass<"tailor-compress-gradients",
                                  "::mlir::ModuleOp"> {
   let summary = "compresses DDP's gradient all-reduces (PowerSGD, ACP-SGD, "

@@ -136,7 +136,7 @@ void ZeroRewriter::gatherForReads(Bucket &bucket,
   Value flat = tg::GatherBucketOp::create(
       builder, loc,
       RankedTensorType::get({bucket.size}, bucket.op.getElementType()),
-      bucket.op.getSymName());
+      bucket.op.getSymName(), /*wire=*/nullptr);
   llvm::StringMap<Value> views;
   for (Member &member : bucket.members) {
     views[member.param.getSymName()] = tg::BucketMemberOp::create(

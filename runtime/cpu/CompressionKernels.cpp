@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
+#include "runtime/quant/WireInt8.h"
 
 #include <cblas.h>
 
@@ -635,6 +636,77 @@ std::string runSignAverage(const KernelCall &call) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// quantize_wire_int8, dequantize_wire_int8
+//===----------------------------------------------------------------------===//
+//
+// ZeRO++'s quantized weight gather (runtime/quant/WireInt8.h).
+// quantize_wire_int8 (chunk f32 [n], wire u8 [n + n / 16]): this rank's
+// chunk in blocks of 64, codes then scales. dequantize_wire_int8 (wires u8
+// [s x (chunk + chunk / 16)], values f32 [s x chunk]; attribute `chunk`):
+// every rank's wire chunk decoded in rank order. Serial: a chunk is a
+// bucket's share, and one pass over it is memory-bound.
+
+std::string checkQuantizeWire(const KernelCall &call) {
+  if (auto e = firstError({expectOperandCount(call, 2),
+                           expectDType(call, 0, DType::F32),
+                           expectDType(call, 1, DType::U8)});
+      !e.empty()) {
+    return e;
+  }
+  int64_t n = call.operands[0].numel();
+  if (n % quant::kWireBlock != 0 ||
+      call.operands[1].numel() != quant::int8WireBytes(n)) {
+    return "expected a chunk of whole blocks of " +
+           std::to_string(quant::kWireBlock) + " and its " +
+           std::to_string(quant::int8WireBytes(n)) + " wire bytes, got " +
+           std::to_string(n) + " elements and " +
+           std::to_string(call.operands[1].numel()) + " bytes";
+  }
+  return expectOutputsApart(call, 1);
+}
+
+std::string runQuantizeWire(const KernelCall &call) {
+  quant::encodeWireInt8(call.operands[0].as<float>(),
+                        call.operands[0].numel(),
+                        call.operands[1].as<uint8_t>());
+  return "";
+}
+
+std::string checkDequantizeWire(const KernelCall &call) {
+  int64_t chunk = 0;
+  if (auto e = firstError({expectOperandCount(call, 2),
+                           expectDType(call, 0, DType::U8),
+                           expectDType(call, 1, DType::F32),
+                           expectIntAttr(call, "chunk", quant::kWireBlock,
+                                         int64_t(1) << 40, true, 0, chunk)});
+      !e.empty()) {
+    return e;
+  }
+  int64_t values = call.operands[1].numel();
+  if (chunk % quant::kWireBlock != 0 || values % chunk != 0 ||
+      call.operands[0].numel() !=
+          values / chunk * quant::int8WireBytes(chunk)) {
+    return "expected whole wire chunks of " + std::to_string(chunk) +
+           " elements (blocks of " + std::to_string(quant::kWireBlock) +
+           "), got " + std::to_string(call.operands[0].numel()) +
+           " bytes for " + std::to_string(values) + " elements";
+  }
+  return expectOutputsApart(call, 1);
+}
+
+std::string runDequantizeWire(const KernelCall &call) {
+  int64_t chunk = call.attributes.getInt("chunk", 0);
+  int64_t shards = call.operands[1].numel() / chunk;
+  const uint8_t *wire = call.operands[0].as<uint8_t>();
+  float *values = call.operands[1].as<float>();
+  for (int64_t r = 0; r < shards; ++r) {
+    quant::decodeWireInt8(wire + r * quant::int8WireBytes(chunk), chunk,
+                          values + r * chunk);
+  }
+  return "";
+}
+
 void addCompressionKernels(std::vector<KernelDef> &table) {
   table.push_back(
       {"error_feedback_add", 2, checkErrorPair, runErrorFeedbackAdd});
@@ -646,6 +718,10 @@ void addCompressionKernels(std::vector<KernelDef> &table) {
   table.push_back({"topk_compress", -1, checkTopK, runTopK});
   table.push_back({"sparse_average", -1, checkSparseAverage, runSparseAverage});
   table.push_back({"sign_compress", -1, checkSignCompress, runSignCompress});
+  table.push_back(
+      {"quantize_wire_int8", 2, checkQuantizeWire, runQuantizeWire});
+  table.push_back(
+      {"dequantize_wire_int8", 2, checkDequantizeWire, runDequantizeWire});
   table.push_back({"sign_average", -1, checkSignAverage, runSignAverage});
 }
 

@@ -17,6 +17,9 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
     with ZeRO-3 on 2 ranks, 8-14 with DDP on 4, 15-20 on one rank;
   * full fine-tuning under ZeRO-3 with gradient checkpointing at world 2
     (no more activation bytes than without it);
+  * full fine-tuning under ZeRO-3 with ZeRO++'s int8 weight gathers
+    (zero_quantized_weights) at world 2 and 4: losses within 5e-3 of world
+    1, the predicted (and fewer) bytes sent;
   * full fine-tuning under ZeRO-2 at world 2 and hybrid on 2 x 2 launched
     by `torchrun --standalone --nproc-per-node N --no-python tailor train`
     (CPU ranks then communicate through Gloo), equal to the mpirun runs
@@ -55,6 +58,9 @@ import train_common as tc  # noqa: E402
 STEPS = 20
 GLOBAL_MICRO_BATCHES = 4
 TOL = 1e-5
+# ZeRO++'s int8 weight gathers compute with weights rounded to int8 blocks
+# of 64 (a step of absmax / 127): losses move by about 1e-3 relative.
+QWZ_TOL = 5e-3
 # Averaging over ranks sums the micro-batches' gradients in another order
 # than accumulating them on one rank (last-bit differences), and AdamW turns
 # an element whose gradient is near zero into a step of about lr whatever
@@ -406,6 +412,39 @@ def check_torchrun(args, onnx_path, data, base, ref, by_mpirun):
     return failures
 
 
+def check_quantized_weights(args, onnx_path, data, base, ref, unquantized):
+    """ZeRO++'s quantized weight gathers (zero_quantized_weights: ZeRO-3's
+    gathers send int8 blocks): at world 2 and 4 every step's loss stays
+    within QWZ_TOL of world 1's (the weights computed with are int8 blocks of
+    64, so not to 1e-5), every step sends the predicted bytes, fewer than
+    the f32 gathers' run sends."""
+    failures = []
+    for name, hardware, ranks in (("full-zero3-qwz-world2", "2xcpu", 2),
+                                  ("full-zero3-qwz-world4", "4xcpu", 4)):
+        recipe = dict(base, zero_quantized_weights=True)
+        got, err = run_world(args, onnx_path, data, recipe, name, hardware,
+                             ranks, "zero3")
+        if err:
+            failures.append(f"{name}: {err}")
+            continue
+        worst = max(abs(a[0] - b[0]) / abs(b[0])
+                    for a, b in zip(got["metrics"], ref["metrics"]))
+        if len(got["metrics"]) != len(ref["metrics"]) or worst > QWZ_TOL:
+            failures.append(f"{name}: losses within {worst:.2e} of world 1's "
+                            f"(limit {QWZ_TOL:g})")
+        failures += check_bytes_sent(name, got, ranks)
+        f32 = unquantized.get(f"full-zero3-world{ranks}")
+        if f32 and not got["sent"][0] < f32["sent"][0]:
+            failures.append(f"{name}: {got['sent'][0]} bytes a step, not "
+                            f"fewer than the f32 gathers' {f32['sent'][0]}")
+        if f32:
+            print(f"{name}: losses within {worst:.2e} of world 1's; "
+                  f"{got['sent'][0]} bytes sent a step against "
+                  f"{f32['sent'][0]} with f32 gathers "
+                  f"({f32['sent'][0] / got['sent'][0]:.2f}x fewer)")
+    return failures
+
+
 def check_overlap(args, onnx_path, data, base, ref):
     """overlap_comm: true on CPU ranks (the collectives start nonblocking on
     the communication stream; small buckets so several are in flight) gives
@@ -548,6 +587,9 @@ def main():
                                   full_results["world1"])
         failures += check_torchrun(args, onnx_path, data, full,
                                    full_results["world1"], full_results)
+        failures += check_quantized_weights(args, onnx_path, data, full,
+                                            full_results["world1"],
+                                            full_results)
         if "full-zero3-world2" in full_results:
             failures += check_zero3_recompute(
                 args, onnx_path, data, full, full_results["world1"],

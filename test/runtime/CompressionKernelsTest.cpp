@@ -368,3 +368,66 @@ TEST(CompressionKernelsTest, SignAverageIsTheMeanOfScaledSigns) {
   Buffer fourScales = filled(DType::F32, {4}, {1, 1, 1, 1});
   EXPECT_NE(checkKernel("sign_average", {&signs, &fourScales, &g0, &g1}), "");
 }
+
+TEST(CompressionKernelsTest, WireInt8EncodesBlocksAndDecodesEveryRank) {
+  // ZeRO++'s weight gather: three ranks' chunks of 128 elements (two blocks
+  // of 64 each), one of them all zero; each rank's wire chunk is 128 codes
+  // then two f32 scales (136 bytes). Reference: scale = absmax / 127, code
+  // = round(x / scale); decoded within half a step (scale / 2) of the
+  // value, every block's absmax exactly, a zero block exactly zero.
+  const int64_t chunk = 128, ranks = 3, wire = 136;
+  std::vector<Buffer> chunks;
+  for (int64_t r = 0; r < ranks; ++r) {
+    chunks.push_back(randomBuffer({chunk}, -2, 2, 60 + static_cast<int>(r)));
+  }
+  for (int64_t i = 0; i < 64; ++i) {
+    chunks[1].set(64 + i, 0); // rank 1's second block: zeros
+  }
+  Buffer gathered(DType::U8, {ranks * wire});
+  for (int64_t r = 0; r < ranks; ++r) {
+    Buffer one(DType::U8, {wire});
+    ASSERT_EQ(runKernel("quantize_wire_int8", {&chunks[r], &one}, {}), "");
+    for (int64_t i = 0; i < wire; ++i) {
+      gathered.set(r * wire + i, one.at(i));
+    }
+  }
+  Buffer decoded(DType::F32, {ranks * chunk});
+  ASSERT_EQ(runKernel("dequantize_wire_int8", {&gathered, &decoded},
+                      {intAttr("chunk", chunk)}),
+            "");
+  for (int64_t r = 0; r < ranks; ++r) {
+    for (int64_t b = 0; b < 2; ++b) {
+      double absmax = 0;
+      for (int64_t i = 0; i < 64; ++i) {
+        absmax = std::max(absmax, std::fabs(chunks[r].at(b * 64 + i)));
+      }
+      double step = absmax / 127.0;
+      for (int64_t i = 0; i < 64; ++i) {
+        double x = chunks[r].at(b * 64 + i);
+        double y = decoded.at(r * chunk + b * 64 + i);
+        EXPECT_LE(std::fabs(y - x), step / 2 * (1 + 1e-6) + 1e-12)
+            << "rank " << r << " element " << b * 64 + i;
+        if (std::fabs(x) == absmax) {
+          EXPECT_TRUE(near(std::fabs(y), absmax, 1e-6, 0));
+        }
+      }
+    }
+  }
+  for (int64_t i = 64; i < 128; ++i) {
+    EXPECT_EQ(decoded.at(chunk + i), 0.0);
+  }
+  // Sizes that do not follow the chunk and its blocks are refused.
+  Buffer shortWire(DType::U8, {wire - 1});
+  EXPECT_NE(checkKernel("quantize_wire_int8", {&chunks[0], &shortWire}, {}),
+            "");
+  Buffer oddChunk = randomBuffer({100}, -1, 1, 70);
+  Buffer oddWire(DType::U8, {106});
+  EXPECT_NE(checkKernel("quantize_wire_int8", {&oddChunk, &oddWire}, {}), "");
+  EXPECT_NE(checkKernel("dequantize_wire_int8", {&gathered, &decoded},
+                        {intAttr("chunk", 96)}),
+            "");
+  Buffer fewer(DType::F32, {2 * chunk});
+  EXPECT_NE(checkKernel("dequantize_wire_int8", {&gathered, &fewer},
+                        {intAttr("chunk", chunk)}),
+            "");
+}

@@ -1131,3 +1131,44 @@ func.func @f(%x: tensor<3x4xf32>, %w: tensor<8x4xf32>) {
   %0 = tg.linear %x, %w {tg.fp16, tg.bf16} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
   return
 }
+
+// -----
+
+// Tests that an int8 wire gather must give every rank's wire chunk
+// (2 x (64 + 4) bytes), not the f32 bucket.
+tg.param @p : tensor<128xf32> trainable init <"zeros", 0.0 : f64>
+tg.bucket @b [@p] offsets [0] size 128 over world shards 2 sharded_params : f32
+func.func @f() {
+  // expected-error @+1 {{expected 'tensor<136xui8>' (every rank's int8 wire chunk), got 'tensor<128xf32>'}}
+  %0 = tg.gather_bucket @b {wire = "int8"} : tensor<128xf32>
+  return
+}
+
+// -----
+
+// Tests that only int8 goes on the wire.
+tg.param @p : tensor<128xf32> trainable init <"zeros", 0.0 : f64>
+tg.bucket @b [@p] offsets [0] size 128 over world shards 2 sharded_params : f32
+func.func @f() {
+  // expected-error @+1 {{expected wire "int8", got "int4"}}
+  %0 = tg.gather_bucket @b {wire = "int4"} : tensor<72xui8>
+  return
+}
+
+// -----
+
+// Tests that a decode's sizes follow its chunk and shards.
+func.func @f(%w: tensor<130xui8>) {
+  // expected-error @+1 {{expected 136 wire bytes decoding to 128 elements, got 'tensor<130xui8>' -> 'tensor<128xf32>'}}
+  %0 = tg.dequantize_gathered %w chunk 64 shards 2 : tensor<130xui8> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+// Tests that a decode's chunk is whole blocks of 64.
+func.func @f(%w: tensor<136xui8>) {
+  // expected-error @+1 {{expected a positive chunk of whole blocks of 64 and positive shards, got chunk 32 shards 4}}
+  %0 = tg.dequantize_gathered %w chunk 32 shards 4 : tensor<136xui8> -> tensor<128xf32>
+  return
+}
