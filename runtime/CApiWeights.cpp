@@ -154,9 +154,12 @@ struct LoraMerge {
   std::string module;
 };
 
-/// W (file layout [out, in], or the plan's transpose) += scale * B A, in
-/// double, as PEFT's merge does in f32 (to f32 rounding).
-void mergeLora(const LoraMerge &merge, Session &session, double scale) {
+/// W += scale * B A, in double, as PEFT's merge does in f32 (to f32
+/// rounding). B A is [out, in]; the file holds W as [out, in] (Linear), or
+/// as [in, out] with fan_in_fan_out (GPT-2's Conv1D, which takes
+/// (B A)^T); the plan holds the file's layout or its transpose.
+void mergeLora(const LoraMerge &merge, Session &session, double scale,
+               bool fanInFanOut) {
   int64_t rank = merge.a->shape[0], in = merge.a->shape[1];
   int64_t out = merge.b->shape[0];
   std::vector<float> a(static_cast<size_t>(rank * in));
@@ -164,7 +167,8 @@ void mergeLora(const LoraMerge &merge, Session &session, double scale) {
   tailor::train::convertToF32(*merge.a, a.data());
   tailor::train::convertToF32(*merge.b, b.data());
   auto *w = static_cast<float *>(session.bufferData(merge.base->buffer()));
-  bool transposed = merge.base->export_transposed();
+  // Whether the plan's buffer is [in, out].
+  bool transposed = merge.base->export_transposed() != fanInFanOut;
   for (int64_t o = 0; o < out; ++o) {
     for (int64_t i = 0; i < in; ++i) {
       double sum = 0;
@@ -423,9 +427,10 @@ tailor_status tailor_session_load_safetensors(tailor_session *session,
 namespace {
 
 /// Pairs the adapter's lora_A/lora_B tensors by module and finds each
-/// module's base weight; checks shapes against it.
+/// module's base weight; checks shapes against it (the file's weight is
+/// [in, out] with fan_in_fan_out).
 tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
-                         std::vector<LoraMerge> &merges) {
+                         bool fanInFanOut, std::vector<LoraMerge> &merges) {
   const std::string prefix = tailor::train::detail::kPeftPrefix;
   std::map<std::string, LoraMerge> byModule;
   for (const auto &[name, tensor] : file.tensors()) {
@@ -489,14 +494,20 @@ tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
     if (merge.base->export_transposed()) {
       std::swap(shape[0], shape[1]);
     }
-    // B [out, r] A [r, in] must make W [out, in].
+    // B [out, r] A [r, in] must make W [out, in], or with fan_in_fan_out
+    // its transpose W [in, out]. A shape that fits only the other way is
+    // refused (the config's fan_in_fan_out is wrong for it); a square
+    // weight cannot show that, and merges as the config says.
+    int64_t out = shape[fanInFanOut ? 1 : 0], in = shape[fanInFanOut ? 0 : 1];
     if (merge.a->shape[0] != merge.b->shape[1] ||
-        merge.b->shape[0] != shape[0] || merge.a->shape[1] != shape[1]) {
+        merge.b->shape[0] != out || merge.a->shape[1] != in) {
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   file.name() + ": module '" + module + "': lora_B " +
                       formatShape(merge.b->shape) + " x lora_A " +
-                      formatShape(merge.a->shape) + " does not make weight " +
-                      formatShape(shape));
+                      formatShape(merge.a->shape) +
+                      (fanInFanOut ? ", transposed (fan_in_fan_out is true),"
+                                   : " (fan_in_fan_out is false)") +
+                      " does not make weight " + formatShape(shape));
     }
     for (const SafetensorsTensor *t : {merge.a, merge.b}) {
       if (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16" &&
@@ -559,7 +570,8 @@ bool hasLoraParameters(const LoadedPlan &plan) {
 tailor_status mergeAdapter(Session &s, const SafetensorsFile &file,
                            const tailor::train::PeftAdapterConfig &config) {
   std::vector<LoraMerge> merges;
-  if (tailor_status status = planMerges(s.plan(), file, merges);
+  if (tailor_status status =
+          planMerges(s.plan(), file, config.fanInFanOut, merges);
       status != TAILOR_OK) {
     return status;
   }
@@ -574,7 +586,7 @@ tailor_status mergeAdapter(Session &s, const SafetensorsFile &file,
   double scale =
       config.alpha / (config.useRslora ? std::sqrt(config.r) : config.r);
   for (const LoraMerge &merge : merges) {
-    mergeLora(merge, s, scale);
+    mergeLora(merge, s, scale, config.fanInFanOut);
   }
   return syncBuffers(s, buffers, false);
 }

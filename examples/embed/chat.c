@@ -15,14 +15,17 @@
  * Usage: tailor-embed-chat G.tplan TOKENIZER [--adapter DIR]
  *            [--temperature T] [--top-p P] [--top-k K] [--seed S]
  *            [--max-new-tokens N]
- * TOKENIZER may be "-" for none: lines are then token ids ("1 2 3") and
- * the reply is ids. Compile G.tplan with
+ * TOKENIZER may be "-" for none: lines are then token ids ("1 2 3"; a
+ * line with another word is reported and skipped) and the reply is ids.
+ * Compile G.tplan with
  * `tailor compile MODEL.onnx --task generate --max-seq-len N`.
  *
  *===----------------------------------------------------------------------===*/
 
 #include "tailor/runtime.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,36 +53,61 @@ static size_t complete_utf8(const char *text, size_t length) {
   return length;
 }
 
-/* The prompt ids of one line: encoded, or parsed as ids without a
- * tokenizer. Returns the count, or -1. */
-static long line_ids(tailor_tokenizer *tokenizer, const char *line,
-                     int64_t *ids, size_t capacity) {
+/* The prompt ids of one line, encoded. Returns the count, or -1. */
+static long encode_ids(tailor_tokenizer *tokenizer, const char *line,
+                       int64_t *ids, size_t capacity) {
+  const int64_t *encoded = NULL;
   size_t count = 0;
-  if (tokenizer) {
-    const int64_t *encoded = NULL;
-    if (tailor_tokenizer_encode(tokenizer, line, strlen(line), &encoded,
-                                &count) != TAILOR_OK) {
+  if (tailor_tokenizer_encode(tokenizer, line, strlen(line), &encoded,
+                              &count) != TAILOR_OK) {
+    return -1;
+  }
+  if (count > capacity) {
+    count = capacity;
+  }
+  memcpy(ids, encoded, count * sizeof(int64_t));
+  return (long)count;
+}
+
+/* The prompt ids of one line without a tokenizer: decimal ids separated by
+ * spaces. Returns the count, or -1 after saying what is wrong with line
+ * `number` (the first word that is not an id). */
+static long parse_ids(const char *line, long number, int64_t *ids,
+                      size_t capacity) {
+  size_t count = 0;
+  for (;;) {
+    const char *word, *end;
+    char *parsed = NULL;
+    long long id;
+    while (isspace((unsigned char)*line)) {
+      ++line;
+    }
+    if (!*line) {
+      return (long)count;
+    }
+    if (count >= capacity) {
+      fprintf(stderr, "chat: line %ld has more than %zu ids\n", number,
+              capacity);
       return -1;
     }
-    if (count > capacity) {
-      count = capacity;
+    word = line;
+    for (end = word; *end && !isspace((unsigned char)*end); ++end) {
     }
-    memcpy(ids, encoded, count * sizeof(int64_t));
-    return (long)count;
-  }
-  while (*line && count < capacity) {
-    char *end = NULL;
-    long long id = strtoll(line, &end, 10);
-    if (end == line) {
-      break;
+    errno = 0;
+    id = strtoll(word, &parsed, 10);
+    if (parsed != end || errno == ERANGE) {
+      fprintf(stderr, "chat: line %ld: '%.*s' is not a token id (without "
+                      "a tokenizer, a line is ids separated by spaces)\n",
+              number, (int)(end - word), word);
+      return -1;
     }
     ids[count++] = id;
     line = end;
   }
-  return (long)count;
 }
 
-/* Generates and prints one reply after the tokens already fed. */
+/* Generates and prints one reply after the tokens already fed, feeding
+ * each reply token back into the cache while it has room. */
 static int reply(tailor_generator *generator, tailor_tokenizer *tokenizer,
                  int max_seq_len, int max_new_tokens) {
   static int64_t generated[MAX_TOKENS];
@@ -107,14 +135,22 @@ static int reply(tailor_generator *generator, tailor_tokenizer *tokenizer,
       printf("%s%lld", count > 1 ? " " : "", (long long)token);
     }
     fflush(stdout);
-    tailor_generator_position(generator, &position);
-    if (tailor_generator_is_eos(generator, token) ||
-        (int)count >= max_new_tokens || count >= MAX_TOKENS ||
-        position >= max_seq_len) {
+    /* Every token of the reply, the last one too, goes into the cache, so
+     * the next line follows the whole reply. When the cache is full the
+     * token cannot go in: the reply ends, and the next line starts a new
+     * conversation (main resets the generator). */
+    if (tailor_generator_position(generator, &position) != TAILOR_OK) {
+      return fail("position");
+    }
+    if (position >= max_seq_len) {
       break;
     }
     if (tailor_generator_decode(generator, token) != TAILOR_OK) {
       return fail("decode step");
+    }
+    if (tailor_generator_is_eos(generator, token) ||
+        (int)count >= max_new_tokens || count >= MAX_TOKENS) {
+      break;
     }
   }
   printf("\n");
@@ -130,6 +166,7 @@ int main(int argc, char **argv) {
   tailor_tokenizer *tokenizer = NULL;
   const char *adapter = NULL;
   int max_new_tokens = 32, i, status = 0;
+  long number = 0;
   char line[MAX_LINE];
   static int64_t ids[MAX_TOKENS];
 
@@ -183,9 +220,15 @@ int main(int argc, char **argv) {
   while (fgets(line, sizeof(line), stdin)) {
     long count;
     int position = 0;
+    ++number;
     line[strcspn(line, "\r\n")] = '\0';
-    count = line_ids(tokenizer, line, ids, MAX_TOKENS);
-    if (count < 0) {
+    if (!tokenizer) {
+      /* A line that is not ids is reported and skipped (as a line the
+       * cache cannot hold is); the conversation so far stays. */
+      if ((count = parse_ids(line, number, ids, MAX_TOKENS)) < 0) {
+        continue;
+      }
+    } else if ((count = encode_ids(tokenizer, line, ids, MAX_TOKENS)) < 0) {
       status = fail("encode");
       break;
     }

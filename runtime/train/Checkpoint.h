@@ -266,6 +266,9 @@ struct PeftAdapterConfig {
   double alpha = 0;
   bool useRslora = false;
   bool useDora = false;
+  /// fan_in_fan_out: the adapted weights are stored [in, out] (GPT-2's
+  /// Conv1D), so a merge adds (B A)^T.
+  bool fanInFanOut = false;
   /// Module names (q_proj, ...) or a single "all-linear".
   std::vector<std::string> targetModules;
   /// layers_to_transform; empty means every layer.

@@ -91,12 +91,22 @@ bool readPeftAdapterConfig(const std::string &dir, PeftAdapterConfig &out,
     error = configPath + ": missing or non-numeric r or lora_alpha";
     return false;
   }
-  auto flag = [&](const char *key) {
+  // An absent flag is false (PEFT versions before it); one of another type
+  // is refused, not read as false.
+  auto flag = [&](const char *key, bool &value) {
     auto it = config.find(key);
-    return it != config.end() && it->is_boolean() && it->get<bool>();
+    if (it != config.end() && !it->is_boolean()) {
+      error = configPath + ": " + key + " is " + it->type_name() +
+              ", expected a boolean";
+      return false;
+    }
+    value = it != config.end() && it->get<bool>();
+    return true;
   };
-  out.useRslora = flag("use_rslora");
-  out.useDora = flag("use_dora");
+  if (!flag("use_rslora", out.useRslora) || !flag("use_dora", out.useDora) ||
+      !flag("fan_in_fan_out", out.fanInFanOut)) {
+    return false;
+  }
   if (out.useDora) {
     error = configPath + ": DoRA adapters (use_dora) are not supported";
     return false;

@@ -32,9 +32,11 @@ opset 18, fp32; the exports hf_common caches), compiles a generation plan (`tail
     generate --adapter DIR`) and merged at load (`tailor generate
     --adapter DIR` on the plain plan), the ids equal the PEFT model's
     `generate` (every family and exporter; 5 prompts on llama_ts17, the
-    5- and 12-token ones elsewhere). GPT-2's merge at load is refused
-    (the merge reads no fan_in_fan_out; MERGE_REFUSED), and the check
-    expects that refusal until it is fixed;
+    5- and 12-token ones elsewhere), and the logits after the longest
+    prompt PEFT's to 1e-4. GPT-2's adapter says fan_in_fan_out (Conv1D
+    stores [in, out]; the merge adds (B A)^T); the adapter with that flag
+    flipped no longer fits its non-square weights, and `generate --adapter`
+    refuses it naming the shapes (every family);
   - a prompt longer than the cache, an id outside the vocabulary and a
     forward (non-generation) plan are refused with exit code 1.
 Families: every family of the HF matrix, both exporters. Dynamo exports
@@ -130,7 +132,8 @@ def check_eos(args, family, model, onnx_path, prompt, want, work):
 
 # LoRA targets per family: an attention projection and an MLP one (GPT-2's
 # Conv1D layers store [in, out], so PEFT sets fan_in_fan_out; Falcon and
-# BLOOM fuse q, k and v into query_key_value).
+# BLOOM fuse q, k and v into query_key_value). Each family has a
+# non-square target, so a flipped fan_in_fan_out cannot fit.
 ADAPTER_TARGETS = {
     "gpt2": ["c_attn", "c_fc"],
     "phi": ["q_proj", "v_proj", "fc2"],
@@ -141,12 +144,30 @@ ADAPTER_TARGETS = {
 # token (its tied embedding dominates the logits): at 0.2 no greedy id
 # moves, so the check could not tell an adapter from none.
 LORA_B_SCALE = {"bloom": 1.0}
-# Families whose adapters `generate --adapter` refuses to merge, with the
-# message: GPT-2's Conv1D weights are [in, out] and the merge
-# (runtime/CApiWeights.cpp, planMerges) reads no fan_in_fan_out. Binding
-# at compile time works. When the merge learns it, this check fails:
-# drop the entry, so the merged ids are compared.
-MERGE_REFUSED = {"gpt2": "does not make weight"}
+# Families whose layers store [in, out] (Conv1D): PEFT writes
+# fan_in_fan_out true in their adapter_config.json.
+FAN_IN_FAN_OUT = {"gpt2"}
+
+
+def check_flipped_fan_in_fan_out(args, family, base_plan, adapter, prompt):
+    """The adapter with fan_in_fan_out flipped: its non-square weights no
+    longer fit, and `generate --adapter` refuses it (exit 1) naming the
+    shapes, rather than merging (B A) the wrong way round."""
+    flipped = adapter + "-flipped"
+    shutil.copytree(adapter, flipped)
+    path = os.path.join(flipped, "adapter_config.json")
+    config = json.load(open(path))
+    config["fan_in_fan_out"] = not config["fan_in_fan_out"]
+    json.dump(config, open(path, "w"))
+    proc = run([args.tailor, "generate", base_plan, "--prompt-ids",
+                ",".join(map(str, prompt)), "--adapter", flipped])
+    said = (f"fan_in_fan_out is {str(config['fan_in_fan_out']).lower()}")
+    if (proc.returncode != 1 or "does not make weight" not in proc.stderr or
+            said not in proc.stderr):
+        return [f"{family} generate --adapter with fan_in_fan_out flipped: "
+                f"expected exit 1 and 'does not make weight' ({said}), got "
+                f"exit {proc.returncode}: {proc.stderr[-800:]}"]
+    return []
 
 
 def check_adapter(args, family, model, onnx_path, base_plan, prompts, wants,
@@ -174,6 +195,11 @@ def check_adapter(args, family, model, onnx_path, base_plan, prompts, wants,
     adapter = os.path.join(work, family + "-adapter")
     peft_model.save_pretrained(adapter)
     peft_model.eval()
+    config = json.load(open(os.path.join(adapter, "adapter_config.json")))
+    if config.get("fan_in_fan_out") != (name in FAN_IN_FAN_OUT):
+        return [f"{family} adapter: PEFT wrote fan_in_fan_out "
+                f"{config.get('fan_in_fan_out')}, expected "
+                f"{name in FAN_IN_FAN_OUT}"]
     plan = os.path.join(work, family + "-adapter.tplan")
     proc = run([args.tailor, "compile", onnx_path, "--task", "generate",
                 "--max-seq-len", str(MAX_SEQ_LEN), "--adapter", adapter,
@@ -182,7 +208,6 @@ def check_adapter(args, family, model, onnx_path, base_plan, prompts, wants,
         return [f"{family} adapter: compile failed: {proc.stderr[-800:]}"]
     failures, changed = [], 0
     eos = model.generation_config.eos_token_id
-    refused = MERGE_REFUSED.get(name)
     for prompt, base in zip(prompts, wants):
         want = greedy(peft_model, prompt, eos)
         changed += want != base
@@ -192,26 +217,22 @@ def check_adapter(args, family, model, onnx_path, base_plan, prompts, wants,
                             f"!= PEFT {want} ({info})")
         merged, info = generate_ids(args, base_plan, prompt,
                                     flags=("--adapter", adapter))
-        if refused:
-            if merged is not None or refused not in info:
-                failures.append(f"{family} generate --adapter: expected the "
-                                f"known refusal '{refused}', got {merged} "
-                                f"{info}")
-        elif merged != want:
+        if merged != want:
             failures.append(f"{family} generate --adapter: prompt {prompt}: "
                             f"tailor {merged} != PEFT {want} ({info})")
     if not changed:
         failures.append(f"{family} adapter: the adapter changes no prompt's "
                         "ids, so the check proves nothing")
+    failures += check_flipped_fan_in_fan_out(args, family, base_plan, adapter,
+                                             prompts[0])
     # Ids can hide a small error in one layer's LoRA: the logits after the
     # longest prompt too, bound and merged, against PEFT's.
     prompt = prompts[-1]
     with torch.no_grad():
         want = peft_model(torch.tensor([prompt])).logits[0, -1].numpy()
         base = model(torch.tensor([prompt])).logits[0, -1].numpy()
-    ways = {"bound": tailor.Generator(plan)}
-    if not refused:
-        ways["merged"] = tailor.Generator(base_plan, adapter=adapter)
+    ways = {"bound": tailor.Generator(plan),
+            "merged": tailor.Generator(base_plan, adapter=adapter)}
     diffs = {}
     for way, generator in ways.items():
         generator.prefill(prompt)
@@ -225,11 +246,10 @@ def check_adapter(args, family, model, onnx_path, base_plan, prompts, wants,
         failures.append(f"{family} adapter: it moves the logits by "
                         f"{moved:.2e} only, too little to check")
     if not failures:
-        merge = ("generate --adapter refuses to merge it (a known gap: "
-                 "Conv1D's fan_in_fan_out)" if refused else
-                 "and merged by generate --adapter")
-        print(f"{family}: with a LoRA adapter on {', '.join(targets)} (bound "
-              f"at compile time; {merge}), ids equal PEFT's on "
+        flag = ", fan_in_fan_out" if name in FAN_IN_FAN_OUT else ""
+        print(f"{family}: with a LoRA adapter on {', '.join(targets)}{flag} "
+              f"(bound at compile time, and merged by generate --adapter; "
+              f"refused with fan_in_fan_out flipped), ids equal PEFT's on "
               f"{len(prompts)} prompts ({changed} differ from the base); "
               f"logits max |diff| " + ", ".join(
                   f"{way} {d:.2e}" for way, d in diffs.items()) +

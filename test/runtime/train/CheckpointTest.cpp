@@ -563,6 +563,44 @@ TEST(Checkpoint, LoadsPeftAdaptersConvertingHalfPrecision) {
       << error;
 }
 
+// fan_in_fan_out (PEFT writes true for GPT-2's Conv1D layers) is read for the
+// merge at load; absent is false, and a flag that is not a boolean is
+// refused rather than read as false.
+TEST(Checkpoint, ReadsPeftAdapterFlags) {
+  TempDir dir;
+  std::string error;
+  auto read = [&](const std::string &name, const std::string &config,
+                  PeftAdapterConfig &out) {
+    std::string path = dir.path + "/" + name;
+    EXPECT_TRUE(makeDirectories(path, error)) << error;
+    std::ofstream(path + "/adapter_config.json") << config;
+    return readPeftAdapterConfig(path, out, error);
+  };
+  PeftAdapterConfig config;
+  ASSERT_TRUE(read("conv1d",
+                   R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8,
+                       "fan_in_fan_out": true})",
+                   config))
+      << error;
+  EXPECT_TRUE(config.fanInFanOut);
+  ASSERT_TRUE(read("linear", R"({"r": 4, "lora_alpha": 8})", config))
+      << error;
+  EXPECT_FALSE(config.fanInFanOut);
+  EXPECT_FALSE(read("string",
+                    R"({"r": 4, "lora_alpha": 8, "fan_in_fan_out": "true"})",
+                    config));
+  EXPECT_NE(error.find("string/adapter_config.json: fan_in_fan_out is string, "
+                       "expected a boolean"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(read("rslora",
+                    R"({"r": 4, "lora_alpha": 8, "use_rslora": null})",
+                    config));
+  EXPECT_NE(error.find("use_rslora is null, expected a boolean"),
+            std::string::npos)
+      << error;
+}
+
 #ifdef TAILOR_TEST_PYTHON
 constexpr const char *kPython = TAILOR_TEST_PYTHON;
 #else
