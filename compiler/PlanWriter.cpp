@@ -17,6 +17,7 @@
 #include "dialects/sched/SchedOps.h"
 #include "dialects/tg/TGOps.h"
 #include "dialects/tg/TGQuant.h"
+#include "passes/graph/ExportNames.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/cpu/FusedProgram.h"
@@ -1086,7 +1087,8 @@ LogicalResult PlanBuilder::addParam(sched::ParamOp param) {
   }
   parameters.push_back(fb::CreateParameter(
       fbb, text(param.getName()), *index, *source, param.getTrainable(), *init,
-      exportName, param->hasAttr("tg.export_transposed"), *quant, *shard));
+      exportName, param->hasAttr("tg.export_transposed"), *quant, *shard,
+      param->hasAttr(graph::kExportFanInFanOutAttrName)));
   return success();
 }
 

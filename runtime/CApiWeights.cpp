@@ -13,6 +13,7 @@
 #include "runtime/train/TensorFiles.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -152,14 +153,16 @@ struct LoraMerge {
   const SafetensorsTensor *a = nullptr;
   const SafetensorsTensor *b = nullptr;
   std::string module;
+  /// The Hugging Face weight is [in, out] (fan_in_fan_out: GPT-2's
+  /// Conv1D), so B A lands on it transposed.
+  bool fanInFanOut = false;
 };
 
 /// W += scale * B A, in double, as PEFT's merge does in f32 (to f32
 /// rounding). B A is [out, in]; the file holds W as [out, in] (Linear), or
 /// as [in, out] with fan_in_fan_out (GPT-2's Conv1D, which takes
 /// (B A)^T); the plan holds the file's layout or its transpose.
-void mergeLora(const LoraMerge &merge, Session &session, double scale,
-               bool fanInFanOut) {
+void mergeLora(const LoraMerge &merge, Session &session, double scale) {
   int64_t rank = merge.a->shape[0], in = merge.a->shape[1];
   int64_t out = merge.b->shape[0];
   std::vector<float> a(static_cast<size_t>(rank * in));
@@ -168,7 +171,7 @@ void mergeLora(const LoraMerge &merge, Session &session, double scale,
   tailor::train::convertToF32(*merge.b, b.data());
   auto *w = static_cast<float *>(session.bufferData(merge.base->buffer()));
   // Whether the plan's buffer is [in, out].
-  bool transposed = merge.base->export_transposed() != fanInFanOut;
+  bool transposed = merge.base->export_transposed() != merge.fanInFanOut;
   for (int64_t o = 0; o < out; ++o) {
     for (int64_t i = 0; i < in; ++i) {
       double sum = 0;
@@ -426,12 +429,39 @@ tailor_status tailor_session_load_safetensors(tailor_session *session,
 
 namespace {
 
+/// Whether the plan records which weights Hugging Face stores [in, out]
+/// (Parameter.export_fan_in_fan_out, format 1.15).
+bool recordsFanInFanOut(const LoadedPlan &plan) {
+  return plan.root().version() % 100 >= 15;
+}
+
+/// Says on stderr (as PEFT warns) that adapter_config.json's fan_in_fan_out
+/// disagrees with the layout of `modules`' weights, which the merge follows.
+void warnFanInFanOut(const SafetensorsFile &file, bool fanInFanOut,
+                     const std::vector<std::string> &modules) {
+  std::string names = "'" + modules.front() + ".weight'";
+  if (modules.size() > 1) {
+    names += " and " + std::to_string(modules.size() - 1) + " more";
+  }
+  std::fprintf(stderr,
+               "tailor: warning: %s: adapter_config.json says fan_in_fan_out "
+               "%s, but the model stores %s %s; merging as the weights' "
+               "layout requires (PEFT does the same)\n",
+               file.name().c_str(), fanInFanOut ? "true" : "false",
+               names.c_str(),
+               fanInFanOut ? "[out, in] (Linear)" : "[in, out] (Conv1D)");
+}
+
 /// Pairs the adapter's lora_A/lora_B tensors by module and finds each
-/// module's base weight; checks shapes against it (the file's weight is
-/// [in, out] with fan_in_fan_out).
+/// module's base weight; checks shapes against it. The weight's layout
+/// decides whether B A lands transposed, as PEFT decides it from the module
+/// type: a plan from 1.15 records it, and `fanInFanOut` (the config's flag)
+/// only stands in for it in older plans.
 tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
                          bool fanInFanOut, std::vector<LoraMerge> &merges) {
   const std::string prefix = tailor::train::detail::kPeftPrefix;
+  bool recorded = recordsFanInFanOut(plan);
+  std::vector<std::string> disagreeing, unknown;
   std::map<std::string, LoraMerge> byModule;
   for (const auto &[name, tensor] : file.tensors()) {
     std::string module =
@@ -494,19 +524,33 @@ tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
     if (merge.base->export_transposed()) {
       std::swap(shape[0], shape[1]);
     }
+    merge.fanInFanOut =
+        recorded ? merge.base->export_fan_in_fan_out() : fanInFanOut;
+    if (merge.fanInFanOut != fanInFanOut) {
+      disagreeing.push_back(module);
+    }
+    if (!recorded && shape[0] == shape[1]) {
+      unknown.push_back(module);
+    }
     // B [out, r] A [r, in] must make W [out, in], or with fan_in_fan_out
-    // its transpose W [in, out]. A shape that fits only the other way is
-    // refused (the config's fan_in_fan_out is wrong for it); a square
-    // weight cannot show that, and merges as the config says.
-    int64_t out = shape[fanInFanOut ? 1 : 0], in = shape[fanInFanOut ? 0 : 1];
+    // its transpose W [in, out]. Without the plan's record, a shape that
+    // fits only the other way is refused (the config's fan_in_fan_out is
+    // wrong for it), and a square weight merges as the config says.
+    int64_t out = shape[merge.fanInFanOut ? 1 : 0];
+    int64_t in = shape[merge.fanInFanOut ? 0 : 1];
     if (merge.a->shape[0] != merge.b->shape[1] ||
         merge.b->shape[0] != out || merge.a->shape[1] != in) {
+      std::string how =
+          recorded ? (merge.fanInFanOut
+                          ? ", transposed (the weight is [in, out], Conv1D),"
+                          : " (the weight is [out, in], Linear)")
+                   : (merge.fanInFanOut
+                          ? ", transposed (fan_in_fan_out is true),"
+                          : " (fan_in_fan_out is false)");
       return fail(TAILOR_ERROR_INVALID_ARGUMENT,
                   file.name() + ": module '" + module + "': lora_B " +
                       formatShape(merge.b->shape) + " x lora_A " +
-                      formatShape(merge.a->shape) +
-                      (fanInFanOut ? ", transposed (fan_in_fan_out is true),"
-                                   : " (fan_in_fan_out is false)") +
+                      formatShape(merge.a->shape) + how +
                       " does not make weight " + formatShape(shape));
     }
     for (const SafetensorsTensor *t : {merge.a, merge.b}) {
@@ -519,6 +563,25 @@ tailor_status planMerges(const LoadedPlan &plan, const SafetensorsFile &file,
       }
     }
     merges.push_back(merge);
+  }
+  if (!disagreeing.empty()) {
+    warnFanInFanOut(file, fanInFanOut, disagreeing);
+  }
+  if (!unknown.empty()) {
+    // Its shape cannot show a wrong flag either: say so, not merge silently.
+    std::fprintf(stderr,
+                 "tailor: warning: %s: the plan (format %u.%u) does not "
+                 "record whether '%s.weight'%s is stored [in, out]; merging "
+                 "as adapter_config.json's fan_in_fan_out (%s) says; compile "
+                 "the plan again to have the weights' layout decide\n",
+                 file.name().c_str(), plan.root().version() / 100,
+                 plan.root().version() % 100, unknown.front().c_str(),
+                 unknown.size() > 1
+                     ? (" and " + std::to_string(unknown.size() - 1) +
+                        " more square weights")
+                           .c_str()
+                     : "",
+                 fanInFanOut ? "true" : "false");
   }
   return ok();
 }
@@ -586,7 +649,7 @@ tailor_status mergeAdapter(Session &s, const SafetensorsFile &file,
   double scale =
       config.alpha / (config.useRslora ? std::sqrt(config.r) : config.r);
   for (const LoraMerge &merge : merges) {
-    mergeLora(merge, s, scale, config.fanInFanOut);
+    mergeLora(merge, s, scale);
   }
   return syncBuffers(s, buffers, false);
 }

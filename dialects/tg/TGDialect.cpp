@@ -274,7 +274,10 @@ verifyParamAttribute(Operation *op, StringRef name, Attribute value) {
     }
     return success();
   }
-  if (name == TGDialect::kExportTransposedAttrName) {
+  // graph::kExportFanInFanOutAttrName (passes/graph/ExportNames.h): the
+  // Hugging Face tensor is [in, out] (GPT-2's Conv1D).
+  if (name == TGDialect::kExportTransposedAttrName ||
+      name == "tg.export_fan_in_fan_out") {
     if (op->getName().stripDialect() != "param" ||
         !llvm::isa<UnitAttr>(value)) {
       return op->emitError() << "'" << name
@@ -305,7 +308,8 @@ LogicalResult TGDialect::verifyOperationAttribute(Operation *op,
       kRecomputeSummaryAttrName, kRecomputePolicyAttrName, "tg.parallel",
       kSourceAttrName,         kAdapterAttrName,      kTrainingAttrName,
       kUnraisedAttentionAttrName, kExportNameAttrName,
-      kExportTransposedAttrName, kGenerationAttrName, kPipelineAttrName,
+      kExportTransposedAttrName, "tg.export_fan_in_fan_out",
+      kGenerationAttrName,     kPipelineAttrName,
       kPipelineStageAttrName,  kClusterAttrName,      kBalanceAttrName};
   return op->emitError() << "unknown tg attribute '" << name << "' (known: "
                          << llvm::join(std::begin(known), std::end(known), ", ")

@@ -34,9 +34,17 @@ void recordExportNames(ModuleOp module) {
         param = module.lookupSymbol<tg::ParamOp>(dequantize.getNameAttr());
       }
       std::string name = (path.getValue() + suffix).str();
+      if (!param) {
+        return;
+      }
       // A parameter under its own Hugging Face name is stored as Hugging
-      // Face stores it (GPT-2's Conv1D keeps [in, out] in both).
-      if (!param || param.getSymName() == name) {
+      // Face stores it: one the linear reads transposed is [in, out] there
+      // too (GPT-2's Conv1D), which an adapter's merge must know (PEFT's
+      // fan_in_fan_out).
+      if (param.getSymName() == name) {
+        if (transposed && suffix == ".weight") {
+          param->setAttr(kExportFanInFanOutAttrName, unit);
+        }
         return;
       }
       param->setAttr(tg::TGDialect::kExportNameAttrName,

@@ -15,8 +15,16 @@
 
 namespace tailor::graph {
 
+/// On a tg.param (and the sched.param lowered from it): the Hugging Face
+/// tensor is [in, out] (GPT-2's Conv1D), PEFT's fan_in_fan_out; the plan's
+/// Parameter.export_fan_in_fan_out.
+constexpr llvm::StringLiteral kExportFanInFanOutAttrName =
+    "tg.export_fan_in_fan_out";
+
 /// Sets tg.export_name (and tg.export_transposed) on the parameters of
-/// every untied tg.linear whose name is not `<tg.module>.weight` / `.bias`.
+/// every untied tg.linear whose name is not `<tg.module>.weight` / `.bias`,
+/// and tg.export_fan_in_fan_out on a `<tg.module>.weight` the linear reads
+/// transposed (stored [in, out] as Hugging Face stores it).
 void recordExportNames(mlir::ModuleOp module);
 
 } // namespace tailor::graph

@@ -3,6 +3,7 @@
 #include "passes/memory/PlannedProgram.h"
 
 #include "dialects/tg/TGQuant.h"
+#include "passes/graph/ExportNames.h"
 
 #include "passes/memory/ArenaPacking.h"
 
@@ -447,8 +448,9 @@ Value ProgramEmitter::createParamView(Root &root) {
       quant ? TypeAttr::get(root.param.getTensorType().getElementType())
             : TypeAttr(),
       shard);
-  for (StringRef name : {tg::TGDialect::kExportNameAttrName,
-                         tg::TGDialect::kExportTransposedAttrName}) {
+  for (StringRef name : {StringRef(tg::TGDialect::kExportNameAttrName),
+                         StringRef(tg::TGDialect::kExportTransposedAttrName),
+                         StringRef(graph::kExportFanInFanOutAttrName)}) {
     if (Attribute attr = root.param->getAttr(name)) {
       view.getDefiningOp()->setAttr(name, attr);
     }

@@ -272,6 +272,35 @@ static bool addStateSlots(const runtime::LoadedPlan &plan,
   return true;
 }
 
+/// PEFT's fan_in_fan_out for `adapter`: true when every adapted weight
+/// the plan holds is [in, out] in Hugging Face's files (GPT-2's Conv1D).
+/// PEFT's config has one flag; no model tailor imports mixes Conv1D and
+/// Linear targets, and should one, PEFT and tailor's merge both follow each
+/// module's own layout (PEFT warns), so a mixed adapter writes false.
+static bool adaptsFanInFanOut(const fb::Plan &p, const fb::Adapter &adapter) {
+  if (!adapter.modules() || !p.parameters()) {
+    return false;
+  }
+  std::map<std::string, bool> inOut;
+  for (const fb::Parameter *param : *p.parameters()) {
+    const auto *name = param->export_name() ? param->export_name()
+                                            : param->name();
+    inOut[name->str()] = param->export_fan_in_fan_out();
+  }
+  int found = 0;
+  for (const auto *module : *adapter.modules()) {
+    auto it = inOut.find(module->str() + ".weight");
+    if (it == inOut.end()) {
+      continue; // another stage's layer (a layer split)
+    }
+    if (!it->second) {
+      return false;
+    }
+    ++found;
+  }
+  return found > 0;
+}
+
 bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
                            const runtime::Session &session,
                            CheckpointLayout &layout, std::string &error) {
@@ -307,6 +336,7 @@ bool buildCheckpointLayout(const runtime::LoadedPlan &plan,
     if (a->layers()) {
       adapter.layers.assign(a->layers()->begin(), a->layers()->end());
     }
+    adapter.fanInFanOut = adaptsFanInFanOut(p, *a);
   } else {
     adapter.variant = "full";
   }

@@ -80,6 +80,9 @@ struct AdapterInfo {
   double alpha = 0;
   double dropout = 0;
   bool useRslora = false;
+  /// PEFT's fan_in_fan_out: the adapted weights are [in, out] in Hugging
+  /// Face's files (GPT-2's Conv1D; Parameter.export_fan_in_fan_out).
+  bool fanInFanOut = false;
   /// Short module names (q_proj, v_proj, ...).
   std::vector<std::string> targetModules;
   /// Adapted decoder layers; empty means all.

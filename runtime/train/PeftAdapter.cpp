@@ -35,7 +35,7 @@ std::string adapterConfigJson(const AdapterInfo &adapter) {
   config["lora_dropout"] = adapter.dropout;
   config["target_modules"] = adapter.targetModules;
   config["bias"] = "none";
-  config["fan_in_fan_out"] = false;
+  config["fan_in_fan_out"] = adapter.fanInFanOut;
   config["base_model_name_or_path"] =
       adapter.baseModel.empty() ? json(nullptr) : json(adapter.baseModel);
   config["inference_mode"] = true;

@@ -45,6 +45,20 @@ PyTorch reference is the exported object itself):
     and adapter alone (the logits of PeftModel on the exported model):
       c-lora:      q_proj, v_proj, r=8, 2 steps
 
+(d) tailor -> PEFT and `tailor generate` on GPT-2, whose Conv1D layers
+    store their weights [in, out]. A LoRA run (c_attn, and c_proj: the
+    attention's square [64, 64] and the MLP's [128, 64]; r=4, alpha 8, 5
+    steps) writes fan_in_fan_out true, as PEFT does for Conv1D. A generation
+    plan of the same model (`--task generate`) with the adapter merged at
+    load (`tailor generate --adapter OUT`) and with it bound at compile time
+    (`--task generate --adapter OUT`) gives PEFT's greedy ids on two prompts
+    and, through tailor.Generator, its logits after the longer one within
+    --tol * their scale. The adapter with fan_in_fan_out set to false
+    (wrong for Conv1D, and not visible in the square weights' shapes) still
+    merges as the weights' layout requires: the same logits, and a warning
+    naming the flag (PEFT, loading it, warns and does the same).
+      d-gpt2:      c_attn, c_proj on GPT-2
+
 Every case also checks that the adapter matters (its effect on the logits or
 the loss is well above the tolerance), so a dropped adapter cannot pass.
 
@@ -273,6 +287,133 @@ def lora_base_case(args, rows, data, ids):
     return line.replace("tailor - PEFT", "AutoPeft - PeftModel"), problems + probs
 
 
+def gpt2_generation(args, plan, prompt, flags, new_tokens):
+    """(ids, stderr) of `tailor generate --json`; ids None on failure."""
+    import subprocess
+
+    proc = subprocess.run(
+        [os.path.join(args.bin, "tailor"), "generate", plan, "--prompt-ids",
+         ",".join(map(str, prompt)), "--max-new-tokens", str(new_tokens),
+         "--json", *flags], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        return None, proc.stderr[-800:]
+    return json.loads(proc.stdout)["generated_ids"], proc.stderr
+
+
+def gpt2_lora_case(args, rows, data):
+    """(d) d-gpt2: (line, problems)."""
+    import numpy as np
+    import torch
+    from peft import PeftModel
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "python"))
+    os.environ.setdefault("TAILOR_RUNTIME_LIBRARY", os.path.join(
+        args.bin, "..", "lib", "libtailor_runtime.so"))
+    import tailor
+
+    work = os.path.join(args.work, "d-gpt2")
+    os.makedirs(work)
+    hf_dir, base, _ = saved_hf_model(work, "gpt2")
+    onnx_path = os.path.join(hf_dir, "model.onnx")
+    r = recipe(lora_r=4, lora_alpha=8, lora_target_modules=["c_attn", "c_proj"])
+    out, err = tc.tailor_compile_train(args.bin, onnx_path, r, work, data,
+                                       threads=args.threads)
+    if err:
+        return "", [err]
+    problems = tc.check_adapter_config(out, r)
+    config = json.load(open(os.path.join(out, "adapter_config.json")))
+    if config.get("fan_in_fan_out") is not True:
+        problems.append(f"adapter_config fan_in_fan_out = "
+                        f"{config.get('fan_in_fan_out')!r}, expected true "
+                        "(GPT-2's Conv1D weights are [in, out])")
+    flipped = out.rstrip("/") + "-flipped"
+    shutil.copytree(out, flipped)
+    json.dump(dict(config, fan_in_fan_out=False),
+              open(os.path.join(flipped, "adapter_config.json"), "w"))
+    try:
+        pm = PeftModel.from_pretrained(tc.fresh_copy(base), out).eval()
+        pm_flipped = PeftModel.from_pretrained(tc.fresh_copy(base),
+                                               flipped).eval()
+    except Exception as e:  # noqa: BLE001
+        return "", problems + [f"PEFT cannot load tailor's adapter: "
+                               f"{type(e).__name__}: {str(e)[:300]}"]
+
+    plans = {"base": os.path.join(work, "generate.tplan"),
+             "bound": os.path.join(work, "generate-adapter.tplan")}
+    for way, extra in (("base", []), ("bound", ["--adapter", out])):
+        ok, msg = tc.run([os.path.join(args.bin, "tailor"), "compile",
+                          onnx_path, "--task", "generate", "--max-seq-len",
+                          "64", *extra, "-o", plans[way]], 900,
+                         os.path.join(work, "compile-generate.log"))
+        if not ok:
+            return "", problems + [f"compile --task generate ({way}): {msg}"]
+
+    gen = np.random.default_rng(5)
+    vocab = base.config.vocab_size
+    prompts = [[int(x) for x in gen.integers(0, vocab, n)] for n in (5, 12)]
+    new_tokens = 12
+    eos = base.generation_config.eos_token_id
+    changed = 0
+    for prompt in prompts:
+        with torch.no_grad():
+            want = pm.generate(torch.tensor([prompt]), max_new_tokens=new_tokens,
+                               do_sample=False, eos_token_id=eos,
+                               pad_token_id=eos if eos is not None else 0)
+            plain = base.generate(torch.tensor([prompt]),
+                                  max_new_tokens=new_tokens, do_sample=False,
+                                  eos_token_id=eos,
+                                  pad_token_id=eos if eos is not None else 0)
+        want = [int(x) for x in want[0, len(prompt):]]
+        changed += want != [int(x) for x in plain[0, len(prompt):]]
+        for way, plan, flags in (
+                ("merged", plans["base"], ["--adapter", out]),
+                ("bound", plans["bound"], []),
+                ("merged, flag flipped", plans["base"], ["--adapter", flipped])):
+            got, stderr = gpt2_generation(args, plan, prompt, flags, new_tokens)
+            if got != want:
+                problems.append(f"generate ({way}) prompt of {len(prompt)}: "
+                                f"tailor {got} != PEFT {want} ({stderr})")
+            elif "flipped" in way and not (
+                    "warning" in stderr and "fan_in_fan_out false" in stderr):
+                problems.append("generate --adapter with fan_in_fan_out false "
+                                f"on Conv1D weights gave no warning: {stderr!r}")
+    if not changed:
+        problems.append("the adapter changes no prompt's greedy ids (vacuous)")
+
+    prompt = prompts[-1]
+    with torch.no_grad():
+        want = pm(torch.tensor([prompt])).logits[0, -1].double().numpy()
+        want_flipped = pm_flipped(torch.tensor([prompt])).logits[0, -1] \
+            .double().numpy()
+        plain = base(torch.tensor([prompt])).logits[0, -1].double().numpy()
+    scale = float(np.abs(want).max())
+    if not float(np.abs(want_flipped - want).max()) <= args.tol * scale:
+        problems.append("PEFT's logits with fan_in_fan_out false differ from "
+                        "true's (PEFT no longer follows the module type?)")
+    diffs = {}
+    for way, plan, adapter in (("merged", plans["base"], out),
+                               ("bound", plans["bound"], None),
+                               ("flipped", plans["base"], flipped)):
+        generator = (tailor.Generator(plan, adapter=adapter) if adapter
+                     else tailor.Generator(plan))
+        generator.prefill(prompt)
+        diffs[way] = float(np.abs(generator.logits().astype(np.float64) -
+                                  want).max())
+        if not diffs[way] <= args.tol * scale:
+            problems.append(f"logits ({way}) differ from PEFT's by "
+                            f"{diffs[way]:.2e} > {args.tol:g} * {scale:.3g}")
+    effect = float(np.abs(want - plain).max())
+    if not effect > 10 * args.tol * scale:
+        problems.append(f"the adapter moves the logits by only {effect:.2e} "
+                        "(vacuous)")
+    return (f"fan_in_fan_out true; ids equal PEFT's on {len(prompts)} prompts "
+            f"({changed} differ from the base) merged, bound and with the flag "
+            f"flipped; logits max|tailor - PEFT| " +
+            ", ".join(f"{w} {d:.2e}" for w, d in diffs.items()) +
+            f" (scale {scale:.3g}, adapter effect {effect:.2e})"), problems
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -418,6 +559,7 @@ def main():
         ("c-full-gpt2", lambda: full_finetune_case("c-full-gpt2", "gpt2", args,
                                                    rows, data)),
         ("c-lora", lambda: lora_base_case(args, rows, data, ids)),
+        ("d-gpt2", lambda: gpt2_lora_case(args, rows, data)),
     ]
     for name, run_case in c_cases:
         if args.torch_only:

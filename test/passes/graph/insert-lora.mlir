@@ -55,3 +55,19 @@ func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x8xf32> {
   %y = tg.linear %x, %w {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.q_proj"} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }
+
+// -----
+
+tg.param @model.layers.1.self_attn.q_proj.weight : tensor<4x8xf32> at #tg.external<"w.bin", offset = 0, length = 128>
+
+// Tests that a weight stored [in, out] under its own Hugging Face name
+// (GPT-2's Conv1D) keeps its name and records that layout, PEFT's
+// fan_in_fan_out, for adapters and their merge.
+// CHECK-LABEL: tg.param @model.layers.1.self_attn.q_proj.weight : tensor<4x8xf32> {{.*}}{tg.export_fan_in_fan_out}
+// CHECK: tg.param @model.layers.1.self_attn.q_proj.lora_A.weight : tensor<2x4xf32>
+func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x8xf32> {
+  %wt = tg.param_ref @model.layers.1.self_attn.q_proj.weight : tensor<4x8xf32>
+  %w = tg.transpose %wt permutation = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %y = tg.linear %x, %w {tg.layer = 1 : i64, tg.module = "model.layers.1.self_attn.q_proj"} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}

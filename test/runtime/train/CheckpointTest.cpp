@@ -139,6 +139,21 @@ TEST(Checkpoint, SavesPeftAdapterOptimizerAndStateAtomically) {
       << config;
 }
 
+// An adapter of weights Hugging Face stores [in, out] (GPT-2's Conv1D,
+// Parameter.export_fan_in_fan_out) says fan_in_fan_out, as PEFT writes it.
+TEST(Checkpoint, AdapterConfigSaysFanInFanOut) {
+  AdapterInfo adapter;
+  adapter.r = 4;
+  adapter.alpha = 8;
+  adapter.targetModules = {"c_attn", "c_proj"};
+  EXPECT_NE(adapterConfigJson(adapter).find("\"fan_in_fan_out\": false"),
+            std::string::npos);
+  adapter.fanInFanOut = true;
+  std::string config = adapterConfigJson(adapter);
+  EXPECT_NE(config.find("\"fan_in_fan_out\": true"), std::string::npos)
+      << config;
+}
+
 TEST(Checkpoint, LoadRestoresTensorsAndState) {
   TempDir dir;
   Model model(1.0f);
