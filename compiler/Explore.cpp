@@ -121,6 +121,13 @@ void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
   if (fsdp && (!stage || baseFsdp)) {
     keys.push_back({"fsdp_sharding_strategy", fsdp});
   }
+  // ZeRO++'s int8 weight gathers are ZeRO-3's: the recipe's choice holds
+  // where the configuration shards parameters, and does not apply
+  // elsewhere.
+  if (base.zeroQuantizedWeights) {
+    keys.push_back({"zero_quantized_weights",
+                    k.sharding == "zero3" ? "true" : "false"});
+  }
 }
 
 } // namespace
