@@ -260,6 +260,9 @@ private:
                     int root, const std::string &problem);
   /// In-place all-reduce of `count` elements at `data`, no agreement.
   void allReduceInPlace(void *data, size_t count, DType dtype, ReduceOp op);
+  /// Every rank's `bytes` bytes at `in`, in rank order into `out`; no
+  /// agreement, no count (throws what Gloo throws).
+  void gatherBytes(const void *in, size_t bytes, void *out);
   std::string checkPeer(const char *what, int peer, const char *role) const {
     if (peer < 0 || peer >= size()) {
       return prefix(what) + role + " " + std::to_string(peer) +
@@ -305,6 +308,15 @@ void GlooCommunicator::allReduceInPlace(void *data, size_t count, DType dtype,
   options.setReduceFunction(reductionOf(dtype, op));
   options.setTimeout(timeoutMs());
   gloo::allreduce(options);
+}
+
+void GlooCommunicator::gatherBytes(const void *in, size_t bytes, void *out) {
+  gloo::AllgatherOptions options(context);
+  options.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), bytes);
+  options.setOutput(static_cast<uint8_t *>(out),
+                    bytes * static_cast<size_t>(size()));
+  options.setTimeout(timeoutMs());
+  gloo::allgather(options);
 }
 
 std::string GlooCommunicator::agree(const char *what, size_t count,
@@ -425,13 +437,8 @@ std::string GlooCommunicator::allGather(const void *send, void *recv,
                              static_cast<const uint8_t *>(send) + blockBytes);
   if (std::string error = guarded("allGather",
                                   [&] {
-                                    gloo::AllgatherOptions options(context);
-                                    options.setInput(block.data(), blockBytes);
-                                    options.setOutput(
-                                        static_cast<uint8_t *>(recv),
-                                        totalBytes);
-                                    options.setTimeout(timeoutMs());
-                                    gloo::allgather(options);
+                                    gatherBytes(block.data(), blockBytes,
+                                                recv);
                                   });
       !error.empty()) {
     return error;
@@ -536,11 +543,7 @@ std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key,
   std::vector<int64_t> all(2 * static_cast<size_t>(size()));
   int64_t mine[2] = {color, key};
   error = guarded("split", [&] {
-    gloo::AllgatherOptions options(context);
-    options.setInput(mine, 2);
-    options.setOutput(all.data(), all.size());
-    options.setTimeout(timeoutMs());
-    gloo::allgather(options);
+    gatherBytes(mine, sizeof(mine), all.data());
   });
   if (!error.empty()) {
     return nullptr;
@@ -565,11 +568,7 @@ std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key,
     std::vector<int64_t> sizes(static_cast<size_t>(size()));
     int64_t own = static_cast<int64_t>(mine.size());
     std::string problem = guarded("split", [&] {
-      gloo::AllgatherOptions options(context);
-      options.setInput(&own, 1);
-      options.setOutput(sizes.data(), sizes.size());
-      options.setTimeout(timeoutMs());
-      gloo::allgather(options);
+      gatherBytes(&own, sizeof(own), sizes.data());
     });
     if (!problem.empty()) {
       return problem;
@@ -579,11 +578,7 @@ std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key,
     mine.resize(widest);
     std::vector<uint8_t> gathered(widest * sizes.size());
     problem = guarded("split", [&] {
-      gloo::AllgatherOptions options(context);
-      options.setInput(mine.data(), widest);
-      options.setOutput(gathered.data(), gathered.size());
-      options.setTimeout(timeoutMs());
-      gloo::allgather(options);
+      gatherBytes(mine.data(), widest, gathered.data());
     });
     group.clear();
     for (size_t j = 0; j < members.size() && problem.empty(); ++j) {

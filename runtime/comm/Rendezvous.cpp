@@ -128,6 +128,30 @@ std::string listen(const LaunchInfo &launch, Socket &listener,
   return "";
 }
 
+/// The next connection to `listener` before the deadline: "" with `fd` set
+/// (-1 when interrupted: try again), or the failure; a timeout names the
+/// ranks that have not arrived (`arrived[r]` false).
+std::string acceptNext(const Socket &listener, Clock::time_point deadline,
+                       const std::string &where,
+                       const std::vector<bool> &arrived, int &fd) {
+  fd = -1;
+  if (!waitFor(listener.fd, POLLIN, deadline)) {
+    std::string ranks;
+    for (size_t r = 0; r < arrived.size(); ++r) {
+      if (!arrived[r]) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    return "timed out waiting on " + where + " for rank(s) " + ranks +
+           " to connect";
+  }
+  fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0 && errno != EINTR && errno != ECONNABORTED) {
+    return systemFailure("accept", where, __LINE__);
+  }
+  return "";
+}
+
 std::string serve(const LaunchInfo &launch, const std::vector<uint8_t> &bytes,
                   Clock::time_point deadline) {
   int port = launch.masterPort + 1;
@@ -144,22 +168,14 @@ std::string serve(const LaunchInfo &launch, const std::vector<uint8_t> &bytes,
   putU32(reply.data() + 4, static_cast<uint32_t>(bytes.size()));
   std::memcpy(reply.data() + 8, bytes.data(), bytes.size());
   while (missing > 0) {
-    if (!waitFor(listener.fd, POLLIN, deadline)) {
-      std::string ranks;
-      for (size_t r = 0; r < served.size(); ++r) {
-        if (!served[r]) {
-          ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-        }
-      }
-      return "timed out waiting on " + where + " for rank(s) " + ranks +
-             " to connect";
+    Socket peer;
+    if (std::string problem =
+            acceptNext(listener, deadline, where, served, peer.fd);
+        !problem.empty()) {
+      return problem;
     }
-    Socket peer(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
     if (peer.fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) {
-        continue;
-      }
-      return systemFailure("accept", where, __LINE__);
+      continue;
     }
     uint8_t hello[8];
     // A stray connection (a port scanner, another job) is dropped, not
@@ -272,25 +288,18 @@ std::string serveTable(const LaunchInfo &launch,
     return problem;
   }
   std::vector<std::unique_ptr<Socket>> peers(table.size());
+  std::vector<bool> arrived(table.size(), false);
+  arrived[0] = true;
   int missing = launch.worldSize - 1;
   while (missing > 0) {
-    if (!waitFor(listener.fd, POLLIN, deadline)) {
-      std::string ranks;
-      for (size_t r = 1; r < peers.size(); ++r) {
-        if (!peers[r]) {
-          ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-        }
-      }
-      return "timed out waiting on " + where + " for rank(s) " + ranks +
-             " to connect";
+    auto peer = std::make_unique<Socket>();
+    if (std::string problem =
+            acceptNext(listener, deadline, where, arrived, peer->fd);
+        !problem.empty()) {
+      return problem;
     }
-    auto peer = std::make_unique<Socket>(
-        ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
     if (peer->fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) {
-        continue;
-      }
-      return systemFailure("accept", where, __LINE__);
+      continue;
     }
     uint8_t hello[12];
     if (!transfer(peer->fd, hello, sizeof(hello), true, deadline, where)
@@ -314,6 +323,7 @@ std::string serveTable(const LaunchInfo &launch,
       return problem;
     }
     peers[rank] = std::move(peer);
+    arrived[rank] = true;
     --missing;
   }
   std::vector<uint8_t> reply = {kMagic[0], kMagic[1], kMagic[2], kMagic[3]};
