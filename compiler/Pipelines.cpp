@@ -225,6 +225,11 @@ static void addPlacementPasses(mlir::OpPassManager &pm,
     overlap.moveDdpReductions =
         recipe.gradientAccumulationSteps == 1 && !options.heterogeneous;
     pm.addPass(parallel::createOverlapCollectivesPass(overlap));
+    // --- Optimizer offload: the host updates start during backward, a
+    // layer at a time, once that layer's copies to the host are made.
+    if (recipe.offloadOptimizer == "cpu" && overlap.moveDdpReductions) {
+      pm.addPass(parallel::createOverlapHostUpdatesPass());
+    }
   }
 }
 

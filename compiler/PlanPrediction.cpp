@@ -165,9 +165,11 @@ StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
     if (workOf(p, i, step, work, stream)) {
       seconds = predictLaunchSeconds(target, work);
       begin = at(clock, stream);
-      if (work.onHost) {
-        // The host's queue starts once every stream is idle, and holds
-        // back everything issued after it (the runtime runs it inline).
+      if (work.onHost && p.version() % 100 < 16) {
+        // Before plan 1.16 the host's queue starts once every stream is
+        // idle, and holds back everything issued after it (the runtime
+        // ran it inline). From 1.16 it is a stream of its own, ordered by
+        // its events (on the CPU, a thread beside the session's workers).
         for (double c : clock) {
           begin = std::max(begin, c);
         }

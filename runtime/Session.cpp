@@ -261,6 +261,16 @@ std::unique_ptr<Session> Session::create(const LoadedPlan &plan, int threads,
   threads = std::max(threads, 1);
   session->pool = std::make_unique<ThreadPool>(threads);
   setBlasThreads(threads);
+  // From format 1.16 the Host stream runs beside the others (plan.fbs).
+  bool hostStream =
+      p.streams() && std::any_of(p.streams()->begin(), p.streams()->end(),
+                                 [](const fb::Stream *stream) {
+                                   return stream->kind() == fb::StreamKind::Host;
+                                 });
+  if (hostStream && p.version() % 100 >= 16) {
+    session->hostPool = std::make_unique<ThreadPool>(threads);
+    session->hostQueue = std::make_unique<HostQueue>();
+  }
 
   // Launches: resolve kernels and tensors once; every kernel checks its
   // launch now, so run() never meets a malformed one.
@@ -413,7 +423,8 @@ std::string Session::prepareKernelLaunch(uint32_t i, const fb::Launch &launch) {
     prepared.call.operands.push_back(std::move(tensor));
   }
   prepared.call.attributes = decodeLaunchAttributes(launch);
-  prepared.call.pool = pool.get();
+  prepared.call.pool =
+      hostStream && hostQueue ? hostPool.get() : pool.get();
   if (std::string problem = prepared.kernel->check(prepared.call);
       !problem.empty()) {
     return "step " + std::to_string(i) + " (" + kernel->name()->str() +
@@ -872,7 +883,13 @@ std::string Session::runStep(size_t index) {
     if (std::string problem = checkNoRace(index); !problem.empty()) {
       return problem;
     }
-    // The host's queue runs after everything issued before it.
+    if (launch.onHostStream && hostQueue) {
+      return submitHost(index);
+    }
+    if (std::string problem = checkNoHostRace(index); !problem.empty()) {
+      return problem;
+    }
+    // Before 1.16, the host's queue runs after everything issued before it.
     if (launch.onHostStream) {
       if (std::string problem = completeAll(); !problem.empty()) {
         return describeStep(index) + ": " + problem;
@@ -910,6 +927,9 @@ std::string Session::runCopy(size_t index) {
     return problem;
   }
   if (std::string problem = orderAfterInFlight(index); !problem.empty()) {
+    return problem;
+  }
+  if (std::string problem = checkNoHostRace(index); !problem.empty()) {
     return problem;
   }
   const PreparedCopy &copy = launches[index].copy;

@@ -3,6 +3,7 @@
 #ifndef TAILOR_RUNTIME_SESSION_H
 #define TAILOR_RUNTIME_SESSION_H
 
+#include "runtime/HostQueue.h"
 #include "runtime/MemoryCategory.h"
 #include "runtime/Plan.h"
 #include "runtime/comm/Communicator.h"
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -212,7 +214,8 @@ private:
     uint32_t step = 0; // index in the plan's ops
     /// The stream it runs on, records or waits on.
     uint32_t stream = 0;
-    /// A kernel on a Host stream: it waits for all work in flight first.
+    /// A kernel on a Host stream: queued on the host's thread (plan 1.16),
+    /// or, in older plans, run after all work in flight.
     bool onHostStream = false;
     /// Record and Wait: the event.
     uint32_t event = 0;
@@ -285,9 +288,17 @@ private:
   /// "" unless kernel launch `index` touches a buffer a collective in
   /// flight writes (the plan waits for it too late).
   std::string checkNoRace(size_t index) const;
-  /// Completes every collective in flight at the end of an entry; "" or
-  /// the first failure, naming its step.
+  /// Completes every collective in flight and every host launch queued at
+  /// the end of an entry; "" or the first failure, naming its step.
   std::string completeAll();
+  /// Host launch `index` (plan 1.16) queued on the host's thread.
+  std::string submitHost(size_t index);
+  /// Blocks until the first `count` host launches have run; they are no
+  /// longer in flight for the compute stream.
+  std::string waitHost(uint64_t count);
+  /// "" unless step `index` (a kernel or a copy) shares bytes with a host
+  /// launch the compute stream has not waited for.
+  std::string checkNoHostRace(size_t index) const;
 
   struct EntryRange {
     std::string name;
@@ -337,6 +348,17 @@ private:
   std::vector<InFlight> inFlight;
   std::vector<uint64_t> startedOn;
   std::vector<EventMark> marks;
+  /// Plan 1.16's Host stream: its launches run on hostQueue's thread, over
+  /// hostPool's workers, beside the session's own; null for older plans,
+  /// whose host launches run inline once everything in flight is done.
+  /// Host launches queued that the compute stream has not waited for (the
+  /// launch, its count in the queue), and their timings, written by the
+  /// host's thread and read once it has run them. Declared last: the
+  /// queue's thread reads everything above until it stops.
+  std::unique_ptr<ThreadPool> hostPool;
+  std::vector<std::pair<size_t, uint64_t>> hostInFlight;
+  std::deque<LaunchTiming> hostTimings;
+  std::unique_ptr<HostQueue> hostQueue;
 };
 
 } // namespace tailor::runtime

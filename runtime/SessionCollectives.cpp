@@ -478,6 +478,20 @@ std::string Session::waitEvent(size_t index) {
     // on the waiting stream itself (its own order).
     return "";
   }
+  if (hostQueue && loaded.root().streams()->Get(mark.stream)->kind() ==
+                       fb::StreamKind::Host) {
+    // The host launches queued by then. Another stream than compute waits
+    // for them through compute too: the CPU issues every stream's work in
+    // program order from this thread.
+    double started = now();
+    bool blocked = !hostInFlight.empty() &&
+                   hostInFlight.front().second <= mark.started;
+    std::string problem = waitHost(mark.started);
+    if (recording && blocked) {
+      timeline.push_back({wait.step, started, now()});
+    }
+    return problem.empty() ? "" : describeStep(index) + ": " + problem;
+  }
   double started = now();
   bool blocked = false;
   std::string problem;
@@ -539,7 +553,90 @@ std::string Session::completeAll() {
     }
   }
   inFlight.clear();
+  if (hostQueue) {
+    if (std::string failure = waitHost(hostQueue->submitted());
+        problem.empty() && !failure.empty()) {
+      problem = failure + " (completed at the end of the entry)";
+    }
+    for (const LaunchTiming &timing : hostTimings) {
+      if (recording) {
+        timeline.push_back(timing);
+      }
+    }
+    hostTimings.clear();
+  }
   return problem;
+}
+
+std::string Session::submitHost(size_t index) {
+  // (The host stream runs its own launches in order: no race among them.)
+  hostTimings.push_back({launches[index].step, 0, 0});
+  LaunchTiming *timing = &hostTimings.back();
+  uint64_t count = hostQueue->submit([this, index, timing]() -> std::string {
+    PreparedLaunch &launch = launches[index];
+    timing->start = now();
+    std::string problem = launch.kernel->run(launch.call);
+    timing->end = now();
+    if (profile) {
+      profileSeconds[index] += timing->end - timing->start;
+      ++profileCalls[index];
+    }
+    return problem.empty() ? "" : describeStep(index) + ": " + problem;
+  });
+  // Counted as the queue counts, across entries: a record marks the count
+  // a wait waits for.
+  startedOn[launches[index].stream] = count;
+  hostInFlight.push_back({index, count});
+  return "";
+}
+
+std::string Session::waitHost(uint64_t count) {
+  std::string problem = hostQueue->waitFor(count);
+  hostInFlight.erase(
+      std::remove_if(hostInFlight.begin(), hostInFlight.end(),
+                     [&](const std::pair<size_t, uint64_t> &queued) {
+                       return queued.second <= count;
+                     }),
+      hostInFlight.end());
+  return problem;
+}
+
+std::string Session::checkNoHostRace(size_t index) const {
+  if (hostInFlight.empty()) {
+    return "";
+  }
+  // What step `index` touches: a copy's two buffers, a launch's operands.
+  std::vector<std::pair<const uint8_t *, size_t>> mine;
+  const PreparedLaunch &launch = launches[index];
+  if (launch.kind == PreparedLaunch::Kind::Copy) {
+    mine = {{static_cast<const uint8_t *>(launch.copy.source), launch.copy.bytes},
+            {static_cast<const uint8_t *>(launch.copy.target), launch.copy.bytes}};
+  } else {
+    for (const Tensor &operand : launch.call.operands) {
+      mine.push_back({static_cast<const uint8_t *>(operand.data),
+                      static_cast<size_t>(operand.numel()) *
+                          dtypeSize(operand.dtype)});
+    }
+  }
+  for (auto [queued, count] : hostInFlight) {
+    if (queued == index) {
+      continue;
+    }
+    for (const Tensor &operand : launches[queued].call.operands) {
+      size_t bytes = static_cast<size_t>(operand.numel()) *
+                     dtypeSize(operand.dtype);
+      for (auto [data, size] : mine) {
+        if (overlap(data, size, static_cast<const uint8_t *>(operand.data),
+                    bytes)) {
+          return describeStep(index) + " shares bytes with " +
+                 describeStep(queued) +
+                 ", a host launch the compute stream has not waited for "
+                 "(the plan waits for it too late, or not at all)";
+        }
+      }
+    }
+  }
+  return "";
 }
 
 } // namespace tailor::runtime

@@ -122,6 +122,11 @@ private:
   /// compute stream, runs it, and marks `done` for compute to wait on.
   LogicalResult emitOverlapped(const PlannedLaunch &launch, AsyncLane &lane,
                                unsigned index);
+  /// Host launch `index`: issued on the host stream once compute reaches
+  /// it and copy `lastCopy` (the entry's latest on the copy stream, if
+  /// any) is done; its done event is recorded after it.
+  void emitHostLaunch(const PlannedLaunch &launch, unsigned index,
+                      std::optional<unsigned> lastCopy);
   void waitFor(const AsyncLane &lane, unsigned index);
   /// The program rank's ranks in `group` (rank 0's but for a pipeline
   /// stage's program, which is its first rank's).
@@ -135,8 +140,8 @@ private:
   std::vector<Root> &roots;
   ProgramArenas arenas;
   FlatSymbolRefAttr stream;
-  /// Host launches' stream (declared only when used).
-  FlatSymbolRefAttr hostStream;
+  /// Host launches' stream and events (declared only when used).
+  AsyncLane host{"host", {}, 0};
   /// Collectives on the communication stream, copies on the copy stream
   /// (each declared only when used).
   AsyncLane comm{"comm", {}, 0}, copies{"host_copy", {}, 0};
@@ -601,7 +606,7 @@ void ProgramEmitter::emitLaunch(const PlannedLaunch &launch) {
   sched::LaunchOp::create(
       builder, launchLoc,
       FlatSymbolRefAttr::get(builder.getContext(), launch.choice.kernel), args,
-      launch.host ? hostStream : stream, attrs,
+      launch.host ? host.stream : stream, attrs,
       builder.getStringAttr(launch.origin), DenseI64ArrayAttr(),
       DenseI64ArrayAttr(), builder.getF64FloatAttr(launch.flops),
       builder.getF64FloatAttr(launch.bytes));
@@ -668,15 +673,42 @@ void ProgramEmitter::declareOverlap(const std::vector<PlannedEntry> &entries) {
 
 void ProgramEmitter::declareHostStream(
     const std::vector<PlannedEntry> &entries) {
+  unsigned count = 0;
   for (const PlannedEntry &entry : entries) {
-    for (const PlannedLaunch &launch : entry.launches) {
-      if (launch.host) {
-        sched::StreamOp::create(builder, loc, "host", /*host=*/true);
-        hostStream = FlatSymbolRefAttr::get(builder.getContext(), "host");
-        return;
-      }
-    }
+    count += llvm::count_if(entry.launches, [](const PlannedLaunch &launch) {
+      return launch.host;
+    });
   }
+  if (count == 0) {
+    return;
+  }
+  sched::StreamOp::create(builder, loc, host.name, /*host=*/true);
+  host.stream = FlatSymbolRefAttr::get(builder.getContext(), host.name);
+  for (unsigned i = 0; i < count; ++i) {
+    sched::EventOp::create(builder, loc, host.name + ".ready." + std::to_string(i));
+    sched::EventOp::create(builder, loc, host.name + ".done." + std::to_string(i));
+  }
+}
+
+void ProgramEmitter::emitHostLaunch(const PlannedLaunch &launch,
+                                    unsigned index,
+                                    std::optional<unsigned> lastCopy) {
+  MLIRContext *context = builder.getContext();
+  sched::RecordOp::create(builder, loc, host.event(context, "ready", index),
+                          stream);
+  sched::WaitOp::create(builder, loc, host.event(context, "ready", index),
+                        host.stream);
+  if (lastCopy) {
+    // Its operands' copies to the host may still be on the copy stream.
+    sched::WaitOp::create(builder, loc, copies.event(context, "done", *lastCopy),
+                          host.stream);
+  }
+  Block *block = builder.getInsertionBlock();
+  Operation *last = block->empty() ? nullptr : &block->back();
+  emitLaunch(launch);
+  markSteps(launch, block, last);
+  sched::RecordOp::create(builder, loc, host.event(context, "done", index),
+                          host.stream);
 }
 
 void ProgramEmitter::emitCopy(const PlannedLaunch &launch,
@@ -777,10 +809,24 @@ LogicalResult ProgramEmitter::emitEntries(std::vector<PlannedEntry> &entries) {
     using Pending = std::pair<AsyncLane *, unsigned>;
     std::multimap<size_t, Pending> waitsBefore;
     SmallVector<Pending> waitsAtEnd;
+    unsigned firstCopy = copies.next;
     for (auto [index, launch] : llvm::enumerate(entry.launches)) {
       auto [from, to] = waitsBefore.equal_range(index);
       for (auto it = from; it != to; ++it) {
         waitFor(*it->second.first, it->second.second);
+      }
+      if (launch.host) {
+        unsigned number = host.next++;
+        emitHostLaunch(launch, number,
+                       copies.next > firstCopy
+                           ? std::optional<unsigned>(copies.next - 1)
+                           : std::nullopt);
+        if (launch.hostWaitBefore) {
+          waitsBefore.emplace(*launch.hostWaitBefore, Pending{&host, number});
+        } else {
+          waitsAtEnd.push_back({&host, number});
+        }
+        continue;
       }
       Block *block = builder.getInsertionBlock();
       Operation *last = block->empty() ? nullptr : &block->back();

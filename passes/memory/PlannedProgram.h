@@ -149,8 +149,13 @@ struct PlannedLaunch {
   /// Its flops and bytes were counted when it was planned (recordWork
   /// leaves them).
   bool workCounted = false;
-  /// Runs on the host stream over host memory (a tg.host update).
+  /// Runs on the host stream over host memory (a tg.host update), ordered
+  /// by events: after what compute and the copy stream issued before it;
+  /// compute waits for it before launch `hostWaitBefore` of the entry, the
+  /// first outside the host stream that touches one of its roots (none: at
+  /// the entry's end).
   bool host = false;
+  std::optional<size_t> hostWaitBefore;
   /// tg.steps of its op: runs only in training steps [first, last] (last
   /// -1: no end), every period-th from first; absent, every step.
   struct StepRange {

@@ -20,7 +20,7 @@ void SchedPlanner::scheduleOverlaps(PlannedEntry &entry,
   for (size_t i = 0; i < entry.launches.size(); ++i) {
     PlannedLaunch &launch = entry.launches[i];
     bool overlapped = (launch.collective && launch.collective->overlap) ||
-                      (launch.copy && launch.copy->overlap);
+                      (launch.copy && launch.copy->overlap) || launch.host;
     if (!overlapped) {
       continue;
     }
@@ -38,14 +38,18 @@ void SchedPlanner::scheduleOverlaps(PlannedEntry &entry,
     int64_t until = endStep;
     for (size_t j = i + 1; j < entry.launches.size(); ++j) {
       const PlannedLaunch &later = entry.launches[j];
+      if (launch.host && later.host) {
+        continue; // the host stream runs its launches in order
+      }
       bool leavesLayer = evictedLayer && later.op &&
                          layerOf(later.op).value_or(-1) != *evictedLayer;
       if (leavesLayer ||
           llvm::any_of(later.operands, [&](Access operand) {
             return touched.contains(operand.root);
           })) {
-        (launch.collective ? launch.collective->waitBefore
-                           : launch.copy->waitBefore) = j;
+        (launch.host         ? launch.hostWaitBefore
+         : launch.collective ? launch.collective->waitBefore
+                             : launch.copy->waitBefore) = j;
         until = entry.launches[j].step;
         break;
       }

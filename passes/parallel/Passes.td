@@ -121,6 +121,44 @@ def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def OverlapHostUpdatesPass : Pass<"tailor-overlap-host-updates",
+                                  "::mlir::ModuleOp"> {
+  let summary = "starts optimizer offload's host updates during backward";
+  let description = [{
+    ZeRO-Offload's overlap of the CPU optimizer with backward (after
+    `tailor-overlap-collectives` has moved each parameter's copies to the
+    host into `function`, right after its gradient is final; one
+    micro-batch a step). Each host `tg.adamw_update` of
+    `optimizer-function` whose two host copies (its gradient and its
+    master) are in `function` moves there too, together with the
+    scalars it reads (learning rate, step, clipping scale, brought to the
+    host by `tg.to_host`), cloned at the start of `function`, which gains
+    an i64 input `update_step` they are computed from (the optimizer's
+    `step`; a plan's input names are unique across its entries).
+
+    The updates of one transformer layer (the `tg.layer` of the backward
+    op before their copies) go back to back after the layer's last copy,
+    so planning joins them into one host launch per layer, started while
+    backward goes on through the layers before it; planning orders it by
+    events after the copies and before the first op that touches its
+    buffers.
+
+    An update whose scalars read anything but the optimizer's `step` and
+    constants stays where it is, said in a remark: with gradient clipping
+    the scale needs the global gradient norm (the last gradient of the
+    step), and fp16's scaler its inverse scale and overflow check. So do
+    updates whose copies stayed (a gradient a collective reduces).
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "the training step the updates move into">,
+    Option<"optimizerFunction", "optimizer-function", "std::string",
+           /*default=*/"\"optimizer_step\"",
+           "the function the host updates are in">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def OffloadPass : Pass<"tailor-offload", "::mlir::ModuleOp"> {
   let summary = "places tensors in host memory, copied to the device to be used";
   let description = [{

@@ -9,8 +9,11 @@
 // aligned host allocations; only copy steps and launches on a Host stream
 // touch them (the loader keeps every other launch and the collectives on
 // Device arenas). A Host stream's launches are CPU kernels
-// (runtime/cpu), run on this thread with a pool of its own once every
-// stream has drained: optimizer offload's AdamW.
+// (runtime/cpu) with a pool of their own: optimizer offload's AdamW. From
+// plan 1.16 each is a CUDA host function on the host stream's CUDA stream
+// (cudaLaunchHostFunc), so it runs after the events that stream waits for
+// while the other streams go on; before, it ran on this thread once every
+// stream had drained.
 //
 // Steps run in plan order, each on its plan stream: launches through their
 // launchers (runtime/cuda/*Launchers.cpp), copies with cudaMemcpyAsync,
@@ -53,9 +56,12 @@ struct PreparedLaunch {
   const CudaKernelDef *kernel = nullptr;
   CudaCall call;
   /// A launch on a Host stream (optimizer offload): a CPU kernel over host
-  /// arenas, run once every stream has finished the work before it.
+  /// arenas, run in the host stream's order (plan 1.16; before, once every
+  /// stream had finished the work before it). What went wrong, written by
+  /// the CUDA host function that ran it, read once its stream is synced.
   const KernelDef *hostKernel = nullptr;
   KernelCall hostCall;
+  std::string hostFailure;
   std::string origin;
   uint32_t stream = 0;
 };
@@ -638,9 +644,26 @@ SetupError GpuBackend::prepareHostLaunch(uint32_t i, const fb::Launch &launch,
               "): " + message};
 }
 
+/// A Host-stream launch run by CUDA when its stream reaches it (on CUDA's
+/// own thread: it calls no CUDA API).
+static void CUDART_CB runQueuedHostLaunch(void *data) {
+  auto *launch = static_cast<PreparedLaunch *>(data);
+  std::string problem = launch->hostKernel->run(launch->hostCall);
+  if (!problem.empty() && launch->hostFailure.empty()) {
+    launch->hostFailure = std::move(problem);
+  }
+}
+
 std::string GpuBackend::runHostLaunch(PreparedLaunch &launch) {
-  // The host's queue comes after everything issued before it, on every
-  // stream (the copies of its operands to host memory among them).
+  if (impl->plan->root().version() % 100 >= 16) {
+    // 1.16: the host stream is a stream like the others; its launch runs
+    // after the events it waits for, while the other streams go on.
+    cudaError_t e = cudaLaunchHostFunc(impl->streams[launch.stream],
+                                       &runQueuedHostLaunch, &launch);
+    return e == cudaSuccess ? "" : cudaCallError("cudaLaunchHostFunc", e);
+  }
+  // Before 1.16 the host's queue comes after everything issued before it,
+  // on every stream (the copies of its operands to host memory among them).
   for (cudaStream_t stream : impl->streams) {
     if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
       return cudaCallError("cudaStreamSynchronize (before a host launch)", e);
@@ -846,6 +869,13 @@ std::string GpuBackend::finishSteps(uint32_t first, uint32_t count) {
              " (TAILOR_CUDA_SYNC=1 names the failing step)";
     }
   }
+  for (uint32_t i = first; i < first + count; ++i) {
+    if (std::string failure = std::move(m.launches[i].hostFailure);
+        !failure.empty()) {
+      m.launches[i].hostFailure.clear();
+      return stepName(i) + ": " + failure;
+    }
+  }
   std::string profiled = m.profile.collect();
   DeviceErrorRecord record{};
   if (std::string e = m.context->takeErrorRecord(record); !e.empty()) {
@@ -872,7 +902,7 @@ cudaStream_t GpuBackend::timedStream(const fb::Op &op, uint32_t index) const {
   }
   switch (op.step_type()) {
   case fb::Step::Launch:
-    // Host launches run on this thread; CUDA events cannot time them.
+    // Host launches run on the host; CUDA events cannot time them.
     return m.launches[index].hostKernel ? nullptr
                                         : m.streams[m.launches[index].stream];
   case fb::Step::Copy:

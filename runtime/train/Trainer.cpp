@@ -215,6 +215,10 @@ struct TrainerRun {
   /// the sums of the ranks' own counts.
   int64_t firstMicro = 0, globalMicro = 1;
   Slot inputIds, labels, positionIds, seedSlot, loss, stepSlot, lr, gradNorm;
+  /// train_step's `update_step`, optimizer_step's `step` (1.16: optimizer
+  /// offload's host updates run during backward and compute the learning
+  /// rate there).
+  Slot trainStepSlot;
   /// fp16 plans (loss scaling, 1.13): train_step's `loss_scale`,
   /// optimizer_step's `inv_scale` and `found_inf`, and the scaler.
   Slot lossScale, inverseScale, foundInf;
@@ -473,6 +477,7 @@ std::string bindSlots(Run &run) {
            {"position_ids", false, tokenShape, ints, &run.positionIds},
            {"attention_mask", false, tokenShape, ints, &run.attentionMask},
            {"seed", false, {}, ints, &run.seedSlot},
+           {"update_step", false, {}, ints, &run.trainStepSlot},
            {"slot", false, {}, ints, &run.trainSlot},
            {"loss_scale", false, {}, floats, &run.lossScale}});
       !problem.empty()) {
@@ -692,6 +697,13 @@ std::string openData(Run &run) {
                         "a validation loss without it; compile with "
                         "val_set_size or eval_steps (which add eval_step), "
                         "or lora_dropout 0";
+  }
+  if (run.trainStepSlot.buffer >= 0 && run.evalEntry < 0) {
+    return run.name() + ": the plan's train_step updates the optimizer "
+                        "state on the host during backward (offload_"
+                        "optimizer with overlap), so it cannot compute a "
+                        "validation loss; compile with val_set_size or "
+                        "eval_steps, which add eval_step";
   }
   return "";
 }
@@ -913,6 +925,13 @@ void feed(Run &run, int64_t step, int64_t micro) {
   if (run.seedSlot.buffer >= 0) {
     int64_t seed = dropoutSeed(run.training->seed(), step, micro);
     writeInts(run.seedSlot, &seed, 1);
+  }
+  if (run.trainStepSlot.buffer >= 0) {
+    // As optimizer_step's (applied updates; the scaler's skipped steps do
+    // not count).
+    int64_t update =
+        step - (run.scaler ? run.scaler->state().skippedSteps : 0);
+    writeInts(run.trainStepSlot, &update, 1);
   }
   if (run.scaler) {
     writeFloat(run.lossScale, run.scaler->scale());
@@ -1137,6 +1156,13 @@ std::string zeroAccumulators(Session &session,
 /// through eval_step when the plan has it, else through train_step.
 std::string runValidationBatch(Run &run, int64_t step) {
   if (run.evalEntry < 0) {
+    if (run.trainStepSlot.buffer >= 0) {
+      // (openData refuses it first; fed data reaches here.)
+      return "the plan's train_step updates the optimizer state on the "
+             "host during backward, so it cannot compute a validation "
+             "loss; compile with val_set_size or eval_steps, which add "
+             "eval_step";
+    }
     feed(run, step, 0);
     return run.session->runEntry(run.trainEntry);
   }

@@ -42,7 +42,8 @@ tg.state @b.exp_avg_sq : tensor<5xf32> of @b exp_avg_sq
 // Tests that planning puts the host states in the pinned optimizer_state_host
 // arena and the host scalars in activations_host, lowers the state copies
 // and to_host to d2h/h2d copies, and runs the joined update on the host
-// stream over host buffers only (on the CPU and on CUDA alike).
+// stream over host buffers only (on the CPU and on CUDA alike), ordered by
+// events: after what compute issued before it, and before the copy back.
 // SCHED-LABEL: sched.program @rank0
 // SCHED: sched.arena @optimizer_state device optimizer_state size 0
 // SCHED: sched.arena @optimizer_state_host host_pinned optimizer_state size 768
@@ -58,7 +59,11 @@ tg.state @b.exp_avg_sq : tensor<5xf32> of @b exp_avg_sq
 // SCHED: sched.copy d2h %[[AG]] to %[[AGH]] on @compute
 // SCHED-NEXT: sched.copy d2h %[[A]] to %[[AMASTER]] on @compute
 // SCHED: sched.copy d2h %{{.+}} to %[[HLR:.+]] on @compute : memref<f32> to memref<f32>
-// SCHED: sched.launch @adamw_multi(%[[AMASTER]], %[[AGH]], %[[AM]], {{.*}}) on @host
+// SCHED: sched.record @host.ready.0 on @compute
+// SCHED-NEXT: sched.wait @host.ready.0 on @host
+// SCHED-NEXT: sched.launch @adamw_multi(%[[AMASTER]], %[[AGH]], %[[AM]], {{.*}}) on @host
+// SCHED-NEXT: sched.record @host.done.0 on @host
+// SCHED-NEXT: sched.wait @host.done.0 on @compute
 // SCHED-NEXT: sched.copy h2d %[[AMASTER]] to %[[A]] on @compute
 // SCHED: sched.launch @zero(%[[AG]]) on @compute
 // Tests that with overlap (one micro-batch a step) @a's copies to the host
