@@ -77,9 +77,9 @@ FailureOr<SmallVector<Operation *>> portableSlice(Value value,
     }
     bool pure = isMemoryEffectFree(def) || llvm::isa<tg::ToHostOp>(def);
     if (!pure || def->getNumRegions() > 0 || namesSymbol(def)) {
-      why = "it is computed from '" + def->getName().getStringRef().str() +
-            "', which reads the step's state (gradient clipping needs the "
-            "global norm)";
+      why = "it depends on '" + def->getName().getStringRef().str() +
+            "', which reads the training state (clipping's norm needs "
+            "every gradient of the step)";
       return failure();
     }
     slice.insert(def);

@@ -25,6 +25,12 @@ the host stream), trains 20 steps on the same rows:
     saves for backward (what recomputation leaves of it too) to the host
     and back, with LoRA, QLoRA (with every offload at once) and full
     fine-tuning;
+  - without gradient clipping (max_grad_norm 0) and one micro-batch a
+    step, overlap moves the host updates themselves into train_step, a
+    layer's updates started once its copies are made (plan input
+    `update_step`), with LoRA under a warmup + cosine schedule and full
+    fine-tuning: still bit-identical; with clipping they stay after
+    backward; such a plan without eval_step refuses a validation set;
   - what is not built yet is refused by name: parameter offload with full
     fine-tuning or with ZeRO-3, optimizer offload with SGD;
   - under device_memory_budget_gib compile offloads by itself when the plan
@@ -134,6 +140,48 @@ def check_pair(name, plain, offloaded, optimizer_only=False):
     return failures
 
 
+def host_updates_in_train_step(doc):
+    """Whether tailor-overlap-host-updates moved the host updates into
+    train_step (which then takes the optimizer's step as `update_step`)."""
+    return any(i["name"] == "update_step" and i.get("entry") == "train_step"
+               for i in doc.get("inputs", []))
+
+
+def check_host_update_placement(label, suffix, recipe, offloaded):
+    """Overlapped optimizer offload: the host updates run in train_step
+    exactly when nothing they read waits for the end of backward."""
+    if suffix != "offload-optimizer-overlap":
+        return []
+    expect = recipe.get("max_grad_norm", 0) == 0 and \
+        recipe.get("gradient_accumulation_steps", 1) == 1
+    got = host_updates_in_train_step(offloaded["doc"])
+    if got != expect:
+        return [f"{label}-{suffix}: host updates in train_step: {got}, "
+                f"expected {expect}"]
+    print(f"{label}-{suffix}: host updates "
+          f"{'in train_step, during backward' if got else 'after backward'}")
+    return []
+
+
+def check_validation_refused(args, data):
+    """A plan whose train_step updates on the host has no eval_step unless
+    compiled with validation: the trainer refuses a validation set rather
+    than run train_step (and the updates) on it."""
+    plan = os.path.join(args.work, "lora-noclip-offload-optimizer-overlap",
+                        "plan.tplan")
+    out = os.path.join(args.work, "refuse-validation")
+    shutil.rmtree(out, ignore_errors=True)
+    r = subprocess.run([os.path.join(args.bin, "tailor"), "train", plan,
+                        "--data", data, "--eval-data", data, "--max-steps",
+                        "2", "--output-dir", out, "--threads", "1"],
+                       capture_output=True, text=True)
+    expect = "updates the optimizer state on the host during backward"
+    if r.returncode == 0 or expect not in r.stderr:
+        return [f"refuse validation: rc {r.returncode}: {r.stderr[-300:]}"]
+    print(f"refused validation through train_step: ...{expect}...")
+    return []
+
+
 def check_refusals(args, onnx_path, base):
     failures = []
     for name, extra, expect in (
@@ -234,8 +282,15 @@ def main():
                                       offload_optimizer="cpu",
                                       enable_activation_offloading=True))
     failures = []
+    # Without clipping the host updates themselves move into train_step;
+    # the schedule's learning rate is then computed there too.
+    lora_noclip = dict(lora, max_grad_norm=0.0, lr_scheduler="cosine",
+                       warmup_steps=3)
     cases = [("lora", lora, 1, [params, optimizer, activations,
                                 overlapped, optimizer_overlapped]),
+             ("lora-noclip", lora_noclip, 1, [optimizer_overlapped]),
+             ("full-noclip", dict(full, max_grad_norm=0.0), 1,
+              [optimizer_overlapped]),
              ("qlora", dict(lora, adapter="qlora"), 1,
               [params, both, everything]),
              ("lora-checkpointing", dict(lora, gradient_checkpointing=True), 1,
@@ -263,6 +318,9 @@ def main():
                 continue
             failures += check_pair(f"{label}-{suffix}", plain, offloaded,
                                    optimizer_only=extra == optimizer[1])
+            failures += check_host_update_placement(
+                label, suffix, dict(recipe, **extra), offloaded)
+    failures += check_validation_refused(args, data)
     failures += check_refusals(args, onnx_path, lora)
     failures += check_budget(args, onnx_path, lora)
     for failure in failures:

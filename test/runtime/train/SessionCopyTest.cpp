@@ -76,6 +76,9 @@ struct CopyPlan {
                                    {"pinned", fb::ArenaKind::HostPinned}};
   std::vector<BufferSpec> buffers;
   std::vector<StepSpec> steps;
+  /// Adds stream 2, a Host stream (optimizer offload's; plan 1.16: it runs
+  /// beside the others, on a thread of its own).
+  bool hostStream = false;
 };
 
 std::vector<uint8_t> buildPlan(const CopyPlan &spec) {
@@ -129,6 +132,10 @@ std::vector<uint8_t> buildPlan(const CopyPlan &spec) {
   std::vector<flatbuffers::Offset<fb::Stream>> streams = {
       fb::CreateStream(b, b.CreateString("compute")),
       fb::CreateStream(b, b.CreateString("copy"))};
+  if (spec.hostStream) {
+    streams.push_back(fb::CreateStream(b, b.CreateString("host"),
+                                       fb::StreamKind::Host));
+  }
   std::vector<flatbuffers::Offset<fb::Event>> events;
   for (int e = 0; e < 4; ++e) {
     events.push_back(
@@ -268,6 +275,57 @@ TEST(SessionCopy, RoundTripsThroughHostArenasGiveTheSameBits) {
     // e = d * c read the restored c, not the wiped one: not all zero.
     EXPECT_NE(floats(*placed.session, 4)[5], 0.0f);
   }
+}
+
+/// Host-stream plans: c = a * b on compute, copied to the host (h); on the
+/// host stream p = h * h, ordered after compute by e0 and followed by e1;
+/// compute copies p back into c (after waiting for e1 when `waits`) and
+/// computes e = c + a.
+CopyPlan hostStreamPlan(bool waits) {
+  CopyPlan spec;
+  spec.hostStream = true;
+  spec.buffers = roundTripBuffers();
+  spec.steps = {launch("mul", {0, 1, 2}),
+                copy(fb::CopyKind::DeviceToHost, 2, 5),
+                record(0, 0),
+                wait(0, 2),
+                launch("mul", {5, 5, 6}, 2),
+                record(1, 2)};
+  if (waits) {
+    spec.steps.push_back(wait(1, 0));
+  }
+  spec.steps.push_back(copy(fb::CopyKind::HostToDevice, 6, 2));
+  spec.steps.push_back(launch("add", {2, 0, 4}));
+  return spec;
+}
+
+TEST(SessionCopy, TheHostStreamRunsBesideComputeOrderedByItsEvents) {
+  Opened opened;
+  ASSERT_EQ(open(hostStreamPlan(true), opened), "");
+  fillInputs(*opened.session);
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_EQ(opened.session->runEntry(0), "");
+    const float *a = floats(*opened.session, 0);
+    const float *b = floats(*opened.session, 1);
+    const float *e = floats(*opened.session, 4);
+    for (int64_t i = 0; i < kCount; ++i) {
+      float c = a[i] * b[i];
+      ASSERT_EQ(e[i], c * c + a[i]) << "element " << i;
+    }
+  }
+}
+
+TEST(SessionCopy, ReadingAHostLaunchsOutputBeforeItsEventIsAnError) {
+  // Without the wait for e1 the copy back races the host launch: the
+  // session refuses it rather than read whatever is there.
+  Opened opened;
+  ASSERT_EQ(open(hostStreamPlan(false), opened), "");
+  fillInputs(*opened.session);
+  std::string problem = opened.session->runEntry(0);
+  EXPECT_NE(problem.find("a host launch the compute stream has not waited "
+                         "for"),
+            std::string::npos)
+      << problem;
 }
 
 TEST(SessionCopy, WithoutTheCopyBackTheResultDiffers) {
