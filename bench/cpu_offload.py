@@ -6,6 +6,9 @@ parameter count is printed), LoRA r=8 on q,k,v,o (QLoRA's NF4 bytes with
 --qlora, every weight with --full), one rank, compiled for `--hardware cpu`
 with no offload and with each of --kinds: `param` (offload_param: cpu),
 `optimizer` (offload_optimizer: cpu: AdamW's state and update on the host),
+`optimizer-overlap` (the same with overlap_comm: the gradient copies, and
+without clipping -- --max-grad-norm 0 -- the host updates themselves, run
+during backward, a layer at a time, on the host stream's own thread),
 `activations` (enable_activation_offloading) and `all`. On the CPU target
 "device" and host memory are the same DRAM, so the copies cost memcpy time:
 what this measures is each offload's cost in a step against the cost
@@ -13,7 +16,8 @@ model's prediction (hardware `cpu`: host_link_gbs 10), and the device bytes
 it frees (inspect --json).
 
   cpu_offload.py [--steps 6] [--batch 2] [--seq 128] [--threads 2]
-                 [--qlora | --full] [--kinds param,optimizer,activations,all]
+                 [--qlora | --full] [--max-grad-norm N]
+                 [--kinds param,optimizer,optimizer-overlap,activations,all]
 
 Prints per run: measured ms/step (steps 2..S), predicted ms, device and host
 bytes, bytes copied per step (counted by the runtime) and predicted.
@@ -37,6 +41,7 @@ KINDS = {
     "none": [],
     "param": ["offload_param: cpu"],
     "optimizer": ["offload_optimizer: cpu"],
+    "optimizer-overlap": ["offload_optimizer: cpu", "overlap_comm: true"],
     "activations": ["enable_activation_offloading: true"],
     "all": ["offload_param: cpu", "offload_optimizer: cpu",
             "enable_activation_offloading: true"],
@@ -61,6 +66,8 @@ def run(args, onnx_path, data, offload):
             f"sequence_len: {args.seq}", f"micro_batch_size: {args.batch}",
             "learning_rate: 1e-4", f"max_steps: {args.steps}",
             f"save_steps: {args.steps}", "shuffle: false"] +
+            ([f"max_grad_norm: {args.max_grad_norm}"]
+             if args.max_grad_norm is not None else []) +
             # Full fine-tuning has no frozen weights to offload.
             [k for k in KINDS[offload]
              if not (args.full and k.startswith("offload_param"))]) + "\n")
@@ -85,7 +92,10 @@ def run(args, onnx_path, data, offload):
                 device=rank["device_peak_bytes"], host=rank["host_peak_bytes"],
                 copied=rows[-1].get("bytes_copied", 0),
                 predicted_copied=rank.get("predicted_bytes_copied_per_step", 0),
-                loss=rows[-1]["loss"])
+                loss=rows[-1]["loss"],
+                # tailor-overlap-host-updates gave train_step the step.
+                host_in_backward=any(i["name"] == "update_step"
+                                     for i in doc.get("inputs", [])))
 
 
 def main():
@@ -96,6 +106,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--qlora", action="store_true")
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--max-grad-norm", type=float, default=None,
+                    help="the recipe's max_grad_norm for every run (0: no "
+                         "clipping, so host updates can run in backward)")
     ap.add_argument("--kinds", default="param",
                     help="comma-separated: " + ", ".join(list(KINDS)[1:]))
     ap.add_argument("--hidden", type=int, default=512)
@@ -124,7 +137,9 @@ def main():
               f"{r['predicted']:.2f}); device {r['device'] / 2**20:7.2f} MiB, "
               f"host {r['host'] / 2**20:7.2f} MiB; copied "
               f"{r['copied'] / 2**20:.2f} MiB/step (predicted "
-              f"{r['predicted_copied'] / 2**20:.2f}); last loss {r['loss']}")
+              f"{r['predicted_copied'] / 2**20:.2f}); last loss {r['loss']}"
+              + ("; host updates during backward" if r["host_in_backward"]
+                 else ""))
     a = results[0]
     for b in results[1:]:
         print(f"{b['tag']}: {100 * (b['ms'] / a['ms'] - 1):+.1f}% step time "

@@ -1295,6 +1295,37 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
   printBalance(os, view.cluster);
 }
 
+/// Optimizer offload: where the host's launches run, per entry (in
+/// train_step they start during backward, tailor-overlap-host-updates).
+void printHostLaunches(llvm::raw_ostream &os, const fb::Plan &p) {
+  if (!p.streams() || !p.entries()) {
+    return;
+  }
+  std::vector<std::string> parts;
+  for (const fb::Entry *entry : *p.entries()) {
+    int count = 0;
+    for (uint32_t i = entry->first_op();
+         i < entry->first_op() + entry->op_count(); ++i) {
+      const fb::Launch *launch = p.ops()->Get(i)->step_as_Launch();
+      count += launch && p.streams()->Get(launch->stream())->kind() ==
+                             fb::StreamKind::Host;
+    }
+    if (count > 0) {
+      parts.push_back(std::to_string(count) + " in " + entry->name()->str() +
+                      (entry->name()->string_view() == "train_step"
+                           ? " (during backward)"
+                           : ""));
+    }
+  }
+  if (!parts.empty()) {
+    os << "host launches:";
+    for (size_t i = 0; i < parts.size(); ++i) {
+      os << (i ? ", " : " ") << parts[i];
+    }
+    os << "\n";
+  }
+}
+
 void printText(const LoadedPlan &loaded, const PlanSummary &s,
                const std::string &input, bool listParams, bool listSteps,
                const PredictionView &view) {
@@ -1311,6 +1342,7 @@ void printText(const LoadedPlan &loaded, const PlanSummary &s,
   printMemory(os, p, s);
   printSharding(os, p);
   printPrediction(os, view);
+  printHostLaunches(os, p);
   printEntriesAndBindings(os, p, s);
   printParameterSummary(os, p, s);
   if (listParams) {
