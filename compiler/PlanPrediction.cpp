@@ -30,6 +30,9 @@ LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
                      .Case("AllReduce", "all_reduce")
                      .Case("ReduceScatter", "reduce_scatter")
                      .Case("AllGather", "all_gather")
+                     // Priced as an all-gather: each rank sends (p-1)/p of
+                     // the buffer over p-1 steps and reduces nothing.
+                     .Case("AllToAll", "all_gather")
                      .Case("Send", "p2p_send")
                      .Case("Recv", "p2p_recv")
                      .Default("broadcast");
@@ -165,6 +168,12 @@ StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
     if (workOf(p, i, step, work, stream)) {
       seconds = predictLaunchSeconds(target, work);
       begin = at(clock, stream);
+      if (!target.hardware.isCuda() && op->step_as_Copy()) {
+        // The CPU session copies in program order on its own thread,
+        // whatever the copy's stream: compute waits for it.
+        begin = std::max(begin, at(clock, 0));
+        at(clock, 0) = begin + seconds;
+      }
       if (work.onHost && p.version() % 100 < 16) {
         // Before plan 1.16 the host's queue starts once every stream is
         // idle, and holds back everything issued after it (the runtime

@@ -1271,7 +1271,8 @@ static std::string verifyLaunch(const fb::Plan &p, uint32_t i,
 
 /// Step `i`, a collective: known buffers of one element type whose sizes
 /// fit the kind over its group (all_reduce and broadcast keep the size,
-/// reduce_scatter leaves 1/p, all_gather makes p times), a group of
+/// reduce_scatter leaves 1/p, all_gather makes p times, all_to_all keeps
+/// the size in blocks of one per rank), a group of
 /// distinct ranks of the world, a known reduction and stream.
 static std::string verifyCollective(const fb::Plan &p, uint32_t i,
                                     const fb::Collective &collective) {
@@ -1310,6 +1311,9 @@ static std::string verifyCollective(const fb::Plan &p, uint32_t i,
     break;
   case fb::CollectiveKind::AllGather:
     fits = outBytes / ranks == inBytes && outBytes % ranks == 0;
+    break;
+  case fb::CollectiveKind::AllToAll:
+    fits = inBytes == outBytes && inBytes % ranks == 0;
     break;
   case fb::CollectiveKind::Send:
   case fb::CollectiveKind::Recv: {

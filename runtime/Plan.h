@@ -25,7 +25,7 @@ namespace tailor::runtime {
 /// The plan format version (major * 100 + minor): the one the plan writer
 /// (compiler/PlanWriter.cpp) produces, and this runtime reads any minor
 /// version of its major version.
-constexpr uint32_t kPlanVersion = 116;
+constexpr uint32_t kPlanVersion = 117;
 
 /// The largest rank of a buffer in a plan.
 constexpr int64_t kMaxPlanRank = 8;

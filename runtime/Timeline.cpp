@@ -59,6 +59,8 @@ std::string collectiveName(fb::CollectiveKind kind) {
     return "send";
   case fb::CollectiveKind::Recv:
     return "recv";
+  case fb::CollectiveKind::AllToAll:
+    return "all_to_all";
   }
   return "collective";
 }

@@ -512,6 +512,10 @@ LogicalResult CollectiveOp::verify() {
     expectedOut = in / ranks;
   } else if (getKind() == CollectiveKind::AllGather) {
     expectedOut = in * ranks;
+  } else if (getKind() == CollectiveKind::AllToAll && in % ranks != 0) {
+    return emitOpError() << "all_to_all input of " << in
+                         << " bytes does not divide among " << ranks
+                         << " ranks";
   }
   if (out != expectedOut) {
     return emitOpError() << stringifyCollectiveKind(getKind()) << " over "

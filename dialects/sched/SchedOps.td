@@ -69,7 +69,10 @@ def Sched_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
     // Point to point (a pipeline stage's activations and gradients): `root`
     // names the other rank.
     I32EnumAttrCase<"Send", 4, "send">,
-    I32EnumAttrCase<"Recv", 5, "recv">
+    I32EnumAttrCase<"Recv", 5, "recv">,
+    // Block r of the input to the group's rank r (ZeRO++'s quantized
+    // gradient reduce-scatter); input and output of one size.
+    I32EnumAttrCase<"AllToAll", 6, "all_to_all">
   ]> {
   let cppNamespace = "::tailor::sched";
 }
@@ -358,7 +361,8 @@ def Sched_CollectiveOp : Sched_Op<"collective", [
   let description = [{
     With `p` ranks in `group`: all_reduce and broadcast keep the size;
     reduce_scatter leaves each rank `1/p` of the input; all_gather makes the
-    output `p` times the input. all_reduce and reduce_scatter name a
+    output `p` times the input; all_to_all keeps the size (block r of the
+    input goes to the group's rank r). all_reduce and reduce_scatter name a
     reduction; broadcast names a root rank in the group. send and recv
     (layer split) move the input to, or the output from, the rank `root`
     names; their group is the two ranks.

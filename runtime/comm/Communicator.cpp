@@ -37,6 +37,13 @@ private:
 
 std::string Communicator::synchronize(void *) { return ""; }
 
+std::string Communicator::allToAll(const void *, void *, size_t, DType,
+                                   void *) {
+  return std::string("allToAll on rank ") + std::to_string(rank()) + " of " +
+         std::to_string(size()) + ": the " + backend() +
+         " communicator has no all-to-all";
+}
+
 std::string Communicator::start(const CollectiveCall &call,
                                 std::unique_ptr<PendingCollective> &pending) {
   pending.reset();
@@ -424,6 +431,15 @@ std::string runCollective(Communicator &group, const CollectiveCall &call) {
   case CollectiveKind::Recv:
     return group.recv(call.output, call.outputElements, call.dtype, call.root,
                       call.stream);
+  case CollectiveKind::AllToAll:
+    if (group.size() <= 0 || call.inputElements % group.size() != 0) {
+      return "allToAll: " + std::to_string(call.inputElements) +
+             " elements do not divide among " + std::to_string(group.size()) +
+             " ranks";
+    }
+    return group.allToAll(call.input, call.output,
+                          call.inputElements / group.size(), call.dtype,
+                          call.stream);
   }
   return "unknown collective kind " +
          std::to_string(static_cast<int>(call.kind));

@@ -98,6 +98,13 @@ public:
   /// recv (size() * sendCount elements) = every rank's send, in rank order.
   virtual std::string allGather(const void *send, void *recv, size_t sendCount,
                                 DType dtype, void *stream = nullptr) = 0;
+  /// Block r of send (size() * count elements) goes to rank r, and block q
+  /// of recv comes from rank q's block for this rank (ZeRO++'s quantized
+  /// gradient reduce-scatter sends each rank its chunk this way). send and
+  /// recv must not overlap. This base form answers an error naming the
+  /// backend: each communicator that can run it overrides it.
+  virtual std::string allToAll(const void *send, void *recv, size_t count,
+                               DType dtype, void *stream = nullptr);
   /// buffer on every rank = buffer on `root`.
   virtual std::string broadcast(void *buffer, size_t count, DType dtype,
                                 int root, void *stream = nullptr) = 0;
@@ -150,8 +157,9 @@ public:
 
   /// Bytes this rank has sent so far, counted as the ring algorithms the
   /// plan's cost model assumes move them: all-reduce 2(p-1)/p n,
-  /// reduce-scatter and all-gather (p-1)/p n (n the full buffer), broadcast
-  /// n from the root, send n. Compared with the plan's prediction.
+  /// reduce-scatter, all-gather and all-to-all (p-1)/p n (n the full
+  /// buffer; an all-to-all keeps its own block), broadcast n from the
+  /// root, send n. Compared with the plan's prediction.
   uint64_t bytesSent() const { return sentBytes; }
 
 protected:
@@ -163,18 +171,21 @@ private:
 
 /// The collectives a plan names, numbered as the plan's CollectiveKind.
 /// Send and Recv: point to point with the rank `root` names (layer split).
+/// AllToAll: block r of the input to rank r (plan 1.17).
 enum class CollectiveKind {
   AllReduce = 0,
   ReduceScatter,
   AllGather,
   Broadcast,
   Send,
-  Recv
+  Recv,
+  AllToAll
 };
 
 /// One collective step as a plan gives it: element counts of both buffers
 /// (reduce-scatter reads size() times what it writes, all-gather writes
-/// size() times what it reads), the broadcast root, and the stream (GPU).
+/// size() times what it reads, all-to-all keeps the size), the broadcast
+/// root, and the stream (GPU).
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::AllReduce;
   ReduceOp op = ReduceOp::Sum;

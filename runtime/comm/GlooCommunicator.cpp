@@ -33,6 +33,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/context.h>
@@ -234,6 +235,8 @@ public:
                             DType dtype, ReduceOp op, void *stream) override;
   std::string allGather(const void *send, void *recv, size_t sendCount,
                         DType dtype, void *stream) override;
+  std::string allToAll(const void *send, void *recv, size_t count,
+                       DType dtype, void *stream) override;
   std::string broadcast(void *buffer, size_t count, DType dtype, int root,
                         void *stream) override;
   std::string send(const void *buffer, size_t count, DType dtype, int peer,
@@ -440,6 +443,38 @@ std::string GlooCommunicator::allGather(const void *send, void *recv,
                                     gatherBytes(block.data(), blockBytes,
                                                 recv);
                                   });
+      !error.empty()) {
+    return error;
+  }
+  countSent(detail::ringBytes(totalBytes, size(), 1));
+  return "";
+}
+
+std::string GlooCommunicator::allToAll(const void *send, void *recv,
+                                       size_t count, DType dtype, void *) {
+  size_t totalBytes = count * dtypeSize(dtype) * static_cast<size_t>(size());
+  std::string problem;
+  if (detail::overlaps(send, totalBytes, recv, totalBytes)) {
+    problem = prefix("allToAll") + "send and recv overlap";
+  }
+  if (std::string error = agree("allToAll", count, dtype, -1, 0, problem);
+      !error.empty()) {
+    return error;
+  }
+  if (totalBytes == 0) {
+    return "";
+  }
+  if (std::string error = guarded(
+          "allToAll",
+          [&] {
+            // As bytes: Gloo moves blocks of totalBytes / size() bytes.
+            gloo::AlltoallOptions options(context);
+            options.setInput(
+                static_cast<uint8_t *>(const_cast<void *>(send)), totalBytes);
+            options.setOutput(static_cast<uint8_t *>(recv), totalBytes);
+            options.setTimeout(timeoutMs());
+            gloo::alltoall(options);
+          });
       !error.empty()) {
     return error;
   }

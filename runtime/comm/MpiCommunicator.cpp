@@ -220,6 +220,8 @@ public:
                             DType dtype, ReduceOp op, void *stream) override;
   std::string allGather(const void *send, void *recv, size_t sendCount,
                         DType dtype, void *stream) override;
+  std::string allToAll(const void *send, void *recv, size_t count,
+                       DType dtype, void *stream) override;
   std::string broadcast(void *buffer, size_t count, DType dtype, int root,
                         void *stream) override;
   std::string send(const void *buffer, size_t count, DType dtype, int peer,
@@ -255,6 +257,8 @@ private:
   std::string admitAllGather(const void *send, void *recv, size_t sendCount,
                              DType dtype, bool started, bool &inPlace,
                              Completion &completion);
+  std::string admitAllToAll(const void *send, void *recv, size_t count,
+                            DType dtype, bool started, Completion &completion);
   std::string admitBroadcast(void *buffer, size_t count, DType dtype,
                              int root, bool started, Completion &completion);
 
@@ -449,6 +453,36 @@ std::string MpiCommunicator::allGather(const void *send, void *recv,
   return "";
 }
 
+std::string MpiCommunicator::admitAllToAll(const void *send, void *recv,
+                                           size_t count, DType dtype,
+                                           bool started,
+                                           Completion &completion) {
+  size_t totalBytes = count * dtypeSize(dtype) * static_cast<size_t>(sizeValue);
+  std::string problem =
+      checkCount("allToAll", count * static_cast<size_t>(sizeValue));
+  if (problem.empty() &&
+      detail::overlaps(send, totalBytes, recv, totalBytes)) {
+    problem = prefix("allToAll") + "send and recv overlap";
+  }
+  completion = {nullptr, 0, dtype,
+                detail::ringBytes(totalBytes, sizeValue, 1)};
+  return agree("allToAll", count, dtype, -1, 0, started, problem);
+}
+
+std::string MpiCommunicator::allToAll(const void *send, void *recv,
+                                      size_t count, DType dtype, void *) {
+  Completion completion;
+  if (std::string error =
+          admitAllToAll(send, recv, count, dtype, false, completion);
+      !error.empty()) {
+    return error;
+  }
+  TAILOR_MPI(MPI_Alltoall, send, static_cast<int>(count), mpiType(dtype),
+             recv, static_cast<int>(count), mpiType(dtype), comm);
+  complete(completion);
+  return "";
+}
+
 std::string MpiCommunicator::admitBroadcast(void *, size_t count, DType dtype,
                                             int root, bool started,
                                             Completion &completion) {
@@ -517,6 +551,24 @@ std::string MpiCommunicator::start(const CollectiveCall &call,
       TAILOR_MPI(MPI_Iallgather, inPlace ? MPI_IN_PLACE : call.input,
                  static_cast<int>(call.inputElements), type, call.output,
                  static_cast<int>(call.inputElements), type, comm, &request);
+    }
+    break;
+  }
+  case CollectiveKind::AllToAll: {
+    name = "allToAll";
+    size_t count = call.inputElements / static_cast<size_t>(sizeValue);
+    if (call.inputElements % static_cast<size_t>(sizeValue) != 0 ||
+        call.outputElements != call.inputElements) {
+      error = prefix("allToAll") + std::to_string(call.inputElements) +
+              " elements to " + std::to_string(call.outputElements) +
+              " do not split into one block per rank";
+      break;
+    }
+    error = admitAllToAll(call.input, call.output, count, call.dtype, true,
+                          completion);
+    if (error.empty()) {
+      TAILOR_MPI(MPI_Ialltoall, call.input, static_cast<int>(count), type,
+                 call.output, static_cast<int>(count), type, comm, &request);
     }
     break;
   }

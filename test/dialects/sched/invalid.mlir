@@ -388,3 +388,39 @@ sched.program @rank0 rank 0 of 2 {
   // expected-error @+1 {{sharded parameter 'w' at 100 leaves its bucket of 128 elements}}
   %w = sched.param "w" @a[0, 256] trainable init "zeros"(0.0) shard {flat_elements = 128 : i64, group = array<i64: 0, 1>, offset = 100 : i64, shape = array<i64: 4, 8>} : memref<64xf32>
 }
+
+// -----
+
+// Tests that all_to_all keeps the size.
+sched.program @p rank 0 of 2 {
+  sched.arena @a device activations size 4096
+  sched.stream @s
+  %0 = sched.buffer @a[0, 136] : memref<136xui8>
+  %1 = sched.buffer @a[256, 272] : memref<272xui8>
+  // expected-error @+1 {{all_to_all over 2 ranks of 136 input bytes needs an output of 136 bytes, got 272}}
+  sched.collective all_to_all %0 to %1 group [0, 1] on @s : memref<136xui8> to memref<272xui8>
+}
+
+// -----
+
+// Tests that all_to_all's input divides into one block per rank.
+sched.program @p rank 0 of 3 {
+  sched.arena @a device activations size 4096
+  sched.stream @s
+  %0 = sched.buffer @a[0, 136] : memref<136xui8>
+  %1 = sched.buffer @a[256, 136] : memref<136xui8>
+  // expected-error @+1 {{all_to_all input of 136 bytes does not divide among 3 ranks}}
+  sched.collective all_to_all %0 to %1 group [0, 1, 2] on @s : memref<136xui8> to memref<136xui8>
+}
+
+// -----
+
+// Tests that all_to_all reduces nothing.
+sched.program @p rank 0 of 2 {
+  sched.arena @a device activations size 4096
+  sched.stream @s
+  %0 = sched.buffer @a[0, 136] : memref<136xui8>
+  %1 = sched.buffer @a[256, 136] : memref<136xui8>
+  // expected-error @+1 {{all_to_all takes no reduction}}
+  sched.collective all_to_all %0 to %1 reduce sum group [0, 1] on @s : memref<136xui8> to memref<136xui8>
+}

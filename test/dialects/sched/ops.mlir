@@ -55,15 +55,19 @@ sched.program @rank0 rank 0 of 1 {
 // CHECK: sched.collective reduce_scatter %[[G]] to %[[S]] reduce sum group [0, 1] on @comm : memref<1024xf32> to memref<512xf32>
 // CHECK: sched.collective all_gather %[[S]] to %[[G]] group [0, 1] on @comm : memref<512xf32> to memref<1024xf32>
 // CHECK: sched.collective broadcast %[[G]] to %[[G]] group [0, 1] root 0 on @comm : memref<1024xf32> to memref<1024xf32>
+// CHECK: sched.collective all_to_all %[[W:.+]] to %[[R:.+]] group [0, 1] on @comm : memref<136xui8> to memref<136xui8>
 sched.program @rank1 rank 1 of 2 {
   sched.arena @grads device activations size 8192
   sched.stream @comm
   %g = sched.buffer @grads[0, 4096] : memref<1024xf32>
   %s = sched.buffer @grads[4096, 2048] : memref<512xf32>
+  %w = sched.buffer @grads[6144, 136] : memref<136xui8>
+  %r = sched.buffer @grads[6400, 136] : memref<136xui8>
   sched.collective all_reduce %g to %g reduce avg group [0, 1] on @comm : memref<1024xf32> to memref<1024xf32>
   sched.collective reduce_scatter %g to %s reduce sum group [0, 1] on @comm : memref<1024xf32> to memref<512xf32>
   sched.collective all_gather %s to %g group [0, 1] on @comm : memref<512xf32> to memref<1024xf32>
   sched.collective broadcast %g to %g group [0, 1] root 0 on @comm : memref<1024xf32> to memref<1024xf32>
+  sched.collective all_to_all %w to %r group [0, 1] on @comm : memref<136xui8> to memref<136xui8>
 }
 
 // -----

@@ -7,7 +7,8 @@
 // byte counts against the ring formulas, and calls that must fail on every
 // rank without hanging; the same for collectives started nonblocking
 // (Communicator::start), several in flight at once and completed by
-// polling, and mixed with blocking ones. Every rank runs every test; only rank 0 prints
+// polling, and mixed with blocking ones; all-to-all (ZeRO++'s quantized
+// gradient reduce-scatter) blocking and started. Every rank runs every test; only rank 0 prints
 // progress, every rank prints its failures, and the exit status is the
 // same on all ranks (a failure anywhere fails them all). The values are the
 // same on every rank, so a failure normally stops every rank at the same
@@ -516,6 +517,53 @@ TEST(Mpi, BadCallsFailOnEveryRankWithoutHanging) {
   EXPECT_EQ(sum, static_cast<float>(c.size()));
 }
 
+/// An all-to-all on `c` of `block` elements a rank of every dtype: block q
+/// of rank r's input (elements q * block ...) arrives at rank q as block r.
+void allToAllEveryDType(Communicator &c, const size_t block) {
+  size_t total = block * static_cast<size_t>(c.size());
+  for (DType dtype : kAllTypes) {
+    std::vector<uint8_t> send = makeInput(dtype, c.rank(), total, c.size());
+    std::vector<uint8_t> recv(send.size(), 0xee);
+    ASSERT_EQ(c.allToAll(send.data(), recv.data(), block, dtype), "")
+        << dtypeName(dtype);
+    for (int r = 0; r < c.size(); ++r) {
+      for (size_t i = 0; i < block; ++i) {
+        ASSERT_EQ(load(recv, dtype, r * block + i),
+                  valueFor(dtype, r, c.rank() * block + i, c.size()))
+            << dtypeName(dtype) << " block from rank " << r;
+      }
+    }
+  }
+}
+
+TEST(Mpi, AllToAllSendsEachRankItsBlockOnTheWorldAndItsNodes) {
+  Communicator &c = *world;
+  allToAllEveryDType(c, 7);
+  std::string error;
+  std::unique_ptr<Communicator> node = c.split(c.rank() / 2, c.rank(), error);
+  ASSERT_TRUE(node) << error;
+  allToAllEveryDType(*node, 5);
+  // Counted as the cost model's all-to-all: each rank keeps its own block
+  // and sends the others, (p-1)/p of the buffer.
+  std::unique_ptr<Communicator> fresh = c.split(0, c.rank(), error);
+  ASSERT_TRUE(fresh) << error;
+  uint64_t p = static_cast<uint64_t>(c.size());
+  std::vector<uint8_t> send(1000 * p, 3), recv(1000 * p, 0);
+  ASSERT_EQ(fresh->allToAll(send.data(), recv.data(), 1000, DType::U8), "");
+  EXPECT_EQ(fresh->bytesSent(), (p - 1) * 1000);
+  // Overlapping buffers, and counts that differ, fail on every rank.
+  error = c.allToAll(send.data(), send.data(), 1000, DType::U8);
+  EXPECT_NE(error.find("allToAll on rank " + std::to_string(c.rank()) +
+                       " of " + std::to_string(c.size()) +
+                       ": send and recv overlap"),
+            std::string::npos)
+      << error;
+  error = c.allToAll(send.data(), recv.data(), 100 + c.rank() % 2, DType::U8);
+  EXPECT_NE(error.find("the ranks disagree on the element count"),
+            std::string::npos)
+      << error;
+}
+
 //===----------------------------------------------------------------------===//
 // Started (nonblocking) collectives: Communicator::start
 //===----------------------------------------------------------------------===//
@@ -709,6 +757,30 @@ TEST(Mpi, StartedCollectivesCountTheirBytesWhenComplete) {
   ASSERT_EQ(pending->wait(), "");
   expected += c.rank() == 1 ? 500 * sizeof(float) : 0;
   EXPECT_EQ(fresh->bytesSent(), expected);
+  pending.reset();
+}
+
+TEST(Mpi, StartedAllToAllGivesWhatTheBlockingOneGives) {
+  Communicator &c = *world;
+  std::string error;
+  std::unique_ptr<Communicator> fresh = c.split(0, c.rank(), error);
+  ASSERT_TRUE(fresh) << error;
+  const size_t block = 68; // one int8 wire chunk of 64 elements
+  size_t total = block * static_cast<size_t>(c.size());
+  std::vector<uint8_t> send = makeInput(DType::U8, c.rank(), total, c.size());
+  std::vector<uint8_t> expected(total), got(total, 0xee);
+  ASSERT_EQ(fresh->allToAll(send.data(), expected.data(), block, DType::U8),
+            "");
+  std::unique_ptr<PendingCollective> pending;
+  ASSERT_EQ(fresh->start(callOf(CollectiveKind::AllToAll, send.data(),
+                                got.data(), total, total, DType::U8),
+                         pending),
+            "");
+  int polls = 0;
+  ASSERT_EQ(pollUntilDone(*pending, polls), "");
+  EXPECT_EQ(got, expected);
+  uint64_t p = static_cast<uint64_t>(c.size());
+  EXPECT_EQ(fresh->bytesSent(), 2 * (p - 1) * total / p);
   pending.reset();
 }
 

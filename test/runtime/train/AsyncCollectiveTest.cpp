@@ -147,6 +147,7 @@ void fakeCollective(const comm::CollectiveCall &call) {
   case comm::CollectiveKind::Broadcast:
   case comm::CollectiveKind::Send:
   case comm::CollectiveKind::Recv:
+  case comm::CollectiveKind::AllToAll:
     break;
   }
 }
