@@ -176,6 +176,18 @@ for v in lora qlora; do
       "$tiny_recipe" "${args[@]}"
   done
 done
+# Host AdamW during backward (plan 1.16: the host stream as CUDA host
+# functions): without clipping, the offloaded plan's updates run in
+# train_step a layer at a time; compared with the plain plan without
+# clipping.
+for v in lora qlora; do
+  args=(max_grad_norm=0)
+  [[ $v == qlora ]] && args+=(adapter=qlora)
+  compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/$v-h100-noclip.tplan" h100 \
+    "$tiny_recipe" "${args[@]}"
+  compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/$v-h100-offload-optimizer-backward.tplan" h100 \
+    "$tiny_recipe" "${args[@]}" offload_optimizer=cpu
+done
 # The GPU in f32: compared with the CPU plan at a tight tolerance.
 compile "$BUNDLE/tiny-llama/model.onnx" "$BUNDLE/tiny-llama/lora-h100-fp32.tplan" h100 \
   "$tiny_recipe" mixed_precision=fp32
