@@ -395,6 +395,11 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
       pm.addPass(parallel::createQuantizeGathersPass());
     }
   }
+  // ZeRO++'s qgZ: the gradient reduce-scatters send int8 blocks through an
+  // all-to-all.
+  if (recipe.zeroQuantizedGradients) {
+    pm.addPass(parallel::createQuantizeReductionsPass());
+  }
   addPlacementPasses(pm, recipe, options, shard.bucketBytes);
   // --- A cluster of mixed devices: each rank's micro-batches per step by
   // its predicted speed, once the step's work is final.

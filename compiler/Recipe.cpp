@@ -314,6 +314,7 @@ std::map<std::string, Setter> memorySetters() {
       {"ddp_bucket_cap_mb", number(&R::ddpBucketCapMb, 1e-3, 1e6)},
       {"reshard_after_forward", boolean(&R::reshardAfterForward)},
       {"zero_quantized_weights", boolean(&R::zeroQuantizedWeights)},
+      {"zero_quantized_gradients", boolean(&R::zeroQuantizedGradients)},
       {"offload_param", choice(&R::offloadParam, {{"cpu", "cpu"},
                                                    {"none", "none"}})},
       {"fsdp_offload_params", boolean(&R::fsdpOffloadParams)},
@@ -713,6 +714,14 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
         inconvertibleErrorCode(),
         "'zero_quantized_weights' quantizes zero_stage 3 / FULL_SHARD's "
         "weight gathers, but the sharding is " + recipe.sharding);
+  }
+  if (recipe.zeroQuantizedGradients && recipe.sharding != "zero2" &&
+      recipe.sharding != "zero3") {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'zero_quantized_gradients' quantizes zero_stage 2 or 3's gradient "
+        "reduce-scatters (SHARD_GRAD_OP, FULL_SHARD; not yet hybrid's), "
+        "but the sharding is " + recipe.sharding);
   }
   if (Error error = resolveRecomputation(recipe)) {
     return error;

@@ -64,11 +64,13 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
   if (name == TGDialect::kOverlapAttrName) {
     if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp,
-                   GatherBucketOp, ToHostOp, ToDeviceOp, CopyStateOp>(op)) {
+                   AllToAllOp, GatherBucketOp, ToHostOp, ToDeviceOp,
+                   CopyStateOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
                                 "tg.reduce_scatter, tg.all_reduce, "
-                                "tg.all_reduce_states, tg.gather_bucket, "
+                                "tg.all_reduce_states, tg.all_to_all, "
+                                "tg.gather_bucket, "
                                 "tg.to_host, tg.to_device or tg.copy_state";
     }
     return success();

@@ -640,6 +640,68 @@ LogicalResult DequantizeGatheredOp::verify() {
   return success();
 }
 
+/// Whether `chunk` and `shards` describe whole blocks of int8 wire chunks;
+/// the error otherwise.
+static LogicalResult verifyWireChunks(Operation *op, int64_t chunk,
+                                      int64_t shards) {
+  if (chunk <= 0 || shards <= 0 || chunk % kWireBlock != 0) {
+    return op->emitOpError()
+           << "expected a positive chunk of whole blocks of " << kWireBlock
+           << " and positive shards, got chunk " << chunk << " shards "
+           << shards;
+  }
+  return success();
+}
+
+LogicalResult QuantizeChunksOp::verify() {
+  int64_t chunk = static_cast<int64_t>(getChunk());
+  int64_t shards = static_cast<int64_t>(getShards());
+  if (failed(verifyWireChunks(*this, chunk, shards))) {
+    return failure();
+  }
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  if (input.getRank() != 1 || input.getDimSize(0) != shards * chunk ||
+      result.getRank() != 1 ||
+      result.getDimSize(0) != shards * int8WireBytes(chunk)) {
+    return emitOpError() << "expected " << shards * chunk
+                         << " elements encoding to "
+                         << shards * int8WireBytes(chunk)
+                         << " wire bytes, got " << input << " -> " << result;
+  }
+  return success();
+}
+
+LogicalResult AllToAllOp::verify() {
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto shards = static_cast<int64_t>(getShards());
+  if (input.getRank() != 1 || shards < 1 || input.isDynamicDim(0) ||
+      input.getDimSize(0) % shards != 0) {
+    return emitOpError() << "expected a 1-D input of " << shards
+                         << " equal blocks, got " << input;
+  }
+  return success();
+}
+
+LogicalResult DequantizeReduceOp::verify() {
+  int64_t chunk = static_cast<int64_t>(getChunk());
+  int64_t shards = static_cast<int64_t>(getShards());
+  if (failed(verifyWireChunks(*this, chunk, shards))) {
+    return failure();
+  }
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  if (input.getRank() != 1 ||
+      input.getDimSize(0) != shards * int8WireBytes(chunk) ||
+      result.getRank() != 1 || result.getDimSize(0) != chunk) {
+    return emitOpError() << "expected " << shards << " wire chunks of "
+                         << int8WireBytes(chunk) << " bytes reducing to "
+                         << chunk << " elements, got " << input << " -> "
+                         << result;
+  }
+  return success();
+}
+
 LogicalResult BucketMemberOp::verify() {
   auto input = llvm::cast<RankedTensorType>(getInput().getType());
   auto result = llvm::cast<RankedTensorType>(getResult().getType());

@@ -794,6 +794,75 @@ def TG_DequantizeGatheredOp : TG_Op<"dequantize_gathered", [Pure]> {
   let hasVerifier = 1;
 }
 
+def TG_QuantizeChunksOp : TG_Op<"quantize_chunks", [Pure]> {
+  let summary = "a flat f32 tensor as ZeRO++'s int8 wire chunks, one per rank";
+  let description = [{
+    ZeRO++'s quantized gradient reduce-scatter (qgZ): the input's `shards`
+    chunks of `chunk` elements are each encoded on their own (blocks of 64,
+    the codes then one f32 scale per block: `tg::int8WireBytes(chunk)`
+    bytes), so the chunk a `tg.all_to_all` sends to rank r decodes without
+    the others.
+
+    ```mlir
+    %q = tg.quantize_chunks %g chunk 64 shards 2
+        : tensor<128xf32> -> tensor<136xui8>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$input, I64Attr:$chunk,
+                       I64Attr:$shards);
+  let results = (outs RankedTensorOf<[UI8]>:$result);
+  let assemblyFormat = [{
+    $input `chunk` $chunk `shards` $shards attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_AllToAllOp : TG_Op<"all_to_all", [
+    MemoryEffects<[MemRead, MemWrite]>, SameOperandsAndResultType]> {
+  let summary = "sends block r of a flat tensor to the group's rank r";
+  let description = [{
+    The input (1-D, `shards` equal blocks, one per rank of `group`) is
+    exchanged: block r goes to the rank at position r of the group, and
+    block q of the result is what the rank at position q sent this rank.
+    ZeRO++'s qgZ sends each rank its int8 gradient chunk this way (a ring
+    reduce-scatter would quantize again at every hop). Collectives are
+    ordered, so this is not `Pure`.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, TG_CommGroup:$group,
+                       I64Attr:$shards);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $group `shards` $shards attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def TG_DequantizeReduceOp : TG_Op<"dequantize_reduce", [Pure]> {
+  let summary = "reduces ZeRO++'s int8 wire chunks from every rank in f32";
+  let description = [{
+    The end of qgZ: the input is `shards` wire chunks of `chunk` elements
+    (each rank's quantized share for this rank, in rank order, as
+    `tg.all_to_all` delivers them); each is decoded and the result is
+    their sum, or with `avg` their mean, accumulated in f32 in rank order
+    (every rank reduces its own chunk the same way).
+
+    ```mlir
+    %c = tg.dequantize_reduce %r avg chunk 64 shards 2
+        : tensor<136xui8> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[UI8]>:$input,
+                       TG_CommReduction:$reduction, I64Attr:$chunk,
+                       I64Attr:$shards);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input $reduction `chunk` $chunk `shards` $shards attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def TG_BucketMemberOp : TG_Op<"bucket_member", [Pure,
     SameOperandsAndResultElementType]> {
   let summary = "the elements [offset, offset + numel) of a flat tensor, reshaped";

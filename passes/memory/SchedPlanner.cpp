@@ -525,7 +525,8 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   }
   if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
                 tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp,
-                tg::DequantizeGatheredOp>(op)) {
+                tg::DequantizeGatheredOp, tg::QuantizeChunksOp,
+                tg::AllToAllOp, tg::DequantizeReduceOp>(op)) {
     return planShardOp(module, op, entry, step);
   }
   return planKernelLaunch(module, op, fusions, entry, step);

@@ -188,6 +188,13 @@ private:
   mlir::LogicalResult planDequantizeGathered(tg::DequantizeGatheredOp decode,
                                              PlannedEntry &entry,
                                              int64_t step);
+  /// ZeRO++'s int8 gradient reduce-scatter (qgZ): the bucket gradient
+  /// encoded chunk by chunk into a staging buffer of the wire chunks, and
+  /// the wire chunks received by the all-to-all reduced in f32.
+  mlir::LogicalResult planQuantizeChunks(tg::QuantizeChunksOp encode,
+                                         PlannedEntry &entry, int64_t step);
+  mlir::LogicalResult planDequantizeReduce(tg::DequantizeReduceOp reduce,
+                                           PlannedEntry &entry, int64_t step);
   /// A collective from `input` into a new activation of `result`'s type.
   mlir::LogicalResult planValueCollective(mlir::Operation &op, mlir::Value input, mlir::Value result,
                                     PlannedCollective collective,

@@ -356,6 +356,19 @@ LogicalResult SchedPlanner::planShardOp(ModuleOp module, Operation &op,
   if (auto decode = llvm::dyn_cast<tg::DequantizeGatheredOp>(op)) {
     return planDequantizeGathered(decode, entry, step);
   }
+  if (auto encode = llvm::dyn_cast<tg::QuantizeChunksOp>(op)) {
+    return planQuantizeChunks(encode, entry, step);
+  }
+  if (auto exchange = llvm::dyn_cast<tg::AllToAllOp>(op)) {
+    PlannedCollective collective;
+    collective.kind = sched::CollectiveKind::AllToAll;
+    collective.group = exchange.getGroup();
+    return planValueCollective(op, exchange.getInput(), exchange.getResult(),
+                               collective, entry, step);
+  }
+  if (auto reduce = llvm::dyn_cast<tg::DequantizeReduceOp>(op)) {
+    return planDequantizeReduce(reduce, entry, step);
+  }
   if (auto member = llvm::dyn_cast<tg::BucketMemberOp>(op)) {
     // A view into the gathered bucket; it extends the gather's life.
     std::optional<unsigned> input = findRoot(member.getInput());
@@ -518,6 +531,76 @@ LogicalResult SchedPlanner::planDequantizeGathered(
                      decode.getChunk()))) *
                      double(decode.getShards()) +
                  4.0 * elements;
+  launch.workCounted = true;
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+/// The refusal of ZeRO++'s quantized gradients on a GPU target.
+static LogicalResult refuseQuantizedGradientsOnGpu(Operation *op) {
+  return op->emitError() << "zero_quantized_gradients has no CUDA kernels "
+                            "yet: it runs on CPU ranks (hardware cpu)";
+}
+
+LogicalResult SchedPlanner::planQuantizeChunks(tg::QuantizeChunksOp encode,
+                                               PlannedEntry &entry,
+                                               int64_t step) {
+  if (backend == "cuda") {
+    return refuseQuantizedGradientsOnGpu(encode);
+  }
+  if (failed(useAt(encode.getInput(), step))) {
+    return encode.emitError() << "its input has no planned buffer";
+  }
+  // The staging buffer of every rank's wire chunk, exactly their bytes;
+  // it lives until the all-to-all has read it.
+  Root staged = makeRoot(Home::Activation, memrefFor(encode.getType()));
+  staged.first = staged.last = step;
+  rootOf[encode.getResult()] = newRoot(std::move(staged));
+  PlannedLaunch launch =
+      launchOf(encode.getOperation(), "quantize_wire_int8", 2,
+               {accessOf(encode.getInput()), accessOf(encode.getResult())});
+  auto chunk = static_cast<int64_t>(encode.getChunk());
+  launch.choice.attributes.set(
+      "chunk",
+      IntegerAttr::get(IntegerType::get(encode.getContext(), 64), chunk));
+  // As qwZ's encode: a pass for the block maxima, one to scale and round.
+  double elements = double(chunk) * double(encode.getShards());
+  launch.flops = 3.0 * elements;
+  launch.bytes = 8.0 * elements +
+                 double(tg::int8WireBytes(chunk)) * double(encode.getShards());
+  launch.workCounted = true;
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult SchedPlanner::planDequantizeReduce(tg::DequantizeReduceOp reduce,
+                                                 PlannedEntry &entry,
+                                                 int64_t step) {
+  if (backend == "cuda") {
+    return refuseQuantizedGradientsOnGpu(reduce);
+  }
+  if (failed(useAt(reduce.getInput(), step))) {
+    return reduce.emitError() << "its input has no planned buffer";
+  }
+  Root root = makeRoot(Home::Activation, memrefFor(reduce.getType()));
+  root.first = root.last = step;
+  rootOf[reduce.getResult()] = newRoot(std::move(root));
+  PlannedLaunch launch =
+      launchOf(reduce.getOperation(), "dequantize_reduce_wire_int8", 2,
+               {accessOf(reduce.getInput()), accessOf(reduce.getResult())});
+  auto chunk = static_cast<int64_t>(reduce.getChunk());
+  auto i64 = IntegerType::get(reduce.getContext(), 64);
+  launch.choice.attributes.set("chunk", IntegerAttr::get(i64, chunk));
+  launch.choice.attributes.set(
+      "average",
+      IntegerAttr::get(
+          i64, reduce.getReduction() == tg::CommReduction::Avg ? 1 : 0));
+  // A multiply-add per received element; the wire chunks read once, the
+  // sums read and written per rank (in cache for a bucket's chunk).
+  double shards = double(reduce.getShards());
+  launch.flops = 2.0 * double(chunk) * shards;
+  launch.bytes =
+      double(tg::int8WireBytes(chunk)) * shards + 8.0 * double(chunk);
   launch.workCounted = true;
   entry.launches.push_back(std::move(launch));
   return success();

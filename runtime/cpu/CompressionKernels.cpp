@@ -637,15 +637,41 @@ std::string runSignAverage(const KernelCall &call) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// quantize_wire_int8, dequantize_wire_int8
+// quantize_wire_int8, dequantize_wire_int8, dequantize_reduce_wire_int8
 //===----------------------------------------------------------------------===//
 //
-// ZeRO++'s quantized weight gather (runtime/quant/WireInt8.h).
-// quantize_wire_int8 (chunk f32 [n], wire u8 [n + n / 16]): this rank's
-// chunk in blocks of 64, codes then scales. dequantize_wire_int8 (wires u8
-// [s x (chunk + chunk / 16)], values f32 [s x chunk]; attribute `chunk`):
-// every rank's wire chunk decoded in rank order. Serial: a chunk is a
+// ZeRO++'s quantized weight gather and gradient reduce-scatter
+// (runtime/quant/WireInt8.h). quantize_wire_int8 (values f32 [s x c], wire
+// u8 [s x (c + c / 16)]; attribute `chunk` c, default the whole input):
+// each chunk of c elements in blocks of 64, its codes then its scales, so
+// each chunk decodes alone (qwZ: this rank's one chunk; qgZ: a chunk per
+// destination rank). dequantize_wire_int8 (wires u8 [s x (chunk + chunk /
+// 16)], values f32 [s x chunk]; attribute `chunk`): every rank's wire chunk
+// decoded in rank order. dequantize_reduce_wire_int8 (wires u8 [s x (c + c
+// / 16)], sums f32 [c]; `chunk` c, `average` 0 or 1): the s chunks decoded
+// and summed in f32 in rank order, then divided by s for an average (as
+// the f32 reduce-scatter's average divides its sum). Serial: a chunk is a
 // bucket's share, and one pass over it is memory-bound.
+
+/// The `chunk` attribute of a wire kernel (c, whole blocks of 64) and the
+/// number of chunks `elements` floats make; "" or what is wrong.
+static std::string wireChunks(const KernelCall &call, bool required,
+                              int64_t elements, int64_t &chunk,
+                              int64_t &chunks) {
+  if (auto e = expectIntAttr(call, "chunk", quant::kWireBlock,
+                             int64_t(1) << 40, required, elements, chunk);
+      !e.empty()) {
+    return e;
+  }
+  if (chunk <= 0 || chunk % quant::kWireBlock != 0 || elements % chunk != 0) {
+    return "expected chunks of whole blocks of " +
+           std::to_string(quant::kWireBlock) + " dividing " +
+           std::to_string(elements) + " elements, got chunk " +
+           std::to_string(chunk);
+  }
+  chunks = elements / chunk;
+  return "";
+}
 
 std::string checkQuantizeWire(const KernelCall &call) {
   if (auto e = firstError({expectOperandCount(call, 2),
@@ -654,39 +680,43 @@ std::string checkQuantizeWire(const KernelCall &call) {
       !e.empty()) {
     return e;
   }
-  int64_t n = call.operands[0].numel();
-  if (n % quant::kWireBlock != 0 ||
-      call.operands[1].numel() != quant::int8WireBytes(n)) {
-    return "expected a chunk of whole blocks of " +
-           std::to_string(quant::kWireBlock) + " and its " +
-           std::to_string(quant::int8WireBytes(n)) + " wire bytes, got " +
-           std::to_string(n) + " elements and " +
+  int64_t n = call.operands[0].numel(), chunk = 0, chunks = 0;
+  if (auto e = wireChunks(call, false, n, chunk, chunks); !e.empty()) {
+    return e;
+  }
+  if (call.operands[1].numel() != chunks * quant::int8WireBytes(chunk)) {
+    return "expected " + std::to_string(chunks) + " wire chunks of " +
+           std::to_string(quant::int8WireBytes(chunk)) + " bytes for " +
+           std::to_string(n) + " elements, got " +
            std::to_string(call.operands[1].numel()) + " bytes";
   }
   return expectOutputsApart(call, 1);
 }
 
 std::string runQuantizeWire(const KernelCall &call) {
-  quant::encodeWireInt8(call.operands[0].as<float>(),
-                        call.operands[0].numel(),
-                        call.operands[1].as<uint8_t>());
+  int64_t n = call.operands[0].numel();
+  int64_t chunk = call.attributes.getInt("chunk", n);
+  const float *values = call.operands[0].as<float>();
+  uint8_t *wire = call.operands[1].as<uint8_t>();
+  for (int64_t r = 0; r < n / chunk; ++r) {
+    quant::encodeWireInt8(values + r * chunk, chunk,
+                          wire + r * quant::int8WireBytes(chunk));
+  }
   return "";
 }
 
 std::string checkDequantizeWire(const KernelCall &call) {
-  int64_t chunk = 0;
   if (auto e = firstError({expectOperandCount(call, 2),
                            expectDType(call, 0, DType::U8),
-                           expectDType(call, 1, DType::F32),
-                           expectIntAttr(call, "chunk", quant::kWireBlock,
-                                         int64_t(1) << 40, true, 0, chunk)});
+                           expectDType(call, 1, DType::F32)});
       !e.empty()) {
     return e;
   }
-  int64_t values = call.operands[1].numel();
-  if (chunk % quant::kWireBlock != 0 || values % chunk != 0 ||
-      call.operands[0].numel() !=
-          values / chunk * quant::int8WireBytes(chunk)) {
+  int64_t values = call.operands[1].numel(), chunk = 0, chunks = 0;
+  if (auto e = wireChunks(call, true, values, chunk, chunks); !e.empty()) {
+    return e;
+  }
+  if (call.operands[0].numel() != chunks * quant::int8WireBytes(chunk)) {
     return "expected whole wire chunks of " + std::to_string(chunk) +
            " elements (blocks of " + std::to_string(quant::kWireBlock) +
            "), got " + std::to_string(call.operands[0].numel()) +
@@ -707,6 +737,50 @@ std::string runDequantizeWire(const KernelCall &call) {
   return "";
 }
 
+std::string checkDequantizeReduceWire(const KernelCall &call) {
+  int64_t average = 0;
+  if (auto e = firstError({expectOperandCount(call, 2),
+                           expectDType(call, 0, DType::U8),
+                           expectDType(call, 1, DType::F32),
+                           expectIntAttr(call, "average", 0, 1, false, 0,
+                                         average)});
+      !e.empty()) {
+    return e;
+  }
+  int64_t chunk = 0, one = 0;
+  int64_t sums = call.operands[1].numel();
+  if (auto e = wireChunks(call, true, sums, chunk, one); !e.empty()) {
+    return e;
+  }
+  int64_t bytes = call.operands[0].numel();
+  if (one != 1 || bytes == 0 || bytes % quant::int8WireBytes(chunk) != 0) {
+    return "expected whole wire chunks of " +
+           std::to_string(quant::int8WireBytes(chunk)) +
+           " bytes reducing to the " + std::to_string(sums) +
+           " elements of chunk " + std::to_string(chunk) + ", got " +
+           std::to_string(bytes) + " bytes";
+  }
+  return expectOutputsApart(call, 1);
+}
+
+std::string runDequantizeReduceWire(const KernelCall &call) {
+  int64_t chunk = call.operands[1].numel();
+  int64_t shards = call.operands[0].numel() / quant::int8WireBytes(chunk);
+  const uint8_t *wire = call.operands[0].as<uint8_t>();
+  float *sums = call.operands[1].as<float>();
+  std::fill(sums, sums + chunk, 0.0f);
+  for (int64_t r = 0; r < shards; ++r) {
+    quant::accumulateWireInt8(wire + r * quant::int8WireBytes(chunk), chunk,
+                              sums);
+  }
+  if (call.attributes.getInt("average", 0) != 0) {
+    for (int64_t i = 0; i < chunk; ++i) {
+      sums[i] /= static_cast<float>(shards);
+    }
+  }
+  return "";
+}
+
 void addCompressionKernels(std::vector<KernelDef> &table) {
   table.push_back(
       {"error_feedback_add", 2, checkErrorPair, runErrorFeedbackAdd});
@@ -722,6 +796,8 @@ void addCompressionKernels(std::vector<KernelDef> &table) {
       {"quantize_wire_int8", 2, checkQuantizeWire, runQuantizeWire});
   table.push_back(
       {"dequantize_wire_int8", 2, checkDequantizeWire, runDequantizeWire});
+  table.push_back({"dequantize_reduce_wire_int8", 2, checkDequantizeReduceWire,
+                   runDequantizeReduceWire});
   table.push_back({"sign_average", -1, checkSignAverage, runSignAverage});
 }
 

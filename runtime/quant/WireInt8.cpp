@@ -42,4 +42,18 @@ void decodeWireInt8(const uint8_t *wire, int64_t elements, float *values) {
   }
 }
 
+void accumulateWireInt8(const uint8_t *wire, int64_t elements, float *sums) {
+  int64_t blocks = elements / kWireBlock;
+  const uint8_t *scales = wire + elements;
+  for (int64_t b = 0; b < blocks; ++b) {
+    float scale;
+    std::memcpy(&scale, scales + b * 4, 4);
+    for (int64_t i = 0; i < kWireBlock; ++i) {
+      int8_t code;
+      std::memcpy(&code, wire + b * kWireBlock + i, 1);
+      sums[b * kWireBlock + i] += static_cast<float>(code) * scale;
+    }
+  }
+}
+
 } // namespace tailor::quant

@@ -6,7 +6,9 @@
 // per block (0 for an all-zero block), and sends the codes followed by the
 // scales (f32, little-endian as in memory): int8WireBytes(chunk) bytes
 // instead of 4 x chunk, 3.76x fewer. Every rank decodes every chunk, its
-// own included, so the ranks compute with identical weights. Plain C++,
+// own included, so the ranks compute with identical weights. The gradient
+// half (qgZ) encodes each rank's share of a bucket as its own wire chunk,
+// sends it with an all-to-all and sums the decoded chunks. Plain C++,
 // shared by the compiler (sizes) and the runtime (the kernels).
 //
 //===----------------------------------------------------------------------===//
@@ -33,6 +35,11 @@ void encodeWireInt8(const float *values, int64_t elements, uint8_t *wire);
 
 /// Decodes what encodeWireInt8 wrote back into `elements` floats.
 void decodeWireInt8(const uint8_t *wire, int64_t elements, float *values);
+
+/// Adds the decoded values of a wire chunk of `elements` floats to `sums`
+/// (ZeRO++'s quantized gradient reduce-scatter, qgZ, which reduces every
+/// rank's chunk for this rank without a float copy of each).
+void accumulateWireInt8(const uint8_t *wire, int64_t elements, float *sums);
 
 } // namespace tailor::quant
 

@@ -20,6 +20,10 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
   * full fine-tuning under ZeRO-3 with ZeRO++'s int8 weight gathers
     (zero_quantized_weights) at world 2 and 4: losses within 5e-3 of world
     1, the predicted (and fewer) bytes sent;
+  * full fine-tuning under ZeRO-2 with ZeRO++'s int8 gradient
+    reduce-scatters (zero_quantized_gradients: an all-to-all of int8
+    chunks) at world 2 and 4: losses within QGZ_TOL of the f32 ZeRO-2
+    run's, the predicted (and fewer) bytes sent;
   * full fine-tuning under ZeRO-2 at world 2 and hybrid on 2 x 2 launched
     by `torchrun --standalone --nproc-per-node N --no-python tailor train`
     (CPU ranks then communicate through Gloo), equal to the mpirun runs
@@ -61,6 +65,10 @@ TOL = 1e-5
 # ZeRO++'s int8 weight gathers compute with weights rounded to int8 blocks
 # of 64 (a step of absmax / 127): losses move by about 1e-3 relative.
 QWZ_TOL = 5e-3
+# ZeRO++'s int8 gradient reduce-scatters round each rank's gradient to int8
+# blocks of 64 before the average; AdamW then steps on slightly different
+# gradients, and the losses drift apart over the steps.
+QGZ_TOL = 2e-3
 # Averaging over ranks sums the micro-batches' gradients in another order
 # than accumulating them on one rank (last-bit differences), and AdamW turns
 # an element whose gradient is near zero into a step of about lr whatever
@@ -445,6 +453,48 @@ def check_quantized_weights(args, onnx_path, data, base, ref, unquantized):
     return failures
 
 
+def check_quantized_gradients(args, onnx_path, data, base, unquantized):
+    """ZeRO++'s quantized gradient reduce-scatters (zero_quantized_gradients:
+    ZeRO-2's reduce-scatters become int8 chunks sent by an all-to-all and
+    reduced in f32): at world 2 and 4 every step's loss stays within
+    QGZ_TOL (relative) of the f32 ZeRO-2 run's at that world, every step
+    sends the predicted bytes, fewer than the f32 run sends."""
+    failures = []
+    for name, hardware, ranks in (("full-zero2-qgz-world2", "2xcpu", 2),
+                                  ("full-zero2-qgz-world4", "4xcpu", 4)):
+        f32 = unquantized.get(f"full-zero2-world{ranks}")
+        if not f32:
+            failures.append(f"{name}: no f32 ZeRO-2 run at world {ranks} to "
+                            f"compare with")
+            continue
+        recipe = dict(base, zero_quantized_gradients=True)
+        got, err = run_world(args, onnx_path, data, recipe, name, hardware,
+                             ranks, "zero2")
+        if err:
+            failures.append(f"{name}: {err}")
+            continue
+        if len(got["metrics"]) != len(f32["metrics"]):
+            failures.append(f"{name}: {len(got['metrics'])} steps logged, "
+                            f"the f32 run logged {len(f32['metrics'])}")
+            continue
+        worst = max(abs(a[0] - b[0]) / abs(b[0])
+                    for a, b in zip(got["metrics"], f32["metrics"]))
+        if worst > QGZ_TOL:
+            failures.append(f"{name}: losses within {worst:.2e} of the f32 "
+                            f"ZeRO-2 run's (limit {QGZ_TOL:g})")
+        failures += check_bytes_sent(name, got, ranks)
+        if not got["sent"][0] < f32["sent"][0]:
+            failures.append(f"{name}: {got['sent'][0]} bytes a step, not "
+                            f"fewer than the f32 reduce-scatters' "
+                            f"{f32['sent'][0]}")
+        print(f"{name}: losses within {worst:.2e} of the f32 ZeRO-2 run's "
+              f"(last {got['metrics'][-1][0]:.6f} against "
+              f"{f32['metrics'][-1][0]:.6f}); {got['sent'][0]} bytes sent a "
+              f"step against {f32['sent'][0]} with f32 reduce-scatters "
+              f"({f32['sent'][0] / got['sent'][0]:.2f}x fewer)")
+    return failures
+
+
 def check_overlap(args, onnx_path, data, base, ref):
     """overlap_comm: true on CPU ranks (the collectives start nonblocking on
     the communication stream; small buckets so several are in flight) gives
@@ -590,6 +640,8 @@ def main():
         failures += check_quantized_weights(args, onnx_path, data, full,
                                             full_results["world1"],
                                             full_results)
+        failures += check_quantized_gradients(args, onnx_path, data, full,
+                                              full_results)
         if "full-zero3-world2" in full_results:
             failures += check_zero3_recompute(
                 args, onnx_path, data, full, full_results["world1"],

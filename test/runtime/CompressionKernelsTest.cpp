@@ -431,3 +431,85 @@ TEST(CompressionKernelsTest, WireInt8EncodesBlocksAndDecodesEveryRank) {
                         {intAttr("chunk", chunk)}),
             "");
 }
+
+TEST(CompressionKernelsTest, WireInt8ReduceSumsEveryRanksChunkForThisRank) {
+  // ZeRO++'s quantized gradient reduce-scatter at 4 ranks: each rank's
+  // bucket of 4 chunks of 128 is quantized chunk by chunk (`chunk`), rank d
+  // receives chunk d of every rank and reduces them. Reference: the
+  // received chunks decoded by dequantize_wire_int8, then summed in f32 in
+  // rank order (and divided by 4 for the average): equal to the bit. Each
+  // chunk's wire is its own (the same bytes as quantizing it alone), and
+  // the average is within the ranks' half steps of the exact f32 one.
+  const int64_t chunk = 128, ranks = 4, wire = 136;
+  std::vector<Buffer> buckets, wires;
+  for (int64_t r = 0; r < ranks; ++r) {
+    buckets.push_back(
+        randomBuffer({ranks * chunk}, -3, 3, 80 + static_cast<int>(r)));
+    wires.emplace_back(DType::U8, std::vector<int64_t>{ranks * wire});
+    ASSERT_EQ(runKernel("quantize_wire_int8", {&buckets[r], &wires[r]},
+                        {intAttr("chunk", chunk)}),
+              "");
+  }
+  Buffer alone(DType::F32, {chunk}), aloneWire(DType::U8, {wire});
+  for (int64_t i = 0; i < chunk; ++i) {
+    alone.set(i, buckets[2].at(3 * chunk + i));
+  }
+  ASSERT_EQ(runKernel("quantize_wire_int8", {&alone, &aloneWire}, {}), "");
+  for (int64_t i = 0; i < wire; ++i) {
+    ASSERT_EQ(wires[2].at(3 * wire + i), aloneWire.at(i)) << "byte " << i;
+  }
+  for (int64_t d = 0; d < ranks; ++d) {
+    Buffer received(DType::U8, {ranks * wire});
+    for (int64_t r = 0; r < ranks; ++r) {
+      for (int64_t i = 0; i < wire; ++i) {
+        received.set(r * wire + i, wires[r].at(d * wire + i));
+      }
+    }
+    Buffer decoded(DType::F32, {ranks * chunk});
+    ASSERT_EQ(runKernel("dequantize_wire_int8", {&received, &decoded},
+                        {intAttr("chunk", chunk)}),
+              "");
+    Buffer sum(DType::F32, {chunk}), mean(DType::F32, {chunk});
+    ASSERT_EQ(runKernel("dequantize_reduce_wire_int8", {&received, &sum},
+                        {intAttr("chunk", chunk)}),
+              "");
+    ASSERT_EQ(runKernel("dequantize_reduce_wire_int8", {&received, &mean},
+                        {intAttr("chunk", chunk), intAttr("average", 1)}),
+              "");
+    for (int64_t i = 0; i < chunk; ++i) {
+      float reference = 0, exact = 0, halfSteps = 0;
+      for (int64_t r = 0; r < ranks; ++r) {
+        reference += static_cast<float>(decoded.at(r * chunk + i));
+        exact += static_cast<float>(buckets[r].at(d * chunk + i));
+        double absmax = 0;
+        for (int64_t k = 0; k < 64; ++k) {
+          absmax = std::max(
+              absmax, std::fabs(buckets[r].at(d * chunk + i / 64 * 64 + k)));
+        }
+        halfSteps += static_cast<float>(absmax / 127.0 / 2);
+      }
+      ASSERT_EQ(sum.at(i), static_cast<double>(reference)) << "element " << i;
+      ASSERT_EQ(mean.at(i), static_cast<double>(reference / 4.0f))
+          << "element " << i;
+      EXPECT_LE(std::fabs(mean.at(i) - exact / 4.0), halfSteps / 4 + 1e-6)
+          << "element " << i;
+    }
+  }
+  // The chunk is required, the bytes must be whole chunks, and the
+  // average is 0 or 1.
+  Buffer received(DType::U8, {ranks * wire}), sums(DType::F32, {chunk});
+  EXPECT_NE(checkKernel("dequantize_reduce_wire_int8", {&received, &sums},
+                        {}),
+            "");
+  Buffer ragged(DType::U8, {ranks * wire - 4});
+  EXPECT_NE(checkKernel("dequantize_reduce_wire_int8", {&ragged, &sums},
+                        {intAttr("chunk", chunk)}),
+            "");
+  EXPECT_NE(checkKernel("dequantize_reduce_wire_int8", {&received, &sums},
+                        {intAttr("chunk", chunk), intAttr("average", 2)}),
+            "");
+  Buffer bucketWire(DType::U8, {ranks * wire - 1});
+  EXPECT_NE(checkKernel("quantize_wire_int8", {&buckets[0], &bucketWire},
+                        {intAttr("chunk", chunk)}),
+            "");
+}

@@ -1172,3 +1172,49 @@ func.func @f(%w: tensor<136xui8>) {
   %0 = tg.dequantize_gathered %w chunk 32 shards 4 : tensor<136xui8> -> tensor<128xf32>
   return
 }
+
+// -----
+
+// Tests that quantized chunks' bytes follow the chunk and shards
+// (2 x (64 + 4)).
+func.func @f(%g: tensor<128xf32>) {
+  // expected-error @+1 {{expected 128 elements encoding to 136 wire bytes, got 'tensor<128xf32>' -> 'tensor<128xui8>'}}
+  %0 = tg.quantize_chunks %g chunk 64 shards 2 : tensor<128xf32> -> tensor<128xui8>
+  return
+}
+
+// -----
+
+// Tests that quantized chunks are whole blocks of 64.
+func.func @f(%g: tensor<96xf32>) {
+  // expected-error @+1 {{expected a positive chunk of whole blocks of 64 and positive shards, got chunk 48 shards 2}}
+  %0 = tg.quantize_chunks %g chunk 48 shards 2 : tensor<96xf32> -> tensor<102xui8>
+  return
+}
+
+// -----
+
+// Tests that an all-to-all's input divides into one block per rank.
+func.func @f(%w: tensor<135xui8>) {
+  // expected-error @+1 {{expected a 1-D input of 2 equal blocks, got 'tensor<135xui8>'}}
+  %0 = tg.all_to_all %w over world shards 2 : tensor<135xui8>
+  return
+}
+
+// -----
+
+// Tests that a reduction of wire chunks gives one chunk.
+func.func @f(%w: tensor<136xui8>) {
+  // expected-error @+1 {{expected 2 wire chunks of 68 bytes reducing to 64 elements, got 'tensor<136xui8>' -> 'tensor<128xf32>'}}
+  %0 = tg.dequantize_reduce %w avg chunk 64 shards 2 : tensor<136xui8> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+// Tests that a reduction of wire chunks reads every rank's chunk.
+func.func @f(%w: tensor<68xui8>) {
+  // expected-error @+1 {{expected 2 wire chunks of 68 bytes reducing to 64 elements, got 'tensor<68xui8>' -> 'tensor<64xf32>'}}
+  %0 = tg.dequantize_reduce %w sum chunk 64 shards 2 : tensor<68xui8> -> tensor<64xf32>
+  return
+}

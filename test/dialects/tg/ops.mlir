@@ -417,3 +417,18 @@ func.func @stage_forward(%slot: tensor<i64>) -> tensor<3x4xf32> {
   tg.send %in to 2 : tensor<3x4xf32>
   return %back : tensor<3x4xf32>
 }
+
+// -----
+
+// Tests that ZeRO++'s quantized gradient reduce-scatter round-trips: the
+// chunks encoded, exchanged and reduced.
+// CHECK-LABEL: func.func @qgz
+// CHECK: %[[Q:.+]] = tg.quantize_chunks %{{.+}} chunk 64 shards 2 : tensor<128xf32> -> tensor<136xui8>
+// CHECK: %[[X:.+]] = tg.all_to_all %[[Q]] over node shards 2 : tensor<136xui8>
+// CHECK: tg.dequantize_reduce %[[X]] avg chunk 64 shards 2 : tensor<136xui8> -> tensor<64xf32>
+func.func @qgz(%g: tensor<128xf32>) -> tensor<64xf32> {
+  %q = tg.quantize_chunks %g chunk 64 shards 2 : tensor<128xf32> -> tensor<136xui8>
+  %x = tg.all_to_all %q over node shards 2 : tensor<136xui8>
+  %r = tg.dequantize_reduce %x avg chunk 64 shards 2 : tensor<136xui8> -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
