@@ -128,13 +128,13 @@ void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
     keys.push_back({"zero_quantized_weights",
                     k.sharding == "zero3" ? "true" : "false"});
   }
-  // Its int8 gradient reduce-scatters are ZeRO-2's and ZeRO-3's: kept for
-  // those rows, dropped for the others (ddp, zero1 and hybrid would refuse
+  // Its int8 gradient reduce-scatters are ZeRO-2's, ZeRO-3's and hybrid's:
+  // kept for those rows, dropped for ddp and zero1 (which would refuse
   // them).
   if (base.zeroQuantizedGradients) {
-    keys.push_back({"zero_quantized_gradients",
-                    k.sharding == "zero2" || k.sharding == "zero3" ? "true"
-                                                                  : "false"});
+    bool scatters = k.sharding == "zero2" || k.sharding == "zero3" ||
+                    k.sharding == "hybrid";
+    keys.push_back({"zero_quantized_gradients", scatters ? "true" : "false"});
   }
 }
 

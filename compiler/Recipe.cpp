@@ -716,12 +716,12 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
         "weight gathers, but the sharding is " + recipe.sharding);
   }
   if (recipe.zeroQuantizedGradients && recipe.sharding != "zero2" &&
-      recipe.sharding != "zero3") {
+      recipe.sharding != "zero3" && recipe.sharding != "hybrid") {
     return createStringError(
         inconvertibleErrorCode(),
         "'zero_quantized_gradients' quantizes zero_stage 2 or 3's gradient "
-        "reduce-scatters (SHARD_GRAD_OP, FULL_SHARD; not yet hybrid's), "
-        "but the sharding is " + recipe.sharding);
+        "reduce-scatters (SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD), but the "
+        "sharding is " + recipe.sharding);
   }
   if (Error error = resolveRecomputation(recipe)) {
     return error;

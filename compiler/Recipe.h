@@ -119,9 +119,9 @@ struct TrainingRecipe {
   /// `zero_quantized_weights` (DeepSpeed's ZeRO++ qwZ): zero3's weight
   /// gathers send int8 blocks (tailor-quantize-gathers).
   bool zeroQuantizedWeights = false;
-  /// `zero_quantized_gradients` (DeepSpeed's ZeRO++ qgZ): zero2's and
-  /// zero3's gradient reduce-scatters send int8 blocks through an
-  /// all-to-all (tailor-quantize-reductions).
+  /// `zero_quantized_gradients` (DeepSpeed's ZeRO++ qgZ): zero2's, zero3's
+  /// and hybrid's (within a node) gradient reduce-scatters send int8 blocks
+  /// through an all-to-all (tailor-quantize-reductions).
   bool zeroQuantizedGradients = false;
   /// `overlap_comm` (DeepSpeed): gradient collectives run on a
   /// communication stream while the rest of backward computes
