@@ -51,8 +51,8 @@ bool touchesAny(Operation *op, const llvm::DenseSet<StringAttr> &names) {
 }
 
 bool isGradientCollective(Operation *op) {
-  return llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllReduceStatesOp>(
-      op);
+  return llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllReduceStatesOp,
+                   tg::AllToAllOp>(op);
 }
 
 struct OverlapCollectivesPass
@@ -342,10 +342,24 @@ bool OverlapCollectivesPass::deferConsumers(ArrayRef<Operation *> collectives,
                           ? collectives[index + size_t(inFlight)]
                           : collective->getBlock()->getTerminator();
   SmallVector<Operation *> consumers;
+  auto movable = [&](Operation *user) {
+    return user->getBlock() == collective->getBlock() &&
+           user->isBeforeInBlock(target);
+  };
   for (Operation *user : collective->getUsers()) {
-    if (!llvm::isa<tg::AccumulateOp>(user) ||
-        user->getBlock() != collective->getBlock() ||
-        !user->isBeforeInBlock(target)) {
+    // ZeRO++'s qgZ: the decode of the all-to-all's chunks moves with the
+    // accumulations it feeds (it comes first: it is before them).
+    if (llvm::isa<tg::DequantizeReduceOp>(user) && movable(user)) {
+      consumers.push_back(user);
+      for (Operation *accumulate : user->getUsers()) {
+        if (!llvm::isa<tg::AccumulateOp>(accumulate) || !movable(accumulate)) {
+          return false;
+        }
+        consumers.push_back(accumulate);
+      }
+      continue;
+    }
+    if (!llvm::isa<tg::AccumulateOp>(user) || !movable(user)) {
       return false;
     }
     consumers.push_back(user);

@@ -76,12 +76,14 @@ def OverlapCollectivesPass : Pass<"tailor-overlap-collectives",
     A scheduling decision on the data-parallel training step (after
     `tailor-shard` and recomputation, before planning). Each gradient
     collective of `function` (ZeRO-2/3 and hybrid's `tg.reduce_scatter`,
-    `tg.all_reduce` of a value) is marked `tg.overlap`: planning issues it
+    or ZeRO++ qgZ's `tg.all_to_all` in its place, `tg.all_reduce` of a
+    value) is marked `tg.overlap`: planning issues it
     on the communication stream right after the bucket's last gradient,
     with events ordering it against the compute stream, and the compute
     stream waits for it only before the first launch that touches its
     buffers. To give it something to overlap with, its consumers (the
-    `tg.accumulate` into the bucket's chunk) move down to just before the
+    `tg.accumulate` into the bucket's chunk, after qgZ's
+    `tg.dequantize_reduce`) move down to just before the
     collective `in-flight` buckets later (or to the end of the function):
     at most `in-flight` buckets are in flight at once, which bounds the
     activation bytes the overlap keeps alive (planning counts them).
@@ -274,8 +276,9 @@ def QuantizeReductionsPass : Pass<"tailor-quantize-reductions",
     hop. The decision is recorded on the module (`quantized_reductions` in
     `tg.parallel`). A reduce-scatter that cannot go int8 (not f32, a chunk
     not whole blocks) is an error, and so is a module without any. Run
-    after `tailor-shard`; `tailor-overlap-collectives` does not move the
-    all-to-alls yet (they run where the reduce-scatters stood).
+    after `tailor-shard` and before `tailor-overlap-collectives`, which
+    then starts the all-to-alls on the communication stream and defers
+    each decode with the accumulation it feeds.
   }];
   let options = [
     Option<"format", "format", "std::string", /*default=*/"\"int8\"",

@@ -1,6 +1,7 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-quantize-reductions | FileCheck %s
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-quantize-reductions --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-quantize-reductions | FileCheck %s --check-prefix=ZERO3
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-quantize-reductions --tailor-overlap-collectives | FileCheck %s --check-prefix=OVERLAP
 // RUN: not tailor-opt %s --tailor-shard="strategy=ddp world-size=2 bucket-bytes=200" --tailor-quantize-reductions 2>&1 | FileCheck %s --check-prefix=DDP
 // RUN: not tailor-opt %s --tailor-quantize-reductions="format=int4" 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -63,6 +64,19 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // ZERO3-NEXT: tg.all_to_all
 // ZERO3-NEXT: tg.dequantize_reduce
 // ZERO3-NOT: tg.reduce_scatter
+
+// Tests that overlapping marks the all-to-alls and defers each decode with
+// the accumulation it feeds, two buckets in flight (the default): both
+// decodes go to the end of the step.
+// OVERLAP-LABEL: func.func @train_step
+// OVERLAP: %[[X0:.+]] = tg.all_to_all %{{.+}} over world shards 2 {tg.overlap}
+// OVERLAP-NOT: tg.dequantize_reduce
+// OVERLAP: %[[X1:.+]] = tg.all_to_all %{{.+}} over world shards 2 {tg.overlap}
+// OVERLAP: %[[R0:.+]] = tg.dequantize_reduce %[[X0]]
+// OVERLAP-NEXT: tg.accumulate %[[R0]] into @zero.b1.grad
+// OVERLAP-NEXT: %[[R1:.+]] = tg.dequantize_reduce %[[X1]]
+// OVERLAP-NEXT: tg.accumulate %[[R1]] into @zero.b0.grad
+// OVERLAP-NEXT: return
 
 // Tests that DDP, whose gradients are all-reduced, has nothing to quantize.
 // DDP: error: tailor-quantize-reductions: no gradient reduce-scatter to quantize (it needs ZeRO-2 or ZeRO-3's, from tailor-shard)
