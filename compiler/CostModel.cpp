@@ -160,10 +160,28 @@ double cpuThreadSpeedup(const HardwareSpec &hardware, int64_t threads,
   return 1.0 + double(std::max<int64_t>(1, threads) - 1) * gain;
 }
 
+double cpuPoolSpeedup(const HardwareSpec &hardware, int64_t threads,
+                      double oneThreadSeconds) {
+  if (!hardware.cpuPoolParallelEfficiency) {
+    llvm_unreachable("cpuPoolSpeedup: the hardware gives no pool scaling");
+  }
+  double us = std::max(oneThreadSeconds, 0.0) * 1e6;
+  double half = hardware.cpuPoolHalfUs;
+  double gain =
+      *hardware.cpuPoolParallelEfficiency * (half > 0 ? us / (us + half) : 1.0);
+  return 1.0 + double(std::max<int64_t>(1, threads) - 1) * gain;
+}
+
+bool isCpuPoolKind(llvm::StringRef kind) {
+  return kind != "gemm" && kind != "compression" && kind != "comm" &&
+         kind != "host_copy";
+}
+
 /// Peak FLOP/s for a launch of `kind` doing `flops` at `target`'s
 /// precision. On the CPU only GEMMs go to the BLAS's threads, whose
-/// speedup depends on their size; the pool's kernels split their rows
-/// evenly, so they scale as a large GEMM does.
+/// speedup depends on their size; without calibrated pool scaling
+/// (cpu_pool_parallel_efficiency) the pool's kernels, which split their
+/// rows evenly, scale as a large GEMM does.
 static double peakFlops(const CostTarget &target, llvm::StringRef kind,
                         double flops) {
   const HardwareSpec &h = target.hardware;
@@ -200,6 +218,16 @@ double predictLaunchSeconds(const CostTarget &target, const LaunchWork &work) {
   if (kind == "host_copy") {
     return work.bytes / (target.hardware.hostLinkGBs * 1e9 * efficiency) +
            target.hardware.launchOverheadUs * 1e-6;
+  }
+  const HardwareSpec &h = target.hardware;
+  if (!h.isCuda() && h.cpuPoolParallelEfficiency && isCpuPoolKind(kind)) {
+    // Calibrated pool scaling: the one-thread roofline, over the speedup
+    // a launch of that length gets from the threads.
+    double oneThread =
+        std::max(work.flops / (h.cpuGflopsPerThread * 1e9 * efficiency),
+                 work.bytes / (h.memoryBandwidthGBs * 1e9 * efficiency));
+    return oneThread / cpuPoolSpeedup(h, target.threads, oneThread) +
+           h.launchOverheadUs * 1e-6;
   }
   double compute =
       work.flops / (peakFlops(target, kind, work.flops) * efficiency);

@@ -70,6 +70,17 @@ double efficiencyOf(const HardwareSpec &hardware, llvm::StringRef kind);
 double cpuThreadSpeedup(const HardwareSpec &hardware, int64_t threads,
                         double flops);
 
+/// Whether launches of cost kind `kind` run on a CPU session's thread
+/// pool (every kind but gemm, compression, comm and host_copy).
+bool isCpuPoolKind(llvm::StringRef kind);
+
+/// How much faster `threads` CPU threads run a thread-pool kernel the
+/// model gives `oneThreadSeconds` on one thread: 1 + (threads - 1) *
+/// cpu_pool_parallel_efficiency * t / (t + cpu_pool_half_us), t in
+/// microseconds. `hardware` must give cpu_pool_parallel_efficiency.
+double cpuPoolSpeedup(const HardwareSpec &hardware, int64_t threads,
+                      double oneThreadSeconds);
+
 /// The work of one launch of a gradient compressor's CPU kernel
 /// (topk_compress, sparse_average, sign_compress, sign_average: kind
 /// "compression") on a bucket of `elements` f32 gradients in `members`

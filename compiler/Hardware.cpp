@@ -132,6 +132,7 @@ const std::vector<PlainFigure> &plainFigures() {
       {"host_bandwidth_gbs", &HardwareSpec::hostMemoryGBs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
       {"cpu_parallel_half_mflop", &HardwareSpec::cpuParallelHalfMflop},
+      {"cpu_pool_half_us", &HardwareSpec::cpuPoolHalfUs},
       {"launch_overhead_us", &HardwareSpec::launchOverheadUs}};
   return figures;
 }
@@ -170,6 +171,12 @@ Expected<HardwareSpec> completeHardware(HardwareSpec h, bool sawBackend,
   if (h.isCuda() && h.sm == 0) {
     return fileError("hardware file '" + path +
                      "': a cuda machine needs `sm` (e.g. 90 for H100)");
+  }
+  if (given.count("cpu_pool_half_us") &&
+      !given.count("cpu_pool_parallel_efficiency")) {
+    return fileError("hardware file '" + path +
+                     "': cpu_pool_half_us needs cpu_pool_parallel_efficiency "
+                     "(the pool kernels' gain from each further thread)");
   }
   return h;
 }
@@ -227,6 +234,11 @@ Error applyHardwareKey(HardwareSpec &h, const YamlPlace &place,
       return bad("a fraction in [0, 1]");
     }
     h.cpuParallelEfficiency = number;
+  } else if (key == "cpu_pool_parallel_efficiency") {
+    if (!isNumber || number > 1) {
+      return bad("a fraction in [0, 1]");
+    }
+    h.cpuPoolParallelEfficiency = number;
   } else if (key.starts_with("efficiency_")) {
     StringRef kind = key.drop_front(strlen("efficiency_"));
     if (!llvm::is_contained(costKernelKinds(), kind)) {
@@ -243,8 +255,9 @@ Error applyHardwareKey(HardwareSpec &h, const YamlPlace &place,
                      "' (known: name, backend, sm, gpus, nodes, memory_gib, "
                      "memory_gb, bf16_tflops, fp32_tflops, "
                      "cpu_gflops_per_thread, cpu_parallel_efficiency, "
-                     "cpu_parallel_half_mflop, "
-                     "bandwidth_gbs, launch_overhead_us, efficiency_<kind>, "
+                     "cpu_parallel_half_mflop, cpu_pool_parallel_efficiency, "
+                     "cpu_pool_half_us, bandwidth_gbs, launch_overhead_us, "
+                     "efficiency_<kind>, "
                      "link, link_gbs, link_latency_us, host_link_gbs, "
                      "host_bandwidth_gbs; a cluster file: nodes, links)");
   }
@@ -432,6 +445,10 @@ hardwareFigures(const HardwareSpec &h) {
     figures.emplace_back(figure.key, h.*(figure.field));
   }
   figures.emplace_back("cpu_parallel_efficiency", h.cpuParallelEfficiency);
+  if (h.cpuPoolParallelEfficiency) {
+    figures.emplace_back("cpu_pool_parallel_efficiency",
+                         *h.cpuPoolParallelEfficiency);
+  }
   figures.emplace_back("sm", static_cast<double>(h.sm));
   figures.emplace_back("memory_bytes", static_cast<double>(h.memoryBytes));
   figures.emplace_back("threads", static_cast<double>(h.threads));
@@ -456,6 +473,8 @@ bool setHardwareFigure(HardwareSpec &h, StringRef key, double value) {
     h.*(figure->field) = value;
   } else if (key == "cpu_parallel_efficiency") {
     h.cpuParallelEfficiency = value;
+  } else if (key == "cpu_pool_parallel_efficiency") {
+    h.cpuPoolParallelEfficiency = value;
   } else if (key == "sm") {
     h.sm = static_cast<int64_t>(value);
     h.backend = h.sm > 0 ? "cuda" : "cpu";

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,19 @@ struct HardwareSpec {
   double cpuGflopsPerThread = 0;
   double cpuParallelEfficiency = 1;
   double cpuParallelHalfMflop = 0;
+  /// CPU: what each further thread adds to a kernel of the session's
+  /// thread pool (every CPU kernel but GEMMs and compression's serial
+  /// loops), as a fraction of one thread, on a long one. A launch the
+  /// model gives t microseconds on one thread gets cpuPoolParallelEfficiency
+  /// * t / (t + cpuPoolHalfUs) of each further thread: a short launch's
+  /// hand-off to the workers costs about what splitting it saves. Its
+  /// memory traffic gains too (one core does not saturate the DRAM), so
+  /// with this figure memoryBandwidthGBs is what one thread streams.
+  /// Unset (files calibrated before it, the built-in cpu): the pool's
+  /// kernels compute as a large GEMM scales and stream at
+  /// memoryBandwidthGBs whatever the threads.
+  std::optional<double> cpuPoolParallelEfficiency;
+  double cpuPoolHalfUs = 0;
   /// Fixed cost of one kernel launch, microseconds.
   double launchOverheadUs = 0;
   /// Fraction of the peak each kind of kernel reaches (gemm, attention,

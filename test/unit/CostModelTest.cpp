@@ -143,6 +143,83 @@ TEST(CostModel, CalibratedScalingRoundTripsThroughTheFile) {
   llvm::sys::fs::remove(path);
 }
 
+TEST(CostModel, PoolKernelsGainFromThreadsByLength) {
+  // With calibrated pool scaling a pool kernel's time is its one-thread
+  // roofline (compute at one thread's rate, bytes at one thread's
+  // bandwidth) over 1 + (T - 1) e t / (t + half), t that time in us.
+  HardwareSpec h = targetFor("cpu").hardware;
+  h.cpuGflopsPerThread = 50;
+  h.memoryBandwidthGBs = 10;
+  h.launchOverheadUs = 2;
+  h.cpuPoolParallelEfficiency = 0.6;
+  h.cpuPoolHalfUs = 40;
+  h.efficiency["elementwise"] = 1.0;
+  EXPECT_NEAR(cpuPoolSpeedup(h, 2, 40e-6), 1.3, 1e-12);
+  EXPECT_NEAR(cpuPoolSpeedup(h, 1, 1.0), 1.0, 1e-12);
+  EXPECT_NEAR(cpuPoolSpeedup(h, 3, 1e3), 1 + 2 * 0.6, 1e-6);
+  CostTarget two{h, "fp32", 2};
+  // A memory-bound add of 4 MB: 400 us on one thread, sped up.
+  LaunchWork add{"add", 1e5, 4e6};
+  double oneThread = 4e6 / 10e9;
+  EXPECT_NEAR(predictLaunchSeconds(two, add),
+              oneThread / (1 + 0.6 * 400 / 440.0) + 2e-6, 1e-12);
+  // Short launches gain less than long ones, GEMMs keep their own curve.
+  auto gain = [&](double bytes) {
+    CostTarget one = two;
+    one.threads = 1;
+    LaunchWork work{"add", 0, bytes};
+    return (predictLaunchSeconds(one, work) - 2e-6) /
+           (predictLaunchSeconds(two, work) - 2e-6);
+  };
+  EXPECT_LT(gain(1e5), gain(1e6));
+  EXPECT_LT(gain(1e6), gain(1e8));
+  CostTarget old = two;
+  old.hardware.cpuPoolParallelEfficiency.reset();
+  EXPECT_EQ(predictLaunchSeconds(two, {"linear", 1e9, 1e6}),
+            predictLaunchSeconds(old, {"linear", 1e9, 1e6}));
+  // Without the figure (older files): bytes do not gain from threads.
+  EXPECT_NEAR(predictLaunchSeconds(old, add), oneThread + 2e-6, 1e-12);
+}
+
+TEST(CostModel, PoolScalingRoundTripsAndOlderFilesReadAsBefore) {
+  std::string path = hardwareFile(
+      "backend: cpu\ncpu_gflops_per_thread: 31.5\n"
+      "cpu_pool_parallel_efficiency: 0.5625\ncpu_pool_half_us: 37.5\n");
+  llvm::Expected<HardwareSpec> h = resolveHardware(path);
+  ASSERT_TRUE(static_cast<bool>(h)) << llvm::toString(h.takeError());
+  ASSERT_TRUE(h->cpuPoolParallelEfficiency.has_value());
+  EXPECT_EQ(*h->cpuPoolParallelEfficiency, 0.5625);
+  EXPECT_EQ(h->cpuPoolHalfUs, 37.5);
+  HardwareSpec rebuilt;
+  for (const auto &[key, value] : hardwareFigures(*h)) {
+    EXPECT_TRUE(setHardwareFigure(rebuilt, key, value)) << key;
+  }
+  ASSERT_TRUE(rebuilt.cpuPoolParallelEfficiency.has_value());
+  EXPECT_EQ(cpuPoolSpeedup(rebuilt, 2, 1e-4), cpuPoolSpeedup(*h, 2, 1e-4));
+  llvm::sys::fs::remove(path);
+  // A file from before the figure: no pool scaling, and none in a plan's
+  // figures either.
+  path = hardwareFile("backend: cpu\ncpu_gflops_per_thread: 31.5\n");
+  h = resolveHardware(path);
+  ASSERT_TRUE(static_cast<bool>(h)) << llvm::toString(h.takeError());
+  EXPECT_FALSE(h->cpuPoolParallelEfficiency.has_value());
+  for (const auto &[key, value] : hardwareFigures(*h)) {
+    EXPECT_NE(key, "cpu_pool_parallel_efficiency");
+  }
+  llvm::sys::fs::remove(path);
+  // A half length without the gain it shapes, or a gain above 1: errors.
+  for (const char *text :
+       {"backend: cpu\ncpu_pool_half_us: 20\n",
+        "backend: cpu\ncpu_pool_parallel_efficiency: 1.5\n"}) {
+    path = hardwareFile(text);
+    h = resolveHardware(path);
+    ASSERT_FALSE(static_cast<bool>(h)) << text;
+    std::string message = llvm::toString(h.takeError());
+    EXPECT_NE(message.find("cpu_pool_"), std::string::npos) << message;
+    llvm::sys::fs::remove(path);
+  }
+}
+
 TEST(CostModel, BadScalingFiguresAreRefused) {
   for (const char *value : {"-1", "nan", "inf", "-inf", "fast", "1e400"}) {
     std::string path = hardwareFile(

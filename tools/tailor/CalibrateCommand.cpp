@@ -7,6 +7,10 @@
 //    thread; cpu_parallel_efficiency and cpu_parallel_half_mflop: what
 //    each further thread adds to a GEMM of a given size, fitted to every
 //    GEMM launch's speedup from one thread to --threads (a second run);
+//  - cpu_pool_parallel_efficiency and cpu_pool_half_us: the same for the
+//    thread pool's kernels (elementwise, norms, attention, loss, ...),
+//    sized by their one-thread time: a launch of tens of microseconds
+//    costs its hand-off to the workers about what splitting it saves;
 //  - bandwidth_gbs: the elementwise kernels' bytes over their seconds;
 //  - launch_overhead_us: the median time of the launches that move under
 //    4 KiB and compute under 4 KFLOP (nothing but the call);
@@ -15,7 +19,10 @@
 //    to [0.01, 1]; efficiency_compression (capped to [0.001, 1]: scalar
 //    loops reach a small share of the FMA rate) from the gradient
 //    compressors' kernels timed on a bucket of their own
-//    (CalibrateKernels.h),
+//    (CalibrateKernels.h);
+// the rates and efficiencies from the one-thread run when --threads is
+// above 1 (the scaling then says what more threads add), the launch
+// overhead from the run at --threads;
 // and, launched on several ranks (mpirun), the link between them:
 // link_gbs and link_latency_us fitted to timed collectives
 // (CalibrateLinks.h), with gpus (ranks per node) and nodes as launched;
@@ -151,89 +158,126 @@ double gemmGflops(const Measurement &m) {
          1e9;
 }
 
-/// Fits cpu_parallel_efficiency and cpu_parallel_half_mflop of `h` to the
-/// speedup each GEMM launch of the plan shows from one thread (`single`)
-/// to `threads` (`parallel`): for each half size on a grid (0 and 1 KFLOP
-/// to 100 GFLOP), the efficiency that best fits the speedups in the least
-/// squares sense, each launch weighted by its one-thread time (what it
-/// weighs in a step); the best pair wins.
-void fitThreadScaling(HardwareSpec &h, const Measurement &single,
-                      const Measurement &parallel, int threads) {
-  struct Point {
-    double flops, gain, weight;
-  };
-  std::vector<Point> points;
+/// One launch's gain from threads: what each further thread added, as a
+/// fraction of one thread, at its size, weighted by its one-thread time
+/// (what it weighs in a step).
+struct ScalingPoint {
+  double size, gain, weight;
+};
+
+/// The launches of both measurements that `keep` selects, as scaling
+/// points sized by `sizeOf(launch, one-thread busy seconds)`. Each
+/// launch's fastest round: on a shared machine the others' load only ever
+/// slows a round down.
+template <typename Keep, typename SizeOf>
+std::vector<ScalingPoint> scalingPoints(const Measurement &single,
+                                        const Measurement &parallel,
+                                        int threads, Keep keep, SizeOf sizeOf) {
+  std::vector<ScalingPoint> points;
   for (const auto &[step, one] : single.launches) {
     auto many = parallel.launches.find(step);
-    if (costKindOf(one.work.kernel) != "gemm" || one.work.flops <= 0 ||
-        many == parallel.launches.end()) {
+    if (!keep(one) || many == parallel.launches.end()) {
       continue;
     }
-    // Each launch's fastest round: on a shared machine the others' load
-    // only ever slows a round down.
     double t1 = busySeconds(one.fastest, 1, single.overhead);
     double tn = busySeconds(many->second.fastest, 1, parallel.overhead);
-    // What each further thread added, as a fraction of one thread.
-    points.push_back({one.work.flops, (t1 / tn - 1.0) / double(threads - 1),
-                      t1});
+    points.push_back(
+        {sizeOf(one, t1), (t1 / tn - 1.0) / double(threads - 1), t1});
   }
+  return points;
+}
+
+/// The (efficiency, half size) of gain = efficiency * size / (size +
+/// half) that fits `points` best in the weighted least squares sense: for
+/// each half on a grid (0, and `lowest` up over `decades` decades in
+/// tenths of a decade) the best efficiency in [0, 1]; the best pair wins.
+std::pair<double, double>
+fitSpeedupCurve(const std::vector<ScalingPoint> &points, double lowest,
+                int decades) {
+  std::pair<double, double> best = {1.0, 0.0};
   double bestError = std::numeric_limits<double>::infinity();
-  for (int i = -1; i <= 80; ++i) {
-    double half = i < 0 ? 0 : 1e3 * std::pow(10.0, i / 10.0);
+  for (int i = -1; i <= 10 * decades; ++i) {
+    double half = i < 0 ? 0 : lowest * std::pow(10.0, i / 10.0);
+    auto shareOf = [&](const ScalingPoint &p) {
+      return half > 0 ? p.size / (p.size + half) : 1.0;
+    };
     double gainTimesShare = 0, shareSquared = 0;
-    for (const Point &p : points) {
-      double share = half > 0 ? p.flops / (p.flops + half) : 1.0;
-      gainTimesShare += p.weight * p.gain * share;
-      shareSquared += p.weight * share * share;
+    for (const ScalingPoint &p : points) {
+      gainTimesShare += p.weight * p.gain * shareOf(p);
+      shareSquared += p.weight * shareOf(p) * shareOf(p);
     }
     double efficiency =
         shareSquared > 0 ? std::clamp(gainTimesShare / shareSquared, 0.0, 1.0)
                          : 1.0;
     double error = 0;
-    for (const Point &p : points) {
-      double share = half > 0 ? p.flops / (p.flops + half) : 1.0;
-      error += p.weight * (p.gain - efficiency * share) *
-               (p.gain - efficiency * share);
+    for (const ScalingPoint &p : points) {
+      double miss = p.gain - efficiency * shareOf(p);
+      error += p.weight * miss * miss;
     }
     if (error < bestError) {
       bestError = error;
-      h.cpuParallelEfficiency = efficiency;
-      h.cpuParallelHalfMflop = half / 1e6;
+      best = {efficiency, half};
     }
   }
+  return best;
 }
 
-/// The calibrated CPU description from the measurement at `threads`, and
-/// when `threads` > 1 the one at one thread (`single`, else null).
-HardwareSpec fitHardware(const Measurement &m, int threads,
-                         const Measurement *single) {
-  HardwareSpec h;
-  h.name = "calibrated";
-  h.backend = "cpu";
-  h.launchOverheadUs = m.overhead * 1e6;
-  h.cpuGflopsPerThread = single ? gemmGflops(*single) : gemmGflops(m);
-  h.cpuParallelEfficiency = 1.0;
-  h.cpuParallelHalfMflop = 0;
-  if (single) {
-    fitThreadScaling(h, *single, m, threads);
+/// Fits the thread scaling of `h` to the speedup each launch of the plan
+/// shows from one thread (`single`) to `threads` (`parallel`): the GEMMs'
+/// (cpu_parallel_efficiency, cpu_parallel_half_mflop; sizes in FLOPs, 1
+/// KFLOP to 100 GFLOP) and the thread pool's kernels'
+/// (cpu_pool_parallel_efficiency, cpu_pool_half_us; sizes their
+/// one-thread time, 0.1 us to 10 s).
+void fitThreadScaling(HardwareSpec &h, const Measurement &single,
+                      const Measurement &parallel, int threads) {
+  auto isGemm = [](const TimedLaunch &l) {
+    return costKindOf(l.work.kernel) == "gemm" && l.work.flops > 0;
+  };
+  auto flopsOf = [](const TimedLaunch &l, double) { return l.work.flops; };
+  auto [gemmEfficiency, gemmHalf] = fitSpeedupCurve(
+      scalingPoints(single, parallel, threads, isGemm, flopsOf), 1e3, 8);
+  h.cpuParallelEfficiency = gemmEfficiency;
+  h.cpuParallelHalfMflop = gemmHalf / 1e6;
+  auto onPool = [](const TimedLaunch &l) {
+    return isCpuPoolKind(costKindOf(l.work.kernel));
+  };
+  auto microseconds = [](const TimedLaunch &, double t1) { return t1 * 1e6; };
+  std::vector<ScalingPoint> pool =
+      scalingPoints(single, parallel, threads, onPool, microseconds);
+  if (pool.empty()) {
+    return; // no pool kernel to measure: the plan's model stays
   }
+  auto [poolEfficiency, poolHalf] = fitSpeedupCurve(pool, 0.1, 8);
+  h.cpuPoolParallelEfficiency = poolEfficiency;
+  h.cpuPoolHalfUs = poolHalf;
+}
+
+/// The streaming bandwidth `m` shows, GB/s: the elementwise kernels'
+/// bytes over their busy seconds (0 without any).
+double streamingGBs(const Measurement &m) {
   auto streaming = m.totals.find("elementwise");
-  h.memoryBandwidthGBs =
-      streaming != m.totals.end() && streaming->second.bytes > 0
-          ? streaming->second.bytes /
-                busySeconds(streaming->second.seconds,
-                            double(streaming->second.launches), m.overhead) /
-                1e9
-          : 0;
-  // Every other kind: the model's time for its launches at efficiency 1
-  // over what they took.
+  if (streaming == m.totals.end() || streaming->second.bytes <= 0) {
+    return 0;
+  }
+  const KindTotals &k = streaming->second;
+  return k.bytes / busySeconds(k.seconds, double(k.launches), m.overhead) / 1e9;
+}
+
+/// Sets efficiency_<kind> of `h` for every kind but gemm and elementwise
+/// (1: their rates are the measured ones): the model's time for `m`'s
+/// launches and `apart`'s (with `apartOverhead` a launch) at efficiency 1 on
+/// `threads` threads over what they took, capped to [0.01, 1] ([0.001, 1] for
+/// compression).
+void fitEfficiencies(HardwareSpec &h, const Measurement &m, int threads,
+                     const std::vector<TimedLaunch> &apart,
+                     double apartOverhead) {
   CostTarget ideal{h, "fp32", threads};
   ideal.hardware.launchOverheadUs = 0;
   for (const std::string &kind : costKernelKinds()) {
     ideal.hardware.efficiency[kind] = 1.0;
   }
   std::map<std::string, double> idealSeconds, busy;
-  auto add = [&](const TimedLaunch &launch) {
+  auto add = [&](const TimedLaunch &launch, double overhead) {
     std::string kind = costKindOf(launch.work.kernel).str();
     // Compression's efficiency derates its operations only (its bytes
     // stream at the bandwidth): its ideal is its compute.
@@ -243,14 +287,13 @@ HardwareSpec fitHardware(const Measurement &m, int threads,
     }
     idealSeconds[kind] +=
         double(launch.runs) * predictLaunchSeconds(ideal, work);
-    busy[kind] +=
-        busySeconds(launch.seconds, double(launch.runs), m.overhead);
+    busy[kind] += busySeconds(launch.seconds, double(launch.runs), overhead);
   };
   for (const auto &[step, launch] : m.launches) {
-    add(launch);
+    add(launch, m.overhead);
   }
-  for (const TimedLaunch &launch : m.apart) {
-    add(launch);
+  for (const TimedLaunch &launch : apart) {
+    add(launch, apartOverhead);
   }
   for (const auto &[kind, seconds] : busy) {
     h.efficiency[kind] =
@@ -259,6 +302,27 @@ HardwareSpec fitHardware(const Measurement &m, int threads,
             : std::clamp(idealSeconds[kind] / seconds,
                          kind == "compression" ? 1e-3 : 0.01, 1.0);
   }
+}
+
+/// The calibrated CPU description from the measurement at `threads`, and
+/// when `threads` > 1 the one at one thread (`single`, else null). With
+/// `single`, the rates and efficiencies are one thread's and the thread
+/// scaling is fitted to the two; the launch overhead is `m`'s.
+HardwareSpec fitHardware(const Measurement &m, int threads,
+                         const Measurement *single) {
+  HardwareSpec h;
+  h.name = "calibrated";
+  h.backend = "cpu";
+  h.launchOverheadUs = m.overhead * 1e6;
+  const Measurement &base = single ? *single : m;
+  h.cpuGflopsPerThread = gemmGflops(base);
+  h.cpuParallelEfficiency = 1.0;
+  h.cpuParallelHalfMflop = 0;
+  h.memoryBandwidthGBs = streamingGBs(base);
+  if (single) {
+    fitThreadScaling(h, *single, m, threads);
+  }
+  fitEfficiencies(h, base, single ? 1 : threads, m.apart, m.overhead);
   return h;
 }
 
@@ -314,6 +378,14 @@ std::string hardwareYaml(const HardwareSpec &h, int threads,
                        h.cpuParallelEfficiency);
     os << llvm::format("cpu_parallel_half_mflop: %.4f\n",
                        h.cpuParallelHalfMflop);
+    if (h.cpuPoolParallelEfficiency) {
+      os << "# the rates below are one thread's; the pool's kernels gain "
+            "from threads as\n# cpu_pool_parallel_efficiency and "
+            "cpu_pool_half_us say\n";
+      os << llvm::format("cpu_pool_parallel_efficiency: %.4f\n",
+                         *h.cpuPoolParallelEfficiency);
+      os << llvm::format("cpu_pool_half_us: %.4f\n", h.cpuPoolHalfUs);
+    }
   } else {
     os << "# one thread: the built-in cpu's thread scaling applies\n";
   }
@@ -491,6 +563,14 @@ int runCalibrate(int argc, const char **argv) {
       useThreads, cpuThreadSpeedup(fitted, useThreads, 1e6),
       cpuThreadSpeedup(fitted, useThreads, 1e8),
       cpuThreadSpeedup(fitted, useThreads, 1e10));
+  if (fitted.cpuPoolParallelEfficiency) {
+    llvm::errs() << llvm::format(
+        "calibrate: pool kernel speedup on %d threads: %.2fx at 20 us, "
+        "%.2fx at 200 us, %.2fx at 2 ms\n",
+        useThreads, cpuPoolSpeedup(fitted, useThreads, 20e-6),
+        cpuPoolSpeedup(fitted, useThreads, 200e-6),
+        cpuPoolSpeedup(fitted, useThreads, 2e-3));
+  }
   if (single) {
     // What one speedup for every size (the model without
     // cpu_parallel_half_mflop) makes of the same runs: for comparison.
