@@ -66,10 +66,11 @@ private:
   /// `step`, right after the last op naming one of its states.
   void moveDdpReductionsInto(func::FuncOp step, func::FuncOp optimizer);
   /// Optimizer offload, one micro-batch a step: each parameter's copies to
-  /// the host (its gradient and itself) move from the optimizer step into
-  /// `step`, right after the gradient's last accumulation, on the copy
-  /// stream, so they overlap the rest of backward. A gradient a collective
-  /// reduces keeps its copy where it is.
+  /// the host (its gradient and itself; under ZeRO a bucket's chunk of
+  /// both) move from the optimizer step into `step`, right after the
+  /// gradient's last accumulation, on the copy stream, so they overlap the
+  /// rest of backward. A gradient a collective reduces in place (DDP's)
+  /// keeps its copy where it is.
   void moveOffloadCopiesInto(func::FuncOp step, func::FuncOp optimizer);
   /// Moves each tg.accumulate up to just after its gradient is made (and
   /// after any earlier op on its state): autodiff leaves some (norm
@@ -210,10 +211,12 @@ void OverlapCollectivesPass::moveOffloadCopiesInto(func::FuncOp step,
   }
   Builder builder(step.getContext());
   SmallVector<tg::CopyStateOp> copies(optimizer.getOps<tg::CopyStateOp>());
-  // Each parameter's own copies to the host (its fp32 master's).
+  // Each parameter's own copies to the host (its fp32 master's); under
+  // ZeRO a bucket's (this rank's chunk of its parameters).
   llvm::DenseMap<StringAttr, SmallVector<tg::CopyStateOp>> paramCopies;
   for (tg::CopyStateOp copy : copies) {
-    if (isToHost(copy) && symbols.lookup<tg::ParamOp>(copy.getSource())) {
+    Operation *source = symbols.lookup(copy.getSourceAttr().getAttr());
+    if (isToHost(copy) && llvm::isa_and_nonnull<tg::ParamOp, tg::BucketOp>(source)) {
       paramCopies[copy.getSourceAttr().getAttr()].push_back(copy);
     }
   }

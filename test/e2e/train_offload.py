@@ -29,8 +29,9 @@ the host stream), trains 20 steps on the same rows:
     step, overlap moves the host updates themselves into train_step, a
     layer's updates started once its copies are made (plan input
     `update_step`), with LoRA under a warmup + cosine schedule and full
-    fine-tuning: still bit-identical; with clipping they stay after
-    backward; such a plan without eval_step refuses a validation set;
+    fine-tuning, and under ZeRO-2 and ZeRO-3 on 2 ranks (each rank's
+    chunk): still bit-identical; with clipping they stay after backward;
+    such a plan without eval_step refuses a validation set;
   - what is not built yet is refused by name: parameter offload with full
     fine-tuning or with ZeRO-3, optimizer offload with SGD;
   - under device_memory_budget_gib compile offloads by itself when the plan
@@ -147,13 +148,17 @@ def host_updates_in_train_step(doc):
                for i in doc.get("inputs", []))
 
 
-def check_host_update_placement(label, suffix, recipe, offloaded):
+def check_host_update_placement(label, suffix, recipe, ranks, offloaded):
     """Overlapped optimizer offload: the host updates run in train_step
-    exactly when nothing they read waits for the end of backward."""
+    exactly when nothing they read waits for the end of backward (no
+    clipping, one micro-batch a step) and their copies are there (one
+    rank, or ZeRO-2/3, whose chunks are final in train_step; not DDP's
+    in-place all-reduce nor ZeRO-1's reduce-scatter in optimizer_step)."""
     if suffix != "offload-optimizer-overlap":
         return []
     expect = recipe.get("max_grad_norm", 0) == 0 and \
-        recipe.get("gradient_accumulation_steps", 1) == 1
+        recipe.get("gradient_accumulation_steps", 1) == 1 and \
+        (ranks == 1 or recipe.get("zero_stage", 0) in (2, 3))
     got = host_updates_in_train_step(offloaded["doc"])
     if got != expect:
         return [f"{label}-{suffix}: host updates in train_step: {got}, "
@@ -304,6 +309,12 @@ def main():
         cases.append(("full-zero2", dict(full, zero_stage=2), 2,
                       [optimizer, optimizer_overlapped]))
         cases.append(("full-zero3", dict(full, zero_stage=3), 2, [optimizer]))
+        # ZeRO-Offload proper: each rank's chunk updated on the host during
+        # backward, as soon as the chunk's reduce-scatter is accumulated.
+        for stage in (2, 3):
+            cases.append((f"full-zero{stage}-noclip",
+                          dict(full, zero_stage=stage, max_grad_norm=0.0), 2,
+                          [optimizer_overlapped]))
     for label, recipe, ranks, variants in cases:
         plain, err = run_plan(args, onnx_path, data, recipe, label, ranks)
         if err:
@@ -319,7 +330,7 @@ def main():
             failures += check_pair(f"{label}-{suffix}", plain, offloaded,
                                    optimizer_only=extra == optimizer[1])
             failures += check_host_update_placement(
-                label, suffix, dict(recipe, **extra), offloaded)
+                label, suffix, dict(recipe, **extra), ranks, offloaded)
     failures += check_validation_refused(args, data)
     failures += check_refusals(args, onnx_path, lora)
     failures += check_budget(args, onnx_path, lora)

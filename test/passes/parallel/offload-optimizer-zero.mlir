@@ -59,18 +59,22 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // SCHED: sched.collective all_gather %[[CHUNK]] to %[[B0]] group [0, 1] on @compute : memref<64xf32> to memref<128xf32>
 
 // Tests that with overlap (one micro-batch a step) the reduce-scatters stay
-// overlapped and each chunk gradient's copy to the host moves into the
-// training step after its accumulation, deferred past the next collective.
+// overlapped and each chunk gradient's copy to the host, with the copy of
+// this rank's chunk of the bucket's parameters, moves into the training
+// step after its accumulation, deferred past the next collective.
 // OVERLAP-NOT: remark
 // OVERLAP-LABEL: func.func @train_step
 // OVERLAP: %[[B1:.+]] = tg.reduce_scatter %{{.+}} {tg.overlap}
 // OVERLAP: %[[B0:.+]] = tg.reduce_scatter %{{.+}} {tg.overlap}
 // OVERLAP: tg.accumulate %[[B1]] into @zero.b1.grad
 // OVERLAP-NEXT: tg.copy_state @zero.b1.grad into @zero.b1.grad_host {tg.overlap}
+// OVERLAP-NEXT: tg.copy_state @zero.b1 into @zero.b1.master {tg.overlap}
 // OVERLAP-NEXT: tg.accumulate %[[B0]] into @zero.b0.grad
 // OVERLAP-NEXT: tg.copy_state @zero.b0.grad into @zero.b0.grad_host {tg.overlap}
+// OVERLAP-NEXT: tg.copy_state @zero.b0 into @zero.b0.master {tg.overlap}
 // OVERLAP-LABEL: func.func @optimizer_step
 // OVERLAP-NOT: tg.copy_state @zero.b0.grad into
+// OVERLAP-NOT: tg.copy_state @zero.b0 into @zero.b0.master
 
 // Tests that under zero1 the chunk accumulators are reduce-scattered first,
 // as without offload, and the copies follow.
