@@ -3,6 +3,7 @@
 #include "compiler/PlanPrediction.h"
 
 #include "runtime/Plan.h"
+#include "runtime/quant/WireInt8.h"
 #include "runtime/schema/plan_generated.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -88,6 +89,31 @@ int64_t steadyStep(const fb::Plan &p) {
     }
   }
   return steady;
+}
+
+/// What the int8 all-to-alls (ZeRO++'s qgZ) among ops [first, first +
+/// count) that run in `step` would send more as the f32 reduce-scatters
+/// they replace: each moves int8 wire chunks of
+/// quant::int8WireBytes(c) bytes for c f32 elements, both counted as
+/// (p-1)/p of the buffer.
+double unquantizedExtraBytes(const fb::Plan &p, uint32_t first,
+                             uint32_t count, int64_t step) {
+  double extra = 0;
+  for (uint32_t i = first; i < first + count; ++i) {
+    const fb::Op *op = p.ops()->Get(i);
+    const fb::Collective *collective = op->step_as_Collective();
+    if (!collective || collective->kind() != fb::CollectiveKind::AllToAll ||
+        !runsIn(*op, step)) {
+      continue;
+    }
+    double wire = double(p.buffers()->Get(collective->input())->size());
+    double f32 = wire * 4.0 * double(quant::kWireBlock) /
+                 double(quant::int8WireBytes(quant::kWireBlock));
+    int ranks = collective->group() ? collective->group()->size() : 1;
+    extra += ringBytesSent("reduce_scatter", f32, ranks) -
+             ringBytesSent("all_gather", wire, ranks);
+  }
+  return extra;
 }
 
 /// Op `i`'s work record and stream in training step `step`; false for a
@@ -395,6 +421,9 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
         prediction.bytesSentPerStep += sent / double(cycle);
         prediction.bytesSentByCycleStep[c] += sent;
       }
+      prediction.bytesSentPerStepUnquantized +=
+          share * unquantizedExtraBytes(p, e->first_op(), e->op_count(),
+                                        steady + c);
     }
     for (const LaunchWork &w :
          launchesOf(p, e->first_op(), e->op_count(), 1)) {
@@ -402,6 +431,7 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
           runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
     }
   }
+  prediction.bytesSentPerStepUnquantized += prediction.bytesSentPerStep;
   if (const fb::Training *training = p.training()) {
     prediction.tokensPerStep = double(training->micro_batch_size()) *
                                double(training->sequence_len()) *

@@ -48,6 +48,9 @@ struct PlanPrediction {
   /// a step range, 1.8): the first step's. Equal to bytesSentPerStep
   /// without compression.
   double bytesSentPerUncompressedStep = 0;
+  /// bytesSentPerStep with ZeRO++'s int8 gradient all-to-alls (qgZ) sent
+  /// as the f32 reduce-scatters they replace; equal to it without them.
+  double bytesSentPerStepUnquantized = 0;
   /// The first step from which the ops that run no longer change (1 when
   /// no op has a step range): the step bytesSentPerStep and the times are
   /// predicted for.

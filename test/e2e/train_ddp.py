@@ -459,7 +459,8 @@ def check_quantized_gradients(args, onnx_path, data, base, unquantized):
     reduced in f32; hybrid's within each node, the all-reduce across nodes
     staying f32): ZeRO-2 at world 2 and 4 and hybrid on 2 x 2, every step's
     loss within QGZ_TOL (relative) of the f32 run's of the same layout,
-    every step sending the predicted bytes, fewer than the f32 run sends."""
+    every step sending the predicted bytes, fewer than the f32 run sends,
+    which is what inspect predicts for the plan without quantization."""
     failures = []
     for name, hardware, ranks, strategy, f32_name in (
             ("full-zero2-qgz-world2", "2xcpu", 2, "zero2", "full-zero2-world2"),
@@ -486,6 +487,13 @@ def check_quantized_gradients(args, onnx_path, data, base, unquantized):
             failures.append(f"{name}: losses within {worst:.2e} of the f32 "
                             f"run's (limit {QGZ_TOL:g})")
         failures += check_bytes_sent(name, got, ranks)
+        # inspect's figure without quantization is what the f32 run sent.
+        without = got["doc"]["ranks"][0].get(
+            "predicted_bytes_sent_per_step_unquantized")
+        if without != f32["sent"][0]:
+            failures.append(f"{name}: inspect predicts {without} bytes a "
+                            f"step with f32 reduce-scatters; the f32 run "
+                            f"sent {f32['sent'][0]}")
         if not got["sent"][0] < f32["sent"][0]:
             failures.append(f"{name}: {got['sent'][0]} bytes a step, not "
                             f"fewer than the f32 reduce-scatters' "

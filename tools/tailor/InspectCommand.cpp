@@ -673,6 +673,11 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
          known ? llvm::json::Value(
                      view.prediction.bytesSentPerUncompressedStep)
                : nullptr},
+        // ZeRO++'s int8 gradient all-to-alls sent as f32 reduce-scatters.
+        {"predicted_bytes_sent_per_step_unquantized",
+         known ? llvm::json::Value(
+                     view.prediction.bytesSentPerStepUnquantized)
+               : nullptr},
         {"predicted_steady_from_step", view.prediction.steadyFromStep},
         // Steps whose ops alternate (ACP-SGD): each step of one cycle
         // from predicted_steady_from_step (the per-step figure is their
@@ -1284,6 +1289,15 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
                            ? prediction.bytesSentPerUncompressedStep /
                                  prediction.bytesSentPerStep
                            : 0.0);
+  }
+  if (prediction.bytesSentPerStepUnquantized != prediction.bytesSentPerStep &&
+      prediction.bytesSentPerStep > 0) {
+    os << llvm::format("quantized gradients: %.1f KiB sent per rank per "
+                       "step; %.1f KiB with f32 reduce-scatters (%.2fx)\n",
+                       prediction.bytesSentPerStep / 1024.0,
+                       prediction.bytesSentPerStepUnquantized / 1024.0,
+                       prediction.bytesSentPerStepUnquantized /
+                           prediction.bytesSentPerStep);
   }
   double async = prediction.commSeconds + prediction.copySeconds;
   if (async > 0) {
