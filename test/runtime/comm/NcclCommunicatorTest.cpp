@@ -4,8 +4,8 @@
 // bench/gpu/run.sh; without a GPU every test skips, saying why). A world of
 // one is what a single GPU can check: every call reaches NCCL (init, the
 // collectives on a stream of our own, split, the host staging in pieces,
-// finalize), results are checked against values formed here, bytesSent
-// follows the ring formulas at p = 1 (nothing leaves the rank), and both
+// finalize, the all-to-all's grouped sends), results are checked against
+// values formed here, bytesSent follows the ring formulas at p = 1 (nothing leaves the rank), and both
 // launches start (a plain process, torchrun's variables). Several ranks need a GPU each (NcclCommunicator.cpp takes
 // GPU LOCAL_RANK): the MPI tests (CommunicatorTest) cover the semantics of
 // several ranks on the CPU.
@@ -223,6 +223,32 @@ TEST_F(NcclWorldOfOne, MovedTypesTravelAsBytes) {
   DeviceBuffer scratch(16);
   EXPECT_NE(comm->broadcast(scratch.data(), 4, DType::F32, 1, stream)
                 .find("root 1 is not a rank of the group"),
+            std::string::npos);
+}
+
+TEST_F(NcclWorldOfOne, AllToAllOfOneRankKeepsItsBlock) {
+  // ZeRO++'s qgZ exchange through runCollective (grouped ncclSend and
+  // ncclRecv to itself): the one block arrives unchanged, nothing is
+  // counted as sent, and overlapping buffers are refused.
+  std::vector<uint8_t> wire = values(DType::U8, 136, 3);
+  DeviceBuffer in(wire.size()), out(wire.size());
+  in.upload(wire);
+  CollectiveCall exchange;
+  exchange.kind = CollectiveKind::AllToAll;
+  exchange.input = in.data();
+  exchange.output = out.data();
+  exchange.inputElements = wire.size();
+  exchange.outputElements = wire.size();
+  exchange.dtype = DType::U8;
+  exchange.stream = stream;
+  uint64_t before = comm->bytesSent();
+  ASSERT_EQ(runCollective(*comm, exchange), "");
+  ASSERT_EQ(finish(), "");
+  EXPECT_EQ(out.download(0, wire.size()), wire);
+  EXPECT_EQ(comm->bytesSent(), before);
+  EXPECT_NE(comm->allToAll(in.data(), in.data(), wire.size(), DType::U8,
+                           stream)
+                .find("send and recv overlap"),
             std::string::npos);
 }
 
