@@ -78,7 +78,8 @@ class TraceError(Exception):
 
 def kind_of(name):
     """The cost model's kernel kind of a slice name (costKindOf's rules)."""
-    if name in ("all_reduce", "reduce_scatter", "all_gather", "broadcast"):
+    if name in ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                "all_to_all"):
         return "comm"
     if name.startswith("linear") or name.startswith("matmul"):
         return "gemm"
