@@ -396,8 +396,9 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     }
   }
   // ZeRO++'s qgZ: the gradient reduce-scatters send int8 blocks through an
-  // all-to-all.
-  if (recipe.zeroQuantizedGradients) {
+  // all-to-all. One rank has no reduce-scatter (tailor-shard leaves it
+  // unsharded), so nothing to quantize.
+  if (recipe.zeroQuantizedGradients && options.worldSize > 1) {
     pm.addPass(parallel::createQuantizeReductionsPass());
   }
   addPlacementPasses(pm, recipe, options, shard.bucketBytes);
