@@ -266,19 +266,10 @@ static void addPipelinePasses(mlir::OpPassManager &pm,
   addStagePasses(pm.nest<mlir::ModuleOp>(), recipe, options, schedule);
 }
 
-void buildTrainingPipeline(mlir::OpPassManager &pm,
-                           const TrainingRecipe &recipe,
-                           const ScheduleOptions &options, bool schedule,
-                           bool raised) {
-  if (!raised) {
-    buildGraphPipeline(pm, recipe.tieWordEmbeddings);
-  }
-  // --- Sample packing: per-example positions (a position_ids input) and
-  // document masking in every attention, before anything reads positions.
-  if (recipe.samplePacking.value_or(false)) {
-    pm.addPass(graph::createPackSequencesPass());
-  }
-  // --- Adapters (or trainable weights), then the loss on the logits.
+/// The recipe's adapter (LoRA and its variants, or the trainable modules
+/// of full fine-tuning) inserted into the forward.
+static void addAdapterPass(mlir::OpPassManager &pm,
+                           const TrainingRecipe &recipe) {
   graph::InsertLoraPassOptions lora;
   lora.variant = recipe.adapter;
   std::string targets;
@@ -294,6 +285,44 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   lora.dropout = recipe.loraDropout;
   lora.rslora = recipe.useRslora;
   pm.addPass(graph::createInsertLoraPass(lora));
+}
+
+/// The step split into train_step and optimizer_step: the recipe's
+/// optimizer, schedule, clipping and accumulation.
+static void addOptimizerPass(mlir::OpPassManager &pm,
+                             const TrainingRecipe &recipe) {
+  graph::OptimizerPassOptions optimizer;
+  optimizer.optimizer = recipe.optimizer;
+  optimizer.learningRate = recipe.learningRate;
+  optimizer.beta1 = recipe.adamBeta1;
+  optimizer.beta2 = recipe.adamBeta2;
+  optimizer.epsilon = recipe.adamEpsilon;
+  optimizer.weightDecay = recipe.weightDecay;
+  optimizer.momentum = recipe.momentum;
+  optimizer.nesterov = recipe.nesterov;
+  optimizer.maxGradNorm = recipe.maxGradNorm;
+  optimizer.scheduler = recipe.lrScheduler;
+  optimizer.warmupSteps = recipe.warmupSteps;
+  optimizer.totalSteps = recipe.maxSteps;
+  optimizer.accumulationSteps = recipe.gradientAccumulationSteps;
+  optimizer.lossScaling = recipe.lossScaling();
+  pm.addPass(graph::createOptimizerPass(optimizer));
+}
+
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingRecipe &recipe,
+                           const ScheduleOptions &options, bool schedule,
+                           bool raised) {
+  if (!raised) {
+    buildGraphPipeline(pm, recipe.tieWordEmbeddings);
+  }
+  // --- Sample packing: per-example positions (a position_ids input) and
+  // document masking in every attention, before anything reads positions.
+  if (recipe.samplePacking.value_or(false)) {
+    pm.addPass(graph::createPackSequencesPass());
+  }
+  // --- Adapters (or trainable weights), then the loss on the logits.
+  addAdapterPass(pm, recipe);
   // --- Frozen weights stored quantized (QLoRA's NF4, int8, GPTQ, 16-bit).
   // With bf16 compute, frozen linear weights are kept in bf16 (as Hugging
   // Face loads them in bf16): half the bytes, read by the same tensor-core
@@ -318,22 +347,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(graph::createAutodiffPass(autodiff));
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
-  graph::OptimizerPassOptions optimizer;
-  optimizer.optimizer = recipe.optimizer;
-  optimizer.learningRate = recipe.learningRate;
-  optimizer.beta1 = recipe.adamBeta1;
-  optimizer.beta2 = recipe.adamBeta2;
-  optimizer.epsilon = recipe.adamEpsilon;
-  optimizer.weightDecay = recipe.weightDecay;
-  optimizer.momentum = recipe.momentum;
-  optimizer.nesterov = recipe.nesterov;
-  optimizer.maxGradNorm = recipe.maxGradNorm;
-  optimizer.scheduler = recipe.lrScheduler;
-  optimizer.warmupSteps = recipe.warmupSteps;
-  optimizer.totalSteps = recipe.maxSteps;
-  optimizer.accumulationSteps = recipe.gradientAccumulationSteps;
-  optimizer.lossScaling = recipe.lossScaling();
-  pm.addPass(graph::createOptimizerPass(optimizer));
+  addOptimizerPass(pm, recipe);
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCanonicalizerPass());
   pm.nest<mlir::func::FuncOp>().addPass(mlir::createCSEPass());
   // --- fp16 or bf16 on the CPU: every GEMM of the finished step (forward,

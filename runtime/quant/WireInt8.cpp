@@ -28,7 +28,12 @@ void encodeWireInt8(const float *values, int64_t elements, uint8_t *wire) {
   }
 }
 
-void decodeWireInt8(const uint8_t *wire, int64_t elements, float *values) {
+namespace {
+
+/// Calls put(index, value) for every decoded value of a wire chunk of
+/// `elements` floats, in order.
+template <typename Put>
+void forEachDecoded(const uint8_t *wire, int64_t elements, Put put) {
   int64_t blocks = elements / kWireBlock;
   const uint8_t *scales = wire + elements;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -37,23 +42,21 @@ void decodeWireInt8(const uint8_t *wire, int64_t elements, float *values) {
     for (int64_t i = 0; i < kWireBlock; ++i) {
       int8_t code;
       std::memcpy(&code, wire + b * kWireBlock + i, 1);
-      values[b * kWireBlock + i] = static_cast<float>(code) * scale;
+      put(b * kWireBlock + i, static_cast<float>(code) * scale);
     }
   }
 }
 
+} // namespace
+
+void decodeWireInt8(const uint8_t *wire, int64_t elements, float *values) {
+  forEachDecoded(wire, elements,
+                 [&](int64_t i, float value) { values[i] = value; });
+}
+
 void accumulateWireInt8(const uint8_t *wire, int64_t elements, float *sums) {
-  int64_t blocks = elements / kWireBlock;
-  const uint8_t *scales = wire + elements;
-  for (int64_t b = 0; b < blocks; ++b) {
-    float scale;
-    std::memcpy(&scale, scales + b * 4, 4);
-    for (int64_t i = 0; i < kWireBlock; ++i) {
-      int8_t code;
-      std::memcpy(&code, wire + b * kWireBlock + i, 1);
-      sums[b * kWireBlock + i] += static_cast<float>(code) * scale;
-    }
-  }
+  forEachDecoded(wire, elements,
+                 [&](int64_t i, float value) { sums[i] += value; });
 }
 
 } // namespace tailor::quant
