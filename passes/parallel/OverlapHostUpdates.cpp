@@ -21,6 +21,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <algorithm>
+
 namespace tailor::parallel {
 
 #define GEN_PASS_DEF_OVERLAPHOSTUPDATESPASS
@@ -99,10 +101,12 @@ struct OverlapHostUpdatesPass
   void runOnOperation() override;
 
 private:
-  /// An update that moves, and the later of its two copies in the step.
+  /// An update that moves, the later of its two copies in the step, and
+  /// the optimizer's ops its scalars are computed from (program order).
   struct Movable {
     tg::AdamWUpdateOp update;
     Operation *anchor;
+    SmallVector<Operation *> slice;
   };
   /// The host updates of `optimizer` whose copies are both in `step` and
   /// whose scalars are portable; remarks on the others.
@@ -142,12 +146,15 @@ OverlapHostUpdatesPass::findMovable(func::FuncOp step,
                            << step.getSymName();
       return;
     }
+    SmallVector<Operation *> slice;
     for (Value scalar :
          {update.getLr(), update.getStep(), update.getGradScale()}) {
       std::string why;
+      FailureOr<SmallVector<Operation *>> ops = failure();
       if (!optimizerStep) {
         why = "@" + optimizer.getSymName().str() + " has no `step` input";
-      } else if (succeeded(portableSlice(scalar, optimizerStep, why))) {
+      } else if (succeeded(ops = portableSlice(scalar, optimizerStep, why))) {
+        llvm::append_range(slice, *ops);
         continue;
       }
       update->emitRemark() << "tailor-overlap-host-updates: stays in @"
@@ -159,7 +166,11 @@ OverlapHostUpdatesPass::findMovable(func::FuncOp step,
     }
     Operation *anchor = gradCopy->isBeforeInBlock(masterCopy) ? masterCopy
                                                               : gradCopy;
-    movable.push_back({update, anchor});
+    llvm::sort(slice, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    slice.erase(std::unique(slice.begin(), slice.end()), slice.end());
+    movable.push_back({update, anchor, std::move(slice)});
   });
   return movable;
 }
@@ -187,20 +198,13 @@ void OverlapHostUpdatesPass::cloneScalars(ArrayRef<Movable> movable,
   mapping.map(optimizerStep, trainStep);
   OpBuilder builder = OpBuilder::atBlockBegin(&step.getBody().front());
   for (const Movable &m : movable) {
-    for (OpOperand &operand : m.update->getOpOperands()) {
-      Value scalar = operand.get();
-      if (!mapping.contains(scalar)) {
-        std::string why;
-        // findMovable checked every scalar.
-        SmallVector<Operation *> slice =
-            *portableSlice(scalar, optimizerStep, why);
-        for (Operation *op : slice) {
-          if (!mapping.contains(op->getResult(0))) {
-            builder.clone(*op, mapping);
-          }
-        }
+    for (Operation *op : m.slice) {
+      if (!mapping.contains(op->getResult(0))) {
+        builder.clone(*op, mapping);
       }
-      operand.set(mapping.lookupOrDefault(scalar));
+    }
+    for (OpOperand &operand : m.update->getOpOperands()) {
+      operand.set(mapping.lookupOrDefault(operand.get()));
     }
   }
 }
