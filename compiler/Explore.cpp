@@ -22,6 +22,18 @@ using llvm::StringRef;
 
 namespace tailor::explore {
 
+bool quantizesWeights(StringRef compression) {
+  return compression == "qwz" || compression == "qwz+qgz";
+}
+
+bool quantizesGradients(StringRef compression) {
+  return compression == "qgz" || compression == "qwz+qgz";
+}
+
+bool isZeroQuantization(StringRef compression) {
+  return quantizesWeights(compression) || quantizesGradients(compression);
+}
+
 bool Knobs::operator==(const Knobs &o) const {
   return weights == o.weights && adapter == o.adapter &&
          recompute == o.recompute && sharding == o.sharding &&
@@ -121,20 +133,16 @@ void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
   if (fsdp && (!stage || baseFsdp)) {
     keys.push_back({"fsdp_sharding_strategy", fsdp});
   }
-  // ZeRO++'s int8 weight gathers are ZeRO-3's: the recipe's choice holds
-  // where the configuration shards parameters, and does not apply
-  // elsewhere.
-  if (base.zeroQuantizedWeights) {
-    keys.push_back({"zero_quantized_weights",
-                    k.sharding == "zero3" ? "true" : "false"});
+  // ZeRO++'s int8 weight gathers and gradient reduce-scatters: the
+  // compression knob's choice, and `false` over a base recipe's `true`
+  // where the point does not quantize.
+  bool weights = quantizesWeights(k.compression);
+  if (weights || base.zeroQuantizedWeights) {
+    keys.push_back({"zero_quantized_weights", weights ? "true" : "false"});
   }
-  // Its int8 gradient reduce-scatters are ZeRO-2's, ZeRO-3's and hybrid's:
-  // kept for those rows, dropped for ddp and zero1 (which would refuse
-  // them).
-  if (base.zeroQuantizedGradients) {
-    bool scatters = k.sharding == "zero2" || k.sharding == "zero3" ||
-                    k.sharding == "hybrid";
-    keys.push_back({"zero_quantized_gradients", scatters ? "true" : "false"});
+  bool gradients = quantizesGradients(k.compression);
+  if (gradients || base.zeroQuantizedGradients) {
+    keys.push_back({"zero_quantized_gradients", gradients ? "true" : "false"});
   }
 }
 
@@ -169,8 +177,10 @@ recipeKeys(const Knobs &k, const TrainingRecipe &base) {
   keys.push_back({"gradient_accumulation_steps", std::to_string(k.accumulation)});
   // Only when either side compresses, so plain configurations keep the
   // keys they had.
-  if (k.compression != "none" || base.gradientCompression != "none") {
-    keys.push_back({"gradient_compression", k.compression});
+  std::string method =
+      isZeroQuantization(k.compression) ? "none" : k.compression;
+  if (method != "none" || base.gradientCompression != "none") {
+    keys.push_back({"gradient_compression", method});
   }
   // Only when either side splits; device_map: auto would choose a split of
   // its own, so a base that used it is told none.
@@ -218,6 +228,12 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
   k.microBatch = r.microBatchSize;
   k.accumulation = r.gradientAccumulationSteps;
   k.compression = r.gradientCompression;
+  if (r.zeroQuantizedWeights || r.zeroQuantizedGradients) {
+    k.compression = r.zeroQuantizedWeights && r.zeroQuantizedGradients
+                        ? "qwz+qgz"
+                    : r.zeroQuantizedWeights ? "qwz"
+                                             : "qgz";
+  }
   k.stages = r.deviceMap == "auto" ? hardware.ranks() : r.pipelineStages;
   k.replicas = k.stages > 1 ? std::max<int64_t>(1, hardware.ranks() / k.stages)
                             : 1;
@@ -229,9 +245,23 @@ bool Space::compressible(const Knobs &k) {
          !k.offloadActivations;
 }
 
+bool Space::applies(StringRef method, const Knobs &k) {
+  if (method == "none") {
+    return true;
+  }
+  if (quantizesWeights(method)) {
+    return k.sharding == "zero3";
+  }
+  if (quantizesGradients(method)) {
+    return k.sharding == "zero2" || k.sharding == "zero3" ||
+           k.sharding == "hybrid";
+  }
+  return compressible(k);
+}
+
 void Space::addCompressions(const Knobs &k, std::vector<Knobs> &all) const {
   for (const std::string &method : compression) {
-    if (method != "none" && !compressible(k)) {
+    if (!applies(method, k)) {
       continue;
     }
     Knobs c = k;
@@ -545,7 +575,14 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   // backward (Recipe.cpp refuses overlap_comm: true with it).
   if (space.dataParallel > 1 && !hardware.isCuda() &&
       base.overlapComm != "true") {
-    space.compression = {"none", "powersgd", "acp-sgd", "topk", "signsgd"};
+    llvm::append_values(space.compression, "powersgd", "acp-sgd", "topk",
+                        "signsgd");
+  }
+  // ZeRO++'s int8 gathers and reduce-scatters, on CPU ranks (no CUDA
+  // kernels yet) for the shardings that gather weights or scatter
+  // gradients (Space::applies).
+  if (space.dataParallel > 1 && !hardware.isCuda()) {
+    llvm::append_values(space.compression, "qgz", "qwz", "qwz+qgz");
   }
   // Layer split, on CPU ranks (the runtime's pipeline has no CUDA path
   // yet): any stage count that divides the ranks, the rest replicas of each

@@ -1,15 +1,18 @@
-//===- Explore.h - the configuration space `tailor explore` searches -*- C++ -*-===//
+//===- Explore.h - the configuration space `tailor explore` searches -*- C++
+//-*-===//
 //
 // The knobs people turn by trial and OOM, as one space: the frozen weights'
 // format, the adapter, recomputation, sharding, offload (of the frozen
 // weights, of AdamW and its state, of the saved activations), micro
-// batch x gradient accumulation for a fixed global batch, and gradient
-// compression (where tailor-compress-gradients applies: several CPU ranks
-// under DDP, without offload). Each point is a set of recipe keys (`key=value`, as `tailor
-// compile` takes them after the recipe), so a configuration explore reports
-// is compiled by the very pipeline `tailor compile` runs
-// (tools/tailor/ExploreCommand.cpp evaluates them). This file holds what
-// needs no compiling: the space, `--fix`, the Pareto front, the
+// batch x gradient accumulation for a fixed global batch, and what the
+// collectives send (DDP's gradient compression where
+// tailor-compress-gradients applies: several CPU ranks under DDP, without
+// offload; ZeRO++'s int8 weight gathers and gradient reduce-scatters under
+// ZeRO-2/3 and hybrid sharding on CPU ranks). Each point is a set of recipe
+// keys (`key=value`, as `tailor compile` takes them after the recipe), so a
+// configuration explore reports is compiled by the very pipeline `tailor
+// compile` runs (tools/tailor/ExploreCommand.cpp evaluates them). This file
+// holds what needs no compiling: the space, `--fix`, the Pareto front, the
 // configurations nearest to the recipe that fit, and the SVG plot.
 //
 //===----------------------------------------------------------------------===//
@@ -52,7 +55,10 @@ struct Knobs {
   bool offloadActivations = false;
   int64_t microBatch = 1;
   int64_t accumulation = 1;
-  /// gradient_compression: none, powersgd, acp-sgd, topk or signsgd.
+  /// What the collectives send: none; DDP's gradient_compression powersgd,
+  /// acp-sgd, topk or signsgd; or ZeRO++'s int8 quantization: qgz
+  /// (zero_quantized_gradients: zero2, zero3, hybrid), qwz
+  /// (zero_quantized_weights: zero3) or qwz+qgz (both: zero3).
   std::string compression = "none";
   /// pipeline_stages: consecutive layers split into this many stages,
   /// micro-batches in a 1F1B schedule (1: no split; several CPU ranks
@@ -67,6 +73,14 @@ struct Knobs {
   /// one; each kind of offload as one).
   int distance(const Knobs &o) const;
 };
+
+/// Whether a compression knob value sends ZeRO-3's weight gathers as int8
+/// (qwz, qwz+qgz), ZeRO's gradient reduce-scatters as int8 (qgz,
+/// qwz+qgz), or either (a ZeRO++ value rather than a gradient_compression
+/// method).
+bool quantizesWeights(llvm::StringRef compression);
+bool quantizesGradients(llvm::StringRef compression);
+bool isZeroQuantization(llvm::StringRef compression);
 
 /// The knobs' names, in the order tables show them.
 constexpr std::array<const char *, 8> kKnobNames = {
@@ -87,8 +101,8 @@ struct Space {
   std::vector<std::string> weights, adapters, recompute, sharding;
   std::vector<bool> offloadParams, offloadOptimizer, offloadActivations;
   std::vector<int64_t> microBatches;
-  /// Gradient compression methods; beyond "none" only where
-  /// tailor-compress-gradients applies (compressible()).
+  /// Compression knob values; beyond "none" only on several CPU ranks,
+  /// each point taking those that apply to it (applies()).
   std::vector<std::string> compression = {"none"};
   /// Layer splits: 1 (none), and where a split runs (CPU ranks) every
   /// stage count that divides the ranks (the rest are replicas; on mixed
@@ -104,6 +118,10 @@ struct Space {
   /// without offload (the space offers compression only on several CPU
   /// ranks, where the pass has kernels).
   static bool compressible(const Knobs &k);
+  /// Whether compression value `method` applies to `k`'s sharding and
+  /// offload (DDP's methods: compressible(); qgz: zero2, zero3, hybrid;
+  /// qwz and qwz+qgz: zero3).
+  static bool applies(llvm::StringRef method, const Knobs &k);
 
 private:
   /// `base` with every valid combination of offloads, appended to `all`.

@@ -472,10 +472,6 @@ LogicalResult SchedPlanner::planWireGather(tg::GatherBucketOp gather,
                                            tg::BucketOp bucket,
                                            PlannedEntry &entry, int64_t step) {
   Operation *op = gather.getOperation();
-  if (backend == "cuda") {
-    return gather.emitError() << "zero_quantized_weights has no CUDA kernels "
-                                 "yet: it runs on CPU ranks (hardware cpu)";
-  }
   // This rank's chunk, encoded where the gather is issued (the compute
   // stream), into a staging buffer the gather reads.
   int64_t chunk = bucket.getChunkElements();
@@ -509,10 +505,6 @@ LogicalResult SchedPlanner::planWireGather(tg::GatherBucketOp gather,
 
 LogicalResult SchedPlanner::planDequantizeGathered(
     tg::DequantizeGatheredOp decode, PlannedEntry &entry, int64_t step) {
-  if (backend == "cuda") {
-    return decode.emitError() << "zero_quantized_weights has no CUDA kernels "
-                                 "yet: it runs on CPU ranks (hardware cpu)";
-  }
   if (failed(useAt(decode.getInput(), step))) {
     return decode.emitError() << "its input has no planned buffer";
   }
@@ -536,18 +528,9 @@ LogicalResult SchedPlanner::planDequantizeGathered(
   return success();
 }
 
-/// The refusal of ZeRO++'s quantized gradients on a GPU target.
-static LogicalResult refuseQuantizedGradientsOnGpu(Operation *op) {
-  return op->emitError() << "zero_quantized_gradients has no CUDA kernels "
-                            "yet: it runs on CPU ranks (hardware cpu)";
-}
-
 LogicalResult SchedPlanner::planQuantizeChunks(tg::QuantizeChunksOp encode,
                                                PlannedEntry &entry,
                                                int64_t step) {
-  if (backend == "cuda") {
-    return refuseQuantizedGradientsOnGpu(encode);
-  }
   if (failed(useAt(encode.getInput(), step))) {
     return encode.emitError() << "its input has no planned buffer";
   }
@@ -576,9 +559,6 @@ LogicalResult SchedPlanner::planQuantizeChunks(tg::QuantizeChunksOp encode,
 LogicalResult SchedPlanner::planDequantizeReduce(tg::DequantizeReduceOp reduce,
                                                  PlannedEntry &entry,
                                                  int64_t step) {
-  if (backend == "cuda") {
-    return refuseQuantizedGradientsOnGpu(reduce);
-  }
   if (failed(useAt(reduce.getInput(), step))) {
     return reduce.emitError() << "its input has no planned buffer";
   }

@@ -22,6 +22,7 @@ const std::vector<CudaKernelDef> &cudaKernels() {
     addAttentionCudaKernels(defs);
     addLinearAlgebraCudaKernels(defs);
     addGenerationCudaKernels(defs);
+    addCommunicationCudaKernels(defs);
     addFusedCudaKernels(defs);
     return defs;
   }();

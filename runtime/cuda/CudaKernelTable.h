@@ -33,6 +33,9 @@ void addAttentionCudaKernels(std::vector<CudaKernelDef> &table);
 void addLinearAlgebraCudaKernels(std::vector<CudaKernelDef> &table);
 /// kv_cache_write (decode and prefill steps of a generation plan).
 void addGenerationCudaKernels(std::vector<CudaKernelDef> &table);
+/// quantize_wire_int8, dequantize_wire_int8, dequantize_reduce_wire_int8
+/// (ZeRO++'s quantized weight gathers and gradient reduce-scatters).
+void addCommunicationCudaKernels(std::vector<CudaKernelDef> &table);
 /// fused_elementwise (kernels generated per plan; FusedLaunchers.h).
 void addFusedCudaKernels(std::vector<CudaKernelDef> &table);
 

@@ -103,11 +103,15 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
   size_t loraOffloads = 3 * (2 * 2 * 2) + 1 * 2 * 2; // ddp..zero2, zero3
   size_t fullOffloads = 4 * (2 * 2);
   size_t compressed = 4 * (10 * 3 + 1 * 3);
+  // ZeRO++'s int8 collectives: qgz on every zero2 point, qgz, qwz and
+  // qwz+qgz on every zero3 point.
+  size_t zeroQuantized = (10 * 3 * (2 * 2 * 2) + 1 * 3 * (2 * 2)) +
+                         3 * (10 * 3 * (2 * 2) + 1 * 3 * (2 * 2));
   size_t splits = 10 + 1;
   EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads +
-                               compressed + splits));
+                               compressed + zeroQuantized + splits));
   for (const Knobs &k : all) {
-    EXPECT_TRUE(k.compression == "none" || Space::compressible(k));
+    EXPECT_TRUE(Space::applies(k.compression, k));
     if (k.stages > 1) {
       EXPECT_EQ(k.stages, 2);
       EXPECT_TRUE(k.sharding == "ddp" && k.recompute == "none" &&
@@ -132,7 +136,8 @@ TEST(ExploreSpace, FixTakesKnobAndRecipeSpellings) {
                             "zero_stage=2", "offload_param=cpu",
                             "offload_optimizer=none",
                             "enable_activation_offloading=true",
-                            "micro_batch_size=2", "adapter=lora-fa"});
+                            "micro_batch_size=2", "adapter=lora-fa",
+                            "gradient_compression=none"});
   std::vector<Knobs> all = space.enumerate();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].weights, "nf4");
@@ -198,7 +203,7 @@ TEST(ExploreKnobs, CompressionIsAKnobOfSeveralCpuRanks) {
             (std::vector<std::string>{"none"}));
   EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0).compression,
             (std::vector<std::string>{"none", "powersgd", "acp-sgd", "topk",
-                                      "signsgd"}));
+                                      "signsgd", "qgz", "qwz", "qwz+qgz"}));
   Space space = spaceOrDie(recipe(1, 1), cluster(1, 2), 0,
                            {"gradient_compression=topk"});
   std::vector<Knobs> all = space.enumerate();
@@ -225,6 +230,62 @@ TEST(ExploreKnobs, CompressionIsAKnobOfSeveralCpuRanks) {
       recipeKeys(Knobs(), compressing),
       std::make_pair(std::string("gradient_compression"),
                      std::string("none"))));
+}
+
+// Tests that ZeRO++'s int8 collectives are values of the compression knob
+// on the shardings they quantize (qgz: zero2, zero3, hybrid; qwz and
+// qwz+qgz: zero3), read back from a recipe's keys, and written as
+// zero_quantized_weights / zero_quantized_gradients (false over a base
+// recipe's true where a point does not quantize; never a
+// gradient_compression method).
+TEST(ExploreKnobs, ZeroQuantizationIsAKnobOfShardedPoints) {
+  Space space = spaceOrDie(recipe(1, 1), cluster(2, 2), 0);
+  int quantizing = 0;
+  for (const Knobs &k : space.enumerate()) {
+    if (quantizesWeights(k.compression)) {
+      EXPECT_EQ(k.sharding, "zero3");
+    }
+    if (quantizesGradients(k.compression)) {
+      EXPECT_TRUE(k.sharding == "zero2" || k.sharding == "zero3" ||
+                  k.sharding == "hybrid")
+          << k.sharding;
+      ++quantizing;
+    }
+  }
+  EXPECT_GT(quantizing, 0);
+  HardwareSpec gpus = cluster(1, 2);
+  gpus.backend = "cuda";
+  EXPECT_FALSE(
+      llvm::is_contained(spaceOrDie(recipe(1, 1), gpus, 0).compression, "qgz"));
+
+  TrainingRecipe both = recipe(1, 1);
+  both.sharding = "zero3";
+  both.zeroQuantizedWeights = true;
+  both.zeroQuantizedGradients = true;
+  Knobs k = knobsOf(both, cluster(1, 2));
+  EXPECT_EQ(k.compression, "qwz+qgz");
+  auto keys = recipeKeys(k, TrainingRecipe());
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("zero_quantized_weights"),
+                           std::string("true"))));
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("zero_quantized_gradients"),
+                           std::string("true"))));
+  for (const auto &[key, value] : keys) {
+    EXPECT_NE(key, "gradient_compression");
+  }
+  Knobs plain = k;
+  plain.compression = "qgz";
+  keys = recipeKeys(plain, both);
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("zero_quantized_weights"),
+                           std::string("false"))));
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("zero_quantized_gradients"),
+                           std::string("true"))));
+  EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0, {"compression=qwz"})
+                .compression,
+            (std::vector<std::string>{"qwz"}));
 }
 
 TEST(ExploreKnobs, ABudgetIsTheBudgetPolicy) {
