@@ -2,6 +2,7 @@
 
 #include "compiler/CostModel.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/ErrorHandling.h"
 
@@ -43,9 +44,40 @@ static double collectiveSeconds(const CostTarget &target,
   if (work.kernel == "all_reduce" || work.kernel == "reduce_scatter") {
     efficiency *= efficiencyOf(h, "reduce"); // their sums' memory traffic
   }
+  LinkFigures link =
+      work.link.gbs > 0 ? work.link : LinkFigures{h.linkGBs, h.linkLatencyUs};
   double seconds = ringBytesSent(work.kernel, work.bytes, work.ranks) /
-                   (h.linkGBs * 1e9 * efficiency);
-  return seconds + hops * h.linkLatencyUs * 1e-6;
+                   (link.gbs * 1e9 * efficiency);
+  return seconds + hops * link.latencyUs * 1e-6;
+}
+
+LinkFigures collectiveLink(const HardwareSpec &h,
+                           llvm::ArrayRef<int32_t> group) {
+  if (group.size() < 2) {
+    return {};
+  }
+  LinkFigures within{h.linkGBs, h.linkLatencyUs};
+  if (h.heterogeneous() || h.nodes < 2 || h.interNodeGBs <= 0 || h.gpus < 1) {
+    return within;
+  }
+  auto nodeOf = [&](int32_t rank) { return int64_t(rank) / h.gpus; };
+  bool crosses = llvm::any_of(
+      group, [&](int32_t rank) { return nodeOf(rank) != nodeOf(group[0]); });
+  if (!crosses) {
+    return within;
+  }
+  // A ring over several nodes has hops within them too: the slower of the
+  // two kinds bounds it.
+  bool hopWithin = false;
+  for (size_t i = 0; i < group.size(); ++i) {
+    hopWithin |= nodeOf(group[i]) == nodeOf(group[(i + 1) % group.size()]);
+  }
+  LinkFigures across{h.interNodeGBs, h.interNodeLatencyUs};
+  if (hopWithin) {
+    across.gbs = std::min(across.gbs, within.gbs);
+    across.latencyUs = std::max(across.latencyUs, within.latencyUs);
+  }
+  return across;
 }
 
 llvm::StringRef costKindOf(llvm::StringRef kernel) {

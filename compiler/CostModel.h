@@ -30,16 +30,36 @@ namespace tailor {
 /// One launch's work, or a collective's: then `kernel` is its kind
 /// (all_reduce, reduce_scatter, all_gather, broadcast), `bytes` the size
 /// of the full buffer and `ranks` the group's size.
+/// The link a collective's ring runs at: GB/s per direction and one hop's
+/// latency in microseconds (gbs 0: the hardware's linkGBs and
+/// linkLatencyUs).
+struct LinkFigures {
+  double gbs = 0;
+  double latencyUs = 0;
+};
+
 struct LaunchWork {
   std::string kernel;
   double flops = 0;
   double bytes = 0;
   int64_t ranks = 0;
+  /// A collective's link, when its group is known (collectiveLink).
+  LinkFigures link = {};
   /// A launch on the plan's Host stream: a CPU kernel over host memory
   /// (on a GPU machine, at the host's bandwidth, filed under "host"; on
   /// a CPU target, like any launch).
   bool onHost = false;
 };
+
+/// The link a collective over `group` (its ranks, in ring order) runs at
+/// on `h`: the slowest hop of its ring and the longest latency of them. A
+/// hop between ranks of one node runs at linkGBs, one between nodes of a
+/// cluster of several alike at interNodeGBs (rank r on node r / gpus);
+/// with no interNodeGBs, or for a mixed cluster (whose rank devices carry
+/// its slowest link), every hop runs at linkGBs. A group of one rank
+/// crosses no link ({0, 0}).
+LinkFigures collectiveLink(const HardwareSpec &h,
+                           llvm::ArrayRef<int32_t> group);
 
 /// Bytes one rank sends in a ring collective of `kind` over `ranks` ranks
 /// on a buffer of `bytes` (../shared/FORMATS.md): all-reduce 2(p-1)/p n,

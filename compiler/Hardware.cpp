@@ -88,6 +88,26 @@ HardwareSpec builtin(StringRef name) {
   return h;
 }
 
+/// The network between the nodes of a built-in GPU name of several nodes:
+/// what such servers usually carry. An NVLink4 server (DGX H100) has an
+/// InfiniBand NDR port, 400 Gb/s, per GPU; an NVLink3 one (DGX A100) HDR,
+/// 200 Gb/s per GPU; machines of PCIe cards, 10 Gb/s Ethernet that the
+/// node's GPUs share (each rank's collectives cross it at once under
+/// hybrid sharding, so each gets its share). CPU ranks of several "nodes" keep
+/// their one link (a hardware file says otherwise with inter_node_gbs).
+void setInterNodeFabric(HardwareSpec &h) {
+  if (!h.isCuda()) {
+    return;
+  }
+  if (h.link == "nvlink4") {
+    h.interNodeGBs = 50, h.interNodeLatencyUs = 5;
+  } else if (h.link == "nvlink3") {
+    h.interNodeGBs = 25, h.interNodeLatencyUs = 5;
+  } else {
+    h.interNodeGBs = 1.25 / double(h.gpus), h.interNodeLatencyUs = 30;
+  }
+}
+
 } // namespace
 
 namespace detail {
@@ -128,6 +148,8 @@ const std::vector<PlainFigure> &plainFigures() {
       {"bandwidth_gbs", &HardwareSpec::memoryBandwidthGBs},
       {"link_gbs", &HardwareSpec::linkGBs},
       {"link_latency_us", &HardwareSpec::linkLatencyUs},
+      {"inter_node_gbs", &HardwareSpec::interNodeGBs},
+      {"inter_node_latency_us", &HardwareSpec::interNodeLatencyUs},
       {"host_link_gbs", &HardwareSpec::hostLinkGBs},
       {"host_bandwidth_gbs", &HardwareSpec::hostMemoryGBs},
       {"cpu_gflops_per_thread", &HardwareSpec::cpuGflopsPerThread},
@@ -258,7 +280,8 @@ Error applyHardwareKey(HardwareSpec &h, const YamlPlace &place,
                      "cpu_parallel_half_mflop, cpu_pool_parallel_efficiency, "
                      "cpu_pool_half_us, bandwidth_gbs, launch_overhead_us, "
                      "efficiency_<kind>, "
-                     "link, link_gbs, link_latency_us, host_link_gbs, "
+                     "link, link_gbs, link_latency_us, inter_node_gbs, "
+                     "inter_node_latency_us, host_link_gbs, "
                      "host_bandwidth_gbs; a cluster file: nodes, links)");
   }
   return Error::success();
@@ -435,6 +458,9 @@ Expected<HardwareSpec> resolveHardware(StringRef spec) {
   h.nodes = counts.size() == 2 ? counts.front() : 1;
   h.gpus = count;
   h.name = lowered;
+  if (h.nodes > 1) {
+    setInterNodeFabric(h);
+  }
   return h;
 }
 

@@ -56,6 +56,14 @@ struct HardwareSpec {
   /// One hop's latency on that link, microseconds (the alpha of the
   /// collectives' alpha-beta cost).
   double linkLatencyUs = 10;
+  /// Between the nodes of a cluster of several alike (`2x8xh100`, or a
+  /// hardware file's `nodes` with `inter_node_gbs`): the link a collective
+  /// crosses from one node to the next, GB/s per direction, and one hop's
+  /// latency. 0: the nodes are joined as the devices within one are
+  /// (linkGBs, linkLatencyUs). Built-in GPU names of several nodes give
+  /// the fabric their servers usually have (resolveHardware).
+  double interNodeGBs = 0;
+  double interNodeLatencyUs = 0;
   /// Host-to-device copies (offload), GB/s each way: PCIe as measured with
   /// pinned memory, or on a CPU target a memcpy.
   double hostLinkGBs = 0;

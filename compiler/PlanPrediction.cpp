@@ -21,8 +21,9 @@ namespace fb = tailor::plan;
 namespace {
 
 /// A collective step as a work record: the larger buffer it moves, over
-/// its group.
-LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
+/// its group, at the link its group's ring crosses on `hardware`.
+LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective,
+                          const HardwareSpec &hardware) {
   std::string kind = fb::EnumNameCollectiveKind(collective.kind());
   const fb::Buffer *in = p.buffers()->Get(collective.input());
   const fb::Buffer *out = p.buffers()->Get(collective.output());
@@ -39,6 +40,11 @@ LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
                      .Default("broadcast");
   moved.bytes = double(std::max(in->size(), out->size()));
   moved.ranks = collective.group() ? collective.group()->size() : 1;
+  if (collective.group()) {
+    std::vector<int32_t> group(collective.group()->begin(),
+                               collective.group()->end());
+    moved.link = collectiveLink(hardware, group);
+  }
   return moved;
 }
 
@@ -119,14 +125,14 @@ double unquantizedExtraBytes(const fb::Plan &p, uint32_t first,
 /// Op `i`'s work record and stream in training step `step`; false for a
 /// step that does no work (a record or a wait, or an op that does not run
 /// in that step).
-bool workOf(const fb::Plan &p, uint32_t i, int64_t step, LaunchWork &work,
-            uint32_t &stream) {
+bool workOf(const fb::Plan &p, const HardwareSpec &hardware, uint32_t i,
+            int64_t step, LaunchWork &work, uint32_t &stream) {
   const fb::Op *op = p.ops()->Get(i);
   if (!runsIn(*op, step)) {
     return false;
   }
   if (const fb::Collective *collective = op->step_as_Collective()) {
-    work = collectiveWork(p, *collective);
+    work = collectiveWork(p, *collective, hardware);
     stream = collective->stream();
     return true;
   }
@@ -151,13 +157,14 @@ bool workOf(const fb::Plan &p, uint32_t i, int64_t step, LaunchWork &work,
 
 /// The launches of ops [first, first + count) that run in training step
 /// `step`, as work records, in order.
-std::vector<LaunchWork> launchesOf(const fb::Plan &p, uint32_t first,
+std::vector<LaunchWork> launchesOf(const fb::Plan &p,
+                                   const HardwareSpec &hardware, uint32_t first,
                                    uint32_t count, int64_t step) {
   std::vector<LaunchWork> work;
   for (uint32_t i = first; i < first + count; ++i) {
     LaunchWork w;
     uint32_t stream = 0;
-    if (workOf(p, i, step, w, stream)) {
+    if (workOf(p, hardware, i, step, w, stream)) {
       work.push_back(std::move(w));
     }
   }
@@ -191,7 +198,7 @@ StreamSchedule scheduleStreams(const fb::Plan &p, const CostTarget &target,
     LaunchWork work;
     uint32_t stream = 0;
     double begin = 0, seconds = 0;
-    if (workOf(p, i, step, work, stream)) {
+    if (workOf(p, target.hardware, i, step, work, stream)) {
       seconds = predictLaunchSeconds(target, work);
       begin = at(clock, stream);
       if (!target.hardware.isCuda() && op->step_as_Copy()) {
@@ -276,8 +283,8 @@ EntryPrediction predictEntry(const fb::Plan &p, const CostTarget &target,
     if (llvm::StringRef(e->name()->str()) != name) {
       continue;
     }
-    std::vector<LaunchWork> work =
-        launchesOf(p, e->first_op(), e->op_count(), steadyStep(p));
+    std::vector<LaunchWork> work = launchesOf(p, target.hardware, e->first_op(),
+                                              e->op_count(), steadyStep(p));
     entry.seconds = 0;
     for (const LaunchWork &w : work) {
       // Point-to-point transfers are the pipeline simulation's to place.
@@ -368,8 +375,8 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
   }
   if (!p.entries() || p.entries()->size() == 0) {
     // An inference plan without an entry table: its ops are the forward.
-    prediction.step =
-        predictLaunches(target, launchesOf(p, 0, p.ops()->size(), 1));
+    prediction.step = predictLaunches(
+        target, launchesOf(p, target.hardware, 0, p.ops()->size(), 1));
     return prediction;
   }
   int64_t steady = steadyStep(p);
@@ -402,8 +409,8 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
       continue; // validation is not part of a training step
     }
     for (int64_t c = 0; c < cycle; ++c) {
-      std::vector<LaunchWork> work =
-          launchesOf(p, e->first_op(), e->op_count(), steady + c);
+      std::vector<LaunchWork> work = launchesOf(
+          p, target.hardware, e->first_op(), e->op_count(), steady + c);
       TimeEstimate serial = predictLaunches(target, work);
       StreamSchedule streams = scheduleStreams(
           p, target, e->first_op(), e->op_count(), steady + c);
@@ -426,7 +433,7 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
                                         steady + c);
     }
     for (const LaunchWork &w :
-         launchesOf(p, e->first_op(), e->op_count(), 1)) {
+         launchesOf(p, target.hardware, e->first_op(), e->op_count(), 1)) {
       prediction.bytesSentPerUncompressedStep +=
           runs * ringBytesSent(w.kernel, w.bytes, w.ranks);
     }
@@ -614,7 +621,8 @@ void writePredictedTrace(const fb::Plan &p, const CostTarget &target,
         for (uint32_t i = 0; i < e.count; ++i) {
           LaunchWork work;
           uint32_t stream = 0;
-          if (!workOf(p, e.first + i, steadyStep(p), work, stream)) {
+          if (!workOf(p, target.hardware, e.first + i, steadyStep(p), work,
+                      stream)) {
             continue;
           }
           const fb::Launch *launch = p.ops()->Get(e.first + i)->step_as_Launch();

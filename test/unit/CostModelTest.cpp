@@ -378,3 +378,50 @@ TEST(CostModel, CollectivesFollowTheRingFormulas) {
   EXPECT_NEAR(predictLaunchSeconds(h100, reduce), expected, 1e-12);
   EXPECT_EQ(costKindOf("all_reduce"), "comm");
 }
+
+// Tests that a collective runs at the link its group's ring crosses: within
+// a node at link_gbs, across nodes at inter_node_gbs (the slower of the two
+// when the ring has hops of both kinds), the latency of the slowest, and
+// that built-in GPU names of several nodes carry their servers' fabric.
+TEST(CostModel, CollectivesRunAtTheLinkTheirGroupCrosses) {
+  HardwareSpec h = targetFor("2x2xcpu").hardware;
+  h.linkGBs = 10, h.linkLatencyUs = 2;
+  h.interNodeGBs = 0.125, h.interNodeLatencyUs = 50;
+  LinkFigures within = collectiveLink(h, {0, 1});
+  EXPECT_DOUBLE_EQ(within.gbs, 10);
+  EXPECT_DOUBLE_EQ(within.latencyUs, 2);
+  LinkFigures across = collectiveLink(h, {0, 2});
+  EXPECT_DOUBLE_EQ(across.gbs, 0.125);
+  EXPECT_DOUBLE_EQ(across.latencyUs, 50);
+  LinkFigures world = collectiveLink(h, {0, 1, 2, 3});
+  EXPECT_DOUBLE_EQ(world.gbs, 0.125);
+  EXPECT_DOUBLE_EQ(world.latencyUs, 50);
+  EXPECT_DOUBLE_EQ(collectiveLink(h, {3}).gbs, 0);
+  // A hop across nodes as fast as the one within: both bound the ring.
+  h.interNodeGBs = 20, h.interNodeLatencyUs = 1;
+  world = collectiveLink(h, {0, 1, 2, 3});
+  EXPECT_DOUBLE_EQ(world.gbs, 10);
+  EXPECT_DOUBLE_EQ(world.latencyUs, 2);
+  // No inter-node figure: every hop at link_gbs.
+  h.interNodeGBs = 0;
+  EXPECT_DOUBLE_EQ(collectiveLink(h, {0, 2}).gbs, 10);
+
+  // The time follows: the same all-reduce across nodes is slower.
+  CostTarget target = targetFor("2x2xcpu");
+  target.hardware.interNodeGBs = 0.125;
+  target.hardware.interNodeLatencyUs = 50;
+  LaunchWork local{"all_reduce", 0, 1e6, 2};
+  local.link = collectiveLink(target.hardware, {0, 1});
+  LaunchWork remote = local;
+  remote.link = collectiveLink(target.hardware, {0, 2});
+  EXPECT_GT(predictLaunchSeconds(target, remote),
+            10 * predictLaunchSeconds(target, local));
+
+  HardwareSpec dgx = targetFor("2x8xh100").hardware;
+  EXPECT_DOUBLE_EQ(dgx.interNodeGBs, 50);
+  EXPECT_DOUBLE_EQ(collectiveLink(dgx, {0, 8}).gbs, 50);
+  EXPECT_DOUBLE_EQ(collectiveLink(dgx, {0, 1, 2, 3, 4, 5, 6, 7}).gbs,
+                   dgx.linkGBs);
+  EXPECT_DOUBLE_EQ(targetFor("8xh100").hardware.interNodeGBs, 0);
+  EXPECT_DOUBLE_EQ(targetFor("2x2xcpu").hardware.interNodeGBs, 0);
+}
