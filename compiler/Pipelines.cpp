@@ -409,11 +409,14 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
       pm.addPass(parallel::createQuantizeGathersPass());
     }
   }
-  // ZeRO++'s qgZ: the gradient reduce-scatters send int8 blocks through an
-  // all-to-all. One rank has no reduce-scatter (tailor-shard leaves it
-  // unsharded), so nothing to quantize.
+  // ZeRO++'s qgZ: the gradient reduce-scatters send int8 (or, with
+  // zero_quantized_gradients_bits: 4, int4) blocks through an all-to-all.
+  // One rank has no reduce-scatter (tailor-shard leaves it unsharded), so
+  // nothing to quantize.
   if (recipe.zeroQuantizedGradients && options.worldSize > 1) {
-    pm.addPass(parallel::createQuantizeReductionsPass());
+    parallel::QuantizeReductionsPassOptions reductions;
+    reductions.format = recipe.quantizedGradientsFormat();
+    pm.addPass(parallel::createQuantizeReductionsPass(reductions));
   }
   addPlacementPasses(pm, recipe, options, shard.bucketBytes);
   // --- A cluster of mixed devices: each rank's micro-batches per step by

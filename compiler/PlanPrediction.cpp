@@ -3,7 +3,7 @@
 #include "compiler/PlanPrediction.h"
 
 #include "runtime/Plan.h"
-#include "runtime/quant/WireInt8.h"
+#include "runtime/quant/Wire.h"
 #include "runtime/schema/plan_generated.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace tailor {
@@ -97,10 +98,32 @@ int64_t steadyStep(const fb::Plan &p) {
   return steady;
 }
 
-/// What the int8 all-to-alls (ZeRO++'s qgZ) among ops [first, first +
-/// count) that run in `step` would send more as the f32 reduce-scatters
-/// they replace: each moves int8 wire chunks of
-/// quant::int8WireBytes(c) bytes for c f32 elements, both counted as
+/// The wire format of the chunks all-to-all op `at` sends: the format of
+/// the quantize_wire_<format> launch before it (among the entry's ops from
+/// `first`) that wrote its input; nullopt when no encoder wrote it (an
+/// all-to-all of something other than ZeRO++'s wire chunks).
+std::optional<quant::WireFormat> wireSentBy(const fb::Plan &p, uint32_t first,
+                                            uint32_t at) {
+  uint32_t input = p.ops()->Get(at)->step_as_Collective()->input();
+  for (uint32_t i = at; i-- > first;) {
+    const fb::Launch *launch = p.ops()->Get(i)->step_as_Launch();
+    if (!launch || launch->operands()->size() != 2 ||
+        launch->operands()->Get(1) != input) {
+      continue;
+    }
+    llvm::StringRef kernel =
+        p.kernels()->Get(launch->kernel())->name()->c_str();
+    if (kernel.consume_front("quantize_wire_")) {
+      return quant::wireFormatNamed(kernel.str());
+    }
+  }
+  return std::nullopt;
+}
+
+/// What the all-to-alls of wire chunks (ZeRO++'s qgZ, int8 or int4) among
+/// ops [first, first + count) that run in `step` would send more as the
+/// f32 reduce-scatters they replace: each moves wire chunks of
+/// quant::wireBytes(format, c) bytes for c f32 elements, both counted as
 /// (p-1)/p of the buffer.
 double unquantizedExtraBytes(const fb::Plan &p, uint32_t first,
                              uint32_t count, int64_t step) {
@@ -112,9 +135,13 @@ double unquantizedExtraBytes(const fb::Plan &p, uint32_t first,
         !runsIn(*op, step)) {
       continue;
     }
+    std::optional<quant::WireFormat> format = wireSentBy(p, first, i);
+    if (!format) {
+      continue; // not a quantized reduce-scatter: the same bytes either way
+    }
     double wire = double(p.buffers()->Get(collective->input())->size());
     double f32 = wire * 4.0 * double(quant::kWireBlock) /
-                 double(quant::int8WireBytes(quant::kWireBlock));
+                 double(quant::wireBytes(*format, quant::kWireBlock));
     int ranks = collective->group() ? collective->group()->size() : 1;
     extra += ringBytesSent("reduce_scatter", f32, ranks) -
              ringBytesSent("all_gather", wire, ranks);

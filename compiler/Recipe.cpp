@@ -315,6 +315,14 @@ std::map<std::string, Setter> memorySetters() {
       {"reshard_after_forward", boolean(&R::reshardAfterForward)},
       {"zero_quantized_weights", boolean(&R::zeroQuantizedWeights)},
       {"zero_quantized_gradients", boolean(&R::zeroQuantizedGradients)},
+      {"zero_quantized_gradients_bits",
+       [](R &r, const Value &v) -> Error {
+         if (v.isList || (v.scalar != "8" && v.scalar != "4")) {
+           return bad("", v, "8 or 4 (bits of each code on the wire)");
+         }
+         r.zeroQuantizedGradientsBits = v.scalar == "4" ? 4 : 8;
+         return Error::success();
+       }},
       {"offload_param", choice(&R::offloadParam, {{"cpu", "cpu"},
                                                    {"none", "none"}})},
       {"fsdp_offload_params", boolean(&R::fsdpOffloadParams)},
@@ -714,6 +722,16 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
         inconvertibleErrorCode(),
         "'zero_quantized_weights' quantizes zero_stage 3 / FULL_SHARD's "
         "weight gathers, but the sharding is " + recipe.sharding);
+  }
+  // The width alone would quantize nothing: say so rather than ignore it
+  // (an explicit `zero_quantized_gradients: false`, as explore writes for
+  // configurations without reduce-scatters, turns both off).
+  if (recipe.givenKeys.count("zero_quantized_gradients_bits") &&
+      !recipe.givenKeys.count("zero_quantized_gradients")) {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'zero_quantized_gradients_bits' sets the width of "
+        "'zero_quantized_gradients', which the recipe does not turn on");
   }
   if (recipe.zeroQuantizedGradients && recipe.sharding != "zero2" &&
       recipe.sharding != "zero3" && recipe.sharding != "hybrid") {

@@ -123,6 +123,14 @@ struct TrainingRecipe {
   /// and hybrid's (within a node) gradient reduce-scatters send int8 blocks
   /// through an all-to-all (tailor-quantize-reductions).
   bool zeroQuantizedGradients = false;
+  /// `zero_quantized_gradients_bits`: the width of qgZ's wire codes, 8
+  /// (int8, the default) or 4 (int4, the ZeRO++ paper's), apart from the
+  /// weight gathers' (always int8); needs `zero_quantized_gradients`.
+  int64_t zeroQuantizedGradientsBits = 8;
+  /// The wire format of qgZ's chunks (runtime/quant/Wire.h): int8 or int4.
+  std::string quantizedGradientsFormat() const {
+    return zeroQuantizedGradientsBits == 4 ? "int4" : "int8";
+  }
   /// `overlap_comm` (DeepSpeed): gradient collectives run on a
   /// communication stream while the rest of backward computes
   /// (tailor-overlap-collectives): "true", "false", or "auto" (on GPUs,

@@ -17,7 +17,7 @@
 #define TAILOR_DIALECTS_TG_TGQUANT_H
 
 #include "runtime/quant/QuantizedWeight.h"
-#include "runtime/quant/WireInt8.h"
+#include "runtime/quant/Wire.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -26,9 +26,15 @@
 
 namespace tailor::tg {
 
-// ZeRO++'s int8 wire chunks (tg.gather_bucket `wire`).
+// ZeRO++'s wire chunks: int8 (tg.gather_bucket `wire`), int8 or int4
+// (tg.quantize_chunks and tg.dequantize_reduce `format`).
 using quant::int8WireBytes;
 using quant::kWireBlock;
+using quant::WireFormat;
+using quant::wireBytes;
+using quant::kWireFormatNames;
+using quant::wireFormatName;
+using quant::wireFormatNamed;
 
 /// The spec a quantization dictionary describes, checked with
 /// quant::checkSpec; errors go through `emitError`.

@@ -640,34 +640,42 @@ LogicalResult DequantizeGatheredOp::verify() {
   return success();
 }
 
-/// Whether `chunk` and `shards` describe whole blocks of int8 wire chunks;
-/// the error otherwise.
-static LogicalResult verifyWireChunks(Operation *op, int64_t chunk,
-                                      int64_t shards) {
+/// The wire format of a qgZ op whose `chunk` and `shards` describe whole
+/// blocks; the error otherwise.
+static FailureOr<WireFormat> verifyWireChunks(Operation *op, int64_t chunk,
+                                              int64_t shards,
+                                              StringRef format) {
+  std::optional<WireFormat> wire = wireFormatNamed(format);
+  if (!wire) {
+    return op->emitOpError() << "expected format " << kWireFormatNames
+                             << ", got '" << format << "'";
+  }
   if (chunk <= 0 || shards <= 0 || chunk % kWireBlock != 0) {
     return op->emitOpError()
            << "expected a positive chunk of whole blocks of " << kWireBlock
            << " and positive shards, got chunk " << chunk << " shards "
            << shards;
   }
-  return success();
+  return *wire;
 }
 
 LogicalResult QuantizeChunksOp::verify() {
   int64_t chunk = static_cast<int64_t>(getChunk());
   int64_t shards = static_cast<int64_t>(getShards());
-  if (failed(verifyWireChunks(*this, chunk, shards))) {
+  FailureOr<WireFormat> format =
+      verifyWireChunks(*this, chunk, shards, getFormat());
+  if (failed(format)) {
     return failure();
   }
+  int64_t bytes = wireBytes(*format, chunk);
   auto input = llvm::cast<RankedTensorType>(getInput().getType());
   auto result = llvm::cast<RankedTensorType>(getResult().getType());
   if (input.getRank() != 1 || input.getDimSize(0) != shards * chunk ||
-      result.getRank() != 1 ||
-      result.getDimSize(0) != shards * int8WireBytes(chunk)) {
+      result.getRank() != 1 || result.getDimSize(0) != shards * bytes) {
     return emitOpError() << "expected " << shards * chunk
-                         << " elements encoding to "
-                         << shards * int8WireBytes(chunk)
-                         << " wire bytes, got " << input << " -> " << result;
+                         << " elements encoding to " << shards * bytes << " "
+                         << getFormat() << " wire bytes, got " << input
+                         << " -> " << result;
   }
   return success();
 }
@@ -686,18 +694,20 @@ LogicalResult AllToAllOp::verify() {
 LogicalResult DequantizeReduceOp::verify() {
   int64_t chunk = static_cast<int64_t>(getChunk());
   int64_t shards = static_cast<int64_t>(getShards());
-  if (failed(verifyWireChunks(*this, chunk, shards))) {
+  FailureOr<WireFormat> format =
+      verifyWireChunks(*this, chunk, shards, getFormat());
+  if (failed(format)) {
     return failure();
   }
+  int64_t bytes = wireBytes(*format, chunk);
   auto input = llvm::cast<RankedTensorType>(getInput().getType());
   auto result = llvm::cast<RankedTensorType>(getResult().getType());
-  if (input.getRank() != 1 ||
-      input.getDimSize(0) != shards * int8WireBytes(chunk) ||
+  if (input.getRank() != 1 || input.getDimSize(0) != shards * bytes ||
       result.getRank() != 1 || result.getDimSize(0) != chunk) {
-    return emitOpError() << "expected " << shards << " wire chunks of "
-                         << int8WireBytes(chunk) << " bytes reducing to "
-                         << chunk << " elements, got " << input << " -> "
-                         << result;
+    return emitOpError() << "expected " << shards << " " << getFormat()
+                         << " wire chunks of " << bytes
+                         << " bytes reducing to " << chunk
+                         << " elements, got " << input << " -> " << result;
   }
   return success();
 }

@@ -795,25 +795,30 @@ def TG_DequantizeGatheredOp : TG_Op<"dequantize_gathered", [Pure]> {
 }
 
 def TG_QuantizeChunksOp : TG_Op<"quantize_chunks", [Pure]> {
-  let summary = "a flat f32 tensor as ZeRO++'s int8 wire chunks, one per rank";
+  let summary = "a flat f32 tensor as ZeRO++'s wire chunks, one per rank";
   let description = [{
     ZeRO++'s quantized gradient reduce-scatter (qgZ): the input's `shards`
-    chunks of `chunk` elements are each encoded on their own (blocks of 64,
-    the codes then one f32 scale per block: `tg::int8WireBytes(chunk)`
-    bytes), so the chunk a `tg.all_to_all` sends to rank r decodes without
-    the others.
+    chunks of `chunk` elements are each encoded on their own in blocks of
+    64, so the chunk a `tg.all_to_all` sends to rank r decodes without the
+    others. `format` is the wire (runtime/quant/Wire.h): `int8` (the
+    default: a code a byte then one f32 scale per block,
+    `quant::int8WireBytes(chunk)` bytes) or `int4` (two codes a byte in
+    [-7, 7], then the scales: `quant::int4WireBytes(chunk)` bytes).
 
     ```mlir
     %q = tg.quantize_chunks %g chunk 64 shards 2
         : tensor<128xf32> -> tensor<136xui8>
+    %q4 = tg.quantize_chunks %g chunk 64 shards 2 format "int4"
+        : tensor<128xf32> -> tensor<72xui8>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F32]>:$input, I64Attr:$chunk,
-                       I64Attr:$shards);
+                       I64Attr:$shards,
+                       DefaultValuedStrAttr<StrAttr, "int8">:$format);
   let results = (outs RankedTensorOf<[UI8]>:$result);
   let assemblyFormat = [{
-    $input `chunk` $chunk `shards` $shards attr-dict `:` type($input) `->`
-    type($result)
+    $input `chunk` $chunk `shards` $shards (`format` $format^)? attr-dict
+    `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -839,26 +844,30 @@ def TG_AllToAllOp : TG_Op<"all_to_all", [
 }
 
 def TG_DequantizeReduceOp : TG_Op<"dequantize_reduce", [Pure]> {
-  let summary = "reduces ZeRO++'s int8 wire chunks from every rank in f32";
+  let summary = "reduces ZeRO++'s wire chunks from every rank in f32";
   let description = [{
     The end of qgZ: the input is `shards` wire chunks of `chunk` elements
-    (each rank's quantized share for this rank, in rank order, as
-    `tg.all_to_all` delivers them); each is decoded and the result is
+    in `format` (`int8`, the default, or `int4`, as `tg.quantize_chunks`
+    wrote them: each rank's quantized share for this rank, in rank order,
+    as `tg.all_to_all` delivers them); each is decoded and the result is
     their sum, or with `avg` their mean, accumulated in f32 in rank order
     (every rank reduces its own chunk the same way).
 
     ```mlir
     %c = tg.dequantize_reduce %r avg chunk 64 shards 2
         : tensor<136xui8> -> tensor<64xf32>
+    %c4 = tg.dequantize_reduce %r4 avg chunk 64 shards 2 format "int4"
+        : tensor<72xui8> -> tensor<64xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[UI8]>:$input,
                        TG_CommReduction:$reduction, I64Attr:$chunk,
-                       I64Attr:$shards);
+                       I64Attr:$shards,
+                       DefaultValuedStrAttr<StrAttr, "int8">:$format);
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = [{
-    $input $reduction `chunk` $chunk `shards` $shards attr-dict `:`
-    type($input) `->` type($result)
+    $input $reduction `chunk` $chunk `shards` $shards (`format` $format^)?
+    attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }

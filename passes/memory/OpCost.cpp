@@ -78,6 +78,16 @@ double flopsOf(Operation *op) {
           [](Operation *grad) { return 10 * elementsOf(grad->getOperand(1)); })
       .Case<tg::CrossEntropyOp, tg::CrossEntropyGradOp>(
           [](Operation *loss) { return 5 * elementsOf(loss->getOperand(0)); })
+      // ZeRO++'s qgZ, as the planner counts it for either wire format: a
+      // pass for each block's absmax, then a scale and a round per element;
+      // a multiply-add per element received. Bytes follow the wire types.
+      .Case([](tg::QuantizeChunksOp encode) {
+        return 3 * elementsOf(encode.getInput());
+      })
+      .Case([](tg::DequantizeReduceOp reduce) {
+        return 2 * static_cast<double>(reduce.getChunk()) *
+               static_cast<double>(reduce.getShards());
+      })
       .Default([](Operation *other) {
         double elements = 0;
         for (Value result : other->getResults()) {

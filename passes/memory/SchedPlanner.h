@@ -188,9 +188,11 @@ private:
   mlir::LogicalResult planDequantizeGathered(tg::DequantizeGatheredOp decode,
                                              PlannedEntry &entry,
                                              int64_t step);
-  /// ZeRO++'s int8 gradient reduce-scatter (qgZ): the bucket gradient
-  /// encoded chunk by chunk into a staging buffer of the wire chunks, and
-  /// the wire chunks received by the all-to-all reduced in f32.
+  /// ZeRO++'s int8 or int4 gradient reduce-scatter (qgZ): the bucket
+  /// gradient encoded chunk by chunk into a staging buffer of the wire
+  /// chunks, and the wire chunks received by the all-to-all reduced in
+  /// f32, each by its format's kernel (quantize_wire_<format>,
+  /// dequantize_reduce_wire_<format>).
   mlir::LogicalResult planQuantizeChunks(tg::QuantizeChunksOp encode,
                                          PlannedEntry &entry, int64_t step);
   mlir::LogicalResult planDequantizeReduce(tg::DequantizeReduceOp reduce,

@@ -539,18 +539,27 @@ LogicalResult SchedPlanner::planQuantizeChunks(tg::QuantizeChunksOp encode,
   Root staged = makeRoot(Home::Activation, memrefFor(encode.getType()));
   staged.first = staged.last = step;
   rootOf[encode.getResult()] = newRoot(std::move(staged));
-  PlannedLaunch launch =
-      launchOf(encode.getOperation(), "quantize_wire_int8", 2,
-               {accessOf(encode.getInput()), accessOf(encode.getResult())});
+  // The format's own kernel (quantize_wire_int8 or quantize_wire_int4);
+  // the verifier has read the format's name.
+  PlannedLaunch launch = launchOf(
+      encode.getOperation(), ("quantize_wire_" + encode.getFormat()).str(), 2,
+      {accessOf(encode.getInput()), accessOf(encode.getResult())});
   auto chunk = static_cast<int64_t>(encode.getChunk());
+  tg::WireFormat format = *tg::wireFormatNamed(encode.getFormat());
+  if (backend == "cuda" && format == tg::WireFormat::Int4) {
+    return encode.emitError()
+           << "zero_quantized_gradients_bits: 4 has no CUDA kernels yet: "
+              "int4 gradients run on CPU ranks (hardware cpu)";
+  }
   launch.choice.attributes.set(
       "chunk",
       IntegerAttr::get(IntegerType::get(encode.getContext(), 64), chunk));
-  // As qwZ's encode: a pass for the block maxima, one to scale and round.
+  // As qwZ's encode: a pass for the block maxima, one to scale and round;
+  // the wire chunks written once, in the format's bytes.
   double elements = double(chunk) * double(encode.getShards());
   launch.flops = 3.0 * elements;
-  launch.bytes = 8.0 * elements +
-                 double(tg::int8WireBytes(chunk)) * double(encode.getShards());
+  launch.bytes = 8.0 * elements + double(tg::wireBytes(format, chunk)) *
+                                      double(encode.getShards());
   launch.workCounted = true;
   entry.launches.push_back(std::move(launch));
   return success();
@@ -565,10 +574,12 @@ LogicalResult SchedPlanner::planDequantizeReduce(tg::DequantizeReduceOp reduce,
   Root root = makeRoot(Home::Activation, memrefFor(reduce.getType()));
   root.first = root.last = step;
   rootOf[reduce.getResult()] = newRoot(std::move(root));
-  PlannedLaunch launch =
-      launchOf(reduce.getOperation(), "dequantize_reduce_wire_int8", 2,
-               {accessOf(reduce.getInput()), accessOf(reduce.getResult())});
+  PlannedLaunch launch = launchOf(
+      reduce.getOperation(),
+      ("dequantize_reduce_wire_" + reduce.getFormat()).str(), 2,
+      {accessOf(reduce.getInput()), accessOf(reduce.getResult())});
   auto chunk = static_cast<int64_t>(reduce.getChunk());
+  tg::WireFormat format = *tg::wireFormatNamed(reduce.getFormat());
   auto i64 = IntegerType::get(reduce.getContext(), 64);
   launch.choice.attributes.set("chunk", IntegerAttr::get(i64, chunk));
   launch.choice.attributes.set(
@@ -580,7 +591,7 @@ LogicalResult SchedPlanner::planDequantizeReduce(tg::DequantizeReduceOp reduce,
   double shards = double(reduce.getShards());
   launch.flops = 2.0 * double(chunk) * shards;
   launch.bytes =
-      double(tg::int8WireBytes(chunk)) * shards + 8.0 * double(chunk);
+      double(tg::wireBytes(format, chunk)) * shards + 8.0 * double(chunk);
   launch.workCounted = true;
   entry.launches.push_back(std::move(launch));
   return success();

@@ -266,23 +266,25 @@ def QuantizeReductionsPass : Pass<"tailor-quantize-reductions",
   let description = [{
     Every `tg.reduce_scatter` (ZeRO-2's and ZeRO-3's gradient buckets,
     f32, chunks of whole blocks of 64) becomes a `tg.quantize_chunks` that
-    encodes each destination rank's chunk as its own int8 wire chunk
-    (runtime/quant/WireInt8.h: blocks of 64, one f32 scale each), a
-    `tg.all_to_all` that sends chunk r to rank r, and a
+    encodes each destination rank's chunk as its own wire chunk in
+    `format` (runtime/quant/Wire.h: blocks of 64, one f32 scale each;
+    `int8` codes, 3.76x fewer bytes than f32, or `int4` codes two a byte,
+    7.1x fewer), a `tg.all_to_all` that sends chunk r to rank r, and a
     `tg.dequantize_reduce` that decodes the chunks received and reduces
     them (sum, then the reduce-scatter's average) in f32 into what the
-    reduce-scatter gave: 3.76x fewer bytes on the wire. An all-to-all
-    rather than a ring reduce-scatter, which would quantize again at every
-    hop. The decision is recorded on the module (`quantized_reductions` in
-    `tg.parallel`). A reduce-scatter that cannot go int8 (not f32, a chunk
-    not whole blocks) is an error, and so is a module without any. Run
-    after `tailor-shard` and before `tailor-overlap-collectives`, which
-    then starts the all-to-alls on the communication stream and defers
-    each decode with the accumulation it feeds.
+    reduce-scatter gave. An all-to-all rather than a ring reduce-scatter,
+    which would quantize again at every hop. The decision is recorded on
+    the module (`quantized_reductions` in `tg.parallel`: the format). A
+    reduce-scatter that cannot be quantized (not f32, a chunk not whole
+    blocks) is an error, and so are a module without any and a format
+    other than int8 or int4. Run after `tailor-shard` and before
+    `tailor-overlap-collectives`, which then starts the all-to-alls on the
+    communication stream and defers each decode with the accumulation it
+    feeds.
   }];
   let options = [
     Option<"format", "format", "std::string", /*default=*/"\"int8\"",
-           "the wire format of gradient reduce-scatters: int8">
+           "the wire format of gradient reduce-scatters: int8 or int4">
   ];
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }

@@ -1,8 +1,8 @@
-//===- QuantizeReductions.cpp - ZeRO++'s int8 gradient reduce-scatter ----===//
+//===- QuantizeReductions.cpp - ZeRO++'s quantized gradient reduce-scatter ===//
 //
 // tailor-quantize-reductions (Passes.td): ZeRO's gradient reduce-scatters
-// send int8 blocks (runtime/quant/WireInt8.h) through an all-to-all, and
-// each rank reduces the chunks it receives in f32 (DeepSpeed ZeRO++'s
+// send int8 or int4 blocks (runtime/quant/Wire.h) through an all-to-all,
+// and each rank reduces the chunks it receives in f32 (DeepSpeed ZeRO++'s
 // qgZ). An all-to-all rather than a ring: a ring reduce-scatter would
 // decode, add and encode again at every hop, compounding the rounding.
 //
@@ -31,7 +31,7 @@ struct QuantizeReductionsPass
   void runOnOperation() override;
 };
 
-/// Why `scatter` cannot go int8 over the wire ("" when it can): an f32
+/// Why `scatter` cannot be quantized on the wire ("" when it can): an f32
 /// reduce-scatter whose chunks are whole blocks of 64 (ZeRO's buckets are
 /// cut so), reducing by sum or average.
 std::string unquantizable(tg::ReduceScatterOp scatter) {
@@ -49,25 +49,27 @@ std::string unquantizable(tg::ReduceScatterOp scatter) {
 
 /// `scatter` becomes: its input encoded chunk by chunk, an all-to-all of
 /// the wire chunks over its group, and the received chunks decoded and
-/// reduced into what the reduce-scatter gave.
-void quantize(tg::ReduceScatterOp scatter) {
+/// reduced into what the reduce-scatter gave, all in `format`.
+void quantize(tg::ReduceScatterOp scatter, tg::WireFormat format) {
   OpBuilder builder(scatter);
   Location loc = scatter.getLoc();
   int64_t chunk =
       llvm::cast<RankedTensorType>(scatter.getResult().getType()).getDimSize(0);
   auto shards = static_cast<int64_t>(scatter.getShards());
   auto wireType =
-      RankedTensorType::get({shards * tg::int8WireBytes(chunk)},
+      RankedTensorType::get({shards * tg::wireBytes(format, chunk)},
                             builder.getIntegerType(8, /*isSigned=*/false));
   auto chunkAttr = builder.getI64IntegerAttr(chunk);
   auto shardsAttr = builder.getI64IntegerAttr(shards);
-  auto encoded = tg::QuantizeChunksOp::create(
-      builder, loc, wireType, scatter.getInput(), chunkAttr, shardsAttr);
+  auto formatAttr = builder.getStringAttr(tg::wireFormatName(format));
+  auto encoded =
+      tg::QuantizeChunksOp::create(builder, loc, wireType, scatter.getInput(),
+                                   chunkAttr, shardsAttr, formatAttr);
   auto exchanged = tg::AllToAllOp::create(
       builder, loc, encoded.getResult(), scatter.getGroupAttr(), shardsAttr);
   auto reduced = tg::DequantizeReduceOp::create(
       builder, loc, scatter.getResult().getType(), exchanged.getResult(),
-      scatter.getReductionAttr(), chunkAttr, shardsAttr);
+      scatter.getReductionAttr(), chunkAttr, shardsAttr, formatAttr);
   for (Operation *op : std::initializer_list<Operation *>{
            encoded.getOperation(), exchanged.getOperation(),
            reduced.getOperation()}) {
@@ -81,18 +83,19 @@ void quantize(tg::ReduceScatterOp scatter) {
 
 void QuantizeReductionsPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (format != "int8") {
-    module.emitError()
-        << "tailor-quantize-reductions: format must be int8, got '" << format
-        << "'";
+  std::optional<tg::WireFormat> wire = tg::wireFormatNamed(format);
+  if (!wire) {
+    module.emitError() << "tailor-quantize-reductions: format must be "
+                       << tg::kWireFormatNames << ", got '" << format
+                       << "'";
     return signalPassFailure();
   }
   SmallVector<tg::ReduceScatterOp> scatters;
   WalkResult walk = module.walk([&](tg::ReduceScatterOp scatter) {
     if (std::string why = unquantizable(scatter); !why.empty()) {
       scatter.emitError() << "tailor-quantize-reductions: cannot send this "
-                             "reduce-scatter as int8: "
-                          << why;
+                             "reduce-scatter as "
+                          << format << ": " << why;
       return WalkResult::interrupt();
     }
     scatters.push_back(scatter);
@@ -108,7 +111,7 @@ void QuantizeReductionsPass::runOnOperation() {
     return signalPassFailure();
   }
   for (tg::ReduceScatterOp scatter : scatters) {
-    quantize(scatter);
+    quantize(scatter, *wire);
   }
   // The decision, beside the sharding's (tg.parallel), for inspection.
   if (auto parallel = module->getAttrOfType<DictionaryAttr>("tg.parallel")) {

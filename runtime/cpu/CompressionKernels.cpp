@@ -15,7 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelTable.h"
-#include "runtime/quant/WireInt8.h"
+#include "runtime/quant/Wire.h"
 
 #include <cblas.h>
 
@@ -637,11 +637,11 @@ std::string runSignAverage(const KernelCall &call) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// quantize_wire_int8, dequantize_wire_int8, dequantize_reduce_wire_int8
+// quantize_wire_int8/int4, dequantize_wire_int8, dequantize_reduce_wire_int8/int4
 //===----------------------------------------------------------------------===//
 //
 // ZeRO++'s quantized weight gather and gradient reduce-scatter
-// (runtime/quant/WireInt8.h). quantize_wire_int8 (values f32 [s x c], wire
+// (runtime/quant/Wire.h). quantize_wire_int8 (values f32 [s x c], wire
 // u8 [s x (c + c / 16)]; attribute `chunk` c, default the whole input):
 // each chunk of c elements in blocks of 64, its codes then its scales, so
 // each chunk decodes alone (qwZ: this rank's one chunk; qgZ: a chunk per
@@ -650,8 +650,11 @@ std::string runSignAverage(const KernelCall &call) {
 // decoded in rank order. dequantize_reduce_wire_int8 (wires u8 [s x (c + c
 // / 16)], sums f32 [c]; `chunk` c, `average` 0 or 1): the s chunks decoded
 // and summed in f32 in rank order, then divided by s for an average (as
-// the f32 reduce-scatter's average divides its sum). Serial: a chunk is a
-// bucket's share, and one pass over it is memory-bound.
+// the f32 reduce-scatter's average divides its sum). The int4 pair (qgZ
+// at 4 bits, WireInt4.h) is the same with wire chunks of c / 2 + c / 16
+// bytes: one template per kernel, instantiated per format, so both sizes
+// come from quant::wireBytes. Serial: a chunk is a bucket's share, and one
+// pass over it is memory-bound.
 
 /// The `chunk` attribute of a wire kernel (c, whole blocks of 64) and the
 /// number of chunks `elements` floats make; "" or what is wrong.
@@ -673,6 +676,7 @@ static std::string wireChunks(const KernelCall &call, bool required,
   return "";
 }
 
+template <quant::WireFormat Format>
 std::string checkQuantizeWire(const KernelCall &call) {
   if (auto e = firstError({expectOperandCount(call, 2),
                            expectDType(call, 0, DType::F32),
@@ -684,23 +688,26 @@ std::string checkQuantizeWire(const KernelCall &call) {
   if (auto e = wireChunks(call, false, n, chunk, chunks); !e.empty()) {
     return e;
   }
-  if (call.operands[1].numel() != chunks * quant::int8WireBytes(chunk)) {
-    return "expected " + std::to_string(chunks) + " wire chunks of " +
-           std::to_string(quant::int8WireBytes(chunk)) + " bytes for " +
+  int64_t wire = quant::wireBytes(Format, chunk);
+  if (call.operands[1].numel() != chunks * wire) {
+    return "expected " + std::to_string(chunks) + " " +
+           quant::wireFormatName(Format) + " wire chunks of " +
+           std::to_string(wire) + " bytes for " +
            std::to_string(n) + " elements, got " +
            std::to_string(call.operands[1].numel()) + " bytes";
   }
   return expectOutputsApart(call, 1);
 }
 
+template <quant::WireFormat Format>
 std::string runQuantizeWire(const KernelCall &call) {
   int64_t n = call.operands[0].numel();
   int64_t chunk = call.attributes.getInt("chunk", n);
   const float *values = call.operands[0].as<float>();
   uint8_t *wire = call.operands[1].as<uint8_t>();
   for (int64_t r = 0; r < n / chunk; ++r) {
-    quant::encodeWireInt8(values + r * chunk, chunk,
-                          wire + r * quant::int8WireBytes(chunk));
+    quant::encodeWire(Format, values + r * chunk, chunk,
+                      wire + r * quant::wireBytes(Format, chunk));
   }
   return "";
 }
@@ -737,6 +744,7 @@ std::string runDequantizeWire(const KernelCall &call) {
   return "";
 }
 
+template <quant::WireFormat Format>
 std::string checkDequantizeReduceWire(const KernelCall &call) {
   int64_t average = 0;
   if (auto e = firstError({expectOperandCount(call, 2),
@@ -753,9 +761,10 @@ std::string checkDequantizeReduceWire(const KernelCall &call) {
     return e;
   }
   int64_t bytes = call.operands[0].numel();
-  if (one != 1 || bytes == 0 || bytes % quant::int8WireBytes(chunk) != 0) {
-    return "expected whole wire chunks of " +
-           std::to_string(quant::int8WireBytes(chunk)) +
+  int64_t wire = quant::wireBytes(Format, chunk);
+  if (one != 1 || bytes == 0 || bytes % wire != 0) {
+    return std::string("expected whole ") + quant::wireFormatName(Format) +
+           " wire chunks of " + std::to_string(wire) +
            " bytes reducing to the " + std::to_string(sums) +
            " elements of chunk " + std::to_string(chunk) + ", got " +
            std::to_string(bytes) + " bytes";
@@ -763,15 +772,16 @@ std::string checkDequantizeReduceWire(const KernelCall &call) {
   return expectOutputsApart(call, 1);
 }
 
+template <quant::WireFormat Format>
 std::string runDequantizeReduceWire(const KernelCall &call) {
   int64_t chunk = call.operands[1].numel();
-  int64_t shards = call.operands[0].numel() / quant::int8WireBytes(chunk);
-  const uint8_t *wire = call.operands[0].as<uint8_t>();
+  int64_t wire = quant::wireBytes(Format, chunk);
+  int64_t shards = call.operands[0].numel() / wire;
+  const uint8_t *wires = call.operands[0].as<uint8_t>();
   float *sums = call.operands[1].as<float>();
   std::fill(sums, sums + chunk, 0.0f);
   for (int64_t r = 0; r < shards; ++r) {
-    quant::accumulateWireInt8(wire + r * quant::int8WireBytes(chunk), chunk,
-                              sums);
+    quant::accumulateWire(Format, wires + r * wire, chunk, sums);
   }
   if (call.attributes.getInt("average", 0) != 0) {
     for (int64_t i = 0; i < chunk; ++i) {
@@ -792,12 +802,19 @@ void addCompressionKernels(std::vector<KernelDef> &table) {
   table.push_back({"topk_compress", -1, checkTopK, runTopK});
   table.push_back({"sparse_average", -1, checkSparseAverage, runSparseAverage});
   table.push_back({"sign_compress", -1, checkSignCompress, runSignCompress});
-  table.push_back(
-      {"quantize_wire_int8", 2, checkQuantizeWire, runQuantizeWire});
+  using quant::WireFormat;
+  table.push_back({"quantize_wire_int8", 2, checkQuantizeWire<WireFormat::Int8>,
+                   runQuantizeWire<WireFormat::Int8>});
+  table.push_back({"quantize_wire_int4", 2, checkQuantizeWire<WireFormat::Int4>,
+                   runQuantizeWire<WireFormat::Int4>});
   table.push_back(
       {"dequantize_wire_int8", 2, checkDequantizeWire, runDequantizeWire});
-  table.push_back({"dequantize_reduce_wire_int8", 2, checkDequantizeReduceWire,
-                   runDequantizeReduceWire});
+  table.push_back({"dequantize_reduce_wire_int8", 2,
+                   checkDequantizeReduceWire<WireFormat::Int8>,
+                   runDequantizeReduceWire<WireFormat::Int8>});
+  table.push_back({"dequantize_reduce_wire_int4", 2,
+                   checkDequantizeReduceWire<WireFormat::Int4>,
+                   runDequantizeReduceWire<WireFormat::Int4>});
   table.push_back({"sign_average", -1, checkSignAverage, runSignAverage});
 }
 

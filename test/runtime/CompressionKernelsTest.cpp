@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 using namespace tailor::runtime;
@@ -511,5 +512,115 @@ TEST(CompressionKernelsTest, WireInt8ReduceSumsEveryRanksChunkForThisRank) {
   Buffer bucketWire(DType::U8, {ranks * wire - 1});
   EXPECT_NE(checkKernel("quantize_wire_int8", {&buckets[0], &bucketWire},
                         {intAttr("chunk", chunk)}),
+            "");
+}
+
+namespace {
+
+/// Chunk `r` of a bucket of int4 wire chunks of `chunk` elements decoded
+/// here (codes two a byte, low nibble first, then the f32 scales), not
+/// through runtime/quant.
+std::vector<float> referenceDecodeInt4(const Buffer &wires, int64_t r,
+                                       int64_t chunk) {
+  int64_t bytes = chunk / 2 + chunk / 16;
+  std::vector<float> out(chunk);
+  for (int64_t i = 0; i < chunk; ++i) {
+    auto byte = static_cast<int>(wires.at(r * bytes + i / 2));
+    int bits = (byte >> (4 * (i % 2))) & 0xF;
+    int code = bits >= 8 ? bits - 16 : bits;
+    uint8_t raw[4];
+    for (int k = 0; k < 4; ++k) {
+      raw[k] = static_cast<uint8_t>(
+          wires.at(r * bytes + chunk / 2 + i / 64 * 4 + k));
+    }
+    float scale;
+    std::memcpy(&scale, raw, 4);
+    out[i] = static_cast<float>(code) * scale;
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(CompressionKernelsTest, WireInt4ReduceSumsEveryRanksChunkForThisRank) {
+  // qgZ at 4 bits, 4 ranks: each rank's bucket of 4 chunks of 128 is
+  // quantized chunk by chunk to int4 (128 / 2 codes + 2 scales = 72 bytes
+  // a chunk); rank d receives chunk d of every rank and reduces them.
+  // Reference: the received chunks decoded by the loop above, summed in
+  // f32 in rank order (and divided by 4): equal to the bit. Every code in
+  // [-7, 7], and the average within the ranks' half steps (absmax / 7 / 2)
+  // of the exact f32 one.
+  const int64_t chunk = 128, ranks = 4, wire = 72;
+  std::vector<Buffer> buckets, wires;
+  for (int64_t r = 0; r < ranks; ++r) {
+    buckets.push_back(
+        randomBuffer({ranks * chunk}, -3, 3, 90 + static_cast<int>(r)));
+    wires.emplace_back(DType::U8, std::vector<int64_t>{ranks * wire});
+    ASSERT_EQ(runKernel("quantize_wire_int4", {&buckets[r], &wires[r]},
+                        {intAttr("chunk", chunk)}),
+              "");
+    for (int64_t i = 0; i < ranks * wire; ++i) {
+      if (i % wire >= chunk / 2) {
+        continue; // a scale's byte
+      }
+      auto byte = static_cast<int>(wires[r].at(i));
+      EXPECT_NE(byte & 0xF, 8) << "rank " << r << " byte " << i;
+      EXPECT_NE(byte >> 4, 8) << "rank " << r << " byte " << i;
+    }
+  }
+  for (int64_t d = 0; d < ranks; ++d) {
+    Buffer received(DType::U8, {ranks * wire});
+    for (int64_t r = 0; r < ranks; ++r) {
+      for (int64_t i = 0; i < wire; ++i) {
+        received.set(r * wire + i, wires[r].at(d * wire + i));
+      }
+    }
+    Buffer sum(DType::F32, {chunk}), mean(DType::F32, {chunk});
+    ASSERT_EQ(runKernel("dequantize_reduce_wire_int4", {&received, &sum},
+                        {intAttr("chunk", chunk)}),
+              "");
+    ASSERT_EQ(runKernel("dequantize_reduce_wire_int4", {&received, &mean},
+                        {intAttr("chunk", chunk), intAttr("average", 1)}),
+              "");
+    std::vector<float> reference(chunk, 0.0f);
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::vector<float> decoded = referenceDecodeInt4(received, r, chunk);
+      for (int64_t i = 0; i < chunk; ++i) {
+        reference[i] += decoded[i];
+      }
+    }
+    for (int64_t i = 0; i < chunk; ++i) {
+      float exact = 0, halfSteps = 0;
+      for (int64_t r = 0; r < ranks; ++r) {
+        exact += static_cast<float>(buckets[r].at(d * chunk + i));
+        double absmax = 0;
+        for (int64_t k = 0; k < 64; ++k) {
+          absmax = std::max(
+              absmax, std::fabs(buckets[r].at(d * chunk + i / 64 * 64 + k)));
+        }
+        halfSteps += static_cast<float>(absmax / 7.0 / 2);
+      }
+      ASSERT_EQ(sum.at(i), static_cast<double>(reference[i]))
+          << "element " << i;
+      ASSERT_EQ(mean.at(i), static_cast<double>(reference[i] / 4.0f))
+          << "element " << i;
+      EXPECT_LE(std::fabs(mean.at(i) - exact / 4.0), halfSteps / 4 + 1e-6)
+          << "element " << i;
+    }
+  }
+  // int8's sizes are refused by the int4 kernels, and the other way round.
+  Buffer int8Wire(DType::U8, {ranks * 136}), sums(DType::F32, {chunk});
+  EXPECT_NE(checkKernel("quantize_wire_int4", {&buckets[0], &int8Wire},
+                        {intAttr("chunk", chunk)}),
+            "");
+  EXPECT_NE(checkKernel("quantize_wire_int8", {&buckets[0], &wires[0]},
+                        {intAttr("chunk", chunk)}),
+            "");
+  Buffer ragged(DType::U8, {ranks * wire - 36});
+  EXPECT_NE(checkKernel("dequantize_reduce_wire_int4", {&ragged, &sums},
+                        {intAttr("chunk", chunk)}),
+            "");
+  EXPECT_NE(checkKernel("dequantize_reduce_wire_int4", {&wires[0], &sums},
+                        {}),
             "");
 }

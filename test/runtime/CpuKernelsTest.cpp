@@ -207,10 +207,11 @@ TEST(CpuKernelTableTest, ListsEveryReadmeKernelOnce) {
       "error_feedback_add", "error_feedback_store", "lowrank_init",
       "orthogonalize", "lowrank_matmul", "topk_compress", "sparse_average",
       "sign_compress", "sign_average",
-      // ZeRO++'s int8 weight gathers and gradient reduce-scatters
-      // (CompressionKernels.cpp).
+      // ZeRO++'s int8 weight gathers and int8 or int4 gradient
+      // reduce-scatters (CompressionKernels.cpp).
       "quantize_wire_int8", "dequantize_wire_int8",
-      "dequantize_reduce_wire_int8",
+      "dequantize_reduce_wire_int8", "quantize_wire_int4",
+      "dequantize_reduce_wire_int4",
       // Generation (GenerationKernels.cpp).
       "kv_cache_write",
       // Layer split (PipelineKernels.cpp).

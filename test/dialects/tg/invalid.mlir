@@ -1178,7 +1178,7 @@ func.func @f(%w: tensor<136xui8>) {
 // Tests that quantized chunks' bytes follow the chunk and shards
 // (2 x (64 + 4)).
 func.func @f(%g: tensor<128xf32>) {
-  // expected-error @+1 {{expected 128 elements encoding to 136 wire bytes, got 'tensor<128xf32>' -> 'tensor<128xui8>'}}
+  // expected-error @+1 {{expected 128 elements encoding to 136 int8 wire bytes, got 'tensor<128xf32>' -> 'tensor<128xui8>'}}
   %0 = tg.quantize_chunks %g chunk 64 shards 2 : tensor<128xf32> -> tensor<128xui8>
   return
 }
@@ -1205,7 +1205,7 @@ func.func @f(%w: tensor<135xui8>) {
 
 // Tests that a reduction of wire chunks gives one chunk.
 func.func @f(%w: tensor<136xui8>) {
-  // expected-error @+1 {{expected 2 wire chunks of 68 bytes reducing to 64 elements, got 'tensor<136xui8>' -> 'tensor<128xf32>'}}
+  // expected-error @+1 {{expected 2 int8 wire chunks of 68 bytes reducing to 64 elements, got 'tensor<136xui8>' -> 'tensor<128xf32>'}}
   %0 = tg.dequantize_reduce %w avg chunk 64 shards 2 : tensor<136xui8> -> tensor<128xf32>
   return
 }
@@ -1214,7 +1214,44 @@ func.func @f(%w: tensor<136xui8>) {
 
 // Tests that a reduction of wire chunks reads every rank's chunk.
 func.func @f(%w: tensor<68xui8>) {
-  // expected-error @+1 {{expected 2 wire chunks of 68 bytes reducing to 64 elements, got 'tensor<68xui8>' -> 'tensor<64xf32>'}}
+  // expected-error @+1 {{expected 2 int8 wire chunks of 68 bytes reducing to 64 elements, got 'tensor<68xui8>' -> 'tensor<64xf32>'}}
   %0 = tg.dequantize_reduce %w sum chunk 64 shards 2 : tensor<68xui8> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Tests that int4 chunks' bytes follow the int4 wire (2 x (32 + 4)), not
+// int8's.
+func.func @f(%g: tensor<128xf32>) {
+  // expected-error @+1 {{expected 128 elements encoding to 72 int4 wire bytes, got 'tensor<128xf32>' -> 'tensor<136xui8>'}}
+  %0 = tg.quantize_chunks %g chunk 64 shards 2 format "int4" : tensor<128xf32> -> tensor<136xui8>
+  return
+}
+
+// -----
+
+// Tests that a reduction of int4 chunks reads int4 chunks.
+func.func @f(%w: tensor<136xui8>) {
+  // expected-error @+1 {{expected 2 int4 wire chunks of 36 bytes reducing to 64 elements, got 'tensor<136xui8>' -> 'tensor<64xf32>'}}
+  %0 = tg.dequantize_reduce %w avg chunk 64 shards 2 format "int4" : tensor<136xui8> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Tests that a wire format other than int8 and int4 is refused.
+func.func @f(%g: tensor<128xf32>) {
+  // expected-error @+1 {{expected format int8 or int4, got 'int2'}}
+  %0 = tg.quantize_chunks %g chunk 64 shards 2 format "int2" : tensor<128xf32> -> tensor<40xui8>
+  return
+}
+
+// -----
+
+// Tests that a reduction names its wire format from the same two.
+func.func @f(%w: tensor<72xui8>) {
+  // expected-error @+1 {{expected format int8 or int4, got 'nf4'}}
+  %0 = tg.dequantize_reduce %w avg chunk 64 shards 2 format "nf4" : tensor<72xui8> -> tensor<64xf32>
   return
 }

@@ -432,3 +432,20 @@ func.func @qgz(%g: tensor<128xf32>) -> tensor<64xf32> {
   %r = tg.dequantize_reduce %x avg chunk 64 shards 2 : tensor<136xui8> -> tensor<64xf32>
   return %r : tensor<64xf32>
 }
+
+// -----
+
+// Tests that the int4 wire round-trips with its format (72 bytes: two
+// chunks of 32 code bytes and a scale), and int8's default stays unprinted.
+// CHECK-LABEL: func.func @qgz_int4
+// CHECK: %[[Q:.+]] = tg.quantize_chunks %{{.+}} chunk 64 shards 2 format "int4" : tensor<128xf32> -> tensor<72xui8>
+// CHECK: %[[X:.+]] = tg.all_to_all %[[Q]] over world shards 2 : tensor<72xui8>
+// CHECK: tg.dequantize_reduce %[[X]] sum chunk 64 shards 2 format "int4" : tensor<72xui8> -> tensor<64xf32>
+// CHECK: tg.quantize_chunks %{{.+}} chunk 64 shards 2 : tensor<128xf32> -> tensor<136xui8>
+func.func @qgz_int4(%g: tensor<128xf32>) -> tensor<64xf32> {
+  %q = tg.quantize_chunks %g chunk 64 shards 2 format "int4" : tensor<128xf32> -> tensor<72xui8>
+  %x = tg.all_to_all %q over world shards 2 : tensor<72xui8>
+  %r = tg.dequantize_reduce %x sum chunk 64 shards 2 format "int4" : tensor<72xui8> -> tensor<64xf32>
+  %q8 = tg.quantize_chunks %g chunk 64 shards 2 format "int8" : tensor<128xf32> -> tensor<136xui8>
+  return %r : tensor<64xf32>
+}

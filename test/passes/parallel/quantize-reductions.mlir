@@ -3,7 +3,9 @@
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero3 world-size=2 bucket-bytes=200" --tailor-quantize-reductions | FileCheck %s --check-prefix=ZERO3
 // RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-quantize-reductions --tailor-overlap-collectives | FileCheck %s --check-prefix=OVERLAP
 // RUN: not tailor-opt %s --tailor-shard="strategy=ddp world-size=2 bucket-bytes=200" --tailor-quantize-reductions 2>&1 | FileCheck %s --check-prefix=DDP
-// RUN: not tailor-opt %s --tailor-quantize-reductions="format=int4" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-quantize-reductions="format=int4" | FileCheck %s --check-prefix=INT4
+// RUN: tailor-opt %s --split-input-file --verify-diagnostics --tailor-shard="strategy=zero2 world-size=2 bucket-bytes=200" --tailor-quantize-reductions="format=int4" --tailor-lower-to-sched | FileCheck %s --check-prefix=SCHED4
+// RUN: not tailor-opt %s --tailor-quantize-reductions="format=int2" 2>&1 | FileCheck %s --check-prefix=BAD
 
 
 tg.param @a : tensor<4x4xf32> trainable init <"zeros", 0.0 : f64>
@@ -81,7 +83,36 @@ tg.state @c.v : tensor<4x4xf32> of @c exp_avg_sq
 // Tests that DDP, whose gradients are all-reduced, has nothing to quantize.
 // DDP: error: tailor-quantize-reductions: no gradient reduce-scatter to quantize (it needs ZeRO-2 or ZeRO-3's, from tailor-shard)
 
-// BAD: tailor-quantize-reductions: format must be int8, got 'int4'
+// Tests that format=int4 sends each chunk as int4 (36 wire bytes a block
+// of 64: 32 bytes of codes, two a byte, and the f32 scale), the ops
+// carrying the format, and the decision recorded as int4.
+// INT4: tg.parallel = {quantized_reductions = "int4"
+// INT4-LABEL: func.func @train_step
+// INT4: %[[G0:.+]] = tg.concat
+// INT4-NEXT: %[[Q0:.+]] = tg.quantize_chunks %[[G0]] chunk 64 shards 2 format "int4" : tensor<128xf32> -> tensor<72xui8>
+// INT4-NEXT: %[[X0:.+]] = tg.all_to_all %[[Q0]] over world shards 2 : tensor<72xui8>
+// INT4-NEXT: %[[R0:.+]] = tg.dequantize_reduce %[[X0]] avg chunk 64 shards 2 format "int4" : tensor<72xui8> -> tensor<64xf32>
+// INT4-NEXT: tg.accumulate %[[R0]] into @zero.b1.grad
+// INT4-NOT: tg.reduce_scatter
+// INT4-LABEL: func.func @optimizer_step
+
+// Tests that planning picks the int4 kernels and stages exactly the int4
+// bytes: a 72-byte buffer encoded, exchanged and reduced; the work counts
+// the int4 bytes (encode: the 128 floats read twice and 72 bytes written;
+// reduce: 72 bytes read and the 64 sums read and written).
+// SCHED4: sched.kernel @quantize_wire_int4 arity 2
+// SCHED4: sched.kernel @dequantize_reduce_wire_int4 arity 2
+// SCHED4-NOT: sched.kernel @quantize_wire_int8
+// SCHED4: sched.entry "train_step"
+// SCHED4: sched.launch @quantize_wire_int4(%{{.+}}, %[[Q:.+]]) on @compute with {chunk = 64 : i64} {bytes = 1.096000e+03 : f64, flops = 3.840000e+02 : f64, {{.*}}: memref<128xf32>, memref<72xui8>
+// SCHED4-NEXT: %[[X:.+]] = sched.buffer @activations[{{[0-9]+}}, 72] : memref<72xui8>
+// SCHED4-NEXT: sched.collective all_to_all %[[Q]] to %[[X]] group [0, 1] on @compute : memref<72xui8> to memref<72xui8>
+// SCHED4-NEXT: %[[R:.+]] = sched.buffer @activations[{{[0-9]+}}, 256] : memref<64xf32>
+// SCHED4-NEXT: sched.launch @dequantize_reduce_wire_int4(%[[X]], %[[R]]) on @compute with {average = 1 : i64, chunk = 64 : i64} {bytes = 5.840000e+02 : f64, flops = 2.560000e+02 : f64, {{.*}}: memref<72xui8>, memref<64xf32>
+// SCHED4-NOT: wire_int8
+
+// Tests that a format other than int8 and int4 is refused by name.
+// BAD: tailor-quantize-reductions: format must be int8 or int4, got 'int2'
 func.func @train_step(%x: tensor<30xf32>, %y: tensor<4x4xf32>) -> tensor<f32> {
   %a = tg.param_ref @a : tensor<4x4xf32>
   %e = tg.param_ref @e : tensor<4x4xf32>
