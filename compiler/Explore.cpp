@@ -571,16 +571,18 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   space.offloadOptimizer = {false, true};
   space.offloadActivations = {false, true};
   // Gradient compression rewrites DDP's bucket all-reduces of several
-  // ranks, on CPU ranks (no CUDA kernels yet) and not while they overlap
-  // backward (Recipe.cpp refuses overlap_comm: true with it).
+  // ranks, on CPU ranks and not while they overlap backward (Recipe.cpp
+  // refuses overlap_comm: true with it). Not offered on GPUs: top-k and
+  // sign-SGD have no CUDA kernels, and PowerSGD's have not run on a GPU
+  // yet (CudaCompressionKernelsTest runs them on the SIMT emulator).
   if (space.dataParallel > 1 && !hardware.isCuda() &&
       base.overlapComm != "true") {
     llvm::append_values(space.compression, "powersgd", "acp-sgd", "topk",
                         "signsgd");
   }
-  // ZeRO++'s int8 gathers and reduce-scatters, on CPU ranks (no CUDA
-  // kernels yet) for the shardings that gather weights or scatter
-  // gradients (Space::applies).
+  // ZeRO++'s int8 gathers and reduce-scatters, for the shardings that
+  // gather weights or scatter gradients (Space::applies), on CPU ranks:
+  // their CUDA kernels have run on the SIMT emulator only so far.
   if (space.dataParallel > 1 && !hardware.isCuda()) {
     llvm::append_values(space.compression, "qgz", "qwz", "qwz+qgz");
   }

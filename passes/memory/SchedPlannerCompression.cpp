@@ -152,11 +152,16 @@ LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
 LogicalResult SchedPlanner::planCompressionOp(ModuleOp module, Operation &op,
                                               PlannedEntry &entry,
                                               int64_t step) {
-  // The all-gather is the communicator's (NCCL's on GPUs); the kernels
-  // around it are CPU kernels only.
-  if (backend == "cuda" && !llvm::isa<tg::AllGatherOp>(op)) {
-    return op.emitError() << "gradient compression has no CUDA kernels yet: "
-                             "it runs on CPU ranks (hardware cpu)";
+  // PowerSGD's and ACP-SGD's kernels have CUDA versions
+  // (runtime/cuda/CompressionLaunchers.cpp); top-k's and sign-SGD's
+  // serial loops do not yet.
+  if (backend == "cuda" &&
+      llvm::isa<tg::TopKCompressOp, tg::SparseAverageOp, tg::SignCompressOp,
+                tg::SignAverageOp>(op)) {
+    return op.emitError() << "gradient_compression: topk and signsgd have "
+                             "no CUDA kernels yet: they run on CPU ranks "
+                             "(hardware cpu); powersgd and acp-sgd compile for "
+                             "GPUs";
   }
   if (llvm::isa<tg::AllGatherOp, tg::TopKCompressOp, tg::SparseAverageOp,
                 tg::SignCompressOp, tg::SignAverageOp>(op)) {

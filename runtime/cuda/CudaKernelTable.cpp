@@ -23,6 +23,7 @@ const std::vector<CudaKernelDef> &cudaKernels() {
     addLinearAlgebraCudaKernels(defs);
     addGenerationCudaKernels(defs);
     addCommunicationCudaKernels(defs);
+    addCompressionCudaKernels(defs);
     addFusedCudaKernels(defs);
     return defs;
   }();

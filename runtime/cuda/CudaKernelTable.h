@@ -36,6 +36,9 @@ void addGenerationCudaKernels(std::vector<CudaKernelDef> &table);
 /// quantize_wire_int8, dequantize_wire_int8, dequantize_reduce_wire_int8
 /// (ZeRO++'s quantized weight gathers and gradient reduce-scatters).
 void addCommunicationCudaKernels(std::vector<CudaKernelDef> &table);
+/// error_feedback_add, error_feedback_store, lowrank_init, orthogonalize,
+/// lowrank_matmul (PowerSGD's and ACP-SGD's compute).
+void addCompressionCudaKernels(std::vector<CudaKernelDef> &table);
 /// fused_elementwise (kernels generated per plan; FusedLaunchers.h).
 void addFusedCudaKernels(std::vector<CudaKernelDef> &table);
 
