@@ -404,6 +404,14 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
     gather.bucketBytes = shard.bucketBytes;
     gather.reshardAfterForward = recipe.reshardAfterForward;
     pm.addPass(parallel::createGatherParamsPass(gather));
+    // ZeRO++'s hpZ: backward gathers within the node, from the parts of
+    // the forward's gathers each rank kept (before qwZ, which then
+    // quantizes only the forward's world-wide gathers).
+    if (recipe.zeroHpzPartitionSize > 1) {
+      parallel::HierarchicalPartitionPassOptions hpz;
+      hpz.partitionSize = recipe.zeroHpzPartitionSize;
+      pm.addPass(parallel::createHierarchicalPartitionPass(hpz));
+    }
     // ZeRO++'s qwZ: the weight gathers send int8 blocks.
     if (recipe.zeroQuantizedWeights) {
       pm.addPass(parallel::createQuantizeGathersPass());

@@ -3,6 +3,7 @@
 #include "compiler/PlanPrediction.h"
 
 #include "runtime/Plan.h"
+#include "runtime/comm/GroupKind.h"
 #include "runtime/quant/Wire.h"
 #include "runtime/schema/plan_generated.h"
 
@@ -147,6 +148,50 @@ double unquantizedExtraBytes(const fb::Plan &p, uint32_t first,
              ringBytesSent("all_gather", wire, ranks);
   }
   return extra;
+}
+
+/// Adds `times` the bytes each collective of ops [first, first + count)
+/// that runs in step `step` sends to `sent`, under its group's kind.
+void addBytesByGroup(const fb::Plan &p, uint32_t first, uint32_t count,
+                     int64_t step, double times,
+                     std::map<std::string, double> &sent) {
+  for (uint32_t i = first; i < first + count; ++i) {
+    const fb::Op *op = p.ops()->Get(i);
+    const fb::Collective *collective = op->step_as_Collective();
+    if (!collective || !runsIn(*op, step)) {
+      continue;
+    }
+    // As collectiveWork moves them; point-to-point sends have no group.
+    const char *kind = nullptr;
+    switch (collective->kind()) {
+    case fb::CollectiveKind::AllReduce:
+      kind = "all_reduce";
+      break;
+    case fb::CollectiveKind::ReduceScatter:
+      kind = "reduce_scatter";
+      break;
+    case fb::CollectiveKind::AllGather:
+    case fb::CollectiveKind::AllToAll:
+      kind = "all_gather";
+      break;
+    case fb::CollectiveKind::Broadcast:
+      kind = "broadcast";
+      break;
+    default:
+      continue;
+    }
+    std::vector<int> members;
+    if (collective->group()) {
+      members.assign(collective->group()->begin(), collective->group()->end());
+    }
+    std::sort(members.begin(), members.end());
+    double bytes =
+        double(std::max(p.buffers()->Get(collective->input())->size(),
+                        p.buffers()->Get(collective->output())->size()));
+    sent[runtime::comm::groupKind(members, p.world_size())] +=
+        times *
+        ringBytesSent(kind, bytes, static_cast<int64_t>(members.size()));
+  }
 }
 
 /// Op `i`'s work record and stream in training step `step`; false for a
@@ -458,6 +503,8 @@ PlanPrediction predictPlan(const fb::Plan &p, const CostTarget &target) {
       prediction.bytesSentPerStepUnquantized +=
           share * unquantizedExtraBytes(p, e->first_op(), e->op_count(),
                                         steady + c);
+      addBytesByGroup(p, e->first_op(), e->op_count(), steady + c, share,
+                      prediction.bytesSentByGroupPerStep);
     }
     for (const LaunchWork &w :
          launchesOf(p, target.hardware, e->first_op(), e->op_count(), 1)) {

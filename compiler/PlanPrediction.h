@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct PlanPrediction {
   /// bytesSentPerStep with ZeRO++'s int8 gradient all-to-alls (qgZ) sent
   /// as the f32 reduce-scatters they replace; equal to it without them.
   double bytesSentPerStepUnquantized = 0;
+  /// bytesSentPerStep per kind of group its collectives span
+  /// (runtime/comm/GroupKind.h: "world", "node", "cross_node"), as
+  /// metrics.jsonl's bytes_sent_by_group counts them.
+  std::map<std::string, double> bytesSentByGroupPerStep;
   /// The first step from which the ops that run no longer change (1 when
   /// no op has a step range): the step bytesSentPerStep and the times are
   /// predicted for.

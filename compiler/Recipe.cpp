@@ -315,6 +315,7 @@ std::map<std::string, Setter> memorySetters() {
       {"reshard_after_forward", boolean(&R::reshardAfterForward)},
       {"zero_quantized_weights", boolean(&R::zeroQuantizedWeights)},
       {"zero_quantized_gradients", boolean(&R::zeroQuantizedGradients)},
+      {"zero_hpz_partition_size", integer(&R::zeroHpzPartitionSize, 1)},
       {"zero_quantized_gradients_bits",
        [](R &r, const Value &v) -> Error {
          if (v.isList || (v.scalar != "8" && v.scalar != "4")) {
@@ -732,6 +733,19 @@ Expected<TrainingRecipe> loadRecipe(StringRef path,
         inconvertibleErrorCode(),
         "'zero_quantized_gradients_bits' sets the width of "
         "'zero_quantized_gradients', which the recipe does not turn on");
+  }
+  if (recipe.zeroHpzPartitionSize > 1 && recipe.sharding != "zero3") {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'zero_hpz_partition_size' partitions zero_stage 3 / FULL_SHARD's "
+        "gathered parameters, but the sharding is " + recipe.sharding);
+  }
+  if (recipe.zeroHpzPartitionSize > 1 && !recipe.reshardAfterForward) {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "'zero_hpz_partition_size' keeps a part of the forward's gathers for "
+        "backward's, but with 'reshard_after_forward: false' backward "
+        "gathers nothing");
   }
   if (recipe.zeroQuantizedGradients && recipe.sharding != "zero2" &&
       recipe.sharding != "zero3" && recipe.sharding != "hybrid") {

@@ -123,6 +123,12 @@ struct TrainingRecipe {
   /// and hybrid's (within a node) gradient reduce-scatters send int8 blocks
   /// through an all-to-all (tailor-quantize-reductions).
   bool zeroQuantizedGradients = false;
+  /// `zero_hpz_partition_size` (DeepSpeed's ZeRO++ hpZ): with more than 1,
+  /// each rank keeps its node's part of zero3's forward gathers and
+  /// backward gathers within the node (tailor-hierarchical-partition).
+  /// Ranks of the secondary group; 1: off. Compile checks it divides the
+  /// world and equals the hardware's ranks per node.
+  int64_t zeroHpzPartitionSize = 1;
   /// `zero_quantized_gradients_bits`: the width of qgZ's wire codes, 8
   /// (int8, the default) or 4 (int4, the ZeRO++ paper's), apart from the
   /// weight gathers' (always int8); needs `zero_quantized_gradients`.

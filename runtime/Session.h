@@ -112,6 +112,9 @@ public:
   /// Bytes this rank's collectives have sent so far, over the world and
   /// every sub-group (as the communicators count them: ring algorithms).
   uint64_t bytesSent() const;
+  /// The same, per kind of group (comm/GroupKind.h: "world", "node",
+  /// "cross_node").
+  std::map<std::string, uint64_t> bytesSentByGroup() const;
   /// This rank's communicator for the plan's (rank 0's) `group` of a
   /// collective or a sharded state: the world's, or the sub-group split
   /// for it by setCommunicator; "" or why there is none.

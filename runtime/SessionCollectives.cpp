@@ -26,6 +26,7 @@
 #include "runtime/Session.h"
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/GroupKind.h"
 
 #include <algorithm>
 #include <cstring>
@@ -256,6 +257,20 @@ uint64_t Session::bytesSent() const {
     }
   }
   return total;
+}
+
+std::map<std::string, uint64_t> Session::bytesSentByGroup() const {
+  std::map<std::string, uint64_t> sent;
+  if (!comm) {
+    return sent;
+  }
+  sent["world"] = comm->bytesSent();
+  for (const auto &[members, group] : subgroups) {
+    if (group.get() != comm) {
+      sent[comm::groupKind(members, comm->size())] += group->bytesSent();
+    }
+  }
+  return sent;
 }
 
 int Session::groupPosition(const std::vector<int> &group) const {

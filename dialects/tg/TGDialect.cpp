@@ -1,6 +1,7 @@
 //===- TGDialect.cpp - tg dialect registration and attributes -------------===//
 
 #include "dialects/tg/TGOps.h"
+#include "dialects/tg/TGPartitionOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
@@ -27,6 +28,10 @@ void TGDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialects/tg/TGOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/tg/TGPartitionOps.cpp.inc"
       >();
 }
 
@@ -64,13 +69,13 @@ verifyOpAttribute(Operation *op, StringRef name, Attribute value) {
   if (name == TGDialect::kOverlapAttrName) {
     if (!llvm::isa<UnitAttr>(value) ||
         !llvm::isa<ReduceScatterOp, AllReduceOp, AllReduceStatesOp,
-                   AllToAllOp, GatherBucketOp, ToHostOp, ToDeviceOp,
-                   CopyStateOp>(op)) {
+                   AllToAllOp, GatherBucketOp, GatherPartitionOp, ToHostOp,
+                   ToDeviceOp, CopyStateOp>(op)) {
       return op->emitError() << "'" << name
                              << "' must be a unit attribute on a "
                                 "tg.reduce_scatter, tg.all_reduce, "
                                 "tg.all_reduce_states, tg.all_to_all, "
-                                "tg.gather_bucket, "
+                                "tg.gather_bucket, tg.gather_partition, "
                                 "tg.to_host, tg.to_device or tg.copy_state";
     }
     return success();

@@ -2,6 +2,8 @@
 
 #include "passes/memory/Fusions.h"
 
+#include "dialects/tg/TGPartitionOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -35,7 +37,7 @@ bool lastReaderOfActivation(Value owner, Operation *op) {
   if (!producer ||
       llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
                 arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp,
-                tg::DequantizeGatheredOp>(
+                tg::DequantizeGatheredOp, tg::GatherPartitionOp>(
           producer)) {
     return false;
   }
@@ -150,7 +152,7 @@ bool canAddInto(Value into, tg::AddOp add, Operation *gemm,
       !writer->isBeforeInBlock(gemm) ||
       llvm::isa<tg::ParamRefOp, tg::StateRefOp, tg::DequantizeOp,
                 arith::ConstantOp, tg::GatherBucketOp, tg::BucketMemberOp,
-                tg::DequantizeGatheredOp>(
+                tg::DequantizeGatheredOp, tg::GatherPartitionOp>(
           writer)) {
     return false;
   }

@@ -2,6 +2,8 @@
 
 #include "passes/memory/SchedPlanner.h"
 
+#include "dialects/tg/TGPartitionOps.h"
+
 #include "passes/memory/Passes.h"
 
 #include "dialects/tg/TGQuant.h"
@@ -522,6 +524,9 @@ LogicalResult SchedPlanner::planOp(ModuleOp module, Operation &op,
   }
   if (isCompressionOp(&op)) {
     return planCompressionOp(module, op, entry, step);
+  }
+  if (llvm::isa<tg::SecondaryPartitionOp, tg::GatherPartitionOp>(op)) {
+    return planPartitionOp(op, entry, step);
   }
   if (llvm::isa<tg::ReduceScatterOp, tg::AllReduceOp, tg::AllGatherBucketOp,
                 tg::ZeroStatesOp, tg::GatherBucketOp, tg::BucketMemberOp,

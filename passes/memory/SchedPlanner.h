@@ -197,6 +197,12 @@ private:
                                          PlannedEntry &entry, int64_t step);
   mlir::LogicalResult planDequantizeReduce(tg::DequantizeReduceOp reduce,
                                            PlannedEntry &entry, int64_t step);
+  /// ZeRO++'s hpZ (dialects/tg/TGPartitionOps.td): a tg.secondary_partition
+  /// is a copy of this rank's node part of the gathered bucket, a rank view
+  /// (rank mod shards); a tg.gather_partition all-gathers the parts over
+  /// the node.
+  mlir::LogicalResult planPartitionOp(mlir::Operation &op, PlannedEntry &entry,
+                                      int64_t step);
   /// A collective from `input` into a new activation of `result`'s type.
   mlir::LogicalResult planValueCollective(mlir::Operation &op, mlir::Value input, mlir::Value result,
                                     PlannedCollective collective,

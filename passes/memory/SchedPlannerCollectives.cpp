@@ -2,6 +2,7 @@
 
 #include "passes/memory/SchedPlanner.h"
 
+#include "dialects/tg/TGPartitionOps.h"
 #include "dialects/tg/TGQuant.h"
 
 using namespace mlir;
@@ -592,6 +593,50 @@ LogicalResult SchedPlanner::planDequantizeReduce(tg::DequantizeReduceOp reduce,
   launch.flops = 2.0 * double(chunk) * shards;
   launch.bytes =
       double(tg::wireBytes(format, chunk)) * shards + 8.0 * double(chunk);
+  launch.workCounted = true;
+  entry.launches.push_back(std::move(launch));
+  return success();
+}
+
+LogicalResult SchedPlanner::planPartitionOp(Operation &op, PlannedEntry &entry,
+                                            int64_t step) {
+  if (auto gather = llvm::dyn_cast<tg::GatherPartitionOp>(op)) {
+    PlannedCollective collective;
+    collective.kind = sched::CollectiveKind::AllGather;
+    collective.group = tg::CommGroup::Node;
+    if (static_cast<int64_t>(gather.getShards()) != ranksPerNode) {
+      return op.emitError() << "tg.gather_partition over " << gather.getShards()
+                            << " ranks, but a node has " << ranksPerNode;
+    }
+    return planValueCollective(op, gather.getInput(), gather.getResult(),
+                               collective, entry, step);
+  }
+  auto part = llvm::cast<tg::SecondaryPartitionOp>(op);
+  if (static_cast<int64_t>(part.getShards()) != ranksPerNode) {
+    return op.emitError() << "tg.secondary_partition of " << part.getShards()
+                          << " parts, but a node has " << ranksPerNode
+                          << " ranks";
+  }
+  if (failed(useAt(part.getInput(), step))) {
+    return op.emitError() << "its input has no planned buffer";
+  }
+  // The part this rank's position in the node owns: a rank view of the
+  // gathered bucket (rank mod ranks-per-node), copied into a buffer of its
+  // own that lives until the backward's gather reads it.
+  Access source = accessOf(part.getInput());
+  if (source.byteOffset != 0 || source.rankStride != 0) {
+    return op.emitError() << "internal error: the gathered bucket is a view";
+  }
+  MemRefType partType = memrefFor(part.getType());
+  source.type = partType;
+  source.rankStride = static_cast<int64_t>(storageBytes(partType));
+  source.rankPeriod = ranksPerNode;
+  Root root = makeRoot(Home::Activation, partType);
+  root.first = root.last = step;
+  rootOf[part.getResult()] = newRoot(std::move(root));
+  PlannedLaunch launch =
+      launchOf(&op, "copy", 2, {source, accessOf(part.getResult())});
+  launch.bytes = 2.0 * double(storageBytes(partType));
   launch.workCounted = true;
   entry.launches.push_back(std::move(launch));
   return success();

@@ -14,6 +14,8 @@
 
 #include "passes/parallel/Passes.h"
 
+#include "dialects/tg/TGPartitionOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -274,19 +276,29 @@ static Operation *firstUser(Operation *op, const Positions &positions) {
 }
 
 void OverlapCollectivesPass::prefetchGathers(func::FuncOp step) {
-  SmallVector<tg::GatherBucketOp> gathers(step.getOps<tg::GatherBucketOp>());
+  // hpZ's backward gathers within the node (tg.gather_partition) too.
+  SmallVector<Operation *> gathers;
+  for (Operation &op : step.getBody().front()) {
+    if (llvm::isa<tg::GatherBucketOp, tg::GatherPartitionOp>(op)) {
+      gathers.push_back(&op);
+    }
+  }
   // Where compute starts using each gather, before anything moves: the
   // next gather is issued there, so at most two gathered buckets (the one
   // in use, the one in flight) are alive at once.
   Positions positions = positionsIn(step.getBody().front());
   SmallVector<Operation *> uses;
-  for (tg::GatherBucketOp gather : gathers) {
+  for (Operation *gather : gathers) {
     uses.push_back(firstUser(gather, positions));
   }
   Builder builder(step.getContext());
   for (size_t i = 0; i < gathers.size(); ++i) {
+    Operation *part = gathers[i]->getNumOperands()
+                          ? gathers[i]->getOperand(0).getDefiningOp()
+                          : nullptr;
     if (i > 0 && uses[i - 1] &&
-        positions.lookup(uses[i - 1]) < positions.lookup(gathers[i])) {
+        positions.lookup(uses[i - 1]) < positions.lookup(gathers[i]) &&
+        (!part || positions.lookup(part) < positions.lookup(uses[i - 1]))) {
       gathers[i]->moveBefore(uses[i - 1]);
     }
     gathers[i]->setAttr(tg::TGDialect::kOverlapAttrName,

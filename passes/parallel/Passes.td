@@ -239,6 +239,34 @@ def GatherParamsPass : Pass<"tailor-gather-params", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tailor::tg::TGDialect"];
 }
 
+def HierarchicalPartitionPass : Pass<"tailor-hierarchical-partition",
+                                     "::mlir::ModuleOp"> {
+  let summary = "ZeRO++'s hierarchical partitions (hpZ): backward gathers within the node";
+  let description = [{
+    For every device bucket of sharded parameters that the training step
+    gathers twice (ZeRO-3 with `reshard_after_forward`: once for the
+    forward, again for backward), a `tg.secondary_partition` where compute
+    first reads the forward's gather keeps this rank's part of the gathered
+    bucket by its position in the node (size / `partition-size` elements),
+    and the backward's `tg.gather_bucket` becomes a `tg.gather_partition`
+    of those parts over the node: the backward's gathers cross no node, and
+    each rank keeps 1 / `partition-size` of every such bucket from forward
+    to backward. `partition-size` (DeepSpeed's `zero_hpz_partition_size`)
+    must divide the world size and equal the ranks per node (the secondary
+    group is the node). The decision is recorded first, as
+    `hpz_partition_size` in `tg.parallel`. Run after `tailor-gather-params`
+    and before `tailor-quantize-gathers`, which then quantizes only the
+    forward's world-wide gathers and the parts keep the decoded f32 values.
+  }];
+  let options = [
+    Option<"partitionSize", "partition-size", "int64_t", /*default=*/"1",
+           "ranks of the secondary partition group (the ranks per node)">,
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "the training step whose backward gathers go within the node">
+  ];
+  let dependentDialects = ["::tailor::tg::TGDialect"];
+}
+
 def QuantizeGathersPass : Pass<"tailor-quantize-gathers", "::mlir::ModuleOp"> {
   let summary = "ZeRO++'s quantized weight gathers (qwZ) for ZeRO-3's buckets";
   let description = [{

@@ -118,6 +118,15 @@ void Progress::step(const StepReport &report) {
     }
     if (report.bytesSent) {
       std::fprintf(metrics, ",\"bytes_sent\":%" PRIu64, *report.bytesSent);
+      const char *separator = ",\"bytes_sent_by_group\":{";
+      for (const auto &[group, bytes] : report.bytesSentByGroup) {
+        std::fprintf(metrics, "%s\"%s\":%" PRIu64, separator, group.c_str(),
+                     bytes);
+        separator = ",";
+      }
+      if (!report.bytesSentByGroup.empty()) {
+        std::fputs("}", metrics);
+      }
     }
     if (report.bytesCopied) {
       std::fprintf(metrics, ",\"bytes_copied\":%" PRIu64,

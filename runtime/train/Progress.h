@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,8 @@ struct StepReport {
   /// (train_step and optimizer_step, not validation), to compare with the
   /// plan's prediction.
   std::optional<uint64_t> bytesSent;
+  /// The same per kind of group (Session::bytesSentByGroup).
+  std::map<std::string, uint64_t> bytesSentByGroup;
   /// For a plan with copy steps: bytes its host<->device copies moved
   /// during the step (Session::bytesCopied), the same way.
   std::optional<uint64_t> bytesCopied;

@@ -1355,6 +1355,8 @@ bool takeStopRequest(Run &run, int64_t step) {
 std::string trainStep(Run &run, int64_t step, StepReport &report) {
   auto start = std::chrono::steady_clock::now();
   uint64_t sentBefore = run.session->bytesSent();
+  std::map<std::string, uint64_t> sentByGroupBefore =
+      run.session->bytesSentByGroup();
   uint64_t copiedBefore = run.session->bytesCopied();
   double stepLoss = 0;
   if (std::string problem = accumulate(run, step, stepLoss); !problem.empty()) {
@@ -1405,6 +1407,9 @@ std::string trainStep(Run &run, int64_t step, StepReport &report) {
   report.seconds = seconds;
   if (run.comm) {
     report.bytesSent = run.session->bytesSent() - sentBefore;
+    for (const auto &[group, bytes] : run.session->bytesSentByGroup()) {
+      report.bytesSentByGroup[group] = bytes - sentByGroupBefore[group];
+    }
   }
   if (run.hasCopies) {
     report.bytesCopied = run.session->bytesCopied() - copiedBefore;

@@ -27,6 +27,10 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
     chunks (zero_quantized_gradients_bits: 4) at world 2: losses within
     QGZ4_TOL of the f32 run's but further from them than int8's, the
     predicted bytes, fewer than int8's;
+  * full fine-tuning under ZeRO-3 with ZeRO++'s hierarchical partitions
+    (zero_hpz_partition_size: 2) on 2 x 2, with and without qwZ: equal to
+    plain ZeRO-3's run on 2 x 2 bit for bit, the predicted bytes per group
+    (the world's fewer, the backward's gathers within the node);
   * full fine-tuning under ZeRO-2 at world 2 and hybrid on 2 x 2 launched
     by `torchrun --standalone --nproc-per-node N --no-python tailor train`
     (CPU ranks then communicate through Gloo), equal to the mpirun runs
@@ -164,6 +168,7 @@ def run_world(args, onnx_path, data, base, name, hardware, ranks,
         allocated = f.read().strip()
     return dict(metrics=metrics, tensors=tensors, plan=plan, doc=doc,
                 sent=[m.get("bytes_sent") for m in rows],
+                sent_by_group=[m.get("bytes_sent_by_group") for m in rows],
                 allocated=int(allocated) if allocated else None), None
 
 
@@ -462,6 +467,83 @@ def check_quantized_weights(args, onnx_path, data, base, ref, unquantized):
     return failures
 
 
+def identical(got, ref):
+    """Whether two runs' losses, grad norms and final tensors are equal bit
+    for bit."""
+    return got["metrics"] == ref["metrics"] and set(got["tensors"]) == set(
+        ref["tensors"]) and all((got["tensors"][k] == t).all()
+                                for k, t in ref["tensors"].items())
+
+
+def check_bytes_by_group(name, result):
+    """Every step sent, per kind of group, exactly the bytes inspect
+    predicts for it; returns the failures and the figures."""
+    predicted = result["doc"]["ranks"][0][
+        "predicted_bytes_sent_by_group_per_step"]
+    wrong = [(step, sent) for step, sent in
+             enumerate(result["sent_by_group"], 1) if sent != predicted]
+    if wrong:
+        return [f"{name}: predicted {predicted} bytes per step by group; "
+                f"the communicators counted {wrong[:2]} (step, bytes)"], \
+            predicted
+    return [], predicted
+
+
+def check_hierarchical_partition(args, onnx_path, data, base):
+    """ZeRO++'s hierarchical partitions (zero_hpz_partition_size: 2 on two
+    "nodes" of two ranks): each rank keeps its node's part of every forward
+    gather and backward gathers within the node. The gathered values are
+    the same bytes, so losses, grad norms and final tensors equal plain
+    ZeRO-3's on 2 x 2 bit for bit (and, with qwZ's int8 forward gathers,
+    the plain qwZ run's: the parts keep the decoded f32 values). Every
+    step sends, per group, exactly the predicted bytes; the world group's
+    (which crosses nodes) fall, the backward's gathers moving to the node
+    group; the plan's activations grow by the parts, which inspect names."""
+    failures = []
+    for suffix, extra in (("", {}),
+                          ("-qwz", {"zero_quantized_weights": True})):
+        plain_name = f"full-zero3{suffix}-2x2"
+        name = f"full-zero3-hpz{suffix}-2x2"
+        plain, err = run_world(args, onnx_path, data, dict(base, **extra),
+                               plain_name, "2x2xcpu", 4, "zero3")
+        if err:
+            failures.append(f"{plain_name}: {err}")
+            continue
+        hpz, err = run_world(args, onnx_path, data,
+                             dict(base, zero_hpz_partition_size=2, **extra),
+                             name, "2x2xcpu", 4, "zero3")
+        if err:
+            failures.append(f"{name}: {err}")
+            continue
+        if not identical(hpz, plain):
+            worst = max(abs(a[0] - b[0]) / abs(b[0]) for a, b in
+                        zip(hpz["metrics"], plain["metrics"]))
+            failures.append(f"{name}: differs from {plain_name} (losses "
+                            f"within {worst:.2e})")
+        failures += check_bytes_sent(name, hpz, 4)
+        failures += check_bytes_sent(plain_name, plain, 4)
+        more, by_group = check_bytes_by_group(name, hpz)
+        failures += more
+        more, plain_by_group = check_bytes_by_group(plain_name, plain)
+        failures += more
+        if not (by_group.get("node", 0) > 0 and
+                by_group.get("world", 0) < plain_by_group.get("world", 0)):
+            failures.append(f"{name}: bytes by group {by_group}; plain "
+                            f"ZeRO-3 {plain_by_group}: the world's should "
+                            f"fall, the node's appear")
+        parts = hpz["doc"]["ranks"][0]["hpz_secondary_bytes"]
+        added = (hpz["doc"]["memory"]["activations"] -
+                 plain["doc"]["memory"]["activations"])
+        if parts <= 0 or added <= 0 or added > parts:
+            failures.append(f"{name}: {parts} B of hpZ parts, activations "
+                            f"{added} B more than plain ZeRO-3's")
+        print(f"{name}: losses, norms and tensors equal {plain_name}'s bit "
+              f"for bit; bytes sent a step by group {by_group} against "
+              f"{plain_by_group}, as predicted; hpZ parts {parts} B, "
+              f"activations {added} B more per rank")
+    return failures
+
+
 def check_quantized_gradients(args, onnx_path, data, base, unquantized):
     """ZeRO++'s quantized gradient reduce-scatters (zero_quantized_gradients:
     ZeRO-2's reduce-scatters become int8 chunks sent by an all-to-all and
@@ -737,6 +819,7 @@ def main():
                                             full_results)
         failures += check_quantized_gradients(args, onnx_path, data, full,
                                               full_results)
+        failures += check_hierarchical_partition(args, onnx_path, data, full)
         if "full-zero3-world2" in full_results:
             failures += check_zero3_recompute(
                 args, onnx_path, data, full, full_results["world1"],

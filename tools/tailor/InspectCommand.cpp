@@ -631,6 +631,32 @@ void addClusterRank(llvm::json::Object &rank, const ClusterPrediction &cluster,
           : nullptr;
 }
 
+/// ZeRO++'s hpZ: the bytes of the secondary partitions train_step keeps
+/// from the forward's gathers to the backward's (the outputs of its
+/// tg.secondary_partition copies, all alive at the turn to backward);
+/// 0 without hpZ.
+int64_t hpzSecondaryBytes(const fb::Plan &p) {
+  int64_t bytes = 0;
+  if (!p.entries()) {
+    return 0;
+  }
+  for (const fb::Entry *e : *p.entries()) {
+    if (e->name()->string_view() != "train_step") {
+      continue;
+    }
+    for (uint32_t i = e->first_op(); i < e->first_op() + e->op_count(); ++i) {
+      const fb::Launch *launch = p.ops()->Get(i)->step_as_Launch();
+      if (launch && launch->origin() && launch->operands()->size() == 2 &&
+          llvm::StringRef(launch->origin()->str())
+              .starts_with("tg.secondary_partition")) {
+        bytes += static_cast<int64_t>(
+            p.buffers()->Get(launch->operands()->Get(1))->size());
+      }
+    }
+  }
+  return bytes;
+}
+
 /// The per-rank contract other programs read (README, "inspect --json"):
 /// device and host peak bytes, bytes per category, predicted step time and
 /// tokens per second (null when the target cannot be predicted).
@@ -647,6 +673,10 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
         static_cast<int64_t>(s.byCategory[c]);
   }
   bool known = view.prediction.unpredictable.empty();
+  llvm::json::Object bytesByGroup;
+  for (const auto &[group, sent] : view.prediction.bytesSentByGroupPerStep) {
+    bytesByGroup[group] = sent;
+  }
   // Every rank of a data-parallel plan runs the same program: the same
   // figures, once per rank (but for a mixed cluster's own step times).
   llvm::json::Array ranks;
@@ -679,6 +709,14 @@ llvm::json::Array ranksJson(const fb::Plan &p, const PlanSummary &s,
                      view.prediction.bytesSentPerStepUnquantized)
                : nullptr},
         {"predicted_steady_from_step", view.prediction.steadyFromStep},
+        // Per kind of group (runtime/comm/GroupKind.h), as metrics.jsonl's
+        // bytes_sent_by_group.
+        {"predicted_bytes_sent_by_group_per_step",
+         known ? llvm::json::Value(llvm::json::Object(bytesByGroup))
+               : nullptr},
+        // ZeRO++'s hpZ: the parts kept from forward to backward (in the
+        // activation bytes above).
+        {"hpz_secondary_bytes", hpzSecondaryBytes(p)},
         // Steps whose ops alternate (ACP-SGD): each step of one cycle
         // from predicted_steady_from_step (the per-step figure is their
         // mean); one value otherwise.
@@ -998,6 +1036,12 @@ void printSharding(llvm::raw_ostream &os, const fb::Plan &p) {
     os << ", and the reduce-scattered gradient chunk";
   }
   os << ")\n";
+  if (int64_t secondary = hpzSecondaryBytes(p)) {
+    os << "  hpZ: each rank keeps " << secondary
+       << " B of its node's parts of the forward's gathers until backward, "
+          "which gathers them within the node of "
+       << f->ranksPerNode << " ranks\n";
+  }
 }
 
 void printEntriesAndBindings(llvm::raw_ostream &os, const fb::Plan &p,
@@ -1278,6 +1322,13 @@ void printPrediction(llvm::raw_ostream &os, const PredictionView &view) {
                        "ring collectives move them), %.3f ms\n",
                        prediction.bytesSentPerStep / double(1 << 20),
                        prediction.commSeconds * 1e3);
+  }
+  if (prediction.bytesSentByGroupPerStep.size() > 1) {
+    os << "  by group:";
+    for (const auto &[group, sent] : prediction.bytesSentByGroupPerStep) {
+      os << " " << group << llvm::format(" %.0f B", sent);
+    }
+    os << "\n";
   }
   if (prediction.bytesSentPerUncompressedStep != prediction.bytesSentPerStep) {
     os << llvm::format("compression: from step %lld, %.1f KiB sent per rank "

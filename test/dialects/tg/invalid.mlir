@@ -1255,3 +1255,34 @@ func.func @f(%w: tensor<72xui8>) {
   %0 = tg.dequantize_reduce %w avg chunk 64 shards 2 format "nf4" : tensor<72xui8> -> tensor<64xf32>
   return
 }
+
+// -----
+
+// Tests that an hpZ part is 1/shards of the gathered bucket.
+func.func @f(%w: tensor<256xf32>) {
+  // expected-error @+1 {{expected the part to be 1/2 of 'tensor<256xf32>', got 'tensor<64xf32>'}}
+  %0 = tg.secondary_partition %w shards 2 : tensor<256xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Tests that the node's gather of hpZ parts gives the bucket flat.
+tg.param @p : tensor<200xf32> trainable init <"zeros", 0.0 : f64>
+tg.bucket @b [@p] offsets [0] size 256 over world shards 4 sharded_params : f32
+func.func @f(%s: tensor<64xf32>) {
+  // expected-error @+1 {{expected 'tensor<256xf32>' (@b flat), got 'tensor<128xf32>'}}
+  %0 = tg.gather_partition %s of @b over node shards 2 : tensor<64xf32> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+// Tests that only a bucket of sharded parameters is gathered from parts.
+tg.param @p : tensor<200xf32> trainable init <"zeros", 0.0 : f64>
+tg.bucket @b [@p] offsets [0] size 256 over world shards 4 : f32
+func.func @f(%s: tensor<128xf32>) {
+  // expected-error @+1 {{expected a device bucket of sharded parameters, got @b}}
+  %0 = tg.gather_partition %s of @b over node shards 2 : tensor<128xf32> -> tensor<256xf32>
+  return
+}

@@ -449,3 +449,18 @@ func.func @qgz_int4(%g: tensor<128xf32>) -> tensor<64xf32> {
   %q8 = tg.quantize_chunks %g chunk 64 shards 2 format "int8" : tensor<128xf32> -> tensor<136xui8>
   return %r : tensor<64xf32>
 }
+
+// -----
+
+// Tests that ZeRO++'s hpZ ops round-trip: a rank's node part of a gathered
+// bucket, and the bucket all-gathered from the parts within the node.
+// CHECK-LABEL: func.func @hpz
+// CHECK: %[[S:.+]] = tg.secondary_partition %{{.+}} shards 2 : tensor<256xf32> -> tensor<128xf32>
+// CHECK: tg.gather_partition %[[S]] of @zero.b0 over node shards 2 : tensor<128xf32> -> tensor<256xf32>
+tg.param @p : tensor<200xf32> trainable init <"zeros", 0.0 : f64>
+tg.bucket @zero.b0 [@p] offsets [0] size 256 over world shards 4 sharded_params : f32
+func.func @hpz(%w: tensor<256xf32>) -> tensor<256xf32> {
+  %s = tg.secondary_partition %w shards 2 : tensor<256xf32> -> tensor<128xf32>
+  %g = tg.gather_partition %s of @zero.b0 over node shards 2 : tensor<128xf32> -> tensor<256xf32>
+  return %g : tensor<256xf32>
+}
