@@ -28,7 +28,8 @@ with LoRA and with full fine-tuning at the same global batch (micro-batch
     QGZ4_TOL of the f32 run's but further from them than int8's, the
     predicted bytes, fewer than int8's;
   * full fine-tuning under ZeRO-3 with ZeRO++'s hierarchical partitions
-    (zero_hpz_partition_size: 2) on 2 x 2, with and without qwZ: equal to
+    (zero_hpz_partition_size: 2) on 2 x 2, alone, with qwZ and with
+    overlap_comm: equal to
     plain ZeRO-3's run on 2 x 2 bit for bit, the predicted bytes per group
     (the world's fewer, the backward's gathers within the node);
   * full fine-tuning under ZeRO-2 at world 2 and hybrid on 2 x 2 launched
@@ -495,13 +496,17 @@ def check_hierarchical_partition(args, onnx_path, data, base):
     gather and backward gathers within the node. The gathered values are
     the same bytes, so losses, grad norms and final tensors equal plain
     ZeRO-3's on 2 x 2 bit for bit (and, with qwZ's int8 forward gathers,
-    the plain qwZ run's: the parts keep the decoded f32 values). Every
+    the plain qwZ run's: the parts keep the decoded f32 values; with
+    overlap_comm, whose prefetch issues the node's gathers a bucket ahead
+    on the communication stream too, plain ZeRO-3's with overlap). Every
     step sends, per group, exactly the predicted bytes; the world group's
     (which crosses nodes) fall, the backward's gathers moving to the node
     group; the plan's activations grow by the parts, which inspect names."""
     failures = []
     for suffix, extra in (("", {}),
-                          ("-qwz", {"zero_quantized_weights": True})):
+                          ("-qwz", {"zero_quantized_weights": True}),
+                          ("-overlap", {"overlap_comm": "true",
+                                        "ddp_bucket_cap_mb": 0.1})):
         plain_name = f"full-zero3{suffix}-2x2"
         name = f"full-zero3-hpz{suffix}-2x2"
         plain, err = run_world(args, onnx_path, data, dict(base, **extra),
