@@ -430,6 +430,8 @@ Expected<HardwareSpec> assembleCluster(StringRef name, ClusterParts parts,
     cluster.linkGBs = slowest, cluster.linkLatencyUs = latency;
   }
   for (HardwareSpec &device : cluster.rankDevices) {
+    device.nodeLinkGBs = device.linkGBs;
+    device.nodeLinkLatencyUs = device.linkLatencyUs;
     device.linkGBs = cluster.linkGBs;
     device.linkLatencyUs = cluster.linkLatencyUs;
   }

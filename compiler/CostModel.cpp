@@ -51,13 +51,53 @@ static double collectiveSeconds(const CostTarget &target,
   return seconds + hops * link.latencyUs * 1e-6;
 }
 
+/// The link between ranks `a` and `b` of mixed cluster `h`: their node's
+/// own link when they share one, else the file's link between their nodes
+/// (the cluster's slowest when the file names none for the pair).
+static LinkFigures mixedHop(const HardwareSpec &h, int32_t a, int32_t b) {
+  const HardwareSpec &da = h.rankDevice(a), &db = h.rankDevice(b);
+  if (da.node == db.node) {
+    if (da.nodeLinkGBs <= 0 || db.nodeLinkGBs <= 0) {
+      return {h.linkGBs, h.linkLatencyUs};
+    }
+    return {std::min(da.nodeLinkGBs, db.nodeLinkGBs),
+            std::max(da.nodeLinkLatencyUs, db.nodeLinkLatencyUs)};
+  }
+  for (const ClusterLink &link : h.links) {
+    if ((link.from == da.nodeName && link.to == db.nodeName) ||
+        (link.from == db.nodeName && link.to == da.nodeName)) {
+      return {link.gbs, link.latencyUs};
+    }
+  }
+  return {h.linkGBs, h.linkLatencyUs};
+}
+
+/// The slowest hop of the ring over `group` on mixed cluster `h`.
+static LinkFigures mixedRing(const HardwareSpec &h,
+                             llvm::ArrayRef<int32_t> group) {
+  LinkFigures ring{0, 0};
+  for (size_t i = 0; i < group.size(); ++i) {
+    int32_t a = group[i], b = group[(i + 1) % group.size()];
+    if (a < 0 || b < 0 || a >= h.ranks() || b >= h.ranks()) {
+      return {h.linkGBs, h.linkLatencyUs};
+    }
+    LinkFigures hop = mixedHop(h, a, b);
+    ring.gbs = ring.gbs == 0 ? hop.gbs : std::min(ring.gbs, hop.gbs);
+    ring.latencyUs = std::max(ring.latencyUs, hop.latencyUs);
+  }
+  return ring;
+}
+
 LinkFigures collectiveLink(const HardwareSpec &h,
                            llvm::ArrayRef<int32_t> group) {
   if (group.size() < 2) {
     return {};
   }
+  if (h.heterogeneous()) {
+    return mixedRing(h, group);
+  }
   LinkFigures within{h.linkGBs, h.linkLatencyUs};
-  if (h.heterogeneous() || h.nodes < 2 || h.interNodeGBs <= 0 || h.gpus < 1) {
+  if (h.nodes < 2 || h.interNodeGBs <= 0 || h.gpus < 1) {
     return within;
   }
   auto nodeOf = [&](int32_t rank) { return int64_t(rank) / h.gpus; };

@@ -54,10 +54,12 @@ struct LaunchWork {
 /// The link a collective over `group` (its ranks, in ring order) runs at
 /// on `h`: the slowest hop of its ring and the longest latency of them. A
 /// hop between ranks of one node runs at linkGBs, one between nodes of a
-/// cluster of several alike at interNodeGBs (rank r on node r / gpus);
-/// with no interNodeGBs, or for a mixed cluster (whose rank devices carry
-/// its slowest link), every hop runs at linkGBs. A group of one rank
-/// crosses no link ({0, 0}).
+/// cluster of several alike at interNodeGBs (rank r on node r / gpus; with
+/// no interNodeGBs, at linkGBs too). On a mixed cluster (a cluster file) a
+/// hop within a node runs at that node's devices' link (nodeLinkGBs), one
+/// between nodes at the file's link between them. A group of one rank
+/// crosses no link ({0, 0}). A spec of one rank's device knows no
+/// topology: linkGBs.
 LinkFigures collectiveLink(const HardwareSpec &h,
                            llvm::ArrayRef<int32_t> group);
 

@@ -121,6 +121,11 @@ struct HardwareSpec {
   std::vector<HardwareSpec> rankDevices;
   int64_t node = 0;
   std::string nodeName;
+  /// A mixed cluster's rank device: the link between the devices of its
+  /// node as the file gives it (linkGBs and linkLatencyUs hold the
+  /// cluster's slowest, what a collective over every rank runs at).
+  double nodeLinkGBs = 0;
+  double nodeLinkLatencyUs = 0;
   /// A cluster file's links between nodes.
   std::vector<ClusterLink> links;
 

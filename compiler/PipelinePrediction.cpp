@@ -45,14 +45,17 @@ struct StageTimes {
   double forwardBytes = 0, backwardBytes = 0;
 };
 
-/// Seconds to move `bytes` to the neighbouring stage.
-double transferSeconds(const CostTarget &target, double bytes) {
+/// Seconds to move `bytes` from rank `from` to rank `to` (neighbouring
+/// stages of one replica), over the link between them (collectiveLink).
+double transferSeconds(const CostTarget &target, double bytes, int32_t from,
+                       int32_t to) {
   if (bytes <= 0) {
     return 0;
   }
   const HardwareSpec &h = target.hardware;
-  return bytes / (h.linkGBs * 1e9 * efficiencyOf(h, "comm")) +
-         h.linkLatencyUs * 1e-6;
+  LinkFigures link = collectiveLink(h, {from, to});
+  return bytes / (link.gbs * 1e9 * efficiencyOf(h, "comm")) +
+         link.latencyUs * 1e-6;
 }
 
 std::string stageTimes(const fb::Plan &p, const CostTarget &target,
@@ -141,7 +144,10 @@ predictPipeline(const std::vector<const fb::Plan *> &stages,
         }
         double bytes = fromPrevious ? times[from].forwardBytes
                                     : times[from].backwardBytes;
-        ready = it->second + transferSeconds(target, bytes);
+        // Replica 0's ranks: stage s runs on rank s * replicas.
+        int32_t replicas = std::max(1, stages[s]->pipeline()->replicas());
+        ready = it->second +
+                transferSeconds(target, bytes, from * replicas, s * replicas);
       }
       double seconds = unit.forward ? times[s].forward : times[s].backward;
       double start = std::max(clock[s], ready);

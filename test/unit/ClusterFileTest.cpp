@@ -138,3 +138,24 @@ TEST(ClusterFile, ErrorsNameTheFileLineAndKey) {
                 .find("node name 'a' is used twice"),
             std::string::npos);
 }
+
+// Tests that a mixed cluster's collectives and stage-to-stage transfers are
+// priced at the links they cross: within box0 at its RTX 4090s' PCIe link,
+// between the boxes at the file's 10 GbE link, a ring over all three at
+// the slower; a rank's own spec (no topology) at the cluster's slowest.
+TEST(ClusterFile, HopsRunAtTheLinksTheyCross) {
+  HardwareSpec h = parse(kLab);
+  ASSERT_TRUE(h.heterogeneous());
+  LinkFigures inBox = collectiveLink(h, {0, 1});
+  EXPECT_DOUBLE_EQ(inBox.gbs, h.rankDevice(0).nodeLinkGBs);
+  EXPECT_GT(inBox.gbs, 10);
+  LinkFigures across = collectiveLink(h, {1, 2});
+  EXPECT_DOUBLE_EQ(across.gbs, 1.25);
+  EXPECT_DOUBLE_EQ(across.latencyUs, 30);
+  LinkFigures ring = collectiveLink(h, {0, 1, 2});
+  EXPECT_DOUBLE_EQ(ring.gbs, 1.25);
+  EXPECT_DOUBLE_EQ(ring.latencyUs, 30);
+  EXPECT_DOUBLE_EQ(collectiveLink(h.rankDevice(0), {0, 1}).gbs, 1.25);
+  // A rank outside the cluster: the slowest link, not a crash.
+  EXPECT_DOUBLE_EQ(collectiveLink(h, {0, 7}).gbs, h.linkGBs);
+}
