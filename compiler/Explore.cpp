@@ -23,11 +23,15 @@ using llvm::StringRef;
 namespace tailor::explore {
 
 bool quantizesWeights(StringRef compression) {
-  return compression == "qwz" || compression == "qwz+qgz";
+  return compression.starts_with("qwz");
 }
 
 bool quantizesGradients(StringRef compression) {
-  return compression == "qgz" || compression == "qwz+qgz";
+  return compression.contains("qgz");
+}
+
+bool quantizesGradientsInt4(StringRef compression) {
+  return quantizesGradients(compression) && compression.ends_with("-int4");
 }
 
 bool isZeroQuantization(StringRef compression) {
@@ -144,6 +148,19 @@ void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
   if (gradients || base.zeroQuantizedGradients) {
     keys.push_back({"zero_quantized_gradients", gradients ? "true" : "false"});
   }
+  // Their width: 4 bits where the point says so, 8 over a recipe's 4.
+  bool int4 = quantizesGradientsInt4(k.compression);
+  if (gradients && (int4 || base.zeroQuantizedGradientsBits == 4)) {
+    keys.push_back({"zero_quantized_gradients_bits", int4 ? "4" : "8"});
+  }
+  // hpZ's node partitions of ZeRO-3's gathers: the recipe's size on zero3
+  // rows, 1 (off) on the others, which would refuse it.
+  if (base.zeroHpzPartitionSize > 1) {
+    keys.push_back({"zero_hpz_partition_size",
+                    k.sharding == "zero3"
+                        ? std::to_string(base.zeroHpzPartitionSize)
+                        : "1"});
+  }
 }
 
 } // namespace
@@ -233,6 +250,9 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
                         ? "qwz+qgz"
                     : r.zeroQuantizedWeights ? "qwz"
                                              : "qgz";
+    if (r.zeroQuantizedGradients && r.zeroQuantizedGradientsBits == 4) {
+      k.compression += "-int4";
+    }
   }
   k.stages = r.deviceMap == "auto" ? hardware.ranks() : r.pipelineStages;
   k.replicas = k.stages > 1 ? std::max<int64_t>(1, hardware.ranks() / k.stages)
@@ -584,7 +604,8 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   // gather weights or scatter gradients (Space::applies), on CPU ranks:
   // their CUDA kernels have run on the SIMT emulator only so far.
   if (space.dataParallel > 1 && !hardware.isCuda()) {
-    llvm::append_values(space.compression, "qgz", "qwz", "qwz+qgz");
+    llvm::append_values(space.compression, "qgz", "qgz-int4", "qwz", "qwz+qgz",
+                        "qwz+qgz-int4");
   }
   // Layer split, on CPU ranks (the runtime's pipeline has no CUDA path
   // yet): any stage count that divides the ranks, the rest replicas of each

@@ -56,9 +56,10 @@ struct Knobs {
   int64_t microBatch = 1;
   int64_t accumulation = 1;
   /// What the collectives send: none; DDP's gradient_compression powersgd,
-  /// acp-sgd, topk or signsgd; or ZeRO++'s int8 quantization: qgz
-  /// (zero_quantized_gradients: zero2, zero3, hybrid), qwz
-  /// (zero_quantized_weights: zero3) or qwz+qgz (both: zero3).
+  /// acp-sgd, topk or signsgd; or ZeRO++'s quantization: qgz (int8
+  /// zero_quantized_gradients: zero2, zero3, hybrid), qgz-int4 (the same
+  /// at zero_quantized_gradients_bits 4), qwz (int8 zero_quantized_weights:
+  /// zero3), qwz+qgz and qwz+qgz-int4 (both: zero3).
   std::string compression = "none";
   /// pipeline_stages: consecutive layers split into this many stages,
   /// micro-batches in a 1F1B schedule (1: no split; several CPU ranks
@@ -75,11 +76,12 @@ struct Knobs {
 };
 
 /// Whether a compression knob value sends ZeRO-3's weight gathers as int8
-/// (qwz, qwz+qgz), ZeRO's gradient reduce-scatters as int8 (qgz,
-/// qwz+qgz), or either (a ZeRO++ value rather than a gradient_compression
-/// method).
+/// (qwz, qwz+qgz, qwz+qgz-int4), ZeRO's gradient reduce-scatters quantized
+/// (every value with qgz), those at 4 bits (-int4), or either (a ZeRO++
+/// value rather than a gradient_compression method).
 bool quantizesWeights(llvm::StringRef compression);
 bool quantizesGradients(llvm::StringRef compression);
+bool quantizesGradientsInt4(llvm::StringRef compression);
 bool isZeroQuantization(llvm::StringRef compression);
 
 /// The knobs' names, in the order tables show them.
@@ -119,8 +121,8 @@ struct Space {
   /// ranks, where the pass has kernels).
   static bool compressible(const Knobs &k);
   /// Whether compression value `method` applies to `k`'s sharding and
-  /// offload (DDP's methods: compressible(); qgz: zero2, zero3, hybrid;
-  /// qwz and qwz+qgz: zero3).
+  /// offload (DDP's methods: compressible(); qgz and qgz-int4: zero2,
+  /// zero3, hybrid; values with qwz: zero3).
   static bool applies(llvm::StringRef method, const Knobs &k);
 
 private:

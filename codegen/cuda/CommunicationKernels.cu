@@ -1,4 +1,4 @@
-//===- CommunicationKernels.cu - ZeRO++'s int8 wire chunks -----*- CUDA -*-===//
+//===- CommunicationKernels.cu - ZeRO++'s wire chunks ----------*- CUDA -*-===//
 //
 // Device code of runtime/cuda/CommunicationLaunchers.cpp, the CUDA side of
 // the wire kernels in runtime/cpu/CompressionKernels.cpp: what ZeRO++'s
@@ -19,6 +19,11 @@
 //     chunk, summing the s received chunks' decoded values in rank order
 //     (products and sums rounded apart, never contracted into an FMA, as
 //     the CPU adds them), then dividing by s for an average.
+//   - quantize_wire_int4, dequantize_reduce_wire_int4: the same for
+//     runtime/quant/WireInt4.h's format (qgZ at 4 bits): scale = absmax /
+//     7, codes in [-7, 7] two a byte (element 2j in the low nibble of byte
+//     j), c / 2 code bytes then the c / 64 scales. The encoder's lane l
+//     takes the pair 2l, 2l + 1 and writes byte l.
 //
 // Scales are read and written a byte at a time: a wire buffer is a u8
 // tensor the planner may place at any byte, and a scale is 1/64 of the
@@ -39,8 +44,8 @@ constexpr i64 kBlock = 64;
 TL_DEVICE i64 chunkBytes(i64 chunk) { return chunk + chunk / kBlock * 4; }
 
 TL_DEVICE float loadScale(const u8 *p) {
-  u32 bits = u32(p[0]) | (u32(p[1]) << 8) | (u32(p[2]) << 16) |
-             (u32(p[3]) << 24);
+  u32 bits =
+      u32(p[0]) | (u32(p[1]) << 8) | (u32(p[2]) << 16) | (u32(p[3]) << 24);
   return __uint_as_float(bits);
 }
 
@@ -114,6 +119,61 @@ TL_DEVICE void dequantizeReduceInt8(const u8 *wire, float *sums, i64 chunk,
   }
 }
 
+/// Bytes of an int4 wire chunk of `chunk` values.
+TL_DEVICE i64 chunkBytesInt4(i64 chunk) {
+  return chunk / 2 + chunk / kBlock * 4;
+}
+
+/// The int4 code of `x` at `inverse` = 1 / scale, in [-7, 7].
+TL_DEVICE int encodeInt4(float x, float inverse) {
+  const int code = __float2int_rn(__fmul_rn(x, inverse));
+  return code < -7 ? -7 : (code > 7 ? 7 : code);
+}
+
+/// values [blocks x 64] (chunks of `chunk` back to back) into int4 `wire`.
+TL_DEVICE void quantizeInt4(const float *values, u8 *wire, i64 chunk,
+                            i64 blocks) {
+  const i64 warps = gridThreads() / kWarpSize;
+  const int lane = int(threadIdx.x % kWarpSize);
+  const i64 perChunk = chunk / kBlock;
+  // As quantizeInt8: the bound is the same for every lane of a warp.
+  for (i64 w = globalThread() / kWarpSize; w < blocks; w += warps) {
+    const float *x = values + w * kBlock;
+    const float low = x[2 * lane], high = x[2 * lane + 1];
+    const float absmax = warpMax(fmaxf(fabsf(low), fabsf(high)));
+    const float scale = absmax / 7.0f;
+    const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
+    u8 *base = wire + (w / perChunk) * chunkBytesInt4(chunk);
+    u8 *codes = base + (w % perChunk) * (kBlock / 2);
+    codes[lane] = u8((encodeInt4(low, inverse) & 0xf) |
+                     ((encodeInt4(high, inverse) & 0xf) << 4));
+    if (lane == 0) {
+      storeScale(base + chunk / 2 + (w % perChunk) * 4, scale);
+    }
+  }
+}
+
+/// The value of element `j` of an int4 wire chunk at `base`.
+TL_DEVICE float decodeInt4(const u8 *base, i64 chunk, i64 j) {
+  const u32 byte = base[j / 2];
+  const u32 nibble = (j & 1) ? (byte >> 4) & 0xfu : byte & 0xfu;
+  const int code = int(nibble & 0x7u) - int(nibble & 0x8u);
+  return __fmul_rn(float(code), loadScale(base + chunk / 2 + (j / kBlock) * 4));
+}
+
+/// As dequantizeReduceInt8, for int4 wire chunks.
+TL_DEVICE void dequantizeReduceInt4(const u8 *wire, float *sums, i64 chunk,
+                                    i64 shards, int average) {
+  const i64 bytes = chunkBytesInt4(chunk);
+  for (i64 j = globalThread(); j < chunk; j += gridThreads()) {
+    float sum = 0.0f;
+    for (i64 r = 0; r < shards; ++r) {
+      sum = __fadd_rn(sum, decodeInt4(wire + r * bytes, chunk, j));
+    }
+    sums[j] = average ? __fdiv_rn(sum, float(shards)) : sum;
+  }
+}
+
 } // namespace tl::wire
 
 //===----------------------------------------------------------------------===//
@@ -136,8 +196,21 @@ TL_REGISTER(tailor_dequantize_wire_int8)
 
 TL_GLOBAL void tailor_dequantize_reduce_wire_int8(const unsigned char *wire,
                                                   float *sums, tl::i64 chunk,
-                                                  tl::i64 shards,
-                                                  int average) {
+                                                  tl::i64 shards, int average) {
   tl::wire::dequantizeReduceInt8(wire, sums, chunk, shards, average);
 }
 TL_REGISTER(tailor_dequantize_reduce_wire_int8)
+
+TL_GLOBAL void tailor_quantize_wire_int4(const float *values,
+                                         unsigned char *wire, tl::i64 chunk,
+                                         tl::i64 blocks) {
+  tl::wire::quantizeInt4(values, wire, chunk, blocks);
+}
+TL_REGISTER(tailor_quantize_wire_int4)
+
+TL_GLOBAL void tailor_dequantize_reduce_wire_int4(const unsigned char *wire,
+                                                  float *sums, tl::i64 chunk,
+                                                  tl::i64 shards, int average) {
+  tl::wire::dequantizeReduceInt4(wire, sums, chunk, shards, average);
+}
+TL_REGISTER(tailor_dequantize_reduce_wire_int4)

@@ -547,11 +547,6 @@ LogicalResult SchedPlanner::planQuantizeChunks(tg::QuantizeChunksOp encode,
       {accessOf(encode.getInput()), accessOf(encode.getResult())});
   auto chunk = static_cast<int64_t>(encode.getChunk());
   tg::WireFormat format = *tg::wireFormatNamed(encode.getFormat());
-  if (backend == "cuda" && format == tg::WireFormat::Int4) {
-    return encode.emitError()
-           << "zero_quantized_gradients_bits: 4 has no CUDA kernels yet: "
-              "int4 gradients run on CPU ranks (hardware cpu)";
-  }
   launch.choice.attributes.set(
       "chunk",
       IntegerAttr::get(IntegerType::get(encode.getContext(), 64), chunk));

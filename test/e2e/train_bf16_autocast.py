@@ -80,14 +80,17 @@ GNORM_TOL = 1e-2
 WEIGHT_TOL = 4e-2
 # Against torch bf16 GEMMs (the same roundings) over the first EARLY
 # steps: f32 summation order only (measured 1.7e-7, 4.6e-6 and 4.3e-4: the
-# adapter already carries a few flipped roundings, see below). Later the two drift apart as any two bf16 runs do: an
+# adapter already carries a few flipped roundings, see below; the grad
+# norm 5.4e-5 on an AMD EPYC VM whose OpenBLAS runs its Haswell kernels,
+# a few more flips from their order of sums, still 37x closer than
+# tailor f32 is). Later the two drift apart as any two bf16 runs do: an
 # f32 difference of one ulp flips the bf16 rounding of a few elements
 # (each a 2^-9 change), and the flips compound; torch bf16 GEMMs itself,
 # started from an adapter perturbed by 1e-7, drifts by 1e-5 in loss from
 # step 7 on.
 EARLY = 4
 EXACT_LOSS_TOL = 1e-6
-EXACT_GNORM_TOL = 5e-5
+EXACT_GNORM_TOL = 1.5e-4
 EXACT_WEIGHT_TOL = 1.5e-3
 # Over those steps tailor f32 must be this many times further from torch
 # bf16 GEMMs than tailor bf16 is, on the worst loss error, the worst grad

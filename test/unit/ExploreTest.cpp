@@ -103,10 +103,10 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
   size_t loraOffloads = 3 * (2 * 2 * 2) + 1 * 2 * 2; // ddp..zero2, zero3
   size_t fullOffloads = 4 * (2 * 2);
   size_t compressed = 4 * (10 * 3 + 1 * 3);
-  // ZeRO++'s int8 collectives: qgz on every zero2 point, qgz, qwz and
-  // qwz+qgz on every zero3 point.
-  size_t zeroQuantized = (10 * 3 * (2 * 2 * 2) + 1 * 3 * (2 * 2)) +
-                         3 * (10 * 3 * (2 * 2) + 1 * 3 * (2 * 2));
+  // ZeRO++'s quantized collectives: qgz and qgz-int4 on every zero2
+  // point, those and qwz, qwz+qgz, qwz+qgz-int4 on every zero3 point.
+  size_t zeroQuantized = 2 * (10 * 3 * (2 * 2 * 2) + 1 * 3 * (2 * 2)) +
+                         5 * (10 * 3 * (2 * 2) + 1 * 3 * (2 * 2));
   size_t splits = 10 + 1;
   EXPECT_EQ(all.size(), size_t(10 * 3 * loraOffloads + 1 * 3 * fullOffloads +
                                compressed + zeroQuantized + splits));
@@ -203,7 +203,8 @@ TEST(ExploreKnobs, CompressionIsAKnobOfSeveralCpuRanks) {
             (std::vector<std::string>{"none"}));
   EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0).compression,
             (std::vector<std::string>{"none", "powersgd", "acp-sgd", "topk",
-                                      "signsgd", "qgz", "qwz", "qwz+qgz"}));
+                                      "signsgd", "qgz", "qgz-int4", "qwz",
+                                      "qwz+qgz", "qwz+qgz-int4"}));
   Space space = spaceOrDie(recipe(1, 1), cluster(1, 2), 0,
                            {"gradient_compression=topk"});
   std::vector<Knobs> all = space.enumerate();
@@ -286,6 +287,36 @@ TEST(ExploreKnobs, ZeroQuantizationIsAKnobOfShardedPoints) {
   EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(1, 2), 0, {"compression=qwz"})
                 .compression,
             (std::vector<std::string>{"qwz"}));
+  // int4 gradients: the knob's -int4 values write the width, 8 over a
+  // recipe's 4 where a point quantizes at int8; read back from a recipe.
+  Knobs int4 = k;
+  int4.compression = "qgz-int4";
+  EXPECT_TRUE(llvm::is_contained(
+      recipeKeys(int4, TrainingRecipe()),
+      std::make_pair(std::string("zero_quantized_gradients_bits"),
+                     std::string("4"))));
+  TrainingRecipe fourBits = both;
+  fourBits.zeroQuantizedGradientsBits = 4;
+  EXPECT_EQ(knobsOf(fourBits, cluster(1, 2)).compression, "qwz+qgz-int4");
+  EXPECT_TRUE(llvm::is_contained(
+      recipeKeys(k, fourBits),
+      std::make_pair(std::string("zero_quantized_gradients_bits"),
+                     std::string("8"))));
+  EXPECT_TRUE(quantizesWeights("qwz+qgz-int4"));
+  EXPECT_FALSE(quantizesGradientsInt4("qwz"));
+  // hpZ's partition size stays on zero3 rows and is turned off elsewhere.
+  TrainingRecipe hpz = both;
+  hpz.zeroHpzPartitionSize = 2;
+  EXPECT_TRUE(llvm::is_contained(
+      recipeKeys(k, hpz), std::make_pair(std::string("zero_hpz_partition_size"),
+                                         std::string("2"))));
+  Knobs zero2 = k;
+  zero2.sharding = "zero2";
+  zero2.compression = "qgz";
+  EXPECT_TRUE(
+      llvm::is_contained(recipeKeys(zero2, hpz),
+                         std::make_pair(std::string("zero_hpz_partition_size"),
+                                        std::string("1"))));
 }
 
 TEST(ExploreKnobs, ABudgetIsTheBudgetPolicy) {

@@ -1,7 +1,8 @@
 //===- CudaCommunicationKernelsTest.cpp - ZeRO++'s wire chunks on CUDA
 //-----===//
 //
-// quantize_wire_int8, dequantize_wire_int8 and dequantize_reduce_wire_int8
+// quantize_wire_int8, dequantize_wire_int8 and dequantize_reduce_wire_int8,
+// and the int4 pair quantize_wire_int4 and dequantize_reduce_wire_int4
 // (runtime/cuda/CommunicationLaunchers.cpp) against the CPU kernels
 // (runtime/cpu/CompressionKernels.cpp), bit for bit: one chunk (qwZ) and
 // several (qgZ, a chunk per rank), chunks of one block and of many, values
@@ -17,7 +18,7 @@
 
 #include "test/runtime/cuda/CudaTestUtil.h"
 
-#include "runtime/quant/WireInt8.h"
+#include "runtime/quant/Wire.h"
 
 #include <cmath>
 
@@ -110,6 +111,54 @@ TEST_F(CudaKernelTest, DequantizeReduceWireInt8MatchesCpu) {
                        {1}, kExact);
     }
   }
+}
+
+HostTensor wireInt4(int64_t chunks, int64_t chunk) {
+  return HostTensor(DType::U8, {chunks * quant::int4WireBytes(chunk)});
+}
+
+// Tests the int4 pair the same way: the encoder's bytes (nibbles and
+// scales) and the reduction of several ranks' chunks, summed and
+// averaged, bit for bit; at odd offsets too.
+TEST_F(CudaKernelTest, WireInt4MatchesCpu) {
+  uint64_t seed = 41;
+  for (const WireCase &c : kCases) {
+    SCOPED_TRACE(std::to_string(c.chunks) + " chunks of " +
+                 std::to_string(c.chunk));
+    HostTensor values = gradients(c.chunks, c.chunk, seed++);
+    std::vector<Attribute> attributes = {intAttr("chunk", c.chunk)};
+    expectMatchesCpu(*backend, "quantize_wire_int4",
+                     {values, wireInt4(c.chunks, c.chunk)}, attributes, {1},
+                     kExact);
+    std::vector<HostTensor> encoded =
+        runCpu("quantize_wire_int4", {values, wireInt4(c.chunks, c.chunk)},
+               attributes);
+    ASSERT_EQ(encoded.size(), 2u);
+    for (int64_t average : {0, 1}) {
+      std::vector<Attribute> reduce = {intAttr("chunk", c.chunk),
+                                       intAttr("average", average)};
+      expectMatchesCpu(*backend, "dequantize_reduce_wire_int4",
+                       {encoded[1], randomF32({c.chunk}, seed++)}, reduce, {1},
+                       kExact);
+    }
+  }
+  // A block whose absmax is 7 has scale 1: 0.5 and -1.5 are ties (even: 0
+  // and -2), 6.6 rounds to 7.
+  HostTensor ties = randomF32({64}, 51);
+  ties.as<float>()[0] = 7.0f;
+  ties.as<float>()[1] = 0.5f;
+  ties.as<float>()[2] = -1.5f;
+  ties.as<float>()[3] = 6.6f;
+  expectMatchesCpu(*backend, "quantize_wire_int4", {ties, wireInt4(1, 64)},
+                   {intAttr("chunk", 64)}, {1}, kExact);
+  std::vector<HostTensor> shifted =
+      runShifted(*backend, "quantize_wire_int4", {ties, wireInt4(1, 64)},
+                 {intAttr("chunk", 64)}, 3);
+  std::vector<HostTensor> want = runCpu(
+      "quantize_wire_int4", {ties, wireInt4(1, 64)}, {intAttr("chunk", 64)});
+  ASSERT_EQ(shifted.size(), 2u);
+  ASSERT_EQ(want.size(), 2u);
+  expectSameBits(shifted[1], want[1]);
 }
 
 // Tests that wire buffers at odd byte offsets encode and decode the same
