@@ -178,6 +178,12 @@ BlasCoreReport checkBlasCore() {
     report.reason = "OpenBLAS's choice (tailor checks x86-64 CPUs only)";
   } else if (std::getenv("OPENBLAS_CORETYPE")) {
     report.reason = "set by OPENBLAS_CORETYPE";
+    // Kept, but a setting narrower than the CPU costs GEMM speed: say so.
+    if (coreLevel(report.detectedCore, chosen) && chosen < cpu) {
+      report.reason += std::string(", narrower than this CPU's ") +
+                       report.cpuVectors + "; unset, OpenBLAS would run " +
+                       coreFor(cpu) + "'s";
+    }
   } else if (!coreLevel(report.detectedCore, chosen)) {
     report.reason = "OpenBLAS's choice (a kernel set tailor does not rank)";
   } else if (chosen >= cpu) {
