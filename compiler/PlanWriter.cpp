@@ -37,7 +37,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <map>
+#include <memory>
+#include <set>
 
 using namespace mlir;
 namespace fb = tailor::plan;
@@ -616,36 +619,96 @@ writeImages(flatbuffers::FlatBufferBuilder &fbb,
   return written;
 }
 
-/// The device code of a CUDA program: the cubin for the target's SM and
-/// the PTX of each prebuilt family its launchers use, plus the module
-/// "fused" generated for its fused_elementwise launches, each checked (ELF
-/// machine and SM, every entry point the launches ask for) before it goes
-/// into the plan.
-static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
-writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, sched::ProgramOp program,
-                int64_t sm, runtime::cuda::HalfCompute half,
-                const std::vector<std::string> &kernelNames) {
-  std::string arch = cubinArchFor(sm);
+/// The cubin architectures a CUDA plan carries: its target's SM and, for a
+/// cluster of mixed GPUs (`tg.cluster`), each rank's, so every device kind
+/// runs the cubin built for it (sm_89 on an RTX 4090 beside an RTX 3090's
+/// sm_80), newest first.
+static std::vector<std::string> cubinArchsOf(ModuleOp module, int64_t sm) {
+  std::set<int64_t> sms = {sm};
+  auto cluster = module->getAttrOfType<DictionaryAttr>("tg.cluster");
+  auto ranks = cluster ? cluster.getAs<ArrayAttr>("ranks") : ArrayAttr();
+  for (Attribute rank :
+       ranks ? ranks : ArrayAttr::get(module.getContext(), {})) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(rank);
+    auto rankSm = dict ? dict.getAs<FloatAttr>("sm") : FloatAttr();
+    if (rankSm && rankSm.getValueAsDouble() >= double(sm)) {
+      sms.insert(static_cast<int64_t>(rankSm.getValueAsDouble()));
+    }
+  }
+  std::vector<std::string> archs;
+  for (auto it = sms.rbegin(); it != sms.rend(); ++it) {
+    std::string arch = cubinArchFor(*it);
+    if (!llvm::is_contained(archs, arch)) {
+      archs.push_back(arch);
+    }
+  }
+  return archs;
+}
+
+/// The images one cubin architecture contributes: the prebuilt families'
+/// cubins and PTX the launches use, plus the fused kernels generated for
+/// it (`fused` keeps the generated code alive until written).
+static LogicalResult
+addImagesFor(sched::ProgramOp program, const std::string &arch,
+             const std::vector<std::string> &launcherNeeds,
+             std::vector<std::unique_ptr<codegen::FusedDeviceCode>> &fused,
+             std::deque<codegen::CudaDeviceImage> &owned,
+             std::vector<ReadImage> &reads) {
   std::vector<codegen::CudaDeviceImage> images;
   std::string error;
   if (!codegen::selectCudaDeviceImages(arch, images, error)) {
-    return program.emitError() << "cannot write a plan for sm_" << sm << ": "
-                               << error;
+    return program.emitError()
+           << "cannot write a plan for " << arch << ": " << error;
   }
+  std::vector<std::string> needed = launcherNeeds;
+  fused.push_back(std::make_unique<codegen::FusedDeviceCode>());
+  if (failed(generateFusedKernels(program, arch, *fused.back(), needed))) {
+    return failure();
+  }
+  addFusedImages(*fused.back(), images);
+  FailureOr<std::vector<ReadImage>> used =
+      readUsedImages(program, arch, images, needed);
+  if (failed(used)) {
+    return failure();
+  }
+  // A PTX two archs share (compute_80 for sm_80 and sm_89) goes in once.
+  for (ReadImage &read : *used) {
+    bool seen = llvm::any_of(owned, [&](const codegen::CudaDeviceImage &o) {
+      return o.module == read.image->module && o.arch == read.image->arch;
+    });
+    if (!seen) {
+      owned.push_back(*read.image);
+      read.image = &owned.back();
+      reads.push_back(read);
+    }
+  }
+  return success();
+}
+
+/// The device code of a CUDA program: for each cubin architecture its ranks
+/// need (cubinArchsOf), the cubin of every prebuilt family its launchers
+/// use and the PTX that goes with it, plus the module "fused" generated for
+/// its fused_elementwise launches, each checked (ELF machine and SM, every
+/// entry point the launches ask for) before it goes into the plan.
+static FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>>
+writeDeviceCode(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module,
+                sched::ProgramOp program, int64_t sm,
+                runtime::cuda::HalfCompute half,
+                const std::vector<std::string> &kernelNames) {
   FailureOr<std::vector<std::string>> needed =
       launcherFunctions(program, kernelNames, half);
-  codegen::FusedDeviceCode fused;
-  if (failed(needed) ||
-      failed(generateFusedKernels(program, arch, fused, *needed))) {
+  if (failed(needed)) {
     return failure();
   }
-  addFusedImages(fused, images);
-  FailureOr<std::vector<ReadImage>> reads =
-      readUsedImages(program, arch, images, *needed);
-  if (failed(reads)) {
-    return failure();
+  std::vector<std::unique_ptr<codegen::FusedDeviceCode>> fused;
+  std::deque<codegen::CudaDeviceImage> owned; // stable addresses for reads
+  std::vector<ReadImage> reads;
+  for (const std::string &arch : cubinArchsOf(module, sm)) {
+    if (failed(addImagesFor(program, arch, *needed, fused, owned, reads))) {
+      return failure();
+    }
   }
-  return writeImages(fbb, *reads);
+  return writeImages(fbb, reads);
 }
 
 namespace {
@@ -1348,7 +1411,8 @@ PlanBuilder::writeDeviceCodeOf(bool cuda) {
   runtime::cuda::HalfCompute half = runtime::cuda::halfComputeOf(
       precision ? precision.strref() : StringRef("fp32"));
   FailureOr<std::vector<flatbuffers::Offset<fb::DeviceCode>>> images =
-      writeDeviceCode(fbb, program, programInt("sched.sm"), half, kernelNames);
+      writeDeviceCode(fbb, module, program, programInt("sched.sm"), half,
+                      kernelNames);
   if (failed(images)) {
     return failure();
   }

@@ -371,28 +371,29 @@ SetupError GpuBackend::chooseModuleCode(const std::string &module,
                                         DeviceCodeChoice &choice) {
   const fb::Plan &p = impl->plan->root();
   Impl &m = *impl;
-  const fb::DeviceCode *chosen = nullptr;
+  // The newest cubin that runs on this GPU (a mixed cluster's plan carries
+  // one per device kind), else the PTX.
+  std::vector<const fb::DeviceCode *> cubins;
+  std::vector<CubinCandidate> candidates;
+  const fb::DeviceCode *ptx = nullptr;
   std::string built;
-  for (bool ptx : {false, true}) {
-    for (const fb::DeviceCode *code : *p.device_code()) {
-      std::string name = code->module_name() ? code->module_name()->str() : "";
-      if (chosen || name != module) {
-        continue;
-      }
-      if (!ptx) {
-        built += (built.empty() ? "" : ", ") + code->arch()->str();
-      }
-      bool archSpecific = code->arch()->str().back() == 'a';
-      if (!ptx && code->kind() == fb::DeviceCodeKind::Cubin &&
-          cubinRunsOn(code->sm(), archSpecific, m.device.sm)) {
-        chosen = code;
-      }
-      if (ptx && code->kind() == fb::DeviceCodeKind::Ptx &&
-          ptxRunsOn(code->sm(), m.device.sm)) {
-        chosen = code;
-      }
+  for (const fb::DeviceCode *code : *p.device_code()) {
+    std::string name = code->module_name() ? code->module_name()->str() : "";
+    if (name != module) {
+      continue;
+    }
+    if (code->kind() == fb::DeviceCodeKind::Cubin) {
+      built += (built.empty() ? "" : ", ") + code->arch()->str();
+      cubins.push_back(code);
+      candidates.push_back({code->sm(), code->arch()->str().back() == 'a'});
+    } else if (code->kind() == fb::DeviceCodeKind::Ptx &&
+               ptxRunsOn(code->sm(), m.device.sm) &&
+               (!ptx || code->sm() > ptx->sm())) {
+      ptx = code;
     }
   }
+  int best = bestCubin(candidates, m.device.sm);
+  const fb::DeviceCode *chosen = best >= 0 ? cubins[size_t(best)] : ptx;
   if (!chosen) {
     return {TAILOR_ERROR_UNAVAILABLE,
             "no device code of module '" + module + "' for " + description +

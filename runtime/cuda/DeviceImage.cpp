@@ -149,4 +149,16 @@ bool cubinRunsOn(int imageSm, bool archSpecific, int deviceSm) {
   return imageSm / 10 == deviceSm / 10 && deviceSm % 10 >= imageSm % 10;
 }
 
+int bestCubin(const std::vector<CubinCandidate> &cubins, int deviceSm) {
+  int best = -1;
+  for (size_t i = 0; i < cubins.size(); ++i) {
+    const CubinCandidate &c = cubins[i];
+    if (cubinRunsOn(c.sm, c.archSpecific, deviceSm) &&
+        (best < 0 || c.sm > cubins[size_t(best)].sm)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
 } // namespace tailor::runtime::cuda

@@ -39,6 +39,18 @@ std::string readPtx(const uint8_t *data, size_t size, DeviceImageInfo &info);
 /// exact SM.
 bool cubinRunsOn(int imageSm, bool archSpecific, int deviceSm);
 
+/// A cubin a module carries: its SM and whether it is arch-specific.
+struct CubinCandidate {
+  int sm = 0;
+  bool archSpecific = false;
+};
+
+/// The index in `cubins` of the one a device of `deviceSm` runs best: the
+/// newest that runs on it (cubinRunsOn), so a plan carrying sm_80 and
+/// sm_89 cubins (a cluster of RTX 3090s and 4090s) runs sm_89's on a 4090
+/// and sm_80's on a 3090; -1 when none runs there.
+int bestCubin(const std::vector<CubinCandidate> &cubins, int deviceSm);
+
 /// Whether PTX for virtual architecture `imageSm` can be compiled by the
 /// driver for `deviceSm` (any device at least as new).
 inline bool ptxRunsOn(int imageSm, int deviceSm) { return deviceSm >= imageSm; }
