@@ -38,6 +38,10 @@ bool isZeroQuantization(StringRef compression) {
   return quantizesWeights(compression) || quantizesGradients(compression);
 }
 
+bool Knobs::zero3() const {
+  return sharding == "zero3" || sharding == "zero3-hpz";
+}
+
 bool Knobs::operator==(const Knobs &o) const {
   return weights == o.weights && adapter == o.adapter &&
          recompute == o.recompute && sharding == o.sharding &&
@@ -128,6 +132,7 @@ void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
                     {"zero1", {"1", nullptr}},
                     {"zero2", {"2", "SHARD_GRAD_OP"}},
                     {"zero3", {"3", "FULL_SHARD"}},
+                    {"zero3-hpz", {"3", "FULL_SHARD"}},
                     {"hybrid", {nullptr, "HYBRID_SHARD"}}};
   auto [stage, fsdp] = kSpellings.at(k.sharding);
   bool baseFsdp = base.givenKeys.count("fsdp_sharding_strategy") != 0;
@@ -153,13 +158,12 @@ void addShardingKeys(const Knobs &k, const TrainingRecipe &base,
   if (gradients && (int4 || base.zeroQuantizedGradientsBits == 4)) {
     keys.push_back({"zero_quantized_gradients_bits", int4 ? "4" : "8"});
   }
-  // hpZ's node partitions of ZeRO-3's gathers: the recipe's size on zero3
-  // rows, 1 (off) on the others, which would refuse it.
-  if (base.zeroHpzPartitionSize > 1) {
-    keys.push_back({"zero_hpz_partition_size",
-                    k.sharding == "zero3"
-                        ? std::to_string(base.zeroHpzPartitionSize)
-                        : "1"});
+  // hpZ's node partitions of ZeRO-3's gathers: zero3-hpz's size, and 1
+  // (off) over a recipe's where a point does not partition.
+  if (k.sharding == "zero3-hpz" || base.zeroHpzPartitionSize > 1) {
+    keys.push_back(
+        {"zero_hpz_partition_size",
+         std::to_string(k.sharding == "zero3-hpz" ? k.hpzPartition : 1)});
   }
 }
 
@@ -239,6 +243,10 @@ Knobs knobsOf(const TrainingRecipe &r, const HardwareSpec &hardware) {
     k.recompute = budgetKnob(r.activationMemoryBudget);
   }
   k.sharding = r.sharding;
+  if (r.sharding == "zero3" && r.zeroHpzPartitionSize > 1) {
+    k.sharding = "zero3-hpz";
+    k.hpzPartition = r.zeroHpzPartitionSize;
+  }
   k.offloadParams = r.offloadParams();
   k.offloadOptimizer = r.offloadOptimizer == "cpu";
   k.offloadActivations = r.activationOffloading;
@@ -270,11 +278,10 @@ bool Space::applies(StringRef method, const Knobs &k) {
     return true;
   }
   if (quantizesWeights(method)) {
-    return k.sharding == "zero3";
+    return k.zero3();
   }
   if (quantizesGradients(method)) {
-    return k.sharding == "zero2" || k.sharding == "zero3" ||
-           k.sharding == "hybrid";
+    return k.sharding == "zero2" || k.zero3() || k.sharding == "hybrid";
   }
   return compressible(k);
 }
@@ -293,7 +300,7 @@ void Space::addCompressions(const Knobs &k, std::vector<Knobs> &all) const {
 void Space::addOffloads(const Knobs &base, std::vector<Knobs> &all) const {
   for (bool params : offloadParams) {
     // Parameter offload places frozen weights of unsharded parameters.
-    if (params && (base.adapter == "full" || base.sharding == "zero3")) {
+    if (params && (base.adapter == "full" || base.zero3())) {
       continue;
     }
     for (bool optimizer : offloadOptimizer) {
@@ -340,6 +347,9 @@ std::vector<Knobs> Space::enumerate() const {
             k.adapter = adapter;
             k.recompute = recompute;
             k.sharding = sharding;
+            if (sharding == "zero3-hpz") {
+              k.hpzPartition = ranksPerNode;
+            }
             k.microBatch = mb;
             k.accumulation = globalBatch / (mb * dataParallel);
             for (int64_t split : stages) {
@@ -583,6 +593,14 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   space.sharding = {"ddp"};
   if (space.dataParallel > 1) {
     space.sharding = {"ddp", "zero1", "zero2", "zero3"};
+    // ZeRO++'s hpZ keeps each node's part of ZeRO-3's gathered weights for
+    // backward, on CPU ranks (its CUDA path has not run on a GPU yet), with
+    // the recipe's reshard_after_forward it needs.
+    if (hardware.nodes > 1 && hardware.gpus > 1 && !hardware.isCuda() &&
+        !hardware.heterogeneous() && base.reshardAfterForward) {
+      space.sharding.push_back("zero3-hpz");
+      space.ranksPerNode = hardware.gpus;
+    }
     if (hardware.nodes > 1) {
       space.sharding.push_back("hybrid");
     }

@@ -45,7 +45,10 @@ struct Knobs {
   /// gradient_checkpointing: none, selective or full; or budget-F, the
   /// budget policy at activation_memory_budget F.
   std::string recompute = "none";
-  /// ddp, zero1, zero2, zero3 or hybrid (several ranks only).
+  /// ddp, zero1, zero2, zero3, zero3-hpz (ZeRO-3 with ZeRO++'s node
+  /// partitions of its gathers, zero_hpz_partition_size = the ranks of a
+  /// node: several nodes of several CPU ranks) or hybrid (several ranks
+  /// only).
   std::string sharding = "ddp";
   /// offload_param: cpu, offload_optimizer: cpu and
   /// enable_activation_offloading: true (the `offload` column shows them
@@ -68,7 +71,11 @@ struct Knobs {
   /// global batch passes through all stages.
   int64_t stages = 1;
   int64_t replicas = 1;
+  /// zero3-hpz's partition size (the ranks of a node); 1 otherwise.
+  int64_t hpzPartition = 1;
 
+  /// Whether the sharding is ZeRO-3's (zero3 or zero3-hpz).
+  bool zero3() const;
   bool operator==(const Knobs &o) const;
   /// How many knobs differ from `o` (micro batch and accumulation count as
   /// one; each kind of offload as one).
@@ -111,6 +118,8 @@ struct Space {
   /// clusters a stage per rank only).
   std::vector<int64_t> stages = {1};
   int64_t globalBatch = 1;
+  /// Ranks of a node, where zero3-hpz partitions (1: no such value).
+  int64_t ranksPerNode = 1;
   /// Ranks that split the global batch (the hardware's ranks).
   int64_t dataParallel = 1;
   /// Every valid combination, in a fixed order.

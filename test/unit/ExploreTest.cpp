@@ -84,14 +84,13 @@ TEST(ExploreSpace, RanksAddShardingAndInvalidCombinationsAreLeftOut) {
             (std::vector<std::string>{"ddp"}));
   EXPECT_EQ(spaceOrDie(recipe(1, 1), cluster(2, 2), 0).sharding,
             (std::vector<std::string>{"ddp", "zero1", "zero2", "zero3",
-                                      "hybrid"}));
+                                      "zero3-hpz", "hybrid"}));
   Space space = spaceOrDie(recipe(1, 1), cluster(1, 2), 0);
   std::vector<Knobs> all = space.enumerate();
   EXPECT_FALSE(all.empty());
   for (const Knobs &k : all) {
     EXPECT_FALSE(k.adapter == "full" && k.weights != "fp32");
-    EXPECT_FALSE(k.offloadParams &&
-                 (k.adapter == "full" || k.sharding == "zero3"));
+    EXPECT_FALSE(k.offloadParams && (k.adapter == "full" || k.zero3()));
   }
   // 5 weights x 2 adapters + full, x 3 recompute x 4 sharding, x 1 micro
   // batch; per sharding, the offloads: parameters (LoRA outside zero3) x
@@ -244,11 +243,10 @@ TEST(ExploreKnobs, ZeroQuantizationIsAKnobOfShardedPoints) {
   int quantizing = 0;
   for (const Knobs &k : space.enumerate()) {
     if (quantizesWeights(k.compression)) {
-      EXPECT_EQ(k.sharding, "zero3");
+      EXPECT_TRUE(k.zero3()) << k.sharding;
     }
     if (quantizesGradients(k.compression)) {
-      EXPECT_TRUE(k.sharding == "zero2" || k.sharding == "zero3" ||
-                  k.sharding == "hybrid")
+      EXPECT_TRUE(k.sharding == "zero2" || k.zero3() || k.sharding == "hybrid")
           << k.sharding;
       ++quantizing;
     }
@@ -304,17 +302,50 @@ TEST(ExploreKnobs, ZeroQuantizationIsAKnobOfShardedPoints) {
                      std::string("8"))));
   EXPECT_TRUE(quantizesWeights("qwz+qgz-int4"));
   EXPECT_FALSE(quantizesGradientsInt4("qwz"));
-  // hpZ's partition size stays on zero3 rows and is turned off elsewhere.
-  TrainingRecipe hpz = both;
-  hpz.zeroHpzPartitionSize = 2;
+}
+
+// Tests that ZeRO++'s hpZ is a sharding of several nodes of several CPU
+// ranks (zero3-hpz, partitioned over a node's ranks), read back from a
+// recipe's zero_hpz_partition_size, written as it (1 over a recipe's size
+// where a point does not partition), and given ZeRO-3's other values.
+TEST(ExploreKnobs, HpzIsAShardingOfSeveralNodes) {
+  EXPECT_FALSE(llvm::is_contained(
+      spaceOrDie(recipe(1, 1), cluster(1, 4), 0).sharding, "zero3-hpz"));
+  HardwareSpec gpus = cluster(2, 2);
+  gpus.backend = "cuda";
+  EXPECT_FALSE(llvm::is_contained(spaceOrDie(recipe(1, 1), gpus, 0).sharding,
+                                  "zero3-hpz"));
+  TrainingRecipe kept = recipe(1, 1);
+  kept.reshardAfterForward = false;
+  EXPECT_FALSE(llvm::is_contained(spaceOrDie(kept, cluster(2, 2), 0).sharding,
+                                  "zero3-hpz"));
+  Space space =
+      spaceOrDie(recipe(1, 1), cluster(2, 4), 0, {"sharding=zero3-hpz"});
+  std::vector<Knobs> all = space.enumerate();
+  ASSERT_FALSE(all.empty());
+  bool quantized = false;
+  for (const Knobs &k : all) {
+    EXPECT_EQ(k.hpzPartition, 4);
+    EXPECT_FALSE(k.offloadParams);
+    quantized |= k.compression == "qwz+qgz";
+  }
+  EXPECT_TRUE(quantized);
+  auto keys = recipeKeys(all.front(), TrainingRecipe());
   EXPECT_TRUE(llvm::is_contained(
-      recipeKeys(k, hpz), std::make_pair(std::string("zero_hpz_partition_size"),
-                                         std::string("2"))));
-  Knobs zero2 = k;
-  zero2.sharding = "zero2";
-  zero2.compression = "qgz";
+      keys, std::make_pair(std::string("zero_stage"), std::string("3"))));
+  EXPECT_TRUE(llvm::is_contained(
+      keys, std::make_pair(std::string("zero_hpz_partition_size"),
+                           std::string("4"))));
+  TrainingRecipe hpz = recipe(1, 1);
+  hpz.sharding = "zero3";
+  hpz.zeroHpzPartitionSize = 2;
+  Knobs k = knobsOf(hpz, cluster(2, 2));
+  EXPECT_EQ(k.sharding, "zero3-hpz");
+  EXPECT_EQ(k.hpzPartition, 2);
+  Knobs plain = k;
+  plain.sharding = "zero3";
   EXPECT_TRUE(
-      llvm::is_contained(recipeKeys(zero2, hpz),
+      llvm::is_contained(recipeKeys(plain, hpz),
                          std::make_pair(std::string("zero_hpz_partition_size"),
                                         std::string("1"))));
 }
