@@ -21,6 +21,16 @@
 //     dot in double. Sums run in another order than the CPU's serial loop,
 //     so results agree to f32 rounding, not bit for bit; products and
 //     differences are rounded apart (no FMA), as the CPU computes them.
+//   - sign_compress (EF-SignSGD), per gradient of the bucket: one block
+//     forms p = grad + residual (into the residual) and its scale ||p||_1
+//     / n (double sum, rounded once); then a thread per byte of the
+//     bucket's sign bits the gradient covers sets the bits of its negative
+//     entries and leaves p - scale * sign(p) in the residual. The launches
+//     of one bucket run in order on one stream, so a byte two gradients
+//     share is written by one thread at a time.
+//   - sign_average, per gradient: a thread per entry sums every rank's
+//     scale * (+-1) in rank order in double and divides by the ranks, the
+//     CPU's arithmetic exactly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,6 +116,66 @@ TL_DEVICE void orthogonalize(float *x, i64 rows, i64 cols, float epsilon) {
   }
 }
 
+/// p = grad (+ residual, stored there) over `n` entries, by one block;
+/// thread 0 writes the scale ||p||_1 / n.
+TL_DEVICE void signScale(const float *grad, float *residual, float *scale,
+                         i64 n) {
+  __shared__ double scratch[kOrthogonalizeThreads / kWarpSize];
+  double l1 = 0.0;
+  for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+    float p = grad[i];
+    if (residual) {
+      p = __fadd_rn(residual[i], grad[i]);
+      residual[i] = p;
+    }
+    l1 += fabs(double(p));
+  }
+  l1 = blockSumDouble(l1, scratch);
+  if (threadIdx.x == 0) {
+    *scale = n == 0 ? 0.0f : float(l1 / double(n));
+  }
+}
+
+/// The sign bits of flat positions [begin, begin + n) from p (the residual
+/// when there is one, else the gradient), and the residual's update.
+TL_DEVICE void signPack(const float *p, float *residual, const float *scale,
+                        unsigned char *signs, i64 begin, i64 n) {
+  const float s = *scale;
+  const i64 first = begin / 8, last = (begin + n - 1) / 8;
+  for (i64 b = first + globalThread(); b <= last; b += gridThreads()) {
+    unsigned bits = 0;
+    for (int k = 0; k < 8; ++k) {
+      const i64 at = 8 * b + k - begin;
+      if (at < 0 || at >= n) {
+        continue;
+      }
+      const bool negative = p[at] < 0.0f;
+      bits |= negative ? 1u << k : 0u;
+      if (residual) {
+        residual[at] = __fsub_rn(p[at], negative ? -s : s);
+      }
+    }
+    signs[b] = (unsigned char)(signs[b] | bits);
+  }
+}
+
+/// Entry `begin + i` of gradient `member`: the ranks' scale * sign summed
+/// in rank order (double), divided by the ranks.
+TL_DEVICE void signAverage(const unsigned char *signs, const float *scales,
+                           float *grad, i64 begin, i64 n, i64 member,
+                           i64 members, i64 ranks, i64 bytes) {
+  for (i64 i = globalThread(); i < n; i += gridThreads()) {
+    const i64 at = begin + i;
+    double sum = 0.0;
+    for (i64 r = 0; r < ranks; ++r) {
+      const bool negative = (signs[r * bytes + at / 8] >> (at % 8)) & 1u;
+      const double s = double(scales[r * members + member]);
+      sum += negative ? -s : s;
+    }
+    grad[i] = float(sum / double(ranks));
+  }
+}
+
 } // namespace tl::compress
 
 //===----------------------------------------------------------------------===//
@@ -134,3 +204,26 @@ TL_GLOBAL void tailor_orthogonalize(float *factor, tl::i64 rows, tl::i64 cols,
   tl::compress::orthogonalize(factor, rows, cols, epsilon);
 }
 TL_REGISTER(tailor_orthogonalize)
+
+TL_GLOBAL void tailor_sign_scale(const float *grad, float *residual,
+                                 float *scale, tl::i64 n) {
+  tl::compress::signScale(grad, residual, scale, n);
+}
+TL_REGISTER(tailor_sign_scale)
+
+TL_GLOBAL void tailor_sign_pack(const float *p, float *residual,
+                                const float *scale, unsigned char *signs,
+                                tl::i64 begin, tl::i64 n) {
+  tl::compress::signPack(p, residual, scale, signs, begin, n);
+}
+TL_REGISTER(tailor_sign_pack)
+
+TL_GLOBAL void tailor_sign_average(const unsigned char *signs,
+                                   const float *scales, float *grad,
+                                   tl::i64 begin, tl::i64 n, tl::i64 member,
+                                   tl::i64 members, tl::i64 ranks,
+                                   tl::i64 bytes) {
+  tl::compress::signAverage(signs, scales, grad, begin, n, member, members,
+                            ranks, bytes);
+}
+TL_REGISTER(tailor_sign_average)

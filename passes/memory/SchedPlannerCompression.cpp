@@ -152,15 +152,14 @@ LogicalResult SchedPlanner::planBucketCompressionOp(ModuleOp module,
 LogicalResult SchedPlanner::planCompressionOp(ModuleOp module, Operation &op,
                                               PlannedEntry &entry,
                                               int64_t step) {
-  // PowerSGD's and ACP-SGD's kernels have CUDA versions
-  // (runtime/cuda/CompressionLaunchers.cpp); top-k's and sign-SGD's
-  // serial loops do not yet.
+  // PowerSGD's, ACP-SGD's and sign-SGD's kernels have CUDA versions
+  // (runtime/cuda/CompressionLaunchers.cpp); top-k's selection does not
+  // yet.
   if (backend == "cuda" &&
-      llvm::isa<tg::TopKCompressOp, tg::SparseAverageOp, tg::SignCompressOp,
-                tg::SignAverageOp>(op)) {
-    return op.emitError() << "gradient_compression: topk and signsgd have "
-                             "no CUDA kernels yet: they run on CPU ranks "
-                             "(hardware cpu); powersgd and acp-sgd compile for "
+      llvm::isa<tg::TopKCompressOp, tg::SparseAverageOp>(op)) {
+    return op.emitError() << "gradient_compression: topk has no CUDA "
+                             "kernels yet: it runs on CPU ranks (hardware "
+                             "cpu); powersgd, acp-sgd and signsgd compile for "
                              "GPUs";
   }
   if (llvm::isa<tg::AllGatherOp, tg::TopKCompressOp, tg::SparseAverageOp,

@@ -14,8 +14,15 @@
 //     (never the plan's bf16 or fp16 tensor cores: the hook's products are
 //     f32).
 //
-// Top-k and sign-SGD have no CUDA kernels yet: the planner refuses them on
-// GPU targets by name.
+//   - sign_compress (grads..., [residuals...], signs, scales; `members`):
+//     the signs zeroed, then per gradient one block for p and its scale
+//     and a thread per byte of the signs it covers, in order on the
+//     stream.
+//   - sign_average (signs, scales, grads...): per gradient a thread per
+//     entry.
+//
+// Top-k has no CUDA kernels yet: the planner refuses it on GPU targets by
+// name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,12 +140,89 @@ std::string launchLowRankMatmul(const CudaCall &call) {
   return call.context->gemm(desc);
 }
 
+std::string checkSignCompress(const KernelCall &call) {
+  return checkLikeCpu("sign_compress", call);
+}
+
+std::string launchSignCompress(const CudaCall &call) {
+  size_t members = static_cast<size_t>(call.attributes.getInt("members", 0));
+  bool residual = call.operands.size() == 2 * members + 2;
+  size_t out = call.operands.size() - 2;
+  const Tensor &signs = call.operands[out];
+  if (std::string e = call.context->memsetZero(signs.data, signs.bytes());
+      !e.empty()) {
+    return e;
+  }
+  long long begin = 0;
+  for (size_t t = 0; t < members; ++t) {
+    long long n = call.operands[t].numel();
+    if (n == 0) {
+      continue;
+    }
+    const void *grad = call.operands[t].data;
+    void *rest = residual ? call.operands[members + t].data : nullptr;
+    void *scale = static_cast<float *>(call.operands[out + 1].data) + t;
+    void *scaleArgs[] = {&grad, &rest, &scale, &n};
+    if (std::string e = call.context->launch("tailor_sign_scale", Dim3{1, 1, 1},
+                                             Dim3{kOrthogonalizeThreads, 1, 1},
+                                             0, scaleArgs);
+        !e.empty()) {
+      return e;
+    }
+    const void *p = residual ? rest : grad;
+    void *bits = signs.data;
+    void *packArgs[] = {&p, &rest, &scale, &bits, &begin, &n};
+    long long bytes = (begin + n - 1) / 8 - begin / 8 + 1;
+    if (std::string e = launch1d(call, "tailor_sign_pack", bytes, packArgs);
+        !e.empty()) {
+      return e;
+    }
+    begin += n;
+  }
+  return "";
+}
+
+std::string checkSignAverage(const KernelCall &call) {
+  return checkLikeCpu("sign_average", call);
+}
+
+std::string launchSignAverage(const CudaCall &call) {
+  long long members = static_cast<long long>(call.operands.size() - 2);
+  long long ranks = call.operands[1].numel() / members;
+  long long total = 0;
+  for (size_t t = 2; t < call.operands.size(); ++t) {
+    total += call.operands[t].numel();
+  }
+  long long bytes = (total + 7) / 8;
+  const void *signs = call.operands[0].data;
+  const void *scales = call.operands[1].data;
+  long long begin = 0;
+  for (long long t = 0; t < members; ++t) {
+    const Tensor &grad = call.operands[size_t(t) + 2];
+    long long n = grad.numel();
+    if (n > 0) {
+      void *g = grad.data;
+      void *args[] = {&signs, &scales,  &g,     &begin, &n,
+                      &t,     &members, &ranks, &bytes};
+      if (std::string e = launch1d(call, "tailor_sign_average", n, args);
+          !e.empty()) {
+        return e;
+      }
+    }
+    begin += n;
+  }
+  return "";
+}
+
 const char *const kErrorFeedbackAddFunctions[] = {"tailor_error_feedback_add",
                                                   nullptr};
 const char *const kErrorFeedbackStoreFunctions[] = {
     "tailor_error_feedback_store", nullptr};
 const char *const kLowRankInitFunctions[] = {"tailor_lowrank_init", nullptr};
 const char *const kOrthogonalizeFunctions[] = {"tailor_orthogonalize", nullptr};
+const char *const kSignCompressFunctions[] = {"tailor_sign_scale",
+                                              "tailor_sign_pack", nullptr};
+const char *const kSignAverageFunctions[] = {"tailor_sign_average", nullptr};
 const char *const kNoFunctions[] = {nullptr};
 
 } // namespace
@@ -154,6 +238,10 @@ void addCompressionCudaKernels(std::vector<CudaKernelDef> &table) {
                    kOrthogonalizeFunctions});
   table.push_back({"lowrank_matmul", 3, checkLowRankMatmul, launchLowRankMatmul,
                    kNoFunctions});
+  table.push_back({"sign_compress", -1, checkSignCompress, launchSignCompress,
+                   kSignCompressFunctions});
+  table.push_back({"sign_average", -1, checkSignAverage, launchSignAverage,
+                   kSignAverageFunctions});
 }
 
 } // namespace tailor::runtime::cuda

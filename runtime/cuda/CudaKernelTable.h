@@ -37,7 +37,8 @@ void addGenerationCudaKernels(std::vector<CudaKernelDef> &table);
 /// (ZeRO++'s quantized weight gathers and gradient reduce-scatters).
 void addCommunicationCudaKernels(std::vector<CudaKernelDef> &table);
 /// error_feedback_add, error_feedback_store, lowrank_init, orthogonalize,
-/// lowrank_matmul (PowerSGD's and ACP-SGD's compute).
+/// lowrank_matmul (PowerSGD's and ACP-SGD's compute), sign_compress and
+/// sign_average (EF-SignSGD's).
 void addCompressionCudaKernels(std::vector<CudaKernelDef> &table);
 /// fused_elementwise (kernels generated per plan; FusedLaunchers.h).
 void addFusedCudaKernels(std::vector<CudaKernelDef> &table);

@@ -7,7 +7,10 @@
 // (its double sums run in another order) on factors of 1 to 4 columns and
 // 1 to 1537 rows, with epsilon 0 and 1e-8, and its result orthonormal; the
 // low-rank products in every transpose combination, a state of rank 3
-// read as a matrix among them.
+// read as a matrix among them; EF-SignSGD's compressor (the sign bits bit
+// for bit, gradients whose positions share bytes, with and without
+// residuals; scales and residuals to f32 rounding, their L1 sums running
+// in another order) and its average, bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +113,76 @@ TEST_F(CudaKernelTest, LowRankMatmulMatchesCpu) {
                     HostTensor(DType::F32, {n, m})},
                    {intAttr("transpose_a", 1), intAttr("transpose_b", 1)}, {2},
                    tolerance);
+}
+
+/// Gradients of `sizes` elements (odd sizes: positions share sign bytes),
+/// a quarter of each entry negative, zeros among them.
+std::vector<HostTensor> signGradients(const std::vector<int64_t> &sizes,
+                                      uint64_t seed) {
+  std::vector<HostTensor> grads;
+  for (int64_t n : sizes) {
+    HostTensor g = randomF32({n}, seed++, -0.5f, 1.5f);
+    for (int64_t i = 0; i < n; i += 7) {
+      g.as<float>()[i] = 0.0f;
+    }
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+TEST_F(CudaKernelTest, SignCompressMatchesCpu) {
+  const std::vector<std::vector<int64_t>> buckets = {
+      {1}, {13}, {5, 3, 17}, {64, 1, 1000}, {9, 2048}};
+  uint64_t seed = 61;
+  for (const std::vector<int64_t> &sizes : buckets) {
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(std::to_string(sizes.size()) + " gradients, residual " +
+                   std::to_string(residual));
+      // grads..., [residuals...], then the signs and scales.
+      std::vector<HostTensor> operands = signGradients(sizes, seed);
+      seed += sizes.size();
+      int64_t total = 0;
+      for (int64_t n : sizes) {
+        total += n;
+      }
+      for (size_t t = 0; residual && t < sizes.size(); ++t) {
+        operands.push_back(randomF32({sizes[t]}, seed++, -0.1f, 0.1f));
+      }
+      operands.push_back(HostTensor(DType::U8, {(total + 7) / 8}));
+      operands.push_back(HostTensor(DType::F32, {int64_t(sizes.size())}));
+      std::vector<Attribute> attributes = {
+          intAttr("members", int64_t(sizes.size()))};
+      size_t out = operands.size() - 2;
+      expectMatchesCpu(*backend, "sign_compress", operands, attributes, {out},
+                       kExact);
+      std::vector<size_t> close = {out + 1};
+      for (size_t t = 0; residual && t < sizes.size(); ++t) {
+        close.push_back(sizes.size() + t);
+      }
+      expectMatchesCpu(*backend, "sign_compress", operands, attributes, close,
+                       Tolerance{1e-7, 1e-6});
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, SignAverageMatchesCpu) {
+  const std::vector<int64_t> sizes = {5, 3, 17, 1000};
+  int64_t total = 5 + 3 + 17 + 1000;
+  for (int64_t ranks : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    std::vector<HostTensor> operands = {
+        converted(randomInts({ranks * ((total + 7) / 8)}, 71 + ranks, 0, 256),
+                  DType::U8),
+        randomF32({ranks * int64_t(sizes.size())}, 81 + ranks, 0.0f, 1.0f)};
+    for (int64_t n : sizes) {
+      operands.push_back(HostTensor(DType::F32, {n}));
+    }
+    std::vector<size_t> compared;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      compared.push_back(t + 2);
+    }
+    expectMatchesCpu(*backend, "sign_average", operands, {}, compared, kExact);
+  }
 }
 
 // Tests that the CUDA launchers refuse what the CPU kernels refuse.
