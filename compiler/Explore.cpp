@@ -610,9 +610,9 @@ Expected<Space> makeSpace(const TrainingRecipe &base,
   space.offloadActivations = {false, true};
   // Gradient compression rewrites DDP's bucket all-reduces of several
   // ranks, on CPU ranks and not while they overlap backward (Recipe.cpp
-  // refuses overlap_comm: true with it). Not offered on GPUs: top-k and
-  // sign-SGD have no CUDA kernels, and PowerSGD's have not run on a GPU
-  // yet (CudaCompressionKernelsTest runs them on the SIMT emulator).
+  // refuses overlap_comm: true with it). Not offered on GPUs: top-k has
+  // no CUDA kernels, and the others' have not run on a GPU yet
+  // (CudaCompressionKernelsTest runs them on the SIMT emulator).
   if (space.dataParallel > 1 && !hardware.isCuda() &&
       base.overlapComm != "true") {
     llvm::append_values(space.compression, "powersgd", "acp-sgd", "topk",
