@@ -51,14 +51,22 @@ static double collectiveSeconds(const CostTarget &target,
   return seconds + hops * link.latencyUs * 1e-6;
 }
 
-/// The link between ranks `a` and `b` of mixed cluster `h`: their node's
-/// own link when they share one, else the file's link between their nodes
-/// (the cluster's slowest when the file names none for the pair).
-static LinkFigures mixedHop(const HardwareSpec &h, int32_t a, int32_t b) {
+/// The link between ranks `a` and `b` (both in [0, ranks)) of `h`: within
+/// a node its devices' link, between nodes the link joining them.
+static LinkFigures hopLink(const HardwareSpec &h, int32_t a, int32_t b) {
+  LinkFigures slowest{h.linkGBs, h.linkLatencyUs};
+  if (!h.heterogeneous()) {
+    // rank r on node r / gpus; without inter_node_gbs, nodes are joined as
+    // their devices are.
+    bool across = h.gpus > 0 && a / h.gpus != b / h.gpus;
+    return across && h.interNodeGBs > 0
+               ? LinkFigures{h.interNodeGBs, h.interNodeLatencyUs}
+               : slowest;
+  }
   const HardwareSpec &da = h.rankDevice(a), &db = h.rankDevice(b);
   if (da.node == db.node) {
     if (da.nodeLinkGBs <= 0 || db.nodeLinkGBs <= 0) {
-      return {h.linkGBs, h.linkLatencyUs};
+      return slowest;
     }
     return {std::min(da.nodeLinkGBs, db.nodeLinkGBs),
             std::max(da.nodeLinkLatencyUs, db.nodeLinkLatencyUs)};
@@ -69,23 +77,7 @@ static LinkFigures mixedHop(const HardwareSpec &h, int32_t a, int32_t b) {
       return {link.gbs, link.latencyUs};
     }
   }
-  return {h.linkGBs, h.linkLatencyUs};
-}
-
-/// The slowest hop of the ring over `group` on mixed cluster `h`.
-static LinkFigures mixedRing(const HardwareSpec &h,
-                             llvm::ArrayRef<int32_t> group) {
-  LinkFigures ring{0, 0};
-  for (size_t i = 0; i < group.size(); ++i) {
-    int32_t a = group[i], b = group[(i + 1) % group.size()];
-    if (a < 0 || b < 0 || a >= h.ranks() || b >= h.ranks()) {
-      return {h.linkGBs, h.linkLatencyUs};
-    }
-    LinkFigures hop = mixedHop(h, a, b);
-    ring.gbs = ring.gbs == 0 ? hop.gbs : std::min(ring.gbs, hop.gbs);
-    ring.latencyUs = std::max(ring.latencyUs, hop.latencyUs);
-  }
-  return ring;
+  return slowest; // the file names no link for the pair
 }
 
 LinkFigures collectiveLink(const HardwareSpec &h,
@@ -93,31 +85,17 @@ LinkFigures collectiveLink(const HardwareSpec &h,
   if (group.size() < 2) {
     return {};
   }
-  if (h.heterogeneous()) {
-    return mixedRing(h, group);
-  }
-  LinkFigures within{h.linkGBs, h.linkLatencyUs};
-  if (h.nodes < 2 || h.interNodeGBs <= 0 || h.gpus < 1) {
-    return within;
-  }
-  auto nodeOf = [&](int32_t rank) { return int64_t(rank) / h.gpus; };
-  bool crosses = llvm::any_of(
-      group, [&](int32_t rank) { return nodeOf(rank) != nodeOf(group[0]); });
-  if (!crosses) {
-    return within;
-  }
-  // A ring over several nodes has hops within them too: the slower of the
-  // two kinds bounds it.
-  bool hopWithin = false;
+  LinkFigures ring{0, 0};
   for (size_t i = 0; i < group.size(); ++i) {
-    hopWithin |= nodeOf(group[i]) == nodeOf(group[(i + 1) % group.size()]);
+    int32_t a = group[i], b = group[(i + 1) % group.size()];
+    if (a < 0 || b < 0 || a >= h.ranks() || b >= h.ranks()) {
+      return {h.linkGBs, h.linkLatencyUs};
+    }
+    LinkFigures hop = hopLink(h, a, b);
+    ring.gbs = ring.gbs == 0 ? hop.gbs : std::min(ring.gbs, hop.gbs);
+    ring.latencyUs = std::max(ring.latencyUs, hop.latencyUs);
   }
-  LinkFigures across{h.interNodeGBs, h.interNodeLatencyUs};
-  if (hopWithin) {
-    across.gbs = std::min(across.gbs, within.gbs);
-    across.latencyUs = std::max(across.latencyUs, within.latencyUs);
-  }
-  return across;
+  return ring;
 }
 
 llvm::StringRef costKindOf(llvm::StringRef kernel) {

@@ -23,9 +23,8 @@ namespace fb = tailor::plan;
 namespace {
 
 /// A collective step as a work record: the larger buffer it moves, over
-/// its group, at the link its group's ring crosses on `hardware`.
-LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective,
-                          const HardwareSpec &hardware) {
+/// its group (workOf adds the link the group crosses).
+LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective) {
   std::string kind = fb::EnumNameCollectiveKind(collective.kind());
   const fb::Buffer *in = p.buffers()->Get(collective.input());
   const fb::Buffer *out = p.buffers()->Get(collective.output());
@@ -42,11 +41,6 @@ LaunchWork collectiveWork(const fb::Plan &p, const fb::Collective &collective,
                      .Default("broadcast");
   moved.bytes = double(std::max(in->size(), out->size()));
   moved.ranks = collective.group() ? collective.group()->size() : 1;
-  if (collective.group()) {
-    std::vector<int32_t> group(collective.group()->begin(),
-                               collective.group()->end());
-    moved.link = collectiveLink(hardware, group);
-  }
   return moved;
 }
 
@@ -161,36 +155,17 @@ void addBytesByGroup(const fb::Plan &p, uint32_t first, uint32_t count,
     if (!collective || !runsIn(*op, step)) {
       continue;
     }
-    // As collectiveWork moves them; point-to-point sends have no group.
-    const char *kind = nullptr;
-    switch (collective->kind()) {
-    case fb::CollectiveKind::AllReduce:
-      kind = "all_reduce";
-      break;
-    case fb::CollectiveKind::ReduceScatter:
-      kind = "reduce_scatter";
-      break;
-    case fb::CollectiveKind::AllGather:
-    case fb::CollectiveKind::AllToAll:
-      kind = "all_gather";
-      break;
-    case fb::CollectiveKind::Broadcast:
-      kind = "broadcast";
-      break;
-    default:
-      continue;
+    LaunchWork work = collectiveWork(p, *collective);
+    if (llvm::StringRef(work.kernel).starts_with("p2p_")) {
+      continue; // point-to-point sends have no group
     }
     std::vector<int> members;
     if (collective->group()) {
       members.assign(collective->group()->begin(), collective->group()->end());
     }
     std::sort(members.begin(), members.end());
-    double bytes =
-        double(std::max(p.buffers()->Get(collective->input())->size(),
-                        p.buffers()->Get(collective->output())->size()));
     sent[runtime::comm::groupKind(members, p.world_size())] +=
-        times *
-        ringBytesSent(kind, bytes, static_cast<int64_t>(members.size()));
+        times * ringBytesSent(work.kernel, work.bytes, work.ranks);
   }
 }
 
@@ -204,7 +179,12 @@ bool workOf(const fb::Plan &p, const HardwareSpec &hardware, uint32_t i,
     return false;
   }
   if (const fb::Collective *collective = op->step_as_Collective()) {
-    work = collectiveWork(p, *collective, hardware);
+    work = collectiveWork(p, *collective);
+    if (collective->group()) {
+      std::vector<int32_t> group(collective->group()->begin(),
+                                 collective->group()->end());
+      work.link = collectiveLink(hardware, group);
+    }
     stream = collective->stream();
     return true;
   }

@@ -626,13 +626,13 @@ writeImages(flatbuffers::FlatBufferBuilder &fbb,
 static std::vector<std::string> cubinArchsOf(ModuleOp module, int64_t sm) {
   std::set<int64_t> sms = {sm};
   auto cluster = module->getAttrOfType<DictionaryAttr>("tg.cluster");
-  auto ranks = cluster ? cluster.getAs<ArrayAttr>("ranks") : ArrayAttr();
-  for (Attribute rank :
-       ranks ? ranks : ArrayAttr::get(module.getContext(), {})) {
-    auto dict = llvm::dyn_cast<DictionaryAttr>(rank);
-    auto rankSm = dict ? dict.getAs<FloatAttr>("sm") : FloatAttr();
-    if (rankSm && rankSm.getValueAsDouble() >= double(sm)) {
-      sms.insert(static_cast<int64_t>(rankSm.getValueAsDouble()));
+  if (auto ranks = cluster ? cluster.getAs<ArrayAttr>("ranks") : nullptr) {
+    for (Attribute rank : ranks) {
+      auto dict = llvm::dyn_cast<DictionaryAttr>(rank);
+      auto rankSm = dict ? dict.getAs<FloatAttr>("sm") : nullptr;
+      if (rankSm && rankSm.getValueAsDouble() >= double(sm)) {
+        sms.insert(static_cast<int64_t>(rankSm.getValueAsDouble()));
+      }
     }
   }
   std::vector<std::string> archs;
